@@ -1,0 +1,45 @@
+// swift-tools-version: 6.1
+// The HTTP cache: RFC 9111 semantics, a durable store, the cache users hold,
+// a caching proxy and the `httpcache` command-line tool. See README.md.
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "swift-http-cache",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
+    products: [
+        .library(name: "CacheSemantics", targets: ["CacheSemantics"]),
+        .library(name: "CacheStorage", targets: ["CacheStorage"]),
+        .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
+        .library(name: "CachingProxy", targets: ["CachingProxy"]),
+        .executable(name: "httpcache", targets: ["httpcache"]),
+        .executable(name: "benchmarks", targets: ["Benchmarks"]),
+    ],
+    targets: [
+        // Pure RFC 9111 rules: values in, decisions out. No I/O, no clock, no Foundation.
+        .target(name: "CacheSemantics", swiftSettings: strictSettings),
+        // Where responses live (memory tier, SQLite index + body files). Not yet built.
+        .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // The cache users hold: semantics + storage + a transport. Not yet built.
+        .target(
+            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+        // Shared-cache HTTP proxy on the same engine. Not yet built.
+        .target(name: "CachingProxy", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
+        .executableTarget(name: "httpcache", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
+        // Helpers shared by tests and benchmarks (fixtures, a manual clock).
+        .target(name: "CacheTestSupport", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // Release-mode benchmarks: `swift run -c release benchmarks`.
+        .executableTarget(
+            name: "Benchmarks", dependencies: ["CacheSemantics", "CacheTestSupport"], swiftSettings: strictSettings),
+        // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
+        .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,94 @@
+/// One member of the `Cache-Status` response field (RFC 9211): how one cache handled the
+/// request.
+///
+/// ```swift
+/// var status = CacheStatus(cache: "HTTPCache", forward: .stale)
+/// status.forwardStatus = 304
+/// status.fieldValue  // "HTTPCache; fwd=stale; fwd-status=304"
+/// ```
+public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
+    /// Why a request went forward (RFC 9211 §2.2), most specific first.
+    public enum ForwardReason: String, Hashable, Sendable, CaseIterable {
+        /// The cache was configured not to handle this request.
+        case bypass
+        /// The method's semantics require forwarding.
+        case method
+        /// Nothing stored for the URI.
+        case uriMiss = "uri-miss"
+        /// Something stored for the URI, but no variant matches the request's fields.
+        case varyMiss = "vary-miss"
+        /// No usable stored response (when uri-miss and vary-miss cannot be told apart).
+        case miss
+        /// A fresh stored response was selected, but the request's directives forbid its use.
+        case request
+        /// A stored response was selected, but it was stale (or must be validated).
+        case stale
+        /// A partial stored response did not cover the request.
+        case partial
+    }
+
+    /// The cache's identifier, serialized as a Token when it is one, else as a String.
+    public var cache: String
+    /// `hit`: served from the cache without going forward.
+    public var hit: Bool
+    /// `fwd`: why the request went forward; `nil` for a hit.
+    public var forward: ForwardReason?
+    /// `fwd-status`: the status the next hop returned.
+    public var forwardStatus: Int?
+    /// `stored`: whether the response was stored.
+    public var stored: Bool?
+    /// `collapsed`: whether the request was collapsed with others.
+    public var collapsed: Bool?
+    /// `ttl`: remaining freshness in seconds, negative when stale.
+    public var ttl: Int?
+    /// `key`: the cache key.
+    public var key: String?
+    /// `detail`: implementation-specific information.
+    public var detail: String?
+
+    /// A hit.
+    public init(cache: String, hit: Bool = true, ttl: Int? = nil, detail: String? = nil) {
+        self.cache = cache
+        self.hit = hit
+        self.ttl = ttl
+        self.detail = detail
+    }
+
+    /// A request that went forward.
+    public init(cache: String, forward: ForwardReason, forwardStatus: Int? = nil, stored: Bool? = nil) {
+        self.cache = cache
+        self.hit = false
+        self.forward = forward
+        self.forwardStatus = forwardStatus
+        self.stored = stored
+    }
+
+    /// The member as Structured Field text (RFC 9651 §4.1), e.g. `HTTPCache; hit; ttl=42`.
+    public var fieldValue: String {
+        var parameters: [(String, StructuredItem)] = []
+        if hit { parameters.append(("hit", .boolean(true))) }
+        if let forward { parameters.append(("fwd", .token(forward.rawValue))) }
+        if let forwardStatus { parameters.append(("fwd-status", .integer(Int64(forwardStatus)))) }
+        if let stored { parameters.append(("stored", .boolean(stored))) }
+        if let collapsed { parameters.append(("collapsed", .boolean(collapsed))) }
+        if let ttl { parameters.append(("ttl", .integer(Int64(ttl)))) }
+        if let key { parameters.append(("key", .string(key))) }
+        if let detail {
+            parameters.append(("detail", StructuredFields.isToken(detail) ? .token(detail) : .string(detail)))
+        }
+        let name = StructuredFields.isToken(cache) ? cache : StructuredFields.serialize(.string(cache))
+        // "; " between parameters, the spacing RFC 9211's examples use (RFC 9651 §4.2.3.2 allows it).
+        return parameters.reduce(name) { text, parameter in
+            text + "; " + StructuredFields.serialize([parameter]).dropFirst()
+        }
+    }
+
+    /// `existing` with this member appended: caches closer to the user come last
+    /// (RFC 9211 §2).
+    public func appended(to existing: String?) -> String {
+        guard let existing, !ASCII.trimmed(Substring(existing)).isEmpty else { return fieldValue }
+        return existing + ", " + fieldValue
+    }
+
+    public var description: String { fieldValue }
+}

@@ -1,0 +1,206 @@
+/// HTTP-date parsing and formatting (RFC 9110 §5.6.7), without `DateFormatter` or locales.
+///
+/// All three formats are accepted: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the
+/// obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+/// (`Sun Nov  6 08:49:37 1994`). Names are matched case-insensitively and a zone other than
+/// `GMT` makes the value invalid (RFC 9111 §4.2). Invalid input yields `nil`; it never traps.
+public enum HTTPDate {
+    private static let monthNames: [[UInt8]] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ].map { Array($0.utf8) }
+    private static let dayNames: [[UInt8]] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].map { Array($0.utf8) }
+    private static let longDayNames: [[UInt8]] = [
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    ].map { Array($0.utf8) }
+
+    /// Parses an HTTP-date.
+    ///
+    /// - Parameters:
+    ///   - value: The field value.
+    ///   - now: Used only for RFC 850 two-digit years: a year that would be more than 50 years
+    ///     in the future is taken to be in the past century (RFC 9110 §5.6.7). Without it,
+    ///     years 00–69 mean 20xx.
+    /// - Returns: The time, or `nil` when `value` is not a valid HTTP-date.
+    public static func parse(_ value: some StringProtocol, now: Timestamp? = nil) -> Timestamp? {
+        var bytes = Array(value.utf8)
+        while let last = bytes.last, ASCII.isOWS(last) { bytes.removeLast() }
+        var cursor = Cursor(bytes: bytes)
+        cursor.skipOWS()
+        let name = cursor.letters()
+        if cursor.take(UInt8(ascii: ",")) {
+            // IMF-fixdate or RFC 850.
+            guard cursor.take(0x20) else { return nil }
+            if name.count == 3 {
+                guard dayNames.contains(name) else { return nil }
+                return imfFixdate(&cursor)
+            }
+            guard longDayNames.contains(name) else { return nil }
+            return rfc850(&cursor, now: now)
+        }
+        guard name.count == 3, dayNames.contains(name), cursor.take(0x20) else { return nil }
+        return asctime(&cursor)
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT` after the comma and space.
+    private static func imfFixdate(_ cursor: inout Cursor) -> Timestamp? {
+        guard let day = cursor.number(minDigits: 1, maxDigits: 2), cursor.take(0x20),
+            let month = month(cursor.letters()), cursor.take(0x20),
+            let year = cursor.number(minDigits: 4, maxDigits: 4), cursor.take(0x20),
+            let time = timeOfDay(&cursor), cursor.take(0x20), gmt(&cursor), cursor.atEnd
+        else { return nil }
+        return make(year: year, month: month, day: day, time: time)
+    }
+
+    /// `06-Nov-94 08:49:37 GMT` after the comma and space.
+    private static func rfc850(_ cursor: inout Cursor, now: Timestamp?) -> Timestamp? {
+        guard let day = cursor.number(minDigits: 1, maxDigits: 2), cursor.take(UInt8(ascii: "-")),
+            let month = month(cursor.letters()), cursor.take(UInt8(ascii: "-"))
+        else { return nil }
+        let start = cursor.index
+        guard var year = cursor.number(minDigits: 2, maxDigits: 4) else { return nil }
+        let yearDigits = cursor.index - start
+        guard yearDigits != 3, cursor.take(0x20),
+            let time = timeOfDay(&cursor), cursor.take(0x20), gmt(&cursor), cursor.atEnd
+        else { return nil }
+        if yearDigits == 2 {
+            if let now {
+                let currentYear = civil(fromDays: Int((now.secondsSince1970 / 86_400).rounded(.down))).year
+                year += (currentYear / 100) * 100
+                if year > currentYear + 50 { year -= 100 }
+            } else {
+                year += year < 70 ? 2000 : 1900
+            }
+        }
+        return make(year: year, month: month, day: day, time: time)
+    }
+
+    /// `Nov  6 08:49:37 1994` after the day name and space.
+    private static func asctime(_ cursor: inout Cursor) -> Timestamp? {
+        guard let month = month(cursor.letters()), cursor.take(0x20) else { return nil }
+        _ = cursor.take(0x20)  // a one-digit day is padded with a space
+        guard let day = cursor.number(minDigits: 1, maxDigits: 2), cursor.take(0x20),
+            let time = timeOfDay(&cursor), cursor.take(0x20),
+            let year = cursor.number(minDigits: 4, maxDigits: 4), cursor.atEnd
+        else { return nil }
+        return make(year: year, month: month, day: day, time: time)
+    }
+
+    private static func month(_ letters: [UInt8]) -> Int? {
+        monthNames.firstIndex(of: letters).map { $0 + 1 }
+    }
+
+    private static func gmt(_ cursor: inout Cursor) -> Bool {
+        cursor.letters() == Array("gmt".utf8)
+    }
+
+    private static func timeOfDay(_ cursor: inout Cursor) -> Int? {
+        guard let hour = cursor.number(minDigits: 2, maxDigits: 2), cursor.take(UInt8(ascii: ":")),
+            let minute = cursor.number(minDigits: 2, maxDigits: 2), cursor.take(UInt8(ascii: ":")),
+            let second = cursor.number(minDigits: 2, maxDigits: 2),
+            hour < 24, minute < 60, second <= 60  // 60: a leap second
+        else { return nil }
+        return hour * 3600 + minute * 60 + second
+    }
+
+    private static func make(year: Int, month: Int, day: Int, time: Int) -> Timestamp? {
+        guard year >= 1, year <= 9999, day >= 1, day <= daysIn(month: month, year: year) else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        return Timestamp(secondsSince1970: Double(days * 86_400 + time))
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The proleptic Gregorian date `days` after 1970-01-01.
+    static func civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// Formats `time` as an IMF-fixdate, rounding down to the second (RFC 9110 §5.6.7).
+    /// Times outside years 1–9999 are clamped to that range.
+    public static func format(_ time: Timestamp) -> String {
+        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
+        let start = -62_135_596_800.0  // 0001-01-01T00:00:00Z
+        let clamped = time.secondsSince1970.isNaN ? 0 : min(max(time.secondsSince1970, start), limit)
+        let total = Int(clamped.rounded(.down))
+        var days = total / 86_400
+        var secondsOfDay = total % 86_400
+        if secondsOfDay < 0 {
+            secondsOfDay += 86_400
+            days -= 1
+        }
+        let (year, month, day) = civil(fromDays: days)
+        let weekday = ((days % 7) + 7 + 3) % 7  // 1970-01-01 was a Thursday (index 3 from Monday)
+        let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func pad(_ n: Int, _ width: Int) -> String {
+            let s = String(n)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(names[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
+            + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)) GMT"
+    }
+
+    private struct Cursor {
+        let bytes: [UInt8]
+        var index = 0
+
+        init(bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { index == bytes.count }
+
+        mutating func skipOWS() {
+            while index < bytes.count, ASCII.isOWS(bytes[index]) { index += 1 }
+        }
+
+        mutating func take(_ byte: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        /// Letters, lowered.
+        mutating func letters() -> [UInt8] {
+            var out: [UInt8] = []
+            while index < bytes.count, ASCII.isAlpha(bytes[index]), out.count < 10 {
+                out.append(ASCII.lower(bytes[index]))
+                index += 1
+            }
+            return out
+        }
+
+        mutating func number(minDigits: Int, maxDigits: Int) -> Int? {
+            var value = 0
+            var count = 0
+            while index < bytes.count, ASCII.isDigit(bytes[index]), count < maxDigits {
+                value = value * 10 + Int(bytes[index] - 0x30)
+                index += 1
+                count += 1
+            }
+            return count >= minDigits ? value : nil
+        }
+    }
+}

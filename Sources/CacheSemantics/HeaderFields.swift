@@ -1,0 +1,126 @@
+/// One header field line: a name and its value as received.
+public struct HeaderField: Hashable, Sendable {
+    /// The field name with its original spelling; compare with ``HeaderFields`` lookups,
+    /// which ignore case (RFC 9110 §5.1).
+    public var name: String
+    /// The field value, without leading or trailing white space.
+    public var value: String
+
+    /// Creates a field line.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// An ordered collection of header fields: names compared case-insensitively, repeated
+/// field lines kept in the order received (RFC 9110 §5.2, §5.3).
+///
+/// ```swift
+/// var fields: HeaderFields = ["Cache-Control": "max-age=60", "Vary": "Accept"]
+/// fields.append(name: "vary", value: "Accept-Encoding")
+/// fields["Vary"]  // "Accept, Accept-Encoding" (list fields combined, §5.3)
+/// ```
+public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral,
+    ExpressibleByArrayLiteral, CustomStringConvertible
+{
+    @usableFromInline
+    var storage: [HeaderField]
+
+    /// An empty field section.
+    public init() { storage = [] }
+
+    /// Field lines in order; repeated names are kept.
+    public init(_ fields: some Sequence<HeaderField>) { storage = Array(fields) }
+
+    /// Field lines from `(name, value)` pairs, in order.
+    public init(_ pairs: some Sequence<(String, String)>) {
+        storage = pairs.map { HeaderField(name: $0.0, value: $0.1) }
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
+    public init(arrayLiteral elements: HeaderField...) { self.init(elements) }
+
+    public var startIndex: Int { storage.startIndex }
+    public var endIndex: Int { storage.endIndex }
+    public subscript(position: Int) -> HeaderField { storage[position] }
+
+    /// The combined value of every line named `name`, joined with ", " as RFC 9110 §5.3
+    /// allows for list-based fields; `nil` when absent. Setting replaces all such lines
+    /// with one (or removes them when set to `nil`).
+    ///
+    /// Do not use the combined form for `Set-Cookie` (RFC 9110 §5.3); use ``values(named:)``.
+    public subscript(name: String) -> String? {
+        get {
+            var result: String?
+            for field in storage where ASCII.equalsIgnoringCase(field.name, name) {
+                if let existing = result {
+                    result = existing.isEmpty ? field.value : field.value.isEmpty ? existing : existing + ", " + field.value
+                } else {
+                    result = field.value
+                }
+            }
+            return result
+        }
+        set {
+            if let newValue {
+                if let first = storage.firstIndex(where: { ASCII.equalsIgnoringCase($0.name, name) }) {
+                    storage[first].value = newValue
+                    var index = storage.index(after: first)
+                    while index < storage.endIndex {
+                        if ASCII.equalsIgnoringCase(storage[index].name, name) {
+                            storage.remove(at: index)
+                        } else {
+                            index += 1
+                        }
+                    }
+                } else {
+                    storage.append(HeaderField(name: name, value: newValue))
+                }
+            } else {
+                removeAll(named: name)
+            }
+        }
+    }
+
+    /// The value of each line named `name`, in order.
+    public func values(named name: String) -> [String] {
+        storage.compactMap { ASCII.equalsIgnoringCase($0.name, name) ? $0.value : nil }
+    }
+
+    /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
+    /// split at commas outside quoted strings, trimmed, empty members dropped.
+    public func listMembers(named name: String) -> [Substring] {
+        var members: [Substring] = []
+        for field in storage where ASCII.equalsIgnoringCase(field.name, name) {
+            members += ASCII.splitList(Substring(field.value))
+        }
+        return members
+    }
+
+    /// Whether at least one line is named `name`.
+    public func contains(_ name: String) -> Bool {
+        storage.contains { ASCII.equalsIgnoringCase($0.name, name) }
+    }
+
+    /// Adds a line at the end, keeping existing lines of the same name.
+    public mutating func append(name: String, value: String) {
+        storage.append(HeaderField(name: name, value: value))
+    }
+
+    /// Removes every line named `name`.
+    public mutating func removeAll(named name: String) {
+        storage.removeAll { ASCII.equalsIgnoringCase($0.name, name) }
+    }
+
+    /// Removes every line whose name is in `names` (compared ignoring case).
+    public mutating func removeAll(namedAnyOf names: some Collection<String>) {
+        guard !names.isEmpty else { return }
+        storage.removeAll { field in names.contains { ASCII.equalsIgnoringCase(field.name, $0) } }
+    }
+
+    /// The fields as `Name: value` lines, for logs and `explain`.
+    public var description: String {
+        storage.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,363 @@
+/// A request prepared for lookups: its head, cache policy and parsed directives.
+public struct CacheRequest: Hashable, Sendable {
+    /// The request.
+    public var head: RequestHead
+    /// The cache policy the caller asked for.
+    public var policy: CachePolicy
+    /// The request's cache directives (with `Pragma: no-cache` folded in, RFC 9111 §5.4).
+    public var cacheControl: RequestCacheControl
+    /// The client's own `If-None-Match`, if any (RFC 9110 §13.1.2).
+    public var ifNoneMatch: EntityTagList?
+    /// The client's own `If-Modified-Since`, if valid (RFC 9110 §13.1.3).
+    public var ifModifiedSince: Timestamp?
+
+    /// Parses what a lookup needs from `head`.
+    public init(_ head: RequestHead, policy: CachePolicy = .useProtocolCachePolicy) {
+        self.head = head
+        self.policy = policy
+        cacheControl = RequestCacheControl(fields: head.fields)
+        ifNoneMatch = EntityTagList(fields: head.fields, name: "If-None-Match")
+        if ifNoneMatch == nil, let text = head.fields["If-Modified-Since"] {
+            ifModifiedSince = HTTPDate.parse(text)
+        }
+    }
+
+    /// Whether the client sent its own validators.
+    public var isConditional: Bool { ifNoneMatch != nil || ifModifiedSince != nil }
+}
+
+/// Serving a stored response.
+public struct CachedUse: Hashable, Sendable {
+    /// The index of the stored response in the candidates.
+    public var candidate: Int
+    /// `current_age` in seconds (RFC 9111 §4.2.3); send it as `Age` (§4).
+    public var currentAge: Double
+    /// The response's freshness lifetime in seconds.
+    public var freshnessLifetime: Double
+    /// When `true`, the client's own validators match: answer `304` from the stored
+    /// response (RFC 9111 §4.3.2).
+    public var notModified: Bool
+    /// Why.
+    public var reasons: [Reason]
+
+    /// Whether the response is stale (RFC 9111 §4.2).
+    public var isStale: Bool { freshnessLifetime <= currentAge }
+    /// Remaining freshness in seconds, negative when stale (RFC 9211 `ttl`).
+    public var timeToLive: Double { freshnessLifetime - currentAge }
+    /// The `Age` field value: whole seconds, capped at 2^31 (RFC 9111 §1.2.2, §5.1).
+    public var ageFieldValue: String { String(Int(min(max(0, currentAge), Double(deltaSecondsLimit)))) }
+}
+
+/// Sending the request on to the origin.
+public struct Forwarding: Hashable, Sendable {
+    /// Why it goes forward, for `Cache-Status` (RFC 9211 §2.2).
+    public var reason: CacheStatus.ForwardReason
+    /// The selected stored response: the one being validated, or the one to fall back on
+    /// when the origin cannot be reached (see ``CacheEngine/fallback(after:request:candidate:now:)``).
+    public var candidate: Int?
+    /// The stored responses whose validators ``fields`` carry; a `304` may update them.
+    public var validated: [Int]
+    /// Fields to set on the forwarded request (preconditions, or the no-cache fields of
+    /// ``CachePolicy/reloadIgnoringLocalAndRemoteCacheData``); they replace fields of the
+    /// same name.
+    public var fields: HeaderFields
+    /// Why.
+    public var reasons: [Reason]
+
+    /// Whether the forwarded request is a validation request (RFC 9111 §4.3.1).
+    public var isValidation: Bool { !validated.isEmpty }
+
+    init(
+        reason: CacheStatus.ForwardReason, candidate: Int? = nil, validated: [Int] = [], fields: HeaderFields = [:],
+        reasons: [Reason]
+    ) {
+        self.reason = reason
+        self.candidate = candidate
+        self.validated = validated
+        self.fields = fields
+        self.reasons = reasons
+    }
+}
+
+/// What to do with a request (RFC 9111 §4).
+public enum LookupDecision: Hashable, Sendable {
+    /// Serve the stored response without contacting the origin.
+    case serve(CachedUse)
+    /// Serve the stale stored response now and validate it in the background
+    /// (RFC 5861 §3) with the given forwarding.
+    case serveStaleWhileRevalidate(CachedUse, revalidation: Forwarding)
+    /// Send the request on, conditional when ``Forwarding/isValidation``.
+    case forward(Forwarding)
+    /// Answer `504 (Gateway Timeout)` without contacting the origin (RFC 9111 §5.2.1.7).
+    case gatewayTimeout([Reason])
+
+    /// The reasons behind the decision.
+    public var reasons: [Reason] {
+        switch self {
+        case .serve(let use), .serveStaleWhileRevalidate(let use, _): return use.reasons
+        case .forward(let forwarding): return forwarding.reasons
+        case .gatewayTimeout(let reasons): return reasons
+        }
+    }
+}
+
+/// What failed when a request went forward.
+public enum OriginFailure: Hashable, Sendable {
+    /// No response: connection refused, DNS failure, timeout, no network.
+    case unreachable
+    /// The origin answered with this 5xx status.
+    case serverError(status: Int)
+}
+
+/// What to do when a forwarded request failed (RFC 9111 §4.2.4, §4.3.3; RFC 5861 §4).
+public enum FallbackDecision: Hashable, Sendable {
+    /// Serve the stored response.
+    case serve(CachedUse)
+    /// Answer `504 (Gateway Timeout)`: the stored response may not be served stale
+    /// (RFC 9111 §5.2.2.2).
+    case gatewayTimeout([Reason])
+    /// Pass the failure (the transport's error, or the 5xx response) on.
+    case passThrough([Reason])
+}
+
+extension CacheEngine {
+    /// Decides how to answer `request` given the stored responses for its cache key
+    /// (RFC 9111 §4, §4.1, §4.2, §4.3.1; RFC 5861; RFC 8246; the six cache policies).
+    ///
+    /// - Parameters:
+    ///   - request: The prepared request.
+    ///   - candidates: The facts of every stored response under the request's
+    ///     ``CacheKey``, in any order.
+    ///   - now: The current time.
+    public func lookup(_ request: CacheRequest, candidates: [StoredResponseFacts], now: Timestamp) -> LookupDecision {
+        let method = request.head.method
+        guard method == "GET" || method == "HEAD" else {
+            return .forward(Forwarding(reason: .method, reasons: [.uncacheableMethod(method)]))
+        }
+        let directives = request.cacheControl
+        let policy = request.policy
+        guard let index = selectVariant(request.head.fields, candidates: candidates) else {
+            let reasons: [Reason] = [candidates.isEmpty ? .noStoredResponse : .noVariantMatches]
+            if policy == .returnCacheDataDontLoad { return .gatewayTimeout(reasons + [.policy(policy)]) }
+            if directives.onlyIfCached { return .gatewayTimeout(reasons + [.onlyIfCached]) }
+            return .forward(
+                Forwarding(
+                    reason: candidates.isEmpty ? .uriMiss : .varyMiss, fields: policyFields(policy), reasons: reasons))
+        }
+        let facts = candidates[index]
+        let age = facts.currentAge(at: now)
+        let lifetime = facts.freshnessLifetime
+
+        switch policy {
+        case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData:
+            return .forward(
+                Forwarding(reason: .request, candidate: index, fields: policyFields(policy), reasons: [.policy(policy)]))
+        case .returnCacheDataElseLoad, .returnCacheDataDontLoad:
+            return .serve(use(index, facts, age: age, request, reasons: [.policyServesAnyStoredResponse(policy)]))
+        case .reloadRevalidatingCacheData:
+            return revalidate(request, index, candidates, reason: .request, reasons: [.policy(policy)])
+        case .useProtocolCachePolicy:
+            break
+        }
+
+        let fresh = lifetime > age
+        let shared = configuration.isShared
+        // RFC 8246 §2: a fresh immutable response is not revalidated on reload.
+        let immutableFresh = fresh && !shared && facts.flags.contains(.immutable)
+        if facts.flags.contains(.noCache) || facts.flags.contains(.invalidated) {
+            return revalidate(request, index, candidates, reason: .stale, reasons: [.responseNoCache])
+        }
+        if directives.noCache && !immutableFresh {
+            return revalidate(request, index, candidates, reason: .request, reasons: [.requestNoCache])
+        }
+        if let maxAge = directives.maxAge, age > Double(maxAge), !immutableFresh {
+            return revalidate(
+                request, index, candidates, reason: fresh ? .request : .stale,
+                reasons: [.requestMaxAge(age: age, maxAge: maxAge)])
+        }
+        if let minFresh = directives.minFresh, lifetime - age < Double(minFresh) {
+            return revalidate(
+                request, index, candidates, reason: fresh ? .request : .stale,
+                reasons: [.requestMinFresh(remaining: lifetime - age, minFresh: minFresh)])
+        }
+        if fresh {
+            let freshReason = Reason.fresh(age: age, lifetime: lifetime)
+            let reasons = immutableFresh && (directives.noCache || directives.maxAge != nil)
+                ? [freshReason, .immutable] : [freshReason]
+            return .serve(use(index, facts, age: age, request, reasons: reasons))
+        }
+
+        // Stale (§4.2.4).
+        let staleness = age - lifetime
+        if let prohibition = staleProhibition(facts) {
+            return revalidate(request, index, candidates, reason: .stale, reasons: [.stale(by: staleness), prohibition])
+        }
+        switch directives.maxStale {
+        case .any?:
+            return .serve(use(index, facts, age: age, request, reasons: [.maxStaleAllows(by: staleness)]))
+        case .seconds(let allowed)? where staleness <= Double(allowed):
+            return .serve(use(index, facts, age: age, request, reasons: [.maxStaleAllows(by: staleness)]))
+        default:
+            break
+        }
+        if let allowance = facts.staleWhileRevalidate, staleness <= Double(allowance) {
+            let reasons: [Reason] = [.staleWhileRevalidate(by: staleness, allowance: allowance)]
+            let served = use(index, facts, age: age, request, reasons: reasons)
+            let background = validation(request, index, candidates, reason: .stale, reasons: reasons)
+            return .serveStaleWhileRevalidate(served, revalidation: background)
+        }
+        return revalidate(request, index, candidates, reason: .stale, reasons: [.stale(by: staleness)])
+    }
+
+    /// After a forwarded request failed, whether the selected stored response may be served
+    /// instead (RFC 9111 §4.2.4, §4.3.3; RFC 5861 §4).
+    ///
+    /// A response that has no-cache, must-revalidate (or, in a shared cache,
+    /// proxy-revalidate or s-maxage) is not served stale: an unreachable origin then gives
+    /// 504. Within `stale-if-error` (of the response or the request) it is served after an
+    /// unreachable origin or a 500, 502, 503 or 504. Otherwise an unreachable origin means
+    /// the cache is disconnected, and the stale response is served (§4.2.4); other 5xx
+    /// responses are passed on.
+    public func fallback(
+        after failure: OriginFailure, request: CacheRequest, candidate: (index: Int, facts: StoredResponseFacts),
+        now: Timestamp
+    ) -> FallbackDecision {
+        let facts = candidate.facts
+        let age = facts.currentAge(at: now)
+        let staleness = age - facts.freshnessLifetime
+        if facts.flags.contains(.noCache) {
+            return failure == .unreachable ? .gatewayTimeout([.responseNoCache]) : .passThrough([.responseNoCache])
+        }
+        if staleness >= 0, let prohibition = staleProhibition(facts) {
+            let reasons: [Reason] = [.stale(by: staleness), prohibition]
+            return failure == .unreachable ? .gatewayTimeout(reasons) : .passThrough(reasons)
+        }
+        let allowance = [facts.staleIfError, request.cacheControl.staleIfError].compactMap { $0 }.max()
+        let errorStatus: Bool
+        switch failure {
+        case .unreachable: errorStatus = true
+        case .serverError(let status): errorStatus = [500, 502, 503, 504].contains(status)
+        }
+        if errorStatus, let allowance, staleness <= Double(allowance) {
+            return .serve(
+                use(candidate.index, facts, age: age, request,
+                    reasons: [.staleIfError(by: max(0, staleness), allowance: allowance)]))
+        }
+        if failure == .unreachable {
+            return .serve(use(candidate.index, facts, age: age, request, reasons: [.disconnected(by: max(0, staleness))]))
+        }
+        return .passThrough([.stale(by: staleness), .staleNotAllowed])
+    }
+
+    /// The index of the stored response to use for a request with `fields`: one whose
+    /// nominated fields match (§4.1), never one with `Vary: *` or an incomplete body, those
+    /// with a `Vary` field preferred, then the most recent by `Date` (§4).
+    public func selectVariant(_ fields: HeaderFields, candidates: [StoredResponseFacts]) -> Int? {
+        var best: Int?
+        for index in candidates.indices where matches(fields, candidates[index]) {
+            guard let current = best else {
+                best = index
+                continue
+            }
+            let a = candidates[index]
+            let b = candidates[current]
+            let aHasVary = !a.vary.isEmpty
+            let bHasVary = !b.vary.isEmpty
+            if aHasVary != bHasVary {
+                if aHasVary { best = index }
+            } else if a.date > b.date || (a.date == b.date && a.responseTime > b.responseTime) {
+                best = index
+            }
+        }
+        return best
+    }
+
+    /// Whether `facts` can answer a request with `fields` as far as `Vary` is concerned
+    /// (RFC 9111 §4.1) and its body is complete (§3.3).
+    func matches(_ fields: HeaderFields, _ facts: StoredResponseFacts) -> Bool {
+        if facts.vary.isAny || facts.flags.contains(.incomplete) { return false }
+        if facts.vary.fieldNames.isEmpty { return true }
+        return facts.vary.requestValues(fields) == facts.varyValues
+    }
+
+    /// The directive that forbids serving `facts` stale, if any (RFC 9111 §4.2.4).
+    func staleProhibition(_ facts: StoredResponseFacts) -> Reason? {
+        if facts.flags.contains(.mustRevalidate) { return .mustRevalidate }
+        if configuration.isShared {
+            if facts.flags.contains(.hasSMaxAge) { return .sMaxAgeRevalidate }
+            if facts.flags.contains(.proxyRevalidate) { return .proxyRevalidate }
+        }
+        return nil
+    }
+
+    private func policyFields(_ policy: CachePolicy) -> HeaderFields {
+        policy == .reloadIgnoringLocalAndRemoteCacheData ? ["Cache-Control": "no-cache", "Pragma": "no-cache"] : [:]
+    }
+
+    private func use(
+        _ index: Int, _ facts: StoredResponseFacts, age: Double, _ request: CacheRequest, reasons: [Reason]
+    ) -> CachedUse {
+        CachedUse(
+            candidate: index, currentAge: age, freshnessLifetime: facts.freshnessLifetime,
+            notModified: request.isConditional && clientPreconditionHolds(request, facts), reasons: reasons)
+    }
+
+    /// Evaluates the client's If-None-Match, else If-Modified-Since, against a stored
+    /// response: `true` means "not modified" (RFC 9111 §4.3.2, RFC 9110 §13.2.2).
+    func clientPreconditionHolds(_ request: CacheRequest, _ facts: StoredResponseFacts) -> Bool {
+        if let list = request.ifNoneMatch {
+            guard let tag = facts.entityTag else { return list == .any }
+            return list.weakMatches(tag)
+        }
+        if let since = request.ifModifiedSince {
+            return (facts.lastModified ?? facts.date) <= since
+        }
+        return false
+    }
+
+    /// A validation request, or a 504 when the request has only-if-cached (§5.2.1.7).
+    private func revalidate(
+        _ request: CacheRequest, _ index: Int, _ candidates: [StoredResponseFacts],
+        reason: CacheStatus.ForwardReason, reasons: [Reason]
+    ) -> LookupDecision {
+        if request.cacheControl.onlyIfCached { return .gatewayTimeout(reasons + [.onlyIfCached]) }
+        return .forward(validation(request, index, candidates, reason: reason, reasons: reasons))
+    }
+
+    /// The forwarding that validates the selected response and every other stored response
+    /// that matches the request (§4.3.1). A request that carries the client's own
+    /// validators is forwarded with them alone.
+    private func validation(
+        _ request: CacheRequest, _ index: Int, _ candidates: [StoredResponseFacts],
+        reason: CacheStatus.ForwardReason, reasons: [Reason]
+    ) -> Forwarding {
+        if request.isConditional {
+            return Forwarding(reason: reason, candidate: index, reasons: reasons)
+        }
+        var validated = [index]
+        for other in candidates.indices
+        where other != index && candidates[other].entityTag != nil && matches(request.head.fields, candidates[other]) {
+            validated.append(other)
+        }
+        let fields = conditionalFields(validated.map { candidates[$0] })
+        return Forwarding(reason: reason, candidate: index, validated: validated, fields: fields, reasons: reasons)
+    }
+
+    /// The precondition fields that validate `responses` (RFC 9111 §4.3.1): `If-None-Match`
+    /// with their entity tags; for a single response also `If-Modified-Since` from its
+    /// `Last-Modified`, or from its `Date` when it has no validator at all (RFC 9110 §13.1.3).
+    public func conditionalFields(_ responses: [StoredResponseFacts]) -> HeaderFields {
+        var fields: HeaderFields = [:]
+        var tags: [EntityTag] = []
+        for tag in responses.compactMap(\.entityTag) where !tags.contains(tag) { tags.append(tag) }
+        if !tags.isEmpty { fields["If-None-Match"] = EntityTagList.tags(tags).fieldValue }
+        if responses.count == 1 {
+            if let lastModified = responses[0].lastModified {
+                fields["If-Modified-Since"] = HTTPDate.format(lastModified)
+            } else if tags.isEmpty {
+                fields["If-Modified-Since"] = HTTPDate.format(responses[0].date)
+            }
+        }
+        return fields
+    }
+}

@@ -1,0 +1,245 @@
+/// A response that may be stored, with the fields to keep and its precomputed facts.
+public struct StorableResponse: Hashable, Sendable {
+    /// The header fields to store: as received, less those RFC 9111 §3.1 excludes, with a
+    /// `Date` added when the response had none (RFC 9110 §6.6.1).
+    public var fields: HeaderFields
+    /// The facts a lookup needs.
+    public var facts: StoredResponseFacts
+    /// What was dropped or assumed while preparing the response, for logs and `explain`.
+    public var notes: [Reason]
+}
+
+/// Whether and how to store a response (RFC 9111 §3).
+public enum StorageDecision: Hashable, Sendable {
+    /// Store ``StorableResponse/fields`` and ``StorableResponse/facts`` with the body.
+    case store(StorableResponse)
+    /// Do not store; the reasons say why.
+    case doNotStore([Reason])
+
+    /// The reasons behind the decision.
+    public var reasons: [Reason] {
+        switch self {
+        case .store(let response): return response.notes
+        case .doNotStore(let reasons): return reasons
+        }
+    }
+}
+
+extension CacheEngine {
+    /// The response directives in force for `fields`: the first valid, non-empty targeted
+    /// field of the configuration (RFC 9213 §2.2), else `Cache-Control`.
+    ///
+    /// - Returns: The directives, the name of the targeted field used (if any), and notes.
+    public func effectiveDirectives(_ fields: HeaderFields) -> (
+        directives: ResponseCacheControl, targetedField: String?, notes: [Reason]
+    ) {
+        var notes: [Reason] = []
+        for name in configuration.targetedFieldNames where fields.contains(name) {
+            if let directives = targetedDirectives(fields, name: name) {
+                notes.append(.targetedFieldUsed(name))
+                let parsed = ResponseCacheControl(CacheControl(directives: directives), field: name)
+                return (parsed, name, notes + parsed.notes)
+            }
+            notes.append(.invalidTargetedField(name))
+        }
+        let parsed = ResponseCacheControl(CacheControl(fields: fields))
+        return (parsed, nil, notes + parsed.notes)
+    }
+
+    /// A targeted field parsed as a Structured Field Dictionary and mapped to directives
+    /// (RFC 9213 §2.1); `nil` when empty or invalid.
+    private func targetedDirectives(_ fields: HeaderFields, name: String) -> [CacheDirective]? {
+        let lines = fields.values(named: name)
+        guard let dictionary = StructuredFields.parseDictionary(lines.joined(separator: ", ")), !dictionary.isEmpty
+        else { return nil }
+        var directives: [CacheDirective] = []
+        for (key, member) in dictionary {
+            guard case .item(let item, _) = member else { continue }  // inner lists mean nothing here
+            switch item {
+            case .boolean(true): directives.append(CacheDirective(name: key))
+            case .boolean(false): continue
+            case .integer(let value): directives.append(CacheDirective(name: key, argument: String(value)))
+            case .string(let value), .token(let value): directives.append(CacheDirective(name: key, argument: value))
+            default:
+                // Decimals and other types violate the directive's constraints (RFC 9213 §2.1):
+                // pass them on as text so the directive is judged invalid, not coerced.
+                directives.append(CacheDirective(name: key, argument: StructuredFields.serialize(item)))
+            }
+        }
+        return directives
+    }
+
+    /// Decides whether a response may be stored and prepares what to store (RFC 9111 §3,
+    /// §3.1, §3.5, §4.1).
+    ///
+    /// - Parameters:
+    ///   - request: The request that produced the response.
+    ///   - response: The response's status and fields (for a `HEAD` or `304`, see
+    ///     ``freshen(storedFields:storedFacts:with:request:requestTime:responseTime:)``).
+    ///   - requestTime: When the request was sent (`request_time`, §4.2.3).
+    ///   - responseTime: When the response was received (`response_time`).
+    public func storageDecision(
+        for request: RequestHead, response: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    ) -> StorageDecision {
+        var refusals: [Reason] = []
+        if request.method != "GET" { refusals.append(.methodNotStored(request.method)) }
+        let status = response.status
+        if status < 200 {
+            refusals.append(.statusNotFinal(status))
+        }
+        let (directives, _, directiveNotes) = effectiveDirectives(response.fields)
+        let understood = understoodStatuses.contains(status)
+        if status == 206 || status == 304 {
+            refusals.append(.statusNotStoredAsComplete(status))
+        } else if directives.mustUnderstand && !understood && status >= 200 {
+            refusals.append(.mustUnderstandUnknownStatus(status))
+        }
+        // must-understand with an understood status overrides no-store (§5.2.2.3).
+        if directives.noStore && !(directives.mustUnderstand && understood) {
+            refusals.append(.responseNoStore)
+        }
+        if RequestCacheControl(fields: request.fields).noStore { refusals.append(.requestNoStore) }
+        let shared = configuration.isShared
+        if shared && directives.isPrivate { refusals.append(.privateInSharedCache) }
+        if shared && request.fields.contains("Authorization")
+            && !(directives.isPublic || directives.mustRevalidate || directives.sMaxAge != nil)
+        {
+            refusals.append(.authorizationInSharedCache)
+        }
+        let explicitlyCacheable =
+            directives.isPublic || (!shared && directives.isPrivate) || directives.maxAge != nil
+            || (shared && directives.sMaxAge != nil) || response.fields.contains("Expires")
+        if !explicitlyCacheable && !heuristicallyCacheableStatuses.contains(status) {
+            refusals.append(.notExplicitlyCacheable(status))
+        }
+        let vary = Vary(fields: response.fields)
+        if vary.isAny { refusals.append(.varyStar) }
+        if !refusals.isEmpty { return .doNotStore(refusals) }
+
+        var fields = response.fields
+        var notes = directiveNotes
+        var excluded = hopByHopFieldNames
+        for member in fields.listMembers(named: "Connection") where ASCII.isToken(member) {
+            excluded.append(ASCII.lowercased(member))
+        }
+        excluded += directives.noCacheFieldNames
+        if shared { excluded += directives.privateFieldNames }
+        let dropped = fields.filter { field in excluded.contains { ASCII.equalsIgnoringCase($0, field.name) } }
+        if !dropped.isEmpty {
+            notes.append(.fieldsNotStored(dropped.map(\.name)))
+            fields.removeAll(namedAnyOf: excluded)
+        }
+        if !fields.contains("Date") {
+            fields.append(name: "Date", value: HTTPDate.format(responseTime))
+            notes.append(.dateAddedFromResponseTime)
+        }
+        let (facts, factNotes) = makeFacts(
+            status: status, fields: fields, requestFields: request.fields, requestTime: requestTime,
+            responseTime: responseTime)
+        return .store(StorableResponse(fields: fields, facts: facts, notes: notes + factNotes))
+    }
+
+    /// Computes the facts of a response about to be stored or just freshened.
+    ///
+    /// - Parameters:
+    ///   - fields: The fields as they will be stored.
+    ///   - requestFields: The request's fields, for the values `Vary` nominates (§4.1).
+    public func makeFacts(
+        status: Int, fields: HeaderFields, requestFields: HeaderFields, requestTime: Timestamp,
+        responseTime: Timestamp
+    ) -> (facts: StoredResponseFacts, notes: [Reason]) {
+        let (directives, targeted, _) = effectiveDirectives(fields)
+        var notes: [Reason] = []
+        let shared = configuration.isShared
+
+        var date = responseTime
+        if let dateText = fields["Date"] {
+            if let parsed = HTTPDate.parse(dateText, now: responseTime) {
+                date = parsed
+            } else {
+                notes.append(.invalidDate(dateText))
+            }
+        }
+
+        var ageValue = 0.0
+        if let firstAge = fields.listMembers(named: "Age").first {
+            if let age = ASCII.parseDigits(firstAge, cap: deltaSecondsLimit) {
+                ageValue = Double(age)
+            } else {
+                notes.append(.invalidAge(String(firstAge)))
+            }
+        }
+
+        var lastModified: Timestamp?
+        if let text = fields["Last-Modified"] {
+            lastModified = HTTPDate.parse(text, now: responseTime)
+            if lastModified == nil { notes.append(.invalidLastModified(text)) }
+        }
+
+        // Freshness lifetime: the first match of RFC 9111 §4.2.1.
+        var lifetime = 0.0
+        var source = LifetimeSource.none
+        if shared, let sMaxAge = directives.sMaxAge {
+            (lifetime, source) = (Double(sMaxAge), .sMaxAge)
+        } else if let maxAge = directives.maxAge {
+            (lifetime, source) = (Double(maxAge), .maxAge)
+        } else if targeted == nil, fields.contains("Expires") {
+            let values = fields.values(named: "Expires")
+            if Set(values).count > 1 {
+                notes.append(.conflictingExpires)
+                source = .invalid
+            } else if let expires = HTTPDate.parse(values[0], now: responseTime) {
+                (lifetime, source) = (expires - date, .expires)
+            } else {
+                notes.append(.invalidExpires(values[0]))
+                source = .invalid
+            }
+        } else if heuristicallyCacheableStatuses.contains(status) || directives.isPublic
+            || (!shared && directives.isPrivate)
+        {
+            // §4.2.2: a fraction of the time since Last-Modified, capped.
+            if let lastModified, lastModified < date {
+                lifetime = min(
+                    (date - lastModified) * configuration.heuristicFraction, configuration.maximumHeuristicLifetime)
+                source = .heuristic
+            }
+        }
+        if source == .maxAge || source == .sMaxAge {
+            let directive = source == .sMaxAge ? "s-maxage" : "max-age"
+            let invalid = directives.notes.contains { note in
+                switch note {
+                case .conflictingDirective(_, let name), .invalidDirectiveValue(_, let name, _): return name == directive
+                default: return false
+                }
+            }
+            if invalid { source = .invalid }
+        }
+
+        var flags: StoredResponseFacts.Flags = []
+        if directives.noCache { flags.insert(.noCache) }
+        if directives.mustRevalidate { flags.insert(.mustRevalidate) }
+        if directives.proxyRevalidate { flags.insert(.proxyRevalidate) }
+        if directives.sMaxAge != nil { flags.insert(.hasSMaxAge) }
+        if directives.immutable { flags.insert(.immutable) }
+        if directives.isPublic { flags.insert(.isPublic) }
+        if directives.isPrivate { flags.insert(.isPrivate) }
+        if targeted != nil { flags.insert(.targeted) }
+
+        var entityTag: EntityTag?
+        if let text = fields["ETag"] {
+            entityTag = EntityTag(text)
+            if entityTag == nil { notes.append(.invalidEntityTag(text)) }
+        }
+        let vary = Vary(fields: fields)
+        var contentLength: Int64?
+        if let text = fields["Content-Length"], let length = ASCII.parseDigits(text, cap: Int(Int64.max / 2)) {
+            contentLength = Int64(length)
+        }
+        let facts = StoredResponseFacts(
+            status: status, requestTime: requestTime, responseTime: responseTime, date: date, ageValue: ageValue,
+            freshnessLifetime: lifetime, lifetimeSource: source, staleWhileRevalidate: directives.staleWhileRevalidate,
+            staleIfError: directives.staleIfError, flags: flags, entityTag: entityTag, lastModified: lastModified,
+            vary: vary, varyValues: vary.requestValues(requestFields), contentLength: contentLength)
+        return (facts, notes)
+    }
+}

@@ -1,0 +1,326 @@
+/// Where a stored response's freshness lifetime came from (RFC 9111 §4.2.1, §4.2.2).
+public enum LifetimeSource: UInt8, Hashable, Sendable, CustomStringConvertible {
+    /// `s-maxage`, in a shared cache.
+    case sMaxAge = 1
+    /// `max-age`.
+    case maxAge = 2
+    /// `Expires` minus `Date`.
+    case expires = 3
+    /// A fraction of the time since `Last-Modified` (§4.2.2).
+    case heuristic = 4
+    /// No explicit lifetime and no heuristic applies: the response is stale at once.
+    case none = 5
+    /// Invalid or conflicting freshness information: stale at once (§4.2.1).
+    case invalid = 6
+
+    public var description: String {
+        switch self {
+        case .sMaxAge: return "s-maxage"
+        case .maxAge: return "max-age"
+        case .expires: return "Expires"
+        case .heuristic: return "heuristic (Last-Modified)"
+        case .none: return "none"
+        case .invalid: return "invalid freshness information"
+        }
+    }
+}
+
+/// The parsed, precomputed facts of one stored response, so that a lookup does arithmetic,
+/// not parsing.
+///
+/// Computed once when a response is stored or freshened (``CacheEngine/storageDecision(for:response:requestTime:responseTime:)``),
+/// serialized beside the entry with ``serialized()``, and read back with
+/// ``init(serialized:)``, which rejects bytes of another format version so the store can
+/// recompute them from the stored fields.
+public struct StoredResponseFacts: Hashable, Sendable {
+    /// The serialization format version; bump when the layout changes.
+    public static let formatVersion: UInt8 = 1
+
+    /// Boolean facts, packed.
+    public struct Flags: OptionSet, Hashable, Sendable {
+        public let rawValue: UInt16
+        public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+        /// Unqualified `no-cache`: validate before every reuse (RFC 9111 §5.2.2.4).
+        public static let noCache = Flags(rawValue: 1 << 0)
+        /// `must-revalidate` (§5.2.2.2).
+        public static let mustRevalidate = Flags(rawValue: 1 << 1)
+        /// `proxy-revalidate` (§5.2.2.8).
+        public static let proxyRevalidate = Flags(rawValue: 1 << 2)
+        /// `s-maxage` was present (§5.2.2.10: no stale reuse by shared caches).
+        public static let hasSMaxAge = Flags(rawValue: 1 << 3)
+        /// `immutable` (RFC 8246).
+        public static let immutable = Flags(rawValue: 1 << 4)
+        /// `public` (§5.2.2.9).
+        public static let isPublic = Flags(rawValue: 1 << 5)
+        /// Unqualified `private` (§5.2.2.7).
+        public static let isPrivate = Flags(rawValue: 1 << 6)
+        /// The body was not received in full (§3.3).
+        public static let incomplete = Flags(rawValue: 1 << 7)
+        /// Marked invalid (§4.4) or found stale by a HEAD (§4.3.5): validate before reuse.
+        public static let invalidated = Flags(rawValue: 1 << 8)
+        /// The freshness came from a targeted field such as `CDN-Cache-Control` (RFC 9213).
+        public static let targeted = Flags(rawValue: 1 << 9)
+    }
+
+    /// The response status code.
+    public var status: Int
+    /// `request_time` (RFC 9111 §4.2.3).
+    public var requestTime: Timestamp
+    /// `response_time` (§4.2.3).
+    public var responseTime: Timestamp
+    /// `date_value`: the `Date` field, or the response time when it is absent or invalid.
+    public var date: Timestamp
+    /// `age_value`: the `Age` field, or 0.
+    public var ageValue: Double
+    /// `freshness_lifetime` in seconds (§4.2.1, §4.2.2); may be negative for an `Expires`
+    /// before `Date`.
+    public var freshnessLifetime: Double
+    /// Where ``freshnessLifetime`` came from.
+    public var lifetimeSource: LifetimeSource
+    /// `stale-while-revalidate` seconds (RFC 5861 §3).
+    public var staleWhileRevalidate: Int?
+    /// `stale-if-error` seconds (RFC 5861 §4).
+    public var staleIfError: Int?
+    /// Boolean facts.
+    public var flags: Flags
+    /// The `ETag`, when valid.
+    public var entityTag: EntityTag?
+    /// The `Last-Modified` time, when valid.
+    public var lastModified: Timestamp?
+    /// The stored `Vary`.
+    public var vary: Vary
+    /// The normalized values of the fields ``vary`` nominates, from the request that caused
+    /// the response to be stored (RFC 9111 §4.1); `nil` where the field was absent.
+    public var varyValues: [String?]
+    /// `Content-Length`, when valid.
+    public var contentLength: Int64?
+
+    /// Creates facts from their parts; the engine normally computes them.
+    public init(
+        status: Int, requestTime: Timestamp, responseTime: Timestamp, date: Timestamp, ageValue: Double = 0,
+        freshnessLifetime: Double, lifetimeSource: LifetimeSource, staleWhileRevalidate: Int? = nil,
+        staleIfError: Int? = nil, flags: Flags = [], entityTag: EntityTag? = nil, lastModified: Timestamp? = nil,
+        vary: Vary = Vary(fieldNames: []), varyValues: [String?] = [], contentLength: Int64? = nil
+    ) {
+        self.status = status
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.date = date
+        self.ageValue = ageValue
+        self.freshnessLifetime = freshnessLifetime
+        self.lifetimeSource = lifetimeSource
+        self.staleWhileRevalidate = staleWhileRevalidate
+        self.staleIfError = staleIfError
+        self.flags = flags
+        self.entityTag = entityTag
+        self.lastModified = lastModified
+        self.vary = vary
+        self.varyValues = varyValues
+        self.contentLength = contentLength
+    }
+
+    /// `corrected_initial_age` (RFC 9111 §4.2.3):
+    /// `max(apparent_age, age_value + response_delay)`.
+    @inlinable
+    public var correctedInitialAge: Double {
+        let apparentAge = max(0, responseTime - date)
+        let responseDelay = max(0, responseTime - requestTime)
+        let correctedAgeValue = ageValue + responseDelay
+        return max(apparentAge, correctedAgeValue)
+    }
+
+    /// `current_age` at `now` (RFC 9111 §4.2.3): `corrected_initial_age + resident_time`.
+    /// A clock that went backwards counts as no resident time.
+    @inlinable
+    public func currentAge(at now: Timestamp) -> Double {
+        correctedInitialAge + max(0, now - responseTime)
+    }
+
+    /// Whether the response has a validator: an entity tag or a Last-Modified time.
+    public var hasValidator: Bool { entityTag != nil || lastModified != nil }
+}
+
+// MARK: - Serialization
+
+extension StoredResponseFacts {
+    /// A compact binary form, starting with ``formatVersion``.
+    public func serialized() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.byte(Self.formatVersion)
+        writer.varint(UInt64(max(0, status)))
+        writer.double(requestTime.secondsSince1970)
+        writer.double(responseTime.secondsSince1970)
+        writer.double(date.secondsSince1970)
+        writer.double(ageValue)
+        writer.double(freshnessLifetime)
+        writer.byte(lifetimeSource.rawValue)
+        writer.optionalInt(staleWhileRevalidate)
+        writer.optionalInt(staleIfError)
+        writer.varint(UInt64(flags.rawValue))
+        if let entityTag {
+            writer.byte(entityTag.isWeak ? 2 : 1)
+            writer.string(entityTag.opaqueTag)
+        } else {
+            writer.byte(0)
+        }
+        if let lastModified {
+            writer.byte(1)
+            writer.double(lastModified.secondsSince1970)
+        } else {
+            writer.byte(0)
+        }
+        writer.byte(vary.isAny ? 1 : 0)
+        writer.varint(UInt64(vary.fieldNames.count))
+        for (index, name) in vary.fieldNames.enumerated() {
+            writer.string(name)
+            let value = index < varyValues.count ? varyValues[index] : nil
+            if let value {
+                writer.byte(1)
+                writer.string(value)
+            } else {
+                writer.byte(0)
+            }
+        }
+        writer.optionalInt(contentLength.map(Int.init))
+        return writer.bytes
+    }
+
+    /// Reads bytes written by ``serialized()``; `nil` when they are of another format
+    /// version, truncated or otherwise malformed.
+    public init?(serialized bytes: some Collection<UInt8>) {
+        var reader = ByteReader(Array(bytes))
+        guard reader.byte() == Self.formatVersion,
+            let status = reader.varint(), status < 1000,
+            let requestTime = reader.double(), let responseTime = reader.double(), let date = reader.double(),
+            let ageValue = reader.double(), let lifetime = reader.double(),
+            let sourceByte = reader.byte(), let source = LifetimeSource(rawValue: sourceByte),
+            let swr = reader.optionalInt(), let sie = reader.optionalInt(),
+            let flagBits = reader.varint(), flagBits <= UInt64(UInt16.max),
+            let tagKind = reader.byte()
+        else { return nil }
+        var entityTag: EntityTag?
+        switch tagKind {
+        case 0: break
+        case 1, 2:
+            guard let opaque = reader.string() else { return nil }
+            entityTag = EntityTag(opaqueTag: opaque, isWeak: tagKind == 2)
+        default: return nil
+        }
+        guard let hasLastModified = reader.byte(), hasLastModified <= 1 else { return nil }
+        var lastModified: Timestamp?
+        if hasLastModified == 1 {
+            guard let seconds = reader.double() else { return nil }
+            lastModified = Timestamp(secondsSince1970: seconds)
+        }
+        guard let isAny = reader.byte(), isAny <= 1, let count = reader.varint(), count <= 1024 else { return nil }
+        var names: [String] = []
+        var values: [String?] = []
+        for _ in 0..<count {
+            guard let name = reader.string(), let hasValue = reader.byte(), hasValue <= 1 else { return nil }
+            names.append(name)
+            if hasValue == 1 {
+                guard let value = reader.string() else { return nil }
+                values.append(value)
+            } else {
+                values.append(nil)
+            }
+        }
+        guard let contentLength = reader.optionalInt(), reader.atEnd else { return nil }
+        self.init(
+            status: Int(status), requestTime: Timestamp(secondsSince1970: requestTime),
+            responseTime: Timestamp(secondsSince1970: responseTime), date: Timestamp(secondsSince1970: date),
+            ageValue: ageValue, freshnessLifetime: lifetime, lifetimeSource: source,
+            staleWhileRevalidate: swr.map(Int.init), staleIfError: sie.map(Int.init),
+            flags: Flags(rawValue: UInt16(flagBits)), entityTag: entityTag, lastModified: lastModified,
+            vary: Vary(fieldNames: names, isAny: isAny == 1), varyValues: values,
+            contentLength: contentLength.map(Int64.init))
+    }
+}
+
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    mutating func varint(_ value: UInt64) {
+        var remaining = value
+        while remaining >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: remaining) | 0x80)
+            remaining >>= 7
+        }
+        bytes.append(UInt8(remaining))
+    }
+
+    mutating func double(_ value: Double) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 }
+    }
+
+    mutating func optionalInt(_ value: Int?) {
+        if let value {
+            byte(1)
+            varint(UInt64(max(0, value)))
+        } else {
+            byte(0)
+        }
+    }
+
+    mutating func string(_ value: String) {
+        varint(UInt64(value.utf8.count))
+        bytes += value.utf8
+    }
+}
+
+struct ByteReader {
+    let bytes: [UInt8]
+    var index = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var atEnd: Bool { index == bytes.count }
+
+    mutating func byte() -> UInt8? {
+        guard index < bytes.count else { return nil }
+        defer { index += 1 }
+        return bytes[index]
+    }
+
+    mutating func varint() -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while let next = byte() {
+            guard shift < 64 else { return nil }
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return result }
+            shift += 7
+        }
+        return nil
+    }
+
+    mutating func double() -> Double? {
+        guard bytes.count - index >= 8 else { return nil }
+        var bits: UInt64 = 0
+        for offset in 0..<8 { bits |= UInt64(bytes[index + offset]) << (8 * UInt64(offset)) }
+        index += 8
+        let value = Double(bitPattern: bits)
+        return value.isFinite ? value : nil
+    }
+
+    mutating func optionalInt() -> UInt64?? {
+        guard let marker = byte() else { return nil }
+        switch marker {
+        case 0: return .some(nil)
+        case 1:
+            guard let value = varint(), value <= UInt64(Int64.max) else { return nil }
+            return .some(value)
+        default: return nil
+        }
+    }
+
+    mutating func string() -> String? {
+        guard let count = varint(), count <= UInt64(bytes.count - index) else { return nil }
+        let start = index
+        index += Int(count)
+        return String(validating: bytes[start..<index], as: UTF8.self)
+    }
+}

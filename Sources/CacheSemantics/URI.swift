@@ -1,0 +1,206 @@
+/// The parts of an absolute URI that cache keys and invalidation need (RFC 3986 §3).
+struct URIParts: Hashable {
+    var scheme: String
+    var authority: String?
+    var path: String
+    var query: String?
+
+    /// Splits `text`; `nil` when it has no valid scheme.
+    init?(_ text: some StringProtocol) {
+        let value = Substring(text)
+        guard let colon = value.firstIndex(of: ":"), let first = value.utf8.first, ASCII.isAlpha(first) else {
+            return nil
+        }
+        let scheme = value[..<colon]
+        guard
+            scheme.utf8.allSatisfy({
+                ASCII.isAlpha($0) || ASCII.isDigit($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
+                    || $0 == UInt8(ascii: ".")
+            })
+        else { return nil }
+        self.scheme = ASCII.lowercased(scheme)
+        var rest = value[value.index(after: colon)...]
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        if let question = rest.firstIndex(of: "?") {
+            query = String(rest[rest.index(after: question)...])
+            rest = rest[..<question]
+        }
+        if rest.hasPrefix("//") {
+            let afterSlashes = rest.dropFirst(2)
+            let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+            authority = String(afterSlashes[..<end])
+            path = String(afterSlashes[end...])
+        } else {
+            path = String(rest)
+        }
+    }
+
+    init(scheme: String, authority: String?, path: String, query: String?) {
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.query = query
+    }
+
+    /// The origin (scheme, host, port) after normalization, for same-origin checks
+    /// (RFC 9110 §4.3.1).
+    var origin: String { "\(scheme)://\(normalizedAuthority ?? "")" }
+
+    /// Host lowered, default port and empty port removed (RFC 9110 §4.2.3).
+    var normalizedAuthority: String? {
+        guard let authority else { return nil }
+        var userinfo = ""
+        var hostPort = Substring(authority)
+        if let at = hostPort.lastIndex(of: "@") {
+            userinfo = String(hostPort[...at])
+            hostPort = hostPort[hostPort.index(after: at)...]
+        }
+        var host = hostPort
+        var port: Substring = ""
+        if let colon = hostPort.lastIndex(of: ":"), !hostPort[colon...].contains("]") {
+            host = hostPort[..<colon]
+            port = hostPort[hostPort.index(after: colon)...]
+        }
+        let defaultPort = scheme == "http" ? "80" : scheme == "https" ? "443" : nil
+        var result = userinfo + ASCII.lowercased(host)
+        if !port.isEmpty, String(port) != defaultPort { result += ":" + port }
+        return result
+    }
+
+    /// The normalized form (RFC 9110 §4.2.3, RFC 3986 §6.2.2): scheme and host lowered,
+    /// default port removed, empty path as "/", dot segments removed, percent-encodings in
+    /// upper case with unreserved characters decoded, fragment dropped.
+    var normalized: String {
+        var out = scheme + ":"
+        if let authority = normalizedAuthority { out += "//" + authority }
+        var normalizedPath = URIParts.normalizePercentEncoding(URIParts.removeDotSegments(path))
+        if authority != nil && normalizedPath.isEmpty { normalizedPath = "/" }
+        out += normalizedPath
+        if let query { out += "?" + URIParts.normalizePercentEncoding(query) }
+        return out
+    }
+
+    /// Resolves `reference` against this URI (RFC 3986 §5.2.2).
+    func resolve(_ reference: String) -> URIParts? {
+        if let absolute = URIParts(reference), !reference.hasPrefix("/") { return absolute }
+        var rest = Substring(reference)
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        var referenceQuery: String?
+        if let question = rest.firstIndex(of: "?") {
+            referenceQuery = String(rest[rest.index(after: question)...])
+            rest = rest[..<question]
+        }
+        if rest.hasPrefix("//") {
+            let afterSlashes = rest.dropFirst(2)
+            let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+            return URIParts(
+                scheme: scheme, authority: String(afterSlashes[..<end]),
+                path: URIParts.removeDotSegments(String(afterSlashes[end...])), query: referenceQuery)
+        }
+        if rest.isEmpty {
+            return URIParts(scheme: scheme, authority: authority, path: path, query: referenceQuery ?? query)
+        }
+        if rest.hasPrefix("/") {
+            return URIParts(
+                scheme: scheme, authority: authority, path: URIParts.removeDotSegments(String(rest)),
+                query: referenceQuery)
+        }
+        let base: Substring
+        if authority != nil && path.isEmpty {
+            base = "/"
+        } else if let slash = path.lastIndex(of: "/") {
+            base = path[...slash]
+        } else {
+            base = ""
+        }
+        return URIParts(
+            scheme: scheme, authority: authority, path: URIParts.removeDotSegments(String(base) + rest), query: referenceQuery)
+    }
+
+    /// RFC 3986 §5.2.4.
+    static func removeDotSegments(_ path: String) -> String {
+        guard path.contains(".") else { return path }
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        for (index, segment) in segments.enumerated() {
+            let isLast = index == segments.count - 1
+            if segment == "." {
+                if isLast { output.append("") }
+            } else if segment == ".." {
+                if output.count > 1 || (output.count == 1 && !output[0].isEmpty) { output.removeLast() }
+                if isLast { output.append("") }
+            } else {
+                output.append(segment)
+            }
+        }
+        var result = output.joined(separator: "/")
+        if path.hasPrefix("/") && !result.hasPrefix("/") { result = "/" + result }
+        return result
+    }
+
+    /// Upper-cases percent-encoding hex digits and decodes unreserved characters.
+    static func normalizePercentEncoding(_ text: String) -> String {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        func hexValue(_ byte: UInt8) -> UInt8? {
+            if ASCII.isDigit(byte) { return byte - 0x30 }
+            let lower = ASCII.lower(byte)
+            if lower >= 0x61 && lower <= 0x66 { return lower - 0x61 + 10 }
+            return nil
+        }
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]),
+                let low = hexValue(bytes[i + 2])
+            {
+                let decoded = high << 4 | low
+                if ASCII.isAlpha(decoded) || ASCII.isDigit(decoded) || decoded == UInt8(ascii: "-")
+                    || decoded == UInt8(ascii: ".") || decoded == UInt8(ascii: "_") || decoded == UInt8(ascii: "~")
+                {
+                    out.append(decoded)
+                } else {
+                    out += [UInt8(ascii: "%"), ASCII.upperHex(high), ASCII.upperHex(low)]
+                }
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension ASCII {
+    static func upperHex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x41 + nibble - 10 }
+}
+
+/// The primary cache key of a request: its method and normalized target URI (RFC 9111 §2,
+/// §4.1; RFC 9110 §4.2.3).
+///
+/// `GET` and `HEAD` share the `GET` key, because a stored `GET` response answers a `HEAD`
+/// request (RFC 9110 §9.3.2). ``primaryKey`` is the URI alone for `GET`, so stored URLs
+/// read naturally, and `METHOD URI` otherwise.
+public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
+    /// The method the stored response answers.
+    public var method: String
+    /// The normalized target URI.
+    public var uri: String
+
+    /// The key of a request for `uri` with `method`; `nil` when `uri` is not an absolute URI.
+    public init?(method: String, uri: String) {
+        guard let parts = URIParts(uri) else { return nil }
+        self.method = method == "HEAD" ? "GET" : method
+        self.uri = parts.normalized
+    }
+
+    /// The key as one string: the URI for `GET`, else `METHOD URI`.
+    public var primaryKey: String { method == "GET" ? uri : "\(method) \(uri)" }
+
+    public var description: String { primaryKey }
+
+    /// `uri` in normalized form, or `nil` when it is not an absolute URI.
+    public static func normalize(_ uri: String) -> String? { URIParts(uri)?.normalized }
+}

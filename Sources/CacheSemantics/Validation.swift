@@ -1,0 +1,121 @@
+/// What a `HEAD` response means for a stored `GET` response (RFC 9111 §4.3.5).
+public enum HeadFreshening: Hashable, Sendable {
+    /// The validators and length match: update the stored fields as for a `304`.
+    case update
+    /// They differ: the stored response must be validated before reuse
+    /// (``StoredResponseFacts/Flags/invalidated``).
+    case markStale
+}
+
+extension CacheEngine {
+    /// Which stored responses a `304 (Not Modified)` updates (RFC 9111 §4.3.4).
+    ///
+    /// - Parameters:
+    ///   - notModified: The 304's fields.
+    ///   - request: The request the 304 answers; only stored responses it could have selected
+    ///     are considered (the initial set).
+    ///   - candidates: All stored responses under the request's cache key.
+    ///   - validated: The responses whose validators the conditional request carried
+    ///     (``Forwarding/validated``). When the 304 carries no validator and exactly one
+    ///     response was validated, that one is updated: the 304 answers the question the
+    ///     cache asked about it. (RFC 9111 states the rule for a stored response that has no
+    ///     validator either; a validated response is the same situation.)
+    /// - Returns: Indexes into `candidates`.
+    public func responsesToUpdate(
+        notModified: HeaderFields, request: HeaderFields, candidates: [StoredResponseFacts], validated: [Int] = []
+    ) -> [Int] {
+        let initial = candidates.indices.filter { matches(request, candidates[$0]) }
+        let tag = notModified["ETag"].flatMap { EntityTag($0) }
+        let lastModified = notModified["Last-Modified"].flatMap { HTTPDate.parse($0) }
+        if let tag, !tag.isWeak {
+            return initial.filter { candidates[$0].entityTag.map(tag.strongMatches) ?? false }
+        }
+        if tag != nil || lastModified != nil {
+            let matching = initial.filter { index in
+                let facts = candidates[index]
+                if let tag { return facts.entityTag.map(tag.weakMatches) ?? false }
+                return facts.lastModified == lastModified
+            }
+            let mostRecent = matching.max { candidates[$0].date < candidates[$1].date }
+            return mostRecent.map { [$0] } ?? []
+        }
+        if initial.count == 1 && !candidates[initial[0]].hasValidator { return initial }
+        if validated.count == 1 && initial.contains(validated[0]) { return validated }
+        return []
+    }
+
+    /// The stored fields updated with those of a newer response, a `304` or a `HEAD`
+    /// response (RFC 9111 §3.2): each field the new response has replaces the stored lines
+    /// of that name, except `Content-Length`, `Content-Range`, the fields §3.1 never stores
+    /// and those named by `Connection`. A stored `Age` the new response lacks is removed,
+    /// since the response was just validated at the origin (§4.2.3, "age").
+    public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
+        var excluded = hopByHopFieldNames + ["content-length", "content-range"]
+        for member in newer.listMembers(named: "Connection") where ASCII.isToken(member) {
+            excluded.append(ASCII.lowercased(member))
+        }
+        var result = stored
+        var replaced: [String] = []
+        for field in newer where !excluded.contains(where: { ASCII.equalsIgnoringCase($0, field.name) }) {
+            if !replaced.contains(where: { ASCII.equalsIgnoringCase($0, field.name) }) {
+                result.removeAll(named: field.name)
+                replaced.append(field.name)
+            }
+            result.append(name: field.name, value: field.value)
+        }
+        if !newer.contains("Age") { result.removeAll(named: "Age") }
+        if !newer.contains("Date") { result["Date"] = HTTPDate.format(responseTime) }
+        return result
+    }
+
+    /// Freshens a stored response with a `304` or a matching `HEAD` response
+    /// (RFC 9111 §4.3.4, §4.3.5): the fields updated per §3.2 and the facts computed anew
+    /// with the validation's request and response times.
+    public func freshen(
+        storedFields: HeaderFields, storedFacts: StoredResponseFacts, with newer: HeaderFields,
+        request: HeaderFields, requestTime: Timestamp, responseTime: Timestamp
+    ) -> (fields: HeaderFields, facts: StoredResponseFacts) {
+        let fields = updatedFields(stored: storedFields, with: newer, responseTime: responseTime)
+        var (facts, _) = makeFacts(
+            status: storedFacts.status, fields: fields, requestFields: request, requestTime: requestTime,
+            responseTime: responseTime)
+        facts.flags.formUnion(storedFacts.flags.intersection(.incomplete))
+        return (fields, facts)
+    }
+
+    /// Compares a `200` response to `HEAD` with a stored `GET` response (RFC 9111 §4.3.5):
+    /// every validator the HEAD response has (`ETag`, `Last-Modified`) and its
+    /// `Content-Length`, if any, must equal the stored one's.
+    public func headFreshening(head: HeaderFields, stored: StoredResponseFacts) -> HeadFreshening {
+        if let text = head["ETag"] {
+            guard let tag = EntityTag(text), let storedTag = stored.entityTag, tag == storedTag else { return .markStale }
+        }
+        if let text = head["Last-Modified"] {
+            guard let time = HTTPDate.parse(text), time == stored.lastModified else { return .markStale }
+        }
+        if let text = head["Content-Length"] {
+            guard let length = ASCII.parseDigits(text, cap: Int(Int64.max / 2)), Int64(length) == stored.contentLength
+            else { return .markStale }
+        }
+        return .update
+    }
+
+    /// The URIs whose stored responses a response to `request` invalidates (RFC 9111 §4.4):
+    /// for an unsafe method (anything but GET, HEAD, OPTIONS, TRACE) with a 2xx or 3xx
+    /// status, the target URI and the `Location` and `Content-Location` URIs that share its
+    /// origin. Normalized, as ``CacheKey/uri`` is.
+    public func invalidatedURIs(request: RequestHead, response: ResponseHead) -> [String] {
+        guard !safeMethods.contains(request.method), (200..<400).contains(response.status),
+            let target = URIParts(request.uri)
+        else { return [] }
+        var uris = [target.normalized]
+        for name in ["Location", "Content-Location"] {
+            guard let reference = response.fields[name], let resolved = target.resolve(reference),
+                resolved.origin == target.origin
+            else { continue }
+            let uri = resolved.normalized
+            if !uris.contains(uri) { uris.append(uri) }
+        }
+        return uris
+    }
+}

@@ -1,0 +1,34 @@
+import CacheSemantics
+
+/// Times and helpers shared by the tests and benchmarks.
+public enum Fixtures {
+    /// A fixed "now": Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example date.
+    public static let epoch = Timestamp(secondsSince1970: 784_111_777)
+
+    /// `epoch` formatted as an HTTP-date, shifted by `offset` seconds.
+    public static func httpDate(_ offset: Double = 0) -> String {
+        HTTPDate.format(epoch + offset)
+    }
+
+    /// A typical cacheable response from a CDN-fronted API or asset server.
+    public static let typicalResponseFields: HeaderFields = [
+        "Date": httpDate(),
+        "Content-Type": "application/json; charset=utf-8",
+        "Content-Length": "1432",
+        "Cache-Control": "public, max-age=300, stale-while-revalidate=60",
+        "ETag": "\"5d8c72a5edda8d6a\"",
+        "Last-Modified": httpDate(-86_400),
+        "Vary": "Accept-Encoding",
+        "Age": "12",
+        "Server": "nginx",
+        "X-Request-Id": "7f3c9a1e-2b4d-4c8e-9f1a-0d2e3b4c5a6f",
+    ]
+
+    /// A typical request from an app.
+    public static let typicalRequestFields: HeaderFields = [
+        "Accept": "application/json",
+        "Accept-Encoding": "gzip, deflate, br",
+        "Accept-Language": "en-US,en;q=0.9",
+        "User-Agent": "ExampleApp/1.0 (iPhone; iOS 18.0)",
+    ]
+}
