@@ -21,7 +21,9 @@ let package = Package(
     ],
     targets: [
         // Pure RFC 9111 rules: values in, decisions out. No I/O, no clock, no Foundation.
-        .target(name: "CacheSemantics", swiftSettings: strictSettings),
+        .target(
+            name: "CacheSemantics", swiftSettings: strictSettings,
+            linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]),
         // Where responses live (memory tier, SQLite index + body files). Not yet built.
         .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         // The cache users hold: semantics + storage + a transport. Not yet built.

@@ -7,5 +7,5 @@ import Darwin
 #endif
 
 let message = "httpcache: no subcommands yet; this build has the CacheSemantics engine only (see README.md)\n"
-fputs(message, stderr)
+_ = message.withCString { write(2, $0, strlen($0)) }
 exit(2)
