@@ -75,8 +75,9 @@ enum ASCII {
         for byte in s.utf8 {
             guard isDigit(byte) else { return nil }
             if value < cap {
-                value = value * 10 + Int(byte - 0x30)
-                if value > cap { value = cap }
+                // Checked before multiplying: with a cap near Int64.max / 2, `value * 10` overflows.
+                let digit = Int(byte - 0x30)
+                value = value > (cap - digit) / 10 ? cap : value * 10 + digit
             }
         }
         return value

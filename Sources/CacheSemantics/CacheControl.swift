@@ -16,8 +16,10 @@ public struct CacheDirective: Hashable, Sendable {
 /// The directives of one or more `Cache-Control` (or targeted) field lines, in order,
 /// including extensions this library does not know (RFC 9111 §5.2, §5.2.3).
 ///
-/// Parsing never fails: a member that is not `token [ "=" ( token / quoted-string ) ]` is
-/// skipped and reported in ``notes``.
+/// Parsing never fails. A member whose name is not a token, or whose quoted argument is
+/// malformed, is skipped and reported in ``notes``. An unquoted argument that is not a token
+/// (`max-age=5 0`) is kept as text, so the directive that reads it judges it invalid (for
+/// `max-age`: stale, RFC 9111 §4.2.1) rather than the directive vanishing.
 public struct CacheControl: Hashable, Sendable {
     /// Every well-formed directive, in field order; repeated ones are kept.
     public var directives: [CacheDirective]
@@ -263,11 +265,11 @@ public struct RequestCacheControl: Hashable, Sendable {
             case "stale-if-error": staleIfError = seconds(directive, current: staleIfError)
             case "max-stale":
                 if directive.argument == nil {
-                    maxStale = .any
+                    if maxStale == nil { maxStale = .any }  // a bounded max-stale is more restrictive
                 } else if let value = seconds(directive, current: nil) {
                     if case .seconds(let existing)? = maxStale {
                         maxStale = .seconds(min(existing, value))
-                    } else if maxStale == nil {
+                    } else {
                         maxStale = .seconds(value)
                     }
                 }

@@ -32,13 +32,14 @@ public struct EntityTag: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Strong comparison: both tags strong and equal (RFC 9110 §8.8.3.2).
+    /// Opaque tags are compared octet by octet, not by Unicode canonical equivalence.
     public func strongMatches(_ other: EntityTag) -> Bool {
-        !isWeak && !other.isWeak && opaqueTag == other.opaqueTag
+        !isWeak && !other.isWeak && opaqueTag.utf8.elementsEqual(other.opaqueTag.utf8)
     }
 
     /// Weak comparison: the opaque tags are equal, weak or not (RFC 9110 §8.8.3.2).
     public func weakMatches(_ other: EntityTag) -> Bool {
-        opaqueTag == other.opaqueTag
+        opaqueTag.utf8.elementsEqual(other.opaqueTag.utf8)
     }
 
     /// The field-value form, e.g. `W/"xyzzy"`.

@@ -17,9 +17,10 @@ public enum HTTPDate {
     ///
     /// - Parameters:
     ///   - value: The field value.
-    ///   - now: Used only for RFC 850 two-digit years: a year that would be more than 50 years
-    ///     in the future is taken to be in the past century (RFC 9110 §5.6.7). Without it,
-    ///     years 00–69 mean 20xx.
+    ///   - now: Used only for RFC 850 two-digit years, read as the year with those digits at
+    ///     most 50 years after `now`: one more than 50 years in the future is the most recent
+    ///     past year with those digits (RFC 9110 §5.6.7). Without it (or when it is not
+    ///     finite), years 00–69 mean 20xx.
     /// - Returns: The time, or `nil` when `value` is not a valid HTTP-date.
     public static func parse(_ value: some StringProtocol, now: Timestamp? = nil) -> Timestamp? {
         var bytes = Array(value.utf8)
@@ -63,10 +64,16 @@ public enum HTTPDate {
             let time = timeOfDay(&cursor), cursor.take(0x20), gmt(&cursor), cursor.atEnd
         else { return nil }
         if yearDigits == 2 {
-            if let now {
-                let currentYear = civil(fromDays: Int((now.secondsSince1970 / 86_400).rounded(.down))).year
+            if let now, now.secondsSince1970.isFinite {
+                let seconds = min(max(now.secondsSince1970, -62_135_596_800), 253_402_300_799)  // years 1-9999
+                let currentYear = civil(fromDays: Int((seconds / 86_400).rounded(.down))).year
                 year += (currentYear / 100) * 100
-                if year > currentYear + 50 { year -= 100 }
+                // A sliding window: at most 50 years ahead, otherwise the most recent past year.
+                if year > currentYear + 50 {
+                    year -= 100
+                } else if year <= currentYear - 50 {
+                    year += 100
+                }
             } else {
                 year += year < 70 ? 2000 : 1900
             }

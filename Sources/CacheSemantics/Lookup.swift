@@ -137,12 +137,21 @@ extension CacheEngine {
         let directives = request.cacheControl
         let policy = request.policy
         guard let index = selectVariant(request.head.fields, candidates: candidates) else {
-            let reasons: [Reason] = [candidates.isEmpty ? .noStoredResponse : .noVariantMatches]
+            let missReason: CacheStatus.ForwardReason
+            let reasons: [Reason]
+            if candidates.isEmpty {
+                (missReason, reasons) = (.uriMiss, [.noStoredResponse])
+            } else if candidates.contains(where: {
+                $0.flags.contains(.incomplete) && varyMatches(request.head.fields, $0)
+            }) {
+                // Only an incomplete response matches (§3.3): RFC 9211 §2.2 calls this `partial`.
+                (missReason, reasons) = (.partial, [.incompleteStoredResponse])
+            } else {
+                (missReason, reasons) = (.varyMiss, [.noVariantMatches])
+            }
             if policy == .returnCacheDataDontLoad { return .gatewayTimeout(reasons + [.policy(policy)]) }
             if directives.onlyIfCached { return .gatewayTimeout(reasons + [.onlyIfCached]) }
-            return .forward(
-                Forwarding(
-                    reason: candidates.isEmpty ? .uriMiss : .varyMiss, fields: policyFields(policy), reasons: reasons))
+            return .forward(Forwarding(reason: missReason, fields: policyFields(policy), reasons: reasons))
         }
         let facts = candidates[index]
         let age = facts.currentAge(at: now)
@@ -164,11 +173,15 @@ extension CacheEngine {
         let shared = configuration.isShared
         // RFC 8246 §2: a fresh immutable response is not revalidated on reload.
         let immutableFresh = fresh && !shared && facts.flags.contains(.immutable)
-        if facts.flags.contains(.noCache) || facts.flags.contains(.invalidated) {
+        if facts.flags.contains(.noCache) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.responseNoCache])
         }
+        if facts.flags.contains(.invalidated) {
+            return revalidate(request, index, candidates, reason: .stale, reasons: [.invalidated])
+        }
         if directives.noCache && !immutableFresh {
-            return revalidate(request, index, candidates, reason: .request, reasons: [.requestNoCache])
+            return revalidate(
+                request, index, candidates, reason: fresh ? .request : .stale, reasons: [.requestNoCache])
         }
         if let maxAge = directives.maxAge, age > Double(maxAge), !immutableFresh {
             return revalidate(
@@ -212,9 +225,9 @@ extension CacheEngine {
     /// After a forwarded request failed, whether the selected stored response may be served
     /// instead (RFC 9111 §4.2.4, §4.3.3; RFC 5861 §4).
     ///
-    /// A response that has no-cache, must-revalidate (or, in a shared cache,
-    /// proxy-revalidate or s-maxage) is not served stale: an unreachable origin then gives
-    /// 504. Within `stale-if-error` (of the response or the request) it is served after an
+    /// A response that has no-cache or was invalidated (§4.4), or a stale one with
+    /// must-revalidate (or, in a shared cache, proxy-revalidate or s-maxage), is not served:
+    /// an unreachable origin then gives 504. Within `stale-if-error` (of the response or the request) it is served after an
     /// unreachable origin or a 500, 502, 503 or 504. Otherwise an unreachable origin means
     /// the cache is disconnected, and the stale response is served (§4.2.4); other 5xx
     /// responses are passed on.
@@ -227,6 +240,10 @@ extension CacheEngine {
         let staleness = age - facts.freshnessLifetime
         if facts.flags.contains(.noCache) {
             return failure == .unreachable ? .gatewayTimeout([.responseNoCache]) : .passThrough([.responseNoCache])
+        }
+        // An invalidated response needs "a mandatory validation" before it is sent (§4.4).
+        if facts.flags.contains(.invalidated) {
+            return failure == .unreachable ? .gatewayTimeout([.invalidated]) : .passThrough([.invalidated])
         }
         if staleness >= 0, let prohibition = staleProhibition(facts) {
             let reasons: [Reason] = [.stale(by: staleness), prohibition]
@@ -275,7 +292,13 @@ extension CacheEngine {
     /// Whether `facts` can answer a request with `fields` as far as `Vary` is concerned
     /// (RFC 9111 §4.1) and its body is complete (§3.3).
     func matches(_ fields: HeaderFields, _ facts: StoredResponseFacts) -> Bool {
-        if facts.vary.isAny || facts.flags.contains(.incomplete) { return false }
+        !facts.flags.contains(.incomplete) && varyMatches(fields, facts)
+    }
+
+    /// Whether the request fields `facts`'s `Vary` nominates match (RFC 9111 §4.1),
+    /// whatever the state of its body.
+    func varyMatches(_ fields: HeaderFields, _ facts: StoredResponseFacts) -> Bool {
+        if facts.vary.isAny { return false }
         if facts.vary.fieldNames.isEmpty { return true }
         return facts.vary.requestValues(fields) == facts.varyValues
     }
@@ -303,8 +326,11 @@ extension CacheEngine {
     }
 
     /// Evaluates the client's If-None-Match, else If-Modified-Since, against a stored
-    /// response: `true` means "not modified" (RFC 9111 §4.3.2, RFC 9110 §13.2.2).
+    /// response: `true` means "not modified" (RFC 9111 §4.3.2, RFC 9110 §13.2.2). Only a
+    /// stored 200 or 206 is evaluated (§4.3.2); preconditions never turn another status
+    /// into a 304 (RFC 9110 §13.2.1).
     func clientPreconditionHolds(_ request: CacheRequest, _ facts: StoredResponseFacts) -> Bool {
+        guard facts.status == 200 || facts.status == 206 else { return false }
         if let list = request.ifNoneMatch {
             guard let tag = facts.entityTag else { return list == .any }
             return list.weakMatches(tag)

@@ -57,6 +57,7 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
     case authorizationNeedsSharedDirective
     case immutable
     case noValidator
+    case invalidated
 
     public var description: String {
         switch self {
@@ -157,6 +158,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
             return "immutable: the request's reload directives are not applied while it is fresh (RFC 8246 §2)"
         case .noValidator:
             return "the stored response has neither ETag nor Last-Modified: it is fetched again in full (RFC 9111 §4.3.1)"
+        case .invalidated:
+            return "the stored response was invalidated (RFC 9111 §4.4) or found stale by a HEAD response (§4.3.5): it must be validated before reuse"
         }
     }
 }

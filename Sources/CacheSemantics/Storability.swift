@@ -87,7 +87,7 @@ extension CacheEngine {
         if status < 200 {
             refusals.append(.statusNotFinal(status))
         }
-        let (directives, _, directiveNotes) = effectiveDirectives(response.fields)
+        let (directives, targeted, directiveNotes) = effectiveDirectives(response.fields)
         let understood = understoodStatuses.contains(status)
         if status == 206 || status == 304 {
             refusals.append(.statusNotStoredAsComplete(status))
@@ -106,9 +106,10 @@ extension CacheEngine {
         {
             refusals.append(.authorizationInSharedCache)
         }
+        // A targeted field in force makes the cache ignore Expires (RFC 9213 §2.2).
         let explicitlyCacheable =
             directives.isPublic || (!shared && directives.isPrivate) || directives.maxAge != nil
-            || (shared && directives.sMaxAge != nil) || response.fields.contains("Expires")
+            || (shared && directives.sMaxAge != nil) || (targeted == nil && response.fields.contains("Expires"))
         if !explicitlyCacheable && !heuristicallyCacheableStatuses.contains(status) {
             refusals.append(.notExplicitlyCacheable(status))
         }
@@ -118,12 +119,7 @@ extension CacheEngine {
 
         var fields = response.fields
         var notes = directiveNotes
-        var excluded = hopByHopFieldNames
-        for member in fields.listMembers(named: "Connection") where ASCII.isToken(member) {
-            excluded.append(ASCII.lowercased(member))
-        }
-        excluded += directives.noCacheFieldNames
-        if shared { excluded += directives.privateFieldNames }
+        let excluded = fieldNamesNotStored(fields, directives: directives)
         let dropped = fields.filter { field in excluded.contains { ASCII.equalsIgnoringCase($0, field.name) } }
         if !dropped.isEmpty {
             notes.append(.fieldsNotStored(dropped.map(\.name)))
@@ -139,11 +135,29 @@ extension CacheEngine {
         return .store(StorableResponse(fields: fields, facts: facts, notes: notes + factNotes))
     }
 
+    /// The names (lowered) of the fields of a response with `fields` that are not stored
+    /// (RFC 9111 §3.1): hop-by-hop fields and those `Connection` names (RFC 9110 §7.6.1),
+    /// the proxy authentication fields, those a qualified `no-cache` names and, in a shared
+    /// cache, those a qualified `private` names. `Trailer` is dropped too: trailer fields
+    /// are not stored (§3.1 allows discarding them), so the field announcing them would lie.
+    func fieldNamesNotStored(_ fields: HeaderFields, directives: ResponseCacheControl) -> [String] {
+        var excluded = hopByHopFieldNames
+        for member in fields.listMembers(named: "Connection") where ASCII.isToken(member) {
+            excluded.append(ASCII.lowercased(member))
+        }
+        excluded += directives.noCacheFieldNames
+        if configuration.isShared { excluded += directives.privateFieldNames }
+        return excluded
+    }
+
     /// Computes the facts of a response about to be stored or just freshened.
     ///
     /// - Parameters:
+    ///   - status: The response's status code.
     ///   - fields: The fields as they will be stored.
     ///   - requestFields: The request's fields, for the values `Vary` nominates (§4.1).
+    ///   - requestTime: When the request was sent (`request_time`, §4.2.3).
+    ///   - responseTime: When the response was received (`response_time`).
     public func makeFacts(
         status: Int, fields: HeaderFields, requestFields: HeaderFields, requestTime: Timestamp,
         responseTime: Timestamp

@@ -247,13 +247,11 @@ public enum StructuredFields {
             let integerPart = integerDigits.reduce(Int64(0)) { $0 * 10 + Int64($1 - 0x30) }
             if !isDecimal { return .integer(negative ? -integerPart : integerPart) }
             guard !fractionDigits.isEmpty else { return nil }
-            var fraction = 0.0
-            var scale = 0.1
-            for digit in fractionDigits {
-                fraction += Double(digit - 0x30) * scale
-                scale /= 10
-            }
-            let value = Double(integerPart) + fraction
+            // At most 15 significant digits, so the scaled integer and the division are exact
+            // up to one correct rounding: the nearest Double to the decimal.
+            let scaled = fractionDigits.reduce(integerPart) { $0 * 10 + Int64($1 - 0x30) }
+            let divisor = [10.0, 100.0, 1000.0][fractionDigits.count - 1]
+            let value = Double(scaled) / divisor
             return .decimal(negative ? -value : value)
         }
 

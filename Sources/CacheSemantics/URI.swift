@@ -42,9 +42,13 @@ struct URIParts: Hashable {
         self.query = query
     }
 
-    /// The origin (scheme, host, port) after normalization, for same-origin checks
-    /// (RFC 9110 §4.3.1).
-    var origin: String { "\(scheme)://\(normalizedAuthority ?? "")" }
+    /// The origin (scheme, host, port; no userinfo) after normalization, for same-origin
+    /// checks (RFC 9110 §4.3.1).
+    var origin: String {
+        var authority = Substring(normalizedAuthority ?? "")
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        return "\(scheme)://\(authority)"
+    }
 
     /// Host lowered, default port and empty port removed (RFC 9110 §4.2.3).
     var normalizedAuthority: String? {
@@ -55,11 +59,17 @@ struct URIParts: Hashable {
             userinfo = String(hostPort[...at])
             hostPort = hostPort[hostPort.index(after: at)...]
         }
+        // host = IP-literal / reg-name, then [ ":" port ] (RFC 3986 §3.2.2, §3.2.3).
         var host = hostPort
         var port: Substring = ""
-        if let colon = hostPort.lastIndex(of: ":"), !hostPort[colon...].contains("]") {
+        let hostEnd = hostPort.hasPrefix("[") ? hostPort.firstIndex(of: "]").map(hostPort.index(after:)) : nil
+        if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].firstIndex(of: ":") {
             host = hostPort[..<colon]
             port = hostPort[hostPort.index(after: colon)...]
+        }
+        guard port.utf8.allSatisfy(ASCII.isDigit) else {
+            // Not a valid port: keep the authority as it is, only its case folded.
+            return userinfo + ASCII.lowercased(hostPort)
         }
         let defaultPort = scheme == "http" ? "80" : scheme == "https" ? "443" : nil
         var result = userinfo + ASCII.lowercased(host)
@@ -73,8 +83,10 @@ struct URIParts: Hashable {
     var normalized: String {
         var out = scheme + ":"
         if let authority = normalizedAuthority { out += "//" + authority }
-        var normalizedPath = URIParts.normalizePercentEncoding(URIParts.removeDotSegments(path))
+        var normalizedPath = URIParts.removeDotSegments(URIParts.normalizePercentEncoding(path))
         if authority != nil && normalizedPath.isEmpty { normalizedPath = "/" }
+        // Without an authority, a path starting "//" would read back as one (RFC 3986 §5.2.4).
+        if authority == nil && normalizedPath.hasPrefix("//") { normalizedPath = "/." + normalizedPath }
         out += normalizedPath
         if let query { out += "?" + URIParts.normalizePercentEncoding(query) }
         return out
@@ -138,7 +150,8 @@ struct URIParts: Hashable {
         return result
     }
 
-    /// Upper-cases percent-encoding hex digits and decodes unreserved characters.
+    /// Upper-cases percent-encoding hex digits, decodes unreserved characters and encodes a
+    /// stray "%".
     static func normalizePercentEncoding(_ text: String) -> String {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
         let bytes = Array(text.utf8)
@@ -164,6 +177,11 @@ struct URIParts: Hashable {
                     out += [UInt8(ascii: "%"), ASCII.upperHex(high), ASCII.upperHex(low)]
                 }
                 i += 3
+            } else if bytes[i] == UInt8(ascii: "%") {
+                // A "%" that starts no percent-encoding is itself encoded, so that
+                // normalizing twice changes nothing.
+                out += Array("%25".utf8)
+                i += 1
             } else {
                 out.append(bytes[i])
                 i += 1

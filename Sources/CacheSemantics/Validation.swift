@@ -46,14 +46,14 @@ extension CacheEngine {
 
     /// The stored fields updated with those of a newer response, a `304` or a `HEAD`
     /// response (RFC 9111 §3.2): each field the new response has replaces the stored lines
-    /// of that name, except `Content-Length`, `Content-Range`, the fields §3.1 never stores
-    /// and those named by `Connection`. A stored `Age` the new response lacks is removed,
+    /// of that name, except `Content-Length`, `Content-Range` and the fields §3.1 keeps out
+    /// of storage (including those the newer response's qualified `no-cache` or, in a
+    /// shared cache, `private` names). A stored `Age` the new response lacks is removed,
     /// since the response was just validated at the origin (§4.2.3, "age").
     public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
-        var excluded = hopByHopFieldNames + ["content-length", "content-range"]
-        for member in newer.listMembers(named: "Connection") where ASCII.isToken(member) {
-            excluded.append(ASCII.lowercased(member))
-        }
+        let excluded =
+            fieldNamesNotStored(newer, directives: effectiveDirectives(newer).directives)
+            + ["content-length", "content-range"]
         var result = stored
         var replaced: [String] = []
         for field in newer where !excluded.contains(where: { ASCII.equalsIgnoringCase($0, field.name) }) {

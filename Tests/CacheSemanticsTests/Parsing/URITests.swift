@@ -1,0 +1,176 @@
+import CacheSemantics
+import Testing
+
+private func key(_ uri: String, method: String = "GET") -> String? {
+    CacheKey(method: method, uri: uri)?.uri
+}
+
+@Suite("RFC 9110 §4.2.3, RFC 3986 §6.2.2 cache key normalization")
+struct CacheKeyNormalizationTests {
+    @Test(
+        "RFC 3986 §6.2.2.1: scheme and host are case-insensitive and lowered",
+        arguments: [
+            ("HTTP://EXAMPLE.COM/Path", "http://example.com/Path"),
+            ("hTtPs://Example.Com/a?Q=B", "https://example.com/a?Q=B"),
+            ("http://User@Example.COM/", "http://User@example.com/"),
+        ])
+    func caseNormalization(uri: String, expected: String) {
+        #expect(key(uri) == expected)
+    }
+
+    @Test(
+        "RFC 9110 §4.2.3: the default port and an empty port are removed",
+        arguments: [
+            ("http://example.com:80/a", "http://example.com/a"),
+            ("https://example.com:443/a", "https://example.com/a"),
+            ("http://example.com:/a", "http://example.com/a"),
+            ("https://example.com:/", "https://example.com/"),
+            ("http://example.com:443/a", "http://example.com:443/a"),
+            ("https://example.com:80/a", "https://example.com:80/a"),
+            ("http://example.com:8080/a", "http://example.com:8080/a"),
+            ("http://[::1]:80/a", "http://[::1]/a"),
+            ("http://[::1]/a", "http://[::1]/a"),
+            ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ])
+    func defaultPortRemoved(uri: String, expected: String) {
+        #expect(key(uri) == expected)
+    }
+
+    @Test("RFC 9110 §4.2.3: an empty path is normalized to /")
+    func emptyPath() {
+        #expect(key("http://example.com") == "http://example.com/")
+        #expect(key("http://example.com?q=1") == "http://example.com/?q=1")
+        #expect(key("http://example.com:80") == "http://example.com/")
+        #expect(key("http://example.com") == key("http://example.com/"))
+    }
+
+    @Test("RFC 9110 §4.2.3, RFC 3986 §3.5: the fragment is dropped")
+    func fragmentDropped() {
+        #expect(key("http://example.com/a#top") == "http://example.com/a")
+        #expect(key("http://example.com/a?q=1#frag?x=2") == "http://example.com/a?q=1")
+        #expect(key("http://example.com#frag") == "http://example.com/")
+    }
+
+    @Test(
+        "RFC 3986 §6.2.2.1, §6.2.2.2: percent-encodings are upper-cased and unreserved ones decoded",
+        arguments: [
+            ("http://example.com/%7euser", "http://example.com/~user"),
+            ("http://example.com/%7Euser", "http://example.com/~user"),
+            ("http://example.com/a%2fb", "http://example.com/a%2Fb"),
+            ("http://example.com/%41%62%2D%2e%5F%30", "http://example.com/Ab-._0"),
+            ("http://example.com/%c3%a9", "http://example.com/%C3%A9"),
+            ("http://example.com/a?x=%7e&y=%2f", "http://example.com/a?x=~&y=%2F"),
+        ])
+    func percentEncoding(uri: String, expected: String) {
+        #expect(key(uri) == expected)
+    }
+
+    @Test(
+        "RFC 3986 §2.4, §6.2.2.2: a stray % is encoded as %25, so normalizing is idempotent",
+        arguments: [
+            ("http://example.com/%", "http://example.com/%25"),
+            ("http://example.com/%4", "http://example.com/%254"),
+            ("http://example.com/%zz?%", "http://example.com/%25zz?%25"),
+            ("http://example.com/a%2", "http://example.com/a%252"),
+        ])
+    func strayPercent(uri: String, expected: String) {
+        #expect(key(uri) == expected)
+        #expect(CacheKey.normalize(expected) == expected)
+    }
+
+    @Test(
+        "RFC 3986 §5.2.4, §6.2.2.3: dot segments are removed",
+        arguments: [
+            ("http://example.com/a/b/c/./../../g", "http://example.com/a/g"),
+            ("http://example.com/a/./b", "http://example.com/a/b"),
+            ("http://example.com/a/b/..", "http://example.com/a/"),
+            ("http://example.com/a/b/.", "http://example.com/a/b/"),
+            ("http://example.com/../../a", "http://example.com/a"),
+            ("http://example.com/..", "http://example.com/"),
+            ("http://example.com/a..b/.c", "http://example.com/a..b/.c"),
+            ("http://example.com/a/b?x=/../", "http://example.com/a/b?x=/../"),
+        ])
+    func dotSegments(uri: String, expected: String) {
+        #expect(key(uri) == expected)
+    }
+
+    @Test("RFC 3986 §6.2.2: percent-encoded dots are decoded before dot segments are removed")
+    func encodedDotSegments() {
+        #expect(key("http://example.com/a/%2E%2E/b") == "http://example.com/b")
+        #expect(key("http://example.com/a/%2e/b") == "http://example.com/a/b")
+        #expect(key("http://example.com/a/%2E%2E/b") == key("http://example.com/a/../b"))
+    }
+
+    @Test("RFC 9111 §4.1, RFC 9110 §4.2.3: the query is part of the key")
+    func queryKept() {
+        #expect(key("http://example.com/a?v=1") == "http://example.com/a?v=1")
+        #expect(key("http://example.com/a?v=1") != key("http://example.com/a?v=2"))
+        #expect(key("http://example.com/a?") == "http://example.com/a?")
+        #expect(key("http://example.com/a?b&a") != key("http://example.com/a?a&b"))
+    }
+
+    @Test("RFC 9110 §4.2.3: equivalent URIs get the same key")
+    func equivalentURIs() {
+        let forms = [
+            "http://example.com:80/~smith/home.html",
+            "http://EXAMPLE.com/%7Esmith/home.html",
+            "http://EXAMPLE.com:/%7esmith/home.html",
+        ]
+        #expect(Set(forms.compactMap { key($0) }) == ["http://example.com/~smith/home.html"])
+        #expect(CacheKey.normalize(forms[1]) == "http://example.com/~smith/home.html")
+    }
+
+    @Test(
+        "RFC 3986 §4.3: a reference that is not an absolute URI has no key",
+        arguments: [
+            "", "/a/b", "//example.com/a", "example.com", "?q=1", "#f", ":", ":/a", "1http://x/", "ht tp://x/",
+            "h_t://x/", "é://x/", "\"", "\\",
+        ])
+    func nonAbsoluteURI(uri: String) {
+        #expect(CacheKey(method: "GET", uri: uri) == nil)
+        #expect(CacheKey.normalize(uri) == nil)
+    }
+
+    @Test("RFC 3986 §3.1: schemes with digits, +, - and . are absolute URIs")
+    func otherSchemes() {
+        #expect(key("urn:ISBN:0451450523") == "urn:ISBN:0451450523")
+        #expect(key("Coap+TCP://H/") == "coap+tcp://h/")
+    }
+}
+
+@Suite("RFC 9111 §2 cache key methods and primary key")
+struct CacheKeyMethodTests {
+    @Test("RFC 9110 §9.3.2, RFC 9111 §2: HEAD uses the GET key")
+    func headMapsToGet() throws {
+        let head = try #require(CacheKey(method: "HEAD", uri: "http://example.com/a"))
+        let get = try #require(CacheKey(method: "GET", uri: "http://example.com/a"))
+        #expect(head == get)
+        #expect(head.method == "GET")
+    }
+
+    @Test("RFC 9110 §9.1: methods are case-sensitive, so lower-case head is its own key")
+    func methodsCaseSensitive() throws {
+        let key = try #require(CacheKey(method: "head", uri: "http://example.com/a"))
+        #expect(key.method == "head")
+        #expect(key.primaryKey == "head http://example.com/a")
+    }
+
+    @Test("RFC 9111 §2: primaryKey is the URI for GET and METHOD URI otherwise")
+    func primaryKeyFormat() throws {
+        let get = try #require(CacheKey(method: "GET", uri: "HTTP://Example.com:80"))
+        #expect(get.primaryKey == "http://example.com/")
+        #expect(get.description == "http://example.com/")
+        let post = try #require(CacheKey(method: "POST", uri: "https://example.com/form?x=1#f"))
+        #expect(post.primaryKey == "POST https://example.com/form?x=1")
+        #expect(post.uri == "https://example.com/form?x=1")
+    }
+
+    @Test("RFC 9111 §2: different methods and URIs give different keys")
+    func distinctKeys() {
+        let keys = [
+            CacheKey(method: "GET", uri: "http://a/x"), CacheKey(method: "POST", uri: "http://a/x"),
+            CacheKey(method: "GET", uri: "https://a/x"), CacheKey(method: "GET", uri: "http://a/y"),
+        ].compactMap { $0 }
+        #expect(Set(keys.map(\.primaryKey)).count == 4)
+    }
+}
