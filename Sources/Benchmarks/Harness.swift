@@ -33,6 +33,10 @@ struct Measurement {
 /// Times `body` in `samples` batches of `batch` calls after a warm-up, and reports the
 /// median and 99th percentile of the per-call time across batches.
 func measure(_ name: String, samples: Int = 101, batch: Int = 2_000, _ body: () -> Void) -> Measurement {
+    // BENCHMARK_FILTER=text runs only the benchmarks whose name contains it (for profiling).
+    if let filter = ProcessInfo.processInfo.environment["BENCHMARK_FILTER"], !name.contains(filter) {
+        return Measurement(name: name + " (skipped)", medianNanoseconds: 0, p99Nanoseconds: 0, iterations: 0)
+    }
     for _ in 0..<batch { body() }
     let clock = ContinuousClock()
     var perCall: [Double] = []

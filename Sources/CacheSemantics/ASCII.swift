@@ -32,25 +32,65 @@ enum ASCII {
         }
     }
 
+    /// Runs `body` on the UTF-8 bytes of `s` without copying a native string.
+    @usableFromInline @inline(__always)
+    static func withUTF8<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var copy = s
+        return copy.withUTF8(body)
+    }
+
+    /// Runs `body` on the UTF-8 bytes of `s` without copying a native substring.
+    @usableFromInline @inline(__always)
+    static func withUTF8<R>(_ s: Substring, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var copy = s
+        return copy.withUTF8(body)
+    }
+
+    @inlinable
+    static func equalsIgnoringCase(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard x.count == y.count else { return false }
+        for index in 0..<x.count {
+            let a = x[index]
+            let b = y[index]
+            if a != b && lower(a) != lower(b) { return false }
+        }
+        return true
+    }
+
+    /// Whether `a` and `b` are equal ignoring ASCII case.
+    static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var other = b.utf8.makeIterator()
+        for x in a.utf8 {
+            guard let y = other.next() else { return false }
+            if x != y && lower(x) != lower(y) { return false }
+        }
+        return true
+    }
+
     /// Whether `a` and `b` are equal ignoring ASCII case.
     @inlinable
-    static func equalsIgnoringCase(_ a: some StringProtocol, _ b: some StringProtocol) -> Bool {
-        var left = a.utf8.makeIterator()
-        var right = b.utf8.makeIterator()
-        while true {
-            switch (left.next(), right.next()) {
-            case (nil, nil): return true
-            case (let x?, let y?):
-                if x != y && lower(x) != lower(y) { return false }
-            default: return false
-            }
-        }
+    static func equalsIgnoringCase(_ a: Substring, _ b: String) -> Bool {
+        withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
 
     /// `s` with ASCII letters lowered; other bytes unchanged.
-    static func lowercased(_ s: some StringProtocol) -> String {
-        if !s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) { return String(s) }
+    static func lowercased(_ s: String) -> String {
+        if !withUTF8(s, { $0.contains { $0 >= 0x41 && $0 <= 0x5A } }) { return s }
         return String(decoding: s.utf8.map(lower), as: UTF8.self)
+    }
+
+    /// `s` with ASCII letters lowered; other bytes unchanged.
+    static func lowercased(_ s: Substring) -> String { lowercased(String(s)) }
+
+    /// The offsets of `bytes` without leading and trailing OWS.
+    @inline(__always)
+    static func trimmedRange(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Range<Int> {
+        var start = range.lowerBound
+        var end = range.upperBound
+        while start < end && isOWS(bytes[start]) { start += 1 }
+        while end > start && isOWS(bytes[end - 1]) { end -= 1 }
+        return start..<end
     }
 
     /// `s` without leading and trailing OWS.
@@ -63,16 +103,22 @@ enum ASCII {
     }
 
     /// Whether `s` is a non-empty `token`.
-    static func isToken(_ s: some StringProtocol) -> Bool {
-        !s.isEmpty && s.utf8.allSatisfy(isTokenChar)
+    static func isToken(_ s: Substring) -> Bool {
+        withUTF8(s) { bytes in !bytes.isEmpty && bytes.allSatisfy(isTokenChar) }
+    }
+
+    /// Whether `s` is a non-empty `token`.
+    static func isToken(_ s: String) -> Bool {
+        withUTF8(s) { bytes in !bytes.isEmpty && bytes.allSatisfy(isTokenChar) }
     }
 
     /// Parses `1*DIGIT`; `nil` for anything else. Values above `cap` become `cap`, so an
     /// overflowing number never wraps (RFC 9111 §1.2.2).
-    static func parseDigits(_ s: some StringProtocol, cap: Int) -> Int? {
-        if s.isEmpty { return nil }
+    @inlinable
+    static func parseDigits(_ bytes: UnsafeBufferPointer<UInt8>, cap: Int) -> Int? {
+        if bytes.isEmpty { return nil }
         var value = 0
-        for byte in s.utf8 {
+        for byte in bytes {
             guard isDigit(byte) else { return nil }
             if value < cap {
                 // Checked before multiplying: with a cap near Int64.max / 2, `value * 10` overflows.
@@ -83,35 +129,59 @@ enum ASCII {
         return value
     }
 
-    /// Splits a comma-separated list (RFC 9110 §5.6.1) into trimmed, non-empty members.
-    /// Commas inside quoted strings do not split; an unterminated quote runs to the end.
-    static func splitList(_ s: Substring) -> [Substring] {
-        var members: [Substring] = []
-        let bytes = s.utf8
-        var memberStart = bytes.startIndex
-        var index = bytes.startIndex
+    /// Parses `1*DIGIT`; see ``parseDigits(_:cap:)-(UnsafeBufferPointer<UInt8>,_)``.
+    static func parseDigits(_ s: String, cap: Int) -> Int? { withUTF8(s) { parseDigits($0, cap: cap) } }
+
+    /// Parses `1*DIGIT`; see ``parseDigits(_:cap:)-(UnsafeBufferPointer<UInt8>,_)``.
+    static func parseDigits(_ s: Substring, cap: Int) -> Int? { withUTF8(s) { parseDigits($0, cap: cap) } }
+
+    /// Calls `member` with the offsets of each member of a comma-separated list
+    /// (RFC 9110 §5.6.1) in `bytes`: split at commas outside quoted strings, OWS trimmed,
+    /// empty members skipped; an unterminated quote runs to the end. Stops, returning
+    /// `false`, as soon as `member` does.
+    @inline(__always)
+    static func forEachListMember(_ bytes: UnsafeBufferPointer<UInt8>, _ member: (Range<Int>) -> Bool) -> Bool {
+        var memberStart = 0
+        var index = 0
         var inQuotes = false
-        while index < bytes.endIndex {
+        while index < bytes.count {
             let byte = bytes[index]
             if inQuotes {
                 if byte == UInt8(ascii: "\\") {
-                    index = bytes.index(after: index)
-                    if index == bytes.endIndex { break }
+                    index += 1
+                    if index == bytes.count { break }
                 } else if byte == UInt8(ascii: "\"") {
                     inQuotes = false
                 }
             } else if byte == UInt8(ascii: "\"") {
                 inQuotes = true
             } else if byte == UInt8(ascii: ",") {
-                let member = trimmed(Substring(bytes[memberStart..<index]))
-                if !member.isEmpty { members.append(member) }
-                memberStart = bytes.index(after: index)
+                let range = trimmedRange(bytes, memberStart..<index)
+                if !range.isEmpty && !member(range) { return false }
+                memberStart = index + 1
             }
-            index = bytes.index(after: index)
+            index += 1
         }
-        let last = trimmed(Substring(bytes[memberStart..<bytes.endIndex]))
-        if !last.isEmpty { members.append(last) }
-        return members
+        let range = trimmedRange(bytes, memberStart..<bytes.count)
+        return range.isEmpty || member(range)
+    }
+
+    /// Splits a comma-separated list (RFC 9110 §5.6.1) into trimmed, non-empty members, as
+    /// ``forEachListMember(_:_:)`` does.
+    static func splitList(_ s: Substring) -> [Substring] {
+        var ranges: [Range<Int>] = []
+        _ = withUTF8(s) { bytes in
+            forEachListMember(bytes) { range in
+                ranges.append(range)
+                return true
+            }
+        }
+        let utf8 = s.utf8
+        return ranges.map { range in
+            let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+            let end = utf8.index(start, offsetBy: range.count)
+            return Substring(utf8[start..<end])
+        }
     }
 
     /// Parses a `quoted-string` (RFC 9110 §5.6.4) that makes up all of `s`, removing the

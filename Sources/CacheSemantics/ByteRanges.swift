@@ -26,14 +26,14 @@ public struct ByteRangeRequest: Hashable, Sendable {
     /// Parses a `Range` field value such as `bytes=0-499, -200`.
     public init?(_ value: some StringProtocol) {
         let text = ASCII.trimmed(Substring(value))
-        guard let equals = text.firstIndex(of: "="),
+        guard let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")),
             ASCII.equalsIgnoringCase(ASCII.trimmed(text[..<equals]), "bytes")
         else { return nil }
         let members = ASCII.splitList(text[text.index(after: equals)...])
         guard !members.isEmpty, members.count <= Self.maximumRanges else { return nil }
         var ranges: [ByteRangeSpec] = []
         for member in members {
-            guard let dash = member.firstIndex(of: "-") else { return nil }
+            guard let dash = member.utf8.firstIndex(of: UInt8(ascii: "-")) else { return nil }
             let first = member[..<dash]
             let last = member[member.index(after: dash)...]
             let cap = Int(Int64.max / 2)
@@ -98,11 +98,11 @@ public struct ContentRange: Hashable, Sendable {
     /// when invalid, including a range that ends at or past the complete length.
     public init?(_ value: some StringProtocol) {
         let text = ASCII.trimmed(Substring(value))
-        guard let space = text.firstIndex(of: " "), ASCII.equalsIgnoringCase(text[..<space], "bytes") else {
+        guard let space = text.utf8.firstIndex(of: UInt8(ascii: " ")), ASCII.equalsIgnoringCase(text[..<space], "bytes") else {
             return nil
         }
         let rest = ASCII.trimmed(text[text.index(after: space)...])
-        guard let slash = rest.firstIndex(of: "/") else { return nil }
+        guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else { return nil }
         let rangePart = rest[..<slash]
         let lengthPart = rest[rest.index(after: slash)...]
         let cap = Int(Int64.max / 2)
@@ -115,7 +115,7 @@ public struct ContentRange: Hashable, Sendable {
             guard length != nil else { return nil }
             range = nil
         } else {
-            guard let dash = rangePart.firstIndex(of: "-"),
+            guard let dash = rangePart.utf8.firstIndex(of: UInt8(ascii: "-")),
                 let first = ASCII.parseDigits(rangePart[..<dash], cap: cap),
                 let last = ASCII.parseDigits(rangePart[rangePart.index(after: dash)...], cap: cap),
                 first <= last

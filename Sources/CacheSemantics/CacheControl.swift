@@ -49,7 +49,7 @@ public struct CacheControl: Hashable, Sendable {
     private mutating func parse(member: Substring, field: String) {
         let name: Substring
         var argument: String?
-        if let equals = member.firstIndex(of: "=") {
+        if let equals = member.utf8.firstIndex(of: UInt8(ascii: "=")) {
             name = ASCII.trimmed(member[..<equals])
             let raw = ASCII.trimmed(member[member.index(after: equals)...])
             if raw.first == "\"" {

@@ -2,14 +2,20 @@
 public struct HeaderField: Hashable, Sendable {
     /// The field name with its original spelling; compare with ``HeaderFields`` lookups,
     /// which ignore case (RFC 9110 §5.1).
-    public var name: String
+    public var name: String {
+        didSet { lowercasedName = ASCII.lowercased(name) }
+    }
     /// The field value, without leading or trailing white space.
     public var value: String
+    /// `name` in lower case, kept so that lookups compare without folding case each time.
+    @usableFromInline
+    private(set) var lowercasedName: String
 
     /// Creates a field line.
     public init(name: String, value: String) {
         self.name = name
         self.value = value
+        lowercasedName = ASCII.lowercased(name)
     }
 }
 
@@ -51,24 +57,15 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     ///
     /// Do not use the combined form for `Set-Cookie` (RFC 9110 §5.3); use ``values(named:)``.
     public subscript(name: String) -> String? {
-        get {
-            var result: String?
-            for field in storage where ASCII.equalsIgnoringCase(field.name, name) {
-                if let existing = result {
-                    result = existing.isEmpty ? field.value : field.value.isEmpty ? existing : existing + ", " + field.value
-                } else {
-                    result = field.value
-                }
-            }
-            return result
-        }
+        get { combinedValue(lowercasedName: ASCII.lowercased(name)) }
         set {
             if let newValue {
-                if let first = storage.firstIndex(where: { ASCII.equalsIgnoringCase($0.name, name) }) {
+                let key = ASCII.lowercased(name)
+                if let first = storage.firstIndex(where: { $0.lowercasedName == key }) {
                     storage[first].value = newValue
                     var index = storage.index(after: first)
                     while index < storage.endIndex {
-                        if ASCII.equalsIgnoringCase(storage[index].name, name) {
+                        if storage[index].lowercasedName == key {
                             storage.remove(at: index)
                         } else {
                             index += 1
@@ -83,16 +80,32 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         }
     }
 
+    /// The combined value of the lines whose lowered name is `key` (already lowered).
+    @usableFromInline
+    func combinedValue(lowercasedName key: String) -> String? {
+        var result: String?
+        for field in storage where field.lowercasedName == key {
+            if let existing = result {
+                result = existing.isEmpty ? field.value : field.value.isEmpty ? existing : existing + ", " + field.value
+            } else {
+                result = field.value
+            }
+        }
+        return result
+    }
+
     /// The value of each line named `name`, in order.
     public func values(named name: String) -> [String] {
-        storage.compactMap { ASCII.equalsIgnoringCase($0.name, name) ? $0.value : nil }
+        let key = ASCII.lowercased(name)
+        return storage.compactMap { $0.lowercasedName == key ? $0.value : nil }
     }
 
     /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
     /// split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: String) -> [Substring] {
         var members: [Substring] = []
-        for field in storage where ASCII.equalsIgnoringCase(field.name, name) {
+        let key = ASCII.lowercased(name)
+        for field in storage where field.lowercasedName == key {
             members += ASCII.splitList(Substring(field.value))
         }
         return members
@@ -100,7 +113,8 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
 
     /// Whether at least one line is named `name`.
     public func contains(_ name: String) -> Bool {
-        storage.contains { ASCII.equalsIgnoringCase($0.name, name) }
+        let key = ASCII.lowercased(name)
+        return storage.contains { $0.lowercasedName == key }
     }
 
     /// Adds a line at the end, keeping existing lines of the same name.
@@ -110,13 +124,15 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
 
     /// Removes every line named `name`.
     public mutating func removeAll(named name: String) {
-        storage.removeAll { ASCII.equalsIgnoringCase($0.name, name) }
+        let key = ASCII.lowercased(name)
+        storage.removeAll { $0.lowercasedName == key }
     }
 
     /// Removes every line whose name is in `names` (compared ignoring case).
     public mutating func removeAll(namedAnyOf names: some Collection<String>) {
         guard !names.isEmpty else { return }
-        storage.removeAll { field in names.contains { ASCII.equalsIgnoringCase(field.name, $0) } }
+        let keys = Set(names.map(ASCII.lowercased))
+        storage.removeAll { keys.contains($0.lowercasedName) }
     }
 
     /// The fields as `Name: value` lines, for logs and `explain`.

@@ -38,7 +38,63 @@ public struct CachedUse: Hashable, Sendable {
     /// response (RFC 9111 §4.3.2).
     public var notModified: Bool
     /// Why.
-    public var reasons: [Reason]
+    public var reasons: [Reason] {
+        get {
+            let staleness = currentAge - freshnessLifetime
+            switch basis {
+            case .fresh: return [.fresh(age: currentAge, lifetime: freshnessLifetime)]
+            case .freshImmutable: return [.fresh(age: currentAge, lifetime: freshnessLifetime), .immutable]
+            case .maxStale: return [.maxStaleAllows(by: staleness)]
+            case .staleWhileRevalidate(let allowance):
+                return [.staleWhileRevalidate(by: staleness, allowance: allowance)]
+            case .staleIfError(let allowance): return [.staleIfError(by: max(0, staleness), allowance: allowance)]
+            case .disconnected: return [.disconnected(by: max(0, staleness))]
+            case .policy(let policy): return [.policyServesAnyStoredResponse(policy)]
+            case .given(let reasons): return reasons
+            }
+        }
+        set { basis = .given(newValue) }
+    }
+
+    /// What allowed serving; ``reasons`` is derived from it with the age and lifetime, so
+    /// a hit carries no array until someone asks why.
+    enum Basis: Hashable, Sendable {
+        case fresh, freshImmutable, maxStale, disconnected
+        case staleWhileRevalidate(allowance: Int)
+        case staleIfError(allowance: Int)
+        case policy(CachePolicy)
+        case given([Reason])
+    }
+
+    private var basis: Basis
+
+    init(candidate: Int, currentAge: Double, freshnessLifetime: Double, notModified: Bool, reasons: [Reason]) {
+        self.init(
+            candidate: candidate, currentAge: currentAge, freshnessLifetime: freshnessLifetime,
+            notModified: notModified, basis: .given(reasons))
+    }
+
+    init(candidate: Int, currentAge: Double, freshnessLifetime: Double, notModified: Bool, basis: Basis) {
+        self.candidate = candidate
+        self.currentAge = currentAge
+        self.freshnessLifetime = freshnessLifetime
+        self.notModified = notModified
+        self.basis = basis
+    }
+
+    public static func == (lhs: CachedUse, rhs: CachedUse) -> Bool {
+        lhs.candidate == rhs.candidate && lhs.currentAge == rhs.currentAge
+            && lhs.freshnessLifetime == rhs.freshnessLifetime && lhs.notModified == rhs.notModified
+            && lhs.reasons == rhs.reasons
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(candidate)
+        hasher.combine(currentAge)
+        hasher.combine(freshnessLifetime)
+        hasher.combine(notModified)
+        hasher.combine(reasons)
+    }
 
     /// Whether the response is stale (RFC 9111 §4.2).
     public var isStale: Bool { freshnessLifetime <= currentAge }
@@ -142,7 +198,7 @@ extension CacheEngine {
             if candidates.isEmpty {
                 (missReason, reasons) = (.uriMiss, [.noStoredResponse])
             } else if candidates.contains(where: {
-                $0.flags.contains(.incomplete) && varyMatches(request.head.fields, $0)
+                $0.flags.has(.incomplete) && varyMatches(request.head.fields, $0)
             }) {
                 // Only an incomplete response matches (§3.3): RFC 9211 §2.2 calls this `partial`.
                 (missReason, reasons) = (.partial, [.incompleteStoredResponse])
@@ -153,16 +209,27 @@ extension CacheEngine {
             if directives.onlyIfCached { return .gatewayTimeout(reasons + [.onlyIfCached]) }
             return .forward(Forwarding(reason: missReason, fields: policyFields(policy), reasons: reasons))
         }
-        let facts = candidates[index]
-        let age = facts.currentAge(at: now)
-        let lifetime = facts.freshnessLifetime
+        return candidates.withUnsafeBufferPointer { stored in
+            decide(request, index, stored.baseAddress! + index, candidates, now: now)
+        }
+    }
+
+    /// The decision once stored response `index` (`facts`) is selected.
+    @inline(__always)
+    private func decide(
+        _ request: CacheRequest, _ index: Int, _ stored: UnsafePointer<StoredResponseFacts>,
+        _ candidates: [StoredResponseFacts], now: Timestamp
+    ) -> LookupDecision {
+        let policy = request.policy
+        let age = stored.pointee.currentAge(at: now)
+        let lifetime = stored.pointee.freshnessLifetime
 
         switch policy {
         case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData:
             return .forward(
                 Forwarding(reason: .request, candidate: index, fields: policyFields(policy), reasons: [.policy(policy)]))
         case .returnCacheDataElseLoad, .returnCacheDataDontLoad:
-            return .serve(use(index, facts, age: age, request, reasons: [.policyServesAnyStoredResponse(policy)]))
+            return .serve(use(index, stored, age: age, request, basis: .policy(policy)))
         case .reloadRevalidatingCacheData:
             return revalidate(request, index, candidates, reason: .request, reasons: [.policy(policy)])
         case .useProtocolCachePolicy:
@@ -172,50 +239,48 @@ extension CacheEngine {
         let fresh = lifetime > age
         let shared = configuration.isShared
         // RFC 8246 §2: a fresh immutable response is not revalidated on reload.
-        let immutableFresh = fresh && !shared && facts.flags.contains(.immutable)
-        if facts.flags.contains(.noCache) {
+        let immutableFresh = fresh && !shared && stored.pointee.flags.has(.immutable)
+        if stored.pointee.flags.has(.noCache) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.responseNoCache])
         }
-        if facts.flags.contains(.invalidated) {
+        if stored.pointee.flags.has(.invalidated) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.invalidated])
         }
-        if directives.noCache && !immutableFresh {
+        if request.cacheControl.noCache && !immutableFresh {
             return revalidate(
                 request, index, candidates, reason: fresh ? .request : .stale, reasons: [.requestNoCache])
         }
-        if let maxAge = directives.maxAge, age > Double(maxAge), !immutableFresh {
+        if let maxAge = request.cacheControl.maxAge, age > Double(maxAge), !immutableFresh {
             return revalidate(
                 request, index, candidates, reason: fresh ? .request : .stale,
                 reasons: [.requestMaxAge(age: age, maxAge: maxAge)])
         }
-        if let minFresh = directives.minFresh, lifetime - age < Double(minFresh) {
+        if let minFresh = request.cacheControl.minFresh, lifetime - age < Double(minFresh) {
             return revalidate(
                 request, index, candidates, reason: fresh ? .request : .stale,
                 reasons: [.requestMinFresh(remaining: lifetime - age, minFresh: minFresh)])
         }
         if fresh {
-            let freshReason = Reason.fresh(age: age, lifetime: lifetime)
-            let reasons = immutableFresh && (directives.noCache || directives.maxAge != nil)
-                ? [freshReason, .immutable] : [freshReason]
-            return .serve(use(index, facts, age: age, request, reasons: reasons))
+            let reloadIgnored = immutableFresh && (request.cacheControl.noCache || request.cacheControl.maxAge != nil)
+            return .serve(use(index, stored, age: age, request, basis: reloadIgnored ? .freshImmutable : .fresh))
         }
 
         // Stale (§4.2.4).
         let staleness = age - lifetime
-        if let prohibition = staleProhibition(facts) {
+        if let prohibition = staleProhibition(stored.pointee) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.stale(by: staleness), prohibition])
         }
-        switch directives.maxStale {
+        switch request.cacheControl.maxStale {
         case .any?:
-            return .serve(use(index, facts, age: age, request, reasons: [.maxStaleAllows(by: staleness)]))
+            return .serve(use(index, stored, age: age, request, basis: .maxStale))
         case .seconds(let allowed)? where staleness <= Double(allowed):
-            return .serve(use(index, facts, age: age, request, reasons: [.maxStaleAllows(by: staleness)]))
+            return .serve(use(index, stored, age: age, request, basis: .maxStale))
         default:
             break
         }
-        if let allowance = facts.staleWhileRevalidate, staleness <= Double(allowance) {
+        if let allowance = stored.pointee.staleWhileRevalidate, staleness <= Double(allowance) {
             let reasons: [Reason] = [.staleWhileRevalidate(by: staleness, allowance: allowance)]
-            let served = use(index, facts, age: age, request, reasons: reasons)
+            let served = use(index, stored, age: age, request, basis: .staleWhileRevalidate(allowance: allowance))
             let background = validation(request, index, candidates, reason: .stale, reasons: reasons)
             return .serveStaleWhileRevalidate(served, revalidation: background)
         }
@@ -238,11 +303,11 @@ extension CacheEngine {
         let facts = candidate.facts
         let age = facts.currentAge(at: now)
         let staleness = age - facts.freshnessLifetime
-        if facts.flags.contains(.noCache) {
+        if facts.flags.has(.noCache) {
             return failure == .unreachable ? .gatewayTimeout([.responseNoCache]) : .passThrough([.responseNoCache])
         }
         // An invalidated response needs "a mandatory validation" before it is sent (§4.4).
-        if facts.flags.contains(.invalidated) {
+        if facts.flags.has(.invalidated) {
             return failure == .unreachable ? .gatewayTimeout([.invalidated]) : .passThrough([.invalidated])
         }
         if staleness >= 0, let prohibition = staleProhibition(facts) {
@@ -257,11 +322,12 @@ extension CacheEngine {
         }
         if errorStatus, let allowance, staleness <= Double(allowance) {
             return .serve(
-                use(candidate.index, facts, age: age, request,
-                    reasons: [.staleIfError(by: max(0, staleness), allowance: allowance)]))
+                withUnsafePointer(to: facts) { facts in
+                    use(candidate.index, facts, age: age, request, basis: .staleIfError(allowance: allowance))
+                })
         }
         if failure == .unreachable {
-            return .serve(use(candidate.index, facts, age: age, request, reasons: [.disconnected(by: max(0, staleness))]))
+            return .serve(withUnsafePointer(to: facts) { use(candidate.index, $0, age: age, request, basis: .disconnected) })
         }
         return .passThrough([.stale(by: staleness), .staleNotAllowed])
     }
@@ -270,45 +336,52 @@ extension CacheEngine {
     /// nominated fields match (§4.1), never one with `Vary: *` or an incomplete body, those
     /// with a `Vary` field preferred, then the most recent by `Date` (§4).
     public func selectVariant(_ fields: HeaderFields, candidates: [StoredResponseFacts]) -> Int? {
-        var best: Int?
-        for index in candidates.indices where matches(fields, candidates[index]) {
-            guard let current = best else {
-                best = index
-                continue
+        candidates.withUnsafeBufferPointer { stored in
+            var best: Int?
+            for index in stored.indices
+            where !stored[index].flags.has(.incomplete) && stored[index].vary.matches(
+                    fields, values: stored[index].varyValues, rawValues: stored[index].varyRawValues) {
+                guard let current = best else {
+                    best = index
+                    continue
+                }
+                let aHasVary = !stored[index].vary.isEmpty
+                let bHasVary = !stored[current].vary.isEmpty
+                if aHasVary != bHasVary {
+                    if aHasVary { best = index }
+                } else if stored[index].date > stored[current].date
+                    || (stored[index].date == stored[current].date
+                        && stored[index].responseTime > stored[current].responseTime)
+                {
+                    best = index
+                }
             }
-            let a = candidates[index]
-            let b = candidates[current]
-            let aHasVary = !a.vary.isEmpty
-            let bHasVary = !b.vary.isEmpty
-            if aHasVary != bHasVary {
-                if aHasVary { best = index }
-            } else if a.date > b.date || (a.date == b.date && a.responseTime > b.responseTime) {
-                best = index
-            }
+            return best
         }
-        return best
     }
 
     /// Whether `facts` can answer a request with `fields` as far as `Vary` is concerned
     /// (RFC 9111 §4.1) and its body is complete (§3.3).
+    @inline(__always)
     func matches(_ fields: HeaderFields, _ facts: StoredResponseFacts) -> Bool {
-        !facts.flags.contains(.incomplete) && varyMatches(fields, facts)
+        !facts.flags.has(.incomplete) && varyMatches(fields, facts)
     }
 
     /// Whether the request fields `facts`'s `Vary` nominates match (RFC 9111 §4.1),
     /// whatever the state of its body.
+    @inline(__always)
     func varyMatches(_ fields: HeaderFields, _ facts: StoredResponseFacts) -> Bool {
         if facts.vary.isAny { return false }
-        if facts.vary.fieldNames.isEmpty { return true }
-        return facts.vary.requestValues(fields) == facts.varyValues
+        return facts.vary.matches(fields, values: facts.varyValues, rawValues: facts.varyRawValues)
     }
 
     /// The directive that forbids serving `facts` stale, if any (RFC 9111 §4.2.4).
+    @inline(__always)
     func staleProhibition(_ facts: StoredResponseFacts) -> Reason? {
-        if facts.flags.contains(.mustRevalidate) { return .mustRevalidate }
+        if facts.flags.has(.mustRevalidate) { return .mustRevalidate }
         if configuration.isShared {
-            if facts.flags.contains(.hasSMaxAge) { return .sMaxAgeRevalidate }
-            if facts.flags.contains(.proxyRevalidate) { return .proxyRevalidate }
+            if facts.flags.has(.hasSMaxAge) { return .sMaxAgeRevalidate }
+            if facts.flags.has(.proxyRevalidate) { return .proxyRevalidate }
         }
         return nil
     }
@@ -317,12 +390,14 @@ extension CacheEngine {
         policy == .reloadIgnoringLocalAndRemoteCacheData ? ["Cache-Control": "no-cache", "Pragma": "no-cache"] : [:]
     }
 
+    @inline(__always)
     private func use(
-        _ index: Int, _ facts: StoredResponseFacts, age: Double, _ request: CacheRequest, reasons: [Reason]
+        _ index: Int, _ facts: UnsafePointer<StoredResponseFacts>, age: Double, _ request: CacheRequest,
+        basis: CachedUse.Basis
     ) -> CachedUse {
         CachedUse(
-            candidate: index, currentAge: age, freshnessLifetime: facts.freshnessLifetime,
-            notModified: request.isConditional && clientPreconditionHolds(request, facts), reasons: reasons)
+            candidate: index, currentAge: age, freshnessLifetime: facts.pointee.freshnessLifetime,
+            notModified: request.isConditional && clientPreconditionHolds(request, facts.pointee), basis: basis)
     }
 
     /// Evaluates the client's If-None-Match, else If-Modified-Since, against a stored

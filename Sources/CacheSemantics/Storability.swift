@@ -253,7 +253,8 @@ extension CacheEngine {
             status: status, requestTime: requestTime, responseTime: responseTime, date: date, ageValue: ageValue,
             freshnessLifetime: lifetime, lifetimeSource: source, staleWhileRevalidate: directives.staleWhileRevalidate,
             staleIfError: directives.staleIfError, flags: flags, entityTag: entityTag, lastModified: lastModified,
-            vary: vary, varyValues: vary.requestValues(requestFields), contentLength: contentLength)
+            vary: vary, varyValues: vary.requestValues(requestFields),
+            varyRawValues: vary.fieldNames.map { requestFields[$0] }, contentLength: contentLength)
         return (facts, notes)
     }
 }

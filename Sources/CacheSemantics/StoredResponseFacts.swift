@@ -41,6 +41,10 @@ public struct StoredResponseFacts: Hashable, Sendable {
         public let rawValue: UInt16
         public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+        /// Whether `flag` is set; `contains` without the generic `SetAlgebra` dispatch.
+        @inlinable
+        public func has(_ flag: Flags) -> Bool { rawValue & flag.rawValue == flag.rawValue }
+
         /// Unqualified `no-cache`: validate before every reuse (RFC 9111 §5.2.2.4).
         public static let noCache = Flags(rawValue: 1 << 0)
         /// `must-revalidate` (§5.2.2.2).
@@ -93,6 +97,9 @@ public struct StoredResponseFacts: Hashable, Sendable {
     /// The normalized values of the fields ``vary`` nominates, from the request that caused
     /// the response to be stored (RFC 9111 §4.1); `nil` where the field was absent.
     public var varyValues: [String?]
+    /// The same fields as the original request sent them (lines joined with ", "), so a
+    /// later request that sends identical bytes matches without normalizing.
+    public var varyRawValues: [String?]
     /// `Content-Length`, when valid.
     public var contentLength: Int64?
 
@@ -101,7 +108,8 @@ public struct StoredResponseFacts: Hashable, Sendable {
         status: Int, requestTime: Timestamp, responseTime: Timestamp, date: Timestamp, ageValue: Double = 0,
         freshnessLifetime: Double, lifetimeSource: LifetimeSource, staleWhileRevalidate: Int? = nil,
         staleIfError: Int? = nil, flags: Flags = [], entityTag: EntityTag? = nil, lastModified: Timestamp? = nil,
-        vary: Vary = Vary(fieldNames: []), varyValues: [String?] = [], contentLength: Int64? = nil
+        vary: Vary = Vary(fieldNames: []), varyValues: [String?] = [], varyRawValues: [String?]? = nil,
+        contentLength: Int64? = nil
     ) {
         self.status = status
         self.requestTime = requestTime
@@ -117,6 +125,7 @@ public struct StoredResponseFacts: Hashable, Sendable {
         self.lastModified = lastModified
         self.vary = vary
         self.varyValues = varyValues
+        self.varyRawValues = varyRawValues ?? varyValues
         self.contentLength = contentLength
     }
 
@@ -174,12 +183,13 @@ extension StoredResponseFacts {
         writer.varint(UInt64(vary.fieldNames.count))
         for (index, name) in vary.fieldNames.enumerated() {
             writer.string(name)
-            let value = index < varyValues.count ? varyValues[index] : nil
-            if let value {
-                writer.byte(1)
-                writer.string(value)
-            } else {
-                writer.byte(0)
+            for value in [varyValues, varyRawValues].map({ index < $0.count ? $0[index] : nil }) {
+                if let value {
+                    writer.byte(1)
+                    writer.string(value)
+                } else {
+                    writer.byte(0)
+                }
             }
         }
         writer.optionalInt(contentLength.map(Int.init))
@@ -216,15 +226,18 @@ extension StoredResponseFacts {
         guard let isAny = reader.byte(), isAny <= 1, let count = reader.varint(), count <= 1024 else { return nil }
         var names: [String] = []
         var values: [String?] = []
+        var rawValues: [String?] = []
+        func optionalString(_ reader: inout ByteReader) -> String?? {
+            guard let marker = reader.byte(), marker <= 1 else { return nil }
+            if marker == 0 { return .some(nil) }
+            return reader.string().map { .some($0) }
+        }
         for _ in 0..<count {
-            guard let name = reader.string(), let hasValue = reader.byte(), hasValue <= 1 else { return nil }
+            guard let name = reader.string(), let value = optionalString(&reader), let raw = optionalString(&reader)
+            else { return nil }
             names.append(name)
-            if hasValue == 1 {
-                guard let value = reader.string() else { return nil }
-                values.append(value)
-            } else {
-                values.append(nil)
-            }
+            values.append(value)
+            rawValues.append(raw)
         }
         guard let contentLength = reader.optionalInt(), reader.atEnd else { return nil }
         self.init(
@@ -233,7 +246,7 @@ extension StoredResponseFacts {
             ageValue: ageValue, freshnessLifetime: lifetime, lifetimeSource: source,
             staleWhileRevalidate: swr.map(Int.init), staleIfError: sie.map(Int.init),
             flags: Flags(rawValue: UInt16(flagBits)), entityTag: entityTag, lastModified: lastModified,
-            vary: Vary(fieldNames: names, isAny: isAny == 1), varyValues: values,
+            vary: Vary(fieldNames: names, isAny: isAny == 1), varyValues: values, varyRawValues: rawValues,
             contentLength: contentLength.map(Int64.init))
     }
 }

@@ -8,7 +8,7 @@ struct URIParts: Hashable {
     /// Splits `text`; `nil` when it has no valid scheme.
     init?(_ text: some StringProtocol) {
         let value = Substring(text)
-        guard let colon = value.firstIndex(of: ":"), let first = value.utf8.first, ASCII.isAlpha(first) else {
+        guard let colon = value.utf8.firstIndex(of: UInt8(ascii: ":")), let first = value.utf8.first, ASCII.isAlpha(first) else {
             return nil
         }
         let scheme = value[..<colon]
@@ -20,14 +20,14 @@ struct URIParts: Hashable {
         else { return nil }
         self.scheme = ASCII.lowercased(scheme)
         var rest = value[value.index(after: colon)...]
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
-        if let question = rest.firstIndex(of: "?") {
+        if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
+        if let question = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
             query = String(rest[rest.index(after: question)...])
             rest = rest[..<question]
         }
         if rest.hasPrefix("//") {
             let afterSlashes = rest.dropFirst(2)
-            let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+            let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
             authority = String(afterSlashes[..<end])
             path = String(afterSlashes[end...])
         } else {
@@ -46,7 +46,7 @@ struct URIParts: Hashable {
     /// checks (RFC 9110 §4.3.1).
     var origin: String {
         var authority = Substring(normalizedAuthority ?? "")
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
         return "\(scheme)://\(authority)"
     }
 
@@ -55,15 +55,15 @@ struct URIParts: Hashable {
         guard let authority else { return nil }
         var userinfo = ""
         var hostPort = Substring(authority)
-        if let at = hostPort.lastIndex(of: "@") {
+        if let at = hostPort.utf8.lastIndex(of: UInt8(ascii: "@")) {
             userinfo = String(hostPort[...at])
             hostPort = hostPort[hostPort.index(after: at)...]
         }
         // host = IP-literal / reg-name, then [ ":" port ] (RFC 3986 §3.2.2, §3.2.3).
         var host = hostPort
         var port: Substring = ""
-        let hostEnd = hostPort.hasPrefix("[") ? hostPort.firstIndex(of: "]").map(hostPort.index(after:)) : nil
-        if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].firstIndex(of: ":") {
+        let hostEnd = hostPort.hasPrefix("[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.index(after:)) : nil
+        if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].utf8.firstIndex(of: UInt8(ascii: ":")) {
             host = hostPort[..<colon]
             port = hostPort[hostPort.index(after: colon)...]
         }
@@ -96,15 +96,15 @@ struct URIParts: Hashable {
     func resolve(_ reference: String) -> URIParts? {
         if let absolute = URIParts(reference), !reference.hasPrefix("/") { return absolute }
         var rest = Substring(reference)
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
         var referenceQuery: String?
-        if let question = rest.firstIndex(of: "?") {
+        if let question = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
             referenceQuery = String(rest[rest.index(after: question)...])
             rest = rest[..<question]
         }
         if rest.hasPrefix("//") {
             let afterSlashes = rest.dropFirst(2)
-            let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+            let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
             return URIParts(
                 scheme: scheme, authority: String(afterSlashes[..<end]),
                 path: URIParts.removeDotSegments(String(afterSlashes[end...])), query: referenceQuery)
@@ -120,7 +120,7 @@ struct URIParts: Hashable {
         let base: Substring
         if authority != nil && path.isEmpty {
             base = "/"
-        } else if let slash = path.lastIndex(of: "/") {
+        } else if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
             base = path[...slash]
         } else {
             base = ""

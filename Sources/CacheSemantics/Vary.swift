@@ -34,9 +34,69 @@ public struct Vary: Hashable, Sendable {
     /// and at the ends removed; `nil` for an absent field.
     public func requestValues(_ request: HeaderFields) -> [String?] {
         fieldNames.map { name in
-            let members = request.listMembers(named: name)
-            if members.isEmpty { return request.contains(name) ? "" : nil }
-            return members.joined(separator: ",")
+            var bytes: [UInt8] = []
+            var present = false
+            for field in request.storage where field.lowercasedName == name {
+                present = true
+                _ = ASCII.withUTF8(field.value) { value in
+                    ASCII.forEachListMember(value) { member in
+                        if !bytes.isEmpty { bytes.append(UInt8(ascii: ",")) }
+                        bytes += value[member]
+                        return true
+                    }
+                }
+            }
+            return present ? String(decoding: bytes, as: UTF8.self) : nil
         }
+    }
+
+    /// Whether `request`'s nominated fields, normalized as ``requestValues(_:)`` does, equal
+    /// `values` (RFC 9111 §4.1). Compares in place, without building the normalized values.
+    ///
+    /// - Parameter rawValues: The original request's values as sent (`request[name]`); a
+    ///   field sent with exactly those bytes matches without normalizing.
+    public func matches(_ request: HeaderFields, values: [String?], rawValues: [String?] = []) -> Bool {
+        guard !isAny, values.count == fieldNames.count else { return false }
+        for index in fieldNames.indices {
+            let name = fieldNames[index]
+            let expected = values[index]
+            if index < rawValues.count, let raw = rawValues[index],
+                request.combinedValue(lowercasedName: name) == raw
+            {
+                continue
+            }
+            guard let expected else {
+                if request.storage.contains(where: { $0.lowercasedName == name }) { return false }
+                continue
+            }
+            let matched = ASCII.withUTF8(expected) { expected -> Bool in
+                var position = 0
+                var present = false
+                for field in request.storage where field.lowercasedName == name {
+                    present = true
+                    let same = ASCII.withUTF8(field.value) { value in
+                        ASCII.forEachListMember(value) { member in
+                            if position > 0 {
+                                guard position < expected.count, expected[position] == UInt8(ascii: ",") else {
+                                    return false
+                                }
+                                position += 1
+                            }
+                            guard position + member.count <= expected.count else { return false }
+                            for offset in 0..<member.count
+                            where value[member.lowerBound + offset] != expected[position + offset] {
+                                return false
+                            }
+                            position += member.count
+                            return true
+                        }
+                    }
+                    if !same { return false }
+                }
+                return present && position == expected.count
+            }
+            if !matched { return false }
+        }
+        return true
     }
 }

@@ -28,7 +28,8 @@ private func richFacts(entityTag: EntityTag? = EntityTag(opaqueTag: "5d8c72a5edd
         flags: [.noCache, .mustRevalidate, .proxyRevalidate, .hasSMaxAge, .immutable, .isPublic, .targeted],
         entityTag: entityTag, lastModified: Fixtures.epoch - 86_400,
         vary: Vary(fieldNames: ["Accept-Encoding", "Accept-Language", "X-Absent"]),
-        varyValues: ["gzip, br", "en-US,en;q=0.9", nil], contentLength: 1_432)
+        varyValues: ["gzip,br", "en-US,en;q=0.9", nil], varyRawValues: ["gzip, br", "en-US,en;q=0.9", nil],
+        contentLength: 1_432)
 }
 
 private let minimalFacts = StoredResponseFacts(
@@ -48,7 +49,8 @@ struct StorageFactsSerializationTests {
         let decoded = try #require(StoredResponseFacts(serialized: facts.serialized()))
         #expect(decoded == facts)
         #expect(decoded.entityTag?.isWeak == entityTag?.isWeak)
-        #expect(decoded.varyValues == ["gzip, br", "en-US,en;q=0.9", nil])
+        #expect(decoded.varyValues == ["gzip,br", "en-US,en;q=0.9", nil])
+        #expect(decoded.varyRawValues == ["gzip, br", "en-US,en;q=0.9", nil])
         #expect(decoded.vary.fieldNames == ["accept-encoding", "accept-language", "x-absent"])
         #expect(decoded.lastModified == Fixtures.epoch - 86_400)
         #expect(decoded.staleWhileRevalidate == 60)
@@ -75,6 +77,7 @@ struct StorageFactsSerializationTests {
             facts.flags = StoredResponseFacts.Flags(rawValue: 0x3FF)
             facts.vary = Vary(fieldNames: [], isAny: true)
             facts.varyValues = []
+            facts.varyRawValues = []
             facts.freshnessLifetime = -60
             let decoded = try #require(StoredResponseFacts(serialized: facts.serialized()))
             #expect(decoded == facts)
