@@ -50,7 +50,8 @@ func measure(_ name: String, samples: Int = 101, batch: Int = 2_000, _ body: () 
     }
     perCall.sort()
     let p99 = perCall[min(perCall.count - 1, Int(Double(perCall.count) * 0.99))]
-    return Measurement(name: name, medianNanoseconds: perCall[perCall.count / 2], p99Nanoseconds: p99, iterations: samples * batch)
+    return Measurement(
+        name: name, medianNanoseconds: perCall[perCall.count / 2], p99Nanoseconds: p99, iterations: samples * batch)
 }
 
 /// Peak resident set size of this process, in MiB.

@@ -10,8 +10,9 @@ func runSemanticsBenchmarks() -> [Measurement] {
     let response = ResponseHead(status: 200, fields: Fixtures.typicalResponseFields)
     let requestTime = Fixtures.epoch - 0.120
     let responseTime = Fixtures.epoch
-    guard case .store(let stored) = engine.storageDecision(
-        for: request, response: response, requestTime: requestTime, responseTime: responseTime)
+    guard
+        case .store(let stored) = engine.storageDecision(
+            for: request, response: response, requestTime: requestTime, responseTime: responseTime)
     else { fatalError("the typical response must be storable") }
     let prepared = CacheRequest(request)
     let candidates = [stored.facts]

@@ -98,7 +98,8 @@ public struct ContentRange: Hashable, Sendable {
     /// when invalid, including a range that ends at or past the complete length.
     public init?(_ value: some StringProtocol) {
         let text = ASCII.trimmed(Substring(value))
-        guard let space = text.utf8.firstIndex(of: UInt8(ascii: " ")), ASCII.equalsIgnoringCase(text[..<space], "bytes") else {
+        guard let space = text.utf8.firstIndex(of: UInt8(ascii: " ")), ASCII.equalsIgnoringCase(text[..<space], "bytes")
+        else {
             return nil
         }
         let rest = ASCII.trimmed(text[text.index(after: space)...])

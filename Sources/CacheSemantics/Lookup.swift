@@ -227,7 +227,8 @@ extension CacheEngine {
         switch policy {
         case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData:
             return .forward(
-                Forwarding(reason: .request, candidate: index, fields: policyFields(policy), reasons: [.policy(policy)]))
+                Forwarding(reason: .request, candidate: index, fields: policyFields(policy), reasons: [.policy(policy)])
+            )
         case .returnCacheDataElseLoad, .returnCacheDataDontLoad:
             return .serve(use(index, stored, age: age, request, basis: .policy(policy)))
         case .reloadRevalidatingCacheData:
@@ -268,7 +269,8 @@ extension CacheEngine {
         // Stale (§4.2.4).
         let staleness = age - lifetime
         if let prohibition = staleProhibition(stored.pointee) {
-            return revalidate(request, index, candidates, reason: .stale, reasons: [.stale(by: staleness), prohibition])
+            return revalidate(
+                request, index, candidates, reason: .stale, reasons: [.stale(by: staleness), prohibition])
         }
         switch request.cacheControl.maxStale {
         case .any?:
@@ -327,7 +329,8 @@ extension CacheEngine {
                 })
         }
         if failure == .unreachable {
-            return .serve(withUnsafePointer(to: facts) { use(candidate.index, $0, age: age, request, basis: .disconnected) })
+            return .serve(
+                withUnsafePointer(to: facts) { use(candidate.index, $0, age: age, request, basis: .disconnected) })
         }
         return .passThrough([.stale(by: staleness), .staleNotAllowed])
     }
@@ -339,8 +342,10 @@ extension CacheEngine {
         candidates.withUnsafeBufferPointer { stored in
             var best: Int?
             for index in stored.indices
-            where !stored[index].flags.has(.incomplete) && stored[index].vary.matches(
-                    fields, values: stored[index].varyValues, rawValues: stored[index].varyRawValues) {
+            where !stored[index].flags.has(.incomplete)
+                && stored[index].vary.matches(
+                    fields, values: stored[index].varyValues, rawValues: stored[index].varyRawValues)
+            {
                 guard let current = best else {
                     best = index
                     continue

@@ -67,7 +67,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
             let shown = value.map { "'\($0)'" } ?? "no value"
             return "\(field): \(directive) has \(shown), not delta-seconds (RFC 9111 §1.2.2, §4.2.1)"
         case .conflictingDirective(let field, let directive):
-            return "\(field): \(directive) appears more than once with different values; response treated as stale (RFC 9111 §4.2.1)"
+            return
+                "\(field): \(directive) appears more than once with different values; response treated as stale (RFC 9111 §4.2.1)"
         case .invalidExpires(let value):
             return "Expires '\(value)' is not a valid HTTP-date; treated as already expired (RFC 9111 §5.3)"
         case .conflictingExpires:
@@ -101,9 +102,11 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .privateInSharedCache:
             return "not stored: Cache-Control private and this cache is shared (RFC 9111 §5.2.2.7)"
         case .authorizationInSharedCache:
-            return "not stored: the request has Authorization and the response has none of public, must-revalidate, s-maxage (RFC 9111 §3.5)"
+            return
+                "not stored: the request has Authorization and the response has none of public, must-revalidate, s-maxage (RFC 9111 §3.5)"
         case .notExplicitlyCacheable(let status):
-            return "not stored: no max-age, Expires or public, and status \(status) is not heuristically cacheable (RFC 9111 §3, RFC 9110 §15.1)"
+            return
+                "not stored: no max-age, Expires or public, and status \(status) is not heuristically cacheable (RFC 9111 §3, RFC 9110 §15.1)"
         case .varyStar:
             return "not stored: Vary: * never matches a later request (RFC 9111 §4.1)"
         case .fieldsNotStored(let names):
@@ -133,7 +136,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .requestMaxAge(let age, let maxAge):
             return "the request's max-age=\(maxAge) is below the response's age \(Int(age)) s (RFC 9111 §5.2.1.1)"
         case .requestMinFresh(let remaining, let minFresh):
-            return "the request's min-fresh=\(minFresh) exceeds the \(Int(remaining)) s of freshness left (RFC 9111 §5.2.1.3)"
+            return
+                "the request's min-fresh=\(minFresh) exceeds the \(Int(remaining)) s of freshness left (RFC 9111 §5.2.1.3)"
         case .mustRevalidate:
             return "must-revalidate forbids serving it stale (RFC 9111 §5.2.2.2)"
         case .proxyRevalidate:
@@ -143,23 +147,29 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .maxStaleAllows(let by):
             return "served stale by \(Int(by.rounded(.up))) s: the request's max-stale allows it (RFC 9111 §5.2.1.2)"
         case .staleWhileRevalidate(let by, let allowance):
-            return "served stale by \(Int(by.rounded(.up))) s within stale-while-revalidate=\(allowance); revalidating in the background (RFC 5861 §3)"
+            return
+                "served stale by \(Int(by.rounded(.up))) s within stale-while-revalidate=\(allowance); revalidating in the background (RFC 5861 §3)"
         case .staleIfError(let by, let allowance):
-            return "served stale by \(Int(by.rounded(.up))) s within stale-if-error=\(allowance) after an error (RFC 5861 §4)"
+            return
+                "served stale by \(Int(by.rounded(.up))) s within stale-if-error=\(allowance) after an error (RFC 5861 §4)"
         case .disconnected(let by):
             return "served stale by \(Int(by.rounded(.up))) s: the origin could not be reached (RFC 9111 §4.2.4)"
         case .staleNotAllowed:
-            return "serving stale is not allowed without max-stale, stale-while-revalidate or stale-if-error (RFC 9111 §4.2.4)"
+            return
+                "serving stale is not allowed without max-stale, stale-while-revalidate or stale-if-error (RFC 9111 §4.2.4)"
         case .onlyIfCached:
             return "the request has only-if-cached and no stored response can be used: 504 (RFC 9111 §5.2.1.7)"
         case .authorizationNeedsSharedDirective:
-            return "the request has Authorization: a shared cache reuses only responses with public, must-revalidate or s-maxage (RFC 9111 §3.5)"
+            return
+                "the request has Authorization: a shared cache reuses only responses with public, must-revalidate or s-maxage (RFC 9111 §3.5)"
         case .immutable:
             return "immutable: the request's reload directives are not applied while it is fresh (RFC 8246 §2)"
         case .noValidator:
-            return "the stored response has neither ETag nor Last-Modified: it is fetched again in full (RFC 9111 §4.3.1)"
+            return
+                "the stored response has neither ETag nor Last-Modified: it is fetched again in full (RFC 9111 §4.3.1)"
         case .invalidated:
-            return "the stored response was invalidated (RFC 9111 §4.4) or found stale by a HEAD response (§4.3.5): it must be validated before reuse"
+            return
+                "the stored response was invalidated (RFC 9111 §4.4) or found stale by a HEAD response (§4.3.5): it must be validated before reuse"
         }
     }
 }

@@ -222,7 +222,8 @@ extension CacheEngine {
             let directive = source == .sMaxAge ? "s-maxage" : "max-age"
             let invalid = directives.notes.contains { note in
                 switch note {
-                case .conflictingDirective(_, let name), .invalidDirectiveValue(_, let name, _): return name == directive
+                case .conflictingDirective(_, let name), .invalidDirectiveValue(_, let name, _):
+                    return name == directive
                 default: return false
                 }
             }

@@ -279,8 +279,9 @@ public enum StructuredFields {
             guard take(UInt8(ascii: ":")) else { return nil }
             let start = index
             while let byte = peek, byte != UInt8(ascii: ":") {
-                guard ASCII.isAlpha(byte) || ASCII.isDigit(byte) || byte == UInt8(ascii: "+")
-                    || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
+                guard
+                    ASCII.isAlpha(byte) || ASCII.isDigit(byte) || byte == UInt8(ascii: "+")
+                        || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
                 else { return nil }
                 index += 1
             }

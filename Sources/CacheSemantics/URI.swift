@@ -8,7 +8,9 @@ struct URIParts: Hashable {
     /// Splits `text`; `nil` when it has no valid scheme.
     init?(_ text: some StringProtocol) {
         let value = Substring(text)
-        guard let colon = value.utf8.firstIndex(of: UInt8(ascii: ":")), let first = value.utf8.first, ASCII.isAlpha(first) else {
+        guard let colon = value.utf8.firstIndex(of: UInt8(ascii: ":")), let first = value.utf8.first,
+            ASCII.isAlpha(first)
+        else {
             return nil
         }
         let scheme = value[..<colon]
@@ -46,7 +48,9 @@ struct URIParts: Hashable {
     /// checks (RFC 9110 §4.3.1).
     var origin: String {
         var authority = Substring(normalizedAuthority ?? "")
-        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
+        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) {
+            authority = authority[authority.index(after: at)...]
+        }
         return "\(scheme)://\(authority)"
     }
 
@@ -62,7 +66,8 @@ struct URIParts: Hashable {
         // host = IP-literal / reg-name, then [ ":" port ] (RFC 3986 §3.2.2, §3.2.3).
         var host = hostPort
         var port: Substring = ""
-        let hostEnd = hostPort.hasPrefix("[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.index(after:)) : nil
+        let hostEnd =
+            hostPort.hasPrefix("[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.index(after:)) : nil
         if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].utf8.firstIndex(of: UInt8(ascii: ":")) {
             host = hostPort[..<colon]
             port = hostPort[hostPort.index(after: colon)...]
@@ -126,7 +131,8 @@ struct URIParts: Hashable {
             base = ""
         }
         return URIParts(
-            scheme: scheme, authority: authority, path: URIParts.removeDotSegments(String(base) + rest), query: referenceQuery)
+            scheme: scheme, authority: authority, path: URIParts.removeDotSegments(String(base) + rest),
+            query: referenceQuery)
     }
 
     /// RFC 3986 §5.2.4.

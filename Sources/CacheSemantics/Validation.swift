@@ -88,7 +88,9 @@ extension CacheEngine {
     /// `Content-Length`, if any, must equal the stored one's.
     public func headFreshening(head: HeaderFields, stored: StoredResponseFacts) -> HeadFreshening {
         if let text = head["ETag"] {
-            guard let tag = EntityTag(text), let storedTag = stored.entityTag, tag == storedTag else { return .markStale }
+            guard let tag = EntityTag(text), let storedTag = stored.entityTag, tag == storedTag else {
+                return .markStale
+            }
         }
         if let text = head["Last-Modified"] {
             guard let time = HTTPDate.parse(text), time == stored.lastModified else { return .markStale }

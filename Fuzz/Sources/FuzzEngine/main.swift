@@ -17,7 +17,8 @@ runFuzzer { data, size in
     let response = ResponseHead(status: status, fields: responseFields)
     let start = Timestamp(secondsSince1970: 1_700_000_000)
     for engine in [CacheEngine(), CacheEngine(configuration: .sharedCache)] {
-        let decision = engine.storageDecision(for: request, response: response, requestTime: start, responseTime: start + 1)
+        let decision = engine.storageDecision(
+            for: request, response: response, requestTime: start, responseTime: start + 1)
         _ = decision.reasons.map(\.description)
         guard case .store(let stored) = decision else { continue }
         precondition(engine.selectVariant(requestFields, candidates: [stored.facts]) == 0)
@@ -26,7 +27,8 @@ runFuzzer { data, size in
             let lookup = engine.lookup(prepared, candidates: [stored.facts], now: start + offset)
             _ = lookup.reasons.map(\.description)
             for failure in [OriginFailure.unreachable, .serverError(status: 503)] {
-                _ = engine.fallback(after: failure, request: prepared, candidate: (0, stored.facts), now: start + offset)
+                _ = engine.fallback(
+                    after: failure, request: prepared, candidate: (0, stored.facts), now: start + offset)
             }
         }
         let updated = engine.responsesToUpdate(
@@ -37,6 +39,7 @@ runFuzzer { data, size in
             requestTime: start + 10, responseTime: start + 11)
         _ = engine.headFreshening(head: responseFields, stored: stored.facts)
     }
-    _ = CacheEngine().invalidatedURIs(request: RequestHead(method: "DELETE", uri: "https://example.com/r"), response: response)
+    _ = CacheEngine().invalidatedURIs(
+        request: RequestHead(method: "DELETE", uri: "https://example.com/r"), response: response)
     return 0
 }

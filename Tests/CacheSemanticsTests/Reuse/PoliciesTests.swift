@@ -27,7 +27,8 @@ struct PoliciesTests {
 
     static func use(_ state: State, _ reasons: [Reason]) -> LookupDecision {
         .serve(
-            CachedUse(candidate: 0, currentAge: state.age, freshnessLifetime: 100, notModified: false, reasons: reasons))
+            CachedUse(candidate: 0, currentAge: state.age, freshnessLifetime: 100, notModified: false, reasons: reasons)
+        )
     }
 
     static func validation(_ reason: CacheStatus.ForwardReason, _ reasons: [Reason]) -> LookupDecision {
@@ -129,7 +130,8 @@ struct PoliciesTests {
 
     @Test("§4.3.1: reloadRevalidatingCacheData always sends a validation request, even for a fresh response")
     func reloadRevalidatingCacheData() throws {
-        let decision = Reuse.lookup(policy: .reloadRevalidatingCacheData, candidates: try Self.candidates(.fresh), at: 0)
+        let decision = Reuse.lookup(
+            policy: .reloadRevalidatingCacheData, candidates: try Self.candidates(.fresh), at: 0)
         let forwarding = try #require(Reuse.forwarded(decision))
         #expect(forwarding.isValidation)
         #expect(forwarding.validated == [0])

@@ -178,7 +178,8 @@ struct RequestDirectivesTests {
 
     @Test("§5.2.1.7: only-if-cached is answered from a fresh stored response")
     func onlyIfCachedFreshIsServed() throws {
-        let decision = Reuse.lookup(fields: ["Cache-Control": "only-if-cached"], candidates: [try Self.stored()], at: 10)
+        let decision = Reuse.lookup(
+            fields: ["Cache-Control": "only-if-cached"], candidates: [try Self.stored()], at: 10)
         let use = try #require(Reuse.served(decision))
         #expect(use.reasons == [.fresh(age: 10, lifetime: 100)])
     }

@@ -62,7 +62,8 @@ struct StaleTests {
 
     // MARK: stale-while-revalidate (RFC 5861 §3)
 
-    @Test("RFC 5861 §3: within stale-while-revalidate the stale response is served and validated in the background",
+    @Test(
+        "RFC 5861 §3: within stale-while-revalidate the stale response is served and validated in the background",
         arguments: [1.0, 30.0, 60.0])
     func staleWhileRevalidateWithinWindow(staleness: Double) throws {
         let facts = try Reuse.store(["Cache-Control": "max-age=100, stale-while-revalidate=60", "ETag": "\"v1\""])
@@ -125,7 +126,8 @@ struct StaleTests {
     @Test("§4.2.4, §5.2.2.2: must-revalidate answers 504 when the origin is unreachable")
     func mustRevalidateUnreachableIsGatewayTimeout() throws {
         let facts = try Reuse.store(["Cache-Control": "max-age=100, must-revalidate"])
-        #expect(Self.fallback(.unreachable, facts: facts, at: 150) == .gatewayTimeout([.stale(by: 50), .mustRevalidate]))
+        #expect(
+            Self.fallback(.unreachable, facts: facts, at: 150) == .gatewayTimeout([.stale(by: 50), .mustRevalidate]))
         #expect(
             Self.fallback(.serverError(status: 503), facts: facts, at: 150)
                 == .passThrough([.stale(by: 50), .mustRevalidate]))
@@ -158,7 +160,8 @@ struct StaleTests {
         #expect(Self.fallback(.serverError(status: 503), facts: facts, at: 150) == .passThrough([.invalidated]))
     }
 
-    @Test("RFC 5861 §4: within the response's stale-if-error a 500, 502, 503 or 504 serves the stale response",
+    @Test(
+        "RFC 5861 §4: within the response's stale-if-error a 500, 502, 503 or 504 serves the stale response",
         arguments: [500, 502, 503, 504])
     func staleIfErrorServesAfterServerError(status: Int) throws {
         let facts = try Reuse.store(["Cache-Control": "max-age=100, stale-if-error=60"])
@@ -213,7 +216,8 @@ struct StaleTests {
         #expect(
             Self.fallback(.serverError(status: 503), facts: facts, at: 130)
                 == .passThrough([.stale(by: 30), .mustRevalidate]))
-        #expect(Self.fallback(.unreachable, facts: facts, at: 130) == .gatewayTimeout([.stale(by: 30), .mustRevalidate]))
+        #expect(
+            Self.fallback(.unreachable, facts: facts, at: 130) == .gatewayTimeout([.stale(by: 30), .mustRevalidate]))
     }
 
     // MARK: immutable (RFC 8246)
@@ -236,7 +240,8 @@ struct StaleTests {
         let forwarding = try #require(Reuse.forwarded(noCache))
         #expect(forwarding.reason == .request)
         #expect(forwarding.reasons == [.requestNoCache])
-        let maxAgeZero = Reuse.lookup(fields: ["Cache-Control": "max-age=0"], candidates: [facts], at: 10, engine: engine)
+        let maxAgeZero = Reuse.lookup(
+            fields: ["Cache-Control": "max-age=0"], candidates: [facts], at: 10, engine: engine)
         #expect(Reuse.forwarded(maxAgeZero)?.reasons == [.requestMaxAge(age: 10, maxAge: 0)])
     }
 

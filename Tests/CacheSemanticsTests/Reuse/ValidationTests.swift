@@ -56,7 +56,8 @@ struct ValidationTests {
         #expect(Self.engine.conditionalFields([facts]) == ["If-Modified-Since": Fixtures.httpDate(-500)])
     }
 
-    @Test("§4.3.1, RFC 9110 §13.1.3: a response without any validator is validated with If-Modified-Since from its Date")
+    @Test(
+        "§4.3.1, RFC 9110 §13.1.3: a response without any validator is validated with If-Modified-Since from its Date")
     func noValidatorUsesDate() throws {
         let facts = try Reuse.store(["Cache-Control": "max-age=100", "Date": Fixtures.httpDate(-3)], at: 0)
         #expect(Self.engine.conditionalFields([facts]) == ["If-Modified-Since": Fixtures.httpDate(-3)])
@@ -162,8 +163,12 @@ struct ValidationTests {
     @Test("§4.3.4: a strong ETag in the 304 selects every stored response with that strong tag")
     func strongETagSelectsAllMatching() throws {
         let candidates = try Self.taggedCandidates()
-        #expect(Self.engine.responsesToUpdate(notModified: ["ETag": "\"a\""], request: [:], candidates: candidates) == [0, 1])
-        #expect(Self.engine.responsesToUpdate(notModified: ["ETag": "\"c\""], request: [:], candidates: candidates) == [2])
+        #expect(
+            Self.engine.responsesToUpdate(notModified: ["ETag": "\"a\""], request: [:], candidates: candidates) == [
+                0, 1,
+            ])
+        #expect(
+            Self.engine.responsesToUpdate(notModified: ["ETag": "\"c\""], request: [:], candidates: candidates) == [2])
     }
 
     @Test("§4.3.4: when no stored response has the 304's strong tag, nothing is updated")
@@ -197,7 +202,8 @@ struct ValidationTests {
             try Reuse.store(["Cache-Control": "max-age=100", "ETag": "W/\"b\""], at: 20),
         ]
         #expect(
-            Self.engine.responsesToUpdate(notModified: ["ETag": "W/\"a\""], request: [:], candidates: candidates) == [1])
+            Self.engine.responsesToUpdate(notModified: ["ETag": "W/\"a\""], request: [:], candidates: candidates) == [1]
+        )
         #expect(
             Self.engine.responsesToUpdate(notModified: ["ETag": "W/\"z\""], request: [:], candidates: candidates) == [])
     }
@@ -211,7 +217,9 @@ struct ValidationTests {
             try Reuse.store(["Cache-Control": "max-age=100", "Last-Modified": Fixtures.httpDate(-500)], at: 20),
         ]
         #expect(
-            Self.engine.responsesToUpdate(notModified: ["Last-Modified": t1], request: [:], candidates: candidates) == [0])
+            Self.engine.responsesToUpdate(notModified: ["Last-Modified": t1], request: [:], candidates: candidates) == [
+                0
+            ])
         #expect(
             Self.engine.responsesToUpdate(
                 notModified: ["Last-Modified": Fixtures.httpDate(-1)], request: [:], candidates: candidates) == [])
@@ -233,7 +241,8 @@ struct ValidationTests {
     func noValidatorsAfterValidatingOne() throws {
         let candidates = try Self.taggedCandidates()
         #expect(
-            Self.engine.responsesToUpdate(notModified: [:], request: [:], candidates: candidates, validated: [2]) == [2])
+            Self.engine.responsesToUpdate(notModified: [:], request: [:], candidates: candidates, validated: [2]) == [2]
+        )
         #expect(
             Self.engine.responsesToUpdate(notModified: [:], request: [:], candidates: candidates, validated: [2, 1])
                 == [])
@@ -245,7 +254,8 @@ struct ValidationTests {
                 notModified: [:], request: ["Accept-Encoding": "br"], candidates: variants, validated: [0]) == [])
     }
 
-    @Test("§3.2, §4.3.4: freshen makes a stale response fresh with the 304's fields and times, Content-Length untouched")
+    @Test(
+        "§3.2, §4.3.4: freshen makes a stale response fresh with the 304's fields and times, Content-Length untouched")
     func freshenAfter304() throws {
         let stored = try Reuse.storeResponse([
             "Cache-Control": "max-age=100", "ETag": "\"v1\"", "Content-Length": "1432", "Age": "5",

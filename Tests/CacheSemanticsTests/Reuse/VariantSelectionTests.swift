@@ -37,7 +37,8 @@ struct VariantSelectionTests {
         #expect(engine.selectVariant(["Accept-Encoding": "gzip, deflate"], candidates: [stored]) == 0)
         #expect(engine.selectVariant(["accept-encoding": "gzip ,deflate "], candidates: [stored]) == 0)
         #expect(
-            engine.selectVariant(HeaderFields([("Accept-Encoding", "gzip"), ("Accept-Encoding", "deflate")]),
+            engine.selectVariant(
+                HeaderFields([("Accept-Encoding", "gzip"), ("Accept-Encoding", "deflate")]),
                 candidates: [stored]) == 0)
         #expect(engine.selectVariant(["Accept-Encoding": "gzip, deflate, br"], candidates: [stored]) == nil)
         #expect(engine.selectVariant(["Accept-Encoding": "deflate, gzip"], candidates: [stored]) == nil)
@@ -52,10 +53,13 @@ struct VariantSelectionTests {
             try Reuse.store(response, request: ["Accept-Encoding": "br", "Accept-Language": "fr"]),
         ]
         let engine = Reuse.privateEngine
-        #expect(engine.selectVariant(["Accept-Encoding": "gzip", "Accept-Language": "fr"], candidates: candidates) == 1)
-        #expect(engine.selectVariant(["Accept-Language": "en", "Accept-Encoding": "gzip"], candidates: candidates) == 0)
+        #expect(
+            engine.selectVariant(["Accept-Encoding": "gzip", "Accept-Language": "fr"], candidates: candidates) == 1)
+        #expect(
+            engine.selectVariant(["Accept-Language": "en", "Accept-Encoding": "gzip"], candidates: candidates) == 0)
         #expect(engine.selectVariant(["Accept-Encoding": "br", "Accept-Language": "fr"], candidates: candidates) == 2)
-        #expect(engine.selectVariant(["Accept-Encoding": "br", "Accept-Language": "en"], candidates: candidates) == nil)
+        #expect(
+            engine.selectVariant(["Accept-Encoding": "br", "Accept-Language": "en"], candidates: candidates) == nil)
     }
 
     @Test(
@@ -168,7 +172,8 @@ struct VariantSelectionTests {
     func responseWithVaryPreferred() throws {
         let withVary = try Reuse.store(
             ["Cache-Control": "max-age=100", "Vary": "Accept-Encoding"], request: ["Accept-Encoding": "gzip"], at: 0)
-        let withoutVary = try Reuse.store(["Cache-Control": "max-age=100"], request: ["Accept-Encoding": "gzip"], at: 10)
+        let withoutVary = try Reuse.store(
+            ["Cache-Control": "max-age=100"], request: ["Accept-Encoding": "gzip"], at: 10)
         let engine = Reuse.privateEngine
         #expect(engine.selectVariant(["Accept-Encoding": "gzip"], candidates: [withoutVary, withVary]) == 1)
         #expect(engine.selectVariant(["Accept-Encoding": "gzip"], candidates: [withVary, withoutVary]) == 0)
