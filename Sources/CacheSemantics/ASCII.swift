@@ -102,6 +102,10 @@ enum ASCII {
         return Substring(s.utf8[start..<end])
     }
 
+    /// Whether `s` starts with the bytes of `prefix` (byte-wise: a combining mark after the
+    /// prefix does not hide it, as it would for `Character` comparison).
+    static func startsWith(_ s: Substring, _ prefix: String) -> Bool { s.utf8.starts(with: prefix.utf8) }
+
     /// Whether `s` is a non-empty `token`.
     static func isToken(_ s: Substring) -> Bool {
         withUTF8(s) { bytes in !bytes.isEmpty && bytes.allSatisfy(isTokenChar) }

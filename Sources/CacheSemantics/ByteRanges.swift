@@ -29,13 +29,13 @@ public struct ByteRangeRequest: Hashable, Sendable {
         guard let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")),
             ASCII.equalsIgnoringCase(ASCII.trimmed(text[..<equals]), "bytes")
         else { return nil }
-        let members = ASCII.splitList(text[text.index(after: equals)...])
+        let members = ASCII.splitList(text[text.utf8.index(after: equals)...])
         guard !members.isEmpty, members.count <= Self.maximumRanges else { return nil }
         var ranges: [ByteRangeSpec] = []
         for member in members {
             guard let dash = member.utf8.firstIndex(of: UInt8(ascii: "-")) else { return nil }
             let first = member[..<dash]
-            let last = member[member.index(after: dash)...]
+            let last = member[member.utf8.index(after: dash)...]
             let cap = Int(Int64.max / 2)
             if first.isEmpty {
                 guard let length = ASCII.parseDigits(last, cap: cap) else { return nil }
@@ -102,23 +102,23 @@ public struct ContentRange: Hashable, Sendable {
         else {
             return nil
         }
-        let rest = ASCII.trimmed(text[text.index(after: space)...])
+        let rest = ASCII.trimmed(text[text.utf8.index(after: space)...])
         guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else { return nil }
         let rangePart = rest[..<slash]
-        let lengthPart = rest[rest.index(after: slash)...]
+        let lengthPart = rest[rest.utf8.index(after: slash)...]
         let cap = Int(Int64.max / 2)
         var length: Int64?
-        if lengthPart != "*" {
+        if !lengthPart.utf8.elementsEqual("*".utf8) {
             guard let parsed = ASCII.parseDigits(lengthPart, cap: cap) else { return nil }
             length = Int64(parsed)
         }
-        if rangePart == "*" {
+        if rangePart.utf8.elementsEqual("*".utf8) {
             guard length != nil else { return nil }
             range = nil
         } else {
             guard let dash = rangePart.utf8.firstIndex(of: UInt8(ascii: "-")),
                 let first = ASCII.parseDigits(rangePart[..<dash], cap: cap),
-                let last = ASCII.parseDigits(rangePart[rangePart.index(after: dash)...], cap: cap),
+                let last = ASCII.parseDigits(rangePart[rangePart.utf8.index(after: dash)...], cap: cap),
                 first <= last
             else { return nil }
             if let length, Int64(last) >= length { return nil }

@@ -51,8 +51,8 @@ public struct CacheControl: Hashable, Sendable {
         var argument: String?
         if let equals = member.utf8.firstIndex(of: UInt8(ascii: "=")) {
             name = ASCII.trimmed(member[..<equals])
-            let raw = ASCII.trimmed(member[member.index(after: equals)...])
-            if raw.first == "\"" {
+            let raw = ASCII.trimmed(member[member.utf8.index(after: equals)...])
+            if raw.utf8.first == UInt8(ascii: "\"") {
                 guard let unquoted = ASCII.unquote(raw) else {
                     notes.append(.malformedDirective(field: field, text: String(member)))
                     return

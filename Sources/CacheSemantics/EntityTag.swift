@@ -57,7 +57,7 @@ public enum EntityTagList: Hashable, Sendable {
     /// Parses every line of field `name`; `nil` when absent or when no member is valid.
     public init?(fields: HeaderFields, name: String) {
         let members = fields.listMembers(named: name)
-        if members.contains("*") {
+        if members.contains(where: { $0.utf8.elementsEqual("*".utf8) }) {
             self = .any
             return
         }

@@ -21,14 +21,14 @@ struct URIParts: Hashable {
             })
         else { return nil }
         self.scheme = ASCII.lowercased(scheme)
-        var rest = value[value.index(after: colon)...]
+        var rest = value[value.utf8.index(after: colon)...]
         if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
         if let question = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
-            query = String(rest[rest.index(after: question)...])
+            query = String(rest[rest.utf8.index(after: question)...])
             rest = rest[..<question]
         }
-        if rest.hasPrefix("//") {
-            let afterSlashes = rest.dropFirst(2)
+        if ASCII.startsWith(rest, "//") {
+            let afterSlashes = Substring(rest.utf8.dropFirst(2))
             let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
             authority = String(afterSlashes[..<end])
             path = String(afterSlashes[end...])
@@ -49,7 +49,7 @@ struct URIParts: Hashable {
     var origin: String {
         var authority = Substring(normalizedAuthority ?? "")
         if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) {
-            authority = authority[authority.index(after: at)...]
+            authority = authority[authority.utf8.index(after: at)...]
         }
         return "\(scheme)://\(authority)"
     }
@@ -61,16 +61,16 @@ struct URIParts: Hashable {
         var hostPort = Substring(authority)
         if let at = hostPort.utf8.lastIndex(of: UInt8(ascii: "@")) {
             userinfo = String(hostPort[...at])
-            hostPort = hostPort[hostPort.index(after: at)...]
+            hostPort = hostPort[hostPort.utf8.index(after: at)...]
         }
         // host = IP-literal / reg-name, then [ ":" port ] (RFC 3986 §3.2.2, §3.2.3).
         var host = hostPort
         var port: Substring = ""
         let hostEnd =
-            hostPort.hasPrefix("[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.index(after:)) : nil
+            ASCII.startsWith(hostPort, "[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.utf8.index(after:)) : nil
         if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].utf8.firstIndex(of: UInt8(ascii: ":")) {
             host = hostPort[..<colon]
-            port = hostPort[hostPort.index(after: colon)...]
+            port = hostPort[hostPort.utf8.index(after: colon)...]
         }
         guard port.utf8.allSatisfy(ASCII.isDigit) else {
             // Not a valid port: keep the authority as it is, only its case folded.
@@ -91,7 +91,7 @@ struct URIParts: Hashable {
         var normalizedPath = URIParts.removeDotSegments(URIParts.normalizePercentEncoding(path))
         if authority != nil && normalizedPath.isEmpty { normalizedPath = "/" }
         // Without an authority, a path starting "//" would read back as one (RFC 3986 §5.2.4).
-        if authority == nil && normalizedPath.hasPrefix("//") { normalizedPath = "/." + normalizedPath }
+        if authority == nil && ASCII.startsWith(Substring(normalizedPath), "//") { normalizedPath = "/." + normalizedPath }
         out += normalizedPath
         if let query { out += "?" + URIParts.normalizePercentEncoding(query) }
         return out
@@ -99,16 +99,16 @@ struct URIParts: Hashable {
 
     /// Resolves `reference` against this URI (RFC 3986 §5.2.2).
     func resolve(_ reference: String) -> URIParts? {
-        if let absolute = URIParts(reference), !reference.hasPrefix("/") { return absolute }
+        if let absolute = URIParts(reference), !ASCII.startsWith(Substring(reference), "/") { return absolute }
         var rest = Substring(reference)
         if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
         var referenceQuery: String?
         if let question = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
-            referenceQuery = String(rest[rest.index(after: question)...])
+            referenceQuery = String(rest[rest.utf8.index(after: question)...])
             rest = rest[..<question]
         }
-        if rest.hasPrefix("//") {
-            let afterSlashes = rest.dropFirst(2)
+        if ASCII.startsWith(rest, "//") {
+            let afterSlashes = Substring(rest.utf8.dropFirst(2))
             let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
             return URIParts(
                 scheme: scheme, authority: String(afterSlashes[..<end]),
@@ -117,7 +117,7 @@ struct URIParts: Hashable {
         if rest.isEmpty {
             return URIParts(scheme: scheme, authority: authority, path: path, query: referenceQuery ?? query)
         }
-        if rest.hasPrefix("/") {
+        if ASCII.startsWith(rest, "/") {
             return URIParts(
                 scheme: scheme, authority: authority, path: URIParts.removeDotSegments(String(rest)),
                 query: referenceQuery)
@@ -152,7 +152,7 @@ struct URIParts: Hashable {
             }
         }
         var result = output.joined(separator: "/")
-        if path.hasPrefix("/") && !result.hasPrefix("/") { result = "/" + result }
+        if ASCII.startsWith(Substring(path), "/") && !ASCII.startsWith(Substring(result), "/") { result = "/" + result }
         return result
     }
 

@@ -11,7 +11,7 @@ public struct Vary: Hashable, Sendable {
         isAny = false
         fieldNames = []
         for member in fields.listMembers(named: "Vary") {
-            if member == "*" {
+            if member.utf8.elementsEqual("*".utf8) {
                 isAny = true
             } else if ASCII.isToken(member) {
                 let name = ASCII.lowercased(member)

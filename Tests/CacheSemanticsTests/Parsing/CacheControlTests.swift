@@ -154,6 +154,23 @@ struct CacheControlMalformedTests {
     }
 }
 
+@Suite("RFC 9111 §5.2, RFC 9110 §5.5: fields are bytes, not Characters")
+struct CacheControlByteSemanticsTests {
+    @Test("§5.2: a quoted argument whose first character is a combining mark is still a quoted-string")
+    func quoteFollowedByCombiningMark() {
+        // Found by FuzzCacheControl: `"` + U+06D8 is one Character, so a Character check missed the quote.
+        let parsed = CacheControl(".=\t\t\u{06D8}~")
+        #expect(parsed.directives == [CacheDirective(name: ".", argument: "\u{06D8}~")])
+        #expect(CacheControl(parsed.fieldValue).directives == parsed.directives)
+        #expect(CacheControl("x=\"\u{0301}a\"").directives == [CacheDirective(name: "x", argument: "\u{0301}a")])
+    }
+
+    @Test("§5.2: an '=' followed by a combining mark still separates name and argument")
+    func equalsFollowedByCombiningMark() {
+        #expect(CacheControl("x=\u{0301}1").directives == [CacheDirective(name: "x", argument: "\u{0301}1")])
+    }
+}
+
 @Suite("RFC 9111 §5.2.2 response Cache-Control directives")
 struct ResponseCacheControlTests {
     @Test("RFC 9111 §5.2.2: every known response directive is recognised")
