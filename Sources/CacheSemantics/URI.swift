@@ -137,14 +137,15 @@ struct URIParts: Hashable {
 
     /// RFC 3986 §5.2.4.
     static func removeDotSegments(_ path: String) -> String {
-        guard path.contains(".") else { return path }
+        guard path.utf8.contains(UInt8(ascii: ".")) else { return path }
         var output: [Substring] = []
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        // Split on the "/" byte: a Character split would miss "/" followed by a combining mark.
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init)
         for (index, segment) in segments.enumerated() {
             let isLast = index == segments.count - 1
-            if segment == "." {
+            if segment.utf8.elementsEqual(".".utf8) {
                 if isLast { output.append("") }
-            } else if segment == ".." {
+            } else if segment.utf8.elementsEqual("..".utf8) {
                 if output.count > 1 || (output.count == 1 && !output[0].isEmpty) { output.removeLast() }
                 if isLast { output.append("") }
             } else {

@@ -183,4 +183,12 @@ struct URIByteSemanticsTests {
         #expect(normalized == "http://\u{0301}host/a")
         #expect(CacheKey.normalize(normalized) == normalized)
     }
+
+    @Test("RFC 3986 §5.2.4: a '/' followed by a combining mark still separates path segments")
+    func segmentAfterCombiningMark() throws {
+        // Found by FuzzURI: "/" + U+0347 is one Character, so a Character split kept "x/../" in place.
+        let normalized = try #require(CacheKey.normalize("https://example.com/x/\u{0347}/../y"))
+        #expect(normalized == "https://example.com/x/y")
+        #expect(CacheKey.normalize(normalized) == normalized)
+    }
 }
