@@ -53,8 +53,11 @@ public struct Vary: Hashable, Sendable {
     /// Whether `request`'s nominated fields, normalized as ``requestValues(_:)`` does, equal
     /// `values` (RFC 9111 §4.1). Compares in place, without building the normalized values.
     ///
-    /// - Parameter rawValues: The original request's values as sent (`request[name]`); a
-    ///   field sent with exactly those bytes matches without normalizing.
+    /// - Parameters:
+    ///   - request: The fields of the request being answered.
+    ///   - values: The stored normalized values, one per nominated field (`nil`: absent).
+    ///   - rawValues: The original request's values as sent (`request[name]`); a field sent
+    ///     with exactly those bytes matches without normalizing.
     public func matches(_ request: HeaderFields, values: [String?], rawValues: [String?] = []) -> Bool {
         guard !isAny, values.count == fieldNames.count else { return false }
         for index in fieldNames.indices {
