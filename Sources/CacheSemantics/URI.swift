@@ -60,7 +60,7 @@ struct URIParts: Hashable {
         var userinfo = ""
         var hostPort = Substring(authority)
         if let at = hostPort.utf8.lastIndex(of: UInt8(ascii: "@")) {
-            userinfo = String(hostPort[...at])
+            userinfo = String(hostPort[..<hostPort.utf8.index(after: at)])
             hostPort = hostPort[hostPort.utf8.index(after: at)...]
         }
         // host = IP-literal / reg-name, then [ ":" port ] (RFC 3986 §3.2.2, §3.2.3).
@@ -126,7 +126,7 @@ struct URIParts: Hashable {
         if authority != nil && path.isEmpty {
             base = "/"
         } else if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
-            base = path[...slash]
+            base = path[..<path.utf8.index(after: slash)]
         } else {
             base = ""
         }

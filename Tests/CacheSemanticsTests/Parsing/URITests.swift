@@ -191,4 +191,12 @@ struct URIByteSemanticsTests {
         #expect(normalized == "https://example.com/x/y")
         #expect(CacheKey.normalize(normalized) == normalized)
     }
+
+    @Test("RFC 3986 §3.2.1: an '@' followed by a combining mark ends the userinfo at the '@' byte")
+    func userinfoEndsAtAtSign() throws {
+        // Found by FuzzURI: a Character range through "@" took the combining mark into the userinfo too.
+        let normalized = try #require(CacheKey.normalize("http://u@\u{07EC}H/"))
+        #expect(normalized == "http://u@\u{07EC}h/")
+        #expect(CacheKey.normalize(normalized) == normalized)
+    }
 }
