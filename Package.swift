@@ -24,8 +24,12 @@ let package = Package(
         .target(
             name: "CacheSemantics", swiftSettings: strictSettings,
             linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]),
-        // Where responses live (memory tier, SQLite index + body files). Not yet built.
-        .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
+        .systemLibrary(
+            name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // Where responses live: memory tier, SQLite index + body files.
+        .target(
+            name: "CacheStorage", dependencies: ["CacheSemantics", "CSQLiteHTTPCache"], swiftSettings: strictSettings),
         // The cache users hold: semantics + storage + a transport. Not yet built.
         .target(
             name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
@@ -34,13 +38,20 @@ let package = Package(
         .executableTarget(name: "httpcache", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(name: "CacheTestSupport", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // A child process for the store's crash and multi-process tests.
+        .executableTarget(
+            name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),
         // Release-mode benchmarks: `swift run -c release benchmarks`.
         .executableTarget(
-            name: "Benchmarks", dependencies: ["CacheSemantics", "CacheTestSupport"], swiftSettings: strictSettings),
+            name: "Benchmarks", dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport"],
+            swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheTestSupport"],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,26 @@
+extension HeaderFields {
+    /// A compact binary form of the fields, in order, for stores.
+    public func serialized() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.varint(UInt64(count))
+        for field in self {
+            writer.string(field.name)
+            writer.string(field.value)
+        }
+        return writer.bytes
+    }
+
+    /// Reads bytes written by ``serialized()``; `nil` when they are truncated or malformed.
+    public init?(serialized bytes: some Collection<UInt8>) {
+        var reader = ByteReader(Array(bytes))
+        guard let count = reader.varint(), count <= UInt64(bytes.count) else { return nil }
+        var fields: [HeaderField] = []
+        fields.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let name = reader.string(), let value = reader.string() else { return nil }
+            fields.append(HeaderField(name: name, value: value))
+        }
+        guard reader.atEnd else { return nil }
+        self.init(fields)
+    }
+}

@@ -1,0 +1,231 @@
+import CacheSemantics
+
+/// Where an entry may live (the `URLCache.StoragePolicy` choices that store something).
+public enum StoragePolicy: UInt8, Hashable, Sendable, CustomStringConvertible {
+    /// In memory and on disk.
+    case allowed = 0
+    /// In memory only; a tiered store never writes it to disk.
+    case memoryOnly = 1
+
+    public var description: String { self == .allowed ? "allowed" : "memory-only" }
+}
+
+/// An entry's identity: random, never derived from its URL, the same in every tier. Body
+/// files on disk are named after it.
+public struct EntryID: Hashable, Sendable, CustomStringConvertible {
+    // 128 random bits, kept as numbers so that hashing and comparing an identity is cheap.
+    private let high: UInt64
+    private let low: UInt64
+
+    private init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// An identifier from its text; `nil` unless it is 32 lower-case hex digits.
+    public init?(rawValue: String) {
+        let digits = Array(rawValue.utf8)
+        guard digits.count == 32 else { return nil }
+        var values: [UInt64] = [0, 0]
+        for (index, digit) in digits.enumerated() {
+            let nibble: UInt8
+            switch digit {
+            case 0x30...0x39: nibble = digit - 0x30
+            case 0x61...0x66: nibble = digit - 0x61 + 10
+            default: return nil
+            }
+            values[index / 16] = values[index / 16] << 4 | UInt64(nibble)
+        }
+        self.init(high: values[0], low: values[1])
+    }
+
+    /// A new random identifier.
+    public static func random() -> EntryID {
+        var generator = SystemRandomNumberGenerator()
+        return EntryID(high: generator.next(), low: generator.next())
+    }
+
+    /// 32 lower-case hex digits: the body file's name on disk.
+    public var rawValue: String {
+        func hex(_ value: UInt64) -> String {
+            let text = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }
+        return hex(high) + hex(low)
+    }
+
+    public var description: String { rawValue }
+}
+
+/// What is stored about a response besides its body.
+public struct EntryHead: Hashable, Sendable {
+    /// The cache key all variants of a resource share (``CacheKey/primaryKey``).
+    public var primaryKey: String
+    /// Tells variants of one primary key apart (for example the normalized values of the
+    /// fields `Vary` nominates); an entry replaces the stored one with the same pair.
+    public var variantKey: String
+    /// The URL, for listing and purging by prefix.
+    public var url: String
+    /// The response status code.
+    public var status: Int
+    /// The stored response fields.
+    public var fields: HeaderFields
+    /// The serialized ``StoredResponseFacts`` (its first byte is the format version).
+    public var facts: [UInt8]
+    /// Where the entry may live.
+    public var storagePolicy: StoragePolicy
+    /// Bytes the application keeps with the entry, returned on hits.
+    public var userInfo: [UInt8]?
+    /// `false` for a response whose body was not received in full (RFC 9111 §3.3).
+    public var isComplete: Bool
+
+    /// Creates a head.
+    public init(
+        primaryKey: String, variantKey: String = "", url: String, status: Int, fields: HeaderFields, facts: [UInt8],
+        storagePolicy: StoragePolicy = .allowed, userInfo: [UInt8]? = nil, isComplete: Bool = true
+    ) {
+        self.primaryKey = primaryKey
+        self.variantKey = variantKey
+        self.url = url
+        self.status = status
+        self.fields = fields
+        self.facts = facts
+        self.storagePolicy = storagePolicy
+        self.userInfo = userInfo
+        self.isComplete = isComplete
+    }
+}
+
+/// A stored entry: its head and what the store knows about it.
+public struct StoredEntry: Hashable, Sendable {
+    /// The entry's identity.
+    public var id: EntryID
+    /// The response head.
+    public var head: EntryHead
+    /// The body's length in bytes.
+    public var bodySize: Int64
+    /// When it was stored, in seconds since 1970.
+    public var storedAt: Double
+    /// When it was last read, in seconds since 1970.
+    public var lastAccess: Double
+    /// How many times it was read.
+    public var hits: Int
+    /// Pinned entries are never evicted.
+    public var isPinned: Bool
+
+    /// Creates an entry record.
+    public init(
+        id: EntryID, head: EntryHead, bodySize: Int64, storedAt: Double, lastAccess: Double, hits: Int = 0,
+        isPinned: Bool = false
+    ) {
+        self.id = id
+        self.head = head
+        self.bodySize = bodySize
+        self.storedAt = storedAt
+        self.lastAccess = lastAccess
+        self.hits = hits
+        self.isPinned = isPinned
+    }
+}
+
+/// Entry counts and sizes of a store.
+public struct StoreTotals: Hashable, Sendable {
+    /// Number of entries.
+    public var entries: Int
+    /// Bytes of bodies.
+    public var bodyBytes: Int64
+    /// Bytes of bodies of pinned entries.
+    public var pinnedBytes: Int64
+
+    /// Creates totals.
+    public init(entries: Int = 0, bodyBytes: Int64 = 0, pinnedBytes: Int64 = 0) {
+        self.entries = entries
+        self.bodyBytes = bodyBytes
+        self.pinnedBytes = pinnedBytes
+    }
+}
+
+/// Why a store operation failed. New cases may be added: match with `default`.
+public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public enum Kind: Hashable, Sendable {
+        /// A body's bytes do not match their checksum; the entry was removed.
+        case corrupted
+        /// No entry with that identity (it was removed or evicted meanwhile).
+        case notFound
+        /// The entry is larger than the store's maximum entry size.
+        case tooLarge
+        /// The store cannot write: a read-only directory, a full disk, a file size limit.
+        case writeFailed
+        /// The store cannot read: a missing or unreadable file, or an I/O error.
+        case readFailed
+        /// The index could not be opened or used.
+        case index
+        /// The writer was already committed or aborted.
+        case writerClosed
+    }
+
+    /// The kind of failure.
+    public var kind: Kind
+    /// What happened and what to do, for logs.
+    public var message: String
+
+    /// Creates an error.
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Writes one entry whose body arrives in chunks. ``commit()`` makes it visible atomically;
+/// ``abort()`` (or dropping the writer) leaves nothing behind.
+public protocol EntryWriter: AnyObject {
+    /// Appends bytes to the body.
+    func append(_ chunk: [UInt8]) throws(StorageError)
+    /// Stores the entry, replacing one with the same primary and variant key.
+    @discardableResult
+    func commit() throws(StorageError) -> StoredEntry
+    /// Discards everything written.
+    func abort()
+}
+
+/// A place where cached responses live. Safe to use from many threads.
+///
+/// Stores know nothing about HTTP rules: they keep heads, facts and bodies, evict by
+/// recency and size, and report every failure as a ``StorageError``.
+public protocol CacheStore: AnyObject, Sendable {
+    /// Every stored variant of `primaryKey`.
+    func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
+    /// The whole body, verified against its checksums.
+    func body(of id: EntryID) throws(StorageError) -> [UInt8]
+    /// Bytes `range` of the body (offsets inclusive, clamped to the body), verified.
+    func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8]
+    /// The body in chunks, each verified before it is handed out; `chunk` returns `false`
+    /// to stop early.
+    func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws
+    /// Starts writing an entry.
+    func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter
+    /// Replaces an entry's fields and facts without rewriting its body (a 304 freshening).
+    func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError)
+    /// Records a read: the entry becomes most recently used.
+    func recordAccess(_ id: EntryID, at time: Double)
+    /// Removes one entry.
+    func remove(_ id: EntryID) throws(StorageError)
+    /// Removes every variant of `primaryKey`; returns how many.
+    @discardableResult
+    func remove(primaryKey: String) throws(StorageError) -> Int
+    /// Removes every entry whose URL starts with `prefix`; returns how many.
+    @discardableResult
+    func remove(urlPrefix prefix: String) throws(StorageError) -> Int
+    /// Removes every entry.
+    func removeAll() throws(StorageError)
+    /// Every entry, most recently used first.
+    func entries() throws(StorageError) -> [StoredEntry]
+    /// Counts and sizes.
+    func totals() -> StoreTotals
+    /// Pins or unpins every variant of `primaryKey`; returns how many entries changed.
+    @discardableResult
+    func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int
+}

@@ -1,0 +1,286 @@
+import CacheSemantics
+import Foundation
+import Synchronization
+
+/// A store in memory: a byte-bounded least-recently-used cache. Pinned entries are never
+/// evicted; an entry larger than the maximum entry size is refused with
+/// ``StorageError/Kind/tooLarge``.
+public final class MemoryStore: CacheStore {
+    /// The most bytes of bodies kept.
+    public let capacity: Int64
+    /// The largest body accepted.
+    public let maximumEntrySize: Int64
+
+    /// One entry in the recency list. Nodes live in an array and link by slot number, so
+    /// moving an entry to the front changes a few integers in place.
+    private struct Node {
+        var entry: StoredEntry
+        var body: [UInt8]
+        var newer = -1
+        var older = -1
+    }
+
+    private struct State {
+        var nodes: [Node] = []
+        var freeSlots: [Int] = []
+        var slots: [EntryID: Int] = [:]
+        var byKey: [String: [Int]] = [:]
+        var newest = -1
+        var oldest = -1
+        var totals = StoreTotals()
+    }
+
+    private let state = Mutex(State())
+    private let clock: @Sendable () -> Double
+
+    /// Creates a store holding at most `capacity` bytes of bodies.
+    ///
+    /// - Parameters:
+    ///   - capacity: The byte limit; least recently used entries are evicted beyond it.
+    ///   - maximumEntrySize: The largest body accepted; by default a quarter of `capacity`.
+    ///   - clock: Seconds since 1970, for `storedAt` and `lastAccess`.
+    public init(
+        capacity: Int64, maximumEntrySize: Int64? = nil,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.capacity = max(0, capacity)
+        self.maximumEntrySize = maximumEntrySize ?? max(0, capacity) / 4
+        self.clock = clock
+    }
+
+    public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        state.withLock { state in (state.byKey[primaryKey] ?? []).map { state.nodes[$0].entry } }
+    }
+
+    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
+        guard let body = state.withLock({ state in state.slots[id].map { state.nodes[$0].body } }) else {
+            throw Self.notFound(id)
+        }
+        return body
+    }
+
+    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let body = try body(of: id)
+        let lower = Int(clamping: max(0, range.lowerBound))
+        let upper = Int(clamping: min(range.upperBound, Int64(body.count) - 1))
+        return lower <= upper ? Array(body[lower...upper]) : []
+    }
+
+    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
+        let body = try body(of: id)
+        var offset = 0
+        repeat {
+            let end = min(body.count, offset + checksumBlockSize)
+            guard try chunk(Array(body[offset..<end])) else { return }
+            offset = end
+        } while offset < body.count
+    }
+
+    public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+        MemoryWriter(store: self, head: head)
+    }
+
+    /// Inserts a finished entry, replacing the same primary and variant key, then evicts.
+    func insert(head: EntryHead, body: [UInt8]) throws(StorageError) -> StoredEntry {
+        guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else {
+            throw StorageError(
+                .tooLarge,
+                "not stored in memory: the body has \(body.count) bytes, more than the maximum entry size "
+                    + "\(min(maximumEntrySize, capacity)); raise the memory capacity or maximum entry size")
+        }
+        let now = clock()
+        let entry = StoredEntry(id: .random(), head: head, bodySize: Int64(body.count), storedAt: now, lastAccess: now)
+        state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity) }
+        return entry
+    }
+
+    /// Inserts an entry that already has an identity (a tiered store promoting from disk).
+    func insert(_ entry: StoredEntry, body: [UInt8]) {
+        guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else { return }
+        state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity) }
+    }
+
+    private static func add(_ entry: StoredEntry, body: [UInt8], to state: inout State, capacity: Int64) {
+        if let existing = state.slots[entry.id] { unlink(existing, &state) }
+        if let sameVariant = state.byKey[entry.head.primaryKey]?.first(where: {
+            state.nodes[$0].entry.head.variantKey == entry.head.variantKey
+        }) {
+            unlink(sameVariant, &state)
+        }
+        let node = Node(entry: entry, body: body)
+        let slot: Int
+        if let free = state.freeSlots.popLast() {
+            slot = free
+            state.nodes[slot] = node
+        } else {
+            slot = state.nodes.count
+            state.nodes.append(node)
+        }
+        state.slots[entry.id] = slot
+        state.byKey[entry.head.primaryKey, default: []].append(slot)
+        makeNewest(slot, &state)
+        state.totals.entries += 1
+        state.totals.bodyBytes += entry.bodySize
+        if entry.isPinned { state.totals.pinnedBytes += entry.bodySize }
+        evict(&state, capacity: capacity)
+    }
+
+    public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        let found = state.withLock { state -> Bool in
+            guard let slot = state.slots[id] else { return false }
+            state.nodes[slot].entry.head.fields = fields
+            state.nodes[slot].entry.head.facts = facts
+            return true
+        }
+        if !found { throw Self.notFound(id) }
+    }
+
+    public func recordAccess(_ id: EntryID, at time: Double) {
+        state.withLock { state in
+            guard let slot = state.slots[id] else { return }
+            state.nodes[slot].entry.lastAccess = time
+            state.nodes[slot].entry.hits += 1
+            if state.newest != slot {
+                Self.detach(slot, &state)
+                Self.makeNewest(slot, &state)
+            }
+        }
+    }
+
+    public func remove(_ id: EntryID) throws(StorageError) {
+        state.withLock { state in
+            if let slot = state.slots[id] { Self.unlink(slot, &state) }
+        }
+    }
+
+    public func remove(primaryKey: String) throws(StorageError) -> Int {
+        state.withLock { state in
+            let slots = state.byKey[primaryKey] ?? []
+            for slot in slots { Self.unlink(slot, &state) }
+            return slots.count
+        }
+    }
+
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        state.withLock { state in
+            let slots = state.slots.values.filter { state.nodes[$0].entry.head.url.hasPrefix(prefix) }
+            for slot in slots { Self.unlink(slot, &state) }
+            return slots.count
+        }
+    }
+
+    public func removeAll() throws(StorageError) {
+        state.withLock { $0 = State() }
+    }
+
+    public func entries() throws(StorageError) -> [StoredEntry] {
+        state.withLock { state in
+            var result: [StoredEntry] = []
+            var cursor = state.newest
+            while cursor >= 0 {
+                result.append(state.nodes[cursor].entry)
+                cursor = state.nodes[cursor].older
+            }
+            return result
+        }
+    }
+
+    public func totals() -> StoreTotals { state.withLock { $0.totals } }
+
+    public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        state.withLock { state in
+            var changed = 0
+            for slot in state.byKey[primaryKey] ?? [] where state.nodes[slot].entry.isPinned != pinned {
+                state.nodes[slot].entry.isPinned = pinned
+                let size = state.nodes[slot].entry.bodySize
+                state.totals.pinnedBytes += pinned ? size : -size
+                changed += 1
+            }
+            if !pinned { Self.evict(&state, capacity: capacity) }
+            return changed
+        }
+    }
+
+    // MARK: - Recency list
+
+    private static func evict(_ state: inout State, capacity: Int64) {
+        var cursor = state.oldest
+        while state.totals.bodyBytes > capacity, cursor >= 0 {
+            let slot = cursor
+            cursor = state.nodes[slot].newer
+            if !state.nodes[slot].entry.isPinned { unlink(slot, &state) }
+        }
+    }
+
+    private static func makeNewest(_ slot: Int, _ state: inout State) {
+        state.nodes[slot].older = state.newest
+        state.nodes[slot].newer = -1
+        if state.newest >= 0 { state.nodes[state.newest].newer = slot }
+        state.newest = slot
+        if state.oldest < 0 { state.oldest = slot }
+    }
+
+    private static func detach(_ slot: Int, _ state: inout State) {
+        let newer = state.nodes[slot].newer
+        let older = state.nodes[slot].older
+        if newer >= 0 { state.nodes[newer].older = older } else { state.newest = older }
+        if older >= 0 { state.nodes[older].newer = newer } else { state.oldest = newer }
+    }
+
+    private static func unlink(_ slot: Int, _ state: inout State) {
+        detach(slot, &state)
+        let entry = state.nodes[slot].entry
+        state.nodes[slot].body = []
+        state.nodes[slot].entry.head.fields = [:]
+        state.nodes[slot].entry.head.facts = []
+        state.nodes[slot].entry.head.userInfo = nil
+        state.freeSlots.append(slot)
+        state.slots[entry.id] = nil
+        let key = entry.head.primaryKey
+        state.byKey[key]?.removeAll { $0 == slot }
+        if state.byKey[key]?.isEmpty == true { state.byKey[key] = nil }
+        state.totals.entries -= 1
+        state.totals.bodyBytes -= entry.bodySize
+        if entry.isPinned { state.totals.pinnedBytes -= entry.bodySize }
+    }
+
+    static func notFound(_ id: EntryID) -> StorageError {
+        StorageError(.notFound, "entry \(id) is no longer stored (removed or evicted); treat it as a miss")
+    }
+}
+
+/// Collects a body in memory until commit.
+final class MemoryWriter: EntryWriter {
+    private let store: MemoryStore
+    private let head: EntryHead
+    private var body: [UInt8] = []
+    private var closed = false
+
+    init(store: MemoryStore, head: EntryHead) {
+        self.store = store
+        self.head = head
+    }
+
+    func append(_ chunk: [UInt8]) throws(StorageError) {
+        guard !closed else { throw StorageError(.writerClosed, "append after commit or abort") }
+        body += chunk
+        if Int64(body.count) > store.maximumEntrySize {
+            closed = true
+            body = []
+            throw StorageError(
+                .tooLarge,
+                "not stored in memory: the body exceeds the maximum entry size \(store.maximumEntrySize) bytes")
+        }
+    }
+
+    func commit() throws(StorageError) -> StoredEntry {
+        guard !closed else { throw StorageError(.writerClosed, "commit after commit or abort") }
+        closed = true
+        return try store.insert(head: head, body: body)
+    }
+
+    func abort() {
+        closed = true
+        body = []
+    }
+}

@@ -1,0 +1,150 @@
+import CacheSemantics
+
+/// Memory in front of disk.
+///
+/// Heads always come from the disk index, so an entry another process removed or freshened
+/// is never served from memory; bodies, which never change under an identity, are served
+/// from memory when it holds them and promoted there after a disk read. Entries with
+/// ``StoragePolicy/memoryOnly`` live in memory alone and never touch the disk.
+public final class TieredStore: CacheStore {
+    /// The memory tier.
+    public let memory: MemoryStore
+    /// The disk tier.
+    public let disk: DiskStore
+
+    /// Creates a tiered store.
+    public init(memory: MemoryStore, disk: DiskStore) {
+        self.memory = memory
+        self.disk = disk
+    }
+
+    private func memoryOnly(_ entries: [StoredEntry]) -> [StoredEntry] {
+        entries.filter { $0.head.storagePolicy == .memoryOnly }
+    }
+
+    public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
+    }
+
+    /// The disk entry for `id`, to promote its body into memory.
+    private func promote(_ id: EntryID, body: [UInt8]) {
+        guard Int64(body.count) <= memory.maximumEntrySize,
+            let entry = try? disk.entries(matching: id)
+        else { return }
+        memory.insert(entry, body: body)
+    }
+
+    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
+        if let body = try? memory.body(of: id) { return body }
+        let body = try disk.body(of: id)
+        promote(id, body: body)
+        return body
+    }
+
+    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        if let body = try? memory.body(of: id, range: range) { return body }
+        return try disk.body(of: id, range: range)
+    }
+
+    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
+        if (try? memory.body(of: id)) != nil {
+            try memory.streamBody(of: id, chunk)
+        } else {
+            try disk.streamBody(of: id, chunk)
+        }
+    }
+
+    public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+        if head.storagePolicy == .memoryOnly { return try memory.makeWriter(for: head) }
+        return TieredWriter(store: self, disk: try disk.makeWriter(for: head))
+    }
+
+    public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        let inMemory = (try? memory.update(id, fields: fields, facts: facts)) != nil
+        do {
+            try disk.update(id, fields: fields, facts: facts)
+        } catch  where error.kind == .notFound && inMemory {
+            // a memory-only entry
+        }
+    }
+
+    public func recordAccess(_ id: EntryID, at time: Double) {
+        memory.recordAccess(id, at: time)
+        disk.recordAccess(id, at: time)
+    }
+
+    public func remove(_ id: EntryID) throws(StorageError) {
+        try memory.remove(id)
+        try disk.remove(id)
+    }
+
+    public func remove(primaryKey: String) throws(StorageError) -> Int {
+        let memoryOnlyCount = memoryOnly(try memory.variants(of: primaryKey)).count
+        _ = try memory.remove(primaryKey: primaryKey)
+        return try disk.remove(primaryKey: primaryKey) + memoryOnlyCount
+    }
+
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        let memoryOnlyCount = memoryOnly(try memory.entries()).filter { $0.head.url.hasPrefix(prefix) }.count
+        _ = try memory.remove(urlPrefix: prefix)
+        return try disk.remove(urlPrefix: prefix) + memoryOnlyCount
+    }
+
+    public func removeAll() throws(StorageError) {
+        try memory.removeAll()
+        try disk.removeAll()
+    }
+
+    public func entries() throws(StorageError) -> [StoredEntry] {
+        (try disk.entries() + memoryOnly(try memory.entries())).sorted { $0.lastAccess > $1.lastAccess }
+    }
+
+    /// The disk's totals plus the memory-only entries'.
+    public func totals() -> StoreTotals {
+        var totals = disk.totals()
+        for entry in memoryOnly((try? memory.entries()) ?? []) {
+            totals.entries += 1
+            totals.bodyBytes += entry.bodySize
+            if entry.isPinned { totals.pinnedBytes += entry.bodySize }
+        }
+        return totals
+    }
+
+    public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        let memoryOnlyChanged = memoryOnly(try memory.variants(of: primaryKey)).filter { $0.isPinned != pinned }.count
+        _ = try memory.setPinned(pinned, primaryKey: primaryKey)
+        return try disk.setPinned(pinned, primaryKey: primaryKey) + memoryOnlyChanged
+    }
+}
+
+/// Writes to disk and, once committed, puts the body in memory too.
+final class TieredWriter: EntryWriter {
+    private let store: TieredStore
+    private let disk: any EntryWriter
+    private var body: [UInt8]? = []
+
+    init(store: TieredStore, disk: any EntryWriter) {
+        self.store = store
+        self.disk = disk
+    }
+
+    func append(_ chunk: [UInt8]) throws(StorageError) {
+        try disk.append(chunk)
+        if var collected = body {
+            body = nil
+            collected += chunk
+            body = Int64(collected.count) <= store.memory.maximumEntrySize ? collected : nil
+        }
+    }
+
+    func commit() throws(StorageError) -> StoredEntry {
+        let entry = try disk.commit()
+        if let body { store.memory.insert(entry, body: body) }
+        return entry
+    }
+
+    func abort() {
+        body = nil
+        disk.abort()
+    }
+}

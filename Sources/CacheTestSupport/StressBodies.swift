@@ -1,0 +1,42 @@
+import CacheSemantics
+
+/// Bodies derived from their URL, so whoever reads an entry back can check every byte
+/// without having kept a copy (crash and concurrency tests).
+public enum StressBodies {
+    /// The body of `size` bytes for `url`: a SplitMix64 stream seeded from the URL's bytes.
+    public static func body(for url: String, size: Int) -> [UInt8] {
+        var state: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in url.utf8 { state = (state ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        var bytes = [UInt8](repeating: 0, count: size)
+        var index = 0
+        while index < size {
+            state &+= 0x9e37_79b9_7f4a_7c15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+            z ^= z >> 31
+            for shift in stride(from: 0, to: 64, by: 8) where index < size {
+                bytes[index] = UInt8(truncatingIfNeeded: z >> UInt64(shift))
+                index += 1
+            }
+        }
+        return bytes
+    }
+
+    /// The URL of stress entry `key` in generation `generation`; its body size is encoded in
+    /// it so that the size, too, is checkable.
+    public static func url(key: Int, generation: Int, size: Int) -> String {
+        "https://stress.example/item/\(key)?generation=\(generation)&size=\(size)"
+    }
+
+    /// The size encoded in a stress URL.
+    public static func size(inURL url: String) -> Int? {
+        guard let marker = url.split(separator: "&size=", omittingEmptySubsequences: false).last,
+            marker.count < url.count
+        else { return nil }
+        return Int(marker)
+    }
+
+    /// The primary key stress entry `key` uses (all generations share it, so writes replace).
+    public static func primaryKey(key: Int) -> String { "https://stress.example/item/\(key)" }
+}

@@ -1,0 +1,158 @@
+// A child process for the store's crash and multi-process tests.
+//
+//   StorageStress write-loop DIR SEED [MAXSIZE]  writes entries until killed
+//   StorageStress mixed DIR SECONDS SEED [MAXSIZE]  mixed put/get/remove, verifying every body
+//   StorageStress verify DIR                     opens the store, checks every entry, reports
+//
+// Bodies are derived from their URLs (StressBodies), so any reader can verify them. Exit
+// status: 0 on success, 1 when a wrong body was read, 2 for usage errors.
+import CacheSemantics
+import CacheStorage
+import CacheTestSupport
+import Foundation
+
+func fail(_ message: String, status: Int32 = 1) -> Never {
+    FileHandle.standardError.write(Data("StorageStress: \(message)\n".utf8))
+    exit(status)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 2 else { fail("usage: StorageStress write-loop|mixed|verify DIR [...]", status: 2) }
+let directory = arguments[1]
+let configuration = DiskStore.Configuration(
+    directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
+
+/// Sizes that exercise inline bodies, one block, several blocks and a partial last block.
+/// MAXSIZE (the last argument of write-loop and mixed) drops the larger ones.
+let allSizes = [0, 1, 100, 4_000, 16_384, 20_000, 65_536, 70_000, 200_000, 400_000]
+let sizes: [Int] = {
+    guard ["write-loop", "mixed"].contains(arguments.first ?? ""), arguments.count >= 4,
+        let limit = Int(arguments[arguments.count - 1]), arguments[0] == "write-loop" || arguments.count == 5
+    else { return allSizes }
+    return allSizes.filter { $0 <= limit }
+}()
+
+func write(_ store: DiskStore, key: Int, generation: Int, size: Int) throws {
+    let url = StressBodies.url(key: key, generation: generation, size: size)
+    let body = StressBodies.body(for: url, size: size)
+    let head = EntryHead(
+        primaryKey: StressBodies.primaryKey(key: key), url: url, status: 200, fields: ["Content-Length": "\(size)"],
+        facts: [1])
+    let writer = try store.makeWriter(for: head)
+    var offset = 0
+    repeat {
+        let end = min(body.count, offset + 7_000)
+        try writer.append(Array(body[offset..<end]))
+        offset = end
+    } while offset < body.count
+    try writer.commit()
+}
+
+/// Reads every entry back and checks it; returns how many were checked.
+func verifyAll(_ store: DiskStore) -> Int {
+    let entries: [StoredEntry]
+    do { entries = try store.entries() } catch { fail("cannot list entries: \(error)") }
+    for entry in entries {
+        guard entry.bodySize == Int64(StressBodies.size(inURL: entry.head.url) ?? -1) else {
+            fail("wrong size for \(entry.head.url)")
+        }
+        checkBody(store, entry)
+    }
+    return entries.count
+}
+
+func openStore() -> DiskStore {
+    do { return try DiskStore(configuration) } catch { fail("open: \(error)") }
+}
+
+func writeLoop(seed: UInt64) -> Never {
+    var random = SplitMix(seed: seed)
+    let store = openStore()
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
+    var generation = 0
+    while true {
+        generation += 1
+        let key = Int(random.next() % 64)
+        let size = sizes[Int(random.next() % UInt64(sizes.count))]
+        do {
+            if random.next() % 10 == 0 {
+                _ = try store.remove(primaryKey: StressBodies.primaryKey(key: key))
+            } else {
+                try write(store, key: key, generation: generation, size: size)
+            }
+        } catch {
+            fail("write: \(error)")
+        }
+    }
+}
+
+func checkBody(_ store: DiskStore, _ entry: StoredEntry) {
+    guard let size = StressBodies.size(inURL: entry.head.url) else { fail("bad URL \(entry.head.url)") }
+    let body: [UInt8]
+    do {
+        body = try store.body(of: entry.id)
+    } catch {
+        if error.kind == .notFound { return }  // replaced or removed by the other process meanwhile
+        fail("reading \(entry.head.url): \(error)")
+    }
+    if body != StressBodies.body(for: entry.head.url, size: size) { fail("wrong body for \(entry.head.url)") }
+}
+
+func mixed(seconds: Double, seed: UInt64) {
+    let store = openStore()
+    let deadline = Date().addingTimeInterval(seconds)
+    var random = SplitMix(seed: seed)
+    var operations = 0
+    while Date() < deadline {
+        let key = Int(random.next() % 64)
+        do {
+            switch random.next() % 10 {
+            case 0: _ = try store.remove(primaryKey: StressBodies.primaryKey(key: key))
+            case 1...4:
+                try write(
+                    store, key: key, generation: Int(random.next() % 1_000_000),
+                    size: sizes[Int(random.next() % UInt64(sizes.count))])
+            default:
+                for entry in try store.variants(of: StressBodies.primaryKey(key: key)) { checkBody(store, entry) }
+            }
+            operations += 1
+        } catch {
+            fail("operation: \(error)")
+        }
+    }
+    print("operations \(operations)")
+}
+
+switch arguments[0] {
+case "write-loop":
+    guard arguments.count == 3 || arguments.count == 4, let seed = UInt64(arguments[2]) else {
+        fail("usage: write-loop DIR SEED [MAXSIZE]", status: 2)
+    }
+    writeLoop(seed: seed)
+case "mixed":
+    guard arguments.count == 4 || arguments.count == 5, let seconds = Double(arguments[2]),
+        let seed = UInt64(arguments[3])
+    else {
+        fail("usage: mixed DIR SECONDS SEED [MAXSIZE]", status: 2)
+    }
+    mixed(seconds: seconds, seed: seed)
+case "verify":
+    let store = openStore()
+    let checked = verifyAll(store)
+    store.sweep()
+    print("verified \(checked)")
+default:
+    fail("unknown mode \(arguments[0])", status: 2)
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}

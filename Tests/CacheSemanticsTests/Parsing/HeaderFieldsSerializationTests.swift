@@ -1,0 +1,28 @@
+import Testing
+
+@testable import CacheSemantics
+
+@Suite("RFC 9110 §5.3 HeaderFields: serialized for stores")
+struct HeaderFieldsSerializationTests {
+    @Test("order, spelling, repeated lines and non-ASCII values survive a round trip")
+    func roundTrip() throws {
+        let fields = HeaderFields([
+            ("Content-Type", "text/html; charset=utf-8"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2"),
+            ("X-Empty", ""), ("X-Unicode", "caf\u{E9} \u{1F600}"),
+        ])
+        let decoded = try #require(HeaderFields(serialized: fields.serialized()))
+        #expect(decoded == fields)
+        #expect(decoded.values(named: "SET-COOKIE") == ["a=1", "b=2"])
+        #expect(HeaderFields(serialized: HeaderFields().serialized()) == HeaderFields())
+    }
+
+    @Test("truncated or padded bytes are rejected, never misread")
+    func malformedBytes() {
+        let bytes = HeaderFields([("A", "1"), ("B", "22")]).serialized()
+        for length in 0..<bytes.count {
+            #expect(HeaderFields(serialized: bytes.prefix(length)) == nil, "prefix of \(length) bytes")
+        }
+        #expect(HeaderFields(serialized: bytes + [0]) == nil)
+        #expect(HeaderFields(serialized: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]) == nil)
+    }
+}

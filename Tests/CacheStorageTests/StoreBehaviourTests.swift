@@ -1,0 +1,316 @@
+import CacheSemantics
+import CacheTestSupport
+import Foundation
+import Testing
+
+@testable import CacheStorage
+
+/// The behaviour every store promises (the `CacheStore` protocol), checked on the memory, disk
+/// and tiered stores alike.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case memory, disk, tiered
+
+    var testDescription: String { rawValue }
+
+    /// A store with room for `capacity` bytes of bodies, in a fresh directory.
+    func make(capacity: Int64 = 1 << 20, directory: TemporaryDirectory, clock: Clock = Clock()) throws -> any CacheStore
+    {
+        let configuration = DiskStore.Configuration(
+            directory: directory.path, capacity: capacity, maximumEntrySize: capacity / 2, inlineBodyLimit: 1024,
+            log: { _ in })
+        switch self {
+        case .memory: return MemoryStore(capacity: capacity, maximumEntrySize: capacity / 2, clock: clock.now)
+        case .disk: return try DiskStore(configuration, clock: clock.now)
+        case .tiered:
+            return TieredStore(
+                memory: MemoryStore(capacity: capacity, maximumEntrySize: capacity / 2, clock: clock.now),
+                disk: try DiskStore(configuration, clock: clock.now))
+        }
+    }
+}
+
+/// A clock tests advance by hand.
+final class Clock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var time = 1_000_000.0
+    var now: @Sendable () -> Double { { [self] in lock.withLock { time } } }
+    func advance(_ seconds: Double) { lock.withLock { time += seconds } }
+}
+
+func head(_ url: String, variant: String = "", fields: HeaderFields = ["Content-Type": "text/plain"]) -> EntryHead {
+    EntryHead(
+        primaryKey: url, variantKey: variant, url: url, status: 200, fields: fields, facts: [1, 2, 3],
+        userInfo: Array("info:\(url)".utf8))
+}
+
+@discardableResult
+func put(_ store: any CacheStore, _ head: EntryHead, _ body: [UInt8], chunk: Int = 700) throws -> StoredEntry {
+    let writer = try store.makeWriter(for: head)
+    var offset = 0
+    repeat {
+        let end = min(body.count, offset + chunk)
+        try writer.append(Array(body[offset..<end]))
+        offset = end
+    } while offset < body.count
+    return try writer.commit()
+}
+
+@Suite("CacheStorage: what every store promises")
+struct StoreBehaviourTests {
+    @Test(
+        "an entry written in chunks reads back whole, by range and as a stream, with its head",
+        arguments: StoreKind.allCases)
+    func roundTrip(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        for size in [0, 1, 1000, 1025, 70_000, 200_000] {
+            let url = "https://example.com/\(size)"
+            let body = StressBodies.body(for: url, size: size)
+            let stored = try put(store, head(url), body)
+            let found = try store.variants(of: url)
+            #expect(found.count == 1)
+            #expect(found.first?.id == stored.id)
+            #expect(found.first?.head == head(url))
+            #expect(found.first?.bodySize == Int64(size))
+            #expect(try store.body(of: stored.id) == body)
+            if size > 10 {
+                let range: ClosedRange<Int64> = 3...Int64(size - 2)
+                #expect(try store.body(of: stored.id, range: range) == Array(body[3...(size - 2)]))
+                #expect(
+                    try store.body(of: stored.id, range: Int64(size - 5)...Int64(size + 100))
+                        == Array(body[(size - 5)...]))
+            }
+            var streamed: [UInt8] = []
+            try store.streamBody(of: stored.id) { chunk in
+                streamed += chunk
+                return true
+            }
+            #expect(streamed == body)
+        }
+        #expect(store.totals().entries == 6)
+        let expectedBytes: Int64 = 272_026  // 0 + 1 + 1000 + 1025 + 70000 + 200000
+        #expect(store.totals().bodyBytes == expectedBytes)
+    }
+
+    @Test("several variants live under one primary key; the same variant key replaces", arguments: StoreKind.allCases)
+    func variants(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let url = "https://example.com/v"
+        try put(store, head(url, variant: "gzip"), Array("gzip-1".utf8))
+        try put(store, head(url, variant: "br"), Array("br".utf8))
+        let replacement = try put(store, head(url, variant: "gzip"), Array("gzip-2".utf8))
+        let found = try store.variants(of: url).sorted { $0.head.variantKey < $1.head.variantKey }
+        #expect(found.map(\.head.variantKey) == ["br", "gzip"])
+        #expect(found.last?.id == replacement.id)
+        #expect(try store.body(of: replacement.id) == Array("gzip-2".utf8))
+        #expect(store.totals().entries == 2)
+    }
+
+    @Test("an aborted or abandoned writer leaves nothing behind", arguments: StoreKind.allCases)
+    func abortLeavesNothing(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let writer = try store.makeWriter(for: head("https://example.com/a"))
+        try writer.append([UInt8](repeating: 7, count: 50_000))
+        writer.abort()
+        do {
+            let abandoned = try store.makeWriter(for: head("https://example.com/b"))
+            try abandoned.append([UInt8](repeating: 8, count: 50_000))
+        }
+        #expect(try store.variants(of: "https://example.com/a").isEmpty)
+        #expect(try store.variants(of: "https://example.com/b").isEmpty)
+        #expect(store.totals() == StoreTotals())
+        let bodies = (try? FileManager.default.contentsOfDirectory(atPath: directory.path + "/bodies")) ?? []
+        #expect(bodies.isEmpty, "left behind: \(bodies)")
+        #expect(throws: StorageError.self) { try writer.commit() }
+    }
+
+    @Test("fields and facts are updated without rewriting the body (a 304)", arguments: StoreKind.allCases)
+    func updateKeepsBody(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let url = "https://example.com/u"
+        let body = StressBodies.body(for: url, size: 5_000)
+        let stored = try put(store, head(url), body)
+        try store.update(stored.id, fields: ["ETag": "\"v2\""], facts: [9, 9])
+        let found = try #require(try store.variants(of: url).first)
+        #expect(found.id == stored.id)
+        #expect(found.head.fields == ["ETag": "\"v2\""])
+        #expect(found.head.facts == [9, 9])
+        #expect(try store.body(of: stored.id) == body)
+        #expect(throws: StorageError.self) { try store.update(EntryID.random(), fields: [:], facts: []) }
+    }
+
+    @Test("remove by id, by primary key, by URL prefix and all", arguments: StoreKind.allCases)
+    func removal(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let a = try put(store, head("https://a.example/1"), [1])
+        try put(store, head("https://a.example/2"), [2])
+        try put(store, head("https://a.example/2", variant: "x"), [2, 2])
+        try put(store, head("https://b.example/1"), [3])
+        try store.remove(a.id)
+        #expect(try store.variants(of: "https://a.example/1").isEmpty)
+        #expect(throws: StorageError.self) { try store.body(of: a.id) }
+        #expect(try store.remove(primaryKey: "https://a.example/2") == 2)
+        try put(store, head("https://a.example/3"), [4])
+        #expect(try store.remove(urlPrefix: "https://a.example/") == 1)
+        #expect(try store.entries().map(\.head.url) == ["https://b.example/1"])
+        try store.removeAll()
+        #expect(store.totals() == StoreTotals())
+        #expect(try store.entries().isEmpty)
+    }
+
+    @Test(
+        "least recently used entries are evicted beyond the capacity; reading an entry keeps it",
+        arguments: StoreKind.allCases)
+    func leastRecentlyUsedEviction(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try kind.make(capacity: 10_000, directory: directory, clock: clock)
+        var ids: [EntryID] = []
+        for index in 0..<4 {
+            clock.advance(1)
+            ids.append(try put(store, head("https://example.com/\(index)"), [UInt8](repeating: 1, count: 2_000)).id)
+        }
+        clock.advance(1)
+        store.recordAccess(ids[0], at: clock.now())  // 0 is now the most recently used
+        try (store as? DiskStore)?.flush()
+        try (store as? TieredStore)?.disk.flush()
+        clock.advance(1)
+        try put(store, head("https://example.com/4"), [UInt8](repeating: 1, count: 4_000))
+        // 12,000 bytes for a 10,000-byte store: only the least recently used, 1, has to go;
+        // 0 is older but was read since.
+        let left = Set(try store.entries().map(\.head.url))
+        #expect(
+            left == [
+                "https://example.com/0", "https://example.com/2", "https://example.com/3", "https://example.com/4",
+            ])
+        #expect(store.totals().bodyBytes == 10_000)
+    }
+
+    @Test("pinned entries are never evicted; unpinning makes them evictable again", arguments: StoreKind.allCases)
+    func pinning(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try kind.make(capacity: 10_000, directory: directory, clock: clock)
+        try put(store, head("https://example.com/pinned"), [UInt8](repeating: 1, count: 4_000))
+        #expect(try store.setPinned(true, primaryKey: "https://example.com/pinned") == 1)
+        #expect(store.totals().pinnedBytes == 4_000)
+        for index in 0..<5 {
+            clock.advance(1)
+            try put(store, head("https://example.com/\(index)"), [UInt8](repeating: 2, count: 3_000))
+        }
+        let urls = Set(try store.entries().map(\.head.url))
+        #expect(urls.contains("https://example.com/pinned"))
+        #expect(try store.entries().first { $0.head.url.hasSuffix("pinned") }?.isPinned == true)
+        #expect(try store.setPinned(false, primaryKey: "https://example.com/pinned") == 1)
+        clock.advance(1)
+        try put(store, head("https://example.com/last"), [UInt8](repeating: 3, count: 5_000))
+        #expect(!Set(try store.entries().map(\.head.url)).contains("https://example.com/pinned"))
+    }
+
+    @Test(
+        "a body above the maximum entry size is refused with a reason, never dropped silently",
+        arguments: StoreKind.allCases)
+    func maximumEntrySize(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(capacity: 100_000, directory: directory)
+        let writer = try store.makeWriter(for: head("https://example.com/big"))
+        let error = #expect(throws: StorageError.self) {
+            try writer.append([UInt8](repeating: 1, count: 60_000))
+        }
+        #expect(error?.kind == .tooLarge)
+        #expect(error?.message.contains("maximum entry size") == true)
+        #expect(try store.variants(of: "https://example.com/big").isEmpty)
+    }
+}
+
+@Suite("CacheStorage: disk store specifics")
+struct DiskStoreTests {
+    @Test("the directory is 0700, its files 0600, and bodies are named by random ids, never by URL")
+    func permissionsAndNames() throws {
+        let directory = TemporaryDirectory()
+        let store = try StoreKind.disk.make(directory: directory)
+        try put(store, head("https://example.com/a/b?c=d"), [UInt8](repeating: 1, count: 5_000))
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory.path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path + "/bodies") {
+            #expect(EntryID(rawValue: name) != nil, "unexpected body file name \(name)")
+            let file = try FileManager.default.attributesOfItem(atPath: directory.path + "/bodies/" + name)
+            #expect((file[.posixPermissions] as? Int) == 0o600)
+        }
+        let index = try FileManager.default.attributesOfItem(atPath: directory.path + "/index.sqlite")
+        #expect((index[.posixPermissions] as? Int) == 0o600)
+    }
+
+    @Test("entries, pins and access counts survive closing and reopening the store")
+    func survivesReopen() throws {
+        let directory = TemporaryDirectory()
+        let body = StressBodies.body(for: "x", size: 100_000)
+        var id: EntryID?
+        do {
+            let store = try StoreKind.disk.make(directory: directory)
+            id = try put(store, head("https://example.com/x"), body).id
+            _ = try store.setPinned(true, primaryKey: "https://example.com/x")
+            store.recordAccess(id!, at: 2_000_000)
+        }
+        let reopened = try StoreKind.disk.make(directory: directory)
+        let entry = try #require(try reopened.variants(of: "https://example.com/x").first)
+        #expect(entry.id == id)
+        #expect(entry.isPinned)
+        #expect(entry.hits == 1)
+        #expect(entry.lastAccess == 2_000_000)
+        #expect(try reopened.body(of: entry.id) == body)
+        #expect(reopened.totals() == StoreTotals(entries: 1, bodyBytes: 100_000, pinnedBytes: 100_000))
+    }
+
+    @Test("two store instances on one directory see each other's writes and removals")
+    func twoInstances() throws {
+        let directory = TemporaryDirectory()
+        let first = try StoreKind.disk.make(directory: directory)
+        let second = try StoreKind.disk.make(directory: directory)
+        let stored = try put(first, head("https://example.com/shared"), [1, 2, 3])
+        #expect(try second.variants(of: "https://example.com/shared").map(\.id) == [stored.id])
+        #expect(try second.body(of: stored.id) == [1, 2, 3])
+        try second.remove(stored.id)
+        #expect(try first.variants(of: "https://example.com/shared").isEmpty)
+    }
+
+    @Test("a tiered store keeps memory-only entries off the disk")
+    func memoryOnlyNeverTouchesDisk() throws {
+        let directory = TemporaryDirectory()
+        let store = try #require(try StoreKind.tiered.make(directory: directory) as? TieredStore)
+        var memoryOnly = head("https://example.com/secret")
+        memoryOnly.storagePolicy = .memoryOnly
+        let stored = try put(store, memoryOnly, [UInt8](repeating: 5, count: 3_000))
+        #expect(try store.variants(of: "https://example.com/secret").map(\.id) == [stored.id])
+        #expect(try store.disk.variants(of: "https://example.com/secret").isEmpty)
+        #expect(try store.body(of: stored.id) == [UInt8](repeating: 5, count: 3_000))
+        #expect(store.disk.totals().entries == 0)
+        #expect(store.totals().entries == 1)
+    }
+
+    @Test("the default maximum entry size lets a 30 MB response be stored with default settings")
+    func thirtyMegabytesFitByDefault() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        #expect(configuration.maximumEntrySize >= 30_000_000)
+        let store = try DiskStore(configuration)
+        let body = [UInt8](repeating: 0xAB, count: 30_000_000)
+        let stored = try put(store, head("https://example.com/30mb"), body, chunk: 1 << 20)
+        #expect(stored.bodySize == 30_000_000)
+        #expect(try store.body(of: stored.id, range: 29_999_990...29_999_999) == [UInt8](repeating: 0xAB, count: 10))
+    }
+
+    @Test("the default directory is $HTTPCACHE_DIR when set")
+    func defaultDirectory() {
+        let path = DiskStore.defaultDirectory()
+        if let explicit = ProcessInfo.processInfo.environment["HTTPCACHE_DIR"], !explicit.isEmpty {
+            #expect(path == explicit)
+        } else {
+            #expect(path.hasSuffix("/httpcache"))
+        }
+    }
+}
