@@ -59,7 +59,7 @@ public struct EntryID: Hashable, Sendable, CustomStringConvertible {
 
 /// What is stored about a response besides its body.
 public struct EntryHead: Hashable, Sendable {
-    /// The cache key all variants of a resource share (``CacheKey/primaryKey``).
+    /// The cache key all variants of a resource share (`CacheKey.primaryKey`).
     public var primaryKey: String
     /// Tells variants of one primary key apart (for example the normalized values of the
     /// fields `Vary` nominates); an entry replaces the stored one with the same pair.
@@ -70,7 +70,7 @@ public struct EntryHead: Hashable, Sendable {
     public var status: Int
     /// The stored response fields.
     public var fields: HeaderFields
-    /// The serialized ``StoredResponseFacts`` (its first byte is the format version).
+    /// The serialized `StoredResponseFacts` (its first byte is the format version).
     public var facts: [UInt8]
     /// Where the entry may live.
     public var storagePolicy: StoragePolicy
