@@ -76,8 +76,14 @@ enum ASCII {
 
     /// `s` with ASCII letters lowered; other bytes unchanged.
     static func lowercased(_ s: String) -> String {
-        if !withUTF8(s, { $0.contains { $0 >= 0x41 && $0 <= 0x5A } }) { return s }
-        return String(decoding: s.utf8.map(lower), as: UTF8.self)
+        withUTF8(s) { bytes in
+            guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
+            // Written in place: no intermediate array, and no allocation at all for short names.
+            return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+                for index in 0..<bytes.count { buffer[index] = lower(bytes[index]) }
+                return bytes.count
+            }
+        }
     }
 
     /// `s` with ASCII letters lowered; other bytes unchanged.
