@@ -21,7 +21,7 @@ import Darwin
 ///   the index transaction that makes it visible commit. A crash leaves at most an
 ///   unreferenced file, which the sweep on the next open removes (off the caller's path).
 ///
-/// Every body is checksummed with CRC-32C per 64 KiB block; a block that does not match is
+/// Every body is checksummed with XXH64 per 64 KiB block; a block that does not match is
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
 /// (`index.sqlite.unusable-<time>`) and a new one started, with the reason logged.
@@ -331,7 +331,7 @@ public final class DiskStore: CacheStore {
         var bytes: [UInt8]
         if let inline = location.inline {
             guard Int64(inline.count) == location.size else { throw corrupted(id, "inline body has the wrong length") }
-            bytes = Array(inline[Int(start)..<Int(end)])
+            bytes = start == 0 && end == Int64(inline.count) ? inline : Array(inline[Int(start)..<Int(end)])
         } else {
             let path = bodiesDirectory + "/" + id.rawValue
             let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -353,9 +353,7 @@ public final class DiskStore: CacheStore {
         for block in blocks {
             let length = min(checksumBlockSize, bytes.count - offset)
             let actual = bytes.withUnsafeBytes { buffer in
-                var crc = CRC32C()
-                crc.update(UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + length)]))
-                return crc.value
+                XXH64.hash(UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + length)]))
             }
             guard actual == BlockChecksums.value(at: block, in: location.checksums) else {
                 throw corrupted(id, "block \(block) does not match its checksum")
