@@ -314,3 +314,34 @@ struct DiskStoreTests {
         }
     }
 }
+
+@Suite("CacheStorage: index format version")
+struct IndexFormatVersionTests {
+    @Test("an index of another format version is moved aside with a logged reason, and an empty store starts")
+    func otherFormatVersionMovedAside() throws {
+        let directory = TemporaryDirectory()
+        let messages = MessageLog()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { messages.append($0) })
+        do {
+            let store = try DiskStore(configuration)
+            try put(store, head("https://example.com/old"), [1, 2, 3])
+        }
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA user_version = \(DiskStore.formatVersion + 1)")
+            connection.close()
+        }
+        let reopened = try DiskStore(configuration)
+        #expect(try reopened.entries().isEmpty)
+        #expect(messages.all.contains { $0.contains("format version \(DiskStore.formatVersion + 1)") && $0.contains("moved it to") })
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(names.contains { $0.hasPrefix("index.sqlite.unusable-") })
+    }
+}
+
+final class MessageLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var messages: [String] = []
+    func append(_ message: String) { lock.withLock { messages.append(message) } }
+    var all: [String] { lock.withLock { messages } }
+}
