@@ -90,20 +90,8 @@ private func timeEach<R>(
     return (Latency(times), failures)
 }
 
-/// A small deterministic generator (SplitMix64), so every run reads the same keys.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}
-
 private func randomKeys(count: Int, range: Int, seed: UInt64) -> [Int] {
-    var random = SplitMix64(state: seed)
+    var random = SplitMix64(seed: seed)
     return (0..<count).map { _ in Int(random.next() % UInt64(range)) }
 }
 
@@ -138,7 +126,7 @@ private struct Corpus {
 
     mutating func body(_ key: Int, size: Int) -> [UInt8] {
         if bases[size] == nil {
-            var random = SplitMix64(state: UInt64(size) &* 0x1234_5678_9abc_def1)
+            var random = SplitMix64(seed: UInt64(size) &* 0x1234_5678_9abc_def1)
             bases[size] = (0..<size).map { _ in UInt8(truncatingIfNeeded: random.next()) }
         }
         var body = bases[size]!

@@ -617,15 +617,7 @@ public final class DiskStore: CacheStore {
             guard let id = EntryID(rawValue: idText) else { continue }  // not ours: leave it
             // A live writer holds an exclusive lock on its file until its commit is done.
             let orphaned = FileIO.removeIfUnlocked(path) {
-                if isTemporary { return true }
-                let referenced =
-                    (try? state.withLock { state throws(StorageError) -> Bool in
-                        let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = ?")
-                        query.bind(1, id.rawValue)
-                        defer { query.reset() }
-                        return try query.step()
-                    }) ?? true
-                return !referenced
+                isTemporary || !isIndexed(id)
             }
             if orphaned { removed += 1 }
         }

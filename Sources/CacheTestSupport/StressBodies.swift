@@ -5,18 +5,15 @@ import CacheSemantics
 public enum StressBodies {
     /// The body of `size` bytes for `url`: a SplitMix64 stream seeded from the URL's bytes.
     public static func body(for url: String, size: Int) -> [UInt8] {
-        var state: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in url.utf8 { state = (state ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        var seed: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a of the URL
+        for byte in url.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        var random = SplitMix64(seed: seed)
         var bytes = [UInt8](repeating: 0, count: size)
         var index = 0
         while index < size {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            z ^= z >> 31
+            let word = random.next()
             for shift in stride(from: 0, to: 64, by: 8) where index < size {
-                bytes[index] = UInt8(truncatingIfNeeded: z >> UInt64(shift))
+                bytes[index] = UInt8(truncatingIfNeeded: word >> UInt64(shift))
                 index += 1
             }
         }
@@ -39,4 +36,21 @@ public enum StressBodies {
 
     /// The primary key stress entry `key` uses (all generations share it, so writes replace).
     public static func primaryKey(key: Int) -> String { "https://stress.example/item/\(key)" }
+}
+
+/// SplitMix64 (Steele, Lea and Flood): a tiny deterministic generator, so that stress runs,
+/// crash tests and benchmarks replay from one printed seed.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    /// A generator that starts from `seed`.
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
 }

@@ -66,7 +66,7 @@ func openStore() -> DiskStore {
 }
 
 func writeLoop(seed: UInt64) -> Never {
-    var random = SplitMix(seed: seed)
+    var random = SplitMix64(seed: seed)
     let store = openStore()
     FileHandle.standardOutput.write(Data("ready\n".utf8))
     var generation = 0
@@ -101,7 +101,7 @@ func checkBody(_ store: DiskStore, _ entry: StoredEntry) {
 func mixed(seconds: Double, seed: UInt64) {
     let store = openStore()
     let deadline = Date().addingTimeInterval(seconds)
-    var random = SplitMix(seed: seed)
+    var random = SplitMix64(seed: seed)
     var operations = 0
     while Date() < deadline {
         let key = Int(random.next() % 64)
@@ -143,16 +143,4 @@ case "verify":
     print("verified \(checked)")
 default:
     fail("unknown mode \(arguments[0])", status: 2)
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
 }

@@ -151,18 +151,6 @@ enum StoreTestSupport {
     }
 }
 
-/// SplitMix64, the same generator StorageStress uses.
-private struct SplitMix {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}
-
 extension DiskStoreProcessTests {
     @Suite struct ConcurrencyTests {
         /// Sizes from inline through several 64 KiB blocks with a partial last one.
@@ -174,7 +162,7 @@ extension DiskStoreProcessTests {
         private static func work(
             _ store: some CacheStore, seed: UInt64, until deadline: Date, counts: SharedCounts
         ) {
-            var random = SplitMix(state: seed)
+            var random = SplitMix64(seed: seed)
             var local = StressCounts()
             func failure(_ message: String) {
                 if local.failures.count < 20 { local.failures.append(message) }

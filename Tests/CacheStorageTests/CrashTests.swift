@@ -31,7 +31,7 @@ struct CrashTests {
         let seed = environment["CRASH_TEST_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
         let kills = environment["CRASH_TEST_KILLS"].flatMap { Int($0) } ?? Self.defaultKills
         print("CrashTests: seed \(seed) (rerun with CRASH_TEST_SEED=\(seed)), \(kills) kills")
-        var random = TestRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
 
         let stress = try StressExecutable.locate()
         let directory = try TemporaryStoreDirectory()
@@ -328,17 +328,4 @@ struct TemporaryStoreDirectory {
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// SplitMix64: reproducible delays and child seeds from one printed seed.
-struct TestRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
 }

@@ -333,7 +333,10 @@ struct IndexFormatVersionTests {
         }
         let reopened = try DiskStore(configuration)
         #expect(try reopened.entries().isEmpty)
-        #expect(messages.all.contains { $0.contains("format version \(DiskStore.formatVersion + 1)") && $0.contains("moved it to") })
+        #expect(
+            messages.all.contains {
+                $0.contains("format version \(DiskStore.formatVersion + 1)") && $0.contains("moved it to")
+            })
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(names.contains { $0.hasPrefix("index.sqlite.unusable-") })
     }
