@@ -59,13 +59,7 @@ enum ASCII {
 
     /// Whether `a` and `b` are equal ignoring ASCII case.
     static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
-        var other = b.utf8.makeIterator()
-        for x in a.utf8 {
-            guard let y = other.next() else { return false }
-            if x != y && lower(x) != lower(y) { return false }
-        }
-        return true
+        a.utf8.count == b.utf8.count && withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
 
     /// Whether `a` and `b` are equal ignoring ASCII case.

@@ -120,7 +120,7 @@ extension CacheEngine {
         var fields = response.fields
         var notes = directiveNotes
         let excluded = fieldNamesNotStored(fields, directives: directives)
-        let dropped = fields.filter { field in excluded.contains { ASCII.equalsIgnoringCase($0, field.name) } }
+        let dropped = fields.filter { excluded.contains($0.lowercasedName) }
         if !dropped.isEmpty {
             notes.append(.fieldsNotStored(dropped.map(\.name)))
             fields.removeAll(namedAnyOf: excluded)

@@ -56,10 +56,10 @@ extension CacheEngine {
             + ["content-length", "content-range"]
         var result = stored
         var replaced: [String] = []
-        for field in newer where !excluded.contains(where: { ASCII.equalsIgnoringCase($0, field.name) }) {
-            if !replaced.contains(where: { ASCII.equalsIgnoringCase($0, field.name) }) {
+        for field in newer where !excluded.contains(field.lowercasedName) {
+            if !replaced.contains(field.lowercasedName) {
                 result.removeAll(named: field.name)
-                replaced.append(field.name)
+                replaced.append(field.lowercasedName)
             }
             result.append(name: field.name, value: field.value)
         }
