@@ -1,7 +1,6 @@
 internal import CSQLiteHTTPCache
 import CacheSemantics
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -110,7 +109,7 @@ public final class DiskStore: CacheStore {
         var lastAccessFlush: Double = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used.
@@ -124,7 +123,7 @@ public final class DiskStore: CacheStore {
         try FileIO.makeDirectory(configuration.directory)
         try FileIO.makeDirectory(bodiesDirectory)
         let connection = try Self.openIndex(configuration)
-        state = Mutex(State(connection: connection, lastAccessFlush: clock()))
+        state = Locked(State(connection: connection, lastAccessFlush: clock()))
         let store = self
         DispatchQueue.global(qos: .utility).async { store.sweep() }
     }

@@ -1,6 +1,5 @@
 import CacheSemantics
 import Foundation
-import Synchronization
 
 /// A store in memory: a byte-bounded least-recently-used cache. Pinned entries are never
 /// evicted; an entry larger than the maximum entry size is refused with
@@ -30,7 +29,7 @@ public final class MemoryStore: CacheStore {
         var totals = StoreTotals()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let clock: @Sendable () -> Double
 
     /// Creates a store holding at most `capacity` bytes of bodies.
