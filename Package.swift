@@ -37,7 +37,8 @@ let package = Package(
         .target(name: "CachingProxy", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
         .executableTarget(name: "httpcache", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
-        .target(name: "CacheTestSupport", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        .target(
+            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
             name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),

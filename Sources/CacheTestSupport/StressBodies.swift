@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 
 /// Bodies derived from their URL, so whoever reads an entry back can check every byte
 /// without having kept a copy (crash and concurrency tests).
@@ -36,6 +37,43 @@ public enum StressBodies {
 
     /// The primary key stress entry `key` uses (all generations share it, so writes replace).
     public static func primaryKey(key: Int) -> String { "https://stress.example/item/\(key)" }
+
+    /// The head of stress entry `key`, generation `generation`, with a `size`-byte body.
+    public static func head(key: Int, generation: Int, size: Int) -> EntryHead {
+        EntryHead(
+            primaryKey: primaryKey(key: key), url: url(key: key, generation: generation, size: size), status: 200,
+            fields: ["Content-Length": "\(size)"], facts: [1])
+    }
+
+    /// Writes stress entry `key` (its content-derived body) into `store`, in 7,000-byte chunks.
+    @discardableResult
+    public static func write(into store: some CacheStore, key: Int, generation: Int, size: Int)
+        throws(StorageError) -> StoredEntry
+    {
+        let head = head(key: key, generation: generation, size: size)
+        return try writeEntry(store, head, body(for: head.url, size: size))
+    }
+
+    /// The body `entry` must have, from its URL; `nil` for a URL that is not a stress URL.
+    public static func expectedBody(_ entry: StoredEntry) -> [UInt8]? {
+        size(inURL: entry.head.url).map { body(for: entry.head.url, size: $0) }
+    }
+}
+
+/// Writes `body` into `store` under `head` in chunks of `chunk` bytes, as a body arrives from
+/// the network, and commits.
+@discardableResult
+public func writeEntry(_ store: some CacheStore, _ head: EntryHead, _ body: [UInt8], chunk: Int = 7_000)
+    throws(StorageError) -> StoredEntry
+{
+    let writer = try store.makeWriter(for: head)
+    var offset = 0
+    repeat {
+        let end = min(body.count, offset + chunk)
+        try writer.append(Array(body[offset..<end]))
+        offset = end
+    } while offset < body.count
+    return try writer.commit()
 }
 
 /// SplitMix64 (Steele, Lea and Flood): a tiny deterministic generator, so that stress runs,

@@ -32,22 +32,6 @@ let sizes: [Int] = {
     return allSizes.filter { $0 <= limit }
 }()
 
-func write(_ store: DiskStore, key: Int, generation: Int, size: Int) throws {
-    let url = StressBodies.url(key: key, generation: generation, size: size)
-    let body = StressBodies.body(for: url, size: size)
-    let head = EntryHead(
-        primaryKey: StressBodies.primaryKey(key: key), url: url, status: 200, fields: ["Content-Length": "\(size)"],
-        facts: [1])
-    let writer = try store.makeWriter(for: head)
-    var offset = 0
-    repeat {
-        let end = min(body.count, offset + 7_000)
-        try writer.append(Array(body[offset..<end]))
-        offset = end
-    } while offset < body.count
-    try writer.commit()
-}
-
 /// Reads every entry back and checks it; returns how many were checked.
 func verifyAll(_ store: DiskStore) -> Int {
     let entries: [StoredEntry]
@@ -78,7 +62,7 @@ func writeLoop(seed: UInt64) -> Never {
             if random.next() % 10 == 0 {
                 _ = try store.remove(primaryKey: StressBodies.primaryKey(key: key))
             } else {
-                try write(store, key: key, generation: generation, size: size)
+                try StressBodies.write(into: store, key: key, generation: generation, size: size)
             }
         } catch {
             fail("write: \(error)")
@@ -109,8 +93,8 @@ func mixed(seconds: Double, seed: UInt64) {
             switch random.next() % 10 {
             case 0: _ = try store.remove(primaryKey: StressBodies.primaryKey(key: key))
             case 1...4:
-                try write(
-                    store, key: key, generation: Int(random.next() % 1_000_000),
+                try StressBodies.write(
+                    into: store, key: key, generation: Int(random.next() % 1_000_000),
                     size: sizes[Int(random.next() % UInt64(sizes.count))])
             default:
                 for entry in try store.variants(of: StressBodies.primaryKey(key: key)) { checkBody(store, entry) }

@@ -32,124 +32,6 @@ private final class SharedCounts: Sendable {
 }
 
 /// Helpers shared by the concurrency and fault tests.
-enum StoreTestSupport {
-    /// A new empty directory under the system temporary directory.
-    static func makeDirectory(_ name: String) -> String {
-        let path = NSTemporaryDirectory() + "/cachestorage-\(name)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
-    static func removeDirectory(_ path: String) {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-
-    /// A built product next to the test bundle, e.g. `StorageStress`.
-    static func productPath(_ name: String) -> String? {
-        var candidates: [URL] = []
-        if let executable = Bundle.main.executableURL { candidates.append(executable.deletingLastPathComponent()) }
-        let selfExe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        candidates.append(selfExe.deletingLastPathComponent())
-        // On Apple platforms the tests live in a bundle: PRODUCTS/Name.xctest/Contents/MacOS/Name.
-        candidates.append(contentsOf: Bundle.allBundles.map { $0.bundleURL.deletingLastPathComponent() })
-        for directory in candidates {
-            let path = directory.appendingPathComponent(name).path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
-
-    /// A stress entry's head: its body is derived from its URL.
-    static func head(key: Int, generation: Int, size: Int) -> EntryHead {
-        EntryHead(
-            primaryKey: StressBodies.primaryKey(key: key),
-            url: StressBodies.url(key: key, generation: generation, size: size), status: 200,
-            fields: ["Content-Length": "\(size)"], facts: [1])
-    }
-
-    /// Writes a stress entry in 7,000-byte chunks.
-    @discardableResult
-    static func write(_ store: some CacheStore, key: Int, generation: Int, size: Int) throws(StorageError)
-        -> StoredEntry
-    {
-        let head = head(key: key, generation: generation, size: size)
-        let body = StressBodies.body(for: head.url, size: size)
-        let writer = try store.makeWriter(for: head)
-        var offset = 0
-        repeat {
-            let end = min(body.count, offset + 7_000)
-            try writer.append(Array(body[offset..<end]))
-            offset = end
-        } while offset < body.count
-        return try writer.commit()
-    }
-
-    /// The body an entry must have.
-    static func expectedBody(_ entry: StoredEntry) -> [UInt8]? {
-        guard let size = StressBodies.size(inURL: entry.head.url) else { return nil }
-        return StressBodies.body(for: entry.head.url, size: size)
-    }
-
-    /// Collects log messages.
-    final class Log: Sendable {
-        private let messages = Mutex<[String]>([])
-        var all: [String] { messages.withLock { $0 } }
-        var sink: @Sendable (String) -> Void { { message in self.messages.withLock { $0.append(message) } } }
-    }
-
-    /// Runs a child process to its end; returns its termination status, reason, stdout and stderr.
-    static func run(_ path: String, _ arguments: [String]) throws -> ChildResult {
-        let child = try start(path, arguments)
-        return child.wait()
-    }
-
-    static func start(_ path: String, _ arguments: [String]) throws -> RunningChild {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        return RunningChild(process: process, output: output, errors: errors)
-    }
-
-    struct ChildResult {
-        var status: Int32
-        var exited: Bool
-        var output: String
-        var errors: String
-    }
-
-    struct RunningChild {
-        let process: Process
-        let output: Pipe
-        let errors: Pipe
-
-        /// Drains both pipes (so the child never blocks on a full pipe) and waits.
-        func wait() -> ChildResult {
-            let collected = Mutex<(Data, Data)>((Data(), Data()))
-            let group = DispatchGroup()
-            let outputHandle = output.fileHandleForReading
-            let errorHandle = errors.fileHandleForReading
-            DispatchQueue.global().async(group: group) {
-                let data = outputHandle.readDataToEndOfFile()
-                collected.withLock { $0.0 = data }
-            }
-            DispatchQueue.global().async(group: group) {
-                let data = errorHandle.readDataToEndOfFile()
-                collected.withLock { $0.1 = data }
-            }
-            process.waitUntilExit()
-            group.wait()
-            let (out, err) = collected.withLock { $0 }
-            return ChildResult(
-                status: process.terminationStatus, exited: process.terminationReason == .exit,
-                output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self))
-        }
-    }
-}
 
 extension DiskStoreProcessTests {
     @Suite struct ConcurrencyTests {
@@ -292,7 +174,7 @@ extension DiskStoreProcessTests {
         @Test("8 threads on one DiskStore for 10 s while StorageStress mixes on the same directory")
         func eightThreadsAndAChildProcess() async throws {
             let stress = try #require(
-                StoreTestSupport.productPath("StorageStress"),
+                try? StoreTestSupport.stressExecutable(),
                 "the StorageStress executable was not found next to the test bundle; build with --build-tests")
             let directory = StoreTestSupport.makeDirectory("concurrency")
             defer { StoreTestSupport.removeDirectory(directory) }
@@ -323,7 +205,7 @@ extension DiskStoreProcessTests {
         @Test("8 threads on one TieredStore for 2 s with StorageStress on the same directory")
         func tieredStore() async throws {
             let stress = try #require(
-                StoreTestSupport.productPath("StorageStress"),
+                try? StoreTestSupport.stressExecutable(),
                 "the StorageStress executable was not found next to the test bundle; build with --build-tests")
             let directory = StoreTestSupport.makeDirectory("tiered")
             defer { StoreTestSupport.removeDirectory(directory) }

@@ -33,9 +33,8 @@ struct CrashTests {
         print("CrashTests: seed \(seed) (rerun with CRASH_TEST_SEED=\(seed)), \(kills) kills")
         var random = SplitMix64(seed: seed)
 
-        let stress = try StressExecutable.locate()
-        let directory = try TemporaryStoreDirectory()
-        defer { directory.remove() }
+        let stress = URL(fileURLWithPath: try StoreTestSupport.stressExecutable())
+        let directory = TemporaryDirectory("cachestorage-crash")
 
         let started = Date()
         var entriesChecked = 0
@@ -89,8 +88,7 @@ struct CrashTests {
     /// is swept and not reported.
     @Test("the store check reports wrong bodies, wrong sizes and files a sweep leaves behind")
     func checkDetectsDamage() throws {
-        let directory = try TemporaryStoreDirectory()
-        defer { directory.remove() }
+        let directory = TemporaryDirectory("cachestorage-crash")
         let bodies = directory.path + "/bodies"
         let goodURL = StressBodies.url(key: 1, generation: 1, size: 20_000)
         let wrongBodyURL = StressBodies.url(key: 2, generation: 2, size: 20_000)
@@ -130,11 +128,9 @@ struct CrashTests {
     }
 
     private static func put(_ store: DiskStore, url: String, key: Int, body: [UInt8]) throws {
-        let writer = try store.makeWriter(
-            for: EntryHead(
-                primaryKey: StressBodies.primaryKey(key: key), url: url, status: 200, fields: [:], facts: [1]))
-        try writer.append(body)
-        try writer.commit()
+        let head = EntryHead(
+            primaryKey: StressBodies.primaryKey(key: key), url: url, status: 200, fields: [:], facts: [1])
+        try writeEntry(store, head, body, chunk: body.count + 1)
     }
 }
 
@@ -222,40 +218,6 @@ enum StoreCheck {
     }
 }
 
-/// The `StorageStress` executable built next to the test bundle.
-enum StressExecutable {
-    static func locate() throws -> URL {
-        var starts: [URL] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            starts.append(URL(fileURLWithPath: exe))
-        }
-        if let main = Bundle.main.executableURL { starts.append(main) }
-        starts.append(Bundle.main.bundleURL)
-        if let first = CommandLine.arguments.first { starts.append(URL(fileURLWithPath: first)) }
-        var tried: [String] = []
-        for start in starts {
-            // Linux: <bin>/Package.xctest; macOS: <bin>/Package.xctest/Contents/MacOS/Package.
-            var directory = start.deletingLastPathComponent()
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("StorageStress")
-                tried.append(candidate.path)
-                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                directory = directory.deletingLastPathComponent()
-            }
-        }
-        throw StressExecutableMissing(tried: tried)
-    }
-}
-
-struct StressExecutableMissing: Error, CustomStringConvertible {
-    var tried: [String]
-    var description: String {
-        "the StorageStress executable was not found next to the test bundle (looked for "
-            + "\(tried.joined(separator: ", "))); build it with `swift build --build-tests` before "
-            + "`swift test --skip-build`"
-    }
-}
-
 /// One `StorageStress write-loop` child, killed with SIGKILL a while after it said "ready".
 enum StressChild {
     struct Outcome {
@@ -314,18 +276,4 @@ enum StressChild {
         }
         return true
     }
-}
-
-/// A fresh directory under the system temporary directory.
-struct TemporaryStoreDirectory {
-    let path: String
-
-    init() throws {
-        path =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("cachestorage-crash-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
 }

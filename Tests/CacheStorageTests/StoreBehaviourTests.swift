@@ -43,16 +43,10 @@ func head(_ url: String, variant: String = "", fields: HeaderFields = ["Content-
         userInfo: Array("info:\(url)".utf8))
 }
 
+/// Writes in 700-byte chunks, to exercise bodies arriving in pieces.
 @discardableResult
 func put(_ store: any CacheStore, _ head: EntryHead, _ body: [UInt8], chunk: Int = 700) throws -> StoredEntry {
-    let writer = try store.makeWriter(for: head)
-    var offset = 0
-    repeat {
-        let end = min(body.count, offset + chunk)
-        try writer.append(Array(body[offset..<end]))
-        offset = end
-    } while offset < body.count
-    return try writer.commit()
+    try writeEntry(store, head, body, chunk: chunk)
 }
 
 @Suite("CacheStorage: what every store promises")

@@ -1,0 +1,128 @@
+import CacheSemantics
+import CacheTestSupport
+import Foundation
+import Synchronization
+
+@testable import CacheStorage
+
+/// Helpers shared by the store tests.
+enum StoreTestSupport {
+    /// A new empty directory under the system temporary directory.
+    static func makeDirectory(_ name: String) -> String {
+        let path = NSTemporaryDirectory() + "/cachestorage-\(name)-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func removeDirectory(_ path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// The `StorageStress` executable built next to the test bundle.
+    static func stressExecutable() throws -> String {
+        var starts: [URL] = []
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            starts.append(URL(fileURLWithPath: exe))
+        }
+        if let main = Bundle.main.executableURL { starts.append(main) }
+        starts.append(Bundle.main.bundleURL)
+        if let first = CommandLine.arguments.first { starts.append(URL(fileURLWithPath: first)) }
+        var tried: [String] = []
+        for start in starts {
+            // Linux: <bin>/Package.xctest; macOS: <bin>/Package.xctest/Contents/MacOS/Package.
+            var directory = start.deletingLastPathComponent()
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("StorageStress")
+                tried.append(candidate.path)
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate.path }
+                directory = directory.deletingLastPathComponent()
+            }
+        }
+        throw StressExecutableMissing(tried: tried)
+    }
+
+    /// A stress entry's head: its body is derived from its URL.
+    static func head(key: Int, generation: Int, size: Int) -> EntryHead {
+        StressBodies.head(key: key, generation: generation, size: size)
+    }
+
+    /// Writes a stress entry in 7,000-byte chunks.
+    @discardableResult
+    static func write(_ store: some CacheStore, key: Int, generation: Int, size: Int) throws(StorageError)
+        -> StoredEntry
+    {
+        try StressBodies.write(into: store, key: key, generation: generation, size: size)
+    }
+
+    /// The body an entry must have.
+    static func expectedBody(_ entry: StoredEntry) -> [UInt8]? { StressBodies.expectedBody(entry) }
+
+    /// Collects log messages.
+    final class Log: Sendable {
+        private let messages = Mutex<[String]>([])
+        var all: [String] { messages.withLock { $0 } }
+        var sink: @Sendable (String) -> Void { { message in self.messages.withLock { $0.append(message) } } }
+    }
+
+    /// Runs a child process to its end; returns its termination status, reason, stdout and stderr.
+    static func run(_ path: String, _ arguments: [String]) throws -> ChildResult {
+        let child = try start(path, arguments)
+        return child.wait()
+    }
+
+    static func start(_ path: String, _ arguments: [String]) throws -> RunningChild {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        return RunningChild(process: process, output: output, errors: errors)
+    }
+
+    struct ChildResult {
+        var status: Int32
+        var exited: Bool
+        var output: String
+        var errors: String
+    }
+
+    struct RunningChild {
+        let process: Process
+        let output: Pipe
+        let errors: Pipe
+
+        /// Drains both pipes (so the child never blocks on a full pipe) and waits.
+        func wait() -> ChildResult {
+            let collected = Mutex<(Data, Data)>((Data(), Data()))
+            let group = DispatchGroup()
+            let outputHandle = output.fileHandleForReading
+            let errorHandle = errors.fileHandleForReading
+            DispatchQueue.global().async(group: group) {
+                let data = outputHandle.readDataToEndOfFile()
+                collected.withLock { $0.0 = data }
+            }
+            DispatchQueue.global().async(group: group) {
+                let data = errorHandle.readDataToEndOfFile()
+                collected.withLock { $0.1 = data }
+            }
+            process.waitUntilExit()
+            group.wait()
+            let (out, err) = collected.withLock { $0 }
+            return ChildResult(
+                status: process.terminationStatus, exited: process.terminationReason == .exit,
+                output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self))
+        }
+    }
+}
+
+struct StressExecutableMissing: Error, CustomStringConvertible {
+    var tried: [String]
+    var description: String {
+        "the StorageStress executable was not found next to the test bundle (looked for "
+            + "\(tried.joined(separator: ", "))); build it with `swift build --build-tests` before "
+            + "`swift test --skip-build`"
+    }
+}
