@@ -24,7 +24,7 @@ extension CacheEngine {
     public func responsesToUpdate(
         notModified: HeaderFields, request: HeaderFields, candidates: [StoredResponseFacts], validated: [Int] = []
     ) -> [Int] {
-        let initial = candidates.indices.filter { matches(request, candidates[$0]) }
+        let initial = candidates.indices.filter { candidates[$0].canAnswer(request) }
         let tag = notModified["ETag"].flatMap { EntityTag($0) }
         let lastModified = notModified["Last-Modified"].flatMap { HTTPDate.parse($0) }
         if let tag, !tag.isWeak {
