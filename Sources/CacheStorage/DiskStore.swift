@@ -402,9 +402,7 @@ public final class DiskStore: CacheStore {
                 if try existing.step() {
                     let oldID = existing.text(0)
                     if existing.int(1) != 0 { obsolete.append(oldID) }
-                    let delete = try state.connection.statement("DELETE FROM entries WHERE id = ?")
-                    delete.bind(1, oldID)
-                    try delete.run()
+                    try Self.deleteRow(oldID, state.connection)
                 }
                 let insert = try state.connection.statement(
                     """
@@ -443,23 +441,33 @@ public final class DiskStore: CacheStore {
     /// Returns the body files to unlink once the transaction has committed.
     private func evict(_ connection: SQLiteConnection) throws(StorageError) -> [String] {
         var files: [String] = []
-        while true {
-            let totals = try connection.statement("SELECT body_bytes FROM totals WHERE id = 0")
-            guard try totals.step(), totals.int(0) > configuration.capacity else { return files }
+        while try Self.bodyBytes(connection) > configuration.capacity {
             let oldest = try connection.statement(
                 "SELECT id, in_file FROM entries WHERE pinned = 0 ORDER BY last_access LIMIT 32")
-            var victims: [(String, Bool)] = []
+            var victims: [(id: String, inFile: Bool)] = []
             while try oldest.step() { victims.append((oldest.text(0), oldest.int(1) != 0)) }
-            if victims.isEmpty { return files }
-            for (victim, inFile) in victims {
-                let check = try connection.statement("SELECT body_bytes FROM totals WHERE id = 0")
-                guard try check.step(), check.int(0) > configuration.capacity else { break }
-                let statement = try connection.statement("DELETE FROM entries WHERE id = ?")
-                statement.bind(1, victim)
-                try statement.run()
-                if inFile { files.append(victim) }
+            if victims.isEmpty { break }  // only pinned entries are left
+            for victim in victims {
+                try Self.deleteRow(victim.id, connection)
+                if victim.inFile { files.append(victim.id) }
+                if try Self.bodyBytes(connection) <= configuration.capacity { break }
             }
         }
+        return files
+    }
+
+    /// The bytes of all bodies, from the totals row the triggers maintain.
+    private static func bodyBytes(_ connection: SQLiteConnection) throws(StorageError) -> Int64 {
+        let totals = try connection.statement("SELECT body_bytes FROM totals WHERE id = 0")
+        defer { totals.reset() }
+        return try totals.step() ? totals.int(0) : 0
+    }
+
+    /// Deletes one row (its body file, if any, is the caller's to unlink after the commit).
+    private static func deleteRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
+        let delete = try connection.statement("DELETE FROM entries WHERE id = ?")
+        delete.bind(1, id)
+        try delete.run()
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
@@ -517,11 +525,7 @@ public final class DiskStore: CacheStore {
                 if let argument { select.bind(1, argument) }
                 var rows: [(id: String, inFile: Bool)] = []
                 while try select.step() { rows.append((select.text(0), select.int(1) != 0)) }
-                for row in rows {
-                    let delete = try state.connection.statement("DELETE FROM entries WHERE id = ?")
-                    delete.bind(1, row.id)
-                    try delete.run()
-                }
+                for row in rows { try Self.deleteRow(row.id, state.connection) }
                 return rows
             }
         }
