@@ -563,7 +563,7 @@ public final class DiskStore: CacheStore {
     }
 
     /// The entry with identity `id`, if stored.
-    public func entries(matching id: EntryID) throws(StorageError) -> StoredEntry? {
+    public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
         try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement("SELECT \(Self.entryColumns) FROM entries WHERE id = ?")
             query.bind(1, id.rawValue)

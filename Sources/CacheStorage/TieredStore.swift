@@ -26,10 +26,10 @@ public final class TieredStore: CacheStore {
         try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
     }
 
-    /// The disk entry for `id`, to promote its body into memory.
+    /// Puts a body just read from disk into memory, with its entry, for the next hit.
     private func promote(_ id: EntryID, body: [UInt8]) {
         guard Int64(body.count) <= memory.maximumEntrySize,
-            let entry = try? disk.entries(matching: id)
+            let entry = try? disk.entry(id)
         else { return }
         memory.insert(entry, body: body)
     }
