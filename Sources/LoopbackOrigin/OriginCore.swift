@@ -1,0 +1,191 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The running part of a ``LoopbackOrigin``: listening socket, accept thread, connection threads,
+/// routes and records.
+///
+/// Threads retain this object, never the `LoopbackOrigin` itself, so dropping the last reference
+/// to the origin runs its `deinit`, which stops everything.
+final class OriginCore: Sendable {
+    /// One listening run, from `start` to `stop`.
+    final class Listener: Sendable {
+        let fd: Int32
+        let wakeRead: Int32
+        let wakeWrite: Int32
+        let exited = ExitSignal()
+
+        init(fd: Int32, wakeRead: Int32, wakeWrite: Int32) {
+            self.fd = fd
+            self.wakeRead = wakeRead
+            self.wakeWrite = wakeWrite
+        }
+    }
+
+    struct State {
+        var port: UInt16 = 0
+        var listener: Listener?
+        /// Bumped by every `stop`, so a connection can tell that the run it belongs to is over.
+        var generation = 0
+        /// Connected sockets whose threads are alive. A thread closes its socket only after removing
+        /// it here (with the lock held), so `stop` never shuts down a descriptor number reused elsewhere.
+        var connections: Set<Int32> = []
+        var routes: [String: LoopbackOrigin.Handler] = [:]
+        var fallback: LoopbackOrigin.Handler = { request in
+            LoopbackOrigin.Response(
+                status: 404, headers: [("Content-Type", "text/plain; charset=utf-8")],
+                body: "Not Found: \(request.path)\n")
+        }
+        var records: [LoopbackOrigin.Request] = []
+    }
+
+    let state = Locked(State())
+    /// Serialises `start` and `stop` (held while waiting for the accept thread; `state` never is).
+    private let lifecycle = Locked(())
+
+    // MARK: Lifecycle
+
+    /// Listens on `port` (nil: the port of the previous run) unless already listening.
+    func start(port requested: UInt16?) throws(LoopbackOrigin.SocketError) {
+        try lifecycle.withLock { (_) throws(LoopbackOrigin.SocketError) in
+            let previous = state.withLock { $0.listener == nil ? $0.port : nil }
+            guard let previous else { return }
+            let socket = try POSIX.listeningSocket(port: requested ?? previous)
+            let wake: (read: Int32, write: Int32)
+            do throws(LoopbackOrigin.SocketError) {
+                wake = try POSIX.wakePipe()
+            } catch {
+                POSIX.closeDescriptor(socket.fd)
+                throw error
+            }
+            let listener = Listener(fd: socket.fd, wakeRead: wake.read, wakeWrite: wake.write)
+            state.withLock {
+                $0.listener = listener
+                $0.port = socket.port
+            }
+            guard POSIX.spawnThread({ self.acceptLoop(listener) }) else {
+                let code = errno
+                state.withLock { $0.listener = nil }
+                [socket.fd, wake.read, wake.write].forEach(POSIX.closeDescriptor)
+                throw LoopbackOrigin.SocketError(operation: "pthread_create (accept thread)", code: code)
+            }
+        }
+    }
+
+    /// Stops listening, shuts down every open connection and waits for the accept thread to exit.
+    func stop() {
+        lifecycle.withLock { _ in
+            let listener: Listener? = state.withLock { state in
+                guard let listener = state.listener else { return nil }
+                state.listener = nil
+                state.generation += 1
+                state.connections.forEach(POSIX.shutdownBoth)
+                return listener
+            }
+            guard let listener else { return }
+            POSIX.poke(listener.wakeWrite)
+            listener.exited.wait()
+            // Closed only now that no thread polls them: a closed descriptor's number can be reused at once.
+            [listener.fd, listener.wakeRead, listener.wakeWrite].forEach(POSIX.closeDescriptor)
+        }
+    }
+
+    var isRunning: Bool { state.withLock { $0.listener != nil } }
+
+    // MARK: Threads
+
+    private func acceptLoop(_ listener: Listener) {
+        defer { listener.exited.signal() }
+        while true {
+            guard let ready = POSIX.waitForEither(listener.fd, orWake: listener.wakeRead) else {
+                if errno != EINTR { usleep(10_000) }
+                continue
+            }
+            if ready.wake { return }
+            guard ready.fd else { continue }
+            let fd = POSIX.acceptConnection(listener.fd)
+            guard fd >= 0 else {
+                // EMFILE and friends: the connection stays queued; back off instead of spinning.
+                if errno != EINTR && errno != ECONNABORTED && errno != EAGAIN { usleep(10_000) }
+                continue
+            }
+            let generation: Int? = state.withLock { state in
+                guard state.listener === listener else { return nil }
+                state.connections.insert(fd)
+                return state.generation
+            }
+            guard let generation else {
+                POSIX.closeDescriptor(fd)
+                continue
+            }
+            if !POSIX.spawnThread({ self.serve(fd, generation: generation) }) {
+                release(fd)
+            }
+        }
+    }
+
+    /// Forgets and closes a connection's socket.
+    private func release(_ fd: Int32) {
+        state.withLock { state in
+            state.connections.remove(fd)
+            POSIX.closeDescriptor(fd)
+        }
+    }
+
+    /// Answers requests on one connection until either side closes it or the origin stops.
+    private func serve(_ fd: Int32, generation: Int) {
+        defer { release(fd) }
+        var reader = RequestReader(fd: fd, sendInterim: { POSIX.sendAll(fd, $0) })
+        while true {
+            let parsed: ParsedRequest
+            switch reader.next() {
+            case .closed:
+                return
+            case .reject(let status, let reason):
+                if POSIX.sendAll(fd, ResponseWriter.rejection(status: status, reason: reason)) {
+                    POSIX.finishSending(fd)
+                }
+                return
+            case .request(let request):
+                parsed = request
+            }
+            let request = LoopbackOrigin.Request(
+                method: parsed.method, target: parsed.target, headers: parsed.fields, body: parsed.body)
+            let handler = state.withLock { state in
+                state.records.append(request)
+                return state.routes[request.path] ?? state.fallback
+            }
+            let response = handler(request)
+            guard sleep(response.delay, unlessStoppedSince: generation) else { return }
+            let output = ResponseWriter.encode(
+                response, method: parsed.method, minorVersion: parsed.minorVersion,
+                clientWantsClose: parsed.wantsClose)
+            guard POSIX.sendAll(fd, output.bytes) else { return }
+            if output.cut {
+                POSIX.shutdownBoth(fd)
+                return
+            }
+            if output.closeAfter {
+                POSIX.finishSending(fd)
+                return
+            }
+        }
+    }
+
+    /// Sleeps `seconds` in short slices; false if the origin was stopped meanwhile.
+    private func sleep(_ seconds: Double, unlessStoppedSince generation: Int) -> Bool {
+        guard seconds > 0 else { return true }  // also false for NaN
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(min(seconds, 86_400 * 365))
+        while true {
+            if state.withLock({ $0.generation != generation }) { return false }
+            let remaining = clock.now.duration(to: deadline)
+            if remaining <= .zero { return true }
+            let slice = min(remaining, .milliseconds(10))
+            let (whole, fraction) = slice.components
+            usleep(UInt32(whole) * 1_000_000 + UInt32(fraction / 1_000_000_000_000))
+        }
+    }
+}

@@ -1,0 +1,286 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// State behind a `pthread_mutex_t`.
+///
+/// A plain POSIX mutex (as in CacheStorage) so ThreadSanitizer sees lock and unlock, and so the
+/// origin runs on Apple systems older than `Synchronization.Mutex` needs.
+final class Locked<State>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var state: State
+
+    init(_ state: State) {
+        self.state = state
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the state. Keep `body` short: no I/O that can block.
+    func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&state)
+    }
+}
+
+/// A one-shot signal: one thread waits until another has said it is done.
+final class ExitSignal: @unchecked Sendable {  // `done` is only touched with `mutex` held
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var done = false
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func signal() {
+        pthread_mutex_lock(mutex)
+        done = true
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    func wait() {
+        pthread_mutex_lock(mutex)
+        while !done { pthread_cond_wait(condition, mutex) }
+        pthread_mutex_unlock(mutex)
+    }
+}
+
+/// The socket and thread calls the origin makes, with the Linux/Darwin differences in one place.
+enum POSIX {
+    /// The system's text for an `errno` value.
+    static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
+
+    #if canImport(Glibc)
+    private static let sendFlags = Int32(MSG_NOSIGNAL)  // a peer that went away gives EPIPE, not SIGPIPE
+    #else
+    private static let sendFlags: Int32 = 0  // Darwin: SO_NOSIGPIPE is set on every socket instead
+    #endif
+
+    /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
+    static func listeningSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw LoopbackOrigin.SocketError(operation: "socket(AF_INET, SOCK_STREAM)", code: errno) }
+        #if canImport(Darwin)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
+        #endif
+        // Lets `restart()` bind the same port while connections of the last run sit in TIME_WAIT.
+        setOption(fd, SOL_SOCKET, SO_REUSEADDR)
+
+        var address = sockaddr_in()
+        #if canImport(Darwin)
+        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+        #endif
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackOrigin.SocketError(operation: "bind(127.0.0.1:\(port))", code: code)
+        }
+        guard listen(fd, 128) == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackOrigin.SocketError(operation: "listen(127.0.0.1:\(port))", code: code)
+        }
+
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackOrigin.SocketError(operation: "getsockname", code: code)
+        }
+        return (fd, UInt16(bigEndian: actual.sin_port))
+    }
+
+    /// A pipe whose write end wakes the accept loop's `poll`.
+    static func wakePipe() throws(LoopbackOrigin.SocketError) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw LoopbackOrigin.SocketError(operation: "pipe", code: errno) }
+        _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
+        return (ends[0], ends[1])
+    }
+
+    /// Accepts one connection and configures it (close-on-exec, no Nagle, no SIGPIPE); -1 and `errno` on failure.
+    static func acceptConnection(_ listener: Int32) -> Int32 {
+        // accept4(SOCK_CLOEXEC) is not in Swift's Glibc module; the window before fcntl only matters to
+        // a process that forks and execs at that instant.
+        let fd = accept(listener, nil, nil)
+        guard fd >= 0 else { return fd }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        #if canImport(Darwin)
+        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
+        #endif
+        // A response goes out in one or two writes; without this, Nagle plus delayed ACK stalls keep-alive.
+        setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
+        return fd
+    }
+
+    private static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, level, name, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Blocks until `fd` or `wake` is readable; returns which, or nil when `poll` failed (EINTR included).
+    static func waitForEither(_ fd: Int32, orWake wake: Int32) -> (fd: Bool, wake: Bool)? {
+        var fds = [
+            pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+        ]
+        guard poll(&fds, nfds_t(fds.count), -1) >= 0 else { return nil }
+        return (fds[0].revents != 0, fds[1].revents != 0)
+    }
+
+    /// Whether `fd` becomes readable (data, end of stream or error) within `milliseconds`.
+    static func waitReadable(_ fd: Int32, milliseconds: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, milliseconds) > 0
+    }
+
+    /// Writes one byte to `fd`, ignoring failure (used to wake a `poll`).
+    static func poke(_ fd: Int32) {
+        var byte: UInt8 = 1
+        _ = write(fd, &byte, 1)
+    }
+
+    /// Sends all of `bytes`; false when the peer is gone or the socket was shut down.
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return true }
+            var offset = 0
+            while offset < buffer.count {
+                let sent = send(fd, base + offset, buffer.count - offset, sendFlags)
+                if sent > 0 {
+                    offset += sent
+                } else if sent < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return false
+                }
+            }
+            return true
+        }
+    }
+
+    /// Reads what is available into `buffer` (blocking until something is); 0 at end of stream, -1 on error.
+    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while true {
+            let received = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if received < 0 && errno == EINTR { continue }
+            return received
+        }
+    }
+
+    /// Shuts down both directions, waking any thread blocked in `recv` or `send` on `fd`.
+    static func shutdownBoth(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+        #else
+        _ = shutdown(fd, SHUT_RDWR)
+        #endif
+    }
+
+    /// Ends our side after an error reply, then reads (and drops) what the client is still sending for a
+    /// short while, so closing with unread input does not reset the connection before the reply arrives.
+    static func finishSending(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = shutdown(fd, Int32(SHUT_WR))
+        #else
+        _ = shutdown(fd, SHUT_WR)
+        #endif
+        var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+        var drained = 0
+        var rounds = 0
+        while drained < 1 << 20, rounds < 20, waitReadable(fd, milliseconds: 50) {
+            let received = scratch.withUnsafeMutableBytes { receive(fd, into: $0) }
+            if received <= 0 { return }
+            drained += received
+            rounds += 1
+        }
+    }
+
+    /// Closes `fd`, ignoring failure.
+    static func closeDescriptor(_ fd: Int32) {
+        _ = close(fd)
+    }
+
+    /// Starts a detached thread with a 1 MiB stack running `body`; false if the system refused.
+    static func spawnThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+        // Raw memory that pthread_attr_init fills (the zero initializer of the imported type is not
+        // visible here without importing Dispatch's C module on Linux).
+        let attributes = UnsafeMutablePointer<pthread_attr_t>.allocate(capacity: 1)
+        defer { attributes.deallocate() }
+        guard pthread_attr_init(attributes) == 0 else { return false }
+        defer { pthread_attr_destroy(attributes) }
+        _ = pthread_attr_setdetachstate(attributes, Int32(PTHREAD_CREATE_DETACHED))
+        _ = pthread_attr_setstacksize(attributes, 1 << 20)
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        #if canImport(Darwin)
+        var thread: pthread_t?
+        let created = pthread_create(
+            &thread, attributes,
+            { raw in
+                Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().run()
+                return nil
+            }, context)
+        #else
+        var thread: pthread_t = 0
+        let created = pthread_create(
+            &thread, attributes,
+            { raw in
+                guard let raw else { return nil }
+                Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().run()
+                return nil
+            }, context)
+        #endif
+        if created != 0 {
+            Unmanaged<ThreadBody>.fromOpaque(context).release()
+            return false
+        }
+        return true
+    }
+}
+
+/// The closure a new thread runs, boxed to pass through `pthread_create`'s context pointer.
+private final class ThreadBody {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}

@@ -1,0 +1,183 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Turns a handler's ``LoopbackOrigin/Response`` into the bytes sent for one request.
+enum ResponseWriter {
+    /// The bytes to send and what to do with the connection afterwards.
+    struct Output {
+        var bytes: [UInt8]
+        /// Close after sending: the client asked, the handler said `Connection: close`, or the
+        /// framing the handler chose cannot delimit the message.
+        var closeAfter: Bool
+        /// `cutAfterBodyBytes` was set: shut the connection down right after `bytes`.
+        var cut: Bool
+    }
+
+    /// The wire form of `response` for a request with `method` over HTTP/1.`minorVersion`.
+    ///
+    /// Adds `Content-Length` (RFC 9110 §8.6) unless the body is chunked, the handler set one, or the
+    /// status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set;
+    /// `Connection: close` when closing. HEAD, 1xx, 204 and 304 responses never carry a body.
+    static func encode(
+        _ response: LoopbackOrigin.Response, method: String, minorVersion: Int, clientWantsClose: Bool,
+        now: time_t = time(nil)
+    ) -> Output {
+        let status = (100...999).contains(response.status) ? response.status : 500
+        let isInterim = status < 200
+        let hasNoContent = isInterim || status == 204 || status == 304
+        let sendsBody = !hasNoContent && method != "HEAD"
+        // A chunked response to an HTTP/1.0 client is not understood (RFC 9112 §6.1): use a length instead.
+        let chunked = response.chunked && !hasNoContent && minorVersion >= 1
+        var fields = response.headers.map { (name: clean($0.name), value: clean($0.value)) }
+        func values(_ name: String) -> [String] {
+            fields.filter { ASCII.equalsIgnoringCase($0.name, name) }.map(\.value)
+        }
+
+        var closeAfter = clientWantsClose || isInterim || response.cutAfterBodyBytes != nil
+        let connectionTokens = values("connection").flatMap { $0.split(separator: ",") }
+            .map { ASCII.lowercased(ASCII.trimmed($0)) }
+        if connectionTokens.contains("close") { closeAfter = true }
+
+        let declaredLengths = values("content-length")
+        let declaresCoding = !values("transfer-encoding").isEmpty
+        if !hasNoContent {
+            if chunked {
+                if !declaresCoding { fields.append((name: "Transfer-Encoding", value: "chunked")) }
+                if !declaredLengths.isEmpty { closeAfter = true }
+            } else if declaresCoding {
+                closeAfter = true  // the handler framed the body itself; only the close delimits it for sure
+            } else if declaredLengths.isEmpty {
+                fields.append((name: "Content-Length", value: String(response.body.count)))
+            } else if sendsBody, declaredLengths.contains(where: { RequestReader.decimal($0) != response.body.count }) {
+                closeAfter = true  // a deliberately wrong Content-Length: do not reuse a desynchronised connection
+            }
+        }
+        if !isInterim, values("date").isEmpty {
+            fields.append((name: "Date", value: imfFixdate(now)))
+        }
+        if values("connection").isEmpty {
+            if closeAfter {
+                fields.append((name: "Connection", value: "close"))
+            } else if minorVersion == 0 {
+                fields.append((name: "Connection", value: "keep-alive"))
+            }
+        }
+
+        var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+        for field in fields {
+            head += "\(field.name): \(field.value)\r\n"
+        }
+        head += "\r\n"
+        var bytes = Array(head.utf8)
+        if sendsBody {
+            let body = response.body
+            let sent = body.prefix(max(0, response.cutAfterBodyBytes ?? body.count))
+            if chunked {
+                if !body.isEmpty {
+                    bytes += Array("\(String(body.count, radix: 16))\r\n".utf8)
+                    bytes += sent
+                    if sent.count == body.count { bytes += [0x0D, 0x0A] }
+                }
+                if sent.count == body.count { bytes += Array("0\r\n\r\n".utf8) }
+            } else {
+                bytes += sent
+            }
+        }
+        return Output(bytes: bytes, closeAfter: closeAfter, cut: response.cutAfterBodyBytes != nil)
+    }
+
+    /// A short `text/plain` error reply that closes the connection.
+    static func rejection(status: Int, reason: String, now: time_t = time(nil)) -> [UInt8] {
+        let body = "\(status) \(reasonPhrase(status)): \(reason)\n"
+        let head =
+            "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+            + "Content-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n"
+            + "Date: \(imfFixdate(now))\r\n"
+            + "Connection: close\r\n\r\n"
+        return Array((head + body).utf8)
+    }
+
+    /// Drops CR, LF and NUL so a handler's field cannot break the message framing.
+    private static func clean(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else { return text }
+        return String(text.unicodeScalars.filter { $0 != "\r" && $0 != "\n" && $0 != "\0" }.map(Character.init))
+    }
+
+    /// The registered reason phrase (RFC 9110 §15), or "" for codes without one.
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 100: "Continue"
+        case 101: "Switching Protocols"
+        case 103: "Early Hints"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 203: "Non-Authoritative Information"
+        case 204: "No Content"
+        case 205: "Reset Content"
+        case 206: "Partial Content"
+        case 300: "Multiple Choices"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 406: "Not Acceptable"
+        case 407: "Proxy Authentication Required"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
+        case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
+        case 416: "Range Not Satisfiable"
+        case 417: "Expectation Failed"
+        case 421: "Misdirected Request"
+        case 422: "Unprocessable Content"
+        case 426: "Upgrade Required"
+        case 428: "Precondition Required"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 505: "HTTP Version Not Supported"
+        default: ""
+        }
+    }
+
+    /// `IMF-fixdate` (RFC 9110 §5.6.7), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func imfFixdate(_ seconds: time_t) -> String {
+        var time = seconds
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return "Thu, 01 Jan 1970 00:00:00 GMT" }
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func padded(_ value: Int32, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        let day = days[Int(parts.tm_wday).clamped(0, 6)]
+        let month = months[Int(parts.tm_mon).clamped(0, 11)]
+        return "\(day), \(padded(parts.tm_mday, 2)) \(month) \(padded(parts.tm_year + 1900, 4)) "
+            + "\(padded(parts.tm_hour, 2)):\(padded(parts.tm_min, 2)):\(padded(parts.tm_sec, 2)) GMT"
+    }
+}
+
+extension Int {
+    fileprivate func clamped(_ low: Int, _ high: Int) -> Int { Swift.min(Swift.max(self, low), high) }
+}
