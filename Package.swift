@@ -30,12 +30,16 @@ let package = Package(
         // Where responses live: memory tier, SQLite index + body files.
         .target(
             name: "CacheStorage", dependencies: ["CacheSemantics", "CSQLiteHTTPCache"], swiftSettings: strictSettings),
-        // The cache users hold: semantics + storage + a transport. Not yet built.
+        // The cache users hold: semantics + storage + a transport (URLSession), URLProtocol.
         .target(
             name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+        // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
+        // integration tests, the benchmarks and `httpcache demo`.
+        .target(name: "LoopbackOrigin", swiftSettings: strictSettings),
         // Shared-cache HTTP proxy on the same engine. Not yet built.
         .target(name: "CachingProxy", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
-        .executableTarget(name: "httpcache", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "httpcache", dependencies: ["HTTPCaching", "LoopbackOrigin"], swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
             name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
@@ -44,7 +48,8 @@ let package = Package(
             name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),
         // Release-mode benchmarks: `swift run -c release benchmarks`.
         .executableTarget(
-            name: "Benchmarks", dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport"],
+            name: "Benchmarks",
+            dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin"],
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
@@ -53,6 +58,9 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

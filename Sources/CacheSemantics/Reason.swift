@@ -59,6 +59,10 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
     case noValidator
     case invalidated
 
+    // Decisions of the application or the cache around the engine (a rule, a hook, the
+    // store), in its own words.
+    case configured(String)
+
     public var description: String {
         switch self {
         case .malformedDirective(let field, let text):
@@ -167,6 +171,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .noValidator:
             return
                 "the stored response has neither ETag nor Last-Modified: it is fetched again in full (RFC 9111 §4.3.1)"
+        case .configured(let text):
+            return text
         case .invalidated:
             return
                 "the stored response was invalidated (RFC 9111 §4.4) or found stale by a HEAD response (§4.3.5): it must be validated before reuse"

@@ -1,7 +1,7 @@
 /// XXH64, the 64-bit xxHash (Yann Collet), written here from its specification: a
 /// non-cryptographic checksum fast enough to verify every body block on every read (about
 /// 8 GB/s here, against about 1.2 GB/s for a table-driven CRC-32C).
-enum XXH64 {
+package enum XXH64 {
     private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
     private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
@@ -73,7 +73,7 @@ enum XXH64 {
     }
 
     /// The hash of `bytes` with `seed`.
-    static func hash(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 {
+    package static func hash(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 {
         bytes.withUnsafeBytes { hash($0, seed: seed) }
     }
 }

@@ -1,0 +1,139 @@
+import CacheSemantics
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a response was obtained.
+public enum CacheOutcome: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Served from the cache without contacting the origin, fresh (or allowed by the policy).
+    case hit
+    /// Fetched from the origin: nothing usable was stored.
+    case miss
+    /// A stored response was validated with the origin: a `304 (Not Modified)` came back and
+    /// the stored body was served with freshened fields (RFC 9111 §4.3.4).
+    case revalidated
+    /// A stale stored response was served: the origin could not be reached (RFC 9111
+    /// §4.2.4), it answered with an error inside `stale-if-error`, during
+    /// `stale-while-revalidate` (RFC 5861), or because the request allowed it (`max-stale`,
+    /// a `returnCacheData` policy).
+    case stale
+    /// The cache was not used: the method, a rule or the manifest sent the request straight
+    /// to the origin, and nothing was stored.
+    case bypass
+
+    public var description: String { rawValue }
+}
+
+/// A response and how it was obtained.
+///
+/// `HTTPURLResponse` is immutable once made; swift-corelibs-foundation does not mark it
+/// `Sendable`, hence `@unchecked`.
+public struct CachedResponse: @unchecked Sendable {
+    /// The body. Empty for `HEAD` and for a `304` answering a conditional request.
+    public var data: Data
+    /// The response. Its fields include `Cache-Status` unless
+    /// ``HTTPCache/Configuration/addsCacheStatusField`` is off, and `Age` when it was served
+    /// from the cache.
+    public var response: HTTPURLResponse
+    /// How the response was obtained.
+    public var outcome: CacheOutcome
+    /// The RFC 9211 `Cache-Status` entry this cache added.
+    public var cacheStatus: CacheStatus
+    /// The bytes a will-store hook kept with the entry (``StoreChoice/userInfo``), on a
+    /// response served from or just written to the cache.
+    public var userInfo: Data?
+    /// Why the cache did what it did (freshness, staleness, the rule that applied).
+    public var reasons: [Reason]
+
+    /// The status code.
+    public var statusCode: Int { response.statusCode }
+    /// Whether this request waited for an identical one already in flight instead of making
+    /// its own origin request (RFC 9211 `collapsed`).
+    public var collapsed: Bool { cacheStatus.collapsed == true }
+}
+
+/// The head of a streamed response (``HTTPCache/bytes(for:)``).
+public struct CachedResponseHead: @unchecked Sendable {
+    /// The response (see ``CachedResponse/response``).
+    public var response: HTTPURLResponse
+    /// How the response was obtained.
+    public var outcome: CacheOutcome
+    /// The RFC 9211 `Cache-Status` entry this cache added.
+    public var cacheStatus: CacheStatus
+    /// The bytes a will-store hook kept with the entry.
+    public var userInfo: Data?
+    /// Why the cache did what it did.
+    public var reasons: [Reason]
+    /// The body length when known in advance.
+    public var expectedLength: Int64?
+}
+
+/// One request handled by the cache, for logging (``HTTPCache/Configuration/onEvent``).
+public struct CacheEvent: Sendable, CustomStringConvertible {
+    /// The request method.
+    public var method: String
+    /// The request URL.
+    public var url: String
+    /// The status code of the response, or `nil` when the request failed with an error.
+    public var status: Int?
+    /// How the response was obtained, when one was.
+    public var outcome: CacheOutcome?
+    /// The `Cache-Status` entry, when a response was produced.
+    public var cacheStatus: String?
+    /// The error the caller received, if any.
+    public var error: String?
+    /// Seconds from the call until the response head was ready.
+    public var duration: Double
+    /// Why.
+    public var reasons: [Reason]
+
+    public var description: String {
+        let result = status.map { "\($0) \(outcome?.rawValue ?? "")" } ?? "failed: \(error ?? "unknown error")"
+        let micros = Int((duration * 1_000_000).rounded())
+        return "\(method) \(url) → \(result) (\(cacheStatus ?? "no Cache-Status")) in \(micros) µs"
+    }
+}
+
+/// Counters since the cache was created.
+public struct CacheStatistics: Hashable, Sendable, Codable {
+    /// Responses served from the cache without contacting the origin (``CacheOutcome/hit``).
+    public var hits = 0
+    /// ``CacheOutcome/miss`` responses.
+    public var misses = 0
+    /// ``CacheOutcome/revalidated`` responses.
+    public var revalidated = 0
+    /// ``CacheOutcome/stale`` responses.
+    public var stale = 0
+    /// ``CacheOutcome/bypass`` responses.
+    public var bypassed = 0
+    /// Requests that ended in an error instead of a response.
+    public var errors = 0
+    /// Requests that waited for an identical one instead of making their own.
+    public var collapsed = 0
+    /// Body bytes served from the store (hits, stale and revalidated responses).
+    public var bytesServedFromCache: Int64 = 0
+    /// Body bytes the origin did not send because it answered `304` (the stored body's size).
+    public var bytesSavedByRevalidation: Int64 = 0
+
+    /// Zeroed counters.
+    public init() {}
+
+    /// Responses whose body came from the store, over all responses.
+    public var hitRatio: Double {
+        let served = hits + stale + revalidated
+        let total = served + misses + bypassed
+        return total == 0 ? 0 : Double(served) / Double(total)
+    }
+
+    mutating func count(_ outcome: CacheOutcome) {
+        switch outcome {
+        case .hit: hits += 1
+        case .miss: misses += 1
+        case .revalidated: revalidated += 1
+        case .stale: stale += 1
+        case .bypass: bypassed += 1
+        }
+    }
+}

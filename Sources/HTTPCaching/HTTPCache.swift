@@ -1,0 +1,290 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An HTTP cache: RFC 9111 decisions (``CacheSemantics``) over a store (``CacheStorage``) in
+/// front of a transport.
+///
+/// ```swift
+/// let cache = try HTTPCache()
+/// let result = try await cache.data(for: URLRequest(url: url))
+/// print(result.outcome, result.cacheStatus)   // miss, then hit, revalidated, stale…
+/// ```
+///
+/// One instance is safe to share across threads and tasks. Several instances, in one
+/// process or many, may share a directory.
+public final class HTTPCache: Sendable {
+    /// How a cache behaves.
+    public struct Configuration: Sendable {
+        /// A shared cache (a proxy) rather than a private one (an app's own): `s-maxage`,
+        /// `proxy-revalidate`, `private` and the `Authorization` rules then apply (RFC 9111
+        /// §3.5), and `CDN-Cache-Control` is obeyed (RFC 9213). Default `false`.
+        public var isShared = false
+        /// Bytes of bodies the memory tier keeps. Default 32 MiB.
+        public var memoryCapacity: Int64 = 32 << 20
+        /// Bytes of bodies the disk tier keeps. Default 1 GiB.
+        public var diskCapacity: Int64 = DiskStore.Configuration.defaultCapacity
+        /// The cache directory; `nil` keeps everything in memory. Default
+        /// `DiskStore.defaultDirectory()` (`$HTTPCACHE_DIR`, else the user's cache directory).
+        public var directory: String? = DiskStore.defaultDirectory()
+        /// The largest body stored; larger responses are passed on and not stored (the
+        /// response's ``CachedResponse/reasons`` say so). Default: 1/8 of the disk capacity.
+        public var maximumEntrySize: Int64?
+        /// The fraction of the time since `Last-Modified` used as a freshness lifetime when
+        /// the origin gives none (RFC 9111 §4.2.2). Default 0.1.
+        public var heuristicFraction = 0.1
+        /// The current time in seconds since 1970. Tests pass a manual clock.
+        public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// The policy used for requests whose `cachePolicy` is `.useProtocolCachePolicy`.
+        public var defaultPolicy: CachePolicy = .useProtocolCachePolicy
+        /// Rules by URL pattern: never cache, force a lifetime, pin.
+        public var rules: [CacheRule] = []
+        /// Chooses the key a request is cached under; `nil` returned means "do not cache this
+        /// request". Default: the request's URL (``RequestKey/standard(_:)``).
+        public var cacheKey: (@Sendable (URLRequest) -> RequestKey?)?
+        /// Sees every response the cache could store and decides: store as is, store with
+        /// other fields, memory only, or not at all; with `userInfo` to keep.
+        public var willStore: (@Sendable (StoreCandidate) -> StoreChoice)?
+        /// Receives one ``CacheEvent`` per request, for logging.
+        public var onEvent: (@Sendable (CacheEvent) -> Void)?
+        /// Adds the RFC 9211 `Cache-Status` field to every response. Default `true`.
+        public var addsCacheStatusField = true
+        /// The cache's name in `Cache-Status`. Default `HTTPCache`.
+        public var name = "HTTPCache"
+        /// Follows redirects (each hop cached under its own URL). Default `true`, at most
+        /// ``maximumRedirects``.
+        public var followsRedirects = true
+        /// The most redirects followed for one request.
+        public var maximumRedirects = 10
+        /// Receives what the cache reports (storage failures, entries dropped).
+        public var log: @Sendable (String) -> Void = { message in
+            FileHandle.standardError.write(Data("httpcache: \(message)\n".utf8))
+        }
+
+        /// The defaults: a private cache in the user's cache directory.
+        public init() {}
+
+        /// A private cache kept in memory only.
+        public static var memoryOnly: Configuration {
+            var configuration = Configuration()
+            configuration.directory = nil
+            return configuration
+        }
+    }
+
+    /// The configuration.
+    public let configuration: Configuration
+    /// The store responses live in.
+    public let store: any CacheStore
+    /// The network.
+    public let transport: any HTTPTransport
+    let engine: CacheEngine
+    let state = Locked(State())
+
+    struct State {
+        var statistics = CacheStatistics()
+        var manifestRules: [CacheRule] = []
+        /// Requests being fetched, by coalescing identity, with those waiting for them.
+        var inFlight: [String: [CheckedContinuation<Join, Never>]] = [:]
+        /// Primary keys being revalidated in the background.
+        var revalidating: Set<String> = []
+        var background: [Int: Task<Void, Never>] = [:]
+        var nextBackgroundID = 0
+    }
+
+    /// Creates a cache on the configured store: memory in front of a disk store in
+    /// ``Configuration/directory``, or memory alone.
+    ///
+    /// - Parameters:
+    ///   - configuration: How it behaves.
+    ///   - transport: The network; by default a ``URLSessionTransport``.
+    /// - Throws: `StorageError` when the directory cannot be used.
+    public convenience init(
+        configuration: Configuration = Configuration(), transport: (any HTTPTransport)? = nil
+    ) throws(StorageError) {
+        let clock = configuration.clock
+        let store: any CacheStore
+        let maximum = configuration.maximumEntrySize
+        if let directory = configuration.directory {
+            let disk = try DiskStore(
+                DiskStore.Configuration(
+                    directory: directory, capacity: configuration.diskCapacity, maximumEntrySize: maximum,
+                    log: configuration.log),
+                clock: clock)
+            let memory = MemoryStore(
+                capacity: configuration.memoryCapacity,
+                maximumEntrySize: min(maximum ?? configuration.memoryCapacity / 4, configuration.memoryCapacity),
+                clock: clock)
+            store = TieredStore(memory: memory, disk: disk)
+        } else {
+            store = MemoryStore(capacity: configuration.memoryCapacity, maximumEntrySize: maximum, clock: clock)
+        }
+        self.init(configuration: configuration, store: store, transport: transport ?? URLSessionTransport())
+    }
+
+    /// Creates a cache on a store of your own (for example one shared by several caches).
+    public init(configuration: Configuration = Configuration(), store: any CacheStore, transport: any HTTPTransport) {
+        self.configuration = configuration
+        self.store = store
+        self.transport = transport
+        var engineConfiguration: CacheEngine.Configuration =
+            configuration.isShared ? .sharedCache : .privateCache
+        engineConfiguration.heuristicFraction = configuration.heuristicFraction
+        engine = CacheEngine(configuration: engineConfiguration)
+    }
+
+    // MARK: Fetching
+
+    /// Fetches `request` through the cache and returns the whole body.
+    ///
+    /// The request's `cachePolicy` (all six) and its `Cache-Control` are honoured
+    /// (RFC 9111 §5.2.1). When the origin cannot be reached, a stored response is served
+    /// where RFC 9111 §4.2.4 allows it (outcome ``CacheOutcome/stale``), a `504` when it
+    /// forbids it (`must-revalidate`), and otherwise the transport's error is thrown.
+    public func data(for request: URLRequest) async throws -> CachedResponse {
+        try await data(for: request, forceStore: false)
+    }
+
+    /// ``data(for:)``, optionally storing what RFC 9111 would not (manifest pre-fetches).
+    func data(for request: URLRequest, forceStore: Bool) async throws -> CachedResponse {
+        try await following(request, forceStore: forceStore) { prepared in
+            var exchange = try await self.exchange(prepared, coalesce: true)
+            var data = Data()
+            if case .stored(let id, _) = exchange.body {
+                do {
+                    data = Data(try store.body(of: id))
+                } catch {
+                    // Corrupted or gone since the lookup: the store dropped it; ask again.
+                    configuration.log("the stored body of \(prepared.urlString) could not be read (\(error)); fetching it again")
+                    try? store.remove(id)
+                    exchange = try await self.exchange(prepared, coalesce: true)
+                }
+            }
+            switch exchange.body {
+            case .stored(let id, _):
+                if data.isEmpty { data = Data(try store.body(of: id)) }
+            case .source(let source):
+                data = try await ResponseBody(source: source).collect()
+            }
+            let response = exchange.finished(url: prepared.url, configuration: configuration)
+            return CachedResponse(
+                data: prepared.method == "HEAD" ? Data() : data, response: response, outcome: exchange.outcome,
+                cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo, reasons: exchange.reasons)
+        } summary: { result in
+            (result.response, result.outcome, result.cacheStatus, result.reasons)
+        }
+    }
+
+    /// Fetches `request` through the cache and returns as soon as the response head is
+    /// known; the body streams (from the store, or from the origin while it is stored).
+    public func bytes(for request: URLRequest) async throws -> (CachedResponseHead, ResponseBody) {
+        try await following(request, forceStore: false) { prepared in
+            let exchange = try await self.exchange(prepared, coalesce: true)
+            let source: any BodySource
+            switch exchange.body {
+            case .stored(let id, let size):
+                source = StoredSource(store: store, id: id, size: prepared.method == "HEAD" ? 0 : size)
+            case .source(let body):
+                source = body
+            }
+            let head = CachedResponseHead(
+                response: exchange.finished(url: prepared.url, configuration: configuration),
+                outcome: exchange.outcome, cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo,
+                reasons: exchange.reasons, expectedLength: exchange.expectedLength)
+            return (head, ResponseBody(source: source))
+        } summary: { result in
+            (result.0.response, result.0.outcome, result.0.cacheStatus, result.0.reasons)
+        }
+    }
+
+    /// Waits until background work (stale-while-revalidate revalidations) has finished.
+    public func waitForBackgroundWork() async {
+        while true {
+            let tasks = state.withLock { Array($0.background.values) }
+            if tasks.isEmpty { return }
+            for task in tasks { await task.value }
+        }
+    }
+
+    /// The counters since this instance was created.
+    public var statistics: CacheStatistics { state.withLock { $0.statistics } }
+
+    /// The rules in force: ``Configuration/rules`` followed by those a manifest added.
+    public var rules: [CacheRule] { configuration.rules + state.withLock { $0.manifestRules } }
+
+    /// Runs one request (and its redirects, when followed), counting outcomes and reporting
+    /// an event for each.
+    private func following<Result>(
+        _ request: URLRequest, forceStore: Bool, _ body: (Prepared) async throws -> Result,
+        summary: (Result) -> (HTTPURLResponse, CacheOutcome, CacheStatus, [Reason])
+    ) async throws -> Result {
+        var current = request
+        var redirects = 0
+        while true {
+            let started = configuration.clock()
+            let prepared: Prepared
+            let result: Result
+            do {
+                var ready = try prepare(current)
+                ready.forceStore = forceStore
+                prepared = ready
+                result = try await body(prepared)
+            } catch {
+                state.withLock { $0.statistics.errors += 1 }
+                configuration.onEvent?(
+                    CacheEvent(
+                        method: current.httpMethod ?? "GET", url: current.url?.absoluteString ?? "", status: nil,
+                        outcome: nil, cacheStatus: nil, error: String(describing: error),
+                        duration: configuration.clock() - started, reasons: []))
+                throw error
+            }
+            let (http, outcome, cacheStatus, reasons) = summary(result)
+            state.withLock { $0.statistics.count(outcome) }
+            configuration.onEvent?(
+                CacheEvent(
+                    method: prepared.method, url: prepared.urlString, status: http.statusCode, outcome: outcome,
+                    cacheStatus: cacheStatus.fieldValue, error: nil, duration: configuration.clock() - started,
+                    reasons: reasons))
+            if configuration.followsRedirects, redirects < configuration.maximumRedirects,
+                let next = redirected(current, response: http)
+            {
+                redirects += 1
+                current = next
+                continue
+            }
+            return result
+        }
+    }
+
+    /// The request a redirect leads to (RFC 9110 §15.4), or `nil` when `response` is not
+    /// one to follow.
+    private func redirected(_ request: URLRequest, response: HTTPURLResponse) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(response.statusCode),
+            let location = response.value(forHTTPHeaderField: "Location"),
+            let base = request.url,
+            let target = URL(string: location, relativeTo: base)?.absoluteURL,
+            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+        else { return nil }
+        var next = request
+        next.url = target
+        let method = request.httpMethod ?? "GET"
+        if (response.statusCode == 303 && method != "HEAD")
+            || ([301, 302].contains(response.statusCode) && method == "POST")
+        {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding"] {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        if target.host != base.host || target.scheme != base.scheme || target.port != base.port {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
+        }
+        return next
+    }
+}

@@ -1,0 +1,113 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+/// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:)``
+/// show it: what is stored, and what it means now.
+public struct CacheEntryInfo: Hashable, Sendable {
+    /// The entry's identity in the store.
+    public var id: EntryID
+    /// The URL it was stored for.
+    public var url: String
+    /// The key it is stored under (RFC 9111 §4.1).
+    public var primaryKey: String
+    /// The status code.
+    public var status: Int
+    /// The stored fields.
+    public var fields: HeaderFields
+    /// The body size in bytes.
+    public var bodySize: Int64
+    /// When it was stored and last used, in seconds since 1970.
+    public var storedAt: Double
+    /// See ``storedAt``.
+    public var lastAccess: Double
+    /// How often it was served.
+    public var hits: Int
+    /// Whether eviction skips it.
+    public var isPinned: Bool
+    /// Whether it lives in memory only.
+    public var isMemoryOnly: Bool
+    /// The bytes a will-store hook kept with it.
+    public var userInfo: Data?
+    /// The parsed facts, `nil` when they cannot be read.
+    public var facts: StoredResponseFacts?
+    /// `current_age` now (RFC 9111 §4.2.3).
+    public var age: Double
+    /// Whether it is fresh now (§4.2).
+    public var isFresh: Bool { facts.map { $0.freshnessLifetime > age } ?? false }
+    /// Why it is fresh or stale now, and what limits its reuse.
+    public var reasons: [Reason]
+}
+
+extension HTTPCache {
+    /// Every stored response whose URL starts with `urlPrefix` (all when `nil`), most
+    /// recently used first.
+    public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
+        let time = now
+        return try store.entries().filter { urlPrefix.map($0.head.url.hasPrefix) ?? true }.map { info($0, at: time) }
+    }
+
+    /// The stored responses (every `Vary` variant) for `GET url`.
+    public func entries(for url: URL) throws(StorageError) -> [CacheEntryInfo] {
+        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return [] }
+        let time = now
+        return try store.variants(of: key.primaryKey).map { info($0, at: time) }
+    }
+
+    /// Removes the stored responses for `GET url`; returns how many.
+    @discardableResult
+    public func remove(url: URL) throws(StorageError) -> Int {
+        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }
+        return try store.remove(primaryKey: key.primaryKey)
+    }
+
+    /// Removes every stored response whose URL starts with `prefix`; returns how many.
+    @discardableResult
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        try store.remove(urlPrefix: prefix)
+    }
+
+    /// Removes everything.
+    public func removeAll() throws(StorageError) {
+        try store.removeAll()
+    }
+
+    /// Pins (or unpins) the stored responses for `GET url`: eviction skips pinned entries.
+    /// Returns how many changed.
+    @discardableResult
+    public func setPinned(_ pinned: Bool, url: URL) throws(StorageError) -> Int {
+        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }
+        return try store.setPinned(pinned, primaryKey: key.primaryKey)
+    }
+
+    /// Entry counts and body bytes: all, and per tier when the store is tiered.
+    public var totals: (all: StoreTotals, memory: StoreTotals?, disk: StoreTotals?) {
+        if let tiered = store as? TieredStore {
+            return (tiered.totals(), tiered.memory.totals(), tiered.disk.totals())
+        }
+        return (store.totals(), store is MemoryStore ? store.totals() : nil, store is DiskStore ? store.totals() : nil)
+    }
+
+    private func info(_ entry: StoredEntry, at time: Timestamp) -> CacheEntryInfo {
+        let facts = StoredResponseFacts(serialized: entry.head.facts)
+        var reasons: [Reason] = []
+        var age = 0.0
+        if let facts {
+            age = facts.currentAge(at: time)
+            let lifetime = facts.freshnessLifetime
+            reasons.append(lifetime > age ? .fresh(age: age, lifetime: lifetime) : .stale(by: age - lifetime))
+            if facts.flags.has(.noCache) { reasons.append(.responseNoCache) }
+            if facts.flags.has(.mustRevalidate) { reasons.append(.mustRevalidate) }
+            if facts.flags.has(.invalidated) { reasons.append(.invalidated) }
+            if !facts.hasValidator { reasons.append(.noValidator) }
+        } else {
+            reasons.append(.configured("its facts cannot be read; it will be dropped when next looked up"))
+        }
+        return CacheEntryInfo(
+            id: entry.id, url: entry.head.url, primaryKey: entry.head.primaryKey, status: entry.head.status,
+            fields: entry.head.fields, bodySize: entry.bodySize, storedAt: entry.storedAt,
+            lastAccess: entry.lastAccess, hits: entry.hits, isPinned: entry.isPinned,
+            isMemoryOnly: entry.head.storagePolicy == .memoryOnly, userInfo: entry.head.userInfo.map { Data($0) },
+            facts: facts, age: age, reasons: reasons)
+    }
+}

@@ -1,0 +1,142 @@
+import CacheStorage
+import Foundation
+
+/// The body of a streamed response (``HTTPCache/bytes(for:)``): chunks of bytes, read once.
+///
+/// A stored body is read from the store a block at a time as the sequence is iterated, each
+/// block verified against its checksum; a body from the origin is written to the store while
+/// it is passed on, and the entry is committed when the last chunk has been read. A body
+/// that is not read to the end is not stored.
+public struct ResponseBody: AsyncSequence, Sendable {
+    public typealias Element = Data
+
+    let source: any BodySource
+
+    /// Reads the chunks in order.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let source: any BodySource
+
+        public mutating func next() async throws -> Data? { try await source.next() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: source) }
+
+    /// Every remaining byte.
+    public func collect() async throws -> Data {
+        var data = Data()
+        for try await chunk in self { data.append(chunk) }
+        return data
+    }
+}
+
+/// Produces a body's chunks; `nil` at the end.
+protocol BodySource: AnyObject, Sendable {
+    func next() async throws -> Data?
+}
+
+/// A body already in memory.
+final class DataSource: BodySource, @unchecked Sendable {
+    private var data: Data?
+
+    init(_ data: Data) { self.data = data.isEmpty ? nil : data }
+
+    func next() async throws -> Data? {
+        defer { data = nil }
+        return data
+    }
+}
+
+/// A stored body, read in verified blocks.
+final class StoredSource: BodySource, @unchecked Sendable {
+    private let store: any CacheStore
+    private let id: EntryID
+    private let size: Int64
+    private var offset: Int64 = 0
+    static let chunkSize: Int64 = 256 * 1024
+
+    init(store: any CacheStore, id: EntryID, size: Int64) {
+        self.store = store
+        self.id = id
+        self.size = size
+    }
+
+    func next() async throws -> Data? {
+        guard offset < size else { return nil }
+        let end = min(size, offset + Self.chunkSize) - 1
+        let bytes = try store.body(of: id, range: offset...end)
+        guard !bytes.isEmpty else {
+            throw StorageError(.corrupted, "stored body \(id) ended at \(offset) of \(size) bytes")
+        }
+        offset += Int64(bytes.count)
+        return Data(bytes)
+    }
+}
+
+/// A body from the origin, written to the store (when a writer is given) while it is passed
+/// on. The entry is committed after the last chunk; an error, or the body being dropped
+/// before its end, aborts it. `finished` runs exactly once either way, with whether the entry
+/// was committed.
+final class TeeSource: BodySource, @unchecked Sendable {
+    private var iterator: AsyncThrowingStream<Data, any Error>.AsyncIterator
+    private var writer: (any EntryWriter)?
+    private var finished: (@Sendable (Bool) -> Void)?
+    private let log: @Sendable (String) -> Void
+    private var done = false
+
+    init(
+        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?,
+        log: @escaping @Sendable (String) -> Void, finished: (@Sendable (Bool) -> Void)?
+    ) {
+        iterator = body.makeAsyncIterator()
+        self.writer = writer
+        self.log = log
+        self.finished = finished
+    }
+
+    deinit { finish(committed: false) }
+
+    func next() async throws -> Data? {
+        guard !done else { return nil }
+        let chunk: Data?
+        do {
+            chunk = try await iterator.next()
+        } catch {
+            finish(committed: false)
+            throw error
+        }
+        guard let chunk else {
+            var committed = false
+            if let writer {
+                do {
+                    try writer.commit()
+                    committed = true
+                } catch {
+                    log("could not store the response: \(error) (it was served, not cached)")
+                }
+            }
+            writer = nil
+            finish(committed: committed)
+            return nil
+        }
+        if let current = writer {
+            do {
+                try current.append(Array(chunk))
+            } catch {
+                // Too large or the disk failed: pass the rest on without storing.
+                log("stopped storing a response: \(error)")
+                current.abort()
+                writer = nil
+            }
+        }
+        return chunk
+    }
+
+    private func finish(committed: Bool) {
+        guard !done else { return }
+        done = true
+        if !committed { writer?.abort() }
+        writer = nil
+        finished?(committed)
+        finished = nil
+    }
+}

@@ -1,0 +1,135 @@
+import CacheStorage
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response from the network: its head, with the body still arriving.
+public struct TransportResponse: @unchecked Sendable {
+    /// The response head.
+    public var response: HTTPURLResponse
+    /// The body, in chunks as they arrive. It ends with an error when the connection fails
+    /// before the body is complete.
+    public var body: AsyncThrowingStream<Data, any Error>
+
+    /// Creates a response whose body streams.
+    public init(response: HTTPURLResponse, body: AsyncThrowingStream<Data, any Error>) {
+        self.response = response
+        self.body = body
+    }
+
+    /// Creates a response whose body is already known.
+    public init(response: HTTPURLResponse, data: Data) {
+        self.response = response
+        body = AsyncThrowingStream { continuation in
+            if !data.isEmpty { continuation.yield(data) }
+            continuation.finish()
+        }
+    }
+}
+
+/// What sends requests to the origin. The cache depends on nothing else of the network.
+///
+/// A transport must not cache, must not follow redirects (the cache follows them itself, so
+/// each hop is cached under its own URL), and reports a connection failure (refused, DNS,
+/// timeout, no network) by throwing.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns as soon as the response head has arrived.
+    func send(_ request: URLRequest) async throws -> TransportResponse
+}
+
+/// An ``HTTPTransport`` on a `URLSession` of its own, with no `URLCache`, no cookies kept
+/// between requests unless the configuration says so, and redirects handed back unfollowed.
+public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataDelegate, @unchecked Sendable {
+    // The session and the task table are set once or guarded by `tasks`' lock.
+    private var session: URLSession!
+    private let tasks = Locked([Int: TaskState]())
+
+    private struct TaskState {
+        var head: CheckedContinuation<TransportResponse, any Error>?
+        var body: AsyncThrowingStream<Data, any Error>.Continuation?
+    }
+
+    /// Creates a transport. The configuration's `urlCache` is removed, its request cache
+    /// policy set to ignore local data, and ``CachingURLProtocol`` removed from its protocol
+    /// classes so requests the cache sends are never intercepted by the cache itself.
+    public init(configuration: URLSessionConfiguration = .ephemeral) {
+        super.init()
+        let configuration = configuration.copy() as! URLSessionConfiguration
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.protocolClasses = configuration.protocolClasses?.filter { $0 != CachingURLProtocol.self }
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
+    }
+
+    deinit { session.invalidateAndCancel() }
+
+    public func send(_ request: URLRequest) async throws -> TransportResponse {
+        let task = session.dataTask(with: request)
+        let identifier = task.taskIdentifier
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                tasks.withLock { $0[identifier] = TaskState(head: continuation) }
+                task.resume()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    public func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
+        let identifier = dataTask.taskIdentifier
+        guard let http = response as? HTTPURLResponse else {
+            let continuation = tasks.withLock { $0.removeValue(forKey: identifier)?.head }
+            continuation?.resume(throwing: URLError(.badServerResponse))
+            completionHandler(.cancel)
+            return
+        }
+        let (stream, bodyContinuation) = AsyncThrowingStream<Data, any Error>.makeStream()
+        bodyContinuation.onTermination = { termination in
+            if case .cancelled = termination { dataTask.cancel() }
+        }
+        let head = tasks.withLock { state -> CheckedContinuation<TransportResponse, any Error>? in
+            let head = state[identifier]?.head
+            state[identifier] = TaskState(head: nil, body: bodyContinuation)
+            return head
+        }
+        head?.resume(returning: TransportResponse(response: http, body: stream))
+        completionHandler(.allow)
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let body = tasks.withLock { $0[dataTask.taskIdentifier]?.body }
+        body?.yield(data)
+    }
+
+    public func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let state = tasks.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        if let head = state.head {
+            // No response head arrived (a redirect handed back arrives here on some platforms).
+            if error == nil, let http = task.response as? HTTPURLResponse {
+                head.resume(returning: TransportResponse(response: http, data: Data()))
+            } else {
+                head.resume(throwing: error ?? URLError(.badServerResponse))
+            }
+        }
+        if let error {
+            state.body?.finish(throwing: error)
+        } else {
+            state.body?.finish()
+        }
+    }
+}
