@@ -19,27 +19,7 @@ enum StoreTestSupport {
     }
 
     /// The `StorageStress` executable built next to the test bundle.
-    static func stressExecutable() throws -> String {
-        var starts: [URL] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            starts.append(URL(fileURLWithPath: exe))
-        }
-        if let main = Bundle.main.executableURL { starts.append(main) }
-        starts.append(Bundle.main.bundleURL)
-        if let first = CommandLine.arguments.first { starts.append(URL(fileURLWithPath: first)) }
-        var tried: [String] = []
-        for start in starts {
-            // Linux: <bin>/Package.xctest; macOS: <bin>/Package.xctest/Contents/MacOS/Package.
-            var directory = start.deletingLastPathComponent()
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("StorageStress")
-                tried.append(candidate.path)
-                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate.path }
-                directory = directory.deletingLastPathComponent()
-            }
-        }
-        throw StressExecutableMissing(tried: tried)
-    }
+    static func stressExecutable() throws -> String { try BuiltExecutable.path("StorageStress") }
 
     /// A stress entry's head: its body is derived from its URL.
     static func head(key: Int, generation: Int, size: Int) -> EntryHead {
@@ -118,11 +98,3 @@ enum StoreTestSupport {
     }
 }
 
-struct StressExecutableMissing: Error, CustomStringConvertible {
-    var tried: [String]
-    var description: String {
-        "the StorageStress executable was not found next to the test bundle (looked for "
-            + "\(tried.joined(separator: ", "))); build it with `swift build --build-tests` before "
-            + "`swift test --skip-build`"
-    }
-}
