@@ -1,0 +1,215 @@
+import CacheSemantics
+import CacheStorage
+import CacheTestSupport
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Coalescing, hooks, rules and the manifest")
+struct HookTests {
+    /// 20 concurrent identical requests make one origin request; the others wait for it
+    /// and are answered from what it stored (RFC 9211 `collapsed`).
+    @Test func twentyConcurrentRequestsMakeOne() async throws {
+        let h = try Harness()
+        h.origin.route("/slow") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "shared", delay: 0.2)
+        }
+        let results = try await withThrowingTaskGroup(of: CachedResponse.self) { group in
+            for _ in 0..<20 { group.addTask { try await h.get("/slow") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(h.origin.count("/slow") == 1)
+        #expect(results.allSatisfy { $0.text == "shared" && $0.statusCode == 200 })
+        #expect(results.filter(\.collapsed).count == 19)
+        #expect(results.allSatisfy { $0.outcome == .miss })
+        #expect(h.cache.statistics.collapsed == 19)
+    }
+
+    /// Seed 000: a will-store hook forces `max-age=60` on a response with no Cache-Control.
+    @Test func willStoreForcesLifetime() async throws {
+        let h = try Harness {
+            $0.willStore = { candidate in
+                candidate.hasCachingFields
+                    ? .store : StoreChoice(fields: candidate.fields(withCacheControl: "max-age=60"))
+            }
+        }
+        h.serve("/plain", body: "no caching fields")
+        let first = try await h.get("/plain")
+        #expect(first.cacheStatus.stored == true)
+        h.clock.advance(by: 30)
+        #expect(try await h.get("/plain").outcome == .hit)
+        h.clock.advance(by: 60)
+        #expect(try await h.get("/plain").outcome == .miss)
+    }
+
+    /// Memory-only entries are served but never reach the disk: another cache on the same
+    /// directory does not see them.
+    @Test func memoryOnlyNeverOnDisk() async throws {
+        let h = try Harness { $0.willStore = { _ in .memoryOnly } }
+        h.serve("/mem", [("Cache-Control", "max-age=60")], body: "volatile")
+        _ = try await h.get("/mem")
+        #expect(try await h.get("/mem").outcome == .hit)
+        #expect(h.cache.totals.disk?.entries == 0)
+        #expect(h.cache.totals.memory?.entries == 1)
+        #expect(try h.cache.entries(for: h.origin.url("/mem")).first?.isMemoryOnly == true)
+        let other = try Harness(directory: h.directory)
+        #expect(try other.cache.entries().isEmpty)
+    }
+
+    /// A hook's refusal is honoured and says so.
+    @Test func willStoreRefuses() async throws {
+        let h = try Harness { $0.willStore = { _ in .doNotStore } }
+        h.serve("/no", [("Cache-Control", "max-age=60")])
+        let first = try await h.get("/no")
+        #expect(first.cacheStatus.stored == false)
+        #expect(first.reasons.contains { $0.description.contains("will-store hook refused") })
+        #expect(try await h.get("/no").outcome == .miss)
+    }
+
+    /// userInfo is kept with the entry, returned on hits, and read by another cache
+    /// instance on the same directory.
+    @Test func userInfoRoundTrip() async throws {
+        let h = try Harness {
+            $0.willStore = { candidate in
+                StoreChoice(userInfo: Data("tag:\(candidate.response.statusCode)".utf8))
+            }
+        }
+        h.serve("/u", [("Cache-Control", "max-age=60")])
+        let miss = try await h.get("/u")
+        #expect(miss.userInfo == Data("tag:200".utf8))
+        let hit = try await h.get("/u")
+        #expect(hit.outcome == .hit && hit.userInfo == Data("tag:200".utf8))
+        let other = try Harness(directory: h.directory)
+        let elsewhere = try await other.cache.data(for: URLRequest(url: h.origin.url("/u")))
+        #expect(elsewhere.outcome == .hit && elsewhere.userInfo == Data("tag:200".utf8))
+    }
+
+    /// The key hook: requests differing only in a volatile query item share one entry.
+    @Test func keyHookDropsVolatileQueryItems() async throws {
+        let h = try Harness { $0.cacheKey = { RequestKey.dropping(queryItems: ["_ts"], from: $0) } }
+        h.serve("/k", [("Cache-Control", "max-age=60")])
+        _ = try await h.get("/k?id=1&_ts=100")
+        #expect(try await h.get("/k?id=1&_ts=200").outcome == .hit)
+        #expect(try await h.get("/k?id=2&_ts=200").outcome == .miss)
+    }
+
+    /// Opt-in keying of a POST by its body (GraphQL-style queries): the same body is a hit,
+    /// another body a miss, and such a POST invalidates nothing.
+    @Test func postKeyedByBody() async throws {
+        let h = try Harness {
+            $0.cacheKey = { request in
+                request.url.map { RequestKey(url: $0, includesBody: request.url?.path == "/graphql") }
+            }
+        }
+        h.origin.route("/graphql") { request in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: request.body)
+        }
+        let query = Data(#"{"query":"{ me { id } }"}"#.utf8)
+        let first = try await h.get("/graphql", method: "POST", body: query)
+        let second = try await h.get("/graphql", method: "POST", body: query)
+        let other = try await h.get("/graphql", method: "POST", body: Data(#"{"query":"{ you }"}"#.utf8))
+        #expect(first.outcome == .miss && second.outcome == .hit && second.data == query)
+        #expect(other.outcome == .miss)
+        #expect(h.origin.count("/graphql") == 2)
+        #expect(h.origin.requests(to: "/graphql").allSatisfy { $0.method == "POST" })
+    }
+
+    /// URL rules: never cache, force a lifetime, pin.
+    @Test func urlRules() async throws {
+        let h = try Harness {
+            $0.rules = [
+                CacheRule("*/live/*", .neverCache),
+                CacheRule("*/forced", .forceLifetime(seconds: 300)),
+                CacheRule("*/pinned", .pin),
+            ]
+        }
+        h.serve("/live/score", [("Cache-Control", "max-age=60")])
+        h.serve("/forced", [("Cache-Control", "no-cache")])
+        h.serve("/pinned", [("Cache-Control", "max-age=60")])
+        let live = try await h.get("/live/score")
+        #expect(live.outcome == .bypass && live.cacheStatus.forward == .bypass)
+        #expect(try await h.get("/live/score").outcome == .bypass)
+        _ = try await h.get("/forced")
+        h.clock.advance(by: 200)
+        #expect(try await h.get("/forced").outcome == .hit)
+        _ = try await h.get("/pinned")
+        #expect(try h.cache.entries(for: h.origin.url("/pinned")).first?.isPinned == true)
+        #expect(try h.cache.entries(for: h.origin.url("/forced")).first?.isPinned == false)
+    }
+
+    /// Seed 003: a manifest's NETWORK patterns are never cached; its CACHE URLs are fetched,
+    /// pinned and served while the origin is down — even one the origin marked no-store.
+    @Test func manifestSections() async throws {
+        let h = try Harness()
+        h.serve("/app.css", [("Cache-Control", "max-age=60")], body: "css")
+        h.serve("/offline.html", [("Cache-Control", "no-store")], body: "offline page")
+        h.serve("/api/live", [("Cache-Control", "max-age=60")], body: "live")
+        let manifest = try CacheManifest(
+            parsing: """
+                HTTPCACHE MANIFEST
+                # pre-fetched for offline use
+                CACHE:
+                /app.css
+                /offline.html
+                NETWORK:
+                /api/*
+                """, baseURL: URL(string: h.origin.baseURL))
+        #expect(manifest.cache.count == 2 && manifest.network.count == 1)
+        let report = await h.cache.apply(manifest)
+        #expect(report.failed.isEmpty)
+        #expect(report.stored.count == 2)
+        #expect(try h.cache.entries().allSatisfy(\.isPinned))
+        #expect(try await h.get("/api/live").outcome == .bypass)
+        #expect(try await h.get("/api/live").outcome == .bypass)
+
+        h.origin.stop()
+        h.clock.advance(by: 3600)
+        let page = try await h.get("/offline.html")
+        #expect(page.outcome == .stale && page.text == "offline page")
+        #expect(try await h.get("/app.css").text == "css")
+    }
+
+    /// A manifest with an unknown section or a bad URL is refused with the line number.
+    @Test func manifestErrors() throws {
+        #expect(throws: ManifestError.self) { try CacheManifest(parsing: "CACHE:\n/a") }
+        do {
+            _ = try CacheManifest(parsing: "HTTPCACHE MANIFEST\nFALLBACK:\n/a /b")
+            Issue.record("FALLBACK accepted")
+        } catch {
+            #expect(error.line == 2)
+            #expect(error.description.contains("FALLBACK"))
+        }
+        do {
+            _ = try CacheManifest(parsing: "HTTPCACHE MANIFEST\nCACHE:\n/relative")
+            Issue.record("relative URL without a base accepted")
+        } catch {
+            #expect(error.line == 3)
+        }
+    }
+
+    /// Inspection: list, remove by URL, prefix and all; pin and unpin.
+    @Test func inspection() async throws {
+        let h = try Harness()
+        for path in ["/a/1", "/a/2", "/b/1"] { h.serve(path, [("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]) }
+        for path in ["/a/1", "/a/2", "/b/1"] { _ = try await h.get(path) }
+        #expect(try h.cache.entries().count == 3)
+        #expect(try h.cache.entries(urlPrefix: h.origin.baseURL + "/a/").count == 2)
+        let entry = try #require(try h.cache.entries(for: h.origin.url("/a/1")).first)
+        #expect(entry.isFresh && entry.status == 200 && entry.bodySize == 4)
+        #expect(entry.facts?.entityTag == EntityTag("\"e\""))
+        #expect(try h.cache.setPinned(true, url: h.origin.url("/a/1")) == 1)
+        #expect(try h.cache.entries(for: h.origin.url("/a/1")).first?.isPinned == true)
+        #expect(try h.cache.setPinned(false, url: h.origin.url("/a/1")) == 1)
+        #expect(try h.cache.remove(url: h.origin.url("/b/1")) == 1)
+        #expect(try h.cache.remove(urlPrefix: h.origin.baseURL + "/a/") == 2)
+        #expect(h.cache.totals.all.entries == 0)
+        _ = try await h.get("/a/1")
+        try h.cache.removeAll()
+        #expect(try h.cache.entries().isEmpty)
+    }
+}

@@ -1,0 +1,138 @@
+import CacheSemantics
+import CacheTestSupport
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Serving stale: disconnected, stale-if-error, stale-while-revalidate (RFC 9111 §4.2.4, RFC 5861)")
+struct OfflineTests {
+    /// §4.2.4: a cache that cannot reach the origin may serve a stale response.
+    @Test("Origin stopped: the stale entry is served (§4.2.4)")
+    func originStoppedServesStale() async throws {
+        let h = try Harness()
+        h.serve("/s", [("Cache-Control", "max-age=60"), ("ETag", "\"1\"")], body: "offline copy")
+        _ = try await h.get("/s")
+        h.clock.advance(by: 600)
+        h.origin.stop()
+        let result = try await h.get("/s")
+        #expect(result.outcome == .stale)
+        #expect(result.text == "offline copy")
+        #expect(result.cacheStatus.detail == "disconnected")
+        #expect(result.reasons.contains { if case .disconnected = $0 { true } else { false } })
+        #expect(result.field("Age").flatMap(Int.init) ?? 0 >= 600)
+    }
+
+    /// §4.2.4, §5.2.2.2: must-revalidate forbids serving stale: 504 when the origin is gone.
+    @Test("Origin stopped and must-revalidate: 504 (§5.2.2.2)")
+    func mustRevalidateGives504() async throws {
+        let h = try Harness()
+        h.serve("/m", [("Cache-Control", "max-age=60, must-revalidate")], body: "strict")
+        _ = try await h.get("/m")
+        h.clock.advance(by: 600)
+        h.origin.stop()
+        let result = try await h.get("/m")
+        #expect(result.statusCode == 504)
+        #expect(result.reasons.contains(.mustRevalidate))
+    }
+
+    /// With nothing stored, an unreachable origin is the transport's error.
+    @Test func unreachableWithNothingStoredThrows() async throws {
+        let h = try Harness()
+        h.origin.stop()
+        await #expect(throws: URLError.self) { try await h.get("/none") }
+        #expect(h.cache.statistics.errors == 1)
+    }
+
+    /// A fresh entry is served while the origin is down without asking it at all.
+    @Test func freshEntryNeedsNoOrigin() async throws {
+        let h = try Harness()
+        h.serve("/f", [("Cache-Control", "max-age=600")])
+        _ = try await h.get("/f")
+        h.origin.stop()
+        #expect(try await h.get("/f").outcome == .hit)
+    }
+
+    /// RFC 5861 §4: within stale-if-error a 500 from the origin is replaced by the stale
+    /// response; beyond it (or without it) the 500 is passed on.
+    @Test("stale-if-error on a 500 (RFC 5861 §4)")
+    func staleIfError() async throws {
+        let h = try Harness()
+        h.serve("/e", [("Cache-Control", "max-age=60, stale-if-error=300")], body: "good")
+        h.serve("/n", [("Cache-Control", "max-age=60")], body: "good")
+        _ = try await h.get("/e")
+        _ = try await h.get("/n")
+        h.clock.advance(by: 120)
+        h.serve("/e", status: 500, body: "broken")
+        h.serve("/n", status: 500, body: "broken")
+        let within = try await h.get("/e")
+        #expect(within.outcome == .stale && within.text == "good")
+        #expect(within.cacheStatus.detail == "stale-if-error")
+        let without = try await h.get("/n")
+        #expect(without.statusCode == 500 && without.text == "broken")
+        h.clock.advance(by: 600)
+        let beyond = try await h.get("/e")
+        #expect(beyond.statusCode == 500)
+    }
+
+    /// RFC 5861 §3: the stale body at once, then exactly one background request, after which
+    /// the entry is fresh again.
+    @Test("stale-while-revalidate (RFC 5861 §3)")
+    func staleWhileRevalidate() async throws {
+        let h = try Harness()
+        h.serveValidated("/swr", etag: "\"1\"", [("Cache-Control", "max-age=60, stale-while-revalidate=600")], body: "v1")
+        _ = try await h.get("/swr")
+        h.clock.advance(by: 120)
+        // A slow origin shows the stale answer does not wait for it.
+        h.origin.route("/swr") { [clock = h.clock] _ in
+            LoopbackOrigin.Response(
+                headers: [
+                    ("Date", HTTPDate.format(Timestamp(secondsSince1970: clock.now()))),
+                    ("Cache-Control", "max-age=60, stale-while-revalidate=600"), ("ETag", "\"2\""),
+                ], body: "v2", delay: 0.3)
+        }
+        let started = Date()
+        let stale = try await h.get("/swr")
+        let again = try await h.get("/swr")
+        #expect(Date().timeIntervalSince(started) < 0.25)
+        #expect(stale.outcome == .stale && stale.text == "v1")
+        #expect(stale.cacheStatus.detail == "stale-while-revalidate")
+        #expect(again.outcome == .stale)
+        await h.cache.waitForBackgroundWork()
+        #expect(h.origin.count("/swr") == 2)
+        let fresh = try await h.get("/swr")
+        #expect(fresh.outcome == .hit && fresh.text == "v2")
+    }
+
+    /// Counters and events follow every outcome.
+    @Test func countersAndEvents() async throws {
+        let events = EventLog()
+        let h = try Harness { $0.onEvent = { events.append($0) } }
+        h.serveValidated("/c", [("Cache-Control", "max-age=60")], body: "12345")
+        _ = try await h.get("/c")
+        _ = try await h.get("/c")
+        h.clock.advance(by: 120)
+        _ = try await h.get("/c")
+        h.origin.stop()
+        h.clock.advance(by: 120)
+        _ = try await h.get("/c")
+        let stats = h.cache.statistics
+        #expect(stats.misses == 1 && stats.hits == 1 && stats.revalidated == 1 && stats.stale == 1)
+        #expect(stats.bytesServedFromCache == 15)
+        #expect(stats.bytesSavedByRevalidation == 5)
+        #expect(stats.hitRatio == 0.75)
+        #expect(events.all.map(\.outcome) == [.miss, .hit, .revalidated, .stale])
+        #expect(events.all.first?.description.contains("GET http://127.0.0.1") == true)
+    }
+}
+
+final class EventLog: Sendable {
+    private let events = Mutex<[CacheEvent]>([])
+    func append(_ event: CacheEvent) { events.withLock { $0.append(event) } }
+    var all: [CacheEvent] { events.withLock { $0 } }
+}

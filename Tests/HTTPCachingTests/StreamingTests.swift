@@ -1,0 +1,65 @@
+import CacheTestSupport
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Streaming bodies (HTTPCache.bytes(for:))")
+struct StreamingTests {
+    static let large = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 7) }
+
+    /// A large body streams from the origin while it is stored, then streams from the store
+    /// in verified blocks; both are byte-identical.
+    @Test func largeBodyStreamsAndIsStored() async throws {
+        let h = try Harness()
+        h.origin.route("/big") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large)
+        }
+        let (missHead, missBody) = try await h.cache.bytes(for: h.request("/big"))
+        #expect(missHead.outcome == .miss)
+        var chunks = 0
+        var received = Data()
+        for try await chunk in missBody {
+            chunks += 1
+            received.append(chunk)
+        }
+        #expect(received == Data(Self.large))
+        let (hitHead, hitBody) = try await h.cache.bytes(for: h.request("/big"))
+        #expect(hitHead.outcome == .hit && hitHead.expectedLength == Int64(Self.large.count))
+        var hitChunks = 0
+        var stored = Data()
+        for try await chunk in hitBody {
+            hitChunks += 1
+            stored.append(chunk)
+        }
+        #expect(stored == Data(Self.large))
+        #expect(hitChunks > 1)
+        #expect(h.origin.count("/big") == 1)
+    }
+
+    /// A body cut off by the origin is an error for the caller and is never stored.
+    @Test("A truncated body is not stored (RFC 9111 §3.3)")
+    func truncatedBodyNotStored() async throws {
+        let h = try Harness()
+        h.origin.route("/cut") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large, cutAfterBodyBytes: 100_000)
+        }
+        await #expect(throws: (any Error).self) { _ = try await h.cache.data(for: h.request("/cut")) }
+        #expect(try h.cache.entries().isEmpty)
+    }
+
+    /// A body the caller stops reading is not stored.
+    @Test func abandonedBodyNotStored() async throws {
+        let h = try Harness()
+        h.origin.route("/half") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large) }
+        do {
+            let (_, body) = try await h.cache.bytes(for: h.request("/half"))
+            for try await _ in body { break }
+        }
+        #expect(try h.cache.entries().isEmpty)
+    }
+}
