@@ -6,7 +6,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// An HTTP cache: RFC 9111 decisions (``CacheSemantics``) over a store (``CacheStorage``) in
+/// An HTTP cache: RFC 9111 decisions (the CacheSemantics engine) over a store (CacheStorage) in
 /// front of a transport.
 ///
 /// ```swift
