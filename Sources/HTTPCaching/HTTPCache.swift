@@ -153,29 +153,38 @@ public final class HTTPCache: Sendable {
     func data(for request: URLRequest, forceStore: Bool) async throws -> CachedResponse {
         try await following(request, forceStore: forceStore) { prepared in
             var exchange = try await self.exchange(prepared, coalesce: true)
-            var data = Data()
-            if case .stored(let id, _) = exchange.body {
-                do {
-                    data = Data(try store.body(of: id))
-                } catch {
-                    // Corrupted or gone since the lookup: the store dropped it; ask again.
-                    configuration.log("the stored body of \(prepared.urlString) could not be read (\(error)); fetching it again")
-                    try? store.remove(id)
-                    exchange = try await self.exchange(prepared, coalesce: true)
-                }
+            var body = try await wholeBody(of: exchange, prepared)
+            if body == nil {
+                // Corrupted or removed since the lookup: the store dropped it; ask again.
+                configuration.log("the stored body of \(prepared.urlString) could not be read; fetching it again")
+                exchange = try await self.exchange(prepared, coalesce: true)
+                body = try await wholeBody(of: exchange, prepared)
             }
-            switch exchange.body {
-            case .stored(let id, _):
-                if data.isEmpty { data = Data(try store.body(of: id)) }
-            case .source(let source):
-                data = try await ResponseBody(source: source).collect()
+            guard let data = body else {
+                throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             let response = exchange.finished(url: prepared.url, configuration: configuration)
             return CachedResponse(
-                data: prepared.method == "HEAD" ? Data() : data, response: response, outcome: exchange.outcome,
+                data: data, response: response, outcome: exchange.outcome,
                 cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo, reasons: exchange.reasons)
         } summary: { result in
             (result.response, result.outcome, result.cacheStatus, result.reasons)
+        }
+    }
+
+    /// The body of `exchange`; `nil` when its stored body cannot be read (the store has
+    /// dropped a corrupted entry).
+    private func wholeBody(of exchange: Exchange, _ prepared: Prepared) async throws -> Data? {
+        switch exchange.body {
+        case .stored(let id, _):
+            if prepared.method == "HEAD" { return Data() }
+            guard let bytes = try? store.body(of: id) else {
+                try? store.remove(id)
+                return nil
+            }
+            return Data(bytes)
+        case .source(let source):
+            return try await ResponseBody(source: source).collect()
         }
     }
 

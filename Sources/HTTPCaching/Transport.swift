@@ -41,6 +41,10 @@ public protocol HTTPTransport: Sendable {
 
 /// An ``HTTPTransport`` on a `URLSession` of its own, with no `URLCache`, no cookies kept
 /// between requests unless the configuration says so, and redirects handed back unfollowed.
+///
+/// URLSession decodes `gzip`, `deflate` and `br` content codings itself; for such a response
+/// the fields passed on omit `Content-Encoding` and `Content-Length`, so what is stored and
+/// served describes the bytes it holds.
 public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataDelegate, @unchecked Sendable {
     // The session and the task table are set once or guarded by `tasks`' lock.
     private var session: URLSession!
@@ -100,8 +104,25 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
             state[identifier] = TaskState(head: nil, body: bodyContinuation)
             return head
         }
-        head?.resume(returning: TransportResponse(response: http, body: stream))
+        head?.resume(returning: TransportResponse(response: Self.decoded(http), body: stream))
         completionHandler(.allow)
+    }
+
+    /// URLSession decodes `gzip`, `deflate` and `br` bodies but keeps the fields that
+    /// describe the encoded bytes; the response handed on describes the bytes delivered.
+    static func decoded(_ response: HTTPURLResponse) -> HTTPURLResponse {
+        let coding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
+            .trimmingCharacters(in: .whitespaces)
+        guard let coding, ["gzip", "x-gzip", "deflate", "br"].contains(coding), let url = response.url else {
+            return response
+        }
+        var fields: [String: String] = [:]
+        for case (let name as String, let value as String) in response.allHeaderFields
+        where !["content-encoding", "content-length"].contains(name.lowercased()) {
+            fields[name] = value
+        }
+        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
+            ?? response
     }
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

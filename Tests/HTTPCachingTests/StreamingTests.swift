@@ -63,3 +63,28 @@ struct StreamingTests {
         #expect(try h.cache.entries().isEmpty)
     }
 }
+
+@Suite("Damaged stores")
+struct DamagedStoreTests {
+    /// A body file damaged on disk is never served: the entry is dropped and the response
+    /// fetched again.
+    @Test func corruptedBodyIsRefetched() async throws {
+        let h = try Harness()
+        let body = String(repeating: "0123456789", count: 10_000)
+        h.serve("/damaged", [("Cache-Control", "max-age=600")], body: body)
+        _ = try await h.get("/damaged")
+        let bodies = h.directory.path + "/bodies"
+        let files = try FileManager.default.contentsOfDirectory(atPath: bodies).filter { !$0.hasSuffix(".tmp") }
+        #expect(files.count == 1)
+        let handle = try #require(FileHandle(forUpdatingAtPath: bodies + "/" + files[0]))
+        handle.seek(toFileOffset: 5_000)
+        handle.write(Data("XXXX".utf8))
+        handle.closeFile()
+        // A new cache on the directory: its memory tier does not hold the body.
+        let other = try Harness(directory: h.directory)
+        let result = try await other.cache.data(for: URLRequest(url: h.origin.url("/damaged")))
+        #expect(result.outcome == .miss)
+        #expect(result.text == body)
+        #expect(h.origin.count("/damaged") == 2)
+    }
+}
