@@ -1,10 +1,10 @@
-// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage]`.
+// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http]`.
 // With no argument every suite runs. Each line names its units.
 
 import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
-let suites = arguments.isEmpty ? ["semantics", "storage"] : Array(arguments)
+let suites = arguments.isEmpty ? ["semantics", "storage", "http"] : Array(arguments)
 for suite in suites {
     switch suite {
     case "semantics":
@@ -15,8 +15,17 @@ for suite in suites {
             "== CacheStorage (targets: memory hit <= 2 µs, disk hit <= 30 µs up to 16 KiB, >= 10x URLCache on disk "
                 + "hits, open time flat in the entry count)")
         _ = runStorageBenchmarks()
+    case "http":
+        print(
+            "== HTTPCaching against a loopback origin (target: a hit at least 10x faster than a loopback round trip)")
+        do {
+            try await runHTTPBenchmarks()
+        } catch {
+            print("benchmarks: the http suite failed: \(error)")
+            exit(1)
+        }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage")
+        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http")
         exit(2)
     }
 }

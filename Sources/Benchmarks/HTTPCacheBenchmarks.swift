@@ -1,0 +1,292 @@
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// The http suite (issue 4): in one run, against a real loopback origin, 1,000 sequential
+// requests each of
+//   1. hits through `HTTPCache.data(for:)`,
+//   2. hits through a plain URLSession with `CachingURLProtocol` installed,
+//   3. requests through a URLSession with Foundation's `URLCache`,
+//   4. loopback round trips with no cache,
+// each request timed on its own with the monotonic clock after a warm-up, then the ratios.
+// Target: a hit at least 10x faster than a loopback round trip.
+//
+// Environment knobs (for profiling; the defaults are the reported configuration):
+//   HTTP_BENCH_REQUESTS=1000   timed requests per case
+//   HTTP_BENCH_WARMUP=100      untimed requests before each case
+//   HTTP_BENCH_ONLY=hit|protocol|urlcache|roundtrip   run one case
+
+/// The figures of one case: per-request times in nanoseconds.
+private struct RequestTimes {
+    var name: String
+    var samples: [Double]
+    var failures: Int
+    var note: String?
+
+    var mean: Double { samples.isEmpty ? .nan : samples.reduce(0, +) / Double(samples.count) }
+    var p50: Double { percentile(0.5) }
+    var p99: Double { percentile(0.99) }
+
+    private func percentile(_ fraction: Double) -> Double {
+        let sorted = samples.sorted()
+        return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+    }
+
+    var line: String {
+        let padded = name.padding(toLength: 44, withPad: " ", startingAt: 0)
+        var text =
+            "\(padded) mean \(micro(mean)) µs/request   p50 \(micro(p50)) µs/request   p99 \(micro(p99)) µs/request"
+            + "   (n=\(samples.count))"
+        if failures > 0 { text += "   FAILED CHECKS: \(failures)" }
+        return text
+    }
+}
+
+/// Nanoseconds as microseconds, right-aligned.
+private func micro(_ nanoseconds: Double) -> String {
+    if nanoseconds.isNaN { return "     n/a" }
+    let text = String(format: nanoseconds < 100_000 ? "%.2f" : "%.1f", nanoseconds / 1000)
+    return String(repeating: " ", count: max(0, 8 - text.count)) + text
+}
+
+/// The monotonic clock (CLOCK_MONOTONIC), in nanoseconds.
+@inline(__always)
+private func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// Runs `warmup` untimed then `count` timed calls of `operation`, one after another; `check`
+/// runs outside the timed region and returns whether the result was what the case expects.
+private func timeRequests<R>(
+    _ name: String, count: Int, warmup: Int, afterWarmup: () -> Void = {}, _ operation: () async throws -> R,
+    check: (R) -> Bool
+) async throws -> RequestTimes {
+    for _ in 0..<warmup { blackHole(try await operation()) }
+    afterWarmup()
+    var samples: [Double] = []
+    samples.reserveCapacity(count)
+    var failures = 0
+    for _ in 0..<count {
+        let start = now()
+        let result = try await operation()
+        let end = now()
+        samples.append(Double(end - start))
+        if !check(result) { failures += 1 }
+    }
+    return RequestTimes(name: name, samples: samples, failures: failures)
+}
+
+/// A response body and head from a URLSession.
+private struct Fetched: @unchecked Sendable {
+    var data: Data
+    var response: HTTPURLResponse?
+}
+
+/// One request through `session`, the async way swift-corelibs-foundation offers.
+private func fetch(_ session: URLSession, _ request: URLRequest) async throws -> Fetched {
+    let (data, response) = try await session.data(for: request)
+    return Fetched(data: data, response: response as? HTTPURLResponse)
+}
+
+private func temporaryDirectory(_ label: String) throws -> URL {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("httpcache-bench-\(label)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID())")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+private func ratio(_ numerator: RequestTimes?, _ denominator: RequestTimes?) -> String {
+    guard let numerator, let denominator, !numerator.samples.isEmpty, !denominator.samples.isEmpty else {
+        return "n/a"
+    }
+    return String(
+        format: "%.1fx (mean)  %.1fx (p50)", numerator.mean / denominator.mean, numerator.p50 / denominator.p50)
+}
+
+/// Runs the suite and prints its lines. Returns whether the target was met.
+@discardableResult
+func runHTTPBenchmarks() async throws -> Bool {
+    let environment = ProcessInfo.processInfo.environment
+    let count = environment["HTTP_BENCH_REQUESTS"].flatMap(Int.init) ?? 1_000
+    let warmup = environment["HTTP_BENCH_WARMUP"].flatMap(Int.init) ?? 100
+    let only = environment["HTTP_BENCH_ONLY"]
+    func runs(_ part: String) -> Bool { only == nil || only == part }
+
+    let origin = try LoopbackOrigin()
+    defer { origin.stop() }
+    let body = [UInt8](repeating: 120, count: 1024)
+    let cacheable = LoopbackOrigin.Response(
+        status: 200, headers: [("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], body: body)
+    // One path per case, so the origin's count per path is the count of that case.
+    for path in ["/hit", "/protocol", "/urlcache", "/roundtrip"] { origin.route(path) { _ in cacheable } }
+
+    var directories: [URL] = []
+    defer { for directory in directories { try? FileManager.default.removeItem(at: directory) } }
+    let cacheDirectory = try temporaryDirectory("httpcache")
+    directories.append(cacheDirectory)
+    var configuration = HTTPCache.Configuration()
+    configuration.directory = cacheDirectory.path
+    configuration.log = { _ in }
+    let cache = try HTTPCache(configuration: configuration)
+
+    print(
+        "   \(count) sequential requests per case after \(warmup) warm-up requests, 1 KiB body, origin \(origin.baseURL)"
+    )
+
+    // 1. Hits through data(for:).
+    var hit: RequestTimes?
+    if runs("hit") {
+        let request = URLRequest(url: origin.url("/hit"))
+        let primed = try await cache.data(for: request)
+        guard primed.outcome == .miss, primed.data.count == body.count else {
+            throw BenchmarkFailure("priming /hit gave \(primed.outcome) with \(primed.data.count) bytes")
+        }
+        var times = try await timeRequests("HTTPCache.data(for:) hit", count: count, warmup: warmup) {
+            try await cache.data(for: request)
+        } check: { result in
+            result.outcome == .hit && result.data.count == body.count
+        }
+        let originCount = origin.count("/hit")
+        if originCount != 1 {
+            times.failures += 1
+            times.note = "origin saw \(originCount) requests, expected 1"
+        } else {
+            times.note = "origin saw 1 request (the priming one); every timed request was outcome .hit"
+        }
+        let sample = try await cache.data(for: request)
+        let names = sample.response.allHeaderFields.keys.compactMap { $0 as? String }.sorted()
+        times.note! +=
+            "\n     a hit's HTTPURLResponse has \(names.count) header fields (\(names.joined(separator: ", "))); "
+            + "Cache-Status: \(sample.response.value(forHTTPHeaderField: "Cache-Status") ?? "none")"
+        hit = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    // 2. Hits through a plain URLSession with CachingURLProtocol installed.
+    var protocolHit: RequestTimes?
+    if runs("protocol") {
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.useHTTPCache(cache)
+        let session = URLSession(configuration: sessionConfiguration)
+        defer { session.invalidateAndCancel() }
+        let request = URLRequest(url: origin.url("/protocol"))
+        _ = try await fetch(session, request)
+        var times = try await timeRequests("URLSession + CachingURLProtocol hit", count: count, warmup: warmup) {
+            try await fetch(session, request)
+        } check: { result in
+            let status = result.response?.value(forHTTPHeaderField: "Cache-Status") ?? ""
+            return result.response?.statusCode == 200 && status.contains("hit") && result.data.count == body.count
+        }
+        let originCount = origin.count("/protocol")
+        if originCount != 1 {
+            times.failures += 1
+            times.note = "origin saw \(originCount) requests, expected 1"
+        } else {
+            times.note = "origin saw 1 request (the priming one); every timed response had Cache-Status ...hit"
+        }
+        protocolHit = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    // 3. URLSession with Foundation's URLCache.
+    var urlCache: RequestTimes?
+    if runs("urlcache") {
+        let directory = try temporaryDirectory("urlcache")
+        directories.append(directory)
+        let foundationCache = URLCache(memoryCapacity: 64 << 20, diskCapacity: 256 << 20, diskPath: directory.path)
+        let sessionConfiguration = URLSessionConfiguration.default
+        sessionConfiguration.urlCache = foundationCache
+        sessionConfiguration.requestCachePolicy = .useProtocolCachePolicy
+        let session = URLSession(configuration: sessionConfiguration)
+        defer { session.invalidateAndCancel() }
+        let request = URLRequest(url: origin.url("/urlcache"))
+        _ = try await fetch(session, request)
+        var before = 0
+        var times = try await timeRequests(
+            "URLSession + URLCache", count: count, warmup: warmup, afterWarmup: { before = origin.count("/urlcache") }
+        ) {
+            try await fetch(session, request)
+        } check: { result in
+            result.response?.statusCode == 200 && result.data.count == body.count
+        }
+        let timedAtOrigin = origin.count("/urlcache") - before
+        let stored = foundationCache.cachedResponse(for: request) != nil
+        times.note =
+            "URLCache: \(timedAtOrigin) of \(count) timed requests went to the origin "
+            + "(\(origin.count("/urlcache")) in all incl. priming and warm-up); cachedResponse(for:) "
+            + (stored ? "has" : "has no") + " entry, currentDiskUsage \(foundationCache.currentDiskUsage) B"
+        if timedAtOrigin > count / 2 {
+            times.note! +=
+                "\n     -> swift-corelibs-foundation's URLSession never stores into URLCache (its HTTP protocol "
+                + "reports every response with cacheStoragePolicy .notAllowed): these are round trips plus the "
+                + "URLCache lookup, not hits"
+        }
+        urlCache = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    // 4. Loopback round trips, no cache.
+    var roundTrip: RequestTimes?
+    if runs("roundtrip") {
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.urlCache = nil
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        let session = URLSession(configuration: sessionConfiguration)
+        defer { session.invalidateAndCancel() }
+        var request = URLRequest(url: origin.url("/roundtrip"))
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        var before = 0
+        var times = try await timeRequests(
+            "loopback round trip, no cache", count: count, warmup: warmup,
+            afterWarmup: { before = origin.count("/roundtrip") }
+        ) {
+            try await fetch(session, request)
+        } check: { result in
+            result.response?.statusCode == 200 && result.data.count == body.count
+        }
+        let atOrigin = origin.count("/roundtrip") - before
+        if atOrigin != count {
+            times.failures += 1
+            times.note = "origin saw \(atOrigin) of \(count) timed requests, expected all"
+        } else {
+            times.note = "origin saw all \(count) timed requests"
+        }
+        roundTrip = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    print("   ratios (how many times longer):")
+    print("     round trip / data(for:) hit              \(ratio(roundTrip, hit))")
+    print("     round trip / URLSession+protocol hit     \(ratio(roundTrip, protocolHit))")
+    print("     URLCache / data(for:) hit                \(ratio(urlCache, hit))")
+    print("     URLSession+protocol hit / data(for:) hit \(ratio(protocolHit, hit))")
+    print("   target: a hit at least 10x faster than a loopback round trip")
+    guard let hit, let roundTrip else {
+        print("     data(for:) hit: not measured (HTTP_BENCH_ONLY)")
+        return false
+    }
+    let passed = hit.failures == 0 && roundTrip.mean >= 10 * hit.mean
+    print(
+        "     data(for:) hit: \(passed ? "PASS" : "FAIL") "
+            + String(
+                format: "(round trip mean %.1f µs / hit mean %.2f µs = %.1fx; by p50 %.1fx)",
+                roundTrip.mean / 1000, hit.mean / 1000, roundTrip.mean / hit.mean, roundTrip.p50 / hit.p50))
+    if let protocolHit {
+        let protocolPassed = protocolHit.failures == 0 && roundTrip.mean >= 10 * protocolHit.mean
+        print(
+            "     URLSession+protocol hit (for information): \(protocolPassed ? "would pass" : "would fail") "
+                + String(format: "(%.1fx by mean)", roundTrip.mean / protocolHit.mean))
+    }
+    return passed
+}
+
+private struct BenchmarkFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
