@@ -163,12 +163,12 @@ public final class HTTPCache: Sendable {
             guard let data = body else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            let response = exchange.finished(url: prepared.url, configuration: configuration)
             return CachedResponse(
-                data: data, response: response, outcome: exchange.outcome,
-                cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo, reasons: exchange.reasons)
+                data: data, head: exchange.head(url: prepared.url, configuration: configuration),
+                outcome: exchange.outcome, cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo,
+                reasons: exchange.reasons)
         } summary: { result in
-            (result.response, result.outcome, result.cacheStatus, result.reasons)
+            (result.statusCode, result.fields, result.outcome, result.cacheStatus, result.reasons)
         }
     }
 
@@ -201,12 +201,12 @@ public final class HTTPCache: Sendable {
                 source = body
             }
             let head = CachedResponseHead(
-                response: exchange.finished(url: prepared.url, configuration: configuration),
-                outcome: exchange.outcome, cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo,
-                reasons: exchange.reasons, expectedLength: exchange.expectedLength)
+                head: exchange.head(url: prepared.url, configuration: configuration), outcome: exchange.outcome,
+                cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo, reasons: exchange.reasons,
+                expectedLength: exchange.expectedLength)
             return (head, ResponseBody(source: source))
         } summary: { result in
-            (result.0.response, result.0.outcome, result.0.cacheStatus, result.0.reasons)
+            (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
         }
     }
 
@@ -229,7 +229,7 @@ public final class HTTPCache: Sendable {
     /// an event for each.
     private func following<Result>(
         _ request: URLRequest, forceStore: Bool, _ body: (Prepared) async throws -> Result,
-        summary: (Result) -> (HTTPURLResponse, CacheOutcome, CacheStatus, [Reason])
+        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason])
     ) async throws -> Result {
         var current = request
         var redirects = 0
@@ -251,15 +251,15 @@ public final class HTTPCache: Sendable {
                         duration: configuration.clock() - started, reasons: []))
                 throw error
             }
-            let (http, outcome, cacheStatus, reasons) = summary(result)
+            let (status, fields, outcome, cacheStatus, reasons) = summary(result)
             state.withLock { $0.statistics.count(outcome) }
             configuration.onEvent?(
                 CacheEvent(
-                    method: prepared.method, url: prepared.urlString, status: http.statusCode, outcome: outcome,
+                    method: prepared.method, url: prepared.urlString, status: status, outcome: outcome,
                     cacheStatus: cacheStatus.fieldValue, error: nil, duration: configuration.clock() - started,
                     reasons: reasons))
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
-                let next = redirected(current, response: http)
+                let next = redirected(current, status: status, location: fields["Location"])
             {
                 redirects += 1
                 current = next
@@ -271,9 +271,8 @@ public final class HTTPCache: Sendable {
 
     /// The request a redirect leads to (RFC 9110 §15.4), or `nil` when `response` is not
     /// one to follow.
-    private func redirected(_ request: URLRequest, response: HTTPURLResponse) -> URLRequest? {
-        guard [301, 302, 303, 307, 308].contains(response.statusCode),
-            let location = response.value(forHTTPHeaderField: "Location"),
+    private func redirected(_ request: URLRequest, status: Int, location: String?) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(status), let location,
             let base = request.url,
             let target = URL(string: location, relativeTo: base)?.absoluteURL,
             ["http", "https"].contains(target.scheme?.lowercased() ?? "")
@@ -281,8 +280,7 @@ public final class HTTPCache: Sendable {
         var next = request
         next.url = target
         let method = request.httpMethod ?? "GET"
-        if (response.statusCode == 303 && method != "HEAD")
-            || ([301, 302].contains(response.statusCode) && method == "POST")
+        if (status == 303 && method != "HEAD") || ([301, 302].contains(status) && method == "POST")
         {
             next.httpMethod = "GET"
             next.httpBody = nil

@@ -54,21 +54,13 @@ struct Exchange: Sendable {
     var body: Body
     var expectedLength: Int64?
 
-    /// The response the caller sees, with `Cache-Status` added when configured.
-    func finished(url: URL, configuration: HTTPCache.Configuration) -> HTTPURLResponse {
+    /// The head the caller sees, with `Cache-Status` added when configured.
+    func head(url: URL, configuration: HTTPCache.Configuration) -> ResponseHeadParts {
         var fields = fields
         if configuration.addsCacheStatusField {
             fields["Cache-Status"] = cacheStatus.appended(to: fields["Cache-Status"])
         }
-        var dictionary: [String: String] = [:]
-        for field in fields {
-            if let existing = dictionary[field.name] {
-                dictionary[field.name] = existing + ", " + field.value
-            } else {
-                dictionary[field.name] = field.value
-            }
-        }
-        return HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: dictionary)!
+        return ResponseHeadParts(status: status, fields: fields, url: url)
     }
 }
 
