@@ -4,8 +4,18 @@
 #define CSQLITE_HTTPCACHE_SHIM_H
 
 #include <sqlite3.h>
+#include <stdint.h>
 
 /// SQLITE_TRANSIENT: SQLite copies the bound bytes before the call returns.
 static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+/// The change counter DiskStore shares between processes through a memory-mapped file: read
+/// before a cached head is trusted, bumped after every index write.
+static inline uint64_t csqlite_counter_load(const uint64_t *counter) {
+    return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+}
+static inline void csqlite_counter_bump(uint64_t *counter) {
+    __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
+}
 
 #endif

@@ -107,9 +107,16 @@ public final class DiskStore: CacheStore {
         var connection: SQLiteConnection
         var pendingAccess: [EntryID: (time: Double, hits: Int)] = [:]
         var lastAccessFlush: Double = 0
+        /// Variants read from the index, with the change count they were read at.
+        var heads: [String: (changes: UInt64, entries: [StoredEntry])] = [:]
     }
 
     private let state: Locked<State>
+    /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
+    /// always read from the index).
+    private let changes: ChangeCounter?
+    /// The most primary keys whose variants are kept in memory.
+    private static let headCacheLimit = 4096
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used.
@@ -124,6 +131,8 @@ public final class DiskStore: CacheStore {
         try FileIO.makeDirectory(bodiesDirectory)
         let connection = try Self.openIndex(configuration)
         state = Locked(State(connection: connection, lastAccessFlush: clock()))
+        changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
+        changes?.bump()
         let store = self
         DispatchQueue.global(qos: .utility).async { store.sweep() }
     }
@@ -256,14 +265,24 @@ public final class DiskStore: CacheStore {
             hits: Int(row.int(10)), isPinned: row.int(11) != 0)
     }
 
+    /// The variants of `primaryKey`. They are kept in memory and read again from the index
+    /// only after a write to it by any process (a shared change counter says when): a hit
+    /// then costs no SQLite read.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try state.withLock { state throws(StorageError) in
+            // Read before the query: a write that lands during it bumps the count past this.
+            let count = changes?.value
+            if let count, let cached = state.heads[primaryKey], cached.changes == count { return cached.entries }
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM entries WHERE primary_key = ?")
             query.bind(1, primaryKey)
             var result: [StoredEntry] = []
             while try query.step() {
                 if let entry = entry(from: query) { result.append(entry) }
+            }
+            if let count {
+                if state.heads.count >= Self.headCacheLimit { state.heads.removeAll(keepingCapacity: true) }
+                state.heads[primaryKey] = (count, result)
             }
             return result
         }
@@ -393,7 +412,8 @@ public final class DiskStore: CacheStore {
         let now = clock()
         let entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
-            try state.connection.transaction { () throws(StorageError) -> [String] in
+            defer { changes?.bump() }
+            return try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
                 let existing = try state.connection.statement(
                     "SELECT id, in_file FROM entries WHERE primary_key = ? AND variant_key = ?")
@@ -472,6 +492,7 @@ public final class DiskStore: CacheStore {
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let changed = try state.withLock { state throws(StorageError) -> Int in
+            defer { changes?.bump() }
             let update = try state.connection.statement(
                 "UPDATE entries SET fields = ?, facts = ?, facts_version = ? WHERE id = ?")
             update.bind(1, fields.serialized())
@@ -501,6 +522,7 @@ public final class DiskStore: CacheStore {
         let pending = state.pendingAccess
         state.pendingAccess = [:]
         let connection = state.connection
+        defer { changes?.bump() }
         try connection.transaction { () throws(StorageError) in
             for (id, access) in pending {
                 let statement = try connection.statement(
@@ -520,6 +542,7 @@ public final class DiskStore: CacheStore {
     private func delete(where whereClause: String, _ argument: String?) throws(StorageError) -> Int {
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
             try flushAccess(&state)
+            defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
                 let select = try state.connection.statement("SELECT id, in_file FROM entries \(whereClause)")
                 if let argument { select.bind(1, argument) }
@@ -584,7 +607,8 @@ public final class DiskStore: CacheStore {
 
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
-            try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
+            defer { changes?.bump() }
+            return try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
                 let update = try state.connection.statement(
                     "UPDATE entries SET pinned = ? WHERE primary_key = ? AND pinned != ?")
                 update.bind(1, Int64(pinned ? 1 : 0))

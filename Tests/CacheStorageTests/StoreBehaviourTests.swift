@@ -272,6 +272,30 @@ struct DiskStoreTests {
         #expect(try first.variants(of: "https://example.com/shared").isEmpty)
     }
 
+    /// Variants are kept in memory between index writes; a write by another instance (its
+    /// own connection, its own memory) bumps the shared change counter, so the next lookup
+    /// reads the index again instead of returning what it remembered.
+    @Test("remembered variants are read again after another instance adds, updates, pins or removes")
+    func rememberedVariantsFollowOtherWriters() throws {
+        let directory = TemporaryDirectory()
+        let reader = try StoreKind.disk.make(directory: directory)
+        let writer = try StoreKind.disk.make(directory: directory)
+        let key = "https://example.com/remembered"
+        #expect(try reader.variants(of: key).isEmpty)
+        let first = try put(writer, head(key), [1])
+        #expect(try reader.variants(of: key).map(\.id) == [first.id])
+        var second = head(key)
+        second.variantKey = "fr"
+        let added = try put(writer, second, [2])
+        #expect(Set(try reader.variants(of: key).map(\.id)) == [first.id, added.id])
+        try writer.update(first.id, fields: ["X-Updated": "1"], facts: [1, 2])
+        #expect(try reader.variants(of: key).first { $0.id == first.id }?.head.fields["X-Updated"] == "1")
+        try writer.setPinned(true, primaryKey: key)
+        #expect(try reader.variants(of: key).allSatisfy(\.isPinned))
+        try writer.remove(primaryKey: key)
+        #expect(try reader.variants(of: key).isEmpty)
+    }
+
     @Test("a tiered store keeps memory-only entries off the disk")
     func memoryOnlyNeverTouchesDisk() throws {
         let directory = TemporaryDirectory()
