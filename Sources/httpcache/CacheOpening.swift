@@ -1,0 +1,69 @@
+import CacheStorage
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The options every subcommand that uses the cache accepts, and opening it.
+struct CacheOptions: Sendable {
+    /// The option specs: `--cache-dir DIR`.
+    static let specs: [OptionSpec] = [.value("--cache-dir")]
+
+    /// The cache directory: `--cache-dir`, else `$HTTPCACHE_DIR`, else the user's cache
+    /// directory (`DiskStore.defaultDirectory()`).
+    var directory: String
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        if let given = arguments.value("--cache-dir") {
+            guard !given.isEmpty else { throw .usage(arguments.command, "--cache-dir needs a directory") }
+            directory = given
+        } else {
+            directory = DiskStore.defaultDirectory()
+        }
+    }
+
+    /// Opens the cache in ``directory``.
+    ///
+    /// - Parameters:
+    ///   - isShared: Whether it behaves as a shared cache (`--shared`).
+    ///   - network: Whether it may fetch; when `false` (inspection commands) any fetch fails
+    ///     instead of touching the network.
+    /// - Throws: ``Failure`` with ``ExitCode/failure`` when the directory cannot be used.
+    func open(isShared: Bool = false, network: Bool = true) throws(Failure) -> HTTPCache {
+        var configuration = HTTPCache.Configuration()
+        configuration.directory = directory
+        configuration.isShared = isShared
+        configuration.log = { message in Console.error("httpcache: \(message)\n") }
+        do {
+            return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
+        } catch {
+            throw Failure(
+                .failure,
+                "could not open the cache in \(directory): \(error); check that it is a writable directory, "
+                    + "or choose another with --cache-dir DIR or HTTPCACHE_DIR")
+        }
+    }
+}
+
+extension HTTPCache {
+    /// Writes buffered access times (hit counts) to the index now: a short-lived process must
+    /// not rely on the store being released before it exits.
+    func flushToDisk() {
+        guard let tiered = store as? TieredStore else { return }
+        do {
+            try tiered.disk.flush()
+        } catch {
+            Console.error("httpcache: could not record access times in the cache index: \(error)\n")
+        }
+    }
+}
+
+/// The transport of inspection commands (`ls`, `show`, `purge`, `pin`, `unpin`, `stats`): they
+/// never fetch, and this makes sure of it.
+struct NoNetwork: HTTPTransport {
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        throw URLError(.notConnectedToInternet)
+    }
+}

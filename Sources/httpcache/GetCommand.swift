@@ -1,0 +1,237 @@
+import CacheSemantics
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `httpcache get URL`: fetches through the cache and prints the body (or the response as JSON).
+struct GetCommand {
+    static let name = "get"
+    static let summary = "fetch a URL through the cache and print the body"
+    static let specs =
+        RequestOptions.specs + CacheOptions.specs + [
+            .flag("-i", "--include"), .value("-o", "--output"), .flag("--json"), .flag("-v", "--verbose"),
+        ]
+    static let help = """
+        Usage: httpcache get URL [options]
+
+        Fetches URL through the cache and writes the body to standard output. The response
+        comes from the cache when RFC 9111 allows it, else from the origin (and is stored when
+        it may be); redirects are followed, each cached under its own URL.
+
+        Options:
+          -X, --request METHOD   the method (default GET, or POST with -d)
+          -H, --header 'N: v'    a request field; repeat for more
+          -d, --data DATA        a request body; @FILE reads it from FILE
+          -i, --include          print the status line and fields (with Cache-Status) first
+          -o, --output FILE      write the body to FILE (replaced only when complete); - is stdout
+          --json                 print one JSON object instead: url, status, headers ([name,
+                                 value] pairs), outcome (hit, miss, revalidated, stale, bypass),
+                                 cacheStatus, bodyBytes, body (text under 64 KiB, without -o),
+                                 file (with -o), reasons, elapsedMicroseconds
+          --policy P             protocol (default), reload, reload-all, revalidate,
+                                 prefer-cache, only-cache, or a URLRequest.CachePolicy name
+                                 (useProtocolCachePolicy, reloadIgnoringLocalCacheData, ...)
+          --offline              the same as --policy only-cache: never contact the origin; a
+                                 miss is the cache's 504 response
+          --shared               behave as a shared cache (s-maxage, private, Authorization)
+          --timeout SECONDS      give up on the origin after this long (default 60)
+          --cache-dir DIR        the cache directory (default $HTTPCACHE_DIR, else
+                                 ~/.cache/httpcache)
+          -v, --verbose          say on standard error how the response was obtained and why
+          -h, --help             show this help
+
+        A progress bar appears on standard error when it is a terminal, the body is large and
+        the body is not going to that terminal.
+
+        Exit status: 0 when an HTTP response was obtained (whatever its status, 504 from
+        --offline included); 7 when the origin could not be reached and nothing stored could
+        be served; 2 for a usage error (a malformed URL too); 1 when the cache directory or the
+        output file cannot be used or the transfer was cut off.
+
+        Examples:
+          httpcache get https://example.com/ -i
+          httpcache get https://example.com/data.json --json
+          httpcache get https://example.com/big.iso -o big.iso
+          httpcache get https://example.com/ --offline
+        """
+
+    let options: RequestOptions
+    let cacheOptions: CacheOptions
+    let include: Bool
+    let output: String?
+    let json: Bool
+    let verbose: Bool
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        options = try RequestOptions(arguments)
+        cacheOptions = try CacheOptions(arguments)
+        include = arguments.has("-i")
+        json = arguments.has("--json")
+        verbose = arguments.has("-v")
+        output = arguments.value("-o").flatMap { $0 == "-" ? nil : $0 }
+        if include && json { throw .usage(Self.name, "-i and --json cannot be combined (--json includes the fields)") }
+        if let output, output.isEmpty { throw .usage(Self.name, "-o needs a file name") }
+    }
+
+    func run() async throws(Failure) {
+        // Open the output before fetching, so an unwritable file costs no request.
+        let file = try output.map { path throws(Failure) in try OutputFile(path) }
+        let cache = try cacheOptions.open(isShared: options.isShared)
+        let outcome: Result<Transfer, Failure>
+        do {
+            outcome = .success(try await transfer(cache, file: file))
+        } catch {
+            file?.discard()
+            outcome = .failure(error)
+        }
+        // Let stale-while-revalidate revalidations finish, then record what this run did.
+        await cache.waitForBackgroundWork()
+        cache.flushToDisk()
+        let fromOrigin = (try? outcome.get()).map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
+        PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
+        let transfer = try outcome.get()
+        if json { Console.out(transfer.json(file: output).text + "\n") }
+        if verbose { Console.error(Report.verbose(transfer.head, method: options.method, elapsed: transfer.elapsed)) }
+    }
+
+    /// What one fetch produced.
+    struct Transfer {
+        var head: CachedResponseHead
+        var bodyBytes: Int64
+        /// The body when it is text under 64 KiB and `--json` was given without `-o`.
+        var text: String?
+        var elapsed: Duration
+
+        func json(file: String?) -> JSONValue {
+            let http = head.response
+            var members: [(String, JSONValue)] = [
+                ("url", .string(http.url?.absoluteString ?? "")),
+                ("status", .int(http.statusCode)),
+                ("headers", .array(Report.fields(of: http).map { .array([.string($0.name), .string($0.value)]) })),
+                ("outcome", .string(head.outcome.rawValue)),
+                ("cacheStatus", .string(head.cacheStatus.fieldValue)),
+                ("bodyBytes", .int(bodyBytes)),
+            ]
+            if let text { members.append(("body", .string(text))) }
+            if let file { members.append(("file", .string(file))) }
+            members.append(("reasons", .array(head.reasons.map { .string($0.description) })))
+            members.append(("elapsedMicroseconds", .integer(Format.microseconds(elapsed))))
+            return .object(members)
+        }
+    }
+
+    /// The largest body `--json` includes.
+    static let jsonBodyLimit = 64 * 1024
+
+    private func transfer(_ cache: HTTPCache, file: OutputFile?) async throws(Failure) -> Transfer {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let head: CachedResponseHead
+        let body: ResponseBody
+        do {
+            (head, body) = try await cache.bytes(for: options.request)
+        } catch {
+            throw Fetching.failure(error, url: options.url)
+        }
+        if include { Console.out(Report.head(head.response)) }
+        let collectsText = json && file == nil
+        var collected = Data()
+        var received: Int64 = 0
+        var progress = ProgressBar(
+            total: head.expectedLength,
+            enabled: Console.errorIsTerminal && (file != nil || json || !Console.outputIsTerminal))
+        var suppressedBinary = false
+        do {
+            for try await chunk in body {
+                if received == 0, file == nil, !json, Console.outputIsTerminal, chunk.contains(0) {
+                    suppressedBinary = true
+                }
+                received += Int64(chunk.count)
+                progress.advance(by: chunk.count)
+                if let file {
+                    try file.write(chunk)
+                } else if collectsText {
+                    if collected.count <= Self.jsonBodyLimit { collected.append(chunk.prefix(Self.jsonBodyLimit + 1)) }
+                } else if !suppressedBinary {
+                    Console.out(bytes: chunk)
+                }
+            }
+        } catch let failure as Failure {
+            progress.finish()
+            throw failure
+        } catch {
+            progress.finish()
+            throw Failure(
+                .failure,
+                "the response from \(options.url.absoluteString) was cut off after \(received) bytes (\(error)); "
+                    + "it was not stored; try again")
+        }
+        progress.finish()
+        try file?.commit()
+        if suppressedBinary {
+            Console.error(
+                "httpcache: the body is binary (\(Format.bytes(received))); not written to the terminal. "
+                    + "Use -o FILE to save it.\n")
+        }
+        var text: String?
+        if collectsText, collected.count <= Self.jsonBodyLimit,
+            Report.isTextual(head.response.value(forHTTPHeaderField: "Content-Type"))
+        {
+            text = String(validating: collected, as: UTF8.self)
+        }
+        return Transfer(head: head, bodyBytes: received, text: text, elapsed: clock.now - started)
+    }
+}
+
+/// A file `-o` writes: a temporary file beside it, renamed over it once the body is complete.
+final class OutputFile {
+    let path: String
+    private let temporary: String
+    private let handle: FileHandle
+
+    init(_ path: String) throws(Failure) {
+        self.path = path
+        let url = URL(fileURLWithPath: path)
+        temporary = url.deletingLastPathComponent().path + "/." + url.lastPathComponent + ".httpcache-\(getpid()).part"
+        guard FileManager.default.createFile(atPath: temporary, contents: nil),
+            let handle = FileHandle(forWritingAtPath: temporary)
+        else {
+            throw Failure(
+                .failure, "cannot write \(path): \(String(cString: strerror(errno))); check the directory exists and is writable")
+        }
+        self.handle = handle
+    }
+
+    func write(_ chunk: Data) throws(Failure) {
+        do {
+            try handle.write(contentsOf: chunk)
+        } catch {
+            throw Failure(.failure, "cannot write \(path): \(error)")
+        }
+    }
+
+    /// Puts the complete file in place.
+    func commit() throws(Failure) {
+        try? handle.close()
+        guard rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            discard()
+            throw Failure(.failure, "cannot write \(path): \(reason)")
+        }
+    }
+
+    /// Removes the temporary file.
+    func discard() {
+        try? handle.close()
+        unlink(temporary)
+    }
+}

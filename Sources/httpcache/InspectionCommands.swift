@@ -1,0 +1,373 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+import HTTPCaching
+
+/// A stored response's freshness in a few words: `fresh, 57 s left` or `stale by 3 s`.
+func freshnessSummary(_ entry: CacheEntryInfo) -> String {
+    guard let facts = entry.facts else { return "unreadable" }
+    let remaining = facts.freshnessLifetime - entry.age
+    return remaining > 0 ? "fresh, \(Format.seconds(remaining)) left" : "stale by \(Format.seconds(-remaining))"
+}
+
+/// Reads the stored entries, turning a storage error into a ``Failure``.
+func storedEntries(_ read: () throws(StorageError) -> [CacheEntryInfo], in directory: String) throws(Failure)
+    -> [CacheEntryInfo]
+{
+    do {
+        return try read()
+    } catch {
+        throw Failure(.failure, "could not read the cache index in \(directory): \(error)")
+    }
+}
+
+/// `httpcache ls [--json] [PREFIX]`.
+struct ListCommand {
+    static let name = "ls"
+    static let summary = "list stored responses, most recently used first"
+    static let specs = CacheOptions.specs + [.flag("--json")]
+    static let help = """
+        Usage: httpcache ls [PREFIX] [--json] [--cache-dir DIR]
+
+        Lists the stored responses whose URL starts with PREFIX (all when omitted), most
+        recently used first: status, body size, freshness now, hits, pinned, URL.
+
+        Options:
+          --json           print one JSON array of objects: url, status, bodyBytes, fresh,
+                           age, freshnessLifetime, storedAt, lastAccess, hits, pinned, memoryOnly
+          --cache-dir DIR  the cache directory (default $HTTPCACHE_DIR, else ~/.cache/httpcache)
+          -h, --help       show this help
+        """
+
+    let prefix: String?
+    let json: Bool
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        prefix = try arguments.positionals("PREFIX", minimum: 0, maximum: 1).first
+        json = arguments.has("--json")
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        let entries = try storedEntries({ () throws(StorageError) in try cache.entries(urlPrefix: prefix) }, in: cacheOptions.directory)
+        if json {
+            Console.out(JSONValue.array(entries.map(Self.json)).text + "\n")
+            return
+        }
+        guard !entries.isEmpty else {
+            let scope = prefix.map { " under \($0)" } ?? ""
+            Console.out("nothing stored\(scope) (cache directory \(cacheOptions.directory))\n")
+            return
+        }
+        var rows = [["STATUS", "SIZE", "FRESHNESS", "HITS", "PINNED", "URL"]]
+        for entry in entries {
+            rows.append([
+                String(entry.status), Format.bytes(entry.bodySize), freshnessSummary(entry), String(entry.hits),
+                entry.isPinned ? "pinned" : "-", entry.url,
+            ])
+        }
+        let bytes = entries.reduce(Int64(0)) { $0 + $1.bodySize }
+        Console.out(Format.table(rows) + "\(Format.count(entries.count, "entry", "entries")), \(Format.bytes(bytes))\n")
+    }
+
+    static func json(_ entry: CacheEntryInfo) -> JSONValue {
+        .object([
+            ("url", .string(entry.url)),
+            ("status", .int(entry.status)),
+            ("bodyBytes", .int(entry.bodySize)),
+            ("fresh", .bool(entry.isFresh)),
+            ("age", .number(entry.age.rounded())),
+            ("freshnessLifetime", .optional(entry.facts.map { .number($0.freshnessLifetime) })),
+            ("storedAt", .string(Format.timestamp(entry.storedAt))),
+            ("lastAccess", .string(Format.timestamp(entry.lastAccess))),
+            ("hits", .int(entry.hits)),
+            ("pinned", .bool(entry.isPinned)),
+            ("memoryOnly", .bool(entry.isMemoryOnly)),
+        ])
+    }
+}
+
+/// `httpcache show URL`.
+struct ShowCommand {
+    static let name = "show"
+    static let summary = "everything stored for a URL: fields, facts, freshness now, reasons"
+    static let specs = CacheOptions.specs
+    static let help = """
+        Usage: httpcache show URL [--cache-dir DIR]
+
+        Shows every stored response (each Vary variant) for GET URL: status, size, when stored
+        and last used, hits, pinned, the stored fields, the facts the cache decides by
+        (freshness lifetime and where it came from, Date, validators, Vary), whether it is fresh
+        now, and why.
+
+        Exit status 3 when nothing is stored for URL.
+        """
+
+    let url: URL
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        url = try RequestOptions.url(try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: Self.name)
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        let entries = try storedEntries({ () throws(StorageError) in try cache.entries(for: url) }, in: cacheOptions.directory)
+        guard !entries.isEmpty else {
+            throw Failure(.notStored, "nothing stored for \(url.absoluteString); fetch it with `httpcache get \(url.absoluteString)`")
+        }
+        var text = ""
+        for (index, entry) in entries.enumerated() {
+            if entries.count > 1 { text += "── variant \(index + 1) of \(entries.count)\n" }
+            text += Self.describe(entry, now: Date().timeIntervalSince1970)
+            if index < entries.count - 1 { text += "\n" }
+        }
+        Console.out(text)
+    }
+
+    static func describe(_ entry: CacheEntryInfo, now: Double) -> String {
+        var rows: [[String]] = [
+            ["URL:", entry.url],
+            ["Status:", Report.statusLine(entry.status).dropFirst(9).description],
+            ["Body:", "\(Format.bytes(entry.bodySize)) (\(entry.bodySize) bytes)"],
+            ["Freshness:", freshnessSummary(entry)],
+            ["Stored:", "\(Format.timestamp(entry.storedAt)) (\(Format.seconds(now - entry.storedAt)) ago)"],
+            ["Last used:", "\(Format.timestamp(entry.lastAccess)) (\(Format.seconds(now - entry.lastAccess)) ago)"],
+            ["Hits:", String(entry.hits)],
+            ["Pinned:", entry.isPinned ? "yes (eviction skips it)" : "no"],
+            ["Where:", entry.isMemoryOnly ? "memory only" : "disk"],
+        ]
+        if let facts = entry.facts {
+            rows += [
+                ["Lifetime:", Explanation.lifetime(facts)],
+                ["Age now:", Format.seconds(entry.age)],
+                ["Date:", HTTPDate.format(facts.date)],
+                ["ETag:", facts.entityTag?.description ?? "none"],
+                ["Last-Modified:", facts.lastModified.map(HTTPDate.format) ?? "none"],
+                ["Vary:", Explanation.vary(facts)],
+            ]
+            let directives = Explanation.notableDirectives(facts)
+            if !directives.isEmpty { rows.append(["Directives:", directives.joined(separator: ", ")]) }
+        }
+        var text = Format.table(rows)
+        text += "Fields:\n"
+        for field in entry.fields { text += "  \(field.name): \(field.value)\n" }
+        text += "Why:\n"
+        for reason in entry.reasons { text += "  - \(reason)\n" }
+        return text
+    }
+}
+
+/// `httpcache purge URL | --prefix P | --all`.
+struct PurgeCommand {
+    static let name = "purge"
+    static let summary = "remove stored responses"
+    static let specs = CacheOptions.specs + [.value("--prefix"), .flag("--all")]
+    static let help = """
+        Usage: httpcache purge URL | --prefix PREFIX | --all [--cache-dir DIR]
+
+        Removes the stored responses for GET URL (every Vary variant), or those whose URL
+        starts with PREFIX, or everything, and says how many were removed (0 is not an error).
+        """
+
+    enum Target {
+        case url(URL)
+        case prefix(String)
+        case all
+    }
+
+    let target: Target
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        let urls = try arguments.positionals("URL", minimum: 0, maximum: 1)
+        let prefix = arguments.value("--prefix")
+        let chosen = [!urls.isEmpty, prefix != nil, arguments.has("--all")].filter { $0 }.count
+        guard chosen == 1 else {
+            throw .usage(Self.name, chosen == 0 ? "say what to remove: URL, --prefix PREFIX or --all" : "give only one of URL, --prefix, --all")
+        }
+        if let url = urls.first {
+            target = .url(try RequestOptions.url(url, command: Self.name))
+        } else if let prefix {
+            guard !prefix.isEmpty else { throw .usage(Self.name, "--prefix needs a non-empty prefix (use --all for everything)") }
+            target = .prefix(prefix)
+        } else {
+            target = .all
+        }
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        do {
+            switch target {
+            case .url(let url):
+                let removed = try cache.remove(url: url)
+                Console.out("removed \(Format.count(removed, "stored response")) for \(url.absoluteString)\n")
+            case .prefix(let prefix):
+                let removed = try cache.remove(urlPrefix: prefix)
+                Console.out("removed \(Format.count(removed, "stored response")) under \(prefix)\n")
+            case .all:
+                let count = cache.totals.all.entries
+                try cache.removeAll()
+                Console.out("removed \(Format.count(count, "stored response")): the cache is empty\n")
+            }
+        } catch {
+            throw Failure(.failure, "could not remove from the cache in \(cacheOptions.directory): \(error)")
+        }
+    }
+}
+
+/// `httpcache pin URL` and `httpcache unpin URL`.
+struct PinCommand {
+    static let specs = CacheOptions.specs
+
+    static func summary(pinning: Bool) -> String {
+        pinning ? "keep a URL's stored responses from eviction" : "let eviction remove a URL's stored responses again"
+    }
+
+    static func help(pinning: Bool) -> String {
+        let name = pinning ? "pin" : "unpin"
+        let effect =
+            pinning
+            ? "Pins the stored responses for GET URL: eviction never removes them (they are still\nrevalidated when stale, and purge still removes them)."
+            : "Unpins the stored responses for GET URL: eviction may remove them again."
+        return """
+            Usage: httpcache \(name) URL [--cache-dir DIR]
+
+            \(effect)
+
+            Exit status 3 when nothing is stored for URL (fetch it first with httpcache get URL).
+            """
+    }
+
+    let url: URL
+    let pinning: Bool
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments, pinning: Bool) throws(Failure) {
+        self.pinning = pinning
+        url = try RequestOptions.url(try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: arguments.command)
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        let stored: Int
+        do {
+            stored = try cache.entries(for: url).count
+            _ = try cache.setPinned(pinning, url: url)
+        } catch {
+            throw Failure(.failure, "could not change the cache in \(cacheOptions.directory): \(error)")
+        }
+        guard stored > 0 else {
+            throw Failure(.notStored, "nothing stored for \(url.absoluteString); fetch it first with `httpcache get \(url.absoluteString)`")
+        }
+        Console.out("\(pinning ? "pinned" : "unpinned") \(Format.count(stored, "stored response")) for \(url.absoluteString)\n")
+    }
+}
+
+/// `httpcache stats [--json] [--reset]`.
+struct StatsCommand {
+    static let name = "stats"
+    static let summary = "entries and bytes stored, outcome counts, hit ratio"
+    static let specs = CacheOptions.specs + [.flag("--json"), .flag("--reset")]
+    static let help = """
+        Usage: httpcache stats [--json] [--reset] [--cache-dir DIR]
+
+        Shows what the cache holds (entries, body bytes, pinned bytes; the disk tier, since the
+        memory tier lives only as long as one process) and what `get` and `explain` have done
+        with this cache directory: hit, miss, revalidated, stale and bypass counts, errors, the
+        hit ratio (responses whose body came from the cache: hit, revalidated and stale, over
+        all responses) and bytes served from the cache. The counts are kept in
+        <cache directory>/cli-stats.json.
+
+        Options:
+          --json           print one JSON object instead
+          --reset          set the counts to zero (stored responses are kept)
+          --cache-dir DIR  the cache directory (default $HTTPCACHE_DIR, else ~/.cache/httpcache)
+        """
+
+    let json: Bool
+    let reset: Bool
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        _ = try arguments.positionals("nothing", minimum: 0, maximum: 0)
+        json = arguments.has("--json")
+        reset = arguments.has("--reset")
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        let directory = cacheOptions.directory
+        if reset {
+            try PersistentStatistics.update(in: directory) { $0 = PersistentStatistics(since: Date().timeIntervalSince1970) }
+            if !json { Console.out("outcome counts reset\n") }
+        }
+        let counts = try PersistentStatistics.read(in: directory)
+        let totals = cache.totals
+        let disk = totals.disk ?? totals.all
+        let statistics = counts.statistics
+        let responses = statistics.hits + statistics.misses + statistics.revalidated + statistics.stale + statistics.bypassed
+        if json {
+            func tier(_ totals: StoreTotals?) -> JSONValue {
+                guard let totals else { return .null }
+                return .object([
+                    ("entries", .int(totals.entries)), ("bodyBytes", .int(totals.bodyBytes)),
+                    ("pinnedBytes", .int(totals.pinnedBytes)),
+                ])
+            }
+            let value: JSONValue = .object([
+                ("directory", .string(directory)),
+                ("entries", .int(totals.all.entries)),
+                ("bodyBytes", .int(totals.all.bodyBytes)),
+                ("pinnedBytes", .int(totals.all.pinnedBytes)),
+                ("tiers", .object([("disk", tier(totals.disk)), ("memory", tier(totals.memory))])),
+                ("since", .string(Format.timestamp(counts.since))),
+                ("responses", .int(responses)),
+                (
+                    "outcomes",
+                    .object([
+                        ("hit", .int(statistics.hits)), ("miss", .int(statistics.misses)),
+                        ("revalidated", .int(statistics.revalidated)), ("stale", .int(statistics.stale)),
+                        ("bypass", .int(statistics.bypassed)),
+                    ])
+                ),
+                ("errors", .int(statistics.errors)),
+                ("collapsed", .int(statistics.collapsed)),
+                ("hitRatio", .number(statistics.hitRatio)),
+                ("bytesServedFromCache", .int(statistics.bytesServedFromCache)),
+                ("bytesSavedByRevalidation", .int(statistics.bytesSavedByRevalidation)),
+                ("bytesFromOrigin", .int(counts.bytesFromOrigin)),
+            ])
+            Console.out(value.text + "\n")
+            return
+        }
+        let rows: [[String]] = [
+            ["Cache directory:", directory],
+            [
+                "Stored (disk):",
+                "\(Format.count(disk.entries, "entry", "entries")), \(Format.bytes(disk.bodyBytes)) of bodies, "
+                    + "\(Format.bytes(disk.pinnedBytes)) pinned",
+            ],
+            ["Memory tier:", "per process; empty between runs of this tool"],
+            ["Counted since:", Format.timestamp(counts.since)],
+            ["Responses:", String(responses)],
+            [
+                "Outcomes:",
+                "hit \(statistics.hits), miss \(statistics.misses), revalidated \(statistics.revalidated), "
+                    + "stale \(statistics.stale), bypass \(statistics.bypassed); errors \(statistics.errors)",
+            ],
+            ["Hit ratio:", "\(Format.percent(statistics.hitRatio)) (bodies from the cache: hit, revalidated, stale)"],
+            ["From the cache:", Format.bytes(statistics.bytesServedFromCache)],
+            ["Saved by 304s:", Format.bytes(statistics.bytesSavedByRevalidation)],
+            ["From origins:", Format.bytes(counts.bytesFromOrigin)],
+        ]
+        Console.out(Format.table(rows))
+    }
+}

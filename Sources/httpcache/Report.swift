@@ -1,0 +1,66 @@
+import CacheSemantics
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How responses are shown: status lines, fields, the verbose summary.
+enum Report {
+    /// The fields of `response`, sorted by name (`HTTPURLResponse` keeps no order).
+    static func fields(of response: HTTPURLResponse) -> [(name: String, value: String)] {
+        response.allHeaderFields.compactMap { name, value -> (name: String, value: String)? in
+            guard let name = name as? String else { return nil }
+            return (name, value as? String ?? String(describing: value))
+        }.sorted { $0.name.lowercased() < $1.name.lowercased() }
+    }
+
+    /// `HTTP/1.1 200 OK`, the fields, and an empty line, as `-i` prints them.
+    static func head(_ response: HTTPURLResponse) -> String {
+        var text = statusLine(response.statusCode) + "\n"
+        for field in fields(of: response) { text += "\(field.name): \(field.value)\n" }
+        return text + "\n"
+    }
+
+    /// `HTTP/1.1 404 Not Found`.
+    static func statusLine(_ status: Int) -> String {
+        let reason = reasonPhrases[status].map { " " + $0 } ?? ""
+        return "HTTP/1.1 \(status)\(reason)"
+    }
+
+    /// The reason phrases of RFC 9110 §15.
+    static let reasonPhrases: [Int: String] = [
+        100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted",
+        203: "Non-Authoritative Information", 204: "No Content", 205: "Reset Content", 206: "Partial Content",
+        300: "Multiple Choices", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+        307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized",
+        403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
+        409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
+        414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable", 417: "Expectation Failed",
+        421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required", 429: "Too Many Requests",
+        500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+        504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+    ]
+
+    /// Whether a body of this `Content-Type` is text (absent counts as text; the bytes must
+    /// still be valid UTF-8 to be shown as text).
+    static func isTextual(_ contentType: String?) -> Bool {
+        guard let contentType else { return true }
+        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        if type.hasPrefix("text/") || type.hasSuffix("+json") || type.hasSuffix("+xml") { return true }
+        return [
+            "application/json", "application/xml", "application/javascript", "application/ecmascript",
+            "application/x-www-form-urlencoded", "application/graphql", "application/x-ndjson", "image/svg+xml",
+        ].contains(type)
+    }
+
+    /// What `-v` prints on standard error.
+    static func verbose(_ head: CachedResponseHead, method: String, elapsed: Duration) -> String {
+        var text = "httpcache: \(method) \(head.response.url?.absoluteString ?? "") → \(head.response.statusCode) "
+            + "\(head.outcome) in \(Format.elapsed(elapsed))\n"
+        text += "httpcache: Cache-Status: \(head.cacheStatus.fieldValue)\n"
+        for reason in head.reasons { text += "httpcache:   \(reason)\n" }
+        return text
+    }
+}

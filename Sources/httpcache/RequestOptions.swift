@@ -1,0 +1,178 @@
+import CacheSemantics
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What `get` and `explain` send: the URL, method, fields, body, cache policy and timeout.
+struct RequestOptions: Sendable {
+    /// The option specs shared by `get` and `explain`.
+    static let specs: [OptionSpec] = [
+        .value("-X", "--request"), .value("-H", "--header"), .value("-d", "--data"), .value("--policy"),
+        .flag("--offline"), .flag("--shared"), .value("--timeout"),
+    ]
+
+    var url: URL
+    var method: String
+    var fields: [(name: String, value: String)]
+    var body: Data?
+    var policy: CachePolicy
+    var isShared: Bool
+    var timeout: Double?
+
+    /// The policy names `--policy` accepts: short ones, then every `URLRequest.CachePolicy` name.
+    static let policyNames: [(name: String, policy: CachePolicy)] =
+        [
+            ("protocol", .useProtocolCachePolicy), ("reload", .reloadIgnoringLocalCacheData),
+            ("reload-all", .reloadIgnoringLocalAndRemoteCacheData), ("revalidate", .reloadRevalidatingCacheData),
+            ("prefer-cache", .returnCacheDataElseLoad), ("only-cache", .returnCacheDataDontLoad),
+        ] + CachePolicy.allCases.map { ($0.rawValue, $0) }
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        let command = arguments.command
+        url = try Self.url(try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: command)
+        fields = []
+        for text in arguments.all("-H") {
+            fields.append(try Self.field(text, command: command))
+        }
+        if let data = arguments.value("-d") {
+            if data.hasPrefix("@") {
+                let path = String(data.dropFirst())
+                guard let contents = FileManager.default.contents(atPath: path) else {
+                    throw .usage(command, "-d \(data): cannot read the file '\(path)'")
+                }
+                body = contents
+            } else {
+                body = Data(data.utf8)
+            }
+        }
+        let method = arguments.value("-X") ?? (body == nil ? "GET" : "POST")
+        guard !method.isEmpty, method.utf8.allSatisfy(Self.isTokenByte) else {
+            throw .usage(command, "'\(method)' is not a method name (-X takes a token such as GET, HEAD, POST)")
+        }
+        self.method = method
+        if arguments.has("--offline") {
+            if let given = arguments.value("--policy"), Self.policy(named: given) != .returnCacheDataDontLoad {
+                throw .usage(command, "--offline means --policy only-cache; it cannot be combined with --policy \(given)")
+            }
+            policy = .returnCacheDataDontLoad
+        } else if let name = arguments.value("--policy") {
+            guard let policy = Self.policy(named: name) else {
+                let names = Self.policyNames.prefix(6).map(\.name).joined(separator: ", ")
+                throw .usage(command, "unknown policy '\(name)'; use one of \(names), or a URLRequest.CachePolicy name")
+            }
+            self.policy = policy
+        } else {
+            policy = .useProtocolCachePolicy
+        }
+        isShared = arguments.has("--shared")
+        if let text = arguments.value("--timeout") {
+            guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+                throw .usage(command, "--timeout takes a number of seconds above 0, not '\(text)'")
+            }
+            timeout = seconds
+        }
+    }
+
+    /// The policy called `name` (short or `URLRequest.CachePolicy` name, any case).
+    static func policy(named name: String) -> CachePolicy? {
+        policyNames.first { $0.name.lowercased() == name.lowercased() }?.policy
+    }
+
+    /// The short name of `policy`, e.g. `only-cache`.
+    static func shortName(_ policy: CachePolicy) -> String {
+        policyNames.first { $0.policy == policy }?.name ?? policy.rawValue
+    }
+
+    /// `text` as an absolute `http` or `https` URL with a host.
+    ///
+    /// - Throws: ``Failure`` with ``ExitCode/usage`` for anything else.
+    static func url(_ text: String, command: String) throws(Failure) -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+            throw .usage(command, "'\(text)' is not a valid URL; give an absolute http:// or https:// URL")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .usage(command, "'\(text)' is not an http or https URL")
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw .usage(command, "'\(text)' has no host; give an absolute http:// or https:// URL")
+        }
+        return url
+    }
+
+    /// A `Name: value` argument of `-H` as a field.
+    static func field(_ text: String, command: String) throws(Failure) -> (name: String, value: String) {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw .usage(command, "-H '\(text)' is not a field; write -H 'Name: value'")
+        }
+        let name = String(text[..<colon])
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
+            throw .usage(command, "-H '\(text)': '\(name)' is not a field name; write -H 'Name: value'")
+        }
+        guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            throw .usage(command, "-H '\(name)': a field value cannot hold CR, LF or NUL")
+        }
+        return (name, value)
+    }
+
+    /// `tchar` of RFC 9110 §5.6.2.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    /// The request to send through the cache.
+    var request: URLRequest {
+        var request = URLRequest(url: url, cachePolicy: Self.urlRequestPolicy(policy))
+        request.httpMethod = method
+        for field in fields { request.addValue(field.value, forHTTPHeaderField: field.name) }
+        request.httpBody = body
+        if let timeout { request.timeoutInterval = timeout }
+        return request
+    }
+
+    /// The request as the engine sees it, for `explain`.
+    var head: RequestHead {
+        RequestHead(method: method, uri: url.absoluteString, fields: HeaderFields(fields.map { ($0.name, $0.value) }))
+    }
+
+    static func urlRequestPolicy(_ policy: CachePolicy) -> URLRequest.CachePolicy {
+        switch policy {
+        case .useProtocolCachePolicy: return .useProtocolCachePolicy
+        case .reloadIgnoringLocalCacheData: return .reloadIgnoringLocalCacheData
+        case .reloadIgnoringLocalAndRemoteCacheData: return .reloadIgnoringLocalAndRemoteCacheData
+        case .returnCacheDataElseLoad: return .returnCacheDataElseLoad
+        case .returnCacheDataDontLoad: return .returnCacheDataDontLoad
+        case .reloadRevalidatingCacheData: return .reloadRevalidatingCacheData
+        }
+    }
+}
+
+/// Runs a request through the cache and turns what cannot be answered into a ``Failure``.
+enum Fetching {
+    /// The ``Failure`` for an error thrown by ``HTTPCache/data(for:)`` or
+    /// ``HTTPCache/bytes(for:)`` for `url`.
+    static func failure(_ error: any Error, url: URL) -> Failure {
+        if let urlError = error as? URLError {
+            let target = url.host.map { host in url.port.map { "\(host):\($0)" } ?? host } ?? url.absoluteString
+            switch urlError.code {
+            case .unsupportedURL, .badURL:
+                return .usage(nil, "\(url.absoluteString): \(urlError.localizedDescription)")
+            default:
+                return Failure(
+                    .unreachable,
+                    "could not reach \(target) (\(urlError.localizedDescription)) and nothing stored could be "
+                        + "served for \(url.absoluteString); check the URL and that the server is running")
+            }
+        }
+        return Failure(.failure, "\(url.absoluteString): \(error)")
+    }
+}

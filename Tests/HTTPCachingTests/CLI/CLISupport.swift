@@ -1,0 +1,136 @@
+import CacheTestSupport
+import Foundation
+import LoopbackOrigin
+import Testing
+
+/// What one run of the `httpcache` binary produced.
+struct CLIRun: Sendable {
+    var status: Int32
+    var stdoutData: Data
+    var stderr: String
+
+    var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
+
+    /// Standard output parsed as one JSON object.
+    func jsonObject(sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
+        let value = try JSONSerialization.jsonObject(with: stdoutData)
+        return try #require(value as? [String: Any], "stdout is not one JSON object: \(stdout)", sourceLocation: sourceLocation)
+    }
+
+    /// Standard output parsed as one JSON array of objects.
+    func jsonArray(sourceLocation: SourceLocation = #_sourceLocation) throws -> [[String: Any]] {
+        let value = try JSONSerialization.jsonObject(with: stdoutData)
+        return try #require(value as? [[String: Any]], "stdout is not a JSON array: \(stdout)", sourceLocation: sourceLocation)
+    }
+
+    /// The lines of standard error.
+    var stderrLines: [Substring] { stderr.split(separator: "\n") }
+}
+
+/// A loopback origin and a fresh cache directory for one test, and running the built
+/// `httpcache` binary against them. The origin stops and the directory is removed when the
+/// harness is released.
+final class CLIHarness: @unchecked Sendable {
+    let origin: LoopbackOrigin
+    let directory = TemporaryDirectory("httpcache-cli-test")
+    /// The cache directory (inside ``directory``, so `--cache-dir` creating it is exercised too).
+    var cacheDirectory: String { directory.path + "/cache" }
+
+    init() throws {
+        origin = try LoopbackOrigin()
+    }
+
+    deinit { origin.stop() }
+
+    /// `origin.url(path)` as a string.
+    func url(_ path: String) -> String { origin.url(path).absoluteString }
+
+    /// Routes `path` to a fixed `200` response.
+    func serve(_ path: String, _ headers: [(String, String)], body: String = "body") {
+        origin.route(path) { _ in LoopbackOrigin.Response(headers: headers, body: body) }
+    }
+
+    /// Routes `path` to a response with `etag` that answers a matching `If-None-Match` with `304`.
+    func serveValidated(_ path: String, cacheControl: String, etag: String, body: String) {
+        origin.route(path) { request in
+            let headers = [("Cache-Control", cacheControl), ("ETag", etag), ("Content-Type", "text/plain")]
+            if request.header("If-None-Match") == etag {
+                return LoopbackOrigin.Response(status: 304, headers: headers)
+            }
+            return LoopbackOrigin.Response(headers: headers, body: body)
+        }
+    }
+
+    /// Runs `httpcache arguments`, with `--cache-dir` added after the subcommand when
+    /// `cacheDir` is set, and `HTTPCACHE_DIR` pointing at the same directory.
+    func run(_ arguments: [String], cacheDir: Bool = true) async throws -> CLIRun {
+        var full = arguments
+        if cacheDir, !arguments.isEmpty { full.insert(contentsOf: ["--cache-dir", cacheDirectory], at: 1) }
+        return try await CLIProcess.run(full, environment: ["HTTPCACHE_DIR": cacheDirectory], in: directory.path)
+    }
+}
+
+/// Runs the built `httpcache` executable as a child process.
+enum CLIProcess {
+    /// Runs `httpcache arguments` with `environment` added (proxies removed, so nothing leaves
+    /// 127.0.0.1), killing it after `timeout` seconds.
+    ///
+    /// - Parameter executable: Another program to run instead (`script`, to give `httpcache` a
+    ///   terminal).
+    static func run(
+        executable: String? = nil, _ arguments: [String], environment: [String: String] = [:], in directory: String,
+        timeout: Double = 30
+    ) async throws -> CLIRun {
+        let executable = try executable ?? BuiltExecutable.path("httpcache")
+        let id = UUID().uuidString
+        let outPath = directory + "/stdout-\(id)"
+        let errPath = directory + "/stderr-\(id)"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        variables["no_proxy"] = "127.0.0.1,localhost"
+        for (name, value) in environment { variables[name] = value }
+        process.environment = variables
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = out
+        process.standardError = err
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                if process.isRunning { process.terminate() }
+            }
+        }
+        try out.close()
+        try err.close()
+        return CLIRun(
+            status: status, stdoutData: FileManager.default.contents(atPath: outPath) ?? Data(),
+            stderr: String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+    }
+}
+
+/// The fields of a `--json` response as name/value pairs.
+func cliHeaders(_ object: [String: Any]) -> [(String, String)] {
+    (object["headers"] as? [[String]] ?? []).compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
+}
+
+/// The first value of field `name` in a `--json` response.
+func cliHeader(_ object: [String: Any], _ name: String) -> String? {
+    cliHeaders(object).first { $0.0.lowercased() == name.lowercased() }?.1
+}
