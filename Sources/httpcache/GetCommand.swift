@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 import Foundation
 import HTTPCaching
 
@@ -132,15 +133,40 @@ struct GetCommand {
     /// The largest body `--json` includes.
     static let jsonBodyLimit = 64 * 1024
 
+    private func cutOff(after received: Int64, _ error: any Error) -> Failure {
+        Failure(
+            .failure,
+            "the response from \(options.url.absoluteString) was cut off after \(received) bytes (\(error)); "
+                + "it was not stored; try again")
+    }
+
     private func transfer(_ cache: HTTPCache, file: OutputFile?) async throws(Failure) -> Transfer {
         let clock = ContinuousClock()
         let started = clock.now
-        let head: CachedResponseHead
-        let body: ResponseBody
-        do {
-            (head, body) = try await cache.bytes(for: options.request)
-        } catch {
-            throw Fetching.failure(error, url: options.url)
+        // The head is printed once the first chunk has been read: a stored body another process
+        // replaced between the lookup and the read (HTTPCaching's `bytes(for:)` does not retry
+        // that itself) is then fetched again before anything was written.
+        var attempts = 0
+        var head: CachedResponseHead
+        var chunks: ResponseBody.AsyncIterator
+        var first: Data?
+        while true {
+            let body: ResponseBody
+            do {
+                (head, body) = try await cache.bytes(for: options.request)
+            } catch {
+                throw Fetching.failure(error, url: options.url)
+            }
+            chunks = body.makeAsyncIterator()
+            do {
+                first = try await chunks.next()
+                break
+            } catch let error as StorageError where attempts < 2 {
+                attempts += 1
+                Console.error("httpcache: the stored body went away while it was read (\(error)); asking again\n")
+            } catch {
+                throw cutOff(after: 0, error)
+            }
         }
         if include { Console.out(Report.head(head.response)) }
         let collectsText = json && file == nil
@@ -150,11 +176,12 @@ struct GetCommand {
             total: head.expectedLength,
             enabled: Console.errorIsTerminal && (file != nil || json || !Console.outputIsTerminal))
         var suppressedBinary = false
+        if let first, file == nil, !json, Console.outputIsTerminal, Report.looksBinary(first, head.response) {
+            suppressedBinary = true
+        }
+        var next = first
         do {
-            for try await chunk in body {
-                if received == 0, file == nil, !json, Console.outputIsTerminal, chunk.contains(0) {
-                    suppressedBinary = true
-                }
+            while let chunk = next {
                 received += Int64(chunk.count)
                 progress.advance(by: chunk.count)
                 if let file {
@@ -164,16 +191,14 @@ struct GetCommand {
                 } else if !suppressedBinary {
                     Console.out(bytes: chunk)
                 }
+                next = try await chunks.next()
             }
         } catch let failure as Failure {
             progress.finish()
             throw failure
         } catch {
             progress.finish()
-            throw Failure(
-                .failure,
-                "the response from \(options.url.absoluteString) was cut off after \(received) bytes (\(error)); "
-                    + "it was not stored; try again")
+            throw cutOff(after: received, error)
         }
         progress.finish()
         try file?.commit()

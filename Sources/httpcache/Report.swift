@@ -55,6 +55,14 @@ enum Report {
         ].contains(type)
     }
 
+    /// Whether a body starting with `start` would garble a terminal: a content type that is not
+    /// text, or control bytes other than tab, line feed, carriage return, form feed and escape
+    /// in its first 4 KiB.
+    static func looksBinary(_ start: Data, _ response: HTTPURLResponse) -> Bool {
+        if let type = response.value(forHTTPHeaderField: "Content-Type"), !isTextual(type) { return true }
+        return start.prefix(4096).contains { byte in byte < 0x20 && ![0x09, 0x0A, 0x0C, 0x0D, 0x1B].contains(byte) }
+    }
+
     /// What `-v` prints on standard error.
     static func verbose(_ head: CachedResponseHead, method: String, elapsed: Duration) -> String {
         var text = "httpcache: \(method) \(head.response.url?.absoluteString ?? "") → \(head.response.statusCode) "

@@ -63,6 +63,37 @@ struct CLIGetTests {
         #expect(cli.origin.requests(to: "/submit").first?.body == Array("hello".utf8))
     }
 
+    @Test func dataFromAFileAndVerboseReport() async throws {
+        let cli = try CLIHarness()
+        cli.origin.route("/echo") { request in
+            LoopbackOrigin.Response(headers: [("Content-Type", "text/plain")], body: request.body)
+        }
+        let payload = cli.directory.path + "/payload.txt"
+        #expect(FileManager.default.createFile(atPath: payload, contents: Data("from a file".utf8)))
+        let run = try await cli.run(["get", cli.url("/echo"), "-d", "@" + payload, "-H", "Content-Type: text/plain", "-v"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "from a file")
+        #expect(cli.origin.requests(to: "/echo").first?.method == "POST")
+        #expect(cli.origin.requests(to: "/echo").first?.header("Content-Type") == "text/plain")
+        #expect(run.stderr.contains("httpcache: POST \(cli.url("/echo")) → 200 bypass in "))
+        #expect(run.stderr.contains("httpcache: Cache-Status: HTTPCache; fwd=method; fwd-status=200"))
+
+        let missing = try await cli.run(["get", cli.url("/echo"), "-d", "@" + cli.directory.path + "/absent"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("cannot read the file"))
+    }
+
+    @Test func timeoutGivesUpOnASlowOriginWithExitSeven() async throws {
+        let cli = try CLIHarness()
+        cli.origin.route("/slow") { _ in LoopbackOrigin.Response(body: "late", delay: 5) }
+        let clock = ContinuousClock()
+        let started = clock.now
+        let run = try await cli.run(["get", cli.url("/slow"), "--timeout", "0.5"])
+        #expect(run.status == 7, "\(run.stderr)")
+        #expect(run.stderrLines.count == 1)
+        #expect(clock.now - started < .seconds(4))
+    }
+
     @Test func jsonLeavesOutBinaryAndLargeBodies() async throws {
         let cli = try CLIHarness()
         cli.origin.route("/binary") { _ in
@@ -230,5 +261,13 @@ struct CLIGetTests {
         #expect(run.stdout.contains("%"), "no progress bar in \(run.stdout.debugDescription)")
         #expect(run.stdout.contains("of 3.0 MiB"))
         #expect(FileManager.default.contents(atPath: file)?.count == body.count)
+
+        // A binary body is not written to the terminal.
+        let terminal = [try BuiltExecutable.path("httpcache"), "get", cli.url("/big"), "--cache-dir", cli.cacheDirectory]
+            .map { "'\($0)'" }.joined(separator: " ")
+        let binary = try await CLIProcess.run(executable: script, ["-qec", terminal, "/dev/null"], in: cli.directory.path)
+        #expect(binary.status == 0)
+        #expect(binary.stdout.contains("the body is binary (3.0 MiB); not written to the terminal"))
+        #expect(!binary.stdout.contains("\u{7}\u{7}\u{7}"))
     }
 }
