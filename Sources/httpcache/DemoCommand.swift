@@ -50,7 +50,8 @@ struct DemoCommand {
     }
 
     func run() async throws(Failure) {
-        let temporary = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+        let temporary =
+            NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
         let directory = temporary + "/httpcache-demo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         DemoCleanup.remove(onInterrupt: directory)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -111,11 +112,13 @@ struct DemoCommand {
             let label = result.outcome.rawValue.uppercased()
             Console.out(
                 "\(number). "
-                    + Format.table([[
-                        label.padding(toLength: 11, withPad: " ", startingAt: 0), String(result.statusCode),
-                        "origin requests: \(count)", Format.elapsed(elapsed).leftPadded(to: 8),
-                        "Cache-Status: \(result.cacheStatus.fieldValue)",
-                    ]])
+                    + Format.table([
+                        [
+                            label.padding(toLength: 11, withPad: " ", startingAt: 0), String(result.statusCode),
+                            "origin requests: \(count)", Format.elapsed(elapsed).leftPadded(to: 8),
+                            "Cache-Status: \(result.cacheStatus.fieldValue)",
+                        ]
+                    ])
                     + "   \(step.note)\n")
             if result.outcome != step.expected || count != step.expectedOriginRequests {
                 problems.append(
@@ -133,18 +136,22 @@ struct DemoCommand {
         let fraction = Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 1)
         if fraction > 0.3 { await Self.sleep(1 - fraction + 0.02) }
 
-        _ = await fetch(Step(
+        _ = await fetch(
+            Step(
                 title: "MISS", expected: .miss, expectedOriginRequests: 1,
                 note: "nothing stored: fetched from the origin and stored"), number: 1)
-        _ = await fetch(Step(
+        _ = await fetch(
+            Step(
                 title: "HIT", expected: .hit, expectedOriginRequests: 1,
                 note: "fresh: served from the cache; the origin saw nothing"), number: 2)
 
         let wait = await waitUntilStale(cache, url)
         Console.out("   … waited \(Format.elapsed(wait)) for the response to become stale (max-age=1)\n")
-        _ = await fetch(Step(
+        _ = await fetch(
+            Step(
                 title: "REVALIDATED", expected: .revalidated, expectedOriginRequests: 2,
-                note: "stale: asked the origin with If-None-Match: \"v1\"; it said 304, the stored body was served"), number: 3)
+                note: "stale: asked the origin with If-None-Match: \"v1\"; it said 304, the stored body was served"),
+            number: 3)
         if let last = origin.requests(to: "/greeting").last, last.header("If-None-Match") != "\"v1\"" {
             problems.append("step 3 (REVALIDATED): the origin did not receive If-None-Match: \"v1\"")
         }
@@ -152,7 +159,8 @@ struct DemoCommand {
         let again = await waitUntilStale(cache, url)
         origin.stop()
         Console.out("   … waited \(Format.elapsed(again)) for it to become stale again, then stopped the origin\n")
-        if let result = await fetch(Step(
+        if let result = await fetch(
+            Step(
                 title: "STALE", expected: .stale, expectedOriginRequests: 2,
                 note: "stale and the origin is down: served anyway (RFC 9111 §4.2.4)"), number: 4),
             result.cacheStatus.detail != "disconnected"
@@ -166,7 +174,8 @@ struct DemoCommand {
         } else {
             Console.out("\nThe demo did not behave as expected (\(total)):\n")
             for problem in problems { Console.out("  - \(problem)\n") }
-            throw Failure(.failure, "demo: \(Format.count(problems.count, "step")) did not behave as expected (listed above)")
+            throw Failure(
+                .failure, "demo: \(Format.count(problems.count, "step")) did not behave as expected (listed above)")
         }
     }
 
@@ -174,9 +183,13 @@ struct DemoCommand {
     private func waitUntilStale(_ cache: HTTPCache, _ url: URL) async -> Duration {
         let clock = ContinuousClock()
         let started = clock.now
-        let remaining = (try? cache.entries(for: url).first).flatMap { $0?.facts.map { facts in
-            facts.freshnessLifetime - facts.currentAge(at: Timestamp(secondsSince1970: Date().timeIntervalSince1970))
-        } } ?? 1
+        let remaining =
+            (try? cache.entries(for: url).first).flatMap {
+                $0?.facts.map { facts in
+                    facts.freshnessLifetime
+                        - facts.currentAge(at: Timestamp(secondsSince1970: Date().timeIntervalSince1970))
+                }
+            } ?? 1
         if remaining > -0.01 { await Self.sleep(min(remaining, 2) + 0.05) }
         return clock.now - started
     }

@@ -68,15 +68,17 @@ struct Explanation {
         let madeByCache = !result.cacheStatus.hit && result.cacheStatus.forward == nil
         if madeByCache {
             rows.append([
-                "Stored:", "nothing that answers this request; the cache answered \(status) without contacting the origin",
+                "Stored:",
+                "nothing that answers this request; the cache answered \(status) without contacting the origin",
             ])
         } else if let entry, let stored = entry.facts {
             facts = stored
-            var where_ = entry.isMemoryOnly ? "in memory only" : "on disk"
-            if entry.isPinned { where_ += ", pinned" }
+            var location = entry.isMemoryOnly ? "in memory only" : "on disk"
+            if entry.isPinned { location += ", pinned" }
             rows.append([
                 "Stored:",
-                "yes, \(Format.bytes(entry.bodySize)) \(where_), stored \(Format.seconds(now.secondsSince1970 - entry.storedAt)) ago, "
+                "yes, \(Format.bytes(entry.bodySize)) \(location), stored "
+                    + "\(Format.seconds(now.secondsSince1970 - entry.storedAt)) ago, "
                     + "\(Format.count(entry.hits, "hit"))",
             ])
         } else {
@@ -117,9 +119,12 @@ struct Explanation {
             text += "  - go to the origin: nothing stored answers them\n"
         }
 
-        let warnings = madeByCache ? [] : Self.warnings(
-            fields: fields, status: status, decision: decision, facts: facts, engine: engine, now: now,
-            fromOrigin: [.miss, .bypass].contains(result.outcome))
+        let warnings =
+            madeByCache
+            ? []
+            : Self.warnings(
+                fields: fields, status: status, decision: decision, facts: facts, engine: engine, now: now,
+                fromOrigin: [.miss, .bypass].contains(result.outcome))
         text += "\nWarnings:" + (warnings.isEmpty ? " none\n" : "\n")
         for warning in warnings { text += "  - \(warning)\n" }
         return text
@@ -141,7 +146,8 @@ struct Explanation {
                     return lines
                 }
                 lines.append(
-                    "\(when): served from the cache without contacting the origin, for \(Format.seconds(use.timeToLive)) "
+                    "\(when): served from the cache without contacting the origin, for "
+                        + "\(Format.seconds(use.timeToLive)) "
                         + "more (until \(Self.clockTime(time + use.timeToLive)))")
                 time = time + use.timeToLive + 0.5
             case .serveStaleWhileRevalidate(let use, _):
@@ -166,7 +172,9 @@ struct Explanation {
                 lines.append(fallbackLine(lookup, facts, at: time))
                 return lines
             case .gatewayTimeout(let reasons):
-                lines.append("\(when): answered 504 without contacting the origin (" + reasons.map(\.description).joined(separator: "; ") + ")")
+                lines.append(
+                    "\(when): answered 504 without contacting the origin ("
+                        + reasons.map(\.description).joined(separator: "; ") + ")")
                 return lines
             }
         }
@@ -179,7 +187,9 @@ struct Explanation {
         case .serve(let use):
             for reason in use.reasons {
                 if case .staleIfError(_, let allowance) = reason {
-                    return "if the origin cannot be reached then: served stale within stale-if-error=\(allowance) (RFC 5861 §4)"
+                    return
+                        "if the origin cannot be reached then: served stale within "
+                        + "stale-if-error=\(allowance) (RFC 5861 §4)"
                 }
             }
             return "if the origin cannot be reached then: served stale anyway (RFC 9111 §4.2.4)"
@@ -294,7 +304,8 @@ struct Explanation {
                         + "use max-age (RFC 9111 §5.3), HTTP/1.0 caches treat the response as expired")
             } else if abs((expires - reference) - Double(maxAge)) > 60 {
                 warnings.append(
-                    "Expires (\(Format.seconds(expires - reference)) after Date) and max-age=\(maxAge) disagree; max-age "
+                    "Expires (\(Format.seconds(expires - reference)) after Date) and max-age=\(maxAge) disagree; "
+                        + "max-age "
                         + "wins (RFC 9111 §5.3): make them agree or drop Expires")
             }
         }
@@ -320,7 +331,9 @@ struct Explanation {
         }
         if !fields.contains("Date") {
             warnings.append(
-                "no Date field: an origin with a clock must send one (RFC 9110 §6.6.1); the time it was received is used")
+                "no Date field: an origin with a clock must send one (RFC 9110 §6.6.1); "
+                    + "the time it was received is used"
+            )
         } else if let date, fromOrigin, abs(date - now) > 60 {
             let direction = date < now ? "behind" : "ahead of"
             warnings.append(
@@ -334,7 +347,8 @@ struct Explanation {
             switch facts.lifetimeSource {
             case .heuristic:
                 warnings.append(
-                    "no explicit freshness: a heuristic lifetime of \(Format.seconds(facts.freshnessLifetime)) is guessed "
+                    "no explicit freshness: a heuristic lifetime of "
+                        + "\(Format.seconds(facts.freshnessLifetime)) is guessed "
                         + "from Last-Modified (RFC 9111 §4.2.2); say what you mean with max-age")
             case .none where !directives.noCache:
                 warnings.append(
@@ -402,7 +416,8 @@ struct ExplainCommand {
         let elapsed = clock.now - started
         await cache.waitForBackgroundWork()
         cache.flushToDisk()
-        let fromOrigin = (try? fetched.get()).map { [.miss, .bypass].contains($0.outcome) ? Int64($0.data.count) : 0 } ?? 0
+        let fromOrigin =
+            (try? fetched.get()).map { [.miss, .bypass].contains($0.outcome) ? Int64($0.data.count) : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
         let result = try fetched.get()
         let url = result.response.url ?? options.url

@@ -86,7 +86,13 @@ struct GetCommand {
     func run() async throws(Failure) {
         // Open the output before fetching, so an unwritable file costs no request.
         let file = try output.map { path throws(Failure) in try OutputFile(path) }
-        let cache = try cacheOptions.open(isShared: options.isShared)
+        let cache: HTTPCache
+        do {
+            cache = try cacheOptions.open(isShared: options.isShared)
+        } catch {
+            file?.discard()
+            throw error
+        }
         let outcome: Result<Transfer, Failure>
         do {
             outcome = .success(try await transfer(cache, file: file))
@@ -97,7 +103,8 @@ struct GetCommand {
         // Let stale-while-revalidate revalidations finish, then record what this run did.
         await cache.waitForBackgroundWork()
         cache.flushToDisk()
-        let fromOrigin = (try? outcome.get()).map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
+        let fromOrigin =
+            (try? outcome.get()).map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
         let transfer = try outcome.get()
         if json { Console.out(transfer.json(file: output).text + "\n") }
@@ -231,7 +238,8 @@ final class OutputFile {
             let handle = FileHandle(forWritingAtPath: temporary)
         else {
             throw Failure(
-                .failure, "cannot write \(path): \(String(cString: strerror(errno))); check the directory exists and is writable")
+                .failure,
+                "cannot write \(path): \(String(cString: strerror(errno))); check the directory exists and is writable")
         }
         self.handle = handle
     }

@@ -51,7 +51,8 @@ struct ListCommand {
 
     func run() throws(Failure) {
         let cache = try cacheOptions.open(network: false)
-        let entries = try storedEntries({ () throws(StorageError) in try cache.entries(urlPrefix: prefix) }, in: cacheOptions.directory)
+        let entries = try storedEntries(
+            { () throws(StorageError) in try cache.entries(urlPrefix: prefix) }, in: cacheOptions.directory)
         if json {
             Console.out(JSONValue.array(entries.map(Self.json)).text + "\n")
             return
@@ -115,9 +116,12 @@ struct ShowCommand {
 
     func run() throws(Failure) {
         let cache = try cacheOptions.open(network: false)
-        let entries = try storedEntries({ () throws(StorageError) in try cache.entries(for: url) }, in: cacheOptions.directory)
+        let entries = try storedEntries(
+            { () throws(StorageError) in try cache.entries(for: url) }, in: cacheOptions.directory)
         guard !entries.isEmpty else {
-            throw Failure(.notStored, "nothing stored for \(url.absoluteString); fetch it with `httpcache get \(url.absoluteString)`")
+            throw Failure(
+                .notStored,
+                "nothing stored for \(url.absoluteString); fetch it with `httpcache get \(url.absoluteString)`")
         }
         var text = ""
         for (index, entry) in entries.enumerated() {
@@ -187,12 +191,17 @@ struct PurgeCommand {
         let prefix = arguments.value("--prefix")
         let chosen = [!urls.isEmpty, prefix != nil, arguments.has("--all")].filter { $0 }.count
         guard chosen == 1 else {
-            throw .usage(Self.name, chosen == 0 ? "say what to remove: URL, --prefix PREFIX or --all" : "give only one of URL, --prefix, --all")
+            throw .usage(
+                Self.name,
+                chosen == 0
+                    ? "say what to remove: URL, --prefix PREFIX or --all" : "give only one of URL, --prefix, --all")
         }
         if let url = urls.first {
             target = .url(try RequestOptions.url(url, command: Self.name))
         } else if let prefix {
-            guard !prefix.isEmpty else { throw .usage(Self.name, "--prefix needs a non-empty prefix (use --all for everything)") }
+            guard !prefix.isEmpty else {
+                throw .usage(Self.name, "--prefix needs a non-empty prefix (use --all for everything)")
+            }
             target = .prefix(prefix)
         } else {
             target = .all
@@ -233,7 +242,8 @@ struct PinCommand {
         let name = pinning ? "pin" : "unpin"
         let effect =
             pinning
-            ? "Pins the stored responses for GET URL: eviction never removes them (they are still\nrevalidated when stale, and purge still removes them)."
+            ? "Pins the stored responses for GET URL: eviction never removes them (they are still\n"
+                + "revalidated when stale, and purge still removes them)."
             : "Unpins the stored responses for GET URL: eviction may remove them again."
         return """
             Usage: httpcache \(name) URL [--cache-dir DIR]
@@ -250,7 +260,8 @@ struct PinCommand {
 
     init(_ arguments: ParsedArguments, pinning: Bool) throws(Failure) {
         self.pinning = pinning
-        url = try RequestOptions.url(try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: arguments.command)
+        url = try RequestOptions.url(
+            try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: arguments.command)
         cacheOptions = try CacheOptions(arguments)
     }
 
@@ -264,9 +275,12 @@ struct PinCommand {
             throw Failure(.failure, "could not change the cache in \(cacheOptions.directory): \(error)")
         }
         guard stored > 0 else {
-            throw Failure(.notStored, "nothing stored for \(url.absoluteString); fetch it first with `httpcache get \(url.absoluteString)`")
+            throw Failure(
+                .notStored,
+                "nothing stored for \(url.absoluteString); fetch it first with `httpcache get \(url.absoluteString)`")
         }
-        Console.out("\(pinning ? "pinned" : "unpinned") \(Format.count(stored, "stored response")) for \(url.absoluteString)\n")
+        Console.out(
+            "\(pinning ? "pinned" : "unpinned") \(Format.count(stored, "stored response")) for \(url.absoluteString)\n")
     }
 }
 
@@ -306,14 +320,17 @@ struct StatsCommand {
         let cache = try cacheOptions.open(network: false)
         let directory = cacheOptions.directory
         if reset {
-            try PersistentStatistics.update(in: directory) { $0 = PersistentStatistics(since: Date().timeIntervalSince1970) }
+            try PersistentStatistics.update(in: directory) {
+                $0 = PersistentStatistics(since: Date().timeIntervalSince1970)
+            }
             if !json { Console.out("outcome counts reset\n") }
         }
         let counts = try PersistentStatistics.read(in: directory)
         let totals = cache.totals
         let disk = totals.disk ?? totals.all
         let statistics = counts.statistics
-        let responses = statistics.hits + statistics.misses + statistics.revalidated + statistics.stale + statistics.bypassed
+        let responses =
+            statistics.hits + statistics.misses + statistics.revalidated + statistics.stale + statistics.bypassed
         if json {
             func tier(_ totals: StoreTotals?) -> JSONValue {
                 guard let totals else { return .null }

@@ -39,7 +39,8 @@ struct PersistentStatistics: Codable, Sendable {
             return PersistentStatistics(since: Date().timeIntervalSince1970)
         }
         do {
-            return try JSONDecoder().decode(PersistentStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+            return try JSONDecoder().decode(
+                PersistentStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
         } catch {
             throw Failure(
                 .failure,

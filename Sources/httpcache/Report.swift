@@ -47,7 +47,8 @@ enum Report {
     /// still be valid UTF-8 to be shown as text).
     static func isTextual(_ contentType: String?) -> Bool {
         guard let contentType else { return true }
-        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type =
+            contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         if type.hasPrefix("text/") || type.hasSuffix("+json") || type.hasSuffix("+xml") { return true }
         return [
             "application/json", "application/xml", "application/javascript", "application/ecmascript",
@@ -65,7 +66,8 @@ enum Report {
 
     /// What `-v` prints on standard error.
     static func verbose(_ head: CachedResponseHead, method: String, elapsed: Duration) -> String {
-        var text = "httpcache: \(method) \(head.response.url?.absoluteString ?? "") → \(head.response.statusCode) "
+        var text =
+            "httpcache: \(method) \(head.response.url?.absoluteString ?? "") → \(head.response.statusCode) "
             + "\(head.outcome) in \(Format.elapsed(elapsed))\n"
         text += "httpcache: Cache-Status: \(head.cacheStatus.fieldValue)\n"
         for reason in head.reasons { text += "httpcache:   \(reason)\n" }

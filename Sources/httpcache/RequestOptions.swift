@@ -55,7 +55,8 @@ struct RequestOptions: Sendable {
         self.method = method
         if arguments.has("--offline") {
             if let given = arguments.value("--policy"), Self.policy(named: given) != .returnCacheDataDontLoad {
-                throw .usage(command, "--offline means --policy only-cache; it cannot be combined with --policy \(given)")
+                throw .usage(
+                    command, "--offline means --policy only-cache; it cannot be combined with --policy \(given)")
             }
             policy = .returnCacheDataDontLoad
         } else if let name = arguments.value("--policy") {

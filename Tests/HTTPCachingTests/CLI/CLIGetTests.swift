@@ -30,10 +30,12 @@ struct CLIGetTests {
         // max-age=0: stored, and stale at once, so the next request revalidates it.
         cli.serveValidated("/soon", cacheControl: "max-age=0", etag: "\"s1\"", body: "soon body")
 
-        let miss = try checkJSON(try await cli.run(["get", cli.url("/fresh"), "--json"]), outcome: "miss", body: "fresh body")
+        let miss = try checkJSON(
+            try await cli.run(["get", cli.url("/fresh"), "--json"]), outcome: "miss", body: "fresh body")
         #expect((miss["cacheStatus"] as? String)?.contains("fwd=uri-miss") == true)
         #expect((miss["cacheStatus"] as? String)?.contains("stored") == true)
-        let hit = try checkJSON(try await cli.run(["get", cli.url("/fresh"), "--json"]), outcome: "hit", body: "fresh body")
+        let hit = try checkJSON(
+            try await cli.run(["get", cli.url("/fresh"), "--json"]), outcome: "hit", body: "fresh body")
         #expect((hit["cacheStatus"] as? String)?.contains("; hit") == true)
         #expect(cliHeader(hit, "Age") != nil)
         #expect(cli.origin.count("/fresh") == 1)
@@ -46,7 +48,8 @@ struct CLIGetTests {
         #expect(cli.origin.requests(to: "/soon").last?.header("If-None-Match") == "\"s1\"")
 
         cli.origin.stop()
-        let stale = try checkJSON(try await cli.run(["get", cli.url("/soon"), "--json"]), outcome: "stale", body: "soon body")
+        let stale = try checkJSON(
+            try await cli.run(["get", cli.url("/soon"), "--json"]), outcome: "stale", body: "soon body")
         #expect((stale["cacheStatus"] as? String)?.contains("detail=disconnected") == true)
         #expect((stale["reasons"] as? [String])?.contains { $0.contains("could not be reached") } == true)
     }
@@ -70,7 +73,9 @@ struct CLIGetTests {
         }
         let payload = cli.directory.path + "/payload.txt"
         #expect(FileManager.default.createFile(atPath: payload, contents: Data("from a file".utf8)))
-        let run = try await cli.run(["get", cli.url("/echo"), "-d", "@" + payload, "-H", "Content-Type: text/plain", "-v"])
+        let run = try await cli.run([
+            "get", cli.url("/echo"), "-d", "@" + payload, "-H", "Content-Type: text/plain", "-v",
+        ])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "from a file")
         #expect(cli.origin.requests(to: "/echo").first?.method == "POST")
@@ -97,7 +102,9 @@ struct CLIGetTests {
     @Test func jsonLeavesOutBinaryAndLargeBodies() async throws {
         let cli = try CLIHarness()
         cli.origin.route("/binary") { _ in
-            LoopbackOrigin.Response(headers: [("Content-Type", "application/octet-stream"), ("Cache-Control", "max-age=60")], body: [0, 1, 2, 255])
+            LoopbackOrigin.Response(
+                headers: [("Content-Type", "application/octet-stream"), ("Cache-Control", "max-age=60")],
+                body: [0, 1, 2, 255])
         }
         cli.serve("/large", [("Content-Type", "text/plain")], body: String(repeating: "a", count: 70_000))
         let binary = try await cli.run(["get", cli.url("/binary"), "--json"]).jsonObject()
@@ -235,6 +242,14 @@ struct CLIGetTests {
         #expect(run.stderrLines.count == 1, "\(run.stderr)")
         #expect(run.stderr.hasPrefix("httpcache: could not open the cache in \(file)"))
         #expect(run.stderr.contains("--cache-dir"))
+
+        // get opens its output file first; it is not left behind.
+        let output = cli.directory.path + "/out.txt"
+        let get = try await CLIProcess.run(
+            ["get", "http://127.0.0.1:1/", "--cache-dir", file, "-o", output], in: cli.directory.path)
+        #expect(get.status == 1)
+        let names = try FileManager.default.contentsOfDirectory(atPath: cli.directory.path)
+        #expect(!names.contains { $0.hasPrefix(".out.txt") || $0 == "out.txt" }, "\(names)")
     }
 
     @Test func cacheDirectoryComesFromHTTPCACHE_DIRWithoutTheOption() async throws {
@@ -249,13 +264,18 @@ struct CLIGetTests {
 
     @Test func progressBarOnATerminalForALargeBody() async throws {
         let script = "/usr/bin/script"
-        try #require(FileManager.default.isExecutableFile(atPath: script), "util-linux's script gives the child a terminal")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: script), "util-linux's script gives the child a terminal")
         let cli = try CLIHarness()
         let body = [UInt8](repeating: 7, count: 3 << 20)
-        cli.origin.route("/big") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: body) }
+        cli.origin.route("/big") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: body)
+        }
         let file = cli.directory.path + "/big.bin"
-        let command = [try BuiltExecutable.path("httpcache"), "get", cli.url("/big"), "-o", file, "--cache-dir", cli.cacheDirectory]
-            .map { "'\($0)'" }.joined(separator: " ")
+        let command = [
+            try BuiltExecutable.path("httpcache"), "get", cli.url("/big"), "-o", file, "--cache-dir",
+            cli.cacheDirectory,
+        ]
+        .map { "'\($0)'" }.joined(separator: " ")
         let run = try await CLIProcess.run(executable: script, ["-qec", command, "/dev/null"], in: cli.directory.path)
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
         #expect(run.stdout.contains("%"), "no progress bar in \(run.stdout.debugDescription)")
@@ -263,9 +283,12 @@ struct CLIGetTests {
         #expect(FileManager.default.contents(atPath: file)?.count == body.count)
 
         // A binary body is not written to the terminal.
-        let terminal = [try BuiltExecutable.path("httpcache"), "get", cli.url("/big"), "--cache-dir", cli.cacheDirectory]
-            .map { "'\($0)'" }.joined(separator: " ")
-        let binary = try await CLIProcess.run(executable: script, ["-qec", terminal, "/dev/null"], in: cli.directory.path)
+        let terminal = [
+            try BuiltExecutable.path("httpcache"), "get", cli.url("/big"), "--cache-dir", cli.cacheDirectory,
+        ]
+        .map { "'\($0)'" }.joined(separator: " ")
+        let binary = try await CLIProcess.run(
+            executable: script, ["-qec", terminal, "/dev/null"], in: cli.directory.path)
         #expect(binary.status == 0)
         #expect(binary.stdout.contains("the body is binary (3.0 MiB); not written to the terminal"))
         #expect(!binary.stdout.contains("\u{7}\u{7}\u{7}"))

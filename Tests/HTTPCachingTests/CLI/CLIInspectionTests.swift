@@ -66,7 +66,8 @@ struct CLIInspectionTests {
         ] {
             #expect(text.contains(expected), "missing \(expected.debugDescription) in:\n\(text)")
         }
-        #expect(text.lowercased().contains("\n  etag: \"two\"\n"))  // the stored field (its name as URLSession spells it)
+        // The stored field, its name as URLSession spells it.
+        #expect(text.lowercased().contains("\n  etag: \"two\"\n"))
 
         let missing = try await cli.run(["show", cli.url("/a/none")])
         #expect(missing.status == 3)
@@ -83,7 +84,9 @@ struct CLIInspectionTests {
         #expect(again.stdout.hasPrefix("removed 0 stored responses"))
         let prefix = try await cli.run(["purge", "--prefix", cli.url("/a/")])
         #expect(prefix.stdout == "removed 1 stored response under \(cli.url("/a/"))\n")
-        #expect(try await cli.run(["ls", "--json"]).jsonArray().compactMap { $0["url"] as? String } == [cli.url("/b/three")])
+        #expect(
+            try await cli.run(["ls", "--json"]).jsonArray().compactMap { $0["url"] as? String } == [cli.url("/b/three")]
+        )
         let all = try await cli.run(["purge", "--all"])
         #expect(all.stdout == "removed 1 stored response: the cache is empty\n")
         #expect(try await cli.run(["ls", "--json"]).jsonArray().isEmpty)
@@ -135,7 +138,10 @@ struct CLIInspectionTests {
         #expect(json["responses"] as? Int == 5)
         #expect(json["hitRatio"] as? Double == 0.4)
         #expect(json["entries"] as? Int == 2)
-        #expect((json["tiers"] as? [String: Any])?["disk"] as? [String: Int] == ["entries": 2, "bodyBytes": 8, "pinnedBytes": 0])
+        #expect(
+            (json["tiers"] as? [String: Any])?["disk"] as? [String: Int] == [
+                "entries": 2, "bodyBytes": 8, "pinnedBytes": 0,
+            ])
         #expect(json["bytesServedFromCache"] as? Int == 8)
         #expect(json["bytesSavedByRevalidation"] as? Int == 5)
 
@@ -173,7 +179,8 @@ struct CLIExplainAndDemoTests {
         #expect(run.status == 0, "\(run.stderr)")
         let text = run.stdout
         for expected in [
-            "GET \(cli.url("/e"))\n→ 200 OK, miss, in ", "Cache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored",
+            "GET \(cli.url("/e"))\n→ 200 OK, miss, in ",
+            "Cache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored",
             "Stored:      yes, 9 B on disk", "Lifetime:    5 min, from max-age", "Validators:  ETag \"e1\" (strong)",
             "Vary:        none", "now: served from the cache without contacting the origin, for ",
             "revalidated with If-None-Match: \"e1\"", "if the origin cannot be reached then: served stale anyway",
@@ -257,7 +264,9 @@ struct CLIExplainAndDemoTests {
     @Test func topLevelHelpListsCommandsAndExitCodes() async throws {
         let run = try await CLIProcess.run(["--help"], in: FileManager.default.temporaryDirectory.path)
         #expect(run.status == 0)
-        for command in ["get URL", "explain URL", "ls [PREFIX]", "show URL", "purge", "pin URL", "unpin URL", "stats", "demo"] {
+        for command in [
+            "get URL", "explain URL", "ls [PREFIX]", "show URL", "purge", "pin URL", "unpin URL", "stats", "demo",
+        ] {
             #expect(run.stdout.contains("\n  \(command)"), "\(command)")
         }
         for code in ["  0  ", "  1  ", "  2  ", "  3  ", "  7  "] { #expect(run.stdout.contains(code)) }

@@ -14,13 +14,15 @@ struct CLIRun: Sendable {
     /// Standard output parsed as one JSON object.
     func jsonObject(sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
         let value = try JSONSerialization.jsonObject(with: stdoutData)
-        return try #require(value as? [String: Any], "stdout is not one JSON object: \(stdout)", sourceLocation: sourceLocation)
+        return try #require(
+            value as? [String: Any], "stdout is not one JSON object: \(stdout)", sourceLocation: sourceLocation)
     }
 
     /// Standard output parsed as one JSON array of objects.
     func jsonArray(sourceLocation: SourceLocation = #_sourceLocation) throws -> [[String: Any]] {
         let value = try JSONSerialization.jsonObject(with: stdoutData)
-        return try #require(value as? [[String: Any]], "stdout is not a JSON array: \(stdout)", sourceLocation: sourceLocation)
+        return try #require(
+            value as? [[String: Any]], "stdout is not a JSON array: \(stdout)", sourceLocation: sourceLocation)
     }
 
     /// The lines of standard error.
