@@ -192,13 +192,16 @@ public final class HTTPCache: Sendable {
     /// known; the body streams (from the store, or from the origin while it is stored).
     public func bytes(for request: URLRequest) async throws -> (CachedResponseHead, ResponseBody) {
         try await following(request, forceStore: false) { prepared in
-            let exchange = try await self.exchange(prepared, coalesce: true)
-            let source: any BodySource
-            switch exchange.body {
-            case .stored(let id, let size):
-                source = StoredSource(store: store, id: id, size: prepared.method == "HEAD" ? 0 : size)
-            case .source(let body):
-                source = body
+            var exchange = try await self.exchange(prepared, coalesce: true)
+            var source = bodySource(of: exchange, prepared)
+            if source == nil {
+                // Removed (by another process) or corrupted since the lookup; ask again.
+                configuration.log("the stored body of \(prepared.urlString) could not be read; fetching it again")
+                exchange = try await self.exchange(prepared, coalesce: true)
+                source = bodySource(of: exchange, prepared)
+            }
+            guard let source else {
+                throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             let head = CachedResponseHead(
                 head: exchange.head(url: prepared.url, configuration: configuration), outcome: exchange.outcome,
@@ -207,6 +210,25 @@ public final class HTTPCache: Sendable {
             return (head, ResponseBody(source: source))
         } summary: { result in
             (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
+        }
+    }
+
+    /// Where `exchange`'s body comes from. A stored body's first block is read now, so that
+    /// an entry gone since the lookup is noticed while the request can still be answered
+    /// another way (`nil`, after dropping it).
+    private func bodySource(of exchange: Exchange, _ prepared: Prepared) -> (any BodySource)? {
+        switch exchange.body {
+        case .stored(let id, let size):
+            let source = StoredSource(store: store, id: id, size: prepared.method == "HEAD" ? 0 : size)
+            do {
+                try source.readAhead()
+            } catch {
+                try? store.remove(id)
+                return nil
+            }
+            return source
+        case .source(let body):
+            return body
         }
     }
 

@@ -60,7 +60,22 @@ final class StoredSource: BodySource, @unchecked Sendable {
         self.size = size
     }
 
+    private var ahead: Data?
+
+    /// Reads the first block now (it is then the first chunk handed out).
+    func readAhead() throws {
+        ahead = try readBlock()
+    }
+
     func next() async throws -> Data? {
+        if let ahead {
+            self.ahead = nil
+            return ahead
+        }
+        return try readBlock()
+    }
+
+    private func readBlock() throws -> Data? {
         guard offset < size else { return nil }
         let end = min(size, offset + Self.chunkSize) - 1
         let bytes = try store.body(of: id, range: offset...end)

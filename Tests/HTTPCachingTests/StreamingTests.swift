@@ -68,7 +68,8 @@ struct StreamingTests {
 struct DamagedStoreTests {
     /// A body file damaged on disk is never served: the entry is dropped and the response
     /// fetched again.
-    @Test func corruptedBodyIsRefetched() async throws {
+    @Test(arguments: [false, true])
+    func corruptedBodyIsRefetched(streaming: Bool) async throws {
         let h = try Harness()
         let body = String(repeating: "0123456789", count: 10_000)
         h.serve("/damaged", [("Cache-Control", "max-age=600")], body: body)
@@ -82,9 +83,16 @@ struct DamagedStoreTests {
         handle.closeFile()
         // A new cache on the directory: its memory tier does not hold the body.
         let other = try Harness(directory: h.directory)
-        let result = try await other.cache.data(for: URLRequest(url: h.origin.url("/damaged")))
-        #expect(result.outcome == .miss)
-        #expect(result.text == body)
+        let request = URLRequest(url: h.origin.url("/damaged"))
+        if streaming {
+            let (head, stream) = try await other.cache.bytes(for: request)
+            #expect(head.outcome == .miss)
+            #expect(String(decoding: try await stream.collect(), as: UTF8.self) == body)
+        } else {
+            let result = try await other.cache.data(for: request)
+            #expect(result.outcome == .miss)
+            #expect(result.text == body)
+        }
         #expect(h.origin.count("/damaged") == 2)
     }
 }
