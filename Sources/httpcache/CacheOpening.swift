@@ -36,13 +36,27 @@ struct CacheOptions: Sendable {
         configuration.directory = directory
         configuration.isShared = isShared
         configuration.log = { message in Console.error("httpcache: \(message)\n") }
-        do {
-            return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
-        } catch {
-            throw Failure(
+        let failure = { (problem: String) in
+            Failure(
                 .failure,
-                "could not open the cache in \(directory): \(error); check that it is a writable directory, "
+                "could not open the cache in \(directory): \(problem); check that it is a writable directory, "
                     + "or choose another with --cache-dir DIR or HTTPCACHE_DIR")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw failure("cannot create the directory: \(error.localizedDescription)")
+        }
+        // Runs of the tool open the cache one at a time: DiskStore, opening a directory several
+        // processes open at the same moment, can take a transient "database is locked" for an
+        // unusable index and move it aside (reported with the CLI issue).
+        return try DirectoryLock.withExclusiveLock(in: directory) { () throws(Failure) in
+            do {
+                return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
+            } catch {
+                throw failure("\(error)")
+            }
         }
     }
 }

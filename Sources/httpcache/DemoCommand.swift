@@ -33,7 +33,7 @@ struct DemoCommand {
 
         Each step prints its Cache-Status, the origin's request count and its time. The demo
         takes about 2 seconds and exits 0 only when every step behaved as expected (else it
-        says what differed and exits 1). It ignores --cache-dir and HTTPCACHE_DIR.
+        says what differed and exits 1). It does not use --cache-dir or HTTPCACHE_DIR.
         """
 
     init(_ arguments: ParsedArguments) throws(Failure) {

@@ -1,5 +1,4 @@
 import CacheSemantics
-import CacheStorage
 import Foundation
 import HTTPCaching
 
@@ -147,33 +146,24 @@ struct GetCommand {
                 + "it was not stored; try again")
     }
 
+    /// Fetches and writes the body.
     private func transfer(_ cache: HTTPCache, file: OutputFile?) async throws(Failure) -> Transfer {
         let clock = ContinuousClock()
         let started = clock.now
-        // The head is printed once the first chunk has been read: a stored body another process
-        // replaced between the lookup and the read (HTTPCaching's `bytes(for:)` does not retry
-        // that itself) is then fetched again before anything was written.
-        var attempts = 0
-        var head: CachedResponseHead
+        let head: CachedResponseHead
         var chunks: ResponseBody.AsyncIterator
-        var first: Data?
-        while true {
+        do {
             let body: ResponseBody
-            do {
-                (head, body) = try await cache.bytes(for: options.request)
-            } catch {
-                throw Fetching.failure(error, url: options.url)
-            }
+            (head, body) = try await cache.bytes(for: options.request)
             chunks = body.makeAsyncIterator()
-            do {
-                first = try await chunks.next()
-                break
-            } catch let error as StorageError where attempts < 2 {
-                attempts += 1
-                Console.error("httpcache: the stored body went away while it was read (\(error)); asking again\n")
-            } catch {
-                throw cutOff(after: 0, error)
-            }
+        } catch {
+            throw Fetching.failure(error, url: options.url)
+        }
+        let first: Data?
+        do {
+            first = try await chunks.next()
+        } catch {
+            throw cutOff(after: 0, error)
         }
         if include { Console.out(Report.head(head.response)) }
         let collectsText = json && file == nil

@@ -11,13 +11,11 @@ import Darwin
 ///
 /// Each run is a new process whose ``HTTPCache/statistics`` start at zero, so `get` and
 /// `explain` add theirs to this file when they finish. The read-modify-write happens under an
-/// exclusive `flock` on `<cache-dir>/cli-stats.lock`, so concurrent runs do not lose counts,
+/// exclusive `flock` on `<cache-dir>/cli.lock` (``DirectoryLock``), so concurrent runs do not lose counts,
 /// and the file is replaced atomically (written aside, then renamed).
 struct PersistentStatistics: Codable, Sendable {
     /// The file's name in the cache directory.
     static let fileName = "cli-stats.json"
-    /// The lock file's name in the cache directory.
-    static let lockName = "cli-stats.lock"
 
     /// The layout version of the file.
     var version = 1
@@ -73,18 +71,10 @@ struct PersistentStatistics: Codable, Sendable {
 
     /// Runs `change` on the counters of `directory` under the lock and writes the result.
     static func update(in directory: String, _ change: (inout PersistentStatistics) -> Void) throws(Failure) {
-        let lockPath = directory + "/" + lockName
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw Failure(.failure, "could not open \(lockPath) to count outcomes: \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else {
-                throw Failure(.failure, "could not lock \(lockPath): \(String(cString: strerror(errno)))")
-            }
-        }
-        defer { flock(descriptor, LOCK_UN) }
+        try DirectoryLock.withExclusiveLock(in: directory) { () throws(Failure) in try rewrite(in: directory, change) }
+    }
+
+    private static func rewrite(in directory: String, _ change: (inout PersistentStatistics) -> Void) throws(Failure) {
         var totals: PersistentStatistics
         do {
             totals = try read(in: directory)
@@ -102,5 +92,33 @@ struct PersistentStatistics: Codable, Sendable {
         } catch {
             throw Failure(.failure, "could not write \(path): \(error)")
         }
+    }
+}
+
+/// An exclusive `flock` on `<cache-dir>/cli.lock` that runs of the tool take around what must
+/// not interleave: the statistics' read-modify-write, and opening the cache (see
+/// ``CacheOptions/open(isShared:network:)``).
+enum DirectoryLock {
+    /// The lock file's name in the cache directory.
+    static let fileName = "cli.lock"
+
+    /// Runs `body` while holding the lock of `directory` (which must exist).
+    static func withExclusiveLock<Result>(in directory: String, _ body: () throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
+        let path = directory + "/" + fileName
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw Failure(
+                .failure, "could not open \(path): \(String(cString: strerror(errno))); check the cache directory")
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw Failure(.failure, "could not lock \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
     }
 }

@@ -54,6 +54,24 @@ struct CLIGetTests {
         #expect((stale["reasons"] as? [String])?.contains { $0.contains("could not be reached") } == true)
     }
 
+    @Test func staleWhileRevalidateFinishesBeforeTheProcessExits() async throws {
+        let cli = try CLIHarness()
+        cli.origin.route("/swr") { request in
+            let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\"")]
+            if request.header("If-None-Match") == "\"w\"" {
+                return LoopbackOrigin.Response(status: 304, headers: headers, delay: 0.3)
+            }
+            return LoopbackOrigin.Response(headers: headers, body: "swr")
+        }
+        _ = try await cli.run(["get", cli.url("/swr")])
+        let stale = try await cli.run(["get", cli.url("/swr"), "--json"]).jsonObject()
+        #expect(stale["outcome"] as? String == "stale")
+        #expect((stale["cacheStatus"] as? String)?.contains("detail=stale-while-revalidate") == true)
+        // The background revalidation was sent, and answered, before the process exited.
+        #expect(cli.origin.count("/swr") == 2)
+        #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
+    }
+
     @Test func bypassAsJSONForPOST() async throws {
         let cli = try CLIHarness()
         cli.origin.route("/submit") { request in
@@ -262,10 +280,10 @@ struct CLIGetTests {
         #expect(listed.map { $0["url"] as? String } == [cli.url("/env")])
     }
 
-    @Test func progressBarOnATerminalForALargeBody() async throws {
+    /// util-linux's `script` gives the child a terminal (Debian's essential bsdutils package).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func progressBarOnATerminalForALargeBody() async throws {
         let script = "/usr/bin/script"
-        try #require(
-            FileManager.default.isExecutableFile(atPath: script), "util-linux's script gives the child a terminal")
         let cli = try CLIHarness()
         let body = [UInt8](repeating: 7, count: 3 << 20)
         cli.origin.route("/big") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: body)
