@@ -296,6 +296,23 @@ struct DiskStoreTests {
         #expect(try reader.variants(of: key).isEmpty)
     }
 
+    /// Eight processes opening one fresh directory at once must agree on one index; none may
+    /// find it half-made (or busy switching to WAL) and move it aside.
+    @Test("eight processes opening one fresh directory at once share one index")
+    func concurrentFirstOpen() throws {
+        let stress = try StoreTestSupport.stressExecutable()
+        for round in 0..<4 {
+            let directory = TemporaryDirectory()
+            let children = try (0..<8).map { index in
+                try StoreTestSupport.start(stress, ["mixed", directory.path, "0.2", "\(round * 8 + index)", "20000"])
+            }
+            let results = children.map { $0.wait() }
+            #expect(results.allSatisfy { $0.exited && $0.status == 0 }, "\(results.map(\.errors))")
+            let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(!files.contains { $0.contains("unusable") }, "an index was moved aside: \(files)")
+        }
+    }
+
     @Test("a tiered store keeps memory-only entries off the disk")
     func memoryOnlyNeverTouchesDisk() throws {
         let directory = TemporaryDirectory()
