@@ -161,6 +161,8 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
         case readFailed
         /// The index could not be opened or used.
         case index
+        /// Another process held the index locked for longer than the busy timeout.
+        case busy
         /// The writer was already committed or aborted.
         case writerClosed
     }

@@ -191,13 +191,24 @@ public final class DiskStore: CacheStore {
         END;
         """
 
+    /// Opens the index, creating it when new. Opening is serialized across processes (and
+    /// store instances) by an exclusive `flock` on `index.lock`, so two first opens never
+    /// both create the schema or switch it to WAL at once, and one never sees the other's
+    /// half-made index as unusable.
     private static func openIndex(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
         let path = configuration.directory + "/index.sqlite"
+        let lockPath = configuration.directory + "/index.lock"
+        // In a read-only directory nobody can create the index, so opening unlocked is safe.
+        var lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if lock < 0 { lock = open(lockPath, O_RDONLY | O_CLOEXEC) }
+        defer { if lock >= 0 { close(lock) } }
+        while lock >= 0 && flock(lock, LOCK_EX) != 0 && errno == EINTR {}
         do {
             return try prepare(path, configuration)
         } catch {
-            // A read-only directory or a full disk says nothing about the index: keep it.
-            if error.kind == .writeFailed { throw error }
+            // A read-only directory, a full disk or a lock held too long says nothing about
+            // the index: keep it.
+            if error.kind == .writeFailed || error.kind == .busy { throw error }
             let aside = path + ".unusable-\(Int(Date().timeIntervalSince1970))"
             configuration.log(
                 "the cache index \(path) cannot be used (\(error.message)); moved it to \(aside) and started an "

@@ -39,18 +39,26 @@ final class SQLiteConnection {
             kind, "\(what) failed in the cache index \(path): \(lastError) (SQLite \(code))\(Self.advice(kind))")
     }
 
-    /// Failures of the disk itself are write failures; everything else is the index's.
+    /// Failures of the disk itself are write failures, a lock held too long is `busy`;
+    /// everything else is the index's.
     static func kind(of code: Int32) -> StorageError.Kind {
         switch code & 0xFF {
         case SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM: .writeFailed
+        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_PROTOCOL: .busy
         default: .index
         }
     }
 
-    /// What to do about a write failure, appended to its message.
+    /// What to do about a write failure or a busy index, appended to its message.
     static func advice(_ kind: StorageError.Kind) -> String {
-        kind == .writeFailed
-            ? "; check that the cache directory is writable and its disk has free space; nothing was changed" : ""
+        switch kind {
+        case .writeFailed:
+            "; check that the cache directory is writable and its disk has free space; nothing was changed"
+        case .busy:
+            "; another process kept the cache index locked; try again, or raise the busy timeout"
+        default:
+            ""
+        }
     }
 
     /// Resets every cached statement that was stepped but not run to completion. A

@@ -48,15 +48,10 @@ struct CacheOptions: Sendable {
         } catch {
             throw failure("cannot create the directory: \(error.localizedDescription)")
         }
-        // Runs of the tool open the cache one at a time: DiskStore, opening a directory several
-        // processes open at the same moment, can take a transient "database is locked" for an
-        // unusable index and move it aside (reported with the CLI issue).
-        return try DirectoryLock.withExclusiveLock(in: directory) { () throws(Failure) in
-            do {
-                return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
-            } catch {
-                throw failure("\(error)")
-            }
+        do {
+            return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
+        } catch {
+            throw failure("\(error)")
         }
     }
 }

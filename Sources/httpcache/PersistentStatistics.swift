@@ -95,9 +95,8 @@ struct PersistentStatistics: Codable, Sendable {
     }
 }
 
-/// An exclusive `flock` on `<cache-dir>/cli.lock` that runs of the tool take around what must
-/// not interleave: the statistics' read-modify-write, and opening the cache (see
-/// ``CacheOptions/open(isShared:network:)``).
+/// An exclusive `flock` on `<cache-dir>/cli.lock` that runs of the tool take around the
+/// statistics' read-modify-write, so concurrent runs lose no counts.
 enum DirectoryLock {
     /// The lock file's name in the cache directory.
     static let fileName = "cli.lock"
