@@ -126,7 +126,14 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .incompleteStoredResponse:
             return "the stored response is incomplete (RFC 9111 §3.3)"
         case .policy(let policy):
-            return "cache policy \(policy) forwards the request"
+            switch policy {
+            case .returnCacheDataDontLoad:
+                return "cache policy \(policy) never uses the network"
+            case .reloadRevalidatingCacheData:
+                return "cache policy \(policy) validates every stored response with the origin"
+            default:
+                return "cache policy \(policy) does not use stored responses"
+            }
         case .policyServesAnyStoredResponse(let policy):
             return "cache policy \(policy) uses a stored response whatever its age (RFC 9111 §6)"
         case .fresh(let age, let lifetime):
@@ -170,7 +177,7 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
             return "immutable: the request's reload directives are not applied while it is fresh (RFC 8246 §2)"
         case .noValidator:
             return
-                "the stored response has neither ETag nor Last-Modified: it is fetched again in full (RFC 9111 §4.3.1)"
+                "the stored response has neither ETag nor Last-Modified: it is validated with its Date as If-Modified-Since, which many origins answer in full (RFC 9111 §4.3.1)"
         case .configured(let text):
             return text
         case .invalidated:
