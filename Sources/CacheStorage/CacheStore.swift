@@ -189,6 +189,10 @@ public protocol EntryWriter: AnyObject {
     /// Stores the entry, replacing one with the same primary and variant key.
     @discardableResult
     func commit() throws(StorageError) -> StoredEntry
+    /// Stores what was written so far as an incomplete response (RFC 9111 §3.3): the head's
+    /// `isComplete` becomes `false` and its facts `facts` (which should say so too).
+    @discardableResult
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry
     /// Discards everything written.
     func abort()
 }

@@ -667,7 +667,7 @@ public final class DiskStore: CacheStore {
 /// Writes one entry: small bodies in memory, larger ones to a locked temporary file.
 final class DiskWriter: EntryWriter {
     private let store: DiskStore
-    private let head: EntryHead
+    private var head: EntryHead
     private var id = EntryID.random()
     private var buffer: [UInt8] = []
     private var checksums = BlockChecksums()
@@ -748,6 +748,12 @@ final class DiskWriter: EntryWriter {
             unlink(finalPath)
             throw error
         }
+    }
+
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        head.isComplete = false
+        head.facts = facts
+        return try commit()
     }
 
     func abort() {

@@ -251,7 +251,7 @@ public final class MemoryStore: CacheStore {
 /// Collects a body in memory until commit.
 final class MemoryWriter: EntryWriter {
     private let store: MemoryStore
-    private let head: EntryHead
+    private var head: EntryHead
     private var body: [UInt8] = []
     private var closed = false
 
@@ -276,6 +276,12 @@ final class MemoryWriter: EntryWriter {
         guard !closed else { throw StorageError(.writerClosed, "commit after commit or abort") }
         closed = true
         return try store.insert(head: head, body: body)
+    }
+
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        head.isComplete = false
+        head.facts = facts
+        return try commit()
     }
 
     func abort() {

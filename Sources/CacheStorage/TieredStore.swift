@@ -143,6 +143,12 @@ final class TieredWriter: EntryWriter {
         return entry
     }
 
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        // Incomplete bodies stay on disk: they are read only to be resumed.
+        body = nil
+        return try disk.commitIncomplete(facts: facts)
+    }
+
     func abort() {
         body = nil
         disk.abort()

@@ -120,6 +120,21 @@ struct StoreBehaviourTests {
         #expect(throws: StorageError.self) { try writer.commit() }
     }
 
+    @Test("what was written before a transfer broke is kept as an incomplete entry (RFC 9111 §3.3)", arguments: StoreKind.allCases)
+    func incompleteEntries(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let writer = try store.makeWriter(for: head("https://example.com/partial"))
+        try writer.append([UInt8](repeating: 3, count: 40_000))
+        let entry = try writer.commitIncomplete(facts: [9, 9])
+        let stored = try #require(try store.variants(of: "https://example.com/partial").first)
+        #expect(stored.id == entry.id)
+        #expect(!stored.head.isComplete)
+        #expect(stored.head.facts == [9, 9])
+        #expect(stored.bodySize == 40_000)
+        #expect(try store.body(of: entry.id) == [UInt8](repeating: 3, count: 40_000))
+    }
+
     @Test("fields and facts are updated without rewriting the body (a 304)", arguments: StoreKind.allCases)
     func updateKeepsBody(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
