@@ -176,9 +176,13 @@ public final class HTTPCache: Sendable {
     /// dropped a corrupted entry).
     private func wholeBody(of exchange: Exchange, _ prepared: Prepared) async throws -> Data? {
         switch exchange.body {
-        case .stored(let id, _):
-            if prepared.method == "HEAD" { return Data() }
-            guard let bytes = try? store.body(of: id) else {
+        case .stored(let id, let range, let size):
+            if prepared.method == "HEAD" || range.isEmpty { return Data() }
+            // A whole body goes through body(of:), which keeps it in memory for the next hit.
+            let bytes =
+                range.count == size
+                ? try? store.body(of: id) : try? store.body(of: id, range: range.lowerBound...(range.upperBound - 1))
+            guard let bytes else {
                 try? store.remove(id)
                 return nil
             }
@@ -218,8 +222,8 @@ public final class HTTPCache: Sendable {
     /// another way (`nil`, after dropping it).
     private func bodySource(of exchange: Exchange, _ prepared: Prepared) -> (any BodySource)? {
         switch exchange.body {
-        case .stored(let id, let size):
-            let source = StoredSource(store: store, id: id, size: prepared.method == "HEAD" ? 0 : size)
+        case .stored(let id, let range, _):
+            let source = StoredSource(store: store, id: id, range: prepared.method == "HEAD" ? 0..<0 : range)
             do {
                 try source.readAhead()
             } catch {

@@ -40,8 +40,9 @@ struct Prepared: @unchecked Sendable {
 /// A response on its way to the caller.
 struct Exchange: Sendable {
     enum Body: Sendable {
-        /// A stored body: read whole (``HTTPCache/data(for:)``) or in blocks.
-        case stored(EntryID, size: Int64)
+        /// Bytes `range` of a stored body of `size` bytes: read at once
+        /// (``HTTPCache/data(for:)``) or in blocks (``HTTPCache/bytes(for:)``).
+        case stored(EntryID, range: Range<Int64>, size: Int64)
         case source(any BodySource)
     }
 
@@ -213,12 +214,13 @@ extension HTTPCache {
         switch engine.lookup(request, candidates: candidates.map(\.facts), now: now) {
         case .serve(let use):
             let status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
-            return serveStored(candidates[use.candidate], use, outcome: use.isStale ? .stale : .hit, status: status)
+            return serveStored(
+                candidates[use.candidate], use, prepared, outcome: use.isStale ? .stale : .hit, status: status)
         case .serveStaleWhileRevalidate(let use, let revalidation):
             revalidateInBackground(prepared, Plan(revalidation), candidates)
             var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
-            return serveStored(candidates[use.candidate], use, outcome: .stale, status: status)
+            return serveStored(candidates[use.candidate], use, prepared, outcome: .stale, status: status)
         case .gatewayTimeout(let reasons):
             return gatewayTimeout(reasons, detail: prepared.policy == .returnCacheDataDontLoad ? "policy" : "only-if-cached")
         case .forward(let forwarding):
@@ -271,23 +273,76 @@ extension HTTPCache {
         return exchange
     }
 
-    func serveStored(_ candidate: Candidate, _ use: CachedUse, outcome: CacheOutcome, status: CacheStatus) -> Exchange {
+    /// Serves a stored response: whole, as a `304` when the client's validators match
+    /// (RFC 9111 §4.3.2), or the parts a `Range` asks for (RFC 9110 §14.2).
+    func serveStored(
+        _ candidate: Candidate, _ use: CachedUse, _ prepared: Prepared, outcome: CacheOutcome, status: CacheStatus
+    ) -> Exchange {
         let entry = candidate.entry
         var fields = entry.head.fields
         fields["Age"] = use.ageFieldValue
         store.recordAccess(entry.id, at: configuration.clock())
-        let userInfo = entry.head.userInfo.map { Data($0) }
+        var exchange = Exchange(
+            status: entry.head.status, fields: fields, outcome: outcome, cacheStatus: status,
+            userInfo: entry.head.userInfo.map { Data($0) }, reasons: use.reasons,
+            body: .stored(entry.id, range: 0..<entry.bodySize, size: entry.bodySize), expectedLength: entry.bodySize)
         if use.notModified {
             // The client's own validators match (RFC 9111 §4.3.2): 304, no body.
-            fields.removeAll(named: "Content-Length")
-            return Exchange(
-                status: 304, fields: fields, outcome: outcome, cacheStatus: status, userInfo: userInfo,
-                reasons: use.reasons, body: .source(DataSource(Data())), expectedLength: 0)
+            exchange.status = 304
+            exchange.fields.removeAll(named: "Content-Length")
+            exchange.body = .source(DataSource(Data()))
+            exchange.expectedLength = 0
+            return exchange
         }
-        state.withLock { $0.statistics.bytesServedFromCache += entry.bodySize }
-        return Exchange(
-            status: entry.head.status, fields: fields, outcome: outcome, cacheStatus: status, userInfo: userInfo,
-            reasons: use.reasons, body: .stored(entry.id, size: entry.bodySize), expectedLength: entry.bodySize)
+        let size = entry.bodySize
+        switch engine.rangeAnswer(method: prepared.method, request: prepared.head.fields, stored: candidate.facts, length: size) {
+        case .whole:
+            state.withLock { $0.statistics.bytesServedFromCache += size }
+        case .partial(let ranges) where ranges.count == 1:
+            let range = ranges[0]
+            exchange.status = 206
+            exchange.fields["Content-Range"] = ContentRange(range: range, completeLength: size).fieldValue
+            exchange.fields["Content-Length"] = String(range.count)
+            exchange.body = .stored(entry.id, range: range.lowerBound..<(range.upperBound + 1), size: size)
+            exchange.expectedLength = Int64(range.count)
+            state.withLock { $0.statistics.bytesServedFromCache += Int64(range.count) }
+        case .partial(let ranges):
+            guard let body = multipart(entry, ranges, contentType: fields["Content-Type"]) else {
+                break  // The stored body cannot be read: answered whole, which fails and refetches.
+            }
+            exchange.status = 206
+            exchange.fields["Content-Type"] = "multipart/byteranges; boundary=\(body.boundary)"
+            exchange.fields["Content-Length"] = String(body.data.count)
+            exchange.body = .source(DataSource(body.data))
+            exchange.expectedLength = Int64(body.data.count)
+            state.withLock { $0.statistics.bytesServedFromCache += Int64(body.data.count) }
+        case .unsatisfiable(let length):
+            exchange.status = 416
+            exchange.fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
+            exchange.fields["Content-Length"] = "0"
+            exchange.body = .source(DataSource(Data()))
+            exchange.expectedLength = 0
+        }
+        return exchange
+    }
+
+    /// A `multipart/byteranges` body of `ranges` of a stored body (RFC 9110 §14.6).
+    private func multipart(
+        _ entry: StoredEntry, _ ranges: [ClosedRange<Int64>], contentType: String?
+    ) -> (data: Data, boundary: String)? {
+        let boundary = "httpcache-" + EntryID.random().rawValue
+        var data = Data()
+        for range in ranges {
+            guard let bytes = try? store.body(of: entry.id, range: range) else { return nil }
+            var part = "--\(boundary)\r\n"
+            if let contentType { part += "Content-Type: \(contentType)\r\n" }
+            part += "Content-Range: \(ContentRange(range: range, completeLength: entry.bodySize).fieldValue)\r\n\r\n"
+            data.append(Data(part.utf8))
+            data.append(contentsOf: bytes)
+            data.append(Data("\r\n".utf8))
+        }
+        data.append(Data("--\(boundary)--\r\n".utf8))
+        return (data, boundary)
     }
 
     func gatewayTimeout(_ reasons: [Reason], detail: String) -> Exchange {
@@ -318,7 +373,7 @@ extension HTTPCache {
                 status.detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
                     ? "stale-if-error" : "disconnected"
             }
-            return serveStored(candidates[index], use, outcome: .stale, status: status)
+            return serveStored(candidates[index], use, prepared, outcome: .stale, status: status)
         case .gatewayTimeout(let reasons):
             return gatewayTimeout(reasons, detail: "stale-not-allowed")
         case .passThrough:
@@ -444,7 +499,7 @@ extension HTTPCache {
         state.withLock { $0.statistics.bytesSavedByRevalidation += size }
         var status = CacheStatus(cache: configuration.name, forward: plan.reason, forwardStatus: 304, stored: true)
         status.ttl = Int(use.timeToLive.rounded(.down))
-        return serveStored(updated[use.candidate], use, outcome: .revalidated, status: status)
+        return serveStored(updated[use.candidate], use, prepared, outcome: .revalidated, status: status)
     }
 
     /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and

@@ -50,14 +50,16 @@ final class DataSource: BodySource, @unchecked Sendable {
 final class StoredSource: BodySource, @unchecked Sendable {
     private let store: any CacheStore
     private let id: EntryID
-    private let size: Int64
-    private var offset: Int64 = 0
+    private let end: Int64
+    private var offset: Int64
     static let chunkSize: Int64 = 256 * 1024
 
-    init(store: any CacheStore, id: EntryID, size: Int64) {
+    /// Reads bytes `range` of the body of `id`.
+    init(store: any CacheStore, id: EntryID, range: Range<Int64>) {
         self.store = store
         self.id = id
-        self.size = size
+        offset = range.lowerBound
+        end = range.upperBound
     }
 
     private var ahead: Data?
@@ -76,11 +78,11 @@ final class StoredSource: BodySource, @unchecked Sendable {
     }
 
     private func readBlock() throws -> Data? {
-        guard offset < size else { return nil }
-        let end = min(size, offset + Self.chunkSize) - 1
-        let bytes = try store.body(of: id, range: offset...end)
+        guard offset < end else { return nil }
+        let last = min(end, offset + Self.chunkSize) - 1
+        let bytes = try store.body(of: id, range: offset...last)
         guard !bytes.isEmpty else {
-            throw StorageError(.corrupted, "stored body \(id) ended at \(offset) of \(size) bytes")
+            throw StorageError(.corrupted, "stored body \(id) ended at \(offset), before \(end) bytes")
         }
         offset += Int64(bytes.count)
         return Data(bytes)
