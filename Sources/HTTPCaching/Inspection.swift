@@ -27,6 +27,8 @@ public struct CacheEntryInfo: Hashable, Sendable {
     public var isPinned: Bool
     /// Whether it lives in memory only.
     public var isMemoryOnly: Bool
+    /// `false` for a response whose body was cut off, kept to be resumed (RFC 9111 §3.3).
+    public var isComplete: Bool
     /// The bytes a will-store hook kept with it.
     public var userInfo: Data?
     /// The parsed facts, `nil` when they cannot be read.
@@ -107,7 +109,7 @@ extension HTTPCache {
             id: entry.id, url: entry.head.url, primaryKey: entry.head.primaryKey, status: entry.head.status,
             fields: entry.head.fields, bodySize: entry.bodySize, storedAt: entry.storedAt,
             lastAccess: entry.lastAccess, hits: entry.hits, isPinned: entry.isPinned,
-            isMemoryOnly: entry.head.storagePolicy == .memoryOnly, userInfo: entry.head.userInfo.map { Data($0) },
+            isMemoryOnly: entry.head.storagePolicy == .memoryOnly, isComplete: entry.head.isComplete, userInfo: entry.head.userInfo.map { Data($0) },
             facts: facts, age: age, reasons: reasons)
     }
 }

@@ -79,6 +79,8 @@ struct Plan: Sendable {
     var validated: [Int] = []
     var fields: HeaderFields = [:]
     var reasons: [Reason]
+    /// The stored incomplete response this request asks the rest of (RFC 9111 §3.3).
+    var resuming: Int?
 
     init(_ forwarding: Forwarding) {
         reason = forwarding.reason
@@ -227,11 +229,28 @@ extension HTTPCache {
             if forwarding.reason == .method {
                 return try await forward(prepared, Plan(forwarding), candidates, storing: false)
             }
+            var plan = Plan(forwarding)
+            if forwarding.reason == .partial { resume(&plan, prepared, candidates) }
             guard coalesce, let identity = prepared.coalescingIdentity else {
-                return try await forward(prepared, Plan(forwarding), candidates, storing: true)
+                return try await forward(prepared, plan, candidates, storing: true)
             }
-            return try await coalesced(identity, prepared, Plan(forwarding), candidates)
+            return try await coalesced(identity, prepared, plan, candidates)
         }
+    }
+
+    /// When only an incomplete stored response matches (RFC 9111 §3.3), asks the origin for
+    /// the rest of it with `Range` and `If-Range` instead of the whole — unless the request
+    /// has its own `Range` or validators.
+    private func resume(_ plan: inout Plan, _ prepared: Prepared, _ candidates: [Candidate]) {
+        let fields = prepared.head.fields
+        guard prepared.method == "GET", !fields.contains("Range"), !fields.contains("If-Range"),
+            !CacheRequest(prepared.head).isConditional,
+            let index = engine.resumableVariant(fields, candidates: candidates.map(\.facts)),
+            let resumption = engine.resumptionFields(
+                stored: candidates[index].facts, storedLength: candidates[index].entry.bodySize)
+        else { return }
+        plan.resuming = index
+        for field in resumption { plan.fields[field.name] = field.value }
     }
 
     /// Sends the request unless an identical one is in flight; then waits for it and answers
@@ -426,43 +445,95 @@ extension HTTPCache {
             return try await forward(prepared, retry, candidates, storing: storing, done: done)
         }
 
+        if let index = plan.resuming {
+            // A stored part was resumed (RFC 9111 §3.3): combine the rest with it (§3.4).
+            let part = candidates[index]
+            if engine.continues(
+                stored: part.facts, storedLength: part.entry.bodySize, response: ResponseHead(status: status, fields: fields)
+            ) {
+                let prefix = StoredSource(store: store, id: part.entry.id, range: 0..<part.entry.bodySize)
+                if (try? prefix.readAhead()) != nil {
+                    // The combined response has the stored fields updated with the new ones (§3.4, §3.2).
+                    let combined = engine.updatedFields(
+                        stored: part.entry.head.fields, with: fields, responseTime: responseTime)
+                    return relay(
+                        prepared, plan, http, status: 200, fields: combined, received.body, prefix: prefix,
+                        forwardStatus: status, storing: storing, requestTime: requestTime, responseTime: responseTime,
+                        done: done)
+                }
+            }
+            if status != 200 {
+                // Not the rest of the stored part, or the part cannot be read: drop it, ask for all.
+                try? store.remove(part.entry.id)
+                var retry = plan
+                retry.resuming = nil
+                retry.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
+                return try await forward(prepared, retry, candidates, storing: storing, done: done)
+            }
+            // A 200: the representation changed (If-Range failed); it replaces the part.
+        }
+
         invalidate(prepared, response: ResponseHead(status: status, fields: fields))
-        var reasons = plan.reasons
         if prepared.method == "HEAD", status == 200, let index = plan.candidate {
             freshen(candidates[index], withHead: fields, prepared, requestTime: requestTime, responseTime: responseTime)
         }
+        return relay(
+            prepared, plan, http, status: status, fields: fields, received.body, prefix: nil, forwardStatus: status,
+            storing: storing, requestTime: requestTime, responseTime: responseTime, done: done)
+    }
+
+    /// Passes a response from the origin on while storing it when allowed: `prefix` (a
+    /// stored part being completed) first, then `body`. A body cut off by the network is kept
+    /// as an incomplete entry when it can be resumed later (RFC 9111 §3.3).
+    private func relay(
+        _ prepared: Prepared, _ plan: Plan, _ http: HTTPURLResponse, status: Int, fields: HeaderFields,
+        _ body: AsyncThrowingStream<Data, any Error>, prefix: StoredSource?, forwardStatus: Int, storing: Bool,
+        requestTime: Timestamp, responseTime: Timestamp, done: @escaping @Sendable (Collapse?) -> Void
+    ) -> Exchange {
+        var reasons = plan.reasons
         var writer: (any EntryWriter)?
         var userInfo: Data?
-        var pinning = false
+        var pin = false
+        var incompleteFacts: [UInt8]?
         if storing && prepared.method != "HEAD" {
             let plan = storePlan(
                 prepared, http: http, status: status, fields: fields, requestTime: requestTime,
                 responseTime: responseTime)
             reasons += plan.reasons
-            if let head = plan.head {
+            if let head = plan.head, var facts = plan.facts {
                 do {
                     writer = try store.makeWriter(for: head)
                     userInfo = plan.userInfo
-                    pinning = plan.pin
+                    pin = plan.pin
+                    if status == 200, engine.resumptionFields(stored: facts, storedLength: 0) != nil {
+                        facts.flags.formUnion(.incomplete)
+                        incompleteFacts = facts.serialized()
+                    }
                 } catch {
                     reasons.append(.configured("not stored: \(error)"))
                 }
             }
         }
         let outcome: CacheOutcome = storing ? .miss : .bypass
-        let collapse = Collapse(outcome: outcome, reason: plan.reason, status: status)
+        let collapse = Collapse(outcome: outcome, reason: plan.reason, status: forwardStatus)
         let primaryKey = prepared.primaryKey
-        let pin = pinning
-        let source = TeeSource(received.body, writer: writer, log: configuration.log) { [store] committed in
-            if committed, pin, let primaryKey { _ = try? store.setPinned(true, primaryKey: primaryKey) }
+        let stored = writer != nil
+        let pinning = pin
+        let tee = TeeSource(body, writer: writer, incompleteFacts: incompleteFacts, log: configuration.log) {
+            [store] committed in
+            if committed, pinning, let primaryKey { _ = try? store.setPinned(true, primaryKey: primaryKey) }
             done(committed ? collapse : nil)
         }
-        let length = http.expectedContentLength
+        // A combined response is as long as its stored Content-Length says.
+        let length = prefix == nil ? http.expectedContentLength : fields["Content-Length"].flatMap { Int64($0) } ?? -1
         return Exchange(
             status: status, fields: fields, outcome: outcome,
             cacheStatus: CacheStatus(
-                cache: configuration.name, forward: plan.reason, forwardStatus: status, stored: storing ? writer != nil : nil),
-            userInfo: userInfo, reasons: reasons, body: .source(source), expectedLength: length >= 0 ? length : nil)
+                cache: configuration.name, forward: plan.reason, forwardStatus: forwardStatus,
+                stored: storing ? stored : nil),
+            userInfo: userInfo, reasons: reasons,
+            body: .source(prefix.map { CombinedSource(prefix: $0, rest: tee) } ?? tee),
+            expectedLength: length >= 0 ? length : nil)
     }
 
     /// Applies a `304` to the stored responses it matches (RFC 9111 §4.3.4) and serves the
@@ -543,7 +614,7 @@ extension HTTPCache {
     private func storePlan(
         _ prepared: Prepared, http: HTTPURLResponse, status: Int, fields received: HeaderFields,
         requestTime: Timestamp, responseTime: Timestamp
-    ) -> (head: EntryHead?, reasons: [Reason], userInfo: Data?, pin: Bool) {
+    ) -> (head: EntryHead?, facts: StoredResponseFacts?, reasons: [Reason], userInfo: Data?, pin: Bool) {
         var fields = received
         var reasons: [Reason] = []
         func decide() -> StorageDecision {
@@ -574,11 +645,11 @@ extension HTTPCache {
             reasons.append(.configured("stored for offline use (manifest) as max-age=0"))
         }
         if choice.action == .doNotStore {
-            return (nil, reasons + [.configured("not stored: the will-store hook refused it")], nil, false)
+            return (nil, nil, reasons + [.configured("not stored: the will-store hook refused it")], nil, false)
         }
         switch decision {
         case .doNotStore(let refusals):
-            return (nil, reasons + refusals, nil, false)
+            return (nil, nil, reasons + refusals, nil, false)
         case .store(let storable):
             let variantKey = storable.facts.varyValues.map { $0 ?? "\u{0}" }.joined(separator: "\u{1}")
             let head = EntryHead(
@@ -586,7 +657,7 @@ extension HTTPCache {
                 fields: storable.fields, facts: storable.facts.serialized(),
                 storagePolicy: choice.action == .memoryOnly ? .memoryOnly : .allowed,
                 userInfo: choice.userInfo.map { Array($0) })
-            return (head, reasons + storable.notes, choice.userInfo, prepared.pin)
+            return (head, storable.facts, reasons + storable.notes, choice.userInfo, prepared.pin)
         }
     }
 

@@ -96,21 +96,39 @@ final class StoredSource: BodySource, @unchecked Sendable {
 final class TeeSource: BodySource, @unchecked Sendable {
     private var iterator: AsyncThrowingStream<Data, any Error>.AsyncIterator
     private var writer: (any EntryWriter)?
+    private let incompleteFacts: [UInt8]?
+    private var written: Int64 = 0
     private var finished: (@Sendable (Bool) -> Void)?
     private let log: @Sendable (String) -> Void
     private var done = false
 
+    /// - Parameter incompleteFacts: When set, a body the network cuts off is kept as an
+    ///   incomplete entry with these facts (RFC 9111 §3.3) instead of being discarded.
     init(
-        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?,
+        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?, incompleteFacts: [UInt8]? = nil,
         log: @escaping @Sendable (String) -> Void, finished: (@Sendable (Bool) -> Void)?
     ) {
         iterator = body.makeAsyncIterator()
         self.writer = writer
+        self.incompleteFacts = incompleteFacts
         self.log = log
         self.finished = finished
     }
 
     deinit { finish(committed: false) }
+
+    /// Stores `chunk` ahead of the network's bytes (a stored part being completed).
+    func store(_ chunk: Data) {
+        guard let current = writer else { return }
+        do {
+            try current.append(Array(chunk))
+            written += Int64(chunk.count)
+        } catch {
+            log("stopped storing a response: \(error)")
+            current.abort()
+            writer = nil
+        }
+    }
 
     func next() async throws -> Data? {
         guard !done else { return nil }
@@ -118,6 +136,15 @@ final class TeeSource: BodySource, @unchecked Sendable {
         do {
             chunk = try await iterator.next()
         } catch {
+            if let writer, let incompleteFacts, written > 0, !(error is CancellationError) {
+                // Cut off by the network: keep what arrived, to be resumed (RFC 9111 §3.3).
+                do {
+                    try writer.commitIncomplete(facts: incompleteFacts)
+                } catch {
+                    log("could not keep the incomplete response: \(error)")
+                }
+                self.writer = nil
+            }
             finish(committed: false)
             throw error
         }
@@ -135,16 +162,8 @@ final class TeeSource: BodySource, @unchecked Sendable {
             finish(committed: committed)
             return nil
         }
-        if let current = writer {
-            do {
-                try current.append(Array(chunk))
-            } catch {
-                // Too large or the disk failed: pass the rest on without storing.
-                log("stopped storing a response: \(error)")
-                current.abort()
-                writer = nil
-            }
-        }
+        // Too large or the disk failed: the rest is passed on without storing.
+        store(chunk)
         return chunk
     }
 
@@ -155,5 +174,29 @@ final class TeeSource: BodySource, @unchecked Sendable {
         writer = nil
         finished?(committed)
         finished = nil
+    }
+}
+
+/// A stored part followed by the rest from the origin (RFC 9111 §3.4); the part's bytes are
+/// stored again ahead of the rest, so the combined entry is complete.
+final class CombinedSource: BodySource, @unchecked Sendable {
+    private let prefix: StoredSource
+    private let rest: TeeSource
+    private var prefixDone = false
+
+    init(prefix: StoredSource, rest: TeeSource) {
+        self.prefix = prefix
+        self.rest = rest
+    }
+
+    func next() async throws -> Data? {
+        if !prefixDone {
+            if let chunk = try await prefix.next() {
+                rest.store(chunk)
+                return chunk
+            }
+            prefixDone = true
+        }
+        return try await rest.next()
     }
 }

@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 import CacheTestSupport
 import Foundation
 import HTTPCaching
@@ -72,5 +73,113 @@ struct CachedRangeTests {
         let same = try await h.get("/file", headers: ["Range": "bytes=0-9", "If-Range": "\"f1\""])
         #expect(same.statusCode == 206 && same.text == "000|001|00")
         #expect(h.origin.count("/file") == 0)
+    }
+}
+
+/// A body the network cuts off is kept when it can be resumed, and the next request asks the
+/// origin only for the rest (RFC 9111 §3.3, §3.4; RFC 9110 §13.1.5, §15.3.7.3).
+@Suite("Incomplete responses resumed and combined (RFC 9111 §3.3, §3.4)")
+struct ResumedEntryTests {
+    static let body = [UInt8]((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) })
+
+    /// Answers the first request with a body cut after 100,000 bytes, then honours Range
+    /// with If-Range against `etag` (a 200 with the whole body when it does not match).
+    func origin(_ h: Harness, etag: @escaping @Sendable () -> String, body: @escaping @Sendable () -> [UInt8]) {
+        let attempts = Locked(0)
+        h.origin.route("/large") { request in
+            let attempt = attempts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            let headers = [("Cache-Control", "max-age=600"), ("ETag", etag())]
+            if attempt == 1 { return LoopbackOrigin.Response(headers: headers, body: body(), cutAfterBodyBytes: 100_000) }
+            if let range = request.header("Range"), request.header("If-Range") == etag(),
+                let start = Int(range.dropFirst("bytes=".count).dropLast())
+            {
+                let all = body()
+                return LoopbackOrigin.Response(
+                    status: 206, headers: headers + [("Content-Range", "bytes \(start)-\(all.count - 1)/\(all.count)")],
+                    body: Array(all[start...]))
+            }
+            return LoopbackOrigin.Response(headers: headers, body: body())
+        }
+    }
+
+    @Test("§3.3, §3.4: the cut-off part is kept, the rest asked for with Range and If-Range, and combined")
+    func resumeAndCombine() async throws {
+        let h = try Harness()
+        origin(h, etag: { "\"big\"" }, body: { Self.body })
+        await #expect(throws: (any Error).self) { _ = try await h.get("/large") }
+        let part = try #require(try h.cache.entries(for: h.origin.url("/large")).first)
+        #expect(!part.isComplete)
+        #expect(part.bodySize > 0 && part.bodySize <= 100_000)
+
+        let resumed = try await h.get("/large")
+        #expect(resumed.statusCode == 200)
+        #expect(resumed.data == Data(Self.body))
+        #expect(resumed.cacheStatus.forward == .partial && resumed.cacheStatus.forwardStatus == 206)
+        let second = try #require(h.origin.requests(to: "/large").last)
+        #expect(second.header("Range") == "bytes=\(part.bodySize)-")
+        #expect(second.header("If-Range") == "\"big\"")
+
+        let entries = try h.cache.entries(for: h.origin.url("/large"))
+        #expect(entries.count == 1 && entries[0].isComplete && entries[0].bodySize == Int64(Self.body.count))
+        let hit = try await h.get("/large")
+        #expect(hit.outcome == .hit && hit.data == Data(Self.body))
+        #expect(h.origin.count("/large") == 2)
+    }
+
+    @Test("§13.1.5: a changed representation (If-Range false) is fetched whole and replaces the part")
+    func changedRepresentationRestarts() async throws {
+        let h = try Harness()
+        let version = Locked("\"v1\"")
+        let changed = [UInt8](repeating: 42, count: 150_000)
+        origin(h, etag: { version.withLock { $0 } }, body: { version.withLock { $0 } == "\"v1\"" ? Self.body : changed })
+        await #expect(throws: (any Error).self) { _ = try await h.get("/large") }
+        version.withLock { $0 = "\"v2\"" }
+        let fresh = try await h.get("/large")
+        #expect(fresh.statusCode == 200 && fresh.data == Data(changed))
+        #expect(h.origin.requests(to: "/large").last?.header("If-Range") == "\"v1\"")
+        let entries = try h.cache.entries(for: h.origin.url("/large"))
+        #expect(entries.count == 1 && entries[0].isComplete && entries[0].bodySize == 150_000)
+    }
+
+    @Test("§3.4: a 206 that does not continue the part is never spliced: the part is dropped and the whole fetched")
+    func mismatchedPartialNeverSpliced() async throws {
+        let h = try Harness()
+        let attempts = Locked(0)
+        h.origin.route("/odd") { request in
+            let attempt = attempts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            let headers = [("Cache-Control", "max-age=600"), ("ETag", "\"odd\"")]
+            if attempt == 1 { return LoopbackOrigin.Response(headers: headers, body: Self.body, cutAfterBodyBytes: 100_000) }
+            if request.header("Range") != nil {
+                // Starts in the wrong place.
+                return LoopbackOrigin.Response(
+                    status: 206, headers: headers + [("Content-Range", "bytes 10-299999/300000")],
+                    body: Array(Self.body[10...]))
+            }
+            return LoopbackOrigin.Response(headers: headers, body: Self.body)
+        }
+        await #expect(throws: (any Error).self) { _ = try await h.get("/odd") }
+        let result = try await h.get("/odd")
+        #expect(result.statusCode == 200 && result.data == Data(Self.body))
+        let sent = h.origin.requests(to: "/odd")
+        #expect(sent.count == 3)
+        #expect(sent[1].header("Range") != nil && sent[2].header("Range") == nil)
+    }
+
+    @Test("§3.3: a cut-off body without a strong validator is not kept")
+    func noValidatorNotKept() async throws {
+        let h = try Harness()
+        h.origin.route("/weak") { _ in
+            LoopbackOrigin.Response(
+                headers: [("Cache-Control", "max-age=600"), ("ETag", "W/\"weak\"")], body: Self.body,
+                cutAfterBodyBytes: 100_000)
+        }
+        await #expect(throws: (any Error).self) { _ = try await h.get("/weak") }
+        #expect(try h.cache.entries().isEmpty)
     }
 }
