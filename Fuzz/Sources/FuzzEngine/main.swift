@@ -38,6 +38,23 @@ runFuzzer { data, size in
             storedFields: stored.fields, storedFacts: stored.facts, with: responseFields, request: requestFields,
             requestTime: start + 10, responseTime: start + 11)
         _ = engine.headFreshening(head: responseFields, stored: stored.facts)
+        // Ranges (RFC 9110 §14.2) and resuming (RFC 9111 §3.3, §3.4): answers always lie
+        // inside the body; a continuation is only ever recognised with a strong validator.
+        for length in [0, 1, 1_000] as [Int64] {
+            switch engine.rangeAnswer(method: "GET", request: requestFields, stored: stored.facts, length: length) {
+            case .partial(let ranges):
+                precondition(!ranges.isEmpty && ranges.allSatisfy { $0.lowerBound >= 0 && $0.upperBound < length })
+            case .unsatisfiable(let reported):
+                precondition(reported == length)
+            case .whole:
+                break
+            }
+            let fields = engine.resumptionFields(stored: stored.facts, storedLength: length)
+            if engine.continues(stored: stored.facts, storedLength: length, response: ResponseHead(status: 206, fields: responseFields)) {
+                precondition(fields != nil)
+            }
+        }
+        _ = engine.resumableVariant(requestFields, candidates: [stored.facts])
     }
     _ = CacheEngine().invalidatedURIs(
         request: RequestHead(method: "DELETE", uri: "https://example.com/r"), response: response)
