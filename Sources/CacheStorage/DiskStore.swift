@@ -278,7 +278,8 @@ public final class DiskStore: CacheStore {
 
     /// The variants of `primaryKey`. They are kept in memory and read again from the index
     /// only after a write to it by any process (a shared change counter says when): a hit
-    /// then costs no SQLite read.
+    /// then costs no SQLite read. Their `lastAccess` and `hits` may lag until that write;
+    /// ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try state.withLock { state throws(StorageError) in
             // Read before the query: a write that lands during it bumps the count past this.
@@ -533,7 +534,8 @@ public final class DiskStore: CacheStore {
         let pending = state.pendingAccess
         state.pendingAccess = [:]
         let connection = state.connection
-        defer { changes?.bump() }
+        // Not counted as a change: remembered variants keep their access time and hit count
+        // until the next real write (they decide nothing).
         try connection.transaction { () throws(StorageError) in
             for (id, access) in pending {
                 let statement = try connection.statement(
