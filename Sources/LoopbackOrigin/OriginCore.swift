@@ -163,6 +163,13 @@ final class OriginCore: Sendable {
                 response, method: parsed.method, minorVersion: parsed.minorVersion,
                 clientWantsClose: parsed.wantsClose)
             guard POSIX.sendAll(fd, output.bytes) else { return }
+            if let stream = output.stream {
+                guard send(stream, on: fd, unlessStoppedSince: generation) else { return }
+                if stream.pauses {
+                    waitForClose(fd, unlessStoppedSince: generation)
+                    return
+                }
+            }
             if output.cut {
                 POSIX.shutdownBoth(fd)
                 return
@@ -171,6 +178,45 @@ final class OriginCore: Sendable {
                 POSIX.finishSending(fd)
                 return
             }
+        }
+    }
+
+    /// Sends a streamed body in pieces of 256 KiB (framed as chunks when it is chunked); false
+    /// if the client went away or the origin was stopped meanwhile.
+    private func send(
+        _ stream: ResponseWriter.BodyStream, on fd: Int32, unlessStoppedSince generation: Int
+    ) -> Bool {
+        let pieceSize: Int64 = 256 * 1024
+        var buffer = [UInt8](repeating: 0, count: Int(pieceSize))
+        var position: Int64 = 0
+        while position < stream.limit {
+            if state.withLock({ $0.generation != generation }) { return false }
+            let pieceLength = min(pieceSize, stream.total - position)
+            let sent = Int(min(pieceLength, stream.limit - position))
+            buffer.withUnsafeMutableBytes { stream.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<sent]), at: position) }
+            if stream.chunked {
+                guard POSIX.sendAll(fd, Array("\(String(pieceLength, radix: 16))\r\n".utf8)) else { return false }
+            }
+            guard POSIX.sendAll(fd, sent == buffer.count ? buffer : Array(buffer[0..<sent])) else { return false }
+            position += Int64(sent)
+            if stream.chunked, Int64(sent) == pieceLength {
+                guard POSIX.sendAll(fd, [0x0D, 0x0A]) else { return false }
+            }
+        }
+        if stream.chunked, stream.limit == stream.total {
+            return POSIX.sendAll(fd, Array("0\r\n\r\n".utf8))
+        }
+        return true
+    }
+
+    /// Sends nothing more and waits until the client closes the connection (anything it sends
+    /// is read and dropped) or the origin is stopped.
+    private func waitForClose(_ fd: Int32, unlessStoppedSince generation: Int) {
+        var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+        while state.withLock({ $0.generation == generation }) {
+            guard POSIX.waitReadable(fd, milliseconds: 20) else { continue }
+            let received = scratch.withUnsafeMutableBytes { POSIX.receive(fd, into: $0) }
+            if received <= 0 { return }
         }
     }
 

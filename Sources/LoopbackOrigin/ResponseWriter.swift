@@ -12,8 +12,41 @@ enum ResponseWriter {
         /// Close after sending: the client asked, the handler said `Connection: close`, or the
         /// framing the handler chose cannot delimit the message.
         var closeAfter: Bool
-        /// `cutAfterBodyBytes` was set: shut the connection down right after `bytes`.
+        /// `cutAfterBodyBytes` was set: shut the connection down right after `bytes` (and `stream`).
         var cut: Bool
+        /// The body, when it is sent after `bytes` piece by piece (generated, or paused).
+        var stream: BodyStream?
+    }
+
+    /// A body sent in pieces after the head: generated as it goes, and possibly stopped short.
+    struct BodyStream {
+        enum Source {
+            case generated(LoopbackOrigin.GeneratedBody)
+            case memory([UInt8])
+        }
+
+        var source: Source
+        /// The length of the complete body (what the framing declares).
+        var total: Int64
+        /// How many body bytes to send (less than `total` when cut or paused).
+        var limit: Int64
+        /// Frame the pieces as chunks (RFC 9112 §7.1).
+        var chunked: Bool
+        /// After `limit` bytes, send nothing more and wait for the client to close.
+        var pauses: Bool
+
+        /// Writes the bytes of the body at `position ..< position + buffer.count` into `buffer`.
+        func fill(_ buffer: UnsafeMutableRawBufferPointer, at position: Int64) {
+            switch source {
+            case .generated(let body):
+                LoopbackOrigin.GeneratedBody.fill(buffer, from: body.offset + position, seed: body.seed)
+            case .memory(let bytes):
+                let start = Int(position)
+                bytes.withUnsafeBytes { source in
+                    buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<(start + buffer.count)]))
+                }
+            }
+        }
     }
 
     /// The wire form of `response` for a request with `method` over HTTP/1.`minorVersion`.
@@ -36,7 +69,9 @@ enum ResponseWriter {
             fields.filter { ASCII.equalsIgnoringCase($0.name, name) }.map(\.value)
         }
 
-        var closeAfter = clientWantsClose || isInterim || response.cutAfterBodyBytes != nil
+        let bodyLength = response.generatedBody?.length ?? Int64(response.body.count)
+        let pauses = response.pauseAfterBodyBytes != nil && response.cutAfterBodyBytes == nil
+        var closeAfter = clientWantsClose || isInterim || response.cutAfterBodyBytes != nil || pauses
         let connectionTokens = values("connection").flatMap { $0.split(separator: ",") }
             .map { ASCII.lowercased(ASCII.trimmed($0)) }
         if connectionTokens.contains("close") { closeAfter = true }
@@ -50,8 +85,10 @@ enum ResponseWriter {
             } else if declaresCoding {
                 closeAfter = true  // the handler framed the body itself; only the close delimits it for sure
             } else if declaredLengths.isEmpty {
-                fields.append((name: "Content-Length", value: String(response.body.count)))
-            } else if sendsBody, declaredLengths.contains(where: { RequestReader.decimal($0) != response.body.count }) {
+                fields.append((name: "Content-Length", value: String(bodyLength)))
+            } else if sendsBody,
+                declaredLengths.contains(where: { RequestReader.decimal($0).map(Int64.init) != bodyLength })
+            {
                 closeAfter = true  // a deliberately wrong Content-Length: do not reuse a desynchronised connection
             }
         }
@@ -72,6 +109,12 @@ enum ResponseWriter {
         }
         head += "\r\n"
         var bytes = Array(head.utf8)
+        if sendsBody, response.generatedBody != nil || pauses {
+            let limit = min(bodyLength, Int64(max(0, response.cutAfterBodyBytes ?? response.pauseAfterBodyBytes ?? Int.max)))
+            let source: BodyStream.Source = response.generatedBody.map { .generated($0) } ?? .memory(response.body)
+            let stream = BodyStream(source: source, total: bodyLength, limit: limit, chunked: chunked, pauses: pauses)
+            return Output(bytes: bytes, closeAfter: closeAfter, cut: response.cutAfterBodyBytes != nil, stream: stream)
+        }
         if sendsBody {
             let body = response.body
             let sent = body.prefix(max(0, response.cutAfterBodyBytes ?? body.count))
@@ -86,7 +129,7 @@ enum ResponseWriter {
                 bytes += sent
             }
         }
-        return Output(bytes: bytes, closeAfter: closeAfter, cut: response.cutAfterBodyBytes != nil)
+        return Output(bytes: bytes, closeAfter: closeAfter, cut: response.cutAfterBodyBytes != nil, stream: nil)
     }
 
     /// A short `text/plain` error reply that closes the connection.
