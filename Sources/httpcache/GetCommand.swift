@@ -18,7 +18,8 @@ struct GetCommand {
     static let summary = "fetch a URL through the cache and print the body"
     static let specs =
         RequestOptions.specs + CacheOptions.specs + [
-            .flag("-i", "--include"), .value("-o", "--output"), .flag("--json"), .flag("-v", "--verbose"),
+            .flag("-i", "--include"), .value("-o", "--output"), .flag("-C", "--continue"), .flag("--json"),
+            .flag("-v", "--verbose"),
         ]
     static let help = """
         Usage: httpcache get URL [options]
@@ -33,6 +34,13 @@ struct GetCommand {
           -d, --data DATA        a request body; @FILE reads it from FILE
           -i, --include          print the status line and fields (with Cache-Status) first
           -o, --output FILE      write the body to FILE (replaced only when complete); - is stdout
+          -C, --continue         with -o FILE: a resumable download. The body goes to
+                                 FILE.partial (with FILE.partial.json to resume it); a
+                                 transfer cut off is resumed at once (up to 5 retries in a row
+                                 without progress), and running the same command again after a
+                                 failure, Ctrl-C or a crash resumes it with Range and If-Range
+                                 (a strong ETag or Last-Modified); if the file changed on the
+                                 origin it starts over. FILE appears only when complete
           --json                 print one JSON object instead: url, status, headers ([name,
                                  value] pairs), outcome (hit, miss, revalidated, stale, bypass),
                                  cacheStatus, bodyBytes, body (text under 64 KiB, without -o),
@@ -55,12 +63,14 @@ struct GetCommand {
         Exit status: 0 when an HTTP response was obtained (whatever its status, 504 from
         --offline included); 7 when the origin could not be reached and nothing stored could
         be served; 2 for a usage error (a malformed URL too); 1 when the cache directory or the
-        output file cannot be used or the transfer was cut off.
+        output file cannot be used or the transfer was cut off. With -C, a status other than
+        200, 206 or 416 (already complete) is exit 1 and nothing is written to FILE.
 
         Examples:
           httpcache get https://example.com/ -i
           httpcache get https://example.com/data.json --json
           httpcache get https://example.com/big.iso -o big.iso
+          httpcache get -C -o big.iso https://example.com/big.iso
           httpcache get https://example.com/ --offline
         """
 
@@ -68,6 +78,8 @@ struct GetCommand {
     let cacheOptions: CacheOptions
     let include: Bool
     let output: String?
+    /// `-C`: a resumable download to ``output``.
+    let resumes: Bool
     let json: Bool
     let verbose: Bool
 
@@ -80,9 +92,12 @@ struct GetCommand {
         output = arguments.value("-o").flatMap { $0 == "-" ? nil : $0 }
         if include && json { throw .usage(Self.name, "-i and --json cannot be combined (--json includes the fields)") }
         if let output, output.isEmpty { throw .usage(Self.name, "-o needs a file name") }
+        resumes = arguments.has("-C")
+        if resumes { try Self.checkResumable(options, output: output) }
     }
 
     func run() async throws(Failure) {
+        if resumes, let output { return try await runResumable(to: output) }
         // Open the output before fetching, so an unwritable file costs no request.
         let file = try output.map { path throws(Failure) in try OutputFile(path) }
         let cache: HTTPCache
