@@ -286,7 +286,9 @@ private final class PartialFile {
 
     func size() throws(DownloadError) -> Int64 {
         var status = stat()
-        guard fstat(fd, &status) == 0 else { throw DownloadError(.file, "cannot read the size of \(path): \(Self.reason())") }
+        guard fstat(fd, &status) == 0 else {
+            throw DownloadError(.file, "cannot read the size of \(path): \(Self.reason())")
+        }
         return Int64(status.st_size)
     }
 
@@ -549,7 +551,8 @@ private struct Downloader {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https"
         else {
             throw DownloadError(
-                .invalidRequest, "only http and https URLs can be downloaded, not \(request.url?.absoluteString ?? "none")")
+                .invalidRequest,
+                "only http and https URLs can be downloaded, not \(request.url?.absoluteString ?? "none")")
         }
         let method = (request.httpMethod ?? "GET").uppercased()
         guard method == "GET" else {
@@ -645,7 +648,8 @@ private struct Downloader {
             guard let value = head.fields["Content-Range"], let contentRange = ContentRange(value),
                 let range = contentRange.range
             else {
-                return .inconsistent("the 206 response has no single Content-Range (\(head.fields["Content-Range"] ?? "none"))")
+                return .inconsistent(
+                    "the 206 response has no single Content-Range (\(head.fields["Content-Range"] ?? "none"))")
             }
             guard range.lowerBound == start else {
                 return .inconsistent("the 206 response starts at byte \(range.lowerBound), not at \(start) as asked")
@@ -671,7 +675,8 @@ private struct Downloader {
             let complete = head.fields["Content-Range"].flatMap { ContentRange($0) }?.completeLength
             guard let complete, complete == start, record.expectedLength.map({ $0 == complete }) ?? true else {
                 return .inconsistent(
-                    "the origin answered 416 to bytes=\(start)- (the file has \(complete.map(String.init) ?? "an unknown number of") bytes)")
+                    "the origin answered 416 to bytes=\(start)- (the file has \(complete.map(String.init) ?? "an unknown number of") bytes)"
+                )
             }
             return .complete
         default:

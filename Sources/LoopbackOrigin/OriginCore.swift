@@ -193,7 +193,9 @@ final class OriginCore: Sendable {
             if state.withLock({ $0.generation != generation }) { return false }
             let pieceLength = min(pieceSize, stream.total - position)
             let sent = Int(min(pieceLength, stream.limit - position))
-            buffer.withUnsafeMutableBytes { stream.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<sent]), at: position) }
+            buffer.withUnsafeMutableBytes {
+                stream.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<sent]), at: position)
+            }
             if stream.chunked {
                 guard POSIX.sendAll(fd, Array("\(String(pieceLength, radix: 16))\r\n".utf8)) else { return false }
             }

@@ -110,7 +110,8 @@ enum ResponseWriter {
         head += "\r\n"
         var bytes = Array(head.utf8)
         if sendsBody, response.generatedBody != nil || pauses {
-            let limit = min(bodyLength, Int64(max(0, response.cutAfterBodyBytes ?? response.pauseAfterBodyBytes ?? Int.max)))
+            let limit = min(
+                bodyLength, Int64(max(0, response.cutAfterBodyBytes ?? response.pauseAfterBodyBytes ?? Int.max)))
             let source: BodyStream.Source = response.generatedBody.map { .generated($0) } ?? .memory(response.body)
             let stream = BodyStream(source: source, total: bodyLength, limit: limit, chunked: chunked, pauses: pauses)
             return Output(bytes: bytes, closeAfter: closeAfter, cut: response.cutAfterBodyBytes != nil, stream: stream)

@@ -52,7 +52,8 @@ struct DownloadTests {
 
         /// The index of the first byte of the file at `url` that differs from the resource.
         func mismatch(_ url: URL, _ resource: LoopbackOrigin.GeneratedResource) throws -> Int64? {
-            try LoopbackOrigin.GeneratedBody.firstMismatch(inFileAt: url.path, seed: resource.seed, length: resource.length)
+            try LoopbackOrigin.GeneratedBody.firstMismatch(
+                inFileAt: url.path, seed: resource.seed, length: resource.length)
         }
     }
 
@@ -114,7 +115,8 @@ struct DownloadTests {
                 return count
             }
             // The file changes while the first response is being cut off.
-            return number == 1 ? old.response(to: request, cutAfterBodyBytes: DownloadTests.cut) : new.response(to: request)
+            return number == 1
+                ? old.response(to: request, cutAfterBodyBytes: DownloadTests.cut) : new.response(to: request)
         }
         let destination = setup.destination()
         let result = try await setup.cache.download(setup.request("/file"), to: destination).result()
@@ -213,8 +215,11 @@ struct DownloadTests {
         let destination = setup.destination()
         // What a process killed after the last byte, before the rename, leaves.
         try Data(resource.bytes).write(to: Download.partialFileURL(for: destination))
-        try Data(#"{"version":1,"url":"\#(setup.origin.url("/file").absoluteString)","etag":"\"x\"","validator":"\"x\""}"#.utf8)
-            .write(to: Download.recordFileURL(for: destination))
+        try Data(
+            #"{"version":1,"url":"\#(setup.origin.url("/file").absoluteString)","etag":"\"x\"","validator":"\"x\""}"#
+                .utf8
+        )
+        .write(to: Download.recordFileURL(for: destination))
         let result = try await setup.cache.download(setup.request("/file"), to: destination).result()
         #expect(result.statusCode == 416)
         #expect(result.resumptions == 1)
@@ -361,7 +366,8 @@ struct DownloadTests {
         _ = try await setup.cache.download(setup.request("/file"), to: setup.destination("a")).result()
         let destination = setup.destination("b")
         try Data(resource.bytes.prefix(1000)).write(to: Download.partialFileURL(for: destination))
-        let record = #"{"version":1,"url":"\#(setup.origin.url("/file").absoluteString)","etag":"\"s\"","validator":"\"s\""}"#
+        let record =
+            #"{"version":1,"url":"\#(setup.origin.url("/file").absoluteString)","etag":"\"s\"","validator":"\"s\""}"#
         try Data(record.utf8).write(to: Download.recordFileURL(for: destination))
         let result = try await setup.cache.download(setup.request("/file"), to: destination).result()
         #expect(result.statusCode == 206)
