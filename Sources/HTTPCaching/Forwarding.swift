@@ -154,7 +154,13 @@ extension HTTPCache {
         let primaryKey = prepared.primaryKey
         let stored = writer != nil
         let pinning = pin
-        let tee = TeeSource(body, writer: writer, incompleteFacts: incompleteFacts, log: configuration.log) {
+        // Responses to HEAD, and 204 and 304 responses, have no body whatever Content-Length says.
+        let hasBody = prepared.method != "HEAD" && status != 204 && status != 304 && status >= 200
+        let expected = hasBody ? http.expectedContentLength : -1
+        let tee = TeeSource(
+            body, writer: writer, expectedLength: expected >= 0 ? expected : nil, incompleteFacts: incompleteFacts,
+            log: configuration.log
+        ) {
             [store] committed in
             if committed, pinning, let primaryKey { _ = try? store.setPinned(true, primaryKey: primaryKey) }
             done(committed ? collapse : nil)

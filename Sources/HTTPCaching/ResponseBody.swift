@@ -97,19 +97,26 @@ final class TeeSource: BodySource, @unchecked Sendable {
     private var iterator: AsyncThrowingStream<Data, any Error>.AsyncIterator
     private var writer: (any EntryWriter)?
     private let incompleteFacts: [UInt8]?
+    private let expectedLength: Int64?
     private var written: Int64 = 0
+    private var received: Int64 = 0
     private var finished: (@Sendable (Bool) -> Void)?
     private let log: @Sendable (String) -> Void
     private var done = false
 
-    /// - Parameter incompleteFacts: When set, a body the network cuts off is kept as an
-    ///   incomplete entry with these facts (RFC 9111 §3.3) instead of being discarded.
+    /// - Parameters:
+    ///   - expectedLength: The bytes the network should deliver (`Content-Length`), when
+    ///     known: a body that ends short of it is cut off, never stored as complete.
+    ///   - incompleteFacts: When set, a body the network cuts off is kept as an incomplete
+    ///     entry with these facts (RFC 9111 §3.3) instead of being discarded.
     init(
-        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?, incompleteFacts: [UInt8]? = nil,
-        log: @escaping @Sendable (String) -> Void, finished: (@Sendable (Bool) -> Void)?
+        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?, expectedLength: Int64? = nil,
+        incompleteFacts: [UInt8]? = nil, log: @escaping @Sendable (String) -> Void,
+        finished: (@Sendable (Bool) -> Void)?
     ) {
         iterator = body.makeAsyncIterator()
         self.writer = writer
+        self.expectedLength = expectedLength
         self.incompleteFacts = incompleteFacts
         self.log = log
         self.finished = finished
@@ -136,19 +143,27 @@ final class TeeSource: BodySource, @unchecked Sendable {
         do {
             chunk = try await iterator.next()
         } catch {
-            if let writer, let incompleteFacts, written > 0, !(error is CancellationError) {
-                // Cut off by the network: keep what arrived, to be resumed (RFC 9111 §3.3).
-                do {
-                    try writer.commitIncomplete(facts: incompleteFacts)
-                } catch {
-                    log("could not keep the incomplete response: \(error)")
-                }
-                self.writer = nil
-            }
+            if !(error is CancellationError) { keepIncomplete() }
             finish(committed: false)
             throw error
         }
         guard let chunk else {
+            // A cancelled reader's stream ends without an error, and a connection closed early
+            // may too: neither is a complete body.
+            if Task.isCancelled {
+                finish(committed: false)
+                throw CancellationError()
+            }
+            if let expectedLength, received != expectedLength {
+                keepIncomplete()
+                finish(committed: false)
+                throw URLError(
+                    .networkConnectionLost,
+                    userInfo: [
+                        NSLocalizedDescriptionKey:
+                            "the response ended after \(received) of its \(expectedLength) bytes; try again"
+                    ])
+            }
             var committed = false
             if let writer {
                 do {
@@ -162,9 +177,21 @@ final class TeeSource: BodySource, @unchecked Sendable {
             finish(committed: committed)
             return nil
         }
+        received += Int64(chunk.count)
         // Too large or the disk failed: the rest is passed on without storing.
         store(chunk)
         return chunk
+    }
+
+    /// Keeps what arrived before the network cut the body off, to be resumed (RFC 9111 §3.3).
+    private func keepIncomplete() {
+        guard let writer, let incompleteFacts, written > 0 else { return }
+        do {
+            try writer.commitIncomplete(facts: incompleteFacts)
+        } catch {
+            log("could not keep the incomplete response: \(error)")
+        }
+        self.writer = nil
     }
 
     private func finish(committed: Bool) {

@@ -96,3 +96,29 @@ struct DamagedStoreTests {
         #expect(h.origin.count("/damaged") == 2)
     }
 }
+
+@Suite("Bodies that end early are never stored as complete")
+struct TruncationTests {
+    /// A reader cancelled mid-body: URLSession's stream then ends without an error, which
+    /// must not commit the part as a complete entry.
+    @Test func cancelledReaderStoresNothingComplete() async throws {
+        let h = try Harness()
+        h.origin.route("/paused") { _ in
+            LoopbackOrigin.Response(
+                headers: [("Cache-Control", "max-age=600")], generatedLength: 1_048_576, seed: 7,
+                pauseAfterBodyBytes: 300_000)
+        }
+        let reader = Task {
+            let (_, body) = try await h.cache.bytes(for: h.request("/paused"))
+            var count = 0
+            for try await chunk in body { count += chunk.count }
+            return count
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        reader.cancel()
+        _ = try? await reader.value
+        let offline = try await h.get("/paused", policy: .returnCacheDataDontLoad)
+        #expect(offline.statusCode == 504)
+        #expect(try h.cache.entries().allSatisfy { !$0.isComplete || $0.bodySize == 1_048_576 })
+    }
+}
