@@ -31,43 +31,41 @@ public enum CacheOutcome: String, Hashable, Sendable, CaseIterable, CustomString
 public struct CachedResponse: Sendable {
     /// The body. Empty for `HEAD` and for a `304` answering a conditional request.
     public var data: Data
+    /// The status, fields and URL, and how the response was obtained.
+    public var head: CachedResponseHead
+
     /// The status code.
-    public let statusCode: Int
+    public var statusCode: Int { head.statusCode }
     /// The response fields. They include `Cache-Status` unless
     /// ``HTTPCache/Configuration/addsCacheStatusField`` is off, and `Age` when the response
     /// was served from the cache.
-    public let fields: HeaderFields
+    public var fields: HeaderFields { head.fields }
     /// The URL of the response (the last one when redirects were followed).
-    public let url: URL
+    public var url: URL { head.url }
     /// How the response was obtained.
-    public var outcome: CacheOutcome
+    public var outcome: CacheOutcome {
+        get { head.outcome }
+        set { head.outcome = newValue }
+    }
     /// The RFC 9211 `Cache-Status` entry this cache added.
-    public var cacheStatus: CacheStatus
+    public var cacheStatus: CacheStatus {
+        get { head.cacheStatus }
+        set { head.cacheStatus = newValue }
+    }
     /// The bytes a will-store hook kept with the entry (``StoreChoice/userInfo``), on a
     /// response served from or just written to the cache.
-    public var userInfo: Data?
-    /// Why the cache did what it did (freshness, staleness, the rule that applied).
-    public var reasons: [Reason]
-    private let made: LazyResponse
-
-    init(
-        data: Data, head: ResponseHeadParts, outcome: CacheOutcome, cacheStatus: CacheStatus, userInfo: Data?,
-        reasons: [Reason]
-    ) {
-        self.data = data
-        statusCode = head.status
-        fields = head.fields
-        url = head.url
-        self.outcome = outcome
-        self.cacheStatus = cacheStatus
-        self.userInfo = userInfo
-        self.reasons = reasons
-        made = LazyResponse(head)
+    public var userInfo: Data? {
+        get { head.userInfo }
+        set { head.userInfo = newValue }
     }
-
+    /// Why the cache did what it did (freshness, staleness, the rule that applied).
+    public var reasons: [Reason] {
+        get { head.reasons }
+        set { head.reasons = newValue }
+    }
     /// The response as Foundation's type, made on first use (swift-corelibs-foundation's
     /// initializer costs about 1.5 µs a field, more than the rest of a hit).
-    public var response: HTTPURLResponse { made.response }
+    public var response: HTTPURLResponse { head.response }
     /// Whether this request waited for an identical one already in flight instead of making
     /// its own origin request (RFC 9211 `collapsed`).
     public var collapsed: Bool { cacheStatus.collapsed == true }
@@ -77,7 +75,9 @@ public struct CachedResponse: Sendable {
 public struct CachedResponseHead: Sendable {
     /// The status code.
     public let statusCode: Int
-    /// The response fields (see ``CachedResponse/fields``).
+    /// The response fields. They include `Cache-Status` unless
+    /// ``HTTPCache/Configuration/addsCacheStatusField`` is off, and `Age` when the response
+    /// was served from the cache.
     public let fields: HeaderFields
     /// The URL of the response.
     public let url: URL
@@ -108,7 +108,8 @@ public struct CachedResponseHead: Sendable {
         made = LazyResponse(head)
     }
 
-    /// The response as Foundation's type, made on first use.
+    /// The response as Foundation's type, made on first use (swift-corelibs-foundation's
+    /// initializer costs about 1.5 µs a field, more than the rest of a hit).
     public var response: HTTPURLResponse { made.response }
 }
 

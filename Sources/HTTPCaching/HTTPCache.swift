@@ -163,10 +163,7 @@ public final class HTTPCache: Sendable {
             guard let data = body else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return CachedResponse(
-                data: data, head: exchange.head(url: prepared.url, configuration: configuration),
-                outcome: exchange.outcome, cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo,
-                reasons: exchange.reasons)
+            return CachedResponse(data: data, head: exchange.responseHead(url: prepared.url, configuration: configuration))
         } summary: { result in
             (result.statusCode, result.fields, result.outcome, result.cacheStatus, result.reasons)
         }
@@ -207,11 +204,7 @@ public final class HTTPCache: Sendable {
             guard let source else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            let head = CachedResponseHead(
-                head: exchange.head(url: prepared.url, configuration: configuration), outcome: exchange.outcome,
-                cacheStatus: exchange.cacheStatus, userInfo: exchange.userInfo, reasons: exchange.reasons,
-                expectedLength: exchange.expectedLength)
-            return (head, ResponseBody(source: source))
+            return (exchange.responseHead(url: prepared.url, configuration: configuration), ResponseBody(source: source))
         } summary: { result in
             (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
         }

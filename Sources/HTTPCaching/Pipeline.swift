@@ -56,12 +56,14 @@ struct Exchange: Sendable {
     var expectedLength: Int64?
 
     /// The head the caller sees, with `Cache-Status` added when configured.
-    func head(url: URL, configuration: HTTPCache.Configuration) -> ResponseHeadParts {
+    func responseHead(url: URL, configuration: HTTPCache.Configuration) -> CachedResponseHead {
         var fields = fields
         if configuration.addsCacheStatusField {
             fields["Cache-Status"] = cacheStatus.appended(to: fields["Cache-Status"])
         }
-        return ResponseHeadParts(status: status, fields: fields, url: url)
+        return CachedResponseHead(
+            head: ResponseHeadParts(status: status, fields: fields, url: url), outcome: outcome,
+            cacheStatus: cacheStatus, userInfo: userInfo, reasons: reasons, expectedLength: expectedLength)
     }
 }
 
