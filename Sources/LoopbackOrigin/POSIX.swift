@@ -79,6 +79,22 @@ enum POSIX {
     private static let sendFlags: Int32 = 0  // Darwin: SO_NOSIGPIPE is set on every socket instead
     #endif
 
+    /// Calls `body` with the address 127.0.0.1:`port` and its length (for bind and connect).
+    static func withLoopbackAddress<Result>(
+        port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result
+    ) -> Result {
+        var address = sockaddr_in()
+        #if canImport(Darwin)
+        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+        #endif
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+
     /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
     static func listeningSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
         #if canImport(Glibc)
@@ -94,18 +110,7 @@ enum POSIX {
         // Lets `restart()` bind the same port while connections of the last run sit in TIME_WAIT.
         setOption(fd, SOL_SOCKET, SO_REUSEADDR)
 
-        var address = sockaddr_in()
-        #if canImport(Darwin)
-        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: port) { bind(fd, $0, $1) }
         guard bound == 0 else {
             let code = errno
             close(fd)

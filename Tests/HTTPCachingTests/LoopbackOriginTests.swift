@@ -1,6 +1,7 @@
 import Foundation
-import LoopbackOrigin
 import Testing
+
+@testable import LoopbackOrigin
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -378,18 +379,7 @@ private final class RawClient {
         guard fd >= 0 else { throw SocketFailure(code: errno) }
         var timeout = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        #if canImport(Darwin)
-        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = POSIX.withLoopbackAddress(port: port) { connect(fd, $0, $1) }
         // No close here: a class whose init throws after setting every property still runs deinit,
         // and closing twice could close a descriptor another test has reused meanwhile.
         guard connected == 0 else { throw SocketFailure(code: errno) }
