@@ -36,10 +36,22 @@ let package = Package(
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
         .target(name: "LoopbackOrigin", swiftSettings: strictSettings),
-        // Shared-cache HTTP proxy on the same engine. Not yet built.
-        .target(name: "CachingProxy", dependencies: ["HTTPCaching"], swiftSettings: strictSettings),
+        // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
+        .systemLibrary(name: "CEpollHTTPCache"),
+        // libcurl from Debian's libcurl4-openssl-dev: the proxy's upstream client, which passes
+        // fields and bytes through exactly (URLSession on Linux decodes bodies and rewrites names).
+        .systemLibrary(
+            name: "CCurlHTTPCache", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+        // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
+        // upstream client on libcurl, and the engine and store in shared mode.
+        .target(
+            name: "CachingProxy",
+            dependencies: ["CacheSemantics", "CacheStorage", "CEpollHTTPCache", "CCurlHTTPCache"],
+            swiftSettings: strictSettings),
         .executableTarget(
-            name: "httpcache", dependencies: ["HTTPCaching", "LoopbackOrigin"], swiftSettings: strictSettings),
+            name: "httpcache", dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin"],
+            swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
             name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
@@ -61,6 +73,9 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "CachingProxyTests", dependencies: ["CachingProxy", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,7 @@
+// Glibc's Swift module does not cover <sys/epoll.h> or <sys/eventfd.h>, and accept4 needs
+// _GNU_SOURCE. Declarations only: everything here is in glibc itself.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+extern int accept4(int, struct sockaddr *, socklen_t *, int);
+static inline int csocket_accept4(int fd, int flags) { return accept4(fd, 0, 0, flags); }

@@ -1,0 +1,66 @@
+import CacheSemantics
+
+/// A request as ``HTTPServer`` parsed it: head in wire order and the whole body.
+package struct ServerRequest: Sendable {
+    /// The method token, as sent (case-sensitive, RFC 9110 §9.1).
+    package var method: String
+    /// The request-target, as sent: origin-form (`/a?b`), absolute-form (`http://h/a`),
+    /// authority-form (`h:443`, CONNECT only) or `*` (RFC 9112 §3.2).
+    package var target: String
+    /// `1` for HTTP/1.1, `0` for HTTP/1.0.
+    package var minorVersion: Int
+    /// Field lines in the order received, repeated names kept, values trimmed of OWS.
+    package var fields: HeaderFields
+    /// The body, de-chunked; empty when the request has none.
+    package var body: [UInt8]
+    /// Whether the client connected from 127.0.0.0/8 or ::1.
+    package var peerIsLoopback: Bool
+
+    package init(
+        method: String, target: String, minorVersion: Int = 1, fields: HeaderFields, body: [UInt8] = [],
+        peerIsLoopback: Bool = true
+    ) {
+        self.method = method
+        self.target = target
+        self.minorVersion = minorVersion
+        self.fields = fields
+        self.body = body
+        self.peerIsLoopback = peerIsLoopback
+    }
+}
+
+/// How a response's body is delimited on the wire.
+package enum BodyFraming: Sendable, Equatable {
+    /// No body follows the head whatever its fields say: answers to `HEAD`, `1xx`, `204`,
+    /// `304` (RFC 9112 §6.3). The head's own `Content-Length` is sent as given.
+    case none
+    /// Exactly this many bytes follow; the server writes `Content-Length` itself.
+    case length(Int64)
+    /// Length unknown in advance: chunked to HTTP/1.1 clients, delimited by closing the
+    /// connection for HTTP/1.0 clients.
+    case streamed
+}
+
+/// The status line and fields of a response the handler gives the server. The server drops
+/// `Connection`, `Keep-Alive`, `Transfer-Encoding` and (unless framing is `.none`)
+/// `Content-Length` from `fields`, and writes its own.
+package struct ServerResponseHead: Sendable {
+    package var status: Int
+    /// The reason phrase; the standard one for `status` when `nil`.
+    package var reason: String?
+    package var fields: HeaderFields
+
+    package init(status: Int, reason: String? = nil, fields: HeaderFields = [:]) {
+        self.status = status
+        self.reason = reason
+        self.fields = fields
+    }
+}
+
+/// What the server calls for every complete request.
+package protocol RequestHandler: AnyObject, Sendable {
+    /// Called on the connection's event-loop thread once the request's body has been read in
+    /// full. Must not block: answer through `responder` at once (from this thread) or later
+    /// from any thread. Every request must be answered exactly once (or aborted).
+    func handle(_ request: ServerRequest, _ responder: Responder)
+}

@@ -1,0 +1,44 @@
+import CacheSemantics
+
+/// A request the proxy sends to an origin, exactly as given.
+package struct UpstreamRequest: Sendable {
+    package var method: String
+    /// An absolute `http` URL.
+    package var url: String
+    /// Sent in this order, repeated names kept; nothing is added (no `Accept`, no
+    /// `Accept-Encoding`, no `Expect`), `Host` included when given.
+    package var fields: HeaderFields
+    /// The request body; `nil` when the request has none.
+    package var body: [UInt8]?
+
+    package init(method: String, url: String, fields: HeaderFields, body: [UInt8]? = nil) {
+        self.method = method
+        self.url = url
+        self.fields = fields
+        self.body = body
+    }
+}
+
+/// The final (non-1xx) response head from an origin.
+package struct UpstreamResponseHead: Sendable {
+    package var status: Int
+    package var reason: String
+    /// Field lines in the order received, repeated names kept.
+    package var fields: HeaderFields
+
+    package init(status: Int, reason: String, fields: HeaderFields) {
+        self.status = status
+        self.reason = reason
+        self.fields = fields
+    }
+}
+
+/// Receives one upstream response as it arrives, on the thread that called
+/// ``UpstreamClient/perform(_:_:)``.
+package protocol UpstreamReceiver: AnyObject {
+    /// The final response head. Return `false` to stop (the transfer is aborted).
+    func receive(head: UpstreamResponseHead) -> Bool
+    /// The next bytes of the body (as sent: never decoded, never de-compressed; de-chunked).
+    /// Return `false` to stop.
+    func receive(body: UnsafeRawBufferPointer) -> Bool
+}

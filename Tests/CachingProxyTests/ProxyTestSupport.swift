@@ -1,0 +1,2 @@
+import CachingProxy
+import Testing
