@@ -2,9 +2,9 @@
 // treats anything outside ASCII as "not a token character", so no input can trap.
 
 @usableFromInline
-enum ASCII {
+package enum ASCII {
     @inlinable
-    static func lower(_ byte: UInt8) -> UInt8 {
+    package static func lower(_ byte: UInt8) -> UInt8 {
         byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
     }
 
@@ -20,7 +20,7 @@ enum ASCII {
 
     /// `tchar` (RFC 9110 §5.6.2).
     @inlinable
-    static func isTokenChar(_ byte: UInt8) -> Bool {
+    package static func isTokenChar(_ byte: UInt8) -> Bool {
         if isAlpha(byte) || isDigit(byte) { return true }
         switch byte {
         case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
@@ -47,7 +47,7 @@ enum ASCII {
     }
 
     @inlinable
-    static func equalsIgnoringCase(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func equalsIgnoringCase(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
         guard x.count == y.count else { return false }
         for index in 0..<x.count {
             let a = x[index]
@@ -58,18 +58,18 @@ enum ASCII {
     }
 
     /// Whether `a` and `b` are equal ignoring ASCII case.
-    static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
+    package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         a.utf8.count == b.utf8.count && withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
 
     /// Whether `a` and `b` are equal ignoring ASCII case.
     @inlinable
-    static func equalsIgnoringCase(_ a: Substring, _ b: String) -> Bool {
+    package static func equalsIgnoringCase(_ a: Substring, _ b: String) -> Bool {
         withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
 
     /// `s` with ASCII letters lowered; other bytes unchanged.
-    static func lowercased(_ s: String) -> String {
+    package static func lowercased(_ s: String) -> String {
         withUTF8(s) { bytes in
             guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
             // Written in place: no intermediate array, and no allocation at all for short names.
@@ -81,7 +81,7 @@ enum ASCII {
     }
 
     /// `s` with ASCII letters lowered; other bytes unchanged.
-    static func lowercased(_ s: Substring) -> String { lowercased(String(s)) }
+    package static func lowercased(_ s: Substring) -> String { lowercased(String(s)) }
 
     /// The offsets of `bytes` without leading and trailing OWS.
     @inline(__always)
@@ -94,7 +94,7 @@ enum ASCII {
     }
 
     /// `s` without leading and trailing OWS.
-    static func trimmed(_ s: Substring) -> Substring {
+    package static func trimmed(_ s: Substring) -> Substring {
         var start = s.utf8.startIndex
         var end = s.utf8.endIndex
         while start < end && isOWS(s.utf8[start]) { start = s.utf8.index(after: start) }

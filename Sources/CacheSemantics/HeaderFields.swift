@@ -9,7 +9,7 @@ public struct HeaderField: Hashable, Sendable {
     public var value: String
     /// `name` in lower case, kept so that lookups compare without folding case each time.
     @usableFromInline
-    private(set) var lowercasedName: String
+    package private(set) var lowercasedName: String
 
     /// Creates a field line.
     public init(name: String, value: String) {

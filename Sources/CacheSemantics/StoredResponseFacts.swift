@@ -97,6 +97,11 @@ public struct StoredResponseFacts: Hashable, Sendable {
     /// The normalized values of the fields ``vary`` nominates, from the request that caused
     /// the response to be stored (RFC 9111 §4.1); `nil` where the field was absent.
     public var varyValues: [String?]
+
+    /// Tells this response's variant apart from others under the same cache key: the
+    /// normalized values of the fields `Vary` nominates, for ``CacheStorage``'s variant key.
+    package var variantKey: String { varyValues.map { $0 ?? "\u{0}" }.joined(separator: "\u{1}") }
+
     /// The same fields as the original request sent them (lines joined with ", "), so a
     /// later request that sends identical bytes matches without normalizing.
     public var varyRawValues: [String?]

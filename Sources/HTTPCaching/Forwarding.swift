@@ -292,9 +292,8 @@ extension HTTPCache {
         case .doNotStore(let refusals):
             return (nil, nil, reasons + refusals, nil, false)
         case .store(let storable):
-            let variantKey = storable.facts.varyValues.map { $0 ?? "\u{0}" }.joined(separator: "\u{1}")
             let head = EntryHead(
-                primaryKey: prepared.primaryKey!, variantKey: variantKey, url: prepared.urlString, status: status,
+                primaryKey: prepared.primaryKey!, variantKey: storable.facts.variantKey, url: prepared.urlString, status: status,
                 fields: storable.fields, facts: storable.facts.serialized(),
                 storagePolicy: choice.action == .memoryOnly ? .memoryOnly : .allowed,
                 userInfo: choice.userInfo.map { Array($0) })

@@ -40,6 +40,10 @@ enum Commands {
             name: StatsCommand.name, synopsis: "stats", summary: StatsCommand.summary, help: StatsCommand.help,
             specs: StatsCommand.specs, run: { arguments throws(Failure) in try StatsCommand(arguments).run() }),
         Entry(
+            name: ServeCommand.name, synopsis: "serve --origin URL", summary: ServeCommand.summary,
+            help: ServeCommand.help, specs: ServeCommand.specs,
+            run: { arguments throws(Failure) in try await ServeCommand(arguments).run() }),
+        Entry(
             name: DemoCommand.name, synopsis: "demo", summary: DemoCommand.summary, help: DemoCommand.help,
             specs: DemoCommand.specs, run: { arguments throws(Failure) in try await DemoCommand(arguments).run() }),
     ]

@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import CachingProxy
 import Foundation
 import HTTPCaching
 
@@ -169,18 +170,26 @@ struct ShowCommand {
 struct PurgeCommand {
     static let name = "purge"
     static let summary = "remove stored responses"
-    static let specs = CacheOptions.specs + [.value("--prefix"), .flag("--all")]
+    static let specs = CacheOptions.specs + [
+        .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"),
+    ]
     static let help = """
         Usage: httpcache purge URL | --prefix PREFIX | --all [--cache-dir DIR]
+               httpcache purge --proxy http://HOST:PORT URL [--admin-token TOKEN]
 
         Removes the stored responses for GET URL (every Vary variant), or those whose URL
         starts with PREFIX, or everything, and says how many were removed (0 is not an error).
+        With --proxy, asks a running `httpcache serve` to remove URL's responses (a PURGE
+        request; allowed from loopback, else with the proxy's admin token, also read from
+        $HTTPCACHE_ADMIN_TOKEN).
         """
 
     enum Target {
         case url(URL)
         case prefix(String)
         case all
+        /// A running proxy's stored responses for a URL.
+        case proxy(proxy: String, url: String, token: String?)
     }
 
     let target: Target
@@ -188,6 +197,16 @@ struct PurgeCommand {
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         let urls = try arguments.positionals("URL", minimum: 0, maximum: 1)
+        if let proxy = arguments.value("--proxy") {
+            guard let url = urls.first, arguments.value("--prefix") == nil, !arguments.has("--all") else {
+                throw .usage(Self.name, "--proxy purges one URL: httpcache purge --proxy http://HOST:PORT URL")
+            }
+            target = .proxy(
+                proxy: proxy, url: url,
+                token: arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"])
+            cacheOptions = try CacheOptions(arguments)
+            return
+        }
         let prefix = arguments.value("--prefix")
         let chosen = [!urls.isEmpty, prefix != nil, arguments.has("--all")].filter { $0 }.count
         guard chosen == 1 else {
@@ -210,9 +229,23 @@ struct PurgeCommand {
     }
 
     func run() throws(Failure) {
+        if case .proxy(let proxy, let url, let token) = target {
+            let answer: CachingProxy.PurgeAnswer
+            do {
+                answer = try CachingProxy.purge(url, proxy: proxy, token: token)
+            } catch {
+                throw Failure(.failure, "\(error)")
+            }
+            guard answer.status == 200 || answer.status == 404 else {
+                throw Failure(.failure, "the proxy at \(proxy) refused: \(answer.status) \(answer.message)")
+            }
+            Console.out(answer.message + "\n")
+            return
+        }
         let cache = try cacheOptions.open(network: false)
         do {
             switch target {
+            case .proxy: break
             case .url(let url):
                 let removed = try cache.remove(url: url)
                 Console.out("removed \(Format.count(removed, "stored response")) for \(url.absoluteString)\n")

@@ -1,2 +1,164 @@
-import CachingProxy
+import CacheSemantics
+import CacheStorage
+import CacheTestSupport
+import Foundation
+import LoopbackOrigin
 import Testing
+
+@testable import CachingProxy
+
+/// A real `httpcache serve` child process in front of a loopback origin, with its own store
+/// directory. SIGTERMed (then SIGKILLed if need be) when released.
+final class ServeProcess: @unchecked Sendable {
+    let process = Process()
+    let directory = TemporaryDirectory("httpcache-serve-test")
+    private(set) var port: UInt16 = 0
+    private let errorPath: String
+
+    /// Where its store is.
+    let cacheDirectory: String?
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts `httpcache serve ARGUMENTS --listen 127.0.0.1:0 --cache-dir DIR` (a directory of
+    /// its own unless `store` names one; `--memory-only` when `memoryOnly`) and waits for its
+    /// "listening on" line.
+    init(_ arguments: [String], store: String? = nil, memoryOnly: Bool = false) throws {
+        errorPath = directory.path + "/stderr"
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
+        var full = ["serve"] + arguments + ["--listen", "127.0.0.1:0"]
+        cacheDirectory = memoryOnly ? nil : store ?? directory.path + "/cache"
+        full += cacheDirectory.map { ["--cache-dir", $0] } ?? ["--memory-only"]
+        process.arguments = full
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        variables["no_proxy"] = "*"
+        process.environment = variables
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read the first line on another thread, bounded.
+        let line = Locked<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let handle = output.fileHandleForReading
+        Thread.detachNewThread {
+            var bytes: [UInt8] = []
+            while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != 0x0A { bytes.append(byte) }
+            line.withLock { $0 = String(decoding: bytes, as: UTF8.self) }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 30) == .success, let text = line.withLock({ $0 }),
+            let portText = text.split(separator: ":").last, let port = UInt16(portText)
+        else {
+            process.terminate()
+            throw ServeFailure(description: "httpcache serve did not start: \(standardError)")
+        }
+        self.port = port
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// What the process wrote on standard error so far.
+    var standardError: String {
+        (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+    }
+
+    /// `SIGTERM`, then waits for the exit (SIGKILL after `timeout` seconds); the exit status.
+    @discardableResult
+    func terminate(timeout: Double = 20) -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return -1
+        }
+        return process.terminationStatus
+    }
+
+    struct ServeFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+}
+
+/// A response as a test client received it: exact field lines and body.
+struct Received: Sendable {
+    var status: Int
+    var fields: HeaderFields
+    var body: [UInt8]
+
+    var text: String { String(decoding: body, as: UTF8.self) }
+    subscript(name: String) -> String? { fields[name] }
+    /// The `Cache-Status` member this proxy added (the last one, RFC 9211 §2).
+    var cacheStatus: String? { fields.listMembers(named: "Cache-Status").last.map(String.init) }
+    var isHit: Bool { cacheStatus?.contains("; hit") == true }
+}
+
+/// Sends requests with the proxy's own upstream client (libcurl, fields passed exactly).
+final class TestClient: Sendable {
+    private let client = UpstreamClient()
+
+    private final class Collector: UpstreamReceiver {
+        var head: UpstreamResponseHead?
+        var body: [UInt8] = []
+        func receive(head: UpstreamResponseHead) -> Bool {
+            self.head = head
+            return true
+        }
+        func receive(body: UnsafeRawBufferPointer) -> Bool {
+            self.body += body
+            return true
+        }
+    }
+
+    /// `method url` with `fields` (a `Host` is added from the URL when absent).
+    func send(
+        _ method: String = "GET", _ url: String, _ fields: [(String, String)] = [], body: [UInt8]? = nil
+    ) throws -> Received {
+        var lines = HeaderFields(fields)
+        if !lines.contains("Host"), let host = URL(string: url).flatMap({ url in url.port.map { "\(url.host!):\($0)" } }) {
+            lines = HeaderFields([HeaderField(name: "Host", value: host)] + Array(lines))
+        }
+        let collector = Collector()
+        try client.perform(UpstreamRequest(method: method, url: url, fields: lines, body: body), collector)
+        let head = try #require(collector.head)
+        return Received(status: head.status, fields: head.fields, body: collector.body)
+    }
+}
+
+/// A loopback origin, a running proxy in front of it and a client.
+final class ProxyHarness: @unchecked Sendable {
+    let origin: LoopbackOrigin
+    let proxy: ServeProcess
+    let client = TestClient()
+
+    init(_ extra: [String] = [], memoryOnly: Bool = false) throws {
+        origin = try LoopbackOrigin()
+        proxy = try ServeProcess(["--origin", origin.baseURL] + extra, memoryOnly: memoryOnly)
+    }
+
+    deinit {
+        proxy.terminate()
+        origin.stop()
+    }
+
+    /// GET (or `method`) `path` through the proxy.
+    func get(
+        _ path: String, _ fields: [(String, String)] = [], method: String = "GET", body: [UInt8]? = nil
+    ) throws -> Received {
+        try client.send(method, proxy.baseURL + path, fields, body: body)
+    }
+
+    /// Routes `path` to a fixed response.
+    func serve(_ path: String, status: Int = 200, _ headers: [(String, String)], body: String = "body") {
+        origin.route(path) { _ in LoopbackOrigin.Response(status: status, headers: headers, body: body) }
+    }
+}

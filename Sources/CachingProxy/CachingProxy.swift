@@ -1,0 +1,122 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+/// A shared HTTP cache in front of one origin (reverse proxy) or any origin (forward proxy):
+/// the engine of ``CacheSemantics`` in shared mode (RFC 9111, RFC 5861, RFC 8246,
+/// RFC 9211, RFC 9213) over a ``CacheStore``, served by an HTTP/1.1 server on epoll, with
+/// origins reached through libcurl. This is what `httpcache serve` runs.
+///
+/// ```swift
+/// var configuration = CachingProxy.Configuration(mode: .reverse(origin: "http://127.0.0.1:8081"))
+/// configuration.port = 8080
+/// let proxy = try CachingProxy(configuration)
+/// proxy.start()
+/// // …
+/// proxy.shutdown(timeout: 30)
+/// ```
+public final class CachingProxy: Sendable {
+    /// Which origins the proxy sends requests to.
+    public enum Mode: Sendable, Equatable {
+        /// Every request goes to this origin (`http://host[:port][/base]`); clients send
+        /// origin-form targets (`GET /path`).
+        case reverse(origin: String)
+        /// Clients name the origin in absolute-form targets (`GET http://host/path`);
+        /// `CONNECT host:port` is tunnelled, not cached (RFC 9110 §9.3.6).
+        case forward
+    }
+
+    /// How the proxy runs.
+    public struct Configuration: Sendable {
+        public var mode: Mode
+        /// The address to listen on; loopback by default.
+        public var host = "127.0.0.1"
+        /// The port; `0` picks a free one (see ``CachingProxy/port``).
+        public var port: UInt16 = 8080
+        /// The store's directory; `nil` keeps responses in memory only.
+        public var cacheDirectory: String?
+        /// Bytes of bodies kept in memory.
+        public var memoryCapacity: Int64 = 256 << 20
+        /// Bytes of bodies kept on disk.
+        public var diskCapacity: Int64 = 1 << 30
+        /// The name in `Cache-Status` (RFC 9211 §2) and `Via` (RFC 9110 §7.6.3).
+        public var name = "httpcache"
+        /// Clients not on loopback may `PURGE` and read metrics when they send
+        /// `Authorization: Bearer <token>`; loopback clients always may.
+        public var adminToken: String?
+        /// The path of the Prometheus metrics (`GET`).
+        public var metricsPath = "/_httpcache/metrics"
+        /// Event-loop threads.
+        public var loops = 1
+        /// Open client connections beyond which new ones are refused.
+        public var maxConnections = 4096
+        /// Seconds a client has to send a complete request head (slowloris).
+        public var headerTimeout = 10.0
+        /// Seconds an idle keep-alive connection stays open.
+        public var idleTimeout = 60.0
+        /// The largest request body accepted (`413` beyond).
+        public var maxRequestBodyBytes: Int64 = 8 << 20
+        /// Threads that may wait for origins at once.
+        public var maxOriginThreads = 256
+        /// Seconds to connect to an origin.
+        public var originConnectTimeout = 10.0
+        /// Seconds without a byte from an origin before its response counts as failed.
+        public var originStallTimeout = 60.0
+        /// Seconds since 1970, now.
+        public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// Receives what the proxy reports (rejected requests, origin failures, storage errors).
+        public var log: @Sendable (String) -> Void = { message in
+            FileHandle.standardError.write(Data("httpcache serve: \(message)\n".utf8))
+        }
+
+        /// A configuration for `mode`, everything else default.
+        public init(mode: Mode) { self.mode = mode }
+    }
+
+    /// A configuration the proxy cannot run with, or a port it cannot listen on.
+    public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    private let handler: ProxyHandler
+    private let server: HTTPServer
+
+    /// Opens the store and listens; call ``start()`` to serve.
+    public init(_ configuration: Configuration) throws {
+        handler = try ProxyHandler(configuration)
+        var settings = HTTPServer.Configuration()
+        settings.host = configuration.host
+        settings.port = configuration.port
+        settings.loops = max(1, configuration.loops)
+        settings.maxConnections = configuration.maxConnections
+        settings.headerTimeout = configuration.headerTimeout
+        settings.idleTimeout = configuration.idleTimeout
+        settings.maxBodyBytes = configuration.maxRequestBodyBytes
+        do {
+            server = try HTTPServer(configuration: settings, handler: handler, log: configuration.log)
+        } catch {
+            throw ConfigurationError(description: error.description)
+        }
+        handler.setServerStatistics { [weak server] in server?.statistics ?? HTTPServer.Statistics() }
+    }
+
+    /// The port the proxy listens on.
+    public var port: UInt16 { server.port }
+
+    /// Starts serving.
+    public func start() { server.start() }
+
+    /// Stops accepting connections, lets responses in flight finish (at most `timeout`
+    /// seconds) and waits for background revalidations. Entries being written when the
+    /// time runs out are discarded, never left half-written.
+    public func shutdown(timeout: Double = 30) {
+        let deadline = Date().addingTimeInterval(timeout)
+        server.shutdown(timeout: timeout)
+        handler.workers.waitUntilIdle(timeout: max(0.1, deadline.timeIntervalSinceNow))
+        handler.workers.stop()
+    }
+
+    /// The proxy's counters in the Prometheus text format, as served on
+    /// ``Configuration/metricsPath``.
+    public var metricsText: String { handler.metricsText }
+}

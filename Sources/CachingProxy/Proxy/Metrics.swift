@@ -1,0 +1,131 @@
+import CacheStorage
+import Synchronization
+
+/// What the proxy counts, for ``CachingProxy/metricsText``.
+final class Metrics: Sendable {
+    /// How a request was answered.
+    enum Outcome: Int, CaseIterable {
+        case hit, stale, revalidated, miss, pass, error, purge, admin
+        var label: String { String(describing: self) }
+    }
+
+    /// Upper bounds of the origin latency buckets, in seconds.
+    static let latencyBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    private let hits = Atomic<Int>(0)
+    private let staleHits = Atomic<Int>(0)
+    private let revalidated = Atomic<Int>(0)
+    private let misses = Atomic<Int>(0)
+    private let passes = Atomic<Int>(0)
+    private let errors = Atomic<Int>(0)
+    private let purges = Atomic<Int>(0)
+    private let adminRequests = Atomic<Int>(0)
+    let bytesFromCache = Atomic<Int>(0)
+    let bytesFromOrigin = Atomic<Int>(0)
+    let originRequests = Atomic<Int>(0)
+    let originErrors = Atomic<Int>(0)
+    let collapsed = Atomic<Int>(0)
+    let stored = Atomic<Int>(0)
+    /// Per bucket (the last one above every bound), and the sum in seconds.
+    private let latency = Mutex((counts: [Int](repeating: 0, count: Metrics.latencyBounds.count + 1), sum: 0.0))
+
+    func count(_ outcome: Outcome) {
+        switch outcome {
+        case .hit: hits.add(1, ordering: .relaxed)
+        case .stale: staleHits.add(1, ordering: .relaxed)
+        case .revalidated: revalidated.add(1, ordering: .relaxed)
+        case .miss: misses.add(1, ordering: .relaxed)
+        case .pass: passes.add(1, ordering: .relaxed)
+        case .error: errors.add(1, ordering: .relaxed)
+        case .purge: purges.add(1, ordering: .relaxed)
+        case .admin: adminRequests.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// How many requests had `outcome`.
+    func total(_ outcome: Outcome) -> Int {
+        switch outcome {
+        case .hit: hits.load(ordering: .relaxed)
+        case .stale: staleHits.load(ordering: .relaxed)
+        case .revalidated: revalidated.load(ordering: .relaxed)
+        case .miss: misses.load(ordering: .relaxed)
+        case .pass: passes.load(ordering: .relaxed)
+        case .error: errors.load(ordering: .relaxed)
+        case .purge: purges.load(ordering: .relaxed)
+        case .admin: adminRequests.load(ordering: .relaxed)
+        }
+    }
+
+    /// Records the time an origin took to answer with its head.
+    func recordOriginLatency(_ seconds: Double) {
+        let bucket = Self.latencyBounds.firstIndex { seconds <= $0 } ?? Self.latencyBounds.count
+        latency.withLock { latency in
+            latency.counts[bucket] += 1
+            latency.sum += seconds
+        }
+    }
+
+    /// The Prometheus text exposition format (version 0.0.4).
+    func text(store: StoreTotals, memory: StoreTotals?, server: HTTPServer.Statistics) -> String {
+        var lines: [String] = []
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+            for (labels, value) in samples { lines.append("\(name)\(labels) \(value)") }
+        }
+        metric(
+            "httpcache_requests_total", "counter", "Requests answered, by how the cache answered them.",
+            Outcome.allCases.map { ("{outcome=\"\($0.label)\"}", String(total($0))) })
+        metric(
+            "httpcache_response_body_bytes_total", "counter", "Body bytes sent to clients, by where they came from.",
+            [
+                ("{source=\"cache\"}", String(bytesFromCache.load(ordering: .relaxed))),
+                ("{source=\"origin\"}", String(bytesFromOrigin.load(ordering: .relaxed))),
+            ])
+        metric(
+            "httpcache_origin_requests_total", "counter", "Requests sent to the origin.",
+            [("", String(originRequests.load(ordering: .relaxed)))])
+        metric(
+            "httpcache_origin_errors_total", "counter", "Origin requests that got no complete response.",
+            [("", String(originErrors.load(ordering: .relaxed)))])
+        metric(
+            "httpcache_collapsed_total", "counter", "Requests that waited for an identical one and were answered from what it stored.",
+            [("", String(collapsed.load(ordering: .relaxed)))])
+        metric(
+            "httpcache_stored_total", "counter", "Responses stored.", [("", String(stored.load(ordering: .relaxed)))])
+        let (counts, sum) = latency.withLock { ($0.counts, $0.sum) }
+        var cumulative = 0
+        var buckets: [(String, String)] = []
+        for (index, bound) in Self.latencyBounds.enumerated() {
+            cumulative += counts[index]
+            buckets.append(("_bucket{le=\"\(bound)\"}", String(cumulative)))
+        }
+        cumulative += counts[Self.latencyBounds.count]
+        buckets.append(("_bucket{le=\"+Inf\"}", String(cumulative)))
+        buckets.append(("_sum", String(sum)))
+        buckets.append(("_count", String(cumulative)))
+        metric(
+            "httpcache_origin_latency_seconds", "histogram", "Time from sending a request to the origin to its response head.",
+            buckets)
+        var entries = [("{tier=\"all\"}", String(store.entries))]
+        var bytes = [("{tier=\"all\"}", String(store.bodyBytes))]
+        if let memory {
+            entries.append(("{tier=\"memory\"}", String(memory.entries)))
+            bytes.append(("{tier=\"memory\"}", String(memory.bodyBytes)))
+        }
+        metric("httpcache_store_entries", "gauge", "Stored responses.", entries)
+        metric("httpcache_store_body_bytes", "gauge", "Bytes of stored bodies.", bytes)
+        metric(
+            "httpcache_connections_open", "gauge", "Client connections open.", [("", String(server.connectionsOpen))])
+        metric(
+            "httpcache_connections_total", "counter", "Client connections, by what became of them.",
+            [
+                ("{state=\"accepted\"}", String(server.connectionsAccepted)),
+                ("{state=\"refused\"}", String(server.connectionsRefused)),
+            ])
+        metric(
+            "httpcache_requests_rejected_total", "counter", "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
+            [("", String(server.requestsRejected))])
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

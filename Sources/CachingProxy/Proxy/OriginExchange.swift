@@ -1,0 +1,338 @@
+import CacheSemantics
+import CacheStorage
+import Glibc
+import Synchronization
+
+/// One request sent to the origin on a worker thread, and what becomes of its response:
+/// relayed to the client while it is stored, a stored response freshened by a `304`
+/// (RFC 9111 §4.3.4), a stale response served instead of an error (§4.2.4, RFC 5861 §4),
+/// stored responses invalidated (§4.4).
+final class OriginExchange: UpstreamReceiver {
+    private let handler: ProxyHandler
+    private let request: ProxyRequest
+    private var plan: Forwarding
+    private let candidates: [Candidate]
+    /// `nil` for a background revalidation: the response is stored, not sent anywhere.
+    private let responder: Responder?
+    private var requestTime = Timestamp(secondsSince1970: 0)
+    private var sentAt = 0.0
+
+    private enum State {
+        /// No response head yet.
+        case waiting
+        /// The head went to the client; body bytes follow.
+        case relaying
+        /// The client was answered otherwise (from the store); the origin's body is ignored.
+        case answered
+        /// A `304` matched nothing stored: ask again without validators.
+        case retry
+    }
+
+    private var state = State.waiting
+    private var writer: (any EntryWriter)?
+    private var expectedLength: Int64?
+    private var received: Int64 = 0
+    private var clientGone = false
+    private var forwardStatus = 0
+    /// What requests that waited for this one are told; `nil` when nothing was stored.
+    private(set) var collapse: Collapse?
+
+    init(
+        _ handler: ProxyHandler, _ request: ProxyRequest, _ plan: Forwarding, _ candidates: [Candidate],
+        responder: Responder?
+    ) {
+        self.handler = handler
+        self.request = request
+        self.plan = plan
+        self.candidates = candidates
+        self.responder = responder
+    }
+
+    private var configuration: CachingProxy.Configuration { handler.configuration }
+    private var engine: CacheEngine { handler.engine }
+    private var store: any CacheStore { handler.store }
+    /// Whether responses may be stored and stale ones served: not for methods the cache
+    /// does not handle (RFC 9111 §2).
+    private var caching: Bool { plan.reason != .method }
+
+    /// Sends the request and answers the client; returns when the response is complete.
+    func run() {
+        requestTime = handler.now
+        sentAt = Self.monotonicSeconds()
+        handler.metrics.originRequests.add(1, ordering: .relaxed)
+        do {
+            try handler.upstream.perform(upstreamRequest(), self)
+        } catch {
+            failed(error)
+            return
+        }
+        switch state {
+        case .relaying:
+            finishRelay()
+        case .retry:
+            plan.fields = [:]
+            plan.validated = []
+            let again = OriginExchange(handler, request, plan, candidates, responder: responder)
+            again.run()
+            collapse = again.collapse
+        case .answered:
+            break
+        case .waiting:
+            failed(UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
+        }
+    }
+
+    /// The request as the origin gets it: hop-by-hop fields dropped (RFC 9110 §7.6.1), `Host`
+    /// set to the origin's authority (RFC 9112 §3.2.2), the engine's preconditions, `Via`.
+    private func upstreamRequest() -> UpstreamRequest {
+        let client = request.server
+        var fields = Messages.removingHopByHop(client.fields)
+        fields.removeAll(namedAnyOf: ["Content-Length", "Expect", "Proxy-Authorization"])
+        fields = HeaderFields(
+            fields.map { field in
+                field.lowercasedName == "host" ? HeaderField(name: field.name, value: request.target.authority) : field
+            })
+        if !fields.contains("Host") {
+            fields = HeaderFields([HeaderField(name: "Host", value: request.target.authority)] + Array(fields))
+        }
+        for field in plan.fields { fields[field.name] = field.value }
+        Messages.addingVia(&fields, minorVersion: client.minorVersion, name: configuration.name)
+        let hasBody = client.fields.contains("Content-Length") || client.fields.contains("Transfer-Encoding")
+        return UpstreamRequest(
+            method: request.method, url: request.target.url, fields: fields, body: hasBody ? client.body : nil)
+    }
+
+    // MARK: UpstreamReceiver
+
+    func receive(head: UpstreamResponseHead) -> Bool {
+        handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
+        let responseTime = handler.now
+        let status = head.status
+        forwardStatus = status
+        var fields = head.fields
+        if caching, (500..<600).contains(status), serveStale(after: .serverError(status: status)) {
+            state = .answered
+            return false
+        }
+        if status == 304, caching, !plan.validated.isEmpty {
+            state = freshened(notModified: fields, responseTime: responseTime) ? .answered : .retry
+            return true
+        }
+        invalidate(ResponseHead(status: status, fields: fields))
+        if request.method == "HEAD", status == 200, let index = plan.candidate {
+            freshen(candidates[index], withHead: fields, responseTime: responseTime)
+        }
+        // A recipient with a clock adds Date when forwarding or storing a response without one
+        // (RFC 9110 §6.6.1).
+        if !fields.contains("Date") { fields.append(name: "Date", value: HTTPDate.format(responseTime)) }
+        if caching, request.method == "GET" { startStoring(status: status, fields: fields, responseTime: responseTime) }
+
+        let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
+        let framing: BodyFraming
+        if noBody {
+            framing = .none
+        } else if let length = fields["Content-Length"].flatMap({ Int64($0) }), length >= 0 {
+            framing = .length(length)
+            expectedLength = length
+        } else {
+            framing = .streamed
+        }
+        var outgoing = Messages.removingHopByHop(fields)
+        Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
+        let cacheStatus = CacheStatus(
+            cache: configuration.name, forward: plan.reason, forwardStatus: status, stored: caching ? writer != nil : nil)
+        outgoing["Cache-Status"] = cacheStatus.appended(to: outgoing["Cache-Status"])
+        state = .relaying
+        handler.metrics.count(caching ? .miss : .pass)
+        responder?.start(ServerResponseHead(status: status, reason: head.reason, fields: outgoing), framing: framing)
+        if noBody { expectedLength = 0 }
+        return true
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        guard state == .relaying else { return true }
+        received += Int64(body.count)
+        handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
+        if let writer {
+            do {
+                try writer.append(Array(body))
+            } catch {
+                configuration.log("stopped storing \(request.target.url): \(error)")
+                writer.abort()
+                self.writer = nil
+            }
+        }
+        if let responder, !clientGone, !responder.write(body) { clientGone = true }
+        // A response being stored is read to its end even when its client left.
+        return !(clientGone || responder == nil) || writer != nil
+    }
+
+    // MARK: Outcomes
+
+    private func finishRelay() {
+        if let writer {
+            if expectedLength == nil || received == expectedLength {
+                do {
+                    try writer.commit()
+                    handler.metrics.stored.add(1, ordering: .relaxed)
+                    collapse = Collapse(reason: plan.reason, status: forwardStatus)
+                } catch {
+                    configuration.log("could not store the response for \(request.target.url): \(error)")
+                }
+            } else {
+                writer.abort()
+            }
+            self.writer = nil
+        }
+        responder?.finish()
+    }
+
+    private func failed(_ error: any Error) {
+        // Answered from the store after a 5xx: the transfer was stopped on purpose.
+        if state == .answered { return }
+        handler.metrics.originErrors.add(1, ordering: .relaxed)
+        writer?.abort()
+        writer = nil
+        let description = (error as? UpstreamError)?.description ?? "\(error)"
+        switch state {
+        case .relaying:
+            // The head is out: the client can only be told by a cut connection.
+            configuration.log("the response for \(request.target.url) was cut off: \(description)")
+            responder?.abort()
+        case .answered, .retry:
+            break
+        case .waiting:
+            if caching, serveStale(after: .unreachable) { return }
+            configuration.log("no response for \(request.method) \(request.target.url): \(description)")
+            let timeout = (error as? UpstreamError)?.kind == .timeout
+            guard let responder else { return }
+            let status = timeout ? 504 : 502
+            let text = (timeout ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
+            var (fields, body) = Messages.plainText(text)
+            var cacheStatus = CacheStatus(cache: configuration.name, forward: plan.reason)
+            cacheStatus.detail = timeout ? "origin-timeout" : "origin-unreachable"
+            fields["Cache-Status"] = cacheStatus.fieldValue
+            handler.metrics.count(.error)
+            responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
+        }
+    }
+
+    /// Serves the selected stored response after the origin failed, when allowed
+    /// (RFC 9111 §4.2.4, RFC 5861 §4); a `504` when it must not be served stale.
+    private func serveStale(after failure: OriginFailure) -> Bool {
+        guard let index = plan.candidate else { return false }
+        switch engine.fallback(
+            after: failure, request: CacheRequest(request.head), candidate: (index, candidates[index].facts),
+            now: handler.now)
+        {
+        case .serve(let use):
+            var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            if case .serverError(let code) = failure {
+                status.detail = "stale-if-error"
+                status.forwardStatus = code
+            } else {
+                status.detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
+                    ? "stale-if-error" : "disconnected"
+            }
+            if let responder { handler.serveStored(candidates[index], use, request, status: status, outcome: .stale, responder) }
+            return true
+        case .gatewayTimeout(let reasons):
+            if let responder {
+                handler.answer(
+                    504, "504 Gateway Timeout: the origin failed and the stored response may not be served stale: "
+                        + reasons.map(\.description).joined(separator: "; "), responder)
+            }
+            return true
+        case .passThrough:
+            return false
+        }
+    }
+
+    /// Applies a `304` to the stored responses it matches (RFC 9111 §4.3.4) and serves the
+    /// selected one; `false` when it matches none.
+    private func freshened(notModified: HeaderFields, responseTime: Timestamp) -> Bool {
+        var updated = candidates
+        let indexes = engine.responsesToUpdate(
+            notModified: notModified, request: request.head.fields, candidates: candidates.map(\.facts),
+            validated: plan.validated)
+        guard !indexes.isEmpty else { return false }
+        for index in indexes {
+            let candidate = candidates[index]
+            let (fields, facts) = engine.freshen(
+                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified,
+                request: request.head.fields, requestTime: requestTime, responseTime: responseTime)
+            do {
+                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
+            } catch {
+                configuration.log("could not freshen the stored response for \(request.target.url): \(error)")
+            }
+            updated[index].entry.head.fields = fields
+            updated[index].facts = facts
+        }
+        collapse = Collapse(reason: plan.reason, status: 304)
+        guard let responder else { return true }
+        // Serve from the freshened responses; the client's own validators still apply.
+        let lookup = CacheRequest(request.head, policy: .returnCacheDataElseLoad)
+        guard case .serve(let use) = engine.lookup(lookup, candidates: updated.map(\.facts), now: handler.now) else {
+            return false
+        }
+        var status = CacheStatus(cache: configuration.name, forward: plan.reason, forwardStatus: 304, stored: true)
+        status.ttl = Int(use.timeToLive.rounded(.down))
+        handler.serveStored(updated[use.candidate], use, request, status: status, outcome: .revalidated, responder)
+        return true
+    }
+
+    /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
+    /// length match, and makes it need validation when they differ (RFC 9111 §4.3.5).
+    private func freshen(_ candidate: Candidate, withHead head: HeaderFields, responseTime: Timestamp) {
+        do {
+            switch engine.headFreshening(head: head, stored: candidate.facts) {
+            case .update:
+                let (fields, facts) = engine.freshen(
+                    storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
+                    request: request.head.fields, requestTime: requestTime, responseTime: responseTime)
+                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
+            case .markStale:
+                var facts = candidate.facts
+                facts.flags.formUnion(.invalidated)
+                try store.update(candidate.entry.id, fields: candidate.entry.head.fields, facts: facts.serialized())
+            }
+        } catch {
+            configuration.log("could not apply a HEAD response to the stored response for \(request.target.url): \(error)")
+        }
+    }
+
+    /// Removes what an unsafe request's response invalidates (RFC 9111 §4.4).
+    private func invalidate(_ response: ResponseHead) {
+        for uri in engine.invalidatedURIs(request: request.head, response: response) {
+            guard let key = CacheKey(method: "GET", uri: uri) else { continue }
+            do {
+                try store.remove(primaryKey: key.primaryKey)
+            } catch {
+                configuration.log("could not invalidate \(uri): \(error)")
+            }
+        }
+    }
+
+    /// Opens a writer when RFC 9111 §3 allows storing the response in a shared cache.
+    private func startStoring(status: Int, fields: HeaderFields, responseTime: Timestamp) {
+        let decision = engine.storageDecision(
+            for: request.head, response: ResponseHead(status: status, fields: fields), requestTime: requestTime,
+            responseTime: responseTime)
+        guard case .store(let storable) = decision else { return }
+        let head = EntryHead(
+            primaryKey: request.primaryKey, variantKey: storable.facts.variantKey, url: request.target.url,
+            status: status, fields: storable.fields, facts: storable.facts.serialized())
+        do {
+            writer = try store.makeWriter(for: head)
+        } catch {
+            configuration.log("not storing \(request.target.url): \(error)")
+        }
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

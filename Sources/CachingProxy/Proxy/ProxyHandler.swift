@@ -1,0 +1,404 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+import Synchronization
+
+/// A stored response and its decoded facts.
+struct Candidate: Sendable {
+    var entry: StoredEntry
+    var facts: StoredResponseFacts
+}
+
+/// One request as the proxy handles it.
+struct ProxyRequest: Sendable {
+    var server: ServerRequest
+    var target: Target
+    /// The request as the engine sees it: the absolute URL and the client's fields.
+    var head: RequestHead
+    /// The key its responses are stored under.
+    var primaryKey: String
+    /// What the request it waited for (collapsed forwarding) was answered with.
+    var collapsedWith: Collapse?
+    /// Set once a damaged stored body was dropped, so it is not tried again.
+    var droppedDamaged = false
+
+    var method: String { head.method }
+}
+
+/// What requests that waited for an identical one are told about it.
+struct Collapse: Sendable {
+    var reason: CacheStatus.ForwardReason
+    var status: Int
+}
+
+/// Answers requests from the store or sends them on (RFC 9111 in shared mode).
+final class ProxyHandler: RequestHandler {
+    let configuration: CachingProxy.Configuration
+    let engine = CacheEngine(configuration: .sharedCache)
+    let store: any CacheStore
+    private let memory: MemoryStore?
+    let upstream: UpstreamClient
+    let workers: Workers
+    let metrics = Metrics()
+    /// Reverse mode: the origin's URL without a trailing slash, and its authority.
+    private let origin: Target?
+    private let serverStatistics = Mutex<(@Sendable () -> HTTPServer.Statistics)?>(nil)
+    /// Requests waiting for an identical one in flight, by primary key.
+    private let inFlight = Mutex<[String: [@Sendable (Collapse?) -> Void]]>([:])
+    /// Primary keys being revalidated in the background (RFC 5861 §3).
+    private let revalidating = Mutex<Set<String>>([])
+    /// Stored bodies up to this size are read at once on the event loop; larger ones are
+    /// streamed from a worker thread.
+    static let inlineBodyLimit: Int64 = 1 << 20
+
+    init(_ configuration: CachingProxy.Configuration) throws {
+        self.configuration = configuration
+        switch configuration.mode {
+        case .reverse(let url):
+            guard var target = Messages.absoluteTarget(url) else {
+                throw CachingProxy.ConfigurationError(
+                    description: "the origin \"\(url)\" is not an http URL with a host, e.g. http://127.0.0.1:8081")
+            }
+            while target.url.hasSuffix("/") { target.url.removeLast() }
+            origin = target
+        case .forward:
+            origin = nil
+        }
+        let clock = configuration.clock
+        let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
+        if let directory = configuration.cacheDirectory {
+            do {
+                let disk = try DiskStore(
+                    DiskStore.Configuration(
+                        directory: directory, capacity: configuration.diskCapacity, log: configuration.log),
+                    clock: clock)
+                store = TieredStore(memory: memory, disk: disk)
+            } catch {
+                throw CachingProxy.ConfigurationError(
+                    description: "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
+            }
+        } else {
+            store = memory
+        }
+        self.memory = memory
+        var upstreamConfiguration = UpstreamClient.Configuration()
+        upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
+        upstreamConfiguration.stallTimeout = configuration.originStallTimeout
+        upstream = UpstreamClient(configuration: upstreamConfiguration)
+        workers = Workers(limit: configuration.maxOriginThreads)
+    }
+
+    func setServerStatistics(_ statistics: @escaping @Sendable () -> HTTPServer.Statistics) {
+        serverStatistics.withLock { $0 = statistics }
+    }
+
+    var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
+
+    var metricsText: String {
+        let server = serverStatistics.withLock { $0 }?() ?? HTTPServer.Statistics()
+        let memoryTotals = store === memory ? nil : memory?.totals()
+        return metrics.text(store: store.totals(), memory: memoryTotals, server: server)
+    }
+
+    // MARK: Routing
+
+    func handle(_ request: ServerRequest, _ responder: Responder) {
+        if request.method == "CONNECT" {
+            return connect(request, responder)
+        }
+        if request.method == "GET" || request.method == "HEAD", isMetricsTarget(request.target) {
+            guard mayAdminister(request) else { return forbidden("read the metrics", responder) }
+            metrics.count(.admin)
+            let body = Array(metricsText.utf8)
+            let fields: HeaderFields = ["Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"]
+            return responder.respond(
+                ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
+                framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        }
+        guard let target = target(of: request) else {
+            let text =
+                origin == nil
+                ? "400 Bad Request: a forward proxy needs an absolute http URL as the request target (GET http://host/path HTTP/1.1); https goes through CONNECT"
+                : "400 Bad Request: the request target \"\(request.target)\" is not a path (/...) or an http URL"
+            return answer(400, text, responder)
+        }
+        let keyMethod = request.method == "HEAD" || request.method == "PURGE" ? "GET" : request.method
+        guard let key = CacheKey(method: keyMethod, uri: target.url) else {
+            return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
+        }
+        if request.method == "PURGE" {
+            return purge(request, key: key, url: target.url, responder)
+        }
+        let prepared = ProxyRequest(
+            server: request, target: target,
+            head: RequestHead(method: request.method, uri: target.url, fields: request.fields),
+            primaryKey: key.primaryKey)
+        proceed(prepared, responder)
+    }
+
+    private func isMetricsTarget(_ target: String) -> Bool {
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target
+        return path == configuration.metricsPath
+    }
+
+    /// The URL a request is for: the origin's plus the target in reverse mode, the target
+    /// itself in forward mode (RFC 9112 §3.2).
+    private func target(of request: ServerRequest) -> Target? {
+        let text = request.target
+        guard let origin else { return Messages.absoluteTarget(text) }
+        var path = text
+        if !text.hasPrefix("/") {
+            // Absolute-form must be accepted by servers too (RFC 9112 §3.2.2); its path is used.
+            guard let absolute = Messages.absoluteTarget(text) else { return nil }
+            path = String(absolute.url.dropFirst("http://".count + absolute.authority.count))
+        }
+        return Target(url: origin.url + path, authority: origin.authority)
+    }
+
+    private func mayAdminister(_ request: ServerRequest) -> Bool {
+        if request.peerIsLoopback { return true }
+        guard let token = configuration.adminToken, !token.isEmpty else { return false }
+        return request.fields.values(named: "Authorization").contains("Bearer \(token)")
+    }
+
+    // MARK: Answering
+
+    /// Looks the request up and serves it from the store or sends it on.
+    func proceed(_ request: ProxyRequest, _ responder: Responder) {
+        let candidates = candidates(request.primaryKey)
+        switch engine.lookup(CacheRequest(request.head), candidates: candidates.map(\.facts), now: now) {
+        case .serve(let use):
+            var status: CacheStatus
+            if let collapse = request.collapsedWith {
+                status = CacheStatus(
+                    cache: configuration.name, forward: collapse.reason, forwardStatus: collapse.status, stored: true)
+                status.collapsed = true
+                metrics.collapsed.add(1, ordering: .relaxed)
+            } else {
+                status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            }
+            serveStored(candidates[use.candidate], use, request, status: status, outcome: use.isStale ? .stale : .hit, responder)
+        case .serveStaleWhileRevalidate(let use, let revalidation):
+            revalidateInBackground(request, revalidation, candidates)
+            var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            status.detail = "stale-while-revalidate"
+            serveStored(candidates[use.candidate], use, request, status: status, outcome: .stale, responder)
+        case .gatewayTimeout(let reasons):
+            var status = CacheStatus(cache: configuration.name, hit: false, detail: "only-if-cached")
+            status.forward = .request
+            let text = "504 Gateway Timeout: nothing stored may answer this request: "
+                + reasons.map(\.description).joined(separator: "; ")
+            var (fields, body) = Messages.plainText(text)
+            fields["Cache-Status"] = status.fieldValue
+            metrics.count(.error)
+            responder.respond(ServerResponseHead(status: 504, fields: fields), body: body)
+        case .forward(let forwarding):
+            forward(request, forwarding, candidates, responder)
+        }
+    }
+
+    /// Every stored variant of `primaryKey` with readable facts.
+    func candidates(_ primaryKey: String) -> [Candidate] {
+        let entries: [StoredEntry]
+        do {
+            entries = try store.variants(of: primaryKey)
+        } catch {
+            configuration.log("could not read the stored responses for \(primaryKey): \(error); answered as a miss")
+            return []
+        }
+        return entries.compactMap { entry in
+            guard entry.head.isComplete, let facts = StoredResponseFacts(serialized: entry.head.facts) else {
+                if entry.head.isComplete {
+                    configuration.log("dropped the stored response for \(entry.head.url): its facts cannot be read")
+                    try? store.remove(entry.id)
+                }
+                return nil
+            }
+            return Candidate(entry: entry, facts: facts)
+        }
+    }
+
+    /// Sends a request on: collapsed with an identical one in flight when it is a plain miss
+    /// or a stale `GET`, on its own otherwise.
+    private func forward(
+        _ request: ProxyRequest, _ forwarding: Forwarding, _ candidates: [Candidate], _ responder: Responder
+    ) {
+        let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
+        guard request.method == "GET", request.collapsedWith == nil, collapsible.contains(forwarding.reason),
+            !request.head.fields.contains("Range")
+        else {
+            workers.submit { [self] in
+                OriginExchange(self, request, forwarding, candidates, responder: responder).run()
+            }
+            return
+        }
+        let key = request.primaryKey
+        let leads = inFlight.withLock { waiting -> Bool in
+            if waiting[key] != nil {
+                waiting[key]!.append { [self] collapse in
+                    var waited = request
+                    // Not stored: each waiting request goes on by itself (marked so it does not wait again).
+                    waited.collapsedWith = collapse ?? Collapse(reason: forwarding.reason, status: 0)
+                    let follower = waited
+                    if collapse == nil {
+                        workers.submit { [self] in
+                            OriginExchange(self, follower, forwarding, self.candidates(key), responder: responder).run()
+                        }
+                    } else {
+                        proceed(follower, responder)
+                    }
+                }
+                return false
+            }
+            waiting[key] = []
+            return true
+        }
+        guard leads else { return }
+        workers.submit { [self] in
+            let exchange = OriginExchange(self, request, forwarding, candidates, responder: responder)
+            exchange.run()
+            let waiting = inFlight.withLock { $0.removeValue(forKey: key) ?? [] }
+            for follower in waiting { follower(exchange.collapse) }
+        }
+    }
+
+    /// Validates a response served stale-while-revalidate, once per key at a time (RFC 5861 §3).
+    private func revalidateInBackground(
+        _ request: ProxyRequest, _ revalidation: Forwarding, _ candidates: [Candidate]
+    ) {
+        guard revalidating.withLock({ $0.insert(request.primaryKey).inserted }) else { return }
+        workers.submit { [self] in
+            OriginExchange(self, request, revalidation, candidates, responder: nil).run()
+            _ = revalidating.withLock { $0.remove(request.primaryKey) }
+        }
+    }
+
+    /// Serves a stored response: whole, as a `304` when the client's validators match
+    /// (RFC 9111 §4.3.2), or the part a `Range` asks for (RFC 9110 §14.2).
+    func serveStored(
+        _ candidate: Candidate, _ use: CachedUse, _ request: ProxyRequest, status: CacheStatus,
+        outcome: Metrics.Outcome, _ responder: Responder
+    ) {
+        let entry = candidate.entry
+        var fields = entry.head.fields
+        fields["Age"] = use.ageFieldValue
+        Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
+        fields["Cache-Status"] = status.appended(to: fields["Cache-Status"])
+        store.recordAccess(entry.id, at: configuration.clock())
+        metrics.count(outcome)
+        let size = entry.bodySize
+        if use.notModified {
+            fields.removeAll(named: "Content-Length")
+            return responder.respond(ServerResponseHead(status: 304, fields: fields), body: [], framing: BodyFraming.none)
+        }
+        var range: ClosedRange<Int64>?
+        var statusCode = entry.head.status
+        switch engine.rangeAnswer(method: request.method, request: request.head.fields, stored: candidate.facts, length: size) {
+        case .partial(let ranges) where ranges.count == 1:
+            range = ranges[0]
+            statusCode = 206
+            fields["Content-Range"] = ContentRange(range: ranges[0], completeLength: size).fieldValue
+        case .unsatisfiable(let length):
+            fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
+            return responder.respond(ServerResponseHead(status: 416, fields: fields), body: [])
+        case .whole, .partial:
+            // Several ranges are answered with the whole representation (RFC 9110 §14.2 allows it).
+            break
+        }
+        let head = ServerResponseHead(status: statusCode, fields: fields)
+        if request.method == "HEAD" {
+            var fields = head.fields
+            fields["Content-Length"] = String(range.map { Int64($0.count) } ?? size)
+            return responder.respond(
+                ServerResponseHead(status: statusCode, fields: fields), body: [], framing: BodyFraming.none)
+        }
+        let length = range.map { Int64($0.count) } ?? size
+        if length <= Self.inlineBodyLimit {
+            do {
+                let body = try range.map { try store.body(of: entry.id, range: $0) } ?? store.body(of: entry.id)
+                metrics.bytesFromCache.add(body.count, ordering: .relaxed)
+                responder.respond(head, body: body)
+            } catch {
+                dropDamaged(entry, error, request, responder)
+            }
+            return
+        }
+        workers.submit { [self, range] in
+            let range = range ?? 0...(size - 1)
+            responder.start(head, framing: .length(length))
+            var offset = range.lowerBound
+            do {
+                while offset <= range.upperBound {
+                    let upper = min(range.upperBound, offset + (256 << 10) - 1)
+                    let chunk = try store.body(of: entry.id, range: offset...upper)
+                    guard !chunk.isEmpty, responder.write(chunk) else { break }
+                    metrics.bytesFromCache.add(chunk.count, ordering: .relaxed)
+                    offset += Int64(chunk.count)
+                }
+            } catch {
+                configuration.log("the stored body of \(entry.head.url) could not be read: \(error); it was removed")
+                try? store.remove(entry.id)
+            }
+            if offset > range.upperBound { responder.finish() } else { responder.abort() }
+        }
+    }
+
+    /// A stored body that cannot be read is removed and the request answered as a miss.
+    private func dropDamaged(_ entry: StoredEntry, _ error: any Error, _ request: ProxyRequest, _ responder: Responder) {
+        configuration.log("the stored body of \(entry.head.url) could not be read: \(error); it was removed")
+        try? store.remove(entry.id)
+        guard !request.droppedDamaged else {
+            return answer(502, "502 Bad Gateway: the stored response could not be read", responder)
+        }
+        var again = request
+        again.droppedDamaged = true
+        proceed(again, responder)
+    }
+
+    /// Answers with a short plain-text explanation (the proxy's own errors).
+    func answer(_ status: Int, _ text: String, _ responder: Responder) {
+        metrics.count(.error)
+        let (fields, body) = Messages.plainText(text)
+        responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
+    }
+
+    private func forbidden(_ action: String, _ responder: Responder) {
+        answer(
+            403,
+            "403 Forbidden: only clients on loopback, or with Authorization: Bearer <token> when the proxy has an admin token, may \(action)",
+            responder)
+    }
+
+    // MARK: Purge and CONNECT
+
+    /// `PURGE url`: removes every stored variant of the URL.
+    private func purge(_ request: ServerRequest, key: CacheKey, url: String, _ responder: Responder) {
+        guard mayAdminister(request) else { return forbidden("purge", responder) }
+        metrics.count(.purge)
+        do {
+            let removed = try store.remove(primaryKey: key.primaryKey)
+            let (fields, body) = Messages.plainText(
+                removed == 0 ? "nothing stored for \(url)" : "purged \(removed) stored response\(removed == 1 ? "" : "s") for \(url)")
+            responder.respond(ServerResponseHead(status: removed == 0 ? 404 : 200, fields: fields), body: body)
+        } catch {
+            answer(500, "500 Internal Server Error: could not purge \(url): \(error)", responder)
+        }
+    }
+
+    /// `CONNECT host:port` (forward mode): a tunnel, never cached (RFC 9110 §9.3.6).
+    private func connect(_ request: ServerRequest, _ responder: Responder) {
+        guard origin == nil else {
+            return answer(405, "405 Method Not Allowed: CONNECT is only served in forward mode (--forward)", responder)
+        }
+        guard let (host, port) = Tunnel.authority(request.target) else {
+            return answer(400, "400 Bad Request: CONNECT needs host:port as its target (RFC 9110 §9.3.6)", responder)
+        }
+        metrics.count(.pass)
+        workers.submit { [self] in
+            switch Tunnel.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
+            case .success(let fd): responder.tunnel(to: fd)
+            case .failure(let error): answer(502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder)
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import CacheStorage
+import CachingProxy
+import Foundation
+
+/// `httpcache serve`: the caching proxy.
+struct ServeCommand {
+    static let name = "serve"
+    static let summary = "run a shared caching proxy (reverse, or forward with --forward)"
+    static let specs: [OptionSpec] = [
+        .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
+        .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
+        .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
+    ]
+    static let help = """
+        Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin)
+               httpcache serve --forward [options]        (forward proxy; CONNECT tunnelled)
+
+        A shared HTTP cache (RFC 9111 shared-cache rules: s-maxage, private never stored,
+        Authorization, CDN-Cache-Control) in front of an origin. Adds Age, Via and
+        Cache-Status; collapses concurrent misses; serves stale responses when the origin
+        fails and the response allows it.
+
+        Options:
+          --listen HOST:PORT      where to listen (default 127.0.0.1:8080; port 0 picks one,
+                                  printed on standard output)
+          --cache-dir DIR         the store (default: the cache directory with -proxy appended,
+                                  never the directory `httpcache get` uses: a private cache's
+                                  responses must not be served to many users)
+          --memory-only           keep nothing on disk
+          --memory BYTES          memory tier size (default 256M; K, M and G suffixes)
+          --disk BYTES            disk size (default 1G)
+          --name NAME             the name in Via and Cache-Status (default httpcache)
+          --admin-token TOKEN     clients not on loopback may PURGE and read metrics with
+                                  Authorization: Bearer TOKEN (also $HTTPCACHE_ADMIN_TOKEN)
+          --loops N               event-loop threads (default 1)
+          --max-connections N     client connections beyond which new ones are refused (4096)
+          --header-timeout SEC    time to send a request head (default 10)
+          --idle-timeout SEC      keep-alive idle time (default 60)
+          --max-body BYTES        largest request body (default 8M)
+
+        Admin: `PURGE URL` removes a URL's stored responses (or `httpcache purge --proxy
+        http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
+        allowed from loopback, or with the admin token.
+        SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
+        """
+
+    let configuration: CachingProxy.Configuration
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        _ = try arguments.positionals("", minimum: 0, maximum: 0)
+        let mode: CachingProxy.Mode
+        switch (arguments.value("--origin"), arguments.has("--forward")) {
+        case (let origin?, false):
+            guard origin.lowercased().hasPrefix("http://") else {
+                throw .usage(Self.name, "--origin needs an http URL such as http://127.0.0.1:8081")
+            }
+            mode = .reverse(origin: origin)
+        case (nil, true): mode = .forward
+        case (nil, false): throw .usage(Self.name, "say where requests go: --origin URL, or --forward")
+        case (_?, true): throw .usage(Self.name, "give either --origin URL or --forward, not both")
+        }
+        var configuration = CachingProxy.Configuration(mode: mode)
+        let listen = arguments.value("--listen") ?? "127.0.0.1:8080"
+        guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
+            throw .usage(Self.name, "--listen needs HOST:PORT, e.g. 127.0.0.1:8080")
+        }
+        configuration.host = String(listen[..<colon])
+        configuration.port = port
+        if !arguments.has("--memory-only") {
+            configuration.cacheDirectory = arguments.value("--cache-dir") ?? DiskStore.defaultDirectory() + "-proxy"
+        }
+        func bytes(_ option: String) throws(Failure) -> Int64? {
+            guard let text = arguments.value(option) else { return nil }
+            guard let value = Self.byteCount(text) else {
+                throw .usage(Self.name, "\(option) needs a size such as 512M or 2G")
+            }
+            return value
+        }
+        func number(_ option: String) throws(Failure) -> Double? {
+            guard let text = arguments.value(option) else { return nil }
+            guard let value = Double(text), value > 0 else { throw .usage(Self.name, "\(option) needs a positive number") }
+            return value
+        }
+        if let value = try bytes("--memory") { configuration.memoryCapacity = value }
+        if let value = try bytes("--disk") { configuration.diskCapacity = value }
+        if let value = try bytes("--max-body") { configuration.maxRequestBodyBytes = value }
+        if let value = try number("--loops") { configuration.loops = Int(value) }
+        if let value = try number("--max-connections") { configuration.maxConnections = Int(value) }
+        if let value = try number("--header-timeout") { configuration.headerTimeout = value }
+        if let value = try number("--idle-timeout") { configuration.idleTimeout = value }
+        if let name = arguments.value("--name") {
+            guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "," || $0 == ";" }) else {
+                throw .usage(Self.name, "--name needs a single token such as edge-1")
+            }
+            configuration.name = name
+        }
+        configuration.adminToken =
+            arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
+        configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
+        self.configuration = configuration
+    }
+
+    /// `512`, `64K`, `256M`, `2G` (powers of 1024).
+    static func byteCount(_ text: String) -> Int64? {
+        let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = text.uppercased()
+        var multiplier: Int64 = 1
+        if let last = digits.last, let factor = multipliers[last] {
+            multiplier = factor
+            digits.removeLast()
+        }
+        guard let value = Int64(digits), value >= 0 else { return nil }
+        return value.multipliedReportingOverflow(by: multiplier).overflow ? nil : value * multiplier
+    }
+
+    func run() async throws(Failure) {
+        let proxy: CachingProxy
+        do {
+            proxy = try CachingProxy(configuration)
+        } catch {
+            throw Failure(.failure, "\(error)")
+        }
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        proxy.start()
+        let destination: String
+        switch configuration.mode {
+        case .reverse(let origin): destination = "reverse proxy to \(origin)"
+        case .forward: destination = "forward proxy"
+        }
+        let store = configuration.cacheDirectory.map { "store in \($0)" } ?? "memory only"
+        Console.error("httpcache serve: \(destination), \(store)\n")
+        Console.out("listening on http://\(configuration.host):\(proxy.port)\n")
+        await Self.waitForTermination()
+        Console.error("httpcache serve: stopping: finishing the responses in flight\n")
+        proxy.shutdown(timeout: 30)
+        Console.error("httpcache serve: stopped\n")
+    }
+
+    /// Returns on SIGTERM or SIGINT.
+    private static func waitForTermination() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queue = DispatchQueue(label: "httpcache.serve.signals")
+            let once = Once(continuation)
+            for number in [SIGTERM, SIGINT] {
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler { once.resume() }
+                source.resume()
+                Signals.sources.append(source)
+            }
+        }
+    }
+}
+
+/// Keeps the signal sources alive for the process's life (touched on one queue only).
+private enum Signals {
+    nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
+}
+
+/// Resumes a continuation the first time it is asked to.
+private final class Once: @unchecked Sendable {
+    private var continuation: CheckedContinuation<Void, Never>?
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+    /// Called on one serial queue only.
+    func resume() {
+        continuation?.resume()
+        continuation = nil
+    }
+}
