@@ -138,13 +138,16 @@ struct HTTPServerTests {
         #expect(client.waitForClose())
     }
 
-    @Test("Fields keep their order, repetition and spelling; OWS is trimmed; empty lines before the request-line are ignored (RFC 9112 §2.2, §5)")
+    @Test(
+        "Fields keep their order, repetition and spelling; OWS is trimmed; empty lines before the request-line are ignored (RFC 9112 §2.2, §5)"
+    )
     func fieldsAsReceived() throws {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
         try client.send(
-            "\r\n\r\nGET /f HTTP/1.1\r\nHost: a\r\nX-One:  first \t\r\nx-one: second\r\nACCEPT:\r\nVia: 1.1 p, 1.0 q\r\n\r\n")
+            "\r\n\r\nGET /f HTTP/1.1\r\nHost: a\r\nX-One:  first \t\r\nx-one: second\r\nACCEPT:\r\nVia: 1.1 p, 1.0 q\r\n\r\n"
+        )
         #expect(try client.readResponse().status == 200)
         let fields = try #require(test.handler.requests.first).fields
         #expect(fields.map(\.name) == ["Host", "X-One", "x-one", "ACCEPT", "Via"])
@@ -152,7 +155,9 @@ struct HTTPServerTests {
         #expect(fields.values(named: "X-ONE") == ["first", "second"])
     }
 
-    @Test("Pipelined requests are answered one at a time and in order, the first late from another thread (RFC 9112 §9.3.2)")
+    @Test(
+        "Pipelined requests are answered one at a time and in order, the first late from another thread (RFC 9112 §9.3.2)"
+    )
     func pipelining() throws {
         let firstArrived = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -326,7 +331,9 @@ struct HTTPServerTests {
         #expect(try client.readResponse().bodyText == "full body")
     }
 
-    @Test("The server writes its own framing fields and drops the handler's Connection, Keep-Alive, Transfer-Encoding, Content-Length (RFC 9112 §6, §9.6)")
+    @Test(
+        "The server writes its own framing fields and drops the handler's Connection, Keep-Alive, Transfer-Encoding, Content-Length (RFC 9112 §6, §9.6)"
+    )
     func framingFieldsAreTheServers() throws {
         let test = try TestServer { _, responder in
             responder.respond(
@@ -386,7 +393,8 @@ struct HTTPServerTests {
         let chunked = try RawHTTPClient(port: test.port)
         let sixty = String(repeating: "x", count: 60)
         try chunked.send(
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3c\r\n\(sixty)\r\n3c\r\n\(sixty)\r\n0\r\n\r\n")
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3c\r\n\(sixty)\r\n3c\r\n\(sixty)\r\n0\r\n\r\n"
+        )
         try expectRejected(chunked, status: 413, test, rejections: 2)
 
         let exact = try RawHTTPClient(port: test.port)
@@ -409,8 +417,11 @@ struct HTTPServerTests {
         .init(
             "differing Content-Length list (RFC 9112 §6.3)",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\nhello!", 400),
-        .init("signed Content-Length (RFC 9112 §6.3)", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello", 400),
-        .init("hex Content-Length (RFC 9112 §6.3)", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\nhello", 400),
+        .init(
+            "signed Content-Length (RFC 9112 §6.3)", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello",
+            400),
+        .init(
+            "hex Content-Length (RFC 9112 §6.3)", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\nhello", 400),
         .init("empty Content-Length (RFC 9112 §6.3)", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", 400),
         .init(
             "Transfer-Encoding not ending in chunked (RFC 9112 §6.3)",
@@ -423,7 +434,8 @@ struct HTTPServerTests {
             "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
         .init(
             "chunked twice (RFC 9112 §7)",
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400),
         .init(
             "Transfer-Encoding in HTTP/1.0 (RFC 9112 §6.1)",
             "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
@@ -449,7 +461,8 @@ struct HTTPServerTests {
         .init("method not a token (RFC 9112 §3)", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         .init("garbage line (RFC 9112 §3)", "hello there\r\n\r\n", 400),
         .init(
-            "TLS handshake bytes (RFC 9112 §3)", bytes: [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03], 400),
+            "TLS handshake bytes (RFC 9112 §3)", bytes: [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03],
+            400),
         .init(
             "chunk size not hex (RFC 9112 §7.1)",
             "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400),
@@ -465,7 +478,8 @@ struct HTTPServerTests {
             "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", 400),
     ]
 
-    @Test("Malformed and smuggling requests are refused and the connection closed (RFC 9112 §2–§7)", arguments: malformed)
+    @Test(
+        "Malformed and smuggling requests are refused and the connection closed (RFC 9112 §2–§7)", arguments: malformed)
     func malformedRequest(_ request: MalformedRequest) throws {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
@@ -570,7 +584,9 @@ struct HTTPServerTests {
         withExtendedLifetime(idle) {}
     }
 
-    @Test("Beyond maxConnections new connections are refused with 503, and accepted again once one closes (RFC 9110 §15.6.4)")
+    @Test(
+        "Beyond maxConnections new connections are refused with 503, and accepted again once one closes (RFC 9110 §15.6.4)"
+    )
     func connectionCap() throws {
         let test = try TestServer(configure: { $0.maxConnections = 3 })
         defer { test.server.shutdown(timeout: 1) }
@@ -651,7 +667,9 @@ struct HTTPServerTests {
         #expect(test.server.statistics.connectionsOpen == 0)
     }
 
-    @Test("An 8 MiB body written from another thread reaches a slow reader intact; the writer is held back (RFC 9112 §6.2)")
+    @Test(
+        "An 8 MiB body written from another thread reaches a slow reader intact; the writer is held back (RFC 9112 §6.2)"
+    )
     func backPressure() throws {
         let total = 8 << 20
         let block = 64 * 1024
@@ -812,7 +830,9 @@ final class EchoServer: Sendable {
                 guard count > 0 else { break }
                 var offset = 0
                 while offset < count {
-                    let sent = buffer.withUnsafeBytes { send(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL)) }
+                    let sent = buffer.withUnsafeBytes {
+                        send(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL))
+                    }
                     guard sent > 0 else { break }
                     offset += sent
                 }

@@ -164,7 +164,9 @@ final class RawHTTPClient {
     /// Exactly `count` bytes (waiting for them).
     func receive(count: Int) throws -> [UInt8] {
         while buffer.count < count {
-            guard try receiveMore("\(count) bytes") else { throw ClientError.closed("\(count) bytes, got \(buffer.count)") }
+            guard try receiveMore("\(count) bytes") else {
+                throw ClientError.closed("\(count) bytes, got \(buffer.count)")
+            }
         }
         defer { buffer.removeFirst(count) }
         return Array(buffer[..<count])

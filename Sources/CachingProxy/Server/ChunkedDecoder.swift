@@ -78,9 +78,15 @@ struct ChunkedDecoder {
                 let lf = found.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: base)
                 if lf + 1 - position > limit { return (position, .rejected(lineTooLong(isTrailer))) }
                 guard lf > position, base[lf - 1] == HTTPBytes.cr else {
-                    return (position, .rejected(Rejection(status: 400, reason: "a line of the chunked body ends in a bare LF (RFC 9112 §7.1)")))
+                    return (
+                        position,
+                        .rejected(
+                            Rejection(
+                                status: 400, reason: "a line of the chunked body ends in a bare LF (RFC 9112 §7.1)"))
+                    )
                 }
-                let rejection = isTrailer ? trailerLine(base, position, lf - 1) : sizeLine(base, position, lf - 1, body.count)
+                let rejection =
+                    isTrailer ? trailerLine(base, position, lf - 1) : sizeLine(base, position, lf - 1, body.count)
                 if let rejection { return (position, .rejected(rejection)) }
                 if isTrailer { trailerBytes += lf + 1 - position }
                 position = lf + 1
@@ -96,11 +102,14 @@ struct ChunkedDecoder {
         isTrailer
             ? Rejection(status: 431, reason: "the trailer section is larger than \(maxTrailerBytes) bytes")
             : Rejection(
-                status: 400, reason: "a chunk-size line is longer than \(Self.maxSizeLineBytes) bytes (RFC 9112 §7.1.1)")
+                status: 400, reason: "a chunk-size line is longer than \(Self.maxSizeLineBytes) bytes (RFC 9112 §7.1.1)"
+            )
     }
 
     /// `chunk-size [ chunk-ext ] CRLF`: the size in hex, extensions skipped (RFC 9112 §7.1.1).
-    private mutating func sizeLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ bodyCount: Int) -> Rejection? {
+    private mutating func sizeLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ bodyCount: Int)
+        -> Rejection?
+    {
         var index = start
         var size: Int64 = 0
         while index < end, let digit = HTTPBytes.hexValue(base[index]) {
@@ -117,7 +126,8 @@ struct ChunkedDecoder {
         if index < end {
             guard base[index] == HTTPBytes.semicolon else {
                 return Rejection(
-                    status: 400, reason: "a chunk size is followed by \(HTTPBytes.describe(base[index])) (RFC 9112 §7.1)")
+                    status: 400,
+                    reason: "a chunk size is followed by \(HTTPBytes.describe(base[index])) (RFC 9112 §7.1)")
             }
             for extensionIndex in index..<end where !HTTPBytes.isFieldValue(base[extensionIndex]) {
                 return Rejection(

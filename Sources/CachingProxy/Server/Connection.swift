@@ -103,7 +103,10 @@ final class Connection {
         self.parser = parser
     }
 
-    deinit { input?.deallocate() }
+    deinit {
+        input?.deallocate()
+        output.release()
+    }
 
     var bufferedInput: Int { inputEnd - inputStart }
 

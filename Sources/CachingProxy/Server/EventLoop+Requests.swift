@@ -29,9 +29,10 @@ extension EventLoop {
                 return
             case .closing:
                 guard connection.output.isEmpty else { return }
+                // The client has closed its side already: nothing left to drain.
+                if connection.inputClosed || shuttingDown { return close(connection) }
                 if !connection.writeShut {
                     connection.writeShut = true
-                    if shuttingDown { return close(connection) }
                     Glibc.shutdown(connection.fd, Int32(SHUT_WR))
                     connection.deadline = now + Self.lingerMilliseconds
                 }
@@ -58,7 +59,9 @@ extension EventLoop {
             return true
         case .blocked:
             connection.canWrite = false
-            if connection.output.count < before || connection.writeBlockedSince == 0 { connection.writeBlockedSince = now }
+            if connection.output.count < before || connection.writeBlockedSince == 0 {
+                connection.writeBlockedSince = now
+            }
             return true
         case .failed:
             close(connection)
@@ -162,13 +165,20 @@ extension EventLoop {
         for span in parser.fields {
             fields.append(
                 HeaderField(
-                    name: String(decoding: UnsafeBufferPointer(start: base + span.nameStart, count: span.nameCount), as: UTF8.self),
+                    name: String(
+                        decoding: UnsafeBufferPointer(start: base + span.nameStart, count: span.nameCount),
+                        as: UTF8.self),
                     value: String(
-                        decoding: UnsafeBufferPointer(start: base + span.valueStart, count: span.valueCount), as: UTF8.self)))
+                        decoding: UnsafeBufferPointer(start: base + span.valueStart, count: span.valueCount),
+                        as: UTF8.self)))
         }
         connection.request = ServerRequest(
-            method: String(decoding: UnsafeBufferPointer(start: base + parser.methodStart, count: parser.methodCount), as: UTF8.self),
-            target: String(decoding: UnsafeBufferPointer(start: base + parser.targetStart, count: parser.targetCount), as: UTF8.self),
+            method: String(
+                decoding: UnsafeBufferPointer(start: base + parser.methodStart, count: parser.methodCount),
+                as: UTF8.self),
+            target: String(
+                decoding: UnsafeBufferPointer(start: base + parser.targetStart, count: parser.targetCount),
+                as: UTF8.self),
             minorVersion: parser.minorVersion, fields: HeaderFields(fields), peerIsLoopback: connection.peerIsLoopback)
         connection.keepAlive = parser.keepAlive
         connection.minorVersion = parser.minorVersion
@@ -239,7 +249,9 @@ extension EventLoop {
     func reject(_ connection: Connection, _ rejection: Rejection) {
         countRejection()
         let phrase = reasonPhrase(rejection.status) ?? "Error"
-        log("HTTP server: rejected a request from \(peerDescription(connection.fd)): \(rejection.status) \(phrase): \(rejection.reason)")
+        log(
+            "HTTP server: rejected a request from \(peerDescription(connection.fd)): \(rejection.status) \(phrase): \(rejection.reason)"
+        )
         let body = "\(rejection.status) \(phrase): \(rejection.reason); the connection is closed\n"
         var head = "HTTP/1.1 \(rejection.status) \(phrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
         head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n"

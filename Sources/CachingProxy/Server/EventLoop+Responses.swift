@@ -80,49 +80,64 @@ extension EventLoop {
         let statusWithoutBody = status < 200 || status == 204 || status == 304
         let bodyAllowed = !statusWithoutBody && !connection.requestIsHead
         var keepAlive = connection.keepAlive && !shuttingDown && !connection.inputClosed
-
-        writeStatusLine(&connection.output, status, head.reason)
-        var sawContentLength = false
-        for field in head.fields {
-            if appendField(&connection.output, field, keepContentLength: framing == .none) { sawContentLength = true }
-        }
+        let mode: ResponseBodyMode
         switch framing {
         case .none:
-            connection.responseBody = .discard
-            // A body-bearing status with neither a length nor a body would leave the client
-            // reading until close: say there is none.
-            if bodyAllowed && !sawContentLength { connection.output.append("Content-Length: 0\r\n" as StaticString) }
+            mode = .discard
         case .length(let length):
-            // RFC 9110 §8.6: no Content-Length in 1xx or 204 answers.
-            if status >= 200 && status != 204 {
-                connection.output.append("Content-Length: " as StaticString)
-                connection.output.appendDecimal(max(0, length))
-                connection.output.append("\r\n" as StaticString)
-            }
-            connection.responseBody = bodyAllowed ? .length(max(0, length)) : .discard
+            mode = bodyAllowed ? .length(max(0, length)) : .discard
         case .streamed:
             if !bodyAllowed {
-                connection.responseBody = .discard
+                mode = .discard
             } else if connection.minorVersion == 1 {
-                connection.output.append("Transfer-Encoding: chunked\r\n" as StaticString)
-                connection.responseBody = .chunked
+                mode = .chunked
             } else {
                 // An HTTP/1.0 client knows no chunked coding: the body ends when the connection does.
-                connection.responseBody = .untilClose
+                mode = .untilClose
                 keepAlive = false
             }
         }
+        connection.responseBody = mode
         connection.keepAlive = keepAlive
-        if !keepAlive {
-            connection.output.append("Connection: close\r\n\r\n" as StaticString)
-        } else if connection.minorVersion == 0 {
-            connection.output.append("Connection: keep-alive\r\n\r\n" as StaticString)
-        } else {
-            connection.output.append("\r\n" as StaticString)
-        }
+        let ending: StaticString =
+            !keepAlive
+            ? "Connection: close\r\n\r\n" : connection.minorVersion == 0 ? "Connection: keep-alive\r\n\r\n" : "\r\n"
+        var chunked = false
+        if case .chunked = mode { chunked = true }
+        Self.writeHead(
+            &connection.output, status, head, framing, bodyAllowed: bodyAllowed, chunked: chunked, ending: ending)
     }
 
-    private func writeStatusLine(_ output: inout OutputQueue, _ status: Int, _ reason: String?) {
+    /// The status line, the handler's fields and the server's framing fields, in one access
+    /// to the output queue.
+    private static func writeHead(
+        _ output: inout OutputQueue, _ status: Int, _ head: ServerResponseHead, _ framing: BodyFraming,
+        bodyAllowed: Bool, chunked: Bool, ending: StaticString
+    ) {
+        writeStatusLine(&output, status, head.reason)
+        var sawContentLength = false
+        for field in head.fields where appendField(&output, field, keepContentLength: framing == .none) {
+            sawContentLength = true
+        }
+        switch framing {
+        case .none:
+            // A body-bearing status with neither a length nor a body would leave the client
+            // reading until close: say there is none.
+            if bodyAllowed && !sawContentLength { output.append("Content-Length: 0\r\n" as StaticString) }
+        case .length(let length):
+            // RFC 9110 §8.6: no Content-Length in 1xx or 204 answers.
+            if status >= 200 && status != 204 {
+                output.append("Content-Length: " as StaticString)
+                output.appendDecimal(max(0, length))
+                output.append("\r\n" as StaticString)
+            }
+        case .streamed:
+            if chunked { output.append("Transfer-Encoding: chunked\r\n" as StaticString) }
+        }
+        output.append(ending)
+    }
+
+    private static func writeStatusLine(_ output: inout OutputQueue, _ status: Int, _ reason: String?) {
         let line = output.reserve(13)
         let prefix: StaticString = "HTTP/1.1 "
         line.update(from: prefix.utf8Start, count: 9)
@@ -142,7 +157,8 @@ extension EventLoop {
     /// Appends one of the handler's fields unless the server writes it itself or it could
     /// not be sent safely (a name that is not a token, CR/LF/NUL in the value); returns
     /// whether it was a Content-Length that was kept.
-    private func appendField(_ output: inout OutputQueue, _ field: HeaderField, keepContentLength: Bool) -> Bool {
+    private static func appendField(_ output: inout OutputQueue, _ field: HeaderField, keepContentLength: Bool) -> Bool
+    {
         var name = field.name
         var value = field.value
         return name.withUTF8 { name -> Bool in

@@ -297,7 +297,8 @@ final class EventLoop: @unchecked Sendable {
     func register(_ fd: Int32, _ connection: Connection) -> Bool {
         let slot = Int(fd)
         if slot >= connections.count {
-            connections.append(contentsOf: repeatElement(nil, count: max(slot + 1, connections.count * 2, 256) - connections.count))
+            connections.append(
+                contentsOf: repeatElement(nil, count: max(slot + 1, connections.count * 2, 256) - connections.count))
         }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
@@ -328,7 +329,9 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func logRefusals() {
-        let reason = shuttingDown ? "the server is shutting down" : "\(counters.maxConnections) connections are open (maxConnections)"
+        let reason =
+            shuttingDown
+            ? "the server is shutting down" : "\(counters.maxConnections) connections are open (maxConnections)"
         log("HTTP server: refused \(refusedSinceLog) connection\(refusedSinceLog == 1 ? "" : "s"): \(reason)")
         refusedSinceLog = 0
         lastRefusalLog = now

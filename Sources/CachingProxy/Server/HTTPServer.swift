@@ -160,12 +160,14 @@ private final class ServerCore: @unchecked Sendable {
         guard first else { return }
         let deadline = monotonicMilliseconds() + (timeout > 0 ? milliseconds(timeout) : 0)
         for loop in loops { _ = loop.post(.shutdown(deadline: deadline)) }
-        // A loop thread cannot wait for itself (the last reference dropped in a handler).
-        if !EventLoop.isOnAnyLoop {
-            for thread in threads { pthread_join(thread, nil) }
-        } else {
+        // A loop thread cannot wait for itself (the last reference dropped in a handler): then
+        // the threads end on their own and the listening socket stays open, lest its number be
+        // reused while a loop still watches it.
+        guard !EventLoop.isOnAnyLoop else {
             for thread in threads { pthread_detach(thread) }
+            return
         }
+        for thread in threads { pthread_join(thread, nil) }
         Glibc.close(listenFD)
     }
 

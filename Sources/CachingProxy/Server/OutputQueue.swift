@@ -26,8 +26,11 @@ struct OutputQueue {
     private var capacity = 0
     private var readIndex = 0
     private var writeIndex = 0
+    /// Segments in order, then `trailingOwned` owned bytes after the last of them (kept out of
+    /// the array so that heads and small bodies cost no array operations).
     private var segments: [Segment] = []
     private var firstSegment = 0
+    private var trailingOwned = 0
     /// All bytes waiting.
     private(set) var count = 0
 
@@ -41,6 +44,7 @@ struct OutputQueue {
         writeIndex = 0
         segments = []
         firstSegment = 0
+        trailingOwned = 0
         count = 0
     }
 
@@ -70,11 +74,7 @@ struct OutputQueue {
         guard written > 0 else { return }
         writeIndex += written
         count += written
-        if segments.count > firstSegment, segments[segments.count - 1].array == nil {
-            segments[segments.count - 1].count += written
-        } else {
-            segments.append(Segment(count: written, array: nil, offset: 0, accounted: false))
-        }
+        trailingOwned += written
     }
 
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
@@ -100,6 +100,7 @@ struct OutputQueue {
             bytes.withUnsafeBytes { append($0) }
             return
         }
+        closeTrailingOwned()
         segments.append(Segment(count: bytes.count, array: bytes, offset: 0, accounted: accounted))
         count += bytes.count
     }
@@ -148,6 +149,13 @@ struct OutputQueue {
         case failed(Int32)
     }
 
+    private mutating func closeTrailingOwned() {
+        if trailingOwned > 0 {
+            segments.append(Segment(count: trailingOwned, array: nil, offset: 0, accounted: false))
+            trailingOwned = 0
+        }
+    }
+
     /// Sends as much as the socket takes. `accountedSent` grows by the accounted bytes that left.
     mutating func flush(_ fd: Int32, _ vectors: UnsafeMutablePointer<iovec>, accountedSent: inout Int) -> FlushResult {
         while count > 0 {
@@ -155,31 +163,36 @@ struct OutputQueue {
             var ownedOffset = readIndex
             var index = firstSegment
             var attempted = 0
-            // Owned segments up to the first array, then that array and the owned ones after it.
-            while index < segments.count && segments[index].array == nil && used < Self.maxIOVectors {
-                vectors[used] = iovec(iov_base: UnsafeMutableRawPointer(buffer! + ownedOffset), iov_len: segments[index].count)
-                ownedOffset += segments[index].count
-                attempted += segments[index].count
-                used += 1
-                index += 1
+            // Owned bytes up to the next array segment (or the end, trailing bytes included).
+            func addOwnedRun() {
+                while index < segments.count && segments[index].array == nil && used < Self.maxIOVectors {
+                    vectors[used] = iovec(
+                        iov_base: UnsafeMutableRawPointer(buffer! + ownedOffset), iov_len: segments[index].count)
+                    ownedOffset += segments[index].count
+                    attempted += segments[index].count
+                    used += 1
+                    index += 1
+                }
+                if index == segments.count && trailingOwned > 0 && used < Self.maxIOVectors {
+                    vectors[used] = iovec(
+                        iov_base: UnsafeMutableRawPointer(buffer! + ownedOffset), iov_len: trailingOwned)
+                    attempted += trailingOwned
+                    used += 1
+                }
             }
+            addOwnedRun()
             let sent: Int
             if index < segments.count && used < Self.maxIOVectors, let array = segments[index].array {
+                // One array per call: its pointer is valid only inside withUnsafeBytes.
                 let offset = segments[index].offset
                 let arrayCount = segments[index].count
                 sent = array.withUnsafeBytes { raw -> Int in
-                    vectors[used] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset), iov_len: arrayCount)
+                    vectors[used] = iovec(
+                        iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset), iov_len: arrayCount)
                     attempted += arrayCount
                     used += 1
                     index += 1
-                    while index < segments.count && segments[index].array == nil && used < Self.maxIOVectors {
-                        vectors[used] = iovec(
-                            iov_base: UnsafeMutableRawPointer(buffer! + ownedOffset), iov_len: segments[index].count)
-                        ownedOffset += segments[index].count
-                        attempted += segments[index].count
-                        used += 1
-                        index += 1
-                    }
+                    addOwnedRun()
                     return Self.send(fd, vectors, used)
                 }
             } else {
@@ -210,7 +223,7 @@ struct OutputQueue {
     private mutating func consume(_ sent: Int, accountedSent: inout Int) {
         var rest = sent
         count -= sent
-        while rest > 0 {
+        while rest > 0 && firstSegment < segments.count {
             let take = min(rest, segments[firstSegment].count)
             rest -= take
             if segments[firstSegment].array == nil {
@@ -226,8 +239,12 @@ struct OutputQueue {
                 segments[firstSegment].count -= take
             }
         }
+        if rest > 0 {
+            readIndex += rest
+            trailingOwned -= rest
+        }
         if count == 0 {
-            segments.removeAll(keepingCapacity: segments.capacity <= 16)
+            if !segments.isEmpty { segments.removeAll(keepingCapacity: segments.capacity <= 16) }
             firstSegment = 0
             readIndex = 0
             writeIndex = 0

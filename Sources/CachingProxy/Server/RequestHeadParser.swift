@@ -150,7 +150,9 @@ struct RequestHeadParser {
         guard index < count else { return nil }
         let byte = base[index]
         if index == lineStart && byte == HTTPBytes.cr && index + 1 == count { return nil }  // an empty line's CR
-        guard byte == HTTPBytes.space, index > lineStart else { return requestLineStartRejection(byte, index > lineStart) }
+        guard byte == HTTPBytes.space, index > lineStart else {
+            return requestLineStartRejection(byte, index > lineStart)
+        }
         index += 1
         while index < count && HTTPBytes.isTarget(base[index]) { index += 1 }
         guard index < count else { return nil }
@@ -183,13 +185,15 @@ struct RequestHeadParser {
         }
         methodStart = start
         methodCount = index - start
-        isHead = methodCount == 4 && base[start] == 0x48 && base[start + 1] == 0x45 && base[start + 2] == 0x41
+        isHead =
+            methodCount == 4 && base[start] == 0x48 && base[start + 1] == 0x45 && base[start + 2] == 0x41
             && base[start + 3] == 0x44
         index += 1
         let target = index
         while index < end && HTTPBytes.isTarget(base[index]) { index += 1 }
         guard index > target else {
-            return Rejection(status: 400, reason: "the request-target is empty or follows more than one space (RFC 9112 §3)")
+            return Rejection(
+                status: 400, reason: "the request-target is empty or follows more than one space (RFC 9112 §3)")
         }
         guard index < end, base[index] == HTTPBytes.space else {
             if index == end {
@@ -217,7 +221,8 @@ struct RequestHeadParser {
         let minor = Int(version[7] - 0x30)
         guard major == 1, minor <= 1 else {
             return Rejection(
-                status: 505, reason: "HTTP/\(major).\(minor) is not supported; this server speaks HTTP/1.1 and HTTP/1.0")
+                status: 505, reason: "HTTP/\(major).\(minor) is not supported; this server speaks HTTP/1.1 and HTTP/1.0"
+            )
         }
         minorVersion = minor
         return nil
@@ -235,7 +240,8 @@ struct RequestHeadParser {
             return Rejection(status: 431, reason: "the request has more than \(maxFieldCount) header fields")
         }
         fields.append(
-            FieldSpan(nameStart: start, nameCount: line.nameCount, valueStart: line.valueStart, valueCount: line.valueCount))
+            FieldSpan(
+                nameStart: start, nameCount: line.nameCount, valueStart: line.valueStart, valueCount: line.valueCount))
         return interpretField(base + start, line.nameCount, base + line.valueStart, line.valueCount)
     }
 
@@ -250,7 +256,8 @@ struct RequestHeadParser {
     /// header and trailer sections alike (RFC 9112 §5, RFC 9110 §5.5).
     static func scanFieldLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Result<FieldLine, Rejection> {
         if HTTPBytes.isOWS(base[start]) {
-            return .failure(Rejection(status: 400, reason: "a field line starts with white space (obs-fold, RFC 9112 §5.2)"))
+            return .failure(
+                Rejection(status: 400, reason: "a field line starts with white space (obs-fold, RFC 9112 §5.2)"))
         }
         var index = start
         while index < end && HTTPBytes.isToken(base[index]) { index += 1 }
@@ -279,7 +286,8 @@ struct RequestHeadParser {
                 let name = String(decoding: UnsafeBufferPointer(start: base + start, count: nameCount), as: UTF8.self)
                 return .failure(
                     Rejection(
-                        status: 400, reason: "the value of \(name) contains \(HTTPBytes.describe(byte)) (RFC 9110 §5.5)"))
+                        status: 400, reason: "the value of \(name) contains \(HTTPBytes.describe(byte)) (RFC 9110 §5.5)"
+                    ))
             }
             index += 1
         }
@@ -318,11 +326,11 @@ struct RequestHeadParser {
                 if HTTPBytes.equalsLowercase(member, count, "100-continue") {
                     expectsContinue = true
                 } else if unknownExpectation == nil {
-                    unknownExpectation = String(decoding: UnsafeBufferPointer(start: member, count: count), as: UTF8.self)
+                    unknownExpectation = String(
+                        decoding: UnsafeBufferPointer(start: member, count: count), as: UTF8.self)
                 }
                 return nil
             }
-            if valueCount == 0 && unknownExpectation == nil { unknownExpectation = "" }
         default:
             break
         }

@@ -33,8 +33,9 @@ package final class Responder: @unchecked Sendable {
     }
 
     deinit {
-        let unanswered = shared.lock.withLock { !finished && !shared.gone }
-        if unanswered { _ = loop.post(.abandoned(target)) }
+        // No lock for the common case: the last release orders every earlier write before this.
+        guard !finished else { return }
+        if !isClientGone { _ = loop.post(.abandoned(target)) }
     }
 
     /// How a call made on `thread` reaches the loop, decided under the lock.

@@ -156,7 +156,9 @@ func openListener(host: String, port: UInt16) throws(ServerError) -> (fd: Int32,
     let family = Int32(actual.ss_family)
     let boundPort = withUnsafePointer(to: &actual) { pointer -> UInt16 in
         if family == AF_INET6 {
-            return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                UInt16(bigEndian: $0.pointee.sin6_port)
+            }
         }
         return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
     }
@@ -199,11 +201,15 @@ func peerDescription(_ fd: Int32) -> String {
     }
     switch Int32(address.ss_family) {
     case AF_INET:
-        var raw = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee } }
+        var raw = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+        }
         inet_ntop(AF_INET, &raw.sin_addr, &text, socklen_t(text.count))
         return decoded() + ":\(UInt16(bigEndian: raw.sin_port))"
     case AF_INET6:
-        var raw = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee } }
+        var raw = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
+        }
         inet_ntop(AF_INET6, &raw.sin6_addr, &text, socklen_t(text.count))
         return "[" + decoded() + "]:\(UInt16(bigEndian: raw.sin6_port))"
     default:
