@@ -1,60 +1,188 @@
-// SKELETON: the signatures the proxy uses; the server helper replaces the bodies.
+import CEpollHTTPCache
 import CacheSemantics
-
-/// Answers one request; callable from any thread.
-package final class Responder: @unchecked Sendable {
-    /// Sends a complete response: `body` with `Content-Length`, or no body when `framing` is
-    /// `.none` (answers to HEAD, 204, 304).
-    package func respond(_ head: ServerResponseHead, body: [UInt8], framing: BodyFraming? = nil) { fatalError() }
-    /// Sends the head; the body follows through ``write(_:)-(UnsafeRawBufferPointer)`` and ``finish()``.
-    package func start(_ head: ServerResponseHead, framing: BodyFraming) { fatalError() }
-    /// Appends body bytes. Off the loop thread it blocks while too much waits to be sent.
-    /// `false` once the client is gone.
-    @discardableResult package func write(_ bytes: UnsafeRawBufferPointer) -> Bool { fatalError() }
-    @discardableResult package func write(_ bytes: [UInt8]) -> Bool { fatalError() }
-    /// Ends the body.
-    package func finish() { fatalError() }
-    /// Ends the response early by closing the connection.
-    package func abort() { fatalError() }
-    package var isClientGone: Bool { fatalError() }
-    /// Answers `200` to a `CONNECT` and relays bytes between the client and `fd` (a connected
-    /// socket) until either side closes; the server owns `fd` from then on.
-    package func tunnel(to fd: Int32) { fatalError() }
-}
+import Glibc
 
 /// An HTTP/1.1 server on epoll.
+///
+/// `init` binds and listens (so ``port`` is known even for port 0), ``start()`` runs
+/// `configuration.loops` event-loop threads that share the listening socket, and
+/// ``shutdown(timeout:)`` stops them. Requests are parsed strictly (RFC 9112) and handed,
+/// complete and one at a time per connection, to the ``RequestHandler``; malformed ones are
+/// answered by the server itself with a short text/plain explanation and the connection closed.
+///
+/// ```swift
+/// let server = try HTTPServer(configuration: .init(), handler: handler, log: { print($0) })
+/// server.start()
+/// print("listening on 127.0.0.1:\(server.port)")
+/// // …
+/// server.shutdown(timeout: 5)
+/// ```
 package final class HTTPServer: Sendable {
+    /// Where the server listens, how many threads it runs and its limits.
     package struct Configuration: Sendable {
+        /// An IPv4 or IPv6 address literal, or `localhost`.
         package var host = "127.0.0.1"
+        /// `0` lets the system pick a free port; ``HTTPServer/port`` tells which.
         package var port: UInt16 = 0
+        /// Event-loop threads.
         package var loops = 1
+        /// The largest request head (request-line, fields, CRLFs) accepted; larger is `431`.
         package var maxHeaderBytes = 16 * 1024
+        /// The most field lines accepted in a head (and in a chunked body's trailer); more is `431`.
         package var maxFieldCount = 100
+        /// The largest request body accepted, declared or de-chunked; larger is `413`.
         package var maxBodyBytes: Int64 = 8 << 20
+        /// Seconds for a request head to arrive in full, from its first byte (or from the
+        /// connection's start); a slower head is cut (`408`).
         package var headerTimeout = 10.0
+        /// Seconds a keep-alive connection may wait for its next request (and a client may
+        /// leave a response unread) before it is closed.
         package var idleTimeout = 60.0
+        /// Seconds without a body byte before the request is cut (`408`).
         package var bodyTimeout = 30.0
+        /// Open connections beyond which new ones get `503` and are closed at once.
         package var maxConnections = 4096
         package init() {}
     }
 
+    /// Counters since the server was created.
     package struct Statistics: Sendable {
+        /// Connections open now.
         package var connectionsOpen = 0
+        /// Connections accepted and served.
         package var connectionsAccepted = 0
+        /// Connections refused because `maxConnections` were open (or during shutdown).
         package var connectionsRefused = 0
+        /// Requests handed to the handler.
         package var requests = 0
+        /// Requests the server answered itself with an error (malformed, too large, timed out).
         package var requestsRejected = 0
     }
 
+    private let core: ServerCore
+
+    /// Binds and listens on `configuration.host:configuration.port`; nothing is accepted
+    /// before ``start()``.
+    ///
+    /// - Parameters:
+    ///   - configuration: address, threads, limits and timeouts.
+    ///   - handler: called for every complete request, on the connection's loop thread.
+    ///   - log: called with a line for each rejected request and for rare server events
+    ///     (refused connections are summed up once a second); from any thread.
+    /// - Throws: ``ServerError`` when the address cannot be used, e.g. "cannot listen on
+    ///   127.0.0.1:8080: Address already in use; choose another --listen port".
     package init(
         configuration: Configuration, handler: any RequestHandler, log: @escaping @Sendable (String) -> Void
-    ) throws(ServerError) { fatalError() }
-    package var port: UInt16 { fatalError() }
-    package func start() { fatalError() }
-    package func shutdown(timeout: Double) { fatalError() }
-    package var statistics: Statistics { fatalError() }
+    ) throws(ServerError) {
+        let listener = try openListener(host: configuration.host, port: configuration.port)
+        core = ServerCore(
+            configuration: configuration, handler: handler, log: log, listenFD: listener.fd, port: listener.port)
+    }
+
+    deinit {
+        core.shutdown(timeout: 0)
+    }
+
+    /// The port the server listens on (the one the system chose when configured with 0).
+    package var port: UInt16 { core.port }
+
+    /// Starts the event-loop threads; they accept, read and answer until ``shutdown(timeout:)``.
+    /// Calling it again does nothing.
+    package func start() { core.start() }
+
+    /// Stops the server: no more connections are accepted, idle keep-alive connections are
+    /// closed, responses in flight may finish (a connection that is still busy after
+    /// `timeout` seconds is closed), then the threads end. Returns when they have; further
+    /// calls return at once. Must not be called from a handler on a loop thread.
+    package func shutdown(timeout: Double) { core.shutdown(timeout: timeout) }
+
+    /// The counters now.
+    package var statistics: Statistics { core.statistics }
 }
 
+/// Why ``HTTPServer`` could not be created.
 package struct ServerError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong and what to do, in one line.
     package var description: String
+}
+
+/// The server's mutable state behind a lock: the loops and their threads.
+private final class ServerCore: @unchecked Sendable {
+    let configuration: HTTPServer.Configuration
+    let handler: any RequestHandler
+    let log: @Sendable (String) -> Void
+    let listenFD: Int32
+    let port: UInt16
+    let counters: ConnectionCounters
+    private let lock = ServerLock()
+    // Guarded by lock.
+    private var loops: [EventLoop] = []
+    private var threads: [pthread_t] = []
+    private var started = false
+    private var stopped = false
+
+    init(
+        configuration: HTTPServer.Configuration, handler: any RequestHandler,
+        log: @escaping @Sendable (String) -> Void, listenFD: Int32, port: UInt16
+    ) {
+        self.configuration = configuration
+        self.handler = handler
+        self.log = log
+        self.listenFD = listenFD
+        self.port = port
+        counters = ConnectionCounters(maxConnections: configuration.maxConnections)
+    }
+
+    func start() {
+        lock.withLock {
+            guard !started && !stopped else { return }
+            started = true
+            let count = max(1, configuration.loops)
+            for index in 0..<count {
+                let loop = EventLoop(
+                    index: index, configuration: configuration, listenFD: listenFD, shareListener: count > 1,
+                    handler: handler, log: log, counters: counters)
+                guard loop.isUsable, let thread = loop.spawn() else {
+                    log("HTTP server: cannot start event loop \(index): \(errnoText(errno))")
+                    continue
+                }
+                loops.append(loop)
+                threads.append(thread)
+            }
+        }
+    }
+
+    func shutdown(timeout: Double) {
+        let (loops, threads, first) = lock.withLock { () -> ([EventLoop], [pthread_t], Bool) in
+            defer { stopped = true }
+            return (self.loops, self.threads, !stopped)
+        }
+        guard first else { return }
+        let deadline = monotonicMilliseconds() + (timeout > 0 ? milliseconds(timeout) : 0)
+        for loop in loops { _ = loop.post(.shutdown(deadline: deadline)) }
+        // A loop thread cannot wait for itself (the last reference dropped in a handler): then
+        // the threads end on their own and the listening socket stays open, lest its number be
+        // reused while a loop still watches it.
+        guard !EventLoop.isOnAnyLoop else {
+            for thread in threads { pthread_detach(thread) }
+            return
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        Glibc.close(listenFD)
+    }
+
+    var statistics: HTTPServer.Statistics {
+        let loops = lock.withLock { self.loops }
+        let connections = counters.snapshot
+        var statistics = HTTPServer.Statistics()
+        statistics.connectionsOpen = connections.open
+        statistics.connectionsAccepted = connections.accepted
+        statistics.connectionsRefused = connections.refused
+        for loop in loops {
+            let counts = loop.requestCounts
+            statistics.requests += counts.requests
+            statistics.requestsRejected += counts.rejected
+        }
+        return statistics
+    }
 }

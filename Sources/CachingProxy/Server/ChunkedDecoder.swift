@@ -1,0 +1,163 @@
+// De-chunking a request body as its bytes arrive (RFC 9112 §7.1): hex sizes with overflow
+// checks, extensions skipped within a bound, strict CRLFs, trailer fields checked and dropped.
+import Glibc
+
+struct ChunkedDecoder {
+    /// The longest chunk-size line accepted, extensions included.
+    static let maxSizeLineBytes = 4096
+
+    let maxBodyBytes: Int64
+    let maxTrailerBytes: Int
+    let maxTrailerFields: Int
+
+    private enum State {
+        case sizeLine
+        case data(remaining: Int64)
+        case dataEnd
+        case trailer
+        case done
+    }
+
+    private var state = State.sizeLine
+    /// Bytes of the current, incomplete line already searched for its LF.
+    private var scanned = 0
+    private var trailerBytes = 0
+    private var trailerFields = 0
+
+    init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
+        self.maxBodyBytes = maxBodyBytes
+        self.maxTrailerBytes = maxTrailerBytes
+        self.maxTrailerFields = maxTrailerFields
+    }
+
+    enum Outcome {
+        case needMore
+        case done
+        case rejected(Rejection)
+    }
+
+    /// Decodes from the `count` bytes at `base`, appending chunk data to `body`. Returns how
+    /// many bytes were consumed (the rest stays for the next call, or belongs to the next
+    /// request once `.done`).
+    mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
+        var position = 0
+        while true {
+            switch state {
+            case .done:
+                return (position, .done)
+            case .data(let remaining):
+                let available = count - position
+                guard available > 0 else { return (position, .needMore) }
+                let take = Int(min(Int64(available), remaining))
+                body.append(contentsOf: UnsafeBufferPointer(start: base + position, count: take))
+                position += take
+                state = remaining == Int64(take) ? .dataEnd : .data(remaining: remaining - Int64(take))
+            case .dataEnd:
+                guard count - position >= 2 else {
+                    if count > position && base[position] != HTTPBytes.cr { return (position, .rejected(missingCRLF)) }
+                    return (position, .needMore)
+                }
+                guard base[position] == HTTPBytes.cr, base[position + 1] == HTTPBytes.lf else {
+                    return (position, .rejected(missingCRLF))
+                }
+                position += 2
+                state = .sizeLine
+            case .sizeLine, .trailer:
+                let isTrailer: Bool
+                if case .trailer = state { isTrailer = true } else { isTrailer = false }
+                let limit = isTrailer ? maxTrailerBytes - trailerBytes : Self.maxSizeLineBytes
+                let searchStart = position + scanned
+                guard searchStart < count,
+                    let found = memchr(base + searchStart, Int32(HTTPBytes.lf), count - searchStart)
+                else {
+                    scanned = count - position
+                    if scanned > limit { return (position, .rejected(lineTooLong(isTrailer))) }
+                    return (position, .needMore)
+                }
+                scanned = 0
+                let lf = found.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: base)
+                if lf + 1 - position > limit { return (position, .rejected(lineTooLong(isTrailer))) }
+                guard lf > position, base[lf - 1] == HTTPBytes.cr else {
+                    return (
+                        position,
+                        .rejected(
+                            Rejection(
+                                status: 400, reason: "a line of the chunked body ends in a bare LF (RFC 9112 §7.1)"))
+                    )
+                }
+                let rejection =
+                    isTrailer ? trailerLine(base, position, lf - 1) : sizeLine(base, position, lf - 1, body.count)
+                if let rejection { return (position, .rejected(rejection)) }
+                if isTrailer { trailerBytes += lf + 1 - position }
+                position = lf + 1
+            }
+        }
+    }
+
+    private var missingCRLF: Rejection {
+        Rejection(status: 400, reason: "chunk data is not followed by CRLF (RFC 9112 §7.1)")
+    }
+
+    private func lineTooLong(_ isTrailer: Bool) -> Rejection {
+        isTrailer
+            ? Rejection(status: 431, reason: "the trailer section is larger than \(maxTrailerBytes) bytes")
+            : Rejection(
+                status: 400, reason: "a chunk-size line is longer than \(Self.maxSizeLineBytes) bytes (RFC 9112 §7.1.1)"
+            )
+    }
+
+    /// `chunk-size [ chunk-ext ] CRLF`: the size in hex, extensions skipped (RFC 9112 §7.1.1).
+    private mutating func sizeLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ bodyCount: Int)
+        -> Rejection?
+    {
+        var index = start
+        var size: Int64 = 0
+        while index < end, let digit = HTTPBytes.hexValue(base[index]) {
+            guard size <= (Int64.max - 15) >> 4 else {
+                return Rejection(status: 400, reason: "a chunk size overflows (RFC 9112 §7.1)")
+            }
+            size = size << 4 | Int64(digit)
+            index += 1
+        }
+        guard index > start else {
+            return Rejection(status: 400, reason: "a chunk does not start with a hex size (RFC 9112 §7.1)")
+        }
+        while index < end && HTTPBytes.isOWS(base[index]) { index += 1 }
+        if index < end {
+            guard base[index] == HTTPBytes.semicolon else {
+                return Rejection(
+                    status: 400,
+                    reason: "a chunk size is followed by \(HTTPBytes.describe(base[index])) (RFC 9112 §7.1)")
+            }
+            for extensionIndex in index..<end where !HTTPBytes.isFieldValue(base[extensionIndex]) {
+                return Rejection(
+                    status: 400,
+                    reason: "a chunk extension contains \(HTTPBytes.describe(base[extensionIndex])) (RFC 9112 §7.1.1)")
+            }
+        }
+        if size == 0 {
+            state = .trailer
+        } else {
+            guard size <= maxBodyBytes - Int64(bodyCount) else {
+                return Rejection(
+                    status: 413, reason: "the chunked body is larger than the limit of \(maxBodyBytes) bytes")
+            }
+            state = .data(remaining: size)
+        }
+        return nil
+    }
+
+    /// A trailer field line, checked and discarded; the empty line ends the body (RFC 9112 §7.1.2).
+    private mutating func trailerLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Rejection? {
+        if end == start {
+            state = .done
+            return nil
+        }
+        if case .failure(let rejection) = RequestHeadParser.scanFieldLine(base, start, end) { return rejection }
+        trailerFields += 1
+        if trailerFields > maxTrailerFields {
+            return Rejection(status: 431, reason: "the trailer section has more than \(maxTrailerFields) fields")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,172 @@
+// One client connection: its buffers and where it stands. Touched only on its loop's thread,
+// except `shared`, which writers on other threads use under its lock.
+import Glibc
+
+/// What a connection is doing (RFC 9112 §9: one request at a time, responses in order).
+enum ConnectionPhase {
+    /// Waiting for, or reading, a request head.
+    case head
+    /// Reading a request body.
+    case body
+    /// The handler has the request; its response is being produced.
+    case handling
+    /// The last response is queued: flush, half-close, drain input briefly, close (RFC 9112 §9.6).
+    case closing
+    /// Relaying bytes after a CONNECT.
+    case tunnel
+}
+
+/// How the current response's body goes on the wire.
+enum ResponseBodyMode {
+    /// No body may follow (HEAD, 1xx, 204, 304, or framing `.none`): writes are dropped.
+    case discard
+    /// `Content-Length`: this many bytes still to come.
+    case length(Int64)
+    /// Chunked (RFC 9112 §7.1).
+    case chunked
+    /// Delimited by closing the connection (HTTP/1.0 clients).
+    case untilClose
+}
+
+/// The part of a connection that threads other than its loop touch, under `lock`.
+final class ConnectionShared: @unchecked Sendable {
+    let lock = ServerLock()
+    let condition = ServerCondition()
+    /// Body bytes written from other threads and not yet sent.
+    var queuedBytes = 0
+    /// Writers blocked on `condition`.
+    var waiters = 0
+    /// Commands posted to the loop and not yet applied: later calls from the loop thread
+    /// queue behind them so nothing is reordered.
+    var inMailbox = 0
+    /// The connection is closed.
+    var gone = false
+}
+
+/// A request's responder and the connection it answers on.
+struct ResponseTarget {
+    let connection: Connection
+    let sequence: UInt64
+}
+
+final class Connection {
+    let fd: Int32
+    let generation: UInt32
+    let peerIsLoopback: Bool
+    let shared = ConnectionShared()
+
+    // Input: bytes read and not consumed are input[inputStart..<inputEnd].
+    var input: UnsafeMutablePointer<UInt8>?
+    var inputCapacity = 0
+    var inputStart = 0
+    var inputEnd = 0
+    /// Edge-triggered readiness: true until a read or write would block.
+    var canRead = true
+    var canWrite = true
+    /// The client sent FIN.
+    var inputClosed = false
+
+    var phase = ConnectionPhase.head
+    /// When the current phase times out (monotonic ms).
+    var deadline = 0
+    /// Since when sending has been blocked without progress (0: not blocked).
+    var writeBlockedSince = 0
+
+    // The request being read.
+    var parser: RequestHeadParser
+    var request: ServerRequest?
+    var bodyRemaining: Int64 = 0
+    var chunkedDecoder: ChunkedDecoder?
+    var body: [UInt8] = []
+    var keepAlive = true
+    var minorVersion = 1
+    var requestIsHead = false
+    /// Counts requests handed to the handler; a responder answers only while it matches.
+    var sequence: UInt64 = 0
+
+    // The response being written.
+    var responseStarted = false
+    var responseBody = ResponseBodyMode.discard
+    var output = OutputQueue()
+    var writeShut = false
+    var lingerBytes = 0
+
+    var tunnel: Tunnel?
+    /// Queued on the loop's list of connections to drive.
+    var isDirty = false
+    var closed = false
+
+    init(fd: Int32, generation: UInt32, peerIsLoopback: Bool, parser: RequestHeadParser) {
+        self.fd = fd
+        self.generation = generation
+        self.peerIsLoopback = peerIsLoopback
+        self.parser = parser
+    }
+
+    deinit {
+        input?.deallocate()
+        output.release()
+    }
+
+    var bufferedInput: Int { inputEnd - inputStart }
+
+    /// Room for reading at `input + inputEnd`, compacting or growing the buffer up to `limit`.
+    func prepareInput(limit: Int) -> Int {
+        if inputStart == inputEnd {
+            inputStart = 0
+            inputEnd = 0
+        }
+        if inputEnd == inputCapacity {
+            if inputStart > 0 {
+                memmove(input!, input! + inputStart, inputEnd - inputStart)
+                inputEnd -= inputStart
+                inputStart = 0
+            } else if inputCapacity < limit {
+                let newCapacity = min(limit, max(4096, inputCapacity * 2))
+                let newInput = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+                if let input {
+                    newInput.update(from: input, count: inputEnd)
+                    input.deallocate()
+                }
+                input = newInput
+                inputCapacity = newCapacity
+            }
+        }
+        return inputCapacity - inputEnd
+    }
+
+    /// Gives back a large input buffer once nothing is in it.
+    func shrinkInputIfIdle() {
+        if inputStart == inputEnd && inputCapacity > 16 * 1024 {
+            input?.deallocate()
+            input = nil
+            inputCapacity = 0
+            inputStart = 0
+            inputEnd = 0
+        }
+    }
+
+    func releaseBuffers() {
+        input?.deallocate()
+        input = nil
+        inputCapacity = 0
+        inputStart = 0
+        inputEnd = 0
+        output.release()
+        request = nil
+        body = []
+        chunkedDecoder = nil
+    }
+}
+
+/// The upstream side of a CONNECT tunnel; the client side is the connection itself
+/// (its input buffer carries client→upstream bytes, its output queue upstream→client bytes).
+final class Tunnel {
+    let fd: Int32
+    var canRead = true
+    var canWrite = true
+    var inputClosed = false
+    var writeShut = false
+
+    init(fd: Int32) { self.fd = fd }
+}

@@ -1,0 +1,317 @@
+// Writing responses on the loop thread: the head with the server's own framing fields, the
+// body framed as chosen (RFC 9112 §6, §7.1), and what happens to the connection after it.
+import CEpollHTTPCache
+import CacheSemantics
+import Glibc
+
+extension EventLoop {
+    func respond(_ target: ResponseTarget, _ head: ServerResponseHead, _ body: [UInt8], _ framing: BodyFraming) {
+        guard isCurrent(target), !target.connection.responseStarted else { return }
+        let connection = target.connection
+        beginResponse(connection, head, framing)
+        appendBody(connection, body, accounted: false)
+        finishResponse(connection)
+    }
+
+    func start(_ target: ResponseTarget, _ head: ServerResponseHead, _ framing: BodyFraming) {
+        guard isCurrent(target), !target.connection.responseStarted else { return }
+        beginResponse(target.connection, head, framing)
+        markDirty(target.connection)
+    }
+
+    /// Appends body bytes (kept as the array when large); `false` when the request is no
+    /// longer being answered on this connection.
+    func write(_ target: ResponseTarget, _ bytes: [UInt8], accounted: Bool) -> Bool {
+        guard isCurrent(target), target.connection.responseStarted else {
+            if accounted { releaseAccounted(target.connection, bytes.count) }
+            return false
+        }
+        appendBody(target.connection, bytes, accounted: accounted)
+        bodyAppended(target.connection)
+        return true
+    }
+
+    /// Appends body bytes, copied.
+    func write(_ target: ResponseTarget, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard isCurrent(target), target.connection.responseStarted else { return false }
+        let connection = target.connection
+        switch connection.responseBody {
+        case .discard:
+            break
+        case .length(let remaining):
+            let take = Int(min(Int64(bytes.count), remaining))
+            connection.output.append(UnsafeRawBufferPointer(rebasing: bytes[0..<take]))
+            connection.responseBody = .length(remaining - Int64(take))
+        case .chunked:
+            if !bytes.isEmpty {
+                connection.output.appendHex(bytes.count)
+                connection.output.append("\r\n" as StaticString)
+                connection.output.append(bytes)
+                connection.output.append("\r\n" as StaticString)
+            }
+        case .untilClose:
+            connection.output.append(bytes)
+        }
+        bodyAppended(connection)
+        return true
+    }
+
+    func finish(_ target: ResponseTarget) {
+        guard isCurrent(target) else { return }
+        let connection = target.connection
+        guard connection.responseStarted else {
+            log("HTTP server: a response was finished before it was started; closing the connection")
+            return close(connection)
+        }
+        finishResponse(connection)
+    }
+
+    func abort(_ target: ResponseTarget) {
+        guard isCurrent(target) else { return }
+        close(target.connection)
+    }
+
+    // MARK: the head
+
+    private func beginResponse(_ connection: Connection, _ head: ServerResponseHead, _ framing: BodyFraming) {
+        connection.responseStarted = true
+        let status = (100...999).contains(head.status) ? head.status : 500
+        // RFC 9112 §6.3: no body after HEAD, 1xx, 204, 304 whatever the fields say.
+        let statusWithoutBody = status < 200 || status == 204 || status == 304
+        let bodyAllowed = !statusWithoutBody && !connection.requestIsHead
+        var keepAlive = connection.keepAlive && !shuttingDown && !connection.inputClosed
+        let mode: ResponseBodyMode
+        switch framing {
+        case .none:
+            mode = .discard
+        case .length(let length):
+            mode = bodyAllowed ? .length(max(0, length)) : .discard
+        case .streamed:
+            if !bodyAllowed {
+                mode = .discard
+            } else if connection.minorVersion == 1 {
+                mode = .chunked
+            } else {
+                // An HTTP/1.0 client knows no chunked coding: the body ends when the connection does.
+                mode = .untilClose
+                keepAlive = false
+            }
+        }
+        connection.responseBody = mode
+        connection.keepAlive = keepAlive
+        let ending: StaticString =
+            !keepAlive
+            ? "Connection: close\r\n\r\n" : connection.minorVersion == 0 ? "Connection: keep-alive\r\n\r\n" : "\r\n"
+        var chunked = false
+        if case .chunked = mode { chunked = true }
+        Self.writeHead(
+            &connection.output, status, head, framing, bodyAllowed: bodyAllowed, chunked: chunked, ending: ending)
+    }
+
+    /// The status line, the handler's fields and the server's framing fields, in one access
+    /// to the output queue.
+    private static func writeHead(
+        _ output: inout OutputQueue, _ status: Int, _ head: ServerResponseHead, _ framing: BodyFraming,
+        bodyAllowed: Bool, chunked: Bool, ending: StaticString
+    ) {
+        writeStatusLine(&output, status, head.reason)
+        var sawContentLength = false
+        for field in head.fields where appendField(&output, field, keepContentLength: framing == .none) {
+            sawContentLength = true
+        }
+        switch framing {
+        case .none:
+            // A body-bearing status with neither a length nor a body would leave the client
+            // reading until close: say there is none.
+            if bodyAllowed && !sawContentLength { output.append("Content-Length: 0\r\n" as StaticString) }
+        case .length(let length):
+            // RFC 9110 §8.6: no Content-Length in 1xx or 204 answers.
+            if status >= 200 && status != 204 {
+                output.append("Content-Length: " as StaticString)
+                output.appendDecimal(max(0, length))
+                output.append("\r\n" as StaticString)
+            }
+        case .streamed:
+            if chunked { output.append("Transfer-Encoding: chunked\r\n" as StaticString) }
+        }
+        output.append(ending)
+    }
+
+    private static func writeStatusLine(_ output: inout OutputQueue, _ status: Int, _ reason: String?) {
+        let line = output.reserve(13)
+        let prefix: StaticString = "HTTP/1.1 "
+        line.update(from: prefix.utf8Start, count: 9)
+        line[9] = UInt8(truncatingIfNeeded: 0x30 + status / 100)
+        line[10] = UInt8(truncatingIfNeeded: 0x30 + status / 10 % 10)
+        line[11] = UInt8(truncatingIfNeeded: 0x30 + status % 10)
+        line[12] = HTTPBytes.space
+        output.commit(13)
+        if var reason, reason.utf8.allSatisfy({ HTTPBytes.isFieldValue($0) }) {
+            reason.withUTF8 { output.append(UnsafeRawBufferPointer($0)) }
+        } else if let phrase = reasonPhrase(status) {
+            output.append(phrase)
+        }
+        output.append("\r\n" as StaticString)
+    }
+
+    /// Appends one of the handler's fields unless the server writes it itself or it could
+    /// not be sent safely (a name that is not a token, CR/LF/NUL in the value); returns
+    /// whether it was a Content-Length that was kept.
+    private static func appendField(_ output: inout OutputQueue, _ field: HeaderField, keepContentLength: Bool) -> Bool
+    {
+        var name = field.name
+        var value = field.value
+        return name.withUTF8 { name -> Bool in
+            guard let nameBase = name.baseAddress, !name.isEmpty else { return false }
+            let count = name.count
+            var isContentLength = false
+            switch count {
+            case 10:
+                if HTTPBytes.equalsLowercase(nameBase, 10, "connection")
+                    || HTTPBytes.equalsLowercase(nameBase, 10, "keep-alive")
+                {
+                    return false
+                }
+            case 14:
+                if HTTPBytes.equalsLowercase(nameBase, 14, "content-length") {
+                    guard keepContentLength else { return false }
+                    isContentLength = true
+                }
+            case 17:
+                if HTTPBytes.equalsLowercase(nameBase, 17, "transfer-encoding") { return false }
+            default:
+                break
+            }
+            for byte in name where !HTTPBytes.isToken(byte) { return false }
+            return value.withUTF8 { value -> Bool in
+                for byte in value where !HTTPBytes.isFieldValue(byte) { return false }
+                let line = output.reserve(count + value.count + 4)
+                line.update(from: nameBase, count: count)
+                line[count] = HTTPBytes.colon
+                line[count + 1] = HTTPBytes.space
+                if let valueBase = value.baseAddress { (line + count + 2).update(from: valueBase, count: value.count) }
+                line[count + 2 + value.count] = HTTPBytes.cr
+                line[count + 3 + value.count] = HTTPBytes.lf
+                output.commit(count + value.count + 4)
+                return isContentLength
+            }
+        }
+    }
+
+    // MARK: the body
+
+    private func appendBody(_ connection: Connection, _ bytes: [UInt8], accounted: Bool) {
+        switch connection.responseBody {
+        case .discard:
+            if accounted { releaseAccounted(connection, bytes.count) }
+        case .length(let remaining):
+            if Int64(bytes.count) <= remaining {
+                connection.output.append(bytes, accounted: accounted)
+                connection.responseBody = .length(remaining - Int64(bytes.count))
+            } else {
+                // More than the length announced: the excess cannot be sent.
+                let kept = Int(remaining)
+                connection.output.append(Array(bytes[0..<kept]), accounted: accounted)
+                if accounted { releaseAccounted(connection, bytes.count - kept) }
+                connection.responseBody = .length(0)
+            }
+        case .chunked:
+            guard !bytes.isEmpty else { return }
+            connection.output.appendHex(bytes.count)
+            connection.output.append("\r\n" as StaticString)
+            connection.output.append(bytes, accounted: accounted)
+            connection.output.append("\r\n" as StaticString)
+        case .untilClose:
+            connection.output.append(bytes, accounted: accounted)
+        }
+    }
+
+    /// After a write from the handler: send soon, and at once when much is waiting.
+    private func bodyAppended(_ connection: Connection) {
+        if connection.output.count >= Self.pipelineOutputLimit && connection.canWrite && connection !== driving {
+            _ = flush(connection)
+        } else {
+            markDirty(connection)
+        }
+    }
+
+    private func finishResponse(_ connection: Connection) {
+        switch connection.responseBody {
+        case .length(let remaining) where remaining > 0:
+            // The client would wait for bytes that never come: end the connection so it sees the cut.
+            log("HTTP server: a response ended \(remaining) bytes short of its Content-Length; closing the connection")
+            connection.keepAlive = false
+        case .chunked:
+            connection.output.append("0\r\n\r\n" as StaticString)
+        default:
+            break
+        }
+        connection.responseStarted = false
+        connection.responseBody = .discard
+        if connection.keepAlive && !shuttingDown && !connection.inputClosed {
+            connection.phase = .head
+            connection.parser.reset()
+            connection.deadline = now + (connection.bufferedInput > 0 ? headerMilliseconds : idleMilliseconds)
+            connection.shrinkInputIfIdle()
+        } else {
+            connection.phase = .closing
+            connection.deadline = now + Self.lingerMilliseconds
+        }
+        markDirty(connection)
+    }
+}
+
+/// The reason phrase RFC 9110 §15 gives `status`; `nil` for codes it does not define.
+func reasonPhrase(_ status: Int) -> StaticString? {
+    switch status {
+    case 100: "Continue"
+    case 101: "Switching Protocols"
+    case 103: "Early Hints"
+    case 200: "OK"
+    case 201: "Created"
+    case 202: "Accepted"
+    case 203: "Non-Authoritative Information"
+    case 204: "No Content"
+    case 205: "Reset Content"
+    case 206: "Partial Content"
+    case 300: "Multiple Choices"
+    case 301: "Moved Permanently"
+    case 302: "Found"
+    case 303: "See Other"
+    case 304: "Not Modified"
+    case 305: "Use Proxy"
+    case 307: "Temporary Redirect"
+    case 308: "Permanent Redirect"
+    case 400: "Bad Request"
+    case 401: "Unauthorized"
+    case 402: "Payment Required"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 406: "Not Acceptable"
+    case 407: "Proxy Authentication Required"
+    case 408: "Request Timeout"
+    case 409: "Conflict"
+    case 410: "Gone"
+    case 411: "Length Required"
+    case 412: "Precondition Failed"
+    case 413: "Content Too Large"
+    case 414: "URI Too Long"
+    case 415: "Unsupported Media Type"
+    case 416: "Range Not Satisfiable"
+    case 417: "Expectation Failed"
+    case 421: "Misdirected Request"
+    case 422: "Unprocessable Content"
+    case 426: "Upgrade Required"
+    case 428: "Precondition Required"
+    case 429: "Too Many Requests"
+    case 431: "Request Header Fields Too Large"
+    case 500: "Internal Server Error"
+    case 501: "Not Implemented"
+    case 502: "Bad Gateway"
+    case 503: "Service Unavailable"
+    case 504: "Gateway Timeout"
+    case 505: "HTTP Version Not Supported"
+    default: nil
+    }
+}

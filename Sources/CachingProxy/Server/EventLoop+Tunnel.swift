@@ -1,0 +1,119 @@
+// CONNECT tunnels (RFC 9110 §9.3.6): after `200`, bytes are relayed both ways. An EOF on one
+// side becomes a half-close (shutdown SHUT_WR) of the other once what it sent is delivered;
+// both sides are closed when both are done, or at the first error.
+import CEpollHTTPCache
+import Glibc
+
+extension EventLoop {
+    /// How much upstream data may wait for a slow client before reading upstream pauses.
+    private static var tunnelBufferLimit: Int { 256 * 1024 }
+    private static var tunnelReadSize: Int { 64 * 1024 }
+
+    func tunnel(_ target: ResponseTarget, to fd: Int32) {
+        guard isCurrent(target), !target.connection.responseStarted else {
+            Glibc.close(fd)
+            return
+        }
+        let connection = target.connection
+        let flags = fcntl(fd, F_GETFL)
+        guard fd >= 0, flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            log("HTTP server: cannot relay to descriptor \(fd): \(errnoText(errno)); closing the connection")
+            if fd >= 0 { Glibc.close(fd) }
+            return close(connection)
+        }
+        guard register(fd, connection) else {
+            log("HTTP server: cannot watch descriptor \(fd) for a tunnel: \(errnoText(errno)); closing the connection")
+            Glibc.close(fd)
+            return close(connection)
+        }
+        connection.tunnel = Tunnel(fd: fd)
+        connection.phase = .tunnel
+        connection.responseStarted = true
+        connection.deadline = now + idleMilliseconds
+        connection.output.append("HTTP/1.1 200 Connection Established\r\n\r\n" as StaticString)
+        markDirty(connection)
+    }
+
+    /// Moves bytes both ways until nothing more can move without blocking.
+    func driveTunnel(_ connection: Connection) {
+        guard let tunnel = connection.tunnel else { return }
+        var moved = false
+        var progress = true
+        while progress && !connection.closed {
+            progress = false
+
+            // Client → upstream, through the connection's input buffer (it starts with any
+            // bytes the client sent after the CONNECT head).
+            if connection.bufferedInput > 0 && tunnel.canWrite {
+                let sent = send(
+                    tunnel.fd, connection.input! + connection.inputStart, connection.bufferedInput, Int32(MSG_NOSIGNAL))
+                if sent > 0 {
+                    if sent < connection.bufferedInput { tunnel.canWrite = false }
+                    connection.inputStart += sent
+                    progress = true
+                } else if sent < 0 && errno != EINTR {
+                    guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
+                    tunnel.canWrite = false
+                }
+            }
+            if connection.bufferedInput == 0 && connection.inputClosed && !tunnel.writeShut {
+                tunnel.writeShut = true
+                Glibc.shutdown(tunnel.fd, Int32(SHUT_WR))
+            }
+            if connection.canRead && !connection.inputClosed {
+                let space = connection.prepareInput(limit: Self.tunnelReadSize)
+                if space > 0 {
+                    let received = recv(connection.fd, connection.input! + connection.inputEnd, space, 0)
+                    if received > 0 {
+                        connection.inputEnd += received
+                        if received < space { connection.canRead = false }
+                        progress = true
+                    } else if received == 0 {
+                        connection.inputClosed = true
+                        connection.canRead = false
+                        progress = true
+                    } else if errno != EINTR {
+                        guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
+                        connection.canRead = false
+                    }
+                }
+            }
+
+            // Upstream → client, through the connection's output queue.
+            if !connection.output.isEmpty && connection.canWrite {
+                let before = connection.output.count
+                guard flush(connection) else { return }
+                if connection.output.count < before { progress = true }
+            }
+            if connection.output.isEmpty && tunnel.inputClosed && !connection.writeShut {
+                connection.writeShut = true
+                Glibc.shutdown(connection.fd, Int32(SHUT_WR))
+            }
+            if tunnel.canRead && !tunnel.inputClosed && connection.output.count < Self.tunnelBufferLimit {
+                let space = Self.tunnelReadSize
+                let destination = connection.output.reserve(space)
+                let received = recv(tunnel.fd, destination, space, 0)
+                if received > 0 {
+                    connection.output.commit(received)
+                    if received < space { tunnel.canRead = false }
+                    progress = true
+                } else if received == 0 {
+                    tunnel.inputClosed = true
+                    tunnel.canRead = false
+                    progress = true
+                } else if errno != EINTR {
+                    guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
+                    tunnel.canRead = false
+                }
+            }
+
+            if connection.inputClosed && tunnel.inputClosed && connection.bufferedInput == 0
+                && connection.output.isEmpty
+            {
+                return close(connection)
+            }
+            moved = moved || progress
+        }
+        if moved { connection.deadline = now + idleMilliseconds }
+    }
+}

@@ -1,0 +1,523 @@
+// One event-loop thread: epoll (edge-triggered connections, a level-triggered listener), an
+// eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
+import CEpollHTTPCache
+import Glibc
+
+/// Which loop, if any, runs on the current thread.
+private let currentLoopKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
+
+/// Connection counts shared by every loop of a server (the cap is server-wide).
+final class ConnectionCounters: @unchecked Sendable {
+    private let lock = ServerLock()
+    let maxConnections: Int
+    private var open = 0
+    private var accepted = 0
+    private var refused = 0
+
+    init(maxConnections: Int) { self.maxConnections = max(1, maxConnections) }
+
+    /// Counts a new connection in; `false` (and counted as refused) when at the cap.
+    func admit() -> Bool {
+        lock.withLock {
+            guard open < maxConnections else {
+                refused += 1
+                return false
+            }
+            open += 1
+            accepted += 1
+            return true
+        }
+    }
+
+    func closed() { lock.withLock { open -= 1 } }
+
+    var snapshot: (open: Int, accepted: Int, refused: Int) { lock.withLock { (open, accepted, refused) } }
+}
+
+/// Work posted to a loop from another thread.
+enum LoopCommand {
+    case respond(ResponseTarget, ServerResponseHead, [UInt8], BodyFraming)
+    case start(ResponseTarget, ServerResponseHead, BodyFraming)
+    case write(ResponseTarget, [UInt8], accounted: Bool)
+    case finish(ResponseTarget)
+    case abort(ResponseTarget)
+    /// The responder was released without answering.
+    case abandoned(ResponseTarget)
+    case tunnel(ResponseTarget, Int32)
+    case shutdown(deadline: Int)
+}
+
+final class EventLoop: @unchecked Sendable {
+    static let sweepInterval = 250
+    /// How long a closing connection drains input after its last response (RFC 9112 §9.6).
+    static let lingerMilliseconds = 2000
+    static let lingerBytes = 64 * 1024
+    /// Pipelined requests wait while this much output is queued for the connection.
+    static let pipelineOutputLimit = 256 * 1024
+    /// Writes from other threads block while this much waits for the client.
+    static let backPressureLimit = 1 << 20
+    private static let listenerToken = UInt64.max
+    private static let wakeToken = UInt64.max - 1
+
+    let index: Int
+    let handler: any RequestHandler
+    let log: @Sendable (String) -> Void
+    let counters: ConnectionCounters
+    let headerMilliseconds: Int
+    let idleMilliseconds: Int
+    let bodyMilliseconds: Int
+    let maxHeaderBytes: Int
+    let maxFieldCount: Int
+    let maxBodyBytes: Int64
+    private let listenFD: Int32
+    private let acceptBatch: Int
+    let epollFD: Int32
+    private let wakeFD: Int32
+
+    // Loop-thread state.
+    var connections: [Connection?] = []
+    private var openCount = 0
+    private var nextGeneration: UInt32 = 0
+    var now = monotonicMilliseconds()
+    private var dirty: [Connection] = []
+    /// The connection `drive` is working on: a change to it needs no extra pass.
+    var driving: Connection?
+    let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: 64)
+    private(set) var shuttingDown = false
+    private var shutdownDeadline = 0
+    private var listening = false
+    private var acceptPausedUntil = 0
+    private var refusedSinceLog = 0
+    private var lastRefusalLog = Int.min / 2
+
+    // Posted work, under mailboxLock.
+    private let mailboxLock = ServerLock()
+    private var mailbox: [LoopCommand] = []
+    private var mailboxClosed = false
+    private var wakePending = false
+    private var applying: [LoopCommand] = []
+
+    // Request counters, under statsLock (read by `HTTPServer.statistics`).
+    private let statsLock = ServerLock()
+    private var requestCount = 0
+    private var rejectedCount = 0
+
+    init(
+        index: Int, configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
+        handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
+    ) {
+        self.index = index
+        self.handler = handler
+        self.log = log
+        self.counters = counters
+        self.listenFD = listenFD
+        headerMilliseconds = milliseconds(configuration.headerTimeout)
+        idleMilliseconds = milliseconds(configuration.idleTimeout)
+        bodyMilliseconds = milliseconds(configuration.bodyTimeout)
+        maxHeaderBytes = max(64, configuration.maxHeaderBytes)
+        maxFieldCount = max(1, configuration.maxFieldCount)
+        maxBodyBytes = max(0, configuration.maxBodyBytes)
+        // With several loops on one listener each accepts one connection per wake-up, so that
+        // EPOLLEXCLUSIVE spreads them; alone it takes what is waiting.
+        acceptBatch = shareListener ? 1 : 64
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = Self.wakeToken
+        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+        listening = addListener(exclusive: shareListener)
+    }
+
+    deinit {
+        vectors.deallocate()
+    }
+
+    /// Whether the loop could be set up (epoll and eventfd exist).
+    var isUsable: Bool { epollFD >= 0 && wakeFD >= 0 }
+
+    private var shareListener: Bool { acceptBatch == 1 }
+
+    private func addListener(exclusive: Bool) -> Bool {
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | (exclusive ? EPOLLEXCLUSIVE.rawValue : 0)
+        event.data.u64 = Self.listenerToken
+        return epoll_ctl(epollFD, EPOLL_CTL_ADD, listenFD, &event) == 0
+    }
+
+    private func removeListener() {
+        if listening {
+            var event = epoll_event()
+            epoll_ctl(epollFD, EPOLL_CTL_DEL, listenFD, &event)
+            listening = false
+        }
+    }
+
+    // MARK: threads
+
+    /// Whether the calling thread is this loop's.
+    var isCurrentThread: Bool { pthread_getspecific(currentLoopKey) == Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Whether the calling thread is any loop's.
+    static var isOnAnyLoop: Bool { pthread_getspecific(currentLoopKey) != nil }
+
+    /// Starts the loop's thread.
+    func spawn() -> pthread_t? {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let created = pthread_create(
+            &thread, nil,
+            { context in
+                let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, context)
+        guard created == 0 else {
+            Unmanaged<EventLoop>.fromOpaque(context).release()
+            return nil
+        }
+        return thread
+    }
+
+    private func run() {
+        pthread_setspecific(currentLoopKey, Unmanaged.passUnretained(self).toOpaque())
+        let capacity: Int32 = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
+        defer { events.deallocate() }
+        now = monotonicMilliseconds()
+        var nextSweep = now + Self.sweepInterval
+        while true {
+            var timeout = max(0, nextSweep - now)
+            if shuttingDown { timeout = min(timeout, max(0, shutdownDeadline - now)) }
+            let count = epoll_wait(epollFD, events, capacity, Int32(timeout))
+            now = monotonicMilliseconds()
+            if count > 0 {
+                for index in 0..<Int(count) { handle(events[index]) }
+            }
+            driveDirty()
+            if now >= nextSweep {
+                sweep()
+                nextSweep = now + Self.sweepInterval
+            }
+            if shuttingDown && (openCount == 0 || now >= shutdownDeadline) { break }
+        }
+        tearDown()
+        pthread_setspecific(currentLoopKey, nil)
+    }
+
+    private func handle(_ event: epoll_event) {
+        let token = event.data.u64
+        if token == Self.listenerToken { return acceptConnections() }
+        if token == Self.wakeToken { return drainMailbox() }
+        let fd = Int32(truncatingIfNeeded: token & 0xFFFF_FFFF)
+        guard fd >= 0, Int(fd) < connections.count, let connection = connections[Int(fd)],
+            connection.generation == UInt32(truncatingIfNeeded: token >> 32)
+        else { return }
+        let flags = event.events
+        let failed = flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
+        if fd == connection.fd {
+            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.canRead = true }
+            if flags & EPOLLOUT.rawValue != 0 || failed { connection.canWrite = true }
+            // While the handler works nothing is read, so a reset would go unnoticed: close now.
+            if failed && connection.phase == .handling { return close(connection) }
+        } else if let tunnel = connection.tunnel {
+            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { tunnel.canRead = true }
+            if flags & EPOLLOUT.rawValue != 0 || failed { tunnel.canWrite = true }
+        }
+        drive(connection)
+    }
+
+    /// Asks for `connection` to be driven before the loop waits again.
+    func markDirty(_ connection: Connection) {
+        guard connection !== driving, !connection.isDirty, !connection.closed else { return }
+        connection.isDirty = true
+        dirty.append(connection)
+    }
+
+    private func driveDirty() {
+        var index = 0
+        while index < dirty.count {
+            let connection = dirty[index]
+            connection.isDirty = false
+            if !connection.closed { drive(connection) }
+            index += 1
+        }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: accepting
+
+    private func acceptConnections() {
+        for _ in 0..<acceptBatch {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept4(listenFD, $0, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                }
+            }
+            if fd < 0 {
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                    // The listener stays readable: stop watching it for a moment instead of spinning.
+                    log("HTTP server: cannot accept connections: \(errnoText(code)); pausing accept for 100 ms")
+                    removeListener()
+                    acceptPausedUntil = now + 100
+                }
+                return
+            }
+            guard !shuttingDown, counters.admit() else {
+                refuse(fd)
+                continue
+            }
+            setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
+            nextGeneration &+= 1
+            if nextGeneration == 0 { nextGeneration = 1 }
+            let connection = Connection(
+                fd: fd, generation: nextGeneration,
+                peerIsLoopback: withUnsafePointer(to: &address) { isLoopback($0) },
+                parser: RequestHeadParser(
+                    maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
+            connection.deadline = now + headerMilliseconds
+            guard register(fd, connection) else {
+                Glibc.close(fd)
+                counters.closed()
+                continue
+            }
+            openCount += 1
+        }
+    }
+
+    /// Adds `fd` (the client's or a tunnel's upstream) to the table and to epoll, edge-triggered.
+    func register(_ fd: Int32, _ connection: Connection) -> Bool {
+        let slot = Int(fd)
+        if slot >= connections.count {
+            connections.append(
+                contentsOf: repeatElement(nil, count: max(slot + 1, connections.count * 2, 256) - connections.count))
+        }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
+        event.data.u64 = UInt64(connection.generation) << 32 | UInt64(UInt32(bitPattern: fd))
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0 else { return false }
+        connections[slot] = connection
+        return true
+    }
+
+    private static let refusal: [UInt8] = {
+        let body = "503 Service Unavailable: too many connections are open; try again later\n"
+        let head =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+        return Array((head + body).utf8)
+    }()
+
+    /// Answers a connection over the cap with 503 and closes it at once.
+    private func refuse(_ fd: Int32) {
+        refusedSinceLog += 1
+        if now - lastRefusalLog >= 1000 { logRefusals() }
+        Self.refusal.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        // Read what already arrived so that closing sends FIN rather than a reset.
+        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        _ = withUnsafeMutableBytes(of: &scratch) { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        Glibc.close(fd)
+    }
+
+    private func logRefusals() {
+        let reason =
+            shuttingDown
+            ? "the server is shutting down" : "\(counters.maxConnections) connections are open (maxConnections)"
+        log("HTTP server: refused \(refusedSinceLog) connection\(refusedSinceLog == 1 ? "" : "s"): \(reason)")
+        refusedSinceLog = 0
+        lastRefusalLog = now
+    }
+
+    // MARK: timeouts
+
+    private func sweep() {
+        if refusedSinceLog > 0 && now - lastRefusalLog >= 1000 { logRefusals() }
+        if !listening && !shuttingDown && acceptPausedUntil > 0 && now >= acceptPausedUntil {
+            acceptPausedUntil = 0
+            listening = addListener(exclusive: shareListener)
+        }
+        var slot = 0
+        while slot < connections.count {
+            defer { slot += 1 }
+            guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
+            // A client that stops reading: nothing it is sent moves for idleTimeout.
+            if connection.writeBlockedSince > 0 && now - connection.writeBlockedSince >= idleMilliseconds {
+                close(connection)
+                continue
+            }
+            if connection.phase != .tunnel && !connection.output.isEmpty { continue }
+            guard now >= connection.deadline else { continue }
+            switch connection.phase {
+            case .head:
+                if connection.bufferedInput > 0 || connection.parser.hasStarted {
+                    reject(
+                        connection,
+                        Rejection(
+                            status: 408,
+                            reason: "the request head was not complete within \(Double(headerMilliseconds) / 1000) s"))
+                    drive(connection)
+                } else {
+                    close(connection)
+                }
+            case .body:
+                reject(
+                    connection,
+                    Rejection(status: 408, reason: "no body byte arrived for \(Double(bodyMilliseconds) / 1000) s"))
+                drive(connection)
+            case .handling:
+                break
+            case .closing, .tunnel:
+                close(connection)
+            }
+        }
+    }
+
+    // MARK: closing
+
+    /// Closes the connection (and its tunnel's upstream) at once; blocked writers wake up.
+    func close(_ connection: Connection) {
+        guard !connection.closed else { return }
+        connection.closed = true
+        Glibc.close(connection.fd)
+        connections[Int(connection.fd)] = nil
+        if let tunnel = connection.tunnel {
+            Glibc.close(tunnel.fd)
+            connections[Int(tunnel.fd)] = nil
+        }
+        openCount -= 1
+        counters.closed()
+        let shared = connection.shared
+        shared.lock.withLock {
+            shared.gone = true
+            shared.queuedBytes = 0
+            if shared.waiters > 0 { shared.condition.broadcast() }
+        }
+        connection.releaseBuffers()
+    }
+
+    // MARK: posted work
+
+    /// Queues `command` for the loop; `false` once the loop has stopped.
+    func post(_ command: LoopCommand) -> Bool {
+        mailboxLock.lock()
+        defer { mailboxLock.unlock() }
+        guard !mailboxClosed else { return false }
+        mailbox.append(command)
+        if !wakePending {
+            wakePending = true
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
+        return true
+    }
+
+    private func drainMailbox() {
+        var value: UInt64 = 0
+        _ = read(wakeFD, &value, 8)
+        mailboxLock.withLock {
+            swap(&mailbox, &applying)
+            wakePending = false
+        }
+        for command in applying { apply(command) }
+        applying.removeAll(keepingCapacity: true)
+    }
+
+    private func apply(_ command: LoopCommand) {
+        switch command {
+        case .shutdown(let deadline):
+            beginShutdown(deadline: deadline)
+        case .respond(let target, let head, let body, let framing):
+            appliedFromMailbox(target)
+            respond(target, head, body, framing)
+        case .start(let target, let head, let framing):
+            appliedFromMailbox(target)
+            start(target, head, framing)
+        case .write(let target, let bytes, let accounted):
+            appliedFromMailbox(target)
+            _ = write(target, bytes, accounted: accounted)
+        case .finish(let target):
+            appliedFromMailbox(target)
+            finish(target)
+        case .abort(let target):
+            appliedFromMailbox(target)
+            abort(target)
+        case .tunnel(let target, let fd):
+            appliedFromMailbox(target)
+            tunnel(target, to: fd)
+        case .abandoned(let target):
+            guard isCurrent(target) else { return }
+            log("HTTP server: a request was never answered (its responder was released); closing the connection")
+            close(target.connection)
+        }
+    }
+
+    private func appliedFromMailbox(_ target: ResponseTarget) {
+        let shared = target.connection.shared
+        shared.lock.withLock { shared.inMailbox -= 1 }
+    }
+
+    /// Whether `target` is the request its connection is answering now.
+    func isCurrent(_ target: ResponseTarget) -> Bool {
+        let connection = target.connection
+        return !connection.closed && connection.sequence == target.sequence && connection.phase == .handling
+    }
+
+    // MARK: shutdown
+
+    private func beginShutdown(deadline: Int) {
+        shuttingDown = true
+        shutdownDeadline = deadline
+        removeListener()
+        var slot = 0
+        while slot < connections.count {
+            defer { slot += 1 }
+            guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
+            switch connection.phase {
+            case .head, .body:
+                // Idle, or a request not complete yet: nothing is in flight.
+                if connection.output.isEmpty {
+                    close(connection)
+                } else {
+                    connection.phase = .closing
+                }
+            case .handling:
+                connection.keepAlive = false
+            case .closing, .tunnel:
+                break
+            }
+        }
+    }
+
+    private func tearDown() {
+        let left = mailboxLock.withLock {
+            mailboxClosed = true
+            let left = mailbox
+            mailbox = []
+            return left
+        }
+        for command in left {
+            if case .tunnel(_, let fd) = command { Glibc.close(fd) }
+        }
+        for case let connection? in connections where !connection.closed { close(connection) }
+        removeListener()
+        mailboxLock.withLock {
+            Glibc.close(wakeFD)
+            Glibc.close(epollFD)
+        }
+    }
+
+    // MARK: statistics
+
+    func countRequest() { statsLock.withLock { requestCount += 1 } }
+    func countRejection() { statsLock.withLock { rejectedCount += 1 } }
+    var requestCounts: (requests: Int, rejected: Int) { statsLock.withLock { (requestCount, rejectedCount) } }
+}

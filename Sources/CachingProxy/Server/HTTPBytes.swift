@@ -1,0 +1,82 @@
+// Byte classes of the HTTP/1.1 grammar, as bit tables in constants (no lazy globals on the
+// hot path). Everything here works on wire bytes: no Character or String operations.
+
+enum HTTPBytes {
+    static let cr: UInt8 = 0x0D
+    static let lf: UInt8 = 0x0A
+    static let space: UInt8 = 0x20
+    static let tab: UInt8 = 0x09
+    static let colon: UInt8 = 0x3A
+    static let comma: UInt8 = 0x2C
+    static let semicolon: UInt8 = 0x3B
+
+    /// `tchar` (RFC 9110 §5.6.2): bits for bytes 0–63 and 64–127.
+    private static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
+    private static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    /// Bytes of `uri-host [":" port]` (RFC 3986 §3.2.2: unreserved, pct-encoded, sub-delims, IP-literal).
+    private static let hostLow: UInt64 = 0x2FFF_7FF2_0000_0000
+    private static let hostHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
+
+    @inline(__always)
+    static func isToken(_ byte: UInt8) -> Bool {
+        byte < 64 ? (tokenLow >> UInt64(byte)) & 1 != 0 : byte < 128 && (tokenHigh >> UInt64(byte - 64)) & 1 != 0
+    }
+
+    @inline(__always)
+    static func isHost(_ byte: UInt8) -> Bool {
+        byte < 64 ? (hostLow >> UInt64(byte)) & 1 != 0 : byte < 128 && (hostHigh >> UInt64(byte - 64)) & 1 != 0
+    }
+
+    /// A byte of a request-target: visible ASCII, no white space or control (RFC 9112 §3.2).
+    @inline(__always)
+    static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
+
+    /// `field-vchar`, SP or HTAB: what a field value may contain (RFC 9110 §5.5, obs-text allowed).
+    @inline(__always)
+    static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
+
+    @inline(__always)
+    static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
+
+    @inline(__always)
+    static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
+
+    /// Whether `count` bytes at `bytes` equal `lowercase` (already lower case) ignoring ASCII case.
+    @inline(__always)
+    static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool {
+        guard count == lowercase.utf8CodeUnitCount else { return false }
+        let expected = lowercase.utf8Start
+        for index in 0..<count where lower(bytes[index]) != expected[index] { return false }
+        return true
+    }
+
+    /// How a byte that is not allowed somewhere is named in a rejection.
+    static func describe(_ byte: UInt8) -> String {
+        switch byte {
+        case 0: "a NUL byte"
+        case cr: "a bare CR"
+        case lf: "a bare LF"
+        case tab: "a tab"
+        case space: "a space"
+        case 0..<0x20, 0x7F: "the control byte 0x" + hex(byte)
+        case 0x80...: "the non-ASCII byte 0x" + hex(byte)
+        default: "the character '" + String(UnicodeScalar(byte)) + "'"
+        }
+    }
+
+    private static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+    }
+
+    /// The value of a hex digit, or `nil`.
+    @inline(__always)
+    static func hexValue(_ byte: UInt8) -> UInt64? {
+        switch byte {
+        case 0x30...0x39: UInt64(byte - 0x30)
+        case 0x41...0x46: UInt64(byte - 0x41 + 10)
+        case 0x61...0x66: UInt64(byte - 0x61 + 10)
+        default: nil
+        }
+    }
+}
