@@ -1,0 +1,34 @@
+/// Why ``UpstreamClient/perform(_:_:)`` failed: a kind to act on, and a sentence for people
+/// saying what happened and to what URL.
+///
+/// ```swift
+/// do {
+///     try client.perform(request, receiver)
+/// } catch where error.kind == .connect && !error.receivedHead {
+///     // answer 502 (or serve stale, RFC 5861 stale-if-error); error.description says why
+/// }
+/// ```
+package struct UpstreamError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, by what the caller can do about it.
+    package enum Kind: Sendable, Equatable {
+        /// No connection: refused, unreachable, name not resolved.
+        case connect
+        /// No byte within the configured time.
+        case timeout
+        /// The connection closed or reset before the response was complete.
+        case closed
+        /// The receiver returned `false`.
+        case aborted
+        /// The origin's response could not be parsed.
+        case protocolError
+        /// Anything else: a URL or method libcurl cannot send, no memory, a libcurl failure.
+        case other
+    }
+    /// What went wrong.
+    package var kind: Kind
+    /// What happened and to what URL, e.g. `could not connect to http://127.0.0.1:9/
+    /// (Connection refused); is the origin running?`.
+    package var description: String
+    /// Whether the response head had been delivered to the receiver.
+    package var receivedHead: Bool
+}

@@ -1,0 +1,805 @@
+import CacheSemantics
+import CacheStorage
+import Dispatch
+import Foundation
+import LoopbackOrigin
+import Testing
+
+@testable import CachingProxy
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("UpstreamClient", .timeLimit(.minutes(1)))
+struct UpstreamClientTests {
+    // MARK: What goes out
+
+    @Test func requestFieldsReachTheOriginExactlyInOrderWithNothingAdded() async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let client = UpstreamClient()
+        let fields = HeaderFields([
+            ("X-B", "1"), ("Host", "example.test"), ("x-a", "2"), ("X-B", "3"), ("Cookie", "a=1"), ("Cookie", "b=2"),
+            ("X-Empty", ""),
+        ])
+        let outcome = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/f?q=1&r"), fields: fields))
+        #expect(outcome.error == nil)
+        #expect(
+            origin.received.map(\.text) == [
+                "GET /f?q=1&r HTTP/1.1\r\nX-B: 1\r\nHost: example.test\r\nx-a: 2\r\nX-B: 3\r\nCookie: a=1\r\n"
+                    + "Cookie: b=2\r\nX-Empty:\r\n\r\n"
+            ])
+    }
+
+    @Test func withoutAHostFieldOnlyHostIsAdded() async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let outcome = await fetch(
+            UpstreamClient(),
+            UpstreamRequest(method: "GET", url: origin.url("/a/../b"), fields: HeaderFields([("X-A", "1")])))
+        #expect(outcome.error == nil)
+        // The path as given (no dot-segment removal), Host from the URL, nothing else.
+        #expect(
+            origin.received.map(\.text) == ["GET /a/../b HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\nX-A: 1\r\n\r\n"])
+    }
+
+    @Test func postBodyGoesWithContentLengthAndNoAddedFields() async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let request = UpstreamRequest(
+            method: "POST", url: origin.url("/p"),
+            fields: HeaderFields([("Host", "h"), ("Content-Type", "application/json")]),
+            body: Array("{\"a\":1}".utf8))
+        let outcome = await fetch(UpstreamClient(), request)
+        #expect(outcome.error == nil)
+        #expect(
+            origin.received.map(\.text) == [
+                "POST /p HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"
+            ])
+    }
+
+    @Test func largePostHasNoExpectAndNoFormContentType() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/big") { request in .init(body: "\(request.body.count)") }
+        let body = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let request = UpstreamRequest(
+            method: "POST", url: origin.baseURL + "/big", fields: HeaderFields([("Host", "h"), ("X-Order", "1")]),
+            body: body)
+        let outcome = await fetch(UpstreamClient(), request)
+        #expect(outcome.error == nil)
+        #expect(outcome.bodyText == "2000000")
+        let recorded = try #require(origin.requests.first)
+        #expect(recorded.headers.map(\.name) == ["Host", "X-Order", "Content-Length"])
+        #expect(recorded.header("Content-Length") == "2000000")
+        #expect(recorded.body == body)
+    }
+
+    /// A body (even empty) is sent with its Content-Length; no body means no Content-Length.
+    @Test(
+        arguments: [
+            ("POST", [UInt8]()), ("POST", nil), ("PUT", Array("abc".utf8)), ("DELETE", nil), ("OPTIONS", nil),
+            ("PURGE", nil), ("PATCH", Array("x".utf8)), ("GET", Array("q".utf8)),
+        ] as [(String, [UInt8]?)])
+    func methodsAndBodies(method: String, body: [UInt8]?) async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let request = UpstreamRequest(
+            method: method, url: origin.url("/m"), fields: HeaderFields([("Host", "h")]), body: body)
+        let outcome = await fetch(UpstreamClient(), request)
+        #expect(outcome.error == nil)
+        let framing = body.map { "Content-Length: \($0.count)\r\n" } ?? ""
+        let sentBody = body.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        #expect(origin.received.map(\.text) == ["\(method) /m HTTP/1.1\r\nHost: h\r\n\(framing)\r\n\(sentBody)"])
+    }
+
+    // MARK: What comes back
+
+    @Test func responseFieldsKeepOrderAndRepeatedNames() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/c") { _ in
+            .init(headers: [("Set-Cookie", "a=1"), ("X-Z", "z"), ("Set-Cookie", "b=2"), ("x-z", "again")], body: "ok")
+        }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/c", fields: [:]))
+        let head = try #require(outcome.head)
+        #expect(head.status == 200)
+        #expect(head.reason == "OK")
+        let kept = head.fields.filter { ["set-cookie", "x-z"].contains($0.name.lowercased()) }
+        #expect(
+            kept.map { "\($0.name): \($0.value)" } == ["Set-Cookie: a=1", "X-Z: z", "Set-Cookie: b=2", "x-z: again"])
+        #expect(outcome.bodyText == "ok")
+    }
+
+    @Test func gzipBodyPassesThroughCompressed() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        // A gzip member of "hello" (RFC 1952); the client must not decode it.
+        let gzip: [UInt8] = [
+            0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xCB, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00,
+            0x86, 0xA6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
+        ]
+        origin.route("/z") { _ in .init(headers: [("Content-Encoding", "gzip")], body: gzip) }
+        origin.route("/zc") { _ in .init(headers: [("Content-Encoding", "gzip")], body: gzip, chunked: true) }
+        let client = UpstreamClient()
+        for path in ["/z", "/zc"] {
+            let request = UpstreamRequest(
+                method: "GET", url: origin.baseURL + path, fields: HeaderFields([("Accept-Encoding", "gzip")]))
+            let outcome = await fetch(client, request)
+            #expect(outcome.error == nil)
+            #expect(outcome.head?.fields["Content-Encoding"] == "gzip")
+            #expect(outcome.body == gzip, "\(path)")
+        }
+        #expect(origin.requests.allSatisfy { $0.header("Accept-Encoding") == "gzip" })
+    }
+
+    @Test func chunkedBodyArrivesWithoutFraming() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/chunked") { _ in .init(generatedLength: 700_000, seed: 9, chunked: true) }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/chunked", fields: [:]))
+        #expect(outcome.error == nil)
+        #expect(outcome.head?.fields["Transfer-Encoding"] == "chunked")
+        #expect(outcome.body == LoopbackOrigin.GeneratedBody.bytes(seed: 9, count: 700_000))
+    }
+
+    @Test func redirectIsReturnedNotFollowed() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/from") { _ in .init(status: 302, headers: [("Location", "/to")], body: "moved") }
+        origin.route("/to") { _ in .init(body: "arrived") }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/from", fields: [:]))
+        #expect(outcome.head?.status == 302)
+        #expect(outcome.head?.reason == "Found")
+        #expect(outcome.head?.fields["Location"] == "/to")
+        #expect(outcome.bodyText == "moved")
+        #expect(origin.count("/to") == 0)
+    }
+
+    @Test func headReturnsWithoutWaitingForABody() async throws {
+        // The origin says 100 bytes and sends none, keeping the connection open: a client that
+        // waited for them would stall and fail with .timeout.
+        let origin = try RawOrigin { connection in
+            while connection.readRequest() != nil {
+                connection.send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"v\"\r\n\r\n")
+            }
+        }
+        defer { origin.stop() }
+        var configuration = UpstreamClient.Configuration()
+        configuration.stallTimeout = 5
+        let client = UpstreamClient(configuration: configuration)
+        for _ in 0..<2 {
+            let outcome = await fetch(
+                client, UpstreamRequest(method: "HEAD", url: origin.url("/h"), fields: HeaderFields([("Host", "h")])))
+            #expect(outcome.error == nil)
+            #expect(outcome.head?.fields["Content-Length"] == "100")
+            #expect(outcome.body.isEmpty)
+        }
+        #expect(origin.received.map(\.text).allSatisfy { $0.hasPrefix("HEAD /h HTTP/1.1\r\n") })
+        #expect(origin.received.map(\.connection) == [0, 0])
+    }
+
+    @Test func interimResponsesAreSkipped() async throws {
+        let origin = try RawOrigin { connection in
+            while connection.readRequest() != nil {
+                connection.send(
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+                        + "HTTP/1.1 201 Created\r\nX-Final: yes\r\nContent-Length: 4\r\n\r\ndone")
+            }
+        }
+        defer { origin.stop() }
+        let request = UpstreamRequest(
+            method: "PUT", url: origin.url("/i"), fields: HeaderFields([("Host", "h")]), body: [1, 2])
+        let outcome = await fetch(UpstreamClient(), request)
+        #expect(outcome.error == nil)
+        #expect(outcome.heads.count == 1)
+        #expect(outcome.head?.status == 201)
+        #expect(outcome.head?.reason == "Created")
+        #expect(outcome.head?.fields.map(\.name) == ["X-Final", "Content-Length"])
+        #expect(outcome.bodyText == "done")
+    }
+
+    @Test func obsFoldIsReplacedWithOneSpace() async throws {
+        let origin = try RawOrigin { connection in
+            while connection.readRequest() != nil {
+                connection.send(
+                    "HTTP/1.1 200 Fine Thanks\r\nX-Folded: one\r\n  two\r\n\tthree  \r\nX-Next :  n  \r\n"
+                        + "Content-Length: 2\r\n\r\nok")
+            }
+        }
+        defer { origin.stop() }
+        let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/o"), fields: [:]))
+        let head = try #require(outcome.head)
+        #expect(head.reason == "Fine Thanks")
+        #expect(
+            head.fields.map { "\($0.name)=\($0.value)" } == ["X-Folded=one two three", "X-Next=n", "Content-Length=2"])
+        #expect(outcome.bodyText == "ok")
+    }
+
+    // MARK: Connections
+
+    @Test func sequentialRequestsFromDifferentThreadsShareOneConnection() async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let client = UpstreamClient()
+        for index in 0..<6 {
+            // `fetch` runs each request on a new thread of its own.
+            let outcome = await fetch(
+                client, UpstreamRequest(method: "GET", url: origin.url("/r\(index)"), fields: [:]))
+            #expect(outcome.error == nil)
+        }
+        #expect(origin.received.count == 6)
+        #expect(origin.connections == 1)
+    }
+
+    @Test func concurrentRequestsThenReuseWithoutNewConnections() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/slow") { _ in .init(body: "s", delay: 0.2) }
+        let raw = try RawOrigin(RawOrigin.answerEach)
+        defer { raw.stop() }
+        let client = UpstreamClient()
+        await withTaskGroup(of: Outcome.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    await fetch(
+                        client, UpstreamRequest(method: "GET", url: raw.url("/c\(index)"), fields: [:]), hold: 0.3)
+                }
+            }
+            for await outcome in group { #expect(outcome.error == nil) }
+        }
+        let afterBurst = raw.connections
+        #expect((1...4).contains(afterBurst))
+        for index in 0..<8 {
+            let outcome = await fetch(client, UpstreamRequest(method: "GET", url: raw.url("/s\(index)"), fields: [:]))
+            #expect(outcome.error == nil)
+        }
+        #expect(raw.connections == afterBurst)
+    }
+
+    @Test func manyThreadsAtOnceEachGetTheirOwnResponse() async throws {
+        let origin = try RawOrigin { connection in
+            while let request = connection.readRequest() {
+                let target = request.split(separator: " ")[1]
+                connection.send("HTTP/1.1 200 OK\r\nContent-Length: \(target.utf8.count)\r\n\r\n\(target)")
+            }
+        }
+        defer { origin.stop() }
+        let client = UpstreamClient()
+        let failures = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var failures = 0
+                    for index in 0..<25 {
+                        let path = "/w\(worker)/\(index)"
+                        let outcome = await fetch(
+                            client, UpstreamRequest(method: "GET", url: origin.url(path), fields: [:]))
+                        if outcome.error != nil || outcome.bodyText != path { failures += 1 }
+                    }
+                    return failures
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(failures == 0)
+        #expect(origin.received.count == 200)
+        // Never more connections than requests in flight at once.
+        #expect(origin.connections <= 8)
+    }
+
+    @Test(arguments: ["GET", "HEAD", "DELETE"])
+    func idempotentRequestIsRetriedOnceWhenAKeptAliveConnectionCloses(method: String) async throws {
+        let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
+        defer { origin.stop() }
+        let client = UpstreamClient()
+        let warm = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/warm"), fields: [:]))
+        #expect(warm.error == nil)
+        let outcome = await fetch(client, UpstreamRequest(method: method, url: origin.url("/again"), fields: [:]))
+        #expect(outcome.error == nil)
+        #expect(outcome.head?.status == 200)
+        let sent = origin.received.filter { $0.text.hasPrefix("\(method) /again ") }
+        #expect(sent.map(\.connection) == [0, 1])
+    }
+
+    /// POST and PATCH are never sent twice, with a body, an empty one or none: the request
+    /// the origin may have acted on fails as .closed instead.
+    @Test(
+        arguments: [
+            ("POST", Array("abc".utf8)), ("POST", []), ("POST", nil), ("PATCH", Array("p".utf8)),
+        ] as [(String, [UInt8]?)])
+    func nonIdempotentRequestIsNotSentAgain(method: String, body: [UInt8]?) async throws {
+        let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
+        defer { origin.stop() }
+        let client = UpstreamClient()
+        let warm = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/warm"), fields: [:]))
+        #expect(warm.error == nil)
+        let url = origin.url("/once")
+        let outcome = await fetch(client, UpstreamRequest(method: method, url: url, fields: [:], body: body))
+        let error = try #require(outcome.error)
+        #expect(error.kind == .closed)
+        #expect(!error.receivedHead)
+        #expect(error.description.contains(url))
+        #expect(error.description.contains("not idempotent"))
+        #expect(origin.received.filter { $0.text.hasPrefix("\(method) /once ") }.count == 1)
+        // The client still works afterwards, on a new connection.
+        let after = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/after"), fields: [:]))
+        #expect(after.error == nil)
+    }
+
+    // MARK: Failures
+
+    @Test func refusedConnectionIsAConnectErrorThatSaysWhy() async throws {
+        let port = try RawOrigin.unusedPort()
+        let url = "http://127.0.0.1:\(port)/x"
+        let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:]))
+        let error = try #require(outcome.error)
+        #expect(error.kind == .connect)
+        #expect(!error.receivedHead)
+        #expect(error.description == "could not connect to \(url) (Connection refused); is the origin running?")
+    }
+
+    @Test func connectTimeoutIsATimeout() async throws {
+        // A listener whose accept queue is full drops further SYNs: connecting hangs.
+        let full = try RawOrigin.FullListener()
+        defer { full.close() }
+        var configuration = UpstreamClient.Configuration()
+        configuration.connectTimeout = 0.3
+        let url = "http://127.0.0.1:\(full.port)/"
+        let outcome = await fetch(
+            UpstreamClient(configuration: configuration), UpstreamRequest(method: "GET", url: url, fields: [:]))
+        let error = try #require(outcome.error)
+        #expect(error.kind == .timeout)
+        #expect(error.description.hasPrefix("could not connect to \(url) within 0.3 s"))
+    }
+
+    @Test func originThatSendsNothingIsAStallTimeout() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/wait") { _ in .init(body: "late", delay: 30) }
+        origin.route("/pause") { _ in .init(generatedLength: 100_000, seed: 1, pauseAfterBodyBytes: 1_000) }
+        var configuration = UpstreamClient.Configuration()
+        configuration.stallTimeout = 1
+        let client = UpstreamClient(configuration: configuration)
+
+        let beforeHead = await fetch(client, UpstreamRequest(method: "GET", url: origin.baseURL + "/wait", fields: [:]))
+        let error = try #require(beforeHead.error)
+        #expect(error.kind == .timeout)
+        #expect(!error.receivedHead)
+        #expect(error.description == "no byte from \(origin.baseURL)/wait for 1 s while waiting for a response")
+
+        let inBody = await fetch(client, UpstreamRequest(method: "GET", url: origin.baseURL + "/pause", fields: [:]))
+        #expect(inBody.error?.kind == .timeout)
+        #expect(inBody.error?.receivedHead == true)
+        #expect(inBody.body.count == 1_000)
+    }
+
+    @Test func bodyShorterThanContentLengthIsClosedAfterTheHead() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/cut") { _ in .init(body: [UInt8](repeating: 0x61, count: 10_000), cutAfterBodyBytes: 1_000) }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/cut", fields: [:]))
+        let error = try #require(outcome.error)
+        #expect(error.kind == .closed)
+        #expect(error.receivedHead)
+        #expect(outcome.heads.count == 1)
+        #expect(outcome.body.count == 1_000)
+        #expect(error.description.contains("\(origin.baseURL)/cut"))
+    }
+
+    @Test func originClosingWithoutAnswerIsClosed() async throws {
+        let origin = try RawOrigin { connection in _ = connection.readRequest() }
+        defer { origin.stop() }
+        let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/n"), fields: [:]))
+        #expect(outcome.error?.kind == .closed)
+        #expect(outcome.error?.receivedHead == false)
+    }
+
+    @Test func receiverReturningFalseAborts() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/big") { _ in .init(generatedLength: 5_000_000, seed: 2) }
+        let client = UpstreamClient()
+        let url = origin.baseURL + "/big"
+
+        let atHead = await fetch(client, UpstreamRequest(method: "GET", url: url, fields: [:]), stopAtHead: true)
+        #expect(atHead.error?.kind == .aborted)
+        #expect(atHead.error?.receivedHead == true)
+        #expect(atHead.body.isEmpty)
+
+        let inBody = await fetch(client, UpstreamRequest(method: "GET", url: url, fields: [:]), stopAfterBodyBytes: 1)
+        let error = try #require(inBody.error)
+        #expect(error.kind == .aborted)
+        #expect(error.receivedHead)
+        #expect(error.description == "the transfer from \(url) was stopped by its receiver")
+        #expect(inBody.body.count < 5_000_000)
+        // The handle is usable again.
+        origin.route("/small") { _ in .init(body: "s") }
+        #expect(
+            await fetch(client, UpstreamRequest(method: "GET", url: origin.baseURL + "/small", fields: [:])).bodyText
+                == "s")
+    }
+
+    @Test(arguments: [
+        "HTTP/1.1 abc Nope\r\n\r\n", "HTTP/1.1 2000 OK\r\n\r\n", "hello there\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello",
+    ])
+    func malformedStatusLineOrLengthIsAProtocolError(reply: String) async throws {
+        let origin = try RawOrigin { connection in
+            if connection.readRequest() != nil { connection.send(reply) }
+        }
+        defer { origin.stop() }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
+        #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
+        #expect(outcome.heads.isEmpty)
+    }
+
+    @Test func brokenChunkedFramingIsAProtocolError() async throws {
+        let origin = try RawOrigin { connection in
+            if connection.readRequest() != nil {
+                connection.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+            }
+        }
+        defer { origin.stop() }
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
+        #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
+        #expect(outcome.error?.receivedHead == true)
+    }
+
+    @Test func onlyHTTPURLsWithoutUserInformationAreFetched() async throws {
+        let outcome = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET", url: "file:///etc/passwd", fields: [:]))
+        #expect(outcome.error?.kind == .other)
+        #expect(outcome.heads.isEmpty)
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        let credentials = "http://user:secret@127.0.0.1:\(origin.port)/"
+        let withUser = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: credentials, fields: [:]))
+        #expect(withUser.error?.kind == .other)
+        #expect(origin.received.isEmpty)
+        let badMethod = await fetch(
+            UpstreamClient(), UpstreamRequest(method: "GET / HTTP/1.1\r\nX:", url: "http://127.0.0.1:1/", fields: [:]))
+        #expect(badMethod.error?.kind == .other)
+    }
+
+    // MARK: Parts without sockets
+
+    @Test func parserSkipsInterimHeadsAndTrailersAndUnfolds() {
+        var parser = ResponseHeadParser()
+        var events: [ResponseHeadParser.Event] = []
+        let lines = [
+            "HTTP/1.1 100 Continue\r\n", "\r\n", "HTTP/1.1 200\r\n", " orphan\r\n", "A: 1\r\n", "\t2\r\n",
+            "no colon here\r\n", "B:\r\n", " b\r\n", "\r\n", "Trailer: t\r\n", "\r\n",
+        ]
+        for line in lines {
+            let event = Array(line.utf8).withUnsafeBytes { parser.consume($0) }
+            if event != .none { events.append(event) }
+        }
+        #expect(
+            events == [
+                .head(status: 200, reason: "", fields: [.init(name: "A", value: "1 2"), .init(name: "B", value: "b")])
+            ])
+    }
+
+    @Test(arguments: [
+        ("HTTP/1.1 2000 OK", false), ("HTTP/1.1 20 OK", false), ("HTTP/1.1 200", true), ("HTTP/1.1 200 ", true),
+        ("HTTP/1.0 404 Not  Found", true), ("ICY 200 OK", false), ("HTTP/1.1", false),
+    ])
+    func parserChecksTheStatusLine(line: String, valid: Bool) {
+        var parser = ResponseHeadParser()
+        let event = Array((line + "\r\n").utf8).withUnsafeBytes { parser.consume($0) }
+        #expect((event == .none) == valid)
+    }
+
+    @Test(arguments: [
+        (["5", "5"], true), (["5, 5"], true), (["5", "6"], false), (["5, 6"], false), ([""], false), (["1e3"], false),
+        (["+5"], false),
+    ])
+    func parserRefusesConflictingContentLength(values: [String], valid: Bool) {
+        let fields = values.map { HeaderField(name: "Content-Length", value: $0) }
+        #expect(ResponseHeadParser.hasValidFraming(fields) == valid)
+        #expect(ResponseHeadParser.hasValidFraming(fields + [.init(name: "Transfer-Encoding", value: "chunked")]))
+    }
+
+    @Test func parserKeepsNonUTF8BytesAsLatin1() {
+        var parser = ResponseHeadParser()
+        var last = ResponseHeadParser.Event.none
+        for line in [Array("HTTP/1.1 200 OK\r\n".utf8), [0x58, 0x3A, 0x20, 0xE9, 0x0D, 0x0A], [0x0D, 0x0A]] {
+            last = line.withUnsafeBytes { parser.consume($0) }
+        }
+        #expect(last == .head(status: 200, reason: "OK", fields: [.init(name: "X", value: "\u{E9}")]))
+    }
+
+    @Test func idempotentMethodsFollowRFC9110() {
+        #expect(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].allSatisfy(UpstreamClient.isIdempotent))
+        #expect(!["POST", "PATCH", "PURGE", "get", "CONNECT"].contains(where: UpstreamClient.isIdempotent))
+    }
+}
+
+// MARK: - Helpers
+
+/// What a receiver saw, and how `perform` ended.
+struct Outcome: Sendable {
+    var heads: [UpstreamResponseHead] = []
+    var body: [UInt8] = []
+    var error: UpstreamError?
+    var head: UpstreamResponseHead? { heads.first }
+    var bodyText: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// Collects a response; optionally stops at the head or after some body bytes.
+final class Collector: UpstreamReceiver {
+    var outcome = Outcome()
+    let stopAtHead: Bool
+    let stopAfterBodyBytes: Int?
+
+    init(stopAtHead: Bool, stopAfterBodyBytes: Int?) {
+        self.stopAtHead = stopAtHead
+        self.stopAfterBodyBytes = stopAfterBodyBytes
+    }
+
+    func receive(head: UpstreamResponseHead) -> Bool {
+        outcome.heads.append(head)
+        return !stopAtHead
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        outcome.body.append(contentsOf: body)
+        if let stopAfterBodyBytes, outcome.body.count >= stopAfterBodyBytes { return false }
+        return true
+    }
+}
+
+/// Runs `perform` on a thread of its own (it blocks), as the proxy's workers do; `hold` keeps
+/// the thread busy that many seconds first, so that several such calls overlap.
+func fetch(
+    _ client: UpstreamClient, _ request: UpstreamRequest, stopAtHead: Bool = false, stopAfterBodyBytes: Int? = nil,
+    hold: Double = 0
+) async -> Outcome {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            if hold > 0 { usleep(UInt32(hold * 1_000_000)) }
+            let collector = Collector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+            do throws(UpstreamError) {
+                try client.perform(request, collector)
+            } catch {
+                collector.outcome.error = error
+            }
+            continuation.resume(returning: collector.outcome)
+        }
+    }
+}
+
+/// A tiny HTTP origin on 127.0.0.1 for what `LoopbackOrigin` does not do: interim responses,
+/// folded fields, malformed status lines, connections dropped at a chosen request. Each
+/// connection runs `script` on its own thread and records every request it reads, raw.
+final class RawOrigin: Sendable {
+    struct Received: Sendable {
+        /// 0 for the first connection accepted, 1 for the next…
+        var connection: Int
+        var text: String
+    }
+
+    private struct State {
+        var received: [Received] = []
+        var connections = 0
+        var open: Set<Int32> = []
+        var stopped = false
+    }
+
+    private let state = Locked(State())
+    private let listener: Int32
+    private let acceptExited = DispatchSemaphore(value: 0)
+    let port: UInt16
+
+    init(_ script: @escaping @Sendable (RawConnection) -> Void) throws {
+        (listener, port) = try Self.listen(backlog: 64)
+        let listener = listener
+        Thread.detachNewThread { [self] in
+            defer { acceptExited.signal() }
+            while true {
+                let fd = accept(listener, nil, nil)
+                if fd < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                let index: Int? = state.withLock { state in
+                    guard !state.stopped else { return nil }
+                    state.open.insert(fd)
+                    state.connections += 1
+                    return state.connections - 1
+                }
+                guard let index else {
+                    Glibc.close(fd)
+                    continue
+                }
+                Thread.detachNewThread { [self] in
+                    script(RawConnection(fd: fd, index: index, origin: self))
+                    state.withLock { state in
+                        state.open.remove(fd)
+                        Glibc.close(fd)
+                    }
+                }
+            }
+        }
+    }
+
+    deinit { stop() }
+
+    /// Every connection answers each request with a short 200, keeping the connection open.
+    static let answerEach: @Sendable (RawConnection) -> Void = { connection in
+        while connection.readRequest() != nil {
+            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        }
+    }
+
+    /// The first connection answers its first request, then reads the second and closes without
+    /// answering (as an origin does when its idle timeout strikes just as the request arrives);
+    /// later connections answer everything.
+    static let answerOnceThenDropTheNext: @Sendable (RawConnection) -> Void = { connection in
+        var count = 0
+        while connection.readRequest() != nil {
+            count += 1
+            if connection.index == 0 && count == 2 { return }
+            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        }
+    }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    var received: [Received] { state.withLock { $0.received } }
+    /// How many connections were accepted.
+    var connections: Int { state.withLock { $0.connections } }
+
+    fileprivate func record(_ received: Received) {
+        state.withLock { $0.received.append(received) }
+    }
+
+    /// Stops accepting, shuts every connection down and waits for the accept thread.
+    func stop() {
+        let first: Bool = state.withLock { state in
+            guard !state.stopped else { return false }
+            state.stopped = true
+            state.open.forEach { _ = shutdown($0, Int32(SHUT_RDWR)) }
+            return true
+        }
+        guard first else { return }
+        _ = shutdown(listener, Int32(SHUT_RDWR))  // wakes accept (EINVAL)
+        acceptExited.wait()
+        Glibc.close(listener)
+    }
+
+    /// A bound, listening 127.0.0.1 socket on a port the kernel chose.
+    static func listen(backlog: Int32) throws -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && Glibc.listen(fd, backlog) == 0
+                    && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            let code = errno
+            Glibc.close(fd)
+            throw POSIXError(.init(rawValue: code) ?? .EIO)
+        }
+        return (fd, UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A port nothing listens on (bound, then closed).
+    static func unusedPort() throws -> UInt16 {
+        let (fd, port) = try listen(backlog: 1)
+        Glibc.close(fd)
+        return port
+    }
+
+    /// A listener with a backlog of 0 and one connection waiting, never accepted: Linux then
+    /// drops further SYNs, so a connect to it hangs.
+    final class FullListener {
+        let port: UInt16
+        private let fd: Int32
+        private var clients: [Int32] = []
+
+        init() throws {
+            (fd, port) = try RawOrigin.listen(backlog: 0)
+            for _ in 0..<2 {
+                let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                address.sin_port = port.bigEndian
+                _ = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                clients.append(client)
+            }
+            usleep(50_000)  // let the handshakes settle into the queue
+        }
+
+        func close() {
+            (clients + [fd]).forEach { _ = Glibc.close($0) }
+        }
+    }
+}
+
+/// One accepted connection of a ``RawOrigin``, used by its own thread.
+final class RawConnection {
+    let index: Int
+    private let fd: Int32
+    private let origin: RawOrigin
+    private var buffer: [UInt8] = []
+
+    fileprivate init(fd: Int32, index: Int, origin: RawOrigin) {
+        self.fd = fd
+        self.index = index
+        self.origin = origin
+    }
+
+    /// Reads the next request (head, and a body of its Content-Length) and records it; nil when
+    /// the client closed the connection or the origin stopped.
+    @discardableResult
+    func readRequest() -> String? {
+        let separator: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A]
+        var headEnd: Int?
+        while true {
+            if let end = buffer.indices.dropLast(3).first(where: { buffer[$0..<$0 + 4].elementsEqual(separator) }) {
+                headEnd = end + 4
+                break
+            }
+            guard receiveMore() else { return nil }
+        }
+        guard let headEnd else { return nil }
+        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
+        var length = 0
+        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+            length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        while buffer.count < headEnd + length {
+            guard receiveMore() else { return nil }
+        }
+        let text = String(decoding: buffer[..<(headEnd + length)], as: UTF8.self)
+        buffer.removeFirst(headEnd + length)
+        origin.record(.init(connection: index, text: text))
+        return text
+    }
+
+    func send(_ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 && errno == EINTR { continue }
+            guard sent > 0 else { return }
+            bytes = bytes.dropFirst(sent)
+        }
+    }
+
+    private func receiveMore() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            buffer.append(contentsOf: chunk[..<count])
+            return true
+        }
+    }
+}
