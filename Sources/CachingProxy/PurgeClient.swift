@@ -16,13 +16,13 @@ extension CachingProxy {
     /// forward proxies alike.
     public static func purge(_ url: String, proxy: String, token: String?, timeout: Double = 10) throws -> PurgeAnswer
     {
-        guard let address = Messages.absoluteTarget(proxy), let (host, port) = Tunnel.authority(
+        guard let address = Messages.absoluteTarget(proxy), let (host, port) = OriginSocket.authority(
             address.authority.contains(":") ? address.authority : address.authority + ":80")
         else {
             throw ConfigurationError(description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")
         }
         let fd: Int32
-        switch Tunnel.connect(host: host, port: port, timeout: timeout) {
+        switch OriginSocket.connect(host: host, port: port, timeout: timeout) {
         case .success(let socket): fd = socket
         case .failure(let failure):
             throw ConfigurationError(description: "could not connect to the proxy at \(proxy): \(failure); is `httpcache serve` running?")

@@ -38,11 +38,11 @@ struct MessagesTests {
 
     @Test("CONNECT targets are host:port (RFC 9110 §9.3.6)")
     func connectAuthority() {
-        #expect(Tunnel.authority("example.test:443")! == ("example.test", 443))
-        #expect(Tunnel.authority("[::1]:8443")! == ("::1", 8443))
-        #expect(Tunnel.authority("example.test") == nil)
-        #expect(Tunnel.authority("example.test:0") == nil)
-        #expect(Tunnel.authority("example.test:99999") == nil)
-        #expect(Tunnel.authority("/path:80") == nil)
+        #expect(OriginSocket.authority("example.test:443")! == ("example.test", 443))
+        #expect(OriginSocket.authority("[::1]:8443")! == ("::1", 8443))
+        #expect(OriginSocket.authority("example.test") == nil)
+        #expect(OriginSocket.authority("example.test:0") == nil)
+        #expect(OriginSocket.authority("example.test:99999") == nil)
+        #expect(OriginSocket.authority("/path:80") == nil)
     }
 }

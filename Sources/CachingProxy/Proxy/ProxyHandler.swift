@@ -390,12 +390,12 @@ final class ProxyHandler: RequestHandler {
         guard origin == nil else {
             return answer(405, "405 Method Not Allowed: CONNECT is only served in forward mode (--forward)", responder)
         }
-        guard let (host, port) = Tunnel.authority(request.target) else {
+        guard let (host, port) = OriginSocket.authority(request.target) else {
             return answer(400, "400 Bad Request: CONNECT needs host:port as its target (RFC 9110 §9.3.6)", responder)
         }
         metrics.count(.pass)
         workers.submit { [self] in
-            switch Tunnel.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
+            switch OriginSocket.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
             case .success(let fd): responder.tunnel(to: fd)
             case .failure(let error): answer(502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder)
             }

@@ -1,4 +1,5 @@
 internal import CCurlHTTPCache
+import CEpollHTTPCache
 import CacheSemantics
 
 #if canImport(Glibc)

@@ -1,7 +1,7 @@
 import Glibc
 
-/// Opening the origin side of a `CONNECT` tunnel (RFC 9110 §9.3.6).
-enum Tunnel {
+/// Opening the origin side of a `CONNECT` tunnel (RFC 9110 §9.3.6), and the proxy for `purge --proxy`.
+enum OriginSocket {
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
