@@ -43,6 +43,11 @@ package final class UpstreamClient: Sendable {
     private let configuration: Configuration
     /// Idle handles, most recently used last: taking the last one reuses the connection that
     /// has been idle for the shortest time, the likeliest to be still open.
+    ///
+    /// Each handle keeps its own connection cache. A CURLSH share of connections would let any
+    /// handle take any idle connection, but libcurl 7.88's shared connection cache is not safe
+    /// across threads (its known bug 11.11). A shared DNS cache is not used either: each handle
+    /// caches names for 60 s already, so it would save at most one lookup per handle and name.
     private let idleHandles = Locked<[EasyHandle]>([])
 
     /// A client with no connections yet; they are made on first use.
