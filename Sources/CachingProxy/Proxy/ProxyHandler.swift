@@ -45,6 +45,12 @@ final class ProxyHandler: RequestHandler {
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// Requests waiting for an identical one in flight, by primary key.
     private let inFlight = Mutex<[String: [@Sendable (Collapse?) -> Void]]>([:])
+    /// URLs and primary keys by request-target (``rememberedKey(_:)``).
+    private let keys = Mutex<[String: (target: Target, primaryKey: String)]>([:])
+    private static let rememberedKeyLimit = 16_384
+    /// `Cache-Status` of a hit without the ttl, when the name is a token (it is serialized as
+    /// is, RFC 9211 §2).
+    private let hitStatusPrefix: String?
     /// Primary keys being revalidated in the background (RFC 5861 §3).
     private let revalidating = Mutex<Set<String>>([])
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
@@ -81,6 +87,8 @@ final class ProxyHandler: RequestHandler {
             store = memory
         }
         self.memory = memory
+        hitStatusPrefix = CacheStatus(cache: configuration.name).fieldValue.hasPrefix(configuration.name + ";")
+            ? configuration.name + "; hit; ttl=" : nil
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
         upstreamConfiguration.stallTimeout = configuration.originStallTimeout
@@ -103,6 +111,9 @@ final class ProxyHandler: RequestHandler {
     // MARK: Routing
 
     func handle(_ request: ServerRequest, _ responder: Responder) {
+        if let (target, primaryKey) = rememberedKey(request), !isMetricsTarget(request.target) {
+            return proceed(request, target: target, primaryKey: primaryKey, responder)
+        }
         if request.method == "CONNECT" {
             return connect(request, responder)
         }
@@ -129,16 +140,35 @@ final class ProxyHandler: RequestHandler {
         if request.method == "PURGE" {
             return purge(request, key: key, url: target.url, responder)
         }
+        proceed(request, target: target, primaryKey: key.primaryKey, responder)
+    }
+
+    private func proceed(_ request: ServerRequest, target: Target, primaryKey: String, _ responder: Responder) {
         let prepared = ProxyRequest(
             server: request, target: target,
-            head: RequestHead(method: request.method, uri: target.url, fields: request.fields),
-            primaryKey: key.primaryKey)
+            head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey)
         proceed(prepared, responder)
     }
 
     private func isMetricsTarget(_ target: String) -> Bool {
-        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target
-        return path == configuration.metricsPath
+        let path = configuration.metricsPath.utf8
+        let text = target.utf8
+        guard text.starts(with: path) else { return false }
+        let rest = text.dropFirst(path.count)
+        return rest.isEmpty || rest.first == UInt8(ascii: "?")
+    }
+
+    /// The URL and primary key of a `GET` or `HEAD` request-target, remembered: normalizing a
+    /// URL for its key is the largest part of a hit otherwise.
+    private func rememberedKey(_ request: ServerRequest) -> (target: Target, primaryKey: String)? {
+        guard request.method == "GET" || request.method == "HEAD" else { return nil }
+        if let known = keys.withLock({ $0[request.target] }) { return known }
+        guard let target = target(of: request), let key = CacheKey(method: "GET", uri: target.url) else { return nil }
+        keys.withLock { keys in
+            if keys.count >= Self.rememberedKeyLimit { keys.removeAll(keepingCapacity: true) }
+            keys[request.target] = (target, key.primaryKey)
+        }
+        return (target, key.primaryKey)
     }
 
     /// The URL a request is for: the origin's plus the target in reverse mode, the target
@@ -283,7 +313,13 @@ final class ProxyHandler: RequestHandler {
         var fields = entry.head.fields
         fields["Age"] = use.ageFieldValue
         Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
-        fields["Cache-Status"] = status.appended(to: fields["Cache-Status"])
+        if let prefix = hitStatusPrefix, status.hit, status.detail == nil, let ttl = status.ttl,
+            !fields.contains("Cache-Status")
+        {
+            fields.append(name: "Cache-Status", value: prefix + String(ttl))
+        } else {
+            fields["Cache-Status"] = status.appended(to: fields["Cache-Status"])
+        }
         store.recordAccess(entry.id, at: configuration.clock())
         metrics.count(outcome)
         let size = entry.bodySize
