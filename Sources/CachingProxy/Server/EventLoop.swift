@@ -220,11 +220,11 @@ final class EventLoop: @unchecked Sendable {
         let flags = event.events
         let failed = flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
         if fd == connection.fd {
-            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.canRead = true }
-            if flags & EPOLLOUT.rawValue != 0 || failed { connection.canWrite = true }
+            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.state.canRead = true }
+            if flags & EPOLLOUT.rawValue != 0 || failed { connection.state.canWrite = true }
             // While the handler works nothing is read, so a reset would go unnoticed: close now.
-            if failed && connection.phase == .handling { return close(connection) }
-        } else if let tunnel = connection.tunnel {
+            if failed && connection.state.phase == .handling { return close(connection) }
+        } else if let tunnel = connection.state.tunnel {
             if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { tunnel.canRead = true }
             if flags & EPOLLOUT.rawValue != 0 || failed { tunnel.canWrite = true }
         }
@@ -233,8 +233,8 @@ final class EventLoop: @unchecked Sendable {
 
     /// Asks for `connection` to be driven before the loop waits again.
     func markDirty(_ connection: Connection) {
-        guard connection !== driving, !connection.isDirty, !connection.closed else { return }
-        connection.isDirty = true
+        guard connection !== driving, !connection.state.isDirty, !connection.state.closed else { return }
+        connection.state.isDirty = true
         dirty.append(connection)
     }
 
@@ -242,8 +242,8 @@ final class EventLoop: @unchecked Sendable {
         var index = 0
         while index < dirty.count {
             let connection = dirty[index]
-            connection.isDirty = false
-            if !connection.closed { drive(connection) }
+            connection.state.isDirty = false
+            if !connection.state.closed { drive(connection) }
             index += 1
         }
         dirty.removeAll(keepingCapacity: true)
@@ -283,7 +283,7 @@ final class EventLoop: @unchecked Sendable {
                 peerIsLoopback: withUnsafePointer(to: &address) { isLoopback($0) },
                 parser: RequestHeadParser(
                     maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
-            connection.deadline = now + headerMilliseconds
+            connection.state.deadline = now + headerMilliseconds
             guard register(fd, connection) else {
                 Glibc.close(fd)
                 counters.closed()
@@ -350,15 +350,15 @@ final class EventLoop: @unchecked Sendable {
             defer { slot += 1 }
             guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
             // A client that stops reading: nothing it is sent moves for idleTimeout.
-            if connection.writeBlockedSince > 0 && now - connection.writeBlockedSince >= idleMilliseconds {
+            if connection.state.writeBlockedSince > 0 && now - connection.state.writeBlockedSince >= idleMilliseconds {
                 close(connection)
                 continue
             }
-            if connection.phase != .tunnel && !connection.output.isEmpty { continue }
-            guard now >= connection.deadline else { continue }
-            switch connection.phase {
+            if connection.state.phase != .tunnel && !connection.state.output.isEmpty { continue }
+            guard now >= connection.state.deadline else { continue }
+            switch connection.state.phase {
             case .head:
-                if connection.bufferedInput > 0 || connection.parser.hasStarted {
+                if connection.state.bufferedInput > 0 || connection.state.parser.hasStarted {
                     reject(
                         connection,
                         Rejection(
@@ -385,11 +385,11 @@ final class EventLoop: @unchecked Sendable {
 
     /// Closes the connection (and its tunnel's upstream) at once; blocked writers wake up.
     func close(_ connection: Connection) {
-        guard !connection.closed else { return }
-        connection.closed = true
+        guard !connection.state.closed else { return }
+        connection.state.closed = true
         Glibc.close(connection.fd)
         connections[Int(connection.fd)] = nil
-        if let tunnel = connection.tunnel {
+        if let tunnel = connection.state.tunnel {
             Glibc.close(tunnel.fd)
             connections[Int(tunnel.fd)] = nil
         }
@@ -401,7 +401,7 @@ final class EventLoop: @unchecked Sendable {
             shared.queuedBytes = 0
             if shared.waiters > 0 { shared.condition.broadcast() }
         }
-        connection.releaseBuffers()
+        connection.state.releaseBuffers()
     }
 
     // MARK: posted work
@@ -468,7 +468,8 @@ final class EventLoop: @unchecked Sendable {
     /// Whether `target` is the request its connection is answering now.
     func isCurrent(_ target: ResponseTarget) -> Bool {
         let connection = target.connection
-        return !connection.closed && connection.sequence == target.sequence && connection.phase == .handling
+        return !connection.state.closed && connection.state.sequence == target.sequence
+            && connection.state.phase == .handling
     }
 
     // MARK: shutdown
@@ -481,16 +482,16 @@ final class EventLoop: @unchecked Sendable {
         while slot < connections.count {
             defer { slot += 1 }
             guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
-            switch connection.phase {
+            switch connection.state.phase {
             case .head, .body:
                 // Idle, or a request not complete yet: nothing is in flight.
-                if connection.output.isEmpty {
+                if connection.state.output.isEmpty {
                     close(connection)
                 } else {
-                    connection.phase = .closing
+                    connection.state.phase = .closing
                 }
             case .handling:
-                connection.keepAlive = false
+                connection.state.keepAlive = false
             case .closing, .tunnel:
                 break
             }
@@ -507,7 +508,7 @@ final class EventLoop: @unchecked Sendable {
         for command in left {
             if case .tunnel(_, let fd) = command { Glibc.close(fd) }
         }
-        for case let connection? in connections where !connection.closed { close(connection) }
+        for case let connection? in connections where !connection.state.closed { close(connection) }
         removeListener()
         mailboxLock.withLock {
             Glibc.close(wakeFD)
