@@ -135,6 +135,62 @@ struct HTTPServerTests {
         #expect(statistics.connectionsOpen == 1)
     }
 
+    @Test("A port in use is a clear ServerError naming the address")
+    func portInUse() throws {
+        let test = try TestServer()
+        defer { test.server.shutdown(timeout: 1) }
+        var configuration = HTTPServer.Configuration()
+        configuration.port = test.port
+        do {
+            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+            Issue.record("a second server could listen on port \(test.port)")
+        } catch {
+            #expect(
+                error.description
+                    == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port")
+        }
+        configuration.host = "example.com"
+        #expect(throws: ServerError.self) {
+            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+        }
+    }
+
+    @Test(
+        "With two loops on one listener concurrent clients are all served, answers from other threads too (RFC 9112 §9.3)"
+    )
+    func twoLoops() throws {
+        let test = try TestServer(
+            handler: { request, responder in
+                if request.target.hasSuffix("/late") {
+                    onNewThread { TestServer.echo(request, responder) }
+                } else {
+                    TestServer.echo(request, responder)
+                }
+            }, configure: { $0.loops = 2 })
+        defer { test.server.shutdown(timeout: 1) }
+        let failures = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        for client in 0..<8 {
+            onNewThread {
+                do {
+                    let connection = try RawHTTPClient(port: test.port)
+                    for request in 0..<20 {
+                        let target = "/\(client)/\(request)" + (request % 3 == 0 ? "/late" : "")
+                        try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+                        if try connection.readResponse().bodyText != target { failures.withLock { $0 += 1 } }
+                    }
+                } catch {
+                    failures.withLock { $0 += 1 }
+                }
+                done.signal()
+            }
+        }
+        for _ in 0..<8 { #expect(wait(done)) }
+        #expect(failures.withLock { $0 } == 0)
+        #expect(test.server.statistics.requests == 160)
+        #expect(test.server.statistics.connectionsAccepted == 8)
+    }
+
     @Test("Connection: close is honoured and answered with Connection: close (RFC 9112 §9.6)")
     func connectionClose() throws {
         let test = try TestServer()

@@ -42,6 +42,8 @@ package final class HTTPServer: Sendable {
         package var bodyTimeout = 30.0
         /// Open connections beyond which new ones get `503` and are closed at once.
         package var maxConnections = 4096
+        /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
+        /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
     }
 
