@@ -95,7 +95,8 @@ package final class HTTPServer: Sendable {
     /// Stops the server: no more connections are accepted, idle keep-alive connections are
     /// closed, responses in flight may finish (a connection that is still busy after
     /// `timeout` seconds is closed), then the threads end. Returns when they have; further
-    /// calls return at once. Must not be called from a handler on a loop thread.
+    /// calls return at once. Called on a loop thread (from a handler) it starts the same
+    /// shutdown but cannot wait for it.
     package func shutdown(timeout: Double) { core.shutdown(timeout: timeout) }
 
     /// The counters now.

@@ -18,7 +18,8 @@ import Glibc
 /// Every request is answered exactly once: ``respond(_:body:framing:)``, or ``start(_:framing:)``
 /// then writes and ``finish()``, or ``abort()``, or ``tunnel(to:)``. Calls after that, or after
 /// the client went away, do nothing (writes return `false`). A responder released without an
-/// answer closes its connection.
+/// answer closes its connection. The answer is the final response: interim `1xx` responses
+/// other than the server's own `100 Continue` cannot be sent.
 package final class Responder: @unchecked Sendable {
     private let loop: EventLoop
     private let target: ResponseTarget
