@@ -63,7 +63,6 @@ final class EventLoop: @unchecked Sendable {
     private static let listenerToken = UInt64.max
     private static let wakeToken = UInt64.max - 1
 
-    let index: Int
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
     let counters: ConnectionCounters
@@ -107,10 +106,9 @@ final class EventLoop: @unchecked Sendable {
     private var rejectedCount = 0
 
     init(
-        index: Int, configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
+        configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
         handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
     ) {
-        self.index = index
         self.handler = handler
         self.log = log
         self.counters = counters
@@ -139,6 +137,12 @@ final class EventLoop: @unchecked Sendable {
 
     /// Whether the loop could be set up (epoll and eventfd exist).
     var isUsable: Bool { epollFD >= 0 && wakeFD >= 0 }
+
+    /// Closes what a loop that never ran holds.
+    func discard() {
+        if epollFD >= 0 { Glibc.close(epollFD) }
+        if wakeFD >= 0 { Glibc.close(wakeFD) }
+    }
 
     private var shareListener: Bool { acceptBatch == 1 }
 

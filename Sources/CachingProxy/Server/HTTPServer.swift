@@ -143,10 +143,11 @@ private final class ServerCore: @unchecked Sendable {
             let count = max(1, configuration.loops)
             for index in 0..<count {
                 let loop = EventLoop(
-                    index: index, configuration: configuration, listenFD: listenFD, shareListener: count > 1,
+                    configuration: configuration, listenFD: listenFD, shareListener: count > 1,
                     handler: handler, log: log, counters: counters)
                 guard loop.isUsable, let thread = loop.spawn() else {
                     log("HTTP server: cannot start event loop \(index): \(errnoText(errno))")
+                    loop.discard()
                     continue
                 }
                 loops.append(loop)
