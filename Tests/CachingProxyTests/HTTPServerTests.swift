@@ -1,98 +1,25 @@
 import CacheSemantics
 import CachingProxy
 import Dispatch
+import Foundation
 import Glibc
 import Synchronization
 import Testing
-
-/// A handler whose behaviour each test sets; it records every request it is given.
-final class RecordingHandler: RequestHandler {
-    private let received = Mutex<[ServerRequest]>([])
-    private let action: @Sendable (ServerRequest, Responder) -> Void
-
-    init(_ action: @escaping @Sendable (ServerRequest, Responder) -> Void) { self.action = action }
-
-    func handle(_ request: ServerRequest, _ responder: Responder) {
-        received.withLock { $0.append(request) }
-        action(request, responder)
-    }
-
-    var requests: [ServerRequest] { received.withLock { $0 } }
-    var targets: [String] { requests.map(\.target) }
-}
-
-/// Log lines a server wrote.
-final class LogLines: Sendable {
-    private let lines = Mutex<[String]>([])
-    var all: [String] { lines.withLock { $0 } }
-    var sink: @Sendable (String) -> Void { { line in self.lines.withLock { $0.append(line) } } }
-}
-
-/// A started server on 127.0.0.1, an ephemeral port, with timeouts short enough for tests.
-struct TestServer {
-    let server: HTTPServer
-    let handler: RecordingHandler
-    let logs = LogLines()
-    var port: UInt16 { server.port }
-
-    init(
-        handler action: @escaping @Sendable (ServerRequest, Responder) -> Void = TestServer.echo,
-        configure: (inout HTTPServer.Configuration) -> Void = { _ in }
-    ) throws {
-        var configuration = HTTPServer.Configuration()
-        configuration.headerTimeout = 5
-        configuration.idleTimeout = 10
-        configuration.bodyTimeout = 5
-        configure(&configuration)
-        handler = RecordingHandler(action)
-        server = try HTTPServer(configuration: configuration, handler: handler, log: logs.sink)
-        server.start()
-    }
-
-    /// Answers 200 with the request's body, or its target when the body is empty.
-    static let echo: @Sendable (ServerRequest, Responder) -> Void = { request, responder in
-        responder.respond(
-            ServerResponseHead(status: 200, fields: ["Content-Type": "text/plain"]),
-            body: request.body.isEmpty ? Array(request.target.utf8) : request.body)
-    }
-
-    /// Waits (up to 5 s) until `condition` holds for the server's statistics.
-    func waitForStatistics(_ condition: (HTTPServer.Statistics) -> Bool) -> Bool {
-        for _ in 0..<500 {
-            if condition(server.statistics) { return true }
-            usleep(10_000)
-        }
-        return condition(server.statistics)
-    }
-}
 
 private let ok = ServerResponseHead(status: 200, fields: ["Content-Type": "text/plain"])
 
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-private func wait(_ semaphore: DispatchSemaphore, seconds: Double = 10) -> Bool {
-    semaphore.wait(timeout: .now() + seconds) == .success
+/// Runs `body` on a thread of its own: blocking work must not wait for a free thread of
+/// Dispatch's small pool, which other tests' blocked work may hold.
+private func onNewThread(_ body: @escaping @Sendable () -> Void) {
+    let thread = Thread(block: body)
+    thread.stackSize = 1 << 20
+    thread.start()
 }
 
-/// A request the server must refuse, with the status it must answer.
-struct MalformedRequest: Sendable, CustomTestStringConvertible {
-    var name: String
-    var bytes: [UInt8]
-    var status: Int
-
-    init(_ name: String, _ text: String, _ status: Int) {
-        self.name = name
-        self.bytes = Array(text.utf8)
-        self.status = status
-    }
-
-    init(_ name: String, bytes: [UInt8], _ status: Int) {
-        self.name = name
-        self.bytes = bytes
-        self.status = status
-    }
-
-    var testDescription: String { "\(name) → \(status)" }
+private func wait(_ semaphore: DispatchSemaphore, seconds: Double = 10) -> Bool {
+    semaphore.wait(timeout: .now() + seconds) == .success
 }
 
 @Suite("HTTPServer")
@@ -124,6 +51,62 @@ struct HTTPServerTests {
         #expect(statistics.requests == 3)
         #expect(statistics.connectionsAccepted == 1)
         #expect(statistics.connectionsOpen == 1)
+    }
+
+    @Test("A port in use is a clear ServerError naming the address")
+    func portInUse() throws {
+        let test = try TestServer()
+        defer { test.server.shutdown(timeout: 1) }
+        var configuration = HTTPServer.Configuration()
+        configuration.port = test.port
+        do {
+            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+            Issue.record("a second server could listen on port \(test.port)")
+        } catch {
+            #expect(
+                error.description
+                    == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port")
+        }
+        configuration.host = "example.com"
+        #expect(throws: ServerError.self) {
+            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+        }
+    }
+
+    @Test(
+        "With two loops on one listener concurrent clients are all served, answers from other threads too (RFC 9112 §9.3)"
+    )
+    func twoLoops() throws {
+        let test = try TestServer(
+            handler: { request, responder in
+                if request.target.hasSuffix("/late") {
+                    onNewThread { TestServer.echo(request, responder) }
+                } else {
+                    TestServer.echo(request, responder)
+                }
+            }, configure: { $0.loops = 2 })
+        defer { test.server.shutdown(timeout: 1) }
+        let failures = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        for client in 0..<8 {
+            onNewThread {
+                do {
+                    let connection = try RawHTTPClient(port: test.port)
+                    for request in 0..<20 {
+                        let target = "/\(client)/\(request)" + (request % 3 == 0 ? "/late" : "")
+                        try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+                        if try connection.readResponse().bodyText != target { failures.withLock { $0 += 1 } }
+                    }
+                } catch {
+                    failures.withLock { $0 += 1 }
+                }
+                done.signal()
+            }
+        }
+        for _ in 0..<8 { #expect(wait(done)) }
+        #expect(failures.withLock { $0 } == 0)
+        #expect(test.server.statistics.requests == 160)
+        #expect(test.server.statistics.connectionsAccepted == 8)
     }
 
     @Test("Connection: close is honoured and answered with Connection: close (RFC 9112 §9.6)")
@@ -164,7 +147,7 @@ struct HTTPServerTests {
         let test = try TestServer { request, responder in
             guard request.target == "/1" else { return TestServer.echo(request, responder) }
             firstArrived.signal()
-            DispatchQueue.global().async {
+            onNewThread {
                 _ = wait(release)
                 responder.respond(ok, body: bytes("one"))
             }
@@ -627,7 +610,7 @@ struct HTTPServerTests {
             guard request.target == "/stream" else { return TestServer.echo(request, responder) }
             responder.start(ok, framing: .streamed)
             responder.write(bytes("first"))
-            DispatchQueue.global().async {
+            onNewThread {
                 _ = wait(release)
                 responder.write(bytes("second"))
                 responder.finish()
@@ -642,7 +625,7 @@ struct HTTPServerTests {
         #expect(try idle.readResponse().status == 200)
 
         let stopped = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        onNewThread {
             test.server.shutdown(timeout: 30)
             stopped.signal()
         }
@@ -677,9 +660,10 @@ struct HTTPServerTests {
         let writerDone = DispatchSemaphore(value: 0)
         let allAccepted = Mutex(false)
         let pattern: @Sendable (Int) -> UInt8 = { UInt8(truncatingIfNeeded: $0 ^ ($0 >> 9)) }
-        let test = try TestServer { _, responder in
+        let test = try TestServer { request, responder in
+            guard request.target == "/big" else { return TestServer.echo(request, responder) }
             responder.start(ok, framing: .length(Int64(total)))
-            DispatchQueue.global().async {
+            onNewThread {
                 var accepted = true
                 for offset in stride(from: 0, to: total, by: block) {
                     let bytes = (offset..<offset + block).map(pattern)
@@ -712,12 +696,13 @@ struct HTTPServerTests {
             received += try client.receive(count: min(512 * 1024, total - received.count))
             usleep(1_000)
         }
+        // The connection carries on with the next request.
+        try client.send("GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(try client.readResponse().bodyText == "/next")
         #expect(received.count == total)
         #expect(received.indices.allSatisfy { received[$0] == pattern($0) })
         #expect(wait(writerDone))
         #expect(allAccepted.withLock { $0 })
-        try client.send("GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
-        _ = try client.readHead()
     }
 
     @Test("Once the client is gone write returns false and isClientGone is true")
@@ -726,7 +711,7 @@ struct HTTPServerTests {
         let done = DispatchSemaphore(value: 0)
         let test = try TestServer { _, responder in
             responder.start(ok, framing: .streamed)
-            DispatchQueue.global().async {
+            onNewThread {
                 let block = [UInt8](repeating: 0x61, count: 64 * 1024)
                 var accepted = true
                 for _ in 0..<20_000 {
@@ -753,7 +738,7 @@ struct HTTPServerTests {
         let test = try TestServer { _, responder in
             responder.start(ok, framing: .length(10))
             responder.write(bytes("abc"))
-            DispatchQueue.global().async { responder.abort() }
+            onNewThread { responder.abort() }
         }
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -801,64 +786,150 @@ struct HTTPServerTests {
     }
 }
 
-/// A one-connection TCP echo server on 127.0.0.1: echoes until EOF, then closes.
-final class EchoServer: Sendable {
-    let port: UInt16
-    private let listener: Int32
-    private let done = DispatchSemaphore(value: 0)
+// Helpers, nested so that their names cannot clash with other test files'.
+extension HTTPServerTests {
+    /// A handler whose behaviour each test sets; it records every request it is given.
+    final class RecordingHandler: RequestHandler {
+        private let received = Mutex<[ServerRequest]>([])
+        private let action: @Sendable (ServerRequest, Responder) -> Void
 
-    init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        self.listener = listener
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
-            }
+        init(_ action: @escaping @Sendable (ServerRequest, Responder) -> Void) { self.action = action }
+
+        func handle(_ request: ServerRequest, _ responder: Responder) {
+            received.withLock { $0.append(request) }
+            action(request, responder)
         }
-        guard bound else { throw RawHTTPClient.ClientError.connect(errno) }
-        port = UInt16(bigEndian: address.sin_port)
-        let done = done
-        DispatchQueue.global().async {
-            let fd = accept(listener, nil, nil)
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while fd >= 0 {
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                guard count > 0 else { break }
-                var offset = 0
-                while offset < count {
-                    let sent = buffer.withUnsafeBytes {
-                        send(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL))
-                    }
-                    guard sent > 0 else { break }
-                    offset += sent
+
+        var requests: [ServerRequest] { received.withLock { $0 } }
+        var targets: [String] { requests.map(\.target) }
+    }
+
+    /// Log lines a server wrote.
+    final class LogLines: Sendable {
+        private let lines = Mutex<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+        var sink: @Sendable (String) -> Void { { line in self.lines.withLock { $0.append(line) } } }
+    }
+
+    /// A started server on 127.0.0.1, an ephemeral port, with timeouts short enough for tests.
+    struct TestServer {
+        let server: HTTPServer
+        let handler: RecordingHandler
+        let logs = LogLines()
+        var port: UInt16 { server.port }
+
+        init(
+            handler action: @escaping @Sendable (ServerRequest, Responder) -> Void = TestServer.echo,
+            configure: (inout HTTPServer.Configuration) -> Void = { _ in }
+        ) throws {
+            var configuration = HTTPServer.Configuration()
+            configuration.headerTimeout = 5
+            configuration.idleTimeout = 10
+            configuration.bodyTimeout = 5
+            configure(&configuration)
+            handler = RecordingHandler(action)
+            server = try HTTPServer(configuration: configuration, handler: handler, log: logs.sink)
+            server.start()
+        }
+
+        /// Answers 200 with the request's body, or its target when the body is empty.
+        static let echo: @Sendable (ServerRequest, Responder) -> Void = { request, responder in
+            responder.respond(
+                ServerResponseHead(status: 200, fields: ["Content-Type": "text/plain"]),
+                body: request.body.isEmpty ? Array(request.target.utf8) : request.body)
+        }
+
+        /// Waits (up to 5 s) until `condition` holds for the server's statistics.
+        func waitForStatistics(_ condition: (HTTPServer.Statistics) -> Bool) -> Bool {
+            for _ in 0..<500 {
+                if condition(server.statistics) { return true }
+                usleep(10_000)
+            }
+            return condition(server.statistics)
+        }
+    }
+
+    /// A request the server must refuse, with the status it must answer.
+    struct MalformedRequest: Sendable, CustomTestStringConvertible {
+        var name: String
+        var bytes: [UInt8]
+        var status: Int
+
+        init(_ name: String, _ text: String, _ status: Int) {
+            self.name = name
+            self.bytes = Array(text.utf8)
+            self.status = status
+        }
+
+        init(_ name: String, bytes: [UInt8], _ status: Int) {
+            self.name = name
+            self.bytes = bytes
+            self.status = status
+        }
+
+        var testDescription: String { "\(name) → \(status)" }
+    }
+
+    /// A one-connection TCP echo server on 127.0.0.1: echoes until EOF, then closes.
+    final class EchoServer: Sendable {
+        let port: UInt16
+        private let listener: Int32
+        private let done = DispatchSemaphore(value: 0)
+
+        init() throws {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            self.listener = listener
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(listener, $0, length) == 0 && listen(listener, 4) == 0
+                        && getsockname(listener, $0, &length) == 0
                 }
             }
-            if fd >= 0 { close(fd) }
-            done.signal()
-        }
-    }
-
-    deinit { close(listener) }
-
-    /// A new connected socket to the echo server.
-    func connect() -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            guard bound else { throw RawHTTPClient.ClientError.connect(errno) }
+            port = UInt16(bigEndian: address.sin_port)
+            let done = done
+            onNewThread {
+                let fd = accept(listener, nil, nil)
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while fd >= 0 {
+                    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    guard count > 0 else { break }
+                    var offset = 0
+                    while offset < count {
+                        let sent = buffer.withUnsafeBytes {
+                            send(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL))
+                        }
+                        guard sent > 0 else { break }
+                        offset += sent
+                    }
+                }
+                if fd >= 0 { close(fd) }
+                done.signal()
             }
         }
-        return fd
-    }
 
-    /// Whether the echo side saw EOF and closed (waits up to 10 s).
-    func finished() -> Bool { done.wait(timeout: .now() + 10) == .success }
+        deinit { close(listener) }
+
+        /// A new connected socket to the echo server.
+        func connect() -> Int32 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            return fd
+        }
+
+        /// Whether the echo side saw EOF and closed (waits up to 10 s).
+        func finished() -> Bool { done.wait(timeout: .now() + 10) == .success }
+    }
 }

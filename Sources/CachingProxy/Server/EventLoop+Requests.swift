@@ -11,30 +11,32 @@ extension EventLoop {
         let outer = driving
         driving = connection
         defer { driving = outer }
-        while !connection.closed {
-            if !connection.output.isEmpty && connection.canWrite {
+        while !connection.state.closed {
+            if !connection.state.output.isEmpty && connection.state.canWrite {
                 guard flush(connection) else { return }
             }
-            switch connection.phase {
+            switch connection.state.phase {
             case .head, .body:
-                if connection.output.count > Self.pipelineOutputLimit { return }
-                if connection.bufferedInput > 0 && processInput(connection) { continue }
-                guard connection.canRead else { return }
-                let phase = connection.phase
+                if connection.state.output.count > Self.pipelineOutputLimit { return }
+                if connection.state.bufferedInput > 0 && processInput(connection) { continue }
+                guard connection.state.canRead else { return }
+                let phase = connection.state.phase
                 // No progress possible (a full buffer that cannot grow): wait rather than spin.
-                if !readInput(connection) && connection.canRead && !connection.closed && connection.phase == phase {
+                if !readInput(connection) && connection.state.canRead && !connection.state.closed
+                    && connection.state.phase == phase
+                {
                     return
                 }
             case .handling:
                 return
             case .closing:
-                guard connection.output.isEmpty else { return }
+                guard connection.state.output.isEmpty else { return }
                 // The client has closed its side already: nothing left to drain.
-                if connection.inputClosed || shuttingDown { return close(connection) }
-                if !connection.writeShut {
-                    connection.writeShut = true
+                if connection.state.inputClosed || shuttingDown { return close(connection) }
+                if !connection.state.writeShut {
+                    connection.state.writeShut = true
                     Glibc.shutdown(connection.fd, Int32(SHUT_WR))
-                    connection.deadline = now + Self.lingerMilliseconds
+                    connection.state.deadline = now + Self.lingerMilliseconds
                 }
                 return linger(connection)
             case .tunnel:
@@ -46,21 +48,21 @@ extension EventLoop {
     /// Sends queued output; `false` when the connection broke (and is closed).
     func flush(_ connection: Connection) -> Bool {
         var accountedSent = 0
-        let before = connection.output.count
-        let result = connection.output.flush(connection.fd, vectors, accountedSent: &accountedSent)
+        let before = connection.state.output.count
+        let result = connection.state.output.flush(connection.fd, vectors, accountedSent: &accountedSent)
         if accountedSent > 0 { releaseAccounted(connection, accountedSent) }
         switch result {
         case .done:
-            connection.writeBlockedSince = 0
-            if connection.phase == .head && connection.bufferedInput == 0 {
+            connection.state.writeBlockedSince = 0
+            if connection.state.phase == .head && connection.state.bufferedInput == 0 {
                 // The idle time starts when the last response has left.
-                connection.deadline = max(connection.deadline, now + idleMilliseconds)
+                connection.state.deadline = max(connection.state.deadline, now + idleMilliseconds)
             }
             return true
         case .blocked:
-            connection.canWrite = false
-            if connection.output.count < before || connection.writeBlockedSince == 0 {
-                connection.writeBlockedSince = now
+            connection.state.canWrite = false
+            if connection.state.output.count < before || connection.state.writeBlockedSince == 0 {
+                connection.state.writeBlockedSince = now
             }
             return true
         case .failed:
@@ -80,33 +82,33 @@ extension EventLoop {
 
     /// Reads what the socket has; `true` when bytes arrived.
     private func readInput(_ connection: Connection) -> Bool {
-        let limit = max(maxHeaderBytes + 1, connection.phase == .head ? 16 * 1024 : 64 * 1024)
-        let space = connection.prepareInput(limit: limit)
+        let limit = max(maxHeaderBytes + 1, connection.state.phase == .head ? 16 * 1024 : 64 * 1024)
+        let space = connection.state.prepareInput(limit: limit)
         guard space > 0 else { return false }
-        let received = recv(connection.fd, connection.input! + connection.inputEnd, space, 0)
+        let received = recv(connection.fd, connection.state.input! + connection.state.inputEnd, space, 0)
         if received > 0 {
-            if connection.phase == .body {
-                connection.deadline = now + bodyMilliseconds
-            } else if connection.bufferedInput == 0 && !connection.parser.hasStarted {
+            if connection.state.phase == .body {
+                connection.state.deadline = now + bodyMilliseconds
+            } else if connection.state.bufferedInput == 0 && !connection.state.parser.hasStarted {
                 // The first byte of a request: from now on its head must be complete in time.
-                connection.deadline = now + headerMilliseconds
+                connection.state.deadline = now + headerMilliseconds
             }
-            connection.inputEnd += received
-            if received < space { connection.canRead = false }
+            connection.state.inputEnd += received
+            if received < space { connection.state.canRead = false }
             return true
         }
         if received == 0 {
-            connection.canRead = false
-            connection.inputClosed = true
+            connection.state.canRead = false
+            connection.state.inputClosed = true
             // No complete request can follow: send what is queued, then close.
-            connection.phase = .closing
-            connection.keepAlive = false
-            connection.deadline = now + Self.lingerMilliseconds
+            connection.state.phase = .closing
+            connection.state.keepAlive = false
+            connection.state.deadline = now + Self.lingerMilliseconds
             return false
         }
         switch errno {
         case EAGAIN, EWOULDBLOCK:
-            connection.canRead = false
+            connection.state.canRead = false
         case EINTR:
             return true
         default:
@@ -117,19 +119,19 @@ extension EventLoop {
 
     /// Discards input after the last response until the client closes, 64 KiB or 2 s.
     private func linger(_ connection: Connection) {
-        while connection.canRead {
-            connection.inputStart = 0
-            connection.inputEnd = 0
-            let space = connection.prepareInput(limit: 64 * 1024)
-            let received = recv(connection.fd, connection.input!, space, 0)
+        while connection.state.canRead {
+            connection.state.inputStart = 0
+            connection.state.inputEnd = 0
+            let space = connection.state.prepareInput(limit: 64 * 1024)
+            let received = recv(connection.fd, connection.state.input!, space, 0)
             if received > 0 {
-                connection.lingerBytes += received
-                if connection.lingerBytes > Self.lingerBytes { return close(connection) }
-                if received < space { connection.canRead = false }
+                connection.state.lingerBytes += received
+                if connection.state.lingerBytes > Self.lingerBytes { return close(connection) }
+                if received < space { connection.state.canRead = false }
             } else if received == 0 {
                 return close(connection)
             } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                connection.canRead = false
+                connection.state.canRead = false
             } else if errno != EINTR {
                 return close(connection)
             }
@@ -138,9 +140,11 @@ extension EventLoop {
 
     /// Parses buffered input; `true` when something changed.
     private func processInput(_ connection: Connection) -> Bool {
-        switch connection.phase {
+        switch connection.state.phase {
         case .head:
-            switch connection.parser.parse(connection.input! + connection.inputStart, count: connection.bufferedInput) {
+            switch connection.state.parser.parse(
+                connection.state.input! + connection.state.inputStart, count: connection.state.bufferedInput)
+            {
             case .needMore:
                 return false
             case .rejected(let rejection):
@@ -158,58 +162,41 @@ extension EventLoop {
     }
 
     private func headComplete(_ connection: Connection) {
-        let base = connection.input! + connection.inputStart
-        let parser = connection.parser
-        var fields: [HeaderField] = []
-        fields.reserveCapacity(parser.fields.count)
-        for span in parser.fields {
-            fields.append(
-                HeaderField(
-                    name: String(
-                        decoding: UnsafeBufferPointer(start: base + span.nameStart, count: span.nameCount),
-                        as: UTF8.self),
-                    value: String(
-                        decoding: UnsafeBufferPointer(start: base + span.valueStart, count: span.valueCount),
-                        as: UTF8.self)))
-        }
-        connection.request = ServerRequest(
-            method: String(
-                decoding: UnsafeBufferPointer(start: base + parser.methodStart, count: parser.methodCount),
-                as: UTF8.self),
-            target: String(
-                decoding: UnsafeBufferPointer(start: base + parser.targetStart, count: parser.targetCount),
-                as: UTF8.self),
-            minorVersion: parser.minorVersion, fields: HeaderFields(fields), peerIsLoopback: connection.peerIsLoopback)
-        connection.keepAlive = parser.keepAlive
-        connection.minorVersion = parser.minorVersion
-        connection.requestIsHead = parser.isHead
-        connection.inputStart += parser.headLength
-        switch parser.framing {
+        let base = UnsafePointer(connection.state.input! + connection.state.inputStart)
+        connection.state.request = connection.state.parser.makeRequest(base, peerIsLoopback: connection.peerIsLoopback)
+        connection.state.keepAlive = connection.state.parser.keepAlive
+        connection.state.minorVersion = connection.state.parser.minorVersion
+        connection.state.requestIsHead = connection.state.parser.isHead
+        connection.state.inputStart += connection.state.parser.headLength
+        let framing = connection.state.parser.framing
+        let expectsContinue = connection.state.parser.expectsContinue
+        switch framing {
         case .none:
             dispatch(connection)
             return
         case .length(let length):
-            connection.bodyRemaining = length
-            connection.body.reserveCapacity(Int(min(length, 1 << 20)))
+            connection.state.bodyRemaining = length
+            connection.state.body.reserveCapacity(Int(min(length, 1 << 20)))
         case .chunked:
-            connection.chunkedDecoder = ChunkedDecoder(
+            connection.state.chunkedDecoder = ChunkedDecoder(
                 maxBodyBytes: maxBodyBytes, maxTrailerBytes: maxHeaderBytes, maxTrailerFields: maxFieldCount)
         }
-        connection.phase = .body
-        connection.deadline = now + bodyMilliseconds
+        connection.state.phase = .body
+        connection.state.deadline = now + bodyMilliseconds
         // RFC 9110 §10.1.1: ask for the body (unless it is already arriving).
-        if parser.expectsContinue && connection.bufferedInput == 0 {
-            connection.output.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
+        if expectsContinue && connection.state.bufferedInput == 0 {
+            connection.state.output.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
         }
     }
 
     /// Takes buffered body bytes; `true` when something changed.
     private func readBody(_ connection: Connection) -> Bool {
-        let available = connection.bufferedInput
-        let base = connection.input! + connection.inputStart
-        if connection.chunkedDecoder != nil {
-            let (consumed, outcome) = connection.chunkedDecoder!.decode(base, count: available, into: &connection.body)
-            connection.inputStart += consumed
+        let available = connection.state.bufferedInput
+        let base = connection.state.input! + connection.state.inputStart
+        if connection.state.chunkedDecoder != nil {
+            let (consumed, outcome) = connection.state.chunkedDecoder!.decode(
+                base, count: available, into: &connection.state.body)
+            connection.state.inputStart += consumed
             switch outcome {
             case .needMore:
                 return consumed > 0
@@ -220,27 +207,26 @@ extension EventLoop {
             }
             return true
         }
-        let take = Int(min(Int64(available), connection.bodyRemaining))
-        connection.body.append(contentsOf: UnsafeBufferPointer(start: base, count: take))
-        connection.inputStart += take
-        connection.bodyRemaining -= Int64(take)
-        if connection.bodyRemaining == 0 { dispatch(connection) }
+        let take = Int(min(Int64(available), connection.state.bodyRemaining))
+        connection.state.body.append(contentsOf: UnsafeBufferPointer(start: base, count: take))
+        connection.state.inputStart += take
+        connection.state.bodyRemaining -= Int64(take)
+        if connection.state.bodyRemaining == 0 { dispatch(connection) }
         return take > 0
     }
 
     /// Hands the complete request to the handler.
     private func dispatch(_ connection: Connection) {
-        guard var request = connection.request else { return }
-        connection.request = nil
-        connection.chunkedDecoder = nil
-        swap(&request.body, &connection.body)
-        connection.phase = .handling
-        connection.deadline = Int.max
-        connection.sequence &+= 1
-        connection.responseStarted = false
+        guard var request = connection.state.request.take() else { return }
+        connection.state.chunkedDecoder = nil
+        swap(&request.body, &connection.state.body)
+        connection.state.phase = .handling
+        connection.state.deadline = Int.max
+        connection.state.sequence &+= 1
+        connection.state.responseStarted = false
         countRequest()
         let responder = Responder(
-            loop: self, target: ResponseTarget(connection: connection, sequence: connection.sequence))
+            loop: self, target: ResponseTarget(connection: connection, sequence: connection.state.sequence))
         handler.handle(request, responder)
     }
 
@@ -256,13 +242,13 @@ extension EventLoop {
         var head = "HTTP/1.1 \(rejection.status) \(phrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
         head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n"
         head += "Date: \(HTTPDate.format(Timestamp(secondsSince1970: Double(time(nil)))))\r\n\r\n"
-        connection.output.append(head + body)
-        connection.phase = .closing
-        connection.keepAlive = false
-        connection.inputStart = connection.inputEnd
-        connection.request = nil
-        connection.body = []
-        connection.chunkedDecoder = nil
-        connection.deadline = now + Self.lingerMilliseconds
+        connection.state.output.append(head + body)
+        connection.state.phase = .closing
+        connection.state.keepAlive = false
+        connection.state.inputStart = connection.state.inputEnd
+        connection.state.request = nil
+        connection.state.body = []
+        connection.state.chunkedDecoder = nil
+        connection.state.deadline = now + Self.lingerMilliseconds
     }
 }

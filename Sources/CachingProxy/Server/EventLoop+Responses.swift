@@ -6,7 +6,7 @@ import Glibc
 
 extension EventLoop {
     func respond(_ target: ResponseTarget, _ head: ServerResponseHead, _ body: [UInt8], _ framing: BodyFraming) {
-        guard isCurrent(target), !target.connection.responseStarted else { return }
+        guard isCurrent(target), !target.connection.state.responseStarted else { return }
         let connection = target.connection
         beginResponse(connection, head, framing)
         appendBody(connection, body, accounted: false)
@@ -14,7 +14,7 @@ extension EventLoop {
     }
 
     func start(_ target: ResponseTarget, _ head: ServerResponseHead, _ framing: BodyFraming) {
-        guard isCurrent(target), !target.connection.responseStarted else { return }
+        guard isCurrent(target), !target.connection.state.responseStarted else { return }
         beginResponse(target.connection, head, framing)
         markDirty(target.connection)
     }
@@ -22,7 +22,7 @@ extension EventLoop {
     /// Appends body bytes (kept as the array when large); `false` when the request is no
     /// longer being answered on this connection.
     func write(_ target: ResponseTarget, _ bytes: [UInt8], accounted: Bool) -> Bool {
-        guard isCurrent(target), target.connection.responseStarted else {
+        guard isCurrent(target), target.connection.state.responseStarted else {
             if accounted { releaseAccounted(target.connection, bytes.count) }
             return false
         }
@@ -33,24 +33,24 @@ extension EventLoop {
 
     /// Appends body bytes, copied.
     func write(_ target: ResponseTarget, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard isCurrent(target), target.connection.responseStarted else { return false }
+        guard isCurrent(target), target.connection.state.responseStarted else { return false }
         let connection = target.connection
-        switch connection.responseBody {
+        switch connection.state.responseBody {
         case .discard:
             break
         case .length(let remaining):
             let take = Int(min(Int64(bytes.count), remaining))
-            connection.output.append(UnsafeRawBufferPointer(rebasing: bytes[0..<take]))
-            connection.responseBody = .length(remaining - Int64(take))
+            connection.state.output.append(UnsafeRawBufferPointer(rebasing: bytes[0..<take]))
+            connection.state.responseBody = .length(remaining - Int64(take))
         case .chunked:
             if !bytes.isEmpty {
-                connection.output.appendHex(bytes.count)
-                connection.output.append("\r\n" as StaticString)
-                connection.output.append(bytes)
-                connection.output.append("\r\n" as StaticString)
+                connection.state.output.appendHex(bytes.count)
+                connection.state.output.append("\r\n" as StaticString)
+                connection.state.output.append(bytes)
+                connection.state.output.append("\r\n" as StaticString)
             }
         case .untilClose:
-            connection.output.append(bytes)
+            connection.state.output.append(bytes)
         }
         bodyAppended(connection)
         return true
@@ -59,7 +59,7 @@ extension EventLoop {
     func finish(_ target: ResponseTarget) {
         guard isCurrent(target) else { return }
         let connection = target.connection
-        guard connection.responseStarted else {
+        guard connection.state.responseStarted else {
             log("HTTP server: a response was finished before it was started; closing the connection")
             return close(connection)
         }
@@ -74,12 +74,12 @@ extension EventLoop {
     // MARK: the head
 
     private func beginResponse(_ connection: Connection, _ head: ServerResponseHead, _ framing: BodyFraming) {
-        connection.responseStarted = true
+        connection.state.responseStarted = true
         let status = (100...999).contains(head.status) ? head.status : 500
         // RFC 9112 §6.3: no body after HEAD, 1xx, 204, 304 whatever the fields say.
         let statusWithoutBody = status < 200 || status == 204 || status == 304
-        let bodyAllowed = !statusWithoutBody && !connection.requestIsHead
-        var keepAlive = connection.keepAlive && !shuttingDown && !connection.inputClosed
+        let bodyAllowed = !statusWithoutBody && !connection.state.requestIsHead
+        var keepAlive = connection.state.keepAlive && !shuttingDown && !connection.state.inputClosed
         let mode: ResponseBodyMode
         switch framing {
         case .none:
@@ -89,7 +89,7 @@ extension EventLoop {
         case .streamed:
             if !bodyAllowed {
                 mode = .discard
-            } else if connection.minorVersion == 1 {
+            } else if connection.state.minorVersion == 1 {
                 mode = .chunked
             } else {
                 // An HTTP/1.0 client knows no chunked coding: the body ends when the connection does.
@@ -97,15 +97,16 @@ extension EventLoop {
                 keepAlive = false
             }
         }
-        connection.responseBody = mode
-        connection.keepAlive = keepAlive
+        connection.state.responseBody = mode
+        connection.state.keepAlive = keepAlive
         let ending: StaticString =
             !keepAlive
-            ? "Connection: close\r\n\r\n" : connection.minorVersion == 0 ? "Connection: keep-alive\r\n\r\n" : "\r\n"
+            ? "Connection: close\r\n\r\n"
+            : connection.state.minorVersion == 0 ? "Connection: keep-alive\r\n\r\n" : "\r\n"
         var chunked = false
         if case .chunked = mode { chunked = true }
         Self.writeHead(
-            &connection.output, status, head, framing, bodyAllowed: bodyAllowed, chunked: chunked, ending: ending)
+            &connection.state.output, status, head, framing, bodyAllowed: bodyAllowed, chunked: chunked, ending: ending)
     }
 
     /// The status line, the handler's fields and the server's framing fields, in one access
@@ -184,7 +185,9 @@ extension EventLoop {
             }
             for byte in name where !HTTPBytes.isToken(byte) { return false }
             return value.withUTF8 { value -> Bool in
-                for byte in value where !HTTPBytes.isFieldValue(byte) { return false }
+                if let valueBase = value.baseAddress, HTTPBytes.hasInvalidFieldValueByte(valueBase, value.count) {
+                    return false
+                }
                 let line = output.reserve(count + value.count + 4)
                 line.update(from: nameBase, count: count)
                 line[count] = HTTPBytes.colon
@@ -201,34 +204,36 @@ extension EventLoop {
     // MARK: the body
 
     private func appendBody(_ connection: Connection, _ bytes: [UInt8], accounted: Bool) {
-        switch connection.responseBody {
+        switch connection.state.responseBody {
         case .discard:
             if accounted { releaseAccounted(connection, bytes.count) }
         case .length(let remaining):
             if Int64(bytes.count) <= remaining {
-                connection.output.append(bytes, accounted: accounted)
-                connection.responseBody = .length(remaining - Int64(bytes.count))
+                connection.state.output.append(bytes, accounted: accounted)
+                connection.state.responseBody = .length(remaining - Int64(bytes.count))
             } else {
                 // More than the length announced: the excess cannot be sent.
                 let kept = Int(remaining)
-                connection.output.append(Array(bytes[0..<kept]), accounted: accounted)
+                connection.state.output.append(Array(bytes[0..<kept]), accounted: accounted)
                 if accounted { releaseAccounted(connection, bytes.count - kept) }
-                connection.responseBody = .length(0)
+                connection.state.responseBody = .length(0)
             }
         case .chunked:
             guard !bytes.isEmpty else { return }
-            connection.output.appendHex(bytes.count)
-            connection.output.append("\r\n" as StaticString)
-            connection.output.append(bytes, accounted: accounted)
-            connection.output.append("\r\n" as StaticString)
+            connection.state.output.appendHex(bytes.count)
+            connection.state.output.append("\r\n" as StaticString)
+            connection.state.output.append(bytes, accounted: accounted)
+            connection.state.output.append("\r\n" as StaticString)
         case .untilClose:
-            connection.output.append(bytes, accounted: accounted)
+            connection.state.output.append(bytes, accounted: accounted)
         }
     }
 
     /// After a write from the handler: send soon, and at once when much is waiting.
     private func bodyAppended(_ connection: Connection) {
-        if connection.output.count >= Self.pipelineOutputLimit && connection.canWrite && connection !== driving {
+        if connection.state.output.count >= Self.pipelineOutputLimit && connection.state.canWrite
+            && connection !== driving
+        {
             _ = flush(connection)
         } else {
             markDirty(connection)
@@ -236,26 +241,27 @@ extension EventLoop {
     }
 
     private func finishResponse(_ connection: Connection) {
-        switch connection.responseBody {
+        switch connection.state.responseBody {
         case .length(let remaining) where remaining > 0:
             // The client would wait for bytes that never come: end the connection so it sees the cut.
             log("HTTP server: a response ended \(remaining) bytes short of its Content-Length; closing the connection")
-            connection.keepAlive = false
+            connection.state.keepAlive = false
         case .chunked:
-            connection.output.append("0\r\n\r\n" as StaticString)
+            connection.state.output.append("0\r\n\r\n" as StaticString)
         default:
             break
         }
-        connection.responseStarted = false
-        connection.responseBody = .discard
-        if connection.keepAlive && !shuttingDown && !connection.inputClosed {
-            connection.phase = .head
-            connection.parser.reset()
-            connection.deadline = now + (connection.bufferedInput > 0 ? headerMilliseconds : idleMilliseconds)
-            connection.shrinkInputIfIdle()
+        connection.state.responseStarted = false
+        connection.state.responseBody = .discard
+        if connection.state.keepAlive && !shuttingDown && !connection.state.inputClosed {
+            connection.state.phase = .head
+            connection.state.parser.reset()
+            connection.state.deadline =
+                now + (connection.state.bufferedInput > 0 ? headerMilliseconds : idleMilliseconds)
+            connection.state.shrinkInputIfIdle()
         } else {
-            connection.phase = .closing
-            connection.deadline = now + Self.lingerMilliseconds
+            connection.state.phase = .closing
+            connection.state.deadline = now + Self.lingerMilliseconds
         }
         markDirty(connection)
     }

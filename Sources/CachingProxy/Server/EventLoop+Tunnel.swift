@@ -10,7 +10,7 @@ extension EventLoop {
     private static var tunnelReadSize: Int { 64 * 1024 }
 
     func tunnel(_ target: ResponseTarget, to fd: Int32) {
-        guard isCurrent(target), !target.connection.responseStarted else {
+        guard isCurrent(target), !target.connection.state.responseStarted else {
             Glibc.close(fd)
             return
         }
@@ -26,75 +26,76 @@ extension EventLoop {
             Glibc.close(fd)
             return close(connection)
         }
-        connection.tunnel = Tunnel(fd: fd)
-        connection.phase = .tunnel
-        connection.responseStarted = true
-        connection.deadline = now + idleMilliseconds
-        connection.output.append("HTTP/1.1 200 Connection Established\r\n\r\n" as StaticString)
+        connection.state.tunnel = Tunnel(fd: fd)
+        connection.state.phase = .tunnel
+        connection.state.responseStarted = true
+        connection.state.deadline = now + idleMilliseconds
+        connection.state.output.append("HTTP/1.1 200 Connection Established\r\n\r\n" as StaticString)
         markDirty(connection)
     }
 
     /// Moves bytes both ways until nothing more can move without blocking.
     func driveTunnel(_ connection: Connection) {
-        guard let tunnel = connection.tunnel else { return }
+        guard let tunnel = connection.state.tunnel else { return }
         var moved = false
         var progress = true
-        while progress && !connection.closed {
+        while progress && !connection.state.closed {
             progress = false
 
             // Client → upstream, through the connection's input buffer (it starts with any
             // bytes the client sent after the CONNECT head).
-            if connection.bufferedInput > 0 && tunnel.canWrite {
+            if connection.state.bufferedInput > 0 && tunnel.canWrite {
                 let sent = send(
-                    tunnel.fd, connection.input! + connection.inputStart, connection.bufferedInput, Int32(MSG_NOSIGNAL))
+                    tunnel.fd, connection.state.input! + connection.state.inputStart, connection.state.bufferedInput,
+                    Int32(MSG_NOSIGNAL))
                 if sent > 0 {
-                    if sent < connection.bufferedInput { tunnel.canWrite = false }
-                    connection.inputStart += sent
+                    if sent < connection.state.bufferedInput { tunnel.canWrite = false }
+                    connection.state.inputStart += sent
                     progress = true
                 } else if sent < 0 && errno != EINTR {
                     guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
                     tunnel.canWrite = false
                 }
             }
-            if connection.bufferedInput == 0 && connection.inputClosed && !tunnel.writeShut {
+            if connection.state.bufferedInput == 0 && connection.state.inputClosed && !tunnel.writeShut {
                 tunnel.writeShut = true
                 Glibc.shutdown(tunnel.fd, Int32(SHUT_WR))
             }
-            if connection.canRead && !connection.inputClosed {
-                let space = connection.prepareInput(limit: Self.tunnelReadSize)
+            if connection.state.canRead && !connection.state.inputClosed {
+                let space = connection.state.prepareInput(limit: Self.tunnelReadSize)
                 if space > 0 {
-                    let received = recv(connection.fd, connection.input! + connection.inputEnd, space, 0)
+                    let received = recv(connection.fd, connection.state.input! + connection.state.inputEnd, space, 0)
                     if received > 0 {
-                        connection.inputEnd += received
-                        if received < space { connection.canRead = false }
+                        connection.state.inputEnd += received
+                        if received < space { connection.state.canRead = false }
                         progress = true
                     } else if received == 0 {
-                        connection.inputClosed = true
-                        connection.canRead = false
+                        connection.state.inputClosed = true
+                        connection.state.canRead = false
                         progress = true
                     } else if errno != EINTR {
                         guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
-                        connection.canRead = false
+                        connection.state.canRead = false
                     }
                 }
             }
 
             // Upstream → client, through the connection's output queue.
-            if !connection.output.isEmpty && connection.canWrite {
-                let before = connection.output.count
+            if !connection.state.output.isEmpty && connection.state.canWrite {
+                let before = connection.state.output.count
                 guard flush(connection) else { return }
-                if connection.output.count < before { progress = true }
+                if connection.state.output.count < before { progress = true }
             }
-            if connection.output.isEmpty && tunnel.inputClosed && !connection.writeShut {
-                connection.writeShut = true
+            if connection.state.output.isEmpty && tunnel.inputClosed && !connection.state.writeShut {
+                connection.state.writeShut = true
                 Glibc.shutdown(connection.fd, Int32(SHUT_WR))
             }
-            if tunnel.canRead && !tunnel.inputClosed && connection.output.count < Self.tunnelBufferLimit {
+            if tunnel.canRead && !tunnel.inputClosed && connection.state.output.count < Self.tunnelBufferLimit {
                 let space = Self.tunnelReadSize
-                let destination = connection.output.reserve(space)
+                let destination = connection.state.output.reserve(space)
                 let received = recv(tunnel.fd, destination, space, 0)
                 if received > 0 {
-                    connection.output.commit(received)
+                    connection.state.output.commit(received)
                     if received < space { tunnel.canRead = false }
                     progress = true
                 } else if received == 0 {
@@ -107,13 +108,13 @@ extension EventLoop {
                 }
             }
 
-            if connection.inputClosed && tunnel.inputClosed && connection.bufferedInput == 0
-                && connection.output.isEmpty
+            if connection.state.inputClosed && tunnel.inputClosed && connection.state.bufferedInput == 0
+                && connection.state.output.isEmpty
             {
                 return close(connection)
             }
             moved = moved || progress
         }
-        if moved { connection.deadline = now + idleMilliseconds }
+        if moved { connection.state.deadline = now + idleMilliseconds }
     }
 }

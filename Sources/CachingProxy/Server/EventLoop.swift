@@ -63,7 +63,6 @@ final class EventLoop: @unchecked Sendable {
     private static let listenerToken = UInt64.max
     private static let wakeToken = UInt64.max - 1
 
-    let index: Int
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
     let counters: ConnectionCounters
@@ -107,10 +106,9 @@ final class EventLoop: @unchecked Sendable {
     private var rejectedCount = 0
 
     init(
-        index: Int, configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
+        configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
         handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
     ) {
-        self.index = index
         self.handler = handler
         self.log = log
         self.counters = counters
@@ -139,6 +137,12 @@ final class EventLoop: @unchecked Sendable {
 
     /// Whether the loop could be set up (epoll and eventfd exist).
     var isUsable: Bool { epollFD >= 0 && wakeFD >= 0 }
+
+    /// Closes what a loop that never ran holds.
+    func discard() {
+        if epollFD >= 0 { Glibc.close(epollFD) }
+        if wakeFD >= 0 { Glibc.close(wakeFD) }
+    }
 
     private var shareListener: Bool { acceptBatch == 1 }
 
@@ -220,11 +224,11 @@ final class EventLoop: @unchecked Sendable {
         let flags = event.events
         let failed = flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
         if fd == connection.fd {
-            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.canRead = true }
-            if flags & EPOLLOUT.rawValue != 0 || failed { connection.canWrite = true }
+            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.state.canRead = true }
+            if flags & EPOLLOUT.rawValue != 0 || failed { connection.state.canWrite = true }
             // While the handler works nothing is read, so a reset would go unnoticed: close now.
-            if failed && connection.phase == .handling { return close(connection) }
-        } else if let tunnel = connection.tunnel {
+            if failed && connection.state.phase == .handling { return close(connection) }
+        } else if let tunnel = connection.state.tunnel {
             if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { tunnel.canRead = true }
             if flags & EPOLLOUT.rawValue != 0 || failed { tunnel.canWrite = true }
         }
@@ -233,8 +237,8 @@ final class EventLoop: @unchecked Sendable {
 
     /// Asks for `connection` to be driven before the loop waits again.
     func markDirty(_ connection: Connection) {
-        guard connection !== driving, !connection.isDirty, !connection.closed else { return }
-        connection.isDirty = true
+        guard connection !== driving, !connection.state.isDirty, !connection.state.closed else { return }
+        connection.state.isDirty = true
         dirty.append(connection)
     }
 
@@ -242,8 +246,8 @@ final class EventLoop: @unchecked Sendable {
         var index = 0
         while index < dirty.count {
             let connection = dirty[index]
-            connection.isDirty = false
-            if !connection.closed { drive(connection) }
+            connection.state.isDirty = false
+            if !connection.state.closed { drive(connection) }
             index += 1
         }
         dirty.removeAll(keepingCapacity: true)
@@ -283,7 +287,7 @@ final class EventLoop: @unchecked Sendable {
                 peerIsLoopback: withUnsafePointer(to: &address) { isLoopback($0) },
                 parser: RequestHeadParser(
                     maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
-            connection.deadline = now + headerMilliseconds
+            connection.state.deadline = now + headerMilliseconds
             guard register(fd, connection) else {
                 Glibc.close(fd)
                 counters.closed()
@@ -350,15 +354,15 @@ final class EventLoop: @unchecked Sendable {
             defer { slot += 1 }
             guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
             // A client that stops reading: nothing it is sent moves for idleTimeout.
-            if connection.writeBlockedSince > 0 && now - connection.writeBlockedSince >= idleMilliseconds {
+            if connection.state.writeBlockedSince > 0 && now - connection.state.writeBlockedSince >= idleMilliseconds {
                 close(connection)
                 continue
             }
-            if connection.phase != .tunnel && !connection.output.isEmpty { continue }
-            guard now >= connection.deadline else { continue }
-            switch connection.phase {
+            if connection.state.phase != .tunnel && !connection.state.output.isEmpty { continue }
+            guard now >= connection.state.deadline else { continue }
+            switch connection.state.phase {
             case .head:
-                if connection.bufferedInput > 0 || connection.parser.hasStarted {
+                if connection.state.bufferedInput > 0 || connection.state.parser.hasStarted {
                     reject(
                         connection,
                         Rejection(
@@ -385,11 +389,11 @@ final class EventLoop: @unchecked Sendable {
 
     /// Closes the connection (and its tunnel's upstream) at once; blocked writers wake up.
     func close(_ connection: Connection) {
-        guard !connection.closed else { return }
-        connection.closed = true
+        guard !connection.state.closed else { return }
+        connection.state.closed = true
         Glibc.close(connection.fd)
         connections[Int(connection.fd)] = nil
-        if let tunnel = connection.tunnel {
+        if let tunnel = connection.state.tunnel {
             Glibc.close(tunnel.fd)
             connections[Int(tunnel.fd)] = nil
         }
@@ -401,7 +405,7 @@ final class EventLoop: @unchecked Sendable {
             shared.queuedBytes = 0
             if shared.waiters > 0 { shared.condition.broadcast() }
         }
-        connection.releaseBuffers()
+        connection.state.releaseBuffers()
     }
 
     // MARK: posted work
@@ -468,7 +472,8 @@ final class EventLoop: @unchecked Sendable {
     /// Whether `target` is the request its connection is answering now.
     func isCurrent(_ target: ResponseTarget) -> Bool {
         let connection = target.connection
-        return !connection.closed && connection.sequence == target.sequence && connection.phase == .handling
+        return !connection.state.closed && connection.state.sequence == target.sequence
+            && connection.state.phase == .handling
     }
 
     // MARK: shutdown
@@ -481,16 +486,16 @@ final class EventLoop: @unchecked Sendable {
         while slot < connections.count {
             defer { slot += 1 }
             guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
-            switch connection.phase {
+            switch connection.state.phase {
             case .head, .body:
                 // Idle, or a request not complete yet: nothing is in flight.
-                if connection.output.isEmpty {
+                if connection.state.output.isEmpty {
                     close(connection)
                 } else {
-                    connection.phase = .closing
+                    connection.state.phase = .closing
                 }
             case .handling:
-                connection.keepAlive = false
+                connection.state.keepAlive = false
             case .closing, .tunnel:
                 break
             }
@@ -507,7 +512,7 @@ final class EventLoop: @unchecked Sendable {
         for command in left {
             if case .tunnel(_, let fd) = command { Glibc.close(fd) }
         }
-        for case let connection? in connections where !connection.closed { close(connection) }
+        for case let connection? in connections where !connection.state.closed { close(connection) }
         removeListener()
         mailboxLock.withLock {
             Glibc.close(wakeFD)

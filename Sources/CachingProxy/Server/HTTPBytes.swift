@@ -1,5 +1,6 @@
 // Byte classes of the HTTP/1.1 grammar, as bit tables in constants (no lazy globals on the
 // hot path). Everything here works on wire bytes: no Character or String operations.
+import Glibc
 
 enum HTTPBytes {
     static let cr: UInt8 = 0x0D
@@ -19,12 +20,14 @@ enum HTTPBytes {
 
     @inline(__always)
     static func isToken(_ byte: UInt8) -> Bool {
-        byte < 64 ? (tokenLow >> UInt64(byte)) & 1 != 0 : byte < 128 && (tokenHigh >> UInt64(byte - 64)) & 1 != 0
+        let bits = byte < 64 ? tokenLow : tokenHigh
+        return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     @inline(__always)
     static func isHost(_ byte: UInt8) -> Bool {
-        byte < 64 ? (hostLow >> UInt64(byte)) & 1 != 0 : byte < 128 && (hostHigh >> UInt64(byte - 64)) & 1 != 0
+        let bits = byte < 64 ? hostLow : hostHigh
+        return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     /// A byte of a request-target: visible ASCII, no white space or control (RFC 9112 §3.2).
@@ -48,6 +51,63 @@ enum HTTPBytes {
         let expected = lowercase.utf8Start
         for index in 0..<count where lower(bytes[index]) != expected[index] { return false }
         return true
+    }
+
+    /// The bytes as a String: a literal for the most common methods and field names (no
+    /// decoding, no allocation), else decoded as UTF-8 (invalid sequences become U+FFFD).
+    static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
+        switch count {
+        case 3:
+            if equals(bytes, count, "GET") { return "GET" }
+            if equals(bytes, count, "PUT") { return "PUT" }
+        case 4:
+            if equals(bytes, count, "Host") { return "Host" }
+            if equals(bytes, count, "HEAD") { return "HEAD" }
+            if equals(bytes, count, "POST") { return "POST" }
+        case 6:
+            if equals(bytes, count, "Accept") { return "Accept" }
+            if equals(bytes, count, "Cookie") { return "Cookie" }
+        case 10:
+            if equals(bytes, count, "User-Agent") { return "User-Agent" }
+            if equals(bytes, count, "Connection") { return "Connection" }
+        case 13:
+            if equals(bytes, count, "Cache-Control") { return "Cache-Control" }
+            if equals(bytes, count, "If-None-Match") { return "If-None-Match" }
+        case 15:
+            if equals(bytes, count, "Accept-Encoding") { return "Accept-Encoding" }
+            if equals(bytes, count, "Accept-Language") { return "Accept-Language" }
+        default:
+            break
+        }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func equals(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ text: StaticString) -> Bool {
+        memcmp(bytes, text.utf8Start, count) == 0
+    }
+
+    /// Whether a field value holds a byte it may not: a control other than HTAB, or DEL
+    /// (RFC 9110 §5.5). Eight bytes at a time; values are checked on every response.
+    static func hasInvalidFieldValueByte(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index + 8 <= count {
+            let word = UnsafeRawPointer(bytes + index).loadUnaligned(as: UInt64.self)
+            let delete = word ^ (ones &* 0x7F)
+            // A byte below 0x20, or a byte equal to 0x7F (exact existence tests).
+            let suspect = (((word &- (ones &* 0x20)) & ~word) | ((delete &- ones) & ~delete)) & highs
+            if suspect != 0 {
+                for offset in index..<index + 8 where !isFieldValue(bytes[offset]) { return true }
+            }
+            index += 8
+        }
+        while index < count {
+            if !isFieldValue(bytes[index]) { return true }
+            index += 1
+        }
+        return false
     }
 
     /// How a byte that is not allowed somewhere is named in a rejection.

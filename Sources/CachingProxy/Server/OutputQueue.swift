@@ -49,27 +49,33 @@ struct OutputQueue {
     }
 
     /// Room for `count` more owned bytes at the returned pointer; ``commit(_:)`` what was written.
+    @inline(__always)
     mutating func reserve(_ count: Int) -> UnsafeMutablePointer<UInt8> {
-        if capacity - writeIndex < count {
-            let live = writeIndex - readIndex
-            if readIndex > 0 && capacity - live >= count && live <= capacity / 2 {
-                if live > 0 { memmove(buffer!, buffer! + readIndex, live) }
-            } else {
-                var newCapacity = max(capacity * 2, Self.initialCapacity)
-                while newCapacity - live < count { newCapacity *= 2 }
-                let newBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
-                if live > 0 { newBuffer.update(from: buffer! + readIndex, count: live) }
-                buffer?.deallocate()
-                buffer = newBuffer
-                capacity = newCapacity
-            }
-            readIndex = 0
-            writeIndex = live
-        }
+        if let buffer, capacity - writeIndex >= count { return buffer + writeIndex }
+        makeRoom(count)
         return buffer! + writeIndex
     }
 
+    @inline(never)
+    private mutating func makeRoom(_ count: Int) {
+        let live = writeIndex - readIndex
+        if readIndex > 0 && capacity - live >= count && live <= capacity / 2 {
+            if live > 0 { memmove(buffer!, buffer! + readIndex, live) }
+        } else {
+            var newCapacity = max(capacity * 2, Self.initialCapacity)
+            while newCapacity - live < count { newCapacity *= 2 }
+            let newBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+            if live > 0 { newBuffer.update(from: buffer! + readIndex, count: live) }
+            buffer?.deallocate()
+            buffer = newBuffer
+            capacity = newCapacity
+        }
+        readIndex = 0
+        writeIndex = live
+    }
+
     /// Queues `written` bytes put at the pointer ``reserve(_:)`` returned.
+    @inline(__always)
     mutating func commit(_ written: Int) {
         guard written > 0 else { return }
         writeIndex += written

@@ -1,6 +1,7 @@
 // The request head parser: RFC 9112 §2–§6 over raw bytes, strict where the RFC says a
 // server must reject (smuggling vectors, obs-fold, bare CR/LF) and line by line, so bytes
 // arriving one at a time are scanned once.
+import CacheSemantics
 import Glibc
 
 /// Why a request is refused: the status and a short reason for the client and the log.
@@ -45,7 +46,10 @@ struct RequestHeadParser {
     private(set) var isHead = false
 
     // The field section and what the server itself acts on.
+    /// The field lines' places; only the first `fieldCount` belong to this request (the
+    /// array is reused from request to request).
     private(set) var fields: [FieldSpan] = []
+    private(set) var fieldCount = 0
     private(set) var headLength = 0
     private var hostCount = 0
     private var contentLength: Int64?
@@ -69,10 +73,10 @@ struct RequestHeadParser {
 
     /// Whether the connection stays open after this request's response (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-    var keepAlive: Bool { !connectionClose && (minorVersion == 1 || connectionKeepAlive) }
+    private(set) var keepAlive = true
 
     /// Whether any byte of the head has been scanned as part of a line.
-    var hasStarted: Bool { sawRequestLine || lineStart > 0 }
+    private(set) var hasStarted = false
 
     mutating func reset() {
         lineStart = 0
@@ -80,7 +84,9 @@ struct RequestHeadParser {
         sawRequestLine = false
         isHead = false
         minorVersion = 1
-        fields.removeAll(keepingCapacity: true)
+        fieldCount = 0
+        hasStarted = false
+        keepAlive = true
         headLength = 0
         hostCount = 0
         contentLength = nil
@@ -133,11 +139,29 @@ struct RequestHeadParser {
             }
             lineStart = lf + 1
             scanFrom = lineStart
+            hasStarted = true
         }
     }
 
     private var headTooLarge: Rejection {
         Rejection(status: 431, reason: "the request head is larger than \(maxHeaderBytes) bytes")
+    }
+
+    /// The complete head as a ``ServerRequest`` (without its body); `base` is the start of
+    /// the request the head was parsed from.
+    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool) -> ServerRequest {
+        var lines: [HeaderField] = []
+        lines.reserveCapacity(fieldCount)
+        for span in fields[..<fieldCount] {
+            lines.append(
+                HeaderField(
+                    name: HTTPBytes.string(base + span.nameStart, span.nameCount),
+                    value: HTTPBytes.string(base + span.valueStart, span.valueCount)))
+        }
+        return ServerRequest(
+            method: HTTPBytes.string(base + methodStart, methodCount),
+            target: HTTPBytes.string(base + targetStart, targetCount), minorVersion: minorVersion,
+            fields: HeaderFields(lines), peerIsLoopback: peerIsLoopback)
     }
 
     // MARK: request-line (RFC 9112 §3)
@@ -236,12 +260,17 @@ struct RequestHeadParser {
         case .success(let scanned): line = scanned
         case .failure(let rejection): return rejection
         }
-        guard fields.count < maxFieldCount else {
+        guard fieldCount < maxFieldCount else {
             return Rejection(status: 431, reason: "the request has more than \(maxFieldCount) header fields")
         }
-        fields.append(
-            FieldSpan(
-                nameStart: start, nameCount: line.nameCount, valueStart: line.valueStart, valueCount: line.valueCount))
+        let span = FieldSpan(
+            nameStart: start, nameCount: line.nameCount, valueStart: line.valueStart, valueCount: line.valueCount)
+        if fieldCount < fields.count {
+            fields[fieldCount] = span
+        } else {
+            fields.append(span)
+        }
+        fieldCount += 1
         return interpretField(base + start, line.nameCount, base + line.valueStart, line.valueCount)
     }
 
@@ -423,6 +452,7 @@ struct RequestHeadParser {
     // MARK: the complete head
 
     private mutating func finishHead() -> Rejection? {
+        keepAlive = !connectionClose && (minorVersion == 1 || connectionKeepAlive)
         if minorVersion == 1 && hostCount == 0 {
             return Rejection(status: 400, reason: "an HTTP/1.1 request without Host (RFC 9112 §3.2)")
         }

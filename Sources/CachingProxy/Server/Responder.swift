@@ -6,7 +6,8 @@ import Glibc
 /// On the connection's loop thread (inside ``RequestHandler/handle(_:_:)``, say) every call
 /// acts at once and never blocks. From any other thread calls are posted to the loop (woken
 /// through an eventfd) in the order they are made, and ``write(_:)-(UnsafeRawBufferPointer)``
-/// blocks while more than 1 MiB of this response waits to be sent to a slow client.
+/// blocks while more than 1 MiB of this response waits to be sent to a slow client (except
+/// on the thread of another of the server's loops, which never blocks).
 ///
 /// ```swift
 /// func handle(_ request: ServerRequest, _ responder: Responder) {
@@ -17,7 +18,8 @@ import Glibc
 /// Every request is answered exactly once: ``respond(_:body:framing:)``, or ``start(_:framing:)``
 /// then writes and ``finish()``, or ``abort()``, or ``tunnel(to:)``. Calls after that, or after
 /// the client went away, do nothing (writes return `false`). A responder released without an
-/// answer closes its connection.
+/// answer closes its connection. The answer is the final response: interim `1xx` responses
+/// other than the server's own `100 Continue` cannot be sent.
 package final class Responder: @unchecked Sendable {
     private let loop: EventLoop
     private let target: ResponseTarget
@@ -38,14 +40,15 @@ package final class Responder: @unchecked Sendable {
         if !isClientGone { _ = loop.post(.abandoned(target)) }
     }
 
-    /// How a call made on `thread` reaches the loop, decided under the lock.
+    /// How a call reaches the loop, decided under the lock.
     private enum Route {
         case direct
         case mailbox
         case ignored
     }
 
-    /// Updates the responder's state under the lock; `nil` from `update` means "ignore".
+    /// Updates the responder's state under the lock (`update` returns `false` when the call
+    /// comes too late or too early and is to be ignored) and says how the call goes on.
     private func route(_ update: () -> Bool) -> Route {
         let onLoop = loop.isCurrentThread
         shared.lock.lock()
@@ -121,10 +124,12 @@ package final class Responder: @unchecked Sendable {
         }
     }
 
-    /// Back-pressure: waits while 1 MiB or more of this response is queued, then posts.
+    /// Back-pressure: waits while 1 MiB or more of this response is queued, then posts. The
+    /// thread of another loop never waits (a loop must not stall on a client it does not serve).
     private func writeFromOtherThread(_ bytes: [UInt8]) -> Bool {
+        let mayWait = !EventLoop.isOnAnyLoop
         shared.lock.lock()
-        while !shared.gone && started && !finished && shared.queuedBytes >= EventLoop.backPressureLimit {
+        while mayWait && !shared.gone && started && !finished && shared.queuedBytes >= EventLoop.backPressureLimit {
             shared.waiters += 1
             shared.condition.wait(shared.lock)
             shared.waiters -= 1
