@@ -239,15 +239,17 @@ extension CacheEngine {
 
         let fresh = lifetime > age
         let shared = configuration.isShared
-        // RFC 8246 §2: a fresh immutable response is not revalidated on reload.
-        let immutableFresh = fresh && !shared && stored.pointee.flags.has(.immutable)
+        // RFC 8246 §2: a fresh immutable response is not revalidated on reload (request
+        // max-age, or no-cache in a private cache). A shared cache still validates it when the
+        // client signals that validation is necessary, as request no-cache does (§2.1).
+        let immutableFresh = fresh && stored.pointee.flags.has(.immutable)
         if stored.pointee.flags.has(.noCache) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.responseNoCache])
         }
         if stored.pointee.flags.has(.invalidated) {
             return revalidate(request, index, candidates, reason: .stale, reasons: [.invalidated])
         }
-        if request.cacheControl.noCache && !immutableFresh {
+        if request.cacheControl.noCache && !(immutableFresh && !shared) {
             return revalidate(
                 request, index, candidates, reason: fresh ? .request : .stale, reasons: [.requestNoCache])
         }

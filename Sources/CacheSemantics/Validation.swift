@@ -47,9 +47,12 @@ extension CacheEngine {
     /// The stored fields updated with those of a newer response, a `304` or a `HEAD`
     /// response (RFC 9111 §3.2): each field the new response has replaces the stored lines
     /// of that name, except `Content-Length`, `Content-Range` and the fields §3.1 keeps out
-    /// of storage (including those the newer response's qualified `no-cache` or, in a
-    /// shared cache, `private` names). A stored `Age` the new response lacks is removed,
-    /// since the response was just validated at the origin (§4.2.3, "age").
+    /// of storage. Those include the fields named by a qualified `no-cache` or, in a shared
+    /// cache, `private` of the updated response: the newer response's directives when it
+    /// has some, else the stored ones, which stay in force (a `304` without `Cache-Control`
+    /// must not bring a `Set-Cookie` that the stored `private="Set-Cookie"` keeps out,
+    /// §5.2.2.4, §5.2.2.7). A stored `Age` the new response lacks is removed, since the
+    /// response was just validated at the origin (§4.2.3, "age").
     public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
         let excluded =
             fieldNamesNotStored(newer, directives: effectiveDirectives(newer).directives)
@@ -65,6 +68,11 @@ extension CacheEngine {
         }
         if !newer.contains("Age") { result.removeAll(named: "Age") }
         if !newer.contains("Date") { result["Date"] = HTTPDate.format(responseTime) }
+        // The directives now in force may name fields the newer response brought (§3.1).
+        let inForce = effectiveDirectives(result).directives
+        var named = inForce.noCacheFieldNames
+        if configuration.isShared { named += inForce.privateFieldNames }
+        result.removeAll(namedAnyOf: named)
         return result
     }
 

@@ -34,6 +34,8 @@ final class OriginExchange: UpstreamReceiver {
     private var received: Int64 = 0
     private var clientGone = false
     private var forwardStatus = 0
+    /// A `304` relayed to the client freshened stored responses.
+    private var freshenedStored = false
     /// What requests that waited for this one are told; `nil` when nothing was stored.
     private(set) var collapse: Collapse?
 
@@ -118,6 +120,11 @@ final class OriginExchange: UpstreamReceiver {
             state = freshened(notModified: fields, responseTime: responseTime) ? .answered : .retry
             return true
         }
+        if status == 304, caching {
+            // The client's own validators went forward: the 304 is its answer, relayed below,
+            // and it still freshens the stored responses it selects (RFC 9111 §4.3.4).
+            freshenedStored = applied(notModified: fields, responseTime: responseTime) != nil
+        }
         invalidate(ResponseHead(status: status, fields: fields))
         if request.method == "HEAD", status == 200, let index = plan.candidate {
             freshen(candidates[index], withHead: fields, responseTime: responseTime)
@@ -140,7 +147,8 @@ final class OriginExchange: UpstreamReceiver {
         var outgoing = Messages.removingHopByHop(fields)
         Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
         let cacheStatus = CacheStatus(
-            cache: configuration.name, forward: plan.reason, forwardStatus: status, stored: caching ? writer != nil : nil)
+            cache: configuration.name, forward: plan.reason, forwardStatus: status,
+            stored: caching ? writer != nil || freshenedStored : nil)
         outgoing["Cache-Status"] = cacheStatus.appended(to: outgoing["Cache-Status"])
         state = .relaying
         handler.metrics.count(caching ? .miss : .pass)
@@ -251,11 +259,27 @@ final class OriginExchange: UpstreamReceiver {
     /// Applies a `304` to the stored responses it matches (RFC 9111 §4.3.4) and serves the
     /// selected one; `false` when it matches none.
     private func freshened(notModified: HeaderFields, responseTime: Timestamp) -> Bool {
+        guard let updated = applied(notModified: notModified, responseTime: responseTime) else { return false }
+        guard let responder else { return true }
+        // Serve from the freshened responses; the client's own validators still apply.
+        let lookup = CacheRequest(request.head, policy: .returnCacheDataElseLoad)
+        guard case .serve(let use) = engine.lookup(lookup, candidates: updated.map(\.facts), now: handler.now) else {
+            return false
+        }
+        var status = CacheStatus(cache: configuration.name, forward: plan.reason, forwardStatus: 304, stored: true)
+        status.ttl = Int(use.timeToLive.rounded(.down))
+        handler.serveStored(updated[use.candidate], use, request, status: status, outcome: .revalidated, responder)
+        return true
+    }
+
+    /// Updates the stored responses a `304` selects (RFC 9111 §4.3.4, §3.2): the candidates
+    /// as updated, or `nil` when it selects none.
+    private func applied(notModified: HeaderFields, responseTime: Timestamp) -> [Candidate]? {
         var updated = candidates
         let indexes = engine.responsesToUpdate(
             notModified: notModified, request: request.head.fields, candidates: candidates.map(\.facts),
             validated: plan.validated)
-        guard !indexes.isEmpty else { return false }
+        guard !indexes.isEmpty else { return nil }
         for index in indexes {
             let candidate = candidates[index]
             let (fields, facts) = engine.freshen(
@@ -270,16 +294,7 @@ final class OriginExchange: UpstreamReceiver {
             updated[index].facts = facts
         }
         collapse = Collapse(reason: plan.reason, status: 304)
-        guard let responder else { return true }
-        // Serve from the freshened responses; the client's own validators still apply.
-        let lookup = CacheRequest(request.head, policy: .returnCacheDataElseLoad)
-        guard case .serve(let use) = engine.lookup(lookup, candidates: updated.map(\.facts), now: handler.now) else {
-            return false
-        }
-        var status = CacheStatus(cache: configuration.name, forward: plan.reason, forwardStatus: 304, stored: true)
-        status.ttl = Int(use.timeToLive.rounded(.down))
-        handler.serveStored(updated[use.candidate], use, request, status: status, outcome: .revalidated, responder)
-        return true
+        return updated
     }
 
     /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and

@@ -232,8 +232,10 @@ struct StaleTests {
         #expect(use.reasons == [.fresh(age: 10, lifetime: 100), .immutable])
     }
 
-    @Test("RFC 8246 §2: a shared cache still validates a fresh immutable response on request no-cache")
-    func immutableNotAppliedInSharedCache() throws {
+    @Test(
+        "RFC 8246 §2.1: a shared cache answers a reload (request max-age) from a fresh immutable response but validates it on request no-cache"
+    )
+    func immutableInSharedCache() throws {
         let engine = Reuse.sharedEngine
         let facts = try Reuse.store(["Cache-Control": "max-age=100, immutable"], engine: engine)
         let noCache = Reuse.lookup(fields: ["Cache-Control": "no-cache"], candidates: [facts], at: 10, engine: engine)
@@ -242,7 +244,11 @@ struct StaleTests {
         #expect(forwarding.reasons == [.requestNoCache])
         let maxAgeZero = Reuse.lookup(
             fields: ["Cache-Control": "max-age=0"], candidates: [facts], at: 10, engine: engine)
-        #expect(Reuse.forwarded(maxAgeZero)?.reasons == [.requestMaxAge(age: 10, maxAge: 0)])
+        let use = try #require(Reuse.served(maxAgeZero))
+        #expect(use.reasons == [.fresh(age: 10, lifetime: 100), .immutable])
+        // Stale, it is validated like any other (RFC 8246 §2 applies during the freshness lifetime).
+        let stale = Reuse.lookup(fields: ["Cache-Control": "max-age=0"], candidates: [facts], at: 150, engine: engine)
+        #expect(Reuse.forwarded(stale)?.reasons == [.requestMaxAge(age: 150, maxAge: 0)])
     }
 
     @Test("RFC 8246 §2: once stale, an immutable response is validated like any other")

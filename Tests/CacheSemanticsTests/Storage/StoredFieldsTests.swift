@@ -215,6 +215,31 @@ struct StorageUpdatedFieldsTests {
         #expect(lines(withoutDate) == ["ETag: \"v1\"", "Date: \(Fixtures.httpDate(7))"])
     }
 
+    @Test(
+        "§3.2, §3.1, §5.2.2.4, §5.2.2.7: a newer response does not bring fields the stored no-cache= or private= names"
+    )
+    func storedQualifiedDirectivesStayInForce() {
+        let stored = HeaderFields([
+            ("Date", Fixtures.httpDate(-100)),
+            ("Cache-Control", "max-age=60, private=\"Set-Cookie\", no-cache=\"X-Secret\""),
+            ("ETag", "\"v1\""),
+        ])
+        let newer = HeaderFields([
+            ("Date", Fixtures.httpDate()), ("ETag", "\"v1\""), ("Set-Cookie", "session=bob"), ("X-Secret", "s"),
+            ("X-Other", "o"),
+        ])
+        let shared = CacheEngine(configuration: .sharedCache).updatedFields(
+            stored: stored, with: newer, responseTime: Fixtures.epoch)
+        #expect(!shared.contains("Set-Cookie"))
+        #expect(!shared.contains("X-Secret"))
+        #expect(shared["X-Other"] == "o")
+        #expect(shared["Cache-Control"] == "max-age=60, private=\"Set-Cookie\", no-cache=\"X-Secret\"")
+        // no-cache="field" binds every cache; private="field" only shared ones.
+        let own = engine.updatedFields(stored: stored, with: newer, responseTime: Fixtures.epoch)
+        #expect(own.values(named: "Set-Cookie") == ["session=bob"])
+        #expect(!own.contains("X-Secret"))
+    }
+
     @Test("§3.2, §3.1: a field the newer response's qualified no-cache names is not taken into the stored response")
     func qualifiedNoCacheOfNewerResponseNotTaken() {
         let newer = HeaderFields([
