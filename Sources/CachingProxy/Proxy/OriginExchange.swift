@@ -38,16 +38,26 @@ final class OriginExchange: UpstreamReceiver {
     private var freshenedStored = false
     /// What requests that waited for this one are told; `nil` when nothing was stored.
     private(set) var collapse: Collapse?
+    /// Told once, as soon as the response is stored (before its last bytes go to the client)
+    /// or when it turned out it will not be.
+    private var onSettled: ((Collapse?) -> Void)?
 
     init(
         _ handler: ProxyHandler, _ request: ProxyRequest, _ plan: Forwarding, _ candidates: [Candidate],
-        responder: Responder?
+        responder: Responder?, onSettled: ((Collapse?) -> Void)? = nil
     ) {
         self.handler = handler
         self.request = request
         self.plan = plan
         self.candidates = candidates
         self.responder = responder
+        self.onSettled = onSettled
+    }
+
+    private func settle() {
+        let action = onSettled
+        onSettled = nil
+        action?(collapse)
     }
 
     private var configuration: CachingProxy.Configuration { handler.configuration }
@@ -59,6 +69,7 @@ final class OriginExchange: UpstreamReceiver {
 
     /// Sends the request and answers the client; returns when the response is complete.
     func run() {
+        defer { settle() }
         requestTime = handler.now
         sentAt = Self.monotonicSeconds()
         handler.metrics.originRequests.add(1, ordering: .relaxed)
@@ -169,6 +180,8 @@ final class OriginExchange: UpstreamReceiver {
                 writer.abort()
                 self.writer = nil
             }
+            // Stored before the client has it all: a request right after it is a plain hit.
+            if received == expectedLength { commit() }
         }
         if let responder, !clientGone, !responder.write(body) { clientGone = true }
         // A response being stored is read to its end even when its client left.
@@ -178,21 +191,27 @@ final class OriginExchange: UpstreamReceiver {
     // MARK: Outcomes
 
     private func finishRelay() {
-        if let writer {
-            if expectedLength == nil || received == expectedLength {
-                do {
-                    try writer.commit()
-                    handler.metrics.stored.add(1, ordering: .relaxed)
-                    collapse = Collapse(reason: plan.reason, status: forwardStatus)
-                } catch {
-                    configuration.log("could not store the response for \(request.target.url): \(error)")
-                }
-            } else {
-                writer.abort()
-            }
-            self.writer = nil
+        if expectedLength == nil || received == expectedLength {
+            commit()
+        } else {
+            writer?.abort()
+            writer = nil
         }
         responder?.finish()
+    }
+
+    /// Stores the complete response, and tells requests waiting for it.
+    private func commit() {
+        guard let writer else { return }
+        self.writer = nil
+        do {
+            try writer.commit()
+            handler.metrics.stored.add(1, ordering: .relaxed)
+            collapse = Collapse(reason: plan.reason, status: forwardStatus)
+        } catch {
+            configuration.log("could not store the response for \(request.target.url): \(error)")
+        }
+        settle()
     }
 
     private func failed(_ error: any Error) {

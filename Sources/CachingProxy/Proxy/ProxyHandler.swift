@@ -285,10 +285,10 @@ final class ProxyHandler: RequestHandler {
         }
         guard leads else { return }
         workers.submit { [self] in
-            let exchange = OriginExchange(self, request, forwarding, candidates, responder: responder)
-            exchange.run()
-            let waiting = inFlight.withLock { $0.removeValue(forKey: key) ?? [] }
-            for follower in waiting { follower(exchange.collapse) }
+            OriginExchange(self, request, forwarding, candidates, responder: responder) { [self] collapse in
+                let waiting = inFlight.withLock { $0.removeValue(forKey: key) ?? [] }
+                for follower in waiting { follower(collapse) }
+            }.run()
         }
     }
 
