@@ -48,6 +48,14 @@ final class ProxyHandler: RequestHandler {
     /// URLs and primary keys by request-target (``rememberedKey(_:)``).
     private let keys = Mutex<[String: (target: Target, primaryKey: String)]>([:])
     private static let rememberedKeyLimit = 16_384
+    /// Stored facts already decoded, by entry, with the bytes they were decoded from (an
+    /// entry's facts change in place when a `304` freshens it).
+    private let decodedFacts = Mutex<[EntryID: (bytes: [UInt8], facts: StoredResponseFacts)]>([:])
+    /// The disk index's change count (``DiskStore/changeCount``); `nil` without a disk tier.
+    private let changeCount: @Sendable () -> UInt64?
+    /// Candidates by primary key with the change count they were read at: valid while the
+    /// index has not changed (the proxy stores nothing memory-only, so the disk tells all).
+    private let rememberedCandidates = Mutex<[String: (changes: UInt64, candidates: [Candidate])]>([:])
     /// `Cache-Status` of a hit without the ttl, when the name is a token (it is serialized as
     /// is, RFC 9211 §2).
     private let hitStatusPrefix: String?
@@ -79,12 +87,14 @@ final class ProxyHandler: RequestHandler {
                         directory: directory, capacity: configuration.diskCapacity, log: configuration.log),
                     clock: clock)
                 store = TieredStore(memory: memory, disk: disk)
+                changeCount = { disk.changeCount }
             } catch {
                 throw CachingProxy.ConfigurationError(
                     description: "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
             }
         } else {
             store = memory
+            changeCount = { nil }
         }
         self.memory = memory
         hitStatusPrefix = CacheStatus(cache: configuration.name).fieldValue.hasPrefix(configuration.name + ";")
@@ -196,6 +206,7 @@ final class ProxyHandler: RequestHandler {
     /// Looks the request up and serves it from the store or sends it on.
     func proceed(_ request: ProxyRequest, _ responder: Responder) {
         let candidates = candidates(request.primaryKey)
+        let now = self.now
         switch engine.lookup(CacheRequest(request.head), candidates: candidates.map(\.facts), now: now) {
         case .serve(let use):
             var status: CacheStatus
@@ -207,12 +218,14 @@ final class ProxyHandler: RequestHandler {
             } else {
                 status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             }
-            serveStored(candidates[use.candidate], use, request, status: status, outcome: use.isStale ? .stale : .hit, responder)
+            serveStored(
+                candidates[use.candidate], use, request, status: status, outcome: use.isStale ? .stale : .hit, at: now,
+                responder)
         case .serveStaleWhileRevalidate(let use, let revalidation):
             revalidateInBackground(request, revalidation, candidates)
             var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
-            serveStored(candidates[use.candidate], use, request, status: status, outcome: .stale, responder)
+            serveStored(candidates[use.candidate], use, request, status: status, outcome: .stale, at: now, responder)
         case .gatewayTimeout(let reasons):
             var status = CacheStatus(cache: configuration.name, hit: false, detail: "only-if-cached")
             status.forward = .request
@@ -229,6 +242,20 @@ final class ProxyHandler: RequestHandler {
 
     /// Every stored variant of `primaryKey` with readable facts.
     func candidates(_ primaryKey: String) -> [Candidate] {
+        // Read before the store: a write landing meanwhile moves the count past this.
+        guard let changes = changeCount() else { return readCandidates(primaryKey) }
+        if let known = rememberedCandidates.withLock({ $0[primaryKey] }), known.changes == changes {
+            return known.candidates
+        }
+        let candidates = readCandidates(primaryKey)
+        rememberedCandidates.withLock { known in
+            if known.count >= Self.rememberedKeyLimit { known.removeAll(keepingCapacity: true) }
+            known[primaryKey] = (changes, candidates)
+        }
+        return candidates
+    }
+
+    private func readCandidates(_ primaryKey: String) -> [Candidate] {
         let entries: [StoredEntry]
         do {
             entries = try store.variants(of: primaryKey)
@@ -237,12 +264,19 @@ final class ProxyHandler: RequestHandler {
             return []
         }
         return entries.compactMap { entry in
+            if let known = decodedFacts.withLock({ $0[entry.id] }), known.bytes == entry.head.facts {
+                return Candidate(entry: entry, facts: known.facts)
+            }
             guard entry.head.isComplete, let facts = StoredResponseFacts(serialized: entry.head.facts) else {
                 if entry.head.isComplete {
                     configuration.log("dropped the stored response for \(entry.head.url): its facts cannot be read")
                     try? store.remove(entry.id)
                 }
                 return nil
+            }
+            decodedFacts.withLock { known in
+                if known.count >= Self.rememberedKeyLimit { known.removeAll(keepingCapacity: true) }
+                known[entry.id] = (entry.head.facts, facts)
             }
             return Candidate(entry: entry, facts: facts)
         }
@@ -307,7 +341,7 @@ final class ProxyHandler: RequestHandler {
     /// (RFC 9111 §4.3.2), or the part a `Range` asks for (RFC 9110 §14.2).
     func serveStored(
         _ candidate: Candidate, _ use: CachedUse, _ request: ProxyRequest, status: CacheStatus,
-        outcome: Metrics.Outcome, _ responder: Responder
+        outcome: Metrics.Outcome, at now: Timestamp? = nil, _ responder: Responder
     ) {
         let entry = candidate.entry
         var fields = entry.head.fields
@@ -320,7 +354,7 @@ final class ProxyHandler: RequestHandler {
         } else {
             fields["Cache-Status"] = status.appended(to: fields["Cache-Status"])
         }
-        store.recordAccess(entry.id, at: configuration.clock())
+        store.recordAccess(entry.id, at: (now ?? self.now).secondsSince1970)
         metrics.count(outcome)
         let size = entry.bodySize
         if use.notModified {
