@@ -110,7 +110,9 @@ extension HTTPCache {
 
         invalidate(prepared, response: ResponseHead(status: status, fields: fields))
         if prepared.method == "HEAD", status == 200, let index = plan.candidate {
-            freshen(candidates[index], withHead: fields, prepared, requestTime: requestTime, responseTime: responseTime)
+            store.applyHeadResponse(
+                fields, to: candidates[index], request: prepared.head.fields, engine: engine, requestTime: requestTime,
+                responseTime: responseTime, log: configuration.log)
         }
         return relay(
             prepared, plan, http, status: status, fields: fields, received.body, prefix: nil, forwardStatus: status,
@@ -183,24 +185,11 @@ extension HTTPCache {
         _ prepared: Prepared, _ plan: Plan, _ candidates: [Candidate], notModified: HeaderFields,
         requestTime: Timestamp, responseTime: Timestamp
     ) -> Exchange? {
-        var updated = candidates
-        let indexes = engine.responsesToUpdate(
-            notModified: notModified, request: prepared.head.fields, candidates: candidates.map(\.facts),
-            validated: plan.validated)
-        guard !indexes.isEmpty else { return nil }
-        for index in indexes {
-            let candidate = candidates[index]
-            let (fields, facts) = engine.freshen(
-                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified,
-                request: prepared.head.fields, requestTime: requestTime, responseTime: responseTime)
-            do {
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
-            } catch {
-                configuration.log("could not freshen the stored response for \(prepared.urlString): \(error)")
-            }
-            updated[index].entry.head.fields = fields
-            updated[index].facts = facts
-        }
+        guard
+            let updated = store.applyNotModified(
+                notModified, to: candidates, validated: plan.validated, request: prepared.head.fields, engine: engine,
+                requestTime: requestTime, responseTime: responseTime, log: configuration.log)
+        else { return nil }
         // Serve from the freshened responses; the client's own validators still apply.
         let request = CacheRequest(prepared.head, policy: .returnCacheDataElseLoad)
         guard case .serve(var use) = engine.lookup(request, candidates: updated.map(\.facts), now: now) else {
@@ -214,41 +203,11 @@ extension HTTPCache {
         return serveStored(updated[use.candidate], use, prepared, outcome: .revalidated, status: status)
     }
 
-    /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
-    /// length match, and makes it need validation when they differ (RFC 9111 §4.3.5).
-    private func freshen(
-        _ candidate: Candidate, withHead head: HeaderFields, _ prepared: Prepared, requestTime: Timestamp,
-        responseTime: Timestamp
-    ) {
-        do {
-            switch engine.headFreshening(head: head, stored: candidate.facts) {
-            case .update:
-                let (fields, facts) = engine.freshen(
-                    storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
-                    request: prepared.head.fields, requestTime: requestTime, responseTime: responseTime)
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
-            case .markStale:
-                var facts = candidate.facts
-                facts.flags.formUnion(.invalidated)
-                try store.update(candidate.entry.id, fields: candidate.entry.head.fields, facts: facts.serialized())
-            }
-        } catch {
-            configuration.log("could not apply a HEAD response to the stored response for \(prepared.urlString): \(error)")
-        }
-    }
-
     /// Removes what an unsafe request's response invalidates (RFC 9111 §4.4). A `POST`
     /// keyed by its body is a query and invalidates nothing.
     private func invalidate(_ prepared: Prepared, response: ResponseHead) {
         guard !prepared.keyedByBody else { return }
-        for uri in engine.invalidatedURIs(request: prepared.head, response: response) {
-            guard let key = CacheKey(method: "GET", uri: uri) else { continue }
-            do {
-                try store.remove(primaryKey: key.primaryKey)
-            } catch {
-                configuration.log("could not invalidate \(uri): \(error)")
-            }
-        }
+        store.invalidate(after: prepared.head, response: response, engine: engine, log: configuration.log)
     }
 
     /// Whether and how to store a response: the rules, the will-store hook, then RFC 9111 §3.

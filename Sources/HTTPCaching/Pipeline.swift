@@ -67,11 +67,7 @@ struct Exchange: Sendable {
     }
 }
 
-/// A stored response and its decoded facts.
-struct Candidate: Sendable {
-    var entry: StoredEntry
-    var facts: StoredResponseFacts
-}
+typealias Candidate = StoredCandidate
 
 /// What a forwarded request is (a copy of the engine's `Forwarding` the cache can also make
 /// itself, for a retry without validators).

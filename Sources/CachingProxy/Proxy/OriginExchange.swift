@@ -136,9 +136,13 @@ final class OriginExchange: UpstreamReceiver {
             // and it still freshens the stored responses it selects (RFC 9111 §4.3.4).
             freshenedStored = applied(notModified: fields, responseTime: responseTime) != nil
         }
-        invalidate(ResponseHead(status: status, fields: fields))
+        store.invalidate(
+            after: request.head, response: ResponseHead(status: status, fields: fields), engine: engine,
+            log: configuration.log)
         if request.method == "HEAD", status == 200, let index = plan.candidate {
-            freshen(candidates[index], withHead: fields, responseTime: responseTime)
+            store.applyHeadResponse(
+                fields, to: candidates[index], request: request.head.fields, engine: engine, requestTime: requestTime,
+                responseTime: responseTime, log: configuration.log)
         }
         // A recipient with a clock adds Date when forwarding or storing a response without one
         // (RFC 9110 §6.6.1).
@@ -294,58 +298,11 @@ final class OriginExchange: UpstreamReceiver {
     /// Updates the stored responses a `304` selects (RFC 9111 §4.3.4, §3.2): the candidates
     /// as updated, or `nil` when it selects none.
     private func applied(notModified: HeaderFields, responseTime: Timestamp) -> [Candidate]? {
-        var updated = candidates
-        let indexes = engine.responsesToUpdate(
-            notModified: notModified, request: request.head.fields, candidates: candidates.map(\.facts),
-            validated: plan.validated)
-        guard !indexes.isEmpty else { return nil }
-        for index in indexes {
-            let candidate = candidates[index]
-            let (fields, facts) = engine.freshen(
-                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified,
-                request: request.head.fields, requestTime: requestTime, responseTime: responseTime)
-            do {
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
-            } catch {
-                configuration.log("could not freshen the stored response for \(request.target.url): \(error)")
-            }
-            updated[index].entry.head.fields = fields
-            updated[index].facts = facts
-        }
-        collapse = Collapse(reason: plan.reason, status: 304)
+        let updated = store.applyNotModified(
+            notModified, to: candidates, validated: plan.validated, request: request.head.fields, engine: engine,
+            requestTime: requestTime, responseTime: responseTime, log: configuration.log)
+        if updated != nil { collapse = Collapse(reason: plan.reason, status: 304) }
         return updated
-    }
-
-    /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
-    /// length match, and makes it need validation when they differ (RFC 9111 §4.3.5).
-    private func freshen(_ candidate: Candidate, withHead head: HeaderFields, responseTime: Timestamp) {
-        do {
-            switch engine.headFreshening(head: head, stored: candidate.facts) {
-            case .update:
-                let (fields, facts) = engine.freshen(
-                    storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
-                    request: request.head.fields, requestTime: requestTime, responseTime: responseTime)
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
-            case .markStale:
-                var facts = candidate.facts
-                facts.flags.formUnion(.invalidated)
-                try store.update(candidate.entry.id, fields: candidate.entry.head.fields, facts: facts.serialized())
-            }
-        } catch {
-            configuration.log("could not apply a HEAD response to the stored response for \(request.target.url): \(error)")
-        }
-    }
-
-    /// Removes what an unsafe request's response invalidates (RFC 9111 §4.4).
-    private func invalidate(_ response: ResponseHead) {
-        for uri in engine.invalidatedURIs(request: request.head, response: response) {
-            guard let key = CacheKey(method: "GET", uri: uri) else { continue }
-            do {
-                try store.remove(primaryKey: key.primaryKey)
-            } catch {
-                configuration.log("could not invalidate \(uri): \(error)")
-            }
-        }
     }
 
     /// Opens a writer when RFC 9111 §3 allows storing the response in a shared cache.

@@ -3,11 +3,7 @@ import CacheStorage
 import Foundation
 import Synchronization
 
-/// A stored response and its decoded facts.
-struct Candidate: Sendable {
-    var entry: StoredEntry
-    var facts: StoredResponseFacts
-}
+typealias Candidate = StoredCandidate
 
 /// One request as the proxy handles it.
 struct ProxyRequest: Sendable {
