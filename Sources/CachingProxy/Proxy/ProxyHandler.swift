@@ -47,6 +47,8 @@ final class ProxyHandler: RequestHandler {
     /// Stored facts already decoded, by entry, with the bytes they were decoded from (an
     /// entry's facts change in place when a `304` freshens it).
     private let decodedFacts = Mutex<[EntryID: (bytes: [UInt8], facts: StoredResponseFacts)]>([:])
+    /// ``servedFields(_:)`` by entry, with the facts they were made from.
+    private let servedHeads = Mutex<[EntryID: (facts: [UInt8], fields: HeaderFields, hasCacheStatus: Bool)]>([:])
     /// The disk index's change count (``DiskStore/changeCount``); `nil` without a disk tier.
     private let changeCount: @Sendable () -> UInt64?
     /// Candidates by primary key with the change count they were read at: valid while the
@@ -340,12 +342,10 @@ final class ProxyHandler: RequestHandler {
         outcome: Metrics.Outcome, at now: Timestamp? = nil, _ responder: Responder
     ) {
         let entry = candidate.entry
-        var fields = entry.head.fields
-        fields["Age"] = use.ageFieldValue
-        Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
-        if let prefix = hitStatusPrefix, status.hit, status.detail == nil, let ttl = status.ttl,
-            !fields.contains("Cache-Status")
-        {
+        let base = servedFields(entry)
+        var fields = base.fields
+        fields.append(name: "Age", value: use.ageFieldValue)
+        if let prefix = hitStatusPrefix, status.hit, status.detail == nil, let ttl = status.ttl, !base.hasCacheStatus {
             fields.append(name: "Cache-Status", value: prefix + String(ttl))
         } else {
             fields["Cache-Status"] = status.appended(to: fields["Cache-Status"])
@@ -407,6 +407,23 @@ final class ProxyHandler: RequestHandler {
             }
             if offset > range.upperBound { responder.finish() } else { responder.abort() }
         }
+    }
+
+    /// A stored response's fields as every answer from it starts: without `Age`, with this
+    /// proxy's `Via` (RFC 9110 §7.6.3). Remembered per entry and facts (a `304` changes both).
+    private func servedFields(_ entry: StoredEntry) -> (fields: HeaderFields, hasCacheStatus: Bool) {
+        if let known = servedHeads.withLock({ $0[entry.id] }), known.facts == entry.head.facts {
+            return (known.fields, known.hasCacheStatus)
+        }
+        var fields = entry.head.fields
+        fields.removeAll(named: "Age")
+        Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
+        let hasCacheStatus = fields.contains("Cache-Status")
+        servedHeads.withLock { known in
+            if known.count >= Self.rememberedKeyLimit { known.removeAll(keepingCapacity: true) }
+            known[entry.id] = (entry.head.facts, fields, hasCacheStatus)
+        }
+        return (fields, hasCacheStatus)
     }
 
     /// A stored body that cannot be read is removed and the request answered as a miss.
