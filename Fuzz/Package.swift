@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
-// libFuzzer targets for every CacheSemantics parser. Built only by scripts/fuzz, with
-// `-sanitize=fuzzer` (libFuzzer supplies `main`), so this is a package of its own.
+// libFuzzer targets for every CacheSemantics parser and the caching proxy's wire parsers.
+// Built only by scripts/fuzz, with `-sanitize=fuzzer` (libFuzzer supplies `main`), so this is
+// a package of its own.
 import Foundation
 import PackageDescription
 
@@ -12,6 +13,16 @@ let parsers = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine",
 ]
+// The proxy's request head parser, chunked decoder and response head parser, reached through
+// CachingProxy's `@_spi(Fuzzing)` entry points (the parsers are internal).
+let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody", "FuzzResponseHead"]
+let proxyTargets: [Target] = proxyParsers.map { name in
+    .executableTarget(
+        name: name,
+        dependencies: [.product(name: "CachingProxy", package: rootIdentity), "FuzzSupport"],
+        path: "Sources/\(name)",
+        linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
+}
 
 let package = Package(
     name: "CacheSemanticsFuzz",
@@ -23,6 +34,7 @@ let package = Package(
             path: "Sources/\(name)",
             // gold fails with an internal error on these links; lld ships with the toolchain.
             linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
-    } + [.target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)])],
+    } + proxyTargets
+        + [.target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)])],
     swiftLanguageModes: [.v6]
 )
