@@ -29,6 +29,9 @@ struct ResponseHeadParser {
     private var status: Int?
     private var reason = ""
     private var fields: [HeaderField] = []
+    /// Whether the last line was a field line (or its continuation): only then does an
+    /// obs-fold line continue a field (RFC 9112 §5.2).
+    private var continuesField = false
     /// Whether the final head has been returned; later lines are trailers and ignored.
     private(set) var isComplete = false
 
@@ -37,6 +40,7 @@ struct ResponseHeadParser {
         status = nil
         reason = ""
         fields.removeAll(keepingCapacity: true)
+        continuesField = false
         isComplete = false
     }
 
@@ -61,16 +65,29 @@ struct ResponseHeadParser {
             }
             return .head(status: status, reason: reason, fields: fields)
         }
-        if line.first == 0x20 || line.first == 0x09 {
-            unfold(line)
+        // A bare CR or a NUL becomes SP before anything reads the line (RFC 9110 §5.5,
+        // RFC 9112 §2.2).
+        guard line.contains(where: { $0 == 0x0D || $0 == 0x00 }) else {
+            fieldLine(line)
             return .none
         }
-        guard let colon = line.firstIndex(of: 0x3A) else { return .none }
+        [UInt8](line.map { $0 == 0x0D || $0 == 0x00 ? 0x20 : $0 }).withUnsafeBytes { fieldLine($0[...]) }
+        return .none
+    }
+
+    /// A field line, or an obs-fold line continuing the one before.
+    private mutating func fieldLine(_ line: Slice<UnsafeRawBufferPointer>) {
+        if line.first == 0x20 || line.first == 0x09 {
+            if continuesField { unfold(line) }
+            return
+        }
+        continuesField = false
+        guard let colon = line.firstIndex(of: 0x3A) else { return }
         let name = Self.trimmed(line[..<colon])
-        guard !name.isEmpty else { return .none }
+        guard !name.isEmpty else { return }
         let value = Self.trimmed(line[(colon + 1)...])
         fields.append(HeaderField(name: Self.text(name), value: Self.text(value)))
-        return .none
+        continuesField = true
     }
 
     /// `HTTP/1.1 200 OK` → status 200, reason "OK" (RFC 9112 §4); the reason may be empty.
@@ -85,11 +102,11 @@ struct ResponseHeadParser {
         }
         status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
         reason = Self.text(Self.trimmed(line[digits.endIndex...]))
+        continuesField = false
         return .none
     }
 
     /// Joins a continuation line to the previous field's value with one SP (RFC 9112 §5.2).
-    /// A continuation with no field before it is ignored (RFC 9112 §2.2).
     private mutating func unfold(_ line: Slice<UnsafeRawBufferPointer>) {
         guard !fields.isEmpty else { return }
         let more = Self.text(Self.trimmed(line))
