@@ -48,8 +48,8 @@ enum Messages {
         return Target(url: "http://" + authority + path, authority: authority)
     }
 
-    /// The text of a status code's standard reason phrase is the server's business; this is
-    /// the small body the proxy's own answers carry.
+    /// The fields and body of the proxy's own answers (errors, purge results): a line of plain
+    /// text saying what happened, never stored.
     static func plainText(_ text: String) -> (fields: HeaderFields, body: [UInt8]) {
         (["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"], Array((text + "\n").utf8))
     }
