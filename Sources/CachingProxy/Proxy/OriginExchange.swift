@@ -37,7 +37,7 @@ final class OriginExchange: UpstreamReceiver {
     /// A `304` relayed to the client freshened stored responses.
     private var freshenedStored = false
     /// What requests that waited for this one are told; `nil` when nothing was stored.
-    private(set) var collapse: Collapse?
+    private var collapse: Collapse?
     /// Told once, as soon as the response is stored (before its last bytes go to the client)
     /// or when it turned out it will not be.
     private var onSettled: ((Collapse?) -> Void)?
