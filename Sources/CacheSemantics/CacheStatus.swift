@@ -92,3 +92,19 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { fieldValue }
 }
+
+extension CacheStatus {
+    /// A stored response served because the origin failed (RFC 9111 §4.2.4, RFC 5861 §4):
+    /// a hit with `detail=stale-if-error` (and the origin's status as `fwd-status` after a
+    /// 5xx), or `detail=disconnected` when no response came.
+    package init(cache: String, servedStale use: CachedUse, after failure: OriginFailure) {
+        self.init(cache: cache, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+        if case .serverError(let code) = failure {
+            detail = "stale-if-error"
+            forwardStatus = code
+        } else {
+            detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
+                ? "stale-if-error" : "disconnected"
+        }
+    }
+}

@@ -19,14 +19,7 @@ extension HTTPCache {
         let request = CacheRequest(prepared.head, policy: prepared.policy)
         switch engine.fallback(after: failure, request: request, candidate: (index, candidates[index].facts), now: now) {
         case .serve(let use):
-            var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
-            if case .serverError(let code) = failure {
-                status.detail = "stale-if-error"
-                status.forwardStatus = code
-            } else {
-                status.detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
-                    ? "stale-if-error" : "disconnected"
-            }
+            let status = CacheStatus(cache: configuration.name, servedStale: use, after: failure)
             return serveStored(candidates[index], use, prepared, outcome: .stale, status: status)
         case .gatewayTimeout(let reasons):
             return gatewayTimeout(reasons, detail: "stale-not-allowed")

@@ -257,14 +257,7 @@ final class OriginExchange: UpstreamReceiver {
             now: handler.now)
         {
         case .serve(let use):
-            var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
-            if case .serverError(let code) = failure {
-                status.detail = "stale-if-error"
-                status.forwardStatus = code
-            } else {
-                status.detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
-                    ? "stale-if-error" : "disconnected"
-            }
+            let status = CacheStatus(cache: configuration.name, servedStale: use, after: failure)
             if let responder { handler.serveStored(candidates[index], use, request, status: status, outcome: .stale, responder) }
             return true
         case .gatewayTimeout(let reasons):
