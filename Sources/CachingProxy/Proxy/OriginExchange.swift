@@ -153,6 +153,7 @@ final class OriginExchange: UpstreamReceiver {
         let framing: BodyFraming
         if noBody {
             framing = .none
+            expectedLength = 0
         } else if let length = fields["Content-Length"].flatMap({ Int64($0) }), length >= 0 {
             framing = .length(length)
             expectedLength = length
@@ -168,7 +169,6 @@ final class OriginExchange: UpstreamReceiver {
         state = .relaying
         handler.metrics.count(caching ? .miss : .pass)
         responder?.start(ServerResponseHead(status: status, reason: head.reason, fields: outgoing), framing: framing)
-        if noBody { expectedLength = 0 }
         return true
     }
 

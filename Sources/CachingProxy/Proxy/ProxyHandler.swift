@@ -119,13 +119,8 @@ final class ProxyHandler: RequestHandler {
     // MARK: Routing
 
     func handle(_ request: ServerRequest, _ responder: Responder) {
-        if let (target, primaryKey) = rememberedKey(request), !isMetricsTarget(request.target) {
-            return proceed(request, target: target, primaryKey: primaryKey, responder)
-        }
-        if request.method == "CONNECT" {
-            return connect(request, responder)
-        }
-        if request.method == "GET" || request.method == "HEAD", isMetricsTarget(request.target) {
+        let isRead = request.method == "GET" || request.method == "HEAD"
+        if isRead, isMetricsTarget(request.target) {
             guard mayAdminister(request) else { return forbidden("read the metrics", responder) }
             metrics.count(.admin)
             let body = Array(metricsText.utf8)
@@ -133,6 +128,12 @@ final class ProxyHandler: RequestHandler {
             return responder.respond(
                 ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
                 framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        }
+        if isRead, let (target, primaryKey) = rememberedKey(request) {
+            return proceed(request, target: target, primaryKey: primaryKey, responder)
+        }
+        if request.method == "CONNECT" {
+            return connect(request, responder)
         }
         guard let target = target(of: request) else {
             let text =
@@ -169,7 +170,6 @@ final class ProxyHandler: RequestHandler {
     /// The URL and primary key of a `GET` or `HEAD` request-target, remembered: normalizing a
     /// URL for its key is the largest part of a hit otherwise.
     private func rememberedKey(_ request: ServerRequest) -> (target: Target, primaryKey: String)? {
-        guard request.method == "GET" || request.method == "HEAD" else { return nil }
         if let known = keys.withLock({ $0[request.target] }) { return known }
         guard let target = target(of: request), let key = CacheKey(method: "GET", uri: target.url) else { return nil }
         keys.withLock { keys in
@@ -298,17 +298,15 @@ final class ProxyHandler: RequestHandler {
         let leads = inFlight.withLock { waiting -> Bool in
             if waiting[key] != nil {
                 waiting[key]!.append { [self] collapse in
-                    var waited = request
-                    // Not stored: each waiting request goes on by itself (marked so it does not wait again).
-                    waited.collapsedWith = collapse ?? Collapse(reason: forwarding.reason, status: 0)
-                    let follower = waited
-                    if collapse == nil {
-                        workers.submit { [self] in
-                            OriginExchange(self, follower, forwarding, self.candidates(key), responder: responder).run()
+                    guard let collapse else {
+                        // Not stored: each waiting request goes on by itself.
+                        return workers.submit { [self] in
+                            OriginExchange(self, request, forwarding, self.candidates(key), responder: responder).run()
                         }
-                    } else {
-                        proceed(follower, responder)
                     }
+                    var follower = request
+                    follower.collapsedWith = collapse
+                    proceed(follower, responder)
                 }
                 return false
             }
