@@ -123,7 +123,9 @@ public struct Forwarding: Hashable, Sendable {
     /// Whether the forwarded request is a validation request (RFC 9111 §4.3.1).
     public var isValidation: Bool { !validated.isEmpty }
 
-    init(
+    /// A forwarding a cache decides itself: a request it does not handle
+    /// (``CacheStatus/ForwardReason/bypass``), or one sent again without preconditions.
+    public init(
         reason: CacheStatus.ForwardReason, candidate: Int? = nil, validated: [Int] = [], fields: HeaderFields = [:],
         reasons: [Reason]
     ) {

@@ -204,13 +204,10 @@ public protocol EntryWriter: AnyObject {
 public protocol CacheStore: AnyObject, Sendable {
     /// Every stored variant of `primaryKey`.
     func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
-    /// The whole body, verified against its checksums.
-    func body(of id: EntryID) throws(StorageError) -> [UInt8]
-    /// Bytes `range` of the body (offsets inclusive, clamped to the body), verified.
-    func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8]
-    /// The body in chunks, each verified before it is handed out; `chunk` returns `false`
-    /// to stop early.
-    func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws
+    /// Opens the body of `id` for reading. What is read from it is this version of the body
+    /// even when the entry is replaced or removed meanwhile, so a response being served is
+    /// served whole. Throws ``StorageError/Kind/notFound`` when the entry is gone already.
+    func openBody(of id: EntryID) throws(StorageError) -> any StoredBody
     /// Starts writing an entry.
     func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter
     /// Replaces an entry's fields and facts without rewriting its body (a 304 freshening).
@@ -235,3 +232,30 @@ public protocol CacheStore: AnyObject, Sendable {
     @discardableResult
     func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int
 }
+
+extension CacheStore {
+    /// The whole body, verified against its checksums.
+    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
+        try openBody(of: id).readAll()
+    }
+
+    /// Bytes `range` of the body (offsets inclusive, clamped to the body), verified.
+    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        try openBody(of: id).read(range)
+    }
+
+    /// The body in chunks of up to 1 MiB, each verified before it is handed out, all of the
+    /// version opened first; `chunk` returns `false` to stop early.
+    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
+        let body = try openBody(of: id)
+        var offset: Int64 = 0
+        repeat {
+            let bytes = try body.read(offset...(offset + Int64(streamChunkSize) - 1))
+            guard try chunk(bytes) else { return }
+            offset += Int64(bytes.count)
+        } while offset < body.size
+    }
+}
+
+/// The size of the chunks ``CacheStore/streamBody(of:_:)`` hands out: 16 checksum blocks.
+let streamChunkSize = 16 * checksumBlockSize

@@ -119,6 +119,26 @@ struct BlockChecksums {
         return bytes
     }
 
+    /// Verifies `bytes`, which hold whole blocks `blocks` of a body (the last may be short),
+    /// against `checksums` from ``finished()``; throws what `corrupted` makes of the first
+    /// block that does not match.
+    static func verify(
+        _ bytes: [UInt8], blocks: ClosedRange<Int>, against checksums: [UInt8],
+        _ corrupted: (String) -> StorageError
+    ) throws(StorageError) {
+        var offset = 0
+        for block in blocks {
+            let length = min(checksumBlockSize, bytes.count - offset)
+            let actual = bytes.withUnsafeBytes { buffer in
+                XXH64.hash(UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + length)]))
+            }
+            guard actual == value(at: block, in: checksums) else {
+                throw corrupted("block \(block) does not match its checksum")
+            }
+            offset += length
+        }
+    }
+
     /// The checksum of block `index` from bytes written by ``finished()``.
     static func value(at index: Int, in bytes: [UInt8]) -> UInt64? {
         let start = index * 8

@@ -327,75 +327,35 @@ public final class DiskStore: CacheStore {
         return found
     }
 
-    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
+    /// Opens the body of `id`: read later, it is still this version even when the entry is
+    /// replaced or removed meanwhile (the file stays open; an inline body is read now).
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         let location = try location(of: id)
-        return try read(id, location, blocks: 0..<blockCount(location.size))
-    }
-
-    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
-        let location = try location(of: id)
-        let lower = max(0, range.lowerBound)
-        let upper = min(range.upperBound, location.size - 1)
-        guard lower <= upper else { return [] }
-        let firstBlock = Int(lower / Int64(checksumBlockSize))
-        let lastBlock = Int(upper / Int64(checksumBlockSize))
-        let bytes = try read(id, location, blocks: firstBlock..<(lastBlock + 1))
-        let start = Int(lower - Int64(firstBlock) * Int64(checksumBlockSize))
-        return Array(bytes[start..<(start + Int(upper - lower) + 1)])
-    }
-
-    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
-        let location = try location(of: id)
-        let count = blockCount(location.size)
-        var block = 0
-        repeat {
-            let end = min(count, block + 16)  // up to 1 MiB per read
-            guard try chunk(try read(id, location, blocks: block..<end)) else { return }
-            block = end
-        } while block < count
+        let corrupted: @Sendable (String) -> StorageError = { [weak self] detail in
+            self?.corrupted(id, detail) ?? StorageError(.corrupted, "entry \(id) was corrupted on disk (\(detail))")
+        }
+        if let inline = location.inline {
+            guard Int64(inline.count) == location.size else { throw corrupted("inline body has the wrong length") }
+            try BlockChecksums.verify(
+                inline, blocks: 0...(blockCount(location.size) - 1), against: location.checksums, corrupted)
+            return BytesBody(inline)
+        }
+        let path = bodiesDirectory + "/" + id.rawValue
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            // Removed or replaced (here or by another process) since its row was read.
+            if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
+            if code == ENOENT { throw corrupted("its body file is missing") }
+            throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
+        }
+        return FileBody(
+            descriptor: descriptor, path: path, size: location.size, checksums: location.checksums,
+            corrupted: corrupted)
     }
 
     private func blockCount(_ size: Int64) -> Int {
         max(1, Int((size + Int64(checksumBlockSize) - 1) / Int64(checksumBlockSize)))
-    }
-
-    /// Reads and verifies whole checksum blocks.
-    private func read(_ id: EntryID, _ location: BodyLocation, blocks: Range<Int>) throws(StorageError) -> [UInt8] {
-        let start = Int64(blocks.lowerBound) * Int64(checksumBlockSize)
-        let end = min(location.size, Int64(blocks.upperBound) * Int64(checksumBlockSize))
-        var bytes: [UInt8]
-        if let inline = location.inline {
-            guard Int64(inline.count) == location.size else { throw corrupted(id, "inline body has the wrong length") }
-            bytes = start == 0 && end == Int64(inline.count) ? inline : Array(inline[Int(start)..<Int(end)])
-        } else {
-            let path = bodiesDirectory + "/" + id.rawValue
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                let code = errno
-                // Removed or replaced (here or by another process) since its row was read.
-                if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
-                if code == ENOENT { throw corrupted(id, "its body file is missing") }
-                throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
-            }
-            defer { close(fd) }
-            do {
-                bytes = try FileIO.read(fd, count: Int(end - start), at: start, path: path)
-            } catch  where error.kind == .corrupted {
-                throw corrupted(id, error.message)
-            }
-        }
-        var offset = 0
-        for block in blocks {
-            let length = min(checksumBlockSize, bytes.count - offset)
-            let actual = bytes.withUnsafeBytes { buffer in
-                XXH64.hash(UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + length)]))
-            }
-            guard actual == BlockChecksums.value(at: block, in: location.checksums) else {
-                throw corrupted(id, "block \(block) does not match its checksum")
-            }
-            offset += length
-        }
-        return bytes
     }
 
     /// Whether the index still has a row for `id` (`true` when that cannot be told).

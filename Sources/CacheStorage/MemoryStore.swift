@@ -51,28 +51,11 @@ public final class MemoryStore: CacheStore {
         state.withLock { state in (state.byKey[primaryKey] ?? []).map { state.nodes[$0].entry } }
     }
 
-    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         guard let body = state.withLock({ state in state.slots[id].map { state.nodes[$0].body } }) else {
             throw Self.notFound(id)
         }
-        return body
-    }
-
-    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
-        let body = try body(of: id)
-        let lower = Int(clamping: max(0, range.lowerBound))
-        let upper = Int(clamping: min(range.upperBound, Int64(body.count) - 1))
-        return lower <= upper ? Array(body[lower...upper]) : []
-    }
-
-    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
-        let body = try body(of: id)
-        var offset = 0
-        repeat {
-            let end = min(body.count, offset + checksumBlockSize)
-            guard try chunk(Array(body[offset..<end])) else { return }
-            offset = end
-        } while offset < body.count
+        return BytesBody(body)
     }
 
     public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {

@@ -26,31 +26,14 @@ public final class TieredStore: CacheStore {
         try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
     }
 
-    /// Puts a body just read from disk into memory, with its entry, for the next hit.
-    private func promote(_ id: EntryID, body: [UInt8]) {
-        guard Int64(body.count) <= memory.maximumEntrySize,
-            let entry = try? disk.entry(id)
-        else { return }
-        memory.insert(entry, body: body)
-    }
-
-    public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
-        if let body = try? memory.body(of: id) { return body }
-        let body = try disk.body(of: id)
-        promote(id, body: body)
-        return body
-    }
-
-    public func body(of id: EntryID, range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
-        if let body = try? memory.body(of: id, range: range) { return body }
-        return try disk.body(of: id, range: range)
-    }
-
-    public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
-        if (try? memory.body(of: id)) != nil {
-            try memory.streamBody(of: id, chunk)
-        } else {
-            try disk.streamBody(of: id, chunk)
+    /// Opens the body from memory when it is there, from disk otherwise; a disk body read
+    /// whole is then put in memory, with its entry, for the next hit.
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        if let body = try? memory.openBody(of: id) { return body }
+        let body = try disk.openBody(of: id)
+        guard body.size <= memory.maximumEntrySize else { return body }
+        return PromotingBody(body) { [memory, disk] bytes in
+            if let entry = try? disk.entry(id) { memory.insert(entry, body: bytes) }
         }
     }
 
@@ -152,5 +135,24 @@ final class TieredWriter: EntryWriter {
     func abort() {
         body = nil
         disk.abort()
+    }
+}
+
+/// A disk body that puts itself in the memory tier when it is read whole.
+final class PromotingBody: StoredBody {
+    private let disk: any StoredBody
+    private let promote: @Sendable ([UInt8]) -> Void
+
+    init(_ disk: any StoredBody, promote: @escaping @Sendable ([UInt8]) -> Void) {
+        self.disk = disk
+        self.promote = promote
+    }
+
+    var size: Int64 { disk.size }
+
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let bytes = try disk.read(range)
+        if Int64(bytes.count) == size { promote(bytes) }
+        return bytes
     }
 }

@@ -79,8 +79,9 @@ extension HTTPCache {
             if engine.continues(
                 stored: part.facts, storedLength: part.entry.bodySize, response: ResponseHead(status: status, fields: fields)
             ) {
-                let prefix = StoredSource(store: store, id: part.entry.id, range: 0..<part.entry.bodySize)
-                if (try? prefix.readAhead()) != nil {
+                if let body = try? store.openBody(of: part.entry.id),
+                    case let prefix = StoredSource(body, range: 0..<body.size), (try? prefix.readAhead()) != nil
+                {
                     // The combined response has the stored fields updated with the new ones (§3.4, §3.2).
                     let combined = engine.updatedFields(
                         stored: part.entry.head.fields, with: fields, responseTime: responseTime)
@@ -181,7 +182,8 @@ extension HTTPCache {
         guard
             let updated = store.applyNotModified(
                 notModified, to: candidates, validated: plan.validated, request: prepared.head.fields, engine: engine,
-                requestTime: requestTime, responseTime: responseTime, log: configuration.log)
+                requestTime: requestTime, responseTime: responseTime, log: configuration.log,
+                reread: { prepared.primaryKey.map { self.candidates($0) } ?? [] })
         else { return nil }
         // Serve from the freshened responses; the client's own validators still apply.
         let request = CacheRequest(prepared.head, policy: .returnCacheDataElseLoad)

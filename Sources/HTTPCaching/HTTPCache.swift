@@ -155,8 +155,8 @@ public final class HTTPCache: Sendable {
             var exchange = try await self.exchange(prepared, coalesce: true)
             var body = try await wholeBody(of: exchange, prepared)
             if body == nil {
-                // Corrupted or removed since the lookup: the store dropped it; ask again.
-                configuration.log("the stored body of \(prepared.urlString) could not be read; fetching it again")
+                // Corrupted: the store dropped it; ask again.
+                configuration.log("the stored body of \(prepared.urlString) was corrupted; fetching it again")
                 exchange = try await self.exchange(prepared, coalesce: true)
                 body = try await wholeBody(of: exchange, prepared)
             }
@@ -173,17 +173,10 @@ public final class HTTPCache: Sendable {
     /// dropped a corrupted entry).
     private func wholeBody(of exchange: Exchange, _ prepared: Prepared) async throws -> Data? {
         switch exchange.body {
-        case .stored(let id, let range, let size):
+        case .stored(let body, let range):
             if prepared.method == "HEAD" || range.isEmpty { return Data() }
-            // A whole body goes through body(of:), which keeps it in memory for the next hit.
-            let bytes =
-                range.count == size
-                ? try? store.body(of: id) : try? store.body(of: id, range: range.lowerBound...(range.upperBound - 1))
-            guard let bytes else {
-                try? store.remove(id)
-                return nil
-            }
-            return Data(bytes)
+            // Only a corrupted body fails to read (the store has removed it).
+            return (try? body.read(range.lowerBound...(range.upperBound - 1))).map { Data($0) }
         case .source(let source):
             return try await ResponseBody(source: source).collect()
         }
@@ -196,8 +189,8 @@ public final class HTTPCache: Sendable {
             var exchange = try await self.exchange(prepared, coalesce: true)
             var source = bodySource(of: exchange, prepared)
             if source == nil {
-                // Removed (by another process) or corrupted since the lookup; ask again.
-                configuration.log("the stored body of \(prepared.urlString) could not be read; fetching it again")
+                // Corrupted: the store dropped it; ask again.
+                configuration.log("the stored body of \(prepared.urlString) was corrupted; fetching it again")
                 exchange = try await self.exchange(prepared, coalesce: true)
                 source = bodySource(of: exchange, prepared)
             }
@@ -215,14 +208,10 @@ public final class HTTPCache: Sendable {
     /// another way (`nil`, after dropping it).
     private func bodySource(of exchange: Exchange, _ prepared: Prepared) -> (any BodySource)? {
         switch exchange.body {
-        case .stored(let id, let range, _):
-            let source = StoredSource(store: store, id: id, range: prepared.method == "HEAD" ? 0..<0 : range)
-            do {
-                try source.readAhead()
-            } catch {
-                try? store.remove(id)
-                return nil
-            }
+        case .stored(let body, let range):
+            let source = StoredSource(body, range: prepared.method == "HEAD" ? 0..<0 : range)
+            // Only a corrupted body fails to read (the store has removed it).
+            guard (try? source.readAhead()) != nil else { return nil }
             return source
         case .source(let body):
             return body

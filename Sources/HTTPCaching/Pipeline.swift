@@ -40,9 +40,10 @@ struct Prepared: @unchecked Sendable {
 /// A response on its way to the caller.
 struct Exchange: Sendable {
     enum Body: Sendable {
-        /// Bytes `range` of a stored body of `size` bytes: read at once
+        /// Bytes `range` of a stored body, opened when the response was chosen (so it is that
+        /// version even if the entry is replaced meanwhile): read at once
         /// (``HTTPCache/data(for:)``) or in blocks (``HTTPCache/bytes(for:)``).
-        case stored(EntryID, range: Range<Int64>, size: Int64)
+        case stored(any StoredBody, range: Range<Int64>)
         case source(any BodySource)
     }
 
@@ -148,6 +149,12 @@ extension HTTPCache {
             request: request, url: url, urlString: urlString, method: method,
             head: RequestHead(method: method, uri: urlString, fields: fields), policy: policy)
 
+        if method == "GET" || method == "HEAD", !(request.httpBody?.isEmpty ?? true) || request.httpBodyStream != nil {
+            // Content in a GET or HEAD has no meaning the key could hold (RFC 9110 §9.3.1): such
+            // a request is sent on, and its response neither stored nor served from the store.
+            prepared.bypassReason = .configured("a GET or HEAD with content is sent on and never stored (RFC 9110 §9.3.1)")
+            return prepared
+        }
         let rules = self.rules.filter { $0.pattern.matches(urlString) }
         if let never = rules.first(where: { $0.action == .neverCache }) {
             prepared.bypassReason = .configured("rule \"\(never)\": the cache is not used")
@@ -209,6 +216,18 @@ extension HTTPCache {
                 prepared, Plan(reason: .bypass, reasons: prepared.bypassReason.map { [$0] } ?? []), [],
                 storing: false)
         }
+        // A stored response chosen here may be replaced or evicted before its body is opened;
+        // then the lookup is made again on what is stored now.
+        for _ in 0..<3 {
+            if let exchange = try await exchange(prepared, primaryKey, coalesce: coalesce) { return exchange }
+        }
+        throw StorageError(
+            .readFailed, "the stored response for \(prepared.urlString) kept changing while it was read; try again")
+    }
+
+    /// One lookup and what follows it; `nil` when the chosen stored response was gone before
+    /// its body could be opened.
+    private func exchange(_ prepared: Prepared, _ primaryKey: String, coalesce: Bool) async throws -> Exchange? {
         let candidates = candidates(primaryKey)
         let request = CacheRequest(prepared.head, policy: prepared.policy)
         switch engine.lookup(request, candidates: candidates.map(\.facts), now: now) {
@@ -217,10 +236,12 @@ extension HTTPCache {
             return serveStored(
                 candidates[use.candidate], use, prepared, outcome: use.isStale ? .stale : .hit, status: status)
         case .serveStaleWhileRevalidate(let use, let revalidation):
-            revalidateInBackground(prepared, Plan(revalidation), candidates)
             var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
-            return serveStored(candidates[use.candidate], use, prepared, outcome: .stale, status: status)
+            guard let served = serveStored(candidates[use.candidate], use, prepared, outcome: .stale, status: status)
+            else { return nil }
+            revalidateInBackground(prepared, Plan(revalidation), candidates)
+            return served
         case .gatewayTimeout(let reasons):
             return gatewayTimeout(reasons, detail: prepared.policy == .returnCacheDataDontLoad ? "policy" : "only-if-cached")
         case .forward(let forwarding):
@@ -291,18 +312,29 @@ extension HTTPCache {
     }
 
     /// Serves a stored response: whole, as a `304` when the client's validators match
-    /// (RFC 9111 §4.3.2), or the parts a `Range` asks for (RFC 9110 §14.2).
+    /// (RFC 9111 §4.3.2), or the parts a `Range` asks for (RFC 9110 §14.2). `nil` when its
+    /// body cannot be opened: the entry was replaced or removed since the lookup, or it was
+    /// corrupted (and the store dropped it).
     func serveStored(
         _ candidate: Candidate, _ use: CachedUse, _ prepared: Prepared, outcome: CacheOutcome, status: CacheStatus
-    ) -> Exchange {
+    ) -> Exchange? {
         let entry = candidate.entry
+        let body: any StoredBody
+        do {
+            body = try store.openBody(of: entry.id)
+        } catch {
+            if error.kind != .notFound {
+                configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")
+            }
+            return nil
+        }
         var fields = entry.head.fields
         fields["Age"] = use.ageFieldValue
         store.recordAccess(entry.id, at: configuration.clock())
         var exchange = Exchange(
             status: entry.head.status, fields: fields, outcome: outcome, cacheStatus: status,
             userInfo: entry.head.userInfo.map { Data($0) }, reasons: use.reasons,
-            body: .stored(entry.id, range: 0..<entry.bodySize, size: entry.bodySize), expectedLength: entry.bodySize)
+            body: .stored(body, range: 0..<body.size), expectedLength: body.size)
         if use.notModified {
             // The client's own validators match (RFC 9111 §4.3.2): 304, no body.
             exchange.status = 304
@@ -311,7 +343,7 @@ extension HTTPCache {
             exchange.expectedLength = 0
             return exchange
         }
-        let size = entry.bodySize
+        let size = body.size
         switch engine.rangeAnswer(method: prepared.method, request: prepared.head.fields, stored: candidate.facts, length: size) {
         case .whole:
             state.withLock { $0.statistics.bytesServedFromCache += size }
@@ -320,19 +352,19 @@ extension HTTPCache {
             exchange.status = 206
             exchange.fields["Content-Range"] = ContentRange(range: range, completeLength: size).fieldValue
             exchange.fields["Content-Length"] = String(range.count)
-            exchange.body = .stored(entry.id, range: range.lowerBound..<(range.upperBound + 1), size: size)
+            exchange.body = .stored(body, range: range.lowerBound..<(range.upperBound + 1))
             exchange.expectedLength = Int64(range.count)
             state.withLock { $0.statistics.bytesServedFromCache += Int64(range.count) }
         case .partial(let ranges):
-            guard let body = multipart(entry, ranges, contentType: fields["Content-Type"]) else {
-                break  // The stored body cannot be read: answered whole, which fails and refetches.
+            guard let parts = multipart(body, ranges, contentType: fields["Content-Type"]) else {
+                return nil  // Corrupted: the store dropped it.
             }
             exchange.status = 206
-            exchange.fields["Content-Type"] = "multipart/byteranges; boundary=\(body.boundary)"
-            exchange.fields["Content-Length"] = String(body.data.count)
-            exchange.body = .source(DataSource(body.data))
-            exchange.expectedLength = Int64(body.data.count)
-            state.withLock { $0.statistics.bytesServedFromCache += Int64(body.data.count) }
+            exchange.fields["Content-Type"] = "multipart/byteranges; boundary=\(parts.boundary)"
+            exchange.fields["Content-Length"] = String(parts.data.count)
+            exchange.body = .source(DataSource(parts.data))
+            exchange.expectedLength = Int64(parts.data.count)
+            state.withLock { $0.statistics.bytesServedFromCache += Int64(parts.data.count) }
         case .unsatisfiable(let length):
             exchange.status = 416
             exchange.fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
@@ -345,15 +377,15 @@ extension HTTPCache {
 
     /// A `multipart/byteranges` body of `ranges` of a stored body (RFC 9110 §14.6).
     private func multipart(
-        _ entry: StoredEntry, _ ranges: [ClosedRange<Int64>], contentType: String?
+        _ body: any StoredBody, _ ranges: [ClosedRange<Int64>], contentType: String?
     ) -> (data: Data, boundary: String)? {
         let boundary = "httpcache-" + EntryID.random().rawValue
         var data = Data()
         for range in ranges {
-            guard let bytes = try? store.body(of: entry.id, range: range) else { return nil }
+            guard let bytes = try? body.read(range) else { return nil }
             var part = "--\(boundary)\r\n"
             if let contentType { part += "Content-Type: \(contentType)\r\n" }
-            part += "Content-Range: \(ContentRange(range: range, completeLength: entry.bodySize).fieldValue)\r\n\r\n"
+            part += "Content-Range: \(ContentRange(range: range, completeLength: body.size).fieldValue)\r\n\r\n"
             data.append(Data(part.utf8))
             data.append(contentsOf: bytes)
             data.append(Data("\r\n".utf8))

@@ -46,18 +46,17 @@ final class DataSource: BodySource, @unchecked Sendable {
     }
 }
 
-/// A stored body, read in verified blocks.
+/// A stored body, read in verified blocks from the version opened when the response was
+/// chosen.
 final class StoredSource: BodySource, @unchecked Sendable {
-    private let store: any CacheStore
-    private let id: EntryID
+    private let body: any StoredBody
     private let end: Int64
     private var offset: Int64
     static let chunkSize: Int64 = 256 * 1024
 
-    /// Reads bytes `range` of the body of `id`.
-    init(store: any CacheStore, id: EntryID, range: Range<Int64>) {
-        self.store = store
-        self.id = id
+    /// Reads bytes `range` of `body`.
+    init(_ body: any StoredBody, range: Range<Int64>) {
+        self.body = body
         offset = range.lowerBound
         end = range.upperBound
     }
@@ -80,9 +79,9 @@ final class StoredSource: BodySource, @unchecked Sendable {
     private func readBlock() throws -> Data? {
         guard offset < end else { return nil }
         let last = min(end, offset + Self.chunkSize) - 1
-        let bytes = try store.body(of: id, range: offset...last)
+        let bytes = try body.read(offset...last)
         guard !bytes.isEmpty else {
-            throw StorageError(.corrupted, "stored body \(id) ended at \(offset), before \(end) bytes")
+            throw StorageError(.corrupted, "a stored body ended at \(offset), before \(end) bytes")
         }
         offset += Int64(bytes.count)
         return Data(bytes)

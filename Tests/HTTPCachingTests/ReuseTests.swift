@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 import CacheTestSupport
 import Foundation
 import HTTPCaching
@@ -198,5 +199,56 @@ struct ReuseTests {
         #expect(first.cacheStatus.stored == false)
         #expect(first.reasons.contains(.responseNoStore))
         #expect(try await h.get("/ns").outcome == .miss)
+    }
+
+    /// RFC 9110 §9.3.1: content in a GET has no generally defined semantics, so the cache never
+    /// keys or stores a response that may depend on it, and never answers such a request from
+    /// the store. (URLSession itself refuses to send a GET with a body, with
+    /// `NSURLErrorDataLengthExceedsMaximum` on Linux; a transport of the app's own may send it.)
+    @Test("a GET with content is sent on, never stored and never answered from the store (RFC 9110 §9.3.1)")
+    func getWithContentBypasses() async throws {
+        let transport = EchoTransport()
+        let cache = HTTPCache(
+            configuration: HTTPCache.Configuration(), store: MemoryStore(capacity: 1 << 20), transport: transport)
+        var fatRequest = URLRequest(url: URL(string: "http://127.0.0.1:9/search")!)
+        fatRequest.httpBody = Data("user=alice".utf8)
+        let fat = try await cache.data(for: fatRequest)
+        #expect(fat.outcome == .bypass)
+        #expect(fat.cacheStatus.forward == .bypass)
+        #expect(fat.text == "body=user=alice")
+        let clean = try await cache.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/search")!))
+        #expect(clean.outcome == .miss)
+        #expect(clean.text == "body=")
+        fatRequest.httpBody = Data("user=bob".utf8)
+        let fatAgain = try await cache.data(for: fatRequest)
+        #expect(fatAgain.outcome == .bypass)
+        #expect(fatAgain.text == "body=user=bob")
+        #expect(transport.count == 3)
+        #expect(try await cache.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/search")!)).outcome == .hit)
+        #expect(transport.count == 3)
+    }
+
+    /// URLSession on Linux refuses a GET with a body before it reaches the network.
+    @Test("through URLSession a GET with content fails in the transport and stores nothing")
+    func getWithContentThroughURLSession() async throws {
+        let h = try Harness()
+        h.serve("/search", [("Cache-Control", "max-age=600")], body: "plain")
+        await #expect(throws: (any Error).self) { try await h.get("/search", body: Data("user=alice".utf8)) }
+        #expect(try await h.get("/search").outcome == .miss)
+    }
+}
+
+/// Answers every request itself (no network): a storable 200 whose body names the request's
+/// content.
+final class EchoTransport: HTTPTransport {
+    private let sent = Locked(0)
+    var count: Int { sent.withLock { $0 } }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        sent.withLock { $0 += 1 }
+        let response = HTTPURLResponse(
+            url: request.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=600"])!
+        let content = String(decoding: request.httpBody ?? Data(), as: UTF8.self)
+        return TransportResponse(response: response, data: Data("body=\(content)".utf8))
     }
 }

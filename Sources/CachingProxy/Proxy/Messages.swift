@@ -48,6 +48,20 @@ enum Messages {
         return Target(url: "http://" + authority + path, authority: authority)
     }
 
+    /// `target` with its URL normalized (RFC 3986 §6.2.2, RFC 9110 §4.2.3): host in lower
+    /// case, default port dropped, dot segments removed, percent-encodings in upper case with
+    /// unreserved characters decoded.
+    static func normalized(_ target: Target) -> Target? {
+        CacheKey.normalize(target.url).flatMap(absoluteTarget)
+    }
+
+    /// An origin-form path and query (`/a/../b?q`), normalized as ``normalized(_:)`` does;
+    /// `nil` when it does not start with `/`.
+    static func normalizedPathAndQuery(_ pathAndQuery: String) -> String? {
+        guard pathAndQuery.hasPrefix("/"), let url = CacheKey.normalize("http://h" + pathAndQuery) else { return nil }
+        return String(url.dropFirst("http://h".count))
+    }
+
     /// The fields and body of the proxy's own answers (errors, purge results): a line of plain
     /// text saying what happened, never stored.
     static func plainText(_ text: String) -> (fields: HeaderFields, body: [UInt8]) {

@@ -65,7 +65,7 @@ final class OriginExchange: UpstreamReceiver {
     private var store: any CacheStore { handler.store }
     /// Whether responses may be stored and stale ones served: not for methods the cache
     /// does not handle (RFC 9111 §2).
-    private var caching: Bool { plan.reason != .method }
+    private var caching: Bool { plan.reason != .method && plan.reason != .bypass }
 
     /// Sends the request and answers the client; returns when the response is complete.
     func run() {
@@ -293,7 +293,8 @@ final class OriginExchange: UpstreamReceiver {
     private func applied(notModified: HeaderFields, responseTime: Timestamp) -> [Candidate]? {
         let updated = store.applyNotModified(
             notModified, to: candidates, validated: plan.validated, request: request.head.fields, engine: engine,
-            requestTime: requestTime, responseTime: responseTime, log: configuration.log)
+            requestTime: requestTime, responseTime: responseTime, log: configuration.log,
+            reread: { handler.candidates(request.primaryKey) })
         if updated != nil { collapse = Collapse(reason: plan.reason, status: 304) }
         return updated
     }

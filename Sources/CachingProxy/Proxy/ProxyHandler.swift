@@ -15,8 +15,9 @@ struct ProxyRequest: Sendable {
     var primaryKey: String
     /// What the request it waited for (collapsed forwarding) was answered with.
     var collapsedWith: Collapse?
-    /// Set once a damaged stored body was dropped, so it is not tried again.
-    var droppedDamaged = false
+    /// Lookups made so far: a stored response chosen may be replaced, evicted or found
+    /// corrupted before its body is opened, and the lookup is then made again (a few times).
+    var lookups = 0
 
     var method: String { head.method }
 }
@@ -41,8 +42,8 @@ final class ProxyHandler: RequestHandler {
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// Requests waiting for an identical one in flight, by primary key.
     private let inFlight = Mutex<[String: [@Sendable (Collapse?) -> Void]]>([:])
-    /// URLs and primary keys by request-target (``rememberedKey(_:)``).
-    private let keys = Mutex<[String: (target: Target, primaryKey: String)]>([:])
+    /// What each request-target means (``route(_:)``).
+    private let routes = Mutex<[String: Route]>([:])
     private static let rememberedKeyLimit = 16_384
     /// Stored facts already decoded, by entry, with the bytes they were decoded from (an
     /// entry's facts change in place when a `304` freshens it).
@@ -119,37 +120,38 @@ final class ProxyHandler: RequestHandler {
     // MARK: Routing
 
     func handle(_ request: ServerRequest, _ responder: Responder) {
-        let isRead = request.method == "GET" || request.method == "HEAD"
-        if isRead, isMetricsTarget(request.target) {
-            guard mayAdminister(request) else { return forbidden("read the metrics", responder) }
-            metrics.count(.admin)
-            let body = Array(metricsText.utf8)
-            let fields: HeaderFields = ["Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"]
-            return responder.respond(
-                ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
-                framing: request.method == "HEAD" ? BodyFraming.none : nil)
-        }
-        if isRead, let (target, primaryKey) = rememberedKey(request) {
-            return proceed(request, target: target, primaryKey: primaryKey, responder)
+        let route = route(request.target)
+        if let path = route.adminPath {
+            return administer(request, path: path, responder)
         }
         if request.method == "CONNECT" {
             return connect(request, responder)
         }
-        guard let target = target(of: request) else {
+        guard let target = route.target, let primaryKey = route.primaryKey else {
             let text =
                 origin == nil
                 ? "400 Bad Request: a forward proxy needs an absolute http URL as the request target (GET http://host/path HTTP/1.1); https goes through CONNECT"
                 : "400 Bad Request: the request target \"\(request.target)\" is not a path (/...) or an http URL"
             return answer(400, text, responder)
         }
-        let keyMethod = request.method == "HEAD" || request.method == "PURGE" ? "GET" : request.method
-        guard let key = CacheKey(method: keyMethod, uri: target.url) else {
-            return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
+        switch request.method {
+        case "GET", "HEAD":
+            guard request.body.isEmpty else {
+                // Content in a GET or HEAD has no meaning the key could hold (RFC 9110 §9.3.1):
+                // the request is sent on with it, and its response neither stored nor served
+                // from the store, so no client ever gets an answer that depended on content it
+                // did not send.
+                return bypass(request, target: target, primaryKey: primaryKey, responder)
+            }
+            proceed(request, target: target, primaryKey: primaryKey, responder)
+        case "PURGE":
+            purge(request, primaryKey: primaryKey, url: target.url, responder)
+        default:
+            guard let key = CacheKey(method: request.method, uri: target.url) else {
+                return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
+            }
+            proceed(request, target: target, primaryKey: key.primaryKey, responder)
         }
-        if request.method == "PURGE" {
-            return purge(request, key: key, url: target.url, responder)
-        }
-        proceed(request, target: target, primaryKey: key.primaryKey, responder)
     }
 
     private func proceed(_ request: ServerRequest, target: Target, primaryKey: String, _ responder: Responder) {
@@ -159,38 +161,93 @@ final class ProxyHandler: RequestHandler {
         proceed(prepared, responder)
     }
 
-    private func isMetricsTarget(_ target: String) -> Bool {
-        let path = configuration.metricsPath.utf8
-        let text = target.utf8
-        guard text.starts(with: path) else { return false }
-        let rest = text.dropFirst(path.count)
-        return rest.isEmpty || rest.first == UInt8(ascii: "?")
+    /// Sends a request on as it is, neither answered from the store nor stored.
+    private func bypass(_ request: ServerRequest, target: Target, primaryKey: String, _ responder: Responder) {
+        let prepared = ProxyRequest(
+            server: request, target: target,
+            head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey)
+        let forwarding = Forwarding(
+            reason: .bypass, candidate: nil, validated: [], fields: [:],
+            reasons: [.configured("a GET or HEAD with content is sent on and never stored (RFC 9110 §9.3.1)")])
+        workers.submit { [self] in
+            OriginExchange(self, prepared, forwarding, [], responder: responder).run()
+        }
     }
 
-    /// The URL and primary key of a `GET` or `HEAD` request-target, remembered: normalizing a
-    /// URL for its key is the largest part of a hit otherwise.
-    private func rememberedKey(_ request: ServerRequest) -> (target: Target, primaryKey: String)? {
-        if let known = keys.withLock({ $0[request.target] }) { return known }
-        guard let target = target(of: request), let key = CacheKey(method: "GET", uri: target.url) else { return nil }
-        keys.withLock { keys in
-            if keys.count >= Self.rememberedKeyLimit { keys.removeAll(keepingCapacity: true) }
-            keys[request.target] = (target, key.primaryKey)
-        }
-        return (target, key.primaryKey)
+    /// What a request-target means here: worked out once per distinct target (normalizing a
+    /// URL is the largest part of a hit otherwise).
+    struct Route: Sendable {
+        /// Where the request goes, normalized; `nil` when the target names no http URL.
+        var target: Target?
+        /// The `GET` key of ``target``.
+        var primaryKey: String?
+        /// The normalized path when the target is one of the proxy's own admin paths.
+        var adminPath: String?
     }
 
-    /// The URL a request is for: the origin's plus the target in reverse mode, the target
-    /// itself in forward mode (RFC 9112 §3.2).
-    private func target(of request: ServerRequest) -> Target? {
-        let text = request.target
-        guard let origin else { return Messages.absoluteTarget(text) }
-        var path = text
-        if !text.hasPrefix("/") {
-            // Absolute-form must be accepted by servers too (RFC 9112 §3.2.2); its path is used.
-            guard let absolute = Messages.absoluteTarget(text) else { return nil }
-            path = String(absolute.url.dropFirst("http://".count + absolute.authority.count))
+    /// The proxy's own paths: the metrics, and everything under this prefix. They are
+    /// recognised in every request-target form and never forwarded.
+    static let adminPrefix = "/_httpcache/"
+
+    private func route(_ requestTarget: String) -> Route {
+        if let known = routes.withLock({ $0[requestTarget] }) { return known }
+        let route = makeRoute(requestTarget)
+        routes.withLock { routes in
+            if routes.count >= Self.rememberedKeyLimit { routes.removeAll(keepingCapacity: true) }
+            routes[requestTarget] = route
         }
-        return Target(url: origin.url + path, authority: origin.authority)
+        return route
+    }
+
+    /// The URL a request is for (RFC 9112 §3.2), normalized (RFC 3986 §6.2.2, RFC 9110
+    /// §4.2.3): in reverse mode the origin's URL plus the target's path, in forward mode the
+    /// absolute-form target. The normalized URL is both what is forwarded and what the key
+    /// says, so the origin is asked for exactly what a stored response will answer.
+    private func makeRoute(_ requestTarget: String) -> Route {
+        // The path and query as the client named them, in either form.
+        let pathAndQuery: String
+        var forwardTo: Target?
+        if requestTarget.hasPrefix("/") {
+            pathAndQuery = requestTarget
+        } else if let absolute = Messages.absoluteTarget(requestTarget) {
+            pathAndQuery = String(absolute.url.dropFirst("http://".count + absolute.authority.count))
+            forwardTo = Messages.normalized(absolute)
+        } else {
+            return Route()
+        }
+        // Normalized as a path of its own first, so dot segments cannot climb above it into
+        // the origin's base path.
+        guard let normalized = Messages.normalizedPathAndQuery(pathAndQuery) else { return Route() }
+        let path = String(normalized.prefix { $0 != "?" })
+        if path == configuration.metricsPath || path.hasPrefix(Self.adminPrefix) {
+            return Route(adminPath: path)
+        }
+        if let origin {
+            forwardTo = Target(url: origin.url + normalized, authority: origin.authority)
+        }
+        guard let target = forwardTo, let key = CacheKey(method: "GET", uri: target.url) else { return Route() }
+        return Route(target: target, primaryKey: key.primaryKey)
+    }
+
+    /// The proxy's own paths: metrics for `GET` and `HEAD`, from loopback or with the admin
+    /// token; `404` for any other path under ``adminPrefix``.
+    private func administer(_ request: ServerRequest, path: String, _ responder: Responder) {
+        guard mayAdminister(request) else { return forbidden("use \(path)", responder) }
+        guard path == configuration.metricsPath else {
+            return answer(404, "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath))", responder)
+        }
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var (fields, body) = Messages.plainText("405 Method Not Allowed: the metrics are read with GET")
+            fields["Allow"] = "GET, HEAD"
+            metrics.count(.error)
+            return responder.respond(ServerResponseHead(status: 405, fields: fields), body: body)
+        }
+        metrics.count(.admin)
+        let body = Array(metricsText.utf8)
+        let fields: HeaderFields = ["Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"]
+        responder.respond(
+            ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
+            framing: request.method == "HEAD" ? BodyFraming.none : nil)
     }
 
     private func mayAdminister(_ request: ServerRequest) -> Bool {
@@ -203,6 +260,8 @@ final class ProxyHandler: RequestHandler {
 
     /// Looks the request up and serves it from the store or sends it on.
     func proceed(_ request: ProxyRequest, _ responder: Responder) {
+        var request = request
+        request.lookups += 1
         let candidates = candidates(request.primaryKey)
         let now = self.now
         switch engine.lookup(CacheRequest(request.head), candidates: candidates.map(\.facts), now: now) {
@@ -379,29 +438,37 @@ final class ProxyHandler: RequestHandler {
         let length = range.map { Int64($0.count) } ?? size
         if length <= Self.inlineBodyLimit {
             do {
-                let body = try range.map { try store.body(of: entry.id, range: $0) } ?? store.body(of: entry.id)
-                metrics.bytesFromCache.add(body.count, ordering: .relaxed)
-                responder.respond(head, body: body)
+                let body = try store.openBody(of: entry.id)
+                let bytes = try range.map { try body.read($0) } ?? body.readAll()
+                metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
+                responder.respond(head, body: bytes)
             } catch {
-                dropDamaged(entry, error, request, responder)
+                lookAgain(entry, error, request, responder)
             }
             return
         }
         workers.submit { [self, range] in
+            // The body is opened before the head goes out: it is then this version to the end,
+            // even when a newer response replaces the entry meanwhile.
+            let body: any StoredBody
+            do {
+                body = try store.openBody(of: entry.id)
+            } catch {
+                return lookAgain(entry, error, request, responder)
+            }
             let range = range ?? 0...(size - 1)
             responder.start(head, framing: .length(length))
             var offset = range.lowerBound
             do {
                 while offset <= range.upperBound {
                     let upper = min(range.upperBound, offset + (256 << 10) - 1)
-                    let chunk = try store.body(of: entry.id, range: offset...upper)
+                    let chunk = try body.read(offset...upper)
                     guard !chunk.isEmpty, responder.write(chunk) else { break }
                     metrics.bytesFromCache.add(chunk.count, ordering: .relaxed)
                     offset += Int64(chunk.count)
                 }
             } catch {
-                configuration.log("the stored body of \(entry.head.url) could not be read: \(error); it was removed")
-                try? store.remove(entry.id)
+                configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")
             }
             if offset > range.upperBound { responder.finish() } else { responder.abort() }
         }
@@ -424,16 +491,19 @@ final class ProxyHandler: RequestHandler {
         return (fields, hasCacheStatus)
     }
 
-    /// A stored body that cannot be read is removed and the request answered as a miss.
-    private func dropDamaged(_ entry: StoredEntry, _ error: any Error, _ request: ProxyRequest, _ responder: Responder) {
-        configuration.log("the stored body of \(entry.head.url) could not be read: \(error); it was removed")
-        try? store.remove(entry.id)
-        guard !request.droppedDamaged else {
-            return answer(502, "502 Bad Gateway: the stored response could not be read", responder)
+    /// The stored response chosen could not be opened: replaced or evicted since the lookup
+    /// (another request stored a newer one), or corrupted (the store dropped it). The request
+    /// is looked up again on what is stored now.
+    private func lookAgain(_ entry: StoredEntry, _ error: any Error, _ request: ProxyRequest, _ responder: Responder) {
+        if (error as? StorageError)?.kind != .notFound {
+            configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")
         }
-        var again = request
-        again.droppedDamaged = true
-        proceed(again, responder)
+        guard request.lookups < 3 else {
+            return answer(
+                502, "502 Bad Gateway: the stored response for \(entry.head.url) kept changing while it was read; try again",
+                responder)
+        }
+        proceed(request, responder)
     }
 
     /// Answers with a short plain-text explanation (the proxy's own errors).
@@ -453,11 +523,11 @@ final class ProxyHandler: RequestHandler {
     // MARK: Purge and CONNECT
 
     /// `PURGE url`: removes every stored variant of the URL.
-    private func purge(_ request: ServerRequest, key: CacheKey, url: String, _ responder: Responder) {
+    private func purge(_ request: ServerRequest, primaryKey: String, url: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("purge", responder) }
         metrics.count(.purge)
         do {
-            let removed = try store.remove(primaryKey: key.primaryKey)
+            let removed = try store.remove(primaryKey: primaryKey)
             let (fields, body) = Messages.plainText(
                 removed == 0 ? "nothing stored for \(url)" : "purged \(removed) stored response\(removed == 1 ? "" : "s") for \(url)")
             responder.respond(ServerResponseHead(status: removed == 0 ? 404 : 200, fields: fields), body: body)

@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A stored body opened for reading (``CacheStore/openBody(of:)``).
+///
+/// Every read sees the version of the body that was stored when it was opened, even when the
+/// entry is replaced or removed meanwhile (by this process or another): a response that has
+/// started going out is served whole, never cut off and never spliced with a newer version.
+/// A disk body keeps its file open (an unlinked file stays readable until it is closed); a
+/// body in memory keeps its bytes.
+///
+/// ```swift
+/// let body = try store.openBody(of: entry.id)
+/// var offset: Int64 = 0
+/// while offset < body.size {
+///     let chunk = try body.read(offset...min(body.size - 1, offset + 65_535))
+///     send(chunk)
+///     offset += Int64(chunk.count)
+/// }
+/// ```
+public protocol StoredBody: AnyObject, Sendable {
+    /// The body's length in bytes.
+    var size: Int64 { get }
+    /// Bytes `range` (offsets inclusive, clamped to the body), each block verified against
+    /// its checksum. A block that does not match throws ``StorageError/Kind/corrupted`` and the
+    /// store removes the entry.
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8]
+}
+
+extension StoredBody {
+    /// The whole body.
+    public func readAll() throws(StorageError) -> [UInt8] {
+        size == 0 ? [] : try read(0...(size - 1))
+    }
+}
+
+/// A body whose bytes are in memory (the memory tier, or a small body inline in the index).
+final class BytesBody: StoredBody {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var size: Int64 { Int64(bytes.count) }
+
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let lower = Int(clamping: max(0, range.lowerBound))
+        let upper = Int(clamping: min(range.upperBound, Int64(bytes.count) - 1))
+        guard lower <= upper else { return [] }
+        return lower == 0 && upper == bytes.count - 1 ? bytes : Array(bytes[lower...upper])
+    }
+}
+
+/// A body in a file of the disk store, opened once and read with `pread`; each
+/// ``checksumBlockSize`` block is verified before it is handed out.
+final class FileBody: StoredBody {
+    let size: Int64
+    private let descriptor: Int32
+    private let path: String
+    private let checksums: [UInt8]
+    /// Describes a corruption for the caller and removes the entry.
+    private let corrupted: @Sendable (String) -> StorageError
+
+    /// Takes ownership of `descriptor`, which it closes when released.
+    init(
+        descriptor: Int32, path: String, size: Int64, checksums: [UInt8],
+        corrupted: @escaping @Sendable (String) -> StorageError
+    ) {
+        self.descriptor = descriptor
+        self.path = path
+        self.size = size
+        self.checksums = checksums
+        self.corrupted = corrupted
+    }
+
+    deinit { close(descriptor) }
+
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let lower = max(0, range.lowerBound)
+        let upper = min(range.upperBound, size - 1)
+        guard lower <= upper else { return [] }
+        let block = Int64(checksumBlockSize)
+        let firstBlock = Int(lower / block)
+        let lastBlock = Int(upper / block)
+        let start = Int64(firstBlock) * block
+        let end = min(size, Int64(lastBlock + 1) * block)
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.read(descriptor, count: Int(end - start), at: start, path: path)
+        } catch where error.kind == .corrupted {
+            throw corrupted(error.message)
+        }
+        try BlockChecksums.verify(bytes, blocks: firstBlock...lastBlock, against: checksums, corrupted)
+        let offset = Int(lower - start)
+        let count = Int(upper - lower) + 1
+        return offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<(offset + count)])
+    }
+}
