@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .library(name: "CacheSemantics", targets: ["CacheSemantics"]),
         .library(name: "CacheStorage", targets: ["CacheStorage"]),
+        .library(name: "CacheExchange", targets: ["CacheExchange"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
         .library(name: "CachingProxy", targets: ["CachingProxy"]),
         .executable(name: "httpcache", targets: ["httpcache"]),
@@ -30,9 +31,14 @@ let package = Package(
         // Where responses live: memory tier, SQLite index + body files.
         .target(
             name: "CacheStorage", dependencies: ["CacheSemantics", "CSQLiteHTTPCache"], swiftSettings: strictSettings),
-        // The cache users hold: semantics + storage + a transport (URLSession), URLProtocol.
+        // One request's way through a cache, for both hosts: a state machine (events in, actions
+        // out), the store work it asks for, coalescing, background revalidation, served responses.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+        // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
+        .target(
+            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage", "CacheExchange"],
+            swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
         .target(name: "LoopbackOrigin", swiftSettings: strictSettings),
@@ -47,7 +53,7 @@ let package = Package(
         // upstream client on libcurl, and the engine and store in shared mode.
         .target(
             name: "CachingProxy",
-            dependencies: ["CacheSemantics", "CacheStorage", "CEpollHTTPCache", "CCurlHTTPCache"],
+            dependencies: ["CacheSemantics", "CacheStorage", "CacheExchange", "CEpollHTTPCache", "CCurlHTTPCache"],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "httpcache", dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin"],
@@ -70,6 +76,9 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],

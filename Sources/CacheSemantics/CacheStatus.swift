@@ -94,15 +94,21 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension CacheStatus {
-    /// A stored response served because the origin failed (RFC 9111 §4.2.4, RFC 5861 §4):
-    /// a hit with `detail=stale-if-error` (and the origin's status as `fwd-status` after a
-    /// 5xx), or `detail=disconnected` when no response came.
-    package init(cache: String, servedStale use: CachedUse, after failure: OriginFailure) {
-        self.init(cache: cache, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+    /// A stored response served because the origin failed (RFC 9111 §4.2.4, RFC 5861 §4).
+    ///
+    /// After a `5xx` the request was forwarded and answered: `fwd` (why it went forward) and
+    /// `fwd-status` (the origin's status; RFC 9211 §2.3, §2.4: only meaningful with `fwd`), with
+    /// `detail=stale-if-error`. When no response came at all, the cache alone answered: `hit`
+    /// with `detail=stale-if-error` or `detail=disconnected` (a `fwd` without `fwd-status`
+    /// would claim the origin sent the status served).
+    package init(cache: String, servedStale use: CachedUse, after failure: OriginFailure, forward: ForwardReason) {
+        let ttl = Int(use.timeToLive.rounded(.down))
         if case .serverError(let code) = failure {
+            self.init(cache: cache, forward: forward, forwardStatus: code)
+            self.ttl = ttl
             detail = "stale-if-error"
-            forwardStatus = code
         } else {
+            self.init(cache: cache, hit: true, ttl: ttl)
             detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
                 ? "stale-if-error" : "disconnected"
         }

@@ -202,6 +202,11 @@ public protocol EntryWriter: AnyObject {
 /// Stores know nothing about HTTP rules: they keep heads, facts and bodies, evict by
 /// recency and size, and report every failure as a ``StorageError``.
 public protocol CacheStore: AnyObject, Sendable {
+    /// A number that changes after every change to what ``variants(of:)`` returns, for any
+    /// key and by any process sharing the store (a new, replaced, updated or removed entry; not
+    /// a recorded access); `nil` when the store cannot tell. While it stays the same, what was
+    /// derived from ``variants(of:)`` is still valid.
+    var changeCount: UInt64? { get }
     /// Every stored variant of `primaryKey`.
     func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
     /// Opens the body of `id` for reading. What is read from it is this version of the body

@@ -279,7 +279,7 @@ public final class DiskStore: CacheStore {
     /// A number that changes after every write to the index by any process (not after access
     /// times are recorded); `nil` when the shared counter cannot be mapped. Something derived
     /// from ``variants(of:)`` stays valid while this stays the same.
-    package var changeCount: UInt64? { changes?.value }
+    public var changeCount: UInt64? { changes?.value }
 
     /// The variants of `primaryKey`. They are kept in memory and read again from the index
     /// only after a write to it by any process (a shared change counter says when): a hit

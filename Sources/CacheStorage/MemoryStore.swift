@@ -27,6 +27,15 @@ public final class MemoryStore: CacheStore {
         var newest = -1
         var oldest = -1
         var totals = StoreTotals()
+        /// Bumped by every change to what ``variants(of:)`` returns.
+        var changes: UInt64 = 0
+        /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry.
+        var memoryOnlyChanges: UInt64 = 0
+
+        mutating func changed(_ entry: StoredEntry) {
+            changes &+= 1
+            if entry.head.storagePolicy == .memoryOnly { memoryOnlyChanges &+= 1 }
+        }
     }
 
     private let state = Locked(State())
@@ -46,6 +55,12 @@ public final class MemoryStore: CacheStore {
         self.maximumEntrySize = maximumEntrySize ?? max(0, capacity) / 4
         self.clock = clock
     }
+
+    public var changeCount: UInt64? { state.withLock { $0.changes } }
+
+    /// Like ``changeCount`` but counting only changes to memory-only entries: a tiered store's
+    /// variants change with those and the disk's, not with what the memory tier caches of the disk.
+    var memoryOnlyChangeCount: UInt64 { state.withLock { $0.memoryOnlyChanges } }
 
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         state.withLock { state in (state.byKey[primaryKey] ?? []).map { state.nodes[$0].entry } }
@@ -100,6 +115,7 @@ public final class MemoryStore: CacheStore {
         }
         state.slots[entry.id] = slot
         state.byKey[entry.head.primaryKey, default: []].append(slot)
+        state.changed(entry)
         makeNewest(slot, &state)
         state.totals.entries += 1
         state.totals.bodyBytes += entry.bodySize
@@ -112,6 +128,7 @@ public final class MemoryStore: CacheStore {
             guard let slot = state.slots[id] else { return false }
             state.nodes[slot].entry.head.fields = fields
             state.nodes[slot].entry.head.facts = facts
+            state.changed(state.nodes[slot].entry)
             return true
         }
         if !found { throw Self.notFound(id) }
@@ -152,7 +169,13 @@ public final class MemoryStore: CacheStore {
     }
 
     public func removeAll() throws(StorageError) {
-        state.withLock { $0 = State() }
+        state.withLock { state in
+            let changes = state.changes &+ 1
+            let memoryOnlyChanges = state.memoryOnlyChanges &+ 1
+            state = State()
+            state.changes = changes
+            state.memoryOnlyChanges = memoryOnlyChanges
+        }
     }
 
     public func entries() throws(StorageError) -> [StoredEntry] {
@@ -174,6 +197,7 @@ public final class MemoryStore: CacheStore {
             var changed = 0
             for slot in state.byKey[primaryKey] ?? [] where state.nodes[slot].entry.isPinned != pinned {
                 state.nodes[slot].entry.isPinned = pinned
+                state.changed(state.nodes[slot].entry)
                 let size = state.nodes[slot].entry.bodySize
                 state.totals.pinnedBytes += pinned ? size : -size
                 changed += 1
@@ -212,6 +236,7 @@ public final class MemoryStore: CacheStore {
     private static func unlink(_ slot: Int, _ state: inout State) {
         detach(slot, &state)
         let entry = state.nodes[slot].entry
+        state.changed(entry)
         state.nodes[slot].body = []
         state.nodes[slot].entry.head.fields = [:]
         state.nodes[slot].entry.head.facts = []

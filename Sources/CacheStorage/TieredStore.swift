@@ -22,6 +22,10 @@ public final class TieredStore: CacheStore {
         entries.filter { $0.head.storagePolicy == .memoryOnly }
     }
 
+    /// The disk's count plus the memory-only entries' (both only grow, so the sum changes
+    /// when either does); what the memory tier caches of the disk does not count.
+    public var changeCount: UInt64? { disk.changeCount.map { $0 &+ memory.memoryOnlyChangeCount } }
+
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
     }

@@ -1,3 +1,4 @@
+import CacheExchange
 import CacheSemantics
 import CacheStorage
 import Foundation

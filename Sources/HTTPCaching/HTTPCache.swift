@@ -1,3 +1,6 @@
+// Outcomes (`CacheOutcome`) and the exchange's types are part of this API: an app that imports
+// HTTPCaching has them without importing the core too.
+@_exported import CacheExchange
 import CacheSemantics
 import CacheStorage
 import Foundation
@@ -82,18 +85,13 @@ public final class HTTPCache: Sendable {
     public let store: any CacheStore
     /// The network.
     public let transport: any HTTPTransport
-    let engine: CacheEngine
+    /// One request's way through the cache, shared with the caching proxy.
+    let driver: ExchangeDriver
     let state = Locked(State())
 
     struct State {
         var statistics = CacheStatistics()
         var manifestRules: [CacheRule] = []
-        /// Requests being fetched, by coalescing identity, with those waiting for them.
-        var inFlight: [String: [CheckedContinuation<Join, Never>]] = [:]
-        /// Primary keys being revalidated in the background.
-        var revalidating: Set<String> = []
-        var background: [Int: Task<Void, Never>] = [:]
-        var nextBackgroundID = 0
     }
 
     /// Creates a cache on the configured store: memory in front of a disk store in
@@ -134,7 +132,11 @@ public final class HTTPCache: Sendable {
         var engineConfiguration: CacheEngine.Configuration =
             configuration.isShared ? .sharedCache : .privateCache
         engineConfiguration.heuristicFraction = configuration.heuristicFraction
-        engine = CacheEngine(configuration: engineConfiguration)
+        var exchange = ExchangeDriver.Configuration(
+            engine: CacheEngine(configuration: engineConfiguration), name: configuration.name,
+            clock: configuration.clock, log: configuration.log)
+        exchange.addsCacheStatus = configuration.addsCacheStatusField
+        driver = ExchangeDriver(store: store, configuration: exchange)
     }
 
     // MARK: Fetching
@@ -152,27 +154,27 @@ public final class HTTPCache: Sendable {
     /// ``data(for:)``, optionally storing what RFC 9111 would not (manifest pre-fetches).
     func data(for request: URLRequest, forceStore: Bool) async throws -> CachedResponse {
         try await following(request, forceStore: forceStore) { prepared in
-            var exchange = try await self.exchange(prepared, coalesce: true)
-            var body = try await wholeBody(of: exchange, prepared)
+            var response = try await respond(to: prepared)
+            var body = try await wholeBody(of: response, prepared)
             if body == nil {
                 // Corrupted: the store dropped it; ask again.
                 configuration.log("the stored body of \(prepared.urlString) was corrupted; fetching it again")
-                exchange = try await self.exchange(prepared, coalesce: true)
-                body = try await wholeBody(of: exchange, prepared)
+                response = try await respond(to: prepared)
+                body = try await wholeBody(of: response, prepared)
             }
             guard let data = body else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return CachedResponse(data: data, head: exchange.responseHead(url: prepared.url, configuration: configuration))
+            return CachedResponse(data: data, head: response.responseHead(url: prepared.url))
         } summary: { result in
             (result.statusCode, result.fields, result.outcome, result.cacheStatus, result.reasons)
         }
     }
 
-    /// The body of `exchange`; `nil` when its stored body cannot be read (the store has
+    /// The body of `response`; `nil` when its stored body cannot be read (the store has
     /// dropped a corrupted entry).
-    private func wholeBody(of exchange: Exchange, _ prepared: Prepared) async throws -> Data? {
-        switch exchange.body {
+    private func wholeBody(of response: PendingResponse, _ prepared: PreparedRequest) async throws -> Data? {
+        switch response.body {
         case .stored(let body, let range):
             if prepared.method == "HEAD" || range.isEmpty { return Data() }
             // Only a corrupted body fails to read (the store has removed it).
@@ -186,28 +188,28 @@ public final class HTTPCache: Sendable {
     /// known; the body streams (from the store, or from the origin while it is stored).
     public func bytes(for request: URLRequest) async throws -> (CachedResponseHead, ResponseBody) {
         try await following(request, forceStore: false) { prepared in
-            var exchange = try await self.exchange(prepared, coalesce: true)
-            var source = bodySource(of: exchange, prepared)
+            var response = try await respond(to: prepared)
+            var source = bodySource(of: response, prepared)
             if source == nil {
                 // Corrupted: the store dropped it; ask again.
                 configuration.log("the stored body of \(prepared.urlString) was corrupted; fetching it again")
-                exchange = try await self.exchange(prepared, coalesce: true)
-                source = bodySource(of: exchange, prepared)
+                response = try await respond(to: prepared)
+                source = bodySource(of: response, prepared)
             }
             guard let source else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return (exchange.responseHead(url: prepared.url, configuration: configuration), ResponseBody(source: source))
+            return (response.responseHead(url: prepared.url), ResponseBody(source: source))
         } summary: { result in
             (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
         }
     }
 
-    /// Where `exchange`'s body comes from. A stored body's first block is read now, so that
-    /// an entry gone since the lookup is noticed while the request can still be answered
-    /// another way (`nil`, after dropping it).
-    private func bodySource(of exchange: Exchange, _ prepared: Prepared) -> (any BodySource)? {
-        switch exchange.body {
+    /// Where `response`'s body comes from. A stored body's first block is read now, so that
+    /// a corrupted one is noticed while the request can still be answered another way (`nil`;
+    /// the store has dropped it).
+    private func bodySource(of response: PendingResponse, _ prepared: PreparedRequest) -> (any BodySource)? {
+        switch response.body {
         case .stored(let body, let range):
             let source = StoredSource(body, range: prepared.method == "HEAD" ? 0..<0 : range)
             // Only a corrupted body fails to read (the store has removed it).
@@ -220,10 +222,8 @@ public final class HTTPCache: Sendable {
 
     /// Waits until background work (stale-while-revalidate revalidations) has finished.
     public func waitForBackgroundWork() async {
-        while true {
-            let tasks = state.withLock { Array($0.background.values) }
-            if tasks.isEmpty { return }
-            for task in tasks { await task.value }
+        await withCheckedContinuation { continuation in
+            driver.whenBackgroundIdle { continuation.resume() }
         }
     }
 
@@ -236,14 +236,14 @@ public final class HTTPCache: Sendable {
     /// Runs one request (and its redirects, when followed), counting outcomes and reporting
     /// an event for each.
     private func following<Result>(
-        _ request: URLRequest, forceStore: Bool, _ body: (Prepared) async throws -> Result,
+        _ request: URLRequest, forceStore: Bool, _ body: (PreparedRequest) async throws -> Result,
         summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason])
     ) async throws -> Result {
         var current = request
         var redirects = 0
         while true {
             let started = configuration.clock()
-            let prepared: Prepared
+            let prepared: PreparedRequest
             let result: Result
             do {
                 var ready = try prepare(current)

@@ -1,3 +1,4 @@
+import CacheExchange
 import CacheStorage
 import Foundation
 
@@ -88,52 +89,34 @@ final class StoredSource: BodySource, @unchecked Sendable {
     }
 }
 
-/// A body from the origin, written to the store (when a writer is given) while it is passed
-/// on. The entry is committed after the last chunk; an error, or the body being dropped
-/// before its end, aborts it. `finished` runs exactly once either way, with whether the entry
-/// was committed.
+/// A body from the origin, stored (when a recorder is given) while it is passed on. The
+/// recorder commits the entry when the body is complete; a body cut off by the network is an
+/// error for the reader and never a complete entry; one the reader drops is not stored.
 final class TeeSource: BodySource, @unchecked Sendable {
     private var iterator: AsyncThrowingStream<Data, any Error>.AsyncIterator
-    private var writer: (any EntryWriter)?
-    private let incompleteFacts: [UInt8]?
+    private let recorder: ResponseRecorder?
     private let expectedLength: Int64?
-    private var written: Int64 = 0
     private var received: Int64 = 0
-    private var finished: (@Sendable (Bool) -> Void)?
-    private let log: @Sendable (String) -> Void
     private var done = false
 
     /// - Parameters:
+    ///   - recorder: Stores the body; `nil` when it is not stored.
     ///   - expectedLength: The bytes the network should deliver (`Content-Length`), when
-    ///     known: a body that ends short of it is cut off, never stored as complete.
-    ///   - incompleteFacts: When set, a body the network cuts off is kept as an incomplete
-    ///     entry with these facts (RFC 9111 §3.3) instead of being discarded.
-    init(
-        _ body: AsyncThrowingStream<Data, any Error>, writer: (any EntryWriter)?, expectedLength: Int64? = nil,
-        incompleteFacts: [UInt8]? = nil, log: @escaping @Sendable (String) -> Void,
-        finished: (@Sendable (Bool) -> Void)?
-    ) {
+    ///     known: a body that ends short of it is cut off.
+    init(_ body: AsyncThrowingStream<Data, any Error>, recorder: ResponseRecorder?, expectedLength: Int64?) {
         iterator = body.makeAsyncIterator()
-        self.writer = writer
+        self.recorder = recorder
         self.expectedLength = expectedLength
-        self.incompleteFacts = incompleteFacts
-        self.log = log
-        self.finished = finished
     }
 
-    deinit { finish(committed: false) }
+    deinit {
+        // Not read to the end: nothing is stored.
+        if !done { recorder?.abandon() }
+    }
 
     /// Stores `chunk` ahead of the network's bytes (a stored part being completed).
     func store(_ chunk: Data) {
-        guard let current = writer else { return }
-        do {
-            try current.append(Array(chunk))
-            written += Int64(chunk.count)
-        } catch {
-            log("stopped storing a response: \(error)")
-            current.abort()
-            writer = nil
-        }
+        chunk.withUnsafeBytes { recorder?.record($0) }
     }
 
     func next() async throws -> Data? {
@@ -142,20 +125,20 @@ final class TeeSource: BodySource, @unchecked Sendable {
         do {
             chunk = try await iterator.next()
         } catch {
-            if !(error is CancellationError) { keepIncomplete() }
-            finish(committed: false)
+            done = true
+            if error is CancellationError { recorder?.abandon() } else { recorder?.cut() }
             throw error
         }
         guard let chunk else {
+            done = true
             // A cancelled reader's stream ends without an error, and a connection closed early
             // may too: neither is a complete body.
             if Task.isCancelled {
-                finish(committed: false)
+                recorder?.abandon()
                 throw CancellationError()
             }
             if let expectedLength, received != expectedLength {
-                keepIncomplete()
-                finish(committed: false)
+                recorder?.cut()
                 throw URLError(
                     .networkConnectionLost,
                     userInfo: [
@@ -163,43 +146,12 @@ final class TeeSource: BodySource, @unchecked Sendable {
                             "the response ended after \(received) of its \(expectedLength) bytes; try again"
                     ])
             }
-            var committed = false
-            if let writer {
-                do {
-                    try writer.commit()
-                    committed = true
-                } catch {
-                    log("could not store the response: \(error) (it was served, not cached)")
-                }
-            }
-            writer = nil
-            finish(committed: committed)
+            recorder?.finish()
             return nil
         }
         received += Int64(chunk.count)
-        // Too large or the disk failed: the rest is passed on without storing.
         store(chunk)
         return chunk
-    }
-
-    /// Keeps what arrived before the network cut the body off, to be resumed (RFC 9111 §3.3).
-    private func keepIncomplete() {
-        guard let writer, let incompleteFacts, written > 0 else { return }
-        do {
-            try writer.commitIncomplete(facts: incompleteFacts)
-        } catch {
-            log("could not keep the incomplete response: \(error)")
-        }
-        self.writer = nil
-    }
-
-    private func finish(committed: Bool) {
-        guard !done else { return }
-        done = true
-        if !committed { writer?.abort() }
-        writer = nil
-        finished?(committed)
-        finished = nil
     }
 }
 

@@ -1,3 +1,4 @@
+import CacheExchange
 import CacheStorage
 import Foundation
 

@@ -392,7 +392,9 @@ struct DownloadTests {
         setup.origin.route("/file") { request in resource.response(to: request) }
         _ = try await setup.cache.download(setup.request("/file"), to: setup.destination("a")).result()
         let result = try await setup.cache.download(setup.request("/file"), to: setup.destination("b")).result()
-        #expect(result.attempts == 2)
+        // The cache itself finds the stored Content-Length at odds with the stored body: it drops
+        // the entry and fetches the whole, before the download ever sees the damaged response.
+        #expect(result.attempts == 1)
         #expect(result.outcome == .miss)
         #expect(result.totalBytes == 64 * 1024)
         #expect(try setup.mismatch(setup.destination("b"), resource) == nil)

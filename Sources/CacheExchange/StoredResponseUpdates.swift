@@ -1,15 +1,5 @@
 import CacheSemantics
-
-/// A stored response and its decoded facts: what the engine decides over.
-package struct StoredCandidate: Sendable {
-    package var entry: StoredEntry
-    package var facts: StoredResponseFacts
-
-    package init(entry: StoredEntry, facts: StoredResponseFacts) {
-        self.entry = entry
-        self.facts = facts
-    }
-}
+import CacheStorage
 
 /// Applying what the origin answered to what is stored, the same for every cache built on a
 /// store (`HTTPCache`, the proxy). Failures to write are reported to `log` and otherwise
@@ -23,7 +13,7 @@ extension CacheStore {
     /// `reread` gives the current candidates, and the `304` freshens those its validators
     /// select; `nil` when it selects none of them either (the request is then sent again
     /// without validators).
-    package func applyNotModified(
+    func applyNotModified(
         _ notModified: HeaderFields, to candidates: [StoredCandidate], validated: [Int], request: HeaderFields,
         engine: CacheEngine, requestTime: Timestamp, responseTime: Timestamp, log: (String) -> Void,
         reread: () -> [StoredCandidate]
@@ -73,7 +63,7 @@ extension CacheStore {
 
     /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
     /// length match, and makes it need validation when they differ (RFC 9111 §4.3.5).
-    package func applyHeadResponse(
+    func applyHeadResponse(
         _ head: HeaderFields, to candidate: StoredCandidate, request: HeaderFields, engine: CacheEngine,
         requestTime: Timestamp, responseTime: Timestamp, log: (String) -> Void
     ) {
@@ -95,7 +85,7 @@ extension CacheStore {
     }
 
     /// Removes what an unsafe request's response invalidates (RFC 9111 §4.4).
-    package func invalidate(
+    func invalidate(
         after request: RequestHead, response: ResponseHead, engine: CacheEngine, log: (String) -> Void
     ) {
         for uri in engine.invalidatedURIs(request: request, response: response) {

@@ -1,0 +1,61 @@
+import CacheSemantics
+import CacheStorage
+
+/// Reads the stored responses of a key with their facts decoded, and remembers them while the
+/// store's change count stands still (``CacheStore/changeCount``): a hit then costs neither a
+/// store read nor decoding. What it remembers is bounded (least recently used keys go first).
+final class CandidateReader: Sendable {
+    private let store: any CacheStore
+    private let log: @Sendable (String) -> Void
+
+    private struct Memo {
+        /// Candidates by primary key, with the change count they were read at.
+        var candidates: LRUCache<String, (changes: UInt64, candidates: [StoredCandidate])>
+        /// Decoded facts by entry, with the bytes they were decoded from (a `304` changes an
+        /// entry's facts in place).
+        var facts: LRUCache<EntryID, (bytes: [UInt8], facts: StoredResponseFacts)>
+    }
+
+    private let memo: Locked<Memo>
+
+    init(store: any CacheStore, capacity: Int, log: @escaping @Sendable (String) -> Void) {
+        self.store = store
+        self.log = log
+        memo = Locked(Memo(candidates: LRUCache(capacity: capacity), facts: LRUCache(capacity: capacity)))
+    }
+
+    /// Every stored variant of `primaryKey` whose facts can be read; one whose facts cannot
+    /// be read is removed (and logged), so it is fetched again.
+    func candidates(_ primaryKey: String) -> [StoredCandidate] {
+        // Read before the store: a write landing meanwhile moves the count past this.
+        guard let changes = store.changeCount else { return read(primaryKey) }
+        if let known = memo.withLock({ $0.candidates.value(for: primaryKey) }), known.changes == changes {
+            return known.candidates
+        }
+        let candidates = read(primaryKey)
+        memo.withLock { $0.candidates.set((changes, candidates), for: primaryKey) }
+        return candidates
+    }
+
+    private func read(_ primaryKey: String) -> [StoredCandidate] {
+        let entries: [StoredEntry]
+        do {
+            entries = try store.variants(of: primaryKey)
+        } catch {
+            log("could not read the stored responses for \(primaryKey): \(error); answered as a miss")
+            return []
+        }
+        return entries.compactMap { entry in
+            if let known = memo.withLock({ $0.facts.value(for: entry.id) }), known.bytes == entry.head.facts {
+                return StoredCandidate(entry: entry, facts: known.facts)
+            }
+            guard let facts = StoredResponseFacts(serialized: entry.head.facts) else {
+                log("dropped the stored response for \(entry.head.url): its facts cannot be read")
+                try? store.remove(entry.id)
+                return nil
+            }
+            memo.withLock { $0.facts.set((entry.head.facts, facts), for: entry.id) }
+            return StoredCandidate(entry: entry, facts: facts)
+        }
+    }
+}

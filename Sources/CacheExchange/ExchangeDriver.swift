@@ -1,0 +1,352 @@
+import CacheSemantics
+import CacheStorage
+
+/// Runs the exchanges of one cache over one store: it performs every store action an
+/// ``ExchangeStateMachine`` asks for (reading candidates, opening bodies, applying a `304` or a
+/// `HEAD` response, invalidating, opening writers) and hands its host only what the host must do
+/// itself, as a ``Step``: send to the origin, serve or relay to the client, wait for a leader.
+///
+/// A host's loop, in outline:
+///
+/// ```swift
+/// var exchange = driver.exchange(for: request)
+/// var step = driver.start(&exchange)
+/// while true {
+///     switch step {
+///     case .serve(let response, let background): send(response); background.map(runInBackground); return
+///     case .answer(let answer): send(answer); return
+///     case .join(let identity):
+///         if let leader = await waitUnlessLeading(identity) { step = driver.leaderSettled(&exchange, leader) }
+///         else { step = driver.joinedAsLeader(&exchange) }
+///     case .forward(let request):
+///         do { let head = try await origin.send(request); step = driver.originResponded(&exchange, head, requestTime: sent) }
+///         catch { step = driver.originFailed(&exchange) }
+///     case .relay(let relay): stream(relay); return
+///     case .fail(let failure): throw failure; return
+///     }
+/// }
+/// ```
+///
+/// It also holds what exchanges share: the candidates remembered per key (bounded, valid while
+/// the store's change count stands still), the coalescing of identical misses, and the
+/// stale-while-revalidate revalidations running in the background.
+public final class ExchangeDriver: Sendable {
+    /// How the exchanges behave.
+    public struct Configuration: Sendable {
+        /// The RFC 9111 engine (private or shared).
+        public var engine: CacheEngine
+        /// The cache's name in `Cache-Status` (RFC 9211 §2).
+        public var name: String
+        /// Whether served responses carry the `Cache-Status` field.
+        public var addsCacheStatus = true
+        /// Applied once per stored entry to the fields every answer from it starts with (a
+        /// proxy adds its `Via` there).
+        public var storedFieldsTransform: (@Sendable (HeaderFields) -> HeaderFields)?
+        /// What to store of responses; `nil`: what RFC 9111 §3 allows.
+        public var advisor: (any StorageAdvisor)?
+        /// How many keys (and entries) the exchange remembers at most.
+        public var memoCapacity = 16_384
+        /// Seconds since 1970, now.
+        public var clock: @Sendable () -> Double
+        /// Receives what goes wrong in the store (it never fails a request).
+        public var log: @Sendable (String) -> Void
+
+        /// A configuration.
+        public init(
+            engine: CacheEngine, name: String, clock: @escaping @Sendable () -> Double,
+            log: @escaping @Sendable (String) -> Void
+        ) {
+            self.engine = engine
+            self.name = name
+            self.clock = clock
+            self.log = log
+        }
+    }
+
+    /// What the host does next.
+    public enum Step: Sendable {
+        /// Send this stored response to the client (its body is open: it stays this version);
+        /// for stale-while-revalidate, also run `background`.
+        case serve(ServedResponse, background: BackgroundRevalidation?)
+        /// Send this response the cache made to the client.
+        case answer(CacheAnswer)
+        /// Identical requests may share one origin request: ask ``join(_:waiter:)``.
+        case join(identity: String)
+        /// Send the request to the origin with these fields set; report its head with
+        /// ``originResponded(_:_:requestTime:)`` or its failure with ``originFailed(_:)``.
+        case forward(ExchangeStateMachine.ForwardedRequest)
+        /// Relay the origin's response to the client, feeding its body to the recorder.
+        case relay(Relay)
+        /// The request fails.
+        case fail(ExchangeStateMachine.ExchangeFailure)
+    }
+
+    /// The origin's response on its way to the client, and what stores it.
+    public struct Relay: Sendable {
+        /// The status sent (`200` for a stored part completed by a `206`).
+        public var status: Int
+        /// The fields sent: the origin's, with `Date` when it sent none.
+        public var fields: HeaderFields
+        public var outcome: CacheOutcome
+        public var cacheStatus: CacheStatus
+        public var reasons: [Reason]
+        /// The body length the framing announces; `nil` when it ends with the connection or
+        /// the last chunk.
+        public var expectedLength: Int64?
+        /// Stores the body while it is relayed; `nil` when it is not stored.
+        public var recorder: ResponseRecorder?
+        /// A stored part to send (and store again) before the origin's bytes (RFC 9111 §3.4).
+        public var storedPart: (any StoredBody)?
+        /// What the application keeps with the stored entry.
+        public var userInfo: [UInt8]?
+    }
+
+    /// A stale-while-revalidate validation to run in the background (RFC 5861 §3): run its
+    /// exchange like any other (``start(_:)`` forwards it) with no client, then call
+    /// ``finish(_:)`` — always, or waiting for background work never ends.
+    public struct BackgroundRevalidation: Sendable {
+        public var exchange: ExchangeStateMachine
+        let key: String
+    }
+
+    /// The store.
+    public let store: any CacheStore
+    /// The configuration.
+    public let configuration: Configuration
+    private let reader: CandidateReader
+    private let builder: ServedResponseBuilder
+    private let coalescing = CoalescingRegistry()
+    private let revalidations = BackgroundRevalidations()
+
+    /// A driver for exchanges over `store`.
+    public init(store: any CacheStore, configuration: Configuration) {
+        self.store = store
+        self.configuration = configuration
+        reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
+        builder = ServedResponseBuilder(
+            engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
+            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity)
+    }
+
+    private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
+
+    /// The stored responses of `primaryKey` with their facts (remembered while the store is
+    /// unchanged).
+    public func candidates(_ primaryKey: String) -> [StoredCandidate] { reader.candidates(primaryKey) }
+
+    /// A new exchange for `request`, storing what `advisor` says (by default the
+    /// configuration's).
+    public func exchange(for request: ExchangeRequest, advisor: (any StorageAdvisor)? = nil) -> ExchangeStateMachine {
+        ExchangeStateMachine(
+            request, engine: configuration.engine, name: configuration.name,
+            addsCacheStatus: configuration.addsCacheStatus, advisor: advisor ?? configuration.advisor)
+    }
+
+    // MARK: Events
+
+    /// Starts `exchange`.
+    public func start(_ exchange: inout ExchangeStateMachine) -> Step {
+        advance(&exchange, exchange.start())
+    }
+
+    /// Joins the requests in flight for `identity`: `true` when this one leads (continue with
+    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called with what the
+    /// leader stored (continue with ``leaderSettled(_:_:)``).
+    public func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
+        coalescing.join(identity, waiter: waiter)
+    }
+
+    /// This exchange leads the requests for its key: it is sent.
+    public func joinedAsLeader(_ exchange: inout ExchangeStateMachine) -> Step {
+        advance(&exchange, exchange.joinedAsLeader())
+    }
+
+    /// The leader this exchange waited for settled.
+    public func leaderSettled(_ exchange: inout ExchangeStateMachine, _ collapsed: CollapsedResponse?) -> Step {
+        advance(&exchange, exchange.leaderSettled(collapsed))
+    }
+
+    /// The origin's response head arrived (now); the request was sent at `requestTime`.
+    public func originResponded(
+        _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp
+    ) -> Step {
+        let now = self.now
+        return advance(&exchange, exchange.originResponded(head, requestTime: requestTime, responseTime: now, now: now))
+    }
+
+    /// No response came from the origin.
+    public func originFailed(_ exchange: inout ExchangeStateMachine) -> Step {
+        advance(&exchange, exchange.originFailed(now: now))
+    }
+
+    /// The host gives `exchange` up (its caller went away): requests waiting for it go on by
+    /// themselves.
+    public func abandon(_ exchange: inout ExchangeStateMachine) {
+        settle(exchange, nil)
+        exchange.abandon()
+    }
+
+    /// The background revalidation is over (whatever came of it).
+    public func finish(_ revalidation: BackgroundRevalidation) {
+        revalidations.end(revalidation.key)
+    }
+
+    /// Calls `action` once no background revalidation runs (at once when none does).
+    public func whenBackgroundIdle(_ action: @escaping @Sendable () -> Void) {
+        revalidations.whenIdle(action)
+    }
+
+    // MARK: Performing store actions
+
+    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.Action) -> Step {
+        var action = first
+        while true {
+            switch action {
+            case .readCandidates(let primaryKey):
+                action = exchange.candidatesRead(reader.candidates(primaryKey), now: now)
+            case .serveStored(let answer):
+                guard let served = serve(answer, exchange.request) else {
+                    action = exchange.storedBodyUnavailable()
+                    continue
+                }
+                settle(exchange, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
+                return .serve(served, background: answer.revalidation.flatMap { background(exchange, $0) })
+            case .answer(let answer):
+                settle(exchange, nil)
+                return .answer(answer)
+            case .join(let identity):
+                return .join(identity: identity)
+            case .forward(let request):
+                for id in request.discard { try? store.remove(id) }
+                return .forward(request)
+            case .applyNotModified(let notModified):
+                let request = exchange.request
+                let updated = store.applyNotModified(
+                    notModified.fields, to: notModified.candidates, validated: notModified.validated,
+                    request: request.head.fields, engine: configuration.engine, requestTime: notModified.requestTime,
+                    responseTime: notModified.responseTime, log: configuration.log,
+                    reread: { [reader] in request.primaryKey.map(reader.candidates) ?? [] })
+                action = exchange.notModifiedApplied(updated, now: now)
+            case .relay(let plan):
+                guard let relay = relay(plan, exchange) else {
+                    action = exchange.storedPartUnavailable()
+                    continue
+                }
+                return .relay(relay)
+            case .fail(let failure):
+                settle(exchange, nil)
+                return .fail(failure)
+            }
+        }
+    }
+
+    /// Opens the chosen stored response's body and builds the response; `nil` when it is gone
+    /// or corrupted.
+    private func serve(_ answer: ExchangeStateMachine.StoredAnswer, _ request: ExchangeRequest) -> ServedResponse? {
+        let entry = answer.candidate.entry
+        let body: any StoredBody
+        do {
+            body = try store.openBody(of: entry.id)
+        } catch {
+            if error.kind != .notFound {
+                configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")
+            }
+            return nil
+        }
+        guard
+            let served = builder.serve(
+                answer.candidate, answer.use, body: body, request: request.head, status: answer.cacheStatus,
+                outcome: answer.outcome, replacesOriginResponse: answer.replacesOriginResponse)
+        else {
+            configuration.log(
+                "the stored response for \(entry.head.url) is damaged (its Content-Length says "
+                    + "\(entry.head.fields["Content-Length"] ?? "?") bytes, \(body.size) are stored); it was removed")
+            try? store.remove(entry.id)
+            return nil
+        }
+        store.recordAccess(entry.id, at: configuration.clock())
+        return served
+    }
+
+    /// A background revalidation of what `exchange` served, unless one runs for its key.
+    private func background(_ exchange: ExchangeStateMachine, _ revalidation: Forwarding) -> BackgroundRevalidation? {
+        guard let key = exchange.request.primaryKey, revalidations.begin(key) else { return nil }
+        let machine = exchange.revalidation(revalidation, candidates: reader.candidates(key))
+        return BackgroundRevalidation(exchange: machine, key: key)
+    }
+
+    /// Performs the store work before a relay and opens what stores the body; `nil` when a
+    /// stored part to complete cannot be opened.
+    private func relay(_ plan: ExchangeStateMachine.RelayPlan, _ exchange: ExchangeStateMachine) -> Relay? {
+        let request = exchange.request
+        var storedPart: (any StoredBody)?
+        if let part = plan.storedPart {
+            guard let body = try? store.openBody(of: part.entry.id) else { return nil }
+            storedPart = body
+        }
+        for primaryKey in plan.invalidated {
+            do {
+                try store.remove(primaryKey: primaryKey)
+            } catch {
+                configuration.log("could not invalidate \(primaryKey): \(error)")
+            }
+        }
+        if let stored = plan.headFreshens {
+            store.applyHeadResponse(
+                plan.fields, to: stored, request: request.head.fields, engine: configuration.engine,
+                requestTime: plan.requestTime, responseTime: plan.responseTime, log: configuration.log)
+        }
+        var freshened = false
+        if !plan.notModifiedFreshens.isEmpty {
+            freshened =
+                store.applyNotModified(
+                    plan.fields, to: plan.notModifiedFreshens, validated: [], request: request.head.fields,
+                    engine: configuration.engine, requestTime: plan.requestTime, responseTime: plan.responseTime,
+                    log: configuration.log, reread: { [] }) != nil
+        }
+        var relay = Relay(
+            status: plan.status, fields: plan.fields, outcome: plan.outcome, cacheStatus: plan.cacheStatus,
+            reasons: plan.reasons, expectedLength: plan.expectedLength, recorder: nil, storedPart: storedPart,
+            userInfo: plan.storage?.head?.userInfo)
+        if let storage = plan.storage, let head = storage.head {
+            do {
+                let writer = try store.makeWriter(for: head)
+                relay.recorder = recorder(writer, storage, plan, exchange)
+            } catch {
+                relay.reasons.append(.configured("not stored: \(error)"))
+            }
+        }
+        if plan.cacheStatus.stored != nil { relay.cacheStatus.stored = relay.recorder != nil || freshened }
+        if relay.recorder == nil { settle(exchange, nil) }
+        return relay
+    }
+
+    private func recorder(
+        _ writer: any EntryWriter, _ storage: StoragePlan, _ plan: ExchangeStateMachine.RelayPlan,
+        _ exchange: ExchangeStateMachine
+    ) -> ResponseRecorder {
+        let leads = exchange.leads
+        let collapsed = CollapsedResponse(outcome: plan.outcome, reason: plan.cacheStatus.forward ?? .miss, status: plan.originStatus)
+        let pinKey = storage.pin ? storage.head?.primaryKey : nil
+        return ResponseRecorder(
+            writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
+            url: exchange.request.head.uri, log: configuration.log
+        ) { [store, coalescing] committed in
+            if committed, let pinKey { _ = try? store.setPinned(true, primaryKey: pinKey) }
+            if let leads { coalescing.settle(leads, committed ? collapsed : nil) }
+        }
+    }
+
+    /// Tells the requests waiting for `exchange` (when it leads) what it stored.
+    private func settle(_ exchange: ExchangeStateMachine, _ collapsed: CollapsedResponse?) {
+        if let leads = exchange.leads { coalescing.settle(leads, collapsed) }
+    }
+}
+
+extension CacheStatus {
+    /// What waiters are told of a forwarded request that ended with this status.
+    fileprivate func collapsedAs(_ outcome: CacheOutcome) -> CollapsedResponse? {
+        guard let forward, let forwardStatus else { return nil }
+        return CollapsedResponse(outcome: outcome, reason: forward, status: forwardStatus)
+    }
+}

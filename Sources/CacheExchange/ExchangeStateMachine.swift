@@ -1,0 +1,570 @@
+import CacheSemantics
+import CacheStorage
+
+/// One request's way through a cache, as a value: events in, actions out.
+///
+/// It decides with the `CacheEngine` (RFC 9111, RFC 5861, RFC 9211) and holds what it has
+/// learnt (the stored candidates, the plan of a forwarded request, the origin's answer), but it
+/// does no I/O and reads no clock: the caller performs each ``Action`` and reports what came of
+/// it with the matching event. ``ExchangeDriver`` performs the store actions; a host (the app's
+/// `HTTPCache`, the proxy) performs the rest: network and client I/O.
+///
+/// The order, as OkHttp's cache interceptor reads it, for both hosts:
+///
+/// 1. ``start()`` → ``Action/readCandidates(primaryKey:)`` (or ``Action/forward(_:)`` for a
+///    request that bypasses the cache).
+/// 2. ``candidatesRead(_:now:)`` → the lookup (RFC 9111 §4): ``Action/serveStored(_:)``,
+///    ``Action/answer(_:)`` (`504`, only-if-cached), ``Action/join(identity:)`` (a miss others
+///    may share) or ``Action/forward(_:)``.
+/// 3. ``originResponded(_:requestTime:responseTime:now:)`` or ``originFailed(now:)`` →
+///    a stale response instead (RFC 9111 §4.2.4, RFC 5861 §4), ``Action/applyNotModified(_:)``
+///    for a `304` (§4.3.4), or ``Action/relay(_:)``: the response goes to the client while it is
+///    stored (§3), after the stored responses it invalidates are removed (§4.4) and a `HEAD`
+///    response freshened its `GET` (§4.3.5).
+///
+/// States and the events each accepts:
+///
+/// | state | entered by | events |
+/// | --- | --- | --- |
+/// | idle | init | ``start()`` |
+/// | looking up | ``Action/readCandidates(primaryKey:)`` | ``candidatesRead(_:now:)`` |
+/// | serving | ``Action/serveStored(_:)`` | ``storedBodyUnavailable()`` (or done) |
+/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)`` |
+/// | forwarding | ``Action/forward(_:)`` | ``originResponded(_:requestTime:responseTime:now:)``, ``originFailed(now:)`` |
+/// | freshening | ``Action/applyNotModified(_:)`` | ``notModifiedApplied(_:now:)`` |
+/// | completing | ``Action/relay(_:)`` with a stored part | ``storedPartUnavailable()`` (or done) |
+/// | done | ``Action/answer(_:)``, ``Action/fail(_:)``, a relay, a served response | none |
+///
+/// A stored response chosen may be gone before its body is opened (replaced, evicted,
+/// corrupted): the lookup is then made again, up to ``maximumLookups`` times.
+public struct ExchangeStateMachine: Sendable {
+    /// What to do next.
+    public enum Action: Sendable {
+        /// Store: read the stored responses of `primaryKey` → ``candidatesRead(_:now:)``.
+        case readCandidates(primaryKey: String)
+        /// Store, then client: open the body of a stored response and serve it (→
+        /// ``storedBodyUnavailable()`` when it cannot be opened).
+        case serveStored(StoredAnswer)
+        /// Client: answer with a response the cache makes itself.
+        case answer(CacheAnswer)
+        /// Join the identical requests in flight: lead (→ ``joinedAsLeader()``) or wait for the
+        /// leader (→ ``leaderSettled(_:)``).
+        case join(identity: String)
+        /// Network: send the request with these fields set → ``originResponded(_:requestTime:responseTime:now:)``
+        /// or ``originFailed(now:)``.
+        case forward(ForwardedRequest)
+        /// Store: apply a `304` to the stored responses it selects → ``notModifiedApplied(_:now:)``.
+        case applyNotModified(NotModified)
+        /// Store, then client: apply the updates, then relay the origin's response, storing it
+        /// when the plan says (→ ``storedPartUnavailable()`` when a stored part to complete
+        /// cannot be opened).
+        case relay(RelayPlan)
+        /// Client: the request fails (the host passes its transport's error on).
+        case fail(ExchangeFailure)
+    }
+
+    /// A stored response chosen to answer.
+    public struct StoredAnswer: Sendable {
+        public var candidate: StoredCandidate
+        public var use: CachedUse
+        public var cacheStatus: CacheStatus
+        public var outcome: CacheOutcome
+        /// Stale-while-revalidate (RFC 5861 §3): validate it in the background.
+        public var revalidation: Forwarding?
+        /// The request went to the origin first; what it answered is dropped.
+        public var replacesOriginResponse: Bool
+    }
+
+    /// A request to send to the origin.
+    public struct ForwardedRequest: Sendable {
+        /// Fields to set on the request, replacing fields of the same name (preconditions,
+        /// `Range` and `If-Range` to complete a stored part, a policy's `Cache-Control`).
+        public var fields: HeaderFields
+        /// Why it goes forward (RFC 9211 `fwd`).
+        public var reason: CacheStatus.ForwardReason
+        /// Whether it validates stored responses (RFC 9111 §4.3.1).
+        public var isValidation: Bool
+        /// Stored entries to remove first (a stored part that the origin's answer showed to be
+        /// out of date).
+        public var discard: [EntryID]
+    }
+
+    /// A `304` to apply to the stored responses (RFC 9111 §4.3.4).
+    public struct NotModified: Sendable {
+        public var fields: HeaderFields
+        public var candidates: [StoredCandidate]
+        public var validated: [Int]
+        public var requestTime: Timestamp
+        public var responseTime: Timestamp
+    }
+
+    /// The origin's response as it goes to the client, and the store work that comes first.
+    public struct RelayPlan: Sendable {
+        /// The status sent (`200` for a stored part completed by a `206`).
+        public var status: Int
+        /// The origin's status.
+        public var originStatus: Int
+        /// The fields sent: the origin's, with `Date` when it sent none (RFC 9110 §6.6.1).
+        public var fields: HeaderFields
+        public var outcome: CacheOutcome
+        /// `stored` is settled by the driver once it knows whether the response is stored.
+        public var cacheStatus: CacheStatus
+        public var reasons: [Reason]
+        /// What to store; `nil` when nothing may be (another method, a bypass, a `HEAD`).
+        public var storage: StoragePlan?
+        /// Primary keys whose stored responses the response invalidates (RFC 9111 §4.4).
+        public var invalidated: [String]
+        /// The stored `GET` response a `200` to `HEAD` freshens or marks stale (§4.3.5).
+        public var headFreshens: StoredCandidate?
+        /// A `304` answering the client's own validators freshens these (§4.3.4).
+        public var notModifiedFreshens: [StoredCandidate]
+        /// A stored part that the response completes (§3.4): its bytes go first.
+        public var storedPart: StoredCandidate?
+        /// The body length the framing announces (`0` when there is none); `nil` when it ends
+        /// with the connection or the last chunk.
+        public var expectedLength: Int64?
+        public var requestTime: Timestamp
+        public var responseTime: Timestamp
+    }
+
+    /// How the request failed.
+    public enum ExchangeFailure: Sendable, Equatable {
+        /// No response from the origin, and nothing stored may answer instead: the host passes
+        /// its transport's error on.
+        case originUnreachable([Reason])
+        /// The stored response chosen kept being replaced or removed before its body could be
+        /// opened.
+        case storeKeptChanging
+    }
+
+    /// How many lookups an exchange makes when chosen stored responses keep vanishing.
+    public static let maximumLookups = 3
+
+    private enum State {
+        case idle
+        case lookingUp
+        /// `origin`: the request went forward first, with `plan`, and the origin did this.
+        case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: Plan)?)
+        case joining(Plan)
+        case forwarding(Plan)
+        case freshening(Plan, OriginAnswer)
+        case completing(Plan, OriginAnswer)
+        case done
+    }
+
+    /// What the origin did, kept while a stored response may still replace it.
+    private enum OriginAnswer {
+        case failed([Reason])
+        case responded(ResponseHead, requestTime: Timestamp, responseTime: Timestamp)
+    }
+
+    /// A forwarded request: the engine's forwarding and what the exchange adds to it.
+    private struct Plan {
+        var forwarding: Forwarding
+        /// Whether responses may be stored and stale ones served: not for methods the cache does
+        /// not handle (RFC 9111 §2) nor for a bypass.
+        var caching: Bool
+        /// A stored incomplete response whose rest is asked for (RFC 9111 §3.3).
+        var resuming: Int?
+
+        /// The plan sent again without preconditions (after a `304` that selects nothing).
+        var withoutValidators: Plan {
+            var plan = self
+            plan.forwarding.fields = [:]
+            plan.forwarding.validated = []
+            return plan
+        }
+    }
+
+    /// The request.
+    public let request: ExchangeRequest
+    private let engine: CacheEngine
+    private let name: String
+    private let addsCacheStatus: Bool
+    private let advisor: any StorageAdvisor
+    private var state = State.idle
+    /// The stored candidates last read.
+    private var candidates: [StoredCandidate] = []
+    private var lookups = 0
+    /// What the leader this request waited for stored.
+    private var collapsed: CollapsedResponse?
+    private var mayJoin = true
+    /// The coalescing identity this request leads, which it must settle when done.
+    public private(set) var leads: String?
+
+    /// An exchange for `request` in a cache named `name` (RFC 9211), deciding with `engine` and
+    /// storing what `advisor` says.
+    public init(
+        _ request: ExchangeRequest, engine: CacheEngine, name: String, addsCacheStatus: Bool = true,
+        advisor: (any StorageAdvisor)? = nil
+    ) {
+        self.request = request
+        self.engine = engine
+        self.name = name
+        self.addsCacheStatus = addsCacheStatus
+        self.advisor = advisor ?? RFC9111Storage(engine: engine)
+    }
+
+    /// An exchange, with this one's engine, name and storage, that validates in the background
+    /// what this one served stale-while-revalidate (RFC 5861 §3): it starts with
+    /// ``Action/forward(_:)`` of `revalidation`.
+    public func revalidation(_ revalidation: Forwarding, candidates: [StoredCandidate]) -> ExchangeStateMachine {
+        var machine = ExchangeStateMachine(
+            request, engine: engine, name: name, addsCacheStatus: addsCacheStatus, advisor: advisor)
+        machine.candidates = candidates
+        machine.mayJoin = false
+        machine.state = .forwarding(Plan(forwarding: revalidation, caching: true))
+        return machine
+    }
+
+    /// Whether the exchange is over.
+    public var isDone: Bool {
+        if case .done = state { return true }
+        return false
+    }
+
+    // MARK: Events
+
+    /// The request arrived.
+    public mutating func start() -> Action {
+        if case .forwarding(let plan) = state { return forward(plan) }  // a background revalidation
+        precondition(isIdle, "start() called twice")
+        guard let primaryKey = request.primaryKey else {
+            let bypass = Forwarding(reason: .bypass, reasons: request.bypassReasons)
+            return forward(Plan(forwarding: bypass, caching: false))
+        }
+        state = .lookingUp
+        return .readCandidates(primaryKey: primaryKey)
+    }
+
+    /// The stored responses of the key, read at `now`.
+    public mutating func candidatesRead(_ candidates: [StoredCandidate], now: Timestamp) -> Action {
+        guard case .lookingUp = state else { unexpected("candidatesRead") }
+        self.candidates = candidates
+        lookups += 1
+        let cacheRequest = CacheRequest(request.head, policy: request.policy)
+        switch engine.lookup(cacheRequest, candidates: candidates.map(\.facts), now: now) {
+        case .serve(let use):
+            var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            var outcome: CacheOutcome = use.isStale ? .stale : .hit
+            if let collapsed {
+                // Answered from what the request it waited for stored (RFC 9211 §2.5).
+                status = CacheStatus(cache: name, forward: collapsed.reason, forwardStatus: collapsed.status, stored: true)
+                status.collapsed = true
+                outcome = collapsed.outcome
+            }
+            return serve(StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
+        case .serveStaleWhileRevalidate(let use, let revalidation):
+            var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            status.detail = "stale-while-revalidate"
+            return serve(
+                StoredAnswer(
+                    candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,
+                    revalidation: revalidation))
+        case .gatewayTimeout(let reasons):
+            state = .done
+            let status = CacheStatus(
+                cache: name, hit: false, detail: request.policy == .returnCacheDataDontLoad ? "policy" : "only-if-cached")
+            return .answer(
+                .gatewayTimeout(
+                    reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: false))
+        case .forward(let forwarding):
+            var plan = Plan(forwarding: forwarding, caching: forwarding.reason != .method)
+            if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
+            let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
+            if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil, request.head.method == "GET",
+                !request.head.fields.contains("Range"), collapsible.contains(forwarding.reason),
+                let primaryKey = request.primaryKey
+            {
+                state = .joining(plan)
+                return .join(identity: primaryKey)
+            }
+            return forward(plan)
+        }
+    }
+
+    /// The body of the stored response chosen could not be opened: it was replaced, evicted or
+    /// found corrupted since the lookup.
+    public mutating func storedBodyUnavailable() -> Action {
+        guard case .serving(_, let origin) = state else { unexpected("storedBodyUnavailable") }
+        switch origin?.answer {
+        case .failed(let reasons)?:
+            state = .done
+            return .fail(.originUnreachable(reasons))
+        case .responded(let head, let requestTime, let responseTime)?:
+            let plan = origin!.plan
+            if head.status == 304 {
+                // Freshened, then gone: ask again without validators (RFC 9111 §4.3.4).
+                return forward(plan.withoutValidators)
+            }
+            // A 5xx was to be replaced by a stale response: pass it on.
+            return relay(plan, head, requestTime: requestTime, responseTime: responseTime)
+        case nil:
+            guard lookups < Self.maximumLookups, let primaryKey = request.primaryKey else {
+                state = .done
+                return .fail(.storeKeptChanging)
+            }
+            state = .lookingUp
+            return .readCandidates(primaryKey: primaryKey)
+        }
+    }
+
+    /// This request leads: it is sent, and the others wait for it.
+    public mutating func joinedAsLeader() -> Action {
+        guard case .joining(let plan) = state, let primaryKey = request.primaryKey else {
+            unexpected("joinedAsLeader")
+        }
+        leads = primaryKey
+        return forward(plan)
+    }
+
+    /// The request this one waited for is done: `collapsed` when its response is stored. The
+    /// request is decided again on what is stored now (a leader's decision, made for other
+    /// candidates, is never reused).
+    public mutating func leaderSettled(_ collapsed: CollapsedResponse?) -> Action {
+        guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderSettled") }
+        self.collapsed = collapsed
+        mayJoin = false
+        lookups = 0
+        state = .lookingUp
+        return .readCandidates(primaryKey: primaryKey)
+    }
+
+    /// No response came from the origin (refused, unreachable, timed out, cut before the head).
+    public mutating func originFailed(now: Timestamp) -> Action {
+        guard case .forwarding(let plan) = state else { unexpected("originFailed") }
+        guard let (index, stored) = fallbackCandidate(plan) else {
+            state = .done
+            return .fail(.originUnreachable(plan.forwarding.reasons))
+        }
+        let cacheRequest = CacheRequest(request.head, policy: request.policy)
+        switch engine.fallback(after: .unreachable, request: cacheRequest, candidate: (index, stored.facts), now: now) {
+        case .serve(let use):
+            return serve(
+                StoredAnswer(
+                    candidate: stored, use: use,
+                    cacheStatus: CacheStatus(cache: name, servedStale: use, after: .unreachable, forward: plan.forwarding.reason),
+                    outcome: .stale, revalidation: nil, replacesOriginResponse: true),
+                origin: (.failed(plan.forwarding.reasons), plan))
+        case .gatewayTimeout(let reasons):
+            state = .done
+            var status = CacheStatus(cache: name, forward: plan.forwarding.reason)
+            status.detail = "stale-not-allowed"
+            return .answer(
+                .gatewayTimeout(reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
+        case .passThrough(let reasons):
+            state = .done
+            return .fail(.originUnreachable(reasons))
+        }
+    }
+
+    /// The origin's response head arrived.
+    public mutating func originResponded(
+        _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp, now: Timestamp
+    ) -> Action {
+        guard case .forwarding(let plan) = state else { unexpected("originResponded") }
+        var head = head
+        // A recipient with a clock adds Date when forwarding or storing a response without one
+        // (RFC 9110 §6.6.1).
+        if !head.fields.contains("Date") { head.fields.append(name: "Date", value: HTTPDate.format(responseTime)) }
+        let status = head.status
+        if (500..<600).contains(status), let (index, stored) = fallbackCandidate(plan) {
+            let cacheRequest = CacheRequest(request.head, policy: request.policy)
+            let failure = OriginFailure.serverError(status: status)
+            switch engine.fallback(after: failure, request: cacheRequest, candidate: (index, stored.facts), now: now) {
+            case .serve(let use):
+                return serve(
+                    StoredAnswer(
+                        candidate: stored, use: use,
+                        cacheStatus: CacheStatus(cache: name, servedStale: use, after: failure, forward: plan.forwarding.reason),
+                        outcome: .stale, revalidation: nil, replacesOriginResponse: true),
+                    origin: (.responded(head, requestTime: requestTime, responseTime: responseTime), plan))
+            case .gatewayTimeout, .passThrough:
+                break  // The 5xx is passed on.
+            }
+        }
+        if status == 304, plan.caching, !plan.forwarding.validated.isEmpty {
+            state = .freshening(plan, .responded(head, requestTime: requestTime, responseTime: responseTime))
+            return .applyNotModified(
+                NotModified(
+                    fields: head.fields, candidates: candidates, validated: plan.forwarding.validated,
+                    requestTime: requestTime, responseTime: responseTime))
+        }
+        if let index = plan.resuming {
+            let part = candidates[index]
+            if engine.continues(stored: part.facts, storedLength: part.entry.bodySize, response: head) {
+                // The rest of the stored part (RFC 9111 §3.4): combined, with the stored fields
+                // updated by the new ones (§3.2).
+                var combined = head
+                combined.status = 200
+                combined.fields = engine.updatedFields(
+                    stored: part.entry.head.fields, with: head.fields, responseTime: responseTime)
+                state = .completing(plan, .responded(head, requestTime: requestTime, responseTime: responseTime))
+                var relay = relayPlan(plan, combined, requestTime: requestTime, responseTime: responseTime)
+                relay.originStatus = status
+                relay.cacheStatus.forwardStatus = status
+                relay.storedPart = part
+                relay.expectedLength = combined.fields["Content-Length"].flatMap { Int64($0) }
+                return .relay(relay)
+            }
+            if status != 200 {
+                // Not the rest of the stored part: drop the part and ask for the whole.
+                var retry = plan
+                retry.resuming = nil
+                retry.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
+                return forward(retry, discarding: [part.entry.id])
+            }
+            // A 200: the representation changed (If-Range did not hold); it replaces the part.
+        }
+        return relay(plan, head, requestTime: requestTime, responseTime: responseTime)
+    }
+
+    /// The `304` was applied: `updated` are the candidates as freshened, `nil` when it selects
+    /// none of them (RFC 9111 §4.3.4).
+    public mutating func notModifiedApplied(_ updated: [StoredCandidate]?, now: Timestamp) -> Action {
+        guard case .freshening(let plan, let origin) = state else { unexpected("notModifiedApplied") }
+        if let updated {
+            candidates = updated
+            // Served from the freshened responses; the client's own validators still apply.
+            let lookup = CacheRequest(request.head, policy: .returnCacheDataElseLoad)
+            if case .serve(var use) = engine.lookup(lookup, candidates: updated.map(\.facts), now: now) {
+                use.reasons = plan.forwarding.reasons
+                var status = CacheStatus(cache: name, forward: plan.forwarding.reason, forwardStatus: 304, stored: true)
+                status.ttl = Int(use.timeToLive.rounded(.down))
+                return serve(
+                    StoredAnswer(
+                        candidate: updated[use.candidate], use: use, cacheStatus: status, outcome: .revalidated,
+                        revalidation: nil, replacesOriginResponse: true),
+                    origin: (origin, plan))
+            }
+        }
+        // It matches nothing stored: ask again without validators.
+        return forward(plan.withoutValidators)
+    }
+
+    /// The stored part to complete could not be opened: it is dropped and the whole asked for.
+    public mutating func storedPartUnavailable() -> Action {
+        guard case .completing(var plan, _) = state, let index = plan.resuming else {
+            unexpected("storedPartUnavailable")
+        }
+        plan.resuming = nil
+        plan.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
+        return forward(plan, discarding: [candidates[index].entry.id])
+    }
+
+    /// The host gave the exchange up; it leads nothing any more.
+    mutating func abandon() {
+        leads = nil
+        state = .done
+    }
+
+    // MARK: Transitions
+
+    private var isIdle: Bool {
+        if case .idle = state { return true }
+        return false
+    }
+
+    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: Plan)? = nil) -> Action {
+        state = .serving(answer, origin: origin)
+        return .serveStored(answer)
+    }
+
+    private mutating func forward(_ plan: Plan, discarding: [EntryID] = []) -> Action {
+        state = .forwarding(plan)
+        return .forward(
+            ForwardedRequest(
+                fields: plan.forwarding.fields, reason: plan.forwarding.reason,
+                isValidation: plan.forwarding.isValidation, discard: discarding))
+    }
+
+    /// The stored response to fall back on when the origin fails (RFC 9111 §4.2.4): none for
+    /// a request the cache does not handle, nor under a policy that promises a load from the
+    /// origin (`reloadIgnoringLocalCacheData`, `reloadIgnoringLocalAndRemoteCacheData`).
+    private func fallbackCandidate(_ plan: Plan) -> (Int, StoredCandidate)? {
+        guard plan.caching, request.policy != .reloadIgnoringLocalCacheData,
+            request.policy != .reloadIgnoringLocalAndRemoteCacheData,
+            let index = plan.forwarding.candidate, candidates.indices.contains(index)
+        else { return nil }
+        return (index, candidates[index])
+    }
+
+    private mutating func relay(
+        _ plan: Plan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    ) -> Action {
+        state = .done
+        return .relay(relayPlan(plan, head, requestTime: requestTime, responseTime: responseTime))
+    }
+
+    private func relayPlan(
+        _ plan: Plan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    ) -> RelayPlan {
+        let status = head.status
+        var relay = RelayPlan(
+            status: status, originStatus: status, fields: head.fields, outcome: plan.caching ? .miss : .bypass,
+            cacheStatus: CacheStatus(
+                cache: name, forward: plan.forwarding.reason, forwardStatus: status, stored: plan.caching ? false : nil),
+            reasons: plan.forwarding.reasons, storage: nil, invalidated: [], headFreshens: nil,
+            notModifiedFreshens: [], storedPart: nil, expectedLength: Self.expectedLength(request.head.method, head),
+            requestTime: requestTime, responseTime: responseTime)
+        if request.invalidates {
+            relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
+                CacheKey(method: "GET", uri: $0)?.primaryKey
+            }
+        }
+        if request.head.method == "HEAD", status == 200, let index = plan.forwarding.candidate,
+            candidates.indices.contains(index)
+        {
+            relay.headFreshens = candidates[index]
+        }
+        if plan.caching, status == 304 {
+            // The client's own validators went forward: the 304 is its answer, and it still
+            // freshens the stored responses it selects (RFC 9111 §4.3.4).
+            relay.notModifiedFreshens = candidates
+        }
+        if plan.caching, request.head.method == "GET" {
+            let storage = advisor.plan(
+                for: request, response: head, requestTime: requestTime, responseTime: responseTime)
+            relay.storage = storage
+            relay.reasons += storage.reasons
+        }
+        return relay
+    }
+
+    /// The body length a response's framing announces: none for `HEAD`, `1xx`, `204` and
+    /// `304` (RFC 9112 §6.3); its `Content-Length` otherwise; `nil` when it has none.
+    static func expectedLength(_ method: String, _ head: ResponseHead) -> Int64? {
+        if method == "HEAD" || head.status == 204 || head.status == 304 || head.status < 200 { return 0 }
+        guard let text = head.fields["Content-Length"], let length = Int64(text), length >= 0 else { return nil }
+        return length
+    }
+
+    /// Asks for the rest of the incomplete stored response that matches (RFC 9111 §3.3) with
+    /// `Range` and `If-Range`, unless the request has its own `Range` or validators.
+    private func resume(_ plan: inout Plan) {
+        let fields = request.head.fields
+        guard request.head.method == "GET", !fields.contains("Range"), !fields.contains("If-Range"),
+            !CacheRequest(request.head).isConditional,
+            let index = engine.resumableVariant(fields, candidates: candidates.map(\.facts)),
+            let resumption = engine.resumptionFields(
+                stored: candidates[index].facts, storedLength: candidates[index].entry.bodySize)
+        else { return }
+        plan.resuming = index
+        for field in resumption { plan.forwarding.fields[field.name] = field.value }
+    }
+
+    private func unexpected(_ event: String) -> Never {
+        preconditionFailure("ExchangeStateMachine: \(event) in state \(state)")
+    }
+}
+
+extension ExchangeStateMachine.StoredAnswer {
+    init(
+        candidate: StoredCandidate, use: CachedUse, cacheStatus: CacheStatus, outcome: CacheOutcome,
+        revalidation: Forwarding? = nil
+    ) {
+        self.init(
+            candidate: candidate, use: use, cacheStatus: cacheStatus, outcome: outcome, revalidation: revalidation,
+            replacesOriginResponse: false)
+    }
+}

@@ -1,0 +1,114 @@
+import CacheSemantics
+import CacheStorage
+
+/// Stores the body of a response from the origin while the host relays it: fed the bytes in
+/// order, it commits the entry as soon as they are complete (before the last of them reach the
+/// client, so a request right after is a plain hit), and never commits a body that was cut off.
+///
+/// Used by one thread at a time (the host's reader of the origin's body).
+public final class ResponseRecorder: @unchecked Sendable {
+    private var writer: (any EntryWriter)?
+    private let expectedLength: Int64?
+    private let incompleteFacts: [UInt8]?
+    private let url: String
+    private let log: @Sendable (String) -> Void
+    private var onSettled: (@Sendable (_ committed: Bool) -> Void)?
+    private var written: Int64 = 0
+
+    init(
+        writer: any EntryWriter, expectedLength: Int64?, incompleteFacts: [UInt8]?, url: String,
+        log: @escaping @Sendable (String) -> Void, onSettled: @escaping @Sendable (_ committed: Bool) -> Void
+    ) {
+        self.writer = writer
+        self.expectedLength = expectedLength
+        self.incompleteFacts = incompleteFacts
+        self.url = url
+        self.log = log
+        self.onSettled = onSettled
+        if expectedLength == 0 { commit() }
+    }
+
+    deinit {
+        // Dropped before the body ended: nothing is stored.
+        writer?.abort()
+        settle(committed: false)
+    }
+
+    /// Whether the body is still being stored (not committed, dropped or refused yet).
+    public var isStoring: Bool { writer != nil }
+
+    /// Stores the next bytes, ahead of the origin's (a stored part being completed, RFC 9111
+    /// §3.4) or from it. Past the expected length nothing more is stored; reaching it commits.
+    public func record(_ bytes: UnsafeRawBufferPointer) {
+        guard let current = writer else { return }
+        if let expectedLength, written + Int64(bytes.count) > expectedLength {
+            log("not storing \(url): the origin sent more than its Content-Length")
+            return drop()
+        }
+        do {
+            try current.append(Array(bytes))
+        } catch {
+            log("stopped storing \(url): \(error)")
+            return drop()
+        }
+        written += Int64(bytes.count)
+        if written == expectedLength { commit() }
+    }
+
+    /// Stores the next bytes.
+    public func record(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { record($0) }
+    }
+
+    /// The body ended as its framing says: commits it when no length was expected (it ended
+    /// with the connection or the last chunk); one shorter than expected is cut.
+    public func finish() {
+        guard writer != nil else { return }
+        if let expectedLength, written != expectedLength { return cut() }
+        commit()
+    }
+
+    /// The body was cut off: what arrived is kept as an incomplete response when that was
+    /// asked for (RFC 9111 §3.3, to be completed later), and dropped otherwise.
+    public func cut() {
+        guard let current = writer else { return }
+        writer = nil
+        if let incompleteFacts, written > 0 {
+            do {
+                try current.commitIncomplete(facts: incompleteFacts)
+            } catch {
+                log("could not keep the incomplete response for \(url): \(error)")
+            }
+        } else {
+            current.abort()
+        }
+        settle(committed: false)
+    }
+
+    private func commit() {
+        guard let current = writer else { return }
+        writer = nil
+        do {
+            try current.commit()
+            settle(committed: true)
+        } catch {
+            log("could not store the response for \(url): \(error) (it was served, not stored)")
+            settle(committed: false)
+        }
+    }
+
+    /// The relay was given up (its reader went away): nothing is stored.
+    public func abandon() { drop() }
+
+    private func drop() {
+        writer?.abort()
+        writer = nil
+        settle(committed: false)
+    }
+
+    private func settle(committed: Bool) {
+        let action = onSettled
+        onSettled = nil
+        action?(committed)
+    }
+}

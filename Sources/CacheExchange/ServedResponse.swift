@@ -1,0 +1,208 @@
+import CacheSemantics
+import CacheStorage
+
+/// A stored response as a cache serves it: status, fields and what of the stored body goes out.
+///
+/// The fields are the stored ones with `Age` (RFC 9111 §4, §5.1), the cache's `Cache-Status`
+/// member appended (RFC 9211 §2; when the cache adds it) and a `Content-Length` that matches
+/// what is sent. The client's own validators that match give `304` (RFC 9111 §4.3.2); a `Range`
+/// gives `206` with one part, or `multipart/byteranges` for several (RFC 9110 §14.2, §14.6),
+/// or `416` (§15.5.17).
+public struct ServedResponse: Sendable {
+    /// What of the body goes out.
+    public enum Body: Sendable {
+        /// Nothing: a `304`, a `416`, or any answer to `HEAD` (`Content-Length` says what a
+        /// `GET` would carry).
+        case none
+        /// Bytes `range` of the stored body, opened before the response was chosen to go out,
+        /// so it is this version to the end (all of it, or one range).
+        case stored(any StoredBody, range: Range<Int64>)
+        /// A body the cache made from the stored one (`multipart/byteranges`).
+        case bytes([UInt8])
+
+        /// How many bytes are sent.
+        public var count: Int64 {
+            switch self {
+            case .none: 0
+            case .stored(_, let range): Int64(range.count)
+            case .bytes(let bytes): Int64(bytes.count)
+            }
+        }
+    }
+
+    /// The status: the stored one, or `304`, `206`, `416`.
+    public var status: Int
+    /// The fields as they go out.
+    public var fields: HeaderFields
+    /// What of the body goes out.
+    public var body: Body
+    /// How the response was obtained.
+    public var outcome: CacheOutcome
+    /// The cache's `Cache-Status` member (also in ``fields`` when the cache adds the field).
+    public var cacheStatus: CacheStatus
+    /// Why this response was served.
+    public var reasons: [Reason]
+    /// The stored entry served (its `userInfo`, its URL).
+    public var entry: StoredEntry
+    /// The request was sent to the origin first, and this replaces its answer (a stale
+    /// response served after a `5xx`, a freshened response after a `304`): what the origin
+    /// sent is dropped.
+    public var replacesOriginResponse: Bool
+}
+
+/// A response the cache makes itself, with no stored body: a `504` when nothing stored may
+/// answer (RFC 9111 §5.2.1.7, §4.2.4).
+public struct CacheAnswer: Sendable {
+    public var status: Int
+    /// `Content-Type`, `Cache-Control: no-store`, `Content-Length` and `Cache-Status`.
+    public var fields: HeaderFields
+    /// A line of plain text saying what happened.
+    public var body: [UInt8]
+    public var cacheStatus: CacheStatus
+    public var reasons: [Reason]
+    /// The request was sent to the origin first and its answer is dropped.
+    public var replacesOriginResponse: Bool
+
+    /// `504 Gateway Timeout`, saying why.
+    static func gatewayTimeout(
+        _ reasons: [Reason], cacheStatus: CacheStatus, addsCacheStatus: Bool, replacesOriginResponse: Bool
+    ) -> CacheAnswer {
+        let text =
+            "504 Gateway Timeout: the cache could not answer: " + reasons.map(\.description).joined(separator: "; ")
+            + "\n"
+        let body = Array(text.utf8)
+        var fields: HeaderFields = [
+            "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store", "Content-Length": String(body.count),
+        ]
+        if addsCacheStatus { fields["Cache-Status"] = cacheStatus.fieldValue }
+        return CacheAnswer(
+            status: 504, fields: fields, body: body, cacheStatus: cacheStatus, reasons: reasons,
+            replacesOriginResponse: replacesOriginResponse)
+    }
+}
+
+/// Builds ``ServedResponse``s. The fields every answer from one entry starts with (the stored
+/// fields without `Age`, transformed by the host, e.g. with its `Via`) are remembered per entry
+/// and facts, and a plain hit's `Cache-Status` is written without the structured-field
+/// serializer: a hit then costs a few field appends.
+final class ServedResponseBuilder: Sendable {
+    private let engine: CacheEngine
+    private let name: String
+    private let addsCacheStatus: Bool
+    private let transform: (@Sendable (HeaderFields) -> HeaderFields)?
+    /// `NAME; hit; ttl=` when the name is a token (serialized as is, RFC 9211 §2).
+    private let hitStatusPrefix: String?
+
+    private struct BaseFields {
+        var facts: [UInt8]
+        var fields: HeaderFields
+        var hasCacheStatus: Bool
+    }
+
+    private let bases: Locked<LRUCache<EntryID, BaseFields>>
+
+    init(
+        engine: CacheEngine, name: String, addsCacheStatus: Bool,
+        transform: (@Sendable (HeaderFields) -> HeaderFields)?, capacity: Int
+    ) {
+        self.engine = engine
+        self.name = name
+        self.addsCacheStatus = addsCacheStatus
+        self.transform = transform
+        hitStatusPrefix = CacheStatus(cache: name).fieldValue.hasPrefix(name + ";") ? name + "; hit; ttl=" : nil
+        bases = Locked(LRUCache(capacity: capacity))
+    }
+
+    /// The stored fields as every answer starts: without `Age`, transformed.
+    private func base(_ entry: StoredEntry) -> BaseFields {
+        if let known = bases.withLock({ $0.value(for: entry.id) }), known.facts == entry.head.facts { return known }
+        var fields = entry.head.fields
+        fields.removeAll(named: "Age")
+        if let transform { fields = transform(fields) }
+        let base = BaseFields(facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains("Cache-Status"))
+        bases.withLock { $0.set(base, for: entry.id) }
+        return base
+    }
+
+    /// The response for `candidate` served as `use` to `request` from `body`; `nil` when the
+    /// stored response is damaged: its `Content-Length` disagrees with the body stored (the
+    /// caller drops it), or a part of the body needed now (several ranges) cannot be read (the
+    /// store has dropped it).
+    func serve(
+        _ candidate: StoredCandidate, _ use: CachedUse, body: any StoredBody, request: RequestHead,
+        status cacheStatus: CacheStatus, outcome: CacheOutcome, replacesOriginResponse: Bool
+    ) -> ServedResponse? {
+        let entry = candidate.entry
+        if let declared = entry.head.fields["Content-Length"], Int64(declared) != body.size {
+            return nil
+        }
+        let base = base(entry)
+        var fields = base.fields
+        fields.append(name: "Age", value: use.ageFieldValue)
+        if addsCacheStatus {
+            if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
+                cacheStatus.forward == nil, cacheStatus.collapsed == nil, !base.hasCacheStatus
+            {
+                fields.append(name: "Cache-Status", value: prefix + String(ttl))
+            } else {
+                fields["Cache-Status"] = cacheStatus.appended(to: fields["Cache-Status"])
+            }
+        }
+        var served = ServedResponse(
+            status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size), outcome: outcome,
+            cacheStatus: cacheStatus, reasons: use.reasons, entry: entry,
+            replacesOriginResponse: replacesOriginResponse)
+        if use.notModified {
+            // The client's own validators match (RFC 9111 §4.3.2): 304, no body.
+            served.status = 304
+            served.fields.removeAll(named: "Content-Length")
+            served.body = .none
+            return served
+        }
+        let size = body.size
+        switch engine.rangeAnswer(method: request.method, request: request.fields, stored: candidate.facts, length: size) {
+        case .whole:
+            break
+        case .partial(let ranges) where ranges.count == 1:
+            let range = ranges[0]
+            served.status = 206
+            served.fields["Content-Range"] = ContentRange(range: range, completeLength: size).fieldValue
+            served.body = .stored(body, range: range.lowerBound..<(range.upperBound + 1))
+        case .partial(let ranges):
+            guard let parts = try? MultipartByteRanges(body, ranges, contentType: fields["Content-Type"]) else {
+                return nil
+            }
+            served.status = 206
+            served.fields["Content-Type"] = "multipart/byteranges; boundary=\(parts.boundary)"
+            served.body = .bytes(parts.bytes)
+        case .unsatisfiable(let length):
+            served.status = 416
+            served.fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
+            served.body = .bytes([])
+        }
+        served.fields["Content-Length"] = String(served.body.count)
+        if request.method == "HEAD" { served.body = .none }
+        return served
+    }
+}
+
+/// A `multipart/byteranges` body of ranges of a stored body (RFC 9110 §14.6).
+struct MultipartByteRanges {
+    let boundary: String
+    let bytes: [UInt8]
+
+    init(_ body: any StoredBody, _ ranges: [ClosedRange<Int64>], contentType: String?) throws(StorageError) {
+        boundary = "httpcache-" + EntryID.random().rawValue
+        var bytes: [UInt8] = []
+        for range in ranges {
+            var part = "--\(boundary)\r\n"
+            if let contentType { part += "Content-Type: \(contentType)\r\n" }
+            part += "Content-Range: \(ContentRange(range: range, completeLength: body.size).fieldValue)\r\n\r\n"
+            bytes += part.utf8
+            bytes += try body.read(range)
+            bytes += "\r\n".utf8
+        }
+        bytes += "--\(boundary)--\r\n".utf8
+        self.bytes = bytes
+    }
+}

@@ -1,0 +1,220 @@
+import CacheExchange
+import CacheSemantics
+import CacheStorage
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One request through the proxy: the exchange's steps, performed on the event loop (lookups,
+/// answers from memory) and on worker threads (origin requests, large stored bodies). Every rule
+/// of HTTP caching is the exchange's; this only moves bytes.
+///
+/// Used by one thread at a time: the loop hands it to a worker, a leader's worker to a follower.
+final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
+    private let handler: ProxyHandler
+    let request: ProxyRequest
+    private var machine: ExchangeStateMachine
+    /// `nil` for a background revalidation: the response is stored, not sent anywhere.
+    private let responder: Responder?
+    /// Set for a background revalidation, which must be finished whatever happens.
+    private let background: ExchangeDriver.BackgroundRevalidation?
+
+    // While the request is at the origin.
+    private var requestTime = Timestamp(secondsSince1970: 0)
+    private var sentAt = 0.0
+    /// What the exchange decided once the origin's head arrived.
+    private var afterHead: ExchangeDriver.Step?
+    private var relay: ExchangeDriver.Relay?
+    private var clientGone = false
+    /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
+    private var forwardReason = CacheStatus.ForwardReason.miss
+
+    init(_ handler: ProxyHandler, _ request: ProxyRequest, _ machine: ExchangeStateMachine, responder: Responder?) {
+        self.handler = handler
+        self.request = request
+        self.machine = machine
+        self.responder = responder
+        background = nil
+    }
+
+    /// A background revalidation (RFC 5861 §3): no client.
+    init(_ handler: ProxyHandler, _ request: ProxyRequest, revalidating background: ExchangeDriver.BackgroundRevalidation) {
+        self.handler = handler
+        self.request = request
+        machine = background.exchange
+        responder = nil
+        self.background = background
+    }
+
+    private var driver: ExchangeDriver { handler.driver }
+    private var configuration: CachingProxy.Configuration { handler.configuration }
+
+    /// Starts the exchange on the calling thread.
+    func start() {
+        perform(driver.start(&machine))
+    }
+
+    /// Performs `step` and those that follow; returns once the rest happens elsewhere (a worker,
+    /// a leader) or the request is answered.
+    private func perform(_ first: ExchangeDriver.Step) {
+        var step = first
+        while true {
+            switch step {
+            case .serve(let served, let revalidation):
+                if let revalidation { handler.revalidateInBackground(revalidation, request) }
+                if let responder { handler.serve(served, request, responder) }
+                return finished()
+            case .answer(let answer):
+                if let responder {
+                    handler.metrics.count(.error)
+                    responder.respond(ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
+                }
+                return finished()
+            case .join(let identity):
+                let leads = driver.join(identity) { [self] collapsed in
+                    // On the leader's thread, once its response is stored (or is not going to be).
+                    perform(driver.leaderSettled(&machine, collapsed))
+                }
+                guard leads else { return }
+                step = driver.joinedAsLeader(&machine)
+            case .forward(let forwarded):
+                handler.workers.submit { [self] in send(forwarded) }
+                return
+            case .relay, .fail:
+                preconditionFailure("the exchange relays or fails only after a request was sent")
+            }
+        }
+    }
+
+    /// Blocking, on a worker: sends the request and performs what the exchange decides.
+    private func send(_ forwarded: ExchangeStateMachine.ForwardedRequest) {
+        requestTime = handler.now
+        sentAt = Self.monotonicSeconds()
+        forwardReason = forwarded.reason
+        afterHead = nil
+        relay = nil
+        handler.metrics.originRequests.add(1, ordering: .relaxed)
+        do {
+            try handler.upstream.perform(upstreamRequest(forwarded), self)
+        } catch {
+            return failed(error)
+        }
+        if let relay {
+            // Stored before the client has the end of it: a request right after is a plain hit.
+            relay.recorder?.finish()
+            responder?.finish()
+            return finished()
+        }
+        guard let next = afterHead else {
+            return failed(UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
+        }
+        perform(next)
+    }
+
+    /// The request as the origin gets it: hop-by-hop fields dropped (RFC 9110 §7.6.1), `Host`
+    /// set to the origin's authority (RFC 9112 §3.2.2), the exchange's fields, `Via`.
+    private func upstreamRequest(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> UpstreamRequest {
+        let client = request.server
+        var fields = Messages.removingHopByHop(client.fields)
+        fields.removeAll(namedAnyOf: ["Content-Length", "Expect", "Proxy-Authorization"])
+        fields = HeaderFields(
+            fields.map { field in
+                field.lowercasedName == "host" ? HeaderField(name: field.name, value: request.target.authority) : field
+            })
+        if !fields.contains("Host") {
+            fields = HeaderFields([HeaderField(name: "Host", value: request.target.authority)] + Array(fields))
+        }
+        for field in forwarded.fields { fields[field.name] = field.value }
+        Messages.addingVia(&fields, minorVersion: client.minorVersion, name: configuration.name)
+        let hasBody = client.fields.contains("Content-Length") || client.fields.contains("Transfer-Encoding")
+        return UpstreamRequest(
+            method: client.method, url: request.target.url, fields: fields, body: hasBody ? client.body : nil)
+    }
+
+    // MARK: UpstreamReceiver
+
+    func receive(head: UpstreamResponseHead) -> Bool {
+        handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
+        let step = driver.originResponded(
+            &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
+        guard case .relay(let relay) = step else {
+            // Answered otherwise (a stale or freshened stored response, a 504), or sent again:
+            // the origin's body is not wanted (a 304 has none: read it, keep the connection).
+            afterHead = step
+            return head.status == 304
+        }
+        self.relay = relay
+        let framing: BodyFraming
+        switch relay.expectedLength {
+        case 0?: framing = .none
+        case let length?: framing = .length(length)
+        case nil: framing = .streamed
+        }
+        var outgoing = Messages.removingHopByHop(relay.fields)
+        Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
+        outgoing["Cache-Status"] = relay.cacheStatus.appended(to: outgoing["Cache-Status"])
+        handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
+        responder?.start(ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
+        return true
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        guard let relay else { return true }
+        handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
+        // Stored before it goes to the client: the last bytes commit the entry.
+        relay.recorder?.record(body)
+        if let responder, !clientGone, !responder.write(body) { clientGone = true }
+        // A response being stored is read to its end even when its client left.
+        return !(clientGone || responder == nil) || relay.recorder?.isStoring == true
+    }
+
+    // MARK: Outcomes
+
+    private func failed(_ error: any Error) {
+        if let afterHead {
+            // The exchange had answered otherwise (a stale response after a 5xx): the transfer
+            // was stopped on purpose.
+            return perform(afterHead)
+        }
+        handler.metrics.originErrors.add(1, ordering: .relaxed)
+        let description = (error as? UpstreamError)?.description ?? "\(error)"
+        if let relay {
+            // The head is out: the client can only be told by a cut connection.
+            relay.recorder?.cut()
+            configuration.log("the response for \(request.target.url) was cut off: \(description)")
+            responder?.abort()
+            return finished()
+        }
+        switch driver.originFailed(&machine) {
+        case .fail:
+            configuration.log("no response for \(request.method) \(request.target.url): \(description)")
+            defer { finished() }
+            guard let responder else { return }
+            let timeout = (error as? UpstreamError)?.kind == .timeout
+            let text = (timeout ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
+            var (fields, body) = Messages.plainText(text)
+            var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
+            cacheStatus.detail = timeout ? "origin-timeout" : "origin-unreachable"
+            fields["Cache-Status"] = cacheStatus.fieldValue
+            handler.metrics.count(.error)
+            responder.respond(ServerResponseHead(status: timeout ? 504 : 502, fields: fields), body: body)
+        case let step:
+            perform(step)
+        }
+    }
+
+    /// The exchange is over: a background revalidation says so.
+    private func finished() {
+        if let background { driver.finish(background) }
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

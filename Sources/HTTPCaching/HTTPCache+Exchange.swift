@@ -1,0 +1,187 @@
+import CacheExchange
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response on its way to the caller.
+struct PendingResponse: Sendable {
+    enum Body: Sendable {
+        /// Bytes `range` of a stored body, opened when the response was chosen (so it is that
+        /// version even if the entry is replaced meanwhile): read at once
+        /// (``HTTPCache/data(for:)``) or in blocks (``HTTPCache/bytes(for:)``).
+        case stored(any StoredBody, range: Range<Int64>)
+        case source(any BodySource)
+    }
+
+    var status: Int
+    /// The fields, with `Cache-Status` when the cache adds it.
+    var fields: HeaderFields
+    var outcome: CacheOutcome
+    var cacheStatus: CacheStatus
+    var userInfo: Data?
+    var reasons: [Reason]
+    var body: Body
+    var expectedLength: Int64?
+
+    /// The head the caller sees.
+    func responseHead(url: URL) -> CachedResponseHead {
+        CachedResponseHead(
+            head: ResponseHeadParts(status: status, fields: fields, url: url), outcome: outcome,
+            cacheStatus: cacheStatus, userInfo: userInfo, reasons: reasons, expectedLength: expectedLength)
+    }
+}
+
+/// The cache as a host of the exchange: it performs what each step asks over the transport
+/// (`URLSession`) with async/await; every rule of HTTP caching is the exchange's.
+extension HTTPCache {
+    /// Answers one request (no redirects followed).
+    func respond(to prepared: PreparedRequest) async throws -> PendingResponse {
+        var exchange = driver.exchange(for: prepared.exchange, advisor: storage(for: prepared))
+        let first = driver.start(&exchange)
+        return try await perform(&exchange, first, prepared)
+    }
+
+    /// Performs `step` and the ones that follow until the response is known.
+    private func perform(
+        _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.Step, _ prepared: PreparedRequest
+    ) async throws -> PendingResponse {
+        var step = first
+        // The origin's answer, while the exchange decides what becomes of it.
+        var origin: TransportResponse?
+        var originError: (any Error)?
+        while true {
+            switch step {
+            case .serve(let served, let background):
+                if let background { revalidateInBackground(background, prepared) }
+                await Self.discard(origin)
+                return response(served)
+            case .answer(let answer):
+                await Self.discard(origin)
+                return PendingResponse(
+                    status: answer.status, fields: answer.fields, outcome: .miss, cacheStatus: answer.cacheStatus,
+                    reasons: answer.reasons, body: .source(DataSource(Data(answer.body))),
+                    expectedLength: Int64(answer.body.count))
+            case .join(let identity):
+                let leader: CollapsedResponse?? = await withCheckedContinuation { continuation in
+                    if driver.join(identity, waiter: { continuation.resume(returning: .some($0)) }) {
+                        continuation.resume(returning: .none)
+                    }
+                }
+                step = leader.map { driver.leaderSettled(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
+            case .forward(let forwarded):
+                await Self.discard(origin)
+                origin = nil
+                var outbound = prepared.request
+                for field in forwarded.fields { outbound.setValue(field.value, forHTTPHeaderField: field.name) }
+                let requestTime = now
+                do {
+                    let received = try await transport.send(outbound)
+                    origin = received
+                    let head = ResponseHead(status: received.response.statusCode, fields: Self.fields(of: received.response))
+                    step = driver.originResponded(&exchange, head, requestTime: requestTime)
+                } catch {
+                    if error is CancellationError || (error as? URLError)?.code == .cancelled {
+                        driver.abandon(&exchange)
+                        throw error
+                    }
+                    // Network state is not binary: any failure to get a response counts as unreachable.
+                    originError = error
+                    step = driver.originFailed(&exchange)
+                }
+            case .relay(let relay):
+                guard let origin else { preconditionFailure("a relay with no response from the origin") }
+                return relayed(relay, origin)
+            case .fail(.originUnreachable):
+                throw originError ?? URLError(.cannotConnectToHost)
+            case .fail(.storeKeptChanging):
+                throw StorageError(
+                    .readFailed, "the stored response for \(prepared.urlString) kept changing while it was read; try again")
+            }
+        }
+    }
+
+    /// What to store, by this cache's rules and hooks.
+    private func storage(for prepared: PreparedRequest) -> HTTPCacheStorage {
+        HTTPCacheStorage(engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStore)
+    }
+
+    /// A stored response served.
+    private func response(_ served: ServedResponse) -> PendingResponse {
+        state.withLock { state in
+            if served.cacheStatus.collapsed == true { state.statistics.collapsed += 1 }
+            if served.outcome == .revalidated { state.statistics.bytesSavedByRevalidation += served.entry.bodySize }
+            state.statistics.bytesServedFromCache += served.body.count
+        }
+        let body: PendingResponse.Body
+        switch served.body {
+        case .none: body = .source(DataSource(Data()))
+        case .stored(let stored, let range): body = .stored(stored, range: range)
+        case .bytes(let bytes): body = .source(DataSource(Data(bytes)))
+        }
+        return PendingResponse(
+            status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
+            userInfo: served.entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
+            expectedLength: served.body.count)
+    }
+
+    /// The origin's response, passed on while it is stored (when the exchange stores it): a
+    /// stored part first when the response completes one (RFC 9111 §3.4).
+    private func relayed(_ relay: ExchangeDriver.Relay, _ origin: TransportResponse) -> PendingResponse {
+        var fields = relay.fields
+        if configuration.addsCacheStatusField {
+            fields["Cache-Status"] = relay.cacheStatus.appended(to: fields["Cache-Status"])
+        }
+        // What the network must deliver of the origin's own body: a body cut short of it is
+        // never stored as complete.
+        let originLength = relay.storedPart == nil ? relay.expectedLength : Self.expectedLength(of: origin.response)
+        let tee = TeeSource(origin.body, recorder: relay.recorder, expectedLength: originLength)
+        return PendingResponse(
+            status: relay.status, fields: fields, outcome: relay.outcome, cacheStatus: relay.cacheStatus,
+            userInfo: relay.userInfo.map { Data($0) }, reasons: relay.reasons,
+            body: .source(relay.storedPart.map { CombinedSource(prefix: StoredSource($0, range: 0..<$0.size), rest: tee) } ?? tee),
+            expectedLength: relay.expectedLength)
+    }
+
+    /// Drops an origin response whose answer the exchange replaced (a `304`'s empty body is
+    /// read, so its connection can be reused).
+    private static func discard(_ origin: TransportResponse?) async {
+        guard let origin, origin.response.statusCode == 304 else { return }
+        do {
+            for try await _ in origin.body {}
+        } catch {}
+    }
+
+    private static func expectedLength(of response: HTTPURLResponse) -> Int64? {
+        response.expectedContentLength >= 0 ? response.expectedContentLength : nil
+    }
+
+    /// A response's fields.
+    static func fields(of response: HTTPURLResponse) -> HeaderFields {
+        HeaderFields(
+            response.allHeaderFields.compactMap { name, value -> (String, String)? in
+                guard let name = name as? String else { return nil }
+                return (name, value as? String ?? String(describing: value))
+            }.sorted { $0.0 < $1.0 })
+    }
+
+    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3).
+    private func revalidateInBackground(_ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest) {
+        Task { [self] in
+            var exchange = background.exchange
+            do {
+                let first = driver.start(&exchange)
+                let response = try await perform(&exchange, first, prepared)
+                if case .source(let source) = response.body {
+                    while try await source.next() != nil {}
+                }
+            } catch {
+                configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
+            }
+            driver.finish(background)
+        }
+    }
+}

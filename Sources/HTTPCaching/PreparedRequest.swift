@@ -1,0 +1,116 @@
+import CacheExchange
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A `URLRequest` as the cache handles it: its key (from the key hook), the rules that match
+/// it, and the request the exchange sees.
+struct PreparedRequest: @unchecked Sendable {  // URLRequest is Sendable on Apple platforms only
+    /// The request as the caller made it (its body read from a stream if need be).
+    var request: URLRequest
+    var url: URL
+    var urlString: String
+    /// The method sent to the origin.
+    var method: String
+    /// The request as the exchange sees it: method `GET` for a `POST` keyed by its body.
+    var exchange: ExchangeRequest
+    /// A rule forces this lifetime on stored responses.
+    var forcedLifetime: Int?
+    /// A rule pins what is stored.
+    var pin = false
+    /// Store the response even when RFC 9111 would not (manifest pre-fetches): as
+    /// `max-age=0`, so it is validated whenever the origin can be reached.
+    var forceStore = false
+
+    var primaryKey: String? { exchange.primaryKey }
+}
+
+extension HTTPCache {
+    var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
+
+    /// Works out the key, the policy and the rules of `request`.
+    func prepare(_ request: URLRequest) throws -> PreparedRequest {
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
+            throw URLError(
+                .unsupportedURL,
+                userInfo: [NSLocalizedDescriptionKey: "only http and https URLs can be fetched through the cache"])
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL has no host: \(url)"])
+        }
+        let method = (request.httpMethod ?? "GET").uppercased()
+        let fields = HeaderFields(
+            (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        var policy = CachePolicy(request.cachePolicy)
+        if policy == .useProtocolCachePolicy { policy = configuration.defaultPolicy }
+        let urlString = url.absoluteString
+        var prepared = PreparedRequest(
+            request: request, url: url, urlString: urlString, method: method,
+            exchange: ExchangeRequest(
+                head: RequestHead(method: method, uri: urlString, fields: fields), policy: policy, primaryKey: nil,
+                resumesIncomplete: true))
+
+        if method == "GET" || method == "HEAD", !(request.httpBody?.isEmpty ?? true) || request.httpBodyStream != nil {
+            // Content in a GET or HEAD has no meaning the key could hold (RFC 9110 §9.3.1): such
+            // a request is sent on, and its response neither stored nor served from the store.
+            prepared.exchange.bypassReasons = [
+                .configured("a GET or HEAD with content is sent on and never stored (RFC 9110 §9.3.1)")
+            ]
+            return prepared
+        }
+        let rules = self.rules.filter { $0.pattern.matches(urlString) }
+        if let never = rules.first(where: { $0.action == .neverCache }) {
+            prepared.exchange.bypassReasons = [.configured("rule \"\(never)\": the cache is not used")]
+            return prepared
+        }
+        for rule in rules {
+            switch rule.action {
+            case .forceLifetime(let seconds): prepared.forcedLifetime = prepared.forcedLifetime ?? seconds
+            case .pin: prepared.pin = true
+            case .neverCache: break
+            }
+        }
+        let key: RequestKey?
+        if let hook = configuration.cacheKey { key = hook(request) } else { key = RequestKey(url: url) }
+        guard let key else {
+            prepared.exchange.bypassReasons = [.configured("the cache-key hook chose not to cache this request")]
+            return prepared
+        }
+        let keyedByBody = key.includesBody && method == "POST"
+        let keyMethod = keyedByBody || method == "HEAD" ? "GET" : method
+        guard let cacheKey = CacheKey(method: keyMethod, uri: key.url.absoluteString) else {
+            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
+        }
+        if keyedByBody {
+            // A POST used as a query (GraphQL, search): keyed by its body, stored and reused as
+            // a GET would be, and it invalidates nothing.
+            let body = Array(request.httpBody ?? Data())
+            let digest = [XXH64.hash(body), XXH64.hash(body, seed: 0x9E37_79B9)].map { String($0, radix: 16) }
+            prepared.exchange.primaryKey = "POST \(cacheKey.uri) body=\(body.count):\(digest.joined(separator: ":"))"
+            prepared.exchange.head.method = "GET"
+            prepared.exchange.invalidates = false
+        } else {
+            prepared.exchange.primaryKey = cacheKey.primaryKey
+        }
+        return prepared
+    }
+}
+
+extension CachePolicy {
+    /// The policy of a `URLRequest.CachePolicy`.
+    public init(_ policy: URLRequest.CachePolicy) {
+        switch policy {
+        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
+        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
+        case .reloadIgnoringLocalAndRemoteCacheData: self = .reloadIgnoringLocalAndRemoteCacheData
+        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
+        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
+        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
+        @unknown default: self = .useProtocolCachePolicy
+        }
+    }
+}
