@@ -83,6 +83,11 @@ let package = Package(
         .testTarget(
             name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
+        // One table of cases through both hosts (HTTPCache in shared mode, the proxy): alike.
+        .testTarget(
+            name: "HostDifferentialTests",
+            dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin", "CacheTestSupport"],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "CachingProxyTests", dependencies: ["CachingProxy", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
