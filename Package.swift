@@ -25,23 +25,27 @@ let package = Package(
         .target(
             name: "CacheSemantics", swiftSettings: strictSettings,
             linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]),
+        // The package's one lock: a pthread mutex with a condition (TSan sees it; no Foundation).
+        .target(name: "CacheLocking", swiftSettings: strictSettings),
         // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
         .systemLibrary(
             name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // Where responses live: memory tier, SQLite index + body files.
         .target(
-            name: "CacheStorage", dependencies: ["CacheSemantics", "CSQLiteHTTPCache"], swiftSettings: strictSettings),
+            name: "CacheStorage", dependencies: ["CacheSemantics", "CacheLocking", "CSQLiteHTTPCache"],
+            swiftSettings: strictSettings),
         // One request's way through a cache, for both hosts: a state machine (events in, actions
         // out), the store work it asks for, coalescing, background revalidation, served responses.
         .target(
-            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage"],
+            swiftSettings: strictSettings),
         // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
         .target(
             name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage", "CacheExchange"],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
-        .target(name: "LoopbackOrigin", swiftSettings: strictSettings),
+        .target(name: "LoopbackOrigin", dependencies: ["CacheLocking"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
         // libcurl from Debian's libcurl4-openssl-dev: the proxy's upstream client, which passes

@@ -1,4 +1,5 @@
 internal import CSQLiteHTTPCache
+import CacheLocking
 import CacheSemantics
 import Foundation
 

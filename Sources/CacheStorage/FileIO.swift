@@ -1,3 +1,4 @@
+import CacheLocking
 import Foundation
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import CacheExchange
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import Foundation

@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheExchange
 import CacheSemantics
 import CacheStorage

@@ -1,4 +1,5 @@
 import CacheExchange
+import CacheLocking
 import CacheStorage
 import Foundation
 

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CacheLocking
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -15,7 +16,8 @@ final class OriginCore: Sendable {
         let fd: Int32
         let wakeRead: Int32
         let wakeWrite: Int32
-        let exited = ExitSignal()
+        /// Set when the accept loop has ended.
+        let exited = Locked(false)
 
         init(fd: Int32, wakeRead: Int32, wakeWrite: Int32) {
             self.fd = fd
@@ -86,7 +88,7 @@ final class OriginCore: Sendable {
             }
             guard let listener else { return }
             POSIX.poke(listener.wakeWrite)
-            listener.exited.wait()
+            _ = listener.exited.withLock(when: { $0 }) { _ in }
             // Closed only now that no thread polls them: a closed descriptor's number can be reused at once.
             [listener.fd, listener.wakeRead, listener.wakeWrite].forEach(POSIX.closeDescriptor)
         }
@@ -97,7 +99,10 @@ final class OriginCore: Sendable {
     // MARK: Threads
 
     private func acceptLoop(_ listener: Listener) {
-        defer { listener.exited.signal() }
+        defer {
+            listener.exited.withLock { $0 = true }
+            listener.exited.wakeWaiters()
+        }
         while true {
             guard let ready = POSIX.waitForEither(listener.fd, orWake: listener.wakeRead) else {
                 if errno != EINTR { usleep(10_000) }

@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport

@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheStorage
 import Synchronization
 
@@ -27,7 +28,7 @@ final class Metrics: Sendable {
     let collapsed = Atomic<Int>(0)
     let stored = Atomic<Int>(0)
     /// Per bucket (the last one above every bound), and the sum in seconds.
-    private let latency = Mutex((counts: [Int](repeating: 0, count: Metrics.latencyBounds.count + 1), sum: 0.0))
+    private let latency = Locked((counts: [Int](repeating: 0, count: Metrics.latencyBounds.count + 1), sum: 0.0))
 
     func count(_ outcome: Outcome) {
         switch outcome {

@@ -1,4 +1,5 @@
 import CacheExchange
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import Foundation
@@ -24,9 +25,9 @@ final class ProxyHandler: RequestHandler {
     let metrics = Metrics()
     /// Reverse mode: the origin's URL without a trailing slash, and its authority.
     private let origin: Target?
-    private let serverStatistics = Mutex<(@Sendable () -> HTTPServer.Statistics)?>(nil)
+    private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// What each request-target means (``route(_:)``).
-    private let routes = Mutex<[String: Route]>([:])
+    private let routes = Locked<[String: Route]>([:])
     private static let rememberedKeyLimit = 16_384
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
     /// streamed from a worker thread.

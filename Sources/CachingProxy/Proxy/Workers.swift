@@ -1,28 +1,34 @@
+import CacheLocking
 import Foundation
 
 /// Threads that may block (origin requests, large stored bodies, tunnels' connects): a pool
 /// that grows up to `limit` threads and keeps idle ones for the next job.
-final class Workers: @unchecked Sendable {
-    /// Guards every property below.
-    private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    private var head = 0
-    private var threads = 0
-    private var idle = 0
-    private var busy = 0
-    private var stopping = false
+final class Workers: Sendable {
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        var head = 0
+        var threads = 0
+        var busy = 0
+        var stopping = false
+
+        var queued: Int { jobs.count - head }
+    }
+
+    private let state = Locked(State())
     private let limit: Int
 
     init(limit: Int) { self.limit = max(1, limit) }
 
     /// Runs `job` on a worker thread (queued when `limit` threads are busy).
     func submit(_ job: @escaping @Sendable () -> Void) {
-        condition.lock()
-        jobs.append(job)
-        let spawn = jobs.count - head > idle && threads < limit
-        if spawn { threads += 1 }
-        condition.broadcast()
-        condition.unlock()
+        let spawn = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            // Threads not running a job are waiting for one (or about to take one).
+            let spawn = state.queued > state.threads - state.busy && state.threads < limit
+            if spawn { state.threads += 1 }
+            return spawn
+        }
+        state.wakeWaiters()
         if spawn {
             let thread = Thread { [self] in run() }
             thread.stackSize = 1 << 20
@@ -33,47 +39,37 @@ final class Workers: @unchecked Sendable {
     /// Waits until no job is queued or running, for at most `timeout` seconds; `true` when idle.
     @discardableResult
     func waitUntilIdle(timeout: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while busy > 0 || head < jobs.count {
-            if !condition.wait(until: deadline) { return false }
-        }
-        return true
+        let deadline = Locked<State>.monotonicSeconds() + timeout
+        return state.withLock(when: { $0.busy == 0 && $0.queued == 0 }, deadline: deadline) { _ in true } ?? false
     }
 
     /// Lets idle threads end; jobs still queued run first.
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.stopping = true }
+        state.wakeWaiters()
     }
 
     private func run() {
-        condition.lock()
         while true {
-            if head < jobs.count {
-                let job = jobs[head]
-                head += 1
-                if head == jobs.count {
-                    jobs.removeAll(keepingCapacity: true)
-                    head = 0
+            // The next job, or nil when stopping with nothing queued.
+            let job = state.withLock(when: { $0.queued > 0 || $0.stopping }) { state -> (@Sendable () -> Void)? in
+                guard state.queued > 0 else {
+                    state.threads -= 1
+                    return nil
                 }
-                busy += 1
-                condition.unlock()
-                job()
-                condition.lock()
-                busy -= 1
-                condition.broadcast()
-                continue
+                let job = state.jobs[state.head]
+                state.head += 1
+                if state.head == state.jobs.count {
+                    state.jobs.removeAll(keepingCapacity: true)
+                    state.head = 0
+                }
+                state.busy += 1
+                return job
             }
-            if stopping { break }
-            idle += 1
-            condition.wait()
-            idle -= 1
+            guard let job = job ?? nil else { return }
+            job()
+            state.withLock { $0.busy -= 1 }
+            state.wakeWaiters()
         }
-        threads -= 1
-        condition.unlock()
     }
 }

@@ -1,4 +1,5 @@
 internal import CCurlHTTPCache
+import CacheLocking
 import CacheStorage
 
 /// Sends requests to origins with libcurl, fields and bytes passed through exactly.

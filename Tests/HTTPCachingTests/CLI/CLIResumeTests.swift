@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheStorage
 import CacheTestSupport
 import Foundation

@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// State behind a `pthread_mutex_t`, with a condition to wait on: the one lock of the package
+/// (the stores, the exchange, the proxy's server and workers, the loopback origin).
+///
+/// A plain POSIX mutex rather than `Synchronization.Mutex` or `NSLock`/`NSCondition`:
+/// - ThreadSanitizer sees its lock and unlock. A TSan run of the store's concurrency tests
+///   with `Mutex`, whose futex calls TSan cannot see on Linux, reported accesses made under the
+///   lock as races; with this lock it reports real races only.
+/// - It works on Apple systems older than macOS 15 / iOS 18, which `Mutex` needs, and needs no
+///   Foundation (the proxy's event loop has none).
+/// - It waits on a condition with a deadline on the monotonic clock (``withLock(when:deadline:_:)``),
+///   which the server's back-pressure and the proxy's workers need.
+///
+/// Keep critical sections short: nothing that can block is done inside one, except waiting
+/// for the state to change.
+///
+/// ```swift
+/// let queue = Locked<[Job]>([])
+/// queue.withLock { $0.append(job) }
+/// queue.wakeWaiters()
+/// let next = queue.withLock(when: { !$0.isEmpty }) { $0.removeFirst() }
+/// ```
+package final class Locked<State>: @unchecked Sendable {
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    @usableFromInline var state: State
+
+    package init(_ state: State) {
+        self.state = state
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        #if canImport(Glibc)
+        // Deadlines are on the monotonic clock, which a change of the wall clock does not move.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+        #else
+        pthread_cond_init(condition, nil)
+        #endif
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the state.
+    @inlinable
+    package func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&state)
+    }
+
+    /// Waits until `ready(state)` holds, with the lock released while waiting, then runs `body`
+    /// with exclusive access; `nil` when `deadline` (``Locked/monotonicSeconds()``) passed
+    /// first. Whoever changes what `ready` reads calls ``wakeWaiters()`` afterwards.
+    package func withLock<Result>(
+        when ready: (State) -> Bool, deadline: Double? = nil, _ body: (inout State) -> Result
+    ) -> Result? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !ready(state) {
+            guard let deadline else {
+                pthread_cond_wait(condition, mutex)
+                continue
+            }
+            var until = Self.absoluteTime(deadline)
+            if pthread_cond_timedwait(condition, mutex, &until) == ETIMEDOUT, !ready(state) { return nil }
+        }
+        return body(&state)
+    }
+
+    /// Wakes every thread waiting in ``withLock(when:deadline:_:)``, to look at the state again.
+    package func wakeWaiters() {
+        pthread_cond_broadcast(condition)
+    }
+
+    /// Seconds on the clock deadlines are measured by (monotonic where the system allows).
+    package static func monotonicSeconds() -> Double {
+        var now = timespec()
+        #if canImport(Glibc)
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        #else
+        clock_gettime(CLOCK_REALTIME, &now)
+        #endif
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    private static func absoluteTime(_ seconds: Double) -> timespec {
+        let whole = seconds.rounded(.down)
+        return timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))
+    }
+}
