@@ -41,7 +41,7 @@ let package = Package(
             swiftSettings: strictSettings),
         // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheStorage", "CacheExchange"],
+            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange"],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
@@ -57,7 +57,9 @@ let package = Package(
         // upstream client on libcurl, and the engine and store in shared mode.
         .target(
             name: "CachingProxy",
-            dependencies: ["CacheSemantics", "CacheStorage", "CacheExchange", "CEpollHTTPCache", "CCurlHTTPCache"],
+            dependencies: [
+                "CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "CEpollHTTPCache", "CCurlHTTPCache",
+            ],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "httpcache", dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin"],

@@ -1,5 +1,6 @@
 // One client connection: its buffers and where it stands. Touched only on its loop's thread,
 // except `shared`, which writers on other threads use under its lock.
+import CacheLocking
 import Glibc
 
 /// What a connection is doing (RFC 9112 §9: one request at a time, responses in order).
@@ -28,14 +29,10 @@ enum ResponseBodyMode {
     case untilClose
 }
 
-/// The part of a connection that threads other than its loop touch, under `lock`.
-final class ConnectionShared: @unchecked Sendable {
-    let lock = ServerLock()
-    let condition = ServerCondition()
+/// The part of a connection that threads other than its loop touch (``Connection/shared``).
+struct ConnectionShared {
     /// Body bytes written from other threads and not yet sent.
     var queuedBytes = 0
-    /// Writers blocked on `condition`.
-    var waiters = 0
     /// Commands posted to the loop and not yet applied: later calls from the loop thread
     /// queue behind them so nothing is reordered.
     var inMailbox = 0
@@ -53,7 +50,8 @@ final class Connection {
     let fd: Int32
     let generation: UInt32
     let peerIsLoopback: Bool
-    let shared = ConnectionShared()
+    /// Writers on other threads wait on it while too much of their response is queued.
+    let shared = Locked(ConnectionShared())
     private let storage: UnsafeMutablePointer<ConnectionState>
 
     init(fd: Int32, generation: UInt32, peerIsLoopback: Bool, parser: RequestHeadParser) {

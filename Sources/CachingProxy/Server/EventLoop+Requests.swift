@@ -1,6 +1,7 @@
 // Reading requests: the per-connection state machine driven by readiness events. One request
 // at a time per connection (RFC 9112 §9.3.2): pipelined bytes wait in the input buffer until
 // the response before them is complete.
+import CacheLocking
 import CEpollHTTPCache
 import CacheSemantics
 import Glibc
@@ -74,10 +75,11 @@ extension EventLoop {
     /// Gives writers on other threads back the room their bytes took.
     func releaseAccounted(_ connection: Connection, _ count: Int) {
         let shared = connection.shared
-        shared.lock.withLock {
+        let roomAgain = shared.withLock { shared in
             shared.queuedBytes -= count
-            if shared.waiters > 0 && shared.queuedBytes < Self.backPressureLimit { shared.condition.broadcast() }
+            return shared.queuedBytes < Self.backPressureLimit
         }
+        if roomAgain { shared.wakeWaiters() }
     }
 
     /// Reads what the socket has; `true` when bytes arrived.

@@ -1,6 +1,7 @@
 // One event-loop thread: epoll (edge-triggered connections, a level-triggered listener), an
 // eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
 import CEpollHTTPCache
+import CacheLocking
 import Glibc
 
 /// Which loop, if any, runs on the current thread.
@@ -11,31 +12,34 @@ private let currentLoopKey: pthread_key_t = {
 }()
 
 /// Connection counts shared by every loop of a server (the cap is server-wide).
-final class ConnectionCounters: @unchecked Sendable {
-    private let lock = ServerLock()
+final class ConnectionCounters: Sendable {
+    struct Counts {
+        var open = 0
+        var accepted = 0
+        var refused = 0
+    }
+
     let maxConnections: Int
-    private var open = 0
-    private var accepted = 0
-    private var refused = 0
+    private let counts = Locked(Counts())
 
     init(maxConnections: Int) { self.maxConnections = max(1, maxConnections) }
 
     /// Counts a new connection in; `false` (and counted as refused) when at the cap.
     func admit() -> Bool {
-        lock.withLock {
-            guard open < maxConnections else {
-                refused += 1
+        counts.withLock { counts in
+            guard counts.open < maxConnections else {
+                counts.refused += 1
                 return false
             }
-            open += 1
-            accepted += 1
+            counts.open += 1
+            counts.accepted += 1
             return true
         }
     }
 
-    func closed() { lock.withLock { open -= 1 } }
+    func closed() { counts.withLock { $0.open -= 1 } }
 
-    var snapshot: (open: Int, accepted: Int, refused: Int) { lock.withLock { (open, accepted, refused) } }
+    var snapshot: Counts { counts.withLock { $0 } }
 }
 
 /// Work posted to a loop from another thread.
@@ -93,17 +97,18 @@ final class EventLoop: @unchecked Sendable {
     private var refusedSinceLog = 0
     private var lastRefusalLog = Int.min / 2
 
-    // Posted work, under mailboxLock.
-    private let mailboxLock = ServerLock()
-    private var mailbox: [LoopCommand] = []
-    private var mailboxClosed = false
-    private var wakePending = false
-    private var applying: [LoopCommand] = []
+    /// Work posted from other threads.
+    private struct Mailbox {
+        var commands: [LoopCommand] = []
+        var closed = false
+        /// The eventfd was written and the loop has not drained it yet.
+        var wakePending = false
+    }
 
-    // Request counters, under statsLock (read by `HTTPServer.statistics`).
-    private let statsLock = ServerLock()
-    private var requestCount = 0
-    private var rejectedCount = 0
+    private let mailbox = Locked(Mailbox())
+    private var applying: [LoopCommand] = []
+    /// Requests read and rejected, read by `HTTPServer.statistics`.
+    private let requestCounts = Locked((requests: 0, rejected: 0))
 
     init(
         configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
@@ -400,11 +405,11 @@ final class EventLoop: @unchecked Sendable {
         openCount -= 1
         counters.closed()
         let shared = connection.shared
-        shared.lock.withLock {
+        shared.withLock { shared in
             shared.gone = true
             shared.queuedBytes = 0
-            if shared.waiters > 0 { shared.condition.broadcast() }
         }
+        shared.wakeWaiters()
         connection.state.releaseBuffers()
     }
 
@@ -412,24 +417,24 @@ final class EventLoop: @unchecked Sendable {
 
     /// Queues `command` for the loop; `false` once the loop has stopped.
     func post(_ command: LoopCommand) -> Bool {
-        mailboxLock.lock()
-        defer { mailboxLock.unlock() }
-        guard !mailboxClosed else { return false }
-        mailbox.append(command)
-        if !wakePending {
-            wakePending = true
-            var one: UInt64 = 1
-            _ = Glibc.write(wakeFD, &one, 8)
+        mailbox.withLock { mailbox in
+            guard !mailbox.closed else { return false }
+            mailbox.commands.append(command)
+            if !mailbox.wakePending {
+                mailbox.wakePending = true
+                var one: UInt64 = 1
+                _ = Glibc.write(wakeFD, &one, 8)
+            }
+            return true
         }
-        return true
     }
 
     private func drainMailbox() {
         var value: UInt64 = 0
         _ = read(wakeFD, &value, 8)
-        mailboxLock.withLock {
-            swap(&mailbox, &applying)
-            wakePending = false
+        mailbox.withLock { mailbox in
+            swap(&mailbox.commands, &applying)
+            mailbox.wakePending = false
         }
         for command in applying { apply(command) }
         applying.removeAll(keepingCapacity: true)
@@ -465,8 +470,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func appliedFromMailbox(_ target: ResponseTarget) {
-        let shared = target.connection.shared
-        shared.lock.withLock { shared.inMailbox -= 1 }
+        target.connection.shared.withLock { $0.inMailbox -= 1 }
     }
 
     /// Whether `target` is the request its connection is answering now.
@@ -503,18 +507,17 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func tearDown() {
-        let left = mailboxLock.withLock {
-            mailboxClosed = true
-            let left = mailbox
-            mailbox = []
-            return left
+        let left = mailbox.withLock { mailbox in
+            mailbox.closed = true
+            defer { mailbox.commands = [] }
+            return mailbox.commands
         }
         for command in left {
             if case .tunnel(_, let fd) = command { Glibc.close(fd) }
         }
         for case let connection? in connections where !connection.state.closed { close(connection) }
         removeListener()
-        mailboxLock.withLock {
+        mailbox.withLock { _ in
             Glibc.close(wakeFD)
             Glibc.close(epollFD)
         }
@@ -522,7 +525,7 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: statistics
 
-    func countRequest() { statsLock.withLock { requestCount += 1 } }
-    func countRejection() { statsLock.withLock { rejectedCount += 1 } }
-    var requestCounts: (requests: Int, rejected: Int) { statsLock.withLock { (requestCount, rejectedCount) } }
+    func countRequest() { requestCounts.withLock { $0.requests += 1 } }
+    func countRejection() { requestCounts.withLock { $0.rejected += 1 } }
+    var counts: (requests: Int, rejected: Int) { requestCounts.withLock { $0 } }
 }

@@ -1,3 +1,4 @@
+import CacheLocking
 import CEpollHTTPCache
 import CacheSemantics
 import Glibc
@@ -117,12 +118,14 @@ private final class ServerCore: @unchecked Sendable {
     let listenFD: Int32
     let port: UInt16
     let counters: ConnectionCounters
-    private let lock = ServerLock()
-    // Guarded by lock.
-    private var loops: [EventLoop] = []
-    private var threads: [pthread_t] = []
-    private var started = false
-    private var stopped = false
+    private struct Loops {
+        var loops: [EventLoop] = []
+        var threads: [pthread_t] = []
+        var started = false
+        var stopped = false
+    }
+
+    private let state = Locked(Loops())
 
     init(
         configuration: HTTPServer.Configuration, handler: any RequestHandler,
@@ -137,9 +140,9 @@ private final class ServerCore: @unchecked Sendable {
     }
 
     func start() {
-        lock.withLock {
-            guard !started && !stopped else { return }
-            started = true
+        state.withLock { state in
+            guard !state.started && !state.stopped else { return }
+            state.started = true
             let count = max(1, configuration.loops)
             for index in 0..<count {
                 let loop = EventLoop(
@@ -150,16 +153,16 @@ private final class ServerCore: @unchecked Sendable {
                     loop.discard()
                     continue
                 }
-                loops.append(loop)
-                threads.append(thread)
+                state.loops.append(loop)
+                state.threads.append(thread)
             }
         }
     }
 
     func shutdown(timeout: Double) {
-        let (loops, threads, first) = lock.withLock { () -> ([EventLoop], [pthread_t], Bool) in
-            defer { stopped = true }
-            return (self.loops, self.threads, !stopped)
+        let (loops, threads, first) = state.withLock { state -> ([EventLoop], [pthread_t], Bool) in
+            defer { state.stopped = true }
+            return (state.loops, state.threads, !state.stopped)
         }
         guard first else { return }
         let deadline = monotonicMilliseconds() + (timeout > 0 ? milliseconds(timeout) : 0)
@@ -176,14 +179,14 @@ private final class ServerCore: @unchecked Sendable {
     }
 
     var statistics: HTTPServer.Statistics {
-        let loops = lock.withLock { self.loops }
+        let loops = state.withLock { $0.loops }
         let connections = counters.snapshot
         var statistics = HTTPServer.Statistics()
         statistics.connectionsOpen = connections.open
         statistics.connectionsAccepted = connections.accepted
         statistics.connectionsRefused = connections.refused
         for loop in loops {
-            let counts = loop.requestCounts
+            let counts = loop.counts
             statistics.requests += counts.requests
             statistics.requestsRejected += counts.rejected
         }

@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheSemantics
 import Glibc
 
@@ -23,8 +24,8 @@ import Glibc
 package final class Responder: @unchecked Sendable {
     private let loop: EventLoop
     private let target: ResponseTarget
-    private let shared: ConnectionShared
-    // Guarded by shared.lock.
+    private let shared: Locked<ConnectionShared>
+    // Guarded by shared's lock.
     private var started = false
     private var finished = false
 
@@ -51,13 +52,13 @@ package final class Responder: @unchecked Sendable {
     /// comes too late or too early and is to be ignored) and says how the call goes on.
     private func route(_ update: () -> Bool) -> Route {
         let onLoop = loop.isCurrentThread
-        shared.lock.lock()
-        defer { shared.lock.unlock() }
-        guard !shared.gone, update() else { return .ignored }
-        // From the loop thread act at once unless earlier calls still wait in the mailbox.
-        if onLoop && shared.inMailbox == 0 { return .direct }
-        shared.inMailbox += 1
-        return .mailbox
+        return shared.withLock { shared in
+            guard !shared.gone, update() else { return .ignored }
+            // From the loop thread act at once unless earlier calls still wait in the mailbox.
+            if onLoop && shared.inMailbox == 0 { return .direct }
+            shared.inMailbox += 1
+            return .mailbox
+        }
     }
 
     /// Sends a complete response: `body` with `Content-Length`, or no body when `framing` is
@@ -128,24 +129,21 @@ package final class Responder: @unchecked Sendable {
     /// thread of another loop never waits (a loop must not stall on a client it does not serve).
     private func writeFromOtherThread(_ bytes: [UInt8]) -> Bool {
         let mayWait = !EventLoop.isOnAnyLoop
-        shared.lock.lock()
-        while mayWait && !shared.gone && started && !finished && shared.queuedBytes >= EventLoop.backPressureLimit {
-            shared.waiters += 1
-            shared.condition.wait(shared.lock)
-            shared.waiters -= 1
-        }
-        guard !shared.gone && started && !finished else {
-            shared.lock.unlock()
-            return false
-        }
-        if bytes.isEmpty {
-            shared.lock.unlock()
-            return true
-        }
-        shared.queuedBytes += bytes.count
-        shared.inMailbox += 1
-        shared.lock.unlock()
-        return loop.post(.write(target, bytes, accounted: true))
+        let queued =
+            shared.withLock(
+                when: { [self] shared in
+                    !(mayWait && !shared.gone && started && !finished
+                        && shared.queuedBytes >= EventLoop.backPressureLimit)
+                }
+            ) { [self] shared -> Bool? in
+                guard !shared.gone && started && !finished else { return nil }
+                guard !bytes.isEmpty else { return false }
+                shared.queuedBytes += bytes.count
+                shared.inMailbox += 1
+                return true
+            } ?? nil
+        guard let queued else { return false }
+        return queued ? loop.post(.write(target, bytes, accounted: true)) : true
     }
 
     /// Ends the body.
@@ -175,7 +173,7 @@ package final class Responder: @unchecked Sendable {
     }
 
     /// Whether the connection is closed (the client went away, or the server closed it).
-    package var isClientGone: Bool { shared.lock.withLock { shared.gone } }
+    package var isClientGone: Bool { shared.withLock { $0.gone } }
 
     /// Answers `200` to a `CONNECT` and relays bytes between the client and `fd` (a connected
     /// socket) until either side closes; the server owns `fd` from then on.

@@ -1,54 +1,7 @@
-// Small POSIX pieces the server is built from: a pthread mutex and condition, the coarse
-// monotonic clock, errno texts and the listening socket. Glibc only, no Foundation.
+// Small POSIX pieces the server is built from: the coarse monotonic clock, errno texts and the
+// listening socket. Glibc only, no Foundation.
 import CEpollHTTPCache
 import Glibc
-
-/// A pthread mutex. Short critical sections only; nothing that can block is done inside one
-/// except waiting on a ``ServerCondition`` tied to it.
-final class ServerLock: @unchecked Sendable {
-    fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    @inline(__always) func lock() { pthread_mutex_lock(mutex) }
-    @inline(__always) func unlock() { pthread_mutex_unlock(mutex) }
-
-    @inline(__always)
-    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}
-
-/// A pthread condition variable used with one ``ServerLock``.
-final class ServerCondition: @unchecked Sendable {
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-
-    init() {
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deallocate()
-    }
-
-    /// Waits until signalled; the caller holds `lock` and holds it again on return.
-    func wait(_ lock: ServerLock) { pthread_cond_wait(condition, lock.mutex) }
-    func broadcast() { pthread_cond_broadcast(condition) }
-}
 
 /// Milliseconds on CLOCK_MONOTONIC_COARSE: a vDSO read, no syscall, good to a few ms.
 @inline(__always)
