@@ -1,8 +1,8 @@
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -28,7 +28,7 @@ private struct StressCounts {
 
 /// Shared between the worker threads.
 private final class SharedCounts: Sendable {
-    let value = Mutex(StressCounts())
+    let value = Locked(StressCounts())
 }
 
 /// Helpers shared by the concurrency and fault tests.

@@ -31,11 +31,10 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
 }
 
 /// A clock tests advance by hand.
-final class Clock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var time = 1_000_000.0
-    var now: @Sendable () -> Double { { [self] in lock.withLock { time } } }
-    func advance(_ seconds: Double) { lock.withLock { time += seconds } }
+final class Clock: Sendable {
+    private let time = Locked(1_000_000.0)
+    var now: @Sendable () -> Double { { [self] in time.withLock { $0 } } }
+    func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
 }
 
 func head(_ url: String, variant: String = "", fields: HeaderFields = ["Content-Type": "text/plain"]) -> EntryHead {
@@ -402,9 +401,8 @@ struct IndexFormatVersionTests {
     }
 }
 
-final class MessageLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var messages: [String] = []
-    func append(_ message: String) { lock.withLock { messages.append(message) } }
-    var all: [String] { lock.withLock { messages } }
+final class MessageLog: Sendable {
+    private let messages = Locked<[String]>([])
+    func append(_ message: String) { messages.withLock { $0.append(message) } }
+    var all: [String] { messages.withLock { $0 } }
 }

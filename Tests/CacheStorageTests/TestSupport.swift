@@ -1,7 +1,7 @@
+import CacheLocking
 import CacheSemantics
 import CacheTestSupport
 import Foundation
-import Synchronization
 
 @testable import CacheStorage
 
@@ -39,7 +39,7 @@ enum StoreTestSupport {
 
     /// Collects log messages.
     final class Log: Sendable {
-        private let messages = Mutex<[String]>([])
+        private let messages = Locked<[String]>([])
         var all: [String] { messages.withLock { $0 } }
         var sink: @Sendable (String) -> Void { { message in self.messages.withLock { $0.append(message) } } }
     }
@@ -76,7 +76,7 @@ enum StoreTestSupport {
 
         /// Drains both pipes (so the child never blocks on a full pipe) and waits.
         func wait() -> ChildResult {
-            let collected = Mutex<(Data, Data)>((Data(), Data()))
+            let collected = Locked<(Data, Data)>((Data(), Data()))
             let group = DispatchGroup()
             let outputHandle = output.fileHandleForReading
             let errorHandle = errors.fileHandleForReading

@@ -1,9 +1,9 @@
+import CacheLocking
 import CacheSemantics
 import CachingProxy
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 private let ok = ServerResponseHead(status: 200, fields: ["Content-Type": "text/plain"])
@@ -86,7 +86,7 @@ struct HTTPServerTests {
                 }
             }, configure: { $0.loops = 2 })
         defer { test.server.shutdown(timeout: 1) }
-        let failures = Mutex(0)
+        let failures = Locked(0)
         let done = DispatchSemaphore(value: 0)
         for client in 0..<8 {
             onNewThread {
@@ -656,9 +656,9 @@ struct HTTPServerTests {
     func backPressure() throws {
         let total = 8 << 20
         let block = 64 * 1024
-        let written = Mutex(0)
+        let written = Locked(0)
         let writerDone = DispatchSemaphore(value: 0)
-        let allAccepted = Mutex(false)
+        let allAccepted = Locked(false)
         let pattern: @Sendable (Int) -> UInt8 = { UInt8(truncatingIfNeeded: $0 ^ ($0 >> 9)) }
         let test = try TestServer { request, responder in
             guard request.target == "/big" else { return TestServer.echo(request, responder) }
@@ -707,7 +707,7 @@ struct HTTPServerTests {
 
     @Test("Once the client is gone write returns false and isClientGone is true")
     func clientGone() throws {
-        let result = Mutex<(Bool, Bool)?>(nil)
+        let result = Locked<(Bool, Bool)?>(nil)
         let done = DispatchSemaphore(value: 0)
         let test = try TestServer { _, responder in
             responder.start(ok, framing: .streamed)
@@ -790,7 +790,7 @@ struct HTTPServerTests {
 extension HTTPServerTests {
     /// A handler whose behaviour each test sets; it records every request it is given.
     final class RecordingHandler: RequestHandler {
-        private let received = Mutex<[ServerRequest]>([])
+        private let received = Locked<[ServerRequest]>([])
         private let action: @Sendable (ServerRequest, Responder) -> Void
 
         init(_ action: @escaping @Sendable (ServerRequest, Responder) -> Void) { self.action = action }
@@ -806,7 +806,7 @@ extension HTTPServerTests {
 
     /// Log lines a server wrote.
     final class LogLines: Sendable {
-        private let lines = Mutex<[String]>([])
+        private let lines = Locked<[String]>([])
         var all: [String] { lines.withLock { $0 } }
         var sink: @Sendable (String) -> Void { { line in self.lines.withLock { $0.append(line) } } }
     }

@@ -13,18 +13,20 @@ struct ReplacedWhileServedTests {
     /// a body of `size` bytes generated from seed N, so any body can be checked against its ETag.
     final class VersionedOrigin: @unchecked Sendable {
         let origin: LoopbackOrigin
-        private let lock = NSLock()
-        private var versions = 0
-        /// Per request number (1-based): a `304` for v1, sent once the gate is signalled, instead
-        /// of a new 200.
-        var notModifiedAfter: [Int: DispatchSemaphore] = [:]
+        /// Responses so far, and per request number (1-based) a gate: a `304` for v1 is sent once
+        /// it is signalled, instead of a new 200.
+        private let state = Locked((versions: 0, notModifiedAfter: [Int: DispatchSemaphore]()))
+
+        func answerNotModified(request number: Int, after gate: DispatchSemaphore) {
+            state.withLock { $0.notModifiedAfter[number] = gate }
+        }
 
         init(path: String, size: Int64, cacheControl: String) throws {
             origin = try LoopbackOrigin()
             origin.route(path) { [self] _ in
-                let (number, gate) = lock.withLock { () -> (Int, DispatchSemaphore?) in
-                    versions += 1
-                    return (versions, notModifiedAfter[versions])
+                let (number, gate) = state.withLock { state -> (Int, DispatchSemaphore?) in
+                    state.versions += 1
+                    return (state.versions, state.notModifiedAfter[state.versions])
                 }
                 if let gate {
                     _ = gate.wait(timeout: .now() + 20)
@@ -168,7 +170,7 @@ struct ReplacedWhileServedTests {
         // once request 3, a reload sent meanwhile, has stored v3. Neither waits for the other in
         // the proxy: requests that ask for validation are not collapsed.
         let v3Stored = DispatchSemaphore(value: 0)
-        versioned.notModifiedAfter[2] = v3Stored
+        versioned.answerNotModified(request: 2, after: v3Stored)
         let proxy = try ServeProcess(["--origin", versioned.origin.baseURL])
         defer { proxy.terminate() }
         let port = proxy.port

@@ -5,7 +5,6 @@ import CacheTestSupport
 import Foundation
 import HTTPCaching
 import LoopbackOrigin
-import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -139,7 +138,7 @@ struct OfflineTests {
 }
 
 final class EventLog: Sendable {
-    private let events = Mutex<[CacheEvent]>([])
+    private let events = Locked<[CacheEvent]>([])
     func append(_ event: CacheEvent) { events.withLock { $0.append(event) } }
     var all: [CacheEvent] { events.withLock { $0 } }
 }
