@@ -115,6 +115,7 @@ public final class ExchangeDriver: Sendable {
     public let configuration: Configuration
     private let reader: CandidateReader
     private let builder: ServedResponseBuilder
+    private let updates: StoredResponseUpdates
     private let coalescing = CoalescingRegistry()
     private let revalidations = BackgroundRevalidations()
 
@@ -123,6 +124,7 @@ public final class ExchangeDriver: Sendable {
         self.store = store
         self.configuration = configuration
         reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
+        updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
             transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity)
@@ -221,11 +223,9 @@ public final class ExchangeDriver: Sendable {
                 return .forward(request)
             case .applyNotModified(let notModified):
                 let request = exchange.request
-                let updated = store.applyNotModified(
-                    notModified.fields, to: notModified.candidates, validated: notModified.validated,
-                    request: request.head.fields, engine: configuration.engine, requestTime: notModified.requestTime,
-                    responseTime: notModified.responseTime, log: configuration.log,
-                    reread: { [reader] in request.primaryKey.map(reader.candidates) ?? [] })
+                let updated = updates.applyNotModified(notModified, request: request.head.fields) { [reader] in
+                    request.primaryKey.map(reader.candidates) ?? []
+                }
                 action = exchange.notModifiedApplied(updated, now: now)
             case .relay(let plan):
                 guard let relay = relay(plan, exchange) else {
@@ -253,11 +253,7 @@ public final class ExchangeDriver: Sendable {
             }
             return nil
         }
-        guard
-            let served = builder.serve(
-                answer.candidate, answer.use, body: body, request: request.head, status: answer.cacheStatus,
-                outcome: answer.outcome, replacesOriginResponse: answer.replacesOriginResponse)
-        else {
+        guard let served = builder.serve(answer, body: body, request: request.head) else {
             configuration.log(
                 "the stored response for \(entry.head.url) is damaged (its Content-Length says "
                     + "\(entry.head.fields["Content-Length"] ?? "?") bytes, \(body.size) are stored); it was removed")
@@ -292,17 +288,13 @@ public final class ExchangeDriver: Sendable {
             }
         }
         if let stored = plan.headFreshens {
-            store.applyHeadResponse(
-                plan.fields, to: stored, request: request.head.fields, engine: configuration.engine,
-                requestTime: plan.requestTime, responseTime: plan.responseTime, log: configuration.log)
+            updates.applyHeadResponse(plan.fields, to: stored, request: request.head.fields, times: plan.times)
         }
         var freshened = false
         if !plan.notModifiedFreshens.isEmpty {
-            freshened =
-                store.applyNotModified(
-                    plan.fields, to: plan.notModifiedFreshens, validated: [], request: request.head.fields,
-                    engine: configuration.engine, requestTime: plan.requestTime, responseTime: plan.responseTime,
-                    log: configuration.log, reread: { [] }) != nil
+            let notModified = ExchangeStateMachine.NotModified(
+                fields: plan.fields, candidates: plan.notModifiedFreshens, validated: [], times: plan.times)
+            freshened = updates.applyNotModified(notModified, request: request.head.fields) { [] } != nil
         }
         var relay = Relay(
             status: plan.status, fields: plan.fields, outcome: plan.outcome, cacheStatus: plan.cacheStatus,

@@ -93,9 +93,9 @@ public struct ExchangeStateMachine: Sendable {
     public struct NotModified: Sendable {
         public var fields: HeaderFields
         public var candidates: [StoredCandidate]
+        /// The candidates whose validators the request carried.
         public var validated: [Int]
-        public var requestTime: Timestamp
-        public var responseTime: Timestamp
+        public var times: ExchangeTimes
     }
 
     /// The origin's response as it goes to the client, and the store work that comes first.
@@ -123,8 +123,7 @@ public struct ExchangeStateMachine: Sendable {
         /// The body length the framing announces (`0` when there is none); `nil` when it ends
         /// with the connection or the last chunk.
         public var expectedLength: Int64?
-        public var requestTime: Timestamp
-        public var responseTime: Timestamp
+        public var times: ExchangeTimes
     }
 
     /// How the request failed.
@@ -388,7 +387,7 @@ public struct ExchangeStateMachine: Sendable {
             return .applyNotModified(
                 NotModified(
                     fields: head.fields, candidates: candidates, validated: plan.forwarding.validated,
-                    requestTime: requestTime, responseTime: responseTime))
+                    times: ExchangeTimes(requestTime: requestTime, responseTime: responseTime)))
         }
         if let index = plan.resuming {
             let part = candidates[index]
@@ -506,7 +505,7 @@ public struct ExchangeStateMachine: Sendable {
                 cache: name, forward: plan.forwarding.reason, forwardStatus: status, stored: plan.caching ? false : nil),
             reasons: plan.forwarding.reasons, storage: nil, invalidated: [], headFreshens: nil,
             notModifiedFreshens: [], storedPart: nil, expectedLength: Self.expectedLength(request.head.method, head),
-            requestTime: requestTime, responseTime: responseTime)
+            times: ExchangeTimes(requestTime: requestTime, responseTime: responseTime))
         if request.invalidates {
             relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
                 CacheKey(method: "GET", uri: $0)?.primaryKey

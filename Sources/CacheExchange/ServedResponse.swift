@@ -125,14 +125,13 @@ final class ServedResponseBuilder: Sendable {
         return base
     }
 
-    /// The response for `candidate` served as `use` to `request` from `body`; `nil` when the
-    /// stored response is damaged: its `Content-Length` disagrees with the body stored (the
-    /// caller drops it), or a part of the body needed now (several ranges) cannot be read (the
-    /// store has dropped it).
+    /// The response for `answer` to `request` from `body`; `nil` when the stored response is
+    /// damaged: its `Content-Length` disagrees with the body stored (the caller drops it), or a
+    /// part of the body needed now (several ranges) cannot be read (the store has dropped it).
     func serve(
-        _ candidate: StoredCandidate, _ use: CachedUse, body: any StoredBody, request: RequestHead,
-        status cacheStatus: CacheStatus, outcome: CacheOutcome, replacesOriginResponse: Bool
+        _ answer: ExchangeStateMachine.StoredAnswer, body: any StoredBody, request: RequestHead
     ) -> ServedResponse? {
+        let (candidate, use, cacheStatus) = (answer.candidate, answer.use, answer.cacheStatus)
         let entry = candidate.entry
         if let declared = entry.head.fields["Content-Length"], Int64(declared) != body.size {
             return nil
@@ -150,9 +149,9 @@ final class ServedResponseBuilder: Sendable {
             }
         }
         var served = ServedResponse(
-            status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size), outcome: outcome,
-            cacheStatus: cacheStatus, reasons: use.reasons, entry: entry,
-            replacesOriginResponse: replacesOriginResponse)
+            status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
+            outcome: answer.outcome, cacheStatus: cacheStatus, reasons: use.reasons, entry: entry,
+            replacesOriginResponse: answer.replacesOriginResponse)
         if use.notModified {
             // The client's own validators match (RFC 9111 §4.3.2): 304, no body.
             served.status = 304

@@ -1,55 +1,72 @@
 import CacheSemantics
 import CacheStorage
 
-/// Applying what the origin answered to what is stored, the same for every cache built on a
-/// store (`HTTPCache`, the proxy). Failures to write are reported to `log` and otherwise
-/// ignored: the response is still answered.
-extension CacheStore {
-    /// Updates the stored responses a `304` selects (RFC 9111 §4.3.4, §3.2): the candidates
-    /// as updated, or `nil` when it selects none.
+/// When a forwarded request went out and its response came back (RFC 9111 §4.2.3).
+public struct ExchangeTimes: Hashable, Sendable {
+    /// When the request was sent.
+    public var requestTime: Timestamp
+    /// When the response head arrived.
+    public var responseTime: Timestamp
+}
+
+/// Applies what the origin answered to what is stored: a `304` (RFC 9111 §4.3.4) and a `200`
+/// to `HEAD` (§4.3.5) freshen stored responses, with their fields updated (§3.2). A failure to
+/// write is reported to `log` and otherwise ignored: the response is still answered.
+struct StoredResponseUpdates {
+    let store: any CacheStore
+    let engine: CacheEngine
+    let log: @Sendable (String) -> Void
+
+    /// Updates the stored responses a `304` selects: the candidates as updated, or `nil` when it
+    /// selects none.
     ///
-    /// When a selected response was replaced or removed after `candidates` were read (another
+    /// When a selected response was replaced or removed after the candidates were read (another
     /// request stored a newer one meanwhile), the update is applied to what is stored now:
-    /// `reread` gives the current candidates, and the `304` freshens those its validators
+    /// `reread` gives the current candidates, and the `304` freshens those its own validators
     /// select; `nil` when it selects none of them either (the request is then sent again
     /// without validators).
     func applyNotModified(
-        _ notModified: HeaderFields, to candidates: [StoredCandidate], validated: [Int], request: HeaderFields,
-        engine: CacheEngine, requestTime: Timestamp, responseTime: Timestamp, log: (String) -> Void,
-        reread: () -> [StoredCandidate]
+        _ notModified: ExchangeStateMachine.NotModified, request: HeaderFields, reread: () -> [StoredCandidate]
     ) -> [StoredCandidate]? {
-        switch freshen(
-            notModified, candidates, validated: validated, request: request, engine: engine,
-            requestTime: requestTime, responseTime: responseTime, log: log)
-        {
+        switch freshen(notModified, request: request) {
         case .updated(let updated): return updated
         case .selectsNone: return nil
         case .replaced:
             // The validators sent belonged to responses no longer stored: only the 304's own
             // validators can select among the current ones.
-            guard case .updated(let updated) = freshen(
-                notModified, reread(), validated: [], request: request, engine: engine, requestTime: requestTime,
-                responseTime: responseTime, log: log)
-            else { return nil }
+            var current = notModified
+            current.candidates = reread()
+            current.validated = []
+            guard case .updated(let updated) = freshen(current, request: request) else { return nil }
             return updated
         }
     }
 
-    private func freshen(
-        _ notModified: HeaderFields, _ candidates: [StoredCandidate], validated: [Int], request: HeaderFields,
-        engine: CacheEngine, requestTime: Timestamp, responseTime: Timestamp, log: (String) -> Void
-    ) -> NotModifiedUpdate {
+    /// What a `304` did to the stored responses it was compared with.
+    private enum Outcome {
+        /// These were freshened (all candidates, updated ones replaced).
+        case updated([StoredCandidate])
+        /// Its validators select none of them.
+        case selectsNone
+        /// A selected one is no longer stored.
+        case replaced
+    }
+
+    private func freshen(_ notModified: ExchangeStateMachine.NotModified, request: HeaderFields) -> Outcome {
+        let candidates = notModified.candidates
         var updated = candidates
         let indexes = engine.responsesToUpdate(
-            notModified: notModified, request: request, candidates: candidates.map(\.facts), validated: validated)
+            notModified: notModified.fields, request: request, candidates: candidates.map(\.facts),
+            validated: notModified.validated)
         guard !indexes.isEmpty else { return .selectsNone }
         for index in indexes {
             let candidate = candidates[index]
             let (fields, facts) = engine.freshen(
-                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified,
-                request: request, requestTime: requestTime, responseTime: responseTime)
+                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified.fields,
+                request: request, requestTime: notModified.times.requestTime,
+                responseTime: notModified.times.responseTime)
             do {
-                try update(candidate.entry.id, fields: fields, facts: facts.serialized())
+                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
             } catch where error.kind == .notFound {
                 return .replaced
             } catch {
@@ -64,47 +81,22 @@ extension CacheStore {
     /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
     /// length match, and makes it need validation when they differ (RFC 9111 §4.3.5).
     func applyHeadResponse(
-        _ head: HeaderFields, to candidate: StoredCandidate, request: HeaderFields, engine: CacheEngine,
-        requestTime: Timestamp, responseTime: Timestamp, log: (String) -> Void
+        _ head: HeaderFields, to candidate: StoredCandidate, request: HeaderFields, times: ExchangeTimes
     ) {
         do {
             switch engine.headFreshening(head: head, stored: candidate.facts) {
             case .update:
                 let (fields, facts) = engine.freshen(
                     storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
-                    request: request, requestTime: requestTime, responseTime: responseTime)
-                try update(candidate.entry.id, fields: fields, facts: facts.serialized())
+                    request: request, requestTime: times.requestTime, responseTime: times.responseTime)
+                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
             case .markStale:
                 var facts = candidate.facts
                 facts.flags.formUnion(.invalidated)
-                try update(candidate.entry.id, fields: candidate.entry.head.fields, facts: facts.serialized())
+                try store.update(candidate.entry.id, fields: candidate.entry.head.fields, facts: facts.serialized())
             }
         } catch {
             log("could not apply a HEAD response to the stored response for \(candidate.entry.head.url): \(error)")
         }
     }
-
-    /// Removes what an unsafe request's response invalidates (RFC 9111 §4.4).
-    func invalidate(
-        after request: RequestHead, response: ResponseHead, engine: CacheEngine, log: (String) -> Void
-    ) {
-        for uri in engine.invalidatedURIs(request: request, response: response) {
-            guard let key = CacheKey(method: "GET", uri: uri) else { continue }
-            do {
-                try remove(primaryKey: key.primaryKey)
-            } catch {
-                log("could not invalidate \(uri): \(error)")
-            }
-        }
-    }
-}
-
-/// What a `304` did to the stored responses it was compared with.
-private enum NotModifiedUpdate {
-    /// These were freshened (all candidates, updated ones replaced).
-    case updated([StoredCandidate])
-    /// Its validators select none of them (RFC 9111 §4.3.4).
-    case selectsNone
-    /// A selected one is no longer stored.
-    case replaced
 }

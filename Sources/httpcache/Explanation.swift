@@ -122,8 +122,8 @@ struct Explanation {
         let warnings =
             madeByCache
             ? []
-            : Self.warnings(
-                fields: fields, status: status, decision: decision, facts: facts, engine: engine, now: now,
+            : warnings(
+                fields: fields, status: status, decision: decision, facts: facts,
                 fromOrigin: [.miss, .bypass].contains(result.outcome))
         text += "\nWarnings:" + (warnings.isEmpty ? " none\n" : "\n")
         for warning in warnings { text += "  - \(warning)\n" }
@@ -260,9 +260,8 @@ struct Explanation {
     // MARK: Warnings
 
     /// Problems with the origin's fields, each with what it means and what to do.
-    static func warnings(
-        fields: HeaderFields, status: Int, decision: StorageDecision, facts: StoredResponseFacts?,
-        engine: CacheEngine, now: Timestamp, fromOrigin: Bool
+    func warnings(
+        fields: HeaderFields, status: Int, decision: StorageDecision, facts: StoredResponseFacts?, fromOrigin: Bool
     ) -> [String] {
         var warnings: [String] = []
         let (directives, _, directiveNotes) = engine.effectiveDirectives(fields)

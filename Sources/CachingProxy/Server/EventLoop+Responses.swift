@@ -106,15 +106,27 @@ extension EventLoop {
         var chunked = false
         if case .chunked = mode { chunked = true }
         Self.writeHead(
-            &connection.state.output, status, head, framing, bodyAllowed: bodyAllowed, chunked: chunked, ending: ending)
+            &connection.state.output, status, head,
+            HeadFraming(framing: framing, bodyAllowed: bodyAllowed, chunked: chunked), ending: ending)
+    }
+
+    /// How a response head frames its body.
+    private struct HeadFraming {
+        var framing: BodyFraming
+        /// The status and method allow a body.
+        var bodyAllowed: Bool
+        /// A streamed body goes chunked (an HTTP/1.1 client).
+        var chunked: Bool
     }
 
     /// The status line, the handler's fields and the server's framing fields, in one access
     /// to the output queue.
     private static func writeHead(
-        _ output: inout OutputQueue, _ status: Int, _ head: ServerResponseHead, _ framing: BodyFraming,
-        bodyAllowed: Bool, chunked: Bool, ending: StaticString
+        _ output: inout OutputQueue, _ status: Int, _ head: ServerResponseHead, _ framing: HeadFraming,
+        ending: StaticString
     ) {
+        let (bodyAllowed, chunked) = (framing.bodyAllowed, framing.chunked)
+        let framing = framing.framing
         writeStatusLine(&output, status, head.reason)
         var sawContentLength = false
         for field in head.fields where appendField(&output, field, keepContentLength: framing == .none) {
