@@ -84,7 +84,7 @@ final class OutputFile {
 
     /// `path` with its symbolic links followed, at most 40 as the kernel does; a link to
     /// nothing gives the path it leads to.
-    private static func followingLinks(_ path: String) throws(Failure) -> String {
+    static func followingLinks(_ path: String) throws(Failure) -> String {
         var current = path
         for _ in 0..<40 {
             guard let destination = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else {
