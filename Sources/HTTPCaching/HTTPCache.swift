@@ -207,6 +207,9 @@ public final class HTTPCache: Sendable {
             return (exchange.responseHead(url: prepared.url, configuration: configuration), ResponseBody(source: source))
         } summary: { result in
             (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
+        } leaving: { hop in
+            // A redirect's body is read to its end, so the hop is stored as through data(for:).
+            for try await _ in hop.1 {}
         }
     }
 
@@ -245,10 +248,12 @@ public final class HTTPCache: Sendable {
     public var rules: [CacheRule] { configuration.rules + state.withLock { $0.manifestRules } }
 
     /// Runs one request (and its redirects, when followed), counting outcomes and reporting
-    /// an event for each.
+    /// an event for each. `leaving` is given each response left for the next hop; a response
+    /// from the origin is stored only once its body has been read to the end.
     private func following<Result>(
         _ request: URLRequest, forceStore: Bool, _ body: (Prepared) async throws -> Result,
-        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason])
+        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason]),
+        leaving: (Result) async throws -> Void = { _ in }
     ) async throws -> Result {
         var current = request
         var redirects = 0
@@ -280,6 +285,7 @@ public final class HTTPCache: Sendable {
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
                 let next = redirected(current, status: status, location: fields["Location"])
             {
+                try await leaving(result)
                 redirects += 1
                 current = next
                 continue

@@ -220,6 +220,22 @@ struct CLIGetTests {
         #expect(run.stderr.contains("nothing stored could be served"))
     }
 
+    /// Each hop of a redirect is stored under its own URL (RFC 9110 §15.4), so the next run
+    /// asks the origin for neither.
+    @Test func redirectHopsAreStoredAndAnswerTheNextRun() async throws {
+        let cli = try CLIHarness()
+        cli.origin.route("/old") { _ in
+            LoopbackOrigin.Response(
+                status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=60")], body: "moved")
+        }
+        cli.serve("/new", [("Cache-Control", "max-age=60")], body: "new body")
+        for _ in 0..<2 {
+            let run = try await cli.run(["get", cli.url("/old")])
+            #expect(run.status == 0 && run.stdout == "new body", "\(run.stderr)")
+        }
+        #expect(cli.origin.count("/old") == 1 && cli.origin.count("/new") == 1)
+    }
+
     @Test(arguments: [
         (["get"], "get: missing URL"),
         (["get", "http://127.0.0.1:1/", "--frobnicate"], "get: unknown option '--frobnicate'"),
