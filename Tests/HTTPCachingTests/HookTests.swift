@@ -142,6 +142,22 @@ struct HookTests {
         #expect(try h.cache.entries(for: h.origin.url("/forced")).first?.isPinned == false)
     }
 
+    /// A pin set by hand (`setPinned`, `httpcache pin`) is kept when a new 200 replaces the
+    /// pinned response: the store carries a variant's pin over to its replacement.
+    @Test func aPinIsKeptWhenANewResponseReplacesThePinnedOne() async throws {
+        let h = try Harness()
+        h.serve("/p", [("Cache-Control", "max-age=60")], body: "v1")
+        _ = try await h.get("/p")
+        #expect(try h.cache.setPinned(true, url: h.origin.url("/p")) == 1)
+        h.clock.advance(by: 120)
+        h.serve("/p", [("Cache-Control", "max-age=60")], body: "v2")
+        #expect(try await h.get("/p").text == "v2")
+        let entries = try h.cache.entries(for: h.origin.url("/p"))
+        #expect(entries.count == 1)
+        #expect(entries.first?.isPinned == true)
+        #expect(try await h.get("/p").text == "v2")
+    }
+
     /// Seed 003: a manifest's NETWORK patterns are never cached; its CACHE URLs are fetched,
     /// pinned and served while the origin is down — even one the origin marked no-store.
     @Test func manifestSections() async throws {
