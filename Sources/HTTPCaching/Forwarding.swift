@@ -278,11 +278,16 @@ extension HTTPCache {
     // MARK: Background revalidation
 
     /// Validates a response served stale-while-revalidate, once per key at a time (RFC 5861 §3).
-    func revalidateInBackground(_ prepared: Prepared, _ plan: Plan, _ candidates: [Candidate]) {
+    ///
+    /// The task is registered for ``waitForBackgroundWork()`` only while its key is still its
+    /// own: one that finished before it was registered, when another for the key has already
+    /// started, would otherwise stay registered forever.
+    func revalidateInBackground(_ prepared: Prepared, _ plan: Plan, _ candidates: [Candidate]) async {
         guard let primaryKey = prepared.primaryKey else { return }
         let id: Int? = state.withLock { state in
-            guard state.revalidating.insert(primaryKey).inserted else { return nil }
+            guard state.revalidating[primaryKey] == nil else { return nil }
             state.nextBackgroundID += 1
+            state.revalidating[primaryKey] = state.nextBackgroundID
             return state.nextBackgroundID
         }
         guard let id else { return }
@@ -296,12 +301,13 @@ extension HTTPCache {
                 configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
             }
             state.withLock { state in
-                state.revalidating.remove(primaryKey)
+                state.revalidating[primaryKey] = nil
                 state.background[id] = nil
             }
         }
+        await configuration.beforeRegisteringRevalidation?(task)
         state.withLock { state in
-            if state.revalidating.contains(primaryKey) { state.background[id] = task }
+            if state.revalidating[primaryKey] == id { state.background[id] = task }
         }
     }
 }

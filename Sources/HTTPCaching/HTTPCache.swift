@@ -64,6 +64,10 @@ public final class HTTPCache: Sendable {
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("httpcache: \(message)\n".utf8))
         }
+        /// For tests: runs after a background revalidation's task is created and before it is
+        /// registered for ``HTTPCache/waitForBackgroundWork()``, so a test can let the task
+        /// finish, and another start, in between.
+        var beforeRegisteringRevalidation: (@Sendable (Task<Void, Never>) async -> Void)?
 
         /// The defaults: a private cache in the user's cache directory.
         public init() {}
@@ -90,8 +94,9 @@ public final class HTTPCache: Sendable {
         var manifestRules: [CacheRule] = []
         /// Requests being fetched, by coalescing identity, with those waiting for them.
         var inFlight: [String: [CheckedContinuation<Join, Never>]] = [:]
-        /// Primary keys being revalidated in the background.
-        var revalidating: Set<String> = []
+        /// Primary keys being revalidated in the background, with the identifier of the
+        /// revalidation (its key in ``background``).
+        var revalidating: [String: Int] = [:]
         var background: [Int: Task<Void, Never>] = [:]
         var nextBackgroundID = 0
     }

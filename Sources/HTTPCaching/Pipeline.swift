@@ -217,7 +217,7 @@ extension HTTPCache {
             return serveStored(
                 candidates[use.candidate], use, prepared, outcome: use.isStale ? .stale : .hit, status: status)
         case .serveStaleWhileRevalidate(let use, let revalidation):
-            revalidateInBackground(prepared, Plan(revalidation), candidates)
+            await revalidateInBackground(prepared, Plan(revalidation), candidates)
             var status = CacheStatus(cache: configuration.name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
             return serveStored(candidates[use.candidate], use, prepared, outcome: .stale, status: status)

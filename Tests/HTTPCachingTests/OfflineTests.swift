@@ -2,7 +2,6 @@ import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Foundation
-import HTTPCaching
 import LoopbackOrigin
 import Synchronization
 import Testing
@@ -10,6 +9,8 @@ import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+
+@testable import HTTPCaching
 
 @Suite("Serving stale: disconnected, stale-if-error, stale-while-revalidate (RFC 9111 §4.2.4, RFC 5861)")
 struct OfflineTests {
@@ -113,6 +114,55 @@ struct OfflineTests {
         #expect(h.origin.count("/swr") == 2)
         let fresh = try await h.get("/swr")
         #expect(fresh.outcome == .hit && fresh.text == "v2")
+    }
+
+    /// `waitForBackgroundWork()` (which every `httpcache get` calls) returns once the
+    /// revalidations are over, even when one finished before it was registered while a second
+    /// one for the same key had started (RFC 5861 §3: one at a time per key). The hook holds the
+    /// first registration back until exactly that has happened.
+    @Test(.timeLimit(.minutes(1)))
+    func waitForBackgroundWorkReturnsWhenARevalidationFinishedBeforeItWasRegistered() async throws {
+        let harness = Locked<Harness?>(nil)
+        let registrations = Locked(0)
+        let h = try Harness {
+            $0.beforeRegisteringRevalidation = { revalidation in
+                guard registrations.withLock({ $0 += 1; return $0 }) == 1, let h = harness.withLock({ $0 }) else {
+                    return
+                }
+                await revalidation.value  // the first revalidation is over, its key free again…
+                let second = try? await h.get("/swr")  // …and a second one starts before it is registered.
+                #expect(second?.outcome == .stale)
+            }
+        }
+        harness.withLock { $0 = h }
+        defer { harness.withLock { $0 = nil } }
+        let revalidations = Locked(0)
+        h.origin.route("/swr") { [clock = h.clock] request in
+            let headers = [
+                ("Date", HTTPDate.format(Timestamp(secondsSince1970: clock.now()))),
+                ("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\""),
+            ]
+            guard request.header("If-None-Match") == "\"w\"" else {
+                return LoopbackOrigin.Response(headers: headers, body: "swr")
+            }
+            // The second revalidation is still running when the first one is registered.
+            let count = revalidations.withLock { $0 += 1; return $0 }
+            return LoopbackOrigin.Response(status: 304, headers: headers, delay: count == 1 ? 0 : 0.5)
+        }
+        _ = try await h.get("/swr")
+        #expect(try await h.get("/swr").outcome == .stale)
+
+        let returned = Locked(false)
+        let waiting = Task {
+            await h.cache.waitForBackgroundWork()
+            returned.withLock { $0 = true }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !returned.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(returned.withLock { $0 }, "waitForBackgroundWork() had not returned after 10 s")
+        #expect(registrations.withLock { $0 } == 2)
+        #expect(h.origin.count("/swr") == 3)
+        waiting.cancel()
     }
 
     /// Counters and events follow every outcome.
