@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 import CacheTestSupport
 import Foundation
 import HTTPCaching
@@ -71,11 +72,158 @@ struct URLProtocolTests {
         #expect(missing.statusCode == 504)
     }
 
+    /// The URLSession APIs an app loads a body with.
+    enum API: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case asyncData = "data(for:)"
+        case asyncDataFromURL = "data(from:)"
+        case completionHandler = "dataTask(with:completionHandler:)"
+        case delegate = "dataTask(with:) and a delegate"
+        case asyncDownload = "download(for:)"
+        case downloadCompletionHandler = "downloadTask(with:completionHandler:)"
+        case downloadDelegate = "downloadTask(with:) and a delegate"
+
+        var testDescription: String { rawValue }
+        var isDownload: Bool { [.asyncDownload, .downloadCompletionHandler, .downloadDelegate].contains(self) }
+    }
+
+    /// Loads `request` through `api` on a new session of `h`'s cache: the body, the response
+    /// and how many pieces a delegate got the body in.
+    func load(_ api: API, _ request: URLRequest, _ h: Harness) async throws -> (Data, HTTPURLResponse, pieces: Int) {
+        let delegate = CollectingDelegate()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.useHTTPCache(h.cache)
+        let session = URLSession(
+            configuration: configuration, delegate: [.delegate, .downloadDelegate].contains(api) ? delegate : nil,
+            delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let body: Data
+        let response: URLResponse?
+        switch api {
+        case .asyncData: (body, response) = try await session.data(for: request)
+        case .asyncDataFromURL: (body, response) = try await session.data(from: try #require(request.url))
+        case .asyncDownload:
+            let (file, answer) = try await session.download(for: request)
+            (body, response) = (try Data(contentsOf: file), answer)
+        case .completionHandler:
+            (body, response) = try await withCheckedThrowingContinuation { continuation in
+                session.dataTask(with: request) { data, response, error in
+                    continuation.resume(with: Result { () throws -> (Data, URLResponse?) in
+                        if let error { throw error }
+                        return (data ?? Data(), response)
+                    })
+                }.resume()
+            }
+        case .downloadCompletionHandler:
+            (body, response) = try await withCheckedThrowingContinuation { continuation in
+                session.downloadTask(with: request) { file, response, error in
+                    // The file is removed when the handler returns.
+                    continuation.resume(with: Result { () throws -> (Data, URLResponse?) in
+                        if let error { throw error }
+                        return (try Data(contentsOf: try #require(file, "no file and no error")), response)
+                    })
+                }.resume()
+            }
+        case .delegate, .downloadDelegate:
+            let task = api == .delegate ? session.dataTask(with: request) : session.downloadTask(with: request)
+            task.resume()
+            try await delegate.finished()
+            (body, response) = (delegate.body, task.response)
+        }
+        return (body, try #require(response as? HTTPURLResponse), delegate.pieces)
+    }
+
+    /// swift-corelibs-foundation keeps only the last `didLoad` of a custom protocol for tasks
+    /// with a completion handler (the async data APIs are built on them) and gives a download
+    /// task a file only when its own HTTP protocol loads it. Every API gets the whole body, on
+    /// a miss and on a hit, and the delegate gets it in pieces as they come.
+    @Test(arguments: API.allCases, [1, 70_000, 5_000_000])
+    func everyAPIGetsTheWholeBodyOnAMissAndOnAHit(api: API, size: Int) async throws {
+        let h = try Harness()
+        h.origin.route("/body") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=600")], generatedLength: Int64(size), seed: 7)
+        }
+        let expected = Data(LoopbackOrigin.GeneratedBody.bytes(seed: 7, count: size))
+        for attempt in ["miss", "hit"] {
+            let (body, response, pieces) = try await load(api, h.request("/body"), h)
+            #expect(response.statusCode == 200, "\(attempt)")
+            // Compared outside #expect, which would diff megabytes on a failure.
+            let whole = body == expected
+            #expect(whole, "\(attempt): \(body.count) of \(size) bytes, or other bytes")
+            if api == .delegate && size > 1_000_000 {
+                #expect(pieces > 1, "\(attempt): the delegate got the body in one piece, not as it came")
+            }
+            if !api.isDownload {
+                let status = response.value(forHTTPHeaderField: "Cache-Status") ?? ""
+                #expect(status.contains(attempt == "miss" ? "fwd=uri-miss" : "; hit"), "\(attempt): \(status)")
+            }
+        }
+        #if canImport(FoundationNetworking)
+        // Download tasks go to the origin each time on Linux (see CachingURLProtocol).
+        #expect(h.origin.count("/body") == (api.isDownload ? 2 : 1))
+        #else
+        #expect(h.origin.count("/body") == 1)
+        #endif
+    }
+
     /// A POST body sent through URLSession reaches the origin.
     @Test func postBodyPassesThrough() async throws {
         let h = try Harness()
         h.origin.route("/echo") { request in LoopbackOrigin.Response(body: request.body) }
         let (body, _) = try await fetch(session(h), h.request("/echo", method: "POST", body: Data("ping".utf8)))
         #expect(body == "ping")
+    }
+}
+
+/// Collects what a session's delegate is told about one task.
+/// Its state is behind a lock it owns.
+final class CollectingDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+    private struct State {
+        var body = Data()
+        var pieces = 0
+        var outcome: Result<Void, any Error>?
+        var waiting: CheckedContinuation<Void, any Error>?
+    }
+
+    private let state = Locked(State())
+
+    var body: Data { state.withLock { $0.body } }
+    var pieces: Int { state.withLock { $0.pieces } }
+
+    /// Returns when the task has completed; throws its error.
+    func finished() async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            let outcome = state.withLock { state in
+                if state.outcome == nil { state.waiting = continuation }
+                return state.outcome
+            }
+            if let outcome { continuation.resume(with: outcome) }
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock {
+            $0.body.append(data)
+            $0.pieces += 1
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL
+    ) {
+        let data = (try? Data(contentsOf: location)) ?? Data()
+        state.withLock {
+            $0.body = data
+            $0.pieces = 1
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let outcome: Result<Void, any Error> = error.map { .failure($0) } ?? .success(())
+        let waiting = state.withLock { state in
+            state.outcome = outcome
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume(with: outcome)
     }
 }
