@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheStorage
 import Foundation
 
@@ -20,6 +21,13 @@ import FoundationNetworking
 /// Redirects are followed by the cache, each hop cached under its own URL. Requests the
 /// cache itself sends go through a session without this protocol, so it never intercepts
 /// itself. The protocol serves one cache per process: the one last installed.
+///
+/// A load with `.returnCacheDataDontLoad` and nothing stored fails with
+/// `URLError(.resourceUnavailable)`, the error Apple's loading system gives for it (Apple
+/// documents that "the load is considered to have failed"), so an app that checks only for
+/// an error never takes a body for content. ``HTTPCache/data(for:)`` answers the same
+/// request with the cache's own `504`, which RFC 9111 §5.2.1.7 prescribes for
+/// `only-if-cached`; a request with `Cache-Control: only-if-cached` gets that `504` here too.
 ///
 /// ## Bodies on Linux (swift-corelibs-foundation)
 ///
@@ -73,7 +81,7 @@ public final class CachingURLProtocol: URLProtocol {
         }
         #if canImport(FoundationNetworking)
         if let download = task as? URLSessionDownloadTask {
-            return loadFromTheOrigin(download)
+            return loadFromTheOrigin(download, cache)
         }
         #endif
         var request = self.request
@@ -89,6 +97,10 @@ public final class CachingURLProtocol: URLProtocol {
             let client = protocolInstance.client
             do {
                 let (head, body) = try await cache.bytes(for: request)
+                if head.statusCode == 504, head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
+                    throw protocolInstance.resourceUnavailable(
+                        "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it")
+                }
                 client?.urlProtocol(protocolInstance, didReceive: head.response, cacheStoragePolicy: .notAllowed)
                 try await protocolInstance.deliver(body, to: client)
             } catch is CancellationError {
@@ -133,10 +145,28 @@ public final class CachingURLProtocol: URLProtocol {
         #endif
     }
 
+    /// How a `returnCacheDataDontLoad` load with nothing to use fails on Apple platforms.
+    private func resourceUnavailable(_ why: String) -> URLError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: why]
+        if let url = request.url { userInfo[NSURLErrorFailingURLErrorKey] = url }
+        return URLError(.resourceUnavailable, userInfo: userInfo)
+    }
+
     #if canImport(FoundationNetworking)
     /// Hands a download task to corelibs' own HTTP protocol, the only one it gives a file to
     /// (see "Bodies on Linux" above).
-    private func loadFromTheOrigin(_ download: URLSessionDownloadTask) {
+    private func loadFromTheOrigin(_ download: URLSessionDownloadTask, _ cache: HTTPCache) {
+        let policy = CachePolicy(request.cachePolicy)
+        if policy == .returnCacheDataDontLoad
+            || (policy == .useProtocolCachePolicy && cache.configuration.defaultPolicy == .returnCacheDataDontLoad)
+        {
+            client?.urlProtocol(
+                self,
+                didFailWithError: resourceUnavailable(
+                    "download tasks are not answered from the cache on this platform, and the cache policy "
+                        + "returnCacheDataDontLoad never loads from the origin"))
+            return
+        }
         let loader = URLSessionConfiguration.default.protocolClasses?.lazy
             .compactMap { $0 as? URLProtocol.Type }
             .first { $0 != CachingURLProtocol.self && $0.canInit(with: self.request) }

@@ -68,8 +68,35 @@ struct URLProtocolTests {
         let (body, response) = try await fetch(session, h.request("/o"))
         #expect(body == "cached")
         #expect(response.value(forHTTPHeaderField: "Cache-Status")?.contains("disconnected") == true)
-        let (_, missing) = try await fetch(session, h.request("/never", policy: .returnCacheDataDontLoad))
-        #expect(missing.statusCode == 504)
+    }
+
+    /// Apple documents `returnCacheDataDontLoad` with nothing stored as a load that fails; an
+    /// app that checks only for an error must not take the cache's 504 for content. Through
+    /// URLSession it is `URLError(.resourceUnavailable)`, Apple's code for it;
+    /// `HTTPCache.data(for:)` keeps its documented 504 (RFC 9111 §5.2.1.7's answer).
+    @Test func returnCacheDataDontLoadWithNothingStoredFailsWithResourceUnavailable() async throws {
+        let h = try Harness()
+        h.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored")
+        let session = session(h)
+        _ = try await fetch(session, h.request("/stored"))
+        let (body, _) = try await fetch(session, h.request("/stored", policy: .returnCacheDataDontLoad))
+        #expect(body == "stored")
+
+        let error = await #expect(throws: URLError.self) {
+            try await session.data(for: h.request("/never", policy: .returnCacheDataDontLoad))
+        }
+        #expect(error?.code == .resourceUnavailable)
+        #expect(error?.failingURL == h.origin.url("/never"))
+        #if canImport(FoundationNetworking)
+        // Download tasks are not answered from the cache on Linux (see CachingURLProtocol); with
+        // this policy they fail the same way rather than use the network.
+        let download = await #expect(throws: URLError.self) {
+            try await session.download(for: h.request("/stored", policy: .returnCacheDataDontLoad))
+        }
+        #expect(download?.code == .resourceUnavailable)
+        #endif
+        #expect(h.origin.count("/never") == 0 && h.origin.count("/stored") == 1)
+        #expect(try await h.get("/never", policy: .returnCacheDataDontLoad).statusCode == 504)
     }
 
     /// The URLSession APIs an app loads a body with.
