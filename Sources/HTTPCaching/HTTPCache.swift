@@ -41,7 +41,9 @@ public final class HTTPCache: Sendable {
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         /// The policy used for requests whose `cachePolicy` is `.useProtocolCachePolicy`.
         public var defaultPolicy: CachePolicy = .useProtocolCachePolicy
-        /// Rules by URL pattern: never cache, force a lifetime, pin.
+        /// Rules by URL pattern: never cache, force a lifetime, pin. A pattern that starts with
+        /// `/` matches the path and query on any host, any other the whole URL
+        /// (``URLPattern``).
         public var rules: [CacheRule] = []
         /// Chooses the key a request is cached under; `nil` returned means "do not cache this
         /// request". Default: the request's URL (``RequestKey/standard(_:)``).

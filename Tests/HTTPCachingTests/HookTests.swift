@@ -158,6 +158,46 @@ struct HookTests {
         #expect(try await h.get("/p").text == "v2")
     }
 
+    /// A pattern that starts with `/` matches the request-target, path and query (RFC 9112
+    /// §3.2.1's origin-form), on any host: `CacheRule("/live/*", …)` applies to `/live/score`.
+    @Test func rulesWithAPathPatternMatchThePathAndQueryOnAnyHost() async throws {
+        let h = try Harness {
+            $0.rules = [
+                CacheRule("/live/*", .neverCache),
+                CacheRule("/forced?v=*", .forceLifetime(seconds: 300)),
+            ]
+        }
+        h.serve("/live/score", [("Cache-Control", "max-age=60")])
+        h.serve("/forced", [("Cache-Control", "no-cache")])
+        #expect(try await h.get("/live/score").outcome == .bypass)
+        #expect(try await h.get("/live/score?period=2").outcome == .bypass)
+        _ = try await h.get("/forced?v=1")
+        _ = try await h.get("/forced")
+        h.clock.advance(by: 200)
+        #expect(try await h.get("/forced?v=1").outcome == .hit)
+        #expect(try await h.get("/forced").outcome != .hit)
+    }
+
+    @Test(arguments: [
+        ("/live/*", "https://example.com/live/score", true),
+        ("/live/*", "http://127.0.0.1:8080/live/score?period=2", true),
+        ("/live/*", "https://example.com/archive/live/score", false),
+        ("/live", "https://example.com/live?x=1", false),
+        ("/", "https://example.com", true),
+        ("/?q=*", "https://example.com?q=1", true),
+        ("/*.png", "https://user@example.com/a/b.png", true),
+        ("/search?q=*", "https://example.com/search?q=swift", true),
+        ("/search?q=*", "https://example.com/search", false),
+        ("*/live/*", "https://example.com/live/score", true),
+        ("https://example.com/live/*", "https://example.com/live/score", true),
+        ("https://example.com/live/*", "https://example.org/live/score", false),
+    ])
+    func urlPatternsMatchTheWholeURLOrWithALeadingSlashTheRequestTarget(
+        pattern: String, url: String, matches: Bool
+    ) {
+        #expect(URLPattern(pattern).matches(url) == matches)
+    }
+
     /// Seed 003: a manifest's NETWORK patterns are never cached; its CACHE URLs are fetched,
     /// pinned and served while the origin is down — even one the origin marked no-store.
     @Test func manifestSections() async throws {
