@@ -44,7 +44,8 @@ final class OutputFile {
             return
         }
         let url = URL(fileURLWithPath: target)
-        let temporary = url.deletingLastPathComponent().path + "/." + url.lastPathComponent + ".httpcache-\(getpid()).part"
+        let temporary =
+            url.deletingLastPathComponent().path + "/." + url.lastPathComponent + ".httpcache-\(getpid()).part"
         unlink(temporary)  // left by an earlier process with this identifier
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666)
         guard descriptor >= 0 else { throw Self.cannotWrite(path, "check the directory exists and is writable") }

@@ -221,7 +221,7 @@ struct StoreBehaviourTests {
     }
 
     @Test(
-        "an entry that replaces a pinned variant is pinned too (so a new 200 does not undo a pin); other variants are not",
+        "an entry that replaces a pinned variant is pinned too (a new 200 keeps a pin); other variants are not",
         arguments: StoreKind.allCases)
     func replacementOfAPinnedVariantStaysPinned(kind: StoreKind) throws {
         let directory = TemporaryDirectory()

@@ -6,11 +6,11 @@ import LoopbackOrigin
 import Synchronization
 import Testing
 
+@testable import HTTPCaching
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-
-@testable import HTTPCaching
 
 @Suite("Serving stale: disconnected, stale-if-error, stale-while-revalidate (RFC 9111 §4.2.4, RFC 5861)")
 struct OfflineTests {
@@ -126,9 +126,11 @@ struct OfflineTests {
         let registrations = Locked(0)
         let h = try Harness {
             $0.beforeRegisteringRevalidation = { revalidation in
-                guard registrations.withLock({ $0 += 1; return $0 }) == 1, let h = harness.withLock({ $0 }) else {
-                    return
+                let first = registrations.withLock { count in
+                    count += 1
+                    return count == 1
                 }
+                guard first, let h = harness.withLock({ $0 }) else { return }
                 await revalidation.value  // the first revalidation is over, its key free again…
                 let second = try? await h.get("/swr")  // …and a second one starts before it is registered.
                 #expect(second?.outcome == .stale)
@@ -146,23 +148,27 @@ struct OfflineTests {
                 return LoopbackOrigin.Response(headers: headers, body: "swr")
             }
             // The second revalidation is still running when the first one is registered.
-            let count = revalidations.withLock { $0 += 1; return $0 }
+            let count = revalidations.withLock { count in
+                count += 1
+                return count
+            }
             return LoopbackOrigin.Response(status: 304, headers: headers, delay: count == 1 ? 0 : 0.5)
         }
         _ = try await h.get("/swr")
         #expect(try await h.get("/swr").outcome == .stale)
 
         let returned = Locked(false)
-        let waiting = Task {
+        Task {
             await h.cache.waitForBackgroundWork()
             returned.withLock { $0 = true }
         }
         let deadline = ContinuousClock.now + .seconds(10)
-        while !returned.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        while !returned.withLock({ $0 }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         #expect(returned.withLock { $0 }, "waitForBackgroundWork() had not returned after 10 s")
         #expect(registrations.withLock { $0 } == 2)
         #expect(h.origin.count("/swr") == 3)
-        waiting.cancel()
     }
 
     /// Counters and events follow every outcome.

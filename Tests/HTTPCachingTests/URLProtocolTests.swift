@@ -134,20 +134,22 @@ struct URLProtocolTests {
         case .completionHandler:
             (body, response) = try await withCheckedThrowingContinuation { continuation in
                 session.dataTask(with: request) { data, response, error in
-                    continuation.resume(with: Result { () throws -> (Data, URLResponse?) in
-                        if let error { throw error }
-                        return (data ?? Data(), response)
-                    })
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
+                        continuation.resume(returning: (data ?? Data(), response))
+                    }
                 }.resume()
             }
         case .downloadCompletionHandler:
             (body, response) = try await withCheckedThrowingContinuation { continuation in
                 session.downloadTask(with: request) { file, response, error in
                     // The file is removed when the handler returns.
-                    continuation.resume(with: Result { () throws -> (Data, URLResponse?) in
-                        if let error { throw error }
-                        return (try Data(contentsOf: try #require(file, "no file and no error")), response)
-                    })
+                    if let file, let data = try? Data(contentsOf: file) {
+                        continuation.resume(returning: (data, response))
+                    } else {
+                        continuation.resume(throwing: error ?? CocoaError(.fileReadNoSuchFile))
+                    }
                 }.resume()
             }
         case .delegate, .downloadDelegate:
