@@ -477,14 +477,13 @@ public struct ExchangeStateMachine: Sendable {
                 isValidation: plan.forwarding.isValidation, discard: discarding))
     }
 
-    /// The stored response to fall back on when the origin fails (RFC 9111 §4.2.4): none for
-    /// a request the cache does not handle, nor under a policy that promises a load from the
-    /// origin (`reloadIgnoringLocalCacheData`, `reloadIgnoringLocalAndRemoteCacheData`).
+    /// The stored response the engine may fall back on when the origin fails (RFC 9111
+    /// §4.2.4): none for a request the cache does not handle. (The engine refuses it under the
+    /// policies that promise a load from the origin.)
     private func fallbackCandidate(_ plan: Plan) -> (Int, StoredCandidate)? {
-        guard plan.caching, request.policy != .reloadIgnoringLocalCacheData,
-            request.policy != .reloadIgnoringLocalAndRemoteCacheData,
-            let index = plan.forwarding.candidate, candidates.indices.contains(index)
-        else { return nil }
+        guard plan.caching, let index = plan.forwarding.candidate, candidates.indices.contains(index) else {
+            return nil
+        }
         return (index, candidates[index])
     }
 

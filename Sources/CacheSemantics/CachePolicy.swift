@@ -3,7 +3,8 @@
 public enum CachePolicy: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// RFC 9111 decides: fresh responses are served, stale ones revalidated.
     case useProtocolCachePolicy
-    /// The stored responses are not used; the response may still be stored.
+    /// The stored responses are not used, not even when the origin cannot be reached (the
+    /// failure is passed on); the response may still be stored.
     case reloadIgnoringLocalCacheData
     /// Like ``reloadIgnoringLocalCacheData`` and also asks caches on the way not to answer:
     /// the forwarded request carries `Cache-Control: no-cache` and `Pragma: no-cache`.

@@ -296,6 +296,11 @@ extension CacheEngine {
     /// After a forwarded request failed, whether the selected stored response may be served
     /// instead (RFC 9111 §4.2.4, §4.3.3; RFC 5861 §4).
     ///
+    /// Under ``CachePolicy/reloadIgnoringLocalCacheData`` and
+    /// ``CachePolicy/reloadIgnoringLocalAndRemoteCacheData`` nothing stored is served: those
+    /// policies promise a load from the origin (Apple: "the URL load should be loaded only from
+    /// the originating source"), so the failure is passed on.
+    ///
     /// A response that has no-cache or was invalidated (§4.4), or a stale one with
     /// must-revalidate (or, in a shared cache, proxy-revalidate or s-maxage), is not served:
     /// an unreachable origin then gives 504. Within `stale-if-error` (of the response or the request) it is served after an
@@ -306,6 +311,9 @@ extension CacheEngine {
         after failure: OriginFailure, request: CacheRequest, candidate: (index: Int, facts: StoredResponseFacts),
         now: Timestamp
     ) -> FallbackDecision {
+        if request.policy == .reloadIgnoringLocalCacheData || request.policy == .reloadIgnoringLocalAndRemoteCacheData {
+            return .passThrough([.policy(request.policy)])
+        }
         let facts = candidate.facts
         let age = facts.currentAge(at: now)
         let staleness = age - facts.freshnessLifetime

@@ -186,7 +186,9 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
 public protocol EntryWriter: AnyObject {
     /// Appends bytes to the body.
     func append(_ chunk: [UInt8]) throws(StorageError)
-    /// Stores the entry, replacing one with the same primary and variant key.
+    /// Stores the entry, replacing one with the same primary and variant key. The new entry
+    /// is pinned when the one it replaces was: a pin belongs to the response a URL (and
+    /// variant) has, whichever version that is, so a new `200` does not undo it.
     @discardableResult
     func commit() throws(StorageError) -> StoredEntry
     /// Stores what was written so far as an incomplete response (RFC 9111 §3.3): the head's
@@ -233,7 +235,8 @@ public protocol CacheStore: AnyObject, Sendable {
     func entries() throws(StorageError) -> [StoredEntry]
     /// Counts and sizes.
     func totals() -> StoreTotals
-    /// Pins or unpins every variant of `primaryKey`; returns how many entries changed.
+    /// Pins or unpins every variant of `primaryKey`; returns how many entries changed. An
+    /// entry that later replaces a pinned variant is pinned too (``EntryWriter/commit()``).
     @discardableResult
     func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int
 }

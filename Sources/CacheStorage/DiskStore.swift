@@ -382,24 +382,26 @@ public final class DiskStore: CacheStore {
         DiskWriter(store: self, head: head)
     }
 
-    /// Makes a written entry visible: replaces the same primary and variant key and evicts,
-    /// in one transaction. The body file, if any, is already in its final place.
+    /// Makes a written entry visible: replaces the same primary and variant key (keeping its
+    /// pin) and evicts, in one transaction. The body file, if any, is already in its final
+    /// place.
     func commit(
         _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?
     ) throws(StorageError) -> StoredEntry {
         let now = clock()
-        let entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
+        var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
                 let existing = try state.connection.statement(
-                    "SELECT id, in_file FROM entries WHERE primary_key = ? AND variant_key = ?")
+                    "SELECT id, in_file, pinned FROM entries WHERE primary_key = ? AND variant_key = ?")
                 existing.bind(1, head.primaryKey)
                 existing.bind(2, head.variantKey)
                 if try existing.step() {
                     let oldID = existing.text(0)
                     if existing.int(1) != 0 { obsolete.append(oldID) }
+                    entry.isPinned = existing.int(2) != 0
                     try Self.deleteRow(oldID, state.connection)
                 }
                 let insert = try state.connection.statement(
@@ -407,7 +409,7 @@ public final class DiskStore: CacheStore {
                     INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
                         body_size, checksums, body, in_file, stored_at, last_access, hits, pinned, storage_policy,
                         user_info, complete)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
                     """)
                 insert.bind(1, id.rawValue)
                 insert.bind(2, head.primaryKey)
@@ -423,9 +425,10 @@ public final class DiskStore: CacheStore {
                 insert.bind(12, Int64(inline == nil ? 1 : 0))
                 insert.bind(13, now)
                 insert.bind(14, now)
-                insert.bind(15, Int64(head.storagePolicy.rawValue))
-                insert.bind(16, head.userInfo)
-                insert.bind(17, Int64(head.isComplete ? 1 : 0))
+                insert.bind(15, Int64(entry.isPinned ? 1 : 0))
+                insert.bind(16, Int64(head.storagePolicy.rawValue))
+                insert.bind(17, head.userInfo)
+                insert.bind(18, Int64(head.isComplete ? 1 : 0))
                 try insert.run()
                 obsolete += try evict(state.connection)
                 return obsolete

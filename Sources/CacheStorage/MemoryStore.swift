@@ -78,7 +78,8 @@ public final class MemoryStore: CacheStore {
         MemoryWriter(store: self, head: head)
     }
 
-    /// Inserts a finished entry, replacing the same primary and variant key, then evicts.
+    /// Inserts a finished entry, replacing the same primary and variant key (and pinned when
+    /// it was), then evicts.
     func insert(head: EntryHead, body: [UInt8]) throws(StorageError) -> StoredEntry {
         guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else {
             throw StorageError(
@@ -88,21 +89,27 @@ public final class MemoryStore: CacheStore {
         }
         let now = clock()
         let entry = StoredEntry(id: .random(), head: head, bodySize: Int64(body.count), storedAt: now, lastAccess: now)
-        state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity) }
-        return entry
+        return state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: true) }
     }
 
-    /// Inserts an entry that already has an identity (a tiered store promoting from disk).
+    /// Inserts an entry that already has an identity and its own pin (a tiered store
+    /// promoting from disk).
     func insert(_ entry: StoredEntry, body: [UInt8]) {
         guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else { return }
-        state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity) }
+        state.withLock { _ = Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: false) }
     }
 
-    private static func add(_ entry: StoredEntry, body: [UInt8], to state: inout State, capacity: Int64) {
+    /// Adds `entry` in place of the same primary and variant key; with `keepingPin`, it is
+    /// pinned when the entry it replaces was. Returns the entry as added.
+    private static func add(
+        _ entry: StoredEntry, body: [UInt8], to state: inout State, capacity: Int64, keepingPin: Bool
+    ) -> StoredEntry {
+        var entry = entry
         if let existing = state.slots[entry.id] { unlink(existing, &state) }
         if let sameVariant = state.byKey[entry.head.primaryKey]?.first(where: {
             state.nodes[$0].entry.head.variantKey == entry.head.variantKey
         }) {
+            if keepingPin && state.nodes[sameVariant].entry.isPinned { entry.isPinned = true }
             unlink(sameVariant, &state)
         }
         let node = Node(entry: entry, body: body)
@@ -122,6 +129,7 @@ public final class MemoryStore: CacheStore {
         state.totals.bodyBytes += entry.bodySize
         if entry.isPinned { state.totals.pinnedBytes += entry.bodySize }
         evict(&state, capacity: capacity)
+        return entry
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {

@@ -1,5 +1,6 @@
 import CacheExchange
 import CacheLocking
+import CacheSemantics
 import CacheStorage
 import Foundation
 
@@ -22,10 +23,42 @@ import FoundationNetworking
 /// Redirects are followed by the cache, each hop cached under its own URL. Requests the
 /// cache itself sends go through a session without this protocol, so it never intercepts
 /// itself. The protocol serves one cache per process: the one last installed.
+///
+/// A load with `.returnCacheDataDontLoad` and nothing stored fails with
+/// `URLError(.resourceUnavailable)`, the error Apple's loading system gives for it (Apple
+/// documents that "the load is considered to have failed"), so an app that checks only for
+/// an error never takes a body for content. ``HTTPCache/data(for:)`` answers the same
+/// request with the cache's own `504`, which RFC 9111 §5.2.1.7 prescribes for
+/// `only-if-cached`; a request with `Cache-Control: only-if-cached` gets that `504` here too.
+///
+/// ## Bodies on Linux (swift-corelibs-foundation)
+///
+/// Every URLSession API gets the whole body, but corelibs handles a custom protocol's body
+/// differently by task kind (measured with Swift 6.3.1):
+/// - A data or upload task with a completion handler — and so `data(for:)`, `data(from:)`
+///   and `upload(for:from:)`, which corelibs builds on completion handlers — is given only
+///   the data of the last `urlProtocol(_:didLoad:)` call: each call replaces the previous
+///   one (a 70 KB body arrived as its last 4.5 KB).
+/// - A data task driven by a delegate gets every call, as `urlSession(_:dataTask:didReceive:)`.
+/// - A download task gets a file only when corelibs' own HTTP protocol loads it: with any
+///   other protocol the completion handler gets no file and no error, and a delegate or
+///   `download(for:)` traps.
+///
+/// A protocol cannot see whether a task has a completion handler, so on Linux the body is
+/// passed on in pieces as it comes (a delegate streams) and kept whole: the load is then
+/// finished through a second protocol instance whose one `didLoad` holds the whole body
+/// (made while it stands for a task of its own with no delegate, which ignores it), so a
+/// completion handler gets that. The cost is the body in memory until the load ends, which
+/// a completion handler needs anyway. Download tasks are handed to corelibs' HTTP protocol:
+/// their bodies come from the origin, not from the cache, and are not stored (for cached,
+/// resumable downloads use ``HTTPCache/download(_:to:retries:)``). On Apple platforms,
+/// whose loading system gathers the pieces itself, the body is passed on in pieces only.
 public final class CachingURLProtocol: URLProtocol {
     private static let installed = Locked<HTTPCache?>(nil)
     // Set in startLoading, read in stopLoading; URLSession calls both on one thread.
     private let loading = Locked<Task<Void, Never>?>(nil)
+    /// The platform's protocol loading a download task (Linux).
+    private let delegated = Locked<URLProtocol?>(nil)
 
     /// The cache requests are answered through; `nil` lets every request pass to the next
     /// protocol.
@@ -48,6 +81,11 @@ public final class CachingURLProtocol: URLProtocol {
             client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
+        #if canImport(FoundationNetworking)
+        if let download = task as? URLSessionDownloadTask {
+            return loadFromTheOrigin(download, cache)
+        }
+        #endif
         var request = self.request
         if request.httpBody == nil, let stream = request.httpBodyStream {
             request.httpBody = Self.read(stream)
@@ -61,12 +99,12 @@ public final class CachingURLProtocol: URLProtocol {
             let client = protocolInstance.client
             do {
                 let (head, body) = try await cache.bytes(for: request)
-                client?.urlProtocol(protocolInstance, didReceive: head.response, cacheStoragePolicy: .notAllowed)
-                for try await chunk in body {
-                    try Task.checkCancellation()
-                    client?.urlProtocol(protocolInstance, didLoad: chunk)
+                if head.statusCode == 504, head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
+                    throw protocolInstance.resourceUnavailable(
+                        "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it")
                 }
-                client?.urlProtocolDidFinishLoading(protocolInstance)
+                client?.urlProtocol(protocolInstance, didReceive: head.response, cacheStoragePolicy: .notAllowed)
+                try await protocolInstance.deliver(body, to: client)
             } catch is CancellationError {
                 // stopLoading: the session no longer listens.
             } catch {
@@ -78,7 +116,71 @@ public final class CachingURLProtocol: URLProtocol {
 
     override public func stopLoading() {
         loading.withLock { $0 }?.cancel()
+        delegated.withLock { $0 }?.stopLoading()
     }
+
+    /// Passes `body` on and finishes the load (see "Bodies on Linux" above).
+    private func deliver(_ body: ResponseBody, to client: (any URLProtocolClient)?) async throws {
+        #if canImport(FoundationNetworking)
+        var whole = Data()
+        for try await chunk in body {
+            try Task.checkCancellation()
+            client?.urlProtocol(self, didLoad: chunk)
+            whole.append(chunk)
+        }
+        try Task.checkCancellation()
+        guard let task else {
+            client?.urlProtocolDidFinishLoading(self)
+            return
+        }
+        let finishing = WholeBody(request: request, cachedResponse: nil, client: nil)
+        finishing.task = WholeBody.noDelegateTask
+        client?.urlProtocol(finishing, didLoad: whole)
+        finishing.task = task
+        client?.urlProtocolDidFinishLoading(finishing)
+        #else
+        for try await chunk in body {
+            try Task.checkCancellation()
+            client?.urlProtocol(self, didLoad: chunk)
+        }
+        client?.urlProtocolDidFinishLoading(self)
+        #endif
+    }
+
+    /// How a `returnCacheDataDontLoad` load with nothing to use fails on Apple platforms.
+    private func resourceUnavailable(_ why: String) -> URLError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: why]
+        if let url = request.url { userInfo[NSURLErrorFailingURLErrorKey] = url }
+        return URLError(.resourceUnavailable, userInfo: userInfo)
+    }
+
+    #if canImport(FoundationNetworking)
+    /// Hands a download task to corelibs' own HTTP protocol, the only one it gives a file to
+    /// (see "Bodies on Linux" above).
+    private func loadFromTheOrigin(_ download: URLSessionDownloadTask, _ cache: HTTPCache) {
+        let policy = CachePolicy(request.cachePolicy)
+        if policy == .returnCacheDataDontLoad
+            || (policy == .useProtocolCachePolicy && cache.configuration.defaultPolicy == .returnCacheDataDontLoad)
+        {
+            client?.urlProtocol(
+                self,
+                didFailWithError: resourceUnavailable(
+                    "download tasks are not answered from the cache on this platform, and the cache policy "
+                        + "returnCacheDataDontLoad never loads from the origin"))
+            return
+        }
+        let loader = URLSessionConfiguration.default.protocolClasses?.lazy
+            .compactMap { $0 as? URLProtocol.Type }
+            .first { $0 != CachingURLProtocol.self && $0.canInit(with: self.request) }
+        guard let loader else {
+            client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
+            return
+        }
+        let platform = loader.init(task: download, cachedResponse: nil, client: client)
+        delegated.withLock { $0 = platform }
+        platform.startLoading()
+    }
+    #endif
 
     private static func read(_ stream: InputStream) -> Data {
         var data = Data()
@@ -93,6 +195,30 @@ public final class CachingURLProtocol: URLProtocol {
         return data
     }
 }
+
+#if canImport(FoundationNetworking)
+/// The instance a load on Linux is finished through, holding the whole body in one `didLoad`
+/// (see ``CachingURLProtocol``). It never loads anything itself.
+private final class WholeBody: URLProtocol {
+    /// A data task that is never resumed, of a session with no delegate: corelibs keeps the
+    /// data given for it and passes it to no one.
+    static let noDelegateTask: URLSessionDataTask = {
+        let session = URLSession(configuration: .ephemeral)
+        let task = session.dataTask(with: URL(string: "http://127.0.0.1/")!)
+        // corelibs registers a new task on the session's serial queue after returning it, and
+        // answers getAllTasks through that queue: once it has answered, the task is registered.
+        let registered = DispatchSemaphore(value: 0)
+        session.getAllTasks { _ in registered.signal() }
+        registered.wait()
+        return task
+    }()
+
+    override class func canInit(with request: URLRequest) -> Bool { false }
+    override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+    override func startLoading() {}
+    override func stopLoading() {}
+}
+#endif
 
 /// A value handed to another task although its type is not `Sendable`: the URL loading
 /// system owns a protocol instance and calls its client from any thread.

@@ -45,7 +45,9 @@ public final class HTTPCache: Sendable {
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         /// The policy used for requests whose `cachePolicy` is `.useProtocolCachePolicy`.
         public var defaultPolicy: CachePolicy = .useProtocolCachePolicy
-        /// Rules by URL pattern: never cache, force a lifetime, pin.
+        /// Rules by URL pattern: never cache, force a lifetime, pin. A pattern that starts with
+        /// `/` matches the path and query on any host, any other the whole URL
+        /// (``URLPattern``).
         public var rules: [CacheRule] = []
         /// Chooses the key a request is cached under; `nil` returned means "do not cache this
         /// request". Default: the request's URL (``RequestKey/standard(_:)``).
@@ -68,7 +70,6 @@ public final class HTTPCache: Sendable {
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("httpcache: \(message)\n".utf8))
         }
-
         /// The defaults: a private cache in the user's cache directory.
         public init() {}
 
@@ -147,7 +148,9 @@ public final class HTTPCache: Sendable {
     /// The request's `cachePolicy` (all six) and its `Cache-Control` are honoured
     /// (RFC 9111 §5.2.1). When the origin cannot be reached, a stored response is served
     /// where RFC 9111 §4.2.4 allows it (outcome ``CacheOutcome/stale``), a `504` when it
-    /// forbids it (`must-revalidate`), and otherwise the transport's error is thrown.
+    /// forbids it (`must-revalidate`), and otherwise the transport's error is thrown — always
+    /// under `.reloadIgnoringLocalCacheData` and `.reloadIgnoringLocalAndRemoteCacheData`,
+    /// which promise a load from the origin.
     public func data(for request: URLRequest) async throws -> CachedResponse {
         try await data(for: request, forceStore: false)
     }
@@ -203,6 +206,9 @@ public final class HTTPCache: Sendable {
             return (response.responseHead(url: prepared.url), ResponseBody(source: source))
         } summary: { result in
             (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
+        } leaving: { hop in
+            // A redirect's body is read to its end, so the hop is stored as through data(for:).
+            for try await _ in hop.1 {}
         }
     }
 
@@ -235,10 +241,12 @@ public final class HTTPCache: Sendable {
     public var rules: [CacheRule] { configuration.rules + state.withLock { $0.manifestRules } }
 
     /// Runs one request (and its redirects, when followed), counting outcomes and reporting
-    /// an event for each.
+    /// an event for each. `leaving` is given each response left for the next hop; a response
+    /// from the origin is stored only once its body has been read to the end.
     private func following<Result>(
         _ request: URLRequest, forceStore: Bool, _ body: (PreparedRequest) async throws -> Result,
-        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason])
+        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason]),
+        leaving: (Result) async throws -> Void = { _ in }
     ) async throws -> Result {
         var current = request
         var redirects = 0
@@ -270,6 +278,7 @@ public final class HTTPCache: Sendable {
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
                 let next = redirected(current, status: status, location: fields["Location"])
             {
+                try await leaving(result)
                 redirects += 1
                 current = next
                 continue

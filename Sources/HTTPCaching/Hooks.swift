@@ -105,9 +105,16 @@ public struct StoreCandidate: @unchecked Sendable {
     }
 }
 
-/// A URL pattern: the whole URL, with `*` matching any run of characters (including `/`)
-/// and every other character matching itself. `https://api.example.com/v1/*` matches
-/// everything under `/v1/`; `*.png` every URL ending in `.png`.
+/// A URL pattern, with `*` matching any run of characters (including `/`) and every other
+/// character matching itself.
+///
+/// A pattern that starts with `/` is matched against the URL's request-target — its path and
+/// query, as in the request line (RFC 9112 §3.2.1 origin-form; `/` when the path is empty,
+/// never the fragment) — on any host: `/live/*` matches `https://example.com/live/score` and
+/// `http://127.0.0.1:8080/live/score?period=2`, and `/search?q=*` only searches with a `q`.
+/// Any other pattern is matched against the whole URL: `https://api.example.com/v1/*` matches
+/// everything under `/v1/` on that host, `*.png` every URL ending in `.png`, `*/live/*` any URL
+/// with `/live/` in it.
 public struct URLPattern: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The pattern text.
     public let pattern: String
@@ -123,9 +130,10 @@ public struct URLPattern: Hashable, Sendable, CustomStringConvertible, Expressib
 
     public var description: String { pattern }
 
-    /// Whether `url` matches.
+    /// Whether `url` (an absolute URL) matches: its request-target when the pattern starts
+    /// with `/`, else the whole URL.
     public func matches(_ url: String) -> Bool {
-        let text = Array(url.utf8)
+        let text = pattern.utf8.first == UInt8(ascii: "/") ? Self.requestTarget(of: url) : Array(url.utf8)
         guard parts.count > 1 else { return text == parts[0] }
         guard text.starts(with: parts[0]) else { return false }
         var position = parts[0].count
@@ -135,6 +143,23 @@ public struct URLPattern: Hashable, Sendable, CustomStringConvertible, Expressib
         }
         let last = parts[parts.count - 1]
         return text.count - position >= last.count && text.suffix(last.count).elementsEqual(last)
+    }
+
+    /// The path and query of `url`: from the first `/` or `?` after the authority to the end
+    /// or a `#`, with a `/` put in front when the path is empty (RFC 9112 §3.2.1).
+    static func requestTarget(of url: String) -> [UInt8] {
+        let text = Array(url.utf8)
+        let slash = UInt8(ascii: "/")
+        var start = 0
+        if let scheme = text.indices.dropLast(2).first(where: {
+            text[$0] == UInt8(ascii: ":") && text[$0 + 1] == slash && text[$0 + 2] == slash
+        }) {
+            start = scheme + 3
+        }
+        let path = text[start...].firstIndex { $0 == slash || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        let from = path ?? text.count
+        let target = text[from..<(text[from...].firstIndex(of: UInt8(ascii: "#")) ?? text.count)]
+        return target.first == slash ? Array(target) : [slash] + target
     }
 
     private func find(_ needle: [UInt8], in text: [UInt8], from start: Int) -> Int? {
@@ -148,6 +173,18 @@ public struct URLPattern: Hashable, Sendable, CustomStringConvertible, Expressib
 
 /// A rule applied to every request whose URL matches a pattern
 /// (``HTTPCache/Configuration/rules``). The first matching rule of each kind applies.
+///
+/// ```swift
+/// configuration.rules = [
+///     CacheRule("/live/*", .neverCache),                               // path (and query) on any host
+///     CacheRule("https://cdn.example.com/*", .forceLifetime(seconds: 3600)),  // one host: the whole URL
+///     CacheRule("*.png", .pin),
+/// ]
+/// ```
+///
+/// ``URLPattern`` says how a pattern matches: one that starts with `/` matches the path and
+/// query, any other the whole URL. To force a lifetime from code that looks at the response
+/// rather than the URL, use ``HTTPCache/Configuration/willStore`` (``StoreChoice/fields``).
 public struct CacheRule: Hashable, Sendable, CustomStringConvertible {
     /// What the rule does.
     public enum Action: Hashable, Sendable {

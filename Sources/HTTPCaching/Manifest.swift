@@ -28,7 +28,8 @@ import FoundationNetworking
 ///   Lines before any section header belong to `CACHE:`, as in HTML5.
 /// - `NETWORK:` lists ``URLPattern``s (`*` matches any run of characters) that are never
 ///   cached: requests go straight to the origin (outcome ``CacheOutcome/bypass``). A
-///   NETWORK pattern wins over a CACHE URL.
+///   NETWORK pattern wins over a CACHE URL. A pattern starting with `/` is resolved against
+///   the base URL when there is one, and otherwise matches the path and query on any host.
 /// - Blank lines and lines starting with `#` are ignored; anything else after the last
 ///   section header belongs to it. Other section headers (HTML5's `FALLBACK:`) are errors.
 public struct CacheManifest: Hashable, Sendable {

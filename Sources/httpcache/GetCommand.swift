@@ -33,7 +33,10 @@ struct GetCommand {
           -H, --header 'N: v'    a request field; repeat for more
           -d, --data DATA        a request body; @FILE reads it from FILE
           -i, --include          print the status line and fields (with Cache-Status) first
-          -o, --output FILE      write the body to FILE (replaced only when complete); - is stdout
+          -o, --output FILE      write the body to FILE; - is stdout. A file is replaced only
+                                 when the body is complete and keeps its mode and owner; a
+                                 device or FIFO (/dev/null) is written in place; a symbolic
+                                 link is followed and stays
           -C, --continue         with -o FILE: a resumable download. The body goes to
                                  FILE.partial (with FILE.partial.json to resume it); a
                                  transfer cut off is resumed at once (up to 5 retries in a row
@@ -226,50 +229,5 @@ struct GetCommand {
             text = String(validating: collected, as: UTF8.self)
         }
         return Transfer(head: head, bodyBytes: received, text: text, elapsed: clock.now - started)
-    }
-}
-
-/// A file `-o` writes: a temporary file beside it, renamed over it once the body is complete.
-final class OutputFile {
-    let path: String
-    private let temporary: String
-    private let handle: FileHandle
-
-    init(_ path: String) throws(Failure) {
-        self.path = path
-        let url = URL(fileURLWithPath: path)
-        temporary = url.deletingLastPathComponent().path + "/." + url.lastPathComponent + ".httpcache-\(getpid()).part"
-        guard FileManager.default.createFile(atPath: temporary, contents: nil),
-            let handle = FileHandle(forWritingAtPath: temporary)
-        else {
-            throw Failure(
-                .failure,
-                "cannot write \(path): \(String(cString: strerror(errno))); check the directory exists and is writable")
-        }
-        self.handle = handle
-    }
-
-    func write(_ chunk: Data) throws(Failure) {
-        do {
-            try handle.write(contentsOf: chunk)
-        } catch {
-            throw Failure(.failure, "cannot write \(path): \(error)")
-        }
-    }
-
-    /// Puts the complete file in place.
-    func commit() throws(Failure) {
-        try? handle.close()
-        guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            discard()
-            throw Failure(.failure, "cannot write \(path): \(reason)")
-        }
-    }
-
-    /// Removes the temporary file.
-    func discard() {
-        try? handle.close()
-        unlink(temporary)
     }
 }

@@ -5,6 +5,12 @@ import HTTPCaching
 import FoundationNetworking
 #endif
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `httpcache get -C -o FILE URL`: a download that resumes (``HTTPCache/download(_:to:retries:)``).
 extension GetCommand {
     /// Checks that a request can be downloaded with `-C`.
@@ -23,12 +29,22 @@ extension GetCommand {
         }
     }
 
-    /// Downloads to `output`, resuming `output.partial` when an earlier run left one.
-    func runResumable(to output: String) async throws(Failure) {
+    /// Downloads to `path`, resuming `path.partial` when an earlier run left one. A symbolic
+    /// link is followed (the download goes to the file it leads to; the link stays); a device,
+    /// FIFO or directory is refused: the partial file could never be renamed over it.
+    func runResumable(to path: String) async throws(Failure) {
+        let destination = try OutputFile.followingLinks(path)
+        var existing = stat()
+        if stat(destination, &existing) == 0 && existing.st_mode & S_IFMT != S_IFREG {
+            throw Failure(
+                .failure,
+                "cannot download \(path) with -C: it is not a regular file (a device, FIFO or directory); "
+                    + "without -C a device or FIFO is written in place")
+        }
         let cache = try cacheOptions.open(isShared: options.isShared)
         let clock = ContinuousClock()
         let started = clock.now
-        let download = cache.download(options.request, to: URL(fileURLWithPath: output))
+        let download = cache.download(options.request, to: URL(fileURLWithPath: destination))
         let showsBar = Console.errorIsTerminal
         let bar = Task {
             var bar = ProgressBar(total: nil, enabled: showsBar)
@@ -52,15 +68,15 @@ extension GetCommand {
         let result: DownloadResult
         switch outcome {
         case .success(let value): result = value
-        case .failure(let error): throw failure(error, output: output)
+        case .failure(let error): throw failure(error, output: destination)
         }
         if include { Console.out(Report.head(result.response.response)) }
         let transfer = Transfer(head: result.response, bodyBytes: result.totalBytes, elapsed: clock.now - started)
-        if json { Console.out(transfer.json(file: output).text + "\n") }
+        if json { Console.out(transfer.json(file: path).text + "\n") }
         if verbose {
             Console.error(Report.verbose(result.response, method: options.method, elapsed: transfer.elapsed))
             Console.error(
-                "httpcache: \(output): \(Format.bytes(result.totalBytes)), \(Format.bytes(result.transferredBytes)) "
+                "httpcache: \(path): \(Format.bytes(result.totalBytes)), \(Format.bytes(result.transferredBytes)) "
                     + "received in this run; \(result.resumptions) resumed, \(result.restarts) restarted, "
                     + "\(result.attempts) requests\n")
         }

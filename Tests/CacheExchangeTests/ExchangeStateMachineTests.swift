@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
@@ -295,5 +296,27 @@ struct ExchangeStateMachineTests {
         #expect(relay.headFreshens?.entry.id == stored.entry.id)
         #expect(relay.storage == nil)
         #expect(relay.expectedLength == 0, "a response to HEAD has no body (RFC 9110 §9.3.2)")
+    }
+}
+
+@Suite("BackgroundRevalidations: one per key, and waiting until none runs (RFC 5861 §3)")
+struct BackgroundRevalidationsTests {
+    @Test("a key runs one revalidation at a time; waiters are told once the last one ends, also across overlaps")
+    func overlappingRevalidations() {
+        let registry = BackgroundRevalidations()
+        #expect(registry.begin("a"))
+        #expect(!registry.begin("a"), "one at a time per key")
+        #expect(registry.begin("b"))
+        let told = Locked(0)
+        registry.whenIdle { told.withLock { $0 += 1 } }
+        registry.end("a")
+        // "a" ended and starts again before "b" ends: the waiter waits for both.
+        #expect(registry.begin("a"))
+        registry.end("b")
+        #expect(told.withLock { $0 } == 0)
+        registry.end("a")
+        #expect(told.withLock { $0 } == 1)
+        registry.whenIdle { told.withLock { $0 += 1 } }
+        #expect(told.withLock { $0 } == 2, "told at once when none runs")
     }
 }

@@ -221,6 +221,30 @@ struct StoreBehaviourTests {
     }
 
     @Test(
+        "an entry that replaces a pinned variant is pinned too (a new 200 keeps a pin); other variants are not",
+        arguments: StoreKind.allCases)
+    func replacementOfAPinnedVariantStaysPinned(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try kind.make(capacity: 10_000, directory: directory, clock: clock)
+        let url = "https://example.com/pinned"
+        try put(store, head(url, variant: "a"), [UInt8](repeating: 1, count: 4_000))
+        #expect(try store.setPinned(true, primaryKey: url) == 1)
+        let replacement = try put(store, head(url, variant: "a"), [UInt8](repeating: 2, count: 3_000))
+        #expect(replacement.isPinned)
+        try put(store, head(url, variant: "b"), [UInt8](repeating: 3, count: 1_000))
+        let variants = try store.variants(of: url).sorted { $0.head.variantKey < $1.head.variantKey }
+        #expect(variants.map(\.isPinned) == [true, false])
+        #expect(store.totals().pinnedBytes == 3_000)
+        // Being pinned, the replacement outlives eviction.
+        for index in 0..<5 {
+            clock.advance(1)
+            try put(store, head("https://example.com/\(index)"), [UInt8](repeating: 4, count: 3_000))
+        }
+        #expect(try store.variants(of: url).contains { $0.id == replacement.id && $0.isPinned })
+    }
+
+    @Test(
         "a body above the maximum entry size is refused with a reason, never dropped silently",
         arguments: StoreKind.allCases)
     func maximumEntrySize(kind: StoreKind) throws {

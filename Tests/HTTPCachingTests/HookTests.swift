@@ -142,6 +142,62 @@ struct HookTests {
         #expect(try h.cache.entries(for: h.origin.url("/forced")).first?.isPinned == false)
     }
 
+    /// A pin set by hand (`setPinned`, `httpcache pin`) is kept when a new 200 replaces the
+    /// pinned response: the store carries a variant's pin over to its replacement.
+    @Test func aPinIsKeptWhenANewResponseReplacesThePinnedOne() async throws {
+        let h = try Harness()
+        h.serve("/p", [("Cache-Control", "max-age=60")], body: "v1")
+        _ = try await h.get("/p")
+        #expect(try h.cache.setPinned(true, url: h.origin.url("/p")) == 1)
+        h.clock.advance(by: 120)
+        h.serve("/p", [("Cache-Control", "max-age=60")], body: "v2")
+        #expect(try await h.get("/p").text == "v2")
+        let entries = try h.cache.entries(for: h.origin.url("/p"))
+        #expect(entries.count == 1)
+        #expect(entries.first?.isPinned == true)
+        #expect(try await h.get("/p").text == "v2")
+    }
+
+    /// A pattern that starts with `/` matches the request-target, path and query (RFC 9112
+    /// §3.2.1's origin-form), on any host: `CacheRule("/live/*", …)` applies to `/live/score`.
+    @Test func rulesWithAPathPatternMatchThePathAndQueryOnAnyHost() async throws {
+        let h = try Harness {
+            $0.rules = [
+                CacheRule("/live/*", .neverCache),
+                CacheRule("/forced?v=*", .forceLifetime(seconds: 300)),
+            ]
+        }
+        h.serve("/live/score", [("Cache-Control", "max-age=60")])
+        h.serve("/forced", [("Cache-Control", "no-cache")])
+        #expect(try await h.get("/live/score").outcome == .bypass)
+        #expect(try await h.get("/live/score?period=2").outcome == .bypass)
+        _ = try await h.get("/forced?v=1")
+        _ = try await h.get("/forced")
+        h.clock.advance(by: 200)
+        #expect(try await h.get("/forced?v=1").outcome == .hit)
+        #expect(try await h.get("/forced").outcome != .hit)
+    }
+
+    @Test(arguments: [
+        ("/live/*", "https://example.com/live/score", true),
+        ("/live/*", "http://127.0.0.1:8080/live/score?period=2", true),
+        ("/live/*", "https://example.com/archive/live/score", false),
+        ("/live", "https://example.com/live?x=1", false),
+        ("/", "https://example.com", true),
+        ("/?q=*", "https://example.com?q=1", true),
+        ("/*.png", "https://user@example.com/a/b.png", true),
+        ("/search?q=*", "https://example.com/search?q=swift", true),
+        ("/search?q=*", "https://example.com/search", false),
+        ("*/live/*", "https://example.com/live/score", true),
+        ("https://example.com/live/*", "https://example.com/live/score", true),
+        ("https://example.com/live/*", "https://example.org/live/score", false),
+    ])
+    func urlPatternsMatchTheWholeURLOrWithALeadingSlashTheRequestTarget(
+        pattern: String, url: String, matches: Bool
+    ) {
+        #expect(URLPattern(pattern).matches(url) == matches)
+    }
+
     /// Seed 003: a manifest's NETWORK patterns are never cached; its CACHE URLs are fetched,
     /// pinned and served while the origin is down — even one the origin marked no-store.
     @Test func manifestSections() async throws {

@@ -3,9 +3,10 @@ import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Foundation
-import HTTPCaching
 import LoopbackOrigin
 import Testing
+
+@testable import HTTPCaching
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -113,6 +114,48 @@ struct OfflineTests {
         #expect(h.origin.count("/swr") == 2)
         let fresh = try await h.get("/swr")
         #expect(fresh.outcome == .hit && fresh.text == "v2")
+    }
+
+    /// `waitForBackgroundWork()` (which every `httpcache get` calls) returns once the
+    /// revalidations are over, also when one ended and a second one for the same key started
+    /// meanwhile (RFC 5861 §3: one at a time per key). The exchange registers a key before its
+    /// revalidation starts and releases it when it ends, so no finished one stays registered.
+    @Test(.timeLimit(.minutes(1)))
+    func waitForBackgroundWorkReturnsAfterOverlappingRevalidations() async throws {
+        let h = try Harness()
+        let revalidations = Locked(0)
+        h.origin.route("/swr") { [clock = h.clock] request in
+            let headers = [
+                ("Date", HTTPDate.format(Timestamp(secondsSince1970: clock.now()))),
+                ("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\""),
+            ]
+            guard request.header("If-None-Match") == "\"w\"" else {
+                return LoopbackOrigin.Response(headers: headers, body: "swr")
+            }
+            let count = revalidations.withLock { count in
+                count += 1
+                return count
+            }
+            // The first revalidation ends at once; the second is still running when waited for.
+            return LoopbackOrigin.Response(status: 304, headers: headers, delay: count == 1 ? 0 : 0.5)
+        }
+        _ = try await h.get("/swr")
+        #expect(try await h.get("/swr").outcome == .stale)
+        await h.cache.waitForBackgroundWork()
+        #expect(try await h.get("/swr").outcome == .stale)
+
+        let returned = Locked(false)
+        Task {
+            await h.cache.waitForBackgroundWork()
+            returned.withLock { $0 = true }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !returned.withLock({ $0 }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(returned.withLock { $0 }, "waitForBackgroundWork() had not returned after 10 s")
+        #expect(revalidations.withLock { $0 } == 2)
+        #expect(h.origin.count("/swr") == 3)
     }
 
     /// Counters and events follow every outcome.

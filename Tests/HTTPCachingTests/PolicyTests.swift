@@ -80,6 +80,25 @@ struct PolicyTests {
     }
 
     /// `Configuration.defaultPolicy` applies to requests left at `.useProtocolCachePolicy`.
+    /// `reloadIgnoringLocalCacheData` and `reloadIgnoringLocalAndRemoteCacheData` load from the
+    /// origin (Apple: "the URL load should be loaded only from the originating source"): when it
+    /// cannot be reached, the load fails with the transport's error even though a response is
+    /// stored, fresh or stale. The default policy serves the same response.
+    @Test(arguments: [URLRequest.CachePolicy.reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData])
+    func reloadPoliciesThrowTheTransportErrorWhenTheOriginIsUnreachable(
+        policy: URLRequest.CachePolicy
+    ) async throws {
+        let h = try Harness()
+        h.serve("/r", [("Cache-Control", "max-age=60")], body: "stored")
+        _ = try await h.get("/r")
+        h.origin.stop()
+        await #expect(throws: URLError.self) { try await h.get("/r", policy: policy) }
+        h.clock.advance(by: 120)
+        await #expect(throws: URLError.self) { try await h.get("/r", policy: policy) }
+        let fallback = try await h.get("/r")
+        #expect(fallback.outcome == .stale && fallback.text == "stored")
+    }
+
     @Test func defaultPolicyApplies() async throws {
         let h = try Harness { $0.defaultPolicy = .returnCacheDataElseLoad }
         h.serve("/d", [("Cache-Control", "max-age=1")], body: "x")

@@ -190,6 +190,23 @@ struct ReuseTests {
         #expect(h.origin.count("/old") == 1 && h.origin.count("/new") == 1)
     }
 
+    /// RFC 9110 §15.4 through the streaming API (which `httpcache get` and `CachingURLProtocol`
+    /// use): each hop's body is read to its end before the redirect is followed, so the hop is
+    /// stored under its own URL, as through data(for:).
+    @Test func redirectHopsAreStoredThroughBytes() async throws {
+        let h = try Harness()
+        h.serve("/old", status: 301, [("Location", "/new"), ("Cache-Control", "max-age=600")], body: "moved")
+        h.serve("/new", [("Cache-Control", "max-age=600")], body: "moved here")
+        for _ in 0..<2 {
+            let (head, body) = try await h.cache.bytes(for: h.request("/old"))
+            #expect(try await body.collect() == Data("moved here".utf8))
+            #expect(head.response.url?.path == "/new")
+        }
+        #expect(h.origin.count("/old") == 1 && h.origin.count("/new") == 1)
+        let hop = try #require(try h.cache.entries(for: h.origin.url("/old")).first)
+        #expect(hop.status == 301 && hop.bodySize == 5)
+    }
+
     /// A response whose body cannot be stored is still served, with the reason.
     @Test("no-store is served and not stored (§3)")
     func noStore() async throws {

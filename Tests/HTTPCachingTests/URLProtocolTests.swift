@@ -1,4 +1,6 @@
+import CacheLocking
 import CacheSemantics
+import CacheStorage
 import CacheTestSupport
 import Foundation
 import HTTPCaching
@@ -67,8 +69,130 @@ struct URLProtocolTests {
         let (body, response) = try await fetch(session, h.request("/o"))
         #expect(body == "cached")
         #expect(response.value(forHTTPHeaderField: "Cache-Status")?.contains("disconnected") == true)
-        let (_, missing) = try await fetch(session, h.request("/never", policy: .returnCacheDataDontLoad))
-        #expect(missing.statusCode == 504)
+    }
+
+    /// Apple documents `returnCacheDataDontLoad` with nothing stored as a load that fails; an
+    /// app that checks only for an error must not take the cache's 504 for content. Through
+    /// URLSession it is `URLError(.resourceUnavailable)`, Apple's code for it;
+    /// `HTTPCache.data(for:)` keeps its documented 504 (RFC 9111 §5.2.1.7's answer).
+    @Test func returnCacheDataDontLoadWithNothingStoredFailsWithResourceUnavailable() async throws {
+        let h = try Harness()
+        h.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored")
+        let session = session(h)
+        _ = try await fetch(session, h.request("/stored"))
+        let (body, _) = try await fetch(session, h.request("/stored", policy: .returnCacheDataDontLoad))
+        #expect(body == "stored")
+
+        let error = await #expect(throws: URLError.self) {
+            try await session.data(for: h.request("/never", policy: .returnCacheDataDontLoad))
+        }
+        #expect(error?.code == .resourceUnavailable)
+        #expect(error?.failingURL == h.origin.url("/never"))
+        #if canImport(FoundationNetworking)
+        // Download tasks are not answered from the cache on Linux (see CachingURLProtocol); with
+        // this policy they fail the same way rather than use the network.
+        let download = await #expect(throws: URLError.self) {
+            try await session.download(for: h.request("/stored", policy: .returnCacheDataDontLoad))
+        }
+        #expect(download?.code == .resourceUnavailable)
+        #endif
+        #expect(h.origin.count("/never") == 0 && h.origin.count("/stored") == 1)
+        #expect(try await h.get("/never", policy: .returnCacheDataDontLoad).statusCode == 504)
+    }
+
+    /// The URLSession APIs an app loads a body with.
+    enum API: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case asyncData = "data(for:)"
+        case asyncDataFromURL = "data(from:)"
+        case completionHandler = "dataTask(with:completionHandler:)"
+        case delegate = "dataTask(with:) and a delegate"
+        case asyncDownload = "download(for:)"
+        case downloadCompletionHandler = "downloadTask(with:completionHandler:)"
+        case downloadDelegate = "downloadTask(with:) and a delegate"
+
+        var testDescription: String { rawValue }
+        var isDownload: Bool { [.asyncDownload, .downloadCompletionHandler, .downloadDelegate].contains(self) }
+    }
+
+    /// Loads `request` through `api` on a new session of `h`'s cache: the body, the response
+    /// and how many pieces a delegate got the body in.
+    func load(_ api: API, _ request: URLRequest, _ h: Harness) async throws -> (Data, HTTPURLResponse, pieces: Int) {
+        let delegate = CollectingDelegate()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.useHTTPCache(h.cache)
+        let session = URLSession(
+            configuration: configuration, delegate: [.delegate, .downloadDelegate].contains(api) ? delegate : nil,
+            delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let body: Data
+        let response: URLResponse?
+        switch api {
+        case .asyncData: (body, response) = try await session.data(for: request)
+        case .asyncDataFromURL: (body, response) = try await session.data(from: try #require(request.url))
+        case .asyncDownload:
+            let (file, answer) = try await session.download(for: request)
+            (body, response) = (try Data(contentsOf: file), answer)
+        case .completionHandler:
+            (body, response) = try await withCheckedThrowingContinuation { continuation in
+                session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
+                        continuation.resume(returning: (data ?? Data(), response))
+                    }
+                }.resume()
+            }
+        case .downloadCompletionHandler:
+            (body, response) = try await withCheckedThrowingContinuation { continuation in
+                session.downloadTask(with: request) { file, response, error in
+                    // The file is removed when the handler returns.
+                    if let file, let data = try? Data(contentsOf: file) {
+                        continuation.resume(returning: (data, response))
+                    } else {
+                        continuation.resume(throwing: error ?? CocoaError(.fileReadNoSuchFile))
+                    }
+                }.resume()
+            }
+        case .delegate, .downloadDelegate:
+            let task = api == .delegate ? session.dataTask(with: request) : session.downloadTask(with: request)
+            task.resume()
+            try await delegate.finished()
+            (body, response) = (delegate.body, task.response)
+        }
+        return (body, try #require(response as? HTTPURLResponse), delegate.pieces)
+    }
+
+    /// swift-corelibs-foundation keeps only the last `didLoad` of a custom protocol for tasks
+    /// with a completion handler (the async data APIs are built on them) and gives a download
+    /// task a file only when its own HTTP protocol loads it. Every API gets the whole body, on
+    /// a miss and on a hit, and the delegate gets it in pieces as they come.
+    @Test(arguments: API.allCases, [1, 70_000, 5_000_000])
+    func everyAPIGetsTheWholeBodyOnAMissAndOnAHit(api: API, size: Int) async throws {
+        let h = try Harness()
+        h.origin.route("/body") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=600")], generatedLength: Int64(size), seed: 7)
+        }
+        let expected = Data(LoopbackOrigin.GeneratedBody.bytes(seed: 7, count: size))
+        for attempt in ["miss", "hit"] {
+            let (body, response, pieces) = try await load(api, h.request("/body"), h)
+            #expect(response.statusCode == 200, "\(attempt)")
+            // Compared outside #expect, which would diff megabytes on a failure.
+            let whole = body == expected
+            #expect(whole, "\(attempt): \(body.count) of \(size) bytes, or other bytes")
+            if api == .delegate && size > 1_000_000 {
+                #expect(pieces > 1, "\(attempt): the delegate got the body in one piece, not as it came")
+            }
+            if !api.isDownload {
+                let status = response.value(forHTTPHeaderField: "Cache-Status") ?? ""
+                #expect(status.contains(attempt == "miss" ? "fwd=uri-miss" : "; hit"), "\(attempt): \(status)")
+            }
+        }
+        #if canImport(FoundationNetworking)
+        // Download tasks go to the origin each time on Linux (see CachingURLProtocol).
+        #expect(h.origin.count("/body") == (api.isDownload ? 2 : 1))
+        #else
+        #expect(h.origin.count("/body") == 1)
+        #endif
     }
 
     /// A POST body sent through URLSession reaches the origin.
@@ -77,5 +201,59 @@ struct URLProtocolTests {
         h.origin.route("/echo") { request in LoopbackOrigin.Response(body: request.body) }
         let (body, _) = try await fetch(session(h), h.request("/echo", method: "POST", body: Data("ping".utf8)))
         #expect(body == "ping")
+    }
+}
+
+/// Collects what a session's delegate is told about one task.
+/// Its state is behind a lock it owns.
+final class CollectingDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+    private struct State {
+        var body = Data()
+        var pieces = 0
+        var outcome: Result<Void, any Error>?
+        var waiting: CheckedContinuation<Void, any Error>?
+    }
+
+    private let state = Locked(State())
+
+    var body: Data { state.withLock { $0.body } }
+    var pieces: Int { state.withLock { $0.pieces } }
+
+    /// Returns when the task has completed; throws its error.
+    func finished() async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            let outcome = state.withLock { state in
+                if state.outcome == nil { state.waiting = continuation }
+                return state.outcome
+            }
+            if let outcome { continuation.resume(with: outcome) }
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock {
+            $0.body.append(data)
+            $0.pieces += 1
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL
+    ) {
+        let data = (try? Data(contentsOf: location)) ?? Data()
+        state.withLock {
+            $0.body = data
+            $0.pieces = 1
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let outcome: Result<Void, any Error> = error.map { .failure($0) } ?? .success(())
+        let waiting = state.withLock { state in
+            state.outcome = outcome
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume(with: outcome)
     }
 }

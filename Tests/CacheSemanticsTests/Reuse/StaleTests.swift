@@ -107,11 +107,27 @@ struct StaleTests {
 
     static func fallback(
         _ failure: OriginFailure, facts: StoredResponseFacts, at offset: Double, request: HeaderFields = [:],
-        engine: CacheEngine = Reuse.privateEngine
+        policy: CachePolicy = .useProtocolCachePolicy, engine: CacheEngine = Reuse.privateEngine
     ) -> FallbackDecision {
         engine.fallback(
-            after: failure, request: CacheRequest(RequestHead(uri: Reuse.uri, fields: request)),
+            after: failure, request: CacheRequest(RequestHead(uri: Reuse.uri, fields: request), policy: policy),
             candidate: (index: 0, facts: facts), now: Reuse.time(offset))
+    }
+
+    @Test(
+        "the reload policies promise a load from the origin: after a failure the stored response is never served",
+        arguments: [CachePolicy.reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData])
+    func reloadPoliciesPassFailuresOn(policy: CachePolicy) throws {
+        // Fresh, or stale within stale-if-error: either would be served under the default policy.
+        let facts = try Reuse.store(["Cache-Control": "max-age=100, stale-if-error=600"])
+        for failure in [OriginFailure.unreachable, .serverError(status: 503)] {
+            for offset in [10.0, 150] {
+                #expect(
+                    Self.fallback(failure, facts: facts, at: offset, policy: policy) == .passThrough([.policy(policy)]),
+                    "\(failure) at \(offset) s")
+            }
+        }
+        #expect(Reuse.served(Self.fallback(.unreachable, facts: facts, at: 150)) != nil)
     }
 
     @Test("§4.2.4: a disconnected cache serves the stale response when the origin is unreachable")

@@ -220,6 +220,40 @@ struct CLIGetTests {
         #expect(run.stderr.contains("nothing stored could be served"))
     }
 
+    /// Each hop of a redirect is stored under its own URL (RFC 9110 §15.4), so the next run
+    /// asks the origin for neither.
+    @Test func redirectHopsAreStoredAndAnswerTheNextRun() async throws {
+        let cli = try CLIHarness()
+        cli.origin.route("/old") { _ in
+            LoopbackOrigin.Response(
+                status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=60")], body: "moved")
+        }
+        cli.serve("/new", [("Cache-Control", "max-age=60")], body: "new body")
+        for _ in 0..<2 {
+            let run = try await cli.run(["get", cli.url("/old")])
+            #expect(run.status == 0 && run.stdout == "new body", "\(run.stderr)")
+        }
+        #expect(cli.origin.count("/old") == 1 && cli.origin.count("/new") == 1)
+    }
+
+    /// `--policy reload` and `reload-all` promise a load from the origin (Apple's
+    /// `reloadIgnoringLocalCacheData`, `reloadIgnoringLocalAndRemoteCacheData`): with the origin
+    /// down they exit 7, as with nothing stored, and never print the stored body.
+    @Test func reloadPoliciesWithTheOriginDownExitSevenInsteadOfServingTheStoredResponse() async throws {
+        let cli = try CLIHarness()
+        cli.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored body")
+        #expect(try await cli.run(["get", cli.url("/stored")]).status == 0)
+        cli.origin.stop()
+        for policy in ["reload", "reload-all"] {
+            let run = try await cli.run(["get", cli.url("/stored"), "--policy", policy])
+            #expect(run.status == 7, "--policy \(policy): \(run.stderr)")
+            #expect(run.stdoutData.isEmpty, "--policy \(policy)")
+        }
+        // The default policy still answers from the cache (the response is fresh).
+        let fallback = try await cli.run(["get", cli.url("/stored")])
+        #expect(fallback.status == 0 && fallback.stdout == "stored body")
+    }
+
     @Test(arguments: [
         (["get"], "get: missing URL"),
         (["get", "http://127.0.0.1:1/", "--frobnicate"], "get: unknown option '--frobnicate'"),

@@ -45,6 +45,29 @@ struct CLIResumeTests {
         #expect(help.stdout.contains("httpcache get -C -o big.iso"))
     }
 
+    @Test("-C follows a symbolic link (the link stays) and refuses a FIFO, which the partial file could never replace")
+    func continueFollowsALinkAndRefusesAFIFO() async throws {
+        let cli = try CLIHarness()
+        let resource = LoopbackOrigin.GeneratedResource(length: 100_000, seed: 5, etag: "\"l1\"")
+        cli.origin.route("/file") { request in resource.response(to: request) }
+        let directory = cli.directory.path
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: "target.bin")
+        let linked = try await cli.run(["get", "-C", "-o", directory + "/link", cli.url("/file")])
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: directory + "/link") == "target.bin")
+        #expect(FileManager.default.contents(atPath: directory + "/target.bin") == Data(resource.bytes))
+
+        let fifo = directory + "/pipe"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let refused = try await cli.run(["get", "-C", "-o", fifo, cli.url("/file")])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("not a regular file"), "\(refused.stderr)")
+        var info = stat()
+        #expect(lstat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        #expect(!Self.exists(fifo + ".partial"))
+        #expect(cli.origin.count("/file") == 1)
+    }
+
     @Test("A transfer cut off twice is resumed within one run; --json reports the last response")
     func cutsAreResumedWithinOneRun() async throws {
         let cli = try CLIHarness()
