@@ -170,9 +170,7 @@ public final class HTTPCache: Sendable {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             return CachedResponse(data: data, head: response.responseHead(url: prepared.url))
-        } summary: { result in
-            (result.statusCode, result.fields, result.outcome, result.cacheStatus, result.reasons)
-        }
+        } head: { $0.head }
     }
 
     /// The body of `response`; `nil` when its stored body cannot be read (the store has
@@ -204,9 +202,7 @@ public final class HTTPCache: Sendable {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             return (response.responseHead(url: prepared.url), ResponseBody(source: source))
-        } summary: { result in
-            (result.0.statusCode, result.0.fields, result.0.outcome, result.0.cacheStatus, result.0.reasons)
-        } leaving: { hop in
+        } head: { $0.0 } leaving: { hop in
             // A redirect's body is read to its end, so the hop is stored as through data(for:).
             for try await _ in hop.1 {}
         }
@@ -245,7 +241,7 @@ public final class HTTPCache: Sendable {
     /// from the origin is stored only once its body has been read to the end.
     private func following<Result>(
         _ request: URLRequest, forceStore: Bool, _ body: (PreparedRequest) async throws -> Result,
-        summary: (Result) -> (status: Int, fields: HeaderFields, CacheOutcome, CacheStatus, [Reason]),
+        head: (Result) -> CachedResponseHead,
         leaving: (Result) async throws -> Void = { _ in }
     ) async throws -> Result {
         var current = request
@@ -268,15 +264,15 @@ public final class HTTPCache: Sendable {
                         duration: configuration.clock() - started, reasons: []))
                 throw error
             }
-            let (status, fields, outcome, cacheStatus, reasons) = summary(result)
-            state.withLock { $0.statistics.count(outcome) }
+            let answer = head(result)
+            state.withLock { $0.statistics.count(answer.outcome) }
             configuration.onEvent?(
                 CacheEvent(
-                    method: prepared.method, url: prepared.urlString, status: status, outcome: outcome,
-                    cacheStatus: cacheStatus.fieldValue, error: nil, duration: configuration.clock() - started,
-                    reasons: reasons))
+                    method: prepared.method, url: prepared.urlString, status: answer.statusCode,
+                    outcome: answer.outcome, cacheStatus: answer.cacheStatus.fieldValue, error: nil,
+                    duration: configuration.clock() - started, reasons: answer.reasons))
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
-                let next = redirected(current, status: status, location: fields["Location"])
+                let next = redirected(current, status: answer.statusCode, location: answer.fields["Location"])
             {
                 try await leaving(result)
                 redirects += 1
