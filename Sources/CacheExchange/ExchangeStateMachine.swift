@@ -143,11 +143,11 @@ public struct ExchangeStateMachine: Sendable {
         case idle
         case lookingUp
         /// `origin`: the request went forward first, with `plan`, and the origin did this.
-        case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: Plan)?)
-        case joining(Plan)
-        case forwarding(Plan)
-        case freshening(Plan, OriginAnswer)
-        case completing(Plan, OriginAnswer)
+        case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)?)
+        case joining(ForwardPlan)
+        case forwarding(ForwardPlan)
+        case freshening(ForwardPlan, OriginAnswer)
+        case completing(ForwardPlan, OriginAnswer)
         case done
     }
 
@@ -158,7 +158,7 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     /// A forwarded request: the engine's forwarding and what the exchange adds to it.
-    private struct Plan {
+    private struct ForwardPlan {
         var forwarding: Forwarding
         /// Whether responses may be stored and stale ones served: not for methods the cache does
         /// not handle (RFC 9111 §2) nor for a bypass.
@@ -167,7 +167,7 @@ public struct ExchangeStateMachine: Sendable {
         var resuming: Int?
 
         /// The plan sent again without preconditions (after a `304` that selects nothing).
-        var withoutValidators: Plan {
+        var withoutValidators: ForwardPlan {
             var plan = self
             plan.forwarding.fields = [:]
             plan.forwarding.validated = []
@@ -212,7 +212,7 @@ public struct ExchangeStateMachine: Sendable {
             request, engine: engine, name: name, addsCacheStatus: addsCacheStatus, advisor: advisor)
         machine.candidates = candidates
         machine.mayJoin = false
-        machine.state = .forwarding(Plan(forwarding: revalidation, caching: true))
+        machine.state = .forwarding(ForwardPlan(forwarding: revalidation, caching: true))
         return machine
     }
 
@@ -230,7 +230,7 @@ public struct ExchangeStateMachine: Sendable {
         precondition(isIdle, "start() called twice")
         guard let primaryKey = request.primaryKey else {
             let bypass = Forwarding(reason: .bypass, reasons: request.bypassReasons)
-            return forward(Plan(forwarding: bypass, caching: false))
+            return forward(ForwardPlan(forwarding: bypass, caching: false))
         }
         state = .lookingUp
         return .readCandidates(primaryKey: primaryKey)
@@ -268,7 +268,7 @@ public struct ExchangeStateMachine: Sendable {
                 .gatewayTimeout(
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: false))
         case .forward(let forwarding):
-            var plan = Plan(forwarding: forwarding, caching: forwarding.reason != .method)
+            var plan = ForwardPlan(forwarding: forwarding, caching: forwarding.reason != .method)
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
             if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil, request.head.method == "GET",
@@ -464,12 +464,12 @@ public struct ExchangeStateMachine: Sendable {
         return false
     }
 
-    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: Plan)? = nil) -> Action {
+    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)? = nil) -> Action {
         state = .serving(answer, origin: origin)
         return .serveStored(answer)
     }
 
-    private mutating func forward(_ plan: Plan, discarding: [EntryID] = []) -> Action {
+    private mutating func forward(_ plan: ForwardPlan, discarding: [EntryID] = []) -> Action {
         state = .forwarding(plan)
         return .forward(
             ForwardedRequest(
@@ -480,7 +480,7 @@ public struct ExchangeStateMachine: Sendable {
     /// The stored response the engine may fall back on when the origin fails (RFC 9111
     /// §4.2.4): none for a request the cache does not handle. (The engine refuses it under the
     /// policies that promise a load from the origin.)
-    private func fallbackCandidate(_ plan: Plan) -> (Int, StoredCandidate)? {
+    private func fallbackCandidate(_ plan: ForwardPlan) -> (Int, StoredCandidate)? {
         guard plan.caching, let index = plan.forwarding.candidate, candidates.indices.contains(index) else {
             return nil
         }
@@ -488,14 +488,14 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     private mutating func relay(
-        _ plan: Plan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+        _ plan: ForwardPlan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
     ) -> Action {
         state = .done
         return .relay(relayPlan(plan, head, requestTime: requestTime, responseTime: responseTime))
     }
 
     private func relayPlan(
-        _ plan: Plan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+        _ plan: ForwardPlan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
     ) -> RelayPlan {
         let status = head.status
         var relay = RelayPlan(
@@ -539,7 +539,7 @@ public struct ExchangeStateMachine: Sendable {
 
     /// Asks for the rest of the incomplete stored response that matches (RFC 9111 §3.3) with
     /// `Range` and `If-Range`, unless the request has its own `Range` or validators.
-    private func resume(_ plan: inout Plan) {
+    private func resume(_ plan: inout ForwardPlan) {
         let fields = request.head.fields
         guard request.head.method == "GET", !fields.contains("Range"), !fields.contains("If-Range"),
             !CacheRequest(request.head).isConditional,

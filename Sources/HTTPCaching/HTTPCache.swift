@@ -54,7 +54,7 @@ public final class HTTPCache: Sendable {
         public var cacheKey: (@Sendable (URLRequest) -> RequestKey?)?
         /// Sees every response the cache could store and decides: store as is, store with
         /// other fields, memory only, or not at all; with `userInfo` to keep.
-        public var willStore: (@Sendable (StoreCandidate) -> StoreChoice)?
+        public var willStore: (@Sendable (ResponseToStore) -> StoreChoice)?
         /// Receives one ``CacheEvent`` per request, for logging.
         public var onEvent: (@Sendable (CacheEvent) -> Void)?
         /// Adds the RFC 9211 `Cache-Status` field to every response. Default `true`.

@@ -14,7 +14,7 @@ import FoundationNetworking
 struct HTTPCacheStorage: StorageAdvisor {
     let engine: CacheEngine
     let prepared: PreparedRequest
-    let willStore: (@Sendable (StoreCandidate) -> StoreChoice)?
+    let willStore: (@Sendable (ResponseToStore) -> StoreChoice)?
 
     func plan(
         for request: ExchangeRequest, response: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
@@ -40,7 +40,7 @@ struct HTTPCacheStorage: StorageAdvisor {
                 headerFields: Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { "\($0), \($1)" }))
         {
             choice = willStore(
-                StoreCandidate(
+                ResponseToStore(
                     request: prepared.request, response: http, fields: fields.map { ($0.name, $0.value) },
                     refusals: Self.refusals(decision)))
             if let replacement = choice.fields {

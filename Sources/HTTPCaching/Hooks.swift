@@ -78,8 +78,12 @@ public struct StoreChoice: Sendable {
     public static let doNotStore = StoreChoice(.doNotStore)
 }
 
+/// The earlier name of ``ResponseToStore``.
+@available(*, deprecated, renamed: "ResponseToStore")
+public typealias StoreCandidate = ResponseToStore
+
 /// A response about to be stored, as a will-store hook sees it.
-public struct StoreCandidate: @unchecked Sendable {
+public struct ResponseToStore: @unchecked Sendable {
     /// The request (as sent to the origin, without the cache's validators).
     public var request: URLRequest
     /// The response from the origin.
