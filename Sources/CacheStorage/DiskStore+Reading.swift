@@ -1,0 +1,134 @@
+internal import CSQLiteHTTPCache
+import CacheLocking
+import CacheSemantics
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Reading a disk store: variants from the index (remembered while the change counter stands
+// still), bodies opened by identity and verified block by block.
+extension DiskStore {
+    // MARK: - Reading
+
+    static let entryColumns = """
+        id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at, last_access, hits, pinned,
+        storage_policy, user_info, complete
+        """
+
+    func entry(from row: Statement) -> StoredEntry? {
+        guard let id = EntryID(rawValue: row.text(0)),
+            let fields = row.blob(5).flatMap({ HeaderFields(serialized: $0) }),
+            let policy = StoragePolicy(rawValue: UInt8(clamping: row.int(12)))
+        else { return nil }
+        let head = EntryHead(
+            primaryKey: row.text(1), variantKey: row.text(2), url: row.text(3), status: Int(row.int(4)),
+            fields: fields, facts: row.blob(6) ?? [], storagePolicy: policy, userInfo: row.blob(13),
+            isComplete: row.int(14) != 0)
+        return StoredEntry(
+            id: id, head: head, bodySize: row.int(7), storedAt: row.double(8), lastAccess: row.double(9),
+            hits: Int(row.int(10)), isPinned: row.int(11) != 0)
+    }
+
+    /// A number that changes after every write to the index by any process (not after access
+    /// times are recorded); `nil` when the shared counter cannot be mapped. Something derived
+    /// from ``variants(of:)`` stays valid while this stays the same.
+    public var changeCount: UInt64? { changes?.value }
+
+    /// The variants of `primaryKey`. They are kept in memory and read again from the index
+    /// only after a write to it by any process (a shared change counter says when): a hit
+    /// then costs no SQLite read. Their `lastAccess` and `hits` may lag until that write;
+    /// ``entries()`` always reads the index.
+    public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        try state.withLock { state throws(StorageError) in
+            // Read before the query: a write that lands during it bumps the count past this.
+            let count = changes?.value
+            if let count, let cached = state.heads[primaryKey], cached.changes == count { return cached.entries }
+            let query = try state.connection.statement(
+                "SELECT \(Self.entryColumns) FROM entries WHERE primary_key = ?")
+            query.bind(1, primaryKey)
+            var result: [StoredEntry] = []
+            while try query.step() {
+                if let entry = entry(from: query) { result.append(entry) }
+            }
+            if let count {
+                if state.heads.count >= Self.headCacheLimit { state.heads.removeAll(keepingCapacity: true) }
+                state.heads[primaryKey] = (count, result)
+            }
+            return result
+        }
+    }
+
+    /// Where an entry's body is.
+    struct BodyLocation {
+        var size: Int64
+        var checksums: [UInt8]
+        var inline: [UInt8]?
+    }
+
+    func location(of id: EntryID) throws(StorageError) -> BodyLocation {
+        let found = try state.withLock { state throws(StorageError) -> BodyLocation? in
+            let query = try state.connection.statement(
+                "SELECT body_size, checksums, body, in_file FROM entries WHERE id = ?")
+            query.bind(1, id.rawValue)
+            defer { query.reset() }
+            guard try query.step() else { return nil }
+            return BodyLocation(
+                size: query.int(0), checksums: query.blob(1) ?? [],
+                inline: query.int(3) != 0 ? nil : query.blob(2) ?? [])
+        }
+        guard let found else { throw MemoryStore.notFound(id) }
+        return found
+    }
+
+    /// Opens the body of `id`: read later, it is still this version even when the entry is
+    /// replaced or removed meanwhile (the file stays open; an inline body is read now).
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        let location = try location(of: id)
+        let corrupted: @Sendable (String) -> StorageError = { [weak self] detail in
+            self?.corrupted(id, detail) ?? StorageError(.corrupted, "entry \(id) was corrupted on disk (\(detail))")
+        }
+        if let inline = location.inline {
+            guard Int64(inline.count) == location.size else { throw corrupted("inline body has the wrong length") }
+            try BlockChecksums.verify(
+                inline, blocks: 0...(blockCount(location.size) - 1), against: location.checksums, corrupted)
+            return BytesBody(inline)
+        }
+        let path = bodiesDirectory + "/" + id.rawValue
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            // Removed or replaced (here or by another process) since its row was read.
+            if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
+            if code == ENOENT { throw corrupted("its body file is missing") }
+            throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
+        }
+        return FileBody(
+            descriptor: descriptor, path: path, size: location.size, checksums: location.checksums,
+            corrupted: corrupted)
+    }
+
+    func blockCount(_ size: Int64) -> Int {
+        max(1, Int((size + Int64(checksumBlockSize) - 1) / Int64(checksumBlockSize)))
+    }
+
+    /// Whether the index still has a row for `id` (`true` when that cannot be told).
+    func isIndexed(_ id: EntryID) -> Bool {
+        (try? state.withLock { state throws(StorageError) -> Bool in
+            let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = ?")
+            query.bind(1, id.rawValue)
+            defer { query.reset() }
+            return try query.step()
+        }) ?? true
+    }
+
+    /// Removes a corrupted entry and describes it.
+    func corrupted(_ id: EntryID, _ detail: String) -> StorageError {
+        try? remove(id)
+        return StorageError(
+            .corrupted, "entry \(id) was corrupted on disk (\(detail)); it was removed and will be fetched again")
+    }
+}

@@ -1,0 +1,131 @@
+internal import CSQLiteHTTPCache
+import CacheLocking
+import CacheSemantics
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Removing from a disk store: by identity, key, URL prefix or all, and the sweep of files a
+// crash left behind.
+extension DiskStore {
+    // MARK: - Removing
+
+    /// Deletes the rows `whereClause` selects (binding `argument`) and unlinks their files
+    /// after the commit. Returns how many rows.
+    func delete(where whereClause: String, _ argument: String?) throws(StorageError) -> Int {
+        let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
+            try flushAccess(&state)
+            defer { changes?.bump() }
+            return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
+                let select = try state.connection.statement("SELECT id, in_file FROM entries \(whereClause)")
+                if let argument { select.bind(1, argument) }
+                var rows: [(id: String, inFile: Bool)] = []
+                while try select.step() { rows.append((select.text(0), select.int(1) != 0)) }
+                for row in rows { try Self.deleteRow(row.id, state.connection) }
+                return rows
+            }
+        }
+        for row in rows where row.inFile { unlink(bodiesDirectory + "/" + row.id) }
+        return rows.count
+    }
+
+    public func remove(_ id: EntryID) throws(StorageError) {
+        _ = try delete(where: "WHERE id = ?", id.rawValue)
+    }
+
+    public func remove(primaryKey: String) throws(StorageError) -> Int {
+        try delete(where: "WHERE primary_key = ?", primaryKey)
+    }
+
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        try delete(where: "WHERE substr(url, 1, length(?1)) = ?1", prefix)
+    }
+
+    public func removeAll() throws(StorageError) {
+        _ = try delete(where: "", nil)
+    }
+
+    public func entries() throws(StorageError) -> [StoredEntry] {
+        try state.withLock { state throws(StorageError) in
+            try flushAccess(&state)
+            let query = try state.connection.statement(
+                "SELECT \(Self.entryColumns) FROM entries ORDER BY last_access DESC")
+            var result: [StoredEntry] = []
+            while try query.step() {
+                if let entry = entry(from: query) { result.append(entry) }
+            }
+            return result
+        }
+    }
+
+    /// The entry with identity `id`, if stored.
+    public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
+        try state.withLock { state throws(StorageError) in
+            let query = try state.connection.statement("SELECT \(Self.entryColumns) FROM entries WHERE id = ?")
+            query.bind(1, id.rawValue)
+            defer { query.reset() }
+            return try query.step() ? entry(from: query) : nil
+        }
+    }
+
+    public func totals() -> StoreTotals {
+        (try? state.withLock { state throws(StorageError) -> StoreTotals in
+            let query = try state.connection.statement(
+                "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
+            defer { query.reset() }
+            guard try query.step() else { return StoreTotals() }
+            return StoreTotals(entries: Int(query.int(0)), bodyBytes: query.int(1), pinnedBytes: query.int(2))
+        }) ?? StoreTotals()
+    }
+
+    public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
+            defer { changes?.bump() }
+            return try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
+                let update = try state.connection.statement(
+                    "UPDATE entries SET pinned = ? WHERE primary_key = ? AND pinned != ?")
+                update.bind(1, Int64(pinned ? 1 : 0))
+                update.bind(2, primaryKey)
+                update.bind(3, Int64(pinned ? 1 : 0))
+                try update.run()
+                let changed = state.connection.changes
+                return (changed, pinned ? [] : try evict(state.connection))
+            }
+        }
+        for file in files { unlink(bodiesDirectory + "/" + file) }
+        return changed
+    }
+
+    /// Flushes buffered access times now (they are otherwise written every second or 256
+    /// accesses, and when the store is released).
+    public func flush() throws(StorageError) {
+        try state.withLock { state throws(StorageError) in try flushAccess(&state) }
+    }
+
+    // MARK: - Sweeping
+
+    /// Removes body files the index does not reference and temporary files no live writer
+    /// holds (left by a crash). Runs in the background after opening.
+    @discardableResult
+    public func sweep() -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: bodiesDirectory) else { return 0 }
+        var removed = 0
+        for name in names {
+            let path = bodiesDirectory + "/" + name
+            let isTemporary = name.hasSuffix(".tmp")
+            let idText = isTemporary ? String(name.dropLast(4)) : name
+            guard let id = EntryID(rawValue: idText) else { continue }  // not ours: leave it
+            // A live writer holds an exclusive lock on its file until its commit is done.
+            let orphaned = FileIO.removeIfUnlocked(path) {
+                isTemporary || !isIndexed(id)
+            }
+            if orphaned { removed += 1 }
+        }
+        if removed > 0 { configuration.log("removed \(removed) orphaned body file(s) left by an interrupted write") }
+        return removed
+    }
+}

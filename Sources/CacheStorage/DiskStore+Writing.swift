@@ -1,0 +1,155 @@
+internal import CSQLiteHTTPCache
+import CacheLocking
+import CacheSemantics
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Writing a disk store: committing an entry (replace, evict, one transaction), updating
+// fields and facts, recording accesses in batches.
+extension DiskStore {
+    // MARK: - Writing
+
+    public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+        DiskWriter(store: self, head: head)
+    }
+
+    /// Makes a written entry visible: replaces the same primary and variant key (keeping its
+    /// pin) and evicts, in one transaction. The body file, if any, is already in its final
+    /// place.
+    func commit(
+        _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?
+    ) throws(StorageError) -> StoredEntry {
+        let now = clock()
+        var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
+        let obsolete = try state.withLock { state throws(StorageError) -> [String] in
+            defer { changes?.bump() }
+            return try state.connection.transaction { () throws(StorageError) -> [String] in
+                var obsolete: [String] = []
+                let existing = try state.connection.statement(
+                    "SELECT id, in_file, pinned FROM entries WHERE primary_key = ? AND variant_key = ?")
+                existing.bind(1, head.primaryKey)
+                existing.bind(2, head.variantKey)
+                if try existing.step() {
+                    let oldID = existing.text(0)
+                    if existing.int(1) != 0 { obsolete.append(oldID) }
+                    entry.isPinned = existing.int(2) != 0
+                    try Self.deleteRow(oldID, state.connection)
+                }
+                let insert = try state.connection.statement(
+                    """
+                    INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
+                        body_size, checksums, body, in_file, stored_at, last_access, hits, pinned, storage_policy,
+                        user_info, complete)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+                    """)
+                insert.bind(1, id.rawValue)
+                insert.bind(2, head.primaryKey)
+                insert.bind(3, head.variantKey)
+                insert.bind(4, head.url)
+                insert.bind(5, Int64(head.status))
+                insert.bind(6, head.fields.serialized())
+                insert.bind(7, head.facts)
+                insert.bind(8, Int64(head.facts.first ?? 0))
+                insert.bind(9, size)
+                insert.bind(10, checksums)
+                insert.bind(11, inline)
+                insert.bind(12, Int64(inline == nil ? 1 : 0))
+                insert.bind(13, now)
+                insert.bind(14, now)
+                insert.bind(15, Int64(entry.isPinned ? 1 : 0))
+                insert.bind(16, Int64(head.storagePolicy.rawValue))
+                insert.bind(17, head.userInfo)
+                insert.bind(18, Int64(head.isComplete ? 1 : 0))
+                try insert.run()
+                obsolete += try evict(state.connection)
+                return obsolete
+            }
+        }
+        for file in obsolete { unlink(bodiesDirectory + "/" + file) }
+        return entry
+    }
+
+    /// Deletes least recently used unpinned entries while the bodies exceed the capacity.
+    /// Returns the body files to unlink once the transaction has committed.
+    func evict(_ connection: SQLiteConnection) throws(StorageError) -> [String] {
+        var files: [String] = []
+        while try Self.bodyBytes(connection) > configuration.capacity {
+            let oldest = try connection.statement(
+                "SELECT id, in_file FROM entries WHERE pinned = 0 ORDER BY last_access LIMIT 32")
+            var victims: [(id: String, inFile: Bool)] = []
+            while try oldest.step() { victims.append((oldest.text(0), oldest.int(1) != 0)) }
+            if victims.isEmpty { break }  // only pinned entries are left
+            for victim in victims {
+                try Self.deleteRow(victim.id, connection)
+                if victim.inFile { files.append(victim.id) }
+                if try Self.bodyBytes(connection) <= configuration.capacity { break }
+            }
+        }
+        return files
+    }
+
+    /// The bytes of all bodies, from the totals row the triggers maintain.
+    static func bodyBytes(_ connection: SQLiteConnection) throws(StorageError) -> Int64 {
+        let totals = try connection.statement("SELECT body_bytes FROM totals WHERE id = 0")
+        defer { totals.reset() }
+        return try totals.step() ? totals.int(0) : 0
+    }
+
+    /// Deletes one row (its body file, if any, is the caller's to unlink after the commit).
+    static func deleteRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
+        let delete = try connection.statement("DELETE FROM entries WHERE id = ?")
+        delete.bind(1, id)
+        try delete.run()
+    }
+
+    public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        let changed = try state.withLock { state throws(StorageError) -> Int in
+            defer { changes?.bump() }
+            let update = try state.connection.statement(
+                "UPDATE entries SET fields = ?, facts = ?, facts_version = ? WHERE id = ?")
+            update.bind(1, fields.serialized())
+            update.bind(2, facts)
+            update.bind(3, Int64(facts.first ?? 0))
+            update.bind(4, id.rawValue)
+            try update.run()
+            return state.connection.changes
+        }
+        if changed == 0 { throw MemoryStore.notFound(id) }
+    }
+
+    public func recordAccess(_ id: EntryID, at time: Double) {
+        state.withLock { state in
+            let previous = state.pendingAccess[id]?.hits ?? 0
+            state.pendingAccess[id] = (time, previous + 1)
+            if state.pendingAccess.count >= 256 || time - state.lastAccessFlush >= 1 {
+                try? flushAccess(&state)
+            }
+        }
+    }
+
+    /// Writes buffered access times and hit counts in one transaction.
+    func flushAccess(_ state: inout State) throws(StorageError) {
+        state.lastAccessFlush = clock()
+        guard !state.pendingAccess.isEmpty else { return }
+        let pending = state.pendingAccess
+        state.pendingAccess = [:]
+        let connection = state.connection
+        // Not counted as a change: remembered variants keep their access time and hit count
+        // until the next real write (they decide nothing).
+        try connection.transaction { () throws(StorageError) in
+            for (id, access) in pending {
+                let statement = try connection.statement(
+                    "UPDATE entries SET last_access = max(last_access, ?), hits = hits + ? WHERE id = ?")
+                statement.bind(1, access.time)
+                statement.bind(2, Int64(access.hits))
+                statement.bind(3, id.rawValue)
+                try statement.run()
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import CacheExchange
+import CacheLocking
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The partial file, opened for appending and locked (`flock`) against other downloads.
+final class PartialFile {
+    let path: String
+    private let fd: Int32
+
+    init(path: String) throws(DownloadError) {
+        self.path = path
+        fd = try Self.openLocked(path)
+    }
+
+    deinit { closeDescriptor(fd) }
+
+    /// Opens (creating) `path` for appending and takes an exclusive lock on it.
+    private static func openLocked(_ path: String) throws(DownloadError) -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw DownloadError(
+                .file, "cannot create \(path): \(reason()); check that the directory exists and is writable")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = reason()
+            closeDescriptor(fd)
+            if busy {
+                throw DownloadError(
+                    .busy, "another download is writing \(path); wait for it to finish, or download to another file")
+            }
+            throw DownloadError(.file, "cannot lock \(path): \(reason)")
+        }
+        return fd
+    }
+
+    static func reason() -> String { String(cString: strerror(errno)) }
+
+    func size() throws(DownloadError) -> Int64 {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            throw DownloadError(.file, "cannot read the size of \(path): \(Self.reason())")
+        }
+        return Int64(status.st_size)
+    }
+
+    /// Empties the file.
+    func truncate() throws(DownloadError) {
+        guard ftruncate(fd, 0) == 0 else { throw DownloadError(.file, "cannot empty \(path): \(Self.reason())") }
+    }
+
+    func append(_ data: Data) throws(DownloadError) {
+        let failed: Int32? = data.withUnsafeBytes { buffer -> Int32? in
+            guard let base = buffer.baseAddress else { return nil }
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return nil
+        }
+        if let failed {
+            throw DownloadError(
+                .file, "cannot write \(path): \(String(cString: strerror(failed))); free some space and download again")
+        }
+    }
+
+    func sync() throws(DownloadError) {
+        guard fsync(fd) == 0 else { throw DownloadError(.file, "cannot flush \(path) to disk: \(Self.reason())") }
+    }
+}
+
+/// `close(2)`, ignoring failure.
+func closeDescriptor(_ fd: Int32) {
+    _ = close(fd)
+}
