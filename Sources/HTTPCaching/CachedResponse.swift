@@ -156,15 +156,15 @@ public struct CacheEvent: Sendable, CustomStringConvertible {
 
 /// Counters since the cache was created.
 public struct CacheStatistics: Hashable, Sendable, Codable {
-    /// Responses served from the cache without contacting the origin (``CacheOutcome/hit``).
+    /// Responses served from the cache without contacting the origin (`CacheOutcome.hit`).
     public var hits = 0
-    /// ``CacheOutcome/miss`` responses.
+    /// `CacheOutcome.miss` responses.
     public var misses = 0
-    /// ``CacheOutcome/revalidated`` responses.
+    /// `CacheOutcome.revalidated` responses.
     public var revalidated = 0
-    /// ``CacheOutcome/stale`` responses.
+    /// `CacheOutcome.stale` responses.
     public var stale = 0
-    /// ``CacheOutcome/bypass`` responses.
+    /// `CacheOutcome.bypass` responses.
     public var bypassed = 0
     /// Requests that ended in an error instead of a response.
     public var errors = 0

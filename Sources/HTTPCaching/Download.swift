@@ -110,7 +110,7 @@ public struct DownloadResult: Sendable {
     public var statusCode: Int { response.statusCode }
     /// The last response's fields.
     public var fields: HeaderFields { response.fields }
-    /// How the last response was obtained (a fresh stored response is a ``CacheOutcome/hit``).
+    /// How the last response was obtained (a fresh stored response is a `CacheOutcome.hit`).
     public var outcome: CacheOutcome { response.outcome }
 }
 

@@ -147,7 +147,7 @@ public final class HTTPCache: Sendable {
     ///
     /// The request's `cachePolicy` (all six) and its `Cache-Control` are honoured
     /// (RFC 9111 §5.2.1). When the origin cannot be reached, a stored response is served
-    /// where RFC 9111 §4.2.4 allows it (outcome ``CacheOutcome/stale``), a `504` when it
+    /// where RFC 9111 §4.2.4 allows it (outcome `CacheOutcome.stale`), a `504` when it
     /// forbids it (`must-revalidate`), and otherwise the transport's error is thrown — always
     /// under `.reloadIgnoringLocalCacheData` and `.reloadIgnoringLocalAndRemoteCacheData`,
     /// which promise a load from the origin.

@@ -193,7 +193,7 @@ public struct CacheRule: Hashable, Sendable, CustomStringConvertible {
     /// What the rule does.
     public enum Action: Hashable, Sendable {
         /// Never use or store the cache for these URLs: the request goes to the origin and
-        /// the outcome is ``CacheOutcome/bypass``.
+        /// the outcome is `CacheOutcome.bypass`.
         case neverCache
         /// Store responses as if the origin had sent `Cache-Control: max-age=` this many
         /// seconds (replacing its `Cache-Control`, `Expires` and `Pragma`).

@@ -27,7 +27,7 @@ import FoundationNetworking
 ///   not-storable is stored as `max-age=0` (validated whenever the origin is reachable).
 ///   Lines before any section header belong to `CACHE:`, as in HTML5.
 /// - `NETWORK:` lists ``URLPattern``s (`*` matches any run of characters) that are never
-///   cached: requests go straight to the origin (outcome ``CacheOutcome/bypass``). A
+///   cached: requests go straight to the origin (outcome `CacheOutcome.bypass`). A
 ///   NETWORK pattern wins over a CACHE URL. A pattern starting with `/` is resolved against
 ///   the base URL when there is one, and otherwise matches the path and query on any host.
 /// - Blank lines and lines starting with `#` are ignored; anything else after the last
