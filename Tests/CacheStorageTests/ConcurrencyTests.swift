@@ -173,6 +173,7 @@ extension DiskStoreProcessTests {
 
         @Test("8 threads on one DiskStore for 10 s while StorageStress mixes on the same directory")
         func eightThreadsAndAChildProcess() async throws {
+        try await offPool {
             let stress = try #require(
                 try? StoreTestSupport.stressExecutable(),
                 "the StorageStress executable was not found next to the test bundle; build with --build-tests")
@@ -201,9 +202,11 @@ extension DiskStoreProcessTests {
                     + "\(counts.removals) removals, \(counts.notFoundAfterRemoval) not found after a concurrent "
                     + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
+    }
 
         @Test("8 threads on one TieredStore for 2 s with StorageStress on the same directory")
         func tieredStore() async throws {
+        try await offPool {
             let stress = try #require(
                 try? StoreTestSupport.stressExecutable(),
                 "the StorageStress executable was not found next to the test bundle; build with --build-tests")
@@ -227,5 +230,6 @@ extension DiskStoreProcessTests {
                     + "\(counts.rangesVerified) ranges verified, \(counts.notFoundAfterRemoval) not found after "
                     + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
+    }
     }
 }

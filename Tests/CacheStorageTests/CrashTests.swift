@@ -26,7 +26,8 @@ struct CrashTests {
     static let maximumDelayMicroseconds: UInt64 = 30_000
 
     @Test("every SIGKILL leaves a store that opens, reads back byte-identical and sweeps clean")
-    func killDuringWrites() throws {
+    func killDuringWrites() async throws {
+        try await offPool {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["CRASH_TEST_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
         let kills = environment["CRASH_TEST_KILLS"].flatMap { Int($0) } ?? Self.defaultKills
@@ -81,13 +82,15 @@ struct CrashTests {
             killsWithLeftoverTemporary > 0,
             "no kill out of \(kills) interrupted a body write (no .tmp file was ever left behind)")
         #expect(finalEntries > 0, "the store was empty after \(kills) write loops")
+        }
     }
 
     /// The checks above must be able to fail: a wrong body, a wrong size, a temporary file
     /// a sweep cannot take and a foreign file are each reported; an unreferenced body file
     /// is swept and not reported.
     @Test("the store check reports wrong bodies, wrong sizes and files a sweep leaves behind")
-    func checkDetectsDamage() throws {
+    func checkDetectsDamage() async throws {
+        try await offPool {
         let directory = TemporaryDirectory("cachestorage-crash")
         let bodies = directory.path + "/bodies"
         let goodURL = StressBodies.url(key: 1, generation: 1, size: 20_000)
@@ -125,6 +128,7 @@ struct CrashTests {
         #expect(!FileManager.default.fileExists(atPath: bodies + "/" + orphan))
         // The wrong-size entry is also a wrong body: 300 bytes expected, 200 read.
         #expect(report.problems.count == 5, "\(text)")
+        }
     }
 
     private static func put(_ store: DiskStore, url: String, key: Int, body: [UInt8]) throws {

@@ -66,7 +66,8 @@ extension DiskStoreProcessTests {
         // MARK: Flipped bytes
 
         @Test("A flipped byte in a body file: that block fails and the entry is removed; other blocks read first")
-        func flippedFileByte() throws {
+        func flippedFileByte() async throws {
+        try await offPool {
             let directory = StoreTestSupport.makeDirectory("flip-file")
             defer { StoreTestSupport.removeDirectory(directory) }
             let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 0, log: { _ in }))
@@ -109,11 +110,13 @@ extension DiskStoreProcessTests {
             #expect(store.totals().entries == 1)
             #expect(bodyFiles(store) == [intact.id.rawValue])
         }
+    }
 
         @Test(
             "A flipped byte in an inline body (edited with the sqlite3 tool): miss and the row removed",
             .enabled(if: FaultEnvironment.sqlite3 != nil, "the sqlite3 command-line tool is not installed"))
-        func flippedInlineByte() throws {
+        func flippedInlineByte() async throws {
+        try await offPool {
             let sqlite3 = try #require(FaultEnvironment.sqlite3)
             let directory = StoreTestSupport.makeDirectory("flip-inline")
             defer { StoreTestSupport.removeDirectory(directory) }
@@ -136,6 +139,7 @@ extension DiskStoreProcessTests {
             #expect(try store.body(of: other.id) == StoreTestSupport.expectedBody(other))
             #expect(store.totals().entries == 1)
         }
+    }
 
         // MARK: Unusable index
 
@@ -170,20 +174,24 @@ extension DiskStoreProcessTests {
         }
 
         @Test("An index truncated to 1,000 bytes is moved aside and an empty store opens")
-        func truncatedIndex() throws {
+        func truncatedIndex() async throws {
+        try await offPool {
             try reopenAfterDamaging("truncated") { index in
                 #expect(truncate(index, 1_000) == 0)
             }
         }
+    }
 
         @Test("An index overwritten with garbage is moved aside and an empty store opens")
-        func garbageIndex() throws {
+        func garbageIndex() async throws {
+        try await offPool {
             try reopenAfterDamaging("garbage") { index in
                 var random = SystemRandomNumberGenerator()
                 let garbage = (0..<16_384).map { _ in UInt8.random(in: 0...255, using: &random) }
                 try Data(garbage).write(to: URL(fileURLWithPath: index))
             }
         }
+    }
 
         // MARK: Read-only directory
 
@@ -192,7 +200,8 @@ extension DiskStoreProcessTests {
             .enabled(
                 if: FaultEnvironment.canMakeReadOnly,
                 "running as root without the right to mount: root ignores permission bits"))
-        func readOnlyDirectory() throws {
+        func readOnlyDirectory() async throws {
+        try await offPool {
             let directory = StoreTestSupport.makeDirectory("read-only")
             defer { StoreTestSupport.removeDirectory(directory) }
             let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
@@ -250,6 +259,7 @@ extension DiskStoreProcessTests {
             #expect(!log.all.contains { $0.contains("moved it to") }, "a read-only index must not be moved aside")
             #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") })
         }
+    }
 
         // MARK: Full disk
 
@@ -297,12 +307,13 @@ extension DiskStoreProcessTests {
                     check(false, "unexpected error \(error)")
                 }
             }
-        }
+    }
 
         @Test(
             "A full disk (a 2 MiB tmpfs): writes fail with advice, reads keep working, space freed writes work",
             .enabled(if: FaultEnvironment.canMount, "mounting a tmpfs needs root and the right to mount"))
-        func fullDisk() throws {
+        func fullDisk() async throws {
+        try await offPool {
             let directory = StoreTestSupport.makeDirectory("full")
             defer { StoreTestSupport.removeDirectory(directory) }
             try #require(
@@ -331,7 +342,7 @@ extension DiskStoreProcessTests {
             for (index, size) in [100_000, 20_000, 5_000, 100].enumerated() {
                 do {
                     try StoreTestSupport.write(store, key: 10 + index, generation: 1, size: size)
-                } catch {
+                } catch let error as StorageError {
                     failures.append(error)
                 }
             }
@@ -351,5 +362,6 @@ extension DiskStoreProcessTests {
             let stored = try StoreTestSupport.write(store, key: 20, generation: 1, size: 200_000)
             #expect(try store.body(of: stored.id) == StoreTestSupport.expectedBody(stored))
         }
+    }
     }
 }

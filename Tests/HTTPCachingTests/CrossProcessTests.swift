@@ -13,6 +13,7 @@ import FoundationNetworking
 @Suite("One cache directory, two processes")
 struct CrossProcessTests {
     @Test func storedByAnotherProcessIsAHit() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/shared", [("Cache-Control", "max-age=600"), ("ETag", "\"s\"")], body: "from the child")
         let child = try await cli.run(["get", "--json", cli.url("/shared")])
@@ -39,5 +40,6 @@ struct CrossProcessTests {
         let after = try await cache.data(for: URLRequest(url: cli.origin.url("/mine")))
         #expect(after.outcome == .miss)
         #expect(cli.origin.count("/mine") == 2)
+        }
     }
 }

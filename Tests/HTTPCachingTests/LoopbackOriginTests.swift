@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 import Testing
 
@@ -15,6 +16,7 @@ import Darwin
 @Suite("LoopbackOrigin", .timeLimit(.minutes(1)))
 struct LoopbackOriginTests {
     @Test func routeAnswersAndRecordsThePost() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/items") { request in
@@ -51,9 +53,11 @@ struct LoopbackOriginTests {
         #expect(recorded.body == Array("payload-\u{e9}".utf8))
         #expect(origin.count("/items") == 1)
         #expect(origin.requests(to: "/items").count == 1)
+        }
     }
 
     @Test func unknownPathIsNotFoundAndTheDefaultCanBeReplaced() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let session = Self.session()
@@ -67,9 +71,11 @@ struct LoopbackOriginTests {
         let (data, gone) = try await session.data(from: origin.url("/elsewhere"))
         #expect((gone as? HTTPURLResponse)?.statusCode == 410)
         #expect(data == Data("gone".utf8))
+        }
     }
 
     @Test func keepAliveSessionRequestsAreAllRecorded() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/n") { request in .init(body: request.target) }
@@ -84,9 +90,11 @@ struct LoopbackOriginTests {
         #expect(origin.count("/n") == 5)
         origin.clearRecords()
         #expect(origin.requests.isEmpty)
+        }
     }
 
-    @Test func oneRawConnectionCarriesSeveralRequests() throws {
+    @Test func oneRawConnectionCarriesSeveralRequests() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/a") { _ in .init(body: "first") }
@@ -107,9 +115,11 @@ struct LoopbackOriginTests {
         #expect(third.head.contains("Connection: close\r\n"))
         #expect(client.readToEnd().isEmpty)
         #expect(origin.requests.map(\.method) == ["GET", "GET", "HEAD"])
+        }
     }
 
-    @Test func http10ClosesUnlessTheClientAsksForKeepAlive() throws {
+    @Test func http10ClosesUnlessTheClientAsksForKeepAlive() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let client = try RawClient(port: origin.port)
@@ -121,9 +131,11 @@ struct LoopbackOriginTests {
         #expect(closing.head.contains("Connection: close\r\n"))
         #expect(client.readToEnd().isEmpty)
         #expect(origin.count("/k") == 2)
+        }
     }
 
-    @Test func expectContinueGetsAnInterimResponseBeforeTheBody() throws {
+    @Test func expectContinueGetsAnInterimResponseBeforeTheBody() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/upload") { request in .init(body: request.body) }
@@ -133,9 +145,11 @@ struct LoopbackOriginTests {
         #expect(interim.head == "HTTP/1.1 100 Continue\r\n\r\n")
         client.transmit("data")
         #expect(client.readResponse()?.body == "data")
+        }
     }
 
     @Test func delayedAnswerWaitsAndStopCutsALongDelayShort() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/slow") { _ in .init(body: "late", delay: 0.1) }
@@ -153,9 +167,11 @@ struct LoopbackOriginTests {
         origin.stop()
         #expect(client.readToEnd().isEmpty)  // the connection is shut down; no answer is sent
         #expect(clock.now - stopping < .seconds(5))
+        }
     }
 
-    @Test func chunkedRequestBodyIsDecoded() throws {
+    @Test func chunkedRequestBodyIsDecoded() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let client = try RawClient(port: origin.port)
@@ -165,9 +181,11 @@ struct LoopbackOriginTests {
         let response = try #require(client.readResponse())
         #expect(response.head.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
         #expect(origin.requests.first?.body == Array("hello, world".utf8))
+        }
     }
 
     @Test func stoppedOriginRefusesAndRestartServesOnTheSamePort() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/r") { _ in .init(body: "up") }
@@ -188,9 +206,11 @@ struct LoopbackOriginTests {
         let (data, _) = try await session.data(from: origin.url("/r"))
         #expect(data == Data("up".utf8))
         #expect(origin.count("/r") == 2)
+        }
     }
 
     @Test func cutAfterBodyBytesNeverDeliversTheFullBody() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let body = [UInt8](repeating: 0x61, count: 10_000)
@@ -211,9 +231,11 @@ struct LoopbackOriginTests {
         let headEnd = try #require(raw.firstRange(of: Array("\r\n\r\n".utf8)))
         #expect(String(decoding: raw[..<headEnd.lowerBound], as: UTF8.self).contains("Content-Length: 10000"))
         #expect(raw.count - headEnd.upperBound == 1_000)
+        }
     }
 
     @Test func chunkedResponseIsDecodedByURLSession() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let body = (0..<3000).map { UInt8($0 % 251) }
@@ -234,6 +256,7 @@ struct LoopbackOriginTests {
         #expect(text.contains("Transfer-Encoding: chunked\r\n"))
         #expect(text.contains("\r\n\r\nbb8\r\n"))  // one chunk of 3000 bytes
         #expect(raw.suffix(7) == Array("\r\n0\r\n\r\n".utf8))
+        }
     }
 
     /// Input the origin must answer with an error status and a close, named briefly for test output.
@@ -261,6 +284,7 @@ struct LoopbackOriginTests {
 
     @Test(arguments: malformedInputs)
     func malformedInputIsRejectedAndTheOriginKeepsServing(input: MalformedInput) async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let client = try RawClient(port: origin.port)
@@ -275,9 +299,11 @@ struct LoopbackOriginTests {
         let (_, response) = try await session.data(from: origin.url("/after"))
         #expect((response as? HTTPURLResponse)?.statusCode == 404)
         #expect(origin.count("/after") == 1)
+        }
     }
 
-    @Test func randomBytesNeverStopTheOrigin() throws {
+    @Test func randomBytesNeverStopTheOrigin() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         var generator = SplitMix64(seed: 0x5EED)
@@ -297,9 +323,11 @@ struct LoopbackOriginTests {
         let client = try RawClient(port: origin.port)
         client.transmit("GET /still-here HTTP/1.1\r\nHost: t\r\n\r\n")
         #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
+        }
     }
 
-    @Test func clientThatVanishesMidRequestDoesNotStopTheOrigin() throws {
+    @Test func clientThatVanishesMidRequestDoesNotStopTheOrigin() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/big") { _ in .init(body: [UInt8](repeating: 1, count: 4 << 20), delay: 0.02) }
@@ -312,9 +340,11 @@ struct LoopbackOriginTests {
         let client = try RawClient(port: origin.port)
         client.transmit("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n")
         #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
+        }
     }
 
-    @Test func deinitStopsTheOrigin() throws {
+    @Test func deinitStopsTheOrigin() async throws {
+        try await offPool {
         var origin: LoopbackOrigin? = try LoopbackOrigin()
         let port = try #require(origin?.port)
         let client = try RawClient(port: port)  // an idle keep-alive connection must not keep it alive
@@ -323,9 +353,11 @@ struct LoopbackOriginTests {
         origin = nil
         #expect(client.readToEnd().isEmpty)
         #expect(throws: (any Error).self) { _ = try RawClient(port: port) }
+        }
     }
 
-    @Test func bindingATakenPortThrowsAClearError() throws {
+    @Test func bindingATakenPortThrowsAClearError() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let error = try #require(throws: LoopbackOrigin.SocketError.self) {
@@ -333,6 +365,7 @@ struct LoopbackOriginTests {
         }
         #expect(error.description.contains("bind(127.0.0.1:\(origin.port))"))
         #expect(error.code == EADDRINUSE)
+        }
     }
 
     private static func session() -> URLSession {

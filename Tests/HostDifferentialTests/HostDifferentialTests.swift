@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheLocking
 import CacheSemantics
 import CacheStorage
@@ -20,11 +21,13 @@ import FoundationNetworking
 struct HostDifferentialTests {
     @Test(arguments: DifferentialCase.all)
     func bothHostsAnswerAlike(_ testCase: DifferentialCase) async throws {
+        try await offPool {
         let viaLibrary = try await LibraryHost().run(testCase)
         let viaProxy = try await ProxyHost().run(testCase)
         #expect(viaLibrary.answers == viaProxy.answers, "answers: HTTPCache \(viaLibrary.answers), proxy \(viaProxy.answers)")
         #expect(viaLibrary.originLog == viaProxy.originLog, "origin: HTTPCache \(viaLibrary.originLog), proxy \(viaProxy.originLog)")
         testCase.check(viaLibrary)
+        }
     }
 }
 

@@ -25,6 +25,7 @@ struct CLIGetTests {
     }
 
     @Test func outcomesMissHitRevalidatedStaleAsJSON() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serveValidated("/fresh", cacheControl: "max-age=60", etag: "\"f1\"", body: "fresh body")
         // max-age=0: stored, and stale at once, so the next request revalidates it.
@@ -52,9 +53,11 @@ struct CLIGetTests {
             try await cli.run(["get", cli.url("/soon"), "--json"]), outcome: "stale", body: "soon body")
         #expect((stale["cacheStatus"] as? String)?.contains("detail=disconnected") == true)
         #expect((stale["reasons"] as? [String])?.contains { $0.contains("could not be reached") } == true)
+        }
     }
 
     @Test func staleWhileRevalidateFinishesBeforeTheProcessExits() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.origin.route("/swr") { request in
             let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\"")]
@@ -70,9 +73,11 @@ struct CLIGetTests {
         // The background revalidation was sent, and answered, before the process exited.
         #expect(cli.origin.count("/swr") == 2)
         #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
+        }
     }
 
     @Test func bypassAsJSONForPOST() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.origin.route("/submit") { request in
             LoopbackOrigin.Response(headers: [("Content-Type", "text/plain")], body: "got \(request.body.count) bytes")
@@ -82,9 +87,11 @@ struct CLIGetTests {
         #expect((object["cacheStatus"] as? String)?.contains("fwd=method") == true)
         #expect(cli.origin.requests(to: "/submit").first?.method == "POST")
         #expect(cli.origin.requests(to: "/submit").first?.body == Array("hello".utf8))
+        }
     }
 
     @Test func dataFromAFileAndVerboseReport() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.origin.route("/echo") { request in
             LoopbackOrigin.Response(headers: [("Content-Type", "text/plain")], body: request.body)
@@ -104,9 +111,11 @@ struct CLIGetTests {
         let missing = try await cli.run(["get", cli.url("/echo"), "-d", "@" + cli.directory.path + "/absent"])
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("cannot read the file"))
+        }
     }
 
     @Test func timeoutGivesUpOnASlowOriginWithExitSeven() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         // The origin answers after 30 s; giving up well before proves the timeout, with room
         // for a loaded machine's process start-up.
@@ -117,9 +126,11 @@ struct CLIGetTests {
         #expect(run.status == 7, "\(run.stderr)")
         #expect(run.stderrLines.count == 1)
         #expect(clock.now - started < .seconds(15))
+        }
     }
 
     @Test func jsonLeavesOutBinaryAndLargeBodies() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.origin.route("/binary") { _ in
             LoopbackOrigin.Response(
@@ -133,9 +144,11 @@ struct CLIGetTests {
         let large = try await cli.run(["get", cli.url("/large"), "--json"]).jsonObject()
         #expect(large["body"] == nil)
         #expect(large["bodyBytes"] as? Int == 70_000)
+        }
     }
 
     @Test func includePrintsStatusLineAndFieldsBeforeTheBody() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/page", [("Cache-Control", "max-age=60"), ("X-Origin", "loopback")], body: "page body")
         let run = try await cli.run(["get", cli.url("/page"), "-i"])
@@ -151,9 +164,11 @@ struct CLIGetTests {
         let again = try await cli.run(["get", cli.url("/page"), "-i"])
         #expect(again.stdout.contains("\nCache-Status: HTTPCache; hit; ttl="))
         #expect(again.stdout.hasSuffix("\n\npage body"))
+        }
     }
 
     @Test func outputFileGetsTheBodyAndJSONGoesToStdout() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         let body = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         cli.origin.route("/data.bin") { _ in
@@ -178,9 +193,11 @@ struct CLIGetTests {
         // No temporary file is left beside them.
         let names = try FileManager.default.contentsOfDirectory(atPath: cli.directory.path)
         #expect(!names.contains { $0.hasSuffix(".part") })
+        }
     }
 
     @Test func offlineMissPrintsTheCaches504AndExitsZero() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/never", [("Cache-Control", "max-age=60")])
         let run = try await cli.run(["get", cli.url("/never"), "--offline", "-i"])
@@ -192,9 +209,11 @@ struct CLIGetTests {
         #expect(json["status"] as? Int == 504)
         #expect(json["outcome"] as? String == "miss")
         #expect(cli.origin.requests.isEmpty)
+        }
     }
 
     @Test func policiesByShortAndURLRequestNames() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serveValidated("/p", cacheControl: "max-age=60", etag: "\"p1\"", body: "p")
         _ = try await cli.run(["get", cli.url("/p")])
@@ -206,9 +225,11 @@ struct CLIGetTests {
         let prefer = try await cli.run(["get", cli.url("/p"), "--policy", "prefer-cache", "--json"]).jsonObject()
         #expect(prefer["outcome"] as? String == "hit")
         #expect(cli.origin.count("/p") == 3)
+        }
     }
 
     @Test func unreachableOriginWithNothingStoredExitsSeven() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         let url = cli.url("/gone")
         cli.origin.stop()
@@ -218,11 +239,13 @@ struct CLIGetTests {
         #expect(run.stderrLines.count == 1, "\(run.stderr)")
         #expect(run.stderr.hasPrefix("httpcache: could not reach 127.0.0.1:\(cli.origin.port)"))
         #expect(run.stderr.contains("nothing stored could be served"))
+        }
     }
 
     /// Each hop of a redirect is stored under its own URL (RFC 9110 §15.4), so the next run
     /// asks the origin for neither.
     @Test func redirectHopsAreStoredAndAnswerTheNextRun() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.origin.route("/old") { _ in
             LoopbackOrigin.Response(
@@ -234,12 +257,14 @@ struct CLIGetTests {
             #expect(run.status == 0 && run.stdout == "new body", "\(run.stderr)")
         }
         #expect(cli.origin.count("/old") == 1 && cli.origin.count("/new") == 1)
+        }
     }
 
     /// `--policy reload` and `reload-all` promise a load from the origin (Apple's
     /// `reloadIgnoringLocalCacheData`, `reloadIgnoringLocalAndRemoteCacheData`): with the origin
     /// down they exit 7, as with nothing stored, and never print the stored body.
     @Test func reloadPoliciesWithTheOriginDownExitSevenInsteadOfServingTheStoredResponse() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored body")
         #expect(try await cli.run(["get", cli.url("/stored")]).status == 0)
@@ -252,6 +277,7 @@ struct CLIGetTests {
         // The default policy still answers from the cache (the response is fresh).
         let fallback = try await cli.run(["get", cli.url("/stored")])
         #expect(fallback.status == 0 && fallback.stdout == "stored body")
+        }
     }
 
     @Test(arguments: [
@@ -266,6 +292,7 @@ struct CLIGetTests {
         (["ls", "a", "b"], "unexpected argument 'b'"),
     ])
     func usageErrorsExitTwoWithOneLine(arguments: [String], message: String) async throws {
+        try await offPool {
         let cli = try CLIHarness()
         let run = try await cli.run(arguments)
         #expect(run.status == 2)
@@ -274,10 +301,12 @@ struct CLIGetTests {
         #expect(run.stderr.contains(message), "\(run.stderr)")
         #expect(run.stderr.contains("--help"))
         #expect(run.stdoutData.isEmpty)
+        }
     }
 
     @Test(arguments: ["not a url", "127.0.0.1/no-scheme", "ftp://127.0.0.1/file", "http://", "http://exa mple/"])
     func malformedURLExitsTwoWithOneLine(url: String) async throws {
+        try await offPool {
         let cli = try CLIHarness()
         for command in ["get", "explain", "show", "pin"] {
             let run = try await cli.run([command, url])
@@ -285,9 +314,11 @@ struct CLIGetTests {
             #expect(run.stderrLines.count == 1, "\(run.stderr)")
             #expect(run.stderr.contains("'\(url)'"))
         }
+        }
     }
 
     @Test func unusableCacheDirectoryExitsOneWithOneLine() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         let file = cli.directory.path + "/not-a-directory"
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
@@ -304,9 +335,11 @@ struct CLIGetTests {
         #expect(get.status == 1)
         let names = try FileManager.default.contentsOfDirectory(atPath: cli.directory.path)
         #expect(!names.contains { $0.hasPrefix(".out.txt") || $0 == "out.txt" }, "\(names)")
+        }
     }
 
     @Test func cacheDirectoryComesFromHTTPCACHE_DIRWithoutTheOption() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/env", [("Cache-Control", "max-age=60")])
         let run = try await cli.run(["get", cli.url("/env")], cacheDir: false)
@@ -314,11 +347,13 @@ struct CLIGetTests {
         #expect(FileManager.default.fileExists(atPath: cli.cacheDirectory + "/cli-stats.json"))
         let listed = try await cli.run(["ls", "--json"]).jsonArray()
         #expect(listed.map { $0["url"] as? String } == [cli.url("/env")])
+        }
     }
 
     /// util-linux's `script` gives the child a terminal (Debian's essential bsdutils package).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
     func progressBarOnATerminalForALargeBody() async throws {
+        try await offPool {
         let script = "/usr/bin/script"
         let cli = try CLIHarness()
         let body = [UInt8](repeating: 7, count: 3 << 20)
@@ -346,5 +381,6 @@ struct CLIGetTests {
         #expect(binary.status == 0)
         #expect(binary.stdout.contains("the body is binary (3.0 MiB); not written to the terminal"))
         #expect(!binary.stdout.contains("\u{7}\u{7}\u{7}"))
+        }
     }
 }

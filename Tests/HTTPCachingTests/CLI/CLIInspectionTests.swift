@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheSemantics
 import Foundation
 import LoopbackOrigin
@@ -21,6 +22,7 @@ struct CLIInspectionTests {
     }
 
     @Test func lsListsEntriesAsTextAndJSON() async throws {
+        try await offPool {
         let cli = try await filled()
         _ = try await cli.run(["get", cli.url("/a/one")])  // one hit
 
@@ -50,9 +52,11 @@ struct CLIInspectionTests {
         #expect(Set(prefixed.compactMap { $0["url"] as? String }) == [cli.url("/a/one"), cli.url("/a/two")])
         let none = try await cli.run(["ls", "http://127.0.0.1:1/nothing"])
         #expect(none.stdout.hasPrefix("nothing stored under http://127.0.0.1:1/nothing"))
+        }
     }
 
     @Test func showPrintsFieldsFactsFreshnessAndReasons() async throws {
+        try await offPool {
         let cli = try await filled()
         _ = try await cli.run(["get", cli.url("/a/two")])
         let run = try await cli.run(["show", cli.url("/a/two")])
@@ -73,9 +77,11 @@ struct CLIInspectionTests {
         #expect(missing.status == 3)
         #expect(missing.stderrLines.count == 1)
         #expect(missing.stderr.contains("nothing stored for \(cli.url("/a/none"))"))
+        }
     }
 
     @Test func purgeByURLPrefixAndAll() async throws {
+        try await offPool {
         let cli = try await filled()
         let one = try await cli.run(["purge", cli.url("/a/one")])
         #expect(one.stdout == "removed 1 stored response for \(cli.url("/a/one"))\n")
@@ -92,9 +98,11 @@ struct CLIInspectionTests {
         #expect(try await cli.run(["ls", "--json"]).jsonArray().isEmpty)
         let both = try await cli.run(["purge", "--all", "--prefix", "x"])
         #expect(both.status == 2)
+        }
     }
 
     @Test func pinAndUnpin() async throws {
+        try await offPool {
         let cli = try await filled()
         let pin = try await cli.run(["pin", cli.url("/a/one")])
         #expect(pin.status == 0)
@@ -119,9 +127,11 @@ struct CLIInspectionTests {
         #expect(nothing.status == 3)
         #expect(nothing.stderrLines.count == 1)
         #expect(nothing.stderr.contains("fetch it first"))
+        }
     }
 
     @Test func statsCountOutcomesAcrossRuns() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serveValidated("/s", cacheControl: "max-age=0", etag: "\"s\"", body: "12345")
         cli.serve("/f", [("Cache-Control", "max-age=60")], body: "abc")
@@ -153,9 +163,11 @@ struct CLIInspectionTests {
         let reset = try await cli.run(["stats", "--reset", "--json"]).jsonObject()
         #expect(reset["responses"] as? Int == 0)
         #expect(reset["entries"] as? Int == 2)
+        }
     }
 
     @Test func concurrentRunsLoseNoCounts() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/c", [("Cache-Control", "max-age=60")], body: "c")
         let runs = 8
@@ -166,6 +178,7 @@ struct CLIInspectionTests {
         #expect(statuses == [Int32](repeating: 0, count: runs))
         let json = try await cli.run(["stats", "--json"]).jsonObject()
         #expect(json["responses"] as? Int == runs)
+        }
     }
 }
 
@@ -173,6 +186,7 @@ struct CLIInspectionTests {
 @Suite(.timeLimit(.minutes(1)))
 struct CLIExplainAndDemoTests {
     @Test func explainNamesLifetimeSourceValidatorsAndNextRequests() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serveValidated("/e", cacheControl: "max-age=300", etag: "\"e1\"", body: "explained")
         let run = try await cli.run(["explain", cli.url("/e")])
@@ -192,9 +206,11 @@ struct CLIExplainAndDemoTests {
         #expect(!text.contains("explained\n"))
         let stats = try await cli.run(["stats", "--json"]).jsonObject()
         #expect(stats["responses"] as? Int == 1)
+        }
     }
 
     @Test func explainWarnsAboutTheOriginsFields() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         let past = HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970 - 86_400))
         cli.serve("/past", [("Cache-Control", "max-age=120"), ("Expires", past)])
@@ -220,9 +236,11 @@ struct CLIExplainAndDemoTests {
         let heuristicText = try await cli.run(["explain", cli.url("/heuristic")]).stdout
         #expect(heuristicText.contains("24 h, heuristic: a fraction of the time since Last-Modified"))
         #expect(heuristicText.contains("- no explicit freshness: a heuristic lifetime of 24 h"))
+        }
     }
 
     @Test func explainOfflineExplainsWhatIsStoredWithoutTheOrigin() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serveValidated("/o", cacheControl: "max-age=60, stale-while-revalidate=30", etag: "\"o\"", body: "o")
         _ = try await cli.run(["get", cli.url("/o")])
@@ -232,9 +250,11 @@ struct CLIExplainAndDemoTests {
         #expect(run.stdout.contains("→ 200 OK, hit"))
         #expect(run.stdout.contains("Also:        stale-while-revalidate=30"))
         #expect(run.stdout.contains("served stale at once while it is revalidated in the background"))
+        }
     }
 
     @Test func demoRunsTheFourStepsAndExitsZero() async throws {
+        try await offPool {
         let directory = FileManager.default.temporaryDirectory.path
         let run = try await CLIProcess.run(["demo"], in: directory)
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
@@ -249,19 +269,23 @@ struct CLIExplainAndDemoTests {
         let line = try #require(lines.first { $0.contains("a disk cache in ") })
         let cacheDirectory = String(line[line.range(of: "a disk cache in ")!.upperBound...])
         #expect(!FileManager.default.fileExists(atPath: cacheDirectory))
+        }
     }
 
     @Test(arguments: ["get", "explain", "ls", "show", "purge", "pin", "unpin", "stats", "demo"])
     func everyCommandHasHelp(command: String) async throws {
+        try await offPool {
         let directory = FileManager.default.temporaryDirectory.path
         let run = try await CLIProcess.run([command, "--help"], in: directory)
         #expect(run.status == 0)
         #expect(run.stdout.hasPrefix("Usage: httpcache \(command)"), "\(run.stdout)")
         let viaHelp = try await CLIProcess.run(["help", command], in: directory)
         #expect(viaHelp.stdout == run.stdout)
+        }
     }
 
     @Test func topLevelHelpListsCommandsAndExitCodes() async throws {
+        try await offPool {
         let run = try await CLIProcess.run(["--help"], in: FileManager.default.temporaryDirectory.path)
         #expect(run.status == 0)
         for command in [
@@ -271,5 +295,6 @@ struct CLIExplainAndDemoTests {
         }
         for code in ["  0  ", "  1  ", "  2  ", "  3  ", "  7  "] { #expect(run.stdout.contains(code)) }
         #expect(run.stdout.contains("HTTPCACHE_DIR"))
+        }
     }
 }

@@ -30,6 +30,7 @@ struct CLIOutputTests {
     }
 
     @Test func aFIFOIsWrittenInPlaceAndStaysAFIFO() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/piped", [("Cache-Control", "max-age=60")], body: "through the pipe")
         let fifo = cli.directory.path + "/pipe"
@@ -50,12 +51,14 @@ struct CLIOutputTests {
         #expect(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self) == "through the pipe")
         #expect(fileType(fifo) == S_IFIFO)
         #expect(try leftovers(in: cli.directory.path).isEmpty)
+        }
     }
 
     /// A character device made for the test (the null device's numbers, 1:3) stands for
     /// /dev/null: written in place, it stays a device.
     @Test(.enabled(if: geteuid() == 0, "mknod needs root"))
     func aCharacterDeviceIsWrittenInPlaceAndStaysADevice() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/discarded", [("Cache-Control", "max-age=60")], body: "into the null device")
         let device = cli.directory.path + "/null"
@@ -67,6 +70,7 @@ struct CLIOutputTests {
         #expect(fileType(device) == S_IFCHR)
         #expect(fileInfo(device)?.st_rdev == dev_t((1 << 8) | 3))
         #expect(try leftovers(in: cli.directory.path).isEmpty)
+        }
     }
 
     /// The real /dev/null. The tool runs as `nobody`, who can neither create nor rename
@@ -74,6 +78,7 @@ struct CLIOutputTests {
     /// damage the machine.
     @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
     func devNullIsWrittenInPlaceAndStaysTheNullDevice() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/discarded", [("Cache-Control", "max-age=60")], body: "into /dev/null")
         let cacheDirectory = cli.directory.path + "/nobody-cache"
@@ -91,9 +96,11 @@ struct CLIOutputTests {
         let after = try #require(fileInfo("/dev/null"))
         #expect(after.st_mode == before.st_mode && after.st_rdev == before.st_rdev && after.st_ino == before.st_ino)
         #expect(cli.origin.count("/discarded") == 1)
+        }
     }
 
     @Test func aSymbolicLinkIsWrittenThroughAndStaysALink() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/linked", [("Cache-Control", "max-age=60")], body: "new body")
         let directory = cli.directory.path
@@ -113,11 +120,13 @@ struct CLIOutputTests {
         #expect(fileInfo(directory + "/real.txt").map { $0.st_mode & 0o7777 } == 0o640)
         #expect(FileManager.default.contents(atPath: directory + "/later.txt") == Data("new body".utf8))
         #expect(try leftovers(in: directory).isEmpty)
+        }
     }
 
     /// An existing regular file is still replaced only once the body is complete (a cut
     /// transfer leaves it as it was), and the new file keeps the old one's mode and owner.
     @Test func anExistingFileKeepsItsModeAndOwnerAndIsReplacedOnlyWhenComplete() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/complete", [("Cache-Control", "max-age=60")], body: "complete body")
         cli.origin.route("/cut") { _ in
@@ -140,14 +149,17 @@ struct CLIOutputTests {
         #expect(info.st_mode & 0o7777 == 0o604)
         #expect(info.st_uid == owner.0 && info.st_gid == owner.1)
         #expect(try leftovers(in: cli.directory.path).isEmpty)
+        }
     }
 
     @Test func aDirectoryIsRefusedBeforeAnythingIsFetched() async throws {
+        try await offPool {
         let cli = try CLIHarness()
         cli.serve("/page", [("Cache-Control", "max-age=60")])
         let run = try await cli.run(["get", cli.url("/page"), "-o", cli.directory.path])
         #expect(run.status == 1)
         #expect(run.stderr.contains("is a directory"), "\(run.stderr)")
         #expect(cli.origin.count("/page") == 0)
+        }
     }
 }

@@ -1,0 +1,66 @@
+import CacheLocking
+import Foundation
+
+/// Runs tests' blocking work (sockets, child processes, sleeps, thread joins) on threads of its
+/// own, never on the cooperative pool.
+///
+/// Swift Testing runs every test, synchronous ones included, on the cooperative thread pool,
+/// which has one thread per core: two on a 2-core machine. A test that blocks holds one of
+/// them, and two such tests starve every async test of the run (timeouts, clocks that move
+/// on). ``offPool(_:)`` runs a test's body on this executor instead. It is the same task, so
+/// task-locals (the test being run, which `#expect` records issues against) stay in place.
+///
+/// Its threads are reused: a job goes to an idle thread, or to a new one when none is idle, so
+/// a job that blocks never keeps another from running.
+public final class BlockingWorkExecutor: TaskExecutor, Sendable {
+    /// The executor tests share.
+    public static let shared = BlockingWorkExecutor()
+
+    private struct Queue {
+        var jobs: [UnownedJob] = []
+        /// Threads waiting for a job and not yet promised one.
+        var idle = 0
+    }
+
+    private let queue = Locked(Queue())
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let needsThread = queue.withLock { queue -> Bool in
+            queue.jobs.append(job)
+            guard queue.idle > 0 else { return true }
+            queue.idle -= 1
+            return false
+        }
+        if needsThread {
+            let thread = Thread { [self] in work() }
+            thread.stackSize = 4 << 20
+            thread.start()
+        } else {
+            queue.wakeWaiters()
+        }
+    }
+
+    private func work() {
+        let executor = asUnownedTaskExecutor()
+        while true {
+            let job = queue.withLock(when: { !$0.jobs.isEmpty }) { $0.jobs.removeFirst() }
+            job?.runSynchronously(on: executor)
+            queue.withLock { $0.idle += 1 }
+        }
+    }
+}
+
+/// Runs `body`, which may block, off the cooperative pool (see ``BlockingWorkExecutor``).
+///
+/// ```swift
+/// @Test func proxyAnswers() async throws {
+///     try await offPool {
+///         let client = try RawHTTPClient(port: port)   // blocking sockets are fine here
+///         #expect(try client.readResponse().status == 200)
+///     }
+/// }
+/// ```
+public func offPool<Result>(_ body: () async throws -> Result) async rethrows -> Result {
+    try await withTaskExecutorPreference(BlockingWorkExecutor.shared) { try await body() }
+}
