@@ -13,9 +13,9 @@ let parsers = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine",
 ]
-// The proxy's request head parser, chunked decoder and response head parser, reached through
-// CachingProxy's `@_spi(Fuzzing)` entry points (the parsers are internal).
-let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody", "FuzzResponseHead"]
+// The proxy's request head parser and chunked decoder, reached through CachingProxy's
+// `@_spi(Fuzzing)` entry points (the parsers are internal).
+let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody"]
 let proxyTargets: [Target] = proxyParsers.map { name in
     .executableTarget(
         name: name,

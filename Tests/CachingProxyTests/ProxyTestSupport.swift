@@ -102,7 +102,7 @@ struct Received: Sendable {
     var isHit: Bool { cacheStatus?.contains("; hit") == true }
 }
 
-/// Sends requests with the proxy's own upstream client (libcurl, fields passed exactly).
+/// Sends requests with the proxy's own upstream client (fields passed exactly).
 final class TestClient: Sendable {
     private let client = UpstreamClient()
 
