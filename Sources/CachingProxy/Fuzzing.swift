@@ -92,7 +92,8 @@ extension WireParserFuzzing {
 
     /// Where the pieces of `count` bytes end: `choice` 0 is one byte at a time, 1–127 pieces
     /// of 1 to 16 bytes, 128–255 pieces of up to 8 to 1,024 bytes; sizes vary with the choice.
-    static func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
+    /// (FuzzResponseStream splits origin bytes with it too.)
+    @_spi(Fuzzing) public static func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
         let largest = choice < 0x80 ? Int(choice & 0x0F) + 1 : 8 << (choice & 0x07)
         var state = UInt32(choice) &* 2_654_435_761 | 1
         var ends: [Int] = []

@@ -1,107 +1,29 @@
 import CacheSemantics
 import Testing
 
-@testable import CachingProxy
+@_spi(Fuzzing) @testable import CachingProxy
 
 /// `ResponseFramer` with no I/O: every framing rule of RFC 9112 §6.3, each fed in one piece,
 /// byte by byte and in uneven pieces, which must all read alike.
 @Suite("ResponseFramer (RFC 9112 §6.3)")
 struct ResponseFramerTests {
-    /// What the framer reported, body pieces joined.
-    struct Framed: Equatable, CustomStringConvertible {
-        enum Event: Equatable {
-            case interim(UpstreamResponseHead)
-            case head(UpstreamResponseHead)
-            case body(String)
-            case end
-            case error(String)
-        }
-
-        var events: [Event] = []
-        /// Bytes that belonged to the response.
-        var consumed = 0
-        var keepsAlive = false
-
-        var head: UpstreamResponseHead? {
-            for case .head(let head) in events { return head }
-            return nil
-        }
-        var body: String? {
-            for case .body(let body) in events { return body }
-            return events.contains(.end) ? "" : nil
-        }
-        var isComplete: Bool { events.last == .end }
-        var error: String? {
-            guard case .error(let reason) = events.last else { return nil }
-            return reason
-        }
-        var description: String { "\(events) consumed \(consumed) keepsAlive \(keepsAlive)" }
-    }
-
-    /// Frames `bytes` arriving in pieces that end at `ends`, then (when `closed`) the end of the
-    /// connection.
-    static func frame(_ bytes: [UInt8], ends: [Int], method: String, closed: Bool, limits: ResponseFramer.Limits)
-        -> Framed
-    {
-        var framer = ResponseFramer(requestMethod: method, limits: limits)
-        var framed = Framed()
-        var pending: [UInt8] = []
-        var received = 0
-        func record(_ event: Framed.Event) {
-            if case .body(let more) = event, case .body(let earlier) = framed.events.last {
-                framed.events[framed.events.count - 1] = .body(earlier + more)
-            } else {
-                framed.events.append(event)
-            }
-        }
-        pieces: for end in ends {
-            pending += bytes[received..<end]
-            received = end
-            while true {
-                let (event, consumed) = pending.withUnsafeBytes { framer.parse($0) }
-                switch event {
-                case .needMore:
-                    pending.removeFirst(consumed)
-                    framed.consumed += consumed
-                    continue pieces
-                case .interim(let head): record(.interim(head))
-                case .head(let head): record(.head(head))
-                case .body(let range): record(.body(String(decoding: pending[range], as: UTF8.self)))
-                case .end: record(.end)
-                case .error(let error): record(.error(error.description))
-                }
-                pending.removeFirst(consumed)
-                framed.consumed += consumed
-                if case .end = event { break pieces }
-                if case .error = event { break pieces }
-            }
-        }
-        if closed, framed.events.last != .end, framed.error == nil {
-            switch framer.finish() {
-            case .end: record(.end)
-            case .error(let error): record(.error(error.description))
-            default: Issue.record("finish() returned another event")
-            }
-        }
-        framed.keepsAlive = framer.keepsAlive
-        return framed
-    }
+    typealias Framing = UpstreamFuzzing.Framing
+    typealias Limits = UpstreamFuzzing.Limits
 
     /// Frames `text` in one piece, byte by byte and in pieces of 1 to 7 bytes; all three must agree.
     static func frame(
-        _ text: String, method: String = "GET", closed: Bool = false, limits: ResponseFramer.Limits = .init(),
+        _ text: String, method: String = "GET", closed: Bool = false, limits: Limits = .standard,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) -> Framed {
+    ) -> Framing {
         frame(Array(text.utf8), method: method, closed: closed, limits: limits, sourceLocation: sourceLocation)
     }
 
     static func frame(
-        _ bytes: [UInt8], method: String = "GET", closed: Bool = false, limits: ResponseFramer.Limits = .init(),
+        _ bytes: [UInt8], method: String = "GET", closed: Bool = false, limits: Limits = .standard,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) -> Framed {
-        let whole = frame(
-            bytes, ends: bytes.isEmpty ? [] : [bytes.count], method: method, closed: closed, limits: limits)
-        let single = frame(
+    ) -> Framing {
+        let whole = UpstreamFuzzing.frame(bytes, ends: [bytes.count], method: method, closed: closed, limits: limits)
+        let single = UpstreamFuzzing.frame(
             bytes, ends: Array(bytes.indices.map { $0 + 1 }), method: method, closed: closed, limits: limits)
         var uneven: [Int] = []
         var end = 0
@@ -109,14 +31,15 @@ struct ResponseFramerTests {
             end = min(bytes.count, end + 1 + uneven.count % 7)
             uneven.append(end)
         }
-        let pieces = frame(bytes, ends: uneven, method: method, closed: closed, limits: limits)
+        let pieces = UpstreamFuzzing.frame(bytes, ends: uneven, method: method, closed: closed, limits: limits)
         #expect(single == whole, "byte by byte", sourceLocation: sourceLocation)
         #expect(pieces == whole, "in pieces \(uneven)", sourceLocation: sourceLocation)
         return whole
     }
 
-    static func head(_ status: Int, _ reason: String, _ fields: [(String, String)]) -> UpstreamResponseHead {
-        UpstreamResponseHead(status: status, reason: reason, fields: HeaderFields(fields))
+    static func head(_ status: Int, _ reason: String, _ fields: [(String, String)]) -> UpstreamFuzzing.Head {
+        UpstreamFuzzing.Head(
+            status: status, reason: reason, fields: fields.map { HeaderField(name: $0.0, value: $0.1) })
     }
 
     // MARK: Where the body ends (§6.3)
@@ -125,7 +48,8 @@ struct ResponseFramerTests {
     func contentLength() {
         let message = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
         let framed = Self.frame(message + "HTTP/1.1 200 OK\r\n\r\n")
-        #expect(framed.events == [.head(Self.head(200, "OK", [("Content-Length", "5")])), .body("hello"), .end])
+        #expect(
+            framed.events == [.head(Self.head(200, "OK", [("Content-Length", "5")])), .body(Array("hello".utf8)), .end])
         #expect(framed.consumed == message.utf8.count)
         #expect(framed.keepsAlive)
     }
@@ -222,9 +146,9 @@ struct ResponseFramerTests {
     @Test("Without framing fields the body runs to the close, and the connection is not kept (RFC 9112 §6.3 item 8)")
     func untilClose() {
         let open = Self.frame("HTTP/1.1 200 OK\r\n\r\nall of it")
-        #expect(open.events == [.head(Self.head(200, "OK", [])), .body("all of it")])
+        #expect(open.events == [.head(Self.head(200, "OK", [])), .body(Array("all of it".utf8))])
         let closed = Self.frame("HTTP/1.1 200 OK\r\n\r\nall of it", closed: true)
-        #expect(closed.events == [.head(Self.head(200, "OK", [])), .body("all of it"), .end])
+        #expect(closed.events == [.head(Self.head(200, "OK", [])), .body(Array("all of it".utf8)), .end])
         #expect(!closed.keepsAlive)
     }
 
@@ -254,7 +178,7 @@ struct ResponseFramerTests {
             framed.events == [
                 .interim(Self.head(100, "Continue", [])),
                 .interim(Self.head(103, "Early Hints", [("Link", "</s.css>; rel=preload")])),
-                .head(Self.head(200, "OK", [("Content-Length", "2")])), .body("ok"), .end,
+                .head(Self.head(200, "OK", [("Content-Length", "2")])), .body(Array("ok".utf8)), .end,
             ])
     }
 
@@ -266,8 +190,7 @@ struct ResponseFramerTests {
 
     @Test("More interim responses than the limit are an error")
     func tooManyInterim() {
-        var limits = ResponseFramer.Limits()
-        limits.maxInterimResponses = 2
+        let limits = Limits(maxHeadBytes: 64 * 1024, maxFieldCount: 256, maxInterimResponses: 2)
         let three = String(repeating: "HTTP/1.1 102 Processing\r\n\r\n", count: 3) + "HTTP/1.1 204 No\r\n\r\n"
         #expect(Self.frame(three, limits: limits).error?.contains("interim") == true)
         let two = String(repeating: "HTTP/1.1 102 Processing\r\n\r\n", count: 2) + "HTTP/1.1 204 No\r\n\r\n"
@@ -358,9 +281,7 @@ struct ResponseFramerTests {
 
     @Test("A head larger than the limit, or with more fields, is an error")
     func headLimits() {
-        var limits = ResponseFramer.Limits()
-        limits.maxHeadBytes = 64
-        limits.maxFieldCount = 2
+        let limits = Limits(maxHeadBytes: 64, maxFieldCount: 2, maxInterimResponses: 16)
         let fits = "HTTP/1.1 200 OK\r\nA: 1\r\nContent-Length: 0\r\n\r\n"
         #expect(Self.frame(fits, limits: limits).isComplete)
         #expect(
@@ -386,5 +307,25 @@ struct ResponseFramerTests {
         let framed = Self.frame(head + "\r\n\r\n")
         #expect(framed.isComplete)
         #expect(framed.keepsAlive == keepsAlive)
+    }
+}
+
+extension UpstreamFuzzing.Framing {
+    var head: UpstreamFuzzing.Head? {
+        for case .head(let head) in events { return head }
+        return nil
+    }
+
+    /// The body as text; "" when the response ended without one, nil when there is none yet.
+    var body: String? {
+        for case .body(let body) in events { return String(decoding: body, as: UTF8.self) }
+        return events.contains(.end) ? "" : nil
+    }
+
+    var isComplete: Bool { events.last == .end }
+
+    var error: String? {
+        guard case .error(let reason) = events.last else { return nil }
+        return reason
     }
 }

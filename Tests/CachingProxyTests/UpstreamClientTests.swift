@@ -495,29 +495,6 @@ struct Outcome: Sendable {
     var bodyText: String { String(decoding: body, as: UTF8.self) }
 }
 
-/// Collects a response; optionally stops at the head or after some body bytes.
-final class Collector: UpstreamReceiver {
-    var outcome = Outcome()
-    let stopAtHead: Bool
-    let stopAfterBodyBytes: Int?
-
-    init(stopAtHead: Bool, stopAfterBodyBytes: Int?) {
-        self.stopAtHead = stopAtHead
-        self.stopAfterBodyBytes = stopAfterBodyBytes
-    }
-
-    func receive(head: UpstreamResponseHead) -> Bool {
-        outcome.heads.append(head)
-        return !stopAtHead
-    }
-
-    func receive(body: UnsafeRawBufferPointer) -> Bool {
-        outcome.body.append(contentsOf: body)
-        if let stopAfterBodyBytes, outcome.body.count >= stopAfterBodyBytes { return false }
-        return true
-    }
-}
-
 /// Runs `perform` on a new thread of its own (it blocks, as on the proxy's workers), keeping
 /// the test's cooperative threads free.
 func fetch(
@@ -525,13 +502,16 @@ func fetch(
 ) async -> Outcome {
     await withCheckedContinuation { continuation in
         Thread.detachNewThread {
-            let collector = Collector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+            let collector = ResponseCollector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+            var outcome = Outcome()
             do throws(UpstreamError) {
                 try client.perform(request, collector)
             } catch {
-                collector.outcome.error = error
+                outcome.error = error
             }
-            continuation.resume(returning: collector.outcome)
+            outcome.heads = collector.heads
+            outcome.body = collector.body
+            continuation.resume(returning: outcome)
         }
     }
 }
