@@ -37,12 +37,21 @@ struct OriginMisbehaviourTests {
             origin.stop()
         }
 
-        /// `method path` through the proxy on a connection of its own.
-        func request(_ path: String, method: String = "GET") throws -> RawHTTPClient.Response {
-            let client = try RawHTTPClient(port: proxy.port)
-            defer { client.close() }
-            try client.send("\(method) \(path) HTTP/1.1\r\nHost: origin.test\r\n\r\n")
-            return try client.readResponse(method: method)
+        /// A proxy in front of such an origin, made on a thread of its own (it blocks until the
+        /// proxy listens), so the cooperative threads other suites wait on stay free.
+        static func start(poisoned: [RawOrigin.Step]) async throws -> Setup {
+            try await onThread { try Setup(poisoned: poisoned) }
+        }
+
+        /// `method path` through the proxy on a connection of its own, on a thread of its own.
+        func request(_ path: String, method: String = "GET") async throws -> RawHTTPClient.Response {
+            let port = proxy.port
+            return try await onThread {
+                let client = try RawHTTPClient(port: port)
+                defer { client.close() }
+                try client.send("\(method) \(path) HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+                return try client.readResponse(method: method)
+            }
         }
 
         /// How many requests for `path` reached the origin.
@@ -51,11 +60,11 @@ struct OriginMisbehaviourTests {
         }
 
         /// `/b` twice: its own body both times, the second a hit, so what was stored under `/b` is `/b`'s.
-        func expectBIsItsOwn(sourceLocation: SourceLocation = #_sourceLocation) throws {
-            let b = try request("/b")
+        func expectBIsItsOwn(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let b = try await request("/b")
             #expect(b.status == 200, sourceLocation: sourceLocation)
             #expect(b.bodyText == "B", sourceLocation: sourceLocation)
-            let again = try request("/b")
+            let again = try await request("/b")
             #expect(again.bodyText == "B", sourceLocation: sourceLocation)
             #expect(again.field("Cache-Status")?.contains("; hit") == true, sourceLocation: sourceLocation)
             #expect(originCount("/b") == 1, sourceLocation: sourceLocation)
@@ -65,30 +74,32 @@ struct OriginMisbehaviourTests {
     // MARK: Excess data: another URL must never get it (RFC 9112 §6.3, last paragraph)
 
     @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
-    func secondResponseInTheSameWrite() throws {
-        let setup = try Setup(poisoned: [.send(Self.response("A") + Self.response("stray"))])
-        #expect(try setup.request("/a").bodyText == "A")
-        try setup.expectBIsItsOwn()
+    func secondResponseInTheSameWrite() async throws {
+        let setup = try await Setup.start(poisoned: [.send(Self.response("A") + Self.response("stray"))])
+        #expect(try await setup.request("/a").bodyText == "A")
+        try await setup.expectBIsItsOwn()
     }
 
     @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
-    func lateExtraBytes() throws {
-        let setup = try Setup(poisoned: [.send(Self.response("A")), .pause(0.05), .send(Self.response("stray"))])
-        #expect(try setup.request("/a").bodyText == "A")
-        usleep(300_000)
-        try setup.expectBIsItsOwn()
+    func lateExtraBytes() async throws {
+        let setup = try await Setup.start(poisoned: [
+            .send(Self.response("A")), .pause(0.05), .send(Self.response("stray")),
+        ])
+        #expect(try await setup.request("/a").bodyText == "A")
+        try await Task.sleep(for: .milliseconds(300))
+        try await setup.expectBIsItsOwn()
     }
 
     @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
-    func bodyAfterHeadResponse() throws {
+    func bodyAfterHeadResponse() async throws {
         // The head announces the 1,000 bytes a GET would get; what follows is another response.
-        let setup = try Setup(poisoned: [
+        let setup = try await Setup.start(poisoned: [
             .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
         ])
-        let head = try setup.request("/a", method: "HEAD")
+        let head = try await setup.request("/a", method: "HEAD")
         #expect(head.status == 200)
         #expect(head.body.isEmpty)
-        try setup.expectBIsItsOwn()
+        try await setup.expectBIsItsOwn()
     }
 
     // MARK: Ambiguous framing: 502, nothing stored (RFC 9112 §6.1, §6.3)
@@ -100,19 +111,19 @@ struct OriginMisbehaviourTests {
             "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
             "Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding: identity\r\n",
         ])
-    func ambiguousFraming(fields: String) throws {
-        let setup = try Setup(poisoned: [
+    func ambiguousFraming(fields: String) async throws {
+        let setup = try await Setup.start(poisoned: [
             .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
         ])
-        let first = try setup.request("/a")
+        let first = try await setup.request("/a")
         #expect(first.status == 502)
         #expect(first.bodyText.contains("Transfer-Encoding"), "\(first.bodyText)")
         // Nothing was stored: the next request goes to the origin, which now answers well.
-        let second = try setup.request("/a")
+        let second = try await setup.request("/a")
         #expect(second.status == 200)
         #expect(second.bodyText == "A")
         #expect(setup.originCount("/a") == 2)
-        try setup.expectBIsItsOwn()
+        try await setup.expectBIsItsOwn()
     }
 
     // MARK: Bodies cut short: the client's connection is cut, nothing stored (RFC 9112 §6.3, §8)
@@ -125,16 +136,21 @@ struct OriginMisbehaviourTests {
             [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"), .close],
             [.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .pause(0.05), .reset],
         ])
-    func cutBody(steps: [RawOrigin.Step]) throws {
-        let setup = try Setup(poisoned: steps)
-        let client = try RawHTTPClient(port: setup.proxy.port)
-        defer { client.close() }
-        try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
-        #expect(throws: RawHTTPClient.ClientError.self, "a complete-looking response") { try client.readResponse() }
-        #expect(client.waitForClose())
-        let second = try setup.request("/a")
+    func cutBody(steps: [RawOrigin.Step]) async throws {
+        let setup = try await Setup.start(poisoned: steps)
+        let port = setup.proxy.port
+        let (response, closed) = try await onThread {
+            let client = try RawHTTPClient(port: port)
+            defer { client.close() }
+            try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+            let response = try? client.readResponse()
+            return (response, client.waitForClose())
+        }
+        #expect(response == nil, "a complete-looking response: \(response?.bodyText ?? "")")
+        #expect(closed)
+        let second = try await setup.request("/a")
         #expect(second.bodyText == "A")
         #expect(setup.originCount("/a") == 2)
-        try setup.expectBIsItsOwn()
+        try await setup.expectBIsItsOwn()
     }
 }

@@ -297,6 +297,24 @@ struct UpstreamClientTests {
         #expect(origin.connections <= 8)
     }
 
+    /// An idle connection is not reused after `idleConnectionLifetime` (a request 1 s later
+    /// connects anew), nor kept beyond `maxIdleConnections` (none: every request connects).
+    @Test(arguments: [(0.3, 64, 1.0), (60, 0, 0)] as [(Double, Int, Double)])
+    func idleConnectionsAreKeptForTheirLifetimeAndUpToTheirNumber(
+        lifetime: Double, maxIdle: Int, pause: Double
+    ) async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        var configuration = UpstreamClient.Configuration()
+        configuration.idleConnectionLifetime = lifetime
+        configuration.maxIdleConnections = maxIdle
+        let client = UpstreamClient(configuration: configuration)
+        #expect(await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/a"), fields: [:])).error == nil)
+        try await Task.sleep(for: .seconds(pause))
+        #expect(await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/b"), fields: [:])).error == nil)
+        #expect(origin.received.map(\.connection) == [0, 1])
+    }
+
     @Test(arguments: ["GET", "HEAD", "DELETE"])
     func idempotentRequestIsRetriedOnceWhenAKeptAliveConnectionCloses(method: String) async throws {
         let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)

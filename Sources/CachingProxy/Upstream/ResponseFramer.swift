@@ -12,22 +12,16 @@ import CacheSemantics
 ///
 /// ```swift
 /// var framer = ResponseFramer(requestMethod: "GET")
-/// bytes.withUnsafeBytes { input in
-///     var offset = 0
-///     while true {
-///         let (event, consumed) = framer.parse(UnsafeRawBufferPointer(rebasing: input[offset...]))
-///         defer { offset += consumed }
-///         if case .end = event { break }  // input[(offset + consumed)...] is excess
-///         // .head, .body(range): bytes input[offset...][range]; .needMore: receive more…
-///     }
-/// }
+/// let (event, consumed) = framer.parse(pending)  // pending: the bytes received, not yet consumed
+/// // .head(head); .body(range): pending[range]; .needMore: receive more, call again;
+/// // .end: pending[consumed...] is excess, the connection must not be reused; .error: close it.
 /// ```
 ///
 /// How the body is delimited, in RFC 9112 §6.3's order:
 /// 1. none after the head for a `HEAD` request, a `1xx`, `204` or `304` status (item 1);
 ///    `1xx` heads other than `101` are interim and another head follows (RFC 9110 §15.2);
 ///    `101` is an error, as no upgrade is ever asked for;
-/// 2. `Transfer-Encoding` with `Content-Length` is an error (items 3, RFC 9112 §6.1): which
+/// 2. `Transfer-Encoding` with `Content-Length` is an error (item 3, RFC 9112 §6.1): which
 ///    one a recipient believes decides where the next response starts, so the response is
 ///    refused, as nginx does since 1.23;
 /// 3. one `Transfer-Encoding` line whose value is `chunked` → chunked (§7.1; extensions ignored,
@@ -97,8 +91,6 @@ struct ResponseFramer {
     private let limits: Limits
     private var state = State.head(scanned: 0, lineStart: 0)
     private var interimResponses = 0
-    /// Set with the final head.
-    private(set) var framing: Framing?
     /// Whether the final head lets the connection carry another request (RFC 9112 §9.3): set
     /// with the final head; always `false` for a body delimited by the close.
     private(set) var keepsAlive = false
@@ -107,12 +99,6 @@ struct ResponseFramer {
     init(requestMethod: String, limits: Limits = Limits()) {
         isHeadRequest = requestMethod == "HEAD"
         self.limits = limits
-    }
-
-    /// Whether the response is complete.
-    var isComplete: Bool {
-        if case .done = state { return true }
-        return false
     }
 
     /// Reads from `input`: the bytes not consumed by the previous call, then any received since.
@@ -245,7 +231,6 @@ struct ResponseFramer {
         case .success(let found): framing = found
         case .failure(let error): return fail(error)
         }
-        self.framing = framing
         keepsAlive = framing != .untilClose && Self.persists(parsed)
         switch framing {
         case .none: state = .done

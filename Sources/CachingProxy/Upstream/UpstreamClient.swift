@@ -52,9 +52,11 @@ package final class UpstreamClient: Sendable {
         /// The most idle connections kept for reuse, all origins together; beyond it the one
         /// idle for the longest time is closed. 0: none kept.
         package var maxIdleConnections = 64
-        /// Seconds an idle connection is kept; an older one is closed rather than reused.
-        package var idleConnectionLifetime = 30.0
-        /// The defaults: 10 s to connect, 60 s without a byte, 64 idle connections for 30 s.
+        /// Seconds an idle connection is kept; an older one is closed rather than reused. (One
+        /// the origin closed sooner is found closed when taken, and not used.)
+        package var idleConnectionLifetime = 60.0
+        /// The defaults: 10 s to connect, 60 s without a byte, 64 idle connections for 60 s (as
+        /// nginx keeps upstream connections).
         package init() {}
     }
 
