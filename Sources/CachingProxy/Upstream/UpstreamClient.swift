@@ -60,11 +60,8 @@ package final class UpstreamClient: Sendable {
         package init() {}
     }
 
-    /// Opens a connected, non-blocking socket to `host:port` within `timeout` seconds.
-    typealias Connector =
-        @Sendable (_ host: String, _ port: UInt16, _ timeout: Double) -> Result<
-            Int32, OriginSocket.Failure
-        >
+    /// Opens a connected, non-blocking socket to a host and port within a timeout in seconds.
+    typealias Connector = @Sendable (String, UInt16, Double) -> Result<Int32, OriginSocket.Failure>
 
     private let configuration: Configuration
     private let pool: ConnectionPool
