@@ -48,18 +48,12 @@ let package = Package(
         .target(name: "LoopbackOrigin", dependencies: ["CacheLocking"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
-        // libcurl from Debian's libcurl4-openssl-dev: the proxy's upstream client, which passes
-        // fields and bytes through exactly (URLSession on Linux decodes bodies and rewrites names).
-        .systemLibrary(
-            name: "CCurlHTTPCache", pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
-        // upstream client on libcurl, and the engine and store in shared mode.
+        // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
+        // shared mode.
         .target(
             name: "CachingProxy",
-            dependencies: [
-                "CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "CEpollHTTPCache", "CCurlHTTPCache",
-            ],
+            dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "CEpollHTTPCache"],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "httpcache", dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin"],

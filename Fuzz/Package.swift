@@ -13,9 +13,9 @@ let parsers = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine",
 ]
-// The proxy's request head parser, chunked decoder and response head parser, reached through
-// CachingProxy's `@_spi(Fuzzing)` entry points (the parsers are internal).
-let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody", "FuzzResponseHead"]
+// The proxy's request head parser and chunked decoder, reached through CachingProxy's
+// `@_spi(Fuzzing)` entry points (the parsers are internal).
+let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody"]
 let proxyTargets: [Target] = proxyParsers.map { name in
     .executableTarget(
         name: name,
@@ -23,6 +23,21 @@ let proxyTargets: [Target] = proxyParsers.map { name in
         path: "Sources/\(name)",
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
 }
+
+// The upstream client's response framing, alone and with the client over sockets, through
+// CachingProxy's `UpstreamFuzzing`; what the answers should be is read by ResponseOracle, a
+// reading of RFC 9112 that lives here, apart from the product.
+let responseStream: [Target] = [
+    .executableTarget(
+        name: "FuzzResponseStream",
+        dependencies: [
+            .product(name: "CachingProxy", package: rootIdentity),
+            .product(name: "CacheSemantics", package: rootIdentity), "FuzzSupport", "ResponseOracle",
+        ],
+        path: "Sources/FuzzResponseStream",
+        linkerSettings: [.unsafeFlags(["-use-ld=lld"])]),
+    .target(name: "ResponseOracle", path: "Sources/ResponseOracle"),
+]
 
 let package = Package(
     name: "CacheSemanticsFuzz",
@@ -34,7 +49,7 @@ let package = Package(
             path: "Sources/\(name)",
             // gold fails with an internal error on these links; lld ships with the toolchain.
             linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
-    } + proxyTargets
+    } + proxyTargets + responseStream
         + [.target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)])],
     swiftLanguageModes: [.v6]
 )

@@ -5,7 +5,7 @@ import Foundation
 /// A shared HTTP cache in front of one origin (reverse proxy) or any origin (forward proxy):
 /// the engine of `CacheSemantics` in shared mode (RFC 9111, RFC 5861, RFC 8246,
 /// RFC 9211, RFC 9213) over a `CacheStore`, served by an HTTP/1.1 server on epoll, with
-/// origins reached through libcurl. This is what `httpcache serve` runs.
+/// origins reached through its own HTTP/1.1 client. This is what `httpcache serve` runs.
 ///
 /// ```swift
 /// var configuration = CachingProxy.Configuration(mode: .reverse(origin: "http://127.0.0.1:8081"))

@@ -1,6 +1,7 @@
-// Entry points for the libFuzzer targets FuzzRequestHead, FuzzChunkedBody and FuzzResponseHead
-// in Fuzz/: the proxy's wire parsers on arbitrary bytes, fed in one piece and in several, every
-// answer checked against a reading of RFC 9112 written independently here.
+// Entry points for the libFuzzer targets FuzzRequestHead and FuzzChunkedBody in Fuzz/: the
+// proxy's server-side wire parsers on arbitrary bytes, fed in one piece and in several, every
+// answer checked against a reading of RFC 9112 written independently here. (The upstream
+// client's entry point is `UpstreamFuzzing`, whose oracle lives in the Fuzz package.)
 import CacheSemantics
 
 /// Runs the proxy's wire parsers on arbitrary bytes and traps when an answer is wrong.
@@ -81,42 +82,6 @@ import CacheSemantics
         }
         checkBody(whole, bytes, limits)
     }
-
-    /// Parses a response head from `input` split into lines after each LF, as libcurl hands
-    /// them over (RFC 9112 §2–§5; interim responses, RFC 9110 §15.2).
-    ///
-    /// Traps when the events differ from those of a reused parser, after an interim
-    /// `100 Continue`, or with CRLF and bare LF swapped; when a final head has a 1xx status
-    /// other than 101, a field name or value with surrounding white space, or an ambiguous
-    /// Content-Length; or when it reads fields differently from the grammar (obs-fold, lines
-    /// without a colon, trailers).
-    ///
-    /// - Parameter input: Arbitrary bytes.
-    @_spi(Fuzzing) public static func responseHead(_ input: [UInt8]) {
-        var lines: [[UInt8]] = []
-        var start = 0
-        while start < input.count {
-            let end = input[start...].firstIndex(of: lf).map { $0 + 1 } ?? input.count
-            lines.append(Array(input[start..<end]))
-            start = end
-        }
-        var fresh = ResponseHeadParser()
-        let events = responseEvents(lines, &fresh)
-        // After a partial head, libcurl's resend restarts the parser.
-        var reused = ResponseHeadParser()
-        _ = responseEvents([Array("HTTP/1.1 200 OK\r\n".utf8), Array("A: b\r\n".utf8), Array(" c\r\n".utf8)], &reused)
-        reused.restart()
-        require(responseEvents(lines, &reused) == events, input, "a restarted parser differs")
-        var afterInterim = ResponseHeadParser()
-        let interim = [Array("HTTP/1.1 100 Continue\r\n".utf8), Array("X: y\r\n".utf8), [cr, lf]]
-        require(
-            Array(responseEvents(interim + lines, &afterInterim).dropFirst(3)) == events, input,
-            "a 100 Continue before the head changes it")
-        var swapped = ResponseHeadParser()
-        require(
-            responseEvents(lines.map(swappingLineEnd), &swapped) == events, input, "CRLF and LF read differently")
-        checkResponse(events, lines, input)
-    }
 }
 
 // MARK: - Pieces and limits
@@ -127,7 +92,8 @@ extension WireParserFuzzing {
 
     /// Where the pieces of `count` bytes end: `choice` 0 is one byte at a time, 1–127 pieces
     /// of 1 to 16 bytes, 128–255 pieces of up to 8 to 1,024 bytes; sizes vary with the choice.
-    static func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
+    /// (FuzzResponseStream splits origin bytes with it too.)
+    @_spi(Fuzzing) public static func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
         let largest = choice < 0x80 ? Int(choice & 0x0F) + 1 : 8 << (choice & 0x07)
         var state = UInt32(choice) &* 2_654_435_761 | 1
         var ends: [Int] = []
@@ -578,172 +544,5 @@ extension WireParserFuzzing.Grammar {
         case 0x61...0x66: byte - 0x61 + 10
         default: nil
         }
-    }
-}
-
-// MARK: - Response heads
-
-extension WireParserFuzzing {
-    /// The events of `lines` in turn, up to a malformed one, where the transfer stops.
-    static func responseEvents(_ lines: [[UInt8]], _ parser: inout ResponseHeadParser) -> [ResponseHeadParser.Event] {
-        var events: [ResponseHeadParser.Event] = []
-        for line in lines {
-            let event = line.withUnsafeBytes { parser.consume($0) }
-            events.append(event)
-            if case .malformed = event { break }
-        }
-        return events
-    }
-
-    /// The line with CRLF for LF or LF for CRLF; unchanged when that would change its content
-    /// (a CR before the CRLF, which a reader drops with the CRLF when the LF comes alone).
-    static func swappingLineEnd(_ line: [UInt8]) -> [UInt8] {
-        guard line.last == lf else { return line }
-        if line.count >= 2 && line[line.count - 2] == cr {
-            return line.count >= 3 && line[line.count - 3] == cr ? line : Array(line.dropLast(2)) + [lf]
-        }
-        return Array(line.dropLast()) + [cr, lf]
-    }
-
-    static func checkResponse(_ events: [ResponseHeadParser.Event], _ lines: [[UInt8]], _ input: [UInt8]) {
-        let expected = expectedResponseEvents(lines)
-        require(
-            events.map(ResponseReading.init) == expected, input,
-            "events \(events) where the grammar reads \(expected)")
-        guard let index = events.firstIndex(where: { $0 != .none }),
-            case .head(let status, _, let fields) = events[index]
-        else { return }
-        require(events[(index + 1)...].allSatisfy { $0 == .none }, input, "lines after the head are read")
-        require(
-            (0...999).contains(status) && !((100...199).contains(status) && status != 101), input,
-            "a final head with status \(status) (RFC 9110 §15.2)")
-        for field in fields {
-            let name = Array(field.name.utf8)
-            let value = Array(field.value.utf8)
-            require(
-                !name.isEmpty && !name.contains(0x3A) && !name.contains(lf)
-                    && Grammar.trimmed(name[...]).count == name.count,
-                input, "the field name \(quoted(name)) (RFC 9112 §5.1)")
-            require(
-                !value.contains(lf) && Grammar.trimmed(value[...]).count == value.count, input,
-                "the value \(quoted(value)) (RFC 9112 §5.5)")
-            require(
-                !(name + value).contains(where: { $0 == cr || $0 == 0 }), input,
-                "the field \(quoted(name)): \(quoted(value)) holds CR or NUL (RFC 9110 §5.5)")
-        }
-    }
-
-    /// An event without the wording of its reason: what the parser decided.
-    enum ResponseReading: Equatable, CustomStringConvertible {
-        case none
-        case head(status: Int, reason: String, fields: [HeaderField])
-        case malformed
-
-        init(_ event: ResponseHeadParser.Event) {
-            switch event {
-            case .none: self = .none
-            case .head(let status, let reason, let fields): self = .head(status: status, reason: reason, fields: fields)
-            case .malformed: self = .malformed
-            }
-        }
-
-        var description: String {
-            switch self {
-            case .none: "none"
-            case .malformed: "malformed"
-            case .head(let status, let reason, let fields):
-                "head \(status) \(reason.debugDescription) \(fields.map { "\($0.name): \($0.value)" })"
-            }
-        }
-    }
-
-    /// What each line means, read as libcurl passes lines and as RFC 9112 defines the head:
-    /// `HTTP/… SP 3DIGIT [SP reason]` (§4), interim 1xx heads skipped but 101 final (RFC 9110
-    /// §15.2), an obs-fold line continuing the field line it follows (§5.2), lines without a
-    /// field name ignored (with their continuations), trailers after the head ignored, and a
-    /// Content-Length that is not one number refused without Transfer-Encoding (§6.3).
-    static func expectedResponseEvents(_ lines: [[UInt8]]) -> [ResponseReading] {
-        var events: [ResponseReading] = []
-        var status: Int?
-        var reason = ""
-        var fields: [HeaderField] = []
-        var continuesField = false
-        var complete = false
-        for raw in lines {
-            if complete {
-                events.append(.none)
-                continue
-            }
-            var line = raw[...]
-            if line.last == lf { line = line.dropLast() }
-            if line.last == cr { line = line.dropLast() }
-            guard let current = status else {
-                guard line.starts(with: "HTTP/".utf8), let space = line.firstIndex(of: 0x20) else {
-                    events.append(.malformed)
-                    break
-                }
-                let digits = line[(space + 1)...].prefix { $0 != 0x20 }
-                guard digits.count == 3, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                    events.append(.malformed)
-                    break
-                }
-                status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-                reason = text(Grammar.trimmed(line[digits.endIndex...]))
-                continuesField = false
-                events.append(.none)
-                continue
-            }
-            if line.isEmpty {
-                if (100...199).contains(current) && current != 101 {
-                    status = nil
-                    fields = []
-                    events.append(.none)
-                    continue
-                }
-                complete = true
-                events.append(
-                    hasOneLength(fields) ? .head(status: current, reason: reason, fields: fields) : .malformed)
-                if events.last == .malformed { break }
-                continue
-            }
-            events.append(.none)
-            // A bare CR or a NUL in a field line reads as SP (RFC 9110 §5.5).
-            let replaced = line.map { $0 == cr || $0 == 0 ? 0x20 : $0 }
-            line = replaced[...]
-            if Grammar.isOWS(line[line.startIndex]) {
-                let more = text(Grammar.trimmed(line))
-                if continuesField && !more.isEmpty {
-                    fields[fields.count - 1].value += fields[fields.count - 1].value.isEmpty ? more : " " + more
-                }
-                continue
-            }
-            continuesField = false
-            guard let colon = line.firstIndex(of: 0x3A) else { continue }
-            let name = Grammar.trimmed(line[..<colon])
-            guard !name.isEmpty else { continue }
-            fields.append(HeaderField(name: text(name), value: text(Grammar.trimmed(line[(colon + 1)...]))))
-            continuesField = true
-        }
-        return events
-    }
-
-    /// Transfer-Encoding decides the framing, or every Content-Length member is the same
-    /// digits (RFC 9112 §6.3 items 3 and 5).
-    static func hasOneLength(_ fields: [HeaderField]) -> Bool {
-        let names = fields.map { Grammar.lowercased($0.name.utf8) }
-        if names.contains("transfer-encoding") { return true }
-        let members = zip(names, fields).filter { $0.0 == "content-length" }.flatMap {
-            Grammar.members(Array($0.1.value.utf8)[...])
-        }
-        return members.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
-            && Set(members.map { Array($0) }).count <= 1
-    }
-
-    /// Bytes as UTF-8 when valid, else one ISO 8859-1 scalar per byte.
-    static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        if let text = String(validating: bytes, as: UTF8.self) { return text }
-        var result = ""
-        result.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
-        return result
     }
 }

@@ -46,28 +46,3 @@ struct MessagesTests {
         #expect(OriginSocket.authority("/path:80") == nil)
     }
 }
-
-@Suite("Response heads from origins")
-struct ResponseHeadParserTests {
-    /// The head the parser reads from `lines`.
-    private func read(_ lines: [String]) -> [HeaderField]? {
-        var parser = ResponseHeadParser()
-        for line in lines {
-            let event = Array(line.utf8).withUnsafeBytes { parser.consume($0) }
-            if case .head(_, _, let fields) = event { return fields }
-        }
-        return nil
-    }
-
-    @Test("An obs-fold continues only the field line right before it (RFC 9112 §5.2)")
-    func foldAfterIgnoredLine() {
-        let fields = read(["HTTP/1.1 200 OK\r\n", "A: 1\r\n", "bad\r\n", " x\r\n", "B: 2\r\n", " y\r\n", "\r\n"])
-        #expect(fields?.map(\.value) == ["1", "2 y"])
-    }
-
-    @Test("A bare CR or a NUL in a field line reads as SP (RFC 9110 §5.5, RFC 9112 §2.2)")
-    func crAndNUL() {
-        let fields = read(["HTTP/1.1 200 OK\r\n", "Cache-Control: max-age=60\u{0}\r\r\n", "X-A: a\rb\r\n", "\r\n"])
-        #expect(fields?.map(\.value) == ["max-age=60", "a b"])
-    }
-}

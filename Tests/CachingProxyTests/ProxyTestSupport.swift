@@ -103,34 +103,23 @@ struct Received: Sendable {
     var isHit: Bool { cacheStatus?.contains("; hit") == true }
 }
 
-/// Sends requests with the proxy's own upstream client (libcurl, fields passed exactly).
+/// Sends requests with the proxy's own upstream client (fields passed exactly).
 final class TestClient: Sendable {
     private let client = UpstreamClient()
-
-    private final class Collector: UpstreamReceiver {
-        var head: UpstreamResponseHead?
-        var body: [UInt8] = []
-        func receive(head: UpstreamResponseHead) -> Bool {
-            self.head = head
-            return true
-        }
-        func receive(body: UnsafeRawBufferPointer) -> Bool {
-            self.body += body
-            return true
-        }
-    }
 
     /// `method url` with `fields` (a `Host` is added from the URL when absent).
     func send(
         _ method: String = "GET", _ url: String, _ fields: [(String, String)] = [], body: [UInt8]? = nil
     ) throws -> Received {
         var lines = HeaderFields(fields)
-        if !lines.contains("Host"), let host = URL(string: url).flatMap({ url in url.port.map { "\(url.host!):\($0)" } }) {
+        if !lines.contains("Host"),
+            let host = URL(string: url).flatMap({ url in url.port.map { "\(url.host!):\($0)" } })
+        {
             lines = HeaderFields([HeaderField(name: "Host", value: host)] + Array(lines))
         }
-        let collector = Collector()
+        let collector = ResponseCollector()
         try client.perform(UpstreamRequest(method: method, url: url, fields: lines, body: body), collector)
-        let head = try #require(collector.head)
+        let head = try #require(collector.heads.first)
         return Received(status: head.status, fields: head.fields, body: collector.body)
     }
 }

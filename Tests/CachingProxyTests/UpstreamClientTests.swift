@@ -259,7 +259,7 @@ struct UpstreamClientTests {
         }
         let afterBurst = origin.connections
         #expect((1...4).contains(afterBurst))
-        // Every later request finds an idle handle with a kept-alive connection.
+        // Every later request finds an idle kept-alive connection in the pool.
         for index in 0..<6 {
             let outcome = await fetch(
                 client, UpstreamRequest(method: "GET", url: origin.url("/s\(index)"), fields: [:]))
@@ -296,6 +296,24 @@ struct UpstreamClientTests {
         #expect(origin.received.count == 200)
         // Never more connections than requests in flight at once.
         #expect(origin.connections <= 8)
+    }
+
+    /// An idle connection is not reused after `idleConnectionLifetime` (a request 1 s later
+    /// connects anew), nor kept beyond `maxIdleConnections` (none: every request connects).
+    @Test(arguments: [(0.3, 64, 1.0), (60, 0, 0)] as [(Double, Int, Double)])
+    func idleConnectionsAreKeptForTheirLifetimeAndUpToTheirNumber(
+        lifetime: Double, maxIdle: Int, pause: Double
+    ) async throws {
+        let origin = try RawOrigin(RawOrigin.answerEach)
+        defer { origin.stop() }
+        var configuration = UpstreamClient.Configuration()
+        configuration.idleConnectionLifetime = lifetime
+        configuration.maxIdleConnections = maxIdle
+        let client = UpstreamClient(configuration: configuration)
+        #expect(await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/a"), fields: [:])).error == nil)
+        try await Task.sleep(for: .seconds(pause))
+        #expect(await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/b"), fields: [:])).error == nil)
+        #expect(origin.received.map(\.connection) == [0, 1])
     }
 
     @Test(arguments: ["GET", "HEAD", "DELETE"])
@@ -479,52 +497,6 @@ struct UpstreamClientTests {
 
     // MARK: Parts without sockets
 
-    @Test func parserSkipsInterimHeadsAndTrailersAndUnfolds() {
-        var parser = ResponseHeadParser()
-        var events: [ResponseHeadParser.Event] = []
-        let lines = [
-            "HTTP/1.1 100 Continue\r\n", "\r\n", "HTTP/1.1 200\r\n", " orphan\r\n", "A: 1\r\n", "\t2\r\n",
-            "no colon here\r\n", "B:\r\n", " b\r\n", "\r\n", "Trailer: t\r\n", "\r\n",
-        ]
-        for line in lines {
-            let event = Array(line.utf8).withUnsafeBytes { parser.consume($0) }
-            if event != .none { events.append(event) }
-        }
-        #expect(
-            events == [
-                .head(status: 200, reason: "", fields: [.init(name: "A", value: "1 2"), .init(name: "B", value: "b")])
-            ])
-    }
-
-    @Test(arguments: [
-        ("HTTP/1.1 2000 OK", false), ("HTTP/1.1 20 OK", false), ("HTTP/1.1 200", true), ("HTTP/1.1 200 ", true),
-        ("HTTP/1.0 404 Not  Found", true), ("ICY 200 OK", false), ("HTTP/1.1", false),
-    ])
-    func parserChecksTheStatusLine(line: String, valid: Bool) {
-        var parser = ResponseHeadParser()
-        let event = Array((line + "\r\n").utf8).withUnsafeBytes { parser.consume($0) }
-        #expect((event == .none) == valid)
-    }
-
-    @Test(arguments: [
-        (["5", "5"], true), (["5, 5"], true), (["5", "6"], false), (["5, 6"], false), ([""], false), (["1e3"], false),
-        (["+5"], false),
-    ])
-    func parserRefusesConflictingContentLength(values: [String], valid: Bool) {
-        let fields = values.map { HeaderField(name: "Content-Length", value: $0) }
-        #expect(ResponseHeadParser.hasValidFraming(fields) == valid)
-        #expect(ResponseHeadParser.hasValidFraming(fields + [.init(name: "Transfer-Encoding", value: "chunked")]))
-    }
-
-    @Test func parserKeepsNonUTF8BytesAsLatin1() {
-        var parser = ResponseHeadParser()
-        var last = ResponseHeadParser.Event.none
-        for line in [Array("HTTP/1.1 200 OK\r\n".utf8), [0x58, 0x3A, 0x20, 0xE9, 0x0D, 0x0A], [0x0D, 0x0A]] {
-            last = line.withUnsafeBytes { parser.consume($0) }
-        }
-        #expect(last == .head(status: 200, reason: "OK", fields: [.init(name: "X", value: "\u{E9}")]))
-    }
-
     @Test func idempotentMethodsFollowRFC9110() {
         #expect(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].allSatisfy(UpstreamClient.isIdempotent))
         #expect(!["POST", "PATCH", "PURGE", "get", "CONNECT"].contains(where: UpstreamClient.isIdempotent))
@@ -542,29 +514,6 @@ struct Outcome: Sendable {
     var bodyText: String { String(decoding: body, as: UTF8.self) }
 }
 
-/// Collects a response; optionally stops at the head or after some body bytes.
-final class Collector: UpstreamReceiver {
-    var outcome = Outcome()
-    let stopAtHead: Bool
-    let stopAfterBodyBytes: Int?
-
-    init(stopAtHead: Bool, stopAfterBodyBytes: Int?) {
-        self.stopAtHead = stopAtHead
-        self.stopAfterBodyBytes = stopAfterBodyBytes
-    }
-
-    func receive(head: UpstreamResponseHead) -> Bool {
-        outcome.heads.append(head)
-        return !stopAtHead
-    }
-
-    func receive(body: UnsafeRawBufferPointer) -> Bool {
-        outcome.body.append(contentsOf: body)
-        if let stopAfterBodyBytes, outcome.body.count >= stopAfterBodyBytes { return false }
-        return true
-    }
-}
-
 /// Runs `perform` on a new thread of its own (it blocks, as on the proxy's workers), keeping
 /// the test's cooperative threads free.
 func fetch(
@@ -572,237 +521,16 @@ func fetch(
 ) async -> Outcome {
     await withCheckedContinuation { continuation in
         Thread.detachNewThread {
-            let collector = Collector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+            let collector = ResponseCollector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+            var outcome = Outcome()
             do throws(UpstreamError) {
                 try client.perform(request, collector)
             } catch {
-                collector.outcome.error = error
+                outcome.error = error
             }
-            continuation.resume(returning: collector.outcome)
-        }
-    }
-}
-
-/// A tiny HTTP origin on 127.0.0.1 for what `LoopbackOrigin` does not do: interim responses,
-/// folded fields, malformed status lines, connections dropped at a chosen request. Each
-/// connection runs `script` on its own thread and records every request it reads, raw.
-final class RawOrigin: Sendable {
-    struct Received: Sendable {
-        /// 0 for the first connection accepted, 1 for the next…
-        var connection: Int
-        var text: String
-    }
-
-    private struct State {
-        var received: [Received] = []
-        var connections = 0
-        var open: Set<Int32> = []
-        var stopped = false
-    }
-
-    private let state = Locked(State())
-    private let listener: Int32
-    private let acceptExited = DispatchSemaphore(value: 0)
-    let port: UInt16
-
-    init(_ script: @escaping @Sendable (RawConnection) -> Void) throws {
-        (listener, port) = try Self.listen(backlog: 64)
-        let listener = listener
-        Thread.detachNewThread { [self] in
-            defer { acceptExited.signal() }
-            while true {
-                let fd = accept(listener, nil, nil)
-                if fd < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                let index: Int? = state.withLock { state in
-                    guard !state.stopped else { return nil }
-                    state.open.insert(fd)
-                    state.connections += 1
-                    return state.connections - 1
-                }
-                guard let index else {
-                    Glibc.close(fd)
-                    continue
-                }
-                Thread.detachNewThread { [self] in
-                    script(RawConnection(fd: fd, index: index, origin: self))
-                    state.withLock { state in
-                        state.open.remove(fd)
-                        Glibc.close(fd)
-                    }
-                }
-            }
-        }
-    }
-
-    deinit { stop() }
-
-    /// Every connection answers each request with a short 200, keeping the connection open.
-    static let answerEach: @Sendable (RawConnection) -> Void = { connection in
-        while connection.readRequest() != nil {
-            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        }
-    }
-
-    /// The first connection answers its first request, then reads the second and closes without
-    /// answering (as an origin does when its idle timeout strikes just as the request arrives);
-    /// later connections answer everything.
-    static let answerOnceThenDropTheNext: @Sendable (RawConnection) -> Void = { connection in
-        var count = 0
-        while connection.readRequest() != nil {
-            count += 1
-            if connection.index == 0 && count == 2 { return }
-            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        }
-    }
-
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
-
-    var received: [Received] { state.withLock { $0.received } }
-    /// How many connections were accepted.
-    var connections: Int { state.withLock { $0.connections } }
-
-    fileprivate func record(_ received: Received) {
-        state.withLock { $0.received.append(received) }
-    }
-
-    /// Stops accepting, shuts every connection down and waits for the accept thread.
-    func stop() {
-        let first: Bool = state.withLock { state in
-            guard !state.stopped else { return false }
-            state.stopped = true
-            state.open.forEach { _ = shutdown($0, Int32(SHUT_RDWR)) }
-            return true
-        }
-        guard first else { return }
-        _ = shutdown(listener, Int32(SHUT_RDWR))  // wakes accept (EINVAL)
-        acceptExited.wait()
-        Glibc.close(listener)
-    }
-
-    /// A bound, listening 127.0.0.1 socket on a port the kernel chose.
-    static func listen(backlog: Int32) throws -> (fd: Int32, port: UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && Glibc.listen(fd, backlog) == 0
-                    && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            Glibc.close(fd)
-            throw POSIXError(.init(rawValue: code) ?? .EIO)
-        }
-        return (fd, UInt16(bigEndian: address.sin_port))
-    }
-
-    /// A port nothing listens on (bound, then closed).
-    static func unusedPort() throws -> UInt16 {
-        let (fd, port) = try listen(backlog: 1)
-        Glibc.close(fd)
-        return port
-    }
-
-    /// A listener with a backlog of 0 and one connection waiting, never accepted: Linux then
-    /// drops further SYNs, so a connect to it hangs.
-    final class FullListener {
-        let port: UInt16
-        private let fd: Int32
-        private var clients: [Int32] = []
-
-        init() throws {
-            (fd, port) = try RawOrigin.listen(backlog: 0)
-            for _ in 0..<2 {
-                let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_addr.s_addr = inet_addr("127.0.0.1")
-                address.sin_port = port.bigEndian
-                _ = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-                clients.append(client)
-            }
-            usleep(50_000)  // let the handshakes settle into the queue
-        }
-
-        func close() {
-            (clients + [fd]).forEach { _ = Glibc.close($0) }
-        }
-    }
-}
-
-/// One accepted connection of a ``RawOrigin``, used by its own thread.
-final class RawConnection {
-    let index: Int
-    private let fd: Int32
-    private let origin: RawOrigin
-    private var buffer: [UInt8] = []
-
-    fileprivate init(fd: Int32, index: Int, origin: RawOrigin) {
-        self.fd = fd
-        self.index = index
-        self.origin = origin
-    }
-
-    /// Reads the next request (head, and a body of its Content-Length) and records it; nil when
-    /// the client closed the connection or the origin stopped.
-    @discardableResult
-    func readRequest() -> String? {
-        let separator: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A]
-        var headEnd: Int?
-        while true {
-            if let end = buffer.indices.dropLast(3).first(where: { buffer[$0..<$0 + 4].elementsEqual(separator) }) {
-                headEnd = end + 4
-                break
-            }
-            guard receiveMore() else { return nil }
-        }
-        guard let headEnd else { return nil }
-        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
-        var length = 0
-        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
-            length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
-        }
-        while buffer.count < headEnd + length {
-            guard receiveMore() else { return nil }
-        }
-        let text = String(decoding: buffer[..<(headEnd + length)], as: UTF8.self)
-        buffer.removeFirst(headEnd + length)
-        origin.record(.init(connection: index, text: text))
-        return text
-    }
-
-    func send(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 && errno == EINTR { continue }
-            guard sent > 0 else { return }
-            bytes = bytes.dropFirst(sent)
-        }
-    }
-
-    private func receiveMore() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return false }
-            buffer.append(contentsOf: chunk[..<count])
-            return true
+            outcome.heads = collector.heads
+            outcome.body = collector.body
+            continuation.resume(returning: outcome)
         }
     }
 }

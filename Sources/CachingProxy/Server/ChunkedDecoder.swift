@@ -1,5 +1,6 @@
-// De-chunking a request body as its bytes arrive (RFC 9112 §7.1): hex sizes with overflow
-// checks, extensions skipped within a bound, strict CRLFs, trailer fields checked and dropped.
+// De-chunking a body as its bytes arrive (RFC 9112 §7.1): hex sizes with overflow checks,
+// extensions skipped within a bound, strict CRLFs, trailer fields checked and dropped. The
+// server decodes request bodies with it, the upstream client's `ResponseFramer` response bodies.
 import Glibc
 
 struct ChunkedDecoder {
@@ -23,6 +24,8 @@ struct ChunkedDecoder {
     private var scanned = 0
     private var trailerBytes = 0
     private var trailerFields = 0
+    /// Chunk data decoded so far.
+    private var decodedBytes: Int64 = 0
 
     init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
         self.maxBodyBytes = maxBodyBytes
@@ -36,10 +39,43 @@ struct ChunkedDecoder {
         case rejected(Rejection)
     }
 
+    /// What one step of ``next(_:count:)`` found.
+    enum Step {
+        /// Every byte given was used (or waits for the rest of its line): call again with more.
+        case needMore
+        /// Chunk data: these bytes of the input, at positions counted from `base`.
+        case data(Range<Int>)
+        /// The body ended with the empty line after the last chunk.
+        case done
+        case rejected(Rejection)
+    }
+
     /// Decodes from the `count` bytes at `base`, appending chunk data to `body`. Returns how
     /// many bytes were consumed (the rest stays for the next call, or belongs to the next
     /// request once `.done`).
     mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
+        var position = 0
+        while true {
+            let (used, step) = next(base + position, count: count - position)
+            switch step {
+            case .data(let range):
+                let start = base + position + range.lowerBound
+                body.append(contentsOf: UnsafeBufferPointer(start: start, count: range.count))
+                position += used
+            case .needMore:
+                return (position + used, .needMore)
+            case .done:
+                return (position + used, .done)
+            case .rejected(let rejection):
+                return (position + used, .rejected(rejection))
+            }
+        }
+    }
+
+    /// Decodes from the `count` bytes at `base` up to the next chunk data, the end of the
+    /// body, or the need for more bytes. Returns how many bytes were consumed, data included;
+    /// the bytes not consumed (a line not yet complete) must be given again, followed by more.
+    mutating func next(_ base: UnsafePointer<UInt8>, count: Int) -> (Int, Step) {
         var position = 0
         while true {
             switch state {
@@ -49,9 +85,9 @@ struct ChunkedDecoder {
                 let available = count - position
                 guard available > 0 else { return (position, .needMore) }
                 let take = Int(min(Int64(available), remaining))
-                body.append(contentsOf: UnsafeBufferPointer(start: base + position, count: take))
-                position += take
                 state = remaining == Int64(take) ? .dataEnd : .data(remaining: remaining - Int64(take))
+                decodedBytes += Int64(take)
+                return (position + take, .data(position..<position + take))
             case .dataEnd:
                 guard count - position >= 2 else {
                     if count > position && base[position] != HTTPBytes.cr { return (position, .rejected(missingCRLF)) }
@@ -85,8 +121,7 @@ struct ChunkedDecoder {
                                 status: 400, reason: "a line of the chunked body ends in a bare LF (RFC 9112 §7.1)"))
                     )
                 }
-                let rejection =
-                    isTrailer ? trailerLine(base, position, lf - 1) : sizeLine(base, position, lf - 1, body.count)
+                let rejection = isTrailer ? trailerLine(base, position, lf - 1) : sizeLine(base, position, lf - 1)
                 if let rejection { return (position, .rejected(rejection)) }
                 if isTrailer { trailerBytes += lf + 1 - position }
                 position = lf + 1
@@ -107,9 +142,7 @@ struct ChunkedDecoder {
     }
 
     /// `chunk-size [ chunk-ext ] CRLF`: the size in hex, extensions skipped (RFC 9112 §7.1.1).
-    private mutating func sizeLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ bodyCount: Int)
-        -> Rejection?
-    {
+    private mutating func sizeLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Rejection? {
         var index = start
         var size: Int64 = 0
         while index < end, let digit = HTTPBytes.hexValue(base[index]) {
@@ -138,7 +171,7 @@ struct ChunkedDecoder {
         if size == 0 {
             state = .trailer
         } else {
-            guard size <= maxBodyBytes - Int64(bodyCount) else {
+            guard size <= maxBodyBytes - decodedBytes else {
                 return Rejection(
                     status: 413, reason: "the chunked body is larger than the limit of \(maxBodyBytes) bytes")
             }

@@ -1,151 +1,128 @@
 import CacheSemantics
 
-/// Builds the final response head from the head lines libcurl passes on one at a time.
+/// Reads one response head (a status line, field lines and the empty line that ends them) once
+/// ``ResponseFramer`` has found all of its bytes.
 ///
-/// libcurl hands over every line as received, interim (1xx) heads and trailers included,
-/// and does not unfold continuation lines. This parser
-/// - skips interim responses (RFC 9110 §15.2) except `101`, which ends the head exchange;
-/// - keeps field lines in order with repeated names (RFC 9110 §5.2, §5.3);
-/// - removes white space around names and values (RFC 9112 §5.1, §5.5);
-/// - replaces each obs-fold with one SP, as a proxy must before forwarding (RFC 9112 §5.2);
-/// - ignores lines after the final head (trailer fields) and field lines without a colon;
-/// - refuses a head whose `Content-Length` is not one number (repeats of the same number
-///   allowed), when it has no `Transfer-Encoding`: its framing is unknowable, and a proxy
-///   must discard such a response (RFC 9112 §6.3, item 5).
+/// - The status line is `HTTP/1.x SP 3DIGIT [SP reason]` (RFC 9112 §4, §2.3); another version,
+///   or a status below 100, is malformed. The reason may be empty or missing.
+/// - Lines end in LF, a CR right before it dropped (RFC 9112 §2.2 lets a recipient accept a bare
+///   LF); any other CR, and NUL, reads as SP (RFC 9110 §5.5, RFC 9112 §2.2), in the status line
+///   too.
+/// - Field lines keep their order and repeated names (RFC 9110 §5.2, §5.3); white space around
+///   names and values is removed (RFC 9112 §5.1, which tells a proxy to remove it before the
+///   colon, §5.5).
+/// - An obs-fold line continues the field line right before it and is joined to its value with
+///   one SP, as a proxy must before forwarding (RFC 9112 §5.2); after a line that was ignored,
+///   it is ignored too.
+/// - A line without a colon, or whose name is not a token (RFC 9110 §5.1), is ignored rather
+///   than forwarded with a name no recipient reads alike.
+/// - More than `maxFieldCount` fields make the head malformed.
 ///
 /// Bytes become text as UTF-8 when valid, otherwise as ISO 8859-1 (one scalar per byte), so
 /// no byte is replaced.
-struct ResponseHeadParser {
-    /// What a line completed.
-    enum Event: Equatable {
-        /// Nothing yet: more lines are needed.
-        case none
-        /// The final head is complete.
-        case head(status: Int, reason: String, fields: [HeaderField])
-        /// The line cannot start a response: a bad status line.
-        case malformed(String)
+enum ResponseHeadParser {
+    /// A head as read: its version's minor digit (for persistence, RFC 9112 §9.3) and the
+    /// head the receiver gets.
+    struct Head: Equatable {
+        var minorVersion: Int
+        var head: UpstreamResponseHead
     }
 
-    private var status: Int?
-    private var reason = ""
-    private var fields: [HeaderField] = []
-    /// Whether the last line was a field line (or its continuation): only then does an
-    /// obs-fold line continue a field (RFC 9112 §5.2).
-    private var continuesField = false
-    /// Whether the final head has been returned; later lines are trailers and ignored.
-    private(set) var isComplete = false
-
-    /// Forgets a partly received head (the request is about to be sent again).
-    mutating func restart() {
-        status = nil
-        reason = ""
-        fields.removeAll(keepingCapacity: true)
-        continuesField = false
-        isComplete = false
-    }
-
-    /// Consumes one line, with or without its CRLF.
-    mutating func consume(_ raw: UnsafeRawBufferPointer) -> Event {
-        guard !isComplete else { return .none }
-        var line = raw[...]
-        if line.last == 0x0A { line = line.dropLast() }
-        if line.last == 0x0D { line = line.dropLast() }
-        guard let status else {
-            return startHead(line)
+    /// Reads `bytes`, which hold exactly one head: lines up to and including the empty line.
+    /// - Returns: The head, or why it is malformed.
+    static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
+        var lines = Lines(bytes)
+        guard let statusLine = lines.next() else { return .failure(FramingError("an empty response head")) }
+        guard let (minorVersion, status, reason) = Self.statusLine(statusLine) else {
+            return .failure(
+                FramingError("the status line \(Self.quoted(statusLine)) is not HTTP/1.x NNN (RFC 9112 §4)"))
         }
-        if line.isEmpty {
-            // 101 switches protocols: no further head follows (RFC 9110 §15.2.2).
-            if (100...199).contains(status) && status != 101 {
-                restart()
-                return .none
+        var fields: [HeaderField] = []
+        /// Whether the last line was a kept field line or its continuation: only then does an
+        /// obs-fold line continue a field (RFC 9112 §5.2).
+        var continuesField = false
+        while let line = lines.next(), !line.isEmpty {
+            if line.first == 0x20 || line.first == 0x09 {
+                if continuesField { unfold(line, into: &fields) }
+                continue
             }
-            isComplete = true
-            guard Self.hasValidFraming(fields) else {
-                return .malformed("Content-Length is not one number")
+            continuesField = false
+            guard let colon = line.firstIndex(of: 0x3A) else { continue }
+            let name = trimmed(line[..<colon])
+            guard !name.isEmpty, name.allSatisfy(HTTPBytes.isToken) else { continue }
+            guard fields.count < maxFieldCount else {
+                return .failure(FramingError("the response head has more than \(maxFieldCount) fields"))
             }
-            return .head(status: status, reason: reason, fields: fields)
+            fields.append(HeaderField(name: text(name), value: text(trimmed(line[(colon + 1)...]))))
+            continuesField = true
         }
-        // A bare CR or a NUL becomes SP before anything reads the line (RFC 9110 §5.5,
-        // RFC 9112 §2.2).
-        guard line.contains(where: { $0 == 0x0D || $0 == 0x00 }) else {
-            fieldLine(line)
-            return .none
-        }
-        [UInt8](line.map { $0 == 0x0D || $0 == 0x00 ? 0x20 : $0 }).withUnsafeBytes { fieldLine($0[...]) }
-        return .none
+        let head = UpstreamResponseHead(status: status, reason: reason, fields: HeaderFields(fields))
+        return .success(Head(minorVersion: minorVersion, head: head))
     }
 
-    /// A field line, or an obs-fold line continuing the one before.
-    private mutating func fieldLine(_ line: Slice<UnsafeRawBufferPointer>) {
-        if line.first == 0x20 || line.first == 0x09 {
-            if continuesField { unfold(line) }
-            return
+    /// `HTTP/1.1 200 OK` → minor version 1, status 200, reason "OK".
+    private static func statusLine(_ line: [UInt8]) -> (minorVersion: Int, status: Int, reason: String)? {
+        // "HTTP/1." DIGIT SP 3DIGIT, then the end of the line or SP and the reason.
+        guard line.count >= 12, line[..<7].elementsEqual("HTTP/1.".utf8), isDigit(line[7]), line[8] == 0x20 else {
+            return nil
         }
-        continuesField = false
-        guard let colon = line.firstIndex(of: 0x3A) else { return }
-        let name = Self.trimmed(line[..<colon])
-        guard !name.isEmpty else { return }
-        let value = Self.trimmed(line[(colon + 1)...])
-        fields.append(HeaderField(name: Self.text(name), value: Self.text(value)))
-        continuesField = true
+        let digits = line[9..<12]
+        guard digits.allSatisfy(isDigit), line.count == 12 || line[12] == 0x20 else { return nil }
+        let status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        guard status >= 100 else { return nil }
+        return (Int(line[7] - 0x30), status, text(trimmed(line[12...])))
     }
 
-    /// `HTTP/1.1 200 OK` → status 200, reason "OK" (RFC 9112 §4); the reason may be empty.
-    private mutating func startHead(_ line: Slice<UnsafeRawBufferPointer>) -> Event {
-        let prefix: [UInt8] = Array("HTTP/".utf8)
-        guard line.starts(with: prefix), let space = line.firstIndex(of: 0x20) else {
-            return .malformed("bad status line \"\(Self.text(line.prefix(80)))\"")
-        }
-        let digits = line[(space + 1)...].prefix { $0 != 0x20 }
-        guard digits.count == 3, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-            return .malformed("bad status code in \"\(Self.text(line.prefix(80)))\"")
-        }
-        status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        reason = Self.text(Self.trimmed(line[digits.endIndex...]))
-        continuesField = false
-        return .none
-    }
-
-    /// Joins a continuation line to the previous field's value with one SP (RFC 9112 §5.2).
-    private mutating func unfold(_ line: Slice<UnsafeRawBufferPointer>) {
-        guard !fields.isEmpty else { return }
-        let more = Self.text(Self.trimmed(line))
-        guard !more.isEmpty else { return }
-        let last = fields.count - 1
+    /// Joins a continuation line to the last field's value with one SP (RFC 9112 §5.2).
+    private static func unfold(_ line: [UInt8], into fields: inout [HeaderField]) {
+        let more = text(trimmed(line[...]))
+        guard !more.isEmpty, let last = fields.indices.last else { return }
         fields[last].value = fields[last].value.isEmpty ? more : fields[last].value + " " + more
     }
 
-    /// Whether every `Content-Length` line names the same decimal number (RFC 9110 §8.6), or
-    /// `Transfer-Encoding` decides the framing instead (RFC 9112 §6.3, item 3).
-    static func hasValidFraming(_ fields: [HeaderField]) -> Bool {
-        if fields.contains(where: { RequestFieldList.equalsIgnoringCase($0.name, "transfer-encoding") }) { return true }
-        var length: Substring?
-        for field in fields where RequestFieldList.equalsIgnoringCase(field.name, "content-length") {
-            for member in field.value.split(separator: ",", omittingEmptySubsequences: false) {
-                var digits = member
-                while digits.first == " " || digits.first == "\t" { digits.removeFirst() }
-                while digits.last == " " || digits.last == "\t" { digits.removeLast() }
-                guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
-                if let length, length != digits { return false }
-                length = digits
-            }
-        }
-        return true
-    }
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
     /// `bytes` without leading and trailing SP and HTAB (OWS, RFC 9110 §5.6.3).
-    static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+    static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var result = bytes
-        while let first = result.first, first == 0x20 || first == 0x09 { result = result.dropFirst() }
-        while let last = result.last, last == 0x20 || last == 0x09 { result = result.dropLast() }
+        while let first = result.first, HTTPBytes.isOWS(first) { result = result.dropFirst() }
+        while let last = result.last, HTTPBytes.isOWS(last) { result = result.dropLast() }
         return result
     }
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
-    static func text(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+    static func text(_ bytes: ArraySlice<UInt8>) -> String {
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         var result = ""
         result.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
         return result
     }
+
+    /// At most 80 bytes of `line`, quoted, for an error message.
+    static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
+
+    /// The lines of a head: split after each LF, without the LF and a CR before it, with
+    /// every other CR and NUL replaced by SP.
+    private struct Lines {
+        let bytes: UnsafeRawBufferPointer
+        var position = 0
+
+        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+        mutating func next() -> [UInt8]? {
+            guard position < bytes.count else { return nil }
+            let start = position
+            var end = start
+            while end < bytes.count && bytes[end] != HTTPBytes.lf { end += 1 }
+            position = end + 1
+            if end > start && bytes[end - 1] == HTTPBytes.cr { end -= 1 }
+            return bytes[start..<end].map { $0 == HTTPBytes.cr || $0 == 0 ? 0x20 : $0 }
+        }
+    }
+}
+
+/// Why a response's bytes cannot be read as a message (RFC 9112): a sentence naming the rule.
+struct FramingError: Error, Equatable, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

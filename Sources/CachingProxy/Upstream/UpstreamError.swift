@@ -15,13 +15,17 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
         case connect
         /// No byte within the configured time.
         case timeout
-        /// The connection closed or reset before the response was complete.
+        /// The connection closed or reset before the response was complete (a body shorter than
+        /// its `Content-Length`, a chunked body without its last chunk), or before any response.
         case closed
         /// The receiver returned `false`.
         case aborted
-        /// The origin's response could not be parsed.
+        /// The origin's response could not be parsed, or its framing is ambiguous or not
+        /// decoded (`Content-Length` with `Transfer-Encoding`, a coding other than `chunked`,
+        /// RFC 9112 §6.1, §6.3): refused before its head reached the receiver, or in the body.
         case protocolError
-        /// Anything else: a URL or method libcurl cannot send, no memory, a libcurl failure.
+        /// A request that cannot be sent as given (nothing was sent): a method that is not a
+        /// token, a URL that is not `http` or has user information, a field with CR, LF or NUL.
         case other
     }
     /// What went wrong.

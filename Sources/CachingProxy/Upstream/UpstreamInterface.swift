@@ -20,7 +20,7 @@ package struct UpstreamRequest: Sendable {
 }
 
 /// The final (non-1xx) response head from an origin.
-package struct UpstreamResponseHead: Sendable {
+package struct UpstreamResponseHead: Sendable, Equatable {
     package var status: Int
     package var reason: String
     /// Field lines in the order received, repeated names kept.

@@ -1,0 +1,114 @@
+import CacheSemantics
+
+extension UpstreamRequest {
+    /// A request as it goes to the origin: where, and the bytes of its head (RFC 9112 §3).
+    struct Wire {
+        var host: String
+        var port: UInt16
+        /// Idle connections are pooled under this: the lower-cased host and the port.
+        var poolKey: String
+        /// The request line, the field lines and the empty line; the body too when small.
+        var head: [UInt8]
+        /// Whether the body still has to be sent after `head`.
+        var sendsBodyApart: Bool
+        /// Whether the request said `Connection: close`, so the connection is not reused
+        /// after its response (RFC 9112 §9.6).
+        var closesConnection: Bool
+    }
+
+    /// Bodies up to this size are copied into the head's buffer and go out in one `send`.
+    static let inlineBodyLimit = 16 * 1024
+
+    /// The request in origin-form (RFC 9112 §3.2.1).
+    ///
+    /// What goes out: `METHOD /path?query HTTP/1.1`, `Host` from the URL first when the
+    /// fields have none (RFC 9112 §3.2), the field lines in order with repeated names, an
+    /// empty value as `Name:`, then `Content-Length` when there is a body (even an empty one;
+    /// never for `HEAD`, whose body is not sent). `Content-Length` and `Transfer-Encoding`
+    /// among the fields are dropped: the body's framing is the client's to write (RFC 9112 §6).
+    ///
+    /// Nothing that could be read as more than one request is ever sent: a method that is not
+    /// a token (RFC 9110 §9.1), `CONNECT` (tunnels connect directly), a URL that is not
+    /// `http` or has user information, a target with a byte that is not visible ASCII, a field
+    /// name that is not a token or a value with CR, LF or NUL (RFC 9110 §5.5) are refused.
+    /// - Throws: ``UpstreamError/Kind/other``, saying what cannot be sent.
+    func wire() throws(UpstreamError) -> Wire {
+        guard !method.isEmpty, method.utf8.allSatisfy(HTTPBytes.isToken) else {
+            throw refusal("\(method.debugDescription) is not a method token (RFC 9110 §9.1)")
+        }
+        guard method != "CONNECT" else {
+            throw refusal("CONNECT is not sent upstream; tunnels connect directly")
+        }
+        guard let target = Messages.absoluteTarget(url) else {
+            throw refusal("only http URLs without user information are sent")
+        }
+        let authority = target.authority
+        let path = target.url.utf8.dropFirst("http://".utf8.count + authority.utf8.count)
+        guard authority.utf8.allSatisfy(HTTPBytes.isHost), path.allSatisfy(HTTPBytes.isTarget),
+            let (host, port) = Self.hostAndPort(authority)
+        else {
+            throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
+        }
+        var closesConnection = false
+        for field in fields {
+            guard !field.name.isEmpty, field.name.utf8.allSatisfy(HTTPBytes.isToken) else {
+                throw refusal("the field name \(field.name.debugDescription) is not a token (RFC 9110 §5.1)")
+            }
+            guard !field.value.utf8.contains(where: { $0 == HTTPBytes.cr || $0 == HTTPBytes.lf || $0 == 0 }) else {
+                throw refusal("the value of the field \(field.name) holds CR, LF or NUL (RFC 9110 §5.5)")
+            }
+            if field.lowercasedName == "connection",
+                field.value.split(separator: ",").contains(where: {
+                    ASCII.equalsIgnoringCase(ASCII.trimmed($0), "close")
+                })
+            {
+                closesConnection = true
+            }
+        }
+        let body = method == "HEAD" ? nil : body
+        var head: [UInt8] = []
+        head.reserveCapacity(256 + (body.map { $0.count <= Self.inlineBodyLimit ? $0.count : 0 } ?? 0))
+        head += method.utf8
+        head.append(HTTPBytes.space)
+        head += path
+        head += " HTTP/1.1\r\n".utf8
+        if !fields.contains("Host") {
+            head += "Host: ".utf8
+            head += authority.utf8
+            head += "\r\n".utf8
+        }
+        for field in fields
+        where field.lowercasedName != "content-length" && field.lowercasedName != "transfer-encoding" {
+            head += field.name.utf8
+            if field.value.isEmpty {
+                head += ":\r\n".utf8
+            } else {
+                head += ": ".utf8
+                head += field.value.utf8
+                head += "\r\n".utf8
+            }
+        }
+        if let body {
+            head += "Content-Length: \(body.count)\r\n".utf8
+        }
+        head += "\r\n".utf8
+        let sendsBodyApart = (body?.count ?? 0) > Self.inlineBodyLimit
+        if let body, !sendsBodyApart { head += body }
+        return Wire(
+            host: host, port: port, poolKey: ASCII.lowercased(host) + ":\(port)", head: head,
+            sendsBodyApart: sendsBodyApart, closesConnection: closesConnection)
+    }
+
+    private func refusal(_ reason: String) -> UpstreamError {
+        UpstreamError(
+            kind: .other, description: "cannot send a request to \(url): \(reason); nothing was sent",
+            receivedHead: false)
+    }
+
+    /// `host[:port]` or `[v6][:port]` → host and port (80 when none, RFC 9110 §4.2.1).
+    private static func hostAndPort(_ authority: String) -> (host: String, port: UInt16)? {
+        let afterHost = authority.utf8.lastIndex(of: UInt8(ascii: "]")) ?? authority.utf8.startIndex
+        let hasPort = authority.utf8[afterHost...].contains(UInt8(ascii: ":"))
+        return OriginSocket.authority(hasPort ? authority : authority + ":80")
+    }
+}
