@@ -64,3 +64,8 @@ public final class BlockingWorkExecutor: TaskExecutor, Sendable {
 public func offPool<Result>(_ body: () async throws -> Result) async rethrows -> Result {
     try await withTaskExecutorPreference(BlockingWorkExecutor.shared) { try await body() }
 }
+
+/// Runs synchronous `body`, which may block (`Thread.sleep` and all), off the cooperative pool.
+public func offPool<Result>(_ body: () throws -> Result) async rethrows -> Result {
+    try await withTaskExecutorPreference(BlockingWorkExecutor.shared) { try body() }
+}

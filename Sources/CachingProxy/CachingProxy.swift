@@ -1,3 +1,5 @@
+import CacheExchange
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import Foundation
@@ -114,6 +116,17 @@ public final class CachingProxy: Sendable {
         server.shutdown(timeout: timeout)
         handler.workers.waitUntilIdle(timeout: max(0.1, deadline.timeIntervalSinceNow))
         handler.workers.stop()
+    }
+
+    /// Waits until no stale-while-revalidate revalidation runs in the background (RFC 5861 §3),
+    /// for at most `timeout` seconds; `true` when none does.
+    package func waitForBackgroundWork(timeout: Double) -> Bool {
+        let done = Locked(false)
+        handler.driver.whenBackgroundIdle {
+            done.withLock { $0 = true }
+            done.wakeWaiters()
+        }
+        return done.withLock(when: { $0 }, deadline: Locked<Bool>.monotonicSeconds() + timeout) { _ in true } ?? false
     }
 
     /// The proxy's counters in the Prometheus text format, as served on

@@ -174,7 +174,9 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
     private let core = OriginCore()
 
     /// Starts listening on 127.0.0.1.
-    /// - Parameter port: The port to bind; 0 lets the kernel choose a free one (see ``port``).
+    /// - Parameter port: The port to bind; 0 chooses a free one below the kernel's ephemeral
+    ///   range, which stays this origin's until it is released, across ``stop()`` and
+    ///   ``restart()`` (see ``port``).
     /// - Throws: ``SocketError`` naming the call that failed (`bind` when the port is taken).
     public init(port: UInt16 = 0) throws {
         try core.start(port: port)
@@ -182,6 +184,7 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
 
     deinit {
         core.stop()
+        OriginPorts.release(port)
     }
 
     /// The port listened on (kept across ``stop()`` and ``restart()``).

@@ -54,7 +54,8 @@ final class OriginCore: Sendable {
         try lifecycle.withLock { (_) throws(LoopbackOrigin.SocketError) in
             let previous = state.withLock { $0.listener == nil ? $0.port : nil }
             guard let previous else { return }
-            let socket = try POSIX.listeningSocket(port: requested ?? previous)
+            let socket = try POSIX.listeningSocket(choosing: requested ?? previous)
+            if requested != nil { OriginPorts.hold(socket.port) }
             let wake: (read: Int32, write: Int32)
             do throws(LoopbackOrigin.SocketError) {
                 wake = try POSIX.wakePipe()

@@ -1,3 +1,5 @@
+import CacheLocking
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -29,6 +31,23 @@ enum POSIX {
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
+    }
+
+    /// A TCP socket listening on 127.0.0.1, with its port: `port`, or for 0 a free one that
+    /// ``OriginPorts`` chooses.
+    static func listeningSocket(choosing port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+        guard port == 0 else { return try listeningSocket(port: port) }
+        var lastError = LoopbackOrigin.SocketError(operation: "bind(127.0.0.1)", code: EADDRINUSE)
+        for _ in 0..<64 {
+            let candidate = OriginPorts.candidate()
+            do {
+                return try listeningSocket(port: candidate)
+            } catch where error.code == EADDRINUSE {
+                OriginPorts.release(candidate)
+                lastError = error
+            }
+        }
+        throw lastError
     }
 
     /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
@@ -224,4 +243,33 @@ enum POSIX {
 private final class ThreadBody {
     let run: @Sendable () -> Void
     init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// The ports origins of this process listen on, chosen below the kernel's range of ephemeral
+/// ports (32768–60999 on Linux, 49152–65535 on Apple systems) and kept while their origin
+/// lives: a port an origin gave up with ``LoopbackOrigin/stop()`` is still its own for
+/// ``LoopbackOrigin/restart()``, since neither a socket bound to port 0 (a proxy's listener, a
+/// client's local port) nor another origin can take it meanwhile.
+enum OriginPorts {
+    private static let reserved = Locked<Set<UInt16>>([])
+
+    /// A port from 10000–32767 no live origin holds, reserved for the caller.
+    static func candidate() -> UInt16 {
+        reserved.withLock { reserved in
+            while true {
+                let port = UInt16.random(in: 10_000..<32_768)
+                if reserved.insert(port).inserted { return port }
+            }
+        }
+    }
+
+    /// Marks `port` as held (a port an origin was asked to use).
+    static func hold(_ port: UInt16) {
+        _ = reserved.withLock { $0.insert(port) }
+    }
+
+    /// Gives `port` back.
+    static func release(_ port: UInt16) {
+        _ = reserved.withLock { $0.remove(port) }
+    }
 }

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Testing
 
 @testable import CachingProxy
@@ -19,7 +20,8 @@ struct ConnectionPoolTests {
 
         init() {
             var ends: [Int32] = [0, 0]
-            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends)
+            // Close-on-exec: a child another test spawns meanwhile must not hold the pooled end open.
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends)
             pooled = ends[0]
             origin = ends[1]
         }
@@ -34,7 +36,8 @@ struct ConnectionPoolTests {
     }
 
     @Test("Taking gives the connection to that origin idle for the shortest time (LIFO)")
-    func lastInFirstOut() {
+    func lastInFirstOut() async {
+        await offPool {
         let pool = ConnectionPool(capacity: 8, lifetime: 60)
         let (a1, b, a2) = (Pair(), Pair(), Pair())
         defer { [a1, b, a2].forEach { close($0.origin) } }
@@ -46,10 +49,12 @@ struct ConnectionPoolTests {
         #expect(pool.take("a:80") == nil)
         #expect(pool.count == 1)
         [a1, a2].forEach { close($0.pooled) }
+        }
     }
 
     @Test("Beyond its capacity the pool closes the connection idle for the longest time")
-    func capacity() {
+    func capacity() async {
+        await offPool {
         let pool = ConnectionPool(capacity: 2, lifetime: 60)
         let pairs = [Pair(), Pair(), Pair()]
         defer { pairs.forEach { close($0.origin) } }
@@ -57,10 +62,12 @@ struct ConnectionPoolTests {
         #expect(pool.count == 2)
         #expect(pairs[0].closedByPool)
         #expect(!pairs[1].closedByPool && !pairs[2].closedByPool)
+        }
     }
 
     @Test("A connection idle for longer than the lifetime is closed, not reused")
-    func lifetime() {
+    func lifetime() async {
+        await offPool {
         let pool = ConnectionPool(capacity: 8, lifetime: 0.05)
         let pair = Pair()
         defer { close(pair.origin) }
@@ -68,12 +75,14 @@ struct ConnectionPoolTests {
         usleep(100_000)
         #expect(pool.take("a:80") == nil)
         #expect(pair.closedByPool)
+        }
     }
 
     @Test(
         "A connection with bytes or EOF waiting is closed when taken, and the next one tried (RFC 9112 §6.3, §9.3)",
         arguments: ["bytes", "EOF"])
-    func notIdle(what: String) {
+    func notIdle(what: String) async {
+        await offPool {
         let pool = ConnectionPool(capacity: 8, lifetime: 60)
         let (older, newer) = (Pair(), Pair())
         defer { [older, newer].forEach { close($0.origin) } }
@@ -87,5 +96,6 @@ struct ConnectionPoolTests {
         #expect(pool.take("a:80") == older.pooled)
         #expect(newer.closedByPool)
         close(older.pooled)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheLocking
 import CacheSemantics
 import CachingProxy
@@ -27,7 +28,8 @@ struct HTTPServerTests {
     // MARK: connections and framing
 
     @Test("Keep-alive: several requests on one HTTP/1.1 connection (RFC 9112 §9.3)")
-    func keepAlive() throws {
+    func keepAlive() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -51,10 +53,12 @@ struct HTTPServerTests {
         #expect(statistics.requests == 3)
         #expect(statistics.connectionsAccepted == 1)
         #expect(statistics.connectionsOpen == 1)
+        }
     }
 
     @Test("A port in use is a clear ServerError naming the address")
-    func portInUse() throws {
+    func portInUse() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         var configuration = HTTPServer.Configuration()
@@ -64,19 +68,20 @@ struct HTTPServerTests {
             Issue.record("a second server could listen on port \(test.port)")
         } catch {
             #expect(
-                error.description
-                    == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port")
+                "\(error)" == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port")
         }
         configuration.host = "example.com"
         #expect(throws: ServerError.self) {
             _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+        }
         }
     }
 
     @Test(
         "With two loops on one listener concurrent clients are all served, answers from other threads too (RFC 9112 §9.3)"
     )
-    func twoLoops() throws {
+    func twoLoops() async throws {
+        try await offPool {
         let test = try TestServer(
             handler: { request, responder in
                 if request.target.hasSuffix("/late") {
@@ -107,10 +112,12 @@ struct HTTPServerTests {
         #expect(failures.withLock { $0 } == 0)
         #expect(test.server.statistics.requests == 160)
         #expect(test.server.statistics.connectionsAccepted == 8)
+        }
     }
 
     @Test("Connection: close is honoured and answered with Connection: close (RFC 9112 §9.6)")
-    func connectionClose() throws {
+    func connectionClose() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -119,12 +126,14 @@ struct HTTPServerTests {
         #expect(response.status == 200)
         #expect(response.field("Connection") == "close")
         #expect(client.waitForClose())
+        }
     }
 
     @Test(
         "Fields keep their order, repetition and spelling; OWS is trimmed; empty lines before the request-line are ignored (RFC 9112 §2.2, §5)"
     )
-    func fieldsAsReceived() throws {
+    func fieldsAsReceived() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -136,12 +145,14 @@ struct HTTPServerTests {
         #expect(fields.map(\.name) == ["Host", "X-One", "x-one", "ACCEPT", "Via"])
         #expect(fields.map(\.value) == ["a", "first", "second", "", "1.1 p, 1.0 q"])
         #expect(fields.values(named: "X-ONE") == ["first", "second"])
+        }
     }
 
     @Test(
         "Pipelined requests are answered one at a time and in order, the first late from another thread (RFC 9112 §9.3.2)"
     )
-    func pipelining() throws {
+    func pipelining() async throws {
+        try await offPool {
         let firstArrived = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let test = try TestServer { request, responder in
@@ -164,10 +175,12 @@ struct HTTPServerTests {
         let responses = try (0..<3).map { _ in try client.readResponse() }
         #expect(responses.map(\.bodyText) == ["one", "/2", "/3"])
         #expect(test.handler.targets == ["/1", "/2", "/3"])
+        }
     }
 
     @Test("A chunked request body is de-chunked: extensions ignored, trailers dropped (RFC 9112 §7.1)")
-    func chunkedRequestBody() throws {
+    func chunkedRequestBody() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -184,10 +197,12 @@ struct HTTPServerTests {
         let received = try #require(test.handler.requests.first)
         #expect(received.body == bytes("hello, world"))
         #expect(!received.fields.contains("X-Trailer"))
+        }
     }
 
     @Test("A Content-Length body arriving in pieces is read in full (RFC 9112 §6.2)")
-    func contentLengthBody() throws {
+    func contentLengthBody() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -197,10 +212,12 @@ struct HTTPServerTests {
         try client.send(Array(body[1000...]))
         let response = try client.readResponse()
         #expect(response.body == body)
+        }
     }
 
     @Test("A streamed response is chunked to HTTP/1.1 (RFC 9112 §7.1) and close-delimited to HTTP/1.0 (RFC 9112 §6.3)")
-    func streamedResponse() throws {
+    func streamedResponse() async throws {
+        try await offPool {
         let test = try TestServer { _, responder in
             responder.start(ok, framing: .streamed)
             responder.write(bytes("hello "))
@@ -226,10 +243,12 @@ struct HTTPServerTests {
         #expect(delimited.field("Connection") == "close")
         #expect(delimited.bodyText == "hello world")
         #expect(legacy.peerClosed)
+        }
     }
 
     @Test("HTTP/1.0 keeps the connection only with Connection: keep-alive, and says so (RFC 9112 §9.3, §C.2.2)")
-    func http10KeepAlive() throws {
+    func http10KeepAlive() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -246,10 +265,12 @@ struct HTTPServerTests {
         #expect(last.bodyText == "/3")
         #expect(client.waitForClose())
         #expect(test.handler.requests.map(\.minorVersion) == [0, 0, 0])
+        }
     }
 
     @Test("Expect: 100-continue gets 100 before the body is read, then the final answer (RFC 9110 §10.1.1)")
-    func expectContinue() throws {
+    func expectContinue() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -260,19 +281,23 @@ struct HTTPServerTests {
         let response = try client.readResponse()
         #expect(response.status == 200)
         #expect(response.bodyText == "hello")
+        }
     }
 
     @Test("An expectation other than 100-continue is answered 417 (RFC 9110 §10.1.1)")
-    func expectUnknown() throws {
+    func expectUnknown() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
         try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: teapot\r\n\r\nhello")
         try expectRejected(client, status: 417, test)
+        }
     }
 
     @Test("100-continue with a Content-Length over the limit gets 413 instead of 100 (RFC 9110 §10.1.1, §15.5.14)")
-    func expectContinueTooLarge() throws {
+    func expectContinueTooLarge() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -281,10 +306,12 @@ struct HTTPServerTests {
         #expect(response.status == 413)
         #expect(client.waitForClose())
         #expect(test.handler.requests.isEmpty)
+        }
     }
 
     @Test("HEAD and .none framing: Content-Length as announced, no body bytes (RFC 9110 §9.3.2, RFC 9112 §6.3)")
-    func headAndNoneFraming() throws {
+    func headAndNoneFraming() async throws {
+        try await offPool {
         let test = try TestServer { request, responder in
             switch request.target {
             case "/head":
@@ -312,12 +339,14 @@ struct HTTPServerTests {
         try client.send("HEAD /other HTTP/1.1\r\nHost: a\r\n\r\nGET /other HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(try client.readResponse(method: "HEAD").field("Content-Length") == "9")
         #expect(try client.readResponse().bodyText == "full body")
+        }
     }
 
     @Test(
         "The server writes its own framing fields and drops the handler's Connection, Keep-Alive, Transfer-Encoding, Content-Length (RFC 9112 §6, §9.6)"
     )
-    func framingFieldsAreTheServers() throws {
+    func framingFieldsAreTheServers() async throws {
+        try await offPool {
         let test = try TestServer { _, responder in
             responder.respond(
                 ServerResponseHead(
@@ -334,12 +363,14 @@ struct HTTPServerTests {
         #expect(response.headText == "HTTP/1.1 299 Custom\r\nX-Kept: yes\r\nContent-Length: 5\r\n\r\n")
         #expect(response.bodyText == "hello")
         #expect(!client.waitForClose(within: 0.1))
+        }
     }
 
     // MARK: limits
 
     @Test("A head over maxHeaderBytes is refused with 431 (RFC 6585 §5)")
-    func headTooLarge() throws {
+    func headTooLarge() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.maxHeaderBytes = 1024 })
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -350,10 +381,12 @@ struct HTTPServerTests {
         let endless = try RawHTTPClient(port: test.port)
         try endless.send("GET /\(String(repeating: "a", count: 1100))")
         try expectRejected(endless, status: 431, test, rejections: 2)
+        }
     }
 
     @Test("More than maxFieldCount field lines are refused with 431 (RFC 6585 §5)")
-    func tooManyFields() throws {
+    func tooManyFields() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.maxFieldCount = 10 })
         defer { test.server.shutdown(timeout: 1) }
         let accepted = try RawHTTPClient(port: test.port)
@@ -363,10 +396,12 @@ struct HTTPServerTests {
         let refused = try RawHTTPClient(port: test.port)
         try refused.send("GET / HTTP/1.1\r\nHost: a\r\n\(nine)X-10: v\r\n\r\n")
         try expectRejected(refused, status: 431, test, handled: 1)
+        }
     }
 
     @Test("A body over maxBodyBytes is refused with 413, declared or while de-chunking (RFC 9110 §15.5.14)")
-    func bodyTooLarge() throws {
+    func bodyTooLarge() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
         defer { test.server.shutdown(timeout: 1) }
         let declared = try RawHTTPClient(port: test.port)
@@ -383,6 +418,7 @@ struct HTTPServerTests {
         let exact = try RawHTTPClient(port: test.port)
         try exact.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n\(String(repeating: "y", count: 100))")
         #expect(try exact.readResponse().body.count == 100)
+        }
     }
 
     // MARK: malformed requests
@@ -463,12 +499,14 @@ struct HTTPServerTests {
 
     @Test(
         "Malformed and smuggling requests are refused and the connection closed (RFC 9112 §2–§7)", arguments: malformed)
-    func malformedRequest(_ request: MalformedRequest) throws {
+    func malformedRequest(_ request: MalformedRequest) async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
         try client.send(request.bytes)
         try expectRejected(client, status: request.status, test)
+        }
     }
 
     /// Reads a rejection: the status, a text/plain reason, `Connection: close`, a `Date`, and
@@ -493,18 +531,21 @@ struct HTTPServerTests {
     }
 
     @Test("Identical Content-Length duplicates are read as one (RFC 9112 §6.3)")
-    func identicalContentLengths() throws {
+    func identicalContentLengths() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
         try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5, 5\r\n\r\nhello")
         #expect(try client.readResponse().bodyText == "hello")
+        }
     }
 
     // MARK: timeouts and load
 
     @Test("A slowloris head is cut at headerTimeout while another client is served (RFC 9112 §9.5)")
-    func slowloris() throws {
+    func slowloris() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.headerTimeout = 0.5 })
         defer { test.server.shutdown(timeout: 1) }
         let slow = try RawHTTPClient(port: test.port)
@@ -529,10 +570,12 @@ struct HTTPServerTests {
         #expect(sent < head.count)
         #expect(served > 0)
         #expect(test.handler.targets.allSatisfy { $0 == "/n" })
+        }
     }
 
     @Test("An idle keep-alive connection is closed after idleTimeout (RFC 9112 §9.5)")
-    func idleTimeout() throws {
+    func idleTimeout() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.idleTimeout = 0.3 })
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -540,10 +583,12 @@ struct HTTPServerTests {
         #expect(try client.readResponse().status == 200)
         #expect(client.waitForClose())
         #expect(client.buffer.isEmpty)
+        }
     }
 
     @Test("A body that stops arriving is cut at bodyTimeout (RFC 9112 §9.5)")
-    func bodyTimeout() throws {
+    func bodyTimeout() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.bodyTimeout = 0.3 })
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -552,10 +597,12 @@ struct HTTPServerTests {
         #expect(response.status == 408)
         #expect(client.waitForClose())
         #expect(test.handler.requests.isEmpty)
+        }
     }
 
     @Test("200 idle connections do not stop a normal client (RFC 9112 §9.4)")
-    func manyIdleConnections() throws {
+    func manyIdleConnections() async throws {
+        try await offPool {
         let test = try TestServer()
         defer { test.server.shutdown(timeout: 1) }
         let idle = try (0..<200).map { _ in try RawHTTPClient(port: test.port) }
@@ -565,12 +612,14 @@ struct HTTPServerTests {
         #expect(try client.readResponse().bodyText == "/through")
         #expect(test.server.statistics.connectionsOpen == 201)
         withExtendedLifetime(idle) {}
+        }
     }
 
     @Test(
         "Beyond maxConnections new connections are refused with 503, and accepted again once one closes (RFC 9110 §15.6.4)"
     )
-    func connectionCap() throws {
+    func connectionCap() async throws {
+        try await offPool {
         let test = try TestServer(configure: { $0.maxConnections = 3 })
         defer { test.server.shutdown(timeout: 1) }
         var clients = try (0..<3).map { _ in try RawHTTPClient(port: test.port) }
@@ -599,12 +648,14 @@ struct HTTPServerTests {
         try again.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(try again.readResponse().bodyText == "/again")
         #expect(test.server.statistics.connectionsAccepted == 4)
+        }
     }
 
     // MARK: streaming, back-pressure, shutdown
 
     @Test("Shutdown closes idle connections, lets an in-flight streamed response finish, then returns (RFC 9112 §9.6)")
-    func shutdownFinishesInFlight() throws {
+    func shutdownFinishesInFlight() async throws {
+        try await offPool {
         let release = DispatchSemaphore(value: 0)
         let test = try TestServer { request, responder in
             guard request.target == "/stream" else { return TestServer.echo(request, responder) }
@@ -637,10 +688,12 @@ struct HTTPServerTests {
         #expect(streaming.waitForClose())
         #expect(wait(stopped))
         #expect(test.server.statistics.connectionsOpen == 0)
+        }
     }
 
     @Test("Shutdown with a zero timeout cuts what is in flight and returns")
-    func shutdownCutsAtTimeout() throws {
+    func shutdownCutsAtTimeout() async throws {
+        try await offPool {
         let test = try TestServer { _, responder in responder.start(ok, framing: .length(100)) }
         let client = try RawHTTPClient(port: test.port)
         try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -648,12 +701,14 @@ struct HTTPServerTests {
         test.server.shutdown(timeout: 0)
         #expect(client.waitForClose())
         #expect(test.server.statistics.connectionsOpen == 0)
+        }
     }
 
     @Test(
         "An 8 MiB body written from another thread reaches a slow reader intact; the writer is held back (RFC 9112 §6.2)"
     )
-    func backPressure() throws {
+    func backPressure() async throws {
+        try await offPool {
         let total = 8 << 20
         let block = 64 * 1024
         let written = Locked(0)
@@ -703,10 +758,12 @@ struct HTTPServerTests {
         #expect(received.indices.allSatisfy { received[$0] == pattern($0) })
         #expect(wait(writerDone))
         #expect(allAccepted.withLock { $0 })
+        }
     }
 
     @Test("Once the client is gone write returns false and isClientGone is true")
-    func clientGone() throws {
+    func clientGone() async throws {
+        try await offPool {
         let result = Locked<(Bool, Bool)?>(nil)
         let done = DispatchSemaphore(value: 0)
         let test = try TestServer { _, responder in
@@ -731,10 +788,12 @@ struct HTTPServerTests {
         #expect(result.withLock { $0.map { $0.0 } } == false)
         #expect(result.withLock { $0.map { $0.1 } } == true)
         #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
+        }
     }
 
     @Test("abort() cuts the body: the client sees fewer bytes than announced, then the close")
-    func abortCutsTheBody() throws {
+    func abortCutsTheBody() async throws {
+        try await offPool {
         let test = try TestServer { _, responder in
             responder.start(ok, framing: .length(10))
             responder.write(bytes("abc"))
@@ -745,10 +804,12 @@ struct HTTPServerTests {
         try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(throws: RawHTTPClient.ClientError.self) { try client.readResponse() }
         #expect(client.peerClosed)
+        }
     }
 
     @Test("A responder released without an answer closes its connection")
-    func unansweredRequest() throws {
+    func unansweredRequest() async throws {
+        try await offPool {
         let test = try TestServer { _, _ in }
         defer { test.server.shutdown(timeout: 1) }
         let client = try RawHTTPClient(port: test.port)
@@ -756,12 +817,14 @@ struct HTTPServerTests {
         #expect(client.waitForClose())
         #expect(client.buffer.isEmpty)
         #expect(test.logs.all.contains { $0.contains("never answered") })
+        }
     }
 
     // MARK: CONNECT
 
     @Test("A CONNECT tunnel relays both ways, early bytes first, and half-closes (RFC 9110 §9.3.6)")
-    func tunnel() throws {
+    func tunnel() async throws {
+        try await offPool {
         let echo = try EchoServer()
         let test = try TestServer { request, responder in
             guard request.method == "CONNECT" else { return TestServer.echo(request, responder) }
@@ -783,6 +846,7 @@ struct HTTPServerTests {
         #expect(echo.finished())
         #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
         #expect(test.handler.requests.first?.target == "127.0.0.1:\(echo.port)")
+        }
     }
 }
 
@@ -894,6 +958,7 @@ extension HTTPServerTests {
             let done = done
             onNewThread {
                 let fd = accept(listener, nil, nil)
+                if fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
                 var buffer = [UInt8](repeating: 0, count: 65_536)
                 while fd >= 0 {
                     let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }

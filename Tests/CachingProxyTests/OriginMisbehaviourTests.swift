@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheLocking
 import CacheStorage
 import Foundation
@@ -41,13 +42,13 @@ struct OriginMisbehaviourTests {
         /// A proxy in front of such an origin, made on a thread of its own (it blocks until the
         /// proxy listens), so the cooperative threads other suites wait on stay free.
         static func start(poisoned: [RawOrigin.Step]) async throws -> Setup {
-            try await onThread { try Setup(poisoned: poisoned) }
+            try await offPool { try Setup(poisoned: poisoned) }
         }
 
         /// `method path` through the proxy on a connection of its own, on a thread of its own.
         func request(_ path: String, method: String = "GET") async throws -> RawHTTPClient.Response {
             let port = proxy.port
-            return try await onThread {
+            return try await offPool {
                 let client = try RawHTTPClient(port: port)
                 defer { client.close() }
                 try client.send("\(method) \(path) HTTP/1.1\r\nHost: origin.test\r\n\r\n")
@@ -76,23 +77,28 @@ struct OriginMisbehaviourTests {
 
     @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
     func secondResponseInTheSameWrite() async throws {
+        try await offPool {
         let setup = try await Setup.start(poisoned: [.send(Self.response("A") + Self.response("stray"))])
         #expect(try await setup.request("/a").bodyText == "A")
         try await setup.expectBIsItsOwn()
+        }
     }
 
     @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
     func lateExtraBytes() async throws {
+        try await offPool {
         let setup = try await Setup.start(poisoned: [
             .send(Self.response("A")), .pause(0.05), .send(Self.response("stray")),
         ])
         #expect(try await setup.request("/a").bodyText == "A")
         try await Task.sleep(for: .milliseconds(300))
         try await setup.expectBIsItsOwn()
+        }
     }
 
     @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
     func bodyAfterHeadResponse() async throws {
+        try await offPool {
         // The head announces the 1,000 bytes a GET would get; what follows is another response.
         let setup = try await Setup.start(poisoned: [
             .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
@@ -101,6 +107,7 @@ struct OriginMisbehaviourTests {
         #expect(head.status == 200)
         #expect(head.body.isEmpty)
         try await setup.expectBIsItsOwn()
+        }
     }
 
     // MARK: Ambiguous framing: 502, nothing stored (RFC 9112 §6.1, §6.3)
@@ -113,6 +120,7 @@ struct OriginMisbehaviourTests {
             "Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding: identity\r\n",
         ])
     func ambiguousFraming(fields: String) async throws {
+        try await offPool {
         let setup = try await Setup.start(poisoned: [
             .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
         ])
@@ -125,6 +133,7 @@ struct OriginMisbehaviourTests {
         #expect(second.bodyText == "A")
         #expect(setup.originCount("/a") == 2)
         try await setup.expectBIsItsOwn()
+        }
     }
 
     // MARK: Bodies cut short: the client's connection is cut, nothing stored (RFC 9112 §6.3, §8)
@@ -138,9 +147,10 @@ struct OriginMisbehaviourTests {
             [.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .pause(0.05), .reset],
         ])
     func cutBody(steps: [RawOrigin.Step]) async throws {
+        try await offPool {
         let setup = try await Setup.start(poisoned: steps)
         let port = setup.proxy.port
-        let (response, closed) = try await onThread {
+        let (response, closed) = try await offPool {
             let client = try RawHTTPClient(port: port)
             defer { client.close() }
             try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
@@ -153,5 +163,6 @@ struct OriginMisbehaviourTests {
         #expect(second.bodyText == "A")
         #expect(setup.originCount("/a") == 2)
         try await setup.expectBIsItsOwn()
+        }
     }
 }

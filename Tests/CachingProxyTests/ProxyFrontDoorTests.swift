@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -21,7 +22,8 @@ struct ProxyFrontDoorTests {
     }
 
     @Test("a GET with content is sent on with it and its response never stored nor served to others (RFC 9110 §9.3.1)")
-    func getWithContentBypassesTheCache() throws {
+    func getWithContentBypassesTheCache() async throws {
+        try await offPool {
         let origin = try Self.echoingOrigin()
         defer { origin.stop() }
         let proxy = try ServeProcess(["--origin", origin.baseURL])
@@ -52,12 +54,14 @@ struct ProxyFrontDoorTests {
         #expect(empty.bodyText == "target=/search body=")
         #expect(empty.field("Cache-Status")?.contains("hit") == true)
         #expect(origin.count("/search") == 3)
+        }
     }
 
     @Test(
         "the proxy's own paths are answered in origin-form, absolute-form and any spelling, and never forwarded",
         arguments: [false, true])
-    func adminPathsNeverForwarded(forward: Bool) throws {
+    func adminPathsNeverForwarded(forward: Bool) async throws {
+        try await offPool {
         let origin = try Self.echoingOrigin()
         defer { origin.stop() }
         let proxy = try ServeProcess(forward ? ["--forward"] : ["--origin", origin.baseURL])
@@ -82,10 +86,12 @@ struct ProxyFrontDoorTests {
         #expect(post.status == 405)
         #expect(post.field("Allow") == "GET, HEAD")
         #expect(origin.requests.isEmpty, "nothing reached the origin: \(origin.requests.map(\.target))")
+        }
     }
 
     @Test("what is forwarded is the normalized target the key names, so an origin that does not normalize cannot poison another URL (RFC 3986 §6.2.2, RFC 9110 §4.2.3)")
-    func forwardedTargetIsTheKeyedTarget() throws {
+    func forwardedTargetIsTheKeyedTarget() async throws {
+        try await offPool {
         let origin = try Self.echoingOrigin()
         defer { origin.stop() }
         let proxy = try ServeProcess(["--origin", origin.baseURL])
@@ -100,10 +106,12 @@ struct ProxyFrontDoorTests {
             #expect(try client.readResponse().bodyText == "target=\(forwarded) body=", "\(target)")
         }
         #expect(origin.requests.map(\.target) == ["/a/t", "/a/~t?q=~", "/a/b/%2F"])
+        }
     }
 
     @Test("dot segments cannot climb out of the origin's base path")
-    func dotSegmentsStayUnderTheBasePath() throws {
+    func dotSegmentsStayUnderTheBasePath() async throws {
+        try await offPool {
         let origin = try Self.echoingOrigin()
         defer { origin.stop() }
         let proxy = try ServeProcess(["--origin", origin.baseURL + "/base"])
@@ -115,10 +123,12 @@ struct ProxyFrontDoorTests {
         try client.send("GET http://a/x/../../secret HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(try client.readResponse().bodyText == "target=/base/secret body=")
         #expect(origin.requests.map(\.target) == ["/base/secret"])
+        }
     }
 
     @Test("in forward mode the absolute-form target is forwarded normalized, with the normalized Host")
-    func forwardModeNormalizes() throws {
+    func forwardModeNormalizes() async throws {
+        try await offPool {
         let origin = try Self.echoingOrigin()
         defer { origin.stop() }
         let proxy = try ServeProcess(["--forward"])
@@ -130,5 +140,6 @@ struct ProxyFrontDoorTests {
         try client.send("GET http://127.0.0.1:\(origin.port)/p/r HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
         #expect(try client.readResponse().field("Cache-Status")?.contains("hit") == true)
         #expect(origin.requests.map(\.target) == ["/p/r"])
+        }
     }
 }

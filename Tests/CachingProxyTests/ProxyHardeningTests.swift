@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -7,7 +8,8 @@ import Testing
 @Suite("httpcache serve: hostile clients")
 struct ProxyHardeningTests {
     @Test("Malformed and smuggling requests get their 4xx/5xx and a closed connection, and never reach the origin (RFC 9112 §2–§7, §11.2)")
-    func malformedRequests() throws {
+    func malformedRequests() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/ok", [("Cache-Control", "max-age=60")], body: "fine")
         for request in HTTPServerTests.malformed {
@@ -21,10 +23,12 @@ struct ProxyHardeningTests {
         }
         #expect(harness.origin.requests.isEmpty, "\(harness.origin.requests.map(\.target))")
         #expect(try harness.get("/ok").text == "fine", "the proxy still serves")
+        }
     }
 
     @Test("A request smuggled behind a rejected one is never answered (RFC 9112 §6.3, §11.2)")
-    func smuggledRequest() throws {
+    func smuggledRequest() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/admin", [("Cache-Control", "max-age=60")], body: "secret")
         let client = try RawHTTPClient(port: harness.proxy.port)
@@ -34,10 +38,12 @@ struct ProxyHardeningTests {
         #expect(try client.readResponse().status == 400)
         #expect(client.waitForClose())
         #expect(harness.origin.requests.isEmpty)
+        }
     }
 
     @Test("200 idle connections and a slowloris client do not stop a normal client; the slowloris is cut (RFC 9112 §9.5)")
-    func idleAndSlowloris() throws {
+    func idleAndSlowloris() async throws {
+        try await offPool {
         let harness = try ProxyHarness(["--header-timeout", "1"])
         harness.serve("/busy", [("Cache-Control", "max-age=60")], body: "served")
         let idle = try (0..<200).map { _ in try RawHTTPClient(port: harness.proxy.port, timeout: 10) }
@@ -63,5 +69,6 @@ struct ProxyHardeningTests {
         #expect(normal?.text == "served")
         #expect(harness.origin.count("/busy") == 1, "the slowloris request never reached the origin")
         #expect(try harness.get("/busy").isHit, "served after the idle connections were cut too")
+        }
     }
 }

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -6,7 +7,8 @@ import Testing
 @Suite("httpcache serve: forward proxy, tunnels, streaming")
 struct ProxyModesTests {
     @Test("Forward mode caches absolute-form requests per origin and refuses origin-form (RFC 9112 §3.2.2)")
-    func forwardMode() throws {
+    func forwardMode() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/fw") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "forwarded") }
@@ -29,10 +31,12 @@ struct ProxyModesTests {
         let originForm = try client.readResponse()
         #expect(originForm.status == 400)
         #expect(originForm.bodyText.contains("absolute http URL"))
+        }
     }
 
     @Test("CONNECT opens a tunnel in forward mode, never cached, and is refused in reverse mode (RFC 9110 §9.3.6)")
-    func connectTunnel() throws {
+    func connectTunnel() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/inside") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "through the tunnel") }
@@ -56,10 +60,12 @@ struct ProxyModesTests {
         defer { refused.close() }
         try refused.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
         #expect(try refused.readResponse().status == 405)
+        }
     }
 
     @Test("The client receives bytes while they are stored; a body the origin never finishes is not stored (RFC 9111 §3.3)")
-    func streamingWhileStoring() throws {
+    func streamingWhileStoring() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.origin.route("/stream") { _ in
             LoopbackOrigin.Response(
@@ -84,5 +90,6 @@ struct ProxyModesTests {
         let again = try harness.get("/stream")
         #expect(again.text == "complete now")
         #expect(!again.isHit)
+        }
     }
 }

@@ -153,12 +153,3 @@ final class ProxyHarness: @unchecked Sendable {
     }
 }
 
-/// Runs blocking `work` on a thread of its own (the cooperative pool has one thread per core,
-/// which blocking clients would exhaust) and returns its result.
-func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result { try work() })
-        }
-    }
-}

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheSemantics
 import Foundation
 import LoopbackOrigin
@@ -10,7 +11,8 @@ import Testing
 @Suite("httpcache serve: a shared cache in front of an origin")
 struct ProxyTests {
     @Test("A miss is stored, then served as a hit with Age, Via and Cache-Status (RFC 9111 §4, §5.1; RFC 9211; RFC 9110 §7.6.3)")
-    func missThenHit() throws {
+    func missThenHit() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/a", [("Cache-Control", "max-age=60"), ("Content-Type", "text/plain"), ("X-Twice", "1"), ("X-Twice", "2")], body: "hello")
         let first = try harness.get("/a")
@@ -25,10 +27,12 @@ struct ProxyTests {
         #expect(second.fields.values(named: "X-Twice") == ["1", "2"], "repeated fields kept in order")
         #expect(second.fields.values(named: "Via") == ["1.1 httpcache"])
         #expect(harness.origin.count("/a") == 1)
+        }
     }
 
     @Test("The origin gets the client's fields in order, Host rewritten, hop-by-hop fields dropped, Via added (RFC 9110 §7.6.1, §7.6.3; RFC 9112 §3.2.2)")
-    func forwardedRequestFields() throws {
+    func forwardedRequestFields() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/f", [("Cache-Control", "no-store")])
         _ = try harness.get(
@@ -41,10 +45,12 @@ struct ProxyTests {
         #expect(request.headers.filter { $0.name == "X-One" }.map(\.value) == ["a", "b"])
         #expect(request.header("Via") == "1.1 httpcache")
         #expect(request.header("Accept-Encoding") == nil, "nothing added")
+        }
     }
 
     @Test("A stale response is revalidated with If-None-Match; the 304 freshens it (RFC 9111 §4.3.1, §4.3.4)")
-    func revalidation() throws {
+    func revalidation() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.origin.route("/v") { request in
             let headers = [("Cache-Control", "max-age=0"), ("ETag", "\"v1\""), ("X-Version", request.header("If-None-Match") == nil ? "full" : "304")]
@@ -59,10 +65,12 @@ struct ProxyTests {
         #expect(second.cacheStatus?.hasPrefix("httpcache; fwd=stale; fwd-status=304; stored; ttl=") == true)
         #expect(second["X-Version"] == "304", "fields of the 304 replace the stored ones (§3.2)")
         #expect(harness.origin.requests(to: "/v").last?.header("If-None-Match") == "\"v1\"")
+        }
     }
 
     @Test("A client's own conditional request is answered 304 from a fresh stored response (RFC 9111 §4.3.2)")
-    func clientConditional() throws {
+    func clientConditional() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/c", [("Cache-Control", "max-age=60"), ("ETag", "\"c\"")], body: "conditional")
         _ = try harness.get("/c")
@@ -71,10 +79,12 @@ struct ProxyTests {
         #expect(answer.body.isEmpty)
         #expect(answer["ETag"] == "\"c\"")
         #expect(harness.origin.count("/c") == 1)
+        }
     }
 
     @Test("Variants by Vary are stored side by side (RFC 9111 §4.1)")
-    func vary() throws {
+    func vary() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.origin.route("/lang") { request in
             LoopbackOrigin.Response(
@@ -88,10 +98,12 @@ struct ProxyTests {
         #expect(french.isHit)
         #expect(try harness.get("/lang", [("Accept-Language", "de")]).isHit)
         #expect(harness.origin.count("/lang") == 2)
+        }
     }
 
     @Test("A POST invalidates the stored response for its URL (RFC 9111 §4.4)")
-    func invalidation() throws {
+    func invalidation() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.origin.route("/doc") { request in
             request.method == "POST"
@@ -107,10 +119,12 @@ struct ProxyTests {
         let after = try harness.get("/doc")
         #expect(!after.isHit)
         #expect(harness.origin.requests(to: "/doc").filter { $0.method == "GET" }.count == 2)
+        }
     }
 
     @Test("50 concurrent misses on one URL make one origin request; the others are collapsed (RFC 9211 §2.6)")
     func collapsedForwarding() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         let release = DispatchSemaphore(value: 0)
         harness.origin.route("/slow") { _ in
@@ -119,7 +133,7 @@ struct ProxyTests {
         }
         let answers = try await withThrowingTaskGroup(of: Received.self) { group in
             for _ in 0..<50 {
-                group.addTask { try await onThread { try harness.client.send("GET", harness.proxy.baseURL + "/slow") } }
+                group.addTask { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/slow") } }
             }
             // Let every request reach the proxy before the origin answers.
             try await Task.sleep(for: .milliseconds(500))
@@ -130,10 +144,12 @@ struct ProxyTests {
         #expect(answers.allSatisfy { $0.status == 200 && $0.text == "collapsed body" })
         #expect(harness.origin.count("/slow") == 1)
         #expect(answers.filter { $0.cacheStatus?.contains("collapsed") == true }.count >= 1)
+        }
     }
 
     @Test("Concurrent misses on a response that turns out not storable are each forwarded (RFC 9111 §4)")
     func collapsedButNotStorable() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         let release = DispatchSemaphore(value: 0)
         harness.origin.route("/private") { _ in
@@ -141,17 +157,19 @@ struct ProxyTests {
             return LoopbackOrigin.Response(headers: [("Cache-Control", "private")], body: "mine")
         }
         let answers = try await withThrowingTaskGroup(of: Received.self) { group in
-            for _ in 0..<5 { group.addTask { try await onThread { try harness.client.send("GET", harness.proxy.baseURL + "/private") } } }
+            for _ in 0..<5 { group.addTask { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/private") } } }
             try await Task.sleep(for: .milliseconds(300))
             for _ in 0..<5 { release.signal() }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(answers.allSatisfy { $0.text == "mine" })
         #expect(harness.origin.count("/private") == 5)
+        }
     }
 
     @Test("PURGE removes a URL's stored responses; httpcache purge --proxy sends it")
-    func purge() throws {
+    func purge() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/p", [("Cache-Control", "max-age=60")], body: "purge me")
         _ = try harness.get("/p")
@@ -162,10 +180,12 @@ struct ProxyTests {
         #expect(!(try harness.get("/p").isHit))
         let again = try harness.get("/nothing", method: "PURGE")
         #expect(again.status == 404)
+        }
     }
 
     @Test("Metrics in the Prometheus text format count outcomes, origin latency and the store")
-    func metrics() throws {
+    func metrics() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/m", [("Cache-Control", "max-age=60")], body: "metric")
         _ = try harness.get("/m")
@@ -180,10 +200,12 @@ struct ProxyTests {
         #expect(lines.contains("httpcache_origin_latency_seconds_count 1"))
         #expect(lines.contains("httpcache_store_entries{tier=\"all\"} 1"))
         #expect(lines.contains("# TYPE httpcache_origin_latency_seconds histogram"))
+        }
     }
 
     @Test("The origin down: a stored response that allows it is served stale, else 502 (RFC 9111 §4.2.4; RFC 5861 §4)")
-    func originDown() throws {
+    func originDown() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         harness.serve("/gone", [("Cache-Control", "max-age=0, stale-if-error=60")], body: "still here")
         _ = try harness.get("/gone")
@@ -196,19 +218,21 @@ struct ProxyTests {
         let nothing = try harness.get("/never")
         #expect(nothing.status == 502)
         #expect(nothing.text.contains("127.0.0.1:\(harness.origin.port)"))
+        }
     }
 
     @Test("SIGTERM lets a response in flight finish and stores it whole; the process exits 0")
     func gracefulStop() async throws {
+        try await offPool {
         let harness = try ProxyHarness()
         let release = DispatchSemaphore(value: 0)
         harness.origin.route("/inflight") { _ in
             _ = release.wait(timeout: .now() + 20)
             return LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: String(repeating: "z", count: 100_000))
         }
-        let answer = Task { try await onThread { try harness.client.send("GET", harness.proxy.baseURL + "/inflight") } }
+        let answer = Task { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/inflight") } }
         while harness.origin.count("/inflight") == 0 { try await Task.sleep(for: .milliseconds(20)) }
-        let stopped = Task { try await onThread { harness.proxy.terminate() } }
+        let stopped = Task { await offPool { harness.proxy.terminate() } }
         try await Task.sleep(for: .milliseconds(300))
         release.signal()
         let received = try await answer.value
@@ -220,5 +244,6 @@ struct ProxyTests {
         let hit = try harness.client.send("GET", again.baseURL + "/inflight")
         #expect(hit.isHit)
         #expect(hit.body.count == 100_000)
+        }
     }
 }

@@ -48,6 +48,8 @@ final class RawOrigin: Sendable {
             defer { acceptExited.signal() }
             while true {
                 let fd = accept(listener, nil, nil)
+                // Not inherited by the child processes other tests start.
+                if fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
                 if fd < 0 {
                     if errno == EINTR { continue }
                     return
@@ -170,7 +172,7 @@ final class RawOrigin: Sendable {
 
     /// A bound, listening 127.0.0.1 socket on a port the kernel chose.
     static func listen(backlog: Int32) throws -> (fd: Int32, port: UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -208,7 +210,7 @@ final class RawOrigin: Sendable {
         init() throws {
             (fd, port) = try RawOrigin.listen(backlog: 0)
             for _ in 0..<2 {
-                let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
                 _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
                 var address = sockaddr_in()
                 address.sin_family = sa_family_t(AF_INET)

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheLocking
 import CacheStorage
 import Foundation
@@ -53,7 +54,8 @@ struct ReplacedWhileServedTests {
     @Test(
         "a client reading a stored 40 MiB response while a no-cache request stores a new version gets the old one whole",
         arguments: [["--memory", "16M"], []])
-    func slowReaderKeepsItsVersion(memory: [String]) throws {
+    func slowReaderKeepsItsVersion(memory: [String]) async throws {
+        try await offPool {
         let size: Int64 = 40 << 20
         let versioned = try VersionedOrigin(path: "/big", size: size, cacheControl: "max-age=600")
         let proxy = try ServeProcess(["--origin", versioned.origin.baseURL] + memory)
@@ -91,10 +93,12 @@ struct ReplacedWhileServedTests {
         #expect(after.field("ETag") == "\"v2\"")
         #expect(after.field("Cache-Status")?.contains("hit") == true)
         #expect(VersionedOrigin.isWhole(after.body, etag: after.field("ETag"), size: size))
+        }
     }
 
     @Test("200 concurrent clients on 20 URLs whose versions change: every body is one version, whole, none a 502")
     func concurrentReplacements() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         let versions = Locked<[Int: Int]>([:])
@@ -121,7 +125,7 @@ struct ReplacedWhileServedTests {
         let failures = try await withThrowingTaskGroup(of: [String].self) { group in
             for clientNumber in 0..<200 {
                 group.addTask {
-                    try await onThread {
+                    try await offPool {
                         let client = try RawHTTPClient(port: port, timeout: 60, receiveBuffer: 16 << 10)
                         defer { client.close() }
                         var failures: [String] = []
@@ -158,12 +162,14 @@ struct ReplacedWhileServedTests {
             return failures
         }
         #expect(failures.isEmpty, "\(failures.count) failures: \(failures.prefix(5))")
+        }
     }
 
     @Test(
         "a 304 that arrives after another request stored a newer 200 is answered, never left without a response (RFC 9111 §4.3.4)"
     )
     func notModifiedAfterReplacement() async throws {
+        try await offPool {
         let size: Int64 = 2 << 20
         let versioned = try VersionedOrigin(path: "/r", size: size, cacheControl: "max-age=600")
         // Request 2 (a revalidation asked for with max-age=0) is answered `304 ETag "v1"` only
@@ -175,7 +181,7 @@ struct ReplacedWhileServedTests {
         defer { proxy.terminate() }
         let port = proxy.port
         // The choreography runs on threads of its own: the cooperative pool may be busy.
-        let answer = try await onThread { () -> RawHTTPClient.Response in
+        let answer = try await offPool { () -> RawHTTPClient.Response in
             let first = try RawHTTPClient(port: port, timeout: 30)
             defer { first.close() }
             try first.send("GET /r HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -197,5 +203,6 @@ struct ReplacedWhileServedTests {
         // v1 is no longer stored and the 304 does not select v3: the request is sent again.
         #expect(VersionedOrigin.isWhole(answer.body, etag: answer.field("ETag"), size: size))
         #expect(answer.field("ETag") != "\"v1\"")
+        }
     }
 }

@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheLocking
 import CacheSemantics
 import CacheStorage
@@ -19,6 +20,7 @@ struct UpstreamClientTests {
     // MARK: What goes out
 
     @Test func requestFieldsReachTheOriginExactlyInOrderWithNothingAdded() async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         let client = UpstreamClient()
@@ -33,9 +35,11 @@ struct UpstreamClientTests {
                 "GET /f?q=1&r HTTP/1.1\r\nX-B: 1\r\nHost: example.test\r\nx-a: 2\r\nX-B: 3\r\nCookie: a=1\r\n"
                     + "Cookie: b=2\r\nX-Empty:\r\n\r\n"
             ])
+        }
     }
 
     @Test func withoutAHostFieldOnlyHostIsAdded() async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         let outcome = await fetch(
@@ -45,9 +49,11 @@ struct UpstreamClientTests {
         // The path as given (no dot-segment removal), Host from the URL, nothing else.
         #expect(
             origin.received.map(\.text) == ["GET /a/../b HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\nX-A: 1\r\n\r\n"])
+        }
     }
 
     @Test func postBodyGoesWithContentLengthAndNoAddedFields() async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         let request = UpstreamRequest(
@@ -60,9 +66,11 @@ struct UpstreamClientTests {
             origin.received.map(\.text) == [
                 "POST /p HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"
             ])
+        }
     }
 
     @Test func largePostHasNoExpectAndNoFormContentType() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/big") { request in .init(body: "\(request.body.count)") }
@@ -77,6 +85,7 @@ struct UpstreamClientTests {
         #expect(recorded.headers.map(\.name) == ["Host", "X-Order", "Content-Length"])
         #expect(recorded.header("Content-Length") == "2000000")
         #expect(recorded.body == body)
+        }
     }
 
     /// A body (even empty) is sent with its Content-Length; no body means no Content-Length.
@@ -86,6 +95,7 @@ struct UpstreamClientTests {
             ("PURGE", nil), ("PATCH", Array("x".utf8)), ("GET", Array("q".utf8)),
         ] as [(String, [UInt8]?)])
     func methodsAndBodies(method: String, body: [UInt8]?) async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         let request = UpstreamRequest(
@@ -95,11 +105,13 @@ struct UpstreamClientTests {
         let framing = body.map { "Content-Length: \($0.count)\r\n" } ?? ""
         let sentBody = body.map { String(decoding: $0, as: UTF8.self) } ?? ""
         #expect(origin.received.map(\.text) == ["\(method) /m HTTP/1.1\r\nHost: h\r\n\(framing)\r\n\(sentBody)"])
+        }
     }
 
     // MARK: What comes back
 
     @Test func responseFieldsKeepOrderAndRepeatedNames() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/c") { _ in
@@ -114,9 +126,11 @@ struct UpstreamClientTests {
         #expect(
             kept.map { "\($0.name): \($0.value)" } == ["Set-Cookie: a=1", "X-Z: z", "Set-Cookie: b=2", "x-z: again"])
         #expect(outcome.bodyText == "ok")
+        }
     }
 
     @Test func gzipBodyPassesThroughCompressed() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         // A gzip member of "hello" (RFC 1952); the client must not decode it.
@@ -136,9 +150,11 @@ struct UpstreamClientTests {
             #expect(outcome.body == gzip, "\(path)")
         }
         #expect(origin.requests.allSatisfy { $0.header("Accept-Encoding") == "gzip" })
+        }
     }
 
     @Test func chunkedBodyArrivesWithoutFraming() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/chunked") { _ in .init(generatedLength: 700_000, seed: 9, chunked: true) }
@@ -147,9 +163,11 @@ struct UpstreamClientTests {
         #expect(outcome.error == nil)
         #expect(outcome.head?.fields["Transfer-Encoding"] == "chunked")
         #expect(outcome.body == LoopbackOrigin.GeneratedBody.bytes(seed: 9, count: 700_000))
+        }
     }
 
     @Test func redirectIsReturnedNotFollowed() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/from") { _ in .init(status: 302, headers: [("Location", "/to")], body: "moved") }
@@ -161,9 +179,11 @@ struct UpstreamClientTests {
         #expect(outcome.head?.fields["Location"] == "/to")
         #expect(outcome.bodyText == "moved")
         #expect(origin.count("/to") == 0)
+        }
     }
 
     @Test func headReturnsWithoutWaitingForABody() async throws {
+        try await offPool {
         // The origin says 100 bytes and sends none, keeping the connection open: a client that
         // waited for them would stall and fail with .timeout.
         let origin = try RawOrigin { connection in
@@ -184,9 +204,11 @@ struct UpstreamClientTests {
         }
         #expect(origin.received.map(\.text).allSatisfy { $0.hasPrefix("HEAD /h HTTP/1.1\r\n") })
         #expect(origin.received.map(\.connection) == [0, 0])
+        }
     }
 
     @Test func interimResponsesAreSkipped() async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in
             while connection.readRequest() != nil {
                 connection.send(
@@ -204,9 +226,11 @@ struct UpstreamClientTests {
         #expect(outcome.head?.reason == "Created")
         #expect(outcome.head?.fields.map(\.name) == ["X-Final", "Content-Length"])
         #expect(outcome.bodyText == "done")
+        }
     }
 
     @Test func obsFoldIsReplacedWithOneSpace() async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in
             while connection.readRequest() != nil {
                 connection.send(
@@ -221,11 +245,13 @@ struct UpstreamClientTests {
         #expect(
             head.fields.map { "\($0.name)=\($0.value)" } == ["X-Folded=one two three", "X-Next=n", "Content-Length=2"])
         #expect(outcome.bodyText == "ok")
+        }
     }
 
     // MARK: Connections
 
     @Test func sequentialRequestsFromDifferentThreadsShareOneConnection() async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         let client = UpstreamClient()
@@ -237,9 +263,11 @@ struct UpstreamClientTests {
         }
         #expect(origin.received.count == 6)
         #expect(origin.connections == 1)
+        }
     }
 
     @Test func concurrentRequestsThenReuseWithoutNewConnections() async throws {
+        try await offPool {
         // Answers after 0.1 s, so that the first requests overlap and need connections of their own.
         let origin = try RawOrigin { connection in
             while connection.readRequest() != nil {
@@ -266,9 +294,11 @@ struct UpstreamClientTests {
             #expect(outcome.error == nil)
         }
         #expect(origin.connections == afterBurst)
+        }
     }
 
     @Test func manyThreadsAtOnceEachGetTheirOwnResponse() async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in
             while let request = connection.readRequest() {
                 let target = request.split(separator: " ")[1]
@@ -296,6 +326,7 @@ struct UpstreamClientTests {
         #expect(origin.received.count == 200)
         // Never more connections than requests in flight at once.
         #expect(origin.connections <= 8)
+        }
     }
 
     /// An idle connection is not reused after `idleConnectionLifetime` (a request 1 s later
@@ -304,6 +335,7 @@ struct UpstreamClientTests {
     func idleConnectionsAreKeptForTheirLifetimeAndUpToTheirNumber(
         lifetime: Double, maxIdle: Int, pause: Double
     ) async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerEach)
         defer { origin.stop() }
         var configuration = UpstreamClient.Configuration()
@@ -314,10 +346,12 @@ struct UpstreamClientTests {
         try await Task.sleep(for: .seconds(pause))
         #expect(await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/b"), fields: [:])).error == nil)
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test(arguments: ["GET", "HEAD", "DELETE"])
     func idempotentRequestIsRetriedOnceWhenAKeptAliveConnectionCloses(method: String) async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
         defer { origin.stop() }
         let client = UpstreamClient()
@@ -328,6 +362,7 @@ struct UpstreamClientTests {
         #expect(outcome.head?.status == 200)
         let sent = origin.received.filter { $0.text.hasPrefix("\(method) /again ") }
         #expect(sent.map(\.connection) == [0, 1])
+        }
     }
 
     /// POST and PATCH are never sent twice, with a body, an empty one or none: the request
@@ -337,6 +372,7 @@ struct UpstreamClientTests {
             ("POST", Array("abc".utf8)), ("POST", []), ("POST", nil), ("PATCH", Array("p".utf8)),
         ] as [(String, [UInt8]?)])
     func nonIdempotentRequestIsNotSentAgain(method: String, body: [UInt8]?) async throws {
+        try await offPool {
         let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
         defer { origin.stop() }
         let client = UpstreamClient()
@@ -353,11 +389,13 @@ struct UpstreamClientTests {
         // The client still works afterwards, on a new connection.
         let after = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/after"), fields: [:]))
         #expect(after.error == nil)
+        }
     }
 
     // MARK: Failures
 
     @Test func refusedConnectionIsAConnectErrorThatSaysWhy() async throws {
+        try await offPool {
         let port = try RawOrigin.unusedPort()
         let url = "http://127.0.0.1:\(port)/x"
         let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:]))
@@ -365,9 +403,11 @@ struct UpstreamClientTests {
         #expect(error.kind == .connect)
         #expect(!error.receivedHead)
         #expect(error.description == "could not connect to \(url) (Connection refused); is the origin running?")
+        }
     }
 
     @Test func connectTimeoutIsATimeout() async throws {
+        try await offPool {
         // A listener whose accept queue is full drops further SYNs: connecting hangs.
         let full = try RawOrigin.FullListener()
         defer { full.close() }
@@ -379,9 +419,11 @@ struct UpstreamClientTests {
         let error = try #require(outcome.error)
         #expect(error.kind == .timeout)
         #expect(error.description.hasPrefix("could not connect to \(url) within 0.3 s"))
+        }
     }
 
     @Test func originThatSendsNothingIsAStallTimeout() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/wait") { _ in .init(body: "late", delay: 30) }
@@ -400,9 +442,11 @@ struct UpstreamClientTests {
         #expect(inBody.error?.kind == .timeout)
         #expect(inBody.error?.receivedHead == true)
         #expect(inBody.body.count == 1_000)
+        }
     }
 
     @Test func bodyShorterThanContentLengthIsClosedAfterTheHead() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/cut") { _ in .init(body: [UInt8](repeating: 0x61, count: 10_000), cutAfterBodyBytes: 1_000) }
@@ -414,17 +458,21 @@ struct UpstreamClientTests {
         #expect(outcome.heads.count == 1)
         #expect(outcome.body.count == 1_000)
         #expect(error.description.contains("\(origin.baseURL)/cut"))
+        }
     }
 
     @Test func originClosingWithoutAnswerIsClosed() async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in _ = connection.readRequest() }
         defer { origin.stop() }
         let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/n"), fields: [:]))
         #expect(outcome.error?.kind == .closed)
         #expect(outcome.error?.receivedHead == false)
+        }
     }
 
     @Test func receiverReturningFalseAborts() async throws {
+        try await offPool {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/big") { _ in .init(generatedLength: 5_000_000, seed: 2) }
@@ -447,6 +495,7 @@ struct UpstreamClientTests {
         #expect(
             await fetch(client, UpstreamRequest(method: "GET", url: origin.baseURL + "/small", fields: [:])).bodyText
                 == "s")
+        }
     }
 
     @Test(arguments: [
@@ -456,6 +505,7 @@ struct UpstreamClientTests {
         "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello",
     ])
     func malformedStatusLineOrLengthIsAProtocolError(reply: String) async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in
             if connection.readRequest() != nil { connection.send(reply) }
         }
@@ -464,9 +514,11 @@ struct UpstreamClientTests {
             UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
         #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
         #expect(outcome.heads.isEmpty)
+        }
     }
 
     @Test func brokenChunkedFramingIsAProtocolError() async throws {
+        try await offPool {
         let origin = try RawOrigin { connection in
             if connection.readRequest() != nil {
                 connection.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
@@ -477,9 +529,11 @@ struct UpstreamClientTests {
             UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
         #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
         #expect(outcome.error?.receivedHead == true)
+        }
     }
 
     @Test func onlyHTTPURLsWithoutUserInformationAreFetched() async throws {
+        try await offPool {
         let outcome = await fetch(
             UpstreamClient(), UpstreamRequest(method: "GET", url: "file:///etc/passwd", fields: [:]))
         #expect(outcome.error?.kind == .other)
@@ -493,13 +547,16 @@ struct UpstreamClientTests {
         let badMethod = await fetch(
             UpstreamClient(), UpstreamRequest(method: "GET / HTTP/1.1\r\nX:", url: "http://127.0.0.1:1/", fields: [:]))
         #expect(badMethod.error?.kind == .other)
+        }
     }
 
     // MARK: Parts without sockets
 
-    @Test func idempotentMethodsFollowRFC9110() {
+    @Test func idempotentMethodsFollowRFC9110() async {
+        await offPool {
         #expect(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].allSatisfy(UpstreamClient.isIdempotent))
         #expect(!["POST", "PATCH", "PURGE", "get", "CONNECT"].contains(where: UpstreamClient.isIdempotent))
+        }
     }
 }
 

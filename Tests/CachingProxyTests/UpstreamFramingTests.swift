@@ -1,3 +1,4 @@
+import CacheTestSupport
 import CacheSemantics
 import Foundation
 import Testing
@@ -32,6 +33,7 @@ struct UpstreamFramingTests {
 
     @Test("A second response in the same write as the first is not taken for the next request (RFC 9112 §6.3)")
     func secondResponseInTheSameWrite() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send(Self.responseA + Self.stray)])
         defer { origin.stop() }
         let (a, b) = await Self.aThenB(origin)
@@ -41,10 +43,12 @@ struct UpstreamFramingTests {
         #expect(b.bodyText == "B")
         // /b went on a new connection: the one that carried the stray response was closed.
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test("Bytes arriving 50 ms after a complete response retire its connection (RFC 9112 §6.3)")
     func lateExtraBytes() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send(Self.responseA), .pause(0.05), .send(Self.stray)])
         defer { origin.stop() }
         let (a, b) = await Self.aThenB(origin, wait: 0.3)
@@ -52,10 +56,12 @@ struct UpstreamFramingTests {
         #expect(b.error == nil)
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test("A body sent after the head of a HEAD response retires the connection (RFC 9112 §6.3 item 1)")
     func bodyAfterHeadResponse() async throws {
+        try await offPool {
         // The head announces the 1,000 bytes a GET would get; what follows is another response.
         let origin = try Self.origin(answeringA: [
             .send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + Self.stray)
@@ -68,10 +74,12 @@ struct UpstreamFramingTests {
         #expect(b.error == nil)
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test("A body sent after a 204 or 304 retires the connection (RFC 9112 §6.3 item 1)", arguments: [204, 304])
     func bodyAfterBodilessStatus(status: Int) async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send("HTTP/1.1 \(status) X\r\nContent-Length: 5\r\n\r\nhello")])
         defer { origin.stop() }
         let (a, b) = await Self.aThenB(origin)
@@ -80,10 +88,12 @@ struct UpstreamFramingTests {
         #expect(a.body.isEmpty)
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test("A connection the origin closed while idle is not used (RFC 9112 §9.3)")
     func connectionClosedWhileIdle() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send(Self.responseA), .close])
         defer { origin.stop() }
         let client = UpstreamClient()
@@ -94,12 +104,14 @@ struct UpstreamFramingTests {
         #expect(post.error == nil)
         #expect(post.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     // MARK: Ambiguous framing (RFC 9112 §6.1, §6.3)
 
     @Test("Content-Length with Transfer-Encoding is refused as a protocol error (RFC 9112 §6.1, §6.3 item 3)")
     func contentLengthWithTransferEncoding() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [
             .send(
                 "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n"
@@ -115,12 +127,14 @@ struct UpstreamFramingTests {
         #expect(error.description.contains("Content-Length and Transfer-Encoding"))
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test(
         "A Transfer-Encoding other than exactly chunked is refused (RFC 9112 §6.1, §6.3 item 4)",
         arguments: ["gzip, chunked", "identity", "chunked, chunked", "gzip", "chunked;q=1"])
     func transferEncodingOtherThanChunked(coding: String) async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [
             .send("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(coding)\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
         ])
@@ -129,16 +143,19 @@ struct UpstreamFramingTests {
         #expect(a.error?.kind == .protocolError, "\(a.error?.description ?? "no error")")
         #expect(a.heads.isEmpty)
         #expect(b.bodyText == "B")
+        }
     }
 
     @Test("Two Transfer-Encoding lines are refused, even when each says chunked (RFC 9112 §6.1)")
     func transferEncodingRepeated() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [
             .send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         ])
         defer { origin.stop() }
         let (a, _) = await Self.aThenB(origin)
         #expect(a.error?.kind == .protocolError)
+        }
     }
 
     // MARK: Bodies cut short (RFC 9112 §6.3 items 4–5, §8)
@@ -159,6 +176,7 @@ struct UpstreamFramingTests {
             [.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\nhello"), .pause(0.05), .reset],
         ])
     func cutBody(steps: [RawOrigin.Step]) async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: steps)
         defer { origin.stop() }
         let (a, b) = await Self.aThenB(origin)
@@ -169,22 +187,26 @@ struct UpstreamFramingTests {
         #expect(a.bodyText == "hello" || a.bodyText == "short")
         #expect(error.description.contains(origin.url("/a")))
         #expect(b.bodyText == "B")
+        }
     }
 
     @Test("A head cut short is closed without a head (RFC 9112 §8)")
     func cutHead() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send("HTTP/1.1 200 OK\r\nContent-Le"), .close])
         defer { origin.stop() }
         let (a, _) = await Self.aThenB(origin)
         #expect(a.error?.kind == .closed)
         #expect(a.error?.receivedHead == false)
         #expect(a.heads.isEmpty)
+        }
     }
 
     // MARK: Connections kept and not kept (RFC 9112 §9.3)
 
     @Test("A well-behaved origin's connection is reused for every framing (RFC 9112 §9.3)")
     func wellBehavedOriginKeepsOneConnection() async throws {
+        try await offPool {
         let origin = try RawOrigin { request in
             switch request.target {
             case "/length": [.send("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nlength")]
@@ -213,6 +235,7 @@ struct UpstreamFramingTests {
         }
         #expect(origin.connections == 1)
         #expect(origin.received.count == requests.count)
+        }
     }
 
     @Test(
@@ -223,18 +246,21 @@ struct UpstreamFramingTests {
             "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nA",
         ])
     func responseThatDoesNotKeepAlive(response: String) async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [.send(response)])
         defer { origin.stop() }
         let (a, b) = await Self.aThenB(origin)
         #expect(a.bodyText == "A")
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 
     @Test(
         "A body delimited by the close is complete at the close, and its connection is not reused (RFC 9112 §6.3 item 8)"
     )
     func closeDelimitedBody() async throws {
+        try await offPool {
         let origin = try Self.origin(answeringA: [
             .send("HTTP/1.1 200 OK\r\n\r\nuntil "), .pause(0.02), .send("close"), .close,
         ])
@@ -244,5 +270,6 @@ struct UpstreamFramingTests {
         #expect(a.bodyText == "until close")
         #expect(b.bodyText == "B")
         #expect(origin.received.map(\.connection) == [0, 1])
+        }
     }
 }

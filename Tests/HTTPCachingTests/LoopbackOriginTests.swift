@@ -351,8 +351,9 @@ struct LoopbackOriginTests {
         client.transmit("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         #expect(client.readResponse() != nil)
         origin = nil
+        // Its connections are closed. (That the port refuses connections cannot be checked:
+        // a test running alongside may bind the same port as soon as it is free.)
         #expect(client.readToEnd().isEmpty)
-        #expect(throws: (any Error).self) { _ = try RawClient(port: port) }
         }
     }
 
@@ -403,7 +404,7 @@ private final class RawClient {
 
     init(port: UInt16) throws {
         #if canImport(Glibc)
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
         fd = socket(AF_INET, SOCK_STREAM, 0)
         var one: Int32 = 1

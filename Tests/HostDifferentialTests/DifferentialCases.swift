@@ -180,7 +180,7 @@ extension DifferentialCase {
         // MARK: Serving stale (§4.2.4, RFC 5861)
         make("within stale-while-revalidate the stale response is served and revalidated in the background",
             { $0.serveValidated("/r", etag: "\"s\"", [("Cache-Control", "max-age=10, stale-while-revalidate=60")]) },
-            [get, .advance(20), get, .waitForOrigin(count: 2), .advance(1), get]
+            [get, .advance(20), get, .waitForBackgroundWork, .advance(1), get]
         ) { $0.status(1).contains("detail=stale-while-revalidate") && $0.originRequests == 2 && $0.isHit(2) },
         make("a 500 within stale-if-error is replaced by the stale response (RFC 5861 §4)", { world in
             world.route("/r") { request, _ in

@@ -107,8 +107,8 @@ enum Step: Sendable {
     case concurrent(String, count: Int)
     case advance(Double)
     case originDown
-    /// Waits (up to 10 s) until the origin has received `count` requests in all.
-    case waitForOrigin(count: Int)
+    /// Waits until the stale-while-revalidate revalidations in the background are done.
+    case waitForBackgroundWork
 }
 
 /// A case: how the origin answers, what the client does, and a check of its own.
@@ -130,6 +130,7 @@ struct DifferentialCase: Sendable, CustomTestStringConvertible {
 protocol Host: AnyObject, Sendable {
     func start(_ world: World) async throws
     func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer
+    func waitForBackgroundWork() async
     func stop()
 }
 
@@ -160,11 +161,8 @@ extension Host {
                 world.clock.advance(seconds)
             case .originDown:
                 world.origin.stop()
-            case .waitForOrigin(let count):
-                let deadline = Date().addingTimeInterval(10)
-                while world.origin.requests.count < count, Date() < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
+            case .waitForBackgroundWork:
+                await waitForBackgroundWork()
             }
         }
         transcript.originLog = world.origin.requests.map { request in
@@ -217,6 +215,8 @@ final class LibraryHost: Host, @unchecked Sendable {
             hasAge: fields.value(forHTTPHeaderField: "Age") != nil)
     }
 
+    func waitForBackgroundWork() async { await cache?.waitForBackgroundWork() }
+
     func stop() {}
 }
 
@@ -262,6 +262,8 @@ final class ProxyHost: Host, @unchecked Sendable {
             status: http.statusCode, body: normalizedBody(data, contentType: http.value(forHTTPHeaderField: "Content-Type")),
             cacheStatus: cacheStatus, hasAge: http.value(forHTTPHeaderField: "Age") != nil)
     }
+
+    func waitForBackgroundWork() async { _ = proxy?.waitForBackgroundWork(timeout: 10) }
 
     func stop() {
         proxy?.shutdown(timeout: 5)
