@@ -318,7 +318,8 @@ public final class ExchangeDriver: Sendable {
         _ exchange: ExchangeStateMachine
     ) -> ResponseRecorder {
         let leads = exchange.leads
-        let collapsed = CollapsedResponse(outcome: plan.outcome, reason: plan.cacheStatus.forward ?? .miss, status: plan.originStatus)
+        let collapsed = CollapsedResponse(
+            outcome: plan.outcome, reason: plan.cacheStatus.forward ?? .miss, status: plan.originStatus)
         let pinKey = storage.pin ? storage.head?.primaryKey : nil
         return ResponseRecorder(
             writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,

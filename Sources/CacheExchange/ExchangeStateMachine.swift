@@ -248,11 +248,13 @@ public struct ExchangeStateMachine: Sendable {
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
             if let collapsed {
                 // Answered from what the request it waited for stored (RFC 9211 §2.5).
-                status = CacheStatus(cache: name, forward: collapsed.reason, forwardStatus: collapsed.status, stored: true)
+                status = CacheStatus(
+                    cache: name, forward: collapsed.reason, forwardStatus: collapsed.status, stored: true)
                 status.collapsed = true
                 outcome = collapsed.outcome
             }
-            return serve(StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
+            return serve(
+                StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
         case .serveStaleWhileRevalidate(let use, let revalidation):
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
@@ -263,7 +265,8 @@ public struct ExchangeStateMachine: Sendable {
         case .gatewayTimeout(let reasons):
             state = .done
             let status = CacheStatus(
-                cache: name, hit: false, detail: request.policy == .returnCacheDataDontLoad ? "policy" : "only-if-cached")
+                cache: name, hit: false,
+                detail: request.policy == .returnCacheDataDontLoad ? "policy" : "only-if-cached")
             return .answer(
                 .gatewayTimeout(
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: false))
@@ -342,7 +345,8 @@ public struct ExchangeStateMachine: Sendable {
             return serve(
                 StoredAnswer(
                     candidate: stored, use: use,
-                    cacheStatus: CacheStatus(cache: name, servedStale: use, after: .unreachable, forward: plan.forwarding.reason),
+                    cacheStatus: CacheStatus(
+                        cache: name, servedStale: use, after: .unreachable, forward: plan.forwarding.reason),
                     outcome: .stale, revalidation: nil, replacesOriginResponse: true),
                 origin: (.failed(plan.forwarding.reasons), plan))
         case .gatewayTimeout(let reasons):
@@ -350,7 +354,8 @@ public struct ExchangeStateMachine: Sendable {
             var status = CacheStatus(cache: name, forward: plan.forwarding.reason)
             status.detail = "stale-not-allowed"
             return .answer(
-                .gatewayTimeout(reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
+                .gatewayTimeout(
+                    reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
         case .passThrough(let reasons):
             state = .done
             return .fail(.originUnreachable(reasons))
@@ -375,7 +380,8 @@ public struct ExchangeStateMachine: Sendable {
                 return serve(
                     StoredAnswer(
                         candidate: stored, use: use,
-                        cacheStatus: CacheStatus(cache: name, servedStale: use, after: failure, forward: plan.forwarding.reason),
+                        cacheStatus: CacheStatus(
+                            cache: name, servedStale: use, after: failure, forward: plan.forwarding.reason),
                         outcome: .stale, revalidation: nil, replacesOriginResponse: true),
                     origin: (.responded(head, requestTime: requestTime, responseTime: responseTime), plan))
             case .gatewayTimeout, .passThrough:
@@ -464,7 +470,9 @@ public struct ExchangeStateMachine: Sendable {
         return false
     }
 
-    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)? = nil) -> Action {
+    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)? = nil)
+        -> Action
+    {
         state = .serving(answer, origin: origin)
         return .serveStored(answer)
     }

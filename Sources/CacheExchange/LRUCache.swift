@@ -1,4 +1,5 @@
 import CacheLocking
+
 /// A dictionary that holds at most `capacity` values, dropping the least recently used one
 /// beyond it: what the exchange remembers (candidates, decoded facts, served fields) stays
 /// bounded without ever being cleared wholesale.

@@ -73,7 +73,8 @@ public struct CacheAnswer: Sendable {
             + "\n"
         let body = Array(text.utf8)
         var fields: HeaderFields = [
-            "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store", "Content-Length": String(body.count),
+            "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store",
+            "Content-Length": String(body.count),
         ]
         if addsCacheStatus { fields["Cache-Status"] = cacheStatus.fieldValue }
         return CacheAnswer(
@@ -160,7 +161,9 @@ final class ServedResponseBuilder: Sendable {
             return served
         }
         let size = body.size
-        switch engine.rangeAnswer(method: request.method, request: request.fields, stored: candidate.facts, length: size) {
+        switch engine.rangeAnswer(
+            method: request.method, request: request.fields, stored: candidate.facts, length: size)
+        {
         case .whole:
             break
         case .partial(let ranges) where ranges.count == 1:

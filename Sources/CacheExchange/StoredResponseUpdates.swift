@@ -67,7 +67,7 @@ struct StoredResponseUpdates {
                 responseTime: notModified.times.responseTime)
             do {
                 try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
-            } catch where error.kind == .notFound {
+            } catch  where error.kind == .notFound {
                 return .replaced
             } catch {
                 log("could not freshen the stored response for \(candidate.entry.head.url): \(error)")

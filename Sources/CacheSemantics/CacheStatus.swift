@@ -109,7 +109,8 @@ extension CacheStatus {
             detail = "stale-if-error"
         } else {
             self.init(cache: cache, hit: true, ttl: ttl)
-            detail = use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
+            detail =
+                use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
                 ? "stale-if-error" : "disconnected"
         }
     }

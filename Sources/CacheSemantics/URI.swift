@@ -67,7 +67,8 @@ struct URIParts: Hashable {
         var host = hostPort
         var port: Substring = ""
         let hostEnd =
-            ASCII.startsWith(hostPort, "[") ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.utf8.index(after:)) : nil
+            ASCII.startsWith(hostPort, "[")
+            ? hostPort.utf8.firstIndex(of: UInt8(ascii: "]")).map(hostPort.utf8.index(after:)) : nil
         if let colon = hostPort[(hostEnd ?? hostPort.startIndex)...].utf8.firstIndex(of: UInt8(ascii: ":")) {
             host = hostPort[..<colon]
             port = hostPort[hostPort.utf8.index(after: colon)...]
@@ -91,7 +92,9 @@ struct URIParts: Hashable {
         var normalizedPath = URIParts.removeDotSegments(URIParts.normalizePercentEncoding(path))
         if authority != nil && normalizedPath.isEmpty { normalizedPath = "/" }
         // Without an authority, a path starting "//" would read back as one (RFC 3986 §5.2.4).
-        if authority == nil && ASCII.startsWith(Substring(normalizedPath), "//") { normalizedPath = "/." + normalizedPath }
+        if authority == nil && ASCII.startsWith(Substring(normalizedPath), "//") {
+            normalizedPath = "/." + normalizedPath
+        }
         out += normalizedPath
         if let query { out += "?" + URIParts.normalizePercentEncoding(query) }
         return out
@@ -140,7 +143,8 @@ struct URIParts: Hashable {
         guard path.utf8.contains(UInt8(ascii: ".")) else { return path }
         var output: [Substring] = []
         // Split on the "/" byte: a Character split would miss "/" followed by a combining mark.
-        let segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init)
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
+            Substring.init)
         for (index, segment) in segments.enumerated() {
             let isLast = index == segments.count - 1
             if segment.utf8.elementsEqual(".".utf8) {

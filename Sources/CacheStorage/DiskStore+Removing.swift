@@ -109,9 +109,15 @@ extension DiskStore {
     // MARK: - Sweeping
 
     /// Removes body files the index does not reference and temporary files no live writer
-    /// holds (left by a crash). Runs in the background after opening.
+    /// holds (left by a crash). Runs in the background after opening; sweeps of one store run
+    /// one at a time, so when this returns the directory has been swept (a file that another
+    /// sweep held locked is gone too).
     @discardableResult
     public func sweep() -> Int {
+        sweeping.withLock { _ in sweepOnce() }
+    }
+
+    private func sweepOnce() -> Int {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: bodiesDirectory) else { return 0 }
         var removed = 0
         for name in names {

@@ -116,6 +116,8 @@ public final class DiskStore: CacheStore {
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
+    /// Held while the directory is swept (``sweep()``).
+    let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 4096
 

@@ -89,7 +89,7 @@ final class FileBody: StoredBody {
         let bytes: [UInt8]
         do {
             bytes = try FileIO.read(descriptor, count: Int(end - start), at: start, path: path)
-        } catch where error.kind == .corrupted {
+        } catch  where error.kind == .corrupted {
             throw corrupted(error.message)
         }
         try BlockChecksums.verify(bytes, blocks: firstBlock...lastBlock, against: checksums, corrupted)

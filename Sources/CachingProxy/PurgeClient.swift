@@ -14,18 +14,20 @@ extension CachingProxy {
     /// Sends `PURGE url` to a running proxy at `proxy` (`http://host:port`), with
     /// `Authorization: Bearer token` when given: absolute-form, so it works for reverse and
     /// forward proxies alike.
-    public static func purge(_ url: String, proxy: String, token: String?, timeout: Double = 10) throws -> PurgeAnswer
-    {
-        guard let address = Messages.absoluteTarget(proxy), let (host, port) = OriginSocket.authority(
-            address.authority.contains(":") ? address.authority : address.authority + ":80")
+    public static func purge(_ url: String, proxy: String, token: String?, timeout: Double = 10) throws -> PurgeAnswer {
+        guard let address = Messages.absoluteTarget(proxy),
+            let (host, port) = OriginSocket.authority(
+                address.authority.contains(":") ? address.authority : address.authority + ":80")
         else {
-            throw ConfigurationError(description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")
+            throw ConfigurationError(
+                description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")
         }
         let fd: Int32
         switch OriginSocket.connect(host: host, port: port, timeout: timeout) {
         case .success(let socket): fd = socket
         case .failure(let failure):
-            throw ConfigurationError(description: "could not connect to the proxy at \(proxy): \(failure); is `httpcache serve` running?")
+            throw ConfigurationError(
+                description: "could not connect to the proxy at \(proxy): \(failure); is `httpcache serve` running?")
         }
         defer { close(fd) }
         var limit = timeval(tv_sec: Int(timeout), tv_usec: 0)
@@ -37,7 +39,9 @@ extension CachingProxy {
         var sent = 0
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { throw ConfigurationError(description: "the proxy at \(proxy) closed the connection") }
+            guard count > 0 else {
+                throw ConfigurationError(description: "the proxy at \(proxy) closed the connection")
+            }
             sent += count
         }
         var response: [UInt8] = []

@@ -1,5 +1,5 @@
-import CacheLocking
 import CacheExchange
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import Foundation
@@ -82,7 +82,8 @@ extension HTTPCache {
                 do {
                     let received = try await transport.send(outbound)
                     origin = received
-                    let head = ResponseHead(status: received.response.statusCode, fields: Self.fields(of: received.response))
+                    let head = ResponseHead(
+                        status: received.response.statusCode, fields: Self.fields(of: received.response))
                     step = driver.originResponded(&exchange, head, requestTime: requestTime)
                 } catch {
                     if error is CancellationError || (error as? URLError)?.code == .cancelled {
@@ -100,7 +101,8 @@ extension HTTPCache {
                 throw originError ?? URLError(.cannotConnectToHost)
             case .fail(.storeKeptChanging):
                 throw StorageError(
-                    .readFailed, "the stored response for \(prepared.urlString) kept changing while it was read; try again")
+                    .readFailed,
+                    "the stored response for \(prepared.urlString) kept changing while it was read; try again")
             }
         }
     }
@@ -143,7 +145,8 @@ extension HTTPCache {
         return PendingResponse(
             status: relay.status, fields: fields, outcome: relay.outcome, cacheStatus: relay.cacheStatus,
             userInfo: relay.userInfo.map { Data($0) }, reasons: relay.reasons,
-            body: .source(relay.storedPart.map { CombinedSource(prefix: StoredSource($0, range: 0..<$0.size), rest: tee) } ?? tee),
+            body: .source(
+                relay.storedPart.map { CombinedSource(prefix: StoredSource($0, range: 0..<$0.size), rest: tee) } ?? tee),
             expectedLength: relay.expectedLength)
     }
 
@@ -170,7 +173,9 @@ extension HTTPCache {
     }
 
     /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3).
-    private func revalidateInBackground(_ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest) {
+    private func revalidateInBackground(
+        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest
+    ) {
         Task { [self] in
             var exchange = background.exchange
             do {

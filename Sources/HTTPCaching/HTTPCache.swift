@@ -170,7 +170,9 @@ public final class HTTPCache: Sendable {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             return CachedResponse(data: data, head: response.responseHead(url: prepared.url))
-        } head: { $0.head }
+        } head: {
+            $0.head
+        }
     }
 
     /// The body of `response`; `nil` when its stored body cannot be read (the store has
@@ -202,7 +204,9 @@ public final class HTTPCache: Sendable {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
             return (response.responseHead(url: prepared.url), ResponseBody(source: source))
-        } head: { $0.0 } leaving: { hop in
+        } head: {
+            $0.0
+        } leaving: { hop in
             // A redirect's body is read to its end, so the hop is stored as through data(for:).
             for try await _ in hop.1 {}
         }
@@ -294,8 +298,7 @@ public final class HTTPCache: Sendable {
         var next = request
         next.url = target
         let method = request.httpMethod ?? "GET"
-        if (status == 303 && method != "HEAD") || ([301, 302].contains(status) && method == "POST")
-        {
+        if (status == 303 && method != "HEAD") || ([301, 302].contains(status) && method == "POST") {
             next.httpMethod = "GET"
             next.httpBody = nil
             for name in ["Content-Type", "Content-Length", "Content-Encoding"] {

@@ -55,7 +55,8 @@ struct HTTPCacheStorage: StorageAdvisor {
             reasons.append(.configured("stored for offline use (manifest) as max-age=0"))
         }
         if choice.action == .doNotStore {
-            return StoragePlan(head: nil, reasons: reasons + [.configured("not stored: the will-store hook refused it")])
+            return StoragePlan(
+                head: nil, reasons: reasons + [.configured("not stored: the will-store hook refused it")])
         }
         switch decision {
         case .doNotStore(let refusals):

@@ -168,7 +168,8 @@ public struct URLPattern: Hashable, Sendable, CustomStringConvertible, Expressib
 
     private func find(_ needle: [UInt8], in text: [UInt8], from start: Int) -> Int? {
         guard needle.count <= text.count - start else { return nil }
-        for index in start...(text.count - needle.count) where text[index..<(index + needle.count)].elementsEqual(needle) {
+        for index in start...(text.count - needle.count)
+        where text[index..<(index + needle.count)].elementsEqual(needle) {
             return index
         }
         return nil

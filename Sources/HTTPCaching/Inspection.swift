@@ -110,7 +110,8 @@ extension HTTPCache {
             id: entry.id, url: entry.head.url, primaryKey: entry.head.primaryKey, status: entry.head.status,
             fields: entry.head.fields, bodySize: entry.bodySize, storedAt: entry.storedAt,
             lastAccess: entry.lastAccess, hits: entry.hits, isPinned: entry.isPinned,
-            isMemoryOnly: entry.head.storagePolicy == .memoryOnly, isComplete: entry.head.isComplete, userInfo: entry.head.userInfo.map { Data($0) },
+            isMemoryOnly: entry.head.storagePolicy == .memoryOnly, isComplete: entry.head.isComplete,
+            userInfo: entry.head.userInfo.map { Data($0) },
             facts: facts, age: age, reasons: reasons)
     }
 }

@@ -1,5 +1,5 @@
-import CacheLocking
 import CacheExchange
+import CacheLocking
 import CacheSemantics
 import CacheStorage
 import Foundation
@@ -71,7 +71,9 @@ public struct CacheManifest: Hashable, Sendable {
                     else {
                         throw ManifestError(
                             line: number,
-                            message: "\(line) is not an http(s) URL\(baseURL == nil ? " (relative URLs need a base URL)" : "")")
+                            message:
+                                "\(line) is not an http(s) URL\(baseURL == nil ? " (relative URLs need a base URL)" : "")"
+                        )
                     }
                     cache.append(url)
                 case .network:

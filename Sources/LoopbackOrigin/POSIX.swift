@@ -42,7 +42,7 @@ enum POSIX {
             let candidate = OriginPorts.candidate()
             do {
                 return try listeningSocket(port: candidate)
-            } catch where error.code == EADDRINUSE {
+            } catch  where error.code == EADDRINUSE {
                 OriginPorts.release(candidate)
                 lastError = error
             }

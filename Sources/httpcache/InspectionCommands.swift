@@ -170,9 +170,10 @@ struct ShowCommand {
 struct PurgeCommand {
     static let name = "purge"
     static let summary = "remove stored responses"
-    static let specs = CacheOptions.specs + [
-        .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"),
-    ]
+    static let specs =
+        CacheOptions.specs + [
+            .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"),
+        ]
     static let help = """
         Usage: httpcache purge URL | --prefix PREFIX | --all [--cache-dir DIR]
                httpcache purge --proxy http://HOST:PORT URL [--admin-token TOKEN]

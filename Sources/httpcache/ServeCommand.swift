@@ -78,7 +78,9 @@ struct ServeCommand {
         }
         func number(_ option: String) throws(Failure) -> Double? {
             guard let text = arguments.value(option) else { return nil }
-            guard let value = Double(text), value > 0 else { throw .usage(Self.name, "\(option) needs a positive number") }
+            guard let value = Double(text), value > 0 else {
+                throw .usage(Self.name, "\(option) needs a positive number")
+            }
             return value
         }
         if let value = try bytes("--memory") { configuration.memoryCapacity = value }

@@ -176,7 +176,9 @@ struct ExchangeStateMachineTests {
         #expect(answer.cacheStatus.fieldValue == "cache; hit; ttl=-60; detail=disconnected")
     }
 
-    @Test("must-revalidate forbids serving stale when the origin is unreachable: a 504 with Cache-Status (RFC 9111 §5.2.2.2)")
+    @Test(
+        "must-revalidate forbids serving stale when the origin is unreachable: a 504 with Cache-Status (RFC 9111 §5.2.2.2)"
+    )
     func mustRevalidateGivesGatewayTimeout() {
         var machine = Self.machine()
         _ = machine.start()
@@ -201,7 +203,9 @@ struct ExchangeStateMachineTests {
         }
     }
 
-    @Test("a 503 within stale-if-error is replaced by the stale response: fwd with fwd-status (RFC 5861 §4, RFC 9211 §2.3-§2.4)")
+    @Test(
+        "a 503 within stale-if-error is replaced by the stale response: fwd with fwd-status (RFC 5861 §4, RFC 9211 §2.3-§2.4)"
+    )
     func staleIfErrorAfterServerError() {
         var machine = Self.machine()
         _ = machine.start()
@@ -247,18 +251,24 @@ struct ExchangeStateMachineTests {
     func onlyIfCached() {
         var machine = Self.machine(fields: ["Cache-Control": "only-if-cached"])
         _ = machine.start()
-        guard case .answer(let answer) = machine.candidatesRead([], now: Self.now) else { Issue.record("no 504"); return }
+        guard case .answer(let answer) = machine.candidatesRead([], now: Self.now) else {
+            Issue.record("no 504"); return
+        }
         #expect(answer.status == 504)
         #expect(answer.cacheStatus.fieldValue == "cache; detail=only-if-cached")
     }
 
-    @Test("within stale-while-revalidate the stale response is served and a background validation planned (RFC 5861 §3)")
+    @Test(
+        "within stale-while-revalidate the stale response is served and a background validation planned (RFC 5861 §3)")
     func staleWhileRevalidate() {
         var machine = Self.machine()
         _ = machine.start()
         guard
             case .serveStored(let answer) = machine.candidatesRead(
-                [Self.candidate(["Cache-Control": "max-age=60, stale-while-revalidate=600", "ETag": "\"v1\""], age: 90)],
+                [
+                    Self.candidate(
+                        ["Cache-Control": "max-age=60, stale-while-revalidate=600", "ETag": "\"v1\""], age: 90)
+                ],
                 now: Self.now)
         else { Issue.record("not served"); return }
         #expect(answer.outcome == .stale)
@@ -287,7 +297,9 @@ struct ExchangeStateMachineTests {
         var machine = Self.machine(method: "HEAD")
         _ = machine.start()
         let stored = Self.candidate(["Cache-Control": "max-age=60", "ETag": "\"v1\""], age: 120)
-        guard case .forward = machine.candidatesRead([stored], now: Self.now) else { Issue.record("not forwarded"); return }
+        guard case .forward = machine.candidatesRead([stored], now: Self.now) else {
+            Issue.record("not forwarded"); return
+        }
         guard
             case .relay(let relay) = machine.originResponded(
                 ResponseHead(status: 200, fields: ["ETag": "\"v1\"", "Cache-Control": "max-age=60"]),

@@ -173,63 +173,63 @@ extension DiskStoreProcessTests {
 
         @Test("8 threads on one DiskStore for 10 s while StorageStress mixes on the same directory")
         func eightThreadsAndAChildProcess() async throws {
-        try await offPool {
-            let stress = try #require(
-                try? StoreTestSupport.stressExecutable(),
-                "the StorageStress executable was not found next to the test bundle; build with --build-tests")
-            let directory = StoreTestSupport.makeDirectory("concurrency")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            let log = StoreTestSupport.Log()
-            let store = try DiskStore(Self.configuration(directory, log: log))
+            try await offPool {
+                let stress = try #require(
+                    try? StoreTestSupport.stressExecutable(),
+                    "the StorageStress executable was not found next to the test bundle; build with --build-tests")
+                let directory = StoreTestSupport.makeDirectory("concurrency")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let log = StoreTestSupport.Log()
+                let store = try DiskStore(Self.configuration(directory, log: log))
 
-            let child = try StoreTestSupport.start(stress, ["mixed", directory, "10", "4242"])
-            let counts = await Self.runWorkers(store, threads: 8, seconds: 10.5, seed: 1_000)
-            let result = child.wait()
+                let child = try StoreTestSupport.start(stress, ["mixed", directory, "10", "4242"])
+                let counts = await Self.runWorkers(store, threads: 8, seconds: 10.5, seed: 1_000)
+                let result = child.wait()
 
-            #expect(counts.failures.isEmpty, "\(counts.failures)")
-            #expect(result.exited && result.status == 0, "StorageStress exited \(result.status): \(result.errors)")
-            let childOperations = result.output.split(separator: " ").last.flatMap {
-                Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                #expect(counts.failures.isEmpty, "\(counts.failures)")
+                #expect(result.exited && result.status == 0, "StorageStress exited \(result.status): \(result.errors)")
+                let childOperations = result.output.split(separator: " ").last.flatMap {
+                    Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                }
+                #expect((childOperations ?? 0) >= 5, "child output: \(result.output)")
+                // Floors low enough for a ThreadSanitizer build on two cores, where a debug build
+                // does roughly ten times as much.
+                #expect(counts.writes >= 5 && counts.bodiesVerified >= 1 && counts.removals >= 1)
+                try Self.verifyAll(store)
+                print(
+                    "concurrency: \(counts.operations) operations in 8 threads (\(counts.writes) writes, "
+                        + "\(counts.bodiesVerified) bodies and \(counts.rangesVerified) ranges verified, "
+                        + "\(counts.removals) removals, \(counts.notFoundAfterRemoval) not found after a concurrent "
+                        + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
             }
-            #expect((childOperations ?? 0) >= 5, "child output: \(result.output)")
-            // Floors low enough for a ThreadSanitizer build on two cores, where a debug build
-            // does roughly ten times as much.
-            #expect(counts.writes >= 5 && counts.bodiesVerified >= 1 && counts.removals >= 1)
-            try Self.verifyAll(store)
-            print(
-                "concurrency: \(counts.operations) operations in 8 threads (\(counts.writes) writes, "
-                    + "\(counts.bodiesVerified) bodies and \(counts.rangesVerified) ranges verified, "
-                    + "\(counts.removals) removals, \(counts.notFoundAfterRemoval) not found after a concurrent "
-                    + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
-    }
 
         @Test("8 threads on one TieredStore for 2 s with StorageStress on the same directory")
         func tieredStore() async throws {
-        try await offPool {
-            let stress = try #require(
-                try? StoreTestSupport.stressExecutable(),
-                "the StorageStress executable was not found next to the test bundle; build with --build-tests")
-            let directory = StoreTestSupport.makeDirectory("tiered")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            let log = StoreTestSupport.Log()
-            let disk = try DiskStore(Self.configuration(directory, log: log))
-            // Small enough that the memory tier evicts too.
-            let store = TieredStore(memory: MemoryStore(capacity: 2 << 20, maximumEntrySize: 256 << 10), disk: disk)
+            try await offPool {
+                let stress = try #require(
+                    try? StoreTestSupport.stressExecutable(),
+                    "the StorageStress executable was not found next to the test bundle; build with --build-tests")
+                let directory = StoreTestSupport.makeDirectory("tiered")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let log = StoreTestSupport.Log()
+                let disk = try DiskStore(Self.configuration(directory, log: log))
+                // Small enough that the memory tier evicts too.
+                let store = TieredStore(memory: MemoryStore(capacity: 2 << 20, maximumEntrySize: 256 << 10), disk: disk)
 
-            let child = try StoreTestSupport.start(stress, ["mixed", directory, "2", "77"])
-            let counts = await Self.runWorkers(store, threads: 8, seconds: 2, seed: 9_000)
-            let result = child.wait()
+                let child = try StoreTestSupport.start(stress, ["mixed", directory, "2", "77"])
+                let counts = await Self.runWorkers(store, threads: 8, seconds: 2, seed: 9_000)
+                let result = child.wait()
 
-            #expect(counts.failures.isEmpty, "\(counts.failures)")
-            #expect(result.exited && result.status == 0, "StorageStress exited \(result.status): \(result.errors)")
-            #expect(counts.writes >= 1 && counts.operations >= 8)
-            try Self.verifyAll(disk)
-            print(
-                "tiered: \(counts.operations) operations (\(counts.writes) writes, \(counts.bodiesVerified) bodies, "
-                    + "\(counts.rangesVerified) ranges verified, \(counts.notFoundAfterRemoval) not found after "
-                    + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+                #expect(counts.failures.isEmpty, "\(counts.failures)")
+                #expect(result.exited && result.status == 0, "StorageStress exited \(result.status): \(result.errors)")
+                #expect(counts.writes >= 1 && counts.operations >= 8)
+                try Self.verifyAll(disk)
+                print(
+                    "tiered: \(counts.operations) operations (\(counts.writes) writes, \(counts.bodiesVerified) bodies, "
+                        + "\(counts.rangesVerified) ranges verified, \(counts.notFoundAfterRemoval) not found after "
+                        + "removal); child: \(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+            }
         }
-    }
     }
 }

@@ -28,60 +28,60 @@ struct CrashTests {
     @Test("every SIGKILL leaves a store that opens, reads back byte-identical and sweeps clean")
     func killDuringWrites() async throws {
         try await offPool {
-        let environment = ProcessInfo.processInfo.environment
-        let seed = environment["CRASH_TEST_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
-        let kills = environment["CRASH_TEST_KILLS"].flatMap { Int($0) } ?? Self.defaultKills
-        print("CrashTests: seed \(seed) (rerun with CRASH_TEST_SEED=\(seed)), \(kills) kills")
-        var random = SplitMix64(seed: seed)
+            let environment = ProcessInfo.processInfo.environment
+            let seed = environment["CRASH_TEST_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+            let kills = environment["CRASH_TEST_KILLS"].flatMap { Int($0) } ?? Self.defaultKills
+            print("CrashTests: seed \(seed) (rerun with CRASH_TEST_SEED=\(seed)), \(kills) kills")
+            var random = SplitMix64(seed: seed)
 
-        let stress = URL(fileURLWithPath: try StoreTestSupport.stressExecutable())
-        let directory = TemporaryDirectory("cachestorage-crash")
+            let stress = URL(fileURLWithPath: try StoreTestSupport.stressExecutable())
+            let directory = TemporaryDirectory("cachestorage-crash")
 
-        let started = Date()
-        var entriesChecked = 0
-        var bytesChecked: Int64 = 0
-        var killsWithLeftoverTemporary = 0
-        var leftoverTemporaryFiles = 0
-        var finalEntries = 0
-        var killsDone = 0
-        var childFailures = 0
-        for kill in 1...kills {
-            let childSeed = random.next()
-            let delay = random.next() % (Self.maximumDelayMicroseconds + 1)
-            let context = "kill \(kill) of \(kills) (test seed \(seed), child seed \(childSeed), delay \(delay) µs)"
+            let started = Date()
+            var entriesChecked = 0
+            var bytesChecked: Int64 = 0
+            var killsWithLeftoverTemporary = 0
+            var leftoverTemporaryFiles = 0
+            var finalEntries = 0
+            var killsDone = 0
+            var childFailures = 0
+            for kill in 1...kills {
+                let childSeed = random.next()
+                let delay = random.next() % (Self.maximumDelayMicroseconds + 1)
+                let context = "kill \(kill) of \(kills) (test seed \(seed), child seed \(childSeed), delay \(delay) µs)"
 
-            let outcome = try StressChild.runAndKill(
-                stress, directory: directory.path, seed: childSeed, maximumSize: Self.maximumBodySize,
-                delayMicroseconds: delay)
-            #expect(outcome.killedBySIGKILL, "\(context): the child ended on its own: \(outcome.describe())")
-            #expect(outcome.standardError.isEmpty, "\(context): the child reported: \(outcome.standardError)")
+                let outcome = try StressChild.runAndKill(
+                    stress, directory: directory.path, seed: childSeed, maximumSize: Self.maximumBodySize,
+                    delayMicroseconds: delay)
+                #expect(outcome.killedBySIGKILL, "\(context): the child ended on its own: \(outcome.describe())")
+                #expect(outcome.standardError.isEmpty, "\(context): the child reported: \(outcome.standardError)")
 
-            let temporary = StoreCheck.files(in: directory.path + "/bodies").filter { $0.hasSuffix(".tmp") }.count
-            leftoverTemporaryFiles += temporary
-            if temporary > 0 { killsWithLeftoverTemporary += 1 }
+                let temporary = StoreCheck.files(in: directory.path + "/bodies").filter { $0.hasSuffix(".tmp") }.count
+                leftoverTemporaryFiles += temporary
+                if temporary > 0 { killsWithLeftoverTemporary += 1 }
 
-            let report = StoreCheck.check(directory: directory.path)
-            #expect(report.problems.isEmpty, "\(context): \(report.problems.joined(separator: "; "))")
-            entriesChecked += report.entriesChecked
-            bytesChecked += report.bytesChecked
-            finalEntries = report.entriesChecked
-            killsDone += 1
-            if !outcome.killedBySIGKILL || !outcome.standardError.isEmpty { childFailures += 1 }
-            // A damaged store would fail every later check: stop at the first.
-            guard report.problems.isEmpty else { break }
-        }
-        let seconds = Date().timeIntervalSince(started)
-        print(
-            "CrashTests: \(killsDone) kills (\(childFailures) children failed before their kill), "
-                + "\(entriesChecked) entries (\(bytesChecked) bytes) verified, "
-                + "\(killsWithLeftoverTemporary) kills left \(leftoverTemporaryFiles) temporary file(s) behind, "
-                + "\(finalEntries) entries at the end, \(String(format: "%.1f", seconds)) s")
-        // Proof that the kills landed while bodies were being written, not between writes
-        // or before the child started: otherwise the test above would prove nothing.
-        #expect(
-            killsWithLeftoverTemporary > 0,
-            "no kill out of \(kills) interrupted a body write (no .tmp file was ever left behind)")
-        #expect(finalEntries > 0, "the store was empty after \(kills) write loops")
+                let report = StoreCheck.check(directory: directory.path)
+                #expect(report.problems.isEmpty, "\(context): \(report.problems.joined(separator: "; "))")
+                entriesChecked += report.entriesChecked
+                bytesChecked += report.bytesChecked
+                finalEntries = report.entriesChecked
+                killsDone += 1
+                if !outcome.killedBySIGKILL || !outcome.standardError.isEmpty { childFailures += 1 }
+                // A damaged store would fail every later check: stop at the first.
+                guard report.problems.isEmpty else { break }
+            }
+            let seconds = Date().timeIntervalSince(started)
+            print(
+                "CrashTests: \(killsDone) kills (\(childFailures) children failed before their kill), "
+                    + "\(entriesChecked) entries (\(bytesChecked) bytes) verified, "
+                    + "\(killsWithLeftoverTemporary) kills left \(leftoverTemporaryFiles) temporary file(s) behind, "
+                    + "\(finalEntries) entries at the end, \(String(format: "%.1f", seconds)) s")
+            // Proof that the kills landed while bodies were being written, not between writes
+            // or before the child started: otherwise the test above would prove nothing.
+            #expect(
+                killsWithLeftoverTemporary > 0,
+                "no kill out of \(kills) interrupted a body write (no .tmp file was ever left behind)")
+            #expect(finalEntries > 0, "the store was empty after \(kills) write loops")
         }
     }
 
@@ -91,43 +91,46 @@ struct CrashTests {
     @Test("the store check reports wrong bodies, wrong sizes and files a sweep leaves behind")
     func checkDetectsDamage() async throws {
         try await offPool {
-        let directory = TemporaryDirectory("cachestorage-crash")
-        let bodies = directory.path + "/bodies"
-        let goodURL = StressBodies.url(key: 1, generation: 1, size: 20_000)
-        let wrongBodyURL = StressBodies.url(key: 2, generation: 2, size: 20_000)
-        let wrongSizeURL = StressBodies.url(key: 3, generation: 3, size: 300)
-        let lockedTemporary = EntryID.random().rawValue + ".tmp"
-        let orphan = EntryID.random().rawValue
-        do {
-            let store = try DiskStore(StoreCheck.configuration(directory.path))
-            try Self.put(store, url: goodURL, key: 1, body: StressBodies.body(for: goodURL, size: 20_000))
-            var wrong = StressBodies.body(for: wrongBodyURL, size: 20_000)
-            wrong[12_345] ^= 1
-            try Self.put(store, url: wrongBodyURL, key: 2, body: wrong)
-            try Self.put(store, url: wrongSizeURL, key: 3, body: StressBodies.body(for: wrongSizeURL, size: 200))
-        }
-        #expect(FileManager.default.createFile(atPath: bodies + "/" + orphan, contents: Data([1, 2, 3])))
-        #expect(FileManager.default.createFile(atPath: bodies + "/notes.txt", contents: Data("hi".utf8)))
-        #expect(FileManager.default.createFile(atPath: bodies + "/" + lockedTemporary, contents: Data([4])))
-        // A live writer's lock: the sweep must leave this one, so the check must see it.
-        let lock = open(bodies + "/" + lockedTemporary, O_RDONLY)
-        try #require(lock >= 0)
-        defer { close(lock) }
-        try #require(flock(lock, LOCK_EX) == 0)
+            let directory = TemporaryDirectory("cachestorage-crash")
+            let bodies = directory.path + "/bodies"
+            let goodURL = StressBodies.url(key: 1, generation: 1, size: 20_000)
+            let wrongBodyURL = StressBodies.url(key: 2, generation: 2, size: 20_000)
+            let wrongSizeURL = StressBodies.url(key: 3, generation: 3, size: 300)
+            let lockedTemporary = EntryID.random().rawValue + ".tmp"
+            let orphan = EntryID.random().rawValue
+            do {
+                let store = try DiskStore(StoreCheck.configuration(directory.path))
+                try Self.put(store, url: goodURL, key: 1, body: StressBodies.body(for: goodURL, size: 20_000))
+                var wrong = StressBodies.body(for: wrongBodyURL, size: 20_000)
+                wrong[12_345] ^= 1
+                try Self.put(store, url: wrongBodyURL, key: 2, body: wrong)
+                try Self.put(store, url: wrongSizeURL, key: 3, body: StressBodies.body(for: wrongSizeURL, size: 200))
+            }
+            #expect(FileManager.default.createFile(atPath: bodies + "/" + orphan, contents: Data([1, 2, 3])))
+            #expect(FileManager.default.createFile(atPath: bodies + "/notes.txt", contents: Data("hi".utf8)))
+            #expect(FileManager.default.createFile(atPath: bodies + "/" + lockedTemporary, contents: Data([4])))
+            // A live writer's lock: the sweep must leave this one, so the check must see it.
+            let lock = open(bodies + "/" + lockedTemporary, O_RDONLY)
+            try #require(lock >= 0)
+            defer { close(lock) }
+            try #require(flock(lock, LOCK_EX) == 0)
 
-        let report = StoreCheck.check(directory: directory.path)
-        let text = report.problems.joined(separator: "\n")
-        #expect(report.problems.contains { $0.contains("wrong body") && $0.contains(wrongBodyURL) }, "\(text)")
-        #expect(report.problems.contains { $0.contains("body size") && $0.contains(wrongSizeURL) }, "\(text)")
-        #expect(report.problems.contains { $0.contains("temporary file") && $0.contains(lockedTemporary) }, "\(text)")
-        #expect(
-            report.problems.contains { $0.contains("not the id of an entry") && $0.contains("notes.txt") }, "\(text)")
-        #expect(!report.problems.contains { $0.contains(goodURL) }, "\(text)")
-        #expect(
-            !report.problems.contains { $0.contains(orphan) }, "an unreferenced body file outlived the sweep: \(text)")
-        #expect(!FileManager.default.fileExists(atPath: bodies + "/" + orphan))
-        // The wrong-size entry is also a wrong body: 300 bytes expected, 200 read.
-        #expect(report.problems.count == 5, "\(text)")
+            let report = StoreCheck.check(directory: directory.path)
+            let text = report.problems.joined(separator: "\n")
+            #expect(report.problems.contains { $0.contains("wrong body") && $0.contains(wrongBodyURL) }, "\(text)")
+            #expect(report.problems.contains { $0.contains("body size") && $0.contains(wrongSizeURL) }, "\(text)")
+            #expect(
+                report.problems.contains { $0.contains("temporary file") && $0.contains(lockedTemporary) }, "\(text)")
+            #expect(
+                report.problems.contains { $0.contains("not the id of an entry") && $0.contains("notes.txt") },
+                "\(text)")
+            #expect(!report.problems.contains { $0.contains(goodURL) }, "\(text)")
+            #expect(
+                !report.problems.contains { $0.contains(orphan) },
+                "an unreferenced body file outlived the sweep: \(text)")
+            #expect(!FileManager.default.fileExists(atPath: bodies + "/" + orphan))
+            // The wrong-size entry is also a wrong body: 300 bytes expected, 200 read.
+            #expect(report.problems.count == 5, "\(text)")
         }
     }
 

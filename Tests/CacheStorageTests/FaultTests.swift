@@ -67,79 +67,82 @@ extension DiskStoreProcessTests {
 
         @Test("A flipped byte in a body file: that block fails and the entry is removed; other blocks read first")
         func flippedFileByte() async throws {
-        try await offPool {
-            let directory = StoreTestSupport.makeDirectory("flip-file")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 0, log: { _ in }))
-            let size = 200_000  // blocks 0...3, the last one partial
-            let ranged = try StoreTestSupport.write(store, key: 1, generation: 1, size: size)
-            let whole = try StoreTestSupport.write(store, key: 2, generation: 1, size: size)
-            let streamed = try StoreTestSupport.write(store, key: 3, generation: 1, size: size)
-            let intact = try StoreTestSupport.write(store, key: 4, generation: 1, size: size)
-            let expected = try #require(StoreTestSupport.expectedBody(ranged))
-            for entry in [ranged, whole, streamed] {
-                try flipByte(of: directory + "/bodies/" + entry.id.rawValue, at: 70_000)  // block 1
-            }
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("flip-file")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 0, log: { _ in }))
+                let size = 200_000  // blocks 0...3, the last one partial
+                let ranged = try StoreTestSupport.write(store, key: 1, generation: 1, size: size)
+                let whole = try StoreTestSupport.write(store, key: 2, generation: 1, size: size)
+                let streamed = try StoreTestSupport.write(store, key: 3, generation: 1, size: size)
+                let intact = try StoreTestSupport.write(store, key: 4, generation: 1, size: size)
+                let expected = try #require(StoreTestSupport.expectedBody(ranged))
+                for entry in [ranged, whole, streamed] {
+                    try flipByte(of: directory + "/bodies/" + entry.id.rawValue, at: 70_000)  // block 1
+                }
 
-            // Before anything touches block 1, a range inside block 0 still reads: it is verified alone.
-            #expect(try store.body(of: ranged.id, range: 10...1_000) == Array(expected[10...1_000]))
-            #expect(try store.body(of: ranged.id, range: 140_000...140_100) == Array(expected[140_000...140_100]))
-            #expect(try store.variants(of: ranged.head.primaryKey).map(\.id) == [ranged.id])
-            // A range that touches block 1 fails and removes the entry.
-            let rangeError = #expect(throws: StorageError.self) {
-                try store.body(of: ranged.id, range: 65_000...66_000)
-            }
-            #expect(rangeError?.kind == .corrupted)
-            #expect(rangeError?.message.contains("removed") == true, "\(rangeError?.message ?? "")")
-            // Removed: even the intact block is no longer served.
-            let afterRemoval = #expect(throws: StorageError.self) { try store.body(of: ranged.id, range: 10...1_000) }
-            #expect(afterRemoval?.kind == .notFound)
+                // Before anything touches block 1, a range inside block 0 still reads: it is verified alone.
+                #expect(try store.body(of: ranged.id, range: 10...1_000) == Array(expected[10...1_000]))
+                #expect(try store.body(of: ranged.id, range: 140_000...140_100) == Array(expected[140_000...140_100]))
+                #expect(try store.variants(of: ranged.head.primaryKey).map(\.id) == [ranged.id])
+                // A range that touches block 1 fails and removes the entry.
+                let rangeError = #expect(throws: StorageError.self) {
+                    try store.body(of: ranged.id, range: 65_000...66_000)
+                }
+                #expect(rangeError?.kind == .corrupted)
+                #expect(rangeError?.message.contains("removed") == true, "\(rangeError?.message ?? "")")
+                // Removed: even the intact block is no longer served.
+                let afterRemoval = #expect(throws: StorageError.self) {
+                    try store.body(of: ranged.id, range: 10...1_000)
+                }
+                #expect(afterRemoval?.kind == .notFound)
 
-            let wholeError = #expect(throws: StorageError.self) { try store.body(of: whole.id) }
-            #expect(wholeError?.kind == .corrupted)
-            let streamError = #expect(throws: StorageError.self) {
-                try store.streamBody(of: streamed.id) { _ in true }
-            }
-            #expect(streamError?.kind == .corrupted)
+                let wholeError = #expect(throws: StorageError.self) { try store.body(of: whole.id) }
+                #expect(wholeError?.kind == .corrupted)
+                let streamError = #expect(throws: StorageError.self) {
+                    try store.streamBody(of: streamed.id) { _ in true }
+                }
+                #expect(streamError?.kind == .corrupted)
 
-            for entry in [ranged, whole, streamed] {
-                #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
-                #expect(!bodyFiles(store).contains(entry.id.rawValue), "body file of \(entry.id) left behind")
+                for entry in [ranged, whole, streamed] {
+                    #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+                    #expect(!bodyFiles(store).contains(entry.id.rawValue), "body file of \(entry.id) left behind")
+                }
+                #expect(try store.body(of: intact.id) == StoreTestSupport.expectedBody(intact))
+                #expect(store.totals().entries == 1)
+                #expect(bodyFiles(store) == [intact.id.rawValue])
             }
-            #expect(try store.body(of: intact.id) == StoreTestSupport.expectedBody(intact))
-            #expect(store.totals().entries == 1)
-            #expect(bodyFiles(store) == [intact.id.rawValue])
         }
-    }
 
         @Test(
             "A flipped byte in an inline body (edited with the sqlite3 tool): miss and the row removed",
             .enabled(if: FaultEnvironment.sqlite3 != nil, "the sqlite3 command-line tool is not installed"))
         func flippedInlineByte() async throws {
-        try await offPool {
-            let sqlite3 = try #require(FaultEnvironment.sqlite3)
-            let directory = StoreTestSupport.makeDirectory("flip-inline")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
-            let entry = try StoreTestSupport.write(store, key: 7, generation: 1, size: 5_000)
-            let other = try StoreTestSupport.write(store, key: 8, generation: 1, size: 5_000)
-            #expect(bodyFiles(store).isEmpty, "5,000 bytes should be inline")
-            let body = try #require(StoreTestSupport.expectedBody(entry))
-            let flipped = String(body[100] ^ 0x5A, radix: 16)
-            let hex = flipped.count == 1 ? "0" + flipped : flipped
-            let sql =
-                "UPDATE entries SET body = CAST(substr(body, 1, 100) || X'\(hex)' || substr(body, 102) AS BLOB) "
-                + "WHERE id = '\(entry.id.rawValue)'; SELECT changes();"
-            let edit = try StoreTestSupport.run(sqlite3, [directory + "/index.sqlite", sql])
-            #expect(edit.status == 0 && edit.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(edit)")
+            try await offPool {
+                let sqlite3 = try #require(FaultEnvironment.sqlite3)
+                let directory = StoreTestSupport.makeDirectory("flip-inline")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
+                let entry = try StoreTestSupport.write(store, key: 7, generation: 1, size: 5_000)
+                let other = try StoreTestSupport.write(store, key: 8, generation: 1, size: 5_000)
+                #expect(bodyFiles(store).isEmpty, "5,000 bytes should be inline")
+                let body = try #require(StoreTestSupport.expectedBody(entry))
+                let flipped = String(body[100] ^ 0x5A, radix: 16)
+                let hex = flipped.count == 1 ? "0" + flipped : flipped
+                let sql =
+                    "UPDATE entries SET body = CAST(substr(body, 1, 100) || X'\(hex)' || substr(body, 102) AS BLOB) "
+                    + "WHERE id = '\(entry.id.rawValue)'; SELECT changes();"
+                let edit = try StoreTestSupport.run(sqlite3, [directory + "/index.sqlite", sql])
+                #expect(
+                    edit.status == 0 && edit.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(edit)")
 
-            let error = #expect(throws: StorageError.self) { try store.body(of: entry.id) }
-            #expect(error?.kind == .corrupted)
-            #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
-            #expect(try store.body(of: other.id) == StoreTestSupport.expectedBody(other))
-            #expect(store.totals().entries == 1)
+                let error = #expect(throws: StorageError.self) { try store.body(of: entry.id) }
+                #expect(error?.kind == .corrupted)
+                #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+                #expect(try store.body(of: other.id) == StoreTestSupport.expectedBody(other))
+                #expect(store.totals().entries == 1)
+            }
         }
-    }
 
         // MARK: Unusable index
 
@@ -175,23 +178,23 @@ extension DiskStoreProcessTests {
 
         @Test("An index truncated to 1,000 bytes is moved aside and an empty store opens")
         func truncatedIndex() async throws {
-        try await offPool {
-            try reopenAfterDamaging("truncated") { index in
-                #expect(truncate(index, 1_000) == 0)
+            try await offPool {
+                try reopenAfterDamaging("truncated") { index in
+                    #expect(truncate(index, 1_000) == 0)
+                }
             }
         }
-    }
 
         @Test("An index overwritten with garbage is moved aside and an empty store opens")
         func garbageIndex() async throws {
-        try await offPool {
-            try reopenAfterDamaging("garbage") { index in
-                var random = SystemRandomNumberGenerator()
-                let garbage = (0..<16_384).map { _ in UInt8.random(in: 0...255, using: &random) }
-                try Data(garbage).write(to: URL(fileURLWithPath: index))
+            try await offPool {
+                try reopenAfterDamaging("garbage") { index in
+                    var random = SystemRandomNumberGenerator()
+                    let garbage = (0..<16_384).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    try Data(garbage).write(to: URL(fileURLWithPath: index))
+                }
             }
         }
-    }
 
         // MARK: Read-only directory
 
@@ -201,65 +204,66 @@ extension DiskStoreProcessTests {
                 if: FaultEnvironment.canMakeReadOnly,
                 "running as root without the right to mount: root ignores permission bits"))
         func readOnlyDirectory() async throws {
-        try await offPool {
-            let directory = StoreTestSupport.makeDirectory("read-only")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
-            let small = try StoreTestSupport.write(store, key: 1, generation: 1, size: 1_000)
-            let large = try StoreTestSupport.write(store, key: 2, generation: 1, size: 150_000)
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("read-only")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
+                let small = try StoreTestSupport.write(store, key: 1, generation: 1, size: 1_000)
+                let large = try StoreTestSupport.write(store, key: 2, generation: 1, size: 150_000)
 
-            // Root: a read-only bind mount over the directory. Others: chmod 0500.
-            let usesMount = getuid() == 0
-            if usesMount {
-                try #require(FaultEnvironment.command(FaultEnvironment.mount, ["--bind", directory, directory]))
-                try #require(
-                    FaultEnvironment.command(FaultEnvironment.mount, ["-o", "remount,bind,ro", directory, directory]))
-            } else {
-                #expect(chmod(directory + "/bodies", 0o500) == 0 && chmod(directory, 0o500) == 0)
-            }
-            defer {
+                // Root: a read-only bind mount over the directory. Others: chmod 0500.
+                let usesMount = getuid() == 0
                 if usesMount {
-                    _ = FaultEnvironment.command(FaultEnvironment.umount, ["-l", directory])
+                    try #require(FaultEnvironment.command(FaultEnvironment.mount, ["--bind", directory, directory]))
+                    try #require(
+                        FaultEnvironment.command(
+                            FaultEnvironment.mount, ["-o", "remount,bind,ro", directory, directory]))
                 } else {
-                    _ = chmod(directory, 0o700)
-                    _ = chmod(directory + "/bodies", 0o700)
+                    #expect(chmod(directory + "/bodies", 0o500) == 0 && chmod(directory, 0o500) == 0)
                 }
-            }
-            // Really read-only for this process?
-            let probe = open(directory + "/bodies/probe", O_WRONLY | O_CREAT | O_EXCL, 0o600)
-            #expect(probe < 0, "the directory is still writable")
-            if probe >= 0 { close(probe) }
-
-            func expectWriteFailure(_ store: some CacheStore, _ size: Int, _ what: String) {
-                let error = #expect(throws: StorageError.self, "\(what)") {
-                    try StoreTestSupport.write(store, key: 9, generation: size, size: size)
+                defer {
+                    if usesMount {
+                        _ = FaultEnvironment.command(FaultEnvironment.umount, ["-l", directory])
+                    } else {
+                        _ = chmod(directory, 0o700)
+                        _ = chmod(directory + "/bodies", 0o700)
+                    }
                 }
-                #expect(error?.kind == .writeFailed, "\(what): \(error.map { "\($0.kind): \($0.message)" } ?? "")")
-                #expect(error?.message.contains("writable") == true, "\(what): \(error?.message ?? "")")
+                // Really read-only for this process?
+                let probe = open(directory + "/bodies/probe", O_WRONLY | O_CREAT | O_EXCL, 0o600)
+                #expect(probe < 0, "the directory is still writable")
+                if probe >= 0 { close(probe) }
+
+                func expectWriteFailure(_ store: some CacheStore, _ size: Int, _ what: String) {
+                    let error = #expect(throws: StorageError.self, "\(what)") {
+                        try StoreTestSupport.write(store, key: 9, generation: size, size: size)
+                    }
+                    #expect(error?.kind == .writeFailed, "\(what): \(error.map { "\($0.kind): \($0.message)" } ?? "")")
+                    #expect(error?.message.contains("writable") == true, "\(what): \(error?.message ?? "")")
+                }
+
+                // The open store: a body file cannot be created; reads are unaffected.
+                expectWriteFailure(store, 100_000, "large write through the open store")
+                #expect(try store.body(of: small.id) == StoreTestSupport.expectedBody(small))
+                #expect(try store.body(of: large.id) == StoreTestSupport.expectedBody(large))
+                #expect(try store.body(of: large.id, range: 100_000...100_099).count == 100)
+
+                // A store opened on the read-only directory (while the first keeps the WAL open):
+                // it opens, reads work, every kind of write fails with advice.
+                let log = StoreTestSupport.Log()
+                let readOnly = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: log.sink))
+                #expect(try readOnly.entries().count == 2)
+                #expect(try readOnly.body(of: small.id) == StoreTestSupport.expectedBody(small))
+                #expect(try readOnly.body(of: large.id) == StoreTestSupport.expectedBody(large))
+                expectWriteFailure(readOnly, 1_000, "inline write through a store opened read-only")
+                expectWriteFailure(readOnly, 100_000, "large write through a store opened read-only")
+                let removal = #expect(throws: StorageError.self) { try readOnly.remove(small.id) }
+                #expect(removal?.kind == .writeFailed, "\(removal?.message ?? "")")
+                #expect(try readOnly.body(of: small.id) == StoreTestSupport.expectedBody(small))
+                #expect(!log.all.contains { $0.contains("moved it to") }, "a read-only index must not be moved aside")
+                #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") })
             }
-
-            // The open store: a body file cannot be created; reads are unaffected.
-            expectWriteFailure(store, 100_000, "large write through the open store")
-            #expect(try store.body(of: small.id) == StoreTestSupport.expectedBody(small))
-            #expect(try store.body(of: large.id) == StoreTestSupport.expectedBody(large))
-            #expect(try store.body(of: large.id, range: 100_000...100_099).count == 100)
-
-            // A store opened on the read-only directory (while the first keeps the WAL open):
-            // it opens, reads work, every kind of write fails with advice.
-            let log = StoreTestSupport.Log()
-            let readOnly = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: log.sink))
-            #expect(try readOnly.entries().count == 2)
-            #expect(try readOnly.body(of: small.id) == StoreTestSupport.expectedBody(small))
-            #expect(try readOnly.body(of: large.id) == StoreTestSupport.expectedBody(large))
-            expectWriteFailure(readOnly, 1_000, "inline write through a store opened read-only")
-            expectWriteFailure(readOnly, 100_000, "large write through a store opened read-only")
-            let removal = #expect(throws: StorageError.self) { try readOnly.remove(small.id) }
-            #expect(removal?.kind == .writeFailed, "\(removal?.message ?? "")")
-            #expect(try readOnly.body(of: small.id) == StoreTestSupport.expectedBody(small))
-            #expect(!log.all.contains { $0.contains("moved it to") }, "a read-only index must not be moved aside")
-            #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") })
         }
-    }
 
         // MARK: Full disk
 
@@ -307,61 +311,62 @@ extension DiskStoreProcessTests {
                     check(false, "unexpected error \(error)")
                 }
             }
-    }
+        }
 
         @Test(
             "A full disk (a 2 MiB tmpfs): writes fail with advice, reads keep working, space freed writes work",
             .enabled(if: FaultEnvironment.canMount, "mounting a tmpfs needs root and the right to mount"))
         func fullDisk() async throws {
-        try await offPool {
-            let directory = StoreTestSupport.makeDirectory("full")
-            defer { StoreTestSupport.removeDirectory(directory) }
-            try #require(
-                FaultEnvironment.command(FaultEnvironment.mount, ["-t", "tmpfs", "-o", "size=2m", "tmpfs", directory]))
-            defer { _ = FaultEnvironment.command(FaultEnvironment.umount, ["-l", directory]) }
-            let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
-            let small = try StoreTestSupport.write(store, key: 1, generation: 1, size: 1_000)
-            let large = try StoreTestSupport.write(store, key: 2, generation: 1, size: 300_000)
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("full")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                try #require(
+                    FaultEnvironment.command(
+                        FaultEnvironment.mount, ["-t", "tmpfs", "-o", "size=2m", "tmpfs", directory]))
+                defer { _ = FaultEnvironment.command(FaultEnvironment.umount, ["-l", directory]) }
+                let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
+                let small = try StoreTestSupport.write(store, key: 1, generation: 1, size: 1_000)
+                let large = try StoreTestSupport.write(store, key: 2, generation: 1, size: 300_000)
 
-            // Larger than the disk: the body file runs out of space.
-            let tooLarge = #expect(throws: StorageError.self) {
-                try StoreTestSupport.write(store, key: 3, generation: 1, size: 4 << 20)
-            }
-            #expect(tooLarge?.kind == .writeFailed)
-            #expect(tooLarge?.message.contains("the disk is full") == true, "\(tooLarge?.message ?? "")")
-            #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") }, "files: \(bodyFiles(store))")
-
-            // Fill what is left, then every write fails, and reads keep working.
-            let filler = directory + "/filler"
-            let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
-            try #require(fd >= 0)
-            let chunk = [UInt8](repeating: 0xAB, count: 4_096)
-            while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
-            close(fd)
-            var failures: [StorageError] = []
-            for (index, size) in [100_000, 20_000, 5_000, 100].enumerated() {
-                do {
-                    try StoreTestSupport.write(store, key: 10 + index, generation: 1, size: size)
-                } catch let error as StorageError {
-                    failures.append(error)
+                // Larger than the disk: the body file runs out of space.
+                let tooLarge = #expect(throws: StorageError.self) {
+                    try StoreTestSupport.write(store, key: 3, generation: 1, size: 4 << 20)
                 }
-            }
-            #expect(failures.count >= 2, "writes on a full disk should fail")
-            for failure in failures {
-                #expect(failure.kind == .writeFailed, "\(failure.kind): \(failure.message)")
-                #expect(
-                    failure.message.contains("disk is full") || failure.message.contains("free space"),
-                    "\(failure.message)")
-            }
-            #expect(try store.body(of: small.id) == StoreTestSupport.expectedBody(small))
-            #expect(try store.body(of: large.id) == StoreTestSupport.expectedBody(large))
-            #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") })
+                #expect(tooLarge?.kind == .writeFailed)
+                #expect(tooLarge?.message.contains("the disk is full") == true, "\(tooLarge?.message ?? "")")
+                #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") }, "files: \(bodyFiles(store))")
 
-            // Space freed: the store writes again.
-            #expect(unlink(filler) == 0)
-            let stored = try StoreTestSupport.write(store, key: 20, generation: 1, size: 200_000)
-            #expect(try store.body(of: stored.id) == StoreTestSupport.expectedBody(stored))
+                // Fill what is left, then every write fails, and reads keep working.
+                let filler = directory + "/filler"
+                let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+                try #require(fd >= 0)
+                let chunk = [UInt8](repeating: 0xAB, count: 4_096)
+                while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+                close(fd)
+                var failures: [StorageError] = []
+                for (index, size) in [100_000, 20_000, 5_000, 100].enumerated() {
+                    do {
+                        try StoreTestSupport.write(store, key: 10 + index, generation: 1, size: size)
+                    } catch let error as StorageError {
+                        failures.append(error)
+                    }
+                }
+                #expect(failures.count >= 2, "writes on a full disk should fail")
+                for failure in failures {
+                    #expect(failure.kind == .writeFailed, "\(failure.kind): \(failure.message)")
+                    #expect(
+                        failure.message.contains("disk is full") || failure.message.contains("free space"),
+                        "\(failure.message)")
+                }
+                #expect(try store.body(of: small.id) == StoreTestSupport.expectedBody(small))
+                #expect(try store.body(of: large.id) == StoreTestSupport.expectedBody(large))
+                #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") })
+
+                // Space freed: the store writes again.
+                #expect(unlink(filler) == 0)
+                let stored = try StoreTestSupport.write(store, key: 20, generation: 1, size: 200_000)
+                #expect(try store.body(of: stored.id) == StoreTestSupport.expectedBody(stored))
+            }
         }
-    }
     }
 }

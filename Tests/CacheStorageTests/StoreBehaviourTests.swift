@@ -120,7 +120,9 @@ struct StoreBehaviourTests {
         #expect(throws: StorageError.self) { try writer.commit() }
     }
 
-    @Test("what was written before a transfer broke is kept as an incomplete entry (RFC 9111 §3.3)", arguments: StoreKind.allCases)
+    @Test(
+        "what was written before a transfer broke is kept as an incomplete entry (RFC 9111 §3.3)",
+        arguments: StoreKind.allCases)
     func incompleteEntries(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
         let store = try kind.make(directory: directory)

@@ -13,7 +13,8 @@ struct VersionedReadTests {
     /// 3 MiB: several stream chunks, and larger than the stores' maximum entry size in memory.
     static let size = 3 << 20
 
-    @Test("a body streamed while a new version replaces its entry arrives whole, as the old version",
+    @Test(
+        "a body streamed while a new version replaces its entry arrives whole, as the old version",
         arguments: StoreKind.allCases)
     func streamedWhileReplaced(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
@@ -42,7 +43,8 @@ struct VersionedReadTests {
         #expect(try now.first.map { try store.body(of: $0.id) } == new)
     }
 
-    @Test("an opened body stays readable, whole and by range, after its entry is removed or purged",
+    @Test(
+        "an opened body stays readable, whole and by range, after its entry is removed or purged",
         arguments: StoreKind.allCases)
     func readableAfterRemoval(kind: StoreKind) throws {
         let directory = TemporaryDirectory()

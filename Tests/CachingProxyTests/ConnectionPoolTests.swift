@@ -33,48 +33,56 @@ struct ConnectionPoolTests {
             let count = recv(origin, &byte, 1, Int32(MSG_DONTWAIT))
             return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         }
+
+        /// What the two descriptors are now, for a failure message.
+        var state: String {
+            var byte: UInt8 = 0
+            let count = recv(origin, &byte, 1, Int32(MSG_DONTWAIT))
+            let code = errno
+            return "recv(origin) = \(count) errno \(code); pooled F_GETFD = \(fcntl(pooled, F_GETFD))"
+        }
     }
 
     @Test("Taking gives the connection to that origin idle for the shortest time (LIFO)")
     func lastInFirstOut() async {
         await offPool {
-        let pool = ConnectionPool(capacity: 8, lifetime: 60)
-        let (a1, b, a2) = (Pair(), Pair(), Pair())
-        defer { [a1, b, a2].forEach { close($0.origin) } }
-        pool.put(a1.pooled, key: "a:80")
-        pool.put(b.pooled, key: "b:80")
-        pool.put(a2.pooled, key: "a:80")
-        #expect(pool.take("a:80") == a2.pooled)
-        #expect(pool.take("a:80") == a1.pooled)
-        #expect(pool.take("a:80") == nil)
-        #expect(pool.count == 1)
-        [a1, a2].forEach { close($0.pooled) }
+            let pool = ConnectionPool(capacity: 8, lifetime: 60)
+            let (a1, b, a2) = (Pair(), Pair(), Pair())
+            defer { [a1, b, a2].forEach { close($0.origin) } }
+            pool.put(a1.pooled, key: "a:80")
+            pool.put(b.pooled, key: "b:80")
+            pool.put(a2.pooled, key: "a:80")
+            #expect(pool.take("a:80") == a2.pooled)
+            #expect(pool.take("a:80") == a1.pooled)
+            #expect(pool.take("a:80") == nil)
+            #expect(pool.count == 1)
+            [a1, a2].forEach { close($0.pooled) }
         }
     }
 
     @Test("Beyond its capacity the pool closes the connection idle for the longest time")
     func capacity() async {
         await offPool {
-        let pool = ConnectionPool(capacity: 2, lifetime: 60)
-        let pairs = [Pair(), Pair(), Pair()]
-        defer { pairs.forEach { close($0.origin) } }
-        for pair in pairs { pool.put(pair.pooled, key: "a:80") }
-        #expect(pool.count == 2)
-        #expect(pairs[0].closedByPool)
-        #expect(!pairs[1].closedByPool && !pairs[2].closedByPool)
+            let pool = ConnectionPool(capacity: 2, lifetime: 60)
+            let pairs = [Pair(), Pair(), Pair()]
+            defer { pairs.forEach { close($0.origin) } }
+            for pair in pairs { pool.put(pair.pooled, key: "a:80") }
+            #expect(pool.count == 2)
+            #expect(pairs[0].closedByPool)
+            #expect(!pairs[1].closedByPool && !pairs[2].closedByPool)
         }
     }
 
     @Test("A connection idle for longer than the lifetime is closed, not reused")
     func lifetime() async {
         await offPool {
-        let pool = ConnectionPool(capacity: 8, lifetime: 0.05)
-        let pair = Pair()
-        defer { close(pair.origin) }
-        pool.put(pair.pooled, key: "a:80")
-        usleep(100_000)
-        #expect(pool.take("a:80") == nil)
-        #expect(pair.closedByPool)
+            let pool = ConnectionPool(capacity: 8, lifetime: 0.05)
+            let pair = Pair()
+            defer { close(pair.origin) }
+            pool.put(pair.pooled, key: "a:80")
+            usleep(100_000)
+            #expect(pool.take("a:80") == nil)
+            #expect(pair.closedByPool)
         }
     }
 
@@ -83,19 +91,19 @@ struct ConnectionPoolTests {
         arguments: ["bytes", "EOF"])
     func notIdle(what: String) async {
         await offPool {
-        let pool = ConnectionPool(capacity: 8, lifetime: 60)
-        let (older, newer) = (Pair(), Pair())
-        defer { [older, newer].forEach { close($0.origin) } }
-        pool.put(older.pooled, key: "a:80")
-        pool.put(newer.pooled, key: "a:80")
-        if what == "EOF" {
-            shutdown(newer.origin, Int32(SHUT_WR))
-        } else {
-            _ = send(newer.origin, "HTTP/1.1 200 OK\r\n\r\n", 19, 0)
-        }
-        #expect(pool.take("a:80") == older.pooled)
-        #expect(newer.closedByPool)
-        close(older.pooled)
+            let pool = ConnectionPool(capacity: 8, lifetime: 60)
+            let (older, newer) = (Pair(), Pair())
+            defer { [older, newer].forEach { close($0.origin) } }
+            pool.put(older.pooled, key: "a:80")
+            pool.put(newer.pooled, key: "a:80")
+            if what == "EOF" {
+                shutdown(newer.origin, Int32(SHUT_WR))
+            } else {
+                _ = send(newer.origin, "HTTP/1.1 200 OK\r\n\r\n", 19, 0)
+            }
+            #expect(pool.take("a:80") == older.pooled)
+            #expect(newer.closedByPool)
+            close(older.pooled)
         }
     }
 }

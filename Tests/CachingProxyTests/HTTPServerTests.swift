@@ -1,6 +1,6 @@
-import CacheTestSupport
 import CacheLocking
 import CacheSemantics
+import CacheTestSupport
 import CachingProxy
 import Dispatch
 import Foundation
@@ -30,50 +30,52 @@ struct HTTPServerTests {
     @Test("Keep-alive: several requests on one HTTP/1.1 connection (RFC 9112 §9.3)")
     func keepAlive() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        for target in ["/a", "/b?c=d", "/e"] {
-            try client.send("GET \(target) HTTP/1.1\r\nHost: example.com\r\n\r\n")
-            let response = try client.readResponse()
-            #expect(response.status == 200)
-            #expect(response.reason == "OK")
-            #expect(response.bodyText == target)
-            #expect(response.field("Content-Length") == "\(target.utf8.count)")
-            #expect(response.field("Connection") == nil)
-        }
-        #expect(!client.waitForClose(within: 0.1))
-        #expect(test.handler.targets == ["/a", "/b?c=d", "/e"])
-        let request = try #require(test.handler.requests.first)
-        #expect(request.method == "GET")
-        #expect(request.minorVersion == 1)
-        #expect(request.peerIsLoopback)
-        #expect(request.fields["Host"] == "example.com")
-        let statistics = test.server.statistics
-        #expect(statistics.requests == 3)
-        #expect(statistics.connectionsAccepted == 1)
-        #expect(statistics.connectionsOpen == 1)
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            for target in ["/a", "/b?c=d", "/e"] {
+                try client.send("GET \(target) HTTP/1.1\r\nHost: example.com\r\n\r\n")
+                let response = try client.readResponse()
+                #expect(response.status == 200)
+                #expect(response.reason == "OK")
+                #expect(response.bodyText == target)
+                #expect(response.field("Content-Length") == "\(target.utf8.count)")
+                #expect(response.field("Connection") == nil)
+            }
+            #expect(!client.waitForClose(within: 0.1))
+            #expect(test.handler.targets == ["/a", "/b?c=d", "/e"])
+            let request = try #require(test.handler.requests.first)
+            #expect(request.method == "GET")
+            #expect(request.minorVersion == 1)
+            #expect(request.peerIsLoopback)
+            #expect(request.fields["Host"] == "example.com")
+            let statistics = test.server.statistics
+            #expect(statistics.requests == 3)
+            #expect(statistics.connectionsAccepted == 1)
+            #expect(statistics.connectionsOpen == 1)
         }
     }
 
     @Test("A port in use is a clear ServerError naming the address")
     func portInUse() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        var configuration = HTTPServer.Configuration()
-        configuration.port = test.port
-        do {
-            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
-            Issue.record("a second server could listen on port \(test.port)")
-        } catch {
-            #expect(
-                "\(error)" == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port")
-        }
-        configuration.host = "example.com"
-        #expect(throws: ServerError.self) {
-            _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
-        }
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            var configuration = HTTPServer.Configuration()
+            configuration.port = test.port
+            do {
+                _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+                Issue.record("a second server could listen on port \(test.port)")
+            } catch {
+                #expect(
+                    "\(error)"
+                        == "cannot listen on 127.0.0.1:\(test.port): Address already in use; choose another --listen port"
+                )
+            }
+            configuration.host = "example.com"
+            #expect(throws: ServerError.self) {
+                _ = try HTTPServer(configuration: configuration, handler: test.handler, log: { _ in })
+            }
         }
     }
 
@@ -82,50 +84,50 @@ struct HTTPServerTests {
     )
     func twoLoops() async throws {
         try await offPool {
-        let test = try TestServer(
-            handler: { request, responder in
-                if request.target.hasSuffix("/late") {
-                    onNewThread { TestServer.echo(request, responder) }
-                } else {
-                    TestServer.echo(request, responder)
-                }
-            }, configure: { $0.loops = 2 })
-        defer { test.server.shutdown(timeout: 1) }
-        let failures = Locked(0)
-        let done = DispatchSemaphore(value: 0)
-        for client in 0..<8 {
-            onNewThread {
-                do {
-                    let connection = try RawHTTPClient(port: test.port)
-                    for request in 0..<20 {
-                        let target = "/\(client)/\(request)" + (request % 3 == 0 ? "/late" : "")
-                        try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
-                        if try connection.readResponse().bodyText != target { failures.withLock { $0 += 1 } }
+            let test = try TestServer(
+                handler: { request, responder in
+                    if request.target.hasSuffix("/late") {
+                        onNewThread { TestServer.echo(request, responder) }
+                    } else {
+                        TestServer.echo(request, responder)
                     }
-                } catch {
-                    failures.withLock { $0 += 1 }
+                }, configure: { $0.loops = 2 })
+            defer { test.server.shutdown(timeout: 1) }
+            let failures = Locked(0)
+            let done = DispatchSemaphore(value: 0)
+            for client in 0..<8 {
+                onNewThread {
+                    do {
+                        let connection = try RawHTTPClient(port: test.port)
+                        for request in 0..<20 {
+                            let target = "/\(client)/\(request)" + (request % 3 == 0 ? "/late" : "")
+                            try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+                            if try connection.readResponse().bodyText != target { failures.withLock { $0 += 1 } }
+                        }
+                    } catch {
+                        failures.withLock { $0 += 1 }
+                    }
+                    done.signal()
                 }
-                done.signal()
             }
-        }
-        for _ in 0..<8 { #expect(wait(done)) }
-        #expect(failures.withLock { $0 } == 0)
-        #expect(test.server.statistics.requests == 160)
-        #expect(test.server.statistics.connectionsAccepted == 8)
+            for _ in 0..<8 { #expect(wait(done)) }
+            #expect(failures.withLock { $0 } == 0)
+            #expect(test.server.statistics.requests == 160)
+            #expect(test.server.statistics.connectionsAccepted == 8)
         }
     }
 
     @Test("Connection: close is honoured and answered with Connection: close (RFC 9112 §9.6)")
     func connectionClose() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-        let response = try client.readResponse()
-        #expect(response.status == 200)
-        #expect(response.field("Connection") == "close")
-        #expect(client.waitForClose())
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.field("Connection") == "close")
+            #expect(client.waitForClose())
         }
     }
 
@@ -134,17 +136,17 @@ struct HTTPServerTests {
     )
     func fieldsAsReceived() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send(
-            "\r\n\r\nGET /f HTTP/1.1\r\nHost: a\r\nX-One:  first \t\r\nx-one: second\r\nACCEPT:\r\nVia: 1.1 p, 1.0 q\r\n\r\n"
-        )
-        #expect(try client.readResponse().status == 200)
-        let fields = try #require(test.handler.requests.first).fields
-        #expect(fields.map(\.name) == ["Host", "X-One", "x-one", "ACCEPT", "Via"])
-        #expect(fields.map(\.value) == ["a", "first", "second", "", "1.1 p, 1.0 q"])
-        #expect(fields.values(named: "X-ONE") == ["first", "second"])
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send(
+                "\r\n\r\nGET /f HTTP/1.1\r\nHost: a\r\nX-One:  first \t\r\nx-one: second\r\nACCEPT:\r\nVia: 1.1 p, 1.0 q\r\n\r\n"
+            )
+            #expect(try client.readResponse().status == 200)
+            let fields = try #require(test.handler.requests.first).fields
+            #expect(fields.map(\.name) == ["Host", "X-One", "x-one", "ACCEPT", "Via"])
+            #expect(fields.map(\.value) == ["a", "first", "second", "", "1.1 p, 1.0 q"])
+            #expect(fields.values(named: "X-ONE") == ["first", "second"])
         }
     }
 
@@ -153,192 +155,193 @@ struct HTTPServerTests {
     )
     func pipelining() async throws {
         try await offPool {
-        let firstArrived = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let test = try TestServer { request, responder in
-            guard request.target == "/1" else { return TestServer.echo(request, responder) }
-            firstArrived.signal()
-            onNewThread {
-                _ = wait(release)
-                responder.respond(ok, body: bytes("one"))
+            let firstArrived = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let test = try TestServer { request, responder in
+                guard request.target == "/1" else { return TestServer.echo(request, responder) }
+                firstArrived.signal()
+                onNewThread {
+                    _ = wait(release)
+                    responder.respond(ok, body: bytes("one"))
+                }
             }
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send(
-            "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(wait(firstArrived))
-        // While /1 is unanswered the later requests wait in the server's buffer.
-        #expect(client.receiveAvailable(within: 0.2).isEmpty)
-        #expect(test.handler.targets == ["/1"])
-        release.signal()
-        let responses = try (0..<3).map { _ in try client.readResponse() }
-        #expect(responses.map(\.bodyText) == ["one", "/2", "/3"])
-        #expect(test.handler.targets == ["/1", "/2", "/3"])
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send(
+                "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n"
+            )
+            #expect(wait(firstArrived))
+            // While /1 is unanswered the later requests wait in the server's buffer.
+            #expect(client.receiveAvailable(within: 0.2).isEmpty)
+            #expect(test.handler.targets == ["/1"])
+            release.signal()
+            let responses = try (0..<3).map { _ in try client.readResponse() }
+            #expect(responses.map(\.bodyText) == ["one", "/2", "/3"])
+            #expect(test.handler.targets == ["/1", "/2", "/3"])
         }
     }
 
     @Test("A chunked request body is de-chunked: extensions ignored, trailers dropped (RFC 9112 §7.1)")
     func chunkedRequestBody() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        let request =
-            "POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + "5;name=value\r\nhello\r\n7 ; q=\"x\"\r\n, world\r\n0\r\nX-Trailer: yes\r\n\r\n"
-        // Once in one piece, once a byte at a time.
-        try client.send(request)
-        #expect(try client.readResponse().bodyText == "hello, world")
-        for byte in bytes(request) { try client.send([byte]) }
-        #expect(try client.readResponse().bodyText == "hello, world")
-        try client.send("GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try client.readResponse().bodyText == "/after")
-        let received = try #require(test.handler.requests.first)
-        #expect(received.body == bytes("hello, world"))
-        #expect(!received.fields.contains("X-Trailer"))
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            let request =
+                "POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + "5;name=value\r\nhello\r\n7 ; q=\"x\"\r\n, world\r\n0\r\nX-Trailer: yes\r\n\r\n"
+            // Once in one piece, once a byte at a time.
+            try client.send(request)
+            #expect(try client.readResponse().bodyText == "hello, world")
+            for byte in bytes(request) { try client.send([byte]) }
+            #expect(try client.readResponse().bodyText == "hello, world")
+            try client.send("GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().bodyText == "/after")
+            let received = try #require(test.handler.requests.first)
+            #expect(received.body == bytes("hello, world"))
+            #expect(!received.fields.contains("X-Trailer"))
         }
     }
 
     @Test("A Content-Length body arriving in pieces is read in full (RFC 9112 §6.2)")
     func contentLengthBody() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        try client.send("PUT /p HTTP/1.1\r\nHost: a\r\nContent-Length: \(body.count)\r\n\r\n")
-        try client.send(Array(body[..<1000]))
-        try client.send(Array(body[1000...]))
-        let response = try client.readResponse()
-        #expect(response.body == body)
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            try client.send("PUT /p HTTP/1.1\r\nHost: a\r\nContent-Length: \(body.count)\r\n\r\n")
+            try client.send(Array(body[..<1000]))
+            try client.send(Array(body[1000...]))
+            let response = try client.readResponse()
+            #expect(response.body == body)
         }
     }
 
     @Test("A streamed response is chunked to HTTP/1.1 (RFC 9112 §7.1) and close-delimited to HTTP/1.0 (RFC 9112 §6.3)")
     func streamedResponse() async throws {
         try await offPool {
-        let test = try TestServer { _, responder in
-            responder.start(ok, framing: .streamed)
-            responder.write(bytes("hello "))
-            bytes("world").withUnsafeBytes { _ = responder.write($0) }
-            responder.finish()
-        }
-        defer { test.server.shutdown(timeout: 1) }
+            let test = try TestServer { _, responder in
+                responder.start(ok, framing: .streamed)
+                responder.write(bytes("hello "))
+                bytes("world").withUnsafeBytes { _ = responder.write($0) }
+                responder.finish()
+            }
+            defer { test.server.shutdown(timeout: 1) }
 
-        let modern = try RawHTTPClient(port: test.port)
-        try modern.send("GET /s HTTP/1.1\r\nHost: a\r\n\r\n")
-        let chunked = try modern.readResponse()
-        #expect(chunked.framing == .chunked)
-        #expect(chunked.field("Transfer-Encoding") == "chunked")
-        #expect(chunked.field("Content-Length") == nil)
-        #expect(chunked.rawBody == bytes("6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n"))
-        #expect(!modern.waitForClose(within: 0.1))
+            let modern = try RawHTTPClient(port: test.port)
+            try modern.send("GET /s HTTP/1.1\r\nHost: a\r\n\r\n")
+            let chunked = try modern.readResponse()
+            #expect(chunked.framing == .chunked)
+            #expect(chunked.field("Transfer-Encoding") == "chunked")
+            #expect(chunked.field("Content-Length") == nil)
+            #expect(chunked.rawBody == bytes("6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n"))
+            #expect(!modern.waitForClose(within: 0.1))
 
-        let legacy = try RawHTTPClient(port: test.port)
-        try legacy.send("GET /s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-        let delimited = try legacy.readResponse()
-        #expect(delimited.framing == .untilClose)
-        #expect(delimited.field("Transfer-Encoding") == nil)
-        #expect(delimited.field("Connection") == "close")
-        #expect(delimited.bodyText == "hello world")
-        #expect(legacy.peerClosed)
+            let legacy = try RawHTTPClient(port: test.port)
+            try legacy.send("GET /s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            let delimited = try legacy.readResponse()
+            #expect(delimited.framing == .untilClose)
+            #expect(delimited.field("Transfer-Encoding") == nil)
+            #expect(delimited.field("Connection") == "close")
+            #expect(delimited.bodyText == "hello world")
+            #expect(legacy.peerClosed)
         }
     }
 
     @Test("HTTP/1.0 keeps the connection only with Connection: keep-alive, and says so (RFC 9112 §9.3, §C.2.2)")
     func http10KeepAlive() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        for target in ["/1", "/2"] {
-            try client.send("GET \(target) HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            let response = try client.readResponse()
-            #expect(response.version == "HTTP/1.1")
-            #expect(response.field("Connection") == "keep-alive")
-            #expect(response.bodyText == target)
-        }
-        try client.send("GET /3 HTTP/1.0\r\n\r\n")
-        let last = try client.readResponse()
-        #expect(last.field("Connection") == "close")
-        #expect(last.bodyText == "/3")
-        #expect(client.waitForClose())
-        #expect(test.handler.requests.map(\.minorVersion) == [0, 0, 0])
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            for target in ["/1", "/2"] {
+                try client.send("GET \(target) HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                let response = try client.readResponse()
+                #expect(response.version == "HTTP/1.1")
+                #expect(response.field("Connection") == "keep-alive")
+                #expect(response.bodyText == target)
+            }
+            try client.send("GET /3 HTTP/1.0\r\n\r\n")
+            let last = try client.readResponse()
+            #expect(last.field("Connection") == "close")
+            #expect(last.bodyText == "/3")
+            #expect(client.waitForClose())
+            #expect(test.handler.requests.map(\.minorVersion) == [0, 0, 0])
         }
     }
 
     @Test("Expect: 100-continue gets 100 before the body is read, then the final answer (RFC 9110 §10.1.1)")
     func expectContinue() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-        #expect(try client.receive(count: 25) == bytes("HTTP/1.1 100 Continue\r\n\r\n"))
-        #expect(test.handler.requests.isEmpty)
-        try client.send("hello")
-        let response = try client.readResponse()
-        #expect(response.status == 200)
-        #expect(response.bodyText == "hello")
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+            #expect(try client.receive(count: 25) == bytes("HTTP/1.1 100 Continue\r\n\r\n"))
+            #expect(test.handler.requests.isEmpty)
+            try client.send("hello")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.bodyText == "hello")
         }
     }
 
     @Test("An expectation other than 100-continue is answered 417 (RFC 9110 §10.1.1)")
     func expectUnknown() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: teapot\r\n\r\nhello")
-        try expectRejected(client, status: 417, test)
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: teapot\r\n\r\nhello")
+            try expectRejected(client, status: 417, test)
         }
     }
 
     @Test("100-continue with a Content-Length over the limit gets 413 instead of 100 (RFC 9110 §10.1.1, §15.5.14)")
     func expectContinueTooLarge() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\nExpect: 100-continue\r\n\r\n")
-        let response = try client.readResponse(interim: true)
-        #expect(response.status == 413)
-        #expect(client.waitForClose())
-        #expect(test.handler.requests.isEmpty)
+            let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\nExpect: 100-continue\r\n\r\n")
+            let response = try client.readResponse(interim: true)
+            #expect(response.status == 413)
+            #expect(client.waitForClose())
+            #expect(test.handler.requests.isEmpty)
         }
     }
 
     @Test("HEAD and .none framing: Content-Length as announced, no body bytes (RFC 9110 §9.3.2, RFC 9112 §6.3)")
     func headAndNoneFraming() async throws {
         try await offPool {
-        let test = try TestServer { request, responder in
-            switch request.target {
-            case "/head":
-                responder.respond(ok, body: [], framing: .length(1234))
-            case "/304":
-                responder.respond(
-                    ServerResponseHead(status: 304, fields: ["ETag": "\"v1\"", "Content-Length": "99"]), body: [],
-                    framing: BodyFraming.none)
-            default:
-                responder.respond(ok, body: bytes("full body"))
+            let test = try TestServer { request, responder in
+                switch request.target {
+                case "/head":
+                    responder.respond(ok, body: [], framing: .length(1234))
+                case "/304":
+                    responder.respond(
+                        ServerResponseHead(status: 304, fields: ["ETag": "\"v1\"", "Content-Length": "99"]), body: [],
+                        framing: BodyFraming.none)
+                default:
+                    responder.respond(ok, body: bytes("full body"))
+                }
             }
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("HEAD /head HTTP/1.1\r\nHost: a\r\n\r\n")
-        let head = try client.readResponse(method: "HEAD")
-        #expect(head.field("Content-Length") == "1234")
-        try client.send("GET /304 HTTP/1.1\r\nHost: a\r\n\r\n")
-        let notModified = try client.readResponse()
-        #expect(notModified.status == 304)
-        #expect(notModified.reason == "Not Modified")
-        #expect(notModified.values("Content-Length") == ["99"])
-        #expect(notModified.field("ETag") == "\"v1\"")
-        // Had any body byte been sent, this response would not parse.
-        try client.send("HEAD /other HTTP/1.1\r\nHost: a\r\n\r\nGET /other HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try client.readResponse(method: "HEAD").field("Content-Length") == "9")
-        #expect(try client.readResponse().bodyText == "full body")
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("HEAD /head HTTP/1.1\r\nHost: a\r\n\r\n")
+            let head = try client.readResponse(method: "HEAD")
+            #expect(head.field("Content-Length") == "1234")
+            try client.send("GET /304 HTTP/1.1\r\nHost: a\r\n\r\n")
+            let notModified = try client.readResponse()
+            #expect(notModified.status == 304)
+            #expect(notModified.reason == "Not Modified")
+            #expect(notModified.values("Content-Length") == ["99"])
+            #expect(notModified.field("ETag") == "\"v1\"")
+            // Had any body byte been sent, this response would not parse.
+            try client.send("HEAD /other HTTP/1.1\r\nHost: a\r\n\r\nGET /other HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse(method: "HEAD").field("Content-Length") == "9")
+            #expect(try client.readResponse().bodyText == "full body")
         }
     }
 
@@ -347,22 +350,22 @@ struct HTTPServerTests {
     )
     func framingFieldsAreTheServers() async throws {
         try await offPool {
-        let test = try TestServer { _, responder in
-            responder.respond(
-                ServerResponseHead(
-                    status: 299, reason: "Custom",
-                    fields: [
-                        "Connection": "close", "Keep-Alive": "timeout=5", "Transfer-Encoding": "gzip",
-                        "Content-Length": "3", "X-Kept": "yes",
-                    ]), body: bytes("hello"))
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        let response = try client.readResponse()
-        #expect(response.headText == "HTTP/1.1 299 Custom\r\nX-Kept: yes\r\nContent-Length: 5\r\n\r\n")
-        #expect(response.bodyText == "hello")
-        #expect(!client.waitForClose(within: 0.1))
+            let test = try TestServer { _, responder in
+                responder.respond(
+                    ServerResponseHead(
+                        status: 299, reason: "Custom",
+                        fields: [
+                            "Connection": "close", "Keep-Alive": "timeout=5", "Transfer-Encoding": "gzip",
+                            "Content-Length": "3", "X-Kept": "yes",
+                        ]), body: bytes("hello"))
+            }
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.headText == "HTTP/1.1 299 Custom\r\nX-Kept: yes\r\nContent-Length: 5\r\n\r\n")
+            #expect(response.bodyText == "hello")
+            #expect(!client.waitForClose(within: 0.1))
         }
     }
 
@@ -371,53 +374,54 @@ struct HTTPServerTests {
     @Test("A head over maxHeaderBytes is refused with 431 (RFC 6585 §5)")
     func headTooLarge() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.maxHeaderBytes = 1024 })
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: \(String(repeating: "b", count: 2000))\r\n\r\n")
-        try expectRejected(client, status: 431, test)
+            let test = try TestServer(configure: { $0.maxHeaderBytes = 1024 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: \(String(repeating: "b", count: 2000))\r\n\r\n")
+            try expectRejected(client, status: 431, test)
 
-        // Without a line end in sight the limit applies too.
-        let endless = try RawHTTPClient(port: test.port)
-        try endless.send("GET /\(String(repeating: "a", count: 1100))")
-        try expectRejected(endless, status: 431, test, rejections: 2)
+            // Without a line end in sight the limit applies too.
+            let endless = try RawHTTPClient(port: test.port)
+            try endless.send("GET /\(String(repeating: "a", count: 1100))")
+            try expectRejected(endless, status: 431, test, rejections: 2)
         }
     }
 
     @Test("More than maxFieldCount field lines are refused with 431 (RFC 6585 §5)")
     func tooManyFields() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.maxFieldCount = 10 })
-        defer { test.server.shutdown(timeout: 1) }
-        let accepted = try RawHTTPClient(port: test.port)
-        let nine = (1...9).map { "X-\($0): v\r\n" }.joined()
-        try accepted.send("GET / HTTP/1.1\r\nHost: a\r\n\(nine)\r\n")
-        #expect(try accepted.readResponse().status == 200)
-        let refused = try RawHTTPClient(port: test.port)
-        try refused.send("GET / HTTP/1.1\r\nHost: a\r\n\(nine)X-10: v\r\n\r\n")
-        try expectRejected(refused, status: 431, test, handled: 1)
+            let test = try TestServer(configure: { $0.maxFieldCount = 10 })
+            defer { test.server.shutdown(timeout: 1) }
+            let accepted = try RawHTTPClient(port: test.port)
+            let nine = (1...9).map { "X-\($0): v\r\n" }.joined()
+            try accepted.send("GET / HTTP/1.1\r\nHost: a\r\n\(nine)\r\n")
+            #expect(try accepted.readResponse().status == 200)
+            let refused = try RawHTTPClient(port: test.port)
+            try refused.send("GET / HTTP/1.1\r\nHost: a\r\n\(nine)X-10: v\r\n\r\n")
+            try expectRejected(refused, status: 431, test, handled: 1)
         }
     }
 
     @Test("A body over maxBodyBytes is refused with 413, declared or while de-chunking (RFC 9110 §15.5.14)")
     func bodyTooLarge() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
-        defer { test.server.shutdown(timeout: 1) }
-        let declared = try RawHTTPClient(port: test.port)
-        try declared.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n")
-        try expectRejected(declared, status: 413, test)
+            let test = try TestServer(configure: { $0.maxBodyBytes = 100 })
+            defer { test.server.shutdown(timeout: 1) }
+            let declared = try RawHTTPClient(port: test.port)
+            try declared.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n")
+            try expectRejected(declared, status: 413, test)
 
-        let chunked = try RawHTTPClient(port: test.port)
-        let sixty = String(repeating: "x", count: 60)
-        try chunked.send(
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3c\r\n\(sixty)\r\n3c\r\n\(sixty)\r\n0\r\n\r\n"
-        )
-        try expectRejected(chunked, status: 413, test, rejections: 2)
+            let chunked = try RawHTTPClient(port: test.port)
+            let sixty = String(repeating: "x", count: 60)
+            try chunked.send(
+                "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3c\r\n\(sixty)\r\n3c\r\n\(sixty)\r\n0\r\n\r\n"
+            )
+            try expectRejected(chunked, status: 413, test, rejections: 2)
 
-        let exact = try RawHTTPClient(port: test.port)
-        try exact.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n\(String(repeating: "y", count: 100))")
-        #expect(try exact.readResponse().body.count == 100)
+            let exact = try RawHTTPClient(port: test.port)
+            try exact.send(
+                "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n\(String(repeating: "y", count: 100))")
+            #expect(try exact.readResponse().body.count == 100)
         }
     }
 
@@ -501,11 +505,11 @@ struct HTTPServerTests {
         "Malformed and smuggling requests are refused and the connection closed (RFC 9112 §2–§7)", arguments: malformed)
     func malformedRequest(_ request: MalformedRequest) async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send(request.bytes)
-        try expectRejected(client, status: request.status, test)
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send(request.bytes)
+            try expectRejected(client, status: request.status, test)
         }
     }
 
@@ -533,11 +537,11 @@ struct HTTPServerTests {
     @Test("Identical Content-Length duplicates are read as one (RFC 9112 §6.3)")
     func identicalContentLengths() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5, 5\r\n\r\nhello")
-        #expect(try client.readResponse().bodyText == "hello")
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5, 5\r\n\r\nhello")
+            #expect(try client.readResponse().bodyText == "hello")
         }
     }
 
@@ -546,72 +550,72 @@ struct HTTPServerTests {
     @Test("A slowloris head is cut at headerTimeout while another client is served (RFC 9112 §9.5)")
     func slowloris() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.headerTimeout = 0.5 })
-        defer { test.server.shutdown(timeout: 1) }
-        let slow = try RawHTTPClient(port: test.port)
-        let normal = try RawHTTPClient(port: test.port)
-        let head = bytes("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: " + String(repeating: "z", count: 400))
-        var sent = 0
-        var served = 0
-        var cut = false
-        for byte in head {
-            // One byte now and then keeps the connection busy but the head never completes.
-            if (try? slow.send([byte])) == nil || slow.waitForClose(within: 0.02) {
-                cut = true
-                break
+            let test = try TestServer(configure: { $0.headerTimeout = 0.5 })
+            defer { test.server.shutdown(timeout: 1) }
+            let slow = try RawHTTPClient(port: test.port)
+            let normal = try RawHTTPClient(port: test.port)
+            let head = bytes("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: " + String(repeating: "z", count: 400))
+            var sent = 0
+            var served = 0
+            var cut = false
+            for byte in head {
+                // One byte now and then keeps the connection busy but the head never completes.
+                if (try? slow.send([byte])) == nil || slow.waitForClose(within: 0.02) {
+                    cut = true
+                    break
+                }
+                sent += 1
+                try normal.send("GET /n HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try normal.readResponse().bodyText == "/n")
+                served += 1
+                usleep(20_000)
             }
-            sent += 1
-            try normal.send("GET /n HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try normal.readResponse().bodyText == "/n")
-            served += 1
-            usleep(20_000)
-        }
-        #expect(cut, "the slow head was never cut")
-        #expect(sent < head.count)
-        #expect(served > 0)
-        #expect(test.handler.targets.allSatisfy { $0 == "/n" })
+            #expect(cut, "the slow head was never cut")
+            #expect(sent < head.count)
+            #expect(served > 0)
+            #expect(test.handler.targets.allSatisfy { $0 == "/n" })
         }
     }
 
     @Test("An idle keep-alive connection is closed after idleTimeout (RFC 9112 §9.5)")
     func idleTimeout() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.idleTimeout = 0.3 })
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try client.readResponse().status == 200)
-        #expect(client.waitForClose())
-        #expect(client.buffer.isEmpty)
+            let test = try TestServer(configure: { $0.idleTimeout = 0.3 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+            #expect(client.waitForClose())
+            #expect(client.buffer.isEmpty)
         }
     }
 
     @Test("A body that stops arriving is cut at bodyTimeout (RFC 9112 §9.5)")
     func bodyTimeout() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.bodyTimeout = 0.3 })
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
-        let response = try client.readResponse()
-        #expect(response.status == 408)
-        #expect(client.waitForClose())
-        #expect(test.handler.requests.isEmpty)
+            let test = try TestServer(configure: { $0.bodyTimeout = 0.3 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+            let response = try client.readResponse()
+            #expect(response.status == 408)
+            #expect(client.waitForClose())
+            #expect(test.handler.requests.isEmpty)
         }
     }
 
     @Test("200 idle connections do not stop a normal client (RFC 9112 §9.4)")
     func manyIdleConnections() async throws {
         try await offPool {
-        let test = try TestServer()
-        defer { test.server.shutdown(timeout: 1) }
-        let idle = try (0..<200).map { _ in try RawHTTPClient(port: test.port) }
-        #expect(test.waitForStatistics { $0.connectionsOpen == 200 })
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET /through HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try client.readResponse().bodyText == "/through")
-        #expect(test.server.statistics.connectionsOpen == 201)
-        withExtendedLifetime(idle) {}
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let idle = try (0..<200).map { _ in try RawHTTPClient(port: test.port) }
+            #expect(test.waitForStatistics { $0.connectionsOpen == 200 })
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET /through HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().bodyText == "/through")
+            #expect(test.server.statistics.connectionsOpen == 201)
+            withExtendedLifetime(idle) {}
         }
     }
 
@@ -620,34 +624,34 @@ struct HTTPServerTests {
     )
     func connectionCap() async throws {
         try await offPool {
-        let test = try TestServer(configure: { $0.maxConnections = 3 })
-        defer { test.server.shutdown(timeout: 1) }
-        var clients = try (0..<3).map { _ in try RawHTTPClient(port: test.port) }
-        for client in clients {
-            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try client.readResponse().status == 200)
-        }
-        let extra = try RawHTTPClient(port: test.port)
-        // A 503 when it arrives before the close, or only the close.
-        let answer = extra.receiveAvailable(within: 5)
-        #expect(extra.peerClosed)
-        if let end = answer.firstRange(of: bytes("\r\n\r\n")) {
-            let head = try RawHTTPClient.parseHead(Array(answer[..<end.upperBound]))
-            #expect(head.status == 503)
-            #expect(head.field("Content-Length") == "\(answer.count - end.upperBound)")
-            #expect(head.field("Connection") == "close")
-        } else {
-            #expect(answer.isEmpty, "\(String(decoding: answer, as: UTF8.self))")
-        }
-        #expect(test.server.statistics.connectionsRefused == 1)
-        #expect(test.logs.all.contains { $0.contains("refused 1 connection") })
+            let test = try TestServer(configure: { $0.maxConnections = 3 })
+            defer { test.server.shutdown(timeout: 1) }
+            var clients = try (0..<3).map { _ in try RawHTTPClient(port: test.port) }
+            for client in clients {
+                try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try client.readResponse().status == 200)
+            }
+            let extra = try RawHTTPClient(port: test.port)
+            // A 503 when it arrives before the close, or only the close.
+            let answer = extra.receiveAvailable(within: 5)
+            #expect(extra.peerClosed)
+            if let end = answer.firstRange(of: bytes("\r\n\r\n")) {
+                let head = try RawHTTPClient.parseHead(Array(answer[..<end.upperBound]))
+                #expect(head.status == 503)
+                #expect(head.field("Content-Length") == "\(answer.count - end.upperBound)")
+                #expect(head.field("Connection") == "close")
+            } else {
+                #expect(answer.isEmpty, "\(String(decoding: answer, as: UTF8.self))")
+            }
+            #expect(test.server.statistics.connectionsRefused == 1)
+            #expect(test.logs.all.contains { $0.contains("refused 1 connection") })
 
-        clients.removeFirst().close()
-        #expect(test.waitForStatistics { $0.connectionsOpen == 2 })
-        let again = try RawHTTPClient(port: test.port)
-        try again.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try again.readResponse().bodyText == "/again")
-        #expect(test.server.statistics.connectionsAccepted == 4)
+            clients.removeFirst().close()
+            #expect(test.waitForStatistics { $0.connectionsOpen == 2 })
+            let again = try RawHTTPClient(port: test.port)
+            try again.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try again.readResponse().bodyText == "/again")
+            #expect(test.server.statistics.connectionsAccepted == 4)
         }
     }
 
@@ -656,51 +660,51 @@ struct HTTPServerTests {
     @Test("Shutdown closes idle connections, lets an in-flight streamed response finish, then returns (RFC 9112 §9.6)")
     func shutdownFinishesInFlight() async throws {
         try await offPool {
-        let release = DispatchSemaphore(value: 0)
-        let test = try TestServer { request, responder in
-            guard request.target == "/stream" else { return TestServer.echo(request, responder) }
-            responder.start(ok, framing: .streamed)
-            responder.write(bytes("first"))
-            onNewThread {
-                _ = wait(release)
-                responder.write(bytes("second"))
-                responder.finish()
+            let release = DispatchSemaphore(value: 0)
+            let test = try TestServer { request, responder in
+                guard request.target == "/stream" else { return TestServer.echo(request, responder) }
+                responder.start(ok, framing: .streamed)
+                responder.write(bytes("first"))
+                onNewThread {
+                    _ = wait(release)
+                    responder.write(bytes("second"))
+                    responder.finish()
+                }
             }
-        }
-        let streaming = try RawHTTPClient(port: test.port)
-        try streaming.send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
-        var response = try streaming.readHead()
-        #expect(try streaming.receive(count: 10) == bytes("5\r\nfirst\r\n"))
-        let idle = try RawHTTPClient(port: test.port)
-        try idle.send("GET /idle HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try idle.readResponse().status == 200)
+            let streaming = try RawHTTPClient(port: test.port)
+            try streaming.send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
+            var response = try streaming.readHead()
+            #expect(try streaming.receive(count: 10) == bytes("5\r\nfirst\r\n"))
+            let idle = try RawHTTPClient(port: test.port)
+            try idle.send("GET /idle HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try idle.readResponse().status == 200)
 
-        let stopped = DispatchSemaphore(value: 0)
-        onNewThread {
-            test.server.shutdown(timeout: 30)
-            stopped.signal()
-        }
-        #expect(idle.waitForClose(), "an idle keep-alive connection stays open during shutdown")
-        #expect(!wait(stopped, seconds: 0.2), "shutdown returned with a response in flight")
-        release.signal()
-        try streaming.readBody(into: &response)
-        #expect(response.rawBody == bytes("6\r\nsecond\r\n0\r\n\r\n"))
-        #expect(streaming.waitForClose())
-        #expect(wait(stopped))
-        #expect(test.server.statistics.connectionsOpen == 0)
+            let stopped = DispatchSemaphore(value: 0)
+            onNewThread {
+                test.server.shutdown(timeout: 30)
+                stopped.signal()
+            }
+            #expect(idle.waitForClose(), "an idle keep-alive connection stays open during shutdown")
+            #expect(!wait(stopped, seconds: 0.2), "shutdown returned with a response in flight")
+            release.signal()
+            try streaming.readBody(into: &response)
+            #expect(response.rawBody == bytes("6\r\nsecond\r\n0\r\n\r\n"))
+            #expect(streaming.waitForClose())
+            #expect(wait(stopped))
+            #expect(test.server.statistics.connectionsOpen == 0)
         }
     }
 
     @Test("Shutdown with a zero timeout cuts what is in flight and returns")
     func shutdownCutsAtTimeout() async throws {
         try await offPool {
-        let test = try TestServer { _, responder in responder.start(ok, framing: .length(100)) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        _ = try client.readHead()
-        test.server.shutdown(timeout: 0)
-        #expect(client.waitForClose())
-        #expect(test.server.statistics.connectionsOpen == 0)
+            let test = try TestServer { _, responder in responder.start(ok, framing: .length(100)) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            _ = try client.readHead()
+            test.server.shutdown(timeout: 0)
+            #expect(client.waitForClose())
+            #expect(test.server.statistics.connectionsOpen == 0)
         }
     }
 
@@ -709,114 +713,114 @@ struct HTTPServerTests {
     )
     func backPressure() async throws {
         try await offPool {
-        let total = 8 << 20
-        let block = 64 * 1024
-        let written = Locked(0)
-        let writerDone = DispatchSemaphore(value: 0)
-        let allAccepted = Locked(false)
-        let pattern: @Sendable (Int) -> UInt8 = { UInt8(truncatingIfNeeded: $0 ^ ($0 >> 9)) }
-        let test = try TestServer { request, responder in
-            guard request.target == "/big" else { return TestServer.echo(request, responder) }
-            responder.start(ok, framing: .length(Int64(total)))
-            onNewThread {
-                var accepted = true
-                for offset in stride(from: 0, to: total, by: block) {
-                    let bytes = (offset..<offset + block).map(pattern)
-                    guard responder.write(bytes) else {
-                        accepted = false
-                        break
+            let total = 8 << 20
+            let block = 64 * 1024
+            let written = Locked(0)
+            let writerDone = DispatchSemaphore(value: 0)
+            let allAccepted = Locked(false)
+            let pattern: @Sendable (Int) -> UInt8 = { UInt8(truncatingIfNeeded: $0 ^ ($0 >> 9)) }
+            let test = try TestServer { request, responder in
+                guard request.target == "/big" else { return TestServer.echo(request, responder) }
+                responder.start(ok, framing: .length(Int64(total)))
+                onNewThread {
+                    var accepted = true
+                    for offset in stride(from: 0, to: total, by: block) {
+                        let bytes = (offset..<offset + block).map(pattern)
+                        guard responder.write(bytes) else {
+                            accepted = false
+                            break
+                        }
+                        written.withLock { $0 += block }
                     }
-                    written.withLock { $0 += block }
+                    responder.finish()
+                    allAccepted.withLock { $0 = accepted }
+                    writerDone.signal()
                 }
-                responder.finish()
-                allAccepted.withLock { $0 = accepted }
-                writerDone.signal()
             }
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port, timeout: 10, receiveBuffer: 64 * 1024)
-        try client.send("GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
-        let head = try client.readHead()
-        #expect(head.field("Content-Length") == "\(total)")
-        var received = try client.receive(count: 256 * 1024)
-        // The client pauses: the writer must stall well short of the end (1 MiB queue plus
-        // socket buffers), not pile all 8 MiB up in memory.
-        var last = -1
-        for _ in 0..<60 where written.withLock({ $0 }) != last {
-            last = written.withLock { $0 }
-            usleep(100_000)
-        }
-        #expect(written.withLock { $0 } < total, "the writer was never held back")
-        while received.count < total {
-            received += try client.receive(count: min(512 * 1024, total - received.count))
-            usleep(1_000)
-        }
-        // The connection carries on with the next request.
-        try client.send("GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(try client.readResponse().bodyText == "/next")
-        #expect(received.count == total)
-        #expect(received.indices.allSatisfy { received[$0] == pattern($0) })
-        #expect(wait(writerDone))
-        #expect(allAccepted.withLock { $0 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port, timeout: 10, receiveBuffer: 64 * 1024)
+            try client.send("GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+            let head = try client.readHead()
+            #expect(head.field("Content-Length") == "\(total)")
+            var received = try client.receive(count: 256 * 1024)
+            // The client pauses: the writer must stall well short of the end (1 MiB queue plus
+            // socket buffers), not pile all 8 MiB up in memory.
+            var last = -1
+            for _ in 0..<60 where written.withLock({ $0 }) != last {
+                last = written.withLock { $0 }
+                usleep(100_000)
+            }
+            #expect(written.withLock { $0 } < total, "the writer was never held back")
+            while received.count < total {
+                received += try client.receive(count: min(512 * 1024, total - received.count))
+                usleep(1_000)
+            }
+            // The connection carries on with the next request.
+            try client.send("GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().bodyText == "/next")
+            #expect(received.count == total)
+            #expect(received.indices.allSatisfy { received[$0] == pattern($0) })
+            #expect(wait(writerDone))
+            #expect(allAccepted.withLock { $0 })
         }
     }
 
     @Test("Once the client is gone write returns false and isClientGone is true")
     func clientGone() async throws {
         try await offPool {
-        let result = Locked<(Bool, Bool)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let test = try TestServer { _, responder in
-            responder.start(ok, framing: .streamed)
-            onNewThread {
-                let block = [UInt8](repeating: 0x61, count: 64 * 1024)
-                var accepted = true
-                for _ in 0..<20_000 {
-                    accepted = responder.write(block)
-                    if !accepted { break }
+            let result = Locked<(Bool, Bool)?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let test = try TestServer { _, responder in
+                responder.start(ok, framing: .streamed)
+                onNewThread {
+                    let block = [UInt8](repeating: 0x61, count: 64 * 1024)
+                    var accepted = true
+                    for _ in 0..<20_000 {
+                        accepted = responder.write(block)
+                        if !accepted { break }
+                    }
+                    result.withLock { $0 = (accepted, responder.isClientGone) }
+                    done.signal()
                 }
-                result.withLock { $0 = (accepted, responder.isClientGone) }
-                done.signal()
             }
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        _ = try client.readHead()
-        client.close()
-        #expect(wait(done))
-        #expect(result.withLock { $0.map { $0.0 } } == false)
-        #expect(result.withLock { $0.map { $0.1 } } == true)
-        #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            _ = try client.readHead()
+            client.close()
+            #expect(wait(done))
+            #expect(result.withLock { $0.map { $0.0 } } == false)
+            #expect(result.withLock { $0.map { $0.1 } } == true)
+            #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
         }
     }
 
     @Test("abort() cuts the body: the client sees fewer bytes than announced, then the close")
     func abortCutsTheBody() async throws {
         try await offPool {
-        let test = try TestServer { _, responder in
-            responder.start(ok, framing: .length(10))
-            responder.write(bytes("abc"))
-            onNewThread { responder.abort() }
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(throws: RawHTTPClient.ClientError.self) { try client.readResponse() }
-        #expect(client.peerClosed)
+            let test = try TestServer { _, responder in
+                responder.start(ok, framing: .length(10))
+                responder.write(bytes("abc"))
+                onNewThread { responder.abort() }
+            }
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(throws: RawHTTPClient.ClientError.self) { try client.readResponse() }
+            #expect(client.peerClosed)
         }
     }
 
     @Test("A responder released without an answer closes its connection")
     func unansweredRequest() async throws {
         try await offPool {
-        let test = try TestServer { _, _ in }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(client.waitForClose())
-        #expect(client.buffer.isEmpty)
-        #expect(test.logs.all.contains { $0.contains("never answered") })
+            let test = try TestServer { _, _ in }
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(client.waitForClose())
+            #expect(client.buffer.isEmpty)
+            #expect(test.logs.all.contains { $0.contains("never answered") })
         }
     }
 
@@ -825,27 +829,28 @@ struct HTTPServerTests {
     @Test("A CONNECT tunnel relays both ways, early bytes first, and half-closes (RFC 9110 §9.3.6)")
     func tunnel() async throws {
         try await offPool {
-        let echo = try EchoServer()
-        let test = try TestServer { request, responder in
-            guard request.method == "CONNECT" else { return TestServer.echo(request, responder) }
-            responder.tunnel(to: echo.connect())
-        }
-        defer { test.server.shutdown(timeout: 1) }
-        let client = try RawHTTPClient(port: test.port)
-        try client.send("CONNECT 127.0.0.1:\(echo.port) HTTP/1.1\r\nHost: 127.0.0.1:\(echo.port)\r\n\r\nearly bytes")
-        #expect(try client.receive(count: 39) == bytes("HTTP/1.1 200 Connection Established\r\n\r\n"))
-        #expect(try client.receive(count: 11) == bytes("early bytes"))
-        try client.send("ping")
-        #expect(try client.receive(count: 4) == bytes("ping"))
-        let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
-        try client.send(large)
-        #expect(try client.receive(count: large.count) == large)
-        // The client ends its stream: the echo side sees EOF, ends too, and so does the tunnel.
-        client.shutdownWrite()
-        #expect(try client.readUntilClosed().isEmpty)
-        #expect(echo.finished())
-        #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
-        #expect(test.handler.requests.first?.target == "127.0.0.1:\(echo.port)")
+            let echo = try EchoServer()
+            let test = try TestServer { request, responder in
+                guard request.method == "CONNECT" else { return TestServer.echo(request, responder) }
+                responder.tunnel(to: echo.connect())
+            }
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send(
+                "CONNECT 127.0.0.1:\(echo.port) HTTP/1.1\r\nHost: 127.0.0.1:\(echo.port)\r\n\r\nearly bytes")
+            #expect(try client.receive(count: 39) == bytes("HTTP/1.1 200 Connection Established\r\n\r\n"))
+            #expect(try client.receive(count: 11) == bytes("early bytes"))
+            try client.send("ping")
+            #expect(try client.receive(count: 4) == bytes("ping"))
+            let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+            try client.send(large)
+            #expect(try client.receive(count: large.count) == large)
+            // The client ends its stream: the echo side sees EOF, ends too, and so does the tunnel.
+            client.shutdownWrite()
+            #expect(try client.readUntilClosed().isEmpty)
+            #expect(echo.finished())
+            #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
+            #expect(test.handler.requests.first?.target == "127.0.0.1:\(echo.port)")
         }
     }
 }

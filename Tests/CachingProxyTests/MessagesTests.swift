@@ -7,7 +7,9 @@ import Testing
 struct MessagesTests {
     @Test("Absolute-form targets are split into URL and authority (RFC 9112 §3.2.2)")
     func absoluteForm() {
-        #expect(Messages.absoluteTarget("http://example.test/a?b") == Target(url: "http://example.test/a?b", authority: "example.test"))
+        #expect(
+            Messages.absoluteTarget("http://example.test/a?b")
+                == Target(url: "http://example.test/a?b", authority: "example.test"))
         #expect(Messages.absoluteTarget("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
         #expect(Messages.absoluteTarget("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
         #expect(Messages.absoluteTarget("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))

@@ -1,6 +1,6 @@
-import CacheTestSupport
 import CacheLocking
 import CacheStorage
+import CacheTestSupport
 import Foundation
 import Testing
 
@@ -78,35 +78,35 @@ struct OriginMisbehaviourTests {
     @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
     func secondResponseInTheSameWrite() async throws {
         try await offPool {
-        let setup = try await Setup.start(poisoned: [.send(Self.response("A") + Self.response("stray"))])
-        #expect(try await setup.request("/a").bodyText == "A")
-        try await setup.expectBIsItsOwn()
+            let setup = try await Setup.start(poisoned: [.send(Self.response("A") + Self.response("stray"))])
+            #expect(try await setup.request("/a").bodyText == "A")
+            try await setup.expectBIsItsOwn()
         }
     }
 
     @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
     func lateExtraBytes() async throws {
         try await offPool {
-        let setup = try await Setup.start(poisoned: [
-            .send(Self.response("A")), .pause(0.05), .send(Self.response("stray")),
-        ])
-        #expect(try await setup.request("/a").bodyText == "A")
-        try await Task.sleep(for: .milliseconds(300))
-        try await setup.expectBIsItsOwn()
+            let setup = try await Setup.start(poisoned: [
+                .send(Self.response("A")), .pause(0.05), .send(Self.response("stray")),
+            ])
+            #expect(try await setup.request("/a").bodyText == "A")
+            try await Task.sleep(for: .milliseconds(300))
+            try await setup.expectBIsItsOwn()
         }
     }
 
     @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
     func bodyAfterHeadResponse() async throws {
         try await offPool {
-        // The head announces the 1,000 bytes a GET would get; what follows is another response.
-        let setup = try await Setup.start(poisoned: [
-            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
-        ])
-        let head = try await setup.request("/a", method: "HEAD")
-        #expect(head.status == 200)
-        #expect(head.body.isEmpty)
-        try await setup.expectBIsItsOwn()
+            // The head announces the 1,000 bytes a GET would get; what follows is another response.
+            let setup = try await Setup.start(poisoned: [
+                .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
+            ])
+            let head = try await setup.request("/a", method: "HEAD")
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
+            try await setup.expectBIsItsOwn()
         }
     }
 
@@ -121,18 +121,18 @@ struct OriginMisbehaviourTests {
         ])
     func ambiguousFraming(fields: String) async throws {
         try await offPool {
-        let setup = try await Setup.start(poisoned: [
-            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
-        ])
-        let first = try await setup.request("/a")
-        #expect(first.status == 502)
-        #expect(first.bodyText.contains("Transfer-Encoding"), "\(first.bodyText)")
-        // Nothing was stored: the next request goes to the origin, which now answers well.
-        let second = try await setup.request("/a")
-        #expect(second.status == 200)
-        #expect(second.bodyText == "A")
-        #expect(setup.originCount("/a") == 2)
-        try await setup.expectBIsItsOwn()
+            let setup = try await Setup.start(poisoned: [
+                .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
+            ])
+            let first = try await setup.request("/a")
+            #expect(first.status == 502)
+            #expect(first.bodyText.contains("Transfer-Encoding"), "\(first.bodyText)")
+            // Nothing was stored: the next request goes to the origin, which now answers well.
+            let second = try await setup.request("/a")
+            #expect(second.status == 200)
+            #expect(second.bodyText == "A")
+            #expect(setup.originCount("/a") == 2)
+            try await setup.expectBIsItsOwn()
         }
     }
 
@@ -148,21 +148,21 @@ struct OriginMisbehaviourTests {
         ])
     func cutBody(steps: [RawOrigin.Step]) async throws {
         try await offPool {
-        let setup = try await Setup.start(poisoned: steps)
-        let port = setup.proxy.port
-        let (response, closed) = try await offPool {
-            let client = try RawHTTPClient(port: port)
-            defer { client.close() }
-            try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
-            let response = try? client.readResponse()
-            return (response, client.waitForClose())
-        }
-        #expect(response == nil, "a complete-looking response: \(response?.bodyText ?? "")")
-        #expect(closed)
-        let second = try await setup.request("/a")
-        #expect(second.bodyText == "A")
-        #expect(setup.originCount("/a") == 2)
-        try await setup.expectBIsItsOwn()
+            let setup = try await Setup.start(poisoned: steps)
+            let port = setup.proxy.port
+            let (response, closed) = try await offPool {
+                let client = try RawHTTPClient(port: port)
+                defer { client.close() }
+                try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+                let response = try? client.readResponse()
+                return (response, client.waitForClose())
+            }
+            #expect(response == nil, "a complete-looking response: \(response?.bodyText ?? "")")
+            #expect(closed)
+            let second = try await setup.request("/a")
+            #expect(second.bodyText == "A")
+            #expect(setup.originCount("/a") == 2)
+            try await setup.expectBIsItsOwn()
         }
     }
 }

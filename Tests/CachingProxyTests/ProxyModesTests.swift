@@ -9,87 +9,93 @@ struct ProxyModesTests {
     @Test("Forward mode caches absolute-form requests per origin and refuses origin-form (RFC 9112 §3.2.2)")
     func forwardMode() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/fw") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "forwarded") }
-        let proxy = try ServeProcess(["--forward"])
-        defer { proxy.terminate() }
-        let client = try RawHTTPClient(port: proxy.port)
-        defer { client.close() }
-        let request = "GET \(origin.baseURL)/fw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n"
-        try client.send(request)
-        let first = try client.readResponse()
-        #expect(first.bodyText == "forwarded")
-        #expect(first.field("Cache-Status") == "httpcache; fwd=uri-miss; fwd-status=200; stored")
-        try client.send(request)
-        let second = try client.readResponse()
-        #expect(second.bodyText == "forwarded")
-        #expect(second.field("Cache-Status")?.hasPrefix("httpcache; hit") == true)
-        #expect(origin.count("/fw") == 1)
-        #expect(origin.requests.first?.header("Host") == "127.0.0.1:\(origin.port)")
-        try client.send("GET /fw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
-        let originForm = try client.readResponse()
-        #expect(originForm.status == 400)
-        #expect(originForm.bodyText.contains("absolute http URL"))
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/fw") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "forwarded")
+            }
+            let proxy = try ServeProcess(["--forward"])
+            defer { proxy.terminate() }
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            let request = "GET \(origin.baseURL)/fw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n"
+            try client.send(request)
+            let first = try client.readResponse()
+            #expect(first.bodyText == "forwarded")
+            #expect(first.field("Cache-Status") == "httpcache; fwd=uri-miss; fwd-status=200; stored")
+            try client.send(request)
+            let second = try client.readResponse()
+            #expect(second.bodyText == "forwarded")
+            #expect(second.field("Cache-Status")?.hasPrefix("httpcache; hit") == true)
+            #expect(origin.count("/fw") == 1)
+            #expect(origin.requests.first?.header("Host") == "127.0.0.1:\(origin.port)")
+            try client.send("GET /fw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+            let originForm = try client.readResponse()
+            #expect(originForm.status == 400)
+            #expect(originForm.bodyText.contains("absolute http URL"))
         }
     }
 
     @Test("CONNECT opens a tunnel in forward mode, never cached, and is refused in reverse mode (RFC 9110 §9.3.6)")
     func connectTunnel() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/inside") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "through the tunnel") }
-        let proxy = try ServeProcess(["--forward"])
-        defer { proxy.terminate() }
-        let client = try RawHTTPClient(port: proxy.port)
-        defer { client.close() }
-        try client.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
-        let established = try client.readHead()
-        #expect(established.status == 200)
-        for _ in 0..<2 {
-            try client.send("GET /inside HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
-            let inside = try client.readResponse()
-            #expect(inside.bodyText == "through the tunnel")
-            #expect(inside.field("Cache-Status") == nil, "bytes in a tunnel are not the cache's")
-        }
-        #expect(origin.count("/inside") == 2)
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/inside") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "through the tunnel")
+            }
+            let proxy = try ServeProcess(["--forward"])
+            defer { proxy.terminate() }
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            try client.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+            let established = try client.readHead()
+            #expect(established.status == 200)
+            for _ in 0..<2 {
+                try client.send("GET /inside HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+                let inside = try client.readResponse()
+                #expect(inside.bodyText == "through the tunnel")
+                #expect(inside.field("Cache-Status") == nil, "bytes in a tunnel are not the cache's")
+            }
+            #expect(origin.count("/inside") == 2)
 
-        let reverse = try ProxyHarness()
-        let refused = try RawHTTPClient(port: reverse.proxy.port)
-        defer { refused.close() }
-        try refused.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
-        #expect(try refused.readResponse().status == 405)
+            let reverse = try ProxyHarness()
+            let refused = try RawHTTPClient(port: reverse.proxy.port)
+            defer { refused.close() }
+            try refused.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+            #expect(try refused.readResponse().status == 405)
         }
     }
 
-    @Test("The client receives bytes while they are stored; a body the origin never finishes is not stored (RFC 9111 §3.3)")
+    @Test(
+        "The client receives bytes while they are stored; a body the origin never finishes is not stored (RFC 9111 §3.3)"
+    )
     func streamingWhileStoring() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.origin.route("/stream") { _ in
-            LoopbackOrigin.Response(
-                headers: [("Cache-Control", "max-age=60")], generatedLength: 1 << 20, seed: 7,
-                pauseAfterBodyBytes: 65_536)
-        }
-        let client = try RawHTTPClient(port: harness.proxy.port, timeout: 10)
-        try client.send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
-        let head = try client.readHead()
-        #expect(head.status == 200)
-        #expect(head.field("Content-Length") == "1048576")
-        // The origin has sent 64 KiB and stalls: they reach the client before the rest exists.
-        let prefix = try client.receive(count: 65_536)
-        #expect(prefix == LoopbackOrigin.GeneratedBody.bytes(seed: 7, count: 65_536))
-        client.close()
-        harness.origin.stop()
-        try harness.origin.restart()
-        harness.origin.route("/stream") { _ in
-            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "complete now")
-        }
-        // The cut response was never committed: the next request goes to the origin.
-        let again = try harness.get("/stream")
-        #expect(again.text == "complete now")
-        #expect(!again.isHit)
+            let harness = try ProxyHarness()
+            harness.origin.route("/stream") { _ in
+                LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=60")], generatedLength: 1 << 20, seed: 7,
+                    pauseAfterBodyBytes: 65_536)
+            }
+            let client = try RawHTTPClient(port: harness.proxy.port, timeout: 10)
+            try client.send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
+            let head = try client.readHead()
+            #expect(head.status == 200)
+            #expect(head.field("Content-Length") == "1048576")
+            // The origin has sent 64 KiB and stalls: they reach the client before the rest exists.
+            let prefix = try client.receive(count: 65_536)
+            #expect(prefix == LoopbackOrigin.GeneratedBody.bytes(seed: 7, count: 65_536))
+            client.close()
+            harness.origin.stop()
+            try harness.origin.restart()
+            harness.origin.route("/stream") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "complete now")
+            }
+            // The cut response was never committed: the next request goes to the origin.
+            let again = try harness.get("/stream")
+            #expect(again.text == "complete now")
+            #expect(!again.isHit)
         }
     }
 }

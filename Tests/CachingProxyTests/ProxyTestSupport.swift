@@ -45,7 +45,9 @@ final class ServeProcess: @unchecked Sendable {
         let handle = output.fileHandleForReading
         Thread.detachNewThread {
             var bytes: [UInt8] = []
-            while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != 0x0A { bytes.append(byte) }
+            while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first, byte != 0x0A {
+                bytes.append(byte)
+            }
             line.withLock { $0 = String(decoding: bytes, as: UTF8.self) }
             done.signal()
         }
@@ -152,4 +154,3 @@ final class ProxyHarness: @unchecked Sendable {
         origin.route(path) { _ in LoopbackOrigin.Response(status: status, headers: headers, body: body) }
     }
 }
-

@@ -1,5 +1,5 @@
-import CacheTestSupport
 import CacheSemantics
+import CacheTestSupport
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -10,240 +10,265 @@ import Testing
 /// sees, and what reaches the origin.
 @Suite("httpcache serve: a shared cache in front of an origin")
 struct ProxyTests {
-    @Test("A miss is stored, then served as a hit with Age, Via and Cache-Status (RFC 9111 §4, §5.1; RFC 9211; RFC 9110 §7.6.3)")
+    @Test(
+        "A miss is stored, then served as a hit with Age, Via and Cache-Status (RFC 9111 §4, §5.1; RFC 9211; RFC 9110 §7.6.3)"
+    )
     func missThenHit() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/a", [("Cache-Control", "max-age=60"), ("Content-Type", "text/plain"), ("X-Twice", "1"), ("X-Twice", "2")], body: "hello")
-        let first = try harness.get("/a")
-        #expect(first.status == 200)
-        #expect(first.text == "hello")
-        #expect(first.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=200; stored")
-        #expect(first.fields.values(named: "Via") == ["1.1 httpcache"])
-        let second = try harness.get("/a")
-        #expect(second.text == "hello")
-        #expect(second.isHit, "\(second.fields)")
-        #expect(second["Age"] != nil)
-        #expect(second.fields.values(named: "X-Twice") == ["1", "2"], "repeated fields kept in order")
-        #expect(second.fields.values(named: "Via") == ["1.1 httpcache"])
-        #expect(harness.origin.count("/a") == 1)
+            let harness = try ProxyHarness()
+            harness.serve(
+                "/a",
+                [("Cache-Control", "max-age=60"), ("Content-Type", "text/plain"), ("X-Twice", "1"), ("X-Twice", "2")],
+                body: "hello")
+            let first = try harness.get("/a")
+            #expect(first.status == 200)
+            #expect(first.text == "hello")
+            #expect(first.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=200; stored")
+            #expect(first.fields.values(named: "Via") == ["1.1 httpcache"])
+            let second = try harness.get("/a")
+            #expect(second.text == "hello")
+            #expect(second.isHit, "\(second.fields)")
+            #expect(second["Age"] != nil)
+            #expect(second.fields.values(named: "X-Twice") == ["1", "2"], "repeated fields kept in order")
+            #expect(second.fields.values(named: "Via") == ["1.1 httpcache"])
+            #expect(harness.origin.count("/a") == 1)
         }
     }
 
-    @Test("The origin gets the client's fields in order, Host rewritten, hop-by-hop fields dropped, Via added (RFC 9110 §7.6.1, §7.6.3; RFC 9112 §3.2.2)")
+    @Test(
+        "The origin gets the client's fields in order, Host rewritten, hop-by-hop fields dropped, Via added (RFC 9110 §7.6.1, §7.6.3; RFC 9112 §3.2.2)"
+    )
     func forwardedRequestFields() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/f", [("Cache-Control", "no-store")])
-        _ = try harness.get(
-            "/f", [("Accept", "text/plain"), ("X-One", "a"), ("Connection", "X-Secret"), ("X-Secret", "s"), ("X-One", "b")])
-        let request = try #require(harness.origin.requests(to: "/f").first)
-        let names = request.headers.map { $0.name.lowercased() }
-        #expect(request.header("Host") == "127.0.0.1:\(harness.origin.port)")
-        #expect(!names.contains("x-secret"), "a field Connection nominates is hop-by-hop")
-        #expect(!names.contains("connection") || request.header("Connection")?.lowercased() != "x-secret")
-        #expect(request.headers.filter { $0.name == "X-One" }.map(\.value) == ["a", "b"])
-        #expect(request.header("Via") == "1.1 httpcache")
-        #expect(request.header("Accept-Encoding") == nil, "nothing added")
+            let harness = try ProxyHarness()
+            harness.serve("/f", [("Cache-Control", "no-store")])
+            _ = try harness.get(
+                "/f",
+                [
+                    ("Accept", "text/plain"), ("X-One", "a"), ("Connection", "X-Secret"), ("X-Secret", "s"),
+                    ("X-One", "b"),
+                ])
+            let request = try #require(harness.origin.requests(to: "/f").first)
+            let names = request.headers.map { $0.name.lowercased() }
+            #expect(request.header("Host") == "127.0.0.1:\(harness.origin.port)")
+            #expect(!names.contains("x-secret"), "a field Connection nominates is hop-by-hop")
+            #expect(!names.contains("connection") || request.header("Connection")?.lowercased() != "x-secret")
+            #expect(request.headers.filter { $0.name == "X-One" }.map(\.value) == ["a", "b"])
+            #expect(request.header("Via") == "1.1 httpcache")
+            #expect(request.header("Accept-Encoding") == nil, "nothing added")
         }
     }
 
     @Test("A stale response is revalidated with If-None-Match; the 304 freshens it (RFC 9111 §4.3.1, §4.3.4)")
     func revalidation() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.origin.route("/v") { request in
-            let headers = [("Cache-Control", "max-age=0"), ("ETag", "\"v1\""), ("X-Version", request.header("If-None-Match") == nil ? "full" : "304")]
-            if request.header("If-None-Match") == "\"v1\"" { return LoopbackOrigin.Response(status: 304, headers: headers) }
-            return LoopbackOrigin.Response(headers: headers, body: "versioned")
-        }
-        _ = try harness.get("/v")
-        let second = try harness.get("/v")
-        #expect(second.status == 200)
-        #expect(second.text == "versioned")
-        // ttl is 0 or -1: max-age=0 and an age of up to a second.
-        #expect(second.cacheStatus?.hasPrefix("httpcache; fwd=stale; fwd-status=304; stored; ttl=") == true)
-        #expect(second["X-Version"] == "304", "fields of the 304 replace the stored ones (§3.2)")
-        #expect(harness.origin.requests(to: "/v").last?.header("If-None-Match") == "\"v1\"")
+            let harness = try ProxyHarness()
+            harness.origin.route("/v") { request in
+                let headers = [
+                    ("Cache-Control", "max-age=0"), ("ETag", "\"v1\""),
+                    ("X-Version", request.header("If-None-Match") == nil ? "full" : "304"),
+                ]
+                if request.header("If-None-Match") == "\"v1\"" {
+                    return LoopbackOrigin.Response(status: 304, headers: headers)
+                }
+                return LoopbackOrigin.Response(headers: headers, body: "versioned")
+            }
+            _ = try harness.get("/v")
+            let second = try harness.get("/v")
+            #expect(second.status == 200)
+            #expect(second.text == "versioned")
+            // ttl is 0 or -1: max-age=0 and an age of up to a second.
+            #expect(second.cacheStatus?.hasPrefix("httpcache; fwd=stale; fwd-status=304; stored; ttl=") == true)
+            #expect(second["X-Version"] == "304", "fields of the 304 replace the stored ones (§3.2)")
+            #expect(harness.origin.requests(to: "/v").last?.header("If-None-Match") == "\"v1\"")
         }
     }
 
     @Test("A client's own conditional request is answered 304 from a fresh stored response (RFC 9111 §4.3.2)")
     func clientConditional() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/c", [("Cache-Control", "max-age=60"), ("ETag", "\"c\"")], body: "conditional")
-        _ = try harness.get("/c")
-        let answer = try harness.get("/c", [("If-None-Match", "\"c\"")])
-        #expect(answer.status == 304)
-        #expect(answer.body.isEmpty)
-        #expect(answer["ETag"] == "\"c\"")
-        #expect(harness.origin.count("/c") == 1)
+            let harness = try ProxyHarness()
+            harness.serve("/c", [("Cache-Control", "max-age=60"), ("ETag", "\"c\"")], body: "conditional")
+            _ = try harness.get("/c")
+            let answer = try harness.get("/c", [("If-None-Match", "\"c\"")])
+            #expect(answer.status == 304)
+            #expect(answer.body.isEmpty)
+            #expect(answer["ETag"] == "\"c\"")
+            #expect(harness.origin.count("/c") == 1)
         }
     }
 
     @Test("Variants by Vary are stored side by side (RFC 9111 §4.1)")
     func vary() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.origin.route("/lang") { request in
-            LoopbackOrigin.Response(
-                headers: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
-                body: "in \(request.header("Accept-Language") ?? "none")")
-        }
-        #expect(try harness.get("/lang", [("Accept-Language", "fr")]).text == "in fr")
-        #expect(try harness.get("/lang", [("Accept-Language", "de")]).text == "in de")
-        let french = try harness.get("/lang", [("Accept-Language", "fr")])
-        #expect(french.text == "in fr")
-        #expect(french.isHit)
-        #expect(try harness.get("/lang", [("Accept-Language", "de")]).isHit)
-        #expect(harness.origin.count("/lang") == 2)
+            let harness = try ProxyHarness()
+            harness.origin.route("/lang") { request in
+                LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
+                    body: "in \(request.header("Accept-Language") ?? "none")")
+            }
+            #expect(try harness.get("/lang", [("Accept-Language", "fr")]).text == "in fr")
+            #expect(try harness.get("/lang", [("Accept-Language", "de")]).text == "in de")
+            let french = try harness.get("/lang", [("Accept-Language", "fr")])
+            #expect(french.text == "in fr")
+            #expect(french.isHit)
+            #expect(try harness.get("/lang", [("Accept-Language", "de")]).isHit)
+            #expect(harness.origin.count("/lang") == 2)
         }
     }
 
     @Test("A POST invalidates the stored response for its URL (RFC 9111 §4.4)")
     func invalidation() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.origin.route("/doc") { request in
-            request.method == "POST"
-                ? LoopbackOrigin.Response(status: 204)
-                : LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "doc")
-        }
-        _ = try harness.get("/doc")
-        #expect(try harness.get("/doc").isHit)
-        let post = try harness.get("/doc", method: "POST", body: Array("x=1".utf8))
-        #expect(post.status == 204)
-        #expect(post.cacheStatus == "httpcache; fwd=method; fwd-status=204")
-        #expect(harness.origin.requests(to: "/doc").last?.body == Array("x=1".utf8))
-        let after = try harness.get("/doc")
-        #expect(!after.isHit)
-        #expect(harness.origin.requests(to: "/doc").filter { $0.method == "GET" }.count == 2)
+            let harness = try ProxyHarness()
+            harness.origin.route("/doc") { request in
+                request.method == "POST"
+                    ? LoopbackOrigin.Response(status: 204)
+                    : LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "doc")
+            }
+            _ = try harness.get("/doc")
+            #expect(try harness.get("/doc").isHit)
+            let post = try harness.get("/doc", method: "POST", body: Array("x=1".utf8))
+            #expect(post.status == 204)
+            #expect(post.cacheStatus == "httpcache; fwd=method; fwd-status=204")
+            #expect(harness.origin.requests(to: "/doc").last?.body == Array("x=1".utf8))
+            let after = try harness.get("/doc")
+            #expect(!after.isHit)
+            #expect(harness.origin.requests(to: "/doc").filter { $0.method == "GET" }.count == 2)
         }
     }
 
     @Test("50 concurrent misses on one URL make one origin request; the others are collapsed (RFC 9211 §2.6)")
     func collapsedForwarding() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        let release = DispatchSemaphore(value: 0)
-        harness.origin.route("/slow") { _ in
-            _ = release.wait(timeout: .now() + 20)
-            return LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "collapsed body")
-        }
-        let answers = try await withThrowingTaskGroup(of: Received.self) { group in
-            for _ in 0..<50 {
-                group.addTask { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/slow") } }
+            let harness = try ProxyHarness()
+            let release = DispatchSemaphore(value: 0)
+            harness.origin.route("/slow") { _ in
+                _ = release.wait(timeout: .now() + 20)
+                return LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "collapsed body")
             }
-            // Let every request reach the proxy before the origin answers.
-            try await Task.sleep(for: .milliseconds(500))
-            release.signal()
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        #expect(answers.count == 50)
-        #expect(answers.allSatisfy { $0.status == 200 && $0.text == "collapsed body" })
-        #expect(harness.origin.count("/slow") == 1)
-        #expect(answers.filter { $0.cacheStatus?.contains("collapsed") == true }.count >= 1)
+            let answers = try await withThrowingTaskGroup(of: Received.self) { group in
+                for _ in 0..<50 {
+                    group.addTask {
+                        try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/slow") }
+                    }
+                }
+                // Let every request reach the proxy before the origin answers.
+                try await Task.sleep(for: .milliseconds(500))
+                release.signal()
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.count == 50)
+            #expect(answers.allSatisfy { $0.status == 200 && $0.text == "collapsed body" })
+            #expect(harness.origin.count("/slow") == 1)
+            #expect(answers.filter { $0.cacheStatus?.contains("collapsed") == true }.count >= 1)
         }
     }
 
     @Test("Concurrent misses on a response that turns out not storable are each forwarded (RFC 9111 §4)")
     func collapsedButNotStorable() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        let release = DispatchSemaphore(value: 0)
-        harness.origin.route("/private") { _ in
-            _ = release.wait(timeout: .now() + 20)
-            return LoopbackOrigin.Response(headers: [("Cache-Control", "private")], body: "mine")
-        }
-        let answers = try await withThrowingTaskGroup(of: Received.self) { group in
-            for _ in 0..<5 { group.addTask { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/private") } } }
-            try await Task.sleep(for: .milliseconds(300))
-            for _ in 0..<5 { release.signal() }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        #expect(answers.allSatisfy { $0.text == "mine" })
-        #expect(harness.origin.count("/private") == 5)
+            let harness = try ProxyHarness()
+            let release = DispatchSemaphore(value: 0)
+            harness.origin.route("/private") { _ in
+                _ = release.wait(timeout: .now() + 20)
+                return LoopbackOrigin.Response(headers: [("Cache-Control", "private")], body: "mine")
+            }
+            let answers = try await withThrowingTaskGroup(of: Received.self) { group in
+                for _ in 0..<5 {
+                    group.addTask {
+                        try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/private") }
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                for _ in 0..<5 { release.signal() }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0.text == "mine" })
+            #expect(harness.origin.count("/private") == 5)
         }
     }
 
     @Test("PURGE removes a URL's stored responses; httpcache purge --proxy sends it")
     func purge() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/p", [("Cache-Control", "max-age=60")], body: "purge me")
-        _ = try harness.get("/p")
-        #expect(try harness.get("/p").isHit)
-        let answer = try CachingProxy.purge(harness.proxy.baseURL + "/p", proxy: harness.proxy.baseURL, token: nil)
-        #expect(answer.status == 200)
-        #expect(answer.message.contains("purged 1 stored response"))
-        #expect(!(try harness.get("/p").isHit))
-        let again = try harness.get("/nothing", method: "PURGE")
-        #expect(again.status == 404)
+            let harness = try ProxyHarness()
+            harness.serve("/p", [("Cache-Control", "max-age=60")], body: "purge me")
+            _ = try harness.get("/p")
+            #expect(try harness.get("/p").isHit)
+            let answer = try CachingProxy.purge(harness.proxy.baseURL + "/p", proxy: harness.proxy.baseURL, token: nil)
+            #expect(answer.status == 200)
+            #expect(answer.message.contains("purged 1 stored response"))
+            #expect(!(try harness.get("/p").isHit))
+            let again = try harness.get("/nothing", method: "PURGE")
+            #expect(again.status == 404)
         }
     }
 
     @Test("Metrics in the Prometheus text format count outcomes, origin latency and the store")
     func metrics() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/m", [("Cache-Control", "max-age=60")], body: "metric")
-        _ = try harness.get("/m")
-        _ = try harness.get("/m")
-        let metrics = try harness.get("/_httpcache/metrics")
-        #expect(metrics.status == 200)
-        #expect(metrics["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
-        let lines = Set(metrics.text.split(separator: "\n").map(String.init))
-        #expect(lines.contains("httpcache_requests_total{outcome=\"hit\"} 1"))
-        #expect(lines.contains("httpcache_requests_total{outcome=\"miss\"} 1"))
-        #expect(lines.contains("httpcache_origin_requests_total 1"))
-        #expect(lines.contains("httpcache_origin_latency_seconds_count 1"))
-        #expect(lines.contains("httpcache_store_entries{tier=\"all\"} 1"))
-        #expect(lines.contains("# TYPE httpcache_origin_latency_seconds histogram"))
+            let harness = try ProxyHarness()
+            harness.serve("/m", [("Cache-Control", "max-age=60")], body: "metric")
+            _ = try harness.get("/m")
+            _ = try harness.get("/m")
+            let metrics = try harness.get("/_httpcache/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+            let lines = Set(metrics.text.split(separator: "\n").map(String.init))
+            #expect(lines.contains("httpcache_requests_total{outcome=\"hit\"} 1"))
+            #expect(lines.contains("httpcache_requests_total{outcome=\"miss\"} 1"))
+            #expect(lines.contains("httpcache_origin_requests_total 1"))
+            #expect(lines.contains("httpcache_origin_latency_seconds_count 1"))
+            #expect(lines.contains("httpcache_store_entries{tier=\"all\"} 1"))
+            #expect(lines.contains("# TYPE httpcache_origin_latency_seconds histogram"))
         }
     }
 
     @Test("The origin down: a stored response that allows it is served stale, else 502 (RFC 9111 §4.2.4; RFC 5861 §4)")
     func originDown() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        harness.serve("/gone", [("Cache-Control", "max-age=0, stale-if-error=60")], body: "still here")
-        _ = try harness.get("/gone")
-        harness.origin.stop()
-        let stale = try harness.get("/gone")
-        #expect(stale.status == 200)
-        #expect(stale.text == "still here")
-        #expect(stale.cacheStatus?.contains("hit") == true)
-        #expect(stale.cacheStatus?.contains("stale-if-error") == true)
-        let nothing = try harness.get("/never")
-        #expect(nothing.status == 502)
-        #expect(nothing.text.contains("127.0.0.1:\(harness.origin.port)"))
+            let harness = try ProxyHarness()
+            harness.serve("/gone", [("Cache-Control", "max-age=0, stale-if-error=60")], body: "still here")
+            _ = try harness.get("/gone")
+            harness.origin.stop()
+            let stale = try harness.get("/gone")
+            #expect(stale.status == 200)
+            #expect(stale.text == "still here")
+            #expect(stale.cacheStatus?.contains("hit") == true)
+            #expect(stale.cacheStatus?.contains("stale-if-error") == true)
+            let nothing = try harness.get("/never")
+            #expect(nothing.status == 502)
+            #expect(nothing.text.contains("127.0.0.1:\(harness.origin.port)"))
         }
     }
 
     @Test("SIGTERM lets a response in flight finish and stores it whole; the process exits 0")
     func gracefulStop() async throws {
         try await offPool {
-        let harness = try ProxyHarness()
-        let release = DispatchSemaphore(value: 0)
-        harness.origin.route("/inflight") { _ in
-            _ = release.wait(timeout: .now() + 20)
-            return LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: String(repeating: "z", count: 100_000))
-        }
-        let answer = Task { try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/inflight") } }
-        while harness.origin.count("/inflight") == 0 { try await Task.sleep(for: .milliseconds(20)) }
-        let stopped = Task { await offPool { harness.proxy.terminate() } }
-        try await Task.sleep(for: .milliseconds(300))
-        release.signal()
-        let received = try await answer.value
-        #expect(received.body.count == 100_000)
-        #expect(try await stopped.value == 0)
-        // The stored entry is whole: a new proxy on the same directory serves it as a hit.
-        let again = try ServeProcess(["--origin", harness.origin.baseURL], store: harness.proxy.cacheDirectory)
-        defer { again.terminate() }
-        let hit = try harness.client.send("GET", again.baseURL + "/inflight")
-        #expect(hit.isHit)
-        #expect(hit.body.count == 100_000)
+            let harness = try ProxyHarness()
+            let release = DispatchSemaphore(value: 0)
+            harness.origin.route("/inflight") { _ in
+                _ = release.wait(timeout: .now() + 20)
+                return LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=60")], body: String(repeating: "z", count: 100_000))
+            }
+            let answer = Task {
+                try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/inflight") }
+            }
+            while harness.origin.count("/inflight") == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            let stopped = Task { await offPool { harness.proxy.terminate() } }
+            try await Task.sleep(for: .milliseconds(300))
+            release.signal()
+            let received = try await answer.value
+            #expect(received.body.count == 100_000)
+            #expect(await stopped.value == 0)
+            // The stored entry is whole: a new proxy on the same directory serves it as a hit.
+            let again = try ServeProcess(["--origin", harness.origin.baseURL], store: harness.proxy.cacheDirectory)
+            defer { again.terminate() }
+            let hit = try harness.client.send("GET", again.baseURL + "/inflight")
+            #expect(hit.isHit)
+            #expect(hit.body.count == 100_000)
         }
     }
 }

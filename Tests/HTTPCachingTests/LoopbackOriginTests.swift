@@ -17,245 +17,246 @@ import Darwin
 struct LoopbackOriginTests {
     @Test func routeAnswersAndRecordsThePost() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/items") { request in
-            .init(
-                status: 201, headers: [("Content-Type", "text/plain"), ("X-Echo", request.header("x-test") ?? "-")],
-                body: "created \(request.body.count) bytes")
-        }
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/items") { request in
+                .init(
+                    status: 201,
+                    headers: [("Content-Type", "text/plain"), ("X-Echo", request.header("x-test") ?? "-")],
+                    body: "created \(request.body.count) bytes")
+            }
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        var request = URLRequest(url: origin.url("/items?x=1&y=2"))
-        request.httpMethod = "POST"
-        request.setValue("hello", forHTTPHeaderField: "X-Test")
-        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data("payload-\u{e9}".utf8)
-        let (data, response) = try await session.data(for: request)
-        let http = try #require(response as? HTTPURLResponse)
+            var request = URLRequest(url: origin.url("/items?x=1&y=2"))
+            request.httpMethod = "POST"
+            request.setValue("hello", forHTTPHeaderField: "X-Test")
+            request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data("payload-\u{e9}".utf8)
+            let (data, response) = try await session.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
 
-        #expect(http.statusCode == 201)
-        #expect(http.value(forHTTPHeaderField: "Content-Type") == "text/plain")
-        #expect(http.value(forHTTPHeaderField: "X-Echo") == "hello")
-        #expect(http.value(forHTTPHeaderField: "Content-Length") == "\(data.count)")
-        let date = try #require(http.value(forHTTPHeaderField: "Date"))
-        #expect(date.count == 29 && date.hasSuffix(" GMT"))
-        #expect(String(decoding: data, as: UTF8.self) == "created 10 bytes")
+            #expect(http.statusCode == 201)
+            #expect(http.value(forHTTPHeaderField: "Content-Type") == "text/plain")
+            #expect(http.value(forHTTPHeaderField: "X-Echo") == "hello")
+            #expect(http.value(forHTTPHeaderField: "Content-Length") == "\(data.count)")
+            let date = try #require(http.value(forHTTPHeaderField: "Date"))
+            #expect(date.count == 29 && date.hasSuffix(" GMT"))
+            #expect(String(decoding: data, as: UTF8.self) == "created 10 bytes")
 
-        let recorded = try #require(origin.requests.only)
-        #expect(recorded.method == "POST")
-        #expect(recorded.target == "/items?x=1&y=2")
-        #expect(recorded.path == "/items")
-        #expect(recorded.header("X-TEST") == "hello")
-        #expect(recorded.headers.contains { $0.name.lowercased() == "x-test" && $0.value == "hello" })
-        #expect(recorded.header("content-length") == "10")
-        #expect(recorded.body == Array("payload-\u{e9}".utf8))
-        #expect(origin.count("/items") == 1)
-        #expect(origin.requests(to: "/items").count == 1)
+            let recorded = try #require(origin.requests.only)
+            #expect(recorded.method == "POST")
+            #expect(recorded.target == "/items?x=1&y=2")
+            #expect(recorded.path == "/items")
+            #expect(recorded.header("X-TEST") == "hello")
+            #expect(recorded.headers.contains { $0.name.lowercased() == "x-test" && $0.value == "hello" })
+            #expect(recorded.header("content-length") == "10")
+            #expect(recorded.body == Array("payload-\u{e9}".utf8))
+            #expect(origin.count("/items") == 1)
+            #expect(origin.requests(to: "/items").count == 1)
         }
     }
 
     @Test func unknownPathIsNotFoundAndTheDefaultCanBeReplaced() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        let (_, missing) = try await session.data(from: origin.url("/nowhere"))
-        #expect((missing as? HTTPURLResponse)?.statusCode == 404)
-        #expect(origin.count("/nowhere") == 1)
+            let (_, missing) = try await session.data(from: origin.url("/nowhere"))
+            #expect((missing as? HTTPURLResponse)?.statusCode == 404)
+            #expect(origin.count("/nowhere") == 1)
 
-        origin.setDefault { _ in .init(status: 410, body: "gone") }
-        let (data, gone) = try await session.data(from: origin.url("/elsewhere"))
-        #expect((gone as? HTTPURLResponse)?.statusCode == 410)
-        #expect(data == Data("gone".utf8))
+            origin.setDefault { _ in .init(status: 410, body: "gone") }
+            let (data, gone) = try await session.data(from: origin.url("/elsewhere"))
+            #expect((gone as? HTTPURLResponse)?.statusCode == 410)
+            #expect(data == Data("gone".utf8))
         }
     }
 
     @Test func keepAliveSessionRequestsAreAllRecorded() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/n") { request in .init(body: request.target) }
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/n") { request in .init(body: request.target) }
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        for index in 0..<5 {
-            let (data, _) = try await session.data(from: origin.url("/n?i=\(index)"))
-            #expect(String(decoding: data, as: UTF8.self) == "/n?i=\(index)")
-        }
-        #expect(origin.requests.map(\.target) == (0..<5).map { "/n?i=\($0)" })
-        #expect(origin.count("/n") == 5)
-        origin.clearRecords()
-        #expect(origin.requests.isEmpty)
+            for index in 0..<5 {
+                let (data, _) = try await session.data(from: origin.url("/n?i=\(index)"))
+                #expect(String(decoding: data, as: UTF8.self) == "/n?i=\(index)")
+            }
+            #expect(origin.requests.map(\.target) == (0..<5).map { "/n?i=\($0)" })
+            #expect(origin.count("/n") == 5)
+            origin.clearRecords()
+            #expect(origin.requests.isEmpty)
         }
     }
 
     @Test func oneRawConnectionCarriesSeveralRequests() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/a") { _ in .init(body: "first") }
-        origin.route("/b") { _ in .init(status: 304, headers: [("ETag", "\"x\"")], body: "never sent") }
-        let client = try RawClient(port: origin.port)
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/a") { _ in .init(body: "first") }
+            origin.route("/b") { _ in .init(status: 304, headers: [("ETag", "\"x\"")], body: "never sent") }
+            let client = try RawClient(port: origin.port)
 
-        // Two pipelined requests, then a HEAD: three responses on one connection, none with a stray body.
-        client.transmit("GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
-        let first = try #require(client.readResponse())
-        #expect(first.head.hasPrefix("HTTP/1.1 200 OK\r\n"))
-        #expect(first.body == "first")
-        let second = try #require(client.readResponse())
-        #expect(second.head.hasPrefix("HTTP/1.1 304 Not Modified\r\n"))
-        #expect(!second.head.lowercased().contains("content-length"))
-        client.transmit("HEAD /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        let third = try #require(client.readResponse(expectBody: false))
-        #expect(third.head.contains("Content-Length: 5\r\n"))
-        #expect(third.head.contains("Connection: close\r\n"))
-        #expect(client.readToEnd().isEmpty)
-        #expect(origin.requests.map(\.method) == ["GET", "GET", "HEAD"])
+            // Two pipelined requests, then a HEAD: three responses on one connection, none with a stray body.
+            client.transmit("GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+            let first = try #require(client.readResponse())
+            #expect(first.head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(first.body == "first")
+            let second = try #require(client.readResponse())
+            #expect(second.head.hasPrefix("HTTP/1.1 304 Not Modified\r\n"))
+            #expect(!second.head.lowercased().contains("content-length"))
+            client.transmit("HEAD /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            let third = try #require(client.readResponse(expectBody: false))
+            #expect(third.head.contains("Content-Length: 5\r\n"))
+            #expect(third.head.contains("Connection: close\r\n"))
+            #expect(client.readToEnd().isEmpty)
+            #expect(origin.requests.map(\.method) == ["GET", "GET", "HEAD"])
         }
     }
 
     @Test func http10ClosesUnlessTheClientAsksForKeepAlive() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let client = try RawClient(port: origin.port)
-        client.transmit("GET /k HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-        let kept = try #require(client.readResponse())
-        #expect(kept.head.contains("Connection: keep-alive\r\n"))
-        client.transmit("GET /k HTTP/1.0\r\n\r\n")
-        let closing = try #require(client.readResponse())
-        #expect(closing.head.contains("Connection: close\r\n"))
-        #expect(client.readToEnd().isEmpty)
-        #expect(origin.count("/k") == 2)
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let client = try RawClient(port: origin.port)
+            client.transmit("GET /k HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            let kept = try #require(client.readResponse())
+            #expect(kept.head.contains("Connection: keep-alive\r\n"))
+            client.transmit("GET /k HTTP/1.0\r\n\r\n")
+            let closing = try #require(client.readResponse())
+            #expect(closing.head.contains("Connection: close\r\n"))
+            #expect(client.readToEnd().isEmpty)
+            #expect(origin.count("/k") == 2)
         }
     }
 
     @Test func expectContinueGetsAnInterimResponseBeforeTheBody() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/upload") { request in .init(body: request.body) }
-        let client = try RawClient(port: origin.port)
-        client.transmit("PUT /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
-        let interim = try #require(client.readResponse(expectBody: false))
-        #expect(interim.head == "HTTP/1.1 100 Continue\r\n\r\n")
-        client.transmit("data")
-        #expect(client.readResponse()?.body == "data")
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/upload") { request in .init(body: request.body) }
+            let client = try RawClient(port: origin.port)
+            client.transmit("PUT /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+            let interim = try #require(client.readResponse(expectBody: false))
+            #expect(interim.head == "HTTP/1.1 100 Continue\r\n\r\n")
+            client.transmit("data")
+            #expect(client.readResponse()?.body == "data")
         }
     }
 
     @Test func delayedAnswerWaitsAndStopCutsALongDelayShort() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/slow") { _ in .init(body: "late", delay: 0.1) }
-        origin.route("/stuck") { _ in .init(body: "never", delay: 60) }
-        let clock = ContinuousClock()
-        let client = try RawClient(port: origin.port)
-        let start = clock.now
-        client.transmit("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
-        #expect(client.readResponse()?.body == "late")
-        #expect(clock.now - start >= .milliseconds(100))
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/slow") { _ in .init(body: "late", delay: 0.1) }
+            origin.route("/stuck") { _ in .init(body: "never", delay: 60) }
+            let clock = ContinuousClock()
+            let client = try RawClient(port: origin.port)
+            let start = clock.now
+            client.transmit("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(client.readResponse()?.body == "late")
+            #expect(clock.now - start >= .milliseconds(100))
 
-        client.transmit("GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n")
-        while origin.count("/stuck") == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        let stopping = clock.now
-        origin.stop()
-        #expect(client.readToEnd().isEmpty)  // the connection is shut down; no answer is sent
-        #expect(clock.now - stopping < .seconds(5))
+            client.transmit("GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n")
+            while origin.count("/stuck") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            let stopping = clock.now
+            origin.stop()
+            #expect(client.readToEnd().isEmpty)  // the connection is shut down; no answer is sent
+            #expect(clock.now - stopping < .seconds(5))
         }
     }
 
     @Test func chunkedRequestBodyIsDecoded() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let client = try RawClient(port: origin.port)
-        client.transmit(
-            "PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                + "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: y\r\n\r\n")
-        let response = try #require(client.readResponse())
-        #expect(response.head.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
-        #expect(origin.requests.first?.body == Array("hello, world".utf8))
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let client = try RawClient(port: origin.port)
+            client.transmit(
+                "PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: y\r\n\r\n")
+            let response = try #require(client.readResponse())
+            #expect(response.head.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+            #expect(origin.requests.first?.body == Array("hello, world".utf8))
         }
     }
 
     @Test func stoppedOriginRefusesAndRestartServesOnTheSamePort() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/r") { _ in .init(body: "up") }
-        let port = origin.port
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/r") { _ in .init(body: "up") }
+            let port = origin.port
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        _ = try await session.data(from: origin.url("/r"))
-        origin.stop()
-        origin.stop()  // idempotent
-        #expect(!origin.isRunning)
-        await #expect(throws: URLError.self) { _ = try await session.data(from: origin.url("/r")) }
-        #expect(throws: (any Error).self) { _ = try RawClient(port: port) }
+            _ = try await session.data(from: origin.url("/r"))
+            origin.stop()
+            origin.stop()  // idempotent
+            #expect(!origin.isRunning)
+            await #expect(throws: URLError.self) { _ = try await session.data(from: origin.url("/r")) }
+            #expect(throws: (any Error).self) { _ = try RawClient(port: port) }
 
-        try origin.restart()
-        #expect(origin.isRunning)
-        #expect(origin.port == port)
-        let (data, _) = try await session.data(from: origin.url("/r"))
-        #expect(data == Data("up".utf8))
-        #expect(origin.count("/r") == 2)
+            try origin.restart()
+            #expect(origin.isRunning)
+            #expect(origin.port == port)
+            let (data, _) = try await session.data(from: origin.url("/r"))
+            #expect(data == Data("up".utf8))
+            #expect(origin.count("/r") == 2)
         }
     }
 
     @Test func cutAfterBodyBytesNeverDeliversTheFullBody() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let body = [UInt8](repeating: 0x61, count: 10_000)
-        origin.route("/cut") { _ in .init(body: body, cutAfterBodyBytes: 1_000) }
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let body = [UInt8](repeating: 0x61, count: 10_000)
+            origin.route("/cut") { _ in .init(body: body, cutAfterBodyBytes: 1_000) }
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        do {
-            let (data, _) = try await session.data(from: origin.url("/cut"))
-            #expect(data.count < body.count)
-        } catch {
-            #expect(error is URLError)
-        }
+            do {
+                let (data, _) = try await session.data(from: origin.url("/cut"))
+                #expect(data.count < body.count)
+            } catch {
+                #expect(error is URLError)
+            }
 
-        let client = try RawClient(port: origin.port)
-        client.transmit("GET /cut HTTP/1.1\r\nHost: t\r\n\r\n")
-        let raw = client.readToEnd()
-        let headEnd = try #require(raw.firstRange(of: Array("\r\n\r\n".utf8)))
-        #expect(String(decoding: raw[..<headEnd.lowerBound], as: UTF8.self).contains("Content-Length: 10000"))
-        #expect(raw.count - headEnd.upperBound == 1_000)
+            let client = try RawClient(port: origin.port)
+            client.transmit("GET /cut HTTP/1.1\r\nHost: t\r\n\r\n")
+            let raw = client.readToEnd()
+            let headEnd = try #require(raw.firstRange(of: Array("\r\n\r\n".utf8)))
+            #expect(String(decoding: raw[..<headEnd.lowerBound], as: UTF8.self).contains("Content-Length: 10000"))
+            #expect(raw.count - headEnd.upperBound == 1_000)
         }
     }
 
     @Test func chunkedResponseIsDecodedByURLSession() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let body = (0..<3000).map { UInt8($0 % 251) }
-        origin.route("/chunked") { _ in
-            .init(headers: [("Content-Type", "application/octet-stream")], body: body, chunked: true)
-        }
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let body = (0..<3000).map { UInt8($0 % 251) }
+            origin.route("/chunked") { _ in
+                .init(headers: [("Content-Type", "application/octet-stream")], body: body, chunked: true)
+            }
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
 
-        let (data, response) = try await session.data(from: origin.url("/chunked"))
-        #expect(Array(data) == body)
-        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == nil)
+            let (data, response) = try await session.data(from: origin.url("/chunked"))
+            #expect(Array(data) == body)
+            #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == nil)
 
-        let client = try RawClient(port: origin.port)
-        client.transmit("GET /chunked HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        let raw = client.readToEnd()
-        let text = String(decoding: raw, as: UTF8.self)
-        #expect(text.contains("Transfer-Encoding: chunked\r\n"))
-        #expect(text.contains("\r\n\r\nbb8\r\n"))  // one chunk of 3000 bytes
-        #expect(raw.suffix(7) == Array("\r\n0\r\n\r\n".utf8))
+            let client = try RawClient(port: origin.port)
+            client.transmit("GET /chunked HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            let raw = client.readToEnd()
+            let text = String(decoding: raw, as: UTF8.self)
+            #expect(text.contains("Transfer-Encoding: chunked\r\n"))
+            #expect(text.contains("\r\n\r\nbb8\r\n"))  // one chunk of 3000 bytes
+            #expect(raw.suffix(7) == Array("\r\n0\r\n\r\n".utf8))
         }
     }
 
@@ -285,87 +286,87 @@ struct LoopbackOriginTests {
     @Test(arguments: malformedInputs)
     func malformedInputIsRejectedAndTheOriginKeepsServing(input: MalformedInput) async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let client = try RawClient(port: origin.port)
-        client.transmit(input.text)
-        let reply = String(decoding: client.readToEnd(), as: UTF8.self)
-        #expect(reply.hasPrefix("HTTP/1.1 \(input.status) "))
-        #expect(reply.contains("Connection: close\r\n"))
-        #expect(origin.requests.isEmpty)
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let client = try RawClient(port: origin.port)
+            client.transmit(input.text)
+            let reply = String(decoding: client.readToEnd(), as: UTF8.self)
+            #expect(reply.hasPrefix("HTTP/1.1 \(input.status) "))
+            #expect(reply.contains("Connection: close\r\n"))
+            #expect(origin.requests.isEmpty)
 
-        let session = Self.session()
-        defer { session.invalidateAndCancel() }
-        let (_, response) = try await session.data(from: origin.url("/after"))
-        #expect((response as? HTTPURLResponse)?.statusCode == 404)
-        #expect(origin.count("/after") == 1)
+            let session = Self.session()
+            defer { session.invalidateAndCancel() }
+            let (_, response) = try await session.data(from: origin.url("/after"))
+            #expect((response as? HTTPURLResponse)?.statusCode == 404)
+            #expect(origin.count("/after") == 1)
         }
     }
 
     @Test func randomBytesNeverStopTheOrigin() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        var generator = SplitMix64(seed: 0x5EED)
-        let alphabet = Array("GET /HTTP1.0\r\n:;, \tchunkedContent-LengthTransfer-Encoding0123456789abcdef\0".utf8)
-        for _ in 0..<60 {
-            let client = try RawClient(port: origin.port)
-            let length = Int(generator.next() % 300)
-            // Mostly HTTP-ish bytes, one in four fully random.
-            let bytes = (0..<length).map { _ in
-                generator.next() % 4 == 0
-                    ? UInt8(truncatingIfNeeded: generator.next())
-                    : alphabet[Int(generator.next() % UInt64(alphabet.count))]
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            var generator = SplitMix64(seed: 0x5EED)
+            let alphabet = Array("GET /HTTP1.0\r\n:;, \tchunkedContent-LengthTransfer-Encoding0123456789abcdef\0".utf8)
+            for _ in 0..<60 {
+                let client = try RawClient(port: origin.port)
+                let length = Int(generator.next() % 300)
+                // Mostly HTTP-ish bytes, one in four fully random.
+                let bytes = (0..<length).map { _ in
+                    generator.next() % 4 == 0
+                        ? UInt8(truncatingIfNeeded: generator.next())
+                        : alphabet[Int(generator.next() % UInt64(alphabet.count))]
+                }
+                client.transmit(bytes, thenCloseWriting: true)
+                _ = client.readToEnd()
             }
-            client.transmit(bytes, thenCloseWriting: true)
-            _ = client.readToEnd()
-        }
-        let client = try RawClient(port: origin.port)
-        client.transmit("GET /still-here HTTP/1.1\r\nHost: t\r\n\r\n")
-        #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
+            let client = try RawClient(port: origin.port)
+            client.transmit("GET /still-here HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
         }
     }
 
     @Test func clientThatVanishesMidRequestDoesNotStopTheOrigin() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        origin.route("/big") { _ in .init(body: [UInt8](repeating: 1, count: 4 << 20), delay: 0.02) }
-        do {
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/big") { _ in .init(body: [UInt8](repeating: 1, count: 4 << 20), delay: 0.02) }
+            do {
+                let client = try RawClient(port: origin.port)
+                client.transmit("POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\nonly-part")
+                let leaver = try RawClient(port: origin.port)
+                leaver.transmit("GET /big HTTP/1.1\r\n\r\n")  // closes before the (large) answer is written
+            }
             let client = try RawClient(port: origin.port)
-            client.transmit("POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\nonly-part")
-            let leaver = try RawClient(port: origin.port)
-            leaver.transmit("GET /big HTTP/1.1\r\n\r\n")  // closes before the (large) answer is written
-        }
-        let client = try RawClient(port: origin.port)
-        client.transmit("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n")
-        #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
+            client.transmit("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(client.readResponse()?.head.hasPrefix("HTTP/1.1 404 ") == true)
         }
     }
 
     @Test func deinitStopsTheOrigin() async throws {
         try await offPool {
-        var origin: LoopbackOrigin? = try LoopbackOrigin()
-        let port = try #require(origin?.port)
-        let client = try RawClient(port: port)  // an idle keep-alive connection must not keep it alive
-        client.transmit("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-        #expect(client.readResponse() != nil)
-        origin = nil
-        // Its connections are closed. (That the port refuses connections cannot be checked:
-        // a test running alongside may bind the same port as soon as it is free.)
-        #expect(client.readToEnd().isEmpty)
+            var origin: LoopbackOrigin? = try LoopbackOrigin()
+            let port = try #require(origin?.port)
+            let client = try RawClient(port: port)  // an idle keep-alive connection must not keep it alive
+            client.transmit("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(client.readResponse() != nil)
+            origin = nil
+            // Its connections are closed. (That the port refuses connections cannot be checked:
+            // a test running alongside may bind the same port as soon as it is free.)
+            #expect(client.readToEnd().isEmpty)
         }
     }
 
     @Test func bindingATakenPortThrowsAClearError() async throws {
         try await offPool {
-        let origin = try LoopbackOrigin()
-        defer { origin.stop() }
-        let error = try #require(throws: LoopbackOrigin.SocketError.self) {
-            _ = try LoopbackOrigin(port: origin.port)
-        }
-        #expect(error.description.contains("bind(127.0.0.1:\(origin.port))"))
-        #expect(error.code == EADDRINUSE)
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let error = try #require(throws: LoopbackOrigin.SocketError.self) {
+                _ = try LoopbackOrigin(port: origin.port)
+            }
+            #expect(error.description.contains("bind(127.0.0.1:\(origin.port))"))
+            #expect(error.code == EADDRINUSE)
         }
     }
 

@@ -87,7 +87,8 @@ struct OfflineTests {
     @Test("stale-while-revalidate (RFC 5861 §3)")
     func staleWhileRevalidate() async throws {
         let h = try Harness()
-        h.serveValidated("/swr", etag: "\"1\"", [("Cache-Control", "max-age=60, stale-while-revalidate=600")], body: "v1")
+        h.serveValidated(
+            "/swr", etag: "\"1\"", [("Cache-Control", "max-age=60, stale-while-revalidate=600")], body: "v1")
         _ = try await h.get("/swr")
         h.clock.advance(by: 120)
         // The origin holds its answer until the stale ones are in (at most 10 s): had they

@@ -22,7 +22,9 @@ struct PolicyTests {
         var outcome: CacheOutcome
         var status: Int
         var originRequests: Int
-        var testDescription: String { "\(CachePolicy(policy)) on \(state) entry → \(outcome), \(originRequests) request(s)" }
+        var testDescription: String {
+            "\(CachePolicy(policy)) on \(state) entry → \(outcome), \(originRequests) request(s)"
+        }
     }
 
     static let cases: [Expectation] = [
@@ -32,9 +34,15 @@ struct PolicyTests {
         .init(policy: .reloadIgnoringLocalCacheData, state: .empty, outcome: .miss, status: 200, originRequests: 1),
         .init(policy: .reloadIgnoringLocalCacheData, state: .fresh, outcome: .miss, status: 200, originRequests: 1),
         .init(policy: .reloadIgnoringLocalCacheData, state: .stale, outcome: .miss, status: 200, originRequests: 1),
-        .init(policy: .reloadIgnoringLocalAndRemoteCacheData, state: .empty, outcome: .miss, status: 200, originRequests: 1),
-        .init(policy: .reloadIgnoringLocalAndRemoteCacheData, state: .fresh, outcome: .miss, status: 200, originRequests: 1),
-        .init(policy: .reloadIgnoringLocalAndRemoteCacheData, state: .stale, outcome: .miss, status: 200, originRequests: 1),
+        .init(
+            policy: .reloadIgnoringLocalAndRemoteCacheData, state: .empty, outcome: .miss, status: 200,
+            originRequests: 1),
+        .init(
+            policy: .reloadIgnoringLocalAndRemoteCacheData, state: .fresh, outcome: .miss, status: 200,
+            originRequests: 1),
+        .init(
+            policy: .reloadIgnoringLocalAndRemoteCacheData, state: .stale, outcome: .miss, status: 200,
+            originRequests: 1),
         .init(policy: .returnCacheDataElseLoad, state: .empty, outcome: .miss, status: 200, originRequests: 1),
         .init(policy: .returnCacheDataElseLoad, state: .fresh, outcome: .hit, status: 200, originRequests: 0),
         .init(policy: .returnCacheDataElseLoad, state: .stale, outcome: .stale, status: 200, originRequests: 0),
@@ -42,8 +50,10 @@ struct PolicyTests {
         .init(policy: .returnCacheDataDontLoad, state: .fresh, outcome: .hit, status: 200, originRequests: 0),
         .init(policy: .returnCacheDataDontLoad, state: .stale, outcome: .stale, status: 200, originRequests: 0),
         .init(policy: .reloadRevalidatingCacheData, state: .empty, outcome: .miss, status: 200, originRequests: 1),
-        .init(policy: .reloadRevalidatingCacheData, state: .fresh, outcome: .revalidated, status: 200, originRequests: 1),
-        .init(policy: .reloadRevalidatingCacheData, state: .stale, outcome: .revalidated, status: 200, originRequests: 1),
+        .init(
+            policy: .reloadRevalidatingCacheData, state: .fresh, outcome: .revalidated, status: 200, originRequests: 1),
+        .init(
+            policy: .reloadRevalidatingCacheData, state: .stale, outcome: .revalidated, status: 200, originRequests: 1),
     ]
 
     @Test(arguments: cases)

@@ -19,7 +19,9 @@ struct CachedRangeTests {
 
     func harness() async throws -> Harness {
         let h = try Harness()
-        h.serve("/file", [("Cache-Control", "max-age=600"), ("ETag", "\"f1\""), ("Content-Type", "text/plain")], body: Self.body)
+        h.serve(
+            "/file", [("Cache-Control", "max-age=600"), ("ETag", "\"f1\""), ("Content-Type", "text/plain")],
+            body: Self.body)
         _ = try await h.get("/file")
         h.origin.clearRecords()
         return h
@@ -93,7 +95,9 @@ struct ResumedEntryTests {
                 return count
             }
             let headers = [("Cache-Control", "max-age=600"), ("ETag", etag())]
-            if attempt == 1 { return LoopbackOrigin.Response(headers: headers, body: body(), cutAfterBodyBytes: 100_000) }
+            if attempt == 1 {
+                return LoopbackOrigin.Response(headers: headers, body: body(), cutAfterBodyBytes: 100_000)
+            }
             if let range = request.header("Range"), request.header("If-Range") == etag(),
                 let start = Int(range.dropFirst("bytes=".count).dropLast())
             {
@@ -135,7 +139,8 @@ struct ResumedEntryTests {
         let h = try Harness()
         let version = Locked("\"v1\"")
         let changed = [UInt8](repeating: 42, count: 150_000)
-        origin(h, etag: { version.withLock { $0 } }, body: { version.withLock { $0 } == "\"v1\"" ? Self.body : changed })
+        origin(
+            h, etag: { version.withLock { $0 } }, body: { version.withLock { $0 } == "\"v1\"" ? Self.body : changed })
         await #expect(throws: (any Error).self) { _ = try await h.get("/large") }
         version.withLock { $0 = "\"v2\"" }
         let fresh = try await h.get("/large")
@@ -155,7 +160,9 @@ struct ResumedEntryTests {
                 return count
             }
             let headers = [("Cache-Control", "max-age=600"), ("ETag", "\"odd\"")]
-            if attempt == 1 { return LoopbackOrigin.Response(headers: headers, body: Self.body, cutAfterBodyBytes: 100_000) }
+            if attempt == 1 {
+                return LoopbackOrigin.Response(headers: headers, body: Self.body, cutAfterBodyBytes: 100_000)
+            }
             if request.header("Range") != nil {
                 // Starts in the wrong place.
                 return LoopbackOrigin.Response(

@@ -68,7 +68,9 @@ struct ReplacedWhileServedTests {
         #expect(after.outcome == .hit && after.field("ETag") == "\"v2\"")
     }
 
-    @Test("a 304 that arrives after another request stored a newer 200 is answered (RFC 9111 §4.3.4)", .timeLimit(.minutes(1)))
+    @Test(
+        "a 304 that arrives after another request stored a newer 200 is answered (RFC 9111 §4.3.4)",
+        .timeLimit(.minutes(1)))
     func notModifiedAfterReplacement() async throws {
         let h = try Harness()
         // Request 2 validates v1 and is answered 304 only once request 3, a reload sent

@@ -46,7 +46,8 @@ struct StreamingTests {
     func truncatedBodyNotStored() async throws {
         let h = try Harness()
         h.origin.route("/cut") { _ in
-            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large, cutAfterBodyBytes: 100_000)
+            LoopbackOrigin.Response(
+                headers: [("Cache-Control", "max-age=60")], body: Self.large, cutAfterBodyBytes: 100_000)
         }
         await #expect(throws: (any Error).self) { _ = try await h.cache.data(for: h.request("/cut")) }
         #expect(try h.cache.entries().isEmpty)
@@ -55,7 +56,9 @@ struct StreamingTests {
     /// A body the caller stops reading is not stored.
     @Test func abandonedBodyNotStored() async throws {
         let h = try Harness()
-        h.origin.route("/half") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large) }
+        h.origin.route("/half") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: Self.large)
+        }
         do {
             let (_, body) = try await h.cache.bytes(for: h.request("/half"))
             for try await _ in body { break }

@@ -1,7 +1,7 @@
-import CacheTestSupport
 import CacheLocking
 import CacheSemantics
 import CacheStorage
+import CacheTestSupport
 import CachingProxy
 import Foundation
 import HTTPCaching
@@ -22,11 +22,15 @@ struct HostDifferentialTests {
     @Test(arguments: DifferentialCase.all)
     func bothHostsAnswerAlike(_ testCase: DifferentialCase) async throws {
         try await offPool {
-        let viaLibrary = try await LibraryHost().run(testCase)
-        let viaProxy = try await ProxyHost().run(testCase)
-        #expect(viaLibrary.answers == viaProxy.answers, "answers: HTTPCache \(viaLibrary.answers), proxy \(viaProxy.answers)")
-        #expect(viaLibrary.originLog == viaProxy.originLog, "origin: HTTPCache \(viaLibrary.originLog), proxy \(viaProxy.originLog)")
-        testCase.check(viaLibrary)
+            let viaLibrary = try await LibraryHost().run(testCase)
+            let viaProxy = try await ProxyHost().run(testCase)
+            #expect(
+                viaLibrary.answers == viaProxy.answers,
+                "answers: HTTPCache \(viaLibrary.answers), proxy \(viaProxy.answers)")
+            #expect(
+                viaLibrary.originLog == viaProxy.originLog,
+                "origin: HTTPCache \(viaLibrary.originLog), proxy \(viaProxy.originLog)")
+            testCase.check(viaLibrary)
         }
     }
 }
@@ -42,7 +46,8 @@ struct Answer: Equatable, CustomStringConvertible {
     static let failed = Answer(status: -1, body: "", cacheStatus: nil, hasAge: false)
 
     var description: String {
-        status == -1 ? "failed" : "\(status) \(body.prefix(24).debugDescription) [\(cacheStatus ?? "-")]\(hasAge ? " Age" : "")"
+        status == -1
+            ? "failed" : "\(status) \(body.prefix(24).debugDescription) [\(cacheStatus ?? "-")]\(hasAge ? " Age" : "")"
     }
 }
 
@@ -68,7 +73,8 @@ struct World: Sendable {
     let clock: FixedClock
 
     /// Routes `path`: each request gets `respond(request, n)` (n counts from 1), dated by the clock.
-    func route(_ path: String, _ respond: @escaping @Sendable (LoopbackOrigin.Request, Int) -> LoopbackOrigin.Response) {
+    func route(_ path: String, _ respond: @escaping @Sendable (LoopbackOrigin.Request, Int) -> LoopbackOrigin.Response)
+    {
         let count = Locked(0)
         origin.route(path) { [clock] request in
             let number = count.withLock { count -> Int in
@@ -122,7 +128,9 @@ struct DifferentialCase: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 
     func check(_ transcript: Transcript, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(expect(transcript), "\(name): \(transcript.answers) origin \(transcript.originLog)", sourceLocation: sourceLocation)
+        #expect(
+            expect(transcript), "\(name): \(transcript.answers) origin \(transcript.originLog)",
+            sourceLocation: sourceLocation)
     }
 }
 
@@ -259,7 +267,8 @@ final class ProxyHost: Host, @unchecked Sendable {
             return .failed
         }
         return Answer(
-            status: http.statusCode, body: normalizedBody(data, contentType: http.value(forHTTPHeaderField: "Content-Type")),
+            status: http.statusCode,
+            body: normalizedBody(data, contentType: http.value(forHTTPHeaderField: "Content-Type")),
             cacheStatus: cacheStatus, hasAge: http.value(forHTTPHeaderField: "Age") != nil)
     }
 

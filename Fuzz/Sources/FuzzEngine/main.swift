@@ -50,7 +50,9 @@ runFuzzer { data, size in
                 break
             }
             let fields = engine.resumptionFields(stored: stored.facts, storedLength: length)
-            if engine.continues(stored: stored.facts, storedLength: length, response: ResponseHead(status: 206, fields: responseFields)) {
+            if engine.continues(
+                stored: stored.facts, storedLength: length, response: ResponseHead(status: 206, fields: responseFields))
+            {
                 precondition(fields != nil)
             }
         }

@@ -38,7 +38,8 @@ enum Messages {
             zip(bytes, scheme).allSatisfy({ ASCII.lower($0.0) == $0.1 })
         else { return nil }
         let rest = bytes[scheme.count...]
-        let end = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        let end =
+            rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? rest.endIndex
         let authority = String(decoding: rest[..<end], as: UTF8.self)
         guard !authority.isEmpty, !authority.utf8.contains(UInt8(ascii: "@")) else { return nil }

@@ -90,7 +90,8 @@ final class Metrics: Sendable {
             "httpcache_origin_errors_total", "counter", "Origin requests that got no complete response.",
             [("", String(originErrors.load(ordering: .relaxed)))])
         metric(
-            "httpcache_collapsed_total", "counter", "Requests that waited for an identical one and were answered from what it stored.",
+            "httpcache_collapsed_total", "counter",
+            "Requests that waited for an identical one and were answered from what it stored.",
             [("", String(collapsed.load(ordering: .relaxed)))])
         metric(
             "httpcache_stored_total", "counter", "Responses stored.", [("", String(stored.load(ordering: .relaxed)))])
@@ -106,7 +107,8 @@ final class Metrics: Sendable {
         buckets.append(("_sum", String(sum)))
         buckets.append(("_count", String(cumulative)))
         metric(
-            "httpcache_origin_latency_seconds", "histogram", "Time from sending a request to the origin to its response head.",
+            "httpcache_origin_latency_seconds", "histogram",
+            "Time from sending a request to the origin to its response head.",
             buckets)
         var entries = [("{tier=\"all\"}", String(store.entries))]
         var bytes = [("{tier=\"all\"}", String(store.bodyBytes))]
@@ -125,7 +127,8 @@ final class Metrics: Sendable {
                 ("{state=\"refused\"}", String(server.connectionsRefused)),
             ])
         metric(
-            "httpcache_requests_rejected_total", "counter", "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
+            "httpcache_requests_rejected_total", "counter",
+            "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
             [("", String(server.requestsRejected))])
         return lines.joined(separator: "\n") + "\n"
     }

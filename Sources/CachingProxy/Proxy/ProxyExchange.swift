@@ -42,7 +42,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     }
 
     /// A background revalidation (RFC 5861 §3): no client.
-    init(_ handler: ProxyHandler, _ request: ProxyRequest, revalidating background: ExchangeDriver.BackgroundRevalidation) {
+    init(
+        _ handler: ProxyHandler, _ request: ProxyRequest, revalidating background: ExchangeDriver.BackgroundRevalidation
+    ) {
         self.handler = handler
         self.request = request
         machine = background.exchange
@@ -71,7 +73,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             case .answer(let answer):
                 if let responder {
                     handler.metrics.count(.error)
-                    responder.respond(ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
+                    responder.respond(
+                        ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
                 }
                 return finished()
             case .join(let identity):
@@ -110,7 +113,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             return finished()
         }
         guard let next = afterHead else {
-            return failed(UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
+            return failed(
+                UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
         }
         perform(next)
     }
@@ -158,7 +162,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
         outgoing["Cache-Status"] = relay.cacheStatus.appended(to: outgoing["Cache-Status"])
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
-        responder?.start(ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
+        responder?.start(
+            ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
         return true
     }
 

@@ -57,7 +57,8 @@ final class ProxyHandler: RequestHandler {
                 store = TieredStore(memory: memory, disk: disk)
             } catch {
                 throw CachingProxy.ConfigurationError(
-                    description: "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
+                    description:
+                        "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
             }
         } else {
             store = memory
@@ -215,7 +216,9 @@ final class ProxyHandler: RequestHandler {
     private func administer(_ request: ServerRequest, path: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("use \(path)", responder) }
         guard path == configuration.metricsPath else {
-            return answer(404, "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath))", responder)
+            return answer(
+                404, "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath))",
+                responder)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
             var (fields, body) = Messages.plainText("405 Method Not Allowed: the metrics are read with GET")
@@ -225,7 +228,9 @@ final class ProxyHandler: RequestHandler {
         }
         metrics.count(.admin)
         let body = Array(metricsText.utf8)
-        let fields: HeaderFields = ["Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"]
+        let fields: HeaderFields = [
+            "Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store",
+        ]
         responder.respond(
             ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
             framing: request.method == "HEAD" ? BodyFraming.none : nil)
@@ -261,7 +266,9 @@ final class ProxyHandler: RequestHandler {
                 responder.respond(head, body: bytes)
             } catch {
                 // Corrupted (the store dropped it); the head has not gone out: a 502 says so.
-                answer(502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)", responder)
+                answer(
+                    502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
+                    responder)
             }
         case .stored(let body, let range):
             workers.submit { [self] in
@@ -313,7 +320,9 @@ final class ProxyHandler: RequestHandler {
         do {
             let removed = try store.remove(primaryKey: primaryKey)
             let (fields, body) = Messages.plainText(
-                removed == 0 ? "nothing stored for \(url)" : "purged \(removed) stored response\(removed == 1 ? "" : "s") for \(url)")
+                removed == 0
+                    ? "nothing stored for \(url)"
+                    : "purged \(removed) stored response\(removed == 1 ? "" : "s") for \(url)")
             responder.respond(ServerResponseHead(status: removed == 0 ? 404 : 200, fields: fields), body: body)
         } catch {
             answer(500, "500 Internal Server Error: could not purge \(url): \(error)", responder)
@@ -332,7 +341,8 @@ final class ProxyHandler: RequestHandler {
         workers.submit { [self] in
             switch OriginSocket.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
             case .success(let fd): responder.tunnel(to: fd)
-            case .failure(let error): answer(502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder)
+            case .failure(let error):
+                answer(502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder)
             }
         }
     }

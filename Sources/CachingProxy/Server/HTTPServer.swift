@@ -1,5 +1,5 @@
-import CacheLocking
 import CEpollHTTPCache
+import CacheLocking
 import CacheSemantics
 import Glibc
 

@@ -177,7 +177,9 @@ struct CacheKeyMethodTests {
 
 @Suite("RFC 3986 §6.2.2 normalization works on bytes")
 struct URIByteSemanticsTests {
-    @Test("RFC 3986 §3.2: '//' followed by a combining mark still starts an authority, and normalizing twice changes nothing")
+    @Test(
+        "RFC 3986 §3.2: '//' followed by a combining mark still starts an authority, and normalizing twice changes nothing"
+    )
     func authorityAfterCombiningMark() throws {
         let normalized = try #require(CacheKey.normalize("HTTP://\u{0301}Host:80/a"))
         #expect(normalized == "http://\u{0301}host/a")

@@ -16,10 +16,18 @@ struct RangeAnswerTests {
     @Test("§14.2: one range → 206 with that range; bytes=N- and suffix ranges clamp to the length")
     func singleRanges() throws {
         let facts = try stored()
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9"], stored: facts, length: 100) == .partial([0...9]))
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=90-"], stored: facts, length: 100) == .partial([90...99]))
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=-10"], stored: facts, length: 100) == .partial([90...99]))
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=50-500"], stored: facts, length: 100) == .partial([50...99]))
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9"], stored: facts, length: 100)
+                == .partial([0...9]))
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=90-"], stored: facts, length: 100)
+                == .partial([90...99]))
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=-10"], stored: facts, length: 100)
+                == .partial([90...99]))
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=50-500"], stored: facts, length: 100)
+                == .partial([50...99]))
     }
 
     @Test("§15.3.7.2: several ranges → multipart, overlapping and adjacent ones coalesced")
@@ -43,34 +51,56 @@ struct RangeAnswerTests {
     @Test("§14.2: a Range that is invalid, of another unit, on a non-GET, or on a non-200 is ignored")
     func ignored() throws {
         let facts = try stored()
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "items=0-9"], stored: facts, length: 100) == .whole)
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=9-0"], stored: facts, length: 100) == .whole)
-        #expect(engine.rangeAnswer(method: "HEAD", request: ["Range": "bytes=0-9"], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "items=0-9"], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=9-0"], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(method: "HEAD", request: ["Range": "bytes=0-9"], stored: facts, length: 100) == .whole)
         #expect(engine.rangeAnswer(method: "GET", request: [:], stored: facts, length: 100) == .whole)
         let notFound = try Reuse.store(["Cache-Control": "max-age=60"], status: 404)
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9"], stored: notFound, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9"], stored: notFound, length: 100) == .whole)
     }
 
     @Test("§13.1.5: If-Range with an entity tag holds only by strong comparison")
     func ifRangeEntityTag() throws {
         let facts = try stored()
         let range = "bytes=0-9"
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": range, "If-Range": "\"v1\""], stored: facts, length: 100) == .partial([0...9]))
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": range, "If-Range": "\"v2\""], stored: facts, length: 100) == .whole)
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": range, "If-Range": "W/\"v1\""], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": range, "If-Range": "\"v1\""], stored: facts, length: 100)
+                == .partial([0...9]))
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": range, "If-Range": "\"v2\""], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": range, "If-Range": "W/\"v1\""], stored: facts, length: 100) == .whole)
         let weak = try stored(["ETag": "W/\"v1\"", "Cache-Control": "max-age=60"])
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": range, "If-Range": "\"v1\""], stored: weak, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": range, "If-Range": "\"v1\""], stored: weak, length: 100) == .whole)
     }
 
     @Test("§13.1.5, §8.8.2.2: If-Range with a date holds only when it equals a strong Last-Modified")
     func ifRangeDate() throws {
         let modified = Fixtures.httpDate(-3600)
         let facts = try stored(["Last-Modified": modified, "Cache-Control": "max-age=60"])
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9", "If-Range": modified], stored: facts, length: 100) == .partial([0...9]))
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9", "If-Range": Fixtures.httpDate(-60)], stored: facts, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": "bytes=0-9", "If-Range": modified], stored: facts, length: 100)
+                == .partial([0...9]))
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": "bytes=0-9", "If-Range": Fixtures.httpDate(-60)], stored: facts,
+                length: 100) == .whole)
         // Last-Modified equal to Date is weak: the condition is false.
         let weak = try stored(["Last-Modified": Fixtures.httpDate(0), "Cache-Control": "max-age=60"])
-        #expect(engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9", "If-Range": Fixtures.httpDate(0)], stored: weak, length: 100) == .whole)
+        #expect(
+            engine.rangeAnswer(
+                method: "GET", request: ["Range": "bytes=0-9", "If-Range": Fixtures.httpDate(0)], stored: weak,
+                length: 100) == .whole)
     }
 }
 
@@ -81,15 +111,19 @@ struct CombiningTests {
     @Test("§3.3: resuming asks for the rest with Range and If-Range (a strong ETag, else a strong Last-Modified)")
     func resumption() throws {
         let tagged = try Reuse.store(["ETag": "\"v1\"", "Content-Length": "1000"])
-        #expect(engine.resumptionFields(stored: tagged, storedLength: 400) == ["Range": "bytes=400-", "If-Range": "\"v1\""])
+        #expect(
+            engine.resumptionFields(stored: tagged, storedLength: 400) == ["Range": "bytes=400-", "If-Range": "\"v1\""])
         let modified = Fixtures.httpDate(-3600)
         let dated = try Reuse.store(["Last-Modified": modified])
         #expect(engine.resumptionFields(stored: dated, storedLength: 5) == ["Range": "bytes=5-", "If-Range": modified])
         #expect(engine.resumptionFields(stored: try Reuse.store(["ETag": "W/\"v1\""]), storedLength: 5) == nil)
-        #expect(engine.resumptionFields(stored: try Reuse.store(["Cache-Control": "max-age=5"]), storedLength: 5) == nil)
+        #expect(
+            engine.resumptionFields(stored: try Reuse.store(["Cache-Control": "max-age=5"]), storedLength: 5) == nil)
     }
 
-    @Test("§3.4: a 206 combines only when it starts where the stored part ends, runs to the end, and has the same strong validator")
+    @Test(
+        "§3.4: a 206 combines only when it starts where the stored part ends, runs to the end, and has the same strong validator"
+    )
     func continuation() throws {
         let facts = try Reuse.store(["ETag": "\"v1\"", "Content-Length": "1000"])
         func continues(_ fields: HeaderFields, status: Int = 206) -> Bool {

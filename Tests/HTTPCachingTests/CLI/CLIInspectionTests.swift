@@ -1,5 +1,5 @@
-import CacheTestSupport
 import CacheSemantics
+import CacheTestSupport
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -23,161 +23,164 @@ struct CLIInspectionTests {
 
     @Test func lsListsEntriesAsTextAndJSON() async throws {
         try await offPool {
-        let cli = try await filled()
-        _ = try await cli.run(["get", cli.url("/a/one")])  // one hit
+            let cli = try await filled()
+            _ = try await cli.run(["get", cli.url("/a/one")])  // one hit
 
-        let text = try await cli.run(["ls"])
-        #expect(text.status == 0)
-        let lines = text.stdout.split(separator: "\n")
-        #expect(lines.first?.hasPrefix("STATUS") == true)
-        #expect(lines.last == "3 entries, 13 B")
-        let one = try #require(lines.first { $0.hasSuffix(cli.url("/a/one")) })
-        #expect(one.contains("fresh, "))
-        #expect(one.contains("5 B"))
-        let three = try #require(lines.first { $0.hasSuffix(cli.url("/b/three")) })
-        #expect(three.contains("stale by"))
+            let text = try await cli.run(["ls"])
+            #expect(text.status == 0)
+            let lines = text.stdout.split(separator: "\n")
+            #expect(lines.first?.hasPrefix("STATUS") == true)
+            #expect(lines.last == "3 entries, 13 B")
+            let one = try #require(lines.first { $0.hasSuffix(cli.url("/a/one")) })
+            #expect(one.contains("fresh, "))
+            #expect(one.contains("5 B"))
+            let three = try #require(lines.first { $0.hasSuffix(cli.url("/b/three")) })
+            #expect(three.contains("stale by"))
 
-        let json = try await cli.run(["ls", "--json"]).jsonArray()
-        #expect(json.count == 3)
-        let entry = try #require(json.first { $0["url"] as? String == cli.url("/a/one") })
-        #expect(entry["status"] as? Int == 200)
-        #expect(entry["bodyBytes"] as? Int == 5)
-        #expect(entry["hits"] as? Int == 1)
-        #expect(entry["fresh"] as? Bool == true)
-        #expect(entry["pinned"] as? Bool == false)
-        #expect(entry["freshnessLifetime"] as? Double == 60)
-        #expect(json.first { $0["url"] as? String == cli.url("/b/three") }?["fresh"] as? Bool == false)
+            let json = try await cli.run(["ls", "--json"]).jsonArray()
+            #expect(json.count == 3)
+            let entry = try #require(json.first { $0["url"] as? String == cli.url("/a/one") })
+            #expect(entry["status"] as? Int == 200)
+            #expect(entry["bodyBytes"] as? Int == 5)
+            #expect(entry["hits"] as? Int == 1)
+            #expect(entry["fresh"] as? Bool == true)
+            #expect(entry["pinned"] as? Bool == false)
+            #expect(entry["freshnessLifetime"] as? Double == 60)
+            #expect(json.first { $0["url"] as? String == cli.url("/b/three") }?["fresh"] as? Bool == false)
 
-        let prefixed = try await cli.run(["ls", cli.url("/a/"), "--json"]).jsonArray()
-        #expect(Set(prefixed.compactMap { $0["url"] as? String }) == [cli.url("/a/one"), cli.url("/a/two")])
-        let none = try await cli.run(["ls", "http://127.0.0.1:1/nothing"])
-        #expect(none.stdout.hasPrefix("nothing stored under http://127.0.0.1:1/nothing"))
+            let prefixed = try await cli.run(["ls", cli.url("/a/"), "--json"]).jsonArray()
+            #expect(Set(prefixed.compactMap { $0["url"] as? String }) == [cli.url("/a/one"), cli.url("/a/two")])
+            let none = try await cli.run(["ls", "http://127.0.0.1:1/nothing"])
+            #expect(none.stdout.hasPrefix("nothing stored under http://127.0.0.1:1/nothing"))
         }
     }
 
     @Test func showPrintsFieldsFactsFreshnessAndReasons() async throws {
         try await offPool {
-        let cli = try await filled()
-        _ = try await cli.run(["get", cli.url("/a/two")])
-        let run = try await cli.run(["show", cli.url("/a/two")])
-        #expect(run.status == 0, "\(run.stderr)")
-        let text = run.stdout
-        for expected in [
-            "URL:            \(cli.url("/a/two"))", "Status:         200 OK", "Body:           7 B (7 bytes)",
-            "Hits:           1", "Pinned:         no", "Where:          disk", "ETag:           \"two\"",
-            "Lifetime:       60 s, from max-age", "Freshness:      fresh, ", "  Cache-Control: max-age=60",
-            "Why:\n  - fresh: age ",
-        ] {
-            #expect(text.contains(expected), "missing \(expected.debugDescription) in:\n\(text)")
-        }
-        // The stored field, its name as URLSession spells it.
-        #expect(text.lowercased().contains("\n  etag: \"two\"\n"))
+            let cli = try await filled()
+            _ = try await cli.run(["get", cli.url("/a/two")])
+            let run = try await cli.run(["show", cli.url("/a/two")])
+            #expect(run.status == 0, "\(run.stderr)")
+            let text = run.stdout
+            for expected in [
+                "URL:            \(cli.url("/a/two"))", "Status:         200 OK", "Body:           7 B (7 bytes)",
+                "Hits:           1", "Pinned:         no", "Where:          disk", "ETag:           \"two\"",
+                "Lifetime:       60 s, from max-age", "Freshness:      fresh, ", "  Cache-Control: max-age=60",
+                "Why:\n  - fresh: age ",
+            ] {
+                #expect(text.contains(expected), "missing \(expected.debugDescription) in:\n\(text)")
+            }
+            // The stored field, its name as URLSession spells it.
+            #expect(text.lowercased().contains("\n  etag: \"two\"\n"))
 
-        let missing = try await cli.run(["show", cli.url("/a/none")])
-        #expect(missing.status == 3)
-        #expect(missing.stderrLines.count == 1)
-        #expect(missing.stderr.contains("nothing stored for \(cli.url("/a/none"))"))
+            let missing = try await cli.run(["show", cli.url("/a/none")])
+            #expect(missing.status == 3)
+            #expect(missing.stderrLines.count == 1)
+            #expect(missing.stderr.contains("nothing stored for \(cli.url("/a/none"))"))
         }
     }
 
     @Test func purgeByURLPrefixAndAll() async throws {
         try await offPool {
-        let cli = try await filled()
-        let one = try await cli.run(["purge", cli.url("/a/one")])
-        #expect(one.stdout == "removed 1 stored response for \(cli.url("/a/one"))\n")
-        let again = try await cli.run(["purge", cli.url("/a/one")])
-        #expect(again.status == 0)
-        #expect(again.stdout.hasPrefix("removed 0 stored responses"))
-        let prefix = try await cli.run(["purge", "--prefix", cli.url("/a/")])
-        #expect(prefix.stdout == "removed 1 stored response under \(cli.url("/a/"))\n")
-        #expect(
-            try await cli.run(["ls", "--json"]).jsonArray().compactMap { $0["url"] as? String } == [cli.url("/b/three")]
-        )
-        let all = try await cli.run(["purge", "--all"])
-        #expect(all.stdout == "removed 1 stored response: the cache is empty\n")
-        #expect(try await cli.run(["ls", "--json"]).jsonArray().isEmpty)
-        let both = try await cli.run(["purge", "--all", "--prefix", "x"])
-        #expect(both.status == 2)
+            let cli = try await filled()
+            let one = try await cli.run(["purge", cli.url("/a/one")])
+            #expect(one.stdout == "removed 1 stored response for \(cli.url("/a/one"))\n")
+            let again = try await cli.run(["purge", cli.url("/a/one")])
+            #expect(again.status == 0)
+            #expect(again.stdout.hasPrefix("removed 0 stored responses"))
+            let prefix = try await cli.run(["purge", "--prefix", cli.url("/a/")])
+            #expect(prefix.stdout == "removed 1 stored response under \(cli.url("/a/"))\n")
+            #expect(
+                try await cli.run(["ls", "--json"]).jsonArray().compactMap { $0["url"] as? String } == [
+                    cli.url("/b/three")
+                ]
+            )
+            let all = try await cli.run(["purge", "--all"])
+            #expect(all.stdout == "removed 1 stored response: the cache is empty\n")
+            #expect(try await cli.run(["ls", "--json"]).jsonArray().isEmpty)
+            let both = try await cli.run(["purge", "--all", "--prefix", "x"])
+            #expect(both.status == 2)
         }
     }
 
     @Test func pinAndUnpin() async throws {
         try await offPool {
-        let cli = try await filled()
-        let pin = try await cli.run(["pin", cli.url("/a/one")])
-        #expect(pin.status == 0)
-        #expect(pin.stdout == "pinned 1 stored response for \(cli.url("/a/one"))\n")
-        func pinned() async throws -> [String: Bool] {
-            var result: [String: Bool] = [:]
-            for entry in try await cli.run(["ls", "--json"]).jsonArray() {
-                result[entry["url"] as? String ?? ""] = entry["pinned"] as? Bool
+            let cli = try await filled()
+            let pin = try await cli.run(["pin", cli.url("/a/one")])
+            #expect(pin.status == 0)
+            #expect(pin.stdout == "pinned 1 stored response for \(cli.url("/a/one"))\n")
+            func pinned() async throws -> [String: Bool] {
+                var result: [String: Bool] = [:]
+                for entry in try await cli.run(["ls", "--json"]).jsonArray() {
+                    result[entry["url"] as? String ?? ""] = entry["pinned"] as? Bool
+                }
+                return result
             }
-            return result
-        }
-        #expect(try await pinned() == [cli.url("/a/one"): true, cli.url("/a/two"): false, cli.url("/b/three"): false])
-        #expect(try await cli.run(["show", cli.url("/a/one")]).stdout.contains("Pinned:         yes"))
-        let stats = try await cli.run(["stats", "--json"]).jsonObject()
-        #expect(stats["pinnedBytes"] as? Int == 5)
+            #expect(
+                try await pinned() == [cli.url("/a/one"): true, cli.url("/a/two"): false, cli.url("/b/three"): false])
+            #expect(try await cli.run(["show", cli.url("/a/one")]).stdout.contains("Pinned:         yes"))
+            let stats = try await cli.run(["stats", "--json"]).jsonObject()
+            #expect(stats["pinnedBytes"] as? Int == 5)
 
-        let unpin = try await cli.run(["unpin", cli.url("/a/one")])
-        #expect(unpin.stdout == "unpinned 1 stored response for \(cli.url("/a/one"))\n")
-        #expect(try await pinned()[cli.url("/a/one")] == false)
+            let unpin = try await cli.run(["unpin", cli.url("/a/one")])
+            #expect(unpin.stdout == "unpinned 1 stored response for \(cli.url("/a/one"))\n")
+            #expect(try await pinned()[cli.url("/a/one")] == false)
 
-        let nothing = try await cli.run(["pin", cli.url("/a/none")])
-        #expect(nothing.status == 3)
-        #expect(nothing.stderrLines.count == 1)
-        #expect(nothing.stderr.contains("fetch it first"))
+            let nothing = try await cli.run(["pin", cli.url("/a/none")])
+            #expect(nothing.status == 3)
+            #expect(nothing.stderrLines.count == 1)
+            #expect(nothing.stderr.contains("fetch it first"))
         }
     }
 
     @Test func statsCountOutcomesAcrossRuns() async throws {
         try await offPool {
-        let cli = try CLIHarness()
-        cli.serveValidated("/s", cacheControl: "max-age=0", etag: "\"s\"", body: "12345")
-        cli.serve("/f", [("Cache-Control", "max-age=60")], body: "abc")
-        _ = try await cli.run(["get", cli.url("/s")])  // miss
-        _ = try await cli.run(["get", cli.url("/s")])  // revalidated
-        _ = try await cli.run(["get", cli.url("/f")])  // miss
-        _ = try await cli.run(["get", cli.url("/f")])  // hit
-        cli.serve("/post", [], body: "posted")
-        _ = try await cli.run(["get", cli.url("/post"), "-X", "POST"])  // bypass (and invalidates only /post)
+            let cli = try CLIHarness()
+            cli.serveValidated("/s", cacheControl: "max-age=0", etag: "\"s\"", body: "12345")
+            cli.serve("/f", [("Cache-Control", "max-age=60")], body: "abc")
+            _ = try await cli.run(["get", cli.url("/s")])  // miss
+            _ = try await cli.run(["get", cli.url("/s")])  // revalidated
+            _ = try await cli.run(["get", cli.url("/f")])  // miss
+            _ = try await cli.run(["get", cli.url("/f")])  // hit
+            cli.serve("/post", [], body: "posted")
+            _ = try await cli.run(["get", cli.url("/post"), "-X", "POST"])  // bypass (and invalidates only /post)
 
-        let json = try await cli.run(["stats", "--json"]).jsonObject()
-        let outcomes = try #require(json["outcomes"] as? [String: Int])
-        #expect(outcomes == ["hit": 1, "miss": 2, "revalidated": 1, "stale": 0, "bypass": 1])
-        #expect(json["responses"] as? Int == 5)
-        #expect(json["hitRatio"] as? Double == 0.4)
-        #expect(json["entries"] as? Int == 2)
-        #expect(
-            (json["tiers"] as? [String: Any])?["disk"] as? [String: Int] == [
-                "entries": 2, "bodyBytes": 8, "pinnedBytes": 0,
-            ])
-        #expect(json["bytesServedFromCache"] as? Int == 8)
-        #expect(json["bytesSavedByRevalidation"] as? Int == 5)
+            let json = try await cli.run(["stats", "--json"]).jsonObject()
+            let outcomes = try #require(json["outcomes"] as? [String: Int])
+            #expect(outcomes == ["hit": 1, "miss": 2, "revalidated": 1, "stale": 0, "bypass": 1])
+            #expect(json["responses"] as? Int == 5)
+            #expect(json["hitRatio"] as? Double == 0.4)
+            #expect(json["entries"] as? Int == 2)
+            #expect(
+                (json["tiers"] as? [String: Any])?["disk"] as? [String: Int] == [
+                    "entries": 2, "bodyBytes": 8, "pinnedBytes": 0,
+                ])
+            #expect(json["bytesServedFromCache"] as? Int == 8)
+            #expect(json["bytesSavedByRevalidation"] as? Int == 5)
 
-        let text = try await cli.run(["stats"])
-        #expect(text.stdout.contains("Stored (disk):    2 entries, 8 B of bodies, 0 B pinned"))
-        #expect(text.stdout.contains("Outcomes:         hit 1, miss 2, revalidated 1, stale 0, bypass 1; errors 0"))
-        #expect(text.stdout.contains("Hit ratio:        40.0%"))
+            let text = try await cli.run(["stats"])
+            #expect(text.stdout.contains("Stored (disk):    2 entries, 8 B of bodies, 0 B pinned"))
+            #expect(text.stdout.contains("Outcomes:         hit 1, miss 2, revalidated 1, stale 0, bypass 1; errors 0"))
+            #expect(text.stdout.contains("Hit ratio:        40.0%"))
 
-        let reset = try await cli.run(["stats", "--reset", "--json"]).jsonObject()
-        #expect(reset["responses"] as? Int == 0)
-        #expect(reset["entries"] as? Int == 2)
+            let reset = try await cli.run(["stats", "--reset", "--json"]).jsonObject()
+            #expect(reset["responses"] as? Int == 0)
+            #expect(reset["entries"] as? Int == 2)
         }
     }
 
     @Test func concurrentRunsLoseNoCounts() async throws {
         try await offPool {
-        let cli = try CLIHarness()
-        cli.serve("/c", [("Cache-Control", "max-age=60")], body: "c")
-        let runs = 8
-        let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
-            for _ in 0..<runs { group.addTask { try await cli.run(["get", cli.url("/c")]).status } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        #expect(statuses == [Int32](repeating: 0, count: runs))
-        let json = try await cli.run(["stats", "--json"]).jsonObject()
-        #expect(json["responses"] as? Int == runs)
+            let cli = try CLIHarness()
+            cli.serve("/c", [("Cache-Control", "max-age=60")], body: "c")
+            let runs = 8
+            let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
+                for _ in 0..<runs { group.addTask { try await cli.run(["get", cli.url("/c")]).status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == [Int32](repeating: 0, count: runs))
+            let json = try await cli.run(["stats", "--json"]).jsonObject()
+            #expect(json["responses"] as? Int == runs)
         }
     }
 }
@@ -187,114 +190,116 @@ struct CLIInspectionTests {
 struct CLIExplainAndDemoTests {
     @Test func explainNamesLifetimeSourceValidatorsAndNextRequests() async throws {
         try await offPool {
-        let cli = try CLIHarness()
-        cli.serveValidated("/e", cacheControl: "max-age=300", etag: "\"e1\"", body: "explained")
-        let run = try await cli.run(["explain", cli.url("/e")])
-        #expect(run.status == 0, "\(run.stderr)")
-        let text = run.stdout
-        for expected in [
-            "GET \(cli.url("/e"))\n→ 200 OK, miss, in ",
-            "Cache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored",
-            "Stored:      yes, 9 B on disk", "Lifetime:    5 min, from max-age", "Validators:  ETag \"e1\" (strong)",
-            "Vary:        none", "now: served from the cache without contacting the origin, for ",
-            "revalidated with If-None-Match: \"e1\"", "if the origin cannot be reached then: served stale anyway",
-            "Warnings: none",
-        ] {
-            #expect(text.contains(expected), "missing \(expected.debugDescription) in:\n\(text)")
-        }
-        // The body is not printed, and the fetch counted.
-        #expect(!text.contains("explained\n"))
-        let stats = try await cli.run(["stats", "--json"]).jsonObject()
-        #expect(stats["responses"] as? Int == 1)
+            let cli = try CLIHarness()
+            cli.serveValidated("/e", cacheControl: "max-age=300", etag: "\"e1\"", body: "explained")
+            let run = try await cli.run(["explain", cli.url("/e")])
+            #expect(run.status == 0, "\(run.stderr)")
+            let text = run.stdout
+            for expected in [
+                "GET \(cli.url("/e"))\n→ 200 OK, miss, in ",
+                "Cache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored",
+                "Stored:      yes, 9 B on disk", "Lifetime:    5 min, from max-age",
+                "Validators:  ETag \"e1\" (strong)",
+                "Vary:        none", "now: served from the cache without contacting the origin, for ",
+                "revalidated with If-None-Match: \"e1\"", "if the origin cannot be reached then: served stale anyway",
+                "Warnings: none",
+            ] {
+                #expect(text.contains(expected), "missing \(expected.debugDescription) in:\n\(text)")
+            }
+            // The body is not printed, and the fetch counted.
+            #expect(!text.contains("explained\n"))
+            let stats = try await cli.run(["stats", "--json"]).jsonObject()
+            #expect(stats["responses"] as? Int == 1)
         }
     }
 
     @Test func explainWarnsAboutTheOriginsFields() async throws {
         try await offPool {
-        let cli = try CLIHarness()
-        let past = HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970 - 86_400))
-        cli.serve("/past", [("Cache-Control", "max-age=120"), ("Expires", past)])
-        cli.serve("/star", [("Cache-Control", "max-age=60"), ("Vary", "*")])
-        cli.serve("/nocache", [("Cache-Control", "no-cache")])
-        let lastModified = HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970 - 10 * 86_400))
-        cli.serve("/heuristic", [("Last-Modified", lastModified)])
+            let cli = try CLIHarness()
+            let past = HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970 - 86_400))
+            cli.serve("/past", [("Cache-Control", "max-age=120"), ("Expires", past)])
+            cli.serve("/star", [("Cache-Control", "max-age=60"), ("Vary", "*")])
+            cli.serve("/nocache", [("Cache-Control", "no-cache")])
+            let lastModified = HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970 - 10 * 86_400))
+            cli.serve("/heuristic", [("Last-Modified", lastModified)])
 
-        let pastText = try await cli.run(["explain", cli.url("/past")]).stdout
-        #expect(pastText.contains("Lifetime:    2 min, from max-age"))
-        #expect(pastText.contains("Validators:  none"))
-        #expect(pastText.contains("- no validator (ETag or Last-Modified)"))
-        #expect(pastText.contains("- Expires (\(past)) is in the past beside max-age=120"))
+            let pastText = try await cli.run(["explain", cli.url("/past")]).stdout
+            #expect(pastText.contains("Lifetime:    2 min, from max-age"))
+            #expect(pastText.contains("Validators:  none"))
+            #expect(pastText.contains("- no validator (ETag or Last-Modified)"))
+            #expect(pastText.contains("- Expires (\(past)) is in the past beside max-age=120"))
 
-        let starText = try await cli.run(["explain", cli.url("/star")]).stdout
-        #expect(starText.contains("Stored:  no: not stored: Vary: * never matches a later request"))
-        #expect(starText.contains("- Vary: * means no later request can match"))
-        #expect(starText.contains("go to the origin: nothing stored answers them"))
+            let starText = try await cli.run(["explain", cli.url("/star")]).stdout
+            #expect(starText.contains("Stored:  no: not stored: Vary: * never matches a later request"))
+            #expect(starText.contains("- Vary: * means no later request can match"))
+            #expect(starText.contains("go to the origin: nothing stored answers them"))
 
-        let noCacheText = try await cli.run(["explain", cli.url("/nocache")]).stdout
-        #expect(noCacheText.contains("- no-cache without a validator"))
+            let noCacheText = try await cli.run(["explain", cli.url("/nocache")]).stdout
+            #expect(noCacheText.contains("- no-cache without a validator"))
 
-        let heuristicText = try await cli.run(["explain", cli.url("/heuristic")]).stdout
-        #expect(heuristicText.contains("24 h, heuristic: a fraction of the time since Last-Modified"))
-        #expect(heuristicText.contains("- no explicit freshness: a heuristic lifetime of 24 h"))
+            let heuristicText = try await cli.run(["explain", cli.url("/heuristic")]).stdout
+            #expect(heuristicText.contains("24 h, heuristic: a fraction of the time since Last-Modified"))
+            #expect(heuristicText.contains("- no explicit freshness: a heuristic lifetime of 24 h"))
         }
     }
 
     @Test func explainOfflineExplainsWhatIsStoredWithoutTheOrigin() async throws {
         try await offPool {
-        let cli = try CLIHarness()
-        cli.serveValidated("/o", cacheControl: "max-age=60, stale-while-revalidate=30", etag: "\"o\"", body: "o")
-        _ = try await cli.run(["get", cli.url("/o")])
-        cli.origin.stop()
-        let run = try await cli.run(["explain", cli.url("/o"), "--offline"])
-        #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout.contains("→ 200 OK, hit"))
-        #expect(run.stdout.contains("Also:        stale-while-revalidate=30"))
-        #expect(run.stdout.contains("served stale at once while it is revalidated in the background"))
+            let cli = try CLIHarness()
+            cli.serveValidated("/o", cacheControl: "max-age=60, stale-while-revalidate=30", etag: "\"o\"", body: "o")
+            _ = try await cli.run(["get", cli.url("/o")])
+            cli.origin.stop()
+            let run = try await cli.run(["explain", cli.url("/o"), "--offline"])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("→ 200 OK, hit"))
+            #expect(run.stdout.contains("Also:        stale-while-revalidate=30"))
+            #expect(run.stdout.contains("served stale at once while it is revalidated in the background"))
         }
     }
 
     @Test func demoRunsTheFourStepsAndExitsZero() async throws {
         try await offPool {
-        let directory = FileManager.default.temporaryDirectory.path
-        let run = try await CLIProcess.run(["demo"], in: directory)
-        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n")
-        for (number, step) in ["MISS", "HIT", "REVALIDATED", "STALE"].enumerated() {
-            #expect(lines.contains { $0.hasPrefix("\(number + 1). \(step) ") }, "no step \(step) in:\n\(run.stdout)")
-        }
-        #expect(run.stdout.contains("Cache-Status: HTTPCache; fwd=stale; fwd-status=304"))
-        #expect(run.stdout.contains("detail=disconnected"))
-        #expect(run.stdout.contains("All four steps behaved as expected"))
-        // Its temporary cache is gone.
-        let line = try #require(lines.first { $0.contains("a disk cache in ") })
-        let cacheDirectory = String(line[line.range(of: "a disk cache in ")!.upperBound...])
-        #expect(!FileManager.default.fileExists(atPath: cacheDirectory))
+            let directory = FileManager.default.temporaryDirectory.path
+            let run = try await CLIProcess.run(["demo"], in: directory)
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n")
+            for (number, step) in ["MISS", "HIT", "REVALIDATED", "STALE"].enumerated() {
+                #expect(
+                    lines.contains { $0.hasPrefix("\(number + 1). \(step) ") }, "no step \(step) in:\n\(run.stdout)")
+            }
+            #expect(run.stdout.contains("Cache-Status: HTTPCache; fwd=stale; fwd-status=304"))
+            #expect(run.stdout.contains("detail=disconnected"))
+            #expect(run.stdout.contains("All four steps behaved as expected"))
+            // Its temporary cache is gone.
+            let line = try #require(lines.first { $0.contains("a disk cache in ") })
+            let cacheDirectory = String(line[line.range(of: "a disk cache in ")!.upperBound...])
+            #expect(!FileManager.default.fileExists(atPath: cacheDirectory))
         }
     }
 
     @Test(arguments: ["get", "explain", "ls", "show", "purge", "pin", "unpin", "stats", "demo"])
     func everyCommandHasHelp(command: String) async throws {
         try await offPool {
-        let directory = FileManager.default.temporaryDirectory.path
-        let run = try await CLIProcess.run([command, "--help"], in: directory)
-        #expect(run.status == 0)
-        #expect(run.stdout.hasPrefix("Usage: httpcache \(command)"), "\(run.stdout)")
-        let viaHelp = try await CLIProcess.run(["help", command], in: directory)
-        #expect(viaHelp.stdout == run.stdout)
+            let directory = FileManager.default.temporaryDirectory.path
+            let run = try await CLIProcess.run([command, "--help"], in: directory)
+            #expect(run.status == 0)
+            #expect(run.stdout.hasPrefix("Usage: httpcache \(command)"), "\(run.stdout)")
+            let viaHelp = try await CLIProcess.run(["help", command], in: directory)
+            #expect(viaHelp.stdout == run.stdout)
         }
     }
 
     @Test func topLevelHelpListsCommandsAndExitCodes() async throws {
         try await offPool {
-        let run = try await CLIProcess.run(["--help"], in: FileManager.default.temporaryDirectory.path)
-        #expect(run.status == 0)
-        for command in [
-            "get URL", "explain URL", "ls [PREFIX]", "show URL", "purge", "pin URL", "unpin URL", "stats", "demo",
-        ] {
-            #expect(run.stdout.contains("\n  \(command)"), "\(command)")
-        }
-        for code in ["  0  ", "  1  ", "  2  ", "  3  ", "  7  "] { #expect(run.stdout.contains(code)) }
-        #expect(run.stdout.contains("HTTPCACHE_DIR"))
+            let run = try await CLIProcess.run(["--help"], in: FileManager.default.temporaryDirectory.path)
+            #expect(run.status == 0)
+            for command in [
+                "get URL", "explain URL", "ls [PREFIX]", "show URL", "purge", "pin URL", "unpin URL", "stats", "demo",
+            ] {
+                #expect(run.stdout.contains("\n  \(command)"), "\(command)")
+            }
+            for code in ["  0  ", "  1  ", "  2  ", "  3  ", "  7  "] { #expect(run.stdout.contains(code)) }
+            #expect(run.stdout.contains("HTTPCACHE_DIR"))
         }
     }
 }
