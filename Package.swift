@@ -16,9 +16,11 @@ let package = Package(
         .library(name: "CacheStorage", targets: ["CacheStorage"]),
         .library(name: "CacheExchange", targets: ["CacheExchange"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
+        // Linux only: the server is built on epoll. Elsewhere the module is empty (its sources are
+        // under `#if os(Linux)`), and `httpcache serve` says it needs Linux.
         .library(name: "CachingProxy", targets: ["CachingProxy"]),
+        .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .executable(name: "httpcache", targets: ["httpcache"]),
-        .executable(name: "benchmarks", targets: ["Benchmarks"]),
     ],
     targets: [
         // Pure RFC 9111 rules: values in, decisions out. No I/O, no clock, no Foundation.
@@ -48,15 +50,25 @@ let package = Package(
         .target(name: "LoopbackOrigin", dependencies: ["CacheLocking"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
+        // The proxy's wire parsers (RFC 9112): request heads, chunked bodies, response framing.
+        // A product only so the fuzzers (a package of their own) reach them, through a narrow
+        // `@_spi(Fuzzing)` surface; everything else in it is package-internal.
+        .target(name: "HTTPWire", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
         // shared mode.
         .target(
             name: "CachingProxy",
-            dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "CEpollHTTPCache"],
+            dependencies: [
+                "CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "HTTPWire",
+                .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         .executableTarget(
-            name: "httpcache", dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin"],
+            name: "httpcache",
+            dependencies: [
+                "HTTPCaching", "LoopbackOrigin", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
@@ -64,11 +76,11 @@ let package = Package(
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
             name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),
-        // Release-mode benchmarks: `swift run -c release benchmarks`.
+        // Release-mode benchmarks: `swift run -c release benchmarks` (not a product: dependents never see it).
         .executableTarget(
-            name: "Benchmarks",
+            name: "benchmarks",
             dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin"],
-            swiftSettings: strictSettings),
+            path: "Sources/Benchmarks", swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         .testTarget(
@@ -86,10 +98,17 @@ let package = Package(
         // One table of cases through both hosts (HTTPCache in shared mode, the proxy): alike.
         .testTarget(
             name: "HostDifferentialTests",
-            dependencies: ["HTTPCaching", "CachingProxy", "LoopbackOrigin", "CacheTestSupport"],
+            dependencies: [
+                "HTTPCaching", "LoopbackOrigin", "CacheTestSupport",
+                .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "CachingProxyTests", dependencies: ["CachingProxy", "LoopbackOrigin", "CacheTestSupport"],
+            name: "CachingProxyTests",
+            dependencies: [
+                "LoopbackOrigin", "CacheTestSupport", "HTTPWire",
+                .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

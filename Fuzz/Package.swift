@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
-// libFuzzer targets for every CacheSemantics parser and the caching proxy's wire parsers.
-// Built only by scripts/fuzz, with `-sanitize=fuzzer` (libFuzzer supplies `main`), so this is
-// a package of its own.
+// libFuzzer targets for every CacheSemantics parser, the whole engine and the caching proxy's wire
+// handling. Built only by scripts/fuzz, with `-sanitize=fuzzer` (libFuzzer supplies `main`), so
+// this is a package of its own. The lists below are the one list of fuzz targets: scripts/fuzz
+// runs the executables this manifest declares.
 import Foundation
 import PackageDescription
 
@@ -9,47 +10,47 @@ import PackageDescription
 let rootIdentity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .lastPathComponent.lowercased()
 
-let parsers = [
+/// CacheSemantics' parsers and its engine.
+let semantics = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine",
 ]
-// The proxy's request head parser and chunked decoder, reached through CachingProxy's
-// `@_spi(Fuzzing)` entry points (the parsers are internal).
-let proxyParsers = ["FuzzRequestHead", "FuzzChunkedBody"]
-let proxyTargets: [Target] = proxyParsers.map { name in
+/// The proxy's server-side wire parsers (HTTPWire's `@_spi(Fuzzing)` surface), checked by
+/// RequestOracle, a reading of RFC 9112 that lives here, apart from the product.
+let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
+/// The upstream client's framing, alone and with the client over sockets (CachingProxy's
+/// `UpstreamFuzzing`), checked by ResponseOracle.
+let upstream = ["FuzzResponseStream"]
+
+func fuzzer(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
     .executableTarget(
-        name: name,
-        dependencies: [.product(name: "CachingProxy", package: rootIdentity), "FuzzSupport"],
-        path: "Sources/\(name)",
+        name: name, dependencies: dependencies + ["FuzzSupport"], path: "Sources/\(name)",
+        // gold fails with an internal error on these links; lld ships with the toolchain.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
 }
-
-// The upstream client's response framing, alone and with the client over sockets, through
-// CachingProxy's `UpstreamFuzzing`; what the answers should be is read by ResponseOracle, a
-// reading of RFC 9112 that lives here, apart from the product.
-let responseStream: [Target] = [
-    .executableTarget(
-        name: "FuzzResponseStream",
-        dependencies: [
-            .product(name: "CachingProxy", package: rootIdentity),
-            .product(name: "CacheSemantics", package: rootIdentity), "FuzzSupport", "ResponseOracle",
-        ],
-        path: "Sources/FuzzResponseStream",
-        linkerSettings: [.unsafeFlags(["-use-ld=lld"])]),
-    .target(name: "ResponseOracle", path: "Sources/ResponseOracle"),
-]
 
 let package = Package(
     name: "CacheSemanticsFuzz",
     dependencies: [.package(path: "..")],
-    targets: parsers.map { name in
-        .executableTarget(
-            name: name,
-            dependencies: [.product(name: "CacheSemantics", package: rootIdentity), "FuzzSupport"],
-            path: "Sources/\(name)",
-            // gold fails with an internal error on these links; lld ships with the toolchain.
-            linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
-    } + proxyTargets + responseStream
-        + [.target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)])],
+    targets: semantics.map { fuzzer($0, [.product(name: "CacheSemantics", package: rootIdentity)]) }
+        + wire.map { fuzzer($0, ["RequestOracle"]) }
+        + upstream.map {
+            fuzzer(
+                $0,
+                [
+                    .product(name: "CachingProxy", package: rootIdentity),
+                    .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
+                ])
+        }
+        + [
+            .target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)]),
+            .target(
+                name: "RequestOracle",
+                dependencies: [
+                    "FuzzSupport", .product(name: "HTTPWire", package: rootIdentity),
+                    .product(name: "CacheSemantics", package: rootIdentity),
+                ]),
+            .target(name: "ResponseOracle", path: "Sources/ResponseOracle"),
+        ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheExchange
 import CacheLocking
 import CacheSemantics
@@ -133,3 +134,4 @@ public final class CachingProxy: Sendable {
     /// ``Configuration/metricsPath``.
     public var metricsText: String { handler.metricsText }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import Foundation
 import Glibc
 
@@ -60,3 +61,4 @@ extension CachingProxy {
         return PurgeAnswer(status: status, message: body.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
+#endif

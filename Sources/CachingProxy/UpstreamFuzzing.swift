@@ -1,7 +1,9 @@
+#if os(Linux)
 // The entry point of the libFuzzer target FuzzResponseStream in Fuzz/: the upstream client's
 // response framing, alone and over sockets the fuzzer feeds. What the answers should be is
 // decided in the Fuzz package (its ResponseOracle module), not here.
 import CacheSemantics
+import HTTPWire
 
 /// The upstream client's framing (``ResponseFramer``) and the client itself, reachable from
 /// the libFuzzer targets in `Fuzz/` (`@_spi(Fuzzing) import CachingProxy`), which cannot see
@@ -226,3 +228,4 @@ extension UpstreamFuzzing.Event {
         return false
     }
 }
+#endif

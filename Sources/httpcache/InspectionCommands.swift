@@ -1,8 +1,11 @@
 import CacheSemantics
 import CacheStorage
-import CachingProxy
 import Foundation
 import HTTPCaching
+
+#if os(Linux)
+import CachingProxy
+#endif
 
 /// A stored response's freshness in a few words: `fresh, 57 s left` or `stale by 3 s`.
 func freshnessSummary(_ entry: CacheEntryInfo) -> String {
@@ -231,6 +234,7 @@ struct PurgeCommand {
 
     func run() throws(Failure) {
         if case .proxy(let proxy, let url, let token) = target {
+            #if os(Linux)
             let answer: CachingProxy.PurgeAnswer
             do {
                 answer = try CachingProxy.purge(url, proxy: proxy, token: token)
@@ -242,6 +246,10 @@ struct PurgeCommand {
             }
             Console.out(answer.message + "\n")
             return
+            #else
+            _ = (proxy, url, token)
+            throw Failure(.failure, "purge --proxy needs Linux, as httpcache serve does; purge on the proxy's host")
+            #endif
         }
         let cache = try cacheOptions.open(network: false)
         do {

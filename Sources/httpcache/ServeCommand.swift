@@ -1,6 +1,9 @@
 import CacheStorage
-import CachingProxy
 import Foundation
+
+#if os(Linux)
+import CachingProxy
+#endif
 
 /// `httpcache serve`: the caching proxy.
 struct ServeCommand {
@@ -44,6 +47,7 @@ struct ServeCommand {
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
         """
 
+    #if os(Linux)
     let configuration: CachingProxy.Configuration
 
     init(_ arguments: ParsedArguments) throws(Failure) {
@@ -143,7 +147,7 @@ struct ServeCommand {
     private static func waitForTermination() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let queue = DispatchQueue(label: "httpcache.serve.signals")
-            let once = Once(continuation)
+            let once = SingleResumption(continuation)
             for number in [SIGTERM, SIGINT] {
                 let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
                 source.setEventHandler { once.resume() }
@@ -152,6 +156,15 @@ struct ServeCommand {
             }
         }
     }
+    #else
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        throw Failure(
+            .failure,
+            "httpcache serve needs Linux: its HTTP server is built on epoll; run the proxy on a Linux host")
+    }
+
+    func run() async throws(Failure) {}
+    #endif
 }
 
 /// Keeps the signal sources alive for the process's life (touched on one queue only).
@@ -160,7 +173,7 @@ private enum Signals {
 }
 
 /// Resumes a continuation the first time it is asked to.
-private final class Once: @unchecked Sendable {
+private final class SingleResumption: @unchecked Sendable {
     private var continuation: CheckedContinuation<Void, Never>?
     init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
     /// Called on one serial queue only.

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheTestSupport
 import Testing
 
@@ -107,3 +108,4 @@ struct ConnectionPoolTests {
         }
     }
 }
+#endif

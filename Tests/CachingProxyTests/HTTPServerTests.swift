@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheSemantics
 import CacheTestSupport
@@ -1003,3 +1004,4 @@ extension HTTPServerTests {
         func finished() -> Bool { done.wait(timeout: .now() + 10) == .success }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 import Testing
 
@@ -48,3 +49,4 @@ struct MessagesTests {
         #expect(OriginSocket.authority("/path:80") == nil)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheStorage
 import CacheTestSupport
@@ -166,3 +167,4 @@ struct OriginMisbehaviourTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -148,3 +149,4 @@ struct ProxyFrontDoorTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -76,3 +77,4 @@ struct ProxyHardeningTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -99,3 +100,4 @@ struct ProxyModesTests {
         }
     }
 }
+#endif

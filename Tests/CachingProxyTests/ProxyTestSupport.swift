@@ -1,8 +1,10 @@
+#if os(Linux)
 import CacheLocking
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Foundation
+import HTTPWire
 import LoopbackOrigin
 import Testing
 
@@ -154,3 +156,4 @@ final class ProxyHarness: @unchecked Sendable {
         origin.route(path) { _ in LoopbackOrigin.Response(status: status, headers: headers, body: body) }
     }
 }
+#endif

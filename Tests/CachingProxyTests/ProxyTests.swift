@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 import CacheTestSupport
 import Foundation
@@ -272,3 +273,4 @@ struct ProxyTests {
         }
     }
 }
+#endif

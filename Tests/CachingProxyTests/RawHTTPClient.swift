@@ -1,3 +1,4 @@
+#if os(Linux)
 import Glibc
 
 /// A blocking HTTP/1.1 client over a raw socket, for tests: it sends exactly the bytes it is
@@ -321,3 +322,4 @@ final class RawHTTPClient {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
+#endif

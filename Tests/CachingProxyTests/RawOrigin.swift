@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheStorage
 import Dispatch
@@ -302,3 +303,4 @@ final class RawConnection {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheStorage
 import CacheTestSupport
@@ -209,3 +210,4 @@ struct ReplacedWhileServedTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 import Testing
 
@@ -329,3 +330,4 @@ extension UpstreamFuzzing.Framing {
         return reason
     }
 }
+#endif

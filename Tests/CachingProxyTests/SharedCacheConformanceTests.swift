@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 import CacheTestSupport
 import Foundation
@@ -1455,3 +1456,4 @@ struct SharedCacheConformanceTests {
 private func httpDate(_ offset: Double) -> String {
     HTTPDate.format(Timestamp(secondsSince1970: Date().timeIntervalSince1970.rounded(.down) + offset))
 }
+#endif

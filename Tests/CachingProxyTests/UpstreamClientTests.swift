@@ -1,9 +1,11 @@
+#if os(Linux)
 import CacheLocking
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Dispatch
 import Foundation
+import HTTPWire
 import LoopbackOrigin
 import Testing
 
@@ -610,3 +612,4 @@ func fetch(
         }
     }
 }
+#endif

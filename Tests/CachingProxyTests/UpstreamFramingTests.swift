@@ -1,6 +1,8 @@
+#if os(Linux)
 import CacheSemantics
 import CacheTestSupport
 import Foundation
+import HTTPWire
 import Testing
 
 @testable import CachingProxy
@@ -280,3 +282,4 @@ struct UpstreamFramingTests {
         }
     }
 }
+#endif

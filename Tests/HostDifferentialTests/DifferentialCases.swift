@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 import LoopbackOrigin
 
@@ -367,3 +368,4 @@ enum HTTPDateOffset {
         HTTPDate.format(Timestamp(secondsSince1970: clock.now + offset))
     }
 }
+#endif

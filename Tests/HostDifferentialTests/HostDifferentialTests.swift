@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheSemantics
 import CacheStorage
@@ -289,3 +290,4 @@ final class RedirectsReturned: NSObject, URLSessionTaskDelegate, Sendable {
         completionHandler(nil)
     }
 }
+#endif

@@ -1,9 +1,9 @@
-@_spi(Fuzzing) import CachingProxy
 import FuzzSupport
+import RequestOracle
 
 /// Chunked request bodies as the proxy's server decodes them (RFC 9112 §7.1), in one piece
-/// and in pieces, checked against the grammar; `WireParserFuzzing.chunkedBody(_:)` has the layout.
+/// and in pieces, checked against the grammar; `RequestOracle.chunkedBody(_:)` has the layout.
 runFuzzer { data, size in
-    WireParserFuzzing.chunkedBody(fuzzBytes(data, size))
+    RequestOracle.chunkedBody(fuzzBytes(data, size))
     return 0
 }

@@ -113,7 +113,7 @@ func withoutReasons(_ events: [UpstreamFuzzing.Event]) -> [UpstreamFuzzing.Event
 
 func checkFramer(_ bytes: [UInt8], method: String, closed: Bool, _ input: Input, _ raw: [UInt8]) {
     let whole = UpstreamFuzzing.frame(bytes, ends: [bytes.count], method: method, closed: closed, limits: input.limits)
-    for ends in [0, input.pieceChoice].map({ WireParserFuzzing.pieceEnds(bytes.count, choice: $0) }) {
+    for ends in [0, input.pieceChoice].map({ pieceEnds(bytes.count, choice: $0) }) {
         let split = UpstreamFuzzing.frame(bytes, ends: ends, method: method, closed: closed, limits: input.limits)
         guard split == whole else { fail("\(method): pieces \(ends) give \(split), one piece \(whole)", raw) }
     }

@@ -49,3 +49,19 @@ public func fuzzFields(_ text: Substring) -> HeaderFields {
     }
     return fields
 }
+
+/// Where the pieces of `count` bytes end, as a socket may deliver them: `choice` 0 is one byte
+/// at a time, 1–127 pieces of 1 to 16 bytes, 128–255 pieces of up to 8 to 1,024 bytes; sizes
+/// vary with the choice.
+public func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
+    let largest = choice < 0x80 ? Int(choice & 0x0F) + 1 : 8 << (choice & 0x07)
+    var state = UInt32(choice) &* 2_654_435_761 | 1
+    var ends: [Int] = []
+    var end = 0
+    while end < count {
+        state = state &* 1_664_525 &+ 1_013_904_223
+        end = min(count, end + (choice == 0 ? 1 : 1 + Int(state >> 16) % largest))
+        ends.append(end)
+    }
+    return ends
+}

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 
 /// Where a request goes: the URL sent to the origin and what the cache keys it by.
@@ -69,3 +70,4 @@ enum Messages {
         (["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"], Array((text + "\n").utf8))
     }
 }
+#endif

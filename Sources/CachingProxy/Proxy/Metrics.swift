@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheStorage
 import Synchronization
@@ -133,3 +134,4 @@ final class Metrics: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 }
+#endif

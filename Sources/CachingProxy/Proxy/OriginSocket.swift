@@ -1,3 +1,4 @@
+#if os(Linux)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -136,3 +137,4 @@ enum OriginSocket {
         value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
     }
 }
+#endif

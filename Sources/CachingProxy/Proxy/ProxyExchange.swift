@@ -1,5 +1,7 @@
+#if os(Linux)
 import CacheExchange
 import CacheSemantics
+import HTTPWire
 import CacheStorage
 import Synchronization
 
@@ -223,3 +225,4 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
+#endif

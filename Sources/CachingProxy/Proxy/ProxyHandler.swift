@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheExchange
 import CacheLocking
 import CacheSemantics
@@ -347,3 +348,4 @@ final class ProxyHandler: RequestHandler {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import Foundation
 
@@ -73,3 +74,4 @@ final class Workers: Sendable {
         }
     }
 }
+#endif

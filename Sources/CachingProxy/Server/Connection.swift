@@ -1,5 +1,7 @@
+#if os(Linux)
 // One client connection: its buffers and where it stands. Touched only on its loop's thread,
 // except `shared`, which writers on other threads use under its lock.
+import HTTPWire
 import CacheLocking
 import Glibc
 
@@ -184,3 +186,4 @@ final class Tunnel {
 
     init(fd: Int32) { self.fd = fd }
 }
+#endif

@@ -1,9 +1,11 @@
+#if os(Linux)
 import CEpollHTTPCache
 // Reading requests: the per-connection state machine driven by readiness events. One request
 // at a time per connection (RFC 9112 §9.3.2): pipelined bytes wait in the input buffer until
 // the response before them is complete.
 import CacheLocking
 import CacheSemantics
+import HTTPWire
 import Glibc
 
 extension EventLoop {
@@ -254,3 +256,4 @@ extension EventLoop {
         connection.state.deadline = now + Self.lingerMilliseconds
     }
 }
+#endif

@@ -1,7 +1,9 @@
+#if os(Linux)
 // Writing responses on the loop thread: the head with the server's own framing fields, the
 // body framed as chosen (RFC 9112 §6, §7.1), and what happens to the connection after it.
 import CEpollHTTPCache
 import CacheSemantics
+import HTTPWire
 import Glibc
 
 extension EventLoop {
@@ -333,3 +335,4 @@ func reasonPhrase(_ status: Int) -> StaticString? {
     default: nil
     }
 }
+#endif

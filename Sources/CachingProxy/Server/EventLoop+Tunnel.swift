@@ -1,3 +1,4 @@
+#if os(Linux)
 // CONNECT tunnels (RFC 9110 §9.3.6): after `200`, bytes are relayed both ways. An EOF on one
 // side becomes a half-close (shutdown SHUT_WR) of the other once what it sent is delivered;
 // both sides are closed when both are done, or at the first error.
@@ -118,3 +119,4 @@ extension EventLoop {
         if moved { connection.state.deadline = now + idleMilliseconds }
     }
 }
+#endif

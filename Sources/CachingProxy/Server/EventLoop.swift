@@ -1,5 +1,7 @@
+#if os(Linux)
 // One event-loop thread: epoll (edge-triggered connections, a level-triggered listener), an
 // eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
+import HTTPWire
 import CEpollHTTPCache
 import CacheLocking
 import Glibc
@@ -529,3 +531,4 @@ final class EventLoop: @unchecked Sendable {
     func countRejection() { requestCounts.withLock { $0.rejected += 1 } }
     var counts: (requests: Int, rejected: Int) { requestCounts.withLock { $0 } }
 }
+#endif

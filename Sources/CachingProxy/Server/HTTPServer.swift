@@ -1,6 +1,8 @@
+#if os(Linux)
 import CEpollHTTPCache
 import CacheLocking
 import CacheSemantics
+import HTTPWire
 import Glibc
 
 /// An HTTP/1.1 server on epoll.
@@ -28,11 +30,11 @@ package final class HTTPServer: Sendable {
         /// Event-loop threads.
         package var loops = 1
         /// The largest request head (request-line, fields, CRLFs) accepted; larger is `431`.
-        package var maxHeaderBytes = 16 * 1024
+        package var maxHeaderBytes = WireDefaults.maxHeaderBytes
         /// The most field lines accepted in a head (and in a chunked body's trailer); more is `431`.
-        package var maxFieldCount = 100
+        package var maxFieldCount = WireDefaults.maxFieldCount
         /// The largest request body accepted, declared or de-chunked; larger is `413`.
-        package var maxBodyBytes: Int64 = 8 << 20
+        package var maxBodyBytes: Int64 = WireDefaults.maxBodyBytes
         /// Seconds for a request head to arrive in full, from its first byte (or from the
         /// connection's start); a slower head is cut (`408`).
         package var headerTimeout = 10.0
@@ -193,3 +195,4 @@ private final class ServerCore: @unchecked Sendable {
         return statistics
     }
 }
+#endif

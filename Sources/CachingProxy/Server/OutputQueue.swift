@@ -1,3 +1,4 @@
+#if os(Linux)
 // Bytes waiting to be sent to one client, in order: small pieces (heads, small bodies, chunk
 // framing) copied into one owned buffer, large bodies kept as the arrays they came in.
 // Flushed with sendmsg, several pieces per call.
@@ -272,3 +273,4 @@ struct OutputQueue {
         return total
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 import CacheSemantics
 import Glibc
@@ -194,3 +195,4 @@ package final class Responder: @unchecked Sendable {
         }
     }
 }
+#endif

@@ -1,4 +1,6 @@
+#if os(Linux)
 import CacheSemantics
+import HTTPWire
 
 /// A request as ``HTTPServer`` parsed it: head in wire order and the whole body.
 package struct ServerRequest: Sendable {
@@ -64,3 +66,15 @@ package protocol RequestHandler: AnyObject, Sendable {
     /// from any thread. Every request must be answered exactly once (or aborted).
     func handle(_ request: ServerRequest, _ responder: Responder)
 }
+
+extension RequestHeadParser {
+    /// The complete head as a ``ServerRequest`` (without its body); `base` is the start of
+    /// the request the head was parsed from.
+    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool) -> ServerRequest {
+        let head = parsedHead(base)
+        return ServerRequest(
+            method: head.method, target: head.target, minorVersion: head.minorVersion, fields: head.fields,
+            peerIsLoopback: peerIsLoopback)
+    }
+}
+#endif

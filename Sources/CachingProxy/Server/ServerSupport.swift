@@ -1,3 +1,4 @@
+#if os(Linux)
 // Small POSIX pieces the server is built from: the coarse monotonic clock, errno texts and the
 // listening socket. Glibc only, no Foundation.
 import CEpollHTTPCache
@@ -169,3 +170,4 @@ func peerDescription(_ fd: Int32) -> String {
         return "?"
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheLocking
 
 #if canImport(Glibc)
@@ -79,3 +80,4 @@ final class ConnectionPool: Sendable {
         return list[..<kept].map(\.fd)
     }
 }
+#endif

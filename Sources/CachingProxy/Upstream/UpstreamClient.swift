@@ -1,4 +1,6 @@
+#if os(Linux)
 #if canImport(Glibc)
+import HTTPWire
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -272,3 +274,4 @@ package final class UpstreamClient: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 #if canImport(Glibc)
 import CEpollHTTPCache  // MSG_NOSIGNAL: the proxy's module owns <sys/socket.h>
 import Glibc
@@ -183,4 +184,5 @@ private func sendSocket(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) ->
     Darwin.send(fd, bytes, count, 0)
 }
 private func closeSocket(_ fd: Int32) -> Int32 { Darwin.close(fd) }
+#endif
 #endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 /// Why ``UpstreamClient/perform(_:_:)`` failed: a kind to act on, and a sentence for people
 /// saying what happened and to what URL.
 ///
@@ -36,3 +37,4 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
     /// Whether the response head had been delivered to the receiver.
     package var receivedHead: Bool
 }
+#endif

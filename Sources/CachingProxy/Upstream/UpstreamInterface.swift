@@ -1,4 +1,6 @@
+#if os(Linux)
 import CacheSemantics
+import HTTPWire
 
 /// A request the proxy sends to an origin, exactly as given.
 package struct UpstreamRequest: Sendable {
@@ -19,20 +21,6 @@ package struct UpstreamRequest: Sendable {
     }
 }
 
-/// The final (non-1xx) response head from an origin.
-package struct UpstreamResponseHead: Sendable, Equatable {
-    package var status: Int
-    package var reason: String
-    /// Field lines in the order received, repeated names kept.
-    package var fields: HeaderFields
-
-    package init(status: Int, reason: String, fields: HeaderFields) {
-        self.status = status
-        self.reason = reason
-        self.fields = fields
-    }
-}
-
 /// Receives one upstream response as it arrives, on the thread that called
 /// ``UpstreamClient/perform(_:_:)``.
 package protocol UpstreamReceiver: AnyObject {
@@ -42,3 +30,4 @@ package protocol UpstreamReceiver: AnyObject {
     /// Return `false` to stop.
     func receive(body: UnsafeRawBufferPointer) -> Bool
 }
+#endif

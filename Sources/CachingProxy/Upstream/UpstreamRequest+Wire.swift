@@ -1,4 +1,6 @@
+#if os(Linux)
 import CacheSemantics
+import HTTPWire
 
 extension UpstreamRequest {
     /// A request as it goes to the origin: where, and the bytes of its head (RFC 9112 §3).
@@ -112,3 +114,4 @@ extension UpstreamRequest {
         return OriginSocket.authority(hasPort ? authority : authority + ":80")
     }
 }
+#endif

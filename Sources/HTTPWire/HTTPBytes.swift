@@ -1,15 +1,16 @@
+#if os(Linux)
 // Byte classes of the HTTP/1.1 grammar, as bit tables in constants (no lazy globals on the
 // hot path). Everything here works on wire bytes: no Character or String operations.
 import Glibc
 
-enum HTTPBytes {
-    static let cr: UInt8 = 0x0D
-    static let lf: UInt8 = 0x0A
-    static let space: UInt8 = 0x20
-    static let tab: UInt8 = 0x09
-    static let colon: UInt8 = 0x3A
-    static let comma: UInt8 = 0x2C
-    static let semicolon: UInt8 = 0x3B
+package enum HTTPBytes {
+    package static let cr: UInt8 = 0x0D
+    package static let lf: UInt8 = 0x0A
+    package static let space: UInt8 = 0x20
+    package static let tab: UInt8 = 0x09
+    package static let colon: UInt8 = 0x3A
+    package static let comma: UInt8 = 0x2C
+    package static let semicolon: UInt8 = 0x3B
 
     /// `tchar` (RFC 9110 §5.6.2): bits for bytes 0–63 and 64–127.
     private static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
@@ -19,34 +20,35 @@ enum HTTPBytes {
     private static let hostHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
 
     @inline(__always)
-    static func isToken(_ byte: UInt8) -> Bool {
+    package static func isToken(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? tokenLow : tokenHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     @inline(__always)
-    static func isHost(_ byte: UInt8) -> Bool {
+    package static func isHost(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? hostLow : hostHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     /// A byte of a request-target: visible ASCII, no white space or control (RFC 9112 §3.2).
     @inline(__always)
-    static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
+    package static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
 
     /// `field-vchar`, SP or HTAB: what a field value may contain (RFC 9110 §5.5, obs-text allowed).
     @inline(__always)
-    static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
+    package static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
 
     @inline(__always)
-    static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
+    package static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
 
     @inline(__always)
-    static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
+    package static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
 
     /// Whether `count` bytes at `bytes` equal `lowercase` (already lower case) ignoring ASCII case.
     @inline(__always)
-    static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool {
+    package static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool
+    {
         guard count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
         for index in 0..<count where lower(bytes[index]) != expected[index] { return false }
@@ -55,7 +57,7 @@ enum HTTPBytes {
 
     /// The bytes as a String: a literal for the most common methods and field names (no
     /// decoding, no allocation), else decoded as UTF-8 (invalid sequences become U+FFFD).
-    static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
+    package static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
         switch count {
         case 3:
             if equals(bytes, count, "GET") { return "GET" }
@@ -89,7 +91,7 @@ enum HTTPBytes {
 
     /// Whether a field value holds a byte it may not: a control other than HTAB, or DEL
     /// (RFC 9110 §5.5). Eight bytes at a time; values are checked on every response.
-    static func hasInvalidFieldValueByte(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    package static func hasInvalidFieldValueByte(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         var index = 0
@@ -111,7 +113,7 @@ enum HTTPBytes {
     }
 
     /// How a byte that is not allowed somewhere is named in a rejection.
-    static func describe(_ byte: UInt8) -> String {
+    package static func describe(_ byte: UInt8) -> String {
         switch byte {
         case 0: "a NUL byte"
         case cr: "a bare CR"
@@ -131,7 +133,7 @@ enum HTTPBytes {
 
     /// The value of a hex digit, or `nil`.
     @inline(__always)
-    static func hexValue(_ byte: UInt8) -> UInt64? {
+    package static func hexValue(_ byte: UInt8) -> UInt64? {
         switch byte {
         case 0x30...0x39: UInt64(byte - 0x30)
         case 0x41...0x46: UInt64(byte - 0x41 + 10)
@@ -140,3 +142,4 @@ enum HTTPBytes {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 
 /// Reads one response head (a status line, field lines and the empty line that ends them) once
@@ -20,17 +21,17 @@ import CacheSemantics
 ///
 /// Bytes become text as UTF-8 when valid, otherwise as ISO 8859-1 (one scalar per byte), so
 /// no byte is replaced.
-enum ResponseHeadParser {
+package enum ResponseHeadParser {
     /// A head as read: its version's minor digit (for persistence, RFC 9112 §9.3) and the
     /// head the receiver gets.
-    struct Head: Equatable {
-        var minorVersion: Int
-        var head: UpstreamResponseHead
+    package struct Head: Equatable {
+        package var minorVersion: Int
+        package var head: UpstreamResponseHead
     }
 
     /// Reads `bytes`, which hold exactly one head: lines up to and including the empty line.
     /// - Returns: The head, or why it is malformed.
-    static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
+    package static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
         var lines = Lines(bytes)
         guard let statusLine = lines.next() else { return .failure(FramingError("an empty response head")) }
         guard let (minorVersion, status, reason) = Self.statusLine(statusLine) else {
@@ -83,7 +84,7 @@ enum ResponseHeadParser {
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
     /// `bytes` without leading and trailing SP and HTAB (OWS, RFC 9110 §5.6.3).
-    static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+    package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var result = bytes
         while let first = result.first, HTTPBytes.isOWS(first) { result = result.dropFirst() }
         while let last = result.last, HTTPBytes.isOWS(last) { result = result.dropLast() }
@@ -91,7 +92,7 @@ enum ResponseHeadParser {
     }
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
-    static func text(_ bytes: ArraySlice<UInt8>) -> String {
+    package static func text(_ bytes: ArraySlice<UInt8>) -> String {
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         var result = ""
         result.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
@@ -99,17 +100,17 @@ enum ResponseHeadParser {
     }
 
     /// At most 80 bytes of `line`, quoted, for an error message.
-    static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
+    package static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
 
     /// The lines of a head: split after each LF, without the LF and a CR before it, with
     /// every other CR and NUL replaced by SP.
     private struct Lines {
-        let bytes: UnsafeRawBufferPointer
-        var position = 0
+        package let bytes: UnsafeRawBufferPointer
+        package var position = 0
 
-        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+        package init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-        mutating func next() -> [UInt8]? {
+        package mutating func next() -> [UInt8]? {
             guard position < bytes.count else { return nil }
             let start = position
             var end = start
@@ -122,7 +123,22 @@ enum ResponseHeadParser {
 }
 
 /// Why a response's bytes cannot be read as a message (RFC 9112): a sentence naming the rule.
-struct FramingError: Error, Equatable, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct FramingError: Error, Equatable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
+}
+#endif
+
+/// The final (non-1xx) response head from an origin.
+package struct UpstreamResponseHead: Sendable, Equatable {
+    package var status: Int
+    package var reason: String
+    /// Field lines in the order received, repeated names kept.
+    package var fields: HeaderFields
+
+    package init(status: Int, reason: String, fields: HeaderFields) {
+        self.status = status
+        self.reason = reason
+        self.fields = fields
+    }
 }

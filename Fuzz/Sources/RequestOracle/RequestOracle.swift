@@ -1,13 +1,14 @@
-// Entry points for the libFuzzer targets FuzzRequestHead and FuzzChunkedBody in Fuzz/: the
-// proxy's server-side wire parsers on arbitrary bytes, fed in one piece and in several, every
-// answer checked against a reading of RFC 9112 written independently here. (The upstream
-// client's entry point is `UpstreamFuzzing`, whose oracle lives in the Fuzz package.)
+// The libFuzzer targets FuzzRequestHead and FuzzChunkedBody: the proxy's server-side wire
+// parsers (HTTPWire, reached through its narrow `@_spi(Fuzzing)` surface) on arbitrary bytes, fed
+// in one piece and in several, every answer checked against a reading of RFC 9112 written here,
+// in the fuzz package, apart from the product.
 import CacheSemantics
+import FuzzSupport
+@_spi(Fuzzing) import HTTPWire
 
 /// Runs the proxy's wire parsers on arbitrary bytes and traps when an answer is wrong.
 ///
-/// Only for the libFuzzer targets in `Fuzz/`, a package of its own that cannot reach the
-/// internal parsers otherwise (`@_spi(Fuzzing) import CachingProxy`). Each entry point
+/// Each entry point
 ///
 /// - parses the input in one piece, one byte at a time and in pieces whose sizes the input
 ///   chooses, and requires the same answer every way, since a socket splits anywhere;
@@ -19,12 +20,12 @@ import CacheSemantics
 /// A disagreement traps with a message that shows the input, and libFuzzer keeps the input.
 ///
 /// ```swift
-/// @_spi(Fuzzing) import CachingProxy
+/// import RequestOracle
 ///
 /// // Byte 0 chooses the pieces, byte 1 the limits; the request follows.
-/// WireParserFuzzing.requestHead(Array("\u{0}\u{0}GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+/// RequestOracle.requestHead(Array("\u{0}\u{0}GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
 /// ```
-@_spi(Fuzzing) public enum WireParserFuzzing {
+public enum RequestOracle {
     /// Parses a request head (RFC 9112 §2–§6) from `input` as the server does.
     ///
     /// `input[0]` chooses the sizes of the pieces the bytes arrive in; `input[1]` the limits:
@@ -37,9 +38,9 @@ import CacheSemantics
     /// keep-alive or a field that the grammar reads differently; or when a valid head is refused.
     ///
     /// - Parameter input: Arbitrary bytes.
-    @_spi(Fuzzing) public static func requestHead(_ input: [UInt8]) {
+    public static func requestHead(_ input: [UInt8]) {
         guard input.count >= 2 else { return }
-        let limits = Limits(input[1])
+        let limits = Self.limits(input[1])
         let bytes = Array(input.dropFirst(2))
         let whole = parseHead(bytes, ends: [bytes.count], limits)
         for ends in [pieceEnds(bytes.count, choice: 0), pieceEnds(bytes.count, choice: input[0])] {
@@ -49,11 +50,9 @@ import CacheSemantics
                 "pieces \(ends) give \(split), one piece \(whole)")
         }
         // A connection's parser is reset between requests, not made anew.
-        var reused = limits.headParser()
-        let previous = parseHead(previousRequest, ends: [previousRequest.count], limits, reusing: &reused)
-        if previous.decision == .complete {
-            reused.reset()
-            let again = parseHead(bytes, ends: pieceEnds(bytes.count, choice: input[0]), limits, reusing: &reused)
+        if parseHead(previousRequest, ends: [previousRequest.count], limits).decision == .complete {
+            let again = parseHead(
+                bytes, ends: pieceEnds(bytes.count, choice: input[0]), limits, after: previousRequest)
             require(
                 again == whole || bothRefusedTooLong(whole, again, bytes.count, limits), bytes,
                 "a reset parser gives \(again), a new one \(whole)")
@@ -71,9 +70,9 @@ import CacheSemantics
     /// decodes another body; or when it consumes bytes it was not given.
     ///
     /// - Parameter input: Arbitrary bytes.
-    @_spi(Fuzzing) public static func chunkedBody(_ input: [UInt8]) {
+    public static func chunkedBody(_ input: [UInt8]) {
         guard input.count >= 2 else { return }
-        let limits = Limits(input[1])
+        let limits = Self.limits(input[1])
         let bytes = Array(input.dropFirst(2))
         let whole = decodeBody(bytes, ends: [bytes.count], limits)
         for ends in [pieceEnds(bytes.count, choice: 0), pieceEnds(bytes.count, choice: input[0])] {
@@ -86,53 +85,17 @@ import CacheSemantics
 
 // MARK: - Pieces and limits
 
-extension WireParserFuzzing {
+extension RequestOracle {
     static let cr: UInt8 = 0x0D
     static let lf: UInt8 = 0x0A
 
-    /// Where the pieces of `count` bytes end: `choice` 0 is one byte at a time, 1–127 pieces
-    /// of 1 to 16 bytes, 128–255 pieces of up to 8 to 1,024 bytes; sizes vary with the choice.
-    /// (FuzzResponseStream splits origin bytes with it too.)
-    @_spi(Fuzzing) public static func pieceEnds(_ count: Int, choice: UInt8) -> [Int] {
-        let largest = choice < 0x80 ? Int(choice & 0x0F) + 1 : 8 << (choice & 0x07)
-        var state = UInt32(choice) &* 2_654_435_761 | 1
-        var ends: [Int] = []
-        var end = 0
-        while end < count {
-            state = state &* 1_664_525 &+ 1_013_904_223
-            end = min(count, end + (choice == 0 ? 1 : 1 + Int(state >> 16) % largest))
-            ends.append(end)
-        }
-        return ends
-    }
-
-    /// The server's limits, or small ones (as `EventLoop` clamps them) for `selector` ≥ 0xC0.
-    struct Limits {
-        var maxHeaderBytes: Int
-        var maxFieldCount: Int
-        var maxBodyBytes: Int64
-
-        init(_ selector: UInt8) {
-            let defaults = HTTPServer.Configuration()
-            if selector < 0xC0 {
-                maxHeaderBytes = defaults.maxHeaderBytes
-                maxFieldCount = defaults.maxFieldCount
-                maxBodyBytes = defaults.maxBodyBytes
-            } else {
-                maxHeaderBytes = 64 + Int(selector & 0x0F) * 16
-                maxFieldCount = 1 + Int(selector >> 4 & 0x03)
-                maxBodyBytes = Int64(selector & 0x07) * 5
-            }
-        }
-
-        func headParser() -> RequestHeadParser {
-            RequestHeadParser(maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes)
-        }
-
-        /// As `EventLoop` makes it for a chunked body: the trailer has the head's limits.
-        func chunkedDecoder() -> ChunkedDecoder {
-            ChunkedDecoder(maxBodyBytes: maxBodyBytes, maxTrailerBytes: maxHeaderBytes, maxTrailerFields: maxFieldCount)
-        }
+    /// The server's limits, or small ones for `selector` ≥ 0xC0 (as the server's event loop
+    /// clamps them).
+    static func limits(_ selector: UInt8) -> WireFuzzing.Limits {
+        guard selector >= 0xC0 else { return .serverDefaults }
+        return WireFuzzing.Limits(
+            maxHeaderBytes: 64 + Int(selector & 0x0F) * 16, maxFieldCount: 1 + Int(selector >> 4 & 0x03),
+            maxBodyBytes: Int64(selector & 0x07) * 5)
     }
 
     /// Traps with the input shown when `condition` is false (`fatalError`, as
@@ -164,7 +127,7 @@ extension WireParserFuzzing {
 
 // MARK: - The grammar, spelled out
 
-extension WireParserFuzzing {
+extension RequestOracle {
     /// Byte classes written out from the RFCs' ABNF rather than taken from `HTTPBytes`' bit
     /// tables, which they check.
     enum Grammar {
@@ -216,71 +179,19 @@ extension WireParserFuzzing {
 
 // MARK: - Request heads
 
-extension WireParserFuzzing {
-    /// What the request head parser said, and what a complete head holds.
-    struct HeadAnswer: Equatable, CustomStringConvertible {
-        enum Decision: Equatable {
-            case needMore
-            case complete
-            case rejected(status: Int)
-        }
-
-        var decision: Decision
-        var method = ""
-        var target = ""
-        var minorVersion = 0
-        var fields: [HeaderField] = []
-        var headLength = 0
-        var framing = RequestFraming.none
-        var keepAlive = false
-        var expectsContinue = false
-        var isHead = false
-
-        var description: String {
-            guard decision == .complete else { return "\(decision)" }
-            let lines = fields.map { "\($0.name): \($0.value)" }
-            return
-                "complete \(method) \(target) HTTP/1.\(minorVersion) \(lines) head \(headLength) bytes, \(framing), "
-                + "keepAlive \(keepAlive), expectsContinue \(expectsContinue), isHead \(isHead)"
-        }
-    }
+extension RequestOracle {
+    typealias HeadAnswer = WireFuzzing.HeadAnswer
+    typealias Limits = WireFuzzing.Limits
 
     /// A request with every field the parser keeps state for, parsed before `reset`.
     static let previousRequest = Array(
         ("POST /previous HTTP/1.1\r\nHost: previous\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
             + "Expect: 100-continue\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n").utf8)
 
-    static func parseHead(_ bytes: [UInt8], ends: [Int], _ limits: Limits) -> HeadAnswer {
-        var parser = limits.headParser()
-        return parseHead(bytes, ends: ends, limits, reusing: &parser)
-    }
-
-    /// Feeds the bytes up to each end in turn, as the server does when more arrive.
-    static func parseHead(_ bytes: [UInt8], ends: [Int], _ limits: Limits, reusing parser: inout RequestHeadParser)
+    static func parseHead(_ bytes: [UInt8], ends: [Int], _ limits: Limits, after previous: [UInt8]? = nil)
         -> HeadAnswer
     {
-        for end in ends {
-            // A buffer of exactly the bytes received so far: nothing past `end` is there,
-            // and nothing of the previous call's buffer survives.
-            let received = Array(bytes[..<end])
-            let outcome = received.withUnsafeBufferPointer { parser.parse($0.baseAddress!, count: end) }
-            switch outcome {
-            case .needMore:
-                continue
-            case .rejected(let rejection):
-                return HeadAnswer(decision: .rejected(status: rejection.status))
-            case .complete:
-                let request = received.withUnsafeBufferPointer {
-                    parser.makeRequest($0.baseAddress!, peerIsLoopback: false)
-                }
-                return HeadAnswer(
-                    decision: .complete, method: request.method, target: request.target,
-                    minorVersion: request.minorVersion, fields: Array(request.fields), headLength: parser.headLength,
-                    framing: parser.framing, keepAlive: parser.keepAlive, expectsContinue: parser.expectsContinue,
-                    isHead: parser.isHead)
-            }
-        }
-        return HeadAnswer(decision: .needMore)
+        WireFuzzing.parseRequestHead(bytes, ends: ends, limits: limits, after: previous)
     }
 
     /// A line longer than the limit is refused as too large (`431`) when it arrives at once,
@@ -377,7 +288,7 @@ extension WireParserFuzzing {
         // Content-Length beside it; Content-Length is one decimal number, repeated or not.
         let codings = values("transfer-encoding")
         let lengths = values("content-length")
-        var framing = RequestFraming.none
+        var framing = WireFuzzing.Framing.none
         if !codings.isEmpty {
             let members = codings.flatMap(Grammar.members).filter { !$0.isEmpty }
             guard lengths.isEmpty, minorVersion == 1, codings.count == 1, members.count == 1 else { return nil }
@@ -422,46 +333,11 @@ extension WireParserFuzzing {
 
 // MARK: - Chunked bodies
 
-extension WireParserFuzzing {
-    /// What the chunked decoder said, how many bytes it consumed and what it decoded.
-    struct BodyAnswer: Equatable {
-        enum Decision: Equatable {
-            case needMore
-            case done
-            case rejected(status: Int)
-        }
+extension RequestOracle {
+    typealias BodyAnswer = WireFuzzing.BodyAnswer
 
-        var decision: Decision
-        var consumed: Int
-        var body: [UInt8]
-    }
-
-    /// Feeds the pieces as the server does: bytes not consumed stay at the front of the next
-    /// buffer, which holds exactly what is left.
     static func decodeBody(_ bytes: [UInt8], ends: [Int], _ limits: Limits) -> BodyAnswer {
-        var decoder = limits.chunkedDecoder()
-        var pending: [UInt8] = []
-        var consumed = 0
-        var body: [UInt8] = []
-        for end in ends {
-            pending = pending + bytes[(consumed + pending.count)..<end]
-            let count = pending.count
-            let (used, outcome) = pending.withUnsafeBufferPointer {
-                decoder.decode($0.baseAddress!, count: count, into: &body)
-            }
-            require(used >= 0 && used <= count, bytes, "\(used) of \(count) bytes consumed")
-            consumed += used
-            pending.removeFirst(used)
-            switch outcome {
-            case .needMore:
-                continue
-            case .done:
-                return BodyAnswer(decision: .done, consumed: consumed, body: body)
-            case .rejected(let rejection):
-                return BodyAnswer(decision: .rejected(status: rejection.status), consumed: consumed, body: body)
-            }
-        }
-        return BodyAnswer(decision: .needMore, consumed: consumed, body: body)
+        WireFuzzing.decodeChunkedBody(bytes, ends: ends, limits: limits)
     }
 
     static func checkBody(_ answer: BodyAnswer, _ bytes: [UInt8], _ limits: Limits) {
@@ -500,7 +376,9 @@ extension WireParserFuzzing {
         // chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF; the decoder allows white space
         // after the size and skips extensions, which may hold field-value bytes (§7.1.1).
         while true {
-            guard let (sizeLine, next) = line(), next - position <= ChunkedDecoder.maxSizeLineBytes else { return nil }
+            guard let (sizeLine, next) = line(), next - position <= WireFuzzing.maxChunkSizeLineBytes else {
+                return nil
+            }
             let digits = sizeLine.prefix { Grammar.hexValue($0) != nil }
             let rest = Grammar.trimmed(sizeLine[digits.endIndex...])
             let extensionStart = sizeLine[digits.endIndex...].drop(while: Grammar.isOWS)
@@ -535,7 +413,7 @@ extension WireParserFuzzing {
     }
 }
 
-extension WireParserFuzzing.Grammar {
+extension RequestOracle.Grammar {
     /// The value of a `HEXDIG` (RFC 5234 §B.1, either case), or `nil`.
     static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {

@@ -1,3 +1,4 @@
+#if os(Linux)
 // The request head parser: RFC 9112 §2–§6 over raw bytes, strict where the RFC says a
 // server must reject (smuggling vectors, obs-fold, bare CR/LF) and line by line, so bytes
 // arriving one at a time are scanned once.
@@ -5,21 +6,26 @@ import CacheSemantics
 import Glibc
 
 /// Why a request is refused: the status and a short reason for the client and the log.
-struct Rejection: Error {
-    var status: Int
-    var reason: String
+package struct Rejection: Error {
+    package var status: Int
+    package var reason: String
+
+    package init(status: Int, reason: String) {
+        self.status = status
+        self.reason = reason
+    }
 }
 
 /// Where a field line's name and value sit, as offsets from the start of the request.
-struct FieldSpan {
-    var nameStart: Int
-    var nameCount: Int
-    var valueStart: Int
-    var valueCount: Int
+package struct FieldSpan {
+    package var nameStart: Int
+    package var nameCount: Int
+    package var valueStart: Int
+    package var valueCount: Int
 }
 
 /// How a request's body is delimited (RFC 9112 §6.3).
-enum RequestFraming: Equatable {
+package enum RequestFraming: Equatable {
     case none
     case length(Int64)
     case chunked
@@ -27,10 +33,10 @@ enum RequestFraming: Equatable {
 
 /// Parses one request head. `parse` is called again with the same start and more bytes
 /// until it completes or rejects; `reset` before the next request.
-struct RequestHeadParser {
-    let maxHeaderBytes: Int
-    let maxFieldCount: Int
-    let maxBodyBytes: Int64
+package struct RequestHeadParser {
+    package let maxHeaderBytes: Int
+    package let maxFieldCount: Int
+    package let maxBodyBytes: Int64
 
     // Progress: the start of the first line not parsed yet, and where the LF search resumes.
     private var lineStart = 0
@@ -38,19 +44,19 @@ struct RequestHeadParser {
     private var sawRequestLine = false
 
     // The request-line.
-    private(set) var methodStart = 0
-    private(set) var methodCount = 0
-    private(set) var targetStart = 0
-    private(set) var targetCount = 0
-    private(set) var minorVersion = 1
-    private(set) var isHead = false
+    package private(set) var methodStart = 0
+    package private(set) var methodCount = 0
+    package private(set) var targetStart = 0
+    package private(set) var targetCount = 0
+    package private(set) var minorVersion = 1
+    package private(set) var isHead = false
 
     // The field section and what the server itself acts on.
     /// The field lines' places; only the first `fieldCount` belong to this request (the
     /// array is reused from request to request).
-    private(set) var fields: [FieldSpan] = []
-    private(set) var fieldCount = 0
-    private(set) var headLength = 0
+    package private(set) var fields: [FieldSpan] = []
+    package private(set) var fieldCount = 0
+    package private(set) var headLength = 0
     private var hostCount = 0
     private var contentLength: Int64?
     private var transferEncodingSeen = false
@@ -59,13 +65,13 @@ struct RequestHeadParser {
     private var otherCoding: String?
     private var connectionClose = false
     private var connectionKeepAlive = false
-    private(set) var expectsContinue = false
+    package private(set) var expectsContinue = false
     private var unknownExpectation: String?
 
     /// What the complete head says about the body.
-    private(set) var framing = RequestFraming.none
+    package private(set) var framing = RequestFraming.none
 
-    init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
+    package init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxFieldCount = maxFieldCount
         self.maxBodyBytes = maxBodyBytes
@@ -73,12 +79,12 @@ struct RequestHeadParser {
 
     /// Whether the connection stays open after this request's response (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-    private(set) var keepAlive = true
+    package private(set) var keepAlive = true
 
     /// Whether any byte of the head has been scanned as part of a line.
-    private(set) var hasStarted = false
+    package private(set) var hasStarted = false
 
-    mutating func reset() {
+    package mutating func reset() {
         lineStart = 0
         scanFrom = 0
         sawRequestLine = false
@@ -101,14 +107,14 @@ struct RequestHeadParser {
         framing = .none
     }
 
-    enum Outcome {
+    package enum Outcome {
         case needMore
         case complete
         case rejected(Rejection)
     }
 
     /// Continues parsing the `count` bytes at `base` (the start of the request).
-    mutating func parse(_ base: UnsafePointer<UInt8>, count: Int) -> Outcome {
+    package mutating func parse(_ base: UnsafePointer<UInt8>, count: Int) -> Outcome {
         while true {
             guard scanFrom < count, let found = memchr(base + scanFrom, Int32(HTTPBytes.lf), count - scanFrom) else {
                 scanFrom = count
@@ -147,9 +153,9 @@ struct RequestHeadParser {
         Rejection(status: 431, reason: "the request head is larger than \(maxHeaderBytes) bytes")
     }
 
-    /// The complete head as a ``ServerRequest`` (without its body); `base` is the start of
-    /// the request the head was parsed from.
-    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool) -> ServerRequest {
+    /// The complete head (without its body); `base` is the start of the request the head was
+    /// parsed from.
+    package func parsedHead(_ base: UnsafePointer<UInt8>) -> ParsedRequestHead {
         var lines: [HeaderField] = []
         lines.reserveCapacity(fieldCount)
         for span in fields[..<fieldCount] {
@@ -158,10 +164,10 @@ struct RequestHeadParser {
                     name: HTTPBytes.string(base + span.nameStart, span.nameCount),
                     value: HTTPBytes.string(base + span.valueStart, span.valueCount)))
         }
-        return ServerRequest(
+        return ParsedRequestHead(
             method: HTTPBytes.string(base + methodStart, methodCount),
             target: HTTPBytes.string(base + targetStart, targetCount), minorVersion: minorVersion,
-            fields: HeaderFields(lines), peerIsLoopback: peerIsLoopback)
+            fields: HeaderFields(lines))
     }
 
     // MARK: request-line (RFC 9112 §3)
@@ -275,15 +281,17 @@ struct RequestHeadParser {
     }
 
     /// A field line's name length and its value's place, trimmed of OWS.
-    struct FieldLine {
-        var nameCount: Int
-        var valueStart: Int
-        var valueCount: Int
+    package struct FieldLine {
+        package var nameCount: Int
+        package var valueStart: Int
+        package var valueCount: Int
     }
 
     /// Checks `field-name ":" OWS field-value OWS` between `start` and `end` (the CR), for
     /// header and trailer sections alike (RFC 9112 §5, RFC 9110 §5.5).
-    static func scanFieldLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Result<FieldLine, Rejection> {
+    package static func scanFieldLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Result<
+        FieldLine, Rejection
+    > {
         if HTTPBytes.isOWS(base[start]) {
             return .failure(
                 Rejection(status: 400, reason: "a field line starts with white space (obs-fold, RFC 9112 §5.2)"))
@@ -491,4 +499,17 @@ struct RequestHeadParser {
         expectsContinue = expectsContinue && minorVersion == 1 && framing != .none
         return nil
     }
+}
+#endif
+
+/// A request head as read from the wire (RFC 9112 §3, §5).
+package struct ParsedRequestHead: Sendable {
+    /// The method token, as sent.
+    package var method: String
+    /// The request-target, as sent.
+    package var target: String
+    /// `1` for HTTP/1.1, `0` for HTTP/1.0.
+    package var minorVersion: Int
+    /// Field lines in the order received, values trimmed of OWS.
+    package var fields: HeaderFields
 }

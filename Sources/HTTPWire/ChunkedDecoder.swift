@@ -1,15 +1,16 @@
+#if os(Linux)
 // De-chunking a body as its bytes arrive (RFC 9112 §7.1): hex sizes with overflow checks,
 // extensions skipped within a bound, strict CRLFs, trailer fields checked and dropped. The
 // server decodes request bodies with it, the upstream client's `ResponseFramer` response bodies.
 import Glibc
 
-struct ChunkedDecoder {
+package struct ChunkedDecoder {
     /// The longest chunk-size line accepted, extensions included.
-    static let maxSizeLineBytes = 4096
+    package static let maxSizeLineBytes = 4096
 
-    let maxBodyBytes: Int64
-    let maxTrailerBytes: Int
-    let maxTrailerFields: Int
+    package let maxBodyBytes: Int64
+    package let maxTrailerBytes: Int
+    package let maxTrailerFields: Int
 
     private enum State {
         case sizeLine
@@ -27,20 +28,20 @@ struct ChunkedDecoder {
     /// Chunk data decoded so far.
     private var decodedBytes: Int64 = 0
 
-    init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
+    package init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
         self.maxBodyBytes = maxBodyBytes
         self.maxTrailerBytes = maxTrailerBytes
         self.maxTrailerFields = maxTrailerFields
     }
 
-    enum Outcome {
+    package enum Outcome {
         case needMore
         case done
         case rejected(Rejection)
     }
 
     /// What one step of ``next(_:count:)`` found.
-    enum Step {
+    package enum Step {
         /// Every byte given was used (or waits for the rest of its line): call again with more.
         case needMore
         /// Chunk data: these bytes of the input, at positions counted from `base`.
@@ -53,7 +54,7 @@ struct ChunkedDecoder {
     /// Decodes from the `count` bytes at `base`, appending chunk data to `body`. Returns how
     /// many bytes were consumed (the rest stays for the next call, or belongs to the next
     /// request once `.done`).
-    mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
+    package mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
         var position = 0
         while true {
             let (used, step) = next(base + position, count: count - position)
@@ -75,7 +76,7 @@ struct ChunkedDecoder {
     /// Decodes from the `count` bytes at `base` up to the next chunk data, the end of the
     /// body, or the need for more bytes. Returns how many bytes were consumed, data included;
     /// the bytes not consumed (a line not yet complete) must be given again, followed by more.
-    mutating func next(_ base: UnsafePointer<UInt8>, count: Int) -> (Int, Step) {
+    package mutating func next(_ base: UnsafePointer<UInt8>, count: Int) -> (Int, Step) {
         var position = 0
         while true {
             switch state {
@@ -194,3 +195,4 @@ struct ChunkedDecoder {
         return nil
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CacheSemantics
 
 /// Where one HTTP/1.1 response begins and ends in the bytes of a connection (RFC 9112 §6.3):
@@ -38,21 +39,21 @@ import CacheSemantics
 /// ``Limits/maxHeadBytes`` is refused as soon as it is. A chunk line is judged when its LF
 /// arrives (or when it grows past 4,096 bytes, or the trailer past ``Limits/maxHeadBytes``);
 /// chunk data must be followed by CRLF.
-struct ResponseFramer {
+package struct ResponseFramer {
     /// Bounds on what an origin can make the client hold or read.
-    struct Limits: Sendable, Equatable {
+    package struct Limits: Sendable, Equatable {
         /// The largest head (status line, fields, empty line) and trailer section, in bytes.
-        var maxHeadBytes = 64 * 1024
+        package var maxHeadBytes = 64 * 1024
         /// The most fields in a head or a trailer section.
-        var maxFieldCount = 256
+        package var maxFieldCount = 256
         /// The most interim (1xx) responses before the final one.
-        var maxInterimResponses = 16
+        package var maxInterimResponses = 16
 
-        init() {}
+        package init() {}
     }
 
     /// How the body of the final response is delimited.
-    enum Framing: Equatable {
+    package enum Framing: Equatable {
         case none
         case length(Int64)
         case chunked
@@ -60,7 +61,7 @@ struct ResponseFramer {
     }
 
     /// What one ``ResponseFramer/parse(_:)`` call found.
-    enum Event: Equatable {
+    package enum Event: Equatable {
         /// All bytes given were consumed or are kept for later: give them again with more.
         case needMore
         /// An interim (1xx) response head; the final head is still to come. (Skipped by the
@@ -93,17 +94,17 @@ struct ResponseFramer {
     private var interimResponses = 0
     /// Whether the final head lets the connection carry another request (RFC 9112 §9.3): set
     /// with the final head; always `false` for a body delimited by the close.
-    private(set) var keepsAlive = false
+    package private(set) var keepsAlive = false
 
     /// A framer for the response to a request with `requestMethod`.
-    init(requestMethod: String, limits: Limits = Limits()) {
+    package init(requestMethod: String, limits: Limits = Limits()) {
         isHeadRequest = requestMethod == "HEAD"
         self.limits = limits
     }
 
     /// Reads from `input`: the bytes not consumed by the previous call, then any received since.
     /// - Returns: What was found, and how many bytes of `input` it consumed.
-    mutating func parse(_ input: UnsafeRawBufferPointer) -> (event: Event, consumed: Int) {
+    package mutating func parse(_ input: UnsafeRawBufferPointer) -> (event: Event, consumed: Int) {
         switch state {
         case .head(let scanned, let lineStart):
             return head(input, scanned: scanned, lineStart: lineStart)
@@ -146,7 +147,7 @@ struct ResponseFramer {
     /// The connection closed after the bytes given so far (`unconsumed` of them not consumed).
     /// - Returns: ``Event/end`` when that completes the response (a body delimited by the
     ///   close, or a response already complete), else ``Event/error(_:)`` saying what was cut.
-    mutating func finish() -> Event {
+    package mutating func finish() -> Event {
         switch state {
         case .untilClose, .done:
             state = .done
@@ -245,7 +246,9 @@ struct ResponseFramer {
     }
 
     /// RFC 9112 §6.3, items 1–8, for a final response (see the type's documentation).
-    static func framing(of parsed: ResponseHeadParser.Head, isHeadRequest: Bool) -> Result<Framing, FramingError> {
+    package static func framing(of parsed: ResponseHeadParser.Head, isHeadRequest: Bool) -> Result<
+        Framing, FramingError
+    > {
         let head = parsed.head
         if isHeadRequest || head.status == 204 || head.status == 304 { return .success(.none) }
         let codings = head.fields.filter { $0.lowercasedName == "transfer-encoding" }
@@ -288,7 +291,7 @@ struct ResponseFramer {
     /// Whether the connection persists after this response (RFC 9112 §9.3): not with
     /// `Connection: close`; from HTTP/1.1 on by default; in HTTP/1.0 only with
     /// `Connection: keep-alive`.
-    static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
+    package static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
         let options = parsed.head.fields.listMembers(named: "Connection").map { ASCII.lowercased(String($0)) }
         if options.contains("close") { return false }
         return parsed.minorVersion >= 1 || options.contains("keep-alive")
@@ -308,3 +311,4 @@ struct ResponseFramer {
         return value
     }
 }
+#endif

@@ -1,0 +1,184 @@
+import CacheSemantics
+
+/// The proxy's wire parsers as a fuzzer drives them, and nothing more: bytes in, in the pieces a
+/// socket may deliver them in, and what the parser made of them out. What the answers should be
+/// is not here: the fuzzers (`Fuzz/`, a package of their own) read RFC 9112 themselves.
+///
+/// ```swift
+/// @_spi(Fuzzing) import HTTPWire
+///
+/// let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+/// let answer = WireFuzzing.parseRequestHead(bytes, ends: [5, bytes.count], limits: .serverDefaults)
+/// ```
+@_spi(Fuzzing) public enum WireFuzzing {
+    /// The limits a parser works within.
+    public struct Limits: Sendable {
+        public var maxHeaderBytes: Int
+        public var maxFieldCount: Int
+        public var maxBodyBytes: Int64
+
+        public init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
+            self.maxHeaderBytes = maxHeaderBytes
+            self.maxFieldCount = maxFieldCount
+            self.maxBodyBytes = maxBodyBytes
+        }
+
+        /// What `httpcache serve` uses unless told otherwise.
+        public static let serverDefaults = Limits(
+            maxHeaderBytes: WireDefaults.maxHeaderBytes, maxFieldCount: WireDefaults.maxFieldCount,
+            maxBodyBytes: WireDefaults.maxBodyBytes)
+    }
+
+    /// How a request's body is delimited (RFC 9112 §6.3).
+    public enum Framing: Equatable, Sendable {
+        case none
+        case length(Int64)
+        case chunked
+    }
+
+    /// What the request head parser said, and what a complete head holds.
+    public struct HeadAnswer: Equatable, Sendable, CustomStringConvertible {
+        public enum Decision: Equatable, Sendable {
+            case needMore
+            case complete
+            case rejected(status: Int)
+        }
+
+        public var decision: Decision
+        public var method = ""
+        public var target = ""
+        public var minorVersion = 0
+        public var fields: [HeaderField] = []
+        public var headLength = 0
+        public var framing = Framing.none
+        public var keepAlive = false
+        public var expectsContinue = false
+        public var isHead = false
+
+        public init(
+            decision: Decision, method: String = "", target: String = "", minorVersion: Int = 0,
+            fields: [HeaderField] = [], headLength: Int = 0, framing: Framing = .none, keepAlive: Bool = false,
+            expectsContinue: Bool = false, isHead: Bool = false
+        ) {
+            self.decision = decision
+            self.method = method
+            self.target = target
+            self.minorVersion = minorVersion
+            self.fields = fields
+            self.headLength = headLength
+            self.framing = framing
+            self.keepAlive = keepAlive
+            self.expectsContinue = expectsContinue
+            self.isHead = isHead
+        }
+
+        public var description: String {
+            guard decision == .complete else { return "\(decision)" }
+            let lines = fields.map { "\($0.name): \($0.value)" }
+            return
+                "complete \(method) \(target) HTTP/1.\(minorVersion) \(lines) head \(headLength) bytes, \(framing), "
+                + "keepAlive \(keepAlive), expectsContinue \(expectsContinue), isHead \(isHead)"
+        }
+    }
+
+    /// Parses a request head from `bytes` as the server does: the bytes up to each of `ends` in
+    /// turn, each time in a buffer of exactly what has arrived. With `after`, the parser first
+    /// parses that request and is reset, as a connection's parser is between requests.
+    public static func parseRequestHead(
+        _ bytes: [UInt8], ends: [Int], limits: Limits, after previous: [UInt8]? = nil
+    ) -> HeadAnswer {
+        var parser = RequestHeadParser(
+            maxHeaderBytes: limits.maxHeaderBytes, maxFieldCount: limits.maxFieldCount,
+            maxBodyBytes: limits.maxBodyBytes)
+        if let previous {
+            guard parse(previous, ends: [previous.count], with: &parser).decision == .complete else {
+                return HeadAnswer(decision: .needMore)
+            }
+            parser.reset()
+        }
+        return parse(bytes, ends: ends, with: &parser)
+    }
+
+    private static func parse(_ bytes: [UInt8], ends: [Int], with parser: inout RequestHeadParser) -> HeadAnswer {
+        for end in ends {
+            let received = Array(bytes[..<end])
+            let outcome = received.withUnsafeBufferPointer { parser.parse($0.baseAddress!, count: end) }
+            switch outcome {
+            case .needMore:
+                continue
+            case .rejected(let rejection):
+                return HeadAnswer(decision: .rejected(status: rejection.status))
+            case .complete:
+                let head = received.withUnsafeBufferPointer { parser.parsedHead($0.baseAddress!) }
+                let framing: Framing
+                switch parser.framing {
+                case .none: framing = .none
+                case .length(let length): framing = .length(length)
+                case .chunked: framing = .chunked
+                }
+                return HeadAnswer(
+                    decision: .complete, method: head.method, target: head.target, minorVersion: head.minorVersion,
+                    fields: Array(head.fields), headLength: parser.headLength, framing: framing,
+                    keepAlive: parser.keepAlive, expectsContinue: parser.expectsContinue, isHead: parser.isHead)
+            }
+        }
+        return HeadAnswer(decision: .needMore)
+    }
+
+    /// What the chunked decoder said, how many bytes it consumed and what it decoded.
+    public struct BodyAnswer: Equatable, Sendable {
+        public enum Decision: Equatable, Sendable {
+            case needMore
+            case done
+            case rejected(status: Int)
+        }
+
+        public var decision: Decision
+        public var consumed: Int
+        public var body: [UInt8]
+    }
+
+    /// The longest chunk-size line the decoder reads (RFC 9112 §7.1).
+    public static let maxChunkSizeLineBytes = ChunkedDecoder.maxSizeLineBytes
+
+    /// Decodes a chunked body from `bytes` as the server does: bytes not consumed stay at the
+    /// front of the next buffer, which holds exactly what has arrived; the trailer has the head's
+    /// limits. Traps when the decoder says it consumed bytes it was not given.
+    public static func decodeChunkedBody(_ bytes: [UInt8], ends: [Int], limits: Limits) -> BodyAnswer {
+        var decoder = ChunkedDecoder(
+            maxBodyBytes: limits.maxBodyBytes, maxTrailerBytes: limits.maxHeaderBytes,
+            maxTrailerFields: limits.maxFieldCount)
+        var pending: [UInt8] = []
+        var consumed = 0
+        var body: [UInt8] = []
+        for end in ends {
+            pending = pending + bytes[(consumed + pending.count)..<end]
+            let count = pending.count
+            let (used, outcome) = pending.withUnsafeBufferPointer {
+                decoder.decode($0.baseAddress!, count: count, into: &body)
+            }
+            precondition(used >= 0 && used <= count, "the decoder consumed \(used) of \(count) bytes")
+            consumed += used
+            pending.removeFirst(used)
+            switch outcome {
+            case .needMore:
+                continue
+            case .done:
+                return BodyAnswer(decision: .done, consumed: consumed, body: body)
+            case .rejected(let rejection):
+                return BodyAnswer(decision: .rejected(status: rejection.status), consumed: consumed, body: body)
+            }
+        }
+        return BodyAnswer(decision: .needMore, consumed: consumed, body: body)
+    }
+}
+
+/// The limits `httpcache serve` applies unless told otherwise.
+package enum WireDefaults {
+    /// The largest request head (and trailer section).
+    package static let maxHeaderBytes = 16 * 1024
+    /// The most field lines in a head.
+    package static let maxFieldCount = 100
+    /// The largest request body.
+    package static let maxBodyBytes: Int64 = 8 << 20
+}
