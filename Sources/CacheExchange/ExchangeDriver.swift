@@ -212,7 +212,8 @@ public final class ExchangeDriver: Sendable {
                     continue
                 }
                 settle(exchange, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
-                return .serve(served, background: answer.revalidation.flatMap { background(exchange, $0) })
+                return .serve(
+                    served, background: answer.revalidation.flatMap { background(exchange, $0, of: answer.candidate) })
             case .answer(let answer):
                 settle(exchange, nil)
                 return .answer(answer)
@@ -264,10 +265,24 @@ public final class ExchangeDriver: Sendable {
         return served
     }
 
-    /// A background revalidation of what `exchange` served, unless one runs for its key.
-    private func background(_ exchange: ExchangeStateMachine, _ revalidation: Forwarding) -> BackgroundRevalidation? {
+    /// A background revalidation of `served`, which `exchange` served stale, unless one runs
+    /// for its key or `served` is no longer what is stored: a revalidation that ended between
+    /// this exchange's lookup and now may have freshened it already.
+    private func background(
+        _ exchange: ExchangeStateMachine, _ revalidation: Forwarding, of served: StoredCandidate
+    ) -> BackgroundRevalidation? {
         guard let key = exchange.request.primaryKey, revalidations.begin(key) else { return nil }
-        let machine = exchange.revalidation(revalidation, candidates: reader.candidates(key))
+        let candidates = reader.candidates(key)
+        guard
+            candidates.contains(where: {
+                $0.entry.id == served.entry.id && $0.entry.head.facts == served.entry.head.facts
+            })
+        else {
+            revalidations.end(key)
+            return nil
+        }
+        // The revalidation's indices refer to the candidates of the lookup that chose it.
+        let machine = exchange.revalidation(revalidation, candidates: exchange.storedCandidates)
         return BackgroundRevalidation(exchange: machine, key: key)
     }
 

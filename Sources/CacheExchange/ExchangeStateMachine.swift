@@ -216,6 +216,9 @@ public struct ExchangeStateMachine: Sendable {
         return machine
     }
 
+    /// The stored candidates of the last lookup (what the indices of its decision refer to).
+    var storedCandidates: [StoredCandidate] { candidates }
+
     /// Whether the exchange is over.
     public var isDone: Bool {
         if case .done = state { return true }

@@ -83,7 +83,7 @@ struct ConnectionPoolTests {
             pool.put(pair.pooled, key: "a:80")
             usleep(100_000)
             #expect(pool.take("a:80") == nil)
-            #expect(pair.closedByPool)
+            #expect(pair.closedByPool, "\(pair.state)")
         }
     }
 

@@ -13,7 +13,7 @@ struct ProxyHardeningTests {
     )
     func malformedRequests() async throws {
         try await offPool {
-            let harness = try ProxyHarness()
+            let harness = try ProxyHarness(process: [])
             harness.serve("/ok", [("Cache-Control", "max-age=60")], body: "fine")
             for request in HTTPServerTests.malformed {
                 let client = try RawHTTPClient(port: harness.proxy.port)
@@ -32,7 +32,7 @@ struct ProxyHardeningTests {
     @Test("A request smuggled behind a rejected one is never answered (RFC 9112 §6.3, §11.2)")
     func smuggledRequest() async throws {
         try await offPool {
-            let harness = try ProxyHarness()
+            let harness = try ProxyHarness(process: [])
             harness.serve("/admin", [("Cache-Control", "max-age=60")], body: "secret")
             let client = try RawHTTPClient(port: harness.proxy.port)
             defer { client.close() }
@@ -49,7 +49,7 @@ struct ProxyHardeningTests {
         "200 idle connections and a slowloris client do not stop a normal client; the slowloris is cut (RFC 9112 §9.5)")
     func idleAndSlowloris() async throws {
         try await offPool {
-            let harness = try ProxyHarness(["--header-timeout", "1"])
+            let harness = try ProxyHarness(process: ["--header-timeout", "1"])
             harness.serve("/busy", [("Cache-Control", "max-age=60")], body: "served")
             let idle = try (0..<200).map { _ in try RawHTTPClient(port: harness.proxy.port, timeout: 10) }
             defer { idle.forEach { $0.close() } }

@@ -75,8 +75,7 @@ final class ServeProcess: @unchecked Sendable {
     }
 
     /// `SIGTERM`, then waits for the exit (SIGKILL after `timeout` seconds); the exit status.
-    @discardableResult
-    func terminate(timeout: Double = 20) -> Int32 {
+    @discardableResult func terminate(timeout: Double = 20) -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, SIGTERM)
         let deadline = Date().addingTimeInterval(timeout)
@@ -128,15 +127,73 @@ final class TestClient: Sendable {
     }
 }
 
-/// A loopback origin, a running proxy in front of it and a client.
+/// A proxy a test talks to: in this process, or a real `httpcache serve`.
+protocol RunningProxy: AnyObject, Sendable {
+    var port: UInt16 { get }
+    /// Where its store is; `nil` in memory.
+    var cacheDirectory: String? { get }
+    /// Stops it gracefully (responses in flight finish); its exit status, 0 for a clean stop.
+    @discardableResult func terminate(timeout: Double) -> Int32
+}
+
+extension RunningProxy {
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+    @discardableResult func terminate() -> Int32 { terminate(timeout: 20) }
+}
+
+extension ServeProcess: RunningProxy {}
+
+/// The caching proxy in this process on port 0, as `httpcache serve` runs it, with a store
+/// directory of its own.
+final class InProcessProxy: RunningProxy, @unchecked Sendable {
+    private let proxy: CachingProxy
+    private let directory = TemporaryDirectory("httpcache-proxy-test")
+    let cacheDirectory: String?
+    private let stopped = Locked(false)
+
+    init(origin: String, configure: (inout CachingProxy.Configuration) -> Void = { _ in }) throws {
+        var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin))
+        configuration.port = 0
+        configuration.cacheDirectory = directory.path + "/cache"
+        configuration.log = { _ in }
+        configure(&configuration)
+        cacheDirectory = configuration.cacheDirectory
+        proxy = try CachingProxy(configuration)
+        proxy.start()
+    }
+
+    deinit { terminate(timeout: 5) }
+
+    var port: UInt16 { proxy.port }
+
+    @discardableResult func terminate(timeout: Double) -> Int32 {
+        let first = stopped.withLock { stopped -> Bool in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return 0 }
+        proxy.shutdown(timeout: timeout)
+        return 0
+    }
+}
+
+/// A loopback origin, a running proxy in front of it (in process unless a real `httpcache
+/// serve` is asked for) and a client.
 final class ProxyHarness: @unchecked Sendable {
     let origin: LoopbackOrigin
-    let proxy: ServeProcess
+    let proxy: any RunningProxy
     let client = TestClient()
 
-    init(_ extra: [String] = [], memoryOnly: Bool = false) throws {
+    /// The proxy in this process, configured by `configure`.
+    init(configure: (inout CachingProxy.Configuration) -> Void = { _ in }) throws {
         origin = try LoopbackOrigin()
-        proxy = try ServeProcess(["--origin", origin.baseURL] + extra, memoryOnly: memoryOnly)
+        proxy = try InProcessProxy(origin: origin.baseURL, configure: configure)
+    }
+
+    /// A real `httpcache serve ARGUMENTS` in front of the origin.
+    init(process arguments: [String], memoryOnly: Bool = false) throws {
+        origin = try LoopbackOrigin()
+        proxy = try ServeProcess(["--origin", origin.baseURL] + arguments, memoryOnly: memoryOnly)
     }
 
     deinit {

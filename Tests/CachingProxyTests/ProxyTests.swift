@@ -247,7 +247,7 @@ struct ProxyTests {
     @Test("SIGTERM lets a response in flight finish and stores it whole; the process exits 0")
     func gracefulStop() async throws {
         try await offPool {
-            let harness = try ProxyHarness()
+            let harness = try ProxyHarness(process: [])
             let release = DispatchSemaphore(value: 0)
             harness.origin.route("/inflight") { _ in
                 _ = release.wait(timeout: .now() + 20)
