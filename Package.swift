@@ -67,7 +67,7 @@ let package = Package(
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "HTTPCaching", "LoopbackOrigin", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+                "CacheLocking", "HTTPCaching", "LoopbackOrigin", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
@@ -94,6 +94,14 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        // `httpcache` as users run it: the built binary against a loopback origin.
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport", "CacheSemantics", "CacheStorage"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
         // One table of cases through both hosts (HTTPCache in shared mode, the proxy): alike.
         .testTarget(

@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheSemantics
 import Foundation
 import HTTPCaching
@@ -67,9 +68,14 @@ struct DemoCommand {
         }
         defer { origin.stop() }
         let body = "Hello from the origin on 127.0.0.1:\(origin.port)\n"
+        // The cache and the origin share a clock the demo moves on between steps, instead of
+        // sleeping for the response to become stale: the steps then behave the same however
+        // busy the machine is.
+        let time = DemoClock()
         origin.route("/greeting") { request in
             let headers = [
                 ("Cache-Control", "max-age=1"), ("ETag", "\"v1\""), ("Content-Type", "text/plain; charset=utf-8"),
+                ("Date", HTTPDate.format(Timestamp(secondsSince1970: time.now))),
             ]
             if request.header("If-None-Match") == "\"v1\"" {
                 return LoopbackOrigin.Response(status: 304, headers: headers)
@@ -79,6 +85,7 @@ struct DemoCommand {
 
         var configuration = HTTPCache.Configuration()
         configuration.directory = directory
+        configuration.clock = { time.now }
         configuration.log = { message in Console.error("httpcache: demo: \(message)\n") }
         let cache: HTTPCache
         do {
@@ -131,11 +138,6 @@ struct DemoCommand {
             return result
         }
 
-        // The origin's Date has whole seconds; start just after a second begins so the response
-        // is clearly fresh for the HIT step.
-        let fraction = Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 1)
-        if fraction > 0.3 { await Self.sleep(1 - fraction + 0.02) }
-
         _ = await fetch(
             Step(
                 title: "MISS", expected: .miss, expectedOriginRequests: 1,
@@ -145,8 +147,8 @@ struct DemoCommand {
                 title: "HIT", expected: .hit, expectedOriginRequests: 1,
                 note: "fresh: served from the cache; the origin saw nothing"), number: 2)
 
-        let wait = await waitUntilStale(cache, url)
-        Console.out("   … waited \(Format.elapsed(wait)) for the response to become stale (max-age=1)\n")
+        time.advance(2)
+        Console.out("   … 2 s later on the demo's clock: the response is stale (max-age=1)\n")
         _ = await fetch(
             Step(
                 title: "REVALIDATED", expected: .revalidated, expectedOriginRequests: 2,
@@ -156,9 +158,9 @@ struct DemoCommand {
             problems.append("step 3 (REVALIDATED): the origin did not receive If-None-Match: \"v1\"")
         }
 
-        let again = await waitUntilStale(cache, url)
+        time.advance(2)
         origin.stop()
-        Console.out("   … waited \(Format.elapsed(again)) for it to become stale again, then stopped the origin\n")
+        Console.out("   … 2 s later it is stale again, and the origin is stopped\n")
         if let result = await fetch(
             Step(
                 title: "STALE", expected: .stale, expectedOriginRequests: 2,
@@ -178,25 +180,14 @@ struct DemoCommand {
                 .failure, "demo: \(Format.count(problems.count, "step")) did not behave as expected (listed above)")
         }
     }
+}
 
-    /// Sleeps until the stored response for `url` is stale, by its own facts; returns how long.
-    private func waitUntilStale(_ cache: HTTPCache, _ url: URL) async -> Duration {
-        let clock = ContinuousClock()
-        let started = clock.now
-        let remaining =
-            (try? cache.entries(for: url).first).flatMap {
-                $0?.facts.map { facts in
-                    facts.freshnessLifetime
-                        - facts.currentAge(at: Timestamp(secondsSince1970: Date().timeIntervalSince1970))
-                }
-            } ?? 1
-        if remaining > -0.01 { await Self.sleep(min(remaining, 2) + 0.05) }
-        return clock.now - started
-    }
-
-    private static func sleep(_ seconds: Double) async {
-        try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-    }
+/// The time the demo's cache and origin go by: the real time when the demo starts (whole
+/// seconds, as `Date` has them), then moved on only by the demo.
+final class DemoClock: Sendable {
+    private let time = Locked(Date().timeIntervalSince1970.rounded(.down))
+    var now: Double { time.withLock { $0 } }
+    func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
 }
 
 /// Removes the demo's temporary directory when the demo is interrupted (Ctrl-C).
