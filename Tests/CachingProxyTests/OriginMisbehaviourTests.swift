@@ -3,6 +3,7 @@ import CacheLocking
 import CacheStorage
 import CacheTestSupport
 import Foundation
+import LoopbackOrigin
 import Testing
 
 /// A real `httpcache serve` process in front of an origin that sends more or fewer bytes than

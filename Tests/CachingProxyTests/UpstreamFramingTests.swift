@@ -2,6 +2,7 @@
 import CacheSemantics
 import CacheTestSupport
 import Foundation
+import LoopbackOrigin
 import HTTPWire
 import Testing
 

@@ -1,0 +1,176 @@
+import CacheLocking
+import CacheTestSupport
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `HTTPCache` on a real `URLSession` in front of an origin that sends more or fewer bytes than
+/// its responses' framing allows (RFC 9112 §6). Framing is `URLSession`'s job here; these tests
+/// show that what it hands the cache never makes one URL's bytes another's, and that nothing
+/// ambiguous or incomplete is stored.
+@Suite("HTTPCache: misbehaving origins", .timeLimit(.minutes(1)))
+struct OriginMisbehaviourTests {
+    static let cacheable = "Cache-Control: max-age=60\r\n"
+    /// A complete, storable response with `body`.
+    static func response(_ body: String) -> String {
+        "HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+    }
+
+    /// A cache in front of an origin that answers `/a` with `poisoned` the first time and with
+    /// `A` afterwards, and `/b` with `B`.
+    final class Setup: Sendable {
+        let origin: RawOrigin
+        let cache: HTTPCache
+
+        init(poisoned: [RawOrigin.Step]) throws {
+            let answeredA = Locked(0)
+            origin = try RawOrigin { request in
+                guard request.target == "/a" else { return [.send(OriginMisbehaviourTests.response("B"))] }
+                let first = answeredA.withLock { count in
+                    count += 1
+                    return count == 1
+                }
+                return first ? poisoned : [.send(OriginMisbehaviourTests.response("A"))]
+            }
+            var configuration = HTTPCache.Configuration()
+            configuration.directory = nil
+            configuration.log = { _ in }
+            cache = try HTTPCache(configuration: configuration)
+        }
+
+        deinit { origin.stop() }
+
+        func request(_ path: String, method: String = "GET") -> URLRequest {
+            var request = URLRequest(url: URL(string: origin.url(path))!)
+            request.httpMethod = method
+            return request
+        }
+
+        func get(_ path: String, method: String = "GET") async throws -> CachedResponse {
+            try await cache.data(for: request(path, method: method))
+        }
+
+        /// How many requests for `path` reached the origin.
+        func originCount(_ path: String) -> Int {
+            origin.received.filter { $0.text.contains(" \(path) HTTP/1.1") }.count
+        }
+
+        /// `/b` twice: its own body both times, the second a hit, so what was stored under `/b` is `/b`'s.
+        func expectBIsItsOwn(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let b = try await get("/b")
+            #expect(b.response.statusCode == 200, sourceLocation: sourceLocation)
+            #expect(b.text == "B", sourceLocation: sourceLocation)
+            let again = try await get("/b")
+            #expect(again.text == "B", sourceLocation: sourceLocation)
+            #expect(again.outcome == .hit, sourceLocation: sourceLocation)
+            #expect(originCount("/b") == 1, sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: Excess data: another URL must never get it (RFC 9112 §6.3, last paragraph)
+
+    @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
+    func secondResponseInTheSameWrite() async throws {
+        let setup = try Setup(poisoned: [.send(Self.response("A") + Self.response("stray"))])
+        #expect(try await setup.get("/a").text == "A")
+        try await setup.expectBIsItsOwn()
+    }
+
+    @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
+    func lateExtraBytes() async throws {
+        let setup = try Setup(poisoned: [.send(Self.response("A")), .pause(0.05), .send(Self.response("stray"))])
+        #expect(try await setup.get("/a").text == "A")
+        try await Task.sleep(for: .milliseconds(300))
+        // libcurl before 8.0 (Debian 12 has 7.88) takes a pooled connection with unread bytes
+        // for the next request (fixed by curl/curl#10690), so /b gets the stray response, and
+        // the cache cannot tell. The README says so, with what to do about it.
+        try await withKnownIssue("libcurl \(LibCurl.version ?? "?") reuses a connection with unread bytes") {
+            try await setup.expectBIsItsOwn()
+        } when: {
+            LibCurl.reusesConnectionsWithUnreadBytes
+        }
+    }
+
+    @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
+    func bodyAfterHeadResponse() async throws {
+        let setup = try Setup(poisoned: [
+            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
+        ])
+        let head = try await setup.get("/a", method: "HEAD")
+        #expect(head.response.statusCode == 200)
+        #expect(head.data.isEmpty)
+        try await setup.expectBIsItsOwn()
+    }
+
+    // MARK: Content-Length with Transfer-Encoding (RFC 9112 §6.1, §6.3)
+
+    @Test(
+        "Content-Length with chunked Transfer-Encoding: the chunked body wins, whole, never the first Content-Length bytes (RFC 9112 §6.3 item 3)",
+        arguments: [
+            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        ])
+    func contentLengthWithTransferEncoding(fields: String) async throws {
+        let setup = try Setup(poisoned: [
+            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
+        ])
+        // URLSession decodes the chunked body and ignores Content-Length; an error would do too.
+        // What must never happen is "hello" served or stored as the whole body.
+        let first = try? await setup.get("/a")
+        if let first { #expect(first.text == "hello world") }
+        let second = try await setup.get("/a")
+        #expect(second.text == (first == nil ? "A" : "hello world"))
+        #expect(setup.originCount("/a") == (first == nil ? 2 : 1))
+        try await setup.expectBIsItsOwn()
+    }
+
+    // MARK: Bodies cut short: an error, nothing stored (RFC 9112 §6.3, §8)
+
+    @Test(
+        "A body cut short is an error and is not stored (RFC 9112 §6.3, §8)",
+        arguments: [
+            [RawOrigin.Step.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .close],
+            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\na\r\nhello"), .close],
+            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"), .close],
+            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .pause(0.05), .reset],
+        ])
+    func cutBody(steps: [RawOrigin.Step]) async throws {
+        let setup = try Setup(poisoned: steps)
+        await #expect(throws: URLError.self) { try await setup.get("/a") }
+        let second = try await setup.get("/a")
+        #expect(second.text == "A")
+        #expect(setup.originCount("/a") == 2)
+        try await setup.expectBIsItsOwn()
+    }
+}
+
+/// The libcurl that `URLSession` runs on, on Linux.
+enum LibCurl {
+    /// `curl_version()`'s text, e.g. "libcurl/7.88.1 OpenSSL/3.0.17 …"; nil where URLSession does
+    /// not run on libcurl.
+    static let version: String? = {
+        #if os(Linux)
+        guard let library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_NOLOAD),
+            let symbol = dlsym(library, "curl_version")
+        else { return nil }
+        let curlVersion = unsafeBitCast(symbol, to: (@convention(c) () -> UnsafePointer<CChar>).self)
+        return String(cString: curlVersion())
+        #else
+        return nil
+        #endif
+    }()
+
+    /// Whether this libcurl is older than 8.0, which stopped reusing a connection that has
+    /// unread bytes waiting.
+    static var reusesConnectionsWithUnreadBytes: Bool {
+        guard let version, version.hasPrefix("libcurl/"),
+            let major = Int(version.dropFirst("libcurl/".count).prefix { $0 != "." })
+        else { return false }
+        return major < 8
+    }
+}
