@@ -1,6 +1,8 @@
 #if os(Linux)
+import CacheLocking
 import CacheSemantics
 import CacheTestSupport
+import CachingProxy
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -1222,6 +1224,31 @@ struct SharedCacheConformanceTests {
                 "one background validation for all the stale answers: \(requests.map { "\($0.method) \($0.target) INM=\($0.header("If-None-Match") ?? "-")" })"
             )
             #expect(requests.last?.header("If-None-Match") == "\"w\"")
+        }
+    }
+
+    @Test("RFC 5861 §3: a background revalidation answered with a new 200 stores it whole and says nothing was cut")
+    func staleWhileRevalidateStoresTheNewResponse() async throws {
+        try await offPool {
+            let logs = Locked<[String]>([])
+            let harness = try ProxyHarness { $0.log = { line in logs.withLock { $0.append(line) } } }
+            let version = Locked(1)
+            harness.origin.route("/swr-new") { _ in
+                let current = version.withLock { $0 }
+                return LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"v\(current)\"")],
+                    body: String(repeating: "\(current)", count: 5000))
+            }
+            _ = try harness.get("/swr-new")
+            version.withLock { $0 = 2 }
+            let stale = try harness.get("/swr-new")
+            #expect(stale["ETag"] == "\"v1\"")
+            // The background exchange stores version 2; the stale answers after it serve it.
+            #expect(try Self.eventually { try harness.get("/swr-new")["ETag"] == "\"v2\"" })
+            let served = try harness.get("/swr-new")
+            #expect(served.text == String(repeating: "2", count: 5000))
+            let cut = logs.withLock { $0 }.filter { $0.contains("cut off") }
+            #expect(cut.isEmpty, "a body read to its end was logged as cut: \(cut)")
         }
     }
 

@@ -173,10 +173,12 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         guard let relay else { return true }
         handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
         // Stored before it goes to the client: the last bytes commit the entry.
+        let storing = relay.recorder?.isStoring == true
         relay.recorder?.record(body)
         if let responder, !clientGone, !responder.write(body) { clientGone = true }
-        // A response being stored is read to its end even when its client left.
-        return !(clientGone || responder == nil) || relay.recorder?.isStoring == true
+        // A response being stored is read to its end even when its client left (or, for a
+        // background revalidation, there is none), including the bytes that commit it.
+        return !(clientGone || responder == nil) || storing
     }
 
     // MARK: Outcomes
