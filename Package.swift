@@ -81,6 +81,10 @@ let package = Package(
             name: "benchmarks",
             dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin"],
             path: "Sources/Benchmarks", swiftSettings: strictSettings),
+        // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked.
+        .executableTarget(
+            name: "soak", dependencies: ["CacheLocking", "LoopbackOrigin"], path: "Sources/Soak",
+            swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         .testTarget(

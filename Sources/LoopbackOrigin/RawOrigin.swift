@@ -34,6 +34,7 @@ public final class RawOrigin: Sendable {
     }
 
     private let state = Locked(State())
+    private let records: Bool
     private let listener: Int32
     /// Written to by ``stop()`` to wake the accept thread's `poll`.
     private let wake: (read: Int32, write: Int32)
@@ -42,7 +43,13 @@ public final class RawOrigin: Sendable {
     public let port: UInt16
 
     /// An origin whose every accepted connection runs `script` on a thread of its own.
-    public init(_ script: @escaping @Sendable (RawConnection) -> Void) throws(LoopbackOrigin.SocketError) {
+    ///
+    /// - Parameter records: Whether requests are kept for ``received`` (a long run that does
+    ///   not look at them passes `false`, so memory stays flat).
+    public init(
+        records: Bool = true, _ script: @escaping @Sendable (RawConnection) -> Void
+    ) throws(LoopbackOrigin.SocketError) {
+        self.records = records
         (listener, port) = try POSIX.listeningSocket(port: 0)
         do {
             wake = try POSIX.wakePipe()
@@ -153,6 +160,7 @@ public final class RawOrigin: Sendable {
     public var connections: Int { state.withLock { $0.connections } }
 
     fileprivate func record(_ received: Received) {
+        guard records else { return }
         state.withLock { $0.received.append(received) }
     }
 
@@ -218,6 +226,14 @@ public final class RawConnection {
 
     /// Writes `bytes`, all of them unless the peer is gone.
     public func send(_ bytes: [UInt8]) { _ = POSIX.sendAll(fd, bytes) }
+
+    /// Whether the client stays silent for `milliseconds`: false as soon as a byte of its next
+    /// request is here (or is already buffered), or the connection ends.
+    public func staysQuiet(milliseconds: Int32) -> Bool {
+        guard buffer.isEmpty else { return false }
+        var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&waiting, 1, milliseconds) == 0
+    }
 
     /// Makes the close that follows the script a reset (RST) rather than a FIN.
     public func resetOnClose() {

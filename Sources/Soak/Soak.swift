@@ -1,0 +1,316 @@
+#if os(Linux)
+import CacheLocking
+import Foundation
+import Glibc
+
+/// What the clients saw, summed over all of them.
+struct Tally: Sendable {
+    var requests = 0
+    var hits = 0
+    var revalidated = 0
+    var forwarded = 0
+    var notModified = 0
+    var partial = 0
+    var heads = 0
+    var purges = 0
+    var bigBodies = 0
+    var verifiedBytes: Int64 = 0
+    /// 502, 503 or 504: the proxy said the origin failed.
+    var gatewayErrors = 0
+    /// The connection ended before the response was complete: a cut the client can see.
+    var visibleCuts = 0
+    /// A complete-looking response whose bytes are not the version its ETag names, or that
+    /// belongs to another URL: what must never happen.
+    var mismatches = 0
+    var stalls = 0
+    var malformed = 0
+    var unexpectedStatus = 0
+    var problems: [String] = []
+
+    mutating func add(_ other: Tally) {
+        requests += other.requests
+        hits += other.hits
+        revalidated += other.revalidated
+        forwarded += other.forwarded
+        notModified += other.notModified
+        partial += other.partial
+        heads += other.heads
+        purges += other.purges
+        bigBodies += other.bigBodies
+        verifiedBytes += other.verifiedBytes
+        gatewayErrors += other.gatewayErrors
+        visibleCuts += other.visibleCuts
+        mismatches += other.mismatches
+        stalls += other.stalls
+        malformed += other.malformed
+        unexpectedStatus += other.unexpectedStatus
+        problems += other.problems.prefix(max(0, 20 - problems.count))
+    }
+
+    mutating func problem(_ text: String) {
+        if problems.count < 20 { problems.append(text) }
+    }
+}
+
+/// One client thread: requests on a keep-alive connection, every response checked.
+final class SoakWorker: @unchecked Sendable {
+    let origin: SoakOrigin
+    let proxyPort: UInt16
+    let big: Bool
+    private var connection: SoakConnection?
+    private(set) var tally = Tally()
+    /// Shared with the reporter, which reads it once a second.
+    let published = Locked(Tally())
+
+    init(origin: SoakOrigin, proxyPort: UInt16, big: Bool) {
+        self.origin = origin
+        self.proxyPort = proxyPort
+        self.big = big
+    }
+
+    func run(until deadline: Double) {
+        var sincePublished = 0
+        while Locked<Int>.monotonicSeconds() < deadline {
+            if big {
+                exchange(
+                    index: [99, 199].filter { $0 < origin.urls }.randomElement() ?? 0, kind: Int.random(in: 0..<70))
+                usleep(200_000)
+            } else {
+                exchange(index: smallIndex(), kind: Int.random(in: 0..<100))
+            }
+            sincePublished += 1
+            if sincePublished >= 50 {
+                let tally = tally
+                published.withLock { $0 = tally }
+                sincePublished = 0
+            }
+        }
+        let tally = tally
+        published.withLock { $0 = tally }
+    }
+
+    /// A small resource, the low indices more often (a hot set, as real traffic has).
+    private func smallIndex() -> Int {
+        while true {
+            let index = Int(Double(origin.urls) * pow(Double.random(in: 0..<1), 2))
+            if !SoakOrigin.isBig(index) { return index }
+        }
+    }
+
+    /// One request of the kind `kind` picks (0..<100): GET, GET with no-cache, a conditional
+    /// GET, HEAD, a range, or PURGE.
+    private func exchange(index: Int, kind: Int) {
+        let target = "/r/\(index)"
+        var method = "GET"
+        var fields = ""
+        var range: (first: Int64, last: Int64)?
+        switch kind {
+        case 0..<70: break
+        case 70..<78: fields = "Cache-Control: no-cache\r\n"
+        case 78..<84:
+            let version = origin.currentVersion(index)
+            fields = "If-None-Match: \(SoakOrigin.etag(index, version &- UInt32.random(in: 0...1)))\r\n"
+        case 84..<89: method = "HEAD"
+        case 89..<97:
+            let size = origin.size(index)
+            let first = Int64.random(in: 0..<size)
+            let last = min(size - 1, first + Int64.random(in: 0..<(64 << 10)))
+            range = (first, last)
+            fields = "Range: bytes=\(first)-\(last)\r\n"
+        default: method = "PURGE"
+        }
+        tally.requests += 1
+        do {
+            if connection == nil { connection = try SoakConnection(port: proxyPort, timeoutSeconds: 60) }
+            guard let connection else { return }
+            try connection.send("\(method) \(target) HTTP/1.1\r\nHost: soak.test\r\n\(fields)\r\n")
+            let head = try connection.readHead()
+            try check(head, method: method, index: index, range: range, on: connection)
+            if head.field("Connection")?.lowercased() == "close" { self.connection = nil }
+        } catch {
+            connection = nil
+            switch error {
+            case .closed: tally.visibleCuts += 1
+            case .stalled:
+                tally.stalls += 1
+                tally.problem("\(method) \(target): nothing from the proxy for 60 s")
+            case .malformed(let what):
+                tally.malformed += 1
+                tally.problem("\(method) \(target): \(what)")
+            }
+        }
+    }
+
+    private func check(
+        _ head: ResponseHead, method: String, index: Int, range: (first: Int64, last: Int64)?,
+        on connection: SoakConnection
+    ) throws(ReadFailure) {
+        let target = "/r/\(index)"
+        let cacheStatus = head.field("Cache-Status") ?? ""
+        if cacheStatus.contains("; hit") {
+            tally.hits += 1
+        } else if cacheStatus.contains("fwd=stale") {
+            tally.revalidated += 1
+        } else if !cacheStatus.isEmpty {
+            tally.forwarded += 1
+        }
+        if method == "PURGE" {
+            try connection.readBody(head, method: method) { _ in }
+            if head.status == 200 || head.status == 404 { tally.purges += 1 } else { unexpected(head, method, target) }
+            return
+        }
+        if [502, 503, 504].contains(head.status) {
+            try connection.readBody(head, method: method) { _ in }
+            tally.gatewayErrors += 1
+            return
+        }
+        guard [200, 206, 304].contains(head.status) else {
+            try connection.readBody(head, method: method) { _ in }
+            unexpected(head, method, target)
+            return
+        }
+        guard let etag = head.field("ETag"), let named = SoakOrigin.parse(etag: etag) else {
+            try connection.readBody(head, method: method) { _ in }
+            mismatch("\(method) \(target): \(head.status) without an ETag of this origin")
+            return
+        }
+        guard named.index == index else {
+            try connection.readBody(head, method: method) { _ in }
+            let stray = head.field("Soak-Stray").map { ", sent as \($0)" } ?? ""
+            mismatch("\(method) \(target): got /r/\(named.index)'s response (ETag \(etag)\(stray))")
+            return
+        }
+        guard named.version <= origin.currentVersion(index) else {
+            mismatch("\(method) \(target): ETag \(etag) names a version the origin never served")
+            return
+        }
+        let size = origin.size(index)
+        switch (head.status, method) {
+        case (304, _):
+            tally.notModified += 1
+        case (_, "HEAD"):
+            tally.heads += 1
+            if let length = head.field("Content-Length"), Int64(length) != size {
+                mismatch("HEAD \(target): Content-Length \(length), the resource has \(size)")
+            }
+        case (206, _):
+            tally.partial += 1
+            let contentRange = head.field("Content-Range") ?? ""
+            guard let range, contentRange == "bytes \(range.first)-\(range.last)/\(size)" else {
+                try connection.readBody(head, method: method) { _ in }
+                mismatch("GET \(target) \(range.map { "\($0.first)-\($0.last)" } ?? ""): Content-Range \(contentRange)")
+                return
+            }
+            try verifyBody(
+                head, target: target, seed: SoakOrigin.seed(index, named.version), from: range.first,
+                length: range.last - range.first + 1, on: connection)
+        default:
+            if size == origin.bigSize { tally.bigBodies += 1 }
+            try verifyBody(
+                head, target: target, seed: SoakOrigin.seed(index, named.version), from: 0, length: size,
+                on: connection)
+        }
+    }
+
+    private func verifyBody(
+        _ head: ResponseHead, target: String, seed: UInt64, from first: Int64, length: Int64,
+        on connection: SoakConnection
+    ) throws(ReadFailure) {
+        var comparison = GeneratedComparison(seed: seed, from: first)
+        try connection.readBody(head, method: "GET") { comparison.consume($0) }
+        let received = comparison.offset - first
+        tally.verifiedBytes += received
+        if received != length {
+            mismatch("GET \(target): a complete-looking body of \(received) bytes, the version has \(length)")
+        } else if let at = comparison.firstMismatch {
+            mismatch("GET \(target): byte \(at) differs from the version its ETag names")
+        }
+    }
+
+    private func mismatch(_ text: String) {
+        tally.mismatches += 1
+        tally.problem(text)
+    }
+
+    private func unexpected(_ head: ResponseHead, _ method: String, _ target: String) {
+        tally.unexpectedStatus += 1
+        tally.problem("\(method) \(target): status \(head.status)")
+    }
+}
+
+/// `httpcache serve` as a child process, with its memory read from /proc.
+final class ProxyProcess {
+    let process = Process()
+    let port: UInt16
+
+    init(executable: String, arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        ProxyProcess.running = process.processIdentifier
+        do {
+            port = try Self.readPort(from: output.fileHandleForReading)
+        } catch {
+            process.terminate()
+            process.waitUntilExit()
+            throw error
+        }
+        // Whatever else it prints is read and dropped, so that a full pipe never stops it.
+        Thread.detachNewThread {
+            while !output.fileHandleForReading.readData(ofLength: 4096).isEmpty {}
+        }
+    }
+
+    /// The child to stop when the soak itself is interrupted (SIGINT, SIGTERM).
+    nonisolated(unsafe) static var running: pid_t = 0
+
+    /// Stops the child when the soak is interrupted, so that no proxy outlives it.
+    static func stopOnInterrupt() {
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber) { _ in
+                if ProxyProcess.running > 0 { kill(ProxyProcess.running, SIGTERM) }
+                _exit(130)
+            }
+        }
+    }
+
+    /// The port in the first line `httpcache serve` prints ("listening on http://127.0.0.1:PORT").
+    private static func readPort(from output: FileHandle) throws -> UInt16 {
+        var line = Data()
+        while !line.contains(0x0A) {
+            let byte = output.readData(ofLength: 1)
+            guard !byte.isEmpty else { throw SoakFailure("httpcache serve exited before it listened") }
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let colon = text.lastIndex(of: ":"),
+            let port = UInt16(text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines))
+        else { throw SoakFailure("httpcache serve printed \(text.debugDescription), not its address") }
+        return port
+    }
+
+    /// VmRSS or VmHWM (peak) from /proc/PID/status, in bytes.
+    func memory(_ field: String) -> Int64? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+            let kilobytes = line.dropFirst(field.count + 1).filter(\.isNumber)
+            return Int64(kilobytes).map { $0 * 1024 }
+        }
+        return nil
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+        ProxyProcess.running = 0
+    }
+}
+
+struct SoakFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+#endif
