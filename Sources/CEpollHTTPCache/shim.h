@@ -1,5 +1,6 @@
-// Glibc's Swift module does not cover <sys/epoll.h> or <sys/eventfd.h>, and accept4 needs
-// _GNU_SOURCE. Declarations only: everything here is in glibc itself.
+// Glibc's Swift module does not cover <sys/epoll.h>, <sys/eventfd.h> or <malloc.h>, and
+// accept4 needs _GNU_SOURCE. Declarations only: everything here is in glibc itself.
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>

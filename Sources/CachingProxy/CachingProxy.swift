@@ -1,4 +1,5 @@
 #if os(Linux)
+import CEpollHTTPCache
 import CacheExchange
 import CacheLocking
 import CacheSemantics
@@ -108,6 +109,18 @@ public final class CachingProxy: Sendable {
 
     /// Starts serving.
     public func start() { server.start() }
+
+    /// Bounds glibc's malloc arenas for this process at one per core, unless the operator set
+    /// `MALLOC_ARENA_MAX`: no more threads than cores allocate at the same moment. By default
+    /// glibc opens up to eight arenas per core for threads that allocate at once, and the
+    /// proxy's origin threads (up to ``Configuration/maxOriginThreads``) spread freed memory
+    /// over all of them, where little of it is returned to the system. `httpcache serve` calls
+    /// this before the proxy starts (its README gives the `scripts/soak` figures); a program
+    /// that embeds the proxy decides for itself.
+    public static func boundAllocatorArenas() {
+        guard getenv("MALLOC_ARENA_MAX") == nil else { return }
+        mallopt(M_ARENA_MAX, Int32(clamping: max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+    }
 
     /// Stops accepting connections, lets responses in flight finish (at most `timeout`
     /// seconds) and waits for background revalidations. Entries being written when the

@@ -120,6 +120,7 @@ struct ServeCommand {
     }
 
     func run() async throws(Failure) {
+        CachingProxy.boundAllocatorArenas()
         let proxy: CachingProxy
         do {
             proxy = try CachingProxy(configuration)
