@@ -67,7 +67,7 @@ public final class ExchangeDriver: Sendable {
     public enum Step: Sendable {
         /// Send this stored response to the client (its body is open: it stays this version);
         /// for stale-while-revalidate, also run `background`.
-        case serve(ServedResponse, background: BackgroundRevalidation?)
+        indirect case serve(ServedResponse, background: BackgroundRevalidation?)
         /// Send this response the cache made to the client.
         case answer(CacheAnswer)
         /// Identical requests may share one origin request: ask ``join(_:waiter:)``.
@@ -184,7 +184,7 @@ public final class ExchangeDriver: Sendable {
     /// The host gives `exchange` up (its caller went away): requests waiting for it go on by
     /// themselves.
     public func abandon(_ exchange: inout ExchangeStateMachine) {
-        settle(exchange, nil)
+        settle(exchange.leads, nil)
         exchange.abandon()
     }
 
@@ -211,11 +211,12 @@ public final class ExchangeDriver: Sendable {
                     action = exchange.storedBodyUnavailable()
                     continue
                 }
-                settle(exchange, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
+                settle(
+                    exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
                 return .serve(
                     served, background: answer.revalidation.flatMap { background(exchange, $0, of: answer.candidate) })
             case .answer(let answer):
-                settle(exchange, nil)
+                settle(exchange.leads, nil)
                 return .answer(answer)
             case .join(let identity):
                 return .join(identity: identity)
@@ -235,7 +236,7 @@ public final class ExchangeDriver: Sendable {
                 }
                 return .relay(relay)
             case .fail(let failure):
-                settle(exchange, nil)
+                settle(exchange.leads, nil)
                 return .fail(failure)
             }
         }
@@ -324,7 +325,7 @@ public final class ExchangeDriver: Sendable {
             }
         }
         if plan.cacheStatus.stored != nil { relay.cacheStatus.stored = relay.recorder != nil || freshened }
-        if relay.recorder == nil { settle(exchange, nil) }
+        if relay.recorder == nil { settle(exchange.leads, nil) }
         return relay
     }
 
@@ -346,8 +347,10 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// Tells the requests waiting for `exchange` (when it leads) what it stored.
-    private func settle(_ exchange: ExchangeStateMachine, _ collapsed: CollapsedResponse?) {
-        if let leads = exchange.leads { coalescing.settle(leads, collapsed) }
+    /// Tells the requests that waited for the exchange that `leads` (if it leads any) what
+    /// came of it. Takes the key, not the exchange, so the exchange is not copied on a hit.
+    private func settle(_ leads: String?, _ collapsed: CollapsedResponse?) {
+        if let leads { coalescing.settle(leads, collapsed) }
     }
 }
 

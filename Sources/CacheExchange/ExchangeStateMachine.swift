@@ -44,7 +44,7 @@ public struct ExchangeStateMachine: Sendable {
         case readCandidates(primaryKey: String)
         /// Store, then client: open the body of a stored response and serve it (→
         /// ``storedBodyUnavailable()`` when it cannot be opened).
-        case serveStored(StoredAnswer)
+        indirect case serveStored(StoredAnswer)
         /// Client: answer with a response the cache makes itself.
         case answer(CacheAnswer)
         /// Join the identical requests in flight: lead (→ ``joinedAsLeader()``) or wait for the
@@ -143,7 +143,7 @@ public struct ExchangeStateMachine: Sendable {
         case idle
         case lookingUp
         /// `origin`: the request went forward first, with `plan`, and the origin did this.
-        case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)?)
+        indirect case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)?)
         case joining(ForwardPlan)
         case forwarding(ForwardPlan)
         case freshening(ForwardPlan, OriginAnswer)

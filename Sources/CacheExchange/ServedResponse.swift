@@ -99,6 +99,11 @@ final class ServedResponseBuilder: Sendable {
         var facts: [UInt8]
         var fields: HeaderFields
         var hasCacheStatus: Bool
+        /// The stored `Content-Length`, when there is one: `nil` when absent, `-1` when it is
+        /// not a number.
+        var declaredLength: Int64?
+        /// The same in ``fields`` (after the host's transform).
+        var fieldsLength: Int64?
     }
 
     private let bases: Locked<LRUCache<EntryID, BaseFields>>
@@ -121,7 +126,10 @@ final class ServedResponseBuilder: Sendable {
         var fields = entry.head.fields
         fields.removeAll(named: "Age")
         if let transform { fields = transform(fields) }
-        let base = BaseFields(facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains("Cache-Status"))
+        let base = BaseFields(
+            facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains("Cache-Status"),
+            declaredLength: entry.head.fields["Content-Length"].map { Int64($0) ?? -1 },
+            fieldsLength: fields["Content-Length"].map { Int64($0) ?? -1 })
         bases.withLock { $0.set(base, for: entry.id) }
         return base
     }
@@ -134,10 +142,8 @@ final class ServedResponseBuilder: Sendable {
     ) -> ServedResponse? {
         let (candidate, use, cacheStatus) = (answer.candidate, answer.use, answer.cacheStatus)
         let entry = candidate.entry
-        if let declared = entry.head.fields["Content-Length"], Int64(declared) != body.size {
-            return nil
-        }
         let base = base(entry)
+        if let declared = base.declaredLength, declared != body.size { return nil }
         var fields = base.fields
         fields.append(name: "Age", value: use.ageFieldValue)
         if addsCacheStatus {
@@ -183,7 +189,7 @@ final class ServedResponseBuilder: Sendable {
             served.fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
             served.body = .bytes([])
         }
-        served.fields["Content-Length"] = String(served.body.count)
+        if base.fieldsLength != served.body.count { served.fields["Content-Length"] = String(served.body.count) }
         if request.method == "HEAD" { served.body = .none }
         return served
     }

@@ -13,40 +13,40 @@ package enum HTTPBytes {
     package static let semicolon: UInt8 = 0x3B
 
     /// `tchar` (RFC 9110 §5.6.2): bits for bytes 0–63 and 64–127.
-    private static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
-    private static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    @usableFromInline static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
+    @usableFromInline static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
     /// Bytes of `uri-host [":" port]` (RFC 3986 §3.2.2: unreserved, pct-encoded, sub-delims, IP-literal).
-    private static let hostLow: UInt64 = 0x2FFF_7FF2_0000_0000
-    private static let hostHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
+    @usableFromInline static let hostLow: UInt64 = 0x2FFF_7FF2_0000_0000
+    @usableFromInline static let hostHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func isToken(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? tokenLow : tokenHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func isHost(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? hostLow : hostHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     /// A byte of a request-target: visible ASCII, no white space or control (RFC 9112 §3.2).
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
 
     /// `field-vchar`, SP or HTAB: what a field value may contain (RFC 9110 §5.5, obs-text allowed).
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
 
     /// Whether `count` bytes at `bytes` equal `lowercase` (already lower case) ignoring ASCII case.
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool
     {
         guard count == lowercase.utf8CodeUnitCount else { return false }
@@ -132,7 +132,7 @@ package enum HTTPBytes {
     }
 
     /// The value of a hex digit, or `nil`.
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func hexValue(_ byte: UInt8) -> UInt64? {
         switch byte {
         case 0x30...0x39: UInt64(byte - 0x30)
