@@ -69,16 +69,16 @@ public final class ExchangeDriver: Sendable {
         /// for stale-while-revalidate, also run `background`.
         indirect case serve(ServedResponse, background: BackgroundRevalidation?)
         /// Send this response the cache made to the client.
-        case answer(CacheAnswer)
+        indirect case answer(CacheAnswer)
         /// Identical requests may share one origin request: ask ``join(_:waiter:)``.
         case join(identity: String)
         /// Send the request to the origin with these fields set; report its head with
         /// ``originResponded(_:_:requestTime:)`` or its failure with ``originFailed(_:)``.
-        case forward(ExchangeStateMachine.ForwardedRequest)
+        indirect case forward(ExchangeStateMachine.ForwardedRequest)
         /// Relay the origin's response to the client, feeding its body to the recorder.
-        case relay(Relay)
+        indirect case relay(Relay)
         /// The request fails.
-        case fail(ExchangeStateMachine.ExchangeFailure)
+        indirect case fail(ExchangeStateMachine.ExchangeFailure)
     }
 
     /// The origin's response on its way to the client, and what stores it.

@@ -46,21 +46,21 @@ public struct ExchangeStateMachine: Sendable {
         /// ``storedBodyUnavailable()`` when it cannot be opened).
         indirect case serveStored(StoredAnswer)
         /// Client: answer with a response the cache makes itself.
-        case answer(CacheAnswer)
+        indirect case answer(CacheAnswer)
         /// Join the identical requests in flight: lead (→ ``joinedAsLeader()``) or wait for the
         /// leader (→ ``leaderSettled(_:)``).
         case join(identity: String)
         /// Network: send the request with these fields set → ``originResponded(_:requestTime:responseTime:now:)``
         /// or ``originFailed(now:)``.
-        case forward(ForwardedRequest)
+        indirect case forward(ForwardedRequest)
         /// Store: apply a `304` to the stored responses it selects → ``notModifiedApplied(_:now:)``.
-        case applyNotModified(NotModified)
+        indirect case applyNotModified(NotModified)
         /// Store, then client: apply the updates, then relay the origin's response, storing it
         /// when the plan says (→ ``storedPartUnavailable()`` when a stored part to complete
         /// cannot be opened).
-        case relay(RelayPlan)
+        indirect case relay(RelayPlan)
         /// Client: the request fails (the host passes its transport's error on).
-        case fail(ExchangeFailure)
+        indirect case fail(ExchangeFailure)
     }
 
     /// A stored response chosen to answer.
@@ -144,10 +144,10 @@ public struct ExchangeStateMachine: Sendable {
         case lookingUp
         /// `origin`: the request went forward first, with `plan`, and the origin did this.
         indirect case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)?)
-        case joining(ForwardPlan)
-        case forwarding(ForwardPlan)
-        case freshening(ForwardPlan, OriginAnswer)
-        case completing(ForwardPlan, OriginAnswer)
+        indirect case joining(ForwardPlan)
+        indirect case forwarding(ForwardPlan)
+        indirect case freshening(ForwardPlan, OriginAnswer)
+        indirect case completing(ForwardPlan, OriginAnswer)
         case done
     }
 

@@ -16,6 +16,10 @@ import Darwin
 /// - It waits on a condition with a deadline on the monotonic clock (``withLock(when:deadline:_:)``),
 ///   which the server's back-pressure and the proxy's workers need.
 ///
+/// Public rather than `package` so that ``withLock(_:)`` is inlined and specialized in the
+/// targets that use it: this toolchain (Swift 6.3) does not inline an `@inlinable package`
+/// function across modules. `CacheLocking` is no product, so no other package sees it.
+///
 /// Keep critical sections short: nothing that can block is done inside one, except waiting
 /// for the state to change.
 ///
@@ -25,12 +29,12 @@ import Darwin
 /// queue.wakeWaiters()
 /// let next = queue.withLock(when: { !$0.isEmpty }) { $0.removeFirst() }
 /// ```
-package final class Locked<State>: @unchecked Sendable {
+public final class Locked<State>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     @usableFromInline var state: State
 
-    package init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -58,7 +62,7 @@ package final class Locked<State>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the state.
     @inlinable
-    package func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+    public func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
         -> Result
     {
         pthread_mutex_lock(mutex)
@@ -69,7 +73,7 @@ package final class Locked<State>: @unchecked Sendable {
     /// Waits until `ready(state)` holds, with the lock released while waiting, then runs `body`
     /// with exclusive access; `nil` when `deadline` (``Locked/monotonicSeconds()``) passed
     /// first. Whoever changes what `ready` reads calls ``wakeWaiters()`` afterwards.
-    package func withLock<Result>(
+    public func withLock<Result>(
         when ready: (State) -> Bool, deadline: Double? = nil, _ body: (inout State) -> Result
     ) -> Result? {
         pthread_mutex_lock(mutex)
@@ -86,12 +90,12 @@ package final class Locked<State>: @unchecked Sendable {
     }
 
     /// Wakes every thread waiting in ``withLock(when:deadline:_:)``, to look at the state again.
-    package func wakeWaiters() {
+    public func wakeWaiters() {
         pthread_cond_broadcast(condition)
     }
 
     /// Seconds on the clock deadlines are measured by (monotonic where the system allows).
-    package static func monotonicSeconds() -> Double {
+    public static func monotonicSeconds() -> Double {
         var now = timespec()
         #if canImport(Glibc)
         clock_gettime(CLOCK_MONOTONIC, &now)
