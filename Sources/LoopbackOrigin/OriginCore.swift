@@ -54,7 +54,8 @@ final class OriginCore: Sendable {
         try lifecycle.withLock { (_) throws(LoopbackOrigin.SocketError) in
             let previous = state.withLock { $0.listener == nil ? $0.port : nil }
             guard let previous else { return }
-            let socket = try POSIX.listeningSocket(choosing: requested ?? previous)
+            let socket =
+                if let requested { try POSIX.listeningSocket(choosing: requested) } else { try Self.rebind(previous) }
             if requested != nil { OriginPorts.hold(socket.port) }
             let wake: (read: Int32, write: Int32)
             do throws(LoopbackOrigin.SocketError) {
@@ -73,6 +74,21 @@ final class OriginCore: Sendable {
                 state.withLock { $0.listener = nil }
                 [socket.fd, wake.read, wake.write].forEach(POSIX.closeDescriptor)
                 throw LoopbackOrigin.SocketError(operation: "pthread_create (accept thread)", code: code)
+            }
+        }
+    }
+
+    /// The port of a restarted origin, bound again. Another process may hold it for a moment
+    /// (its own origin trying ports, a connection being torn down): `EADDRINUSE` is retried for
+    /// up to 3 s before it is reported.
+    private static func rebind(_ port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+        var attempts = 0
+        while true {
+            do {
+                return try POSIX.listeningSocket(port: port)
+            } catch  where error.code == EADDRINUSE && attempts < 150 {
+                attempts += 1
+                usleep(20_000)
             }
         }
     }
