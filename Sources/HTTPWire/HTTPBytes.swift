@@ -3,52 +3,54 @@
 // hot path). Everything here works on wire bytes: no Character or String operations.
 import Glibc
 
-package enum HTTPBytes {
-    package static let cr: UInt8 = 0x0D
-    package static let lf: UInt8 = 0x0A
-    package static let space: UInt8 = 0x20
-    package static let tab: UInt8 = 0x09
-    package static let colon: UInt8 = 0x3A
-    package static let comma: UInt8 = 0x2C
-    package static let semicolon: UInt8 = 0x3B
+/// Public only as SPI (`@_spi(Wire) import HTTPWire`), for the proxy's server: Swift 6.3
+/// inlines an `@inlinable` function across modules when it is public, not when it is
+/// `package`, and these run once per byte of every response head.
+@_spi(Wire) public enum HTTPBytes {
+    @inlinable public static var cr: UInt8 { 0x0D }
+    @inlinable public static var lf: UInt8 { 0x0A }
+    @inlinable public static var space: UInt8 { 0x20 }
+    @inlinable public static var tab: UInt8 { 0x09 }
+    @inlinable public static var colon: UInt8 { 0x3A }
+    @inlinable public static var comma: UInt8 { 0x2C }
+    @inlinable public static var semicolon: UInt8 { 0x3B }
 
     /// `tchar` (RFC 9110 §5.6.2): bits for bytes 0–63 and 64–127.
-    @usableFromInline static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
-    @usableFromInline static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    @inlinable static var tokenLow: UInt64 { 0x03FF_6CFA_0000_0000 }
+    @inlinable static var tokenHigh: UInt64 { 0x57FF_FFFF_C7FF_FFFE }
     /// Bytes of `uri-host [":" port]` (RFC 3986 §3.2.2: unreserved, pct-encoded, sub-delims, IP-literal).
-    @usableFromInline static let hostLow: UInt64 = 0x2FFF_7FF2_0000_0000
-    @usableFromInline static let hostHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
+    @inlinable static var hostLow: UInt64 { 0x2FFF_7FF2_0000_0000 }
+    @inlinable static var hostHigh: UInt64 { 0x47FF_FFFE_AFFF_FFFE }
 
     @inlinable @inline(__always)
-    package static func isToken(_ byte: UInt8) -> Bool {
+    public static func isToken(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? tokenLow : tokenHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     @inlinable @inline(__always)
-    package static func isHost(_ byte: UInt8) -> Bool {
+    public static func isHost(_ byte: UInt8) -> Bool {
         let bits = byte < 64 ? hostLow : hostHigh
         return byte < 128 && (bits &>> UInt64(byte & 63)) & 1 != 0
     }
 
     /// A byte of a request-target: visible ASCII, no white space or control (RFC 9112 §3.2).
     @inlinable @inline(__always)
-    package static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
+    public static func isTarget(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F }
 
     /// `field-vchar`, SP or HTAB: what a field value may contain (RFC 9110 §5.5, obs-text allowed).
     @inlinable @inline(__always)
-    package static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
+    public static func isFieldValue(_ byte: UInt8) -> Bool { byte >= 0x20 ? byte != 0x7F : byte == tab }
 
     @inlinable @inline(__always)
-    package static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
+    public static func isOWS(_ byte: UInt8) -> Bool { byte == space || byte == tab }
 
     @inlinable @inline(__always)
-    package static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
+    public static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
 
     /// Whether `count` bytes at `bytes` equal `lowercase` (already lower case) ignoring ASCII case.
     @inlinable @inline(__always)
-    package static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool
-    {
+    public static func equalsLowercase(_ bytes: UnsafePointer<UInt8>, _ count: Int, _ lowercase: StaticString) -> Bool {
         guard count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
         for index in 0..<count where lower(bytes[index]) != expected[index] { return false }
@@ -57,7 +59,7 @@ package enum HTTPBytes {
 
     /// The bytes as a String: a literal for the most common methods and field names (no
     /// decoding, no allocation), else decoded as UTF-8 (invalid sequences become U+FFFD).
-    package static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
+    public static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
         switch count {
         case 3:
             if equals(bytes, count, "GET") { return "GET" }
@@ -91,7 +93,7 @@ package enum HTTPBytes {
 
     /// Whether a field value holds a byte it may not: a control other than HTAB, or DEL
     /// (RFC 9110 §5.5). Eight bytes at a time; values are checked on every response.
-    package static func hasInvalidFieldValueByte(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    public static func hasInvalidFieldValueByte(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         var index = 0
@@ -113,7 +115,7 @@ package enum HTTPBytes {
     }
 
     /// How a byte that is not allowed somewhere is named in a rejection.
-    package static func describe(_ byte: UInt8) -> String {
+    public static func describe(_ byte: UInt8) -> String {
         switch byte {
         case 0: "a NUL byte"
         case cr: "a bare CR"
@@ -133,7 +135,7 @@ package enum HTTPBytes {
 
     /// The value of a hex digit, or `nil`.
     @inlinable @inline(__always)
-    package static func hexValue(_ byte: UInt8) -> UInt64? {
+    public static func hexValue(_ byte: UInt8) -> UInt64? {
         switch byte {
         case 0x30...0x39: UInt64(byte - 0x30)
         case 0x41...0x46: UInt64(byte - 0x41 + 10)

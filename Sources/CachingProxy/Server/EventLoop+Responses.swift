@@ -3,7 +3,7 @@
 // body framed as chosen (RFC 9112 §6, §7.1), and what happens to the connection after it.
 import CEpollHTTPCache
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Glibc
 
 extension EventLoop {

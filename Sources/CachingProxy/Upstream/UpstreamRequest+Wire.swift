@@ -1,6 +1,6 @@
 #if os(Linux)
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 
 extension UpstreamRequest {
     /// A request as it goes to the origin: where, and the bytes of its head (RFC 9112 §3).
