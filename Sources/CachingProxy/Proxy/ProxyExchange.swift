@@ -62,9 +62,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         perform(driver.start(&machine))
     }
 
-    /// Performs `step` and those that follow; returns once the rest happens elsewhere (a worker,
-    /// a leader) or the request is answered.
-    private func perform(_ first: ExchangeDriver.Step) {
+    /// Performs `step` (the first one the driver returned, or a later one) and those that
+    /// follow; returns once the rest happens elsewhere (a worker, a leader) or the request is
+    /// answered.
+    func perform(_ first: ExchangeDriver.Step) {
         var step = first
         while true {
             switch step {

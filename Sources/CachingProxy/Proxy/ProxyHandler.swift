@@ -152,9 +152,15 @@ final class ProxyHandler: RequestHandler {
         let exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
             bypassReasons: bypassReasons)
-        ProxyExchange(
-            self, ProxyRequest(server: request, target: target), driver.exchange(for: exchange), responder: responder
-        ).start()
+        var machine = driver.exchange(for: exchange)
+        let first = driver.start(&machine)
+        let proxyRequest = ProxyRequest(server: request, target: target)
+        if case .serve(let served, let revalidation) = first {
+            // A hit is answered here, on the loop: it needs no exchange object.
+            if let revalidation { revalidateInBackground(revalidation, proxyRequest) }
+            return serve(served, proxyRequest, responder)
+        }
+        ProxyExchange(self, proxyRequest, machine, responder: responder).perform(first)
     }
 
     /// What a request-target means here: worked out once per distinct target (normalizing a
