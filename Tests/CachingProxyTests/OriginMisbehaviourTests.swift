@@ -1,5 +1,4 @@
 #if os(Linux)
-import CacheLocking
 import CacheStorage
 import CacheTestSupport
 import Foundation
@@ -11,35 +10,17 @@ import Testing
 /// ambiguous or incomplete is stored, and a client never gets a short body that looks complete.
 @Suite("httpcache serve: misbehaving origins", .timeLimit(.minutes(1)))
 struct OriginMisbehaviourTests {
-    static let cacheable = "Cache-Control: max-age=60\r\n"
-    /// A complete, storable response with `body`.
-    static func response(_ body: String) -> String {
-        "HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-    }
-
-    /// A proxy in front of an origin that answers `/a` with `poisoned` the first time and with
-    /// `A` afterwards, and `/b` with `B`.
+    /// A proxy in front of a ``PoisonedOrigin``.
     final class Setup: @unchecked Sendable {
-        let origin: RawOrigin
+        let origin: PoisonedOrigin
         let proxy: ServeProcess
 
         init(poisoned: [RawOrigin.Step]) throws {
-            let answeredA = Locked(0)
-            origin = try RawOrigin { request in
-                guard request.target == "/a" else { return [.send(OriginMisbehaviourTests.response("B"))] }
-                let first = answeredA.withLock { count in
-                    count += 1
-                    return count == 1
-                }
-                return first ? poisoned : [.send(OriginMisbehaviourTests.response("A"))]
-            }
+            origin = try PoisonedOrigin(poisoned: poisoned)
             proxy = try ServeProcess(["--origin", origin.url("")], memoryOnly: true)
         }
 
-        deinit {
-            proxy.terminate()
-            origin.stop()
-        }
+        deinit { proxy.terminate() }
 
         /// A proxy in front of such an origin, made on a thread of its own (it blocks until the
         /// proxy listens), so the cooperative threads other suites wait on stay free.
@@ -58,11 +39,6 @@ struct OriginMisbehaviourTests {
             }
         }
 
-        /// How many requests for `path` reached the origin.
-        func originCount(_ path: String) -> Int {
-            origin.received.filter { $0.text.contains(" \(path) HTTP/1.1") }.count
-        }
-
         /// `/b` twice: its own body both times, the second a hit, so what was stored under `/b` is `/b`'s.
         func expectBIsItsOwn(sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let b = try await request("/b")
@@ -71,7 +47,7 @@ struct OriginMisbehaviourTests {
             let again = try await request("/b")
             #expect(again.bodyText == "B", sourceLocation: sourceLocation)
             #expect(again.field("Cache-Status")?.contains("; hit") == true, sourceLocation: sourceLocation)
-            #expect(originCount("/b") == 1, sourceLocation: sourceLocation)
+            #expect(origin.count("/b") == 1, sourceLocation: sourceLocation)
         }
     }
 
@@ -80,7 +56,7 @@ struct OriginMisbehaviourTests {
     @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
     func secondResponseInTheSameWrite() async throws {
         try await offPool {
-            let setup = try await Setup.start(poisoned: [.send(Self.response("A") + Self.response("stray"))])
+            let setup = try await Setup.start(poisoned: PoisonedOrigin.secondResponseInSameWrite)
             #expect(try await setup.request("/a").bodyText == "A")
             try await setup.expectBIsItsOwn()
         }
@@ -89,9 +65,7 @@ struct OriginMisbehaviourTests {
     @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
     func lateExtraBytes() async throws {
         try await offPool {
-            let setup = try await Setup.start(poisoned: [
-                .send(Self.response("A")), .pause(0.05), .send(Self.response("stray")),
-            ])
+            let setup = try await Setup.start(poisoned: PoisonedOrigin.lateStrayResponse)
             #expect(try await setup.request("/a").bodyText == "A")
             try await Task.sleep(for: .milliseconds(300))
             try await setup.expectBIsItsOwn()
@@ -101,10 +75,7 @@ struct OriginMisbehaviourTests {
     @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
     func bodyAfterHeadResponse() async throws {
         try await offPool {
-            // The head announces the 1,000 bytes a GET would get; what follows is another response.
-            let setup = try await Setup.start(poisoned: [
-                .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
-            ])
+            let setup = try await Setup.start(poisoned: PoisonedOrigin.bodyAfterHeadResponse)
             let head = try await setup.request("/a", method: "HEAD")
             #expect(head.status == 200)
             #expect(head.body.isEmpty)
@@ -116,16 +87,12 @@ struct OriginMisbehaviourTests {
 
     @Test(
         "Content-Length with Transfer-Encoding, or a coding other than chunked, gets 502 and nothing is stored (RFC 9112 §6.1, §6.3)",
-        arguments: [
-            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
-            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        arguments: PoisonedOrigin.contentLengthWithChunked + [
             "Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding: identity\r\n",
         ])
     func ambiguousFraming(fields: String) async throws {
         try await offPool {
-            let setup = try await Setup.start(poisoned: [
-                .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
-            ])
+            let setup = try await Setup.start(poisoned: PoisonedOrigin.chunkedHelloWorld(framingFields: fields))
             let first = try await setup.request("/a")
             #expect(first.status == 502)
             #expect(first.bodyText.contains("Transfer-Encoding"), "\(first.bodyText)")
@@ -133,7 +100,7 @@ struct OriginMisbehaviourTests {
             let second = try await setup.request("/a")
             #expect(second.status == 200)
             #expect(second.bodyText == "A")
-            #expect(setup.originCount("/a") == 2)
+            #expect(setup.origin.count("/a") == 2)
             try await setup.expectBIsItsOwn()
         }
     }
@@ -142,12 +109,7 @@ struct OriginMisbehaviourTests {
 
     @Test(
         "A body cut short cuts the client's connection and is not stored (RFC 9112 §6.3, §8)",
-        arguments: [
-            [RawOrigin.Step.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\na\r\nhello"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .pause(0.05), .reset],
-        ])
+        arguments: PoisonedOrigin.cutBodies)
     func cutBody(steps: [RawOrigin.Step]) async throws {
         try await offPool {
             let setup = try await Setup.start(poisoned: steps)
@@ -163,7 +125,7 @@ struct OriginMisbehaviourTests {
             #expect(closed)
             let second = try await setup.request("/a")
             #expect(second.bodyText == "A")
-            #expect(setup.originCount("/a") == 2)
+            #expect(setup.origin.count("/a") == 2)
             try await setup.expectBIsItsOwn()
         }
     }

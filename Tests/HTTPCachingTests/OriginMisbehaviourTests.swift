@@ -1,4 +1,3 @@
-import CacheLocking
 import CacheTestSupport
 import Foundation
 import HTTPCaching
@@ -15,35 +14,18 @@ import FoundationNetworking
 /// ambiguous or incomplete is stored.
 @Suite("HTTPCache: misbehaving origins", .timeLimit(.minutes(1)))
 struct OriginMisbehaviourTests {
-    static let cacheable = "Cache-Control: max-age=60\r\n"
-    /// A complete, storable response with `body`.
-    static func response(_ body: String) -> String {
-        "HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-    }
-
-    /// A cache in front of an origin that answers `/a` with `poisoned` the first time and with
-    /// `A` afterwards, and `/b` with `B`.
+    /// A cache in front of a ``PoisonedOrigin``.
     final class Setup: Sendable {
-        let origin: RawOrigin
+        let origin: PoisonedOrigin
         let cache: HTTPCache
 
         init(poisoned: [RawOrigin.Step]) throws {
-            let answeredA = Locked(0)
-            origin = try RawOrigin { request in
-                guard request.target == "/a" else { return [.send(OriginMisbehaviourTests.response("B"))] }
-                let first = answeredA.withLock { count in
-                    count += 1
-                    return count == 1
-                }
-                return first ? poisoned : [.send(OriginMisbehaviourTests.response("A"))]
-            }
+            origin = try PoisonedOrigin(poisoned: poisoned)
             var configuration = HTTPCache.Configuration()
             configuration.directory = nil
             configuration.log = { _ in }
             cache = try HTTPCache(configuration: configuration)
         }
-
-        deinit { origin.stop() }
 
         func request(_ path: String, method: String = "GET") -> URLRequest {
             var request = URLRequest(url: URL(string: origin.url(path))!)
@@ -55,11 +37,6 @@ struct OriginMisbehaviourTests {
             try await cache.data(for: request(path, method: method))
         }
 
-        /// How many requests for `path` reached the origin.
-        func originCount(_ path: String) -> Int {
-            origin.received.filter { $0.text.contains(" \(path) HTTP/1.1") }.count
-        }
-
         /// `/b` twice: its own body both times, the second a hit, so what was stored under `/b` is `/b`'s.
         func expectBIsItsOwn(sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let b = try await get("/b")
@@ -68,7 +45,7 @@ struct OriginMisbehaviourTests {
             let again = try await get("/b")
             #expect(again.text == "B", sourceLocation: sourceLocation)
             #expect(again.outcome == .hit, sourceLocation: sourceLocation)
-            #expect(originCount("/b") == 1, sourceLocation: sourceLocation)
+            #expect(origin.count("/b") == 1, sourceLocation: sourceLocation)
         }
     }
 
@@ -76,14 +53,14 @@ struct OriginMisbehaviourTests {
 
     @Test("A second response in the same write as /a's is neither served nor stored for /b (RFC 9112 §6.3)")
     func secondResponseInTheSameWrite() async throws {
-        let setup = try Setup(poisoned: [.send(Self.response("A") + Self.response("stray"))])
+        let setup = try Setup(poisoned: PoisonedOrigin.secondResponseInSameWrite)
         #expect(try await setup.get("/a").text == "A")
         try await setup.expectBIsItsOwn()
     }
 
     @Test("Bytes arriving 50 ms after /a's response are neither served nor stored for /b (RFC 9112 §6.3)")
     func lateExtraBytes() async throws {
-        let setup = try Setup(poisoned: [.send(Self.response("A")), .pause(0.05), .send(Self.response("stray"))])
+        let setup = try Setup(poisoned: PoisonedOrigin.lateStrayResponse)
         #expect(try await setup.get("/a").text == "A")
         try await Task.sleep(for: .milliseconds(300))
         // libcurl before 8.0 (Debian 12 has 7.88) takes a pooled connection with unread bytes
@@ -98,9 +75,7 @@ struct OriginMisbehaviourTests {
 
     @Test("A body after the head of a HEAD response is neither served nor stored for /b (RFC 9112 §6.3 item 1)")
     func bodyAfterHeadResponse() async throws {
-        let setup = try Setup(poisoned: [
-            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)Content-Length: 1000\r\n\r\n" + Self.response("stray"))
-        ])
+        let setup = try Setup(poisoned: PoisonedOrigin.bodyAfterHeadResponse)
         let head = try await setup.get("/a", method: "HEAD")
         #expect(head.response.statusCode == 200)
         #expect(head.data.isEmpty)
@@ -111,21 +86,16 @@ struct OriginMisbehaviourTests {
 
     @Test(
         "Content-Length with chunked Transfer-Encoding: the chunked body wins, whole, never the first Content-Length bytes (RFC 9112 §6.3 item 3)",
-        arguments: [
-            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
-            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
-        ])
+        arguments: PoisonedOrigin.contentLengthWithChunked)
     func contentLengthWithTransferEncoding(fields: String) async throws {
-        let setup = try Setup(poisoned: [
-            .send("HTTP/1.1 200 OK\r\n\(Self.cacheable)\(fields)\r\nb\r\nhello world\r\n0\r\n\r\n")
-        ])
+        let setup = try Setup(poisoned: PoisonedOrigin.chunkedHelloWorld(framingFields: fields))
         // URLSession decodes the chunked body and ignores Content-Length; an error would do too.
         // What must never happen is "hello" served or stored as the whole body.
         let first = try? await setup.get("/a")
         if let first { #expect(first.text == "hello world") }
         let second = try await setup.get("/a")
         #expect(second.text == (first == nil ? "A" : "hello world"))
-        #expect(setup.originCount("/a") == (first == nil ? 2 : 1))
+        #expect(setup.origin.count("/a") == (first == nil ? 2 : 1))
         try await setup.expectBIsItsOwn()
     }
 
@@ -133,18 +103,13 @@ struct OriginMisbehaviourTests {
 
     @Test(
         "A body cut short is an error and is not stored (RFC 9112 §6.3, §8)",
-        arguments: [
-            [RawOrigin.Step.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\na\r\nhello"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"), .close],
-            [.send("HTTP/1.1 200 OK\r\n\(cacheable)Content-Length: 10\r\n\r\nshort"), .pause(0.05), .reset],
-        ])
+        arguments: PoisonedOrigin.cutBodies)
     func cutBody(steps: [RawOrigin.Step]) async throws {
         let setup = try Setup(poisoned: steps)
         await #expect(throws: URLError.self) { try await setup.get("/a") }
         let second = try await setup.get("/a")
         #expect(second.text == "A")
-        #expect(setup.originCount("/a") == 2)
+        #expect(setup.origin.count("/a") == 2)
         try await setup.expectBIsItsOwn()
     }
 }
