@@ -137,12 +137,17 @@ extension LoopbackOrigin {
                 let wanted = Int(min(Int64(blockSize), max(0, length - position)))
                 if filled > wanted {
                     // Longer than the resource: the first extra byte, unless an earlier one differs.
-                    if let mismatch = firstDifference(actual, expected, count: wanted, at: position, seed: seed) {
+                    if let mismatch = firstDifference(
+                        UnsafeRawBufferPointer(rebasing: actual[0..<wanted]), at: position, seed: seed,
+                        scratch: expected)
+                    {
                         return mismatch
                     }
                     return length
                 }
-                if let mismatch = firstDifference(actual, expected, count: filled, at: position, seed: seed) {
+                if let mismatch = firstDifference(
+                    UnsafeRawBufferPointer(rebasing: actual[0..<filled]), at: position, seed: seed, scratch: expected)
+                {
                     return mismatch
                 }
                 position += Int64(filled)
@@ -150,15 +155,20 @@ extension LoopbackOrigin {
             }
         }
 
-        private static func firstDifference(
-            _ actual: UnsafeMutableRawBufferPointer, _ expected: UnsafeMutableRawBufferPointer, count: Int,
-            at position: Int64, seed: UInt64
+        /// The position of the first of `actual`'s bytes that differs from the resource
+        /// generated from `seed`, `actual` standing at `position` in it; `nil` when all match.
+        /// `scratch` (at least `actual.count` bytes) receives the expected bytes, so a caller
+        /// comparing a stream chunk by chunk allocates it once.
+        public static func firstDifference(
+            _ actual: UnsafeRawBufferPointer, at position: Int64, seed: UInt64, scratch: UnsafeMutableRawBufferPointer
         ) -> Int64? {
+            let count = actual.count
             guard count > 0 else { return nil }
-            fill(UnsafeMutableRawBufferPointer(rebasing: expected[0..<count]), from: position, seed: seed)
-            guard memcmp(actual.baseAddress!, expected.baseAddress!, count) != 0 else { return nil }
+            precondition(scratch.count >= count, "the scratch buffer is smaller than the bytes compared")
+            fill(UnsafeMutableRawBufferPointer(rebasing: scratch[0..<count]), from: position, seed: seed)
+            guard memcmp(actual.baseAddress!, scratch.baseAddress!, count) != 0 else { return nil }
             var index = 0
-            while actual[index] == expected[index] { index += 1 }
+            while actual[index] == scratch[index] { index += 1 }
             return position + Int64(index)
         }
     }

@@ -182,14 +182,10 @@ struct GeneratedComparison {
         defer { offset += Int64(bytes.count) }
         guard firstMismatch == nil else { return }
         if expected.count < bytes.count { expected = [UInt8](repeating: 0, count: bytes.count) }
-        expected.withUnsafeMutableBytes {
-            LoopbackOrigin.GeneratedBody.fill(
-                UnsafeMutableRawBufferPointer(rebasing: $0[..<bytes.count]), from: offset, seed: seed)
-        }
-        let same = bytes.elementsEqual(expected[..<bytes.count])
-        if !same {
-            let index = zip(bytes, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? 0
-            firstMismatch = offset + Int64(index)
+        firstMismatch = bytes.withUnsafeBytes { actual in
+            expected.withUnsafeMutableBytes { scratch in
+                LoopbackOrigin.GeneratedBody.firstDifference(actual, at: offset, seed: seed, scratch: scratch)
+            }
         }
     }
 }
