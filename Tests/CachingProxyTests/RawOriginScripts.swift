@@ -5,11 +5,10 @@ import LoopbackOrigin
 
 /// Scripts and sockets the upstream client's tests use with ``RawOrigin``.
 extension RawOrigin {
-    /// Every connection answers each request with a short 200, keeping the connection open.
-    static let answerEach: @Sendable (RawConnection) -> Void = { connection in
-        while connection.readRequest() != nil {
-            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        }
+    /// An origin whose every connection answers each request with a short 200, keeping the
+    /// connection open.
+    static func answeringEach() throws -> RawOrigin {
+        try RawOrigin(answer: { _ in [.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")] })
     }
 
     /// The first connection answers its first request, then reads the second and closes without

@@ -23,7 +23,7 @@ struct UpstreamClientTests {
 
     @Test func requestFieldsReachTheOriginExactlyInOrderWithNothingAdded() async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let client = UpstreamClient()
             let fields = HeaderFields([
@@ -44,7 +44,7 @@ struct UpstreamClientTests {
 
     @Test func withoutAHostFieldOnlyHostIsAdded() async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let outcome = await fetch(
                 UpstreamClient(),
@@ -60,7 +60,7 @@ struct UpstreamClientTests {
 
     @Test func postBodyGoesWithContentLengthAndNoAddedFields() async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let request = UpstreamRequest(
                 method: "POST", url: origin.url("/p"),
@@ -102,7 +102,7 @@ struct UpstreamClientTests {
         ] as [(String, [UInt8]?)])
     func methodsAndBodies(method: String, body: [UInt8]?) async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let request = UpstreamRequest(
                 method: method, url: origin.url("/m"), fields: HeaderFields([("Host", "h")]), body: body)
@@ -195,11 +195,9 @@ struct UpstreamClientTests {
         try await offPool {
             // The origin says 100 bytes and sends none, keeping the connection open: a client that
             // waited for them would stall and fail with .timeout.
-            let origin = try RawOrigin { connection in
-                while connection.readRequest() != nil {
-                    connection.send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"v\"\r\n\r\n")
-                }
-            }
+            let origin = try RawOrigin(answer: { _ in
+                [.send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"v\"\r\n\r\n")]
+            })
             defer { origin.stop() }
             var configuration = UpstreamClient.Configuration()
             configuration.stallTimeout = 5
@@ -219,13 +217,13 @@ struct UpstreamClientTests {
 
     @Test func interimResponsesAreSkipped() async throws {
         try await offPool {
-            let origin = try RawOrigin { connection in
-                while connection.readRequest() != nil {
-                    connection.send(
+            let origin = try RawOrigin(answer: { _ in
+                [
+                    .send(
                         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
                             + "HTTP/1.1 201 Created\r\nX-Final: yes\r\nContent-Length: 4\r\n\r\ndone")
-                }
-            }
+                ]
+            })
             defer { origin.stop() }
             let request = UpstreamRequest(
                 method: "PUT", url: origin.url("/i"), fields: HeaderFields([("Host", "h")]), body: [1, 2])
@@ -241,13 +239,13 @@ struct UpstreamClientTests {
 
     @Test func obsFoldIsReplacedWithOneSpace() async throws {
         try await offPool {
-            let origin = try RawOrigin { connection in
-                while connection.readRequest() != nil {
-                    connection.send(
+            let origin = try RawOrigin(answer: { _ in
+                [
+                    .send(
                         "HTTP/1.1 200 Fine Thanks\r\nX-Folded: one\r\n  two\r\n\tthree  \r\nX-Next :  n  \r\n"
                             + "Content-Length: 2\r\n\r\nok")
-                }
-            }
+                ]
+            })
             defer { origin.stop() }
             let outcome = await fetch(
                 UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/o"), fields: [:]))
@@ -265,7 +263,7 @@ struct UpstreamClientTests {
 
     @Test func sequentialRequestsFromDifferentThreadsShareOneConnection() async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let client = UpstreamClient()
             for index in 0..<6 {
@@ -282,12 +280,9 @@ struct UpstreamClientTests {
     @Test func concurrentRequestsThenReuseWithoutNewConnections() async throws {
         try await offPool {
             // Answers after 0.1 s, so that the first requests overlap and need connections of their own.
-            let origin = try RawOrigin { connection in
-                while connection.readRequest() != nil {
-                    usleep(100_000)
-                    connection.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                }
-            }
+            let origin = try RawOrigin(answer: { _ in
+                [.pause(0.1), .send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")]
+            })
             defer { origin.stop() }
             let client = UpstreamClient()
             await withTaskGroup(of: Outcome.self) { group in
@@ -349,7 +344,7 @@ struct UpstreamClientTests {
         lifetime: Double, maxIdle: Int, pause: Double
     ) async throws {
         try await offPool {
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             var configuration = UpstreamClient.Configuration()
             configuration.idleConnectionLifetime = lifetime
@@ -558,7 +553,7 @@ struct UpstreamClientTests {
                 UpstreamClient(), UpstreamRequest(method: "GET", url: "file:///etc/passwd", fields: [:]))
             #expect(outcome.error?.kind == .other)
             #expect(outcome.heads.isEmpty)
-            let origin = try RawOrigin(RawOrigin.answerEach)
+            let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let credentials = "http://user:secret@127.0.0.1:\(origin.port)/"
             let withUser = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: credentials, fields: [:]))
