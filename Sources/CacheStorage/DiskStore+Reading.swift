@@ -14,10 +14,13 @@ import Darwin
 extension DiskStore {
     // MARK: - Reading
 
+    /// The columns ``entry(from:)`` reads, from ``entrySource``.
     static let entryColumns = """
-        id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at, last_access, hits, pinned,
-        storage_policy, user_info, complete
+        entries.id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at,
+        coalesce(last_access, stored_at), coalesce(hits, 0), pinned, storage_policy, user_info, complete
         """
+    /// Entries with their access times.
+    static let entrySource = "entries LEFT JOIN access ON access.id = entries.id"
 
     func entry(from row: Statement) -> StoredEntry? {
         guard let id = EntryID(rawValue: row.text(0)),
@@ -48,7 +51,7 @@ extension DiskStore {
             let count = changes?.value
             if let count, let cached = state.heads[primaryKey], cached.changes == count { return cached.entries }
             let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM entries WHERE primary_key = ?")
+                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = ?")
             query.bind(1, primaryKey)
             var result: [StoredEntry] = []
             while try query.step() {

@@ -17,8 +17,8 @@ extension DiskStore {
     /// Deletes the rows `whereClause` selects (binding `argument`) and unlinks their files
     /// after the commit. Returns how many rows.
     func delete(where whereClause: String, _ argument: String?) throws(StorageError) -> Int {
+        try flushAccess()
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
-            try flushAccess(&state)
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
                 let select = try state.connection.statement("SELECT id, in_file FROM entries \(whereClause)")
@@ -50,10 +50,10 @@ extension DiskStore {
     }
 
     public func entries() throws(StorageError) -> [StoredEntry] {
-        try state.withLock { state throws(StorageError) in
-            try flushAccess(&state)
+        try flushAccess()
+        return try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM entries ORDER BY last_access DESC")
+                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) ORDER BY last_access DESC")
             var result: [StoredEntry] = []
             while try query.step() {
                 if let entry = entry(from: query) { result.append(entry) }
@@ -65,7 +65,8 @@ extension DiskStore {
     /// The entry with identity `id`, if stored.
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
         try state.withLock { state throws(StorageError) in
-            let query = try state.connection.statement("SELECT \(Self.entryColumns) FROM entries WHERE id = ?")
+            let query = try state.connection.statement(
+                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = ?")
             query.bind(1, id.rawValue)
             defer { query.reset() }
             return try query.step() ? entry(from: query) : nil
@@ -100,10 +101,10 @@ extension DiskStore {
         return changed
     }
 
-    /// Flushes buffered access times now (they are otherwise written every second or 256
-    /// accesses, and when the store is released).
+    /// Writes buffered access times now (they are otherwise written in the background about
+    /// once a second, and when the store is released).
     public func flush() throws(StorageError) {
-        try state.withLock { state throws(StorageError) in try flushAccess(&state) }
+        try flushAccess()
     }
 
     // MARK: - Sweeping

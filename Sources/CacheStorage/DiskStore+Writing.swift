@@ -43,9 +43,8 @@ extension DiskStore {
                 let insert = try state.connection.statement(
                     """
                     INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
-                        body_size, checksums, body, in_file, stored_at, last_access, hits, pinned, storage_policy,
-                        user_info, complete)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+                        body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 insert.bind(1, id.rawValue)
                 insert.bind(2, head.primaryKey)
@@ -60,12 +59,16 @@ extension DiskStore {
                 insert.bind(11, inline)
                 insert.bind(12, Int64(inline == nil ? 1 : 0))
                 insert.bind(13, now)
-                insert.bind(14, now)
-                insert.bind(15, Int64(entry.isPinned ? 1 : 0))
-                insert.bind(16, Int64(head.storagePolicy.rawValue))
-                insert.bind(17, head.userInfo)
-                insert.bind(18, Int64(head.isComplete ? 1 : 0))
+                insert.bind(14, Int64(entry.isPinned ? 1 : 0))
+                insert.bind(15, Int64(head.storagePolicy.rawValue))
+                insert.bind(16, head.userInfo)
+                insert.bind(17, Int64(head.isComplete ? 1 : 0))
                 try insert.run()
+                let access = try state.connection.statement(
+                    "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (?, ?, 0)")
+                access.bind(1, id.rawValue)
+                access.bind(2, now)
+                try access.run()
                 obsolete += try evict(state.connection)
                 return obsolete
             }
@@ -80,7 +83,10 @@ extension DiskStore {
         var files: [String] = []
         while try Self.bodyBytes(connection) > configuration.capacity {
             let oldest = try connection.statement(
-                "SELECT id, in_file FROM entries WHERE pinned = 0 ORDER BY last_access LIMIT 32")
+                """
+                SELECT entries.id, in_file FROM access JOIN entries ON entries.id = access.id
+                WHERE pinned = 0 ORDER BY last_access LIMIT 32
+                """)
             var victims: [(id: String, inFile: Bool)] = []
             while try oldest.step() { victims.append((oldest.text(0), oldest.int(1) != 0)) }
             if victims.isEmpty { break }  // only pinned entries are left
@@ -122,33 +128,66 @@ extension DiskStore {
         if changed == 0 { throw MemoryStore.notFound(id) }
     }
 
+    /// Buffers the access; the index gets it from a background flush, queued once a second
+    /// or after ``accessBatchLimit`` entries, so no hit waits for SQLite. ``entries()``,
+    /// removals, ``flush()`` and releasing the store write what is buffered first.
     public func recordAccess(_ id: EntryID, at time: Double) {
-        state.withLock { state in
-            let previous = state.pendingAccess[id]?.hits ?? 0
-            state.pendingAccess[id] = (time, previous + 1)
-            if state.pendingAccess.count >= 256 || time - state.lastAccessFlush >= 1 {
-                try? flushAccess(&state)
+        let due = accessLog.withLock { log -> Bool in
+            var access = log.pending[id] ?? (time, 0)
+            access.time = max(access.time, time)
+            access.hits += 1
+            log.pending[id] = access
+            guard !log.flushQueued, log.pending.count >= Self.accessBatchLimit || time - log.lastFlush >= 1 else {
+                return false
+            }
+            log.flushQueued = true
+            return true
+        }
+        guard due else { return }
+        DispatchQueue.global(qos: .utility).async { [weak self] in
+            guard let self else { return }
+            do {
+                try flushAccess()
+            } catch {
+                configuration.log(
+                    "could not record access times in the index: \(error); they are kept for the next try")
             }
         }
     }
 
-    /// Writes buffered access times and hit counts in one transaction.
-    func flushAccess(_ state: inout State) throws(StorageError) {
-        state.lastAccessFlush = clock()
-        guard !state.pendingAccess.isEmpty else { return }
-        let pending = state.pendingAccess
-        state.pendingAccess = [:]
-        let connection = state.connection
-        // Not counted as a change: remembered variants keep their access time and hit count
-        // until the next real write (they decide nothing).
-        try connection.transaction { () throws(StorageError) in
-            for (id, access) in pending {
-                let statement = try connection.statement(
-                    "UPDATE entries SET last_access = max(last_access, ?), hits = hits + ? WHERE id = ?")
-                statement.bind(1, access.time)
-                statement.bind(2, Int64(access.hits))
-                statement.bind(3, id.rawValue)
-                try statement.run()
+    /// Writes buffered access times and hit counts in one transaction on the access writer's
+    /// connection; when that fails they stay buffered for the next flush. Never called inside
+    /// a write transaction of ``state``'s connection (it would wait for itself).
+    func flushAccess() throws(StorageError) {
+        try accessWriter.withLock { writer throws(StorageError) in
+            let pending = accessLog.withLock { log in
+                log.lastFlush = clock()
+                log.flushQueued = false
+                defer { log.pending = [:] }
+                return log.pending
+            }
+            guard !pending.isEmpty else { return }
+            do throws(StorageError) {
+                if writer == nil { writer = try Self.openAccessWriter(configuration) }
+                guard let connection = writer else { return }
+                // Not counted as a change: remembered variants keep their access time and hit
+                // count until the next real write (they decide nothing).
+                try connection.transaction { () throws(StorageError) in
+                    for (id, access) in pending {
+                        let statement = try connection.statement(
+                            "UPDATE access SET last_access = max(last_access, ?), hits = hits + ? WHERE id = ?")
+                        statement.bind(1, access.time)
+                        statement.bind(2, Int64(access.hits))
+                        statement.bind(3, id.rawValue)
+                        try statement.run()
+                    }
+                }
+            } catch {
+                accessLog.withLock { log in
+                    log.pending.merge(pending) { newer, older in (max(newer.time, older.time), newer.hits + older.hits)
+                    }
+                }
+                throw error
             }
         }
     }

@@ -14,8 +14,10 @@ import Darwin
 ///
 /// Layout of ``Configuration/directory`` (created 0700; files 0600):
 /// - `index.sqlite`: one row per variant (keys, status, fields, facts and their format
-///   version, sizes, block checksums, timestamps, storage policy, `userInfo`, pinned), with
-///   bodies up to ``Configuration/inlineBodyLimit`` bytes inline.
+///   version, sizes, block checksums, the time stored, storage policy, `userInfo`, pinned),
+///   with bodies up to ``Configuration/inlineBodyLimit`` bytes inline; and, in a narrow table
+///   of its own, each variant's last access and hit count, so that recording accesses
+///   rewrites a few small pages, never the rows that hold heads and bodies.
 /// - `bodies/<id>`: larger bodies, named by a random ``EntryID``, never by URL. A body is
 ///   written to `bodies/<id>.tmp` under an exclusive `flock`, renamed, and only then does
 ///   the index transaction that makes it visible commit. A crash leaves at most an
@@ -80,8 +82,9 @@ public final class DiskStore: CacheStore {
         }
     }
 
-    /// The index format version, kept in `PRAGMA user_version`.
-    public static let formatVersion: Int32 = 1
+    /// The index format version, kept in `PRAGMA user_version`. Version 1 (access times in
+    /// the entries' rows) is migrated when opened.
+    public static let formatVersion: Int32 = 2
 
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
@@ -106,13 +109,27 @@ public final class DiskStore: CacheStore {
 
     struct State {
         var connection: SQLiteConnection
-        var pendingAccess: [EntryID: (time: Double, hits: Int)] = [:]
-        var lastAccessFlush: Double = 0
         /// Variants read from the index, with the change count they were read at.
         var heads: [String: (changes: UInt64, entries: [StoredEntry])] = [:]
     }
 
     let state: Locked<State>
+
+    /// Access times and hit counts not yet in the index. A hit only adds to this, under its
+    /// own lock; they are written in the background (``recordAccess(_:at:)``).
+    struct AccessLog {
+        var pending: [EntryID: (time: Double, hits: Int)] = [:]
+        var lastFlush: Double
+        /// A background flush is queued and has not taken ``pending`` yet.
+        var flushQueued = false
+    }
+
+    let accessLog: Locked<AccessLog>
+    /// The connection that writes access times, opened on first use: its own, so that a flush
+    /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
+    let accessWriter = Locked<SQLiteConnection?>(nil)
+    /// How many entries' accesses are buffered before a flush is queued early.
+    static let accessBatchLimit = 16_384
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
@@ -133,7 +150,8 @@ public final class DiskStore: CacheStore {
         try FileIO.makeDirectory(configuration.directory)
         try FileIO.makeDirectory(bodiesDirectory)
         let connection = try Self.openIndex(configuration)
-        state = Locked(State(connection: connection, lastAccessFlush: clock()))
+        state = Locked(State(connection: connection))
+        accessLog = Locked(AccessLog(lastFlush: clock()))
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
         let store = self
@@ -141,10 +159,9 @@ public final class DiskStore: CacheStore {
     }
 
     deinit {
-        state.withLock { state in
-            try? flushAccess(&state)
-            state.connection.close()
-        }
+        try? flushAccess()
+        accessWriter.withLock { $0?.close() }
+        state.withLock { $0.connection.close() }
     }
 
     // MARK: - Opening
@@ -162,8 +179,6 @@ public final class DiskStore: CacheStore {
             body_size INTEGER NOT NULL,
             in_file INTEGER NOT NULL,
             stored_at REAL NOT NULL,
-            last_access REAL NOT NULL,
-            hits INTEGER NOT NULL DEFAULT 0,
             pinned INTEGER NOT NULL DEFAULT 0,
             storage_policy INTEGER NOT NULL,
             user_info BLOB,
@@ -173,7 +188,7 @@ public final class DiskStore: CacheStore {
             body BLOB,
             UNIQUE (primary_key, variant_key)
         );
-        CREATE INDEX IF NOT EXISTS entries_by_recency ON entries (pinned, last_access);
+        \(accessSchema)
         CREATE TABLE IF NOT EXISTS totals (
             id INTEGER PRIMARY KEY CHECK (id = 0),
             entries INTEGER NOT NULL,
@@ -185,13 +200,42 @@ public final class DiskStore: CacheStore {
             UPDATE totals SET entries = entries + 1, body_bytes = body_bytes + NEW.body_size,
                 pinned_bytes = pinned_bytes + NEW.pinned * NEW.body_size WHERE id = 0;
         END;
-        CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
-            UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
-                pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
-        END;
+        \(removalTrigger)
         CREATE TRIGGER IF NOT EXISTS entries_pinned AFTER UPDATE OF pinned ON entries BEGIN
             UPDATE totals SET pinned_bytes = pinned_bytes + (NEW.pinned - OLD.pinned) * NEW.body_size WHERE id = 0;
         END;
+        """
+
+    /// Each entry's last access and hit count: rows of a few dozen bytes, written in batches
+    /// (``recordAccess(_:at:)``), in recency order for eviction.
+    static let accessSchema = """
+        CREATE TABLE IF NOT EXISTS access (
+            id TEXT PRIMARY KEY NOT NULL,
+            last_access REAL NOT NULL,
+            hits INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS access_by_recency ON access (last_access);
+        """
+
+    static let removalTrigger = """
+        CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
+            UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
+                pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
+            DELETE FROM access WHERE id = OLD.id;
+        END;
+        """
+
+    /// Version 1 kept `last_access` and `hits` in `entries`: every recorded access rewrote a
+    /// row holding a head and often a body. Moves them to `access`, in one transaction.
+    static let migrationFromVersion1 = """
+        \(accessSchema)
+        INSERT OR IGNORE INTO access (id, last_access, hits) SELECT id, last_access, hits FROM entries;
+        DROP INDEX IF EXISTS entries_by_recency;
+        ALTER TABLE entries DROP COLUMN last_access;
+        ALTER TABLE entries DROP COLUMN hits;
+        DROP TRIGGER IF EXISTS entries_removed;
+        \(removalTrigger)
+        PRAGMA user_version = 2;
         """
 
     /// Opens the index, creating it when new. Opening is serialized across processes (and
@@ -248,6 +292,8 @@ public final class DiskStore: CacheStore {
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
             }
+        } else if version == 1 {
+            try connection.transaction { () throws(StorageError) in try connection.execute(migrationFromVersion1) }
         } else if version != formatVersion {
             throw StorageError(.index, "index format version \(version), this build reads \(formatVersion)")
         }
@@ -255,6 +301,14 @@ public final class DiskStore: CacheStore {
         let totals = try connection.statement("SELECT entries FROM totals WHERE id = 0")
         guard try totals.step() else { throw StorageError(.index, "the totals row is missing") }
         for file in ["-wal", "-shm"] { _ = chmod(path + file, 0o600) }
+        return connection
+    }
+
+    /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
+    static func openAccessWriter(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
+        let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite")
+        sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
+        try connection.execute("PRAGMA synchronous = \(configuration.durability == .powerLossSafe ? "FULL" : "NORMAL")")
         return connection
     }
 }

@@ -413,6 +413,8 @@ struct IndexFormatVersionTests {
         }
         do {
             let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            // The released store's background sweep may still hold the index for a moment.
+            try connection.execute("PRAGMA busy_timeout = 10000")
             try connection.execute("PRAGMA user_version = \(DiskStore.formatVersion + 1)")
             connection.close()
         }
@@ -424,6 +426,70 @@ struct IndexFormatVersionTests {
             })
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(names.contains { $0.hasPrefix("index.sqlite.unusable-") })
+    }
+
+    @Test(
+        "a version 1 index (access times in the entries' rows) is migrated: entries, bodies, access times and hits kept"
+    )
+    func version1IsMigrated() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(
+            directory: directory.path, capacity: 10_000, maximumEntrySize: 10_000)
+        let clock = Clock()
+        var ids: [EntryID] = []
+        do {
+            let store = try DiskStore(configuration, clock: clock.now)
+            for index in 0..<3 {
+                clock.advance(1)
+                ids.append(try put(store, head("https://example.com/\(index)"), [UInt8](repeating: 7, count: 3_000)).id)
+            }
+            store.recordAccess(ids[0], at: 3_000_000_000)
+            store.recordAccess(ids[0], at: 3_000_000_000)
+            try store.flush()
+        }
+        // Turn it into what version 1 wrote: the access columns in `entries`, its recency
+        // index and removal trigger, no `access` table.
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            try connection.execute(
+                """
+                ALTER TABLE entries ADD COLUMN last_access REAL NOT NULL DEFAULT 0;
+                ALTER TABLE entries ADD COLUMN hits INTEGER NOT NULL DEFAULT 0;
+                UPDATE entries SET last_access = (SELECT last_access FROM access WHERE access.id = entries.id),
+                    hits = (SELECT hits FROM access WHERE access.id = entries.id);
+                DROP TRIGGER entries_removed;
+                DROP TABLE access;
+                CREATE INDEX entries_by_recency ON entries (pinned, last_access);
+                CREATE TRIGGER entries_removed AFTER DELETE ON entries BEGIN
+                    UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
+                        pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
+                END;
+                PRAGMA user_version = 1;
+                """)
+            connection.close()
+        }
+        let reopened = try DiskStore(configuration, clock: clock.now)
+        let first = try #require(try reopened.entry(ids[0]))
+        #expect(first.hits == 2)
+        #expect(first.lastAccess == 3_000_000_000)
+        #expect(try reopened.body(of: ids[1]) == [UInt8](repeating: 7, count: 3_000))
+        // Eviction follows the migrated access times: 0 was read last, so 1 goes first.
+        clock.advance(1)
+        try put(reopened, head("https://example.com/3"), [UInt8](repeating: 8, count: 3_000))
+        #expect(
+            Set(try reopened.entries().map(\.head.url)) == [
+                "https://example.com/0", "https://example.com/2", "https://example.com/3",
+            ])
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let version = try connection.statement("PRAGMA user_version")
+        #expect(try version.step() && version.int(0) == Int64(DiskStore.formatVersion))
+        // Removing an entry removes its access row too (the migrated trigger).
+        try reopened.remove(ids[0])
+        let orphans = try connection.statement(
+            "SELECT count(*) FROM access WHERE id NOT IN (SELECT id FROM entries)")
+        #expect(try orphans.step() && orphans.int(0) == 0)
+        connection.close()
     }
 }
 
