@@ -7,7 +7,7 @@ import Glibc
 
 struct OutputQueue {
     /// Bodies up to this size are copied next to their head so that both leave in one piece.
-    static let copyThreshold = 16 * 1024
+    static let copyThreshold = 4 * 1024
     private static let initialCapacity = 4096
     /// An empty buffer larger than this is given back.
     private static let keptCapacity = 64 * 1024
