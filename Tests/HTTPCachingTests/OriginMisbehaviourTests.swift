@@ -65,8 +65,12 @@ struct OriginMisbehaviourTests {
         try await Task.sleep(for: .milliseconds(300))
         // libcurl before 8.0 (Debian 12 has 7.88) takes a pooled connection with unread bytes
         // for the next request (fixed by curl/curl#10690), so /b gets the stray response, and
-        // the cache cannot tell. The README says so, with what to do about it.
-        try await withKnownIssue("libcurl \(LibCurl.version ?? "?") reuses a connection with unread bytes") {
+        // the cache cannot tell. The README says so, with what to do about it. Whether it
+        // reuses that connection or opens another depends on timing, so the issue is
+        // intermittent there.
+        try await withKnownIssue(
+            "libcurl \(LibCurl.version ?? "?") reuses a connection with unread bytes", isIntermittent: true
+        ) {
             try await setup.expectBIsItsOwn()
         } when: {
             LibCurl.reusesConnectionsWithUnreadBytes
