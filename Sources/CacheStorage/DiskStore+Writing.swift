@@ -159,7 +159,7 @@ extension DiskStore {
     /// connection; when that fails they stay buffered for the next flush. Never called inside
     /// a write transaction of ``state``'s connection (it would wait for itself).
     func flushAccess() throws(StorageError) {
-        try accessWriter.withLock { writer throws(StorageError) in
+        try withAccessWriter { connection throws(StorageError) in
             let pending = accessLog.withLock { log in
                 log.lastFlush = clock()
                 log.flushQueued = false
@@ -168,8 +168,6 @@ extension DiskStore {
             }
             guard !pending.isEmpty else { return }
             do throws(StorageError) {
-                if writer == nil { writer = try Self.openAccessWriter(configuration) }
-                guard let connection = writer else { return }
                 // Not counted as a change: remembered variants keep their access time and hit
                 // count until the next real write (they decide nothing).
                 try connection.transaction { () throws(StorageError) in
@@ -189,6 +187,15 @@ extension DiskStore {
                 }
                 throw error
             }
+        }
+    }
+
+    /// Runs `body` on the second connection (opened on first use), one caller at a time.
+    func withAccessWriter(_ body: (SQLiteConnection) throws(StorageError) -> Void) throws(StorageError) {
+        try accessWriter.withLock { writer throws(StorageError) in
+            if writer == nil { writer = try Self.openAccessWriter(configuration) }
+            guard let connection = writer else { return }
+            try body(connection)
         }
     }
 }

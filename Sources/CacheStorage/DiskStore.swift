@@ -130,6 +130,13 @@ public final class DiskStore: CacheStore {
     let accessWriter = Locked<SQLiteConnection?>(nil)
     /// How many entries' accesses are buffered before a flush is queued early.
     static let accessBatchLimit = 16_384
+    /// A checkpoint (copying the WAL into the index, with an `fdatasync`) is queued in the
+    /// background once the WAL holds this many pages, SQLite's own threshold. SQLite would
+    /// otherwise run it inside the commit that crosses it, so one miss in a thousand would
+    /// wait for it.
+    static let checkpointPages: Int32 = 1000
+    /// A background checkpoint is queued or running.
+    let checkpointQueued = Locked(false)
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
@@ -154,11 +161,43 @@ public final class DiskStore: CacheStore {
         accessLog = Locked(AccessLog(lastFlush: clock()))
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
+        // Replaces SQLite's automatic checkpoint (itself a WAL hook) for this connection.
+        sqlite3_wal_hook(
+            connection.handle,
+            { context, _, _, pages in
+                if let context, pages >= DiskStore.checkpointPages {
+                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint()
+                }
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(self).toOpaque())
         let store = self
         DispatchQueue.global(qos: .utility).async { store.sweep() }
     }
 
+    /// Checkpoints the WAL on a background thread, through the access writer's connection (a
+    /// passive checkpoint: readers and writers go on meanwhile).
+    func queueCheckpoint() {
+        guard
+            checkpointQueued.withLock({ queued in
+                defer { queued = true }; return !queued
+            })
+        else { return }
+        DispatchQueue.global(qos: .utility).async { [weak self] in
+            guard let self else { return }
+            defer { checkpointQueued.withLock { $0 = false } }
+            do {
+                try withAccessWriter { connection throws(StorageError) in
+                    try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                }
+            } catch {
+                configuration.log("could not checkpoint the cache index: \(error); it is tried again after more writes")
+            }
+        }
+    }
+
     deinit {
+        // The hook refers to this store, which is going away.
+        state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()
         accessWriter.withLock { $0?.close() }
         state.withLock { $0.connection.close() }

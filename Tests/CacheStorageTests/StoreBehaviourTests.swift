@@ -280,6 +280,30 @@ struct DiskStoreTests {
         #expect((index[.posixPermissions] as? Int) == 0o600)
     }
 
+    @Test("the WAL is checkpointed into the index (in the background, not in a commit) once it passes 1,000 pages")
+    func walCheckpointedInBackground() async throws {
+        let directory = TemporaryDirectory()
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path, capacity: 100_000_000))
+        let index = directory.path + "/index.sqlite"
+        func size(_ path: String) -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+        }
+        let before = size(index)
+        // 300 inline bodies of 20,000 bytes: about 1,800 pages of commits.
+        for key in 0..<300 {
+            try put(store, head("https://example.com/\(key)"), [UInt8](repeating: UInt8(key % 256), count: 20_000))
+        }
+        var checkpointed = false
+        for _ in 0..<100 where !checkpointed {
+            checkpointed = size(index) >= before + 4_000_000
+            if !checkpointed { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(checkpointed, "the index file is still \(size(index)) bytes")
+        #expect(
+            try store.body(of: try #require(try store.variants(of: "https://example.com/299").first).id).count == 20_000
+        )
+    }
+
     @Test("entries, pins and access counts survive closing and reopening the store")
     func survivesReopen() throws {
         let directory = TemporaryDirectory()
