@@ -94,7 +94,7 @@ let package = Package(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheTestSupport"],
+            name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheLocking", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],

@@ -49,7 +49,9 @@ extension DiskStore {
         try state.withLock { state throws(StorageError) in
             // Read before the query: a write that lands during it bumps the count past this.
             let count = changes?.value
-            if let count, let cached = state.heads[primaryKey], cached.changes == count { return cached.entries }
+            if let count, let cached = state.heads.value(for: primaryKey), cached.changes == count {
+                return cached.entries
+            }
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = ?")
             query.bind(1, primaryKey)
@@ -57,10 +59,7 @@ extension DiskStore {
             while try query.step() {
                 if let entry = entry(from: query) { result.append(entry) }
             }
-            if let count {
-                if state.heads.count >= Self.headCacheLimit { state.heads.removeAll(keepingCapacity: true) }
-                state.heads[primaryKey] = (count, result)
-            }
+            if let count { state.heads.set((count, result), for: primaryKey) }
             return result
         }
     }

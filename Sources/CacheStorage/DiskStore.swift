@@ -110,7 +110,7 @@ public final class DiskStore: CacheStore {
     struct State {
         var connection: SQLiteConnection
         /// Variants read from the index, with the change count they were read at.
-        var heads: [String: (changes: UInt64, entries: [StoredEntry])] = [:]
+        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(capacity: DiskStore.headCacheLimit)
     }
 
     let state: Locked<State>
@@ -143,7 +143,7 @@ public final class DiskStore: CacheStore {
     /// Held while the directory is swept (``sweep()``).
     let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
-    static let headCacheLimit = 4096
+    static let headCacheLimit = 16_384
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used.
@@ -170,8 +170,8 @@ public final class DiskStore: CacheStore {
                 }
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())
-        let store = self
-        DispatchQueue.global(qos: .utility).async { store.sweep() }
+        // Weakly: a store released before its sweep starts is not kept for it (the next open sweeps).
+        DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
     }
 
     /// Checkpoints the WAL on a background thread, through the access writer's connection (a

@@ -112,7 +112,7 @@ public final class MemoryStore: CacheStore {
             if keepingPin && state.nodes[sameVariant].entry.isPinned { entry.isPinned = true }
             unlink(sameVariant, &state)
         }
-        let node = Node(entry: entry, body: body)
+        let node = Node(entry: entry, body: compacted(body))
         let slot: Int
         if let free = state.freeSlots.popLast() {
             slot = free
@@ -224,6 +224,15 @@ public final class MemoryStore: CacheStore {
             let slot = cursor
             cursor = state.nodes[slot].newer
             if !state.nodes[slot].entry.isPinned { unlink(slot, &state) }
+        }
+    }
+
+    /// `body` in an allocation of its own size: a body collected by appending may hold twice
+    /// its size, and the capacity counts bodies' bytes, not their allocations.
+    private static func compacted(_ body: [UInt8]) -> [UInt8] {
+        guard body.capacity > body.count + body.count / 8 + 64 else { return body }
+        return [UInt8](unsafeUninitializedCapacity: body.count) { buffer, initialized in
+            initialized = body.withUnsafeBufferPointer { buffer.initialize(fromContentsOf: $0) }
         }
     }
 

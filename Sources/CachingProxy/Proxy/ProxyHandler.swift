@@ -28,8 +28,11 @@ final class ProxyHandler: RequestHandler {
     private let origin: Target?
     private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// What each request-target means (``route(_:)``).
-    private let routes = Locked<[String: Route]>([:])
-    private static let rememberedKeyLimit = 16_384
+    private let routes = Locked(LRUCache<String, Route>(capacity: rememberedKeyLimit))
+    /// How many request-targets, keys and entries the proxy remembers what it worked out
+    /// for (their routes, candidates, decoded facts and served fields): enough for a working
+    /// set of this many URLs to cost no re-reading or re-parsing.
+    private static let rememberedKeyLimit = 65_536
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
     /// streamed from a worker thread.
     static let inlineBodyLimit: Int64 = 1 << 20
@@ -179,12 +182,9 @@ final class ProxyHandler: RequestHandler {
     static let adminPrefix = "/_httpcache/"
 
     private func route(_ requestTarget: String) -> Route {
-        if let known = routes.withLock({ $0[requestTarget] }) { return known }
+        if let known = routes.withLock({ $0.value(for: requestTarget) }) { return known }
         let route = makeRoute(requestTarget)
-        routes.withLock { routes in
-            if routes.count >= Self.rememberedKeyLimit { routes.removeAll(keepingCapacity: true) }
-            routes[requestTarget] = route
-        }
+        routes.withLock { $0.set(route, for: requestTarget) }
         return route
     }
 

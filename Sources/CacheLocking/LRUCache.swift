@@ -1,33 +1,47 @@
-import CacheLocking
-
 /// A dictionary that holds at most `capacity` values, dropping the least recently used one
-/// beyond it: what the exchange remembers (candidates, decoded facts, served fields) stays
-/// bounded without ever being cleared wholesale.
+/// beyond it: what the package remembers per key (the exchange's candidates, decoded facts
+/// and served fields, the proxy's routes, the disk store's heads) stays bounded without ever
+/// being cleared wholesale, so a working set larger than the capacity keeps its hot keys.
 ///
-/// A value type with no lock: keep it behind the owner's lock (``Locked``).
-struct LRUCache<Key: Hashable, Value> {
-    private struct Node {
-        var key: Key
-        var value: Value
-        var newer: Int
-        var older: Int
+/// A value type with no lock: keep it behind the owner's lock (``Locked``). Public and
+/// inlinable, like ``Locked``, so that it is specialized where it is used.
+public struct LRUCache<Key: Hashable, Value> {
+    @usableFromInline
+    struct Node {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var newer: Int
+        @usableFromInline var older: Int
+
+        @inlinable
+        init(key: Key, value: Value, newer: Int, older: Int) {
+            self.key = key
+            self.value = value
+            self.newer = newer
+            self.older = older
+        }
     }
 
-    let capacity: Int
-    private var nodes: [Node] = []
-    private var slots: [Key: Int] = [:]
-    private var newest = -1
-    private var oldest = -1
+    /// The most values held.
+    public let capacity: Int
+    @usableFromInline var nodes: [Node] = []
+    @usableFromInline var slots: [Key: Int] = [:]
+    @usableFromInline var newest = -1
+    @usableFromInline var oldest = -1
 
-    init(capacity: Int) {
+    /// An empty cache for at most `capacity` values (at least one).
+    @inlinable
+    public init(capacity: Int) {
         precondition(capacity > 0, "an LRU cache needs room for at least one value")
         self.capacity = capacity
     }
 
-    var count: Int { slots.count }
+    /// How many values are held.
+    @inlinable public var count: Int { slots.count }
 
     /// The value for `key`, which becomes the most recently used.
-    mutating func value(for key: Key) -> Value? {
+    @inlinable
+    public mutating func value(for key: Key) -> Value? {
         guard let slot = slots[key] else { return nil }
         makeNewest(slot)
         return nodes[slot].value
@@ -35,7 +49,8 @@ struct LRUCache<Key: Hashable, Value> {
 
     /// Sets the value for `key` as the most recently used, dropping the least recently used
     /// value when full.
-    mutating func set(_ value: Value, for key: Key) {
+    @inlinable
+    public mutating func set(_ value: Value, for key: Key) {
         if let slot = slots[key] {
             nodes[slot].value = value
             makeNewest(slot)
@@ -57,7 +72,8 @@ struct LRUCache<Key: Hashable, Value> {
     }
 
     /// Forgets `key`.
-    mutating func removeValue(for key: Key) {
+    @inlinable
+    public mutating func removeValue(for key: Key) {
         guard let slot = slots.removeValue(forKey: key) else { return }
         detach(slot)
         // Move the last node into the freed slot so the array stays dense.
@@ -72,13 +88,15 @@ struct LRUCache<Key: Hashable, Value> {
         nodes.removeLast()
     }
 
-    private mutating func makeNewest(_ slot: Int) {
+    @inlinable
+    mutating func makeNewest(_ slot: Int) {
         guard slot != newest else { return }
         detach(slot)
         attachAsNewest(slot)
     }
 
-    private mutating func detach(_ slot: Int) {
+    @inlinable
+    mutating func detach(_ slot: Int) {
         let newer = nodes[slot].newer
         let older = nodes[slot].older
         if newer >= 0 { nodes[newer].older = older } else { newest = older }
@@ -87,7 +105,8 @@ struct LRUCache<Key: Hashable, Value> {
         nodes[slot].older = -1
     }
 
-    private mutating func attachAsNewest(_ slot: Int) {
+    @inlinable
+    mutating func attachAsNewest(_ slot: Int) {
         nodes[slot].older = newest
         nodes[slot].newer = -1
         if newest >= 0 { nodes[newest].newer = slot }

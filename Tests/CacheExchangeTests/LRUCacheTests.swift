@@ -1,0 +1,60 @@
+import CacheLocking
+import Testing
+
+@Suite("LRUCache: what the exchange, the proxy and the disk store remember, bounded")
+struct LRUCacheTests {
+    @Test("beyond its capacity the least recently used value goes, and reading a value keeps it")
+    func dropsTheLeastRecentlyUsed() {
+        var cache = LRUCache<String, Int>(capacity: 3)
+        cache.set(1, for: "a")
+        cache.set(2, for: "b")
+        cache.set(3, for: "c")
+        #expect(cache.value(for: "a") == 1)  // a is now the most recently used
+        cache.set(4, for: "d")  // b goes
+        #expect(cache.count == 3)
+        #expect(cache.value(for: "b") == nil)
+        #expect(cache.value(for: "a") == 1)
+        #expect(cache.value(for: "c") == 3)
+        #expect(cache.value(for: "d") == 4)
+    }
+
+    @Test("setting a key again replaces its value and makes it the most recently used")
+    func setReplaces() {
+        var cache = LRUCache<String, Int>(capacity: 2)
+        cache.set(1, for: "a")
+        cache.set(2, for: "b")
+        cache.set(10, for: "a")
+        cache.set(3, for: "c")  // b goes, not a
+        #expect(cache.value(for: "a") == 10)
+        #expect(cache.value(for: "b") == nil)
+        #expect(cache.count == 2)
+    }
+
+    @Test("removed keys are forgotten and the order of the rest is kept")
+    func removeKeepsOrder() {
+        var cache = LRUCache<Int, Int>(capacity: 4)
+        for key in 0..<4 { cache.set(key * 10, for: key) }
+        cache.removeValue(for: 1)
+        cache.removeValue(for: 7)  // absent: nothing happens
+        #expect(cache.count == 3)
+        cache.set(40, for: 4)
+        cache.set(50, for: 5)  // full again: 0, the oldest left, goes
+        #expect(cache.value(for: 0) == nil)
+        #expect(cache.value(for: 1) == nil)
+        #expect([2, 3, 4, 5].map { cache.value(for: $0) } == [20, 30, 40, 50])
+    }
+
+    @Test("a working set twice the capacity, read in turn, never grows it")
+    func staysBounded() {
+        var cache = LRUCache<Int, [UInt8]>(capacity: 100)
+        for round in 0..<3 {
+            for key in 0..<200 {
+                if cache.value(for: key) == nil { cache.set([UInt8(truncatingIfNeeded: key + round)], for: key) }
+                #expect(cache.count <= 100)
+            }
+        }
+        #expect(cache.count == 100)
+        #expect(cache.value(for: 199) != nil)
+        #expect(cache.value(for: 0) == nil)
+    }
+}
