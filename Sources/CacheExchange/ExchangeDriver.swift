@@ -248,7 +248,7 @@ public final class ExchangeDriver: Sendable {
         let entry = answer.candidate.entry
         let body: any StoredBody
         do {
-            body = try store.openBody(of: entry.id)
+            body = try store.openBody(for: entry)
         } catch {
             if error.kind != .notFound {
                 configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")

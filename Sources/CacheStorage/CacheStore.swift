@@ -215,6 +215,10 @@ public protocol CacheStore: AnyObject, Sendable {
     /// even when the entry is replaced or removed meanwhile, so a response being served is
     /// served whole. Throws ``StorageError/Kind/notFound`` when the entry is gone already.
     func openBody(of id: EntryID) throws(StorageError) -> any StoredBody
+    /// Opens the body of `entry`, a variant just read, like ``openBody(of:)``; a store may use
+    /// what the entry says instead of reading it again (a tiered store promotes a disk body
+    /// to memory with it).
+    func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody
     /// Starts writing an entry.
     func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter
     /// Replaces an entry's fields and facts without rewriting its body (a 304 freshening).
@@ -242,6 +246,10 @@ public protocol CacheStore: AnyObject, Sendable {
 }
 
 extension CacheStore {
+    public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
+        try openBody(of: entry.id)
+    }
+
     /// The whole body, verified against its checksums.
     public func body(of id: EntryID) throws(StorageError) -> [UInt8] {
         try openBody(of: id).readAll()

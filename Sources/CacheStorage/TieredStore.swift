@@ -33,11 +33,22 @@ public final class TieredStore: CacheStore {
     /// Opens the body from memory when it is there, from disk otherwise; a disk body read
     /// whole is then put in memory, with its entry, for the next hit.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        try open(id) { [disk] in try? disk.entry(id) }
+    }
+
+    /// As ``openBody(of:)``, promoting a disk body with `entry` (no second index read).
+    public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
+        try open(entry.id) { entry }
+    }
+
+    private func open(
+        _ id: EntryID, promotedAs entry: @escaping @Sendable () -> StoredEntry?
+    ) throws(StorageError) -> any StoredBody {
         if let body = try? memory.openBody(of: id) { return body }
         let body = try disk.openBody(of: id)
         guard body.size <= memory.maximumEntrySize else { return body }
-        return PromotingBody(body) { [memory, disk] bytes in
-            if let entry = try? disk.entry(id) { memory.insert(entry, body: bytes) }
+        return PromotingBody(body) { [memory] bytes in
+            if let entry = entry() { memory.insert(entry, body: bytes) }
         }
     }
 

@@ -430,6 +430,25 @@ struct DiskStoreTests {
     }
 }
 
+@Suite("CacheStorage: tiered store")
+struct TieredStoreTests {
+    @Test(
+        "a disk body read whole is promoted to memory, by identity or with the entry just read",
+        arguments: [false, true])
+    func diskBodiesArePromoted(withEntry: Bool) throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let body = [UInt8](repeating: 5, count: 10_000)
+        let entry = try put(disk, head("https://example.com/p"), body)
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        #expect(throws: StorageError.self) { try store.memory.openBody(of: entry.id) }
+        let opened = try withEntry ? store.openBody(for: entry) : store.openBody(of: entry.id)
+        #expect(try opened.readAll() == body)
+        #expect(try store.memory.body(of: entry.id) == body)
+        #expect(try store.memory.variants(of: "https://example.com/p").map(\.id) == [entry.id])
+    }
+}
+
 @Suite("CacheStorage: index format version")
 struct IndexFormatVersionTests {
     @Test("an index of another format version is moved aside with a logged reason, and an empty store starts")
