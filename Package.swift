@@ -81,6 +81,18 @@ let package = Package(
             name: "benchmarks",
             dependencies: ["CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin"],
             path: "Sources/Benchmarks", swiftSettings: strictSettings),
+        // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
+        // bench-count. Headers only; every call is a no-op when the headers are missing.
+        .systemLibrary(name: "CCallgrindHTTPCache"),
+        // Instruction counts of hot paths under callgrind, for scripts/bench-check (not a product).
+        // Its main is synchronous: see Sources/BenchCount/main.swift for why.
+        .executableTarget(
+            name: "bench-count",
+            dependencies: [
+                "CacheLocking", "CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin",
+                "CCallgrindHTTPCache", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+            ],
+            path: "Sources/BenchCount", swiftSettings: strictSettings),
         // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked.
         .executableTarget(
             name: "soak", dependencies: ["CacheLocking", "LoopbackOrigin"], path: "Sources/Soak",

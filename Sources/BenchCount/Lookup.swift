@@ -1,0 +1,37 @@
+import CacheSemantics
+import CacheTestSupport
+
+/// `CacheEngine.lookup` on a typical fresh response (the stored facts and the parsed request
+/// made beforehand), as the semantics benchmark's "fresh hit".
+func countLookups(iterations: Int) {
+    let engine = CacheEngine()
+    let request = RequestHead(uri: "https://api.example.com/v1/items?page=2", fields: Fixtures.typicalRequestFields)
+    let response = ResponseHead(status: 200, fields: Fixtures.typicalResponseFields)
+    guard
+        case .store(let stored) = engine.storageDecision(
+            for: request, response: response, requestTime: Fixtures.epoch - 0.120, responseTime: Fixtures.epoch)
+    else { fatalError("the typical response must be storable") }
+    let prepared = CacheRequest(request)
+    let candidates = [stored.facts]
+    let now = Fixtures.epoch + 30
+    guard case .serve = engine.lookup(prepared, candidates: candidates, now: now) else {
+        fatalError("the typical response must be served fresh")
+    }
+    for _ in 0..<1_000 { consume(engine.lookup(prepared, candidates: candidates, now: now)) }
+    Callgrind.startInstrumentation()
+    countedRegion(iterations: iterations) { _ in
+        consume(engine.lookup(prepared, candidates: candidates, now: now))
+    }
+    Callgrind.stopInstrumentation()
+}
+
+/// Consumes a decision without copying it: which action, as a cache reads first.
+@inline(never)
+private func consume(_ decision: LookupDecision) {
+    switch decision {
+    case .serve: blackHole(1)
+    case .serveStaleWhileRevalidate: blackHole(2)
+    case .forward: blackHole(3)
+    case .gatewayTimeout: blackHole(4)
+    }
+}

@@ -1,0 +1,25 @@
+/// The operations bench-count counts (scripts/bench-check runs each in its own process).
+enum Operation: String, CaseIterable {
+    /// A memory-tier hit through `HTTPCache.data(for:)`.
+    case memoryHit = "memory-hit"
+    /// A disk-tier hit: `DiskStore` variants, `openBody` and the read of a 16 KiB body.
+    case diskHit = "disk-hit"
+    /// A hit through the caching proxy's request handler, on a working set of 5,000 URLs.
+    case proxyHit = "proxy-hit"
+    /// `CacheEngine.lookup` on a typical fresh response.
+    case lookup = "lookup"
+
+    func run(iterations: Int) throws {
+        switch self {
+        case .memoryHit: try countMemoryHits(iterations: iterations)
+        case .diskHit: try countDiskHits(iterations: iterations)
+        case .proxyHit:
+            #if os(Linux)
+            try countProxyHits(iterations: iterations)
+            #else
+            throw BenchFailure("the caching proxy runs on Linux only")
+            #endif
+        case .lookup: countLookups(iterations: iterations)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+#if os(Linux)
+import CacheTestSupport
+import CachingProxy
+import Foundation
+import Glibc
+import LoopbackOrigin
+
+/// Hits through the caching proxy on a working set of 5,000 URLs (1 KiB bodies, memory store):
+/// a real loopback connection, because the proxy's `Responder` belongs to its event loop. What
+/// is counted is the proxy's request handler (ProxyHandler.handle: the route, the exchange's
+/// lookup, the stored response written to the connection): scripts/bench-check passes its
+/// symbol to callgrind's `--toggle-collect`, so the client, the event loop's reads and parsing,
+/// and the origin are not counted.
+func countProxyHits(iterations: Int) throws {
+    let urls = 5_000
+    let body = [UInt8](repeating: 120, count: 1024)
+    let origin = try LoopbackOrigin()
+    defer { origin.stop() }
+    origin.setDefault { _ in
+        LoopbackOrigin.Response(
+            status: 200, headers: [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream")],
+            body: body)
+    }
+    var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
+    configuration.port = 0
+    configuration.clock = { fixedNow }
+    configuration.log = { message in FileHandle.standardError.write(Data("bench-count: \(message)\n".utf8)) }
+    let proxy = try CachingProxy(configuration)
+    proxy.start()
+    defer { proxy.shutdown(timeout: 5) }
+    let client = try LoopbackClient(port: proxy.port)
+
+    func get(_ key: Int, expecting status: String) throws {
+        let response = try client.get("/v1/items/\(key)")
+        guard response.status == 200, response.body == body, response.cacheStatus.contains(status) else {
+            throw BenchFailure(
+                "GET /v1/items/\(key): \(response.status), \(response.body.count) bytes, Cache-Status "
+                    + "\"\(response.cacheStatus)\" (expected \(status))")
+        }
+    }
+    for key in 0..<urls { try get(key, expecting: "stored") }
+    var random = SplitMix64(seed: 5_000)
+    let order = Array(0..<urls).shuffled(using: &random)
+    for key in order { try get(key, expecting: "hit") }
+    let primed = origin.requests.count
+    guard primed == urls else { throw BenchFailure("the origin saw \(primed) requests, expected \(urls)") }
+
+    Callgrind.startInstrumentation()
+    try proxyHitRequests(client, order: order, iterations: iterations, bodySize: body.count)
+    Callgrind.stopInstrumentation()
+    guard origin.requests.count == urls else { throw BenchFailure("a measured request went to the origin") }
+}
+
+/// The measured requests (the count itself is the handler's, see ``countProxyHits(iterations:)``).
+@inline(never)
+private func proxyHitRequests(_ client: LoopbackClient, order: [Int], iterations: Int, bodySize: Int) throws {
+    for index in 0..<iterations {
+        let key = order[index % order.count]
+        let response = try client.get("/v1/items/\(key)")
+        guard response.status == 200, response.body.count == bodySize else {
+            throw BenchFailure("measured GET /v1/items/\(key): \(response.status), \(response.body.count) bytes")
+        }
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, one request at a time; responses framed by
+/// `Content-Length` (all the proxy sends here).
+private final class LoopbackClient {
+    struct Response {
+        var status: Int
+        var cacheStatus: String
+        var body: [UInt8]
+    }
+
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw BenchFailure("connect to the proxy: \(reason)")
+        }
+    }
+
+    deinit { close(fd) }
+
+    func get(_ target: String) throws -> Response {
+        let request = Array(
+            "GET \(target) HTTP/1.1\r\nHost: bench.example\r\nAccept: */*\r\nUser-Agent: bench-count\r\n\r\n".utf8)
+        var sent = 0
+        while sent < request.count {
+            let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw BenchFailure("the proxy closed the connection") }
+            sent += count
+        }
+        let terminator: [UInt8] = [13, 10, 13, 10]
+        var headEnd: Int?
+        while headEnd == nil {
+            headEnd = buffer.firstRange(of: terminator)?.upperBound
+            if headEnd == nil { try receive() }
+        }
+        let head = String(decoding: buffer[..<headEnd!], as: UTF8.self)
+        let lines = head.split(separator: "\r\n")
+        let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        var length = 0
+        var cacheStatus = ""
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if name == "content-length" { length = Int(value) ?? 0 }
+            if name == "cache-status" { cacheStatus = value }
+        }
+        while buffer.count < headEnd! + length { try receive() }
+        let body = Array(buffer[headEnd!..<(headEnd! + length)])
+        buffer.removeSubrange(0..<(headEnd! + length))
+        return Response(status: status, cacheStatus: cacheStatus, body: body)
+    }
+
+    private func receive() throws {
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw BenchFailure("the proxy closed the connection") }
+            buffer.append(contentsOf: chunk[..<count])
+            return
+        }
+    }
+}
+#endif
