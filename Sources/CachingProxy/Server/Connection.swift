@@ -151,9 +151,10 @@ struct ConnectionState {
         return inputCapacity - inputEnd
     }
 
-    /// Gives back a large input buffer once nothing is in it.
+    /// Gives back the input buffer once nothing is in it: an idle keep-alive connection then
+    /// holds no buffer.
     mutating func shrinkInputIfIdle() {
-        if inputStart == inputEnd && inputCapacity > 16 * 1024 {
+        if inputStart == inputEnd && input != nil {
             input?.deallocate()
             input = nil
             inputCapacity = 0
