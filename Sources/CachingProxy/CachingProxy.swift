@@ -122,6 +122,24 @@ public final class CachingProxy: Sendable {
         mallopt(M_ARENA_MAX, Int32(clamping: max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
     }
 
+    /// Gives memory glibc's malloc holds free back to the system every `interval` seconds
+    /// (`malloc_trim`), for as long as the process runs. Bodies the memory tier evicts were
+    /// often allocated by another thread (an origin thread stored them, an event loop promoted
+    /// their replacements) and are freed into that thread's arena, where glibc keeps them:
+    /// measured on 20,000 URLs through a 256 MiB memory tier, 214 MiB of RSS was such free
+    /// memory. A trim takes 2–3 ms, up to 55 ms when it gives back much, during which threads
+    /// allocating in the arena it trims wait.
+    /// `httpcache serve` calls this; a program that embeds the proxy decides for itself.
+    public static func returnFreedMemoryPeriodically(every interval: Double = 10) {
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
+        timer.setEventHandler { _ = malloc_trim(0) }
+        timer.activate()
+        trimTimer.withLock { $0 = timer }
+    }
+
+    private static let trimTimer = Locked<(any DispatchSourceTimer)?>(nil)
+
     /// Stops accepting connections, lets responses in flight finish (at most `timeout`
     /// seconds) and waits for background revalidations. Entries being written when the
     /// time runs out are discarded, never left half-written.

@@ -35,7 +35,7 @@ struct ServeCommand {
           --name NAME             the name in Via and Cache-Status (default httpcache)
           --admin-token TOKEN     clients not on loopback may PURGE and read metrics with
                                   Authorization: Bearer TOKEN (also $HTTPCACHE_ADMIN_TOKEN)
-          --loops N               event-loop threads (default 1)
+          --loops N               event-loop threads (default: one per core)
           --max-connections N     client connections beyond which new ones are refused (4096)
           --header-timeout SEC    time to send a request head (default 10)
           --idle-timeout SEC      keep-alive idle time (default 60)
@@ -64,6 +64,8 @@ struct ServeCommand {
         case (_?, true): throw .usage(Self.name, "give either --origin URL or --forward, not both")
         }
         var configuration = CachingProxy.Configuration(mode: mode)
+        // One event loop per core, all accepting from one listening socket.
+        configuration.loops = ProcessInfo.processInfo.activeProcessorCount
         let listen = arguments.value("--listen") ?? "127.0.0.1:8080"
         guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
             throw .usage(Self.name, "--listen needs HOST:PORT, e.g. 127.0.0.1:8080")
@@ -121,6 +123,7 @@ struct ServeCommand {
 
     func run() async throws(Failure) {
         CachingProxy.boundAllocatorArenas()
+        CachingProxy.returnFreedMemoryPeriodically()
         let proxy: CachingProxy
         do {
             proxy = try CachingProxy(configuration)
