@@ -94,6 +94,13 @@ public final class Locked<State>: @unchecked Sendable {
         pthread_cond_broadcast(condition)
     }
 
+    /// Wakes one thread waiting in ``withLock(when:deadline:_:)`` (at least one, when any
+    /// waits). Only right when every waiter waits for the same thing, and any one of them can
+    /// take what changed: otherwise the one woken may not be one that can use it.
+    public func wakeOne() {
+        pthread_cond_signal(condition)
+    }
+
     /// Seconds on the clock deadlines are measured by (monotonic where the system allows).
     public static func monotonicSeconds() -> Double {
         var now = timespec()

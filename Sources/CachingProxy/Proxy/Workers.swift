@@ -3,7 +3,9 @@ import CacheLocking
 import Foundation
 
 /// Threads that may block (origin requests, large stored bodies, tunnels' connects): a pool
-/// that grows up to `limit` threads and keeps idle ones for the next job.
+/// that grows up to `limit` threads and keeps idle ones for the next job. A job wakes one idle
+/// thread, not all of them: after a burst that grew the pool to hundreds of threads, waking
+/// every one for each job made a miss four times slower.
 final class Workers: Sendable {
     private struct State {
         var jobs: [@Sendable () -> Void] = []
@@ -11,6 +13,8 @@ final class Workers: Sendable {
         var threads = 0
         var busy = 0
         var stopping = false
+        /// Threads in ``waitUntilIdle(timeout:)``, which wait for something else than a job.
+        var idleWaiters = 0
 
         var queued: Int { jobs.count - head }
     }
@@ -22,14 +26,15 @@ final class Workers: Sendable {
 
     /// Runs `job` on a worker thread (queued when `limit` threads are busy).
     func submit(_ job: @escaping @Sendable () -> Void) {
-        let spawn = state.withLock { state -> Bool in
+        let (spawn, someoneWaitsForIdle) = state.withLock { state -> (Bool, Bool) in
             state.jobs.append(job)
             // Threads not running a job are waiting for one (or about to take one).
             let spawn = state.queued > state.threads - state.busy && state.threads < limit
             if spawn { state.threads += 1 }
-            return spawn
+            return (spawn, state.idleWaiters > 0)
         }
-        state.wakeWaiters()
+        // Every waiter but those in waitUntilIdle waits for a job, and any of them can run it.
+        if someoneWaitsForIdle { state.wakeWaiters() } else { state.wakeOne() }
         if spawn {
             let thread = Thread { [self] in run() }
             thread.stackSize = 1 << 20
@@ -41,6 +46,8 @@ final class Workers: Sendable {
     @discardableResult
     func waitUntilIdle(timeout: Double) -> Bool {
         let deadline = Locked<State>.monotonicSeconds() + timeout
+        state.withLock { $0.idleWaiters += 1 }
+        defer { state.withLock { $0.idleWaiters -= 1 } }
         return state.withLock(when: { $0.busy == 0 && $0.queued == 0 }, deadline: deadline) { _ in true } ?? false
     }
 
@@ -69,8 +76,12 @@ final class Workers: Sendable {
             }
             guard let job = job ?? nil else { return }
             job()
-            state.withLock { $0.busy -= 1 }
-            state.wakeWaiters()
+            // Only waitUntilIdle waits for a job to end: wake it when the pool went idle.
+            let idle = state.withLock { state in
+                state.busy -= 1
+                return state.busy == 0 && state.queued == 0 && state.idleWaiters > 0
+            }
+            if idle { state.wakeWaiters() }
         }
     }
 }
