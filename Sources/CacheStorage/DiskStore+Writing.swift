@@ -129,7 +129,7 @@ extension DiskStore {
     }
 
     /// Buffers the access; the index gets it from a background flush, queued once a second
-    /// or after ``accessBatchLimit`` entries, so no hit waits for SQLite. ``entries()``,
+    /// or after 16,384 buffered entries, so no hit waits for SQLite. ``entries()``,
     /// removals, ``flush()`` and releasing the store write what is buffered first.
     public func recordAccess(_ id: EntryID, at time: Double) {
         let due = accessLog.withLock { log -> Bool in
