@@ -153,6 +153,12 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
     /// Builds the response to a request. Runs on the connection's thread, outside any lock.
     public typealias Handler = @Sendable (Request) -> Response
 
+    /// A client socket connected to 127.0.0.1:`port`: blocking, close-on-exec, without Nagle's
+    /// delay and without SIGPIPE (for load and count drivers that speak HTTP/1.1 themselves).
+    public static func connect(port: UInt16) throws(SocketError) -> Int32 {
+        try POSIX.connectedSocket(port: port)
+    }
+
     /// A socket call that failed while the origin started listening.
     public struct SocketError: Error, Sendable, CustomStringConvertible {
         /// The call that failed, e.g. `bind(127.0.0.1:8080)`.

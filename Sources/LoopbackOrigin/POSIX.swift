@@ -114,6 +114,27 @@ enum POSIX {
         return fd
     }
 
+    /// A blocking TCP socket connected to 127.0.0.1:`port` (close-on-exec, no Nagle, no SIGPIPE).
+    static func connectedSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> Int32 {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw LoopbackOrigin.SocketError(operation: "socket(AF_INET, SOCK_STREAM)", code: errno) }
+        #if canImport(Darwin)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
+        #endif
+        setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
+        guard withLoopbackAddress(port: port, { connect(fd, $0, $1) }) == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackOrigin.SocketError(operation: "connect(127.0.0.1:\(port))", code: code)
+        }
+        return fd
+    }
+
     private static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, level, name, &one, socklen_t(MemoryLayout<Int32>.size))
