@@ -50,14 +50,7 @@ private func diskHit(_ store: DiskStore, _ primaryKey: String) -> [UInt8]? {
 /// Stores one entry per URL, then waits until the store has been released (its background
 /// work holds it for a while).
 private func fill(_ configuration: DiskStore.Configuration, urls: [String], bodies: DiskBodies) throws {
-    let engine = CacheEngine()
-    let request = RequestHead(uri: "https://bench.example/item", fields: Fixtures.typicalRequestFields)
-    let response = ResponseHead(status: 200, fields: Fixtures.typicalResponseFields)
-    guard
-        case .store(let stored) = engine.storageDecision(
-            for: request, response: response, requestTime: Fixtures.epoch - 0.1, responseTime: Fixtures.epoch)
-    else { throw BenchFailure("the typical response must be storable") }
-    let facts = stored.facts.serialized()
+    let facts = Fixtures.typicalStoredFacts(uri: "https://bench.example/item", roundTrip: 0.1).serialized()
     weak var released: DiskStore?
     do {
         let store = try DiskStore(configuration, clock: { fixedNow })

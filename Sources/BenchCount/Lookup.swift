@@ -5,14 +5,9 @@ import CacheTestSupport
 /// made beforehand), as the semantics benchmark's "fresh hit".
 func countLookups(iterations: Int) {
     let engine = CacheEngine()
-    let request = RequestHead(uri: "https://api.example.com/v1/items?page=2", fields: Fixtures.typicalRequestFields)
-    let response = ResponseHead(status: 200, fields: Fixtures.typicalResponseFields)
-    guard
-        case .store(let stored) = engine.storageDecision(
-            for: request, response: response, requestTime: Fixtures.epoch - 0.120, responseTime: Fixtures.epoch)
-    else { fatalError("the typical response must be storable") }
-    let prepared = CacheRequest(request)
-    let candidates = [stored.facts]
+    let uri = "https://api.example.com/v1/items?page=2"
+    let prepared = CacheRequest(RequestHead(uri: uri, fields: Fixtures.typicalRequestFields))
+    let candidates = [Fixtures.typicalStoredFacts(uri: uri, roundTrip: 0.120)]
     let now = Fixtures.epoch + 30
     guard case .serve = engine.lookup(prepared, candidates: candidates, now: now) else {
         fatalError("the typical response must be served fresh")

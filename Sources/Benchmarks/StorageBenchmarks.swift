@@ -106,14 +106,7 @@ private struct Corpus {
     private var bases: [Int: [UInt8]] = [:]
 
     init() {
-        let engine = CacheEngine()
-        let request = RequestHead(uri: "https://bench.example/item", fields: Fixtures.typicalRequestFields)
-        let response = ResponseHead(status: 200, fields: Fixtures.typicalResponseFields)
-        guard
-            case .store(let stored) = engine.storageDecision(
-                for: request, response: response, requestTime: Fixtures.epoch - 0.1, responseTime: Fixtures.epoch)
-        else { fatalError("the typical response must be storable") }
-        facts = stored.facts.serialized()
+        facts = Fixtures.typicalStoredFacts(uri: "https://bench.example/item", roundTrip: 0.1).serialized()
         fields = Fixtures.typicalResponseFields
     }
 

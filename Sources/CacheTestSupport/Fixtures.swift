@@ -24,6 +24,18 @@ public enum Fixtures {
         "X-Request-Id": "7f3c9a1e-2b4d-4c8e-9f1a-0d2e3b4c5a6f",
     ]
 
+    /// What the engine stores of the typical response to the typical request for `uri`, sent
+    /// `roundTrip` seconds before `epoch` (the benchmarks' stored entry).
+    public static func typicalStoredFacts(uri: String, roundTrip: Double) -> StoredResponseFacts {
+        let request = RequestHead(uri: uri, fields: typicalRequestFields)
+        let response = ResponseHead(status: 200, fields: typicalResponseFields)
+        guard
+            case .store(let stored) = CacheEngine().storageDecision(
+                for: request, response: response, requestTime: epoch - roundTrip, responseTime: epoch)
+        else { fatalError("the typical response must be storable") }
+        return stored.facts
+    }
+
     /// A typical request from an app.
     public static let typicalRequestFields: HeaderFields = [
         "Accept": "application/json",
