@@ -68,7 +68,21 @@ package enum ASCII {
         withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
 
+    /// Whether `lowered` (in lower case already) is `name` with its ASCII letters lowered:
+    /// a field lookup without making a lowered copy of the name asked for.
+    @inlinable
+    package static func isLowercased(_ lowered: String, of name: String) -> Bool {
+        guard lowered.utf8.count == name.utf8.count else { return false }
+        return withUTF8(lowered) { x in
+            withUTF8(name) { y in
+                for index in 0..<x.count where x[index] != lower(y[index]) { return false }
+                return true
+            }
+        }
+    }
+
     /// `s` with ASCII letters lowered; other bytes unchanged.
+    @usableFromInline
     package static func lowercased(_ s: String) -> String {
         withUTF8(s) { bytes in
             guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }

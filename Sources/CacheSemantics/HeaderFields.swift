@@ -17,6 +17,15 @@ public struct HeaderField: Hashable, Sendable {
         self.value = value
         lowercasedName = ASCII.lowercased(name)
     }
+
+    /// A field line whose name's lower-case form is known (a constant name on a hot path).
+    @inlinable
+    package init(name: String, lowercasedName: String, value: String) {
+        assert(lowercasedName == ASCII.lowercased(name))
+        self.name = name
+        self.value = value
+        self.lowercasedName = lowercasedName
+    }
 }
 
 /// An ordered collection of header fields: names compared case-insensitively, repeated
@@ -47,6 +56,13 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
     public init(arrayLiteral elements: HeaderField...) { self.init(elements) }
 
+    /// Runs `body` on the field lines in place, in order: a writer on the hot path reads each
+    /// line without copying its strings.
+    @inlinable
+    package func withLines<R>(_ body: (UnsafeBufferPointer<HeaderField>) throws -> R) rethrows -> R {
+        try storage.withUnsafeBufferPointer(body)
+    }
+
     public var startIndex: Int { storage.startIndex }
     public var endIndex: Int { storage.endIndex }
     public subscript(position: Int) -> HeaderField { storage[position] }
@@ -57,7 +73,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     ///
     /// Do not use the combined form for `Set-Cookie` (RFC 9110 §5.3); use ``values(named:)``.
     public subscript(name: String) -> String? {
-        get { combinedValue(lowercasedName: ASCII.lowercased(name)) }
+        get { combinedValue { ASCII.isLowercased($0.lowercasedName, of: name) } }
         set {
             if let newValue {
                 let key = ASCII.lowercased(name)
@@ -83,12 +99,19 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// The combined value of the lines whose lowered name is `key` (already lowered).
     @usableFromInline
     func combinedValue(lowercasedName key: String) -> String? {
+        combinedValue { $0.lowercasedName == key }
+    }
+
+    /// The combined value of the lines that `matches` (RFC 9110 §5.3).
+    @inline(__always)
+    private func combinedValue(where matches: (HeaderField) -> Bool) -> String? {
         var result: String?
-        for field in storage where field.lowercasedName == key {
+        for index in storage.indices where matches(storage[index]) {
+            let value = storage[index].value
             if let existing = result {
-                result = existing.isEmpty ? field.value : field.value.isEmpty ? existing : existing + ", " + field.value
+                result = existing.isEmpty ? value : value.isEmpty ? existing : existing + ", " + value
             } else {
-                result = field.value
+                result = value
             }
         }
         return result
@@ -96,26 +119,32 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
 
     /// The value of each line named `name`, in order.
     public func values(named name: String) -> [String] {
-        let key = ASCII.lowercased(name)
-        return storage.compactMap { $0.lowercasedName == key ? $0.value : nil }
+        storage.compactMap { ASCII.isLowercased($0.lowercasedName, of: name) ? $0.value : nil }
     }
 
     /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
     /// split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: String) -> [Substring] {
         var members: [Substring] = []
-        let key = ASCII.lowercased(name)
-        for field in storage where field.lowercasedName == key {
-            members += ASCII.splitList(Substring(field.value))
+        for index in storage.indices where ASCII.isLowercased(storage[index].lowercasedName, of: name) {
+            members += ASCII.splitList(Substring(storage[index].value))
         }
         return members
     }
 
     /// Whether at least one line is named `name`.
     public func contains(_ name: String) -> Bool {
-        let key = ASCII.lowercased(name)
-        return storage.contains { $0.lowercasedName == key }
+        storage.contains { ASCII.isLowercased($0.lowercasedName, of: name) }
     }
+
+    /// Adds `field` at the end, keeping existing lines of the same name.
+    @inlinable
+    package mutating func append(_ field: HeaderField) { storage.append(field) }
+
+    /// Makes room for `count` lines in all (the copy a shared section makes on its first append
+    /// then happens once, at this size).
+    @inlinable
+    package mutating func reserveCapacity(_ count: Int) { storage.reserveCapacity(count) }
 
     /// Adds a line at the end, keeping existing lines of the same name.
     public mutating func append(name: String, value: String) {
@@ -124,8 +153,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
 
     /// Removes every line named `name`.
     public mutating func removeAll(named name: String) {
-        let key = ASCII.lowercased(name)
-        storage.removeAll { $0.lowercasedName == key }
+        storage.removeAll { ASCII.isLowercased($0.lowercasedName, of: name) }
     }
 
     /// Removes every line whose name is in `names` (compared ignoring case).

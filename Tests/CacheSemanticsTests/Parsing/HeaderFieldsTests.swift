@@ -12,6 +12,15 @@ struct HeaderFieldsTests {
         #expect(fields.values(named: "CACHE-control") == ["max-age=60"])
         #expect(fields["Cache-Contro"] == nil)
         #expect(!fields.contains("Cache-Controls"))
+        // Longer names, non-ASCII bytes (compared as they are), lists and removal.
+        var more: HeaderFields = ["If-Modified-Since": "a", "X-Ünïcode": "b", "Accept-Encoding": "gzip, br"]
+        #expect(more["IF-MODIFIED-SINCE"] == "a")
+        #expect(more["x-Ünïcode"] == "b")
+        #expect(more["x-ünïcode"] == nil)
+        #expect(more.listMembers(named: "accept-ENCODING") == ["gzip", "br"])
+        more.removeAll(named: "if-modified-SINCE")
+        #expect(!more.contains("If-Modified-Since"))
+        #expect(more.count == 2)
     }
 
     @Test("RFC 9110 §5.2: field lines keep their order and original name spelling")
