@@ -116,6 +116,8 @@ public final class ExchangeDriver: Sendable {
     private let reader: CandidateReader
     private let builder: ServedResponseBuilder
     private let updates: StoredResponseUpdates
+    /// The configuration's advisor, or RFC 9111's: made once, not per exchange.
+    private let advisor: any StorageAdvisor
     private let coalescing = CoalescingRegistry()
     private let revalidations = BackgroundRevalidations()
 
@@ -123,6 +125,7 @@ public final class ExchangeDriver: Sendable {
     public init(store: any CacheStore, configuration: Configuration) {
         self.store = store
         self.configuration = configuration
+        advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
         reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
@@ -141,7 +144,7 @@ public final class ExchangeDriver: Sendable {
     public func exchange(for request: ExchangeRequest, advisor: (any StorageAdvisor)? = nil) -> ExchangeStateMachine {
         ExchangeStateMachine(
             request, engine: configuration.engine, name: configuration.name,
-            addsCacheStatus: configuration.addsCacheStatus, advisor: advisor ?? configuration.advisor)
+            addsCacheStatus: configuration.addsCacheStatus, storing: advisor ?? self.advisor)
     }
 
     // MARK: Events
@@ -346,7 +349,6 @@ public final class ExchangeDriver: Sendable {
         }
     }
 
-    /// Tells the requests waiting for `exchange` (when it leads) what it stored.
     /// Tells the requests that waited for the exchange that `leads` (if it leads any) what
     /// came of it. Takes the key, not the exchange, so the exchange is not copied on a hit.
     private func settle(_ leads: String?, _ collapsed: CollapsedResponse?) {

@@ -197,11 +197,21 @@ public struct ExchangeStateMachine: Sendable {
         _ request: ExchangeRequest, engine: CacheEngine, name: String, addsCacheStatus: Bool = true,
         advisor: (any StorageAdvisor)? = nil
     ) {
+        self.init(
+            request, engine: engine, name: name, addsCacheStatus: addsCacheStatus,
+            storing: advisor ?? RFC9111Storage(engine: engine))
+    }
+
+    /// The same, with the advisor decided (the driver makes the default once, not per request).
+    init(
+        _ request: ExchangeRequest, engine: CacheEngine, name: String, addsCacheStatus: Bool,
+        storing advisor: any StorageAdvisor
+    ) {
         self.request = request
         self.engine = engine
         self.name = name
         self.addsCacheStatus = addsCacheStatus
-        self.advisor = advisor ?? RFC9111Storage(engine: engine)
+        self.advisor = advisor
     }
 
     /// An exchange, with this one's engine, name and storage, that validates in the background
@@ -209,7 +219,7 @@ public struct ExchangeStateMachine: Sendable {
     /// ``Action/forward(_:)`` of `revalidation`.
     public func revalidation(_ revalidation: Forwarding, candidates: [StoredCandidate]) -> ExchangeStateMachine {
         var machine = ExchangeStateMachine(
-            request, engine: engine, name: name, addsCacheStatus: addsCacheStatus, advisor: advisor)
+            request, engine: engine, name: name, addsCacheStatus: addsCacheStatus, storing: advisor)
         machine.candidates = candidates
         machine.mayJoin = false
         machine.state = .forwarding(ForwardPlan(forwarding: revalidation, caching: true))

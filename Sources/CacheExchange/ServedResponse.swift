@@ -41,10 +41,20 @@ public struct ServedResponse: Sendable {
     public var outcome: CacheOutcome
     /// The cache's `Cache-Status` member (also in ``fields`` when the cache adds the field).
     public var cacheStatus: CacheStatus
-    /// Why this response was served.
-    public var reasons: [Reason]
+    /// Why this response was served (worked out when asked).
+    public var reasons: [Reason] {
+        get { use.reasons }
+        set { use.reasons = newValue }
+    }
+    /// How the stored response is used; holds ``reasons``.
+    var use: CachedUse
     /// The stored entry served (its `userInfo`, its URL).
-    public var entry: StoredEntry
+    public var entry: StoredEntry {
+        get { candidate.entry }
+        _modify { yield &candidate.entry }
+    }
+    /// Holds ``entry``: one retain per copy of the response.
+    var candidate: StoredCandidate
     /// The request was sent to the origin first, and this replaces its answer (a stale
     /// response served after a `5xx`, a freshened response after a `304`): what the origin
     /// sent is dropped.
@@ -134,30 +144,60 @@ final class ServedResponseBuilder: Sendable {
         return base
     }
 
+    /// `prefix` followed by `number` in decimal, written at once (`+` on strings goes through
+    /// the general append path, the largest cost of a hit's `Cache-Status`).
+    static func joined(_ prefix: String, _ number: Int) -> String {
+        var prefix = prefix
+        return prefix.withUTF8 { head in
+            String(unsafeUninitializedCapacity: head.count + 20) { buffer in
+                _ = buffer.initialize(fromContentsOf: head)
+                var end = head.count
+                var magnitude = number.magnitude
+                if number < 0 {
+                    buffer[end] = UInt8(ascii: "-")
+                    end += 1
+                }
+                let digitsStart = end
+                repeat {
+                    buffer[end] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                    magnitude /= 10
+                    end += 1
+                } while magnitude > 0
+                buffer[digitsStart..<end].reverse()
+                return end
+            }
+        }
+    }
+
     /// The response for `answer` to `request` from `body`; `nil` when the stored response is
     /// damaged: its `Content-Length` disagrees with the body stored (the caller drops it), or a
     /// part of the body needed now (several ranges) cannot be read (the store has dropped it).
     func serve(
         _ answer: ExchangeStateMachine.StoredAnswer, body: any StoredBody, request: RequestHead
     ) -> ServedResponse? {
-        let (candidate, use, cacheStatus) = (answer.candidate, answer.use, answer.cacheStatus)
+        let candidate = answer.candidate
+        let use = answer.use
+        let cacheStatus = answer.cacheStatus
         let entry = candidate.entry
         let base = base(entry)
         if let declared = base.declaredLength, declared != body.size { return nil }
         var fields = base.fields
-        fields.append(name: "Age", value: use.ageFieldValue)
+        fields.reserveCapacity(fields.count + 2)
+        fields.append(HeaderField(name: "Age", lowercasedName: "age", value: use.ageFieldValue))
         if addsCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
                 cacheStatus.forward == nil, cacheStatus.collapsed == nil, !base.hasCacheStatus
             {
-                fields.append(name: "Cache-Status", value: prefix + String(ttl))
+                fields.append(
+                    HeaderField(
+                        name: "Cache-Status", lowercasedName: "cache-status", value: Self.joined(prefix, ttl)))
             } else {
                 fields["Cache-Status"] = cacheStatus.appended(to: fields["Cache-Status"])
             }
         }
         var served = ServedResponse(
             status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
-            outcome: answer.outcome, cacheStatus: cacheStatus, reasons: use.reasons, entry: entry,
+            outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
             replacesOriginResponse: answer.replacesOriginResponse)
         if use.notModified {
             // The client's own validators match (RFC 9111 §4.3.2): 304, no body.

@@ -332,3 +332,17 @@ struct BackgroundRevalidationsTests {
         #expect(told.withLock { $0 } == 2, "told at once when none runs")
     }
 }
+
+@Suite("ServedResponseBuilder: the fields a hit goes out with")
+struct ServedResponseFieldsTests {
+    @Test("RFC 9211 §2.4: a hit's ttl is written in decimal after the member's prefix, negative when stale")
+    func ttlIsDecimal() {
+        let prefix = "httpcache; hit; ttl="
+        #expect(ServedResponseBuilder.joined(prefix, 0) == prefix + "0")
+        #expect(ServedResponseBuilder.joined(prefix, 3599) == prefix + "3599")
+        #expect(ServedResponseBuilder.joined(prefix, -42) == prefix + "-42")
+        #expect(ServedResponseBuilder.joined(prefix, Int.max) == prefix + String(Int.max))
+        #expect(ServedResponseBuilder.joined(prefix, Int.min) == prefix + String(Int.min))
+        #expect(ServedResponseBuilder.joined("", 7) == "7")
+    }
+}

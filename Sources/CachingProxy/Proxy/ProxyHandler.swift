@@ -167,14 +167,21 @@ final class ProxyHandler: RequestHandler {
     }
 
     /// What a request-target means here: worked out once per distinct target (normalizing a
-    /// URL is the largest part of a hit otherwise).
-    struct Route: Sendable {
+    /// URL is the largest part of a hit otherwise). A class: taking it from the memo is one
+    /// retain.
+    final class Route: Sendable {
         /// Where the request goes, normalized; `nil` when the target names no http URL.
-        var target: Target?
+        let target: Target?
         /// The `GET` key of ``target``.
-        var primaryKey: String?
+        let primaryKey: String?
         /// The normalized path when the target is one of the proxy's own admin paths.
-        var adminPath: String?
+        let adminPath: String?
+
+        init(target: Target? = nil, primaryKey: String? = nil, adminPath: String? = nil) {
+            self.target = target
+            self.primaryKey = primaryKey
+            self.adminPath = adminPath
+        }
     }
 
     /// The proxy's own paths: the metrics, and everything under this prefix. They are

@@ -131,8 +131,10 @@ extension EventLoop {
         let framing = framing.framing
         writeStatusLine(&output, status, head.reason)
         var sawContentLength = false
-        for field in head.fields where appendField(&output, field, keepContentLength: framing == .none) {
-            sawContentLength = true
+        head.fields.withLines { lines in
+            for index in lines.indices where appendField(&output, lines[index], keepContentLength: framing == .none) {
+                sawContentLength = true
+            }
         }
         switch framing {
         case .none:
