@@ -10,8 +10,8 @@ final class CandidateReader: Sendable {
     private let log: @Sendable (String) -> Void
 
     private struct Memo {
-        /// Candidates by primary key, with the change count they were read at.
-        var candidates: LRUCache<String, (changes: UInt64, candidates: [StoredCandidate])>
+        /// Candidates and their facts by primary key, with the change count they were read at.
+        var candidates: LRUCache<String, (changes: UInt64, candidates: [StoredCandidate], facts: [StoredResponseFacts])>
         /// Decoded facts by entry, with the bytes they were decoded from (a `304` changes an
         /// entry's facts in place).
         var facts: LRUCache<EntryID, (bytes: [UInt8], facts: StoredResponseFacts)>
@@ -27,15 +27,23 @@ final class CandidateReader: Sendable {
 
     /// Every stored variant of `primaryKey` whose facts can be read; one whose facts cannot
     /// be read is removed (and logged), so it is fetched again.
-    func candidates(_ primaryKey: String) -> [StoredCandidate] {
+    func candidates(_ primaryKey: String) -> [StoredCandidate] { candidatesWithFacts(primaryKey).candidates }
+
+    /// The same, with the facts of each candidate in order (what the engine's lookup takes),
+    /// remembered with them.
+    func candidatesWithFacts(_ primaryKey: String) -> (candidates: [StoredCandidate], facts: [StoredResponseFacts]) {
         // Read before the store: a write landing meanwhile moves the count past this.
-        guard let changes = store.changeCount else { return read(primaryKey) }
+        guard let changes = store.changeCount else {
+            let candidates = read(primaryKey)
+            return (candidates, candidates.map(\.facts))
+        }
         if let known = memo.withLock({ $0.candidates.value(for: primaryKey) }), known.changes == changes {
-            return known.candidates
+            return (known.candidates, known.facts)
         }
         let candidates = read(primaryKey)
-        memo.withLock { $0.candidates.set((changes, candidates), for: primaryKey) }
-        return candidates
+        let facts = candidates.map(\.facts)
+        memo.withLock { $0.candidates.set((changes, candidates, facts), for: primaryKey) }
+        return (candidates, facts)
     }
 
     private func read(_ primaryKey: String) -> [StoredCandidate] {

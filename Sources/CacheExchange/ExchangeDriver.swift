@@ -67,7 +67,7 @@ public final class ExchangeDriver: Sendable {
     public enum Step: Sendable {
         /// Send this stored response to the client (its body is open: it stays this version);
         /// for stale-while-revalidate, also run `background`.
-        indirect case serve(ServedResponse, background: BackgroundRevalidation?)
+        case serve(ServedResponse, background: BackgroundRevalidation?)
         /// Send this response the cache made to the client.
         indirect case answer(CacheAnswer)
         /// Identical requests may share one origin request: ask ``join(_:waiter:)``.
@@ -208,7 +208,8 @@ public final class ExchangeDriver: Sendable {
         while true {
             switch action {
             case .readCandidates(let primaryKey):
-                action = exchange.candidatesRead(reader.candidates(primaryKey), now: now)
+                let read = reader.candidatesWithFacts(primaryKey)
+                action = exchange.candidatesRead(read.candidates, facts: read.facts, now: now)
             case .serveStored(let answer):
                 guard let served = serve(answer, exchange.request) else {
                     action = exchange.storedBodyUnavailable()

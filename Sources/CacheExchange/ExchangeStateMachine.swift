@@ -44,7 +44,7 @@ public struct ExchangeStateMachine: Sendable {
         case readCandidates(primaryKey: String)
         /// Store, then client: open the body of a stored response and serve it (→
         /// ``storedBodyUnavailable()`` when it cannot be opened).
-        indirect case serveStored(StoredAnswer)
+        case serveStored(StoredAnswer)
         /// Client: answer with a response the cache makes itself.
         indirect case answer(CacheAnswer)
         /// Join the identical requests in flight: lead (→ ``joinedAsLeader()``) or wait for the
@@ -142,8 +142,11 @@ public struct ExchangeStateMachine: Sendable {
     private enum State {
         case idle
         case lookingUp
-        /// `origin`: the request went forward first, with `plan`, and the origin did this.
-        indirect case serving(StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)?)
+        /// A stored response chosen at the lookup is being served (no allocation on a hit).
+        case serving
+        /// A stored response is being served instead of what the origin did (the request went
+        /// forward first, with `plan`).
+        indirect case servingForOrigin(OriginAnswer, plan: ForwardPlan)
         indirect case joining(ForwardPlan)
         indirect case forwarding(ForwardPlan)
         indirect case freshening(ForwardPlan, OriginAnswer)
@@ -251,11 +254,19 @@ public struct ExchangeStateMachine: Sendable {
 
     /// The stored responses of the key, read at `now`.
     public mutating func candidatesRead(_ candidates: [StoredCandidate], now: Timestamp) -> Action {
+        candidatesRead(candidates, facts: candidates.map(\.facts), now: now)
+    }
+
+    /// The same, with `facts` the facts of `candidates` in order (the driver remembers them
+    /// with the candidates).
+    mutating func candidatesRead(
+        _ candidates: [StoredCandidate], facts: [StoredResponseFacts], now: Timestamp
+    ) -> Action {
         guard case .lookingUp = state else { unexpected("candidatesRead") }
         self.candidates = candidates
         lookups += 1
         let cacheRequest = CacheRequest(request.head, policy: request.policy)
-        switch engine.lookup(cacheRequest, candidates: candidates.map(\.facts), now: now) {
+        switch engine.lookup(cacheRequest, candidates: facts, now: now) {
         case .serve(let use):
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
@@ -301,7 +312,12 @@ public struct ExchangeStateMachine: Sendable {
     /// The body of the stored response chosen could not be opened: it was replaced, evicted or
     /// found corrupted since the lookup.
     public mutating func storedBodyUnavailable() -> Action {
-        guard case .serving(_, let origin) = state else { unexpected("storedBodyUnavailable") }
+        let origin: (answer: OriginAnswer, plan: ForwardPlan)?
+        switch state {
+        case .serving: origin = nil
+        case .servingForOrigin(let answer, let plan): origin = (answer, plan)
+        default: unexpected("storedBodyUnavailable")
+        }
         switch origin?.answer {
         case .failed(let reasons)?:
             state = .done
@@ -486,7 +502,7 @@ public struct ExchangeStateMachine: Sendable {
     private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)? = nil)
         -> Action
     {
-        state = .serving(answer, origin: origin)
+        state = origin.map { .servingForOrigin($0.answer, plan: $0.plan) } ?? .serving
         return .serveStored(answer)
     }
 
