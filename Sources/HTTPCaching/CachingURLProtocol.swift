@@ -123,13 +123,17 @@ public final class CachingURLProtocol: URLProtocol {
     private func deliver(_ body: ResponseBody, to client: (any URLProtocolClient)?) async throws {
         #if canImport(FoundationNetworking)
         var whole = Data()
+        var chunks = 0
         for try await chunk in body {
             try Task.checkCancellation()
             client?.urlProtocol(self, didLoad: chunk)
             whole.append(chunk)
+            chunks += 1
         }
         try Task.checkCancellation()
-        guard let task else {
+        // One piece or none: the last didLoad a completion handler keeps is the whole body
+        // already, so the load finishes here (most hits: no second instance).
+        guard let task, chunks > 1 else {
             client?.urlProtocolDidFinishLoading(self)
             return
         }
