@@ -1,3 +1,4 @@
+import CacheLocking
 import Foundation
 import HTTPCaching
 import LoopbackOrigin
@@ -12,13 +13,16 @@ import FoundationNetworking
 //   2. hits through a plain URLSession with `CachingURLProtocol` installed,
 //   3. requests through a URLSession with Foundation's `URLCache`,
 //   4. loopback round trips with no cache,
+// plus data(for:) hits from the disk tier (a memory tier of 0 bytes) and, as the floor a
+// URLProtocol hit sits on, a bare URLProtocol answering from a dictionary;
 // each request timed on its own with the monotonic clock after a warm-up, then the ratios.
 // Target: a hit at least 10x faster than a loopback round trip.
 //
 // Environment knobs (for profiling; the defaults are the reported configuration):
 //   HTTP_BENCH_REQUESTS=1000   timed requests per case
 //   HTTP_BENCH_WARMUP=100      untimed requests before each case
-//   HTTP_BENCH_ONLY=hit|protocol|urlcache|roundtrip   run one case
+//   HTTP_BENCH_ONLY=hit|disk|protocol|urlcache|roundtrip   run one case (protocol: with its
+//                              dictionary-protocol floor)
 
 /// The figures of one case: per-request times in nanoseconds.
 private struct RequestTimes {
@@ -120,7 +124,7 @@ func runHTTPBenchmarks() async throws -> Bool {
     let cacheable = LoopbackOrigin.Response(
         status: 200, headers: [("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], body: body)
     // One path per case, so the origin's count per path is the count of that case.
-    for path in ["/hit", "/protocol", "/urlcache", "/roundtrip"] { origin.route(path) { _ in cacheable } }
+    for path in ["/hit", "/disk", "/protocol", "/urlcache", "/roundtrip"] { origin.route(path) { _ in cacheable } }
 
     var directories: [URL] = []
     defer { for directory in directories { try? FileManager.default.removeItem(at: directory) } }
@@ -134,6 +138,7 @@ func runHTTPBenchmarks() async throws -> Bool {
     print(
         "   \(count) sequential requests per case after \(warmup) warm-up requests, 1 KiB body, origin \(origin.baseURL)"
     )
+    print("   load average: \(loadAverage())")
 
     // 1. Hits through data(for:).
     var hit: RequestTimes?
@@ -161,6 +166,61 @@ func runHTTPBenchmarks() async throws -> Bool {
             "\n     a hit's HTTPURLResponse has \(names.count) header fields (\(names.joined(separator: ", "))); "
             + "Cache-Status: \(sample.response.value(forHTTPHeaderField: "Cache-Status") ?? "none")"
         hit = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    // 1b. Hits through data(for:) from the disk tier: a cache whose memory tier holds nothing.
+    var diskHit: RequestTimes?
+    if runs("disk") {
+        let directory = try temporaryDirectory("disk")
+        directories.append(directory)
+        var diskConfiguration = configuration
+        diskConfiguration.directory = directory.path
+        diskConfiguration.memoryCapacity = 0
+        let diskCache = try HTTPCache(configuration: diskConfiguration)
+        let request = URLRequest(url: origin.url("/disk"))
+        _ = try await diskCache.data(for: request)
+        var times = try await timeRequests("HTTPCache.data(for:) disk-tier hit", count: count, warmup: warmup) {
+            try await diskCache.data(for: request)
+        } check: { result in
+            result.outcome == .hit && result.data.count == body.count
+        }
+        let originCount = origin.count("/disk")
+        if originCount != 1 {
+            times.failures += 1
+            times.note = "origin saw \(originCount) requests, expected 1"
+        } else {
+            times.note = "a memory tier of 0 bytes: every hit's body comes from the disk store"
+        }
+        diskHit = times
+        print(times.line)
+        if let note = times.note { print("     \(note)") }
+    }
+
+    // 2a. The floor URLSession sets: a bare URLProtocol answering from a dictionary.
+    var floorHit: RequestTimes?
+    if runs("protocol") {
+        let url = origin.url("/floor")
+        let response = HTTPURLResponse(
+            url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+            headerFields: ["Content-Length": String(body.count), "Cache-Control": "max-age=3600"])!
+        DictionaryProtocol.answers.withLock { $0[url] = (response, Data(body)) }
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.protocolClasses = [DictionaryProtocol.self]
+        sessionConfiguration.urlCache = nil
+        let session = URLSession(configuration: sessionConfiguration)
+        defer { session.invalidateAndCancel() }
+        let request = URLRequest(url: url)
+        var times = try await timeRequests(
+            "URLSession + URLProtocol from a dictionary", count: count, warmup: warmup
+        ) {
+            try await fetch(session, request)
+        } check: { result in
+            result.response?.statusCode == 200 && result.data.count == body.count
+        }
+        times.note = "no cache: the least a URLProtocol answer costs through URLSession"
+        floorHit = times
         print(times.line)
         if let note = times.note { print("     \(note)") }
     }
@@ -266,6 +326,23 @@ func runHTTPBenchmarks() async throws -> Bool {
     print("     round trip / URLSession+protocol hit     \(ratio(roundTrip, protocolHit))")
     print("     URLCache / data(for:) hit                \(ratio(urlCache, hit))")
     print("     URLSession+protocol hit / data(for:) hit \(ratio(protocolHit, hit))")
+    print("     URLSession+protocol hit / dictionary     \(ratio(protocolHit, floorHit))")
+    print("   aims (for information):")
+    func aim(_ name: String, _ times: RequestTimes?, p50 limit50: Double, p99 limit99: Double) {
+        guard let times else { return print("     \(name): not measured (HTTP_BENCH_ONLY)") }
+        let met = times.p50 <= limit50 * 1000 && times.p99 <= limit99 * 1000
+        print(
+            "     \(name): p50 \(micro(times.p50)) µs (aim ≤ \(Int(limit50))), p99 \(micro(times.p99)) µs "
+                + "(aim ≤ \(Int(limit99))): \(met ? "met" : "NOT met")")
+    }
+    aim("data(for:) memory hit", hit, p50: 5, p99: 10)
+    aim("data(for:) disk hit  ", diskHit, p50: 30, p99: 60)
+    if let protocolHit, let floorHit {
+        let times = protocolHit.mean / floorHit.mean
+        print(
+            "     CachingURLProtocol hit / dictionary URLProtocol: "
+                + String(format: "%.2fx by mean (aim ≤ 1.20x): ", times) + (times <= 1.2 ? "met" : "NOT met"))
+    }
     print("   target: a hit at least 10x faster than a loopback round trip")
     guard let hit, let roundTrip else {
         print("     data(for:) hit: not measured (HTTP_BENCH_ONLY)")
@@ -284,6 +361,35 @@ func runHTTPBenchmarks() async throws -> Bool {
                 + String(format: "(%.1fx by mean)", roundTrip.mean / protocolHit.mean))
     }
     return passed
+}
+
+/// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
+func loadAverage() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+/// Answers every request for a URL it holds, at once, from memory: the floor a URLProtocol's
+/// hit cannot go below through URLSession.
+private final class DictionaryProtocol: URLProtocol {
+    static let answers = Locked<[URL: (HTTPURLResponse, Data)]>([:])
+
+    override class func canInit(with request: URLRequest) -> Bool {
+        request.url.map { url in answers.withLock { $0[url] != nil } } ?? false
+    }
+    override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+
+    override func startLoading() {
+        guard let url = request.url, let (response, data) = Self.answers.withLock({ $0[url] }) else {
+            client?.urlProtocol(self, didFailWithError: URLError(.fileDoesNotExist))
+            return
+        }
+        client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+        client?.urlProtocol(self, didLoad: data)
+        client?.urlProtocolDidFinishLoading(self)
+    }
+
+    override func stopLoading() {}
 }
 
 private struct BenchmarkFailure: Error, CustomStringConvertible {
