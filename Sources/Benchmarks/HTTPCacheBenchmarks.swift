@@ -40,6 +40,22 @@ private struct RequestTimes {
         return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
     }
 
+    /// Notes what the origin saw: `expected` requests, else a failed check.
+    mutating func originSaw(_ seen: Int, expected: Int, _ note: String) {
+        if seen == expected {
+            self.note = note
+        } else {
+            failures += 1
+            self.note = "origin saw \(seen) requests, expected \(expected)"
+        }
+    }
+
+    /// Prints the figures and the note.
+    func report() {
+        print(line)
+        if let note { print("     \(note)") }
+    }
+
     var line: String {
         let padded = name.padding(toLength: 44, withPad: " ", startingAt: 0)
         var text =
@@ -153,21 +169,16 @@ func runHTTPBenchmarks() async throws -> Bool {
         } check: { result in
             result.outcome == .hit && result.data.count == body.count
         }
-        let originCount = origin.count("/hit")
-        if originCount != 1 {
-            times.failures += 1
-            times.note = "origin saw \(originCount) requests, expected 1"
-        } else {
-            times.note = "origin saw 1 request (the priming one); every timed request was outcome .hit"
-        }
+        times.originSaw(
+            origin.count("/hit"), expected: 1,
+            "origin saw 1 request (the priming one); every timed request was outcome .hit")
         let sample = try await cache.data(for: request)
         let names = sample.response.allHeaderFields.keys.compactMap { $0 as? String }.sorted()
         times.note! +=
             "\n     a hit's HTTPURLResponse has \(names.count) header fields (\(names.joined(separator: ", "))); "
             + "Cache-Status: \(sample.response.value(forHTTPHeaderField: "Cache-Status") ?? "none")"
         hit = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     // 1b. Hits through data(for:) from the disk tier: a cache whose memory tier holds nothing.
@@ -186,16 +197,10 @@ func runHTTPBenchmarks() async throws -> Bool {
         } check: { result in
             result.outcome == .hit && result.data.count == body.count
         }
-        let originCount = origin.count("/disk")
-        if originCount != 1 {
-            times.failures += 1
-            times.note = "origin saw \(originCount) requests, expected 1"
-        } else {
-            times.note = "a memory tier of 0 bytes: every hit's body comes from the disk store"
-        }
+        times.originSaw(
+            origin.count("/disk"), expected: 1, "a memory tier of 0 bytes: every hit's body comes from the disk store")
         diskHit = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     // 2a. The floor URLSession sets: a bare URLProtocol answering from a dictionary.
@@ -221,8 +226,7 @@ func runHTTPBenchmarks() async throws -> Bool {
         }
         times.note = "no cache: the least a URLProtocol answer costs through URLSession"
         floorHit = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     // 2. Hits through a plain URLSession with CachingURLProtocol installed.
@@ -240,16 +244,11 @@ func runHTTPBenchmarks() async throws -> Bool {
             let status = result.response?.value(forHTTPHeaderField: "Cache-Status") ?? ""
             return result.response?.statusCode == 200 && status.contains("hit") && result.data.count == body.count
         }
-        let originCount = origin.count("/protocol")
-        if originCount != 1 {
-            times.failures += 1
-            times.note = "origin saw \(originCount) requests, expected 1"
-        } else {
-            times.note = "origin saw 1 request (the priming one); every timed response had Cache-Status ...hit"
-        }
+        times.originSaw(
+            origin.count("/protocol"), expected: 1,
+            "origin saw 1 request (the priming one); every timed response had Cache-Status ...hit")
         protocolHit = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     // 3. URLSession with Foundation's URLCache.
@@ -286,8 +285,7 @@ func runHTTPBenchmarks() async throws -> Bool {
                 + "URLCache lookup, not hits"
         }
         urlCache = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     // 4. Loopback round trips, no cache.
@@ -309,16 +307,9 @@ func runHTTPBenchmarks() async throws -> Bool {
         } check: { result in
             result.response?.statusCode == 200 && result.data.count == body.count
         }
-        let atOrigin = origin.count("/roundtrip") - before
-        if atOrigin != count {
-            times.failures += 1
-            times.note = "origin saw \(atOrigin) of \(count) timed requests, expected all"
-        } else {
-            times.note = "origin saw all \(count) timed requests"
-        }
+        times.originSaw(origin.count("/roundtrip") - before, expected: count, "origin saw all \(count) timed requests")
         roundTrip = times
-        print(times.line)
-        if let note = times.note { print("     \(note)") }
+        times.report()
     }
 
     print("   ratios (how many times longer):")
