@@ -126,7 +126,7 @@ package final class Responder: @unchecked Sendable {
         }
     }
 
-    /// Back-pressure: waits while 1 MiB or more of this response is queued, then posts. The
+    /// Back-pressure: waits while 256 KiB or more of this response is queued, then posts. The
     /// thread of another loop never waits (a loop must not stall on a client it does not serve).
     private func writeFromOtherThread(_ bytes: [UInt8]) -> Bool {
         let mayWait = !EventLoop.isOnAnyLoop
