@@ -50,8 +50,8 @@ enum POSIX {
         throw lastError
     }
 
-    /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
-    static func listeningSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+    /// A new TCP socket, close-on-exec (and, on Apple platforms, raising no SIGPIPE).
+    private static func streamSocket() throws(LoopbackOrigin.SocketError) -> Int32 {
         #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
@@ -62,6 +62,12 @@ enum POSIX {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
         #endif
+        return fd
+    }
+
+    /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
+    static func listeningSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+        let fd = try streamSocket()
         // Lets `restart()` bind the same port while connections of the last run sit in TIME_WAIT.
         setOption(fd, SOL_SOCKET, SO_REUSEADDR)
 
@@ -116,16 +122,7 @@ enum POSIX {
 
     /// A blocking TCP socket connected to 127.0.0.1:`port` (close-on-exec, no Nagle, no SIGPIPE).
     static func connectedSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> Int32 {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw LoopbackOrigin.SocketError(operation: "socket(AF_INET, SOCK_STREAM)", code: errno) }
-        #if canImport(Darwin)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
-        #endif
+        let fd = try streamSocket()
         setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
         guard withLoopbackAddress(port: port, { connect(fd, $0, $1) }) == 0 else {
             let code = errno
