@@ -313,10 +313,8 @@ public final class DiskStore: CacheStore {
     {
         let connection = try SQLiteConnection(path: path)
         _ = chmod(path, 0o600)
-        sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
+        try applyConnectionSettings(connection, configuration)
         try connection.execute("PRAGMA journal_mode = WAL")
-        let synchronous = configuration.durability == .powerLossSafe ? "FULL" : "NORMAL"
-        try connection.execute("PRAGMA synchronous = \(synchronous)")
         // Reads through memory-mapped pages and a larger page cache: a hit is then a few
         // memory copies, not several pread calls.
         try connection.execute("PRAGMA mmap_size = 268435456")
@@ -346,8 +344,16 @@ public final class DiskStore: CacheStore {
     /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
     static func openAccessWriter(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite")
+        try applyConnectionSettings(connection, configuration)
+        return connection
+    }
+
+    /// What every connection to the index sets for itself: how long it waits for another
+    /// writer, and whether a commit waits for the disk (``Configuration/durability``).
+    private static func applyConnectionSettings(
+        _ connection: SQLiteConnection, _ configuration: Configuration
+    ) throws(StorageError) {
         sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
         try connection.execute("PRAGMA synchronous = \(configuration.durability == .powerLossSafe ? "FULL" : "NORMAL")")
-        return connection
     }
 }
