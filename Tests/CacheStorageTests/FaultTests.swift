@@ -336,21 +336,28 @@ extension DiskStoreProcessTests {
                 #expect(tooLarge?.message.contains("the disk is full") == true, "\(tooLarge?.message ?? "")")
                 #expect(!bodyFiles(store).contains { $0.hasSuffix(".tmp") }, "files: \(bodyFiles(store))")
 
-                // Fill what is left, then every write fails, and reads keep working.
+                // Fill what is left, then every write fails, and reads keep working. Filled again
+                // before each write: space the store's background work (its sweep, a checkpoint)
+                // gives back meanwhile would otherwise let a write through on a disk no longer full.
                 let filler = directory + "/filler"
                 let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
                 try #require(fd >= 0)
                 let chunk = [UInt8](repeating: 0xAB, count: 4_096)
-                while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
-                close(fd)
+                func fillUp() {
+                    for size in [4_096, 512, 1] {
+                        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, size) }) > 0 {}
+                    }
+                }
                 var failures: [StorageError] = []
                 for (index, size) in [100_000, 20_000, 5_000, 100].enumerated() {
+                    fillUp()
                     do {
                         try StoreTestSupport.write(store, key: 10 + index, generation: 1, size: size)
                     } catch let error as StorageError {
                         failures.append(error)
                     }
                 }
+                close(fd)
                 #expect(failures.count >= 2, "writes on a full disk should fail")
                 for failure in failures {
                     #expect(failure.kind == .writeFailed, "\(failure.kind): \(failure.message)")
