@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .library(name: "CacheSemantics", targets: ["CacheSemantics"]),
         .library(name: "CacheStorage", targets: ["CacheStorage"]),
+        .library(name: "CacheStorageRedis", targets: ["CacheStorageRedis"]),
         .library(name: "CacheExchange", targets: ["CacheExchange"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
         // Linux only: the server is built on epoll. Elsewhere the module is empty (its sources are
@@ -35,6 +36,11 @@ let package = Package(
         // Where responses live: memory tier, SQLite index + body files.
         .target(
             name: "CacheStorage", dependencies: ["CacheSemantics", "CacheLocking", "CSQLiteHTTPCache"],
+            swiftSettings: strictSettings),
+        // The same store on Redis or a Redis Cluster (its own RESP client): the shared tier of
+        // several caches. A target of its own so that only those who want it link it.
+        .target(
+            name: "CacheStorageRedis", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage"],
             swiftSettings: strictSettings),
         // One request's way through a cache, for both hosts: a state machine (events in, actions
         // out), the store work it asks for, coalescing, background revalidation, served responses.
@@ -67,7 +73,8 @@ let package = Package(
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheLocking", "HTTPCaching", "LoopbackOrigin", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+                "CacheLocking", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin",
+                .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
@@ -103,7 +110,7 @@ let package = Package(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheTestSupport"],
+            name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheStorageRedis", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheLocking", "CacheTestSupport"],

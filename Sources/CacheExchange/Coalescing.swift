@@ -16,25 +16,50 @@ public struct CollapsedResponse: Hashable, Sendable {
 
 /// Requests for the same key in flight share one origin request: the first leads, the others
 /// wait until its response is stored (or is not going to be) and then look up again.
+///
+/// Over a ``CollapsingStore`` (a store other caches share) the leader of this process also
+/// claims the key among those caches; when another cache holds it, this process's requests all
+/// wait for that one (and are told `nil`: they look up again, then go on by themselves).
 final class CoalescingRegistry: Sendable {
-    private let waiting = Locked<[String: [@Sendable (CollapsedResponse?) -> Void]]>([:])
+    private struct State {
+        var waiting: [String: [@Sendable (CollapsedResponse?) -> Void]] = [:]
+        /// Keys this process claimed in the shared store, to give back when settled.
+        var claimed: Set<String> = []
+    }
+
+    private let state = Locked(State())
+    private let shared: (any CollapsingStore)?
+
+    init(shared: (any CollapsingStore)?) { self.shared = shared }
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (it must
     /// ``settle(_:_:)`` exactly once), `false` when `waiter` will be called when the leader settles.
     func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
-        waiting.withLock { waiting in
-            if waiting[identity] != nil {
-                waiting[identity]!.append(waiter)
+        let leads = state.withLock { state in
+            if state.waiting[identity] != nil {
+                state.waiting[identity]!.append(waiter)
                 return false
             }
-            waiting[identity] = []
+            state.waiting[identity] = []
             return true
         }
+        guard leads, let shared else { return leads }
+        if shared.claimFill(identity) {
+            state.withLock { _ = $0.claimed.insert(identity) }
+            return true
+        }
+        // Nobody settles `identity` before `awaitFill` calls back: this process leads it.
+        state.withLock { $0.waiting[identity]!.append(waiter) }
+        shared.awaitFill(identity) { [self] in settle(identity, nil) }
+        return false
     }
 
     /// The leader for `identity` is done: `collapsed` when its response is stored, `nil` when not.
     func settle(_ identity: String, _ collapsed: CollapsedResponse?) {
-        let waiters = waiting.withLock { $0.removeValue(forKey: identity) ?? [] }
+        let (waiters, claimed) = state.withLock { state in
+            (state.waiting.removeValue(forKey: identity) ?? [], state.claimed.remove(identity) != nil)
+        }
+        if claimed { shared?.endFill(identity) }
         for waiter in waiters { waiter(collapsed) }
     }
 }

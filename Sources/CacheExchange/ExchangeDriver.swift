@@ -118,7 +118,7 @@ public final class ExchangeDriver: Sendable {
     private let updates: StoredResponseUpdates
     /// The configuration's advisor, or RFC 9111's: made once, not per exchange.
     private let advisor: any StorageAdvisor
-    private let coalescing = CoalescingRegistry()
+    private let coalescing: CoalescingRegistry
     private let revalidations = BackgroundRevalidations()
 
     /// A driver for exchanges over `store`.
@@ -126,6 +126,7 @@ public final class ExchangeDriver: Sendable {
         self.store = store
         self.configuration = configuration
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
+        coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
         reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(

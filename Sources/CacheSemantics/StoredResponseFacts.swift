@@ -256,12 +256,16 @@ extension StoredResponseFacts {
     }
 }
 
-struct ByteWriter {
-    var bytes: [UInt8] = []
+/// Writes the compact binary forms the stores keep (varints, little-endian doubles,
+/// length-prefixed strings); ``ByteReader`` reads them back and never traps on bad bytes.
+package struct ByteWriter {
+    package var bytes: [UInt8] = []
 
-    mutating func byte(_ value: UInt8) { bytes.append(value) }
+    package init() {}
 
-    mutating func varint(_ value: UInt64) {
+    package mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    package mutating func varint(_ value: UInt64) {
         var remaining = value
         while remaining >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: remaining) | 0x80)
@@ -270,11 +274,13 @@ struct ByteWriter {
         bytes.append(UInt8(remaining))
     }
 
-    mutating func double(_ value: Double) {
-        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 }
+    package mutating func double(_ value: Double) { fixed64(value.bitPattern) }
+
+    package mutating func fixed64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes += $0 }
     }
 
-    mutating func optionalInt(_ value: Int?) {
+    package mutating func optionalInt(_ value: Int?) {
         if let value {
             byte(1)
             varint(UInt64(max(0, value)))
@@ -283,27 +289,32 @@ struct ByteWriter {
         }
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         varint(UInt64(value.utf8.count))
         bytes += value.utf8
     }
+
+    package mutating func blob(_ value: [UInt8]) {
+        varint(UInt64(value.count))
+        bytes += value
+    }
 }
 
-struct ByteReader {
+package struct ByteReader {
     let bytes: [UInt8]
     var index = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    var atEnd: Bool { index == bytes.count }
+    package var atEnd: Bool { index == bytes.count }
 
-    mutating func byte() -> UInt8? {
+    package mutating func byte() -> UInt8? {
         guard index < bytes.count else { return nil }
         defer { index += 1 }
         return bytes[index]
     }
 
-    mutating func varint() -> UInt64? {
+    package mutating func varint() -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while let next = byte() {
@@ -315,16 +326,21 @@ struct ByteReader {
         return nil
     }
 
-    mutating func double() -> Double? {
-        guard bytes.count - index >= 8 else { return nil }
-        var bits: UInt64 = 0
-        for offset in 0..<8 { bits |= UInt64(bytes[index + offset]) << (8 * UInt64(offset)) }
-        index += 8
+    package mutating func double() -> Double? {
+        guard let bits = fixed64() else { return nil }
         let value = Double(bitPattern: bits)
         return value.isFinite ? value : nil
     }
 
-    mutating func optionalInt() -> UInt64?? {
+    package mutating func fixed64() -> UInt64? {
+        guard bytes.count - index >= 8 else { return nil }
+        var bits: UInt64 = 0
+        for offset in 0..<8 { bits |= UInt64(bytes[index + offset]) << (8 * UInt64(offset)) }
+        index += 8
+        return bits
+    }
+
+    package mutating func optionalInt() -> UInt64?? {
         guard let marker = byte() else { return nil }
         switch marker {
         case 0: return .some(nil)
@@ -335,10 +351,17 @@ struct ByteReader {
         }
     }
 
-    mutating func string() -> String? {
+    package mutating func string() -> String? {
         guard let count = varint(), count <= UInt64(bytes.count - index) else { return nil }
         let start = index
         index += Int(count)
         return String(validating: bytes[start..<index], as: UTF8.self)
+    }
+
+    package mutating func blob() -> [UInt8]? {
+        guard let count = varint(), count <= UInt64(bytes.count - index) else { return nil }
+        let start = index
+        index += Int(count)
+        return Array(bytes[start..<index])
     }
 }

@@ -275,3 +275,22 @@ extension CacheStore {
 
 /// The size of the chunks ``CacheStore/streamBody(of:_:)`` hands out: 16 checksum blocks.
 let streamChunkSize = 16 * checksumBlockSize
+
+/// A store several caches share (on several machines) that lets concurrent misses for one
+/// key on all of them make a single origin request (collapsed forwarding across caches).
+///
+/// A cache whose request for a key leads the requests of its own process asks
+/// ``claimFill(_:)``: `true`, it goes to the origin and calls ``endFill(_:)`` once the response
+/// is stored (or is not going to be); `false`, another cache is fetching it, and
+/// ``awaitFill(_:_:)`` calls back when that is over or a time limit passed, whereupon the
+/// waiting requests look up again (and go to the origin themselves if nothing was stored).
+public protocol CollapsingStore: CacheStore {
+    /// Claims the origin request for `primaryKey` among the caches sharing the store; `true`
+    /// also when the store cannot tell (the cache then goes on by itself).
+    func claimFill(_ primaryKey: String) -> Bool
+    /// The claimed origin request for `primaryKey` is over.
+    func endFill(_ primaryKey: String)
+    /// Calls `done` (on another thread) once the cache that claimed `primaryKey` ended, or
+    /// after the store's time limit.
+    func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable () -> Void)
+}

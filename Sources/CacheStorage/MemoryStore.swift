@@ -94,7 +94,7 @@ public final class MemoryStore: CacheStore {
 
     /// Inserts an entry that already has an identity and its own pin (a tiered store
     /// promoting from disk).
-    func insert(_ entry: StoredEntry, body: [UInt8]) {
+    package func insert(_ entry: StoredEntry, body: [UInt8]) {
         guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else { return }
         state.withLock { _ = Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: false) }
     }

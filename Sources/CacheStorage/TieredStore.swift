@@ -153,19 +153,20 @@ final class TieredWriter: EntryWriter {
     }
 }
 
-/// A disk body that puts itself in the memory tier when it is read whole.
-final class PromotingBody: StoredBody {
+/// A body from a slower tier that puts itself in a faster one when it is read whole (a disk
+/// body into memory; a Redis body into the local tier).
+package final class PromotingBody: StoredBody {
     private let disk: any StoredBody
     private let promote: @Sendable ([UInt8]) -> Void
 
-    init(_ disk: any StoredBody, promote: @escaping @Sendable ([UInt8]) -> Void) {
+    package init(_ disk: any StoredBody, promote: @escaping @Sendable ([UInt8]) -> Void) {
         self.disk = disk
         self.promote = promote
     }
 
-    var size: Int64 { disk.size }
+    package var size: Int64 { disk.size }
 
-    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+    package func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
         let bytes = try disk.read(range)
         if Int64(bytes.count) == size { promote(bytes) }
         return bytes

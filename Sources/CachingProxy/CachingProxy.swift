@@ -39,6 +39,13 @@ public final class CachingProxy: Sendable {
         public var port: UInt16 = 8080
         /// The store's directory; `nil` keeps responses in memory only.
         public var cacheDirectory: String?
+        /// A store of your own instead of the memory and disk tiers configured here: for
+        /// example a `SharedStore` on Redis (the `CacheStorageRedis` library), which several
+        /// proxies share.
+        public var store: (any CacheStore)?
+        /// More lines for the metrics page, in the Prometheus text format: what ``store``
+        /// counts (Redis round trips, errors, invalidations).
+        public var storeMetrics: (@Sendable () -> String)?
         /// Bytes of bodies kept in memory.
         public var memoryCapacity: Int64 = 256 << 20
         /// Bytes of bodies kept on disk.

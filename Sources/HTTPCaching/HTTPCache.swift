@@ -35,6 +35,17 @@ public final class HTTPCache: Sendable {
         /// The cache directory; `nil` keeps everything in memory. Default
         /// `DiskStore.defaultDirectory()` (`$HTTPCACHE_DIR`, else the user's cache directory).
         public var directory: String? = DiskStore.defaultDirectory()
+        /// A store of your own instead of the one ``directory`` and the capacities describe:
+        /// for example a `SharedStore` on Redis (the `CacheStorageRedis` library), so that
+        /// several processes on several machines share what they cache:
+        ///
+        /// ```swift
+        /// var configuration = HTTPCache.Configuration()
+        /// let redis = RedisStore(try RedisConfiguration(url: "redis://127.0.0.1:6379"))
+        /// configuration.store = SharedStore(redis: redis, localCapacity: 32 << 20)
+        /// let cache = try HTTPCache(configuration: configuration)
+        /// ```
+        public var store: (any CacheStore)?
         /// The largest body stored; larger responses are passed on and not stored (the
         /// response's ``CachedResponse/reasons`` say so). Default: 1/8 of the disk capacity.
         public var maximumEntrySize: Int64?
@@ -96,8 +107,8 @@ public final class HTTPCache: Sendable {
         var manifestRules: [CacheRule] = []
     }
 
-    /// Creates a cache on the configured store: memory in front of a disk store in
-    /// ``Configuration/directory``, or memory alone.
+    /// Creates a cache on the configured store: ``Configuration/store`` when set, else memory in
+    /// front of a disk store in ``Configuration/directory``, or memory alone.
     ///
     /// - Parameters:
     ///   - configuration: How it behaves.
@@ -109,7 +120,9 @@ public final class HTTPCache: Sendable {
         let clock = configuration.clock
         let store: any CacheStore
         let maximum = configuration.maximumEntrySize
-        if let directory = configuration.directory {
+        if let given = configuration.store {
+            store = given
+        } else if let directory = configuration.directory {
             let disk = try DiskStore(
                 DiskStore.Configuration(
                     directory: directory, capacity: configuration.diskCapacity, maximumEntrySize: maximum,

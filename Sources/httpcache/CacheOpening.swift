@@ -9,13 +9,18 @@ import FoundationNetworking
 /// The options every subcommand that uses the cache accepts, and opening it.
 struct CacheOptions: Sendable {
     /// The option specs: `--cache-dir DIR`.
-    static let specs: [OptionSpec] = [.value("--cache-dir")]
+    static let specs: [OptionSpec] = [.value("--cache-dir")] + RedisOptions.specs
 
     /// The cache directory: `--cache-dir`, else `$HTTPCACHE_DIR`, else the user's cache
     /// directory (`DiskStore.defaultDirectory()`).
     var directory: String
+    /// The shared Redis tier, when asked for.
+    var redis: RedisOptions
+    let command: String
 
     init(_ arguments: ParsedArguments) throws(Failure) {
+        redis = try RedisOptions(arguments)
+        command = arguments.command
         if let given = arguments.value("--cache-dir") {
             guard !given.isEmpty else { throw .usage(arguments.command, "--cache-dir needs a directory") }
             directory = given
@@ -36,6 +41,9 @@ struct CacheOptions: Sendable {
         configuration.directory = directory
         configuration.isShared = isShared
         configuration.log = { message in Console.error("httpcache: \(message)\n") }
+        // Inspection commands read only the shared store: without Redis they have nothing to show.
+        configuration.store = try redis.openStore(
+            defaultLocalMemory: 0, listens: false, mustReach: !network, command: command, log: configuration.log)
         let failure = { (problem: String) in
             Failure(
                 .failure,

@@ -1,4 +1,5 @@
 import CacheStorage
+import CacheStorageRedis
 import Foundation
 
 #if os(Linux)
@@ -9,11 +10,12 @@ import CachingProxy
 struct ServeCommand {
     static let name = "serve"
     static let summary = "run a shared caching proxy (reverse, or forward with --forward)"
-    static let specs: [OptionSpec] = [
-        .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
-        .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
-        .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-    ]
+    static let specs: [OptionSpec] =
+        [
+            .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
+            .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
+            .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
+        ] + RedisOptions.specs
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin)
                httpcache serve --forward [options]        (forward proxy; CONNECT tunnelled)
@@ -40,6 +42,14 @@ struct ServeCommand {
           --header-timeout SEC    time to send a request head (default 10)
           --idle-timeout SEC      keep-alive idle time (default 60)
           --max-body BYTES        largest request body (default 8M)
+        \(RedisOptions.help)
+
+        With --redis or --redis-cluster, several proxies share one store: what one stores is a
+        hit on the others, a PURGE or an invalidation on one reaches every other's local tier,
+        and concurrent misses on several proxies make one origin request. The local tier
+        (--local-memory, default the --memory size) answers hot keys without Redis; no disk
+        store is used. When Redis is away, requests are answered from the local tier and the
+        origin, and the shared tier is used again once Redis answers.
 
         Admin: `PURGE URL` removes a URL's stored responses (or `httpcache purge --proxy
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
@@ -49,8 +59,10 @@ struct ServeCommand {
 
     #if os(Linux)
     let configuration: CachingProxy.Configuration
+    let redis: RedisOptions
 
     init(_ arguments: ParsedArguments) throws(Failure) {
+        redis = try RedisOptions(arguments)
         _ = try arguments.positionals("", minimum: 0, maximum: 0)
         let mode: CachingProxy.Mode
         switch (arguments.value("--origin"), arguments.has("--forward")) {
@@ -124,6 +136,15 @@ struct ServeCommand {
     func run() async throws(Failure) {
         CachingProxy.boundAllocatorArenas()
         CachingProxy.returnFreedMemoryPeriodically()
+        var configuration = self.configuration
+        let log = configuration.log
+        if let shared = try redis.openStore(
+            defaultLocalMemory: configuration.memoryCapacity, listens: true, mustReach: false, command: Self.name,
+            log: { message in log(message) })
+        {
+            configuration.store = shared
+            configuration.storeMetrics = { RedisOptions.metricsText(shared.metrics) }
+        }
         let proxy: CachingProxy
         do {
             proxy = try CachingProxy(configuration)
@@ -138,7 +159,13 @@ struct ServeCommand {
         case .reverse(let origin): destination = "reverse proxy to \(origin)"
         case .forward: destination = "forward proxy"
         }
-        let store = configuration.cacheDirectory.map { "store in \($0)" } ?? "memory only"
+        let store =
+            if let shared = configuration.store as? SharedStore {
+                "shared store in Redis (\(shared.redis.configuration.nodes.map(\.description).joined(separator: ",")), "
+                    + "prefix \(shared.redis.configuration.keyPrefix)), local tier \(shared.local?.capacity ?? 0) bytes"
+            } else {
+                configuration.cacheDirectory.map { "store in \($0)" } ?? "memory only"
+            }
         Console.error("httpcache serve: \(destination), \(store)\n")
         Console.out("listening on http://\(configuration.host):\(proxy.port)\n")
         await Self.waitForTermination()

@@ -1,5 +1,6 @@
 import CacheLocking
 import CacheSemantics
+import CacheStorageRedis
 import CacheTestSupport
 import Foundation
 import Testing
@@ -10,6 +11,10 @@ import Testing
 /// and tiered stores alike.
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case memory, disk, tiered
+    /// `RedisStore` on a real standalone Redis, and on a real Redis Cluster of three masters.
+    case redis, redisCluster
+    /// `SharedStore`: a local memory tier in front of the standalone Redis.
+    case redisShared
 
     var testDescription: String { rawValue }
 
@@ -26,7 +31,33 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
             return TieredStore(
                 memory: MemoryStore(capacity: capacity, maximumEntrySize: capacity / 2, clock: clock.now),
                 disk: try DiskStore(configuration, clock: clock.now))
+        case .redis:
+            return RedisStore(
+                try Self.redisConfiguration(cluster: false, maximumEntrySize: capacity / 2), clock: clock.now)
+        case .redisCluster:
+            return RedisStore(
+                try Self.redisConfiguration(cluster: true, maximumEntrySize: capacity / 2), clock: clock.now)
+        case .redisShared:
+            return SharedStore(
+                redis: RedisStore(
+                    try Self.redisConfiguration(cluster: false, maximumEntrySize: capacity / 2), clock: clock.now),
+                localCapacity: capacity, clock: clock.now)
         }
+    }
+
+    /// The stores that keep to a byte capacity of their own (Redis' is its `maxmemory`).
+    static let bounded: [StoreKind] = [.memory, .disk, .tiered]
+
+    /// A configuration with a key prefix no other test uses.
+    static func redisConfiguration(cluster: Bool, maximumEntrySize: Int64 = 1 << 30) throws -> RedisConfiguration {
+        var configuration =
+            cluster
+            ? try RedisConfiguration(clusterNodes: RedisCluster.shared().seeds)
+            : try RedisConfiguration(url: RedisServer.shared().url)
+        configuration.keyPrefix = "test-\(UInt64.random(in: 0...UInt64.max)):"
+        configuration.commandTimeout = 2
+        configuration.maximumEntrySize = maximumEntrySize
+        return configuration
     }
 }
 
@@ -175,7 +206,7 @@ struct StoreBehaviourTests {
 
     @Test(
         "least recently used entries are evicted beyond the capacity; reading an entry keeps it",
-        arguments: StoreKind.allCases)
+        arguments: StoreKind.bounded)
     func leastRecentlyUsedEviction(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
         let clock = Clock()
@@ -201,7 +232,7 @@ struct StoreBehaviourTests {
         #expect(store.totals().bodyBytes == 10_000)
     }
 
-    @Test("pinned entries are never evicted; unpinning makes them evictable again", arguments: StoreKind.allCases)
+    @Test("pinned entries are never evicted; unpinning makes them evictable again", arguments: StoreKind.bounded)
     func pinning(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
         let clock = Clock()

@@ -52,7 +52,9 @@ final class ProxyHandler: RequestHandler {
         }
         let clock = configuration.clock
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
-        if let directory = configuration.cacheDirectory {
+        if let given = configuration.store {
+            store = given
+        } else if let directory = configuration.cacheDirectory {
             do {
                 let disk = try DiskStore(
                     DiskStore.Configuration(
@@ -67,7 +69,7 @@ final class ProxyHandler: RequestHandler {
         } else {
             store = memory
         }
-        self.memory = memory
+        self.memory = configuration.store == nil ? memory : nil
         var exchange = ExchangeDriver.Configuration(
             engine: CacheEngine(configuration: .sharedCache), name: configuration.name, clock: clock,
             log: configuration.log)
@@ -97,6 +99,7 @@ final class ProxyHandler: RequestHandler {
         let server = serverStatistics.withLock { $0 }?() ?? HTTPServer.Statistics()
         let memoryTotals = store === memory ? nil : memory?.totals()
         return metrics.text(store: store.totals(), memory: memoryTotals, server: server)
+            + (configuration.storeMetrics?() ?? "")
     }
 
     // MARK: Routing

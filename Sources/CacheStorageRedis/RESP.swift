@@ -1,0 +1,184 @@
+/// A reply from Redis in RESP2, the protocol Redis speaks to clients
+/// (<https://redis.io/docs/latest/develop/reference/protocol-spec/>).
+enum RESPValue: Hashable, Sendable {
+    case simple(String)
+    case error(String)
+    case integer(Int64)
+    case bulk([UInt8])
+    /// A null bulk string or a null array: a key that does not exist.
+    case null
+    case array([RESPValue])
+
+    /// The bytes of a bulk or simple string.
+    var bytes: [UInt8]? {
+        switch self {
+        case .bulk(let bytes): return bytes
+        case .simple(let text): return Array(text.utf8)
+        default: return nil
+        }
+    }
+
+    var integer: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    var array: [RESPValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+
+    var errorMessage: String? {
+        if case .error(let message) = self { return message }
+        return nil
+    }
+}
+
+/// Writes commands as RESP arrays of bulk strings.
+enum RESPEncoder {
+    /// Appends `arguments` as one command.
+    static func append(_ arguments: [[UInt8]], to buffer: inout [UInt8]) {
+        buffer.append(UInt8(ascii: "*"))
+        appendDecimal(arguments.count, to: &buffer)
+        for argument in arguments {
+            buffer.append(UInt8(ascii: "$"))
+            appendDecimal(argument.count, to: &buffer)
+            buffer.append(contentsOf: argument)
+            buffer.append(contentsOf: [13, 10])
+        }
+    }
+
+    private static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
+        buffer.append(contentsOf: String(value).utf8)
+        buffer.append(contentsOf: [13, 10])
+    }
+}
+
+/// Reads RESP2 replies from bytes as they arrive: ``next()`` returns a reply once all of it is
+/// buffered. Replies that break the protocol throw; nothing a server sends can make it crash
+/// or allocate more than the bytes it sent (lengths are checked against what arrived).
+struct RESPParser {
+    struct ProtocolError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private(set) var buffer: [UInt8] = []
+    private var start = 0
+    /// Nesting deeper than this is refused (Redis' replies nest two or three levels).
+    private let maximumDepth = 32
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 65_536 && start * 2 > buffer.count {
+            buffer.removeSubrange(0..<start)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next whole reply, or `nil` when more bytes are needed.
+    mutating func next() throws(ProtocolError) -> RESPValue? {
+        var position = start
+        guard let value = try parse(&position, depth: 0) else { return nil }
+        start = position
+        return value
+    }
+
+    /// Where the line starting at `position` ends (the index of its CR), or `nil`.
+    private func lineEnd(from position: Int) -> Int? {
+        var index = position
+        while index + 1 < buffer.count {
+            if buffer[index] == 13 && buffer[index + 1] == 10 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    private func integer(_ range: Range<Int>) throws(ProtocolError) -> Int64 {
+        var value: Int64 = 0
+        var negative = false
+        var index = range.lowerBound
+        if index < range.upperBound && buffer[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        guard index < range.upperBound, range.count <= 20 else {
+            throw ProtocolError(description: "a malformed number in a Redis reply")
+        }
+        while index < range.upperBound {
+            let digit = buffer[index]
+            guard digit >= 0x30 && digit <= 0x39 else {
+                throw ProtocolError(description: "a malformed number in a Redis reply")
+            }
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(Int64(digit - 0x30))
+            guard !overflow1 && !overflow2 else {
+                throw ProtocolError(description: "a number too large in a Redis reply")
+            }
+            value = sum
+            index += 1
+        }
+        return negative ? -value : value
+    }
+
+    private func parse(_ position: inout Int, depth: Int) throws(ProtocolError) -> RESPValue? {
+        guard depth <= maximumDepth else { throw ProtocolError(description: "a Redis reply nested too deeply") }
+        guard position < buffer.count else { return nil }
+        let kind = buffer[position]
+        guard let end = lineEnd(from: position + 1) else { return nil }
+        let line = (position + 1)..<end
+        let afterLine = end + 2
+        switch kind {
+        case UInt8(ascii: "+"):
+            position = afterLine
+            return .simple(String(decoding: buffer[line], as: UTF8.self))
+        case UInt8(ascii: "-"):
+            position = afterLine
+            return .error(String(decoding: buffer[line], as: UTF8.self))
+        case UInt8(ascii: ":"):
+            let value = try integer(line)
+            position = afterLine
+            return .integer(value)
+        case UInt8(ascii: "$"):
+            let length = try integer(line)
+            if length == -1 {
+                position = afterLine
+                return .null
+            }
+            guard length >= 0, length <= 512 * 1024 * 1024 else {
+                throw ProtocolError(description: "a bulk string of length \(length) in a Redis reply")
+            }
+            let bodyEnd = afterLine + Int(length)
+            guard bodyEnd + 2 <= buffer.count else { return nil }
+            guard buffer[bodyEnd] == 13 && buffer[bodyEnd + 1] == 10 else {
+                throw ProtocolError(description: "a bulk string without its CRLF in a Redis reply")
+            }
+            position = bodyEnd + 2
+            return .bulk(Array(buffer[afterLine..<bodyEnd]))
+        case UInt8(ascii: "*"):
+            let count = try integer(line)
+            if count == -1 {
+                position = afterLine
+                return .null
+            }
+            // Each element takes at least 3 bytes, so more elements than bytes left means the
+            // rest has not arrived; a count no buffer could hold is refused.
+            guard count >= 0, count <= 64 * 1024 * 1024 else {
+                throw ProtocolError(description: "an array of \(count) elements in a Redis reply")
+            }
+            var cursor = afterLine
+            var elements: [RESPValue] = []
+            elements.reserveCapacity(min(Int(count), (buffer.count - cursor) / 3 + 1))
+            for _ in 0..<count {
+                guard let element = try parse(&cursor, depth: depth + 1) else { return nil }
+                elements.append(element)
+            }
+            position = cursor
+            return .array(elements)
+        default:
+            throw ProtocolError(description: "a Redis reply starting with byte \(kind)")
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import CacheLocking
+import CacheStorage
+
+/// A body in Redis, read chunk by chunk as it is asked for; each chunk is checked for its
+/// length and XXH64 before any byte of it is handed out. A chunk that is gone (evicted,
+/// expired) throws ``StorageError/Kind/notFound``, one that does not match its checksum
+/// ``StorageError/Kind/corrupted`` (the entry is then removed): never a short or wrong body.
+final class RedisBody: StoredBody {
+    private let store: RedisStore
+    private let id: EntryID
+    private let description: BodyDescription
+    /// The last chunk read, kept for reads of neighbouring ranges.
+    private let cached = Locked<(index: Int, bytes: [UInt8])?>(nil)
+
+    init(store: RedisStore, id: EntryID, description: BodyDescription) {
+        self.store = store
+        self.id = id
+        self.description = description
+    }
+
+    var size: Int64 { description.size }
+
+    private func expectedLength(_ index: Int) -> Int {
+        let start = Int64(index) * Int64(RedisStore.chunkSize)
+        return Int(min(Int64(RedisStore.chunkSize), description.size - start))
+    }
+
+    /// Checks `bytes` as chunk `index` and keeps it.
+    func accept(_ bytes: [UInt8], chunk index: Int) throws(StorageError) {
+        guard index < description.checksums.count, bytes.count == expectedLength(index) else {
+            throw StorageError(.notFound, "a chunk of \(id)'s body in Redis has the wrong length (evicted or replaced)")
+        }
+        guard XXH64.hash(bytes) == description.checksums[index] else {
+            try? store.remove(id)
+            throw StorageError(
+                .corrupted, "a chunk of \(id)'s body in Redis does not match its checksum; it was removed")
+        }
+        cached.withLock { $0 = (index, bytes) }
+    }
+
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let lower = max(0, range.lowerBound)
+        let upper = min(range.upperBound, size - 1)
+        guard lower <= upper else { return [] }
+        let chunk = Int64(RedisStore.chunkSize)
+        let first = Int(lower / chunk)
+        let last = Int(upper / chunk)
+        var pieces: [Int: [UInt8]] = [:]
+        if let kept = cached.withLock({ $0 }), (first...last).contains(kept.index) { pieces[kept.index] = kept.bytes }
+        let missing = (first...last).filter { pieces[$0] == nil }
+        if !missing.isEmpty {
+            let values = try store.chunks(id, missing)
+            for (index, value) in zip(missing, values) {
+                guard let value else {
+                    throw StorageError(.notFound, "a chunk of \(id)'s body is gone from Redis (evicted or expired)")
+                }
+                try accept(value, chunk: index)
+                pieces[index] = value
+            }
+        }
+        var result: [UInt8] = []
+        result.reserveCapacity(Int(upper - lower + 1))
+        for index in first...last {
+            let start = Int64(index) * chunk
+            let bytes = pieces[index]!
+            let from = Int(max(lower, start) - start)
+            let to = Int(min(upper, start + Int64(bytes.count) - 1) - start)
+            if from == 0 && to == bytes.count - 1 && first == last { return bytes }
+            result += bytes[from...to]
+        }
+        return result
+    }
+}
+
+/// Writes one entry to Redis: full chunks go out as they fill (unreachable until the
+/// commit, and expiring by themselves if it never comes); the commit writes the rest, the
+/// body's description and the entry in one transaction.
+final class RedisWriter: EntryWriter {
+    private let store: RedisStore
+    private let head: EntryHead
+    private let id: EntryID
+    private let storedAt: Double
+    private var pending: [UInt8] = []
+    private var written = 0
+    private var checksums: [UInt64] = []
+    private var closed = false
+
+    init(store: RedisStore, head: EntryHead, id: EntryID, storedAt: Double) {
+        self.store = store
+        self.head = head
+        self.id = id
+        self.storedAt = storedAt
+    }
+
+    func append(_ chunk: [UInt8]) throws(StorageError) {
+        guard !closed else { throw StorageError(.writerClosed, "the Redis writer was already committed or aborted") }
+        let limit = store.configuration.maximumEntrySize
+        guard Int64(written + pending.count + chunk.count) <= limit else {
+            abort()
+            throw StorageError(
+                .tooLarge,
+                "not stored in Redis: the body has more than the maximum entry size \(limit) bytes; "
+                    + "raise RedisConfiguration.maximumEntrySize")
+        }
+        pending += chunk
+        while pending.count >= RedisStore.chunkSize {
+            let full = Array(pending[0..<RedisStore.chunkSize])
+            pending.removeFirst(RedisStore.chunkSize)
+            do {
+                try store.writeEarly(id, index: checksums.count, full)
+            } catch {
+                abort()
+                throw error
+            }
+            checksums.append(XXH64.hash(full))
+            written += full.count
+        }
+    }
+
+    func commit() throws(StorageError) -> StoredEntry { try finish(head) }
+
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        var head = head
+        head.isComplete = false
+        head.facts = facts
+        return try finish(head)
+    }
+
+    private func finish(_ head: EntryHead) throws(StorageError) -> StoredEntry {
+        guard !closed else { throw StorageError(.writerClosed, "the Redis writer was already committed or aborted") }
+        closed = true
+        var last: [(index: Int, bytes: [UInt8])] = []
+        var checksums = self.checksums
+        if !pending.isEmpty {
+            last.append((checksums.count, pending))
+            checksums.append(XXH64.hash(pending))
+        }
+        let size = Int64(written + pending.count)
+        pending = []
+        let entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: storedAt, lastAccess: storedAt)
+        return try store.commit(
+            entry, chunks: last,
+            description: BodyDescription(
+                primaryKey: head.primaryKey, variantKey: head.variantKey, size: size, checksums: checksums))
+    }
+
+    func abort() {
+        closed = true
+        pending = []
+    }
+}

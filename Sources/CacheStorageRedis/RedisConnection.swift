@@ -1,0 +1,209 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a Redis command did not give an answer.
+struct RedisFailure: Error, CustomStringConvertible {
+    enum Kind {
+        /// No connection could be made, or it broke.
+        case connection
+        /// No reply within the command timeout.
+        case timeout
+        /// The server replied with an error (`-ERR ...`), or broke the protocol.
+        case reply
+        /// Not tried: the server failed a moment ago and its backoff time has not passed.
+        case unavailable
+    }
+
+    var kind: Kind
+    var description: String
+
+    init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}
+
+/// Monotonic seconds.
+func monotonicNow() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// One TCP connection to one Redis server, used by one thread at a time: commands are written
+/// in one pipeline and their replies read in order, each exchange bounded by a deadline. A
+/// connection that timed out or broke is closed (its replies could be out of step).
+final class RedisConnection {
+    let host: String
+    let port: Int
+    private var descriptor: Int32
+    private var parser = RESPParser()
+
+    /// Connects, authenticates and selects `database` within `timeout` seconds.
+    init(host: String, port: Int, user: String?, password: String?, database: Int, timeout: Double) throws(RedisFailure)
+    {
+        self.host = host
+        self.port = port
+        descriptor = try Self.openSocket(host: host, port: port, timeout: timeout)
+        var setup: [[[UInt8]]] = []
+        if let password {
+            setup.append(user.map { ["AUTH", $0, password].map(bytes) } ?? ["AUTH", password].map(bytes))
+        }
+        if database != 0 { setup.append(["SELECT", String(database)].map(bytes)) }
+        guard !setup.isEmpty else { return }
+        let replies = try execute(setup, timeout: timeout)
+        for reply in replies {
+            if let message = reply.errorMessage {
+                disconnect()
+                throw RedisFailure(.connection, "Redis at \(host):\(port) refused the connection setup: \(message)")
+            }
+        }
+    }
+
+    deinit { disconnect() }
+
+    var isOpen: Bool { descriptor >= 0 }
+
+    func disconnect() {
+        if descriptor >= 0 { _ = close(descriptor) }
+        descriptor = -1
+    }
+
+    /// Sends `commands` in one write and reads one reply for each; an error reply is returned,
+    /// not thrown.
+    func execute(_ commands: [[[UInt8]]], timeout: Double) throws(RedisFailure) -> [RESPValue] {
+        guard descriptor >= 0 else { throw RedisFailure(.connection, "the connection to \(host):\(port) is closed") }
+        let deadline = monotonicNow() + timeout
+        var request: [UInt8] = []
+        for command in commands { RESPEncoder.append(command, to: &request) }
+        do {
+            try write(request, deadline: deadline)
+            var replies: [RESPValue] = []
+            replies.reserveCapacity(commands.count)
+            while replies.count < commands.count { replies.append(try read(deadline: deadline)) }
+            return replies
+        } catch {
+            disconnect()
+            throw error
+        }
+    }
+
+    /// Reads one reply (a pub/sub message), waiting until `deadline`.
+    func read(deadline: Double) throws(RedisFailure) -> RESPValue {
+        while true {
+            do {
+                if let value = try parser.next() { return value }
+            } catch {
+                disconnect()
+                throw RedisFailure(.reply, "Redis at \(host):\(port) broke the protocol: \(error)")
+            }
+            try wait(for: Int16(POLLIN), deadline: deadline)
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { throw RedisFailure(.connection, "Redis at \(host):\(port) closed the connection") }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw RedisFailure(.connection, "reading from Redis at \(host):\(port) failed: errno \(errno)")
+            }
+            chunk.withUnsafeBytes { parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
+    /// Sends a command without reading a reply (pub/sub subscriptions).
+    func sendCommand(_ command: [[UInt8]], timeout: Double) throws(RedisFailure) {
+        var request: [UInt8] = []
+        RESPEncoder.append(command, to: &request)
+        try write(request, deadline: monotonicNow() + timeout)
+    }
+
+    private func write(_ bytes: [UInt8], deadline: Double) throws(RedisFailure) {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes {
+                send(descriptor, $0.baseAddress! + offset, $0.count - offset, sendFlags)
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    try wait(for: Int16(POLLOUT), deadline: deadline)
+                    continue
+                }
+                throw RedisFailure(.connection, "writing to Redis at \(host):\(port) failed: errno \(errno)")
+            }
+            offset += sent
+        }
+    }
+
+    private func wait(for events: Int16, deadline: Double) throws(RedisFailure) {
+        while true {
+            let remaining = deadline - monotonicNow()
+            guard remaining > 0 else {
+                throw RedisFailure(.timeout, "Redis at \(host):\(port) did not answer in time")
+            }
+            var poller = pollfd(fd: descriptor, events: events, revents: 0)
+            let ready = poll(&poller, 1, Int32(max(1, (remaining * 1000).rounded(.up))))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR {
+                throw RedisFailure(.connection, "waiting for Redis at \(host):\(port) failed: errno \(errno)")
+            }
+        }
+    }
+
+    /// A non-blocking TCP socket connected to `host:port` (a name is resolved).
+    private static func openSocket(host: String, port: Int, timeout: Double) throws(RedisFailure) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = streamType
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &found)
+        guard status == 0, let first = found else {
+            throw RedisFailure(
+                .connection, "cannot resolve the Redis host \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(found) }
+        var lastError = "no address"
+        var candidate: UnsafeMutablePointer<addrinfo>? = first
+        while let address = candidate {
+            candidate = address.pointee.ai_next
+            let fd = socket(address.pointee.ai_family, streamType, 0)
+            guard fd >= 0 else { continue }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            #if canImport(Darwin)
+            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+            #endif
+            if connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return fd }
+            if errno == EINPROGRESS {
+                var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                if poll(&poller, 1, Int32(max(1, timeout * 1000))) == 1 {
+                    var error: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+                    if error == 0 { return fd }
+                    lastError = String(cString: strerror(error))
+                } else {
+                    lastError = "no answer within \(Int(timeout * 1000)) ms"
+                }
+            } else {
+                lastError = String(cString: strerror(errno))
+            }
+            close(fd)
+        }
+        throw RedisFailure(.connection, "cannot connect to Redis at \(host):\(port): \(lastError)")
+    }
+}
+
+func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+#if canImport(Glibc)
+private let streamType = Int32(SOCK_STREAM.rawValue)
+private let sendFlags = Int32(MSG_NOSIGNAL)
+#else
+private let streamType = SOCK_STREAM
+private let sendFlags: Int32 = 0
+#endif

@@ -1,0 +1,461 @@
+import CacheLocking
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+/// A store in Redis, standalone or a Redis Cluster: the shared tier several caches on several
+/// machines read and write.
+///
+/// Layout, for a key prefix `P` and a primary key `K` whose 16-bit tag is `T` (every key of
+/// one primary key carries the hash tag `{T}`, so a Cluster keeps them in one slot and one
+/// transaction commits them):
+/// - `P{T}v:K`, a hash: variant key → the entry (its head, facts, size and times);
+/// - `P{T}m:ID`, the body's description (its primary and variant key, size, chunk checksums);
+/// - `P{T}c:ID:N`, the body in chunks of at most 1 MiB.
+///
+/// An entry's identity starts with its tag, so a body is found from the identity alone.
+/// A commit writes the description, the last chunks and the hash entry in one `MULTI`/`EXEC`:
+/// a reader sees a head only with its whole body. Every key expires when the entry can no
+/// longer be of use (freshness, `stale-while-revalidate`, `stale-if-error`, plus
+/// ``RedisConfiguration/keepTime`` for revalidation; pinned entries do not expire), so Redis
+/// frees memory by itself; and since Redis may also evict any key at any time (`maxmemory`),
+/// a body is checked chunk by chunk (presence, length, XXH64) and one with a part missing or
+/// wrong reads as a miss, never as a short or wrong body.
+///
+/// Every change is announced on the channel `Pinvalidate` (``SharedStore`` listens there).
+/// What fails in Redis is thrown as a ``StorageError`` (a timeout as `.readFailed` or
+/// `.writeFailed`): a cache treats it as a miss, never as an error for its client.
+public final class RedisStore: CacheStore {
+    let client: RedisClient
+    private let prefix: [UInt8]
+    private let clock: @Sendable () -> Double
+    /// Identifies this process's messages on the invalidation channel.
+    let senderID = EntryID.random().rawValue
+
+    /// The largest value written: bodies are cut into chunks of this size.
+    static let chunkSize = 1 << 20
+    /// How long the chunks of a replaced or removed body stay readable, for responses being served.
+    static let graceSeconds = 60
+
+    /// A store on the Redis `configuration` names. Nothing is sent until it is used.
+    public init(
+        _ configuration: RedisConfiguration, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        client = RedisClient(configuration: configuration)
+        prefix = Array(configuration.keyPrefix.utf8)
+        self.clock = clock
+    }
+
+    /// Where it connects.
+    public var configuration: RedisConfiguration { client.configuration }
+
+    /// What the client counted: round trips, errors, timeouts, latency, invalidations.
+    public var metrics: RedisMetrics { client.metrics }
+
+    /// Whether Redis answered the last command.
+    public var isReachable: Bool { client.isReachable }
+
+    /// Sends `PING` to every server; throws with what to do when one does not answer.
+    public func checkConnection() throws(StorageError) {
+        do {
+            for node in try client.masters() {
+                let reply = try client.execute([[bytes("PING")]], on: node)
+                if let message = reply.first?.errorMessage {
+                    throw RedisFailure(.reply, "Redis at \(node) answered PING with \(message)")
+                }
+            }
+        } catch {
+            throw StorageError(.index, "\(error); start Redis or check --redis / --redis-cluster")
+        }
+    }
+
+    /// Redis cannot tell when another cache changed a key.
+    public var changeCount: UInt64? { nil }
+
+    // MARK: Keys
+
+    /// The 4 hex digits every key of `primaryKey` is tagged with.
+    static func tag(of primaryKey: String) -> String {
+        let value = UInt16(truncatingIfNeeded: XXH64.hash(Array(primaryKey.utf8)))
+        let text = String(value, radix: 16)
+        return String(repeating: "0", count: 4 - text.count) + text
+    }
+
+    private func key(_ tag: some StringProtocol, _ kind: String, _ rest: String) -> [UInt8] {
+        prefix + Array("{\(tag)}\(kind):".utf8) + Array(rest.utf8)
+    }
+
+    func variantsKey(_ primaryKey: String) -> [UInt8] { key(Self.tag(of: primaryKey), "v", primaryKey) }
+    func lockKey(_ identity: String) -> [UInt8] { key(Self.tag(of: identity), "l", identity) }
+    private func metaKey(_ id: EntryID) -> [UInt8] { key(id.rawValue.prefix(4), "m", id.rawValue) }
+    private func chunkKey(_ id: EntryID, _ index: Int) -> [UInt8] {
+        key(id.rawValue.prefix(4), "c", "\(id.rawValue):\(index)")
+    }
+    var channel: [UInt8] { prefix + Array("invalidate".utf8) }
+
+    /// A new identity that starts with `primaryKey`'s tag.
+    private static func newID(for primaryKey: String) -> EntryID {
+        EntryID(rawValue: tag(of: primaryKey) + EntryID.random().rawValue.dropFirst(4))!
+    }
+
+    // MARK: Running commands
+
+    /// Runs `commands` on the server of `slotKey`; a failure becomes a `StorageError` of `kind`.
+    func run(_ commands: [[[UInt8]]], slotKey: [UInt8]?, failing kind: StorageError.Kind) throws(StorageError)
+        -> [RESPValue]
+    {
+        do {
+            return try client.execute(commands, slotKey: slotKey)
+        } catch {
+            throw StorageError(kind, "Redis: \(error)")
+        }
+    }
+
+    /// The replies of a `MULTI` … `EXEC` that was the whole pipeline, or a thrown error.
+    private func transaction(_ commands: [[[UInt8]]], slotKey: [UInt8], then extra: [[[UInt8]]] = [])
+        throws(StorageError) -> [RESPValue]
+    {
+        let replies = try run(
+            [[bytes("MULTI")]] + commands + [[bytes("EXEC")]] + extra, slotKey: slotKey, failing: .writeFailed)
+        let exec = replies[commands.count + 1]
+        guard let results = exec.array else {
+            let message = replies.lazy.compactMap(\.errorMessage).first ?? "the transaction was not run"
+            throw StorageError(.writeFailed, "Redis refused a write: \(message)")
+        }
+        if let message = results.lazy.compactMap(\.errorMessage).first {
+            throw StorageError(.writeFailed, "Redis refused a write: \(message)")
+        }
+        return results
+    }
+
+    /// Tells the other caches that `primaryKey`'s variants changed (`*`: everything did).
+    func publishCommand(_ primaryKey: String) -> [[UInt8]] {
+        client.count { $0.invalidationsSent += 1 }
+        return [bytes("PUBLISH"), channel, Array("\(senderID) \(primaryKey)".utf8)]
+    }
+
+    // MARK: Expiry
+
+    /// How long an entry stays (milliseconds); `nil` when it does not expire (pinned).
+    func lifetimeMilliseconds(facts: [UInt8], pinned: Bool) -> Int? {
+        guard !pinned else { return nil }
+        var seconds = client.configuration.keepTime
+        if let facts = StoredResponseFacts(serialized: facts) {
+            let now = clock()
+            let apparentAge = max(0, facts.responseTime.secondsSince1970 - facts.date.secondsSince1970)
+            let correctedAge =
+                facts.ageValue + (facts.responseTime.secondsSince1970 - facts.requestTime.secondsSince1970)
+            let currentAge = max(apparentAge, correctedAge) + (now - facts.responseTime.secondsSince1970)
+            let remaining = max(0, facts.freshnessLifetime - currentAge)
+            seconds += remaining + Double(max(facts.staleWhileRevalidate ?? 0, facts.staleIfError ?? 0))
+        }
+        return Int(min(max(1, seconds), 1e10) * 1000)
+    }
+
+    /// Sets `key`'s expiry as a new key's (`nil`: none).
+    private func expiry(_ key: [UInt8], _ milliseconds: Int?) -> [[UInt8]] {
+        milliseconds.map { [bytes("PEXPIRE"), key, bytes(String($0))] } ?? [bytes("PERSIST"), key]
+    }
+
+    /// Makes the variants hash live at least as long as `milliseconds` (`nil`: for ever).
+    private func extendVariants(_ key: [UInt8], _ milliseconds: Int?) -> [[[UInt8]]] {
+        guard let milliseconds else { return [[bytes("PERSIST"), key]] }
+        return [
+            [bytes("PEXPIRE"), key, bytes(String(milliseconds)), bytes("NX")],
+            [bytes("PEXPIRE"), key, bytes(String(milliseconds)), bytes("GT")],
+        ]
+    }
+
+    /// Lets a body's keys go after the grace time (removed or replaced; readers finish).
+    private func retire(_ record: EntryRecord) -> [[[UInt8]]] {
+        var commands: [[[UInt8]]] = [[bytes("DEL"), metaKey(record.entry.id)]]
+        for index in 0..<record.chunkCount {
+            commands.append([
+                bytes("PEXPIRE"), chunkKey(record.entry.id, index), bytes(String(Self.graceSeconds * 1000)),
+            ])
+        }
+        return commands
+    }
+
+    // MARK: CacheStore
+
+    public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        try records(of: primaryKey).map(\.entry)
+    }
+
+    /// The entries in `primaryKey`'s hash that have not expired.
+    func records(of primaryKey: String) throws(StorageError) -> [EntryRecord] {
+        let key = variantsKey(primaryKey)
+        let reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0]
+        guard let fields = reply.array else {
+            if let message = reply.errorMessage { throw StorageError(.readFailed, "Redis: \(message)") }
+            return []
+        }
+        let now = clock()
+        var found: [EntryRecord] = []
+        var expired: [[UInt8]] = []
+        for index in stride(from: 1, to: fields.count, by: 2) {
+            guard let value = fields[index].bytes, let record = EntryRecord(serialized: value),
+                record.entry.head.primaryKey == primaryKey
+            else {
+                fields[index - 1].bytes.map { expired.append($0) }
+                continue
+            }
+            if let expiresAt = record.expiresAt, expiresAt <= now {
+                expired.append(Array(record.entry.head.variantKey.utf8))
+            } else {
+                found.append(record)
+            }
+        }
+        if !expired.isEmpty { _ = try? run([[bytes("HDEL"), key] + expired], slotKey: key, failing: .writeFailed) }
+        return found
+    }
+
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        let meta = metaKey(id)
+        let replies = try run([[bytes("MGET"), meta, chunkKey(id, 0)]], slotKey: meta, failing: .readFailed)
+        guard let values = replies[0].array, values.count == 2 else {
+            throw StorageError(.readFailed, "Redis: \(replies[0].errorMessage ?? "an unexpected reply to MGET")")
+        }
+        guard let metaBytes = values[0].bytes, let description = BodyDescription(serialized: metaBytes) else {
+            throw StorageError(.notFound, "no body for \(id) in Redis (removed, expired or evicted)")
+        }
+        let body = RedisBody(store: self, id: id, description: description)
+        if let first = values[1].bytes { try body.accept(first, chunk: 0) }
+        return body
+    }
+
+    public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+        RedisWriter(store: self, head: head, id: Self.newID(for: head.primaryKey), storedAt: clock())
+    }
+
+    /// Commits a written entry: the rest of its chunks, its description and its hash field in
+    /// one transaction; the variant it replaces is retired.
+    func commit(
+        _ entry: StoredEntry, chunks: [(index: Int, bytes: [UInt8])], description: BodyDescription
+    ) throws(StorageError) -> StoredEntry {
+        let key = variantsKey(entry.head.primaryKey)
+        let variant = Array(entry.head.variantKey.utf8)
+        let previous = try run([[bytes("HGET"), key, variant]], slotKey: key, failing: .writeFailed)[0].bytes
+            .flatMap(EntryRecord.init(serialized:))
+        var entry = entry
+        if previous?.entry.isPinned == true { entry.isPinned = true }
+        let lifetime = lifetimeMilliseconds(facts: entry.head.facts, pinned: entry.isPinned)
+        let record = EntryRecord(
+            entry: entry, chunkCount: description.checksums.count,
+            expiresAt: lifetime.map { clock() + Double($0) / 1000 })
+        var commands: [[[UInt8]]] = chunks.map { [bytes("SET"), chunkKey(entry.id, $0.index), $0.bytes] }
+        for index in 0..<description.checksums.count { commands.append(expiry(chunkKey(entry.id, index), lifetime)) }
+        commands.append([bytes("SET"), metaKey(entry.id), description.serialized()])
+        commands.append(expiry(metaKey(entry.id), lifetime))
+        commands.append([bytes("HSET"), key, variant, record.serialized()])
+        commands += extendVariants(key, lifetime)
+        if let previous, previous.entry.id != entry.id { commands += retire(previous) }
+        _ = try transaction(commands, slotKey: key, then: [publishCommand(entry.head.primaryKey)])
+        return entry
+    }
+
+    /// Writes a chunk before the commit (it is not reachable until then); it expires by itself
+    /// when the commit never comes.
+    func writeEarly(_ id: EntryID, index: Int, _ chunk: [UInt8]) throws(StorageError) {
+        let key = chunkKey(id, index)
+        let reply = try run(
+            [[bytes("SET"), key, chunk, bytes("PX"), bytes(String(Int(client.configuration.keepTime * 1000)))]],
+            slotKey: key, failing: .writeFailed)[0]
+        if let message = reply.errorMessage { throw StorageError(.writeFailed, "Redis refused a write: \(message)") }
+    }
+
+    /// Reads chunks of a body (``RedisBody``).
+    func chunks(_ id: EntryID, _ indices: [Int]) throws(StorageError) -> [[UInt8]?] {
+        let keys = indices.map { chunkKey(id, $0) }
+        let reply = try run([[bytes("MGET")] + keys], slotKey: keys.first, failing: .readFailed)[0]
+        guard let values = reply.array, values.count == indices.count else {
+            throw StorageError(.readFailed, "Redis: \(reply.errorMessage ?? "an unexpected reply to MGET")")
+        }
+        return values.map(\.bytes)
+    }
+
+    /// The record of `id`, found through its body description.
+    private func record(of id: EntryID) throws(StorageError) -> EntryRecord? {
+        let meta = metaKey(id)
+        guard let metaBytes = try run([[bytes("GET"), meta]], slotKey: meta, failing: .readFailed)[0].bytes,
+            let description = BodyDescription(serialized: metaBytes)
+        else { return nil }
+        let key = variantsKey(description.primaryKey)
+        let reply = try run(
+            [[bytes("HGET"), key, Array(description.variantKey.utf8)]], slotKey: key, failing: .readFailed)[0]
+        guard let value = reply.bytes, let record = EntryRecord(serialized: value), record.entry.id == id else {
+            return nil
+        }
+        return record
+    }
+
+    public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        guard var record = try record(of: id) else {
+            throw StorageError(.notFound, "no entry \(id) in Redis (removed, expired or evicted)")
+        }
+        record.entry.head.fields = fields
+        record.entry.head.facts = facts
+        let lifetime = lifetimeMilliseconds(facts: facts, pinned: record.entry.isPinned)
+        record.expiresAt = lifetime.map { clock() + Double($0) / 1000 }
+        try rewrite([record], lifetime: lifetime)
+    }
+
+    /// Writes `records` (variants of one primary key) back with new expiries.
+    private func rewrite(_ records: [EntryRecord], lifetime: Int?) throws(StorageError) {
+        guard let primaryKey = records.first?.entry.head.primaryKey else { return }
+        let key = variantsKey(primaryKey)
+        var commands: [[[UInt8]]] = []
+        for record in records {
+            commands.append([bytes("HSET"), key, Array(record.entry.head.variantKey.utf8), record.serialized()])
+            let entryLifetime =
+                record.entry.isPinned ? nil : record.expiresAt.map { Int(max(1, ($0 - clock()) * 1000)) }
+            commands.append(expiry(metaKey(record.entry.id), entryLifetime))
+            for index in 0..<record.chunkCount {
+                commands.append(expiry(chunkKey(record.entry.id, index), entryLifetime))
+            }
+        }
+        commands += extendVariants(key, lifetime)
+        _ = try transaction(commands, slotKey: key, then: [publishCommand(primaryKey)])
+    }
+
+    /// Redis keeps its own recency (its LRU or LFU eviction sees every read).
+    public func recordAccess(_ id: EntryID, at time: Double) {}
+
+    public func remove(_ id: EntryID) throws(StorageError) {
+        guard let record = try record(of: id) else { return }
+        let key = variantsKey(record.entry.head.primaryKey)
+        _ = try transaction(
+            [[bytes("HDEL"), key, Array(record.entry.head.variantKey.utf8)]] + retire(record), slotKey: key,
+            then: [publishCommand(record.entry.head.primaryKey)])
+    }
+
+    public func remove(primaryKey: String) throws(StorageError) -> Int {
+        let records = try records(of: primaryKey)
+        let key = variantsKey(primaryKey)
+        _ = try transaction(
+            [[bytes("DEL"), key]] + records.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
+        return records.count
+    }
+
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        let primaryKeys = Set(try entries().filter { $0.head.url.hasPrefix(prefix) }.map(\.head.primaryKey))
+        var removed = 0
+        for primaryKey in primaryKeys {
+            let matching = try records(of: primaryKey).filter { $0.entry.head.url.hasPrefix(prefix) }
+            guard !matching.isEmpty else { continue }
+            let key = variantsKey(primaryKey)
+            _ = try transaction(
+                [[bytes("HDEL"), key] + matching.map { Array($0.entry.head.variantKey.utf8) }]
+                    + matching.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
+            removed += matching.count
+        }
+        return removed
+    }
+
+    public func removeAll() throws(StorageError) {
+        try forEachKey(matching: Self.globEscaped(prefix) + Array("*".utf8)) { node, keys throws(StorageError) in
+            do {
+                _ = try client.execute(keys.map { [bytes("UNLINK"), $0] }, on: node)
+            } catch {
+                throw StorageError(.writeFailed, "Redis: \(error)")
+            }
+        }
+        _ = try? run([publishCommand("*")], slotKey: nil, failing: .writeFailed)
+    }
+
+    public func entries() throws(StorageError) -> [StoredEntry] {
+        var found: [StoredEntry] = []
+        let now = clock()
+        try forEachKey(matching: Self.globEscaped(prefix) + Array("{*}v:*".utf8)) { node, keys throws(StorageError) in
+            let replies: [RESPValue]
+            do {
+                replies = try client.execute(keys.map { [bytes("HVALS"), $0] }, on: node)
+            } catch {
+                throw StorageError(.readFailed, "Redis: \(error)")
+            }
+            for reply in replies {
+                for value in reply.array ?? [] {
+                    guard let bytes = value.bytes, let record = EntryRecord(serialized: bytes),
+                        record.expiresAt.map({ $0 > now }) ?? true
+                    else { continue }
+                    found.append(record.entry)
+                }
+            }
+        }
+        return found.sorted { $0.lastAccess > $1.lastAccess }
+    }
+
+    public func totals() -> StoreTotals {
+        var totals = StoreTotals()
+        for entry in (try? entries()) ?? [] {
+            totals.entries += 1
+            totals.bodyBytes += entry.bodySize
+            if entry.isPinned { totals.pinnedBytes += entry.bodySize }
+        }
+        return totals
+    }
+
+    public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        var changed: [EntryRecord] = []
+        for var record in try records(of: primaryKey) where record.entry.isPinned != pinned {
+            record.entry.isPinned = pinned
+            let lifetime = lifetimeMilliseconds(facts: record.entry.head.facts, pinned: pinned)
+            record.expiresAt = lifetime.map { clock() + Double($0) / 1000 }
+            changed.append(record)
+        }
+        guard !changed.isEmpty else { return 0 }
+        let lifetime =
+            changed.contains { $0.expiresAt == nil }
+            ? nil
+            : changed.compactMap(\.expiresAt).max().map {
+                Int(max(1, ($0 - clock()) * 1000))
+            }
+        try rewrite(changed, lifetime: lifetime)
+        return changed.count
+    }
+
+    /// Calls `body` with batches of the keys matching `pattern` on every server (`SCAN`).
+    private func forEachKey(
+        matching pattern: [UInt8], _ body: (RedisConfiguration.Node, [[UInt8]]) throws(StorageError) -> Void
+    ) throws(StorageError) {
+        let nodes: [RedisConfiguration.Node]
+        do {
+            nodes = try client.masters()
+        } catch {
+            throw StorageError(.readFailed, "Redis: \(error)")
+        }
+        for node in nodes {
+            var cursor: [UInt8] = bytes("0")
+            repeat {
+                let reply: RESPValue
+                do {
+                    reply = try client.execute(
+                        [[bytes("SCAN"), cursor, bytes("MATCH"), pattern, bytes("COUNT"), bytes("1000")]], on: node)[0]
+                } catch {
+                    throw StorageError(.readFailed, "Redis: \(error)")
+                }
+                guard let parts = reply.array, parts.count == 2, let next = parts[0].bytes else {
+                    throw StorageError(.readFailed, "Redis: \(reply.errorMessage ?? "an unexpected reply to SCAN")")
+                }
+                let keys = (parts[1].array ?? []).compactMap(\.bytes)
+                if !keys.isEmpty { try body(node, keys) }
+                cursor = next
+            } while cursor != bytes("0")
+        }
+    }
+
+    /// `text` with the glob characters of `SCAN MATCH` escaped.
+    private static func globEscaped(_ text: [UInt8]) -> [UInt8] {
+        var escaped: [UInt8] = []
+        for byte in text {
+            if [UInt8(ascii: "*"), UInt8(ascii: "?"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "\\")]
+                .contains(byte)
+            {
+                escaped.append(UInt8(ascii: "\\"))
+            }
+            escaped.append(byte)
+        }
+        return escaped
+    }
+}

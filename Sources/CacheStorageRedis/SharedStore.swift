@@ -1,0 +1,387 @@
+import CacheLocking
+import CacheSemantics
+import CacheStorage
+import Foundation
+
+/// The shared tier with a local one in front: what several caches on several machines use to
+/// share one Redis (or Redis Cluster).
+///
+/// - Reads: a primary key whose variants the local memory tier holds, all of them, and which no
+///   other cache changed since, is answered locally; otherwise Redis answers and the bodies
+///   read whole are kept locally. Every change any cache makes in Redis is announced on
+///   pub/sub, and the other caches drop that key from their local tier when the message
+///   arrives (within a millisecond or two on a LAN). While the subscription is down, the local
+///   tier is not trusted for what Redis holds; once it is back, the local tier is emptied, since
+///   messages may have been missed.
+/// - Writes go to Redis and the local tier.
+/// - Redis away (not running, unreachable, slower than the command timeout): requests are
+///   answered from the local tier, and new responses are stored there only; no request fails
+///   because of Redis. One line is logged when Redis goes away and one when it is back.
+/// - Misses: concurrent misses for one key on several caches make one origin request
+///   (``CollapsingStore``): a lock in Redis with an expiry; the other caches wait until it is
+///   released, at most ``collapseTimeout`` seconds, and then look up again.
+public final class SharedStore: CollapsingStore {
+    /// The shared tier.
+    public let redis: RedisStore
+    /// The local tier; `nil` when there is none (every read goes to Redis).
+    public let local: MemoryStore?
+    /// How long a cache waits for another one's origin request before it makes its own.
+    public let collapseTimeout: Double
+
+    private struct State {
+        /// Primary keys whose variants the local tier holds exactly as Redis has them: how many.
+        var synced: [String: Int] = [:]
+        /// Whether invalidations are being received (the local tier may answer for Redis).
+        var listening = false
+        /// Lock tokens of the fills this cache claimed.
+        var claims: [String: [UInt8]] = [:]
+    }
+
+    private let state = Locked(State())
+    private let subscriber: Subscriber?
+    private let log: @Sendable (String) -> Void
+
+    /// A shared store over `redis`, with a local memory tier of `localCapacity` bytes (0: none).
+    ///
+    /// - Parameters:
+    ///   - listens: Whether to subscribe to other caches' invalidations (a server does; a
+    ///     command that runs once need not). Without it the local tier is used only while Redis
+    ///     is away.
+    public init(
+        redis: RedisStore, localCapacity: Int64, listens: Bool = true, collapseTimeout: Double = 10,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.redis = redis
+        local = localCapacity > 0 ? MemoryStore(capacity: localCapacity, clock: clock) : nil
+        self.collapseTimeout = collapseTimeout
+        log = redis.client.configuration.log
+        subscriber = local != nil && listens ? Subscriber(redis: redis) : nil
+        subscriber?.start(self)
+    }
+
+    deinit { subscriber?.stop() }
+
+    /// Stops listening for invalidations (also done when the store is released).
+    public func close() { subscriber?.stop() }
+
+    /// What the Redis client counted.
+    public var metrics: RedisMetrics { redis.metrics }
+
+    public var changeCount: UInt64? { nil }
+
+    // MARK: Invalidations
+
+    /// Another cache changed `primaryKey` (`*`: everything).
+    fileprivate func invalidated(_ primaryKey: String) {
+        redis.client.count { $0.invalidationsReceived += 1 }
+        guard let local else { return }
+        if primaryKey == "*" {
+            dropLocalTier()
+        } else {
+            state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
+            _ = try? local.remove(primaryKey: primaryKey)
+        }
+    }
+
+    fileprivate func listening(_ on: Bool) {
+        if on { dropLocalTier() }
+        state.withLock { $0.listening = on }
+    }
+
+    private func dropLocalTier() {
+        state.withLock { $0.synced.removeAll() }
+        try? local?.removeAll()
+    }
+
+    // MARK: CacheStore
+
+    public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        guard let local else { return try redis.variants(of: primaryKey) }
+        let trusted = state.withLock { $0.listening ? $0.synced[primaryKey] : nil }
+        if let trusted {
+            let held = try local.variants(of: primaryKey)
+            if held.count == trusted { return held }
+        }
+        let remote: [StoredEntry]
+        do {
+            remote = try redis.variants(of: primaryKey)
+        } catch {
+            return try local.variants(of: primaryKey)
+        }
+        reconcile(primaryKey, remote, local)
+        return remote
+    }
+
+    /// Makes the local tier agree with what Redis holds for `primaryKey`, and notes when it
+    /// holds all of it.
+    private func reconcile(_ primaryKey: String, _ remote: [StoredEntry], _ local: MemoryStore) {
+        let held = (try? local.variants(of: primaryKey)) ?? []
+        var holdsAll = !remote.isEmpty
+        for entry in held {
+            guard let current = remote.first(where: { $0.id == entry.id }) else {
+                try? local.remove(entry.id)
+                continue
+            }
+            if current.head != entry.head {
+                try? local.update(entry.id, fields: current.head.fields, facts: current.head.facts)
+            }
+        }
+        for entry in remote where !held.contains(where: { $0.id == entry.id }) { holdsAll = false }
+        state.withLock { state in
+            if holdsAll {
+                state.synced[primaryKey] = remote.count
+            } else {
+                state.synced.removeValue(forKey: primaryKey)
+            }
+        }
+    }
+
+    public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        if let body = try? local?.openBody(of: id) { return body }
+        return try redis.openBody(of: id)
+    }
+
+    public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
+        if let body = try? local?.openBody(of: entry.id) { return body }
+        let body = try redis.openBody(of: entry.id)
+        guard let local, body.size <= local.maximumEntrySize else { return body }
+        return PromotingBody(body) { bytes in local.insert(entry, body: bytes) }
+    }
+
+    public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+        if head.storagePolicy == .memoryOnly, let local { return try local.makeWriter(for: head) }
+        return SharedWriter(store: self, head: head, remote: try redis.makeWriter(for: head))
+    }
+
+    /// A write Redis took: kept locally too.
+    fileprivate func committed(_ entry: StoredEntry, body: [UInt8]?) {
+        state.withLock { _ = $0.synced.removeValue(forKey: entry.head.primaryKey) }
+        if let body { local?.insert(entry, body: body) }
+    }
+
+    /// A write Redis did not take: stored locally only, so this cache goes on caching.
+    fileprivate func committedLocally(_ head: EntryHead, body: [UInt8]?, error: StorageError) throws(StorageError)
+        -> StoredEntry
+    {
+        guard let local, let body else { throw error }
+        let writer = try local.makeWriter(for: head)
+        try writer.append(body)
+        return try writer.commit()
+    }
+
+    public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        let inLocal = (try? local?.update(id, fields: fields, facts: facts)) != nil
+        do {
+            try redis.update(id, fields: fields, facts: facts)
+        } catch  where inLocal {
+            // Redis is away or never had it: the local tier's copy is freshened.
+        }
+    }
+
+    public func recordAccess(_ id: EntryID, at time: Double) { local?.recordAccess(id, at: time) }
+
+    public func remove(_ id: EntryID) throws(StorageError) {
+        try local?.remove(id)
+        try redis.remove(id)
+    }
+
+    public func remove(primaryKey: String) throws(StorageError) -> Int {
+        state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
+        let localCount = try local?.remove(primaryKey: primaryKey) ?? 0
+        do {
+            return try redis.remove(primaryKey: primaryKey)
+        } catch  where localCount > 0 {
+            return localCount
+        }
+    }
+
+    public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        state.withLock { $0.synced.removeAll() }
+        let localCount = try local?.remove(urlPrefix: prefix) ?? 0
+        do {
+            return try redis.remove(urlPrefix: prefix)
+        } catch  where localCount > 0 {
+            return localCount
+        }
+    }
+
+    public func removeAll() throws(StorageError) {
+        dropLocalTier()
+        try redis.removeAll()
+    }
+
+    public func entries() throws(StorageError) -> [StoredEntry] {
+        do {
+            return try redis.entries()
+        } catch {
+            guard let local else { throw error }
+            return try local.entries()
+        }
+    }
+
+    public func totals() -> StoreTotals {
+        redis.isReachable || local == nil ? redis.totals() : local!.totals()
+    }
+
+    public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        _ = try? local?.setPinned(pinned, primaryKey: primaryKey)
+        return try redis.setPinned(pinned, primaryKey: primaryKey)
+    }
+
+    // MARK: CollapsingStore
+
+    public func claimFill(_ primaryKey: String) -> Bool {
+        let token = Array(EntryID.random().rawValue.utf8)
+        let key = redis.lockKey(primaryKey)
+        let milliseconds = String(Int(collapseTimeout * 1000))
+        guard
+            let reply = try? redis.run(
+                [[bytes("SET"), key, token, bytes("NX"), bytes("PX"), bytes(milliseconds)]], slotKey: key,
+                failing: .writeFailed
+            ).first
+        else { return true }
+        guard reply == .null else {
+            state.withLock { $0.claims[primaryKey] = token }
+            return true
+        }
+        redis.client.count { $0.collapsedAcrossNodes += 1 }
+        return false
+    }
+
+    public func endFill(_ primaryKey: String) {
+        guard let token = state.withLock({ $0.claims.removeValue(forKey: primaryKey) }) else { return }
+        let key = redis.lockKey(primaryKey)
+        let script = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+        _ = try? redis.run(
+            [[bytes("EVAL"), bytes(script), bytes("1"), key, token]], slotKey: key, failing: .writeFailed)
+    }
+
+    public func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable () -> Void) {
+        let key = redis.lockKey(primaryKey)
+        let deadline = monotonicNow() + collapseTimeout
+        @Sendable func poll() {
+            let reply = try? redis.run([[bytes("EXISTS"), key]], slotKey: key, failing: .readFailed).first
+            if reply?.integer != 1 || monotonicNow() >= deadline {
+                done()
+            } else {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5), execute: poll)
+            }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2), execute: poll)
+    }
+}
+
+/// Writes to Redis, keeping the body for the local tier (or for storing it locally when
+/// Redis does not take it).
+final class SharedWriter: EntryWriter {
+    private let store: SharedStore
+    private let head: EntryHead
+    private let remote: any EntryWriter
+    private var body: [UInt8]? = []
+    private var remoteFailure: StorageError?
+
+    init(store: SharedStore, head: EntryHead, remote: any EntryWriter) {
+        self.store = store
+        self.head = head
+        self.remote = remote
+    }
+
+    func append(_ chunk: [UInt8]) throws(StorageError) {
+        if remoteFailure == nil {
+            do {
+                try remote.append(chunk)
+            } catch {
+                remoteFailure = error
+            }
+        }
+        if var collected = body {
+            body = nil
+            collected += chunk
+            body = Int64(collected.count) <= (store.local?.maximumEntrySize ?? 0) ? collected : nil
+        }
+        if remoteFailure != nil && body == nil { throw remoteFailure! }
+    }
+
+    func commit() throws(StorageError) -> StoredEntry {
+        do throws(StorageError) {
+            if let remoteFailure { throw remoteFailure }
+            let entry = try remote.commit()
+            store.committed(entry, body: body)
+            return entry
+        } catch {
+            return try store.committedLocally(head, body: body, error: error)
+        }
+    }
+
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        body = nil
+        return try remote.commitIncomplete(facts: facts)
+    }
+
+    func abort() {
+        body = nil
+        remote.abort()
+    }
+}
+
+/// Listens on the invalidation channel on a thread of its own, reconnecting with backoff.
+final class Subscriber: Sendable {
+    private let redis: RedisStore
+    private let stopped = Locked(false)
+
+    init(redis: RedisStore) { self.redis = redis }
+
+    func start(_ store: SharedStore) {
+        let thread = Thread { [weak store, self] in
+            var backoff = 0.05
+            while !stopped.withLock({ $0 }) {
+                guard store != nil else { return }
+                do {
+                    try listen { store }
+                    backoff = 0.05
+                } catch {
+                    store?.listening(false)
+                    Thread.sleep(forTimeInterval: backoff)
+                    backoff = min(2, backoff * 2)
+                }
+            }
+        }
+        thread.name = "redis-invalidations"
+        thread.start()
+    }
+
+    func stop() { stopped.withLock { $0 = true } }
+
+    /// Subscribes and handles messages until the connection fails or the store is stopped.
+    private func listen(_ store: () -> SharedStore?) throws(RedisFailure) {
+        let configuration = redis.client.configuration
+        let node =
+            configuration.isCluster
+            ? (try redis.client.masters().first ?? configuration.nodes[0]) : configuration.nodes[0]
+        let connection = try RedisConnection(
+            host: node.host, port: node.port, user: configuration.user, password: configuration.password,
+            database: 0, timeout: configuration.connectTimeout)
+        try connection.sendCommand([bytes("SUBSCRIBE"), redis.channel], timeout: configuration.connectTimeout)
+        let confirmation = try connection.read(deadline: monotonicNow() + configuration.connectTimeout)
+        guard confirmation.array?.first?.bytes == bytes("subscribe") else {
+            throw RedisFailure(.reply, "Redis did not confirm the subscription: \(confirmation)")
+        }
+        store()?.listening(true)
+        let ownPrefix = redis.senderID + " "
+        while !stopped.withLock({ $0 }) {
+            let message: RESPValue
+            do {
+                message = try connection.read(deadline: monotonicNow() + 1)
+            } catch  where error.kind == .timeout {
+                continue  // nothing published for a second: look at `stopped` again
+            }
+            guard let parts = message.array, parts.count == 3, parts[0].bytes == bytes("message"),
+                let payload = parts[2].bytes
+            else { continue }
+            let text = String(decoding: payload, as: UTF8.self)
+            guard !text.hasPrefix(ownPrefix), let space = text.firstIndex(of: " ") else { continue }
+            guard let store = store() else { return }
+            store.invalidated(String(text[text.index(after: space)...]))
+        }
+    }
+}

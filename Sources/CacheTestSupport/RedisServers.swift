@@ -1,0 +1,239 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `redis-server` (Debian's `redis-server` package) on a free loopback port with a
+/// temporary directory, for the tests of the Redis store: started, killed, restarted and
+/// stopped by the test. A watchdog kills it when the test process dies first.
+public final class RedisServer: @unchecked Sendable {
+    /// Its port on 127.0.0.1.
+    public let port: Int
+    /// Its working directory (cluster state file).
+    public let directory: TemporaryDirectory
+    private let arguments: [String]
+    private let lock = NSLock()
+    private var process: Process?
+
+    /// Why a Redis server could not be started.
+    public struct StartFailure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Starts a server with `arguments` added to the defaults (no persistence, loopback only).
+    public init(arguments: [String] = []) throws {
+        port = try Self.freePort()
+        directory = TemporaryDirectory("redis")
+        self.arguments = arguments
+        try start()
+    }
+
+    deinit { stop() }
+
+    /// `host:port` for `--redis-cluster`, `redis://127.0.0.1:port` for `--redis`.
+    public var address: String { "127.0.0.1:\(port)" }
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    /// Starts it again on the same port (after ``kill()``).
+    public func start() throws {
+        let executable = try Self.find("redis-server")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments =
+            [
+                "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning",
+            ] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        Self.watch(process.processIdentifier)
+        lock.withLock { self.process = process }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if (try? cli(["PING"]))?.contains("PONG") == true { return }
+            usleep(20_000)
+        }
+        throw StartFailure(description: "redis-server on port \(port) did not answer PING within 10 s")
+    }
+
+    /// SIGKILL: it dies at once, as in a crash.
+    public func kill() {
+        guard let process = lock.withLock({ self.process }) else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        lock.withLock { self.process = nil }
+    }
+
+    /// Stops it (SIGKILL: nothing it holds matters).
+    public func stop() { kill() }
+
+    /// Runs `redis-cli -p PORT arguments` and returns its output.
+    @discardableResult
+    public func cli(_ arguments: [String]) throws -> String {
+        try Self.run(try Self.find("redis-cli"), ["-h", "127.0.0.1", "-p", String(port)] + arguments)
+    }
+
+    /// Whether Debian's `redis-server` is installed (`scripts/setup` installs it).
+    public static var isInstalled: Bool { (try? find("redis-server")) != nil }
+
+    static func find(_ name: String) throws -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") + ["/usr/bin", "/usr/local/bin"] {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw StartFailure(description: "\(name) is not installed; run scripts/setup (it installs redis-server)")
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Kills `pid` when this process is gone (a test runner killed mid-run leaves no server).
+    private static func watch(_ pid: Int32) {
+        let watchdog = Process()
+        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
+        watchdog.arguments = [
+            "-c",
+            "while kill -0 \(getpid()) 2>/dev/null && kill -0 \(pid) 2>/dev/null; do sleep 1; done; kill -9 \(pid) 2>/dev/null",
+        ]
+        watchdog.standardOutput = FileHandle.nullDevice
+        watchdog.standardError = FileHandle.nullDevice
+        try? watchdog.run()
+    }
+
+    /// A port free on 127.0.0.1, whose cluster bus port (port + 10000) is free too.
+    static func freePort() throws -> Int {
+        for _ in 0..<200 {
+            let port = Int.random(in: 20_000..<30_000)
+            if isFree(port) && isFree(port + 10_000) { return port }
+        }
+        throw StartFailure(description: "no free loopback port pair found for redis-server")
+    }
+
+    private static func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
+    /// One standalone server for the tests of this process that only read and write (each
+    /// with a key prefix of its own); tests that kill or slow Redis start their own.
+    public static func shared() throws -> RedisServer {
+        try sharedServer.withLock { server in
+            if let server { return server }
+            let started = try RedisServer()
+            server = started
+            return started
+        }
+    }
+
+    private static let sharedServer = LockedBox<RedisServer?>(nil)
+}
+
+/// A Redis Cluster of three masters with one replica each (`redis-cli --cluster create`), on
+/// free loopback ports.
+public final class RedisCluster: @unchecked Sendable {
+    /// The six servers; which are masters changes with failovers.
+    public let servers: [RedisServer]
+
+    public init() throws {
+        var servers: [RedisServer] = []
+        for _ in 0..<6 {
+            servers.append(
+                try RedisServer(arguments: [
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+                    "--cluster-replica-validity-factor", "0",
+                ]))
+        }
+        self.servers = servers
+        let output = try servers[0].cli(
+            ["--cluster", "create"] + servers.map(\.address) + ["--cluster-replicas", "1", "--cluster-yes"])
+        guard output.contains("All 16384 slots covered") else {
+            throw RedisServer.StartFailure(description: "redis-cli --cluster create failed:\n\(output)")
+        }
+        try waitUntilHealthy()
+    }
+
+    /// `HOST:PORT,...` of every server, for `--redis-cluster`.
+    public var seeds: String { servers.map(\.address).joined(separator: ",") }
+
+    /// Waits until every running server says `cluster_state:ok` (after creation or a failover).
+    public func waitUntilHealthy(timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var healthy = true
+            for server in servers {
+                guard let info = try? server.cli(["CLUSTER", "INFO"]) else { continue }
+                if info.isEmpty || info.contains("Connection refused") { continue }
+                if !info.contains("cluster_state:ok") { healthy = false }
+            }
+            if healthy { return }
+            usleep(100_000)
+        }
+        throw RedisServer.StartFailure(description: "the Redis Cluster did not reach cluster_state:ok in \(timeout) s")
+    }
+
+    /// The server that is master for `key`'s slot now.
+    public func master(of key: String) throws -> RedisServer {
+        let slot = try servers[0].cli(["CLUSTER", "KEYSLOT", key]).trimmingCharacters(in: .whitespacesAndNewlines)
+        for server in servers {
+            guard let role = try? server.cli(["ROLE"]), role.hasPrefix("master") else { continue }
+            let nodes = try server.cli(["CLUSTER", "NODES"])
+            for line in nodes.split(separator: "\n") where line.contains("myself") {
+                for range in line.split(separator: " ").dropFirst(8) {
+                    let bounds = range.split(separator: "-").compactMap { Int($0) }
+                    guard let low = bounds.first, let value = Int(slot) else { continue }
+                    if value >= low && value <= (bounds.last ?? low) { return server }
+                }
+            }
+        }
+        throw RedisServer.StartFailure(description: "no master holds the slot of \(key)")
+    }
+
+    /// The one cluster the tests of this process share (each with a key prefix of its own).
+    public static func shared() throws -> RedisCluster {
+        try sharedCluster.withLock { cluster in
+            if let cluster { return cluster }
+            let started = try RedisCluster()
+            cluster = started
+            return started
+        }
+    }
+
+    private static let sharedCluster = LockedBox<RedisCluster?>(nil)
+}
+
+/// A value behind an `NSLock`.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
