@@ -116,7 +116,8 @@ let package = Package(
             name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheLocking", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "HTTPCachingTests", dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport"],
+            name: "HTTPCachingTests",
+            dependencies: ["HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
         // `httpcache` as users run it: the built binary against a loopback origin.
         .testTarget(

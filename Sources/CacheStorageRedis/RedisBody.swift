@@ -9,8 +9,8 @@ final class RedisBody: StoredBody {
     private let store: RedisStore
     private let id: EntryID
     private let description: BodyDescription
-    /// The last chunk read, kept for reads of neighbouring ranges.
-    private let cached = Locked<(index: Int, bytes: [UInt8])?>(nil)
+    /// The chunks read when it was opened, and the last one read since.
+    private let cached = Locked<[Int: [UInt8]]>([:])
 
     init(store: RedisStore, id: EntryID, description: BodyDescription) {
         self.store = store
@@ -35,7 +35,10 @@ final class RedisBody: StoredBody {
             throw StorageError(
                 .corrupted, "a chunk of \(id)'s body in Redis does not match its checksum; it was removed")
         }
-        cached.withLock { $0 = (index, bytes) }
+        cached.withLock { cached in
+            if index >= RedisStore.eagerChunks { cached = cached.filter { $0.key < RedisStore.eagerChunks } }
+            cached[index] = bytes
+        }
     }
 
     func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
@@ -45,8 +48,7 @@ final class RedisBody: StoredBody {
         let chunk = Int64(RedisStore.chunkSize)
         let first = Int(lower / chunk)
         let last = Int(upper / chunk)
-        var pieces: [Int: [UInt8]] = [:]
-        if let kept = cached.withLock({ $0 }), (first...last).contains(kept.index) { pieces[kept.index] = kept.bytes }
+        var pieces = cached.withLock { $0 }.filter { (first...last).contains($0.key) }
         let missing = (first...last).filter { pieces[$0] == nil }
         if !missing.isEmpty {
             let values = try store.chunks(id, missing)

@@ -211,18 +211,40 @@ public final class RedisStore: CacheStore {
         return found
     }
 
+    /// Opens a body: its description and its chunks in one round trip, all of them verified
+    /// before anything is served, so a body Redis evicted a part of reads as a miss (not as a
+    /// response cut off half way). Beyond ``eagerChunks`` chunks the first is read and the
+    /// others are checked to exist; those are read as they are served.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         let meta = metaKey(id)
-        let replies = try run([[bytes("MGET"), meta, chunkKey(id, 0)]], slotKey: meta, failing: .readFailed)
-        guard let values = replies[0].array, values.count == 2 else {
+        let replies = try run(
+            [[bytes("MGET"), meta] + (0..<Self.eagerChunks).map { chunkKey(id, $0) }], slotKey: meta,
+            failing: .readFailed)
+        guard let values = replies[0].array, values.count == Self.eagerChunks + 1 else {
             throw StorageError(.readFailed, "Redis: \(replies[0].errorMessage ?? "an unexpected reply to MGET")")
         }
         guard let metaBytes = values[0].bytes, let description = BodyDescription(serialized: metaBytes) else {
             throw StorageError(.notFound, "no body for \(id) in Redis (removed, expired or evicted)")
         }
         let body = RedisBody(store: self, id: id, description: description)
-        if let first = values[1].bytes { try body.accept(first, chunk: 0) }
+        let count = description.checksums.count
+        for index in 0..<min(count, Self.eagerChunks) {
+            guard let chunk = values[index + 1].bytes else { throw evicted(id) }
+            try body.accept(chunk, chunk: index)
+        }
+        if count > Self.eagerChunks {
+            let rest = (Self.eagerChunks..<count).map { chunkKey(id, $0) }
+            let reply = try run([[bytes("EXISTS")] + rest], slotKey: meta, failing: .readFailed)[0]
+            guard reply.integer == Int64(rest.count) else { throw evicted(id) }
+        }
         return body
+    }
+
+    /// Chunks read with a body's description when it is opened (8 MiB).
+    static let eagerChunks = 8
+
+    private func evicted(_ id: EntryID) -> StorageError {
+        StorageError(.notFound, "a part of \(id)'s body is gone from Redis (evicted or expired): a miss")
     }
 
     public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {

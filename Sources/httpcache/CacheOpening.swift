@@ -16,11 +16,9 @@ struct CacheOptions: Sendable {
     var directory: String
     /// The shared Redis tier, when asked for.
     var redis: RedisOptions
-    let command: String
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         redis = try RedisOptions(arguments)
-        command = arguments.command
         if let given = arguments.value("--cache-dir") {
             guard !given.isEmpty else { throw .usage(arguments.command, "--cache-dir needs a directory") }
             directory = given
@@ -43,7 +41,7 @@ struct CacheOptions: Sendable {
         configuration.log = { message in Console.error("httpcache: \(message)\n") }
         // Inspection commands read only the shared store: without Redis they have nothing to show.
         configuration.store = try redis.openStore(
-            defaultLocalMemory: 0, listens: false, mustReach: !network, command: command, log: configuration.log)
+            defaultLocalMemory: 0, listens: false, mustReach: !network, log: configuration.log)
         let failure = { (problem: String) in
             Failure(
                 .failure,

@@ -70,21 +70,21 @@ struct RedisOptions: Sendable {
     /// with `--redis-required` (or when `mustReach`, for commands that only read the store) a
     /// failure; else one line on stderr, and the store goes on without Redis until it is back.
     func openStore(
-        defaultLocalMemory: Int64, listens: Bool, mustReach: Bool, command: String,
-        log: @escaping @Sendable (String) -> Void
+        defaultLocalMemory: Int64, listens: Bool, mustReach: Bool, log: @escaping @Sendable (String) -> Void
     ) throws(Failure) -> SharedStore? {
         guard var configuration else { return nil }
-        configuration.log = log
-        let redis = RedisStore(configuration)
         do {
-            try redis.checkConnection()
+            // A store of its own for the check, so that a failure is said once, here.
+            try RedisStore(configuration).checkConnection()
         } catch {
-            if required || mustReach { throw Failure(.failure, "httpcache \(command): \(error)") }
+            if required || mustReach { throw Failure(.failure, error.message) }
             log(
-                "\(error.message); going on without the shared tier until Redis answers (--redis-required refuses to start)"
+                "\(error.message); going on without the shared tier until Redis answers (--redis-required: exit instead)"
             )
         }
-        return SharedStore(redis: redis, localCapacity: localMemory ?? defaultLocalMemory, listens: listens)
+        configuration.log = log
+        return SharedStore(
+            redis: RedisStore(configuration), localCapacity: localMemory ?? defaultLocalMemory, listens: listens)
     }
 
     /// The store's Redis figures in the Prometheus text format.

@@ -139,7 +139,7 @@ struct ServeCommand {
         var configuration = self.configuration
         let log = configuration.log
         if let shared = try redis.openStore(
-            defaultLocalMemory: configuration.memoryCapacity, listens: true, mustReach: false, command: Self.name,
+            defaultLocalMemory: configuration.memoryCapacity, listens: true, mustReach: false,
             log: { message in log(message) })
         {
             configuration.store = shared
