@@ -86,7 +86,10 @@ let package = Package(
         // Release-mode benchmarks: `swift run -c release benchmarks` (not a product: dependents never see it).
         .executableTarget(
             name: "benchmarks",
-            dependencies: ["CacheLocking", "CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin"],
+            dependencies: [
+                "CacheLocking", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
+                "LoopbackOrigin",
+            ],
             path: "Sources/Benchmarks", swiftSettings: strictSettings),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
         // bench-count. Headers only; every call is a no-op when the headers are missing.

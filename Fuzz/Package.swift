@@ -21,6 +21,8 @@ let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
 /// The upstream client's framing, alone and with the client over sockets (CachingProxy's
 /// `UpstreamFuzzing`), checked by ResponseOracle.
 let upstream = ["FuzzResponseStream"]
+/// The Redis store's RESP parser (CacheStorageRedis' `RESPFuzzing`).
+let redis = ["FuzzRESP"]
 
 func fuzzer(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
     .executableTarget(
@@ -42,6 +44,7 @@ let package = Package(
                     .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
                 ])
         }
+        + redis.map { fuzzer($0, [.product(name: "CacheStorageRedis", package: rootIdentity)]) }
         + [
             .target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)]),
             .target(

@@ -1,10 +1,26 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http]`.
-// With no argument every suite runs. Each line names its units.
+// With no argument every suite runs. Each line names its units. `benchmarks redis PORT`
+// compares the Redis store's client with redis-benchmark on a running redis-server
+// (scripts/redis-bench starts one).
 
 import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
-let suites = arguments.isEmpty ? ["semantics", "storage", "http"] : Array(arguments)
+var suites = arguments.isEmpty ? ["semantics", "storage", "http"] : Array(arguments)
+if suites.first == "redis" {
+    guard suites.count == 2, let port = Int(suites[1]) else {
+        print("benchmarks: usage: benchmarks redis PORT (a redis-server on 127.0.0.1:PORT)")
+        exit(2)
+    }
+    print("== the Redis store's RESP client against redis-benchmark (hiredis), same server, same run")
+    do {
+        try runRedisBenchmarks(port: port)
+    } catch {
+        print("benchmarks: the redis suite failed: \(error)")
+        exit(1)
+    }
+    suites = []
+}
 for suite in suites {
     switch suite {
     case "semantics":

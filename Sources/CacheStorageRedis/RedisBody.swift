@@ -3,8 +3,8 @@ import CacheStorage
 
 /// A body in Redis, read chunk by chunk as it is asked for; each chunk is checked for its
 /// length and XXH64 before any byte of it is handed out. A chunk that is gone (evicted,
-/// expired) throws ``StorageError/Kind/notFound``, one that does not match its checksum
-/// ``StorageError/Kind/corrupted`` (the entry is then removed): never a short or wrong body.
+/// expired) throws `StorageError.notFound`, one that does not match its checksum
+/// `StorageError.corrupted` (the entry is then removed): never a short or wrong body.
 final class RedisBody: StoredBody {
     private let store: RedisStore
     private let id: EntryID
@@ -143,11 +143,40 @@ final class RedisWriter: EntryWriter {
         return try store.commit(
             entry, chunks: last,
             description: BodyDescription(
-                primaryKey: head.primaryKey, variantKey: head.variantKey, size: size, checksums: checksums))
+                primaryKey: head.primaryKey, variantKey: head.variantKey, size: size, checksums: checksums,
+                isInline: size <= Int64(RedisStore.inlineLimit)))
     }
 
     func abort() {
         closed = true
         pending = []
+    }
+}
+
+/// The inline bodies a lookup just read with their variants, for the `openBody` that follows
+/// (the hit then costs one round trip). A body never changes under its identity, so one kept
+/// here is always right; the few most recent are kept.
+final class RecentBodies: Sendable {
+    private struct State {
+        var bodies: [EntryID: (description: BodyDescription, bytes: [UInt8])] = [:]
+        var order: [EntryID] = []
+    }
+
+    private let state = Locked(State())
+    private let capacity = 64
+
+    func keep(_ bytes: [UInt8], for record: EntryRecord) {
+        let entry = record.entry
+        let description = BodyDescription(
+            primaryKey: entry.head.primaryKey, variantKey: entry.head.variantKey, size: entry.bodySize,
+            checksums: entry.bodySize > 0 ? [record.inlineChecksum ?? 0] : [], isInline: true)
+        state.withLock { state in
+            if state.bodies.updateValue((description, bytes), forKey: entry.id) == nil { state.order.append(entry.id) }
+            if state.order.count > capacity { state.bodies.removeValue(forKey: state.order.removeFirst()) }
+        }
+    }
+
+    func body(of id: EntryID) -> (description: BodyDescription, bytes: [UInt8])? {
+        state.withLock { $0.bodies[id] }
     }
 }

@@ -33,7 +33,7 @@ public struct RedisConfiguration: Sendable {
     public var commandTimeout: Double
     /// How long making a connection may take (seconds).
     public var connectTimeout: Double
-    /// The largest body stored; a larger one is refused with ``StorageError/Kind/tooLarge``
+    /// The largest body stored; a larger one is refused with `StorageError.tooLarge`
     /// (and the response passed on unstored). Default 64 MiB.
     public var maximumEntrySize: Int64 = 64 << 20
     /// How long an entry is kept after it can no longer be served without the origin (past its

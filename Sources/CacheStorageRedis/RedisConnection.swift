@@ -41,6 +41,8 @@ final class RedisConnection {
     let port: Int
     private var descriptor: Int32
     private var parser = RESPParser()
+    /// What `recv` reads into, allocated once.
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
 
     /// Connects, authenticates and selects `database` within `timeout` seconds.
     init(host: String, port: Int, user: String?, password: String?, database: Int, timeout: Double) throws(RedisFailure)
@@ -63,7 +65,10 @@ final class RedisConnection {
         }
     }
 
-    deinit { disconnect() }
+    deinit {
+        disconnect()
+        readBuffer.deallocate()
+    }
 
     var isOpen: Bool { descriptor >= 0 }
 
@@ -100,15 +105,18 @@ final class RedisConnection {
                 disconnect()
                 throw RedisFailure(.reply, "Redis at \(host):\(port) broke the protocol: \(error)")
             }
-            try wait(for: Int16(POLLIN), deadline: deadline)
-            var chunk = [UInt8](repeating: 0, count: 65_536)
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            // The socket is non-blocking: read what is there, and wait only when nothing is.
+            let count = recv(descriptor, readBuffer.baseAddress, readBuffer.count, 0)
             if count == 0 { throw RedisFailure(.connection, "Redis at \(host):\(port) closed the connection") }
             if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    try wait(for: Int16(POLLIN), deadline: deadline)
+                    continue
+                }
+                if errno == EINTR { continue }
                 throw RedisFailure(.connection, "reading from Redis at \(host):\(port) failed: errno \(errno)")
             }
-            chunk.withUnsafeBytes { parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
         }
     }
 

@@ -2,11 +2,15 @@ import CacheSemantics
 import CacheStorage
 
 /// An entry as kept in its primary key's hash: the entry, how many chunks its body has, and
-/// when it stops being of use (`nil`: never, it is pinned).
+/// when it stops being of use (`nil`: never, it is pinned). A body of at most
+/// ``RedisStore/inlineLimit`` bytes is not in chunks but in the same hash, beside the entry
+/// (`inlineChecksum` is then its XXH64): read with the variants, in the same round trip, and
+/// evicted with them, never apart.
 struct EntryRecord {
     var entry: StoredEntry
     var chunkCount: Int
     var expiresAt: Double?
+    var inlineChecksum: UInt64?
 
     private static let formatVersion: UInt8 = 1
 
@@ -32,13 +36,16 @@ struct EntryRecord {
         writer.varint(UInt64(chunkCount))
         writer.byte(expiresAt == nil ? 0 : 1)
         if let expiresAt { writer.double(expiresAt) }
+        writer.byte(inlineChecksum == nil ? 0 : 1)
+        if let inlineChecksum { writer.fixed64(inlineChecksum) }
         return writer.bytes
     }
 
-    init(entry: StoredEntry, chunkCount: Int, expiresAt: Double?) {
+    init(entry: StoredEntry, chunkCount: Int, expiresAt: Double?, inlineChecksum: UInt64?) {
         self.entry = entry
         self.chunkCount = chunkCount
         self.expiresAt = expiresAt
+        self.inlineChecksum = inlineChecksum
     }
 
     /// `nil` for bytes of another version or damaged ones (read as a miss).
@@ -66,6 +73,12 @@ struct EntryRecord {
             guard let time = reader.double() else { return nil }
             expiresAt = time
         }
+        guard let hasInline = reader.byte(), hasInline <= 1 else { return nil }
+        var inlineChecksum: UInt64?
+        if hasInline == 1 {
+            guard let checksum = reader.fixed64() else { return nil }
+            inlineChecksum = checksum
+        }
         guard reader.atEnd else { return nil }
         let head = EntryHead(
             primaryKey: primaryKey, variantKey: variantKey, url: url, status: Int(status), fields: fields, facts: facts,
@@ -74,7 +87,7 @@ struct EntryRecord {
             entry: StoredEntry(
                 id: id, head: head, bodySize: Int64(bodySize), storedAt: storedAt, lastAccess: lastAccess,
                 hits: Int(hits), isPinned: pinned == 1),
-            chunkCount: Int(chunkCount), expiresAt: expiresAt)
+            chunkCount: Int(chunkCount), expiresAt: expiresAt, inlineChecksum: inlineChecksum)
     }
 }
 
@@ -85,14 +98,17 @@ struct BodyDescription {
     var variantKey: String
     var size: Int64
     var checksums: [UInt64]
+    /// The body is in the primary key's hash (``EntryRecord/inlineChecksum``), not in chunks.
+    var isInline: Bool
 
     private static let formatVersion: UInt8 = 1
 
-    init(primaryKey: String, variantKey: String, size: Int64, checksums: [UInt64]) {
+    init(primaryKey: String, variantKey: String, size: Int64, checksums: [UInt64], isInline: Bool) {
         self.primaryKey = primaryKey
         self.variantKey = variantKey
         self.size = size
         self.checksums = checksums
+        self.isInline = isInline
     }
 
     func serialized() -> [UInt8] {
@@ -103,6 +119,7 @@ struct BodyDescription {
         writer.varint(UInt64(size))
         writer.varint(UInt64(checksums.count))
         for checksum in checksums { writer.fixed64(checksum) }
+        writer.byte(isInline ? 1 : 0)
         return writer.bytes
     }
 
@@ -117,7 +134,9 @@ struct BodyDescription {
             guard let bits = reader.fixed64() else { return nil }
             checksums.append(bits)
         }
-        guard reader.atEnd else { return nil }
-        self.init(primaryKey: primaryKey, variantKey: variantKey, size: Int64(size), checksums: checksums)
+        guard let inline = reader.byte(), inline <= 1, reader.atEnd else { return nil }
+        self.init(
+            primaryKey: primaryKey, variantKey: variantKey, size: Int64(size), checksums: checksums,
+            isInline: inline == 1)
     }
 }

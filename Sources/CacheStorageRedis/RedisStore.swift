@@ -23,7 +23,7 @@ import Foundation
 /// wrong reads as a miss, never as a short or wrong body.
 ///
 /// Every change is announced on the channel `Pinvalidate` (``SharedStore`` listens there).
-/// What fails in Redis is thrown as a ``StorageError`` (a timeout as `.readFailed` or
+/// What fails in Redis is thrown as a `StorageError` (a timeout as `.readFailed` or
 /// `.writeFailed`): a cache treats it as a miss, never as an error for its client.
 public final class RedisStore: CacheStore {
     let client: RedisClient
@@ -67,6 +67,12 @@ public final class RedisStore: CacheStore {
         } catch {
             throw StorageError(.index, "\(error); start Redis or check --redis / --redis-cluster")
         }
+    }
+
+    /// Sends one command and returns its reply's bytes (`nil` for a null or non-string reply):
+    /// for the benchmarks that compare this client with others.
+    package func command(_ arguments: [[UInt8]]) throws(StorageError) -> [UInt8]? {
+        try run([arguments], slotKey: arguments.count > 1 ? arguments[1] : nil, failing: .readFailed)[0].bytes
     }
 
     /// Redis cannot tell when another cache changed a key.
@@ -166,9 +172,13 @@ public final class RedisStore: CacheStore {
         ]
     }
 
-    /// Lets a body's keys go after the grace time (removed or replaced; readers finish).
+    /// Lets a body's keys go after the grace time (removed or replaced; readers finish); an
+    /// inline body goes at once (a reader has it whole already).
     private func retire(_ record: EntryRecord) -> [[[UInt8]]] {
         var commands: [[[UInt8]]] = [[bytes("DEL"), metaKey(record.entry.id)]]
+        if record.inlineChecksum != nil {
+            commands.append([bytes("HDEL"), variantsKey(record.entry.head.primaryKey), inlineField(record.entry.id)])
+        }
         for index in 0..<record.chunkCount {
             commands.append([
                 bytes("PEXPIRE"), chunkKey(record.entry.id, index), bytes(String(Self.graceSeconds * 1000)),
@@ -194,28 +204,49 @@ public final class RedisStore: CacheStore {
         let now = clock()
         var found: [EntryRecord] = []
         var expired: [[UInt8]] = []
+        var inline: [[UInt8]: [UInt8]] = [:]
         for index in stride(from: 1, to: fields.count, by: 2) {
+            guard let name = fields[index - 1].bytes else { continue }
+            if name.first == 0 {
+                inline[name] = fields[index].bytes
+                continue
+            }
             guard let value = fields[index].bytes, let record = EntryRecord(serialized: value),
                 record.entry.head.primaryKey == primaryKey
             else {
-                fields[index - 1].bytes.map { expired.append($0) }
+                expired.append(name)
                 continue
             }
             if let expiresAt = record.expiresAt, expiresAt <= now {
-                expired.append(Array(record.entry.head.variantKey.utf8))
+                expired.append(name)
+                if record.inlineChecksum != nil { expired.append(inlineField(record.entry.id)) }
             } else {
                 found.append(record)
             }
+        }
+        // Bodies in the hash came with it: kept for the `openBody` that follows a lookup.
+        for record in found where record.inlineChecksum != nil {
+            if let body = inline[inlineField(record.entry.id)] { recentBodies.keep(body, for: record) }
         }
         if !expired.isEmpty { _ = try? run([[bytes("HDEL"), key] + expired], slotKey: key, failing: .writeFailed) }
         return found
     }
 
+    /// The hash field of an inline body (a NUL byte first: no variant key starts with one).
+    private func inlineField(_ id: EntryID) -> [UInt8] { [0] + Array("b:\(id.rawValue)".utf8) }
+
+    /// Bodies larger than this are stored in chunks of their own; smaller ones in the hash.
+    static let inlineLimit = 256 << 10
+
+    /// Inline bodies just read with their variants.
+    private let recentBodies = RecentBodies()
+
     /// Opens a body: its description and its chunks in one round trip, all of them verified
     /// before anything is served, so a body Redis evicted a part of reads as a miss (not as a
-    /// response cut off half way). Beyond ``eagerChunks`` chunks the first is read and the
+    /// response cut off half way). Beyond 8 chunks (8 MiB) the first is read and the
     /// others are checked to exist; those are read as they are served.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        if let recent = recentBodies.body(of: id) { return try inlineBody(id, recent.description, recent.bytes) }
         let meta = metaKey(id)
         let replies = try run(
             [[bytes("MGET"), meta] + (0..<Self.eagerChunks).map { chunkKey(id, $0) }], slotKey: meta,
@@ -225,6 +256,12 @@ public final class RedisStore: CacheStore {
         }
         guard let metaBytes = values[0].bytes, let description = BodyDescription(serialized: metaBytes) else {
             throw StorageError(.notFound, "no body for \(id) in Redis (removed, expired or evicted)")
+        }
+        if description.isInline {
+            let key = variantsKey(description.primaryKey)
+            let reply = try run([[bytes("HGET"), key, inlineField(id)]], slotKey: key, failing: .readFailed)[0]
+            guard let bytes = reply.bytes else { throw evicted(id) }
+            return try inlineBody(id, description, bytes)
         }
         let body = RedisBody(store: self, id: id, description: description)
         let count = description.checksums.count
@@ -237,6 +274,14 @@ public final class RedisStore: CacheStore {
             let reply = try run([[bytes("EXISTS")] + rest], slotKey: meta, failing: .readFailed)[0]
             guard reply.integer == Int64(rest.count) else { throw evicted(id) }
         }
+        return body
+    }
+
+    private func inlineBody(_ id: EntryID, _ description: BodyDescription, _ bytes: [UInt8]) throws(StorageError)
+        -> any StoredBody
+    {
+        let body = RedisBody(store: self, id: id, description: description)
+        if description.size > 0 { try body.accept(bytes, chunk: 0) }
         return body
     }
 
@@ -263,14 +308,23 @@ public final class RedisStore: CacheStore {
         var entry = entry
         if previous?.entry.isPinned == true { entry.isPinned = true }
         let lifetime = lifetimeMilliseconds(facts: entry.head.facts, pinned: entry.isPinned)
+        let inline = description.isInline
         let record = EntryRecord(
-            entry: entry, chunkCount: description.checksums.count,
-            expiresAt: lifetime.map { clock() + Double($0) / 1000 })
-        var commands: [[[UInt8]]] = chunks.map { [bytes("SET"), chunkKey(entry.id, $0.index), $0.bytes] }
-        for index in 0..<description.checksums.count { commands.append(expiry(chunkKey(entry.id, index), lifetime)) }
+            entry: entry, chunkCount: inline ? 0 : description.checksums.count,
+            expiresAt: lifetime.map { clock() + Double($0) / 1000 },
+            inlineChecksum: inline ? description.checksums.first ?? XXH64.hash([]) : nil)
+        var commands: [[[UInt8]]] = []
+        if !inline {
+            commands = chunks.map { [bytes("SET"), chunkKey(entry.id, $0.index), $0.bytes] }
+            for index in 0..<description.checksums.count {
+                commands.append(expiry(chunkKey(entry.id, index), lifetime))
+            }
+        }
         commands.append([bytes("SET"), metaKey(entry.id), description.serialized()])
         commands.append(expiry(metaKey(entry.id), lifetime))
-        commands.append([bytes("HSET"), key, variant, record.serialized()])
+        commands.append(
+            [bytes("HSET"), key, variant, record.serialized()]
+                + (inline ? [inlineField(entry.id), chunks.first?.bytes ?? []] : []))
         commands += extendVariants(key, lifetime)
         if let previous, previous.entry.id != entry.id { commands += retire(previous) }
         _ = try transaction(commands, slotKey: key, then: [publishCommand(entry.head.primaryKey)])

@@ -18,7 +18,7 @@ import Foundation
 ///   answered from the local tier, and new responses are stored there only; no request fails
 ///   because of Redis. One line is logged when Redis goes away and one when it is back.
 /// - Misses: concurrent misses for one key on several caches make one origin request
-///   (``CollapsingStore``): a lock in Redis with an expiry; the other caches wait until it is
+///   (`CollapsingStore`): a lock in Redis with an expiry; the other caches wait until it is
 ///   released, at most ``collapseTimeout`` seconds, and then look up again.
 public final class SharedStore: CollapsingStore {
     /// The shared tier.
@@ -33,6 +33,8 @@ public final class SharedStore: CollapsingStore {
         var synced: [String: Int] = [:]
         /// Whether invalidations are being received (the local tier may answer for Redis).
         var listening = false
+        /// Bumped by every change this cache makes or hears of (``changeCount``).
+        var changes: UInt64 = 0
         /// Lock tokens of the fills this cache claimed.
         var claims: [String: [UInt8]] = [:]
     }
@@ -44,9 +46,13 @@ public final class SharedStore: CollapsingStore {
     /// A shared store over `redis`, with a local memory tier of `localCapacity` bytes (0: none).
     ///
     /// - Parameters:
+    ///   - redis: The shared tier.
+    ///   - localCapacity: Bytes of bodies the local memory tier keeps; 0 for none.
     ///   - listens: Whether to subscribe to other caches' invalidations (a server does; a
     ///     command that runs once need not). Without it the local tier is used only while Redis
     ///     is away.
+    ///   - collapseTimeout: Seconds a miss waits for another cache's origin request at most.
+    ///   - clock: Seconds since 1970, for the local tier's times.
     public init(
         redis: RedisStore, localCapacity: Int64, listens: Bool = true, collapseTimeout: Double = 10,
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
@@ -67,12 +73,19 @@ public final class SharedStore: CollapsingStore {
     /// What the Redis client counted.
     public var metrics: RedisMetrics { redis.metrics }
 
-    public var changeCount: UInt64? { nil }
+    /// While invalidations are received: a number bumped by every change this cache makes and
+    /// every invalidation it receives, so that what an exchange derived from ``variants(of:)``
+    /// is reused until then (another cache's change is seen when its message arrives, as in
+    /// the local tier). Without the subscription: `nil`, nothing is reused.
+    public var changeCount: UInt64? { state.withLock { $0.listening ? $0.changes : nil } }
+
+    private func changed() { state.withLock { $0.changes &+= 1 } }
 
     // MARK: Invalidations
 
     /// Another cache changed `primaryKey` (`*`: everything).
     fileprivate func invalidated(_ primaryKey: String) {
+        defer { changed() }
         redis.client.count { $0.invalidationsReceived += 1 }
         guard let local else { return }
         if primaryKey == "*" {
@@ -84,6 +97,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     fileprivate func listening(_ on: Bool) {
+        defer { changed() }
         if on { dropLocalTier() }
         state.withLock { $0.listening = on }
     }
@@ -120,10 +134,12 @@ public final class SharedStore: CollapsingStore {
         for entry in held {
             guard let current = remote.first(where: { $0.id == entry.id }) else {
                 try? local.remove(entry.id)
+                changed()
                 continue
             }
             if current.head != entry.head {
                 try? local.update(entry.id, fields: current.head.fields, facts: current.head.facts)
+                changed()
             }
         }
         for entry in remote where !held.contains(where: { $0.id == entry.id }) { holdsAll = false }
@@ -155,6 +171,7 @@ public final class SharedStore: CollapsingStore {
 
     /// A write Redis took: kept locally too.
     fileprivate func committed(_ entry: StoredEntry, body: [UInt8]?) {
+        defer { changed() }
         state.withLock { _ = $0.synced.removeValue(forKey: entry.head.primaryKey) }
         if let body { local?.insert(entry, body: body) }
     }
@@ -163,6 +180,7 @@ public final class SharedStore: CollapsingStore {
     fileprivate func committedLocally(_ head: EntryHead, body: [UInt8]?, error: StorageError) throws(StorageError)
         -> StoredEntry
     {
+        defer { changed() }
         guard let local, let body else { throw error }
         let writer = try local.makeWriter(for: head)
         try writer.append(body)
@@ -170,6 +188,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        defer { changed() }
         let inLocal = (try? local?.update(id, fields: fields, facts: facts)) != nil
         do {
             try redis.update(id, fields: fields, facts: facts)
@@ -181,11 +200,13 @@ public final class SharedStore: CollapsingStore {
     public func recordAccess(_ id: EntryID, at time: Double) { local?.recordAccess(id, at: time) }
 
     public func remove(_ id: EntryID) throws(StorageError) {
+        defer { changed() }
         try local?.remove(id)
         try redis.remove(id)
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
+        defer { changed() }
         state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
         let localCount = try local?.remove(primaryKey: primaryKey) ?? 0
         do {
@@ -196,6 +217,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        defer { changed() }
         state.withLock { $0.synced.removeAll() }
         let localCount = try local?.remove(urlPrefix: prefix) ?? 0
         do {
@@ -206,6 +228,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     public func removeAll() throws(StorageError) {
+        defer { changed() }
         dropLocalTier()
         try redis.removeAll()
     }
@@ -224,6 +247,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        defer { changed() }
         _ = try? local?.setPinned(pinned, primaryKey: primaryKey)
         return try redis.setPinned(pinned, primaryKey: primaryKey)
     }
