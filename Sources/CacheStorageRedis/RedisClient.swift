@@ -191,6 +191,8 @@ final class RedisClient: Sendable {
         var metrics = RedisMetrics()
         /// Whether the last round trip anywhere succeeded (for the one log line per change).
         var reachable = true
+        /// `false` while a caller checks the connection and reports the outcome itself.
+        var logs = true
     }
 
     private let state: Locked<State>
@@ -208,6 +210,17 @@ final class RedisClient: Sendable {
 
     /// Whether Redis answered the last command sent.
     var isReachable: Bool { state.withLock { $0.reachable } }
+
+    /// Redis did not answer before this client was used (its owner said so already): the next
+    /// failure is not logged again, the first answer is.
+    func assumeUnreachable() { state.withLock { $0.reachable = false } }
+
+    /// Runs `body` without logging changes of Redis' state (its caller reports the outcome).
+    func quietly<Result>(_ body: () throws(RedisFailure) -> Result) throws(RedisFailure) -> Result {
+        state.withLock { $0.logs = false }
+        defer { state.withLock { $0.logs = true } }
+        return try body()
+    }
 
     /// Runs `commands` in one pipeline on the server holding `slotKey` (a key of them all; any
     /// server when `nil`); follows `MOVED` and `ASK`. Error replies are returned, except
@@ -322,7 +335,7 @@ final class RedisClient: Sendable {
                 state.metrics.roundTripSeconds += elapsed
                 state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
                 defer { state.reachable = true }
-                return !state.reachable
+                return !state.reachable && state.logs
             }
             if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
             return replies
@@ -361,7 +374,7 @@ final class RedisClient: Sendable {
             entry.retryAt = monotonicNow() + min(5, 0.1 * Double(1 << min(entry.failures - 1, 6)))
             state.nodes[node] = entry
             defer { state.reachable = false }
-            return state.reachable
+            return state.reachable && state.logs
         }
         if changed {
             configuration.log(

@@ -55,13 +55,20 @@ public final class RedisStore: CacheStore {
     /// Whether Redis answered the last command.
     public var isReachable: Bool { client.isReachable }
 
+    /// Tells the store that Redis did not answer at start (a caller that logged it already):
+    /// only its return is then logged.
+    public func assumeUnreachable() { client.assumeUnreachable() }
+
     /// Sends `PING` to every server; throws with what to do when one does not answer.
+    /// Its failure is not logged: the caller reports it.
     public func checkConnection() throws(StorageError) {
         do {
-            for node in try client.masters() {
-                let reply = try client.execute([[bytes("PING")]], on: node)
-                if let message = reply.first?.errorMessage {
-                    throw RedisFailure(.reply, "Redis at \(node) answered PING with \(message)")
+            try client.quietly { () throws(RedisFailure) in
+                for node in try client.masters() {
+                    let reply = try client.execute([[bytes("PING")]], on: node)
+                    if let message = reply.first?.errorMessage {
+                        throw RedisFailure(.reply, "Redis at \(node) answered PING with \(message)")
+                    }
                 }
             }
         } catch {

@@ -73,18 +73,19 @@ struct RedisOptions: Sendable {
         defaultLocalMemory: Int64, listens: Bool, mustReach: Bool, log: @escaping @Sendable (String) -> Void
     ) throws(Failure) -> SharedStore? {
         guard var configuration else { return nil }
+        configuration.log = log
+        let redis = RedisStore(configuration)
         do {
-            // A store of its own for the check, so that a failure is said once, here.
-            try RedisStore(configuration).checkConnection()
+            try redis.checkConnection()
         } catch {
             if required || mustReach { throw Failure(.failure, error.message) }
             log(
                 "\(error.message); going on without the shared tier until Redis answers (--redis-required: exit instead)"
             )
+            // Said once, here: the store logs only Redis' return.
+            redis.assumeUnreachable()
         }
-        configuration.log = log
-        return SharedStore(
-            redis: RedisStore(configuration), localCapacity: localMemory ?? defaultLocalMemory, listens: listens)
+        return SharedStore(redis: redis, localCapacity: localMemory ?? defaultLocalMemory, listens: listens)
     }
 
     /// The store's Redis figures in the Prometheus text format.

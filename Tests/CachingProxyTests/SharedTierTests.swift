@@ -234,6 +234,38 @@ struct SharedTierTests {
             "Redis evicted nothing: the test proves nothing")
     }
 
+    @Test("Redis unreachable at start: serve says so in one line and answers from the origin; --redis-required exits")
+    func unreachableAtStart() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/a") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "a") }
+        let node = try ServeProcess(
+            ["--origin", origin.baseURL, "--redis", "redis://127.0.0.1:1"], memoryOnly: true)
+        let client = TestClient()
+        #expect(try client.send("GET", node.baseURL + "/a").text == "a")
+        // Stored in the local tier meanwhile.
+        #expect(try client.send("GET", node.baseURL + "/a").isHit)
+        let lines = node.standardError.split(separator: "\n").filter { $0.lowercased().contains("cannot connect") }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.contains("cannot connect to Redis at 127.0.0.1:1") == true)
+        #expect(lines.first?.contains("--redis-required") == true)
+
+        let required = Process()
+        required.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
+        required.arguments = [
+            "serve", "--origin", origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only", "--redis",
+            "redis://127.0.0.1:1", "--redis-required",
+        ]
+        let errors = Pipe()
+        required.standardError = errors
+        required.standardOutput = FileHandle.nullDevice
+        try required.run()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        required.waitUntilExit()
+        #expect(required.terminationStatus != 0)
+        #expect(message.contains("cannot connect to Redis at 127.0.0.1:1") && message.contains("start Redis"))
+    }
+
     @Test("a Redis that answers slowly (CLIENT PAUSE) is bypassed: requests are answered from the origin in time")
     func slowRedis() throws {
         let redis = try RedisServer()
