@@ -347,9 +347,9 @@ final class RedisClient: Sendable {
 
     private func checkOut(_ node: RedisConfiguration.Node, now: Double) throws(RedisFailure) -> RedisConnection {
         let (pooled, mayConnect) = state.withLock { state -> (RedisConnection?, Bool) in
-            var entry = state.nodes[node, default: NodeState()]
-            defer { state.nodes[node] = entry }
-            if let connection = entry.idle.popLast() { return (connection, true) }
+            // In place: the pool's array is not copied.
+            if let connection = state.nodes[node]?.idle.popLast() { return (connection, true) }
+            let entry = state.nodes[node] ?? NodeState()
             return (nil, entry.reachable || now >= entry.retryAt)
         }
         if let pooled { return pooled }

@@ -43,6 +43,8 @@ final class RedisConnection {
     private var parser = RESPParser()
     /// What `recv` reads into, allocated once.
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
+    /// The socket's receive and send timeout now (`SO_RCVTIMEO`, `SO_SNDTIMEO`), seconds.
+    private var socketTimeout = 0.0
 
     /// Connects, authenticates and selects `database` within `timeout` seconds.
     init(host: String, port: Int, user: String?, password: String?, database: Int, timeout: Double) throws(RedisFailure)
@@ -50,6 +52,9 @@ final class RedisConnection {
         self.host = host
         self.port = port
         descriptor = try Self.openSocket(host: host, port: port, timeout: timeout)
+        // Blocking from now on, each call bounded by the socket's timeouts: a round trip is a
+        // send and a recv, without a poll in between.
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         var setup: [[[UInt8]]] = []
         if let password {
             setup.append(user.map { ["AUTH", $0, password].map(bytes) } ?? ["AUTH", password].map(bytes))
@@ -105,19 +110,29 @@ final class RedisConnection {
                 disconnect()
                 throw RedisFailure(.reply, "Redis at \(host):\(port) broke the protocol: \(error)")
             }
-            // The socket is non-blocking: read what is there, and wait only when nothing is.
+            try limit(to: deadline)
             let count = recv(descriptor, readBuffer.baseAddress, readBuffer.count, 0)
             if count == 0 { throw RedisFailure(.connection, "Redis at \(host):\(port) closed the connection") }
             if count < 0 {
-                if errno == EAGAIN || errno == EWOULDBLOCK {
-                    try wait(for: Int16(POLLIN), deadline: deadline)
-                    continue
-                }
-                if errno == EINTR { continue }
+                if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
                 throw RedisFailure(.connection, "reading from Redis at \(host):\(port) failed: errno \(errno)")
             }
             parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
         }
+    }
+
+    /// Throws when `deadline` passed; else makes the socket's timeouts what is left of it
+    /// (a system call only when that differs by more than a millisecond from what is set).
+    private func limit(to deadline: Double) throws(RedisFailure) {
+        let remaining = deadline - monotonicNow()
+        guard remaining > 0 else { throw RedisFailure(.timeout, "Redis at \(host):\(port) did not answer in time") }
+        guard abs(remaining - socketTimeout) > 0.001 else { return }
+        let seconds = max(0.001, remaining)
+        var value = timeval(tv_sec: .init(seconds), tv_usec: .init((seconds - seconds.rounded(.down)) * 1_000_000))
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &value, size)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &value, size)
+        socketTimeout = seconds
     }
 
     /// Sends a command without reading a reply (pub/sub subscriptions).
@@ -130,37 +145,19 @@ final class RedisConnection {
     private func write(_ bytes: [UInt8], deadline: Double) throws(RedisFailure) {
         var offset = 0
         while offset < bytes.count {
+            try limit(to: deadline)
             let sent = bytes.withUnsafeBytes {
                 send(descriptor, $0.baseAddress! + offset, $0.count - offset, sendFlags)
             }
             if sent < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK {
-                    try wait(for: Int16(POLLOUT), deadline: deadline)
-                    continue
-                }
+                if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
                 throw RedisFailure(.connection, "writing to Redis at \(host):\(port) failed: errno \(errno)")
             }
             offset += sent
         }
     }
 
-    private func wait(for events: Int16, deadline: Double) throws(RedisFailure) {
-        while true {
-            let remaining = deadline - monotonicNow()
-            guard remaining > 0 else {
-                throw RedisFailure(.timeout, "Redis at \(host):\(port) did not answer in time")
-            }
-            var poller = pollfd(fd: descriptor, events: events, revents: 0)
-            let ready = poll(&poller, 1, Int32(max(1, (remaining * 1000).rounded(.up))))
-            if ready > 0 { return }
-            if ready < 0 && errno != EINTR {
-                throw RedisFailure(.connection, "waiting for Redis at \(host):\(port) failed: errno \(errno)")
-            }
-        }
-    }
-
-    /// A non-blocking TCP socket connected to `host:port` (a name is resolved).
+    /// A TCP socket connected to `host:port` (a name is resolved).
     private static func openSocket(host: String, port: Int, timeout: Double) throws(RedisFailure) -> Int32 {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
