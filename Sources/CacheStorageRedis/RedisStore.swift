@@ -451,13 +451,20 @@ public final class RedisStore: CacheStore {
         var found: [StoredEntry] = []
         let now = clock()
         try forEachKey(matching: Self.globEscaped(prefix) + Array("{*}v:*".utf8)) { node, keys throws(StorageError) in
-            let replies: [RESPValue]
+            // The field names first: the records are read, not the inline bodies beside them.
+            let records: [RESPValue]
             do {
-                replies = try client.execute(keys.map { [bytes("HVALS"), $0] }, on: node)
+                let names = try client.execute(keys.map { [bytes("HKEYS"), $0] }, on: node)
+                var reads: [[[UInt8]]] = []
+                for (key, reply) in zip(keys, names) {
+                    let fields = (reply.array ?? []).compactMap(\.bytes).filter { $0.first != 0 }
+                    if !fields.isEmpty { reads.append([bytes("HMGET"), key] + fields) }
+                }
+                records = reads.isEmpty ? [] : try client.execute(reads, on: node)
             } catch {
                 throw StorageError(.readFailed, "Redis: \(error)")
             }
-            for reply in replies {
+            for reply in records {
                 for value in reply.array ?? [] {
                     guard let bytes = value.bytes, let record = EntryRecord(serialized: bytes),
                         record.expiresAt.map({ $0 > now }) ?? true

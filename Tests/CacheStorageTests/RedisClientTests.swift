@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Testing
@@ -106,5 +107,27 @@ struct RedisClientTests {
         // An ACL user.
         try redis.cli(["-a", "s3cret", "ACL", "SETUSER", "cache", "on", ">pw", "~*", "&*", "+@all"])
         try RedisStore(try RedisConfiguration(url: "redis://cache:pw@\(redis.address)")).checkConnection()
+    }
+
+    @Test("a body that reads as an entry record is never listed as an entry (ls reads records, not bodies)")
+    func bodyLookingLikeARecord() throws {
+        var configuration = try RedisConfiguration(url: try RedisServer.shared().url)
+        configuration.keyPrefix = "lookalike-\(UInt64.random(in: 0...UInt64.max)):"
+        let store = RedisStore(configuration)
+        let fake = EntryRecord(
+            entry: StoredEntry(
+                id: .random(),
+                head: EntryHead(
+                    primaryKey: "https://evil.example/", url: "https://evil.example/", status: 200, fields: [],
+                    facts: []),
+                bodySize: 0, storedAt: 0, lastAccess: 0),
+            chunkCount: 0, expiresAt: nil, inlineChecksum: nil)
+        let writer = try store.makeWriter(
+            for: EntryHead(
+                primaryKey: "https://a.example/", url: "https://a.example/", status: 200, fields: [], facts: []))
+        try writer.append(fake.serialized())
+        try writer.commit()
+        #expect(try store.entries().map(\.head.url) == ["https://a.example/"])
+        #expect(store.totals().entries == 1)
     }
 }
