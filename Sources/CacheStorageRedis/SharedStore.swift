@@ -37,6 +37,10 @@ public final class SharedStore: CollapsingStore {
         var changes: UInt64 = 0
         /// Lock tokens of the fills this cache claimed.
         var claims: [String: [UInt8]] = [:]
+        /// Requests waiting for another cache's fill, by key: woken by that key's invalidation
+        /// (the other cache's commit or release publishes one).
+        var fillWaiters: [String: [Int: @Sendable () -> Void]] = [:]
+        var nextWaiter = 0
     }
 
     private let state = Locked(State())
@@ -85,15 +89,20 @@ public final class SharedStore: CollapsingStore {
 
     /// Another cache changed `primaryKey` (`*`: everything).
     fileprivate func invalidated(_ primaryKey: String) {
-        defer { changed() }
         redis.client.count { $0.invalidationsReceived += 1 }
-        guard let local else { return }
-        if primaryKey == "*" {
-            dropLocalTier()
-        } else {
-            state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
-            _ = try? local.remove(primaryKey: primaryKey)
+        if let local {
+            if primaryKey == "*" {
+                dropLocalTier()
+            } else {
+                state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
+                _ = try? local.remove(primaryKey: primaryKey)
+            }
         }
+        // The change count moves before anyone is woken: a request that waited for this key
+        // must not be answered from what was derived before the change.
+        changed()
+        let waiters = state.withLock { $0.fillWaiters.removeValue(forKey: primaryKey) ?? [:] }
+        for waiter in waiters.values { waiter() }
     }
 
     fileprivate func listening(_ on: Bool) {
@@ -272,23 +281,55 @@ public final class SharedStore: CollapsingStore {
         return false
     }
 
+    /// Releases the lock (if it is still this cache's) and publishes the key, which wakes the
+    /// caches waiting for it.
     public func endFill(_ primaryKey: String) {
         guard let token = state.withLock({ $0.claims.removeValue(forKey: primaryKey) }) else { return }
         let key = redis.lockKey(primaryKey)
         let script = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
         _ = try? redis.run(
-            [[bytes("EVAL"), bytes(script), bytes("1"), key, token]], slotKey: key, failing: .writeFailed)
+            [[bytes("EVAL"), bytes(script), bytes("1"), key, token], redis.publishCommand(primaryKey)], slotKey: key,
+            failing: .writeFailed)
     }
 
+    /// Woken by the key's invalidation (the filling cache's commit or release) while
+    /// invalidations are received; the lock is also polled (every 50 ms then, every 5 ms
+    /// without the subscription), in case a message is missed or the other cache died.
     public func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable () -> Void) {
         let key = redis.lockKey(primaryKey)
         let deadline = monotonicNow() + collapseTimeout
+        let finished = Locked(false)
+        // Calls `done` the first time only, whichever way the end is seen.
+        let fire: @Sendable () -> Void = {
+            if finished.withLock({ finished in
+                defer { finished = true }; return !finished
+            }) {
+                done()
+            }
+        }
+        let (id, interval) = state.withLock { state -> (Int, Int) in
+            state.nextWaiter &+= 1
+            guard state.listening else { return (state.nextWaiter, 5) }
+            state.fillWaiters[primaryKey, default: [:]][state.nextWaiter] = fire
+            return (state.nextWaiter, 50)
+        }
+        @Sendable func finish() {
+            state.withLock { state in
+                state.fillWaiters[primaryKey]?.removeValue(forKey: id)
+                if state.fillWaiters[primaryKey]?.isEmpty == true { state.fillWaiters.removeValue(forKey: primaryKey) }
+            }
+            // The other cache's commit message may not have been handled yet: what was derived
+            // before must not answer the waiting requests.
+            changed()
+            fire()
+        }
         @Sendable func poll() {
+            guard !finished.withLock({ $0 }) else { return }
             let reply = try? redis.run([[bytes("EXISTS"), key]], slotKey: key, failing: .readFailed).first
             if reply?.integer != 1 || monotonicNow() >= deadline {
-                done()
+                finish()
             } else {
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5), execute: poll)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(interval), execute: poll)
             }
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2), execute: poll)
