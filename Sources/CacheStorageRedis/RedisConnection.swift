@@ -75,8 +75,6 @@ final class RedisConnection {
         readBuffer.deallocate()
     }
 
-    var isOpen: Bool { descriptor >= 0 }
-
     func disconnect() {
         if descriptor >= 0 { _ = close(descriptor) }
         descriptor = -1

@@ -45,7 +45,6 @@ public final class SharedStore: CollapsingStore {
 
     private let state = Locked(State())
     private let subscriber: Subscriber?
-    private let log: @Sendable (String) -> Void
 
     /// A shared store over `redis`, with a local memory tier of `localCapacity` bytes (0: none).
     ///
@@ -64,7 +63,6 @@ public final class SharedStore: CollapsingStore {
         self.redis = redis
         local = localCapacity > 0 ? MemoryStore(capacity: localCapacity, clock: clock) : nil
         self.collapseTimeout = collapseTimeout
-        log = redis.client.configuration.log
         subscriber = local != nil && listens ? Subscriber(redis: redis) : nil
         subscriber?.start(self)
     }

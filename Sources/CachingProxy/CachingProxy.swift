@@ -46,6 +46,10 @@ public final class CachingProxy: Sendable {
         /// More lines for the metrics page, in the Prometheus text format: what ``store``
         /// counts (Redis round trips, errors, invalidations).
         public var storeMetrics: (@Sendable () -> String)?
+        /// The entry counts and sizes the metrics page shows; by default the store's
+        /// `totals()`. A store shared in Redis counts its entries by scanning Redis, far too
+        /// slow for every scrape: `httpcache serve --redis` shows its local tier's instead.
+        public var storeTotals: (@Sendable () -> StoreTotals)?
         /// Bytes of bodies kept in memory.
         public var memoryCapacity: Int64 = 256 << 20
         /// Bytes of bodies kept on disk.

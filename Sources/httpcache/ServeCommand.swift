@@ -144,6 +144,7 @@ struct ServeCommand {
         {
             configuration.store = shared
             configuration.storeMetrics = { RedisOptions.metricsText(shared.metrics) }
+            configuration.storeTotals = { shared.local?.totals() ?? StoreTotals() }
         }
         let proxy: CachingProxy
         do {

@@ -71,6 +71,17 @@ struct SharedTierTests {
             #expect(!answer.isHit, "\(answer.cacheStatus ?? "no Cache-Status")")
         }
         #expect(origin.count("/shared") == 3)
+
+        // The metrics page counts Redis' work and the invalidations the PURGE sent and caused.
+        func metric(_ node: ServeProcess, _ name: String) throws -> Double? {
+            let page = try client.send("GET", node.baseURL + "/_httpcache/metrics").text
+            return page.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                .flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        #expect(try metric(nodes[0], "httpcache_redis_invalidations_received_total") ?? 0 >= 1)
+        #expect(try metric(nodes[2], "httpcache_redis_invalidations_sent_total") ?? 0 >= 1)
+        #expect(try metric(nodes[0], "httpcache_redis_round_trips_total") ?? 0 > 0)
+        #expect(try metric(nodes[0], "httpcache_redis_errors_total") == 0)
     }
 
     @Test(

@@ -98,7 +98,7 @@ final class ProxyHandler: RequestHandler {
     var metricsText: String {
         let server = serverStatistics.withLock { $0 }?() ?? HTTPServer.Statistics()
         let memoryTotals = store === memory ? nil : memory?.totals()
-        return metrics.text(store: store.totals(), memory: memoryTotals, server: server)
+        return metrics.text(store: configuration.storeTotals?() ?? store.totals(), memory: memoryTotals, server: server)
             + (configuration.storeMetrics?() ?? "")
     }
 
