@@ -1,3 +1,5 @@
+import CacheSemantics
+import CacheStorage
 import CacheStorageRedis
 import CacheTestSupport
 import Foundation
@@ -40,5 +42,45 @@ struct SharedStoreTests {
         try await Task.sleep(for: .milliseconds(100))
         #expect(try await second.data(for: request).outcome == .miss)
         #expect(origin.count("/api") == 2)
+    }
+}
+
+/// The local tier of one `SharedStore` follows what another one changes in Redis.
+@Suite("SharedStore: local tiers follow other caches' changes")
+struct SharedStoreLocalTierTests {
+    @Test("a 304 freshening and a removal through one store reach another store's local tier within 100 ms")
+    func localTierFollowsChanges() async throws {
+        var redis = try RedisConfiguration(url: try RedisServer.shared().url)
+        redis.keyPrefix = "local-tier-\(UInt64.random(in: 0...UInt64.max)):"
+        let first = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
+        let second = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
+        defer {
+            first.close()
+            second.close()
+        }
+        // Both subscribed before anything changes.
+        let deadline = Date().addingTimeInterval(5)
+        while (first.changeCount == nil || second.changeCount == nil) && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let key = "https://api.example/item"
+        let writer = try first.makeWriter(
+            for: EntryHead(primaryKey: key, url: key, status: 200, fields: ["ETag": "\"1\""], facts: []))
+        try writer.append(Array("v1".utf8))
+        let stored = try writer.commit()
+        // The second store reads it whole (into its local tier), then answers from there.
+        let seen = try #require(try second.variants(of: key).first)
+        #expect(try second.openBody(for: seen).readAll() == Array("v1".utf8))
+        _ = try second.variants(of: key)
+        #expect(second.local?.totals().entries == 1)
+
+        try first.update(stored.id, fields: ["ETag": "\"1\"", "X-Freshened": "yes"], facts: [])
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try second.variants(of: key).first?.head.fields["X-Freshened"] == "yes")
+
+        _ = try first.remove(primaryKey: key)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try second.variants(of: key).isEmpty)
+        #expect(second.local?.totals().entries == 0)
     }
 }
