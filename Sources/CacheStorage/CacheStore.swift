@@ -143,6 +143,20 @@ public struct StoreTotals: Hashable, Sendable {
         self.bodyBytes = bodyBytes
         self.pinnedBytes = pinnedBytes
     }
+
+    /// Counts `entry` in.
+    package mutating func add(_ entry: StoredEntry) {
+        entries += 1
+        bodyBytes += entry.bodySize
+        if entry.isPinned { pinnedBytes += entry.bodySize }
+    }
+
+    /// Counts `entry` out.
+    package mutating func subtract(_ entry: StoredEntry) {
+        entries -= 1
+        bodyBytes -= entry.bodySize
+        if entry.isPinned { pinnedBytes -= entry.bodySize }
+    }
 }
 
 /// Why a store operation failed. New cases may be added: match with `default`.

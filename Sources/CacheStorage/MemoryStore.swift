@@ -92,6 +92,16 @@ public final class MemoryStore: CacheStore {
         return state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: true) }
     }
 
+    /// Adds `chunk` to `body`, the copy of a body being written elsewhere that is kept for this
+    /// store, while the whole still fits its maximum entry size; beyond that `body` becomes
+    /// `nil` (and stays so).
+    package func collect(_ chunk: [UInt8], into body: inout [UInt8]?) {
+        guard var collected = body else { return }
+        body = nil  // `collected` is then the array's only reference: appended in place
+        collected += chunk
+        body = Int64(collected.count) <= maximumEntrySize ? collected : nil
+    }
+
     /// Inserts an entry that already has an identity and its own pin (a tiered store
     /// promoting from disk).
     package func insert(_ entry: StoredEntry, body: [UInt8]) {
@@ -125,9 +135,7 @@ public final class MemoryStore: CacheStore {
         state.byKey[entry.head.primaryKey, default: []].append(slot)
         state.changed(entry)
         makeNewest(slot, &state)
-        state.totals.entries += 1
-        state.totals.bodyBytes += entry.bodySize
-        if entry.isPinned { state.totals.pinnedBytes += entry.bodySize }
+        state.totals.add(entry)
         evict(&state, capacity: capacity)
         return entry
     }
@@ -264,9 +272,7 @@ public final class MemoryStore: CacheStore {
         let key = entry.head.primaryKey
         state.byKey[key]?.removeAll { $0 == slot }
         if state.byKey[key]?.isEmpty == true { state.byKey[key] = nil }
-        state.totals.entries -= 1
-        state.totals.bodyBytes -= entry.bodySize
-        if entry.isPinned { state.totals.pinnedBytes -= entry.bodySize }
+        state.totals.subtract(entry)
     }
 
     static func notFound(_ id: EntryID) -> StorageError {

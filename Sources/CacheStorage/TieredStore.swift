@@ -100,11 +100,7 @@ public final class TieredStore: CacheStore {
     /// The disk's totals plus the memory-only entries'.
     public func totals() -> StoreTotals {
         var totals = disk.totals()
-        for entry in memoryOnly((try? memory.entries()) ?? []) {
-            totals.entries += 1
-            totals.bodyBytes += entry.bodySize
-            if entry.isPinned { totals.pinnedBytes += entry.bodySize }
-        }
+        for entry in memoryOnly((try? memory.entries()) ?? []) { totals.add(entry) }
         return totals
     }
 
@@ -128,11 +124,7 @@ final class TieredWriter: EntryWriter {
 
     func append(_ chunk: [UInt8]) throws(StorageError) {
         try disk.append(chunk)
-        if var collected = body {
-            body = nil
-            collected += chunk
-            body = Int64(collected.count) <= store.memory.maximumEntrySize ? collected : nil
-        }
+        store.memory.collect(chunk, into: &body)
     }
 
     func commit() throws(StorageError) -> StoredEntry {

@@ -256,17 +256,13 @@ final class RedisClient: Sendable {
     private func route(_ slotKey: [UInt8]?) throws(RedisFailure) -> RedisConfiguration.Node {
         guard configuration.isCluster else { return configuration.nodes[0] }
         let slot = slotKey.map { Int(HashSlot.slot(of: $0)) }
-        if let node = state.withLock({ state in
-            slot.flatMap { state.slots[$0] } ?? state.slots.lazy.compactMap { $0 }.first
-        }) {
-            return node
+        // The slot's master, else any known node (its MOVED reply then says where to go).
+        let known = { [state] in
+            state.withLock { state in slot.flatMap { state.slots[$0] } ?? state.slots.lazy.compactMap { $0 }.first }
         }
+        if let node = known() { return node }
         refreshSlots(force: true)
-        if let node = state.withLock({ state in
-            slot.flatMap { state.slots[$0] } ?? state.slots.lazy.compactMap { $0 }.first
-        }) {
-            return node
-        }
+        if let node = known() { return node }
         throw RedisFailure(.connection, "no Redis Cluster node answered with its slot map")
     }
 

@@ -124,6 +124,17 @@ public final class RedisStore: CacheStore {
         }
     }
 
+    /// Runs `commands` on `node` (keys a `SCAN` of that node found); as ``run(_:slotKey:failing:)``.
+    private func run(_ commands: [[[UInt8]]], on node: RedisConfiguration.Node, failing kind: StorageError.Kind)
+        throws(StorageError) -> [RESPValue]
+    {
+        do {
+            return try client.execute(commands, on: node)
+        } catch {
+            throw StorageError(kind, "Redis: \(error)")
+        }
+    }
+
     /// The replies of a `MULTI` … `EXEC` that was the whole pipeline, or a thrown error.
     private func transaction(_ commands: [[[UInt8]]], slotKey: [UInt8], then extra: [[[UInt8]]] = [])
         throws(StorageError) -> [RESPValue]
@@ -149,20 +160,23 @@ public final class RedisStore: CacheStore {
 
     // MARK: Expiry
 
-    /// How long an entry stays (milliseconds); `nil` when it does not expire (pinned).
-    func lifetimeMilliseconds(facts: [UInt8], pinned: Bool) -> Int? {
+    /// When an entry stops being of use (seconds since 1970): what is left of its freshness
+    /// lifetime, plus `stale-while-revalidate` or `stale-if-error`, plus the keep time; `nil`
+    /// when it does not expire (pinned).
+    func expiresAt(facts: [UInt8], pinned: Bool) -> Double? {
         guard !pinned else { return nil }
+        let now = clock()
         var seconds = client.configuration.keepTime
         if let facts = StoredResponseFacts(serialized: facts) {
-            let now = clock()
-            let apparentAge = max(0, facts.responseTime.secondsSince1970 - facts.date.secondsSince1970)
-            let correctedAge =
-                facts.ageValue + (facts.responseTime.secondsSince1970 - facts.requestTime.secondsSince1970)
-            let currentAge = max(apparentAge, correctedAge) + (now - facts.responseTime.secondsSince1970)
-            let remaining = max(0, facts.freshnessLifetime - currentAge)
+            let remaining = max(0, facts.freshnessLifetime - facts.currentAge(at: Timestamp(secondsSince1970: now)))
             seconds += remaining + Double(max(facts.staleWhileRevalidate ?? 0, facts.staleIfError ?? 0))
         }
-        return Int(min(max(1, seconds), 1e10) * 1000)
+        return now + min(max(1, seconds), 1e10)
+    }
+
+    /// Milliseconds from now until `expiresAt` (at least 1), a key's TTL; `nil` for none.
+    private func milliseconds(until expiresAt: Double?) -> Int? {
+        expiresAt.map { Int(max(1, ($0 - clock()) * 1000)) }
     }
 
     /// Sets `key`'s expiry as a new key's (`nil`: none).
@@ -250,8 +264,8 @@ public final class RedisStore: CacheStore {
 
     /// Opens a body: its description and its chunks in one round trip, all of them verified
     /// before anything is served, so a body Redis evicted a part of reads as a miss (not as a
-    /// response cut off half way). Beyond 8 chunks (8 MiB) the first is read and the
-    /// others are checked to exist; those are read as they are served.
+    /// response cut off half way). Of a body of more than 8 chunks (8 MiB), the first 8 are read
+    /// and the others are checked to exist; those are read as they are served.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         if let recent = recentBodies.body(of: id) { return try inlineBody(id, recent.description, recent.bytes) }
         let meta = metaKey(id)
@@ -314,11 +328,11 @@ public final class RedisStore: CacheStore {
             .flatMap(EntryRecord.init(serialized:))
         var entry = entry
         if previous?.entry.isPinned == true { entry.isPinned = true }
-        let lifetime = lifetimeMilliseconds(facts: entry.head.facts, pinned: entry.isPinned)
+        let expiresAt = expiresAt(facts: entry.head.facts, pinned: entry.isPinned)
+        let lifetime = milliseconds(until: expiresAt)
         let inline = description.isInline
         let record = EntryRecord(
-            entry: entry, chunkCount: inline ? 0 : description.checksums.count,
-            expiresAt: lifetime.map { clock() + Double($0) / 1000 },
+            entry: entry, chunkCount: inline ? 0 : description.checksums.count, expiresAt: expiresAt,
             inlineChecksum: inline ? description.checksums.first ?? XXH64.hash([]) : nil)
         var commands: [[[UInt8]]] = []
         if !inline {
@@ -379,26 +393,26 @@ public final class RedisStore: CacheStore {
         }
         record.entry.head.fields = fields
         record.entry.head.facts = facts
-        let lifetime = lifetimeMilliseconds(facts: facts, pinned: record.entry.isPinned)
-        record.expiresAt = lifetime.map { clock() + Double($0) / 1000 }
-        try rewrite([record], lifetime: lifetime)
+        record.expiresAt = expiresAt(facts: facts, pinned: record.entry.isPinned)
+        try rewrite([record])
     }
 
-    /// Writes `records` (variants of one primary key) back with new expiries.
-    private func rewrite(_ records: [EntryRecord], lifetime: Int?) throws(StorageError) {
+    /// Writes `records` (variants of one primary key) back with their new expiries; the hash
+    /// then lives at least as long as the longest of them.
+    private func rewrite(_ records: [EntryRecord]) throws(StorageError) {
         guard let primaryKey = records.first?.entry.head.primaryKey else { return }
         let key = variantsKey(primaryKey)
         var commands: [[[UInt8]]] = []
         for record in records {
             commands.append([bytes("HSET"), key, Array(record.entry.head.variantKey.utf8), record.serialized()])
-            let entryLifetime =
-                record.entry.isPinned ? nil : record.expiresAt.map { Int(max(1, ($0 - clock()) * 1000)) }
-            commands.append(expiry(metaKey(record.entry.id), entryLifetime))
+            let lifetime = milliseconds(until: record.expiresAt)
+            commands.append(expiry(metaKey(record.entry.id), lifetime))
             for index in 0..<record.chunkCount {
-                commands.append(expiry(chunkKey(record.entry.id, index), entryLifetime))
+                commands.append(expiry(chunkKey(record.entry.id, index), lifetime))
             }
         }
-        commands += extendVariants(key, lifetime)
+        let longest = records.contains { $0.expiresAt == nil } ? nil : records.compactMap(\.expiresAt).max()
+        commands += extendVariants(key, milliseconds(until: longest))
         _ = try transaction(commands, slotKey: key, then: [publishCommand(primaryKey)])
     }
 
@@ -438,11 +452,7 @@ public final class RedisStore: CacheStore {
 
     public func removeAll() throws(StorageError) {
         try forEachKey(matching: Self.globEscaped(prefix) + Array("*".utf8)) { node, keys throws(StorageError) in
-            do {
-                _ = try client.execute(keys.map { [bytes("UNLINK"), $0] }, on: node)
-            } catch {
-                throw StorageError(.writeFailed, "Redis: \(error)")
-            }
+            _ = try run(keys.map { [bytes("UNLINK"), $0] }, on: node, failing: .writeFailed)
         }
         _ = try? run([publishCommand("*")], slotKey: nil, failing: .writeFailed)
     }
@@ -452,18 +462,13 @@ public final class RedisStore: CacheStore {
         let now = clock()
         try forEachKey(matching: Self.globEscaped(prefix) + Array("{*}v:*".utf8)) { node, keys throws(StorageError) in
             // The field names first: the records are read, not the inline bodies beside them.
-            let records: [RESPValue]
-            do {
-                let names = try client.execute(keys.map { [bytes("HKEYS"), $0] }, on: node)
-                var reads: [[[UInt8]]] = []
-                for (key, reply) in zip(keys, names) {
-                    let fields = (reply.array ?? []).compactMap(\.bytes).filter { $0.first != 0 }
-                    if !fields.isEmpty { reads.append([bytes("HMGET"), key] + fields) }
-                }
-                records = reads.isEmpty ? [] : try client.execute(reads, on: node)
-            } catch {
-                throw StorageError(.readFailed, "Redis: \(error)")
+            let names = try run(keys.map { [bytes("HKEYS"), $0] }, on: node, failing: .readFailed)
+            var reads: [[[UInt8]]] = []
+            for (key, reply) in zip(keys, names) {
+                let fields = (reply.array ?? []).compactMap(\.bytes).filter { $0.first != 0 }
+                if !fields.isEmpty { reads.append([bytes("HMGET"), key] + fields) }
             }
+            let records = reads.isEmpty ? [] : try run(reads, on: node, failing: .readFailed)
             for reply in records {
                 for value in reply.array ?? [] {
                     guard let bytes = value.bytes, let record = EntryRecord(serialized: bytes),
@@ -478,11 +483,7 @@ public final class RedisStore: CacheStore {
 
     public func totals() -> StoreTotals {
         var totals = StoreTotals()
-        for entry in (try? entries()) ?? [] {
-            totals.entries += 1
-            totals.bodyBytes += entry.bodySize
-            if entry.isPinned { totals.pinnedBytes += entry.bodySize }
-        }
+        for entry in (try? entries()) ?? [] { totals.add(entry) }
         return totals
     }
 
@@ -490,18 +491,11 @@ public final class RedisStore: CacheStore {
         var changed: [EntryRecord] = []
         for var record in try records(of: primaryKey) where record.entry.isPinned != pinned {
             record.entry.isPinned = pinned
-            let lifetime = lifetimeMilliseconds(facts: record.entry.head.facts, pinned: pinned)
-            record.expiresAt = lifetime.map { clock() + Double($0) / 1000 }
+            record.expiresAt = expiresAt(facts: record.entry.head.facts, pinned: pinned)
             changed.append(record)
         }
         guard !changed.isEmpty else { return 0 }
-        let lifetime =
-            changed.contains { $0.expiresAt == nil }
-            ? nil
-            : changed.compactMap(\.expiresAt).max().map {
-                Int(max(1, ($0 - clock()) * 1000))
-            }
-        try rewrite(changed, lifetime: lifetime)
+        try rewrite(changed)
         return changed.count
     }
 
@@ -518,13 +512,9 @@ public final class RedisStore: CacheStore {
         for node in nodes {
             var cursor: [UInt8] = bytes("0")
             repeat {
-                let reply: RESPValue
-                do {
-                    reply = try client.execute(
-                        [[bytes("SCAN"), cursor, bytes("MATCH"), pattern, bytes("COUNT"), bytes("1000")]], on: node)[0]
-                } catch {
-                    throw StorageError(.readFailed, "Redis: \(error)")
-                }
+                let reply = try run(
+                    [[bytes("SCAN"), cursor, bytes("MATCH"), pattern, bytes("COUNT"), bytes("1000")]], on: node,
+                    failing: .readFailed)[0]
                 guard let parts = reply.array, parts.count == 2, let next = parts[0].bytes else {
                     throw StorageError(.readFailed, "Redis: \(reply.errorMessage ?? "an unexpected reply to SCAN")")
                 }

@@ -357,11 +357,7 @@ final class SharedWriter: EntryWriter {
                 remoteFailure = error
             }
         }
-        if var collected = body {
-            body = nil
-            collected += chunk
-            body = Int64(collected.count) <= (store.local?.maximumEntrySize ?? 0) ? collected : nil
-        }
+        if let local = store.local { local.collect(chunk, into: &body) } else { body = nil }
         if remoteFailure != nil && body == nil { throw remoteFailure! }
     }
 
