@@ -79,7 +79,8 @@ let package = Package(
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
-            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage"], swiftSettings: strictSettings),
+            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking"],
+            swiftSettings: strictSettings),
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
             name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),

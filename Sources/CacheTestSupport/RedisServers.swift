@@ -1,3 +1,4 @@
+import CacheLocking
 import Foundation
 
 #if canImport(Glibc)
@@ -13,8 +14,7 @@ public final class RedisServer: @unchecked Sendable {
     /// Its working directory (cluster state file).
     public let directory: TemporaryDirectory
     private let arguments: [String]
-    private let lock = NSLock()
-    private var process: Process?
+    private let process = Locked<Process?>(nil)
 
     /// Why a Redis server could not be started.
     public struct StartFailure: Error, CustomStringConvertible {
@@ -49,7 +49,7 @@ public final class RedisServer: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         Self.watch(process.processIdentifier)
-        lock.withLock { self.process = process }
+        self.process.withLock { $0 = process }
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             // A server that asks for a password answers NOAUTH: it is up all the same.
@@ -61,10 +61,10 @@ public final class RedisServer: @unchecked Sendable {
 
     /// SIGKILL: it dies at once, as in a crash.
     public func kill() {
-        guard let process = lock.withLock({ self.process }) else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        lock.withLock { self.process = nil }
+        guard let running = process.withLock({ $0 }) else { return }
+        Glibc.kill(running.processIdentifier, SIGKILL)
+        running.waitUntilExit()
+        process.withLock { $0 = nil }
     }
 
     /// Stops it (SIGKILL: nothing it holds matters).
@@ -149,7 +149,7 @@ public final class RedisServer: @unchecked Sendable {
         }
     }
 
-    private static let sharedServer = LockedBox<RedisServer?>(nil)
+    private static let sharedServer = Locked<RedisServer?>(nil)
 }
 
 /// A Redis Cluster of three masters with one replica each (`redis-cli --cluster create`), on
@@ -222,19 +222,5 @@ public final class RedisCluster: @unchecked Sendable {
         }
     }
 
-    private static let sharedCluster = LockedBox<RedisCluster?>(nil)
-}
-
-/// A value behind an `NSLock`.
-final class LockedBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
+    private static let sharedCluster = Locked<RedisCluster?>(nil)
 }
