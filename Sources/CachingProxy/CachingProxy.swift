@@ -43,9 +43,9 @@ public final class CachingProxy: Sendable {
         /// example a `SharedStore` on Redis (the `CacheStorageRedis` library), which several
         /// proxies share.
         public var store: (any CacheStore)?
-        /// More lines for the metrics page, in the Prometheus text format: what ``store``
-        /// counts (Redis round trips, errors, invalidations).
-        public var storeMetrics: (@Sendable () -> String)?
+        /// More metrics for the metrics page: what ``store`` counts (Redis round trips,
+        /// errors, invalidations).
+        public var storeMetrics: (@Sendable () -> [Metric])?
         /// The entry counts and sizes the metrics page shows; by default the store's
         /// `totals()`. A store shared in Redis counts its entries by scanning Redis, far too
         /// slow for every scrape: `httpcache serve --redis` shows its local tier's instead.
@@ -86,6 +86,25 @@ public final class CachingProxy: Sendable {
 
         /// A configuration for `mode`, everything else default.
         public init(mode: Mode) { self.mode = mode }
+    }
+
+    /// One unlabelled sample for the metrics page (Prometheus text format).
+    public struct Metric: Sendable {
+        /// `counter` or `gauge`.
+        public enum Kind: String, Sendable { case counter, gauge }
+
+        public var name: String
+        public var kind: Kind
+        /// The `# HELP` text.
+        public var help: String
+        public var value: Double
+
+        public init(_ name: String, _ kind: Kind, _ help: String, _ value: Double) {
+            self.name = name
+            self.kind = kind
+            self.help = help
+            self.value = value
+        }
     }
 
     /// A configuration the proxy cannot run with, or a port it cannot listen on.

@@ -1,6 +1,10 @@
 import CacheStorage
 import CacheStorageRedis
 
+#if os(Linux)
+import CachingProxy
+#endif
+
 /// The options that put the cache on a shared Redis tier, for `serve` and every command that
 /// opens the cache: `--redis URL` or `--redis-cluster HOST:PORT,...`, `--redis-prefix P`,
 /// `--redis-timeout MS`, `--local-memory BYTES`, `--redis-required`.
@@ -88,34 +92,34 @@ struct RedisOptions: Sendable {
         return SharedStore(redis: redis, localCapacity: localMemory ?? defaultLocalMemory, listens: listens)
     }
 
-    /// The store's Redis figures in the Prometheus text format.
-    static func metricsText(_ metrics: RedisMetrics) -> String {
-        """
-        # HELP httpcache_redis_round_trips_total Pipelines sent to Redis.
-        # TYPE httpcache_redis_round_trips_total counter
-        httpcache_redis_round_trips_total \(metrics.roundTrips)
-        # HELP httpcache_redis_errors_total Redis round trips that failed (no connection, an error reply).
-        # TYPE httpcache_redis_errors_total counter
-        httpcache_redis_errors_total \(metrics.errors)
-        # HELP httpcache_redis_timeouts_total Redis round trips given up after the command timeout.
-        # TYPE httpcache_redis_timeouts_total counter
-        httpcache_redis_timeouts_total \(metrics.timeouts)
-        # HELP httpcache_redis_round_trip_seconds_mean The mean time of a Redis round trip.
-        # TYPE httpcache_redis_round_trip_seconds_mean gauge
-        httpcache_redis_round_trip_seconds_mean \(metrics.meanRoundTrip)
-        # HELP httpcache_redis_round_trip_seconds_max The slowest Redis round trip.
-        # TYPE httpcache_redis_round_trip_seconds_max gauge
-        httpcache_redis_round_trip_seconds_max \(metrics.slowestRoundTrip)
-        # HELP httpcache_redis_invalidations_received_total Invalidations other caches published.
-        # TYPE httpcache_redis_invalidations_received_total counter
-        httpcache_redis_invalidations_received_total \(metrics.invalidationsReceived)
-        # HELP httpcache_redis_invalidations_sent_total Invalidations published to other caches.
-        # TYPE httpcache_redis_invalidations_sent_total counter
-        httpcache_redis_invalidations_sent_total \(metrics.invalidationsSent)
-        # HELP httpcache_redis_collapsed_total Misses that waited for another cache's origin request.
-        # TYPE httpcache_redis_collapsed_total counter
-        httpcache_redis_collapsed_total \(metrics.collapsedAcrossNodes)
-
-        """
+    #if os(Linux)
+    /// The store's Redis figures for the proxy's metrics page.
+    static func metrics(_ metrics: RedisMetrics) -> [CachingProxy.Metric] {
+        [
+            .init(
+                "httpcache_redis_round_trips_total", .counter, "Pipelines sent to Redis.", Double(metrics.roundTrips)),
+            .init(
+                "httpcache_redis_errors_total", .counter,
+                "Redis round trips that failed (no connection, an error reply).", Double(metrics.errors)),
+            .init(
+                "httpcache_redis_timeouts_total", .counter, "Redis round trips given up after the command timeout.",
+                Double(metrics.timeouts)),
+            .init(
+                "httpcache_redis_round_trip_seconds_mean", .gauge, "The mean time of a Redis round trip.",
+                metrics.meanRoundTrip),
+            .init(
+                "httpcache_redis_round_trip_seconds_max", .gauge, "The slowest Redis round trip.",
+                metrics.slowestRoundTrip),
+            .init(
+                "httpcache_redis_invalidations_received_total", .counter, "Invalidations other caches published.",
+                Double(metrics.invalidationsReceived)),
+            .init(
+                "httpcache_redis_invalidations_sent_total", .counter, "Invalidations published to other caches.",
+                Double(metrics.invalidationsSent)),
+            .init(
+                "httpcache_redis_collapsed_total", .counter, "Misses that waited for another cache's origin request.",
+                Double(metrics.collapsedAcrossNodes)),
+        ]
     }
+    #endif
 }

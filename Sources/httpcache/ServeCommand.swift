@@ -143,7 +143,7 @@ struct ServeCommand {
             log: { message in log(message) })
         {
             configuration.store = shared
-            configuration.storeMetrics = { RedisOptions.metricsText(shared.metrics) }
+            configuration.storeMetrics = { RedisOptions.metrics(shared.metrics) }
             configuration.storeTotals = { shared.local?.totals() ?? StoreTotals() }
         }
         let proxy: CachingProxy

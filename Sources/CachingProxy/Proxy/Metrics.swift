@@ -68,7 +68,9 @@ final class Metrics: Sendable {
     }
 
     /// The Prometheus text exposition format (version 0.0.4).
-    func text(store: StoreTotals, memory: StoreTotals?, server: HTTPServer.Statistics) -> String {
+    func text(
+        store: StoreTotals, memory: StoreTotals?, server: HTTPServer.Statistics, more: [CachingProxy.Metric] = []
+    ) -> String {
         var lines: [String] = []
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
             lines.append("# HELP \(name) \(help)")
@@ -131,6 +133,12 @@ final class Metrics: Sendable {
             "httpcache_requests_rejected_total", "counter",
             "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
             [("", String(server.requestsRejected))])
+        for extra in more {
+            let value =
+                extra.value.rounded() == extra.value && abs(extra.value) < 1e15
+                ? String(Int64(extra.value)) : String(extra.value)
+            metric(extra.name, extra.kind.rawValue, extra.help, [("", value)])
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -98,8 +98,9 @@ final class ProxyHandler: RequestHandler {
     var metricsText: String {
         let server = serverStatistics.withLock { $0 }?() ?? HTTPServer.Statistics()
         let memoryTotals = store === memory ? nil : memory?.totals()
-        return metrics.text(store: configuration.storeTotals?() ?? store.totals(), memory: memoryTotals, server: server)
-            + (configuration.storeMetrics?() ?? "")
+        return metrics.text(
+            store: configuration.storeTotals?() ?? store.totals(), memory: memoryTotals, server: server,
+            more: configuration.storeMetrics?() ?? [])
     }
 
     // MARK: Routing
