@@ -100,6 +100,7 @@ struct RedisClientTests {
         let redis = try RedisServer(arguments: ["--requirepass", "s3cret"])
         var right = try RedisConfiguration(url: "redis://:s3cret@\(redis.address)")
         right.keyPrefix = "auth:"
+        right.commandTimeout = 1
         try RedisStore(right).checkConnection()
         let wrong = try RedisConfiguration(url: "redis://:nope@\(redis.address)")
         let error = #expect(throws: StorageError.self) { try RedisStore(wrong).checkConnection() }
@@ -113,6 +114,7 @@ struct RedisClientTests {
     func bodyLookingLikeARecord() throws {
         var configuration = try RedisConfiguration(url: try RedisServer.shared().url)
         configuration.keyPrefix = "lookalike-\(UInt64.random(in: 0...UInt64.max)):"
+        configuration.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
         let store = RedisStore(configuration)
         let fake = EntryRecord(
             entry: StoredEntry(

@@ -22,6 +22,7 @@ struct SharedStoreTests {
         origin.route("/api") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "shared answer") }
         var redis = try RedisConfiguration(url: try RedisServer.shared().url)
         redis.keyPrefix = "httpcache-test-\(UInt64.random(in: 0...UInt64.max)):"
+        redis.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
         func cache() throws -> HTTPCache {
             var configuration = HTTPCache.Configuration()
             configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
@@ -52,6 +53,7 @@ struct SharedStoreLocalTierTests {
     func localTierFollowsChanges() async throws {
         var redis = try RedisConfiguration(url: try RedisServer.shared().url)
         redis.keyPrefix = "local-tier-\(UInt64.random(in: 0...UInt64.max)):"
+        redis.commandTimeout = 1
         let first = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
         let second = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
         defer {
