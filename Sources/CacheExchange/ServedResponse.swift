@@ -200,9 +200,13 @@ final class ServedResponseBuilder: Sendable {
             outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
             replacesOriginResponse: answer.replacesOriginResponse)
         if use.notModified {
-            // The client's own validators match (RFC 9111 §4.3.2): 304, no body.
+            // The client's own validators match (RFC 9111 §4.3.2): 304, no body, and of the
+            // representation metadata only what RFC 9110 §15.4.5 lists: Content-Location,
+            // ETag, Vary, Cache-Control, Expires (and Date), with Last-Modified only when
+            // there is no ETag to guide the client's cache update.
             served.status = 304
-            served.fields.removeAll(named: "Content-Length")
+            for name in ServedResponse.notModifiedOmits { served.fields.removeAll(named: name) }
+            if served.fields.contains("ETag") { served.fields.removeAll(named: "Last-Modified") }
             served.body = .none
             return served
         }
@@ -233,6 +237,13 @@ final class ServedResponseBuilder: Sendable {
         if request.method == "HEAD" { served.body = .none }
         return served
     }
+}
+
+extension ServedResponse {
+    /// Representation metadata (RFC 9110 §8) that a `304` does not carry (§15.4.5).
+    static let notModifiedOmits = [
+        "Content-Length", "Content-Type", "Content-Encoding", "Content-Language", "Content-Range",
+    ]
 }
 
 /// A `multipart/byteranges` body of ranges of a stored body (RFC 9110 §14.6).

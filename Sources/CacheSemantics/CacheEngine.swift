@@ -80,6 +80,18 @@ public struct CacheEngine: Hashable, Sendable {
 
         /// A shared cache that obeys `CDN-Cache-Control` (RFC 9213 §3) before `Cache-Control`.
         public static let sharedCache = Configuration(isShared: true, targetedFieldNames: ["CDN-Cache-Control"])
+
+        /// A shared cache named `name` whose target list is `NAME-Cache-Control`, then
+        /// `CDN-Cache-Control` (RFC 9213 §2.2: a field of the cache's own overrides the one
+        /// every CDN reads). A name that is not a valid field-name token adds no field of its own.
+        public static func sharedCache(named name: String) -> Configuration {
+            var configuration = sharedCache
+            let own = name + "-Cache-Control"
+            if ASCII.isToken(own), !ASCII.equalsIgnoringCase(own, "CDN-Cache-Control") {
+                configuration.targetedFieldNames.insert(own, at: 0)
+            }
+            return configuration
+        }
     }
 
     /// The configuration.

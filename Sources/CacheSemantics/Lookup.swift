@@ -17,7 +17,11 @@ public struct CacheRequest: Hashable, Sendable {
         self.policy = policy
         cacheControl = RequestCacheControl(fields: head.fields)
         ifNoneMatch = EntityTagList(fields: head.fields, name: "If-None-Match")
-        if ifNoneMatch == nil, let text = head.fields["If-Modified-Since"] {
+        // If-Modified-Since is ignored with If-None-Match, and for methods other than GET
+        // and HEAD (RFC 9110 §13.1.3).
+        if ifNoneMatch == nil, head.method == "GET" || head.method == "HEAD",
+            let text = head.fields["If-Modified-Since"]
+        {
             ifModifiedSince = HTTPDate.parse(text)
         }
     }

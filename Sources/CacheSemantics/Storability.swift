@@ -47,24 +47,23 @@ extension CacheEngine {
     }
 
     /// A targeted field parsed as a Structured Field Dictionary and mapped to directives
-    /// (RFC 9213 §2.1); `nil` when empty or invalid.
+    /// (RFC 9213 §2.1); `nil` when empty, when it does not parse, or when a directive this
+    /// cache knows has a value of the wrong type: RFC 9213 §2.1 says not to consume such
+    /// values, and the whole field is then ignored so that `Cache-Control` applies.
     private func targetedDirectives(_ fields: HeaderFields, name: String) -> [CacheDirective]? {
         let lines = fields.values(named: name)
         guard let dictionary = StructuredFields.parseDictionary(lines.joined(separator: ", ")), !dictionary.isEmpty
         else { return nil }
         var directives: [CacheDirective] = []
         for (key, member) in dictionary {
-            guard case .item(let item, _) = member else { continue }  // inner lists mean nothing here
-            switch item {
-            case .boolean(true): directives.append(CacheDirective(name: key))
-            case .boolean(false): continue
-            case .integer(let value): directives.append(CacheDirective(name: key, argument: String(value)))
-            case .string(let value), .token(let value): directives.append(CacheDirective(name: key, argument: value))
-            default:
-                // Decimals and other types violate the directive's constraints (RFC 9213 §2.1):
-                // pass them on as text so the directive is judged invalid, not coerced.
-                directives.append(CacheDirective(name: key, argument: StructuredFields.serialize(item)))
+            // Parameters are ignored (§2.1); an inner list is no directive value at all.
+            guard case .item(let item, _) = member else {
+                if TargetedValueType.of(key) == nil { continue }
+                return nil
             }
+            if case .boolean(false) = item, TargetedValueType.of(key) == nil { continue }  // an absent extension
+            guard let directive = TargetedValueType.directive(key, item) else { return nil }
+            directives.append(directive)
         }
         return directives
     }
@@ -257,5 +256,53 @@ extension CacheEngine {
             vary: vary, varyValues: vary.requestValues(requestFields),
             varyRawValues: vary.fieldNames.map { requestFields[$0] }, contentLength: contentLength)
         return (facts, notes)
+    }
+}
+
+/// The value a response directive takes in a targeted field (RFC 9213 §2.1): "max-age
+/// has an integer value; no-store always has a Boolean true value, and no-cache has a value
+/// that can be either Boolean true or a string".
+enum TargetedValueType {
+    /// A non-negative Integer (delta-seconds, RFC 9111 §1.2.2).
+    case seconds
+    /// Boolean true only.
+    case flag
+    /// Boolean true, or a String listing field names (§5.2.2.4, §5.2.2.7).
+    case flagOrFieldNames
+
+    /// The type of a directive this cache implements; `nil` for extensions, which may take
+    /// any value (RFC 9111 §5.2.3).
+    static func of(_ name: String) -> TargetedValueType? {
+        switch name {
+        case "max-age", "s-maxage", "stale-while-revalidate", "stale-if-error": return .seconds
+        case "no-cache", "private": return .flagOrFieldNames
+        case "no-store", "must-revalidate", "proxy-revalidate", "public", "immutable", "must-understand",
+            "no-transform":
+            return .flag
+        default: return nil
+        }
+    }
+
+    /// `name` with value `item` as a directive, or `nil` when the value violates the
+    /// directive's type: a String or Decimal `max-age`, a `no-store=?0`, a negative lifetime.
+    static func directive(_ name: String, _ item: StructuredItem) -> CacheDirective? {
+        switch (of(name), item) {
+        case (.seconds, .integer(let value)) where value >= 0:
+            return CacheDirective(name: name, argument: String(value))
+        case (.flag, .boolean(true)), (.flagOrFieldNames, .boolean(true)):
+            return CacheDirective(name: name)
+        case (.flagOrFieldNames, .string(let value)):
+            return CacheDirective(name: name, argument: value)
+        case (nil, .boolean(true)):
+            return CacheDirective(name: name)
+        case (nil, .integer(let value)):
+            return CacheDirective(name: name, argument: String(value))
+        case (nil, .string(let value)), (nil, .token(let value)):
+            return CacheDirective(name: name, argument: value)
+        case (nil, _):
+            return CacheDirective(name: name, argument: StructuredFields.serialize(item))
+        default:
+            return nil
+        }
     }
 }

@@ -26,7 +26,8 @@ public final class HTTPCache: Sendable {
     public struct Configuration: Sendable {
         /// A shared cache (a proxy) rather than a private one (an app's own): `s-maxage`,
         /// `proxy-revalidate`, `private` and the `Authorization` rules then apply (RFC 9111
-        /// §3.5), and `CDN-Cache-Control` is obeyed (RFC 9213). Default `false`.
+        /// §3.5), and `CDN-Cache-Control` is obeyed (RFC 9213), after ``name``-`Cache-Control`
+        /// when the response carries a valid one. Default `false`.
         public var isShared = false
         /// Bytes of bodies the memory tier keeps. Default 32 MiB.
         public var memoryCapacity: Int64 = 32 << 20
@@ -70,7 +71,8 @@ public final class HTTPCache: Sendable {
         public var onEvent: (@Sendable (CacheEvent) -> Void)?
         /// Adds the RFC 9211 `Cache-Status` field to every response. Default `true`.
         public var addsCacheStatusField = true
-        /// The cache's name in `Cache-Status`. Default `HTTPCache`.
+        /// The cache's name in `Cache-Status`, and in a shared cache the targeted field of its
+        /// own, `NAME-Cache-Control` (RFC 9213 §2.2). Default `HTTPCache`.
         public var name = "HTTPCache"
         /// Follows redirects (each hop cached under its own URL). Default `true`, at most
         /// ``maximumRedirects``.
@@ -145,7 +147,7 @@ public final class HTTPCache: Sendable {
         self.store = store
         self.transport = transport
         var engineConfiguration: CacheEngine.Configuration =
-            configuration.isShared ? .sharedCache : .privateCache
+            configuration.isShared ? .sharedCache(named: configuration.name) : .privateCache
         engineConfiguration.heuristicFraction = configuration.heuristicFraction
         var exchange = ExchangeDriver.Configuration(
             engine: CacheEngine(configuration: engineConfiguration), name: configuration.name,

@@ -34,7 +34,9 @@ struct ServeCommand {
           --memory-only           keep nothing on disk
           --memory BYTES          memory tier size (default 256M; K, M and G suffixes)
           --disk BYTES            disk size (default 1G)
-          --name NAME             the name in Via and Cache-Status (default httpcache)
+          --name NAME             the name in Via and Cache-Status (default httpcache);
+                                  NAME-Cache-Control, when valid, overrides
+                                  CDN-Cache-Control and Cache-Control (RFC 9213)
           --admin-token TOKEN     clients not on loopback may PURGE and read metrics with
                                   Authorization: Bearer TOKEN (also $HTTPCACHE_ADMIN_TOKEN)
           --loops N               event-loop threads (default: one per core)

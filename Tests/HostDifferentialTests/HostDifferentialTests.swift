@@ -20,7 +20,7 @@ import FoundationNetworking
 /// expects, so both cannot agree on something wrong.
 @Suite("Both hosts answer alike: HTTPCache (shared mode) and httpcache serve", .serialized)
 struct HostDifferentialTests {
-    @Test(arguments: DifferentialCase.all)
+    @Test(arguments: DifferentialCase.all + DifferentialCase.standards)
     func bothHostsAnswerAlike(_ testCase: DifferentialCase) async throws {
         try await offPool {
             let viaLibrary = try await LibraryHost().run(testCase)
@@ -42,6 +42,18 @@ struct Answer: Equatable, CustomStringConvertible {
     var body: String
     var cacheStatus: String?
     var hasAge: Bool
+    /// Which of the representation metadata and cache fields came (RFC 9110 §8, §15.4.5).
+    var metadata: Set<String> = []
+
+    /// The names of ``metadataNames`` present in `value(name)`'s answer.
+    static func metadata(_ value: (String) -> String?) -> Set<String> {
+        Set(metadataNames.filter { value($0) != nil })
+    }
+
+    static let metadataNames = [
+        "Content-Type", "Content-Encoding", "Content-Language", "Content-Location", "ETag", "Last-Modified",
+        "Vary", "Cache-Control", "Expires", "Cache-Groups",
+    ]
 
     /// No response: the library's transport error, or the proxy's own 502/504 for it.
     static let failed = Answer(status: -1, body: "", cacheStatus: nil, hasAge: false)
@@ -221,7 +233,8 @@ final class LibraryHost: Host, @unchecked Sendable {
             status: response.statusCode,
             body: normalizedBody(response.data, contentType: fields.value(forHTTPHeaderField: "Content-Type")),
             cacheStatus: fields.value(forHTTPHeaderField: "Cache-Status"),
-            hasAge: fields.value(forHTTPHeaderField: "Age") != nil)
+            hasAge: fields.value(forHTTPHeaderField: "Age") != nil,
+            metadata: Answer.metadata { fields.value(forHTTPHeaderField: $0) })
     }
 
     func waitForBackgroundWork() async { await cache?.waitForBackgroundWork() }
@@ -270,7 +283,8 @@ final class ProxyHost: Host, @unchecked Sendable {
         return Answer(
             status: http.statusCode,
             body: normalizedBody(data, contentType: http.value(forHTTPHeaderField: "Content-Type")),
-            cacheStatus: cacheStatus, hasAge: http.value(forHTTPHeaderField: "Age") != nil)
+            cacheStatus: cacheStatus, hasAge: http.value(forHTTPHeaderField: "Age") != nil,
+            metadata: Answer.metadata { http.value(forHTTPHeaderField: $0) })
     }
 
     func waitForBackgroundWork() async { _ = proxy?.waitForBackgroundWork(timeout: 10) }

@@ -71,7 +71,8 @@ final class ProxyHandler: RequestHandler {
         }
         self.memory = configuration.store == nil ? memory : nil
         var exchange = ExchangeDriver.Configuration(
-            engine: CacheEngine(configuration: .sharedCache), name: configuration.name, clock: clock,
+            engine: CacheEngine(configuration: .sharedCache(named: configuration.name)), name: configuration.name,
+            clock: clock,
             log: configuration.log)
         // Every answer from the store carries this proxy's Via (RFC 9110 §7.6.3).
         let name = configuration.name

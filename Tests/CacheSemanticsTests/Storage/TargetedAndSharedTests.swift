@@ -135,23 +135,31 @@ struct StorageTargetedInvalidTests {
     }
 
     @Test(
-        "RFC 9213 §2.1: a decimal max-age is not coerced: the directive is invalid and the response stale"
-    )
-    func decimalMaxAgeNotCoerced() throws {
-        // The engine documents this choice (CacheEngine.targetedDirectives): a decimal is a
-        // valid Structured Field, so the field is used, but the value violates max-age's
-        // constraints and RFC 9111 §4.2.1 treats invalid freshness information as stale.
+        "RFC 9213 §2.1: a value of the wrong type for a known directive makes the whole field ignored",
+        arguments: [
+            "max-age=1.5", "max-age=\"60\"", "max-age=-5", "max-age=?1", "max-age", "no-store=?0",
+            "no-store=\"x\"", "must-revalidate=1", "max-age=600, no-cache=5", "private=tok",
+            "max-age=(60 61)", "stale-if-error=\"10\"", "s-maxage=60.0",
+        ])
+    func wrongTypeIgnoresField(value: String) throws {
         let response = try #require(
-            stored(decide(cdn, [("Cache-Control", "max-age=45"), ("CDN-Cache-Control", "max-age=1.5")])))
-        #expect(response.facts.freshnessLifetime == 0)
-        #expect(response.facts.lifetimeSource == .invalid)
+            stored(decide(cdn, [("Cache-Control", "max-age=45"), ("CDN-Cache-Control", value)])))
+        #expect(response.facts.freshnessLifetime == 45)
+        #expect(!response.facts.flags.contains(.targeted))
+        #expect(response.notes == [.invalidTargetedField("CDN-Cache-Control")])
+    }
+
+    @Test(
+        "RFC 9213 §2.1: well-typed values are used; parameters and unknown extensions of any type are ignored",
+        arguments: [
+            ("max-age=60;x=1", 60.0), ("max-age=60, no-cache=\"set-cookie\"", 60), ("max-age=60, foo=1.5", 60),
+            ("max-age=60, private=\"x-a\"", 60), ("max-age=60, ext=?0, ext2=(a b), ext3=\"v\"", 60),
+        ])
+    func wellTypedUsed(value: String, lifetime: Double) throws {
+        let response = try #require(
+            stored(decide(cdn, [("Cache-Control", "max-age=45"), ("CDN-Cache-Control", value)])))
+        #expect(response.facts.freshnessLifetime == lifetime)
         #expect(response.facts.flags.contains(.targeted))
-        #expect(response.facts.freshnessLifetime != 1)
-        #expect(
-            response.notes == [
-                .targetedFieldUsed("CDN-Cache-Control"),
-                .invalidDirectiveValue(field: "CDN-Cache-Control", directive: "max-age", value: "1.5"),
-            ])
     }
 }
 
@@ -280,5 +288,32 @@ struct StorageTargetedExampleTests {
         #expect(viaCDN.currentAge(at: Fixtures.epoch) == 1800)
         #expect(viaCDN.freshnessLifetime > viaCDN.currentAge(at: Fixtures.epoch))
         #expect(!(viaPrivate.freshnessLifetime > viaPrivate.currentAge(at: Fixtures.epoch)))
+    }
+}
+
+@Suite("RFC 9213 §2.2 A cache's own targeted field")
+struct StorageOwnTargetedFieldTests {
+    @Test("RFC 9213 §2.2: a shared cache named edge-1 obeys Edge-1-Cache-Control before CDN-Cache-Control")
+    func ownFieldFirst() throws {
+        let engine = CacheEngine(configuration: .sharedCache(named: "edge-1"))
+        #expect(engine.configuration.targetedFieldNames == ["edge-1-Cache-Control", "CDN-Cache-Control"])
+        let fields = [
+            ("Cache-Control", "max-age=10"), ("CDN-Cache-Control", "max-age=20"),
+            ("Edge-1-Cache-Control", "max-age=30"),
+        ]
+        let response = try #require(stored(decide(engine, fields)))
+        #expect(response.facts.freshnessLifetime == 30)
+        #expect(response.notes == [.targetedFieldUsed("edge-1-Cache-Control")])
+        let invalidOwn = try #require(
+            stored(decide(engine, fields.dropLast() + [("edge-1-cache-control", "Max-Age=1")])))
+        #expect(invalidOwn.facts.freshnessLifetime == 20)
+        let other = CacheEngine(configuration: .sharedCache(named: "edge-2"))
+        #expect(try #require(stored(decide(other, fields))).facts.freshnessLifetime == 20)
+    }
+
+    @Test("RFC 9213 §2.2: a name that cannot be a field name adds no field of its own")
+    func invalidNameAddsNothing() {
+        #expect(CacheEngine.Configuration.sharedCache(named: "my cache").targetedFieldNames == ["CDN-Cache-Control"])
+        #expect(CacheEngine.Configuration.sharedCache(named: "CDN").targetedFieldNames == ["CDN-Cache-Control"])
     }
 }

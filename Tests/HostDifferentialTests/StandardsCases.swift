@@ -1,0 +1,68 @@
+#if os(Linux)
+import CacheSemantics
+import LoopbackOrigin
+
+extension DifferentialCase {
+    /// The rest of the standards, through both hosts: strict targeted fields (RFC 9213), the
+    /// client's own conditionals (RFC 9110 §13.2.2, §15.4.5), POST reuse (RFC 9110 §9.3.3),
+    /// Vary normalisation (RFC 9111 §4.1), Cache Groups (RFC 9875).
+    static let standards: [DifferentialCase] = [
+        // MARK: Targeted fields (RFC 9213)
+        make(
+            "a CDN-Cache-Control max-age given as a String is not consumed: Cache-Control applies (RFC 9213 §2.1)",
+            { $0.serve("/r", [("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=\"60\"")]) }, [get, get]
+        ) { $0.originRequests == 2 },
+        make(
+            "a CDN-Cache-Control with an upper-case key is ignored: Cache-Control applies (RFC 9213 §2.1)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("CDN-Cache-Control", "No-Store")]) }, [get, get]
+        ) { $0.originRequests == 1 && $0.isHit(1) },
+        make(
+            "the cache's own NAME-Cache-Control comes before CDN-Cache-Control (RFC 9213 §2.2)",
+            {
+                $0.serve(
+                    "/r",
+                    [
+                        ("Cache-Control", "no-store"), ("CDN-Cache-Control", "no-store"),
+                        ("Cache-Cache-Control", "max-age=60"),
+                    ])
+            }, [get, .advance(30), get]
+        ) { $0.originRequests == 1 && $0.isHit(1) && $0.status(1).hasSuffix("ttl=30") },
+
+        // MARK: The client's own conditional request (RFC 9110 §13.2.2, RFC 9111 §4.3.2)
+        make(
+            "If-Modified-Since against a response without Last-Modified uses its Date (RFC 9110 §13.2.2)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60")]) },
+            [
+                get, .advance(5), .request("/r", headers: [("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+                .request("/r", headers: [("If-Modified-Since", "Fri, 31 Dec 2100 23:59:59 GMT")]),
+            ]
+        ) { $0.originRequests == 1 && $0.answers[1].status == 200 && $0.answers[2].status == 304 },
+        make(
+            "If-None-Match uses the weak comparison (RFC 9110 §13.1.2)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]) },
+            [get, .request("/r", headers: [("If-None-Match", "\"x\", W/\"e\"")])]
+        ) { $0.originRequests == 1 && $0.answers[1].status == 304 },
+        make(
+            "If-Modified-Since on a POST is ignored (RFC 9110 §13.1.3)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60")]) },
+            [.request("/r", method: "POST", headers: [("If-Modified-Since", "Fri, 31 Dec 2100 23:59:59 GMT")])]
+        ) { $0.answers[0].status == 200 },
+        make(
+            "a 304 from the store carries the fields RFC 9110 §15.4.5 lists and no other representation metadata",
+            {
+                $0.serve(
+                    "/r",
+                    [
+                        ("Cache-Control", "max-age=60"), ("ETag", "\"e\""), ("Content-Type", "text/plain"),
+                        ("Content-Language", "en"), ("Vary", "Accept"), ("Content-Location", "/r"),
+                        ("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT"),
+                    ])
+            }, [get, .request("/r", headers: [("If-None-Match", "\"e\"")])]
+        ) {
+            $0.answers[1].status == 304
+                && $0.answers[1].metadata == ["ETag", "Vary", "Cache-Control", "Content-Location"]
+                && $0.answers[0].metadata.isSuperset(of: ["Content-Type", "Content-Language", "Last-Modified"])
+        },
+    ]
+}
+#endif
