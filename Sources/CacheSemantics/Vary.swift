@@ -30,10 +30,13 @@ public struct Vary: Hashable, Sendable {
     public var isEmpty: Bool { !isAny && fieldNames.isEmpty }
 
     /// The request's value of each nominated field, normalized so that two requests match
-    /// exactly when RFC 9111 §4.1 says they do: lines combined, white space around commas
-    /// and at the ends removed; `nil` for an absent field.
+    /// exactly when RFC 9111 §4.1 says they do ("by ... normalizing both header field values
+    /// in a way that is known to have identical semantics"): lines combined, white space
+    /// around commas and at the ends removed; for the fields in ``FieldNormalization`` also
+    /// case and member order where they carry no meaning. `nil` for an absent field.
     public func requestValues(_ request: HeaderFields) -> [String?] {
         fieldNames.map { name in
+            if let normalization = FieldNormalization(name) { return normalization.value(request, name) }
             var bytes: [UInt8] = []
             var present = false
             for field in request.storage where field.lowercasedName == name {
@@ -72,6 +75,10 @@ public struct Vary: Hashable, Sendable {
                 if request.storage.contains(where: { $0.lowercasedName == name }) { return false }
                 continue
             }
+            if let normalization = FieldNormalization(name) {
+                if normalization.value(request, name) != expected { return false }
+                continue
+            }
             let matched = ASCII.withUTF8(expected) { expected -> Bool in
                 var position = 0
                 var present = false
@@ -101,5 +108,89 @@ public struct Vary: Hashable, Sendable {
             if !matched { return false }
         }
         return true
+    }
+}
+
+/// The nominated fields whose values are normalized beyond white space, in ways that keep
+/// their meaning (RFC 9111 §4.1, RFC 9110 §12.5).
+enum FieldNormalization {
+    /// `Accept-Encoding` (RFC 9110 §12.5.3) and `Accept-Language` (§12.5.4): codings and
+    /// language tags are case-insensitive, and preference is carried by the q-values, not by
+    /// the order of the members, so members are lower-cased and sorted, each with its
+    /// weight (`q=1` is the default and dropped, other q-values written in their shortest form).
+    case unorderedCaseInsensitive
+    /// `Accept` (RFC 9110 §12.5.1): the media range and parameter names are case-insensitive
+    /// and their q-values normalized as above; parameter values and the order are kept.
+    case mediaRanges
+
+    init?(_ lowercasedName: String) {
+        switch lowercasedName {
+        case "accept-encoding", "accept-language": self = .unorderedCaseInsensitive
+        case "accept": self = .mediaRanges
+        default: return nil
+        }
+    }
+
+    /// The normalized value of `name`'s lines in `request`; `nil` when absent.
+    func value(_ request: HeaderFields, _ name: String) -> String? {
+        var members: [String] = []
+        var present = false
+        for field in request.storage where field.lowercasedName == name {
+            present = true
+            for member in ASCII.splitList(Substring(field.value)) { members.append(normalized(member)) }
+        }
+        guard present else { return nil }
+        if self == .unorderedCaseInsensitive { members.sort() }
+        return members.joined(separator: ",")
+    }
+
+    /// One list member with white space around `;` and `=` removed, names lower-cased and
+    /// the weight in its shortest form.
+    private func normalized(_ member: Substring) -> String {
+        var parts: [String] = []
+        for (index, part) in member.split(separator: ";", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = ASCII.trimmed(part)
+            if index == 0 {
+                parts.append(ASCII.lowercased(trimmed))
+                continue
+            }
+            guard let equals = trimmed.firstIndex(of: "=") else {
+                parts.append(ASCII.lowercased(trimmed))
+                continue
+            }
+            let name = ASCII.lowercased(ASCII.trimmed(trimmed[..<equals]))
+            let rawValue = ASCII.trimmed(trimmed[trimmed.index(after: equals)...])
+            if name == "q", let weight = Self.weight(rawValue) {
+                if weight < 1000 { parts.append("q=" + Self.format(weight)) }
+                continue
+            }
+            parts.append(
+                name + "=" + (self == .unorderedCaseInsensitive ? ASCII.lowercased(rawValue) : String(rawValue)))
+        }
+        return parts.joined(separator: ";")
+    }
+
+    /// A `qvalue` (RFC 9110 §12.4.2) in thousandths; `nil` when it is not one (then kept as sent).
+    static func weight(_ text: Substring) -> Int? {
+        let bytes = Array(text.utf8)
+        guard let first = bytes.first, first == UInt8(ascii: "0") || first == UInt8(ascii: "1") else { return nil }
+        var thousandths = Int(first - UInt8(ascii: "0")) * 1000
+        guard bytes.count > 1 else { return thousandths }
+        guard bytes[1] == UInt8(ascii: "."), bytes.count <= 5 else { return nil }
+        var scale = 100
+        for byte in bytes[2...] {
+            guard ASCII.isDigit(byte) else { return nil }
+            thousandths += Int(byte - UInt8(ascii: "0")) * scale
+            scale /= 10
+        }
+        return thousandths <= 1000 ? thousandths : nil
+    }
+
+    /// `0.5`, `0.25`, `0`: the shortest text of a weight below 1.
+    static func format(_ thousandths: Int) -> String {
+        guard thousandths > 0 else { return "0" }
+        var digits = String(thousandths + 1000).dropFirst()
+        while digits.last == "0" { digits = digits.dropLast() }
+        return "0." + digits
     }
 }

@@ -63,6 +63,31 @@ extension DifferentialCase {
                 && $0.answers[1].metadata == ["ETag", "Vary", "Cache-Control", "Content-Location"]
                 && $0.answers[0].metadata.isSuperset(of: ["Content-Type", "Content-Language", "Last-Modified"])
         },
+
+        // MARK: Vary normalisation (RFC 9111 §4.1)
+        make(
+            "Accept-Language: FR,EN selects the variant stored for en, fr (RFC 9111 §4.1)",
+            { world in
+                world.route("/r") { request, _ in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
+                        body: Array("for \(request.header("Accept-Language") ?? "-")".utf8))
+                }
+            },
+            [
+                .request("/r", headers: [("Accept-Language", "en, fr")]),
+                .request("/r", headers: [("Accept-Language", "FR,EN")]),
+                .request("/r", headers: [("Accept-Language", "fr, en;q=0.5")]),
+            ]
+        ) { $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "for en, fr" && !$0.isHit(2) },
+        make(
+            "Accept-Encoding members in another order and case select the same variant (RFC 9111 §4.1)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")]) },
+            [
+                .request("/r", headers: [("Accept-Encoding", "gzip, br")]),
+                .request("/r", headers: [("Accept-Encoding", "BR ,gzip;q=1")]),
+            ]
+        ) { $0.originRequests == 1 && $0.isHit(1) },
     ]
 }
 #endif

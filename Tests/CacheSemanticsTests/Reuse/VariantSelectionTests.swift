@@ -27,12 +27,14 @@ struct VariantSelectionTests {
         #expect(use.reasons == [.fresh(age: 10, lifetime: 100)])
     }
 
-    @Test("§4.1: a request repeating the original bytes matches at once; one differing only in white space matches too")
+    @Test(
+        "§4.1: a request repeating the original bytes matches at once; one differing in white space or member order matches too"
+    )
     func rawAndNormalizedMatching() throws {
         let response: HeaderFields = ["Cache-Control": "max-age=100", "Vary": "Accept-Encoding"]
         let stored = try Reuse.store(response, request: ["Accept-Encoding": "gzip, deflate"])
         #expect(stored.varyRawValues == ["gzip, deflate"])
-        #expect(stored.varyValues == ["gzip,deflate"])
+        #expect(stored.varyValues == ["deflate,gzip"])
         let engine = Reuse.privateEngine
         #expect(engine.selectVariant(["Accept-Encoding": "gzip, deflate"], candidates: [stored]) == 0)
         #expect(engine.selectVariant(["accept-encoding": "gzip ,deflate "], candidates: [stored]) == 0)
@@ -41,7 +43,7 @@ struct VariantSelectionTests {
                 HeaderFields([("Accept-Encoding", "gzip"), ("Accept-Encoding", "deflate")]),
                 candidates: [stored]) == 0)
         #expect(engine.selectVariant(["Accept-Encoding": "gzip, deflate, br"], candidates: [stored]) == nil)
-        #expect(engine.selectVariant(["Accept-Encoding": "deflate, gzip"], candidates: [stored]) == nil)
+        #expect(engine.selectVariant(["Accept-Encoding": "deflate, gzip"], candidates: [stored]) == 0)
     }
 
     @Test("§4.1: variants negotiated on two fields need both to match")
