@@ -19,6 +19,10 @@ public struct ExchangeRequest: Sendable {
     /// Whether, when only an incomplete stored response matches (RFC 9111 §3.3), the rest of
     /// it is asked for with `Range` and `If-Range` instead of the whole.
     public var resumesIncomplete: Bool
+    /// For a `POST`: the key a `GET` of the same target URI is stored under. A response to
+    /// the `POST` with explicit freshness and a `Content-Location` equal to that URI is
+    /// stored there for later `GET` and `HEAD` requests (RFC 9110 §9.3.3); `nil`: never.
+    public var targetKey: String?
 
     /// A request.
     public init(

@@ -562,6 +562,18 @@ public struct ExchangeStateMachine: Sendable {
                 for: request, response: head, requestTime: requestTime, responseTime: responseTime)
             relay.storage = storage
             relay.reasons += storage.reasons
+        } else if request.head.method == "POST", let targetKey = request.targetKey {
+            // Stored, after the invalidation above, as the target URI's response when
+            // RFC 9110 §9.3.3 allows it.
+            var asTarget = request
+            asTarget.primaryKey = targetKey
+            let storage = advisor.plan(
+                for: asTarget, response: head, requestTime: requestTime, responseTime: responseTime)
+            if storage.head != nil {
+                relay.storage = storage
+                relay.cacheStatus.stored = false
+                relay.reasons += storage.reasons
+            }
         }
         return relay
     }

@@ -20,6 +20,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
 
     // Storage (RFC 9111 §3).
     case methodNotStored(String)
+    case postResponseNotReusable
+    case postResponseStoredForTarget
     case statusNotFinal(Int)
     case statusNotStoredAsComplete(Int)
     case mustUnderstandUnknownStatus(Int)
@@ -93,6 +95,12 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
             return "the response has no Date; the time it was received is recorded as its Date (RFC 9110 §6.6.1)"
         case .methodNotStored(let method):
             return "not stored: responses to \(method) are not stored by this cache (RFC 9111 §3)"
+        case .postResponseNotReusable:
+            return
+                "not stored: a response to POST is stored only with explicit freshness and a Content-Location equal to the target URI (RFC 9110 §9.3.3)"
+        case .postResponseStoredForTarget:
+            return
+                "a response to POST with explicit freshness and Content-Location equal to the target URI is stored for later GET and HEAD requests (RFC 9110 §9.3.3)"
         case .statusNotFinal(let status):
             return "not stored: \(status) is not a final status code (RFC 9111 §3)"
         case .statusNotStoredAsComplete(let status):

@@ -80,6 +80,10 @@ extension CacheEngine {
     public func storageDecision(
         for request: RequestHead, response: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
     ) -> StorageDecision {
+        if request.method == "POST" {
+            return postStorageDecision(
+                for: request, response: response, requestTime: requestTime, responseTime: responseTime)
+        }
         var refusals: [Reason] = []
         if request.method != "GET" { refusals.append(.methodNotStored(request.method)) }
         let status = response.status
@@ -304,5 +308,31 @@ enum TargetedValueType {
         default:
             return nil
         }
+    }
+}
+
+extension CacheEngine {
+    /// Whether a response to `POST` is stored as the response for its target URI, for later
+    /// `GET` and `HEAD` requests (RFC 9110 §9.3.3): only "when they include explicit
+    /// freshness information and a Content-Location header field that has the same value as
+    /// the POST's target URI". It is then decided as the response to a `GET` of that URI
+    /// would be, and stored under that URI's key; a later `POST` is never answered from it.
+    func postStorageDecision(
+        for request: RequestHead, response: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    ) -> StorageDecision {
+        var get = request
+        get.method = "GET"
+        let decision = storageDecision(
+            for: get, response: response, requestTime: requestTime, responseTime: responseTime)
+        guard case .store(var storable) = decision else {
+            return .doNotStore([.postResponseNotReusable] + decision.reasons)
+        }
+        let explicit: Set<LifetimeSource> = [.sMaxAge, .maxAge, .expires]
+        guard let target = URIParts(request.uri), let location = response.fields["Content-Location"],
+            let resolved = target.resolve(location), resolved.normalized == target.normalized,
+            explicit.contains(storable.facts.lifetimeSource)
+        else { return .doNotStore([.postResponseNotReusable]) }
+        storable.notes.append(.postResponseStoredForTarget)
+        return .store(storable)
     }
 }

@@ -68,7 +68,9 @@ struct HTTPCacheStorage: StorageAdvisor {
                 storagePolicy: choice.action == .memoryOnly ? .memoryOnly : .allowed,
                 userInfo: choice.userInfo.map { Array($0) })
             var incompleteFacts: [UInt8]?
-            if response.status == 200, engine.resumptionFields(stored: storable.facts, storedLength: 0) != nil {
+            if response.status == 200, request.head.method == "GET",
+                engine.resumptionFields(stored: storable.facts, storedLength: 0) != nil
+            {
                 var facts = storable.facts
                 facts.flags.formUnion(.incomplete)
                 incompleteFacts = facts.serialized()

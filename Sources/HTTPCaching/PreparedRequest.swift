@@ -95,6 +95,17 @@ extension HTTPCache {
             prepared.exchange.invalidates = false
         } else {
             prepared.exchange.primaryKey = cacheKey.primaryKey
+            if method == "POST" {
+                // Where a later GET of this URL looks: a response to this POST may be stored
+                // there (RFC 9110 §9.3.3).
+                var get = request
+                get.httpMethod = "GET"
+                get.httpBody = nil
+                let getKey = configuration.cacheKey.map { $0(get) } ?? RequestKey(url: url)
+                prepared.exchange.targetKey =
+                    getKey.flatMap { CacheKey(method: "GET", uri: $0.url.absoluteString) }?
+                    .primaryKey
+            }
         }
         return prepared
     }

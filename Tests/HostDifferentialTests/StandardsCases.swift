@@ -88,6 +88,49 @@ extension DifferentialCase {
                 .request("/r", headers: [("Accept-Encoding", "BR ,gzip;q=1")]),
             ]
         ) { $0.originRequests == 1 && $0.isHit(1) },
+
+        // MARK: POST (RFC 9110 §9.3.3)
+        make(
+            "a POST response with max-age and Content-Location equal to the target answers later GET and HEAD (RFC 9110 §9.3.3)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Content-Location", "/r")], body: "created") },
+            [.request("/r", method: "POST"), get, .request("/r", method: "HEAD")]
+        ) {
+            $0.originRequests == 1 && $0.status(0).contains("stored") && $0.isHit(1) && $0.answers[1].body == "created"
+                && $0.isHit(2)
+        },
+        make(
+            "a later POST is never answered from a stored POST response (RFC 9110 §9.3.3)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Content-Location", "/r")], body: "created") },
+            [.request("/r", method: "POST"), .request("/r", method: "POST")]
+        ) { $0.originRequests == 2 },
+        make(
+            "a POST response without Content-Location is not stored (RFC 9110 §9.3.3)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60")], body: "created") },
+            [.request("/r", method: "POST"), get]
+        ) { $0.originRequests == 2 },
+        make(
+            "a POST response whose Content-Location names another URI is not stored for either (RFC 9110 §9.3.3)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Content-Location", "/other")], body: "created") },
+            [.request("/r", method: "POST"), get, .request("/other")]
+        ) { $0.originRequests == 3 },
+        make(
+            "a POST response with only a heuristic lifetime is not stored (RFC 9110 §9.3.3: explicit freshness)",
+            {
+                $0.serve(
+                    "/r", [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Content-Location", "/r")],
+                    body: "created")
+            }, [.request("/r", method: "POST"), get]
+        ) { $0.originRequests == 2 },
+        make(
+            "a POST replaces the stored GET response for its target (RFC 9111 §4.4, RFC 9110 §9.3.3)",
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("Content-Location", "/r")],
+                        body: Array("\(request.method) \(number)".utf8))
+                }
+            }, [get, .request("/r", method: "POST"), get]
+        ) { $0.originRequests == 2 && $0.answers[2].body == "POST 2" && $0.isHit(2) },
     ]
 }
 #endif

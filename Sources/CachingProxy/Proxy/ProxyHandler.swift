@@ -137,7 +137,9 @@ final class ProxyHandler: RequestHandler {
             guard let key = CacheKey(method: request.method, uri: target.url) else {
                 return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
             }
-            proceed(request, target: target, primaryKey: key.primaryKey, responder)
+            run(
+                request, target: target, primaryKey: key.primaryKey, bypassReasons: [],
+                targetKey: request.method == "POST" ? primaryKey : nil, responder)
         }
     }
 
@@ -154,12 +156,15 @@ final class ProxyHandler: RequestHandler {
             responder)
     }
 
+    /// `targetKey`: for a `POST`, the key its response may be stored under (RFC 9110 §9.3.3).
     private func run(
-        _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason], _ responder: Responder
+        _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
+        targetKey: String? = nil, _ responder: Responder
     ) {
-        let exchange = ExchangeRequest(
+        var exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
             bypassReasons: bypassReasons)
+        exchange.targetKey = targetKey
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
         let proxyRequest = ProxyRequest(server: request, target: target)

@@ -98,7 +98,7 @@ struct StorageFactsSerializationTests {
             return
         }
         #expect(stored.facts.entityTag == EntityTag(opaqueTag: "5d8c72a5edda8d6a"))
-        #expect(stored.facts.varyValues == ["gzip,deflate,br"])
+        #expect(stored.facts.varyValues == ["br,deflate,gzip"])
         #expect(StoredResponseFacts(serialized: stored.facts.serialized()) == stored.facts)
     }
 

@@ -57,10 +57,52 @@ struct StorageMethodTests {
 
     @Test(
         "§3: responses to methods other than GET are not stored (methods are case-sensitive, RFC 9110 §9.1)",
-        arguments: ["POST", "HEAD", "PUT", "DELETE", "OPTIONS", "get"])
+        arguments: ["HEAD", "PUT", "DELETE", "OPTIONS", "get"])
     func otherMethodsRefused(method: String) {
         let decision = decide(method: method, with(dated, ("Cache-Control", "public, max-age=60")))
         #expect(refusals(decision) == [.methodNotStored(method)])
+    }
+}
+
+@Suite("RFC 9110 §9.3.3 Storing a response to POST for its target URI")
+struct StoragePOSTTests {
+    @Test(
+        "RFC 9110 §9.3.3: explicit freshness and a Content-Location equal to the target URI: stored as for a GET",
+        arguments: [
+            ("Cache-Control", "max-age=60", "/resource"),
+            ("Cache-Control", "max-age=60", "https://example.com/resource"),
+            ("Cache-Control", "max-age=60", "https://EXAMPLE.com:443/resource"),
+            ("Expires", "Fri, 31 Dec 2100 23:59:59 GMT", "resource"),
+        ])
+    func stored(field: String, value: String, location: String) throws {
+        let decision = decide(method: "POST", with(dated, (field, value), ("Content-Location", location)))
+        guard case .store(let response) = decision else {
+            Issue.record("not stored: \(decision.reasons)")
+            return
+        }
+        #expect(response.notes.contains(.postResponseStoredForTarget))
+        #expect(response.facts.lifetimeSource != .heuristic)
+    }
+
+    @Test(
+        "RFC 9110 §9.3.3: without explicit freshness or a Content-Location equal to the target, not stored",
+        arguments: [
+            [("Cache-Control", "max-age=60")], [("Cache-Control", "max-age=60"), ("Content-Location", "/other")],
+            [("Cache-Control", "max-age=60"), ("Content-Location", "/resource?x=1")],
+            [("Cache-Control", "max-age=60"), ("Content-Location", "http://example.com/resource")],
+            [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Content-Location", "/resource")],
+            [("Content-Location", "/resource")],
+        ])
+    func refused(fields: [(String, String)]) {
+        var all = dated
+        for (name, value) in fields { all.append(name: name, value: value) }
+        #expect(refusals(decide(method: "POST", all)) == [.postResponseNotReusable])
+    }
+
+    @Test("RFC 9110 §9.3.3, RFC 9111 §3: a no-store POST response reports both reasons")
+    func noStoreStillRefused() {
+        let fields = with(dated, ("Cache-Control", "no-store, max-age=60"), ("Content-Location", "/resource"))
+        #expect(refusals(decide(method: "POST", fields)) == [.postResponseNotReusable, .responseNoStore])
     }
 }
 
@@ -311,7 +353,7 @@ struct StorageAllReasonsTests {
             status: 302, fields)
         #expect(
             refusals(decision) == [
-                .methodNotStored("POST"), .responseNoStore, .requestNoStore, .privateInSharedCache,
+                .postResponseNotReusable, .responseNoStore, .requestNoStore, .privateInSharedCache,
                 .authorizationInSharedCache, .notExplicitlyCacheable(302), .varyStar,
             ])
     }
@@ -320,7 +362,7 @@ struct StorageAllReasonsTests {
     func everyReasonInformational() {
         #expect(
             refusals(decide(method: "POST", status: 100, [:]))
-                == [.methodNotStored("POST"), .statusNotFinal(100), .notExplicitlyCacheable(100)])
+                == [.postResponseNotReusable, .statusNotFinal(100), .notExplicitlyCacheable(100)])
     }
 
     @Test("§3, §5.2.2.3: an unknown status with must-understand reports must-understand, no-store and cacheability")
