@@ -1,5 +1,5 @@
-// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http]`.
-// With no argument every suite runs. Each line names its units. `benchmarks redis PORT`
+// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]`.
+// With no argument every suite but groups runs. Each line names its units. `benchmarks redis PORT`
 // compares the Redis store's client with redis-benchmark on a running redis-server
 // (scripts/redis-bench starts one).
 
@@ -40,8 +40,16 @@ for suite in suites {
             print("benchmarks: the http suite failed: \(error)")
             exit(1)
         }
+    case "groups":
+        print("== Purge by cache group (RFC 9875), 100,000 entries (target: < 10 ms)")
+        do {
+            try runGroupBenchmarks()
+        } catch {
+            print("benchmarks: the groups suite failed: \(error)")
+            exit(1)
+        }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http")
+        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups")
         exit(2)
     }
 }

@@ -308,6 +308,13 @@ public final class ExchangeDriver: Sendable {
                 configuration.log("could not invalidate \(primaryKey): \(error)")
             }
         }
+        for tag in plan.invalidatedTags {
+            do {
+                try store.remove(tag: tag)
+            } catch {
+                configuration.log("could not invalidate cache group \(tag): \(error)")
+            }
+        }
         if let stored = plan.headFreshens {
             updates.applyHeadResponse(plan.fields, to: stored, request: request.head.fields, times: plan.times)
         }

@@ -114,6 +114,8 @@ public struct ExchangeStateMachine: Sendable {
         public var storage: StoragePlan?
         /// Primary keys whose stored responses the response invalidates (RFC 9111 §4.4).
         public var invalidated: [String]
+        /// Tags of the cache groups whose stored responses the response invalidates (RFC 9875 §3).
+        public var invalidatedTags: [String] = []
         /// The stored `GET` response a `200` to `HEAD` freshens or marks stale (§4.3.5).
         public var headFreshens: StoredCandidate?
         /// A `304` answering the client's own validators freshens these (§4.3.4).
@@ -546,6 +548,7 @@ public struct ExchangeStateMachine: Sendable {
             relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
                 CacheKey(method: "GET", uri: $0)?.primaryKey
             }
+            relay.invalidatedTags = engine.invalidatedGroupTags(request: request.head, response: head)
         }
         if request.head.method == "HEAD", status == 200, let index = plan.forwarding.candidate,
             candidates.indices.contains(index)
@@ -558,8 +561,8 @@ public struct ExchangeStateMachine: Sendable {
             relay.notModifiedFreshens = candidates
         }
         if plan.caching, request.head.method == "GET" {
-            let storage = advisor.plan(
-                for: request, response: head, requestTime: requestTime, responseTime: responseTime)
+            let storage = Self.grouped(
+                advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime))
             relay.storage = storage
             relay.reasons += storage.reasons
         } else if request.head.method == "POST", let targetKey = request.targetKey {
@@ -567,8 +570,8 @@ public struct ExchangeStateMachine: Sendable {
             // RFC 9110 §9.3.3 allows it.
             var asTarget = request
             asTarget.primaryKey = targetKey
-            let storage = advisor.plan(
-                for: asTarget, response: head, requestTime: requestTime, responseTime: responseTime)
+            let storage = Self.grouped(
+                advisor.plan(for: asTarget, response: head, requestTime: requestTime, responseTime: responseTime))
             if storage.head != nil {
                 relay.storage = storage
                 relay.cacheStatus.stored = false
@@ -576,6 +579,16 @@ public struct ExchangeStateMachine: Sendable {
             }
         }
         return relay
+    }
+
+    /// `storage` with its entry tagged by the cache groups its stored fields list, in the
+    /// URL's origin (RFC 9875 §2.1).
+    static func grouped(_ storage: StoragePlan) -> StoragePlan {
+        guard var head = storage.head else { return storage }
+        var storage = storage
+        head.tags = CacheGroups.tags(uri: head.url, fields: head.fields)
+        storage.head = head
+        return storage
     }
 
     /// The body length a response's framing announces: none for `HEAD`, `1xx`, `204` and

@@ -32,8 +32,9 @@ public struct Vary: Hashable, Sendable {
     /// The request's value of each nominated field, normalized so that two requests match
     /// exactly when RFC 9111 §4.1 says they do ("by ... normalizing both header field values
     /// in a way that is known to have identical semantics"): lines combined, white space
-    /// around commas and at the ends removed; for the fields in ``FieldNormalization`` also
-    /// case and member order where they carry no meaning. `nil` for an absent field.
+    /// around commas and at the ends removed; for `Accept`, `Accept-Encoding` and
+    /// `Accept-Language` also case and member order where they carry no meaning. `nil` for an
+    /// absent field.
     public func requestValues(_ request: HeaderFields) -> [String?] {
         fieldNames.map { name in
             if let normalization = FieldNormalization(name) { return normalization.value(request, name) }

@@ -78,12 +78,18 @@ public struct EntryHead: Hashable, Sendable {
     public var userInfo: [UInt8]?
     /// `false` for a response whose body was not received in full (RFC 9111 §3.3).
     public var isComplete: Bool
+    /// Index keys the entry is found by besides its key, such as the cache groups it belongs
+    /// to (RFC 9875): ``CacheStore/remove(tag:)`` removes every entry that carries one,
+    /// without reading the others.
+    public var tags: [String]
 
     /// Creates a head.
     public init(
         primaryKey: String, variantKey: String = "", url: String, status: Int, fields: HeaderFields, facts: [UInt8],
-        storagePolicy: StoragePolicy = .allowed, userInfo: [UInt8]? = nil, isComplete: Bool = true
+        storagePolicy: StoragePolicy = .allowed, userInfo: [UInt8]? = nil, isComplete: Bool = true,
+        tags: [String] = []
     ) {
+        self.tags = tags
         self.primaryKey = primaryKey
         self.variantKey = variantKey
         self.url = url
@@ -247,6 +253,9 @@ public protocol CacheStore: AnyObject, Sendable {
     /// Removes every entry whose URL starts with `prefix`; returns how many.
     @discardableResult
     func remove(urlPrefix prefix: String) throws(StorageError) -> Int
+    /// Removes every entry whose head carries `tag` (``EntryHead/tags``); returns how many.
+    @discardableResult
+    func remove(tag: String) throws(StorageError) -> Int
     /// Removes every entry.
     func removeAll() throws(StorageError)
     /// Every entry, most recently used first.
@@ -262,6 +271,18 @@ public protocol CacheStore: AnyObject, Sendable {
 extension CacheStore {
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try openBody(of: entry.id)
+    }
+
+    /// Reads every entry and removes those tagged `tag`: for stores without an index of
+    /// tags. The stores of this package index them.
+    @discardableResult
+    public func remove(tag: String) throws(StorageError) -> Int {
+        var removed = 0
+        for entry in try entries() where entry.head.tags.contains(tag) {
+            try remove(entry.id)
+            removed += 1
+        }
+        return removed
     }
 
     /// The whole body, verified against its checksums.

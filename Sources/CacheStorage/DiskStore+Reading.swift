@@ -17,7 +17,7 @@ extension DiskStore {
     /// The columns ``entry(from:)`` reads, from ``entrySource``.
     static let entryColumns = """
         entries.id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at,
-        coalesce(last_access, stored_at), coalesce(hits, 0), pinned, storage_policy, user_info, complete
+        coalesce(last_access, stored_at), coalesce(hits, 0), pinned, storage_policy, user_info, complete, tags
         """
     /// Entries with their access times.
     static let entrySource = "entries LEFT JOIN access ON access.id = entries.id"
@@ -30,7 +30,7 @@ extension DiskStore {
         let head = EntryHead(
             primaryKey: row.text(1), variantKey: row.text(2), url: row.text(3), status: Int(row.int(4)),
             fields: fields, facts: row.blob(6) ?? [], storagePolicy: policy, userInfo: row.blob(13),
-            isComplete: row.int(14) != 0)
+            isComplete: row.int(14) != 0, tags: Self.tags(serialized: row.blob(15)))
         return StoredEntry(
             id: id, head: head, bodySize: row.int(7), storedAt: row.double(8), lastAccess: row.double(9),
             hits: Int(row.int(10)), isPinned: row.int(11) != 0)

@@ -45,6 +45,10 @@ extension DiskStore {
         try delete(where: "WHERE substr(url, 1, length(?1)) = ?1", prefix)
     }
 
+    public func remove(tag: String) throws(StorageError) -> Int {
+        try delete(where: "WHERE id IN (SELECT id FROM tags WHERE tag = ?)", tag)
+    }
+
     public func removeAll() throws(StorageError) {
         _ = try delete(where: "", nil)
     }

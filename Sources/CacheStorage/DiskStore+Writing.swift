@@ -43,8 +43,9 @@ extension DiskStore {
                 let insert = try state.connection.statement(
                     """
                     INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
-                        body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete,
+                        tags)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 insert.bind(1, id.rawValue)
                 insert.bind(2, head.primaryKey)
@@ -63,7 +64,14 @@ extension DiskStore {
                 insert.bind(15, Int64(head.storagePolicy.rawValue))
                 insert.bind(16, head.userInfo)
                 insert.bind(17, Int64(head.isComplete ? 1 : 0))
+                insert.bind(18, head.tags.isEmpty ? nil : Self.serialized(tags: head.tags))
                 try insert.run()
+                for tag in Set(head.tags) {
+                    let row = try state.connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (?, ?)")
+                    row.bind(1, tag)
+                    row.bind(2, id.rawValue)
+                    try row.run()
+                }
                 let access = try state.connection.statement(
                     "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (?, ?, 0)")
                 access.bind(1, id.rawValue)
@@ -108,9 +116,22 @@ extension DiskStore {
 
     /// Deletes one row (its body file, if any, is the caller's to unlink after the commit).
     static func deleteRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
-        let delete = try connection.statement("DELETE FROM entries WHERE id = ?")
-        delete.bind(1, id)
-        try delete.run()
+        for table in ["entries", "tags"] {
+            let delete = try connection.statement("DELETE FROM \(table) WHERE id = ?")
+            delete.bind(1, id)
+            try delete.run()
+        }
+    }
+
+    /// Tags as one column value: each followed by a NUL.
+    static func serialized(tags: [String]) -> [UInt8] {
+        tags.flatMap { Array($0.utf8) + [0] }
+    }
+
+    /// The tags of a column value ``serialized(tags:)`` wrote.
+    static func tags(serialized bytes: [UInt8]?) -> [String] {
+        guard let bytes, !bytes.isEmpty else { return [] }
+        return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {

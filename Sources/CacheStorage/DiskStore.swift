@@ -82,9 +82,9 @@ public final class DiskStore: CacheStore {
         }
     }
 
-    /// The index format version, kept in `PRAGMA user_version`. Version 1 (access times in
-    /// the entries' rows) is migrated when opened.
-    public static let formatVersion: Int32 = 2
+    /// The index format version, kept in `PRAGMA user_version`. Versions 1 (access times in
+    /// the entries' rows) and 2 (no tags) are migrated when opened.
+    public static let formatVersion: Int32 = 3
 
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
@@ -222,12 +222,14 @@ public final class DiskStore: CacheStore {
             storage_policy INTEGER NOT NULL,
             user_info BLOB,
             complete INTEGER NOT NULL,
+            tags BLOB,
             -- Large values last: reading a row's head never walks a body's overflow pages.
             checksums BLOB NOT NULL,
             body BLOB,
             UNIQUE (primary_key, variant_key)
         );
         \(accessSchema)
+        \(tagsSchema)
         CREATE TABLE IF NOT EXISTS totals (
             id INTEGER PRIMARY KEY CHECK (id = 0),
             entries INTEGER NOT NULL,
@@ -254,6 +256,24 @@ public final class DiskStore: CacheStore {
             hits INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS access_by_recency ON access (last_access);
+        """
+
+    /// The entries carrying each tag (``EntryHead/tags``), so that removing a tag reads only
+    /// its entries. Rows go with their entry (``deleteRow(_:_:)``).
+    static let tagsSchema = """
+        CREATE TABLE IF NOT EXISTS tags (
+            tag TEXT NOT NULL,
+            id TEXT NOT NULL,
+            PRIMARY KEY (tag, id)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS tags_by_entry ON tags (id);
+        """
+
+    /// Version 2 had no tags: a column for an entry's own and the index table.
+    static let migrationFromVersion2 = """
+        ALTER TABLE entries ADD COLUMN tags BLOB;
+        \(tagsSchema)
+        PRAGMA user_version = 3;
         """
 
     static let removalTrigger = """
@@ -329,8 +349,11 @@ public final class DiskStore: CacheStore {
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
             }
-        } else if version == 1 {
-            try connection.transaction { () throws(StorageError) in try connection.execute(migrationFromVersion1) }
+        } else if version == 1 || version == 2 {
+            try connection.transaction { () throws(StorageError) in
+                if version == 1 { try connection.execute(migrationFromVersion1) }
+                try connection.execute(migrationFromVersion2)
+            }
         } else if version != formatVersion {
             throw StorageError(.index, "index format version \(version), this build reads \(formatVersion)")
         }

@@ -25,6 +25,8 @@ public final class MemoryStore: CacheStore {
         var freeSlots: [Int] = []
         var slots: [EntryID: Int] = [:]
         var byKey: [String: [Int]] = [:]
+        /// The slots of the entries carrying each tag.
+        var byTag: [String: Set<Int>] = [:]
         var newest = -1
         var oldest = -1
         var totals = StoreTotals()
@@ -133,6 +135,7 @@ public final class MemoryStore: CacheStore {
         }
         state.slots[entry.id] = slot
         state.byKey[entry.head.primaryKey, default: []].append(slot)
+        for tag in entry.head.tags { state.byTag[tag, default: []].insert(slot) }
         state.changed(entry)
         makeNewest(slot, &state)
         state.totals.add(entry)
@@ -180,6 +183,19 @@ public final class MemoryStore: CacheStore {
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
         state.withLock { state in
             let slots = state.slots.values.filter { state.nodes[$0].entry.head.url.hasPrefix(prefix) }
+            for slot in slots { Self.unlink(slot, &state) }
+            return slots.count
+        }
+    }
+
+    /// The entries carrying `tag`.
+    package func entries(taggedWith tag: String) -> [StoredEntry] {
+        state.withLock { state in (state.byTag[tag] ?? []).map { state.nodes[$0].entry } }
+    }
+
+    public func remove(tag: String) throws(StorageError) -> Int {
+        state.withLock { state in
+            let slots = state.byTag[tag] ?? []
             for slot in slots { Self.unlink(slot, &state) }
             return slots.count
         }
@@ -272,6 +288,10 @@ public final class MemoryStore: CacheStore {
         let key = entry.head.primaryKey
         state.byKey[key]?.removeAll { $0 == slot }
         if state.byKey[key]?.isEmpty == true { state.byKey[key] = nil }
+        for tag in entry.head.tags {
+            state.byTag[tag]?.remove(slot)
+            if state.byTag[tag]?.isEmpty == true { state.byTag[tag] = nil }
+        }
         state.totals.subtract(entry)
     }
 

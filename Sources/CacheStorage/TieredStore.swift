@@ -88,6 +88,12 @@ public final class TieredStore: CacheStore {
         return try disk.remove(urlPrefix: prefix) + memoryOnlyCount
     }
 
+    public func remove(tag: String) throws(StorageError) -> Int {
+        let memoryOnlyCount = memoryOnly(memory.entries(taggedWith: tag)).count
+        _ = try memory.remove(tag: tag)
+        return try disk.remove(tag: tag) + memoryOnlyCount
+    }
+
     public func removeAll() throws(StorageError) {
         try memory.removeAll()
         try disk.removeAll()

@@ -12,7 +12,8 @@ struct EntryRecord {
     var expiresAt: Double?
     var inlineChecksum: UInt64?
 
-    private static let formatVersion: UInt8 = 1
+    /// Version 2 added the tags; version 1 records (without) are still read.
+    private static let formatVersion: UInt8 = 2
 
     func serialized() -> [UInt8] {
         var writer = ByteWriter()
@@ -38,6 +39,8 @@ struct EntryRecord {
         if let expiresAt { writer.double(expiresAt) }
         writer.byte(inlineChecksum == nil ? 0 : 1)
         if let inlineChecksum { writer.fixed64(inlineChecksum) }
+        writer.varint(UInt64(entry.head.tags.count))
+        for tag in entry.head.tags { writer.string(tag) }
         return writer.bytes
     }
 
@@ -51,7 +54,8 @@ struct EntryRecord {
     /// `nil` for bytes of another version or damaged ones (read as a miss).
     init?(serialized bytes: [UInt8]) {
         var reader = ByteReader(bytes)
-        guard reader.byte() == Self.formatVersion, let idText = reader.string(), let id = EntryID(rawValue: idText),
+        guard let version = reader.byte(), version == 1 || version == Self.formatVersion, let idText = reader.string(),
+            let id = EntryID(rawValue: idText),
             let primaryKey = reader.string(), let variantKey = reader.string(), let url = reader.string(),
             let status = reader.varint(), status < 1000, let fieldBytes = reader.blob(),
             let fields = HeaderFields(serialized: fieldBytes), let facts = reader.blob(),
@@ -79,10 +83,18 @@ struct EntryRecord {
             guard let checksum = reader.fixed64() else { return nil }
             inlineChecksum = checksum
         }
+        var tags: [String] = []
+        if version >= 2 {
+            guard let count = reader.varint(), count <= 1 << 16 else { return nil }
+            for _ in 0..<count {
+                guard let tag = reader.string() else { return nil }
+                tags.append(tag)
+            }
+        }
         guard reader.atEnd else { return nil }
         let head = EntryHead(
             primaryKey: primaryKey, variantKey: variantKey, url: url, status: Int(status), fields: fields, facts: facts,
-            storagePolicy: policy, userInfo: userInfo, isComplete: complete == 1)
+            storagePolicy: policy, userInfo: userInfo, isComplete: complete == 1, tags: tags)
         self.init(
             entry: StoredEntry(
                 id: id, head: head, bodySize: Int64(bodySize), storedAt: storedAt, lastAccess: lastAccess,

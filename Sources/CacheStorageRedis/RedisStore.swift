@@ -100,6 +100,8 @@ public final class RedisStore: CacheStore {
 
     func variantsKey(_ primaryKey: String) -> [UInt8] { key(Self.tag(of: primaryKey), "v", primaryKey) }
     func lockKey(_ identity: String) -> [UInt8] { key(Self.tag(of: identity), "l", identity) }
+    /// The set of the primary keys with an entry tagged `tag` (``EntryHead/tags``).
+    private func tagKey(_ tag: String) -> [UInt8] { key(Self.tag(of: tag), "t", tag) }
     private func metaKey(_ id: EntryID) -> [UInt8] { key(id.rawValue.prefix(4), "m", id.rawValue) }
     private func chunkKey(_ id: EntryID, _ index: Int) -> [UInt8] {
         key(id.rawValue.prefix(4), "c", "\(id.rawValue):\(index)")
@@ -334,6 +336,17 @@ public final class RedisStore: CacheStore {
         let record = EntryRecord(
             entry: entry, chunkCount: inline ? 0 : description.checksums.count, expiresAt: expiresAt,
             inlineChecksum: inline ? description.checksums.first ?? XXH64.hash([]) : nil)
+        // The tags' sets first: a failure there stores nothing, so no entry is ever out of
+        // its tags' reach. A member left behind by a failed commit is skipped on removal.
+        for tag in Set(entry.head.tags) {
+            let setKey = tagKey(tag)
+            let replies = try run(
+                [[bytes("SADD"), setKey, Array(entry.head.primaryKey.utf8)]] + extendVariants(setKey, lifetime),
+                slotKey: setKey, failing: .writeFailed)
+            if let message = replies.lazy.compactMap(\.errorMessage).first {
+                throw StorageError(.writeFailed, "Redis refused a write: \(message)")
+            }
+        }
         var commands: [[[UInt8]]] = []
         if !inline {
             commands = chunks.map { [bytes("SET"), chunkKey(entry.id, $0.index), $0.bytes] }
@@ -446,6 +459,25 @@ public final class RedisStore: CacheStore {
                 [[bytes("HDEL"), key] + matching.map { Array($0.entry.head.variantKey.utf8) }]
                     + matching.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
             removed += matching.count
+        }
+        return removed
+    }
+
+    public func remove(tag: String) throws(StorageError) -> Int {
+        let setKey = tagKey(tag)
+        let members = try run([[bytes("SMEMBERS"), setKey]], slotKey: setKey, failing: .readFailed)[0].array ?? []
+        var removed = 0
+        for member in members.compactMap(\.bytes) {
+            let primaryKey = String(decoding: member, as: UTF8.self)
+            let matching = try records(of: primaryKey).filter { $0.entry.head.tags.contains(tag) }
+            if !matching.isEmpty {
+                let key = variantsKey(primaryKey)
+                _ = try transaction(
+                    [[bytes("HDEL"), key] + matching.map { Array($0.entry.head.variantKey.utf8) }]
+                        + matching.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
+                removed += matching.count
+            }
+            _ = try run([[bytes("SREM"), setKey, member]], slotKey: setKey, failing: .writeFailed)
         }
         return removed
     }

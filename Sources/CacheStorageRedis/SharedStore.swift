@@ -213,22 +213,27 @@ public final class SharedStore: CollapsingStore {
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
-        defer { changed() }
         state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
-        let localCount = try local?.remove(primaryKey: primaryKey) ?? 0
-        do {
-            return try redis.remove(primaryKey: primaryKey)
-        } catch  where localCount > 0 {
-            return localCount
-        }
+        return try removeFromBoth { store throws(StorageError) in try store.remove(primaryKey: primaryKey) }
     }
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
-        defer { changed() }
         state.withLock { $0.synced.removeAll() }
-        let localCount = try local?.remove(urlPrefix: prefix) ?? 0
+        return try removeFromBoth { store throws(StorageError) in try store.remove(urlPrefix: prefix) }
+    }
+
+    public func remove(tag: String) throws(StorageError) -> Int {
+        state.withLock { $0.synced.removeAll() }
+        return try removeFromBoth { store throws(StorageError) in try store.remove(tag: tag) }
+    }
+
+    /// Removes with `removal` from the local tier, then from Redis; Redis' count, or the local
+    /// one when Redis could not be reached and the local tier removed something.
+    private func removeFromBoth(_ removal: (any CacheStore) throws(StorageError) -> Int) throws(StorageError) -> Int {
+        defer { changed() }
+        let localCount = try local.map { store throws(StorageError) in try removal(store) } ?? 0
         do {
-            return try redis.remove(urlPrefix: prefix)
+            return try removal(redis)
         } catch  where localCount > 0 {
             return localCount
         }

@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSemantics
 import Foundation
 import Glibc
 
@@ -14,8 +15,11 @@ extension CachingProxy {
 
     /// Sends `PURGE url` to a running proxy at `proxy` (`http://host:port`), with
     /// `Authorization: Bearer token` when given: absolute-form, so it works for reverse and
-    /// forward proxies alike.
-    public static func purge(_ url: String, proxy: String, token: String?, timeout: Double = 10) throws -> PurgeAnswer {
+    /// forward proxies alike. With `groups`, the proxy removes the stored responses of
+    /// `url`'s origin in those cache groups (RFC 9875) instead of `url`'s.
+    public static func purge(
+        _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
+    ) throws -> PurgeAnswer {
         guard let address = Messages.absoluteTarget(proxy),
             let (host, port) = OriginSocket.authority(
                 address.authority.contains(":") ? address.authority : address.authority + ":80")
@@ -35,6 +39,10 @@ extension CachingProxy {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var request = "PURGE \(url) HTTP/1.1\r\nHost: \(address.authority)\r\nConnection: close\r\n"
         if let token { request += "Authorization: Bearer \(token)\r\n" }
+        if !groups.isEmpty {
+            let list = groups.map { StructuredFields.serialize(.string($0)) }.joined(separator: ", ")
+            request += "Cache-Group-Invalidation: \(list)\r\n"
+        }
         request += "\r\n"
         let bytes = Array(request.utf8)
         var sent = 0

@@ -70,6 +70,18 @@ extension HTTPCache {
         try store.remove(urlPrefix: prefix)
     }
 
+    /// Removes every stored response in the cache group `group` (the `Cache-Groups` field,
+    /// [RFC 9875 §2](https://www.rfc-editor.org/rfc/rfc9875#section-2)) of `origin` (the
+    /// scheme, host and port of a URL; every origin when `nil`): the surrogate-key purge of a
+    /// CDN, on the standard's field. Groups are indexed: the other entries are not read.
+    /// Returns how many were removed.
+    @discardableResult
+    public func remove(group: String, origin: URL? = nil) throws(StorageError) -> Int {
+        guard let origin else { return try store.remove(tag: CacheGroups.tag(group)) }
+        guard let originText = CacheGroups.origin(of: origin.absoluteString) else { return 0 }
+        return try store.remove(tag: CacheGroups.tag(group, origin: originText))
+    }
+
     /// Removes everything.
     public func removeAll() throws(StorageError) {
         try store.removeAll()

@@ -169,31 +169,38 @@ struct ShowCommand {
     }
 }
 
-/// `httpcache purge URL | --prefix P | --all`.
+/// `httpcache purge URL | --prefix P | --group NAME | --all`.
 struct PurgeCommand {
     static let name = "purge"
     static let summary = "remove stored responses"
     static let specs =
         CacheOptions.specs + [
-            .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"),
+            .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"), .value("--group"),
+            .value("--origin"),
         ]
     static let help = """
-        Usage: httpcache purge URL | --prefix PREFIX | --all [--cache-dir DIR]
+        Usage: httpcache purge URL | --prefix PREFIX | --group NAME [--origin URL] | --all
+                               [--cache-dir DIR]
                httpcache purge --proxy http://HOST:PORT URL [--admin-token TOKEN]
+               httpcache purge --proxy http://HOST:PORT --group NAME [URL] [--admin-token TOKEN]
 
         Removes the stored responses for GET URL (every Vary variant), or those whose URL
         starts with PREFIX, or everything, and says how many were removed (0 is not an error).
+        --group removes the responses whose Cache-Groups field lists NAME (RFC 9875), of
+        every origin, or only of the origin (scheme, host, port) of --origin URL.
         With --proxy, asks a running `httpcache serve` to remove URL's responses (a PURGE
         request; allowed from loopback, else with the proxy's admin token, also read from
-        $HTTPCACHE_ADMIN_TOKEN).
+        $HTTPCACHE_ADMIN_TOKEN); with --group, those of URL's origin in the group (URL
+        defaults to the proxy's own origin, right for a reverse proxy).
         """
 
     enum Target {
         case url(URL)
         case prefix(String)
+        case group(String, origin: URL?)
         case all
-        /// A running proxy's stored responses for a URL.
-        case proxy(proxy: String, url: String, token: String?)
+        /// A running proxy's stored responses for a URL, or for cache groups of its origin.
+        case proxy(proxy: String, url: String, token: String?, groups: [String])
     }
 
     let target: Target
@@ -201,25 +208,48 @@ struct PurgeCommand {
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         let urls = try arguments.positionals("URL", minimum: 0, maximum: 1)
+        let group = arguments.value("--group")
+        if let group {
+            // A group is a Structured Field String (RFC 9651 §3.3.3): printable ASCII.
+            guard !group.isEmpty, group.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }) else {
+                throw .usage(Self.name, "--group needs a group name of printable ASCII, as Cache-Groups lists it")
+            }
+        }
         if let proxy = arguments.value("--proxy") {
-            guard let url = urls.first, arguments.value("--prefix") == nil, !arguments.has("--all") else {
-                throw .usage(Self.name, "--proxy purges one URL: httpcache purge --proxy http://HOST:PORT URL")
+            guard let url = urls.first ?? group.map({ _ in proxy + "/" }), arguments.value("--prefix") == nil,
+                !arguments.has("--all"), arguments.value("--origin") == nil
+            else {
+                throw .usage(
+                    Self.name,
+                    "--proxy purges one URL or a group: httpcache purge --proxy http://HOST:PORT URL | --group NAME [URL]"
+                )
             }
             target = .proxy(
                 proxy: proxy, url: url,
-                token: arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"])
+                token: arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"],
+                groups: group.map { [$0] } ?? [])
             cacheOptions = try CacheOptions(arguments)
             return
         }
         let prefix = arguments.value("--prefix")
-        let chosen = [!urls.isEmpty, prefix != nil, arguments.has("--all")].filter { $0 }.count
+        let chosen = [!urls.isEmpty, prefix != nil, group != nil, arguments.has("--all")].filter { $0 }.count
         guard chosen == 1 else {
             throw .usage(
                 Self.name,
                 chosen == 0
-                    ? "say what to remove: URL, --prefix PREFIX or --all" : "give only one of URL, --prefix, --all")
+                    ? "say what to remove: URL, --prefix PREFIX, --group NAME or --all"
+                    : "give only one of URL, --prefix, --group, --all")
         }
-        if let url = urls.first {
+        if arguments.value("--origin") != nil && group == nil {
+            throw .usage(Self.name, "--origin goes with --group NAME")
+        }
+        if let group {
+            target = .group(
+                group,
+                origin: try arguments.value("--origin").map { origin throws(Failure) in
+                    try RequestOptions.url(origin, command: Self.name)
+                })
+        } else if let url = urls.first {
             target = .url(try RequestOptions.url(url, command: Self.name))
         } else if let prefix {
             guard !prefix.isEmpty else {
@@ -233,11 +263,11 @@ struct PurgeCommand {
     }
 
     func run() throws(Failure) {
-        if case .proxy(let proxy, let url, let token) = target {
+        if case .proxy(let proxy, let url, let token, let groups) = target {
             #if os(Linux)
             let answer: CachingProxy.PurgeAnswer
             do {
-                answer = try CachingProxy.purge(url, proxy: proxy, token: token)
+                answer = try CachingProxy.purge(url, proxy: proxy, token: token, groups: groups)
             } catch {
                 throw Failure(.failure, "\(error)")
             }
@@ -247,7 +277,7 @@ struct PurgeCommand {
             Console.out(answer.message + "\n")
             return
             #else
-            _ = (proxy, url, token)
+            _ = (proxy, url, token, groups)
             throw Failure(.failure, "purge --proxy needs Linux, as httpcache serve does; purge on the proxy's host")
             #endif
         }
@@ -261,6 +291,11 @@ struct PurgeCommand {
             case .prefix(let prefix):
                 let removed = try cache.remove(urlPrefix: prefix)
                 Console.out("removed \(Format.count(removed, "stored response")) under \(prefix)\n")
+            case .group(let group, let origin):
+                let removed = try cache.remove(group: group, origin: origin)
+                let place = origin.flatMap { CacheGroups.origin(of: $0.absoluteString) } ?? "every origin"
+                Console.out(
+                    "removed \(Format.count(removed, "stored response")) in cache group \"\(group)\" of \(place)\n")
             case .all:
                 let count = cache.totals.all.entries
                 try cache.removeAll()

@@ -103,6 +103,28 @@ struct CLIInspectionTests {
         }
     }
 
+    @Test("purge --group removes the responses whose Cache-Groups lists the group (RFC 9875), by origin or all")
+    func purgeByGroup() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/g/1", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\"")])
+            cli.serve("/g/2", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\", \"sport\"")])
+            cli.serve("/g/3", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"sport\"")])
+            for path in ["/g/1", "/g/2", "/g/3"] { _ = try await cli.run(["get", cli.url(path)]) }
+            let elsewhere = try await cli.run(["purge", "--group", "news", "--origin", "http://127.0.0.1:1/"])
+            #expect(elsewhere.stdout == "removed 0 stored responses in cache group \"news\" of http://127.0.0.1:1\n")
+            let news = try await cli.run(["purge", "--group", "news", "--origin", cli.url("/")])
+            #expect(news.status == 0, "\(news.stderr)")
+            #expect(news.stdout.hasPrefix("removed 2 stored responses in cache group \"news\" of http://127.0.0.1:"))
+            let sport = try await cli.run(["purge", "--group", "sport"])
+            #expect(sport.stdout == "removed 1 stored response in cache group \"sport\" of every origin\n")
+            #expect(try await cli.run(["ls", "--json"]).jsonArray().isEmpty)
+            #expect(try await cli.run(["purge", "--group", ""]).status == 2)
+            #expect(try await cli.run(["purge", "--origin", cli.url("/")]).status == 2)
+            #expect(try await cli.run(["purge", "--group", "news", cli.url("/g/1")]).status == 2)
+        }
+    }
+
     @Test func pinAndUnpin() async throws {
         try await offPool {
             let cli = try await filled()

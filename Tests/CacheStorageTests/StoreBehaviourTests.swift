@@ -540,6 +540,8 @@ struct IndexFormatVersionTests {
                     hits = (SELECT hits FROM access WHERE access.id = entries.id);
                 DROP TRIGGER entries_removed;
                 DROP TABLE access;
+                DROP TABLE tags;
+                ALTER TABLE entries DROP COLUMN tags;
                 CREATE INDEX entries_by_recency ON entries (pinned, last_access);
                 CREATE TRIGGER entries_removed AFTER DELETE ON entries BEGIN
                     UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,

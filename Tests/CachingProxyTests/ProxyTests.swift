@@ -206,6 +206,33 @@ struct ProxyTests {
         }
     }
 
+    @Test("PURGE with Cache-Group-Invalidation removes the origin's responses in those groups (RFC 9875)")
+    func purgeGroup() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.serve("/a", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\", \"x\"")], body: "a")
+            harness.serve("/b", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\"")], body: "b")
+            harness.serve("/c", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"sport\"")], body: "c")
+            for path in ["/a", "/b", "/c"] { _ = try harness.get(path) }
+            let answer = try CachingProxy.purge(
+                harness.proxy.baseURL + "/", proxy: harness.proxy.baseURL, token: nil, groups: ["news", "none"])
+            #expect(answer.status == 200)
+            #expect(answer.message.contains("purged 2 stored responses in cache group \"news\", \"none\""))
+            #expect(!(try harness.get("/a").isHit))
+            #expect(!(try harness.get("/b").isHit))
+            #expect(try harness.get("/c").isHit)
+            let bad = try harness.get("/", [("Cache-Group-Invalidation", "news")], method: "PURGE")
+            #expect(bad.status == 400)
+            let again = try CachingProxy.purge(
+                harness.proxy.baseURL + "/", proxy: harness.proxy.baseURL, token: nil, groups: ["sport"])
+            #expect(again.status == 200)
+            #expect(
+                try CachingProxy.purge(
+                    harness.proxy.baseURL + "/", proxy: harness.proxy.baseURL, token: nil, groups: ["sport"]
+                ).status == 404)
+        }
+    }
+
     @Test("Metrics in the Prometheus text format count outcomes, origin latency and the store")
     func metrics() async throws {
         try await offPool {

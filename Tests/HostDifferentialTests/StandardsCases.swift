@@ -131,6 +131,32 @@ extension DifferentialCase {
                 }
             }, [get, .request("/r", method: "POST"), get]
         ) { $0.originRequests == 2 && $0.answers[2].body == "POST 2" && $0.isHit(2) },
+
+        // MARK: Cache groups (RFC 9875)
+        make(
+            "a POST whose response has Cache-Group-Invalidation removes the stored responses in that group (RFC 9875 §3)",
+            { world in
+                world.serve("/a", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\", \"x\"")])
+                world.serve("/b", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\"")])
+                world.serve("/c", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"sport\"")])
+                world.serve("/vote", [("Cache-Group-Invalidation", "\"news\"")])
+            },
+            [
+                .request("/a"), .request("/b"), .request("/c"), .request("/vote", method: "POST"), .request("/a"),
+                .request("/b"), .request("/c"),
+            ]
+        ) { $0.originRequests == 6 && !$0.isHit(4) && !$0.isHit(5) && $0.isHit(6) },
+        make(
+            "Cache-Group-Invalidation on a response to GET is ignored (RFC 9875 §3)",
+            { world in
+                world.serve("/a", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\"")])
+                world.serve("/poll", [("Cache-Group-Invalidation", "\"news\"")])
+            }, [.request("/a"), .request("/poll"), .request("/a")]
+        ) { $0.originRequests == 2 && $0.isHit(2) },
+        make(
+            "the Cache-Groups field is stored and served with the response (RFC 9875 §2)",
+            { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"scripts\"")]) }, [get, get]
+        ) { $0.isHit(1) && $0.answers[1].metadata.contains("Cache-Groups") },
     ]
 }
 #endif

@@ -337,10 +337,15 @@ final class ProxyHandler: RequestHandler {
 
     // MARK: Purge and CONNECT
 
-    /// `PURGE url`: removes every stored variant of the URL.
+    /// `PURGE url`: removes every stored variant of the URL. With a `Cache-Group-Invalidation`
+    /// field (a List of Strings, as in a response, RFC 9875 §3), removes instead every stored
+    /// response of the URL's origin in those groups.
     private func purge(_ request: ServerRequest, primaryKey: String, url: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("purge", responder) }
         metrics.count(.purge)
+        if request.fields.contains("Cache-Group-Invalidation") {
+            return purgeGroups(request, url: url, responder)
+        }
         do {
             let removed = try store.remove(primaryKey: primaryKey)
             let (fields, body) = Messages.plainText(
@@ -350,6 +355,29 @@ final class ProxyHandler: RequestHandler {
             responder.respond(ServerResponseHead(status: removed == 0 ? 404 : 200, fields: fields), body: body)
         } catch {
             answer(500, "500 Internal Server Error: could not purge \(url): \(error)", responder)
+        }
+    }
+
+    private func purgeGroups(_ request: ServerRequest, url: String, _ responder: Responder) {
+        let groups = CacheGroups.groups(request.fields, name: "Cache-Group-Invalidation")
+        guard !groups.isEmpty, let origin = CacheGroups.origin(of: url) else {
+            return answer(
+                400,
+                "400 Bad Request: Cache-Group-Invalidation needs a list of strings such as \"scripts\", \"images\" (RFC 9875 §3)",
+                responder)
+        }
+        do {
+            var removed = 0
+            for group in groups { removed += try store.remove(tag: CacheGroups.tag(group, origin: origin)) }
+            let names = groups.map { StructuredFields.serialize(.string($0)) }.joined(separator: ", ")
+            let (fields, body) = Messages.plainText(
+                removed == 0
+                    ? "nothing stored in cache group \(names) of \(origin)"
+                    : "purged \(removed) stored response\(removed == 1 ? "" : "s") in cache group \(names) of \(origin)"
+            )
+            responder.respond(ServerResponseHead(status: removed == 0 ? 404 : 200, fields: fields), body: body)
+        } catch {
+            answer(500, "500 Internal Server Error: could not purge cache groups of \(origin): \(error)", responder)
         }
     }
 
