@@ -13,7 +13,7 @@ let rootIdentity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
 /// CacheSemantics' parsers and its engine.
 let semantics = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
-    "FuzzURI", "FuzzStoredFacts", "FuzzEngine", "FuzzTargetedFields", "FuzzCacheGroups",
+    "FuzzURI", "FuzzStoredFacts", "FuzzEngine", "FuzzTargetedFields", "FuzzCacheGroups", "FuzzNoVarySearch",
 ]
 /// The proxy's server-side wire parsers (HTTPWire's `@_spi(Fuzzing)` surface), checked by
 /// RequestOracle, a reading of RFC 9112 that lives here, apart from the product.

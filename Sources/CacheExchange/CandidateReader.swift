@@ -46,7 +46,17 @@ final class CandidateReader: Sendable {
         return (candidates, facts)
     }
 
+    /// The candidates of `primaryKey`; when none is stored under it, those stored under the
+    /// key its path's No-Vary-Search simplifies it to, that answer it (``SearchVariance``).
     private func read(_ primaryKey: String) -> [StoredCandidate] {
+        let own = readKey(primaryKey)
+        guard own.isEmpty, let simplified = SearchVariance.simplifiedKey(primaryKey, read: candidates) else {
+            return own
+        }
+        return SearchVariance.equivalent(readKey(simplified.key), to: simplified.uri)
+    }
+
+    private func readKey(_ primaryKey: String) -> [StoredCandidate] {
         let entries: [StoredEntry]
         do {
             entries = try store.variants(of: primaryKey)

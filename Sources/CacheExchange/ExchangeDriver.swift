@@ -192,6 +192,32 @@ public final class ExchangeDriver: Sendable {
         exchange.abandon()
     }
 
+    // MARK: Inspecting and removing by key
+
+    /// The stored responses that answer `primaryKey`: its own, or those stored under the key
+    /// its path's No-Vary-Search simplifies it to that are equivalent to it.
+    public func storedEntries(for primaryKey: String) -> [StoredEntry] {
+        reader.candidates(primaryKey).map(\.entry)
+    }
+
+    /// Whether `entry` is the exchange's own bookkeeping (a No-Vary-Search marker), not a
+    /// stored response to list.
+    public func isInternal(_ entry: StoredEntry) -> Bool { SearchVariance.isMarker(entry.head.primaryKey) }
+
+    /// Removes the stored responses of `primaryKey`, and those that answer it by
+    /// No-Vary-Search (invalidation, RFC 9111 §4.4, and purging); returns how many.
+    @discardableResult
+    public func removeStored(primaryKey: String) throws(StorageError) -> Int {
+        var removed = try store.remove(primaryKey: primaryKey)
+        if let simplified = SearchVariance.simplifiedKey(primaryKey, read: reader.candidates) {
+            for entry in SearchVariance.equivalent(reader.candidates(simplified.key), to: simplified.uri).map(\.entry) {
+                try store.remove(entry.id)
+                removed += 1
+            }
+        }
+        return removed
+    }
+
     /// The background revalidation is over (whatever came of it).
     public func finish(_ revalidation: BackgroundRevalidation) {
         revalidations.end(revalidation.key)
@@ -303,7 +329,7 @@ public final class ExchangeDriver: Sendable {
         }
         for primaryKey in plan.invalidated {
             do {
-                try store.remove(primaryKey: primaryKey)
+                try removeStored(primaryKey: primaryKey)
             } catch {
                 configuration.log("could not invalidate \(primaryKey): \(error)")
             }
@@ -330,6 +356,11 @@ public final class ExchangeDriver: Sendable {
             userInfo: plan.storage?.head?.userInfo)
         if let storage = plan.storage, let head = storage.head {
             do {
+                if let marker = plan.varianceMarker,
+                    reader.candidates(marker.primaryKey).first?.entry.head.fields != marker.fields
+                {
+                    try store.makeWriter(for: marker).commit()
+                }
                 let writer = try store.makeWriter(for: head)
                 relay.recorder = recorder(writer, storage, plan, exchange)
             } catch {

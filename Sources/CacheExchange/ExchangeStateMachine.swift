@@ -116,6 +116,9 @@ public struct ExchangeStateMachine: Sendable {
         public var invalidated: [String]
         /// Tags of the cache groups whose stored responses the response invalidates (RFC 9875 §3).
         public var invalidatedTags: [String] = []
+        /// The No-Vary-Search marker of the stored response's path, stored with it
+        /// (`SearchVariance`).
+        public var varianceMarker: EntryHead?
         /// The stored `GET` response a `200` to `HEAD` freshens or marks stale (§4.3.5).
         public var headFreshens: StoredCandidate?
         /// A `304` answering the client's own validators freshens these (§4.3.4).
@@ -561,8 +564,9 @@ public struct ExchangeStateMachine: Sendable {
             relay.notModifiedFreshens = candidates
         }
         if plan.caching, request.head.method == "GET" {
-            let storage = Self.grouped(
-                advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime))
+            let storage = prepared(
+                advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime),
+                &relay)
             relay.storage = storage
             relay.reasons += storage.reasons
         } else if request.head.method == "POST", let targetKey = request.targetKey {
@@ -570,8 +574,9 @@ public struct ExchangeStateMachine: Sendable {
             // RFC 9110 §9.3.3 allows it.
             var asTarget = request
             asTarget.primaryKey = targetKey
-            let storage = Self.grouped(
-                advisor.plan(for: asTarget, response: head, requestTime: requestTime, responseTime: responseTime))
+            let storage = prepared(
+                advisor.plan(for: asTarget, response: head, requestTime: requestTime, responseTime: responseTime),
+                &relay)
             if storage.head != nil {
                 relay.storage = storage
                 relay.cacheStatus.stored = false
@@ -582,11 +587,13 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     /// `storage` with its entry tagged by the cache groups its stored fields list, in the
-    /// URL's origin (RFC 9875 §2.1).
-    static func grouped(_ storage: StoragePlan) -> StoragePlan {
+    /// URL's origin (RFC 9875 §2.1), and placed under its simplified URI's key when it has a
+    /// No-Vary-Search config (with the path's marker in `relay`).
+    private func prepared(_ storage: StoragePlan, _ relay: inout RelayPlan) -> StoragePlan {
         guard var head = storage.head else { return storage }
         var storage = storage
         head.tags = CacheGroups.tags(uri: head.url, fields: head.fields)
+        (head, relay.varianceMarker) = SearchVariance.placed(head, request: request)
         storage.head = head
         return storage
     }

@@ -169,15 +169,9 @@ struct URIParts: Hashable {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var i = 0
-        func hexValue(_ byte: UInt8) -> UInt8? {
-            if ASCII.isDigit(byte) { return byte - 0x30 }
-            let lower = ASCII.lower(byte)
-            if lower >= 0x61 && lower <= 0x66 { return lower - 0x61 + 10 }
-            return nil
-        }
         while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]),
-                let low = hexValue(bytes[i + 2])
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = ASCII.hexValue(bytes[i + 1]),
+                let low = ASCII.hexValue(bytes[i + 2])
             {
                 let decoded = high << 4 | low
                 if ASCII.isAlpha(decoded) || ASCII.isDigit(decoded) || decoded == UInt8(ascii: "-")
@@ -204,6 +198,14 @@ struct URIParts: Hashable {
 
 extension ASCII {
     static func upperHex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x41 + nibble - 10 }
+
+    /// The value of a hex digit of either case (`HEXDIG`, RFC 3986 §2.1); `nil` for any other byte.
+    static func hexValue(_ byte: UInt8) -> UInt8? {
+        if isDigit(byte) { return byte - 0x30 }
+        let lowered = lower(byte)
+        if lowered >= 0x61 && lowered <= 0x66 { return lowered - 0x61 + 10 }
+        return nil
+    }
 }
 
 /// The primary cache key of a request: its method and normalized target URI (RFC 9111 §2,

@@ -47,21 +47,23 @@ extension HTTPCache {
     /// recently used first.
     public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
         let time = now
-        return try store.entries().filter { urlPrefix.map($0.head.url.hasPrefix) ?? true }.map { info($0, at: time) }
+        return try store.entries()
+            .filter { !driver.isInternal($0) && (urlPrefix.map($0.head.url.hasPrefix) ?? true) }
+            .map { info($0, at: time) }
     }
 
     /// The stored responses (every `Vary` variant) for `GET url`.
     public func entries(for url: URL) throws(StorageError) -> [CacheEntryInfo] {
         guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return [] }
         let time = now
-        return try store.variants(of: key.primaryKey).map { info($0, at: time) }
+        return driver.storedEntries(for: key.primaryKey).map { info($0, at: time) }
     }
 
     /// Removes the stored responses for `GET url`; returns how many.
     @discardableResult
     public func remove(url: URL) throws(StorageError) -> Int {
         guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }
-        return try store.remove(primaryKey: key.primaryKey)
+        return try driver.removeStored(primaryKey: key.primaryKey)
     }
 
     /// Removes every stored response whose URL starts with `prefix`; returns how many.

@@ -125,6 +125,25 @@ struct CLIInspectionTests {
         }
     }
 
+    @Test(
+        "show and ls: a URL equivalent modulo No-Vary-Search shows the response stored for another; no marker is listed"
+    )
+    func showEquivalent() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/n", [("Cache-Control", "max-age=60"), ("No-Vary-Search", "key-order")])
+            _ = try await cli.run(["get", cli.url("/n?b=2&a=1")])
+            let show = try await cli.run(["show", cli.url("/n?a=1&b=2")])
+            #expect(show.status == 0, "\(show.stderr)")
+            #expect(show.stdout.contains("URL:            \(cli.url("/n?b=2&a=1"))"))
+            #expect(show.stdout.contains("No-Vary-Search: key-order"))
+            let listed = try await cli.run(["ls", "--json"]).jsonArray().compactMap { $0["url"] as? String }
+            #expect(listed == [cli.url("/n?b=2&a=1")])
+            let purged = try await cli.run(["purge", cli.url("/n?a=1&b=2")])
+            #expect(purged.stdout.hasPrefix("removed 1 stored response"))
+        }
+    }
+
     @Test func pinAndUnpin() async throws {
         try await offPool {
             let cli = try await filled()

@@ -233,6 +233,20 @@ struct ProxyTests {
         }
     }
 
+    @Test("PURGE of a URI equivalent modulo No-Vary-Search removes the response stored for another (draft §6, §7)")
+    func purgeEquivalent() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.serve("/n", [("Cache-Control", "max-age=60"), ("No-Vary-Search", "params=(\"utm\")")], body: "n")
+            _ = try harness.get("/n?utm=1&x=1")
+            #expect(try harness.get("/n?x=1&utm=2").isHit)
+            #expect(!(try harness.get("/n?x=2&utm=1").isHit))
+            let answer = try harness.get("/n?x=1", method: "PURGE")
+            #expect(answer.status == 200)
+            #expect(!(try harness.get("/n?utm=4&x=1").isHit))
+        }
+    }
+
     @Test("Metrics in the Prometheus text format count outcomes, origin latency and the store")
     func metrics() async throws {
         try await offPool {

@@ -157,6 +157,51 @@ extension DifferentialCase {
             "the Cache-Groups field is stored and served with the response (RFC 9875 §2)",
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"scripts\"")]) }, [get, get]
         ) { $0.isHit(1) && $0.answers[1].metadata.contains("Cache-Groups") },
+
+        // MARK: No-Vary-Search (draft-ietf-httpbis-no-vary-search)
+        searchVariance(
+            "key-order: the same parameters in another order are answered from the store (§6, §7)", "key-order",
+            ["/r?b=2&a=1", "/r?a=1&b=2", "/r?a=1&b=3"]
+        ) { $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "/r?b=2&a=1 #1" && !$0.isHit(2) },
+        searchVariance(
+            "params: the parameters named do not matter, the others do (§6, §7)", "params=(\"utm_source\")",
+            ["/r?id=1&utm_source=a", "/r?utm_source=b&id=1", "/r?id=1", "/r?id=2&utm_source=a"]
+        ) { $0.originRequests == 2 && $0.isHit(1) && $0.isHit(2) && !$0.isHit(3) },
+        searchVariance(
+            "except: only the parameters named matter (§6, §7)", "except=(\"id\"), key-order",
+            ["/r?id=7&ref=x", "/r?session=9&id=7", "/r?id=8&ref=x"]
+        ) { $0.originRequests == 2 && $0.isHit(1) && !$0.isHit(2) },
+        searchVariance(
+            "an invalid No-Vary-Search is the default: every URL its own (§5.1)", "params=(\"a\"), except=(\"b\")",
+            ["/r?a=1", "/r?a=2", "/r?a=1"]
+        ) { $0.originRequests == 2 && !$0.isHit(1) && $0.isHit(2) },
+        make(
+            "an unsafe request invalidates the responses stored for URIs equivalent to its target (RFC 9111 §4.4, §7)",
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("No-Vary-Search", "params=(\"utm\")")],
+                        body: Array("\(request.method) \(request.target) #\(number)".utf8))
+                }
+            },
+            [.request("/r?utm=1"), .request("/r?utm=2", method: "POST"), .request("/r?utm=3"), .request("/r")]
+        ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "GET /r?utm=3 #3" },
     ]
+
+    /// A case whose origin answers every request of /r with `No-Vary-Search: value` and a body
+    /// naming the request target and its number; `paths` are requested in turn.
+    static func searchVariance(
+        _ name: String, _ value: String, _ paths: [String], expect: @escaping @Sendable (Transcript) -> Bool
+    ) -> DifferentialCase {
+        make(
+            name,
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("No-Vary-Search", value)],
+                        body: Array("\(request.target) #\(number)".utf8))
+                }
+            }, paths.map { .request($0) }, expect: expect)
+    }
 }
 #endif

@@ -347,7 +347,7 @@ final class ProxyHandler: RequestHandler {
             return purgeGroups(request, url: url, responder)
         }
         do {
-            let removed = try store.remove(primaryKey: primaryKey)
+            let removed = try driver.removeStored(primaryKey: primaryKey)
             let (fields, body) = Messages.plainText(
                 removed == 0
                     ? "nothing stored for \(url)"
