@@ -91,6 +91,14 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
         completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
     ) {
         let identifier = dataTask.taskIdentifier
+        if let http = response as? HTTPURLResponse, (100...199).contains(http.statusCode), http.statusCode != 101 {
+            // swift-corelibs-foundation hands interim responses (a 103 Early Hints) to this
+            // callback too, before the final one: taken for the final response, the exchange
+            // would answer with the 103 and wait for ever on a body that goes elsewhere. They
+            // are not the answer (RFC 9110 §15.2); the final response follows.
+            completionHandler(.allow)
+            return
+        }
         guard let http = response as? HTTPURLResponse else {
             let continuation = tasks.withLock { $0.removeValue(forKey: identifier)?.head }
             continuation?.resume(throwing: URLError(.badServerResponse))

@@ -64,8 +64,8 @@ package struct ResponseFramer {
     package enum Event: Equatable {
         /// All bytes given were consumed or are kept for later: give them again with more.
         case needMore
-        /// An interim (1xx) response head; the final head is still to come. (Skipped by the
-        /// client today; a proxy may relay `103` and `102` later.)
+        /// An interim (1xx) response head; the final head is still to come (the proxy relays
+        /// it to its client).
         case interim(UpstreamResponseHead)
         /// The final response head; its body follows.
         case head(UpstreamResponseHead)

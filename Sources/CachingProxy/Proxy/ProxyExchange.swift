@@ -144,6 +144,19 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
 
     // MARK: UpstreamReceiver
 
+    /// Relays an interim response from the origin (RFC 9110 §15.2: "A proxy MUST forward 1xx
+    /// responses unless the proxy itself requested the generation of the 1xx response"):
+    /// `102 Processing`, `103 Early Hints` and the like. Not `100 Continue` (the proxy reads a
+    /// request's content before forwarding it and answers `Expect` itself) nor `101`. Nothing
+    /// of it is stored or merged into the final response (RFC 9111 §3).
+    func receive(interim head: UpstreamResponseHead) {
+        guard let responder, head.status != 100, head.status != 101 else { return }
+        var fields = Messages.removingHopByHop(head.fields)
+        fields.removeAll(named: "Content-Length")
+        Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
+        responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
+    }
+
     func receive(head: UpstreamResponseHead) -> Bool {
         handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
         let step = driver.originResponded(

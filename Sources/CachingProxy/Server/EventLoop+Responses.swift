@@ -21,6 +21,20 @@ extension EventLoop {
         markDirty(target.connection)
     }
 
+    /// An interim response (RFC 9110 §15.2) before the final one: to HTTP/1.1 clients only
+    /// ("A server MUST NOT send a 1xx response to an HTTP/1.0 client"), never `101` (an
+    /// upgrade this server does not make), never after the final response started.
+    func interim(_ target: ResponseTarget, _ head: ServerResponseHead) {
+        let connection = target.connection
+        guard isCurrent(target), !connection.state.responseStarted, connection.state.minorVersion == 1,
+            (100...199).contains(head.status), head.status != 101
+        else { return }
+        Self.writeHead(
+            &connection.state.output, head.status, head,
+            HeadFraming(framing: .none, bodyAllowed: false, chunked: false), ending: "\r\n")
+        markDirty(connection)
+    }
+
     /// Appends body bytes (kept as the array when large); `false` when the request is no
     /// longer being answered on this connection.
     func write(_ target: ResponseTarget, _ bytes: [UInt8], accounted: Bool) -> Bool {

@@ -48,6 +48,7 @@ final class ConnectionCounters: Sendable {
 enum LoopCommand {
     case respond(ResponseTarget, ServerResponseHead, [UInt8], BodyFraming)
     case start(ResponseTarget, ServerResponseHead, BodyFraming)
+    case interim(ResponseTarget, ServerResponseHead)
     case write(ResponseTarget, [UInt8], accounted: Bool)
     case finish(ResponseTarget)
     case abort(ResponseTarget)
@@ -454,6 +455,9 @@ final class EventLoop: @unchecked Sendable {
         case .start(let target, let head, let framing):
             appliedFromMailbox(target)
             start(target, head, framing)
+        case .interim(let target, let head):
+            appliedFromMailbox(target)
+            interim(target, head)
         case .write(let target, let bytes, let accounted):
             appliedFromMailbox(target)
             _ = write(target, bytes, accounted: accounted)

@@ -20,8 +20,7 @@ import Glibc
 /// Every request is answered exactly once: ``respond(_:body:framing:)``, or ``start(_:framing:)``
 /// then writes and ``finish()``, or ``abort()``, or ``tunnel(to:)``. Calls after that, or after
 /// the client went away, do nothing (writes return `false`). A responder released without an
-/// answer closes its connection. The answer is the final response: interim `1xx` responses
-/// other than the server's own `100 Continue` cannot be sent.
+/// answer closes its connection. Before the answer, ``interim(_:)`` may send `1xx` responses.
 package final class Responder: @unchecked Sendable {
     private let loop: EventLoop
     private let target: ResponseTarget
@@ -81,6 +80,16 @@ package final class Responder: @unchecked Sendable {
         }) {
         case .direct: loop.respond(target, head, body, framing)
         case .mailbox: _ = loop.post(.respond(target, head, body, framing))
+        case .ignored: break
+        }
+    }
+
+    /// Sends an interim `1xx` response (RFC 9110 §15.2; not `101`) before the final one; to an
+    /// HTTP/1.0 client, or once the final response started, nothing is sent.
+    package func interim(_ head: ServerResponseHead) {
+        switch route({ !started && !finished }) {
+        case .direct: loop.interim(target, head)
+        case .mailbox: _ = loop.post(.interim(target, head))
         case .ignored: break
         }
     }

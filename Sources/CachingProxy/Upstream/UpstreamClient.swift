@@ -13,8 +13,8 @@ import Darwin
 /// repeated names kept, and its body with a `Content-Length` written from it; nothing is added
 /// but `Host` when the request has none (see ``UpstreamRequest``'s `wire()`). Redirects are
 /// returned, not followed; bodies come back as sent (`Content-Encoding` untouched), with
-/// chunked framing removed; only the final response reaches the receiver (interim 1xx
-/// responses are skipped). Only `http`: the proxy reaches https origins through `CONNECT`
+/// chunked framing removed; interim 1xx heads reach the receiver apart from the final one
+/// (``UpstreamReceiver/receive(interim:)``). Only `http`: the proxy reaches https origins through `CONNECT`
 /// tunnels, never through this client.
 ///
 /// Responses are framed by ``ResponseFramer``. One whose framing is ambiguous or not decoded
@@ -237,8 +237,9 @@ package final class UpstreamClient: Sendable {
                         "the connection to \(url) was reset (\(detail)) before the response was complete; "
                             + "it is incomplete and must not be used as complete")
                 }
-            case .interim:
+            case .interim(let head):
                 connection.consume(consumed)
+                receiver.receive(interim: head)
             case .head(let head):
                 connection.consume(consumed)
                 receivedHead = true

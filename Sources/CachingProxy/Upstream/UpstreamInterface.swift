@@ -24,10 +24,17 @@ package struct UpstreamRequest: Sendable {
 /// Receives one upstream response as it arrives, on the thread that called
 /// ``UpstreamClient/perform(_:_:)``.
 package protocol UpstreamReceiver: AnyObject {
+    /// An interim (1xx) response head before the final one (RFC 9110 §15.2).
+    func receive(interim: UpstreamResponseHead)
     /// The final response head. Return `false` to stop (the transfer is aborted).
     func receive(head: UpstreamResponseHead) -> Bool
     /// The next bytes of the body (as sent: never decoded, never de-compressed; de-chunked).
     /// Return `false` to stop.
     func receive(body: UnsafeRawBufferPointer) -> Bool
+}
+
+extension UpstreamReceiver {
+    /// Interim responses are skipped unless the receiver relays them.
+    package func receive(interim: UpstreamResponseHead) {}
 }
 #endif
