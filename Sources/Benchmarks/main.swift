@@ -1,5 +1,5 @@
-// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]`.
-// With no argument every suite but groups runs. Each line names its units. `benchmarks redis PORT`
+// Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
+// [partial]`. With no argument every suite but groups and partial runs. Each line names its units. `benchmarks redis PORT`
 // compares the Redis store's client with redis-benchmark on a running redis-server
 // (scripts/redis-bench starts one).
 
@@ -48,8 +48,16 @@ for suite in suites {
             print("benchmarks: the groups suite failed: \(error)")
             exit(1)
         }
+    case "partial":
+        print("== A range within a 1 GiB incomplete stored response (target: bytes read ≈ the range's size)")
+        do {
+            try runPartialBenchmarks()
+        } catch {
+            print("benchmarks: the partial suite failed: \(error)")
+            exit(1)
+        }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups")
+        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial")
         exit(2)
     }
 }

@@ -87,7 +87,8 @@ public struct RFC9111Storage: StorageAdvisor {
         case .store(let storable):
             let head = EntryHead(
                 primaryKey: primaryKey, variantKey: storable.facts.variantKey, url: request.head.uri,
-                status: response.status, fields: storable.fields, facts: storable.facts.serialized())
+                status: storable.facts.status, fields: storable.fields, facts: storable.facts.serialized(),
+                isComplete: !storable.facts.flags.has(.incomplete))
             return StoragePlan(head: head, reasons: storable.notes)
         }
     }

@@ -300,6 +300,15 @@ public struct ExchangeStateMachine: Sendable {
                 .gatewayTimeout(
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: false))
         case .forward(let forwarding):
+            if forwarding.reason == .partial, collapsed == nil,
+                let use = engine.partialUse(
+                    cacheRequest, candidates: facts, heldLengths: candidates.map(\.entry.bodySize), now: now)
+            {
+                // A range wholly within a stored incomplete response (RFC 9111 §3.4).
+                let status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+                return serve(
+                    StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .hit))
+            }
             var plan = ForwardPlan(forwarding: forwarding, caching: forwarding.reason != .method)
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]

@@ -180,7 +180,10 @@ final class ServedResponseBuilder: Sendable {
         let cacheStatus = answer.cacheStatus
         let entry = candidate.entry
         let base = base(entry)
-        if let declared = base.declaredLength, declared != body.size { return nil }
+        // An incomplete response holds fewer bytes than it declares; the lookup chose it for
+        // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
+        let incomplete = candidate.facts.flags.has(.incomplete)
+        if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
         var fields = base.fields
         fields.reserveCapacity(fields.count + 2)
         fields.append(HeaderField(name: "Age", lowercasedName: "age", value: use.ageFieldValue))
@@ -210,12 +213,12 @@ final class ServedResponseBuilder: Sendable {
             served.body = .none
             return served
         }
-        let size = body.size
+        let size = incomplete ? candidate.facts.contentLength ?? body.size : body.size
         switch engine.rangeAnswer(
             method: request.method, request: request.fields, stored: candidate.facts, length: size)
         {
         case .whole:
-            break
+            if incomplete { return nil }
         case .partial(let ranges) where ranges.count == 1:
             let range = ranges[0]
             served.status = 206

@@ -97,6 +97,35 @@ extension CacheEngine {
             .max { candidates[$0].responseTime < candidates[$1].responseTime }
     }
 
+    /// Whether a stored incomplete response can answer `request` (RFC 9111 §3.4: "the request
+    /// is partial and specifies a range wholly within the incomplete response"), and how: the
+    /// decision of a lookup of it as if it were complete (fresh, or allowed stale), with its
+    /// index. `heldLengths[i]` is how many bytes from the start candidate `i` holds; its
+    /// complete length is its `Content-Length`. `nil` when none can: a request without a valid
+    /// `Range`, with `If-Range` or its own validators, for a range not wholly held, or one whose
+    /// stored response would need validation first.
+    public func partialUse(
+        _ request: CacheRequest, candidates: [StoredResponseFacts], heldLengths: [Int64], now: Timestamp
+    ) -> CachedUse? {
+        let fields = request.head.fields
+        guard request.head.method == "GET", !request.isConditional, !fields.contains("If-Range"),
+            let text = fields["Range"], let ranges = ByteRangeRequest(text)
+        else { return nil }
+        for index in candidates.indices where index < heldLengths.count {
+            var facts = candidates[index]
+            guard facts.flags.has(.incomplete), facts.status == 200, facts.varyMatches(fields),
+                let length = facts.contentLength
+            else { continue }
+            let wanted = ranges.satisfiableRanges(length: length)
+            guard !wanted.isEmpty, wanted.allSatisfy({ $0.upperBound < heldLengths[index] }) else { continue }
+            facts.flags.remove(.incomplete)
+            guard case .serve(var use) = lookup(request, candidates: [facts], now: now) else { continue }
+            use.candidate = index
+            return use
+        }
+        return nil
+    }
+
     /// Ranges sorted, with overlapping or adjacent ones merged (RFC 9110 §15.3.7.2 allows it).
     static func coalesced(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
         var merged: [ClosedRange<Int64>] = []

@@ -124,7 +124,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .fieldsNotStored(let names):
             return "fields not stored: \(names.joined(separator: ", ")) (RFC 9111 §3.1)"
         case .storedAsIncomplete:
-            return "stored as incomplete: the body was not received in full (RFC 9111 §3.3)"
+            return
+                "stored as incomplete: the body was not received in full, or is the first part of the representation (RFC 9111 §3.3)"
         case .uncacheableMethod(let method):
             return "\(method) is not answered from the cache; forwarded (RFC 9111 §4)"
         case .noStoredResponse:

@@ -84,6 +84,10 @@ extension CacheEngine {
             return postStorageDecision(
                 for: request, response: response, requestTime: requestTime, responseTime: responseTime)
         }
+        if response.status == 206, let prefix = incompletePrefix(request, response) {
+            return prefixStorageDecision(
+                for: request, response: prefix, requestTime: requestTime, responseTime: responseTime)
+        }
         var refusals: [Reason] = []
         if request.method != "GET" { refusals.append(.methodNotStored(request.method)) }
         let status = response.status
@@ -333,6 +337,52 @@ extension CacheEngine {
             explicit.contains(storable.facts.lifetimeSource)
         else { return .doNotStore([.postResponseNotReusable]) }
         storable.notes.append(.postResponseStoredForTarget)
+        return .store(storable)
+    }
+}
+
+extension CacheEngine {
+    /// A `206` that holds the first bytes of a representation as the incomplete `200` it is
+    /// part of (RFC 9111 §3.3, §3.4): the answer to a `GET` with `Range`, one part starting at
+    /// byte 0 of a known complete length, with a strong validator (so that later parts can be
+    /// proved to belong to it). Its fields less `Content-Range`, with the complete
+    /// `Content-Length`. `nil` for any other `206` (not stored).
+    func incompletePrefix(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
+        guard request.method == "GET", request.fields.contains("Range"),
+            let text = response.fields["Content-Range"], response.fields.values(named: "Content-Range").count == 1,
+            let contentRange = ContentRange(text), let range = contentRange.range, range.lowerBound == 0,
+            let length = contentRange.completeLength, range.upperBound < length - 1
+        else { return nil }
+        var fields = response.fields
+        fields.removeAll(named: "Content-Range")
+        fields["Content-Length"] = String(length)
+        let whole = ResponseHead(status: 200, fields: fields)
+        let strong: Bool
+        if let tag = fields["ETag"].flatMap({ EntityTag($0) }) {
+            strong = !tag.isWeak
+        } else if let lastModified = fields["Last-Modified"].flatMap({ HTTPDate.parse($0) }),
+            let date = fields["Date"].flatMap({ HTTPDate.parse($0) })
+        {
+            strong = date - lastModified >= 1  // RFC 9110 §8.8.2.2
+        } else {
+            strong = false
+        }
+        return strong ? whole : nil
+    }
+
+    /// The decision for `prefix` (``incompletePrefix(_:_:)``): as for the complete `200`, then
+    /// marked incomplete. It answers later requests for ranges wholly within it (§3.4).
+    func prefixStorageDecision(
+        for request: RequestHead, response prefix: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    ) -> StorageDecision {
+        var whole = request
+        whole.fields.removeAll(named: "Range")
+        whole.fields.removeAll(named: "If-Range")
+        let decision = storageDecision(
+            for: whole, response: prefix, requestTime: requestTime, responseTime: responseTime)
+        guard case .store(var storable) = decision else { return decision }
+        storable.facts.flags.insert(.incomplete)
+        storable.notes.append(.storedAsIncomplete)
         return .store(storable)
     }
 }

@@ -64,9 +64,9 @@ struct HTTPCacheStorage: StorageAdvisor {
         case .store(let storable):
             let head = EntryHead(
                 primaryKey: primaryKey, variantKey: storable.facts.variantKey, url: prepared.urlString,
-                status: response.status, fields: storable.fields, facts: storable.facts.serialized(),
+                status: storable.facts.status, fields: storable.fields, facts: storable.facts.serialized(),
                 storagePolicy: choice.action == .memoryOnly ? .memoryOnly : .allowed,
-                userInfo: choice.userInfo.map { Array($0) })
+                userInfo: choice.userInfo.map { Array($0) }, isComplete: !storable.facts.flags.has(.incomplete))
             var incompleteFacts: [UInt8]?
             if response.status == 200, request.head.method == "GET",
                 engine.resumptionFields(stored: storable.facts, storedLength: 0) != nil

@@ -134,6 +134,42 @@ struct ResumedEntryTests {
         #expect(h.origin.count("/large") == 2)
     }
 
+    @Test(
+        "§3.3, §3.4: a stored 206 of the first bytes answers ranges within it; a request for the whole asks for the rest only and combines"
+    )
+    func storedPrefixCompleted() async throws {
+        let h = try Harness()
+        h.origin.route("/ranged") { request in
+            let headers = [("Cache-Control", "max-age=600"), ("ETag", "\"r\"")]
+            let all = Self.body
+            guard let text = request.header("Range"), let range = ByteRangeRequest(text),
+                let part = range.satisfiableRanges(length: Int64(all.count)).first
+            else { return LoopbackOrigin.Response(headers: headers, body: all) }
+            return LoopbackOrigin.Response(
+                status: 206,
+                headers: headers + [
+                    ("Content-Range", ContentRange(range: part, completeLength: Int64(all.count)).fieldValue)
+                ],
+                body: Array(all[Int(part.lowerBound)...Int(part.upperBound)]))
+        }
+        let first = try await h.get("/ranged", headers: ["Range": "bytes=0-999"])
+        #expect(first.statusCode == 206 && first.data.count == 1000)
+        let part = try #require(try h.cache.entries(for: h.origin.url("/ranged")).first)
+        #expect(!part.isComplete && part.bodySize == 1000)
+        let within = try await h.get("/ranged", headers: ["Range": "bytes=100-199"])
+        #expect(within.outcome == .hit && within.statusCode == 206)
+        #expect(within.data == Data(Self.body[100..<200]))
+        #expect(within.field("Content-Range") == "bytes 100-199/\(Self.body.count)")
+        #expect(h.origin.count("/ranged") == 1)
+
+        let whole = try await h.get("/ranged")
+        #expect(whole.statusCode == 200 && whole.data == Data(Self.body))
+        #expect(h.origin.requests(to: "/ranged").last?.header("Range") == "bytes=1000-")
+        let hit = try await h.get("/ranged")
+        #expect(hit.outcome == .hit && hit.data == Data(Self.body))
+        #expect(h.origin.count("/ranged") == 2)
+    }
+
     @Test("§13.1.5: a changed representation (If-Range false) is fetched whole and replaces the part")
     func changedRepresentationRestarts() async throws {
         let h = try Harness()

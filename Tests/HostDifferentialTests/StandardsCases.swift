@@ -158,6 +158,29 @@ extension DifferentialCase {
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"scripts\"")]) }, [get, get]
         ) { $0.isHit(1) && $0.answers[1].metadata.contains("Cache-Groups") },
 
+        // MARK: Partial content (RFC 9111 §3.3, §3.4; RFC 9110 §14)
+        partialContent(
+            "a 206 holding the first bytes is stored incomplete; ranges wholly within it are answered from it (RFC 9111 §3.4)",
+            etag: "\"v\"", ["bytes=0-7", "bytes=2-5", "bytes=0-1, 4-5", "bytes=6-", "bytes=10-12", "bytes=-3"]
+        ) {
+            $0.originRequests == 4 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "2345"
+                && $0.isHit(2) && $0.answers[2].body.contains("BOUNDARY") && !$0.isHit(3) && !$0.isHit(4)
+                && $0.answers[4].body == "abc" && !$0.isHit(5)
+        },
+        partialContent(
+            "a 206 with a weak validator is not stored: its parts could not be proved to belong together (RFC 9111 §3.4)",
+            etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5"]
+        ) { $0.originRequests == 2 && !$0.isHit(1) },
+        partialContent(
+            "a 206 that does not start at byte 0 is not stored (RFC 9111 §3.3)", etag: "\"v\"",
+            ["bytes=4-9", "bytes=5-6"]
+        ) { $0.originRequests == 2 && !$0.isHit(1) },
+        partialContent(
+            "a range request with If-Range is not answered from an incomplete response (RFC 9110 §13.1.5)",
+            etag: "\"v\"",
+            ["bytes=0-7", "bytes=2-5"], ifRange: true
+        ) { $0.originRequests == 2 && !$0.isHit(1) },
+
         // MARK: No-Vary-Search (draft-ietf-httpbis-no-vary-search)
         searchVariance(
             "key-order: the same parameters in another order are answered from the store (§6, §7)", "key-order",
@@ -187,6 +210,36 @@ extension DifferentialCase {
             [.request("/r?utm=1"), .request("/r?utm=2", method: "POST"), .request("/r?utm=3"), .request("/r")]
         ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "GET /r?utm=3 #3" },
     ]
+
+    /// A case whose origin serves /r, the 16 bytes `0123456789abcdef` with `etag`, answering a
+    /// `Range: bytes=` of one part with a `206` of it; `ranges` are requested in turn (with
+    /// `If-Range: etag` after the first when `ifRange`).
+    static func partialContent(
+        _ name: String, etag: String, _ ranges: [String], ifRange: Bool = false,
+        expect: @escaping @Sendable (Transcript) -> Bool
+    ) -> DifferentialCase {
+        let body = Array("0123456789abcdef".utf8)
+        return make(
+            name,
+            { world in
+                world.route("/r") { request, _ in
+                    let headers = [("Cache-Control", "max-age=60"), ("ETag", etag)]
+                    guard let text = request.header("Range"), let range = ByteRangeRequest(text),
+                        range.ranges.count == 1, let part = range.satisfiableRanges(length: 16).first
+                    else { return .init(headers: headers, body: body) }
+                    return .init(
+                        status: 206,
+                        headers: headers + [
+                            ("Content-Range", ContentRange(range: part, completeLength: 16).fieldValue)
+                        ],
+                        body: Array(body[Int(part.lowerBound)...Int(part.upperBound)]))
+                }
+            },
+            ranges.enumerated().map { index, range in
+                .request(
+                    "/r", headers: [("Range", range)] + (ifRange && index > 0 ? [("If-Range", etag)] : []))
+            }, expect: expect)
+    }
 
     /// A case whose origin answers every request of /r with `No-Vary-Search: value` and a body
     /// naming the request target and its number; `paths` are requested in turn.
