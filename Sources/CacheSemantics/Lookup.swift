@@ -222,7 +222,7 @@ extension CacheEngine {
 
     /// The decision once stored response `index` (`facts`) is selected.
     @inline(__always)
-    private func decide(
+    func decide(
         _ request: CacheRequest, _ index: Int, _ stored: UnsafePointer<StoredResponseFacts>,
         _ candidates: [StoredResponseFacts], now: Timestamp
     ) -> LookupDecision {

@@ -119,7 +119,11 @@ extension CacheEngine {
             let wanted = ranges.satisfiableRanges(length: length)
             guard !wanted.isEmpty, wanted.allSatisfy({ $0.upperBound < heldLengths[index] }) else { continue }
             facts.flags.remove(.incomplete)
-            guard case .serve(var use) = lookup(request, candidates: [facts], now: now) else { continue }
+            // The lookup's decision for it alone (not through `lookup`, whose hit path stays as
+            // it was: a call of it here made the optimizer split it behind a thunk).
+            let single = [facts]
+            let decision = single.withUnsafeBufferPointer { decide(request, 0, $0.baseAddress!, single, now: now) }
+            guard case .serve(var use) = decision else { continue }
             use.candidate = index
             return use
         }
