@@ -380,11 +380,24 @@ public final class ExchangeDriver: Sendable {
         let collapsed = CollapsedResponse(
             outcome: plan.outcome, reason: plan.cacheStatus.forward ?? .miss, status: plan.originStatus)
         let pinKey = storage.pin ? storage.head?.primaryKey : nil
+        let superseded = plan.supersededParts
+        let part = storage.head.flatMap { $0.isComplete ? nil : $0 }
         return ResponseRecorder(
             writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
             url: exchange.request.head.uri, log: configuration.log
-        ) { [store, coalescing] committed in
+        ) { [store, coalescing, reader, configuration] committed in
             if committed, let pinKey { _ = try? store.setPinned(true, primaryKey: pinKey) }
+            if committed {
+                for id in superseded { try? store.remove(id) }
+                if let part {
+                    let candidates = reader.candidates(part.primaryKey)
+                    if let entry = candidates.first(where: { $0.entry.head.variantKey == part.variantKey })?.entry {
+                        StoredParts.combine(
+                            after: entry, store: store, candidates: candidates, engine: configuration.engine,
+                            log: configuration.log)
+                    }
+                }
+            }
             if let leads { coalescing.settle(leads, committed ? collapsed : nil) }
         }
     }

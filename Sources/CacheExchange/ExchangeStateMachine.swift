@@ -119,6 +119,9 @@ public struct ExchangeStateMachine: Sendable {
         /// The No-Vary-Search marker of the stored response's path, stored with it
         /// (`SearchVariance`).
         public var varianceMarker: EntryHead?
+        /// Stored parts of the variant a complete response replaces (RFC 9111 §3.4), removed
+        /// once it is stored.
+        public var supersededParts: [EntryID] = []
         /// The stored `GET` response a `200` to `HEAD` freshens or marks stale (§4.3.5).
         public var headFreshens: StoredCandidate?
         /// A `304` answering the client's own validators freshens these (§4.3.4).
@@ -302,7 +305,7 @@ public struct ExchangeStateMachine: Sendable {
         case .forward(let forwarding):
             if forwarding.reason == .partial, collapsed == nil,
                 let use = engine.partialUse(
-                    cacheRequest, candidates: facts, heldLengths: candidates.map(\.entry.bodySize), now: now)
+                    cacheRequest, candidates: facts, held: candidates.map(StoredParts.held), now: now)
             {
                 // A range wholly within a stored incomplete response (RFC 9111 §3.4).
                 let status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
@@ -602,6 +605,10 @@ public struct ExchangeStateMachine: Sendable {
         guard var head = storage.head else { return storage }
         var storage = storage
         head.tags = CacheGroups.tags(uri: head.url, fields: head.fields)
+        head = StoredParts.placed(head)
+        if head.isComplete, head.primaryKey == request.primaryKey {
+            relay.supersededParts = StoredParts.superseded(by: head.variantKey, in: candidates)
+        }
         (head, relay.varianceMarker) = SearchVariance.placed(head, request: request)
         storage.head = head
         return storage
@@ -621,7 +628,9 @@ public struct ExchangeStateMachine: Sendable {
         let fields = request.head.fields
         guard request.head.method == "GET", !fields.contains("Range"), !fields.contains("If-Range"),
             !CacheRequest(request.head).isConditional,
-            let index = engine.resumableVariant(fields, candidates: candidates.map(\.facts)),
+            // Only a first part continues with `Range: bytes=N-`; later parts are not offered.
+            let index = engine.resumableVariant(
+                fields, candidates: candidates.map { StoredParts.offset($0.entry.head.fields) == 0 ? $0.facts : nil }),
             let resumption = engine.resumptionFields(
                 stored: candidates[index].facts, storedLength: candidates[index].entry.bodySize)
         else { return }

@@ -213,7 +213,10 @@ final class ServedResponseBuilder: Sendable {
             served.body = .none
             return served
         }
+        // A part's bytes start at its offset in the representation (`StoredParts`).
         let size = incomplete ? candidate.facts.contentLength ?? body.size : body.size
+        let offset = incomplete ? StoredParts.offset(entry.head.fields) : 0
+        if incomplete { served.fields.removeAll(named: "Content-Range") }
         switch engine.rangeAnswer(
             method: request.method, request: request.fields, stored: candidate.facts, length: size)
         {
@@ -223,9 +226,12 @@ final class ServedResponseBuilder: Sendable {
             let range = ranges[0]
             served.status = 206
             served.fields["Content-Range"] = ContentRange(range: range, completeLength: size).fieldValue
-            served.body = .stored(body, range: range.lowerBound..<(range.upperBound + 1))
+            served.body = .stored(body, range: (range.lowerBound - offset)..<(range.upperBound + 1 - offset))
         case .partial(let ranges):
-            guard let parts = try? MultipartByteRanges(body, ranges, contentType: fields["Content-Type"]) else {
+            guard
+                let parts = try? MultipartByteRanges(
+                    body, ranges, offset: offset, completeLength: size, contentType: fields["Content-Type"])
+            else {
                 return nil
             }
             served.status = 206
@@ -254,15 +260,20 @@ struct MultipartByteRanges {
     let boundary: String
     let bytes: [UInt8]
 
-    init(_ body: any StoredBody, _ ranges: [ClosedRange<Int64>], contentType: String?) throws(StorageError) {
+    /// `ranges` of a representation of `completeLength` bytes, of which `body` holds those
+    /// from `offset` on.
+    init(
+        _ body: any StoredBody, _ ranges: [ClosedRange<Int64>], offset: Int64, completeLength: Int64,
+        contentType: String?
+    ) throws(StorageError) {
         boundary = "httpcache-" + EntryID.random().rawValue
         var bytes: [UInt8] = []
         for range in ranges {
             var part = "--\(boundary)\r\n"
             if let contentType { part += "Content-Type: \(contentType)\r\n" }
-            part += "Content-Range: \(ContentRange(range: range, completeLength: body.size).fieldValue)\r\n\r\n"
+            part += "Content-Range: \(ContentRange(range: range, completeLength: completeLength).fieldValue)\r\n\r\n"
             bytes += part.utf8
-            bytes += try body.read(range)
+            bytes += try body.read((range.lowerBound - offset)...(range.upperBound - offset))
             bytes += "\r\n".utf8
         }
         bytes += "--\(boundary)--\r\n".utf8

@@ -86,38 +86,40 @@ extension CacheEngine {
     }
 
     /// The stored incomplete response a request could resume (RFC 9111 §3.3): the most
-    /// recent one whose `Vary` matches `fields` and that has a strong validator.
-    public func resumableVariant(_ fields: HeaderFields, candidates: [StoredResponseFacts]) -> Int? {
+    /// recent one whose `Vary` matches `fields` and that has a strong validator. `nil` members
+    /// of `candidates` are not considered (parts that do not start at byte 0).
+    public func resumableVariant(_ fields: HeaderFields, candidates: [StoredResponseFacts?]) -> Int? {
         candidates.indices
             .filter { index in
-                let facts = candidates[index]
+                guard let facts = candidates[index] else { return false }
                 return facts.flags.has(.incomplete) && facts.varyMatches(fields)
                     && resumptionFields(stored: facts, storedLength: 0) != nil
             }
-            .max { candidates[$0].responseTime < candidates[$1].responseTime }
+            .max { candidates[$0]!.responseTime < candidates[$1]!.responseTime }
     }
 
     /// Whether a stored incomplete response can answer `request` (RFC 9111 §3.4: "the request
     /// is partial and specifies a range wholly within the incomplete response"), and how: the
     /// decision of a lookup of it as if it were complete (fresh, or allowed stale), with its
-    /// index. `heldLengths[i]` is how many bytes from the start candidate `i` holds; its
-    /// complete length is its `Content-Length`. `nil` when none can: a request without a valid
-    /// `Range`, with `If-Range` or its own validators, for a range not wholly held, or one whose
-    /// stored response would need validation first.
+    /// index. `held[i]` is the bytes of the representation candidate `i` holds (`nil` for a
+    /// complete one); its complete length is its `Content-Length`. `nil` when none can: a
+    /// request without a valid `Range`, with `If-Range` or its own validators, for a range not
+    /// wholly held, or one whose stored response would need validation first.
     public func partialUse(
-        _ request: CacheRequest, candidates: [StoredResponseFacts], heldLengths: [Int64], now: Timestamp
+        _ request: CacheRequest, candidates: [StoredResponseFacts], held: [ClosedRange<Int64>?], now: Timestamp
     ) -> CachedUse? {
         let fields = request.head.fields
         guard request.head.method == "GET", !request.isConditional, !fields.contains("If-Range"),
             let text = fields["Range"], let ranges = ByteRangeRequest(text)
         else { return nil }
-        for index in candidates.indices where index < heldLengths.count {
+        for index in candidates.indices where index < held.count {
             var facts = candidates[index]
-            guard facts.flags.has(.incomplete), facts.status == 200, facts.varyMatches(fields),
-                let length = facts.contentLength
+            guard let part = held[index], facts.flags.has(.incomplete), facts.status == 200,
+                facts.varyMatches(fields), let length = facts.contentLength
             else { continue }
             let wanted = ranges.satisfiableRanges(length: length)
-            guard !wanted.isEmpty, wanted.allSatisfy({ $0.upperBound < heldLengths[index] }) else { continue }
+            guard !wanted.isEmpty, wanted.allSatisfy({ part.contains($0.lowerBound) && part.contains($0.upperBound) })
+            else { continue }
             facts.flags.remove(.incomplete)
             // The lookup's decision for it alone (not through `lookup`, whose hit path stays as
             // it was: a call of it here made the optimizer split it behind a thunk).
@@ -128,6 +130,19 @@ extension CacheEngine {
             return use
         }
         return nil
+    }
+
+    /// Whether two stored parts of a representation may be combined (RFC 9111 §3.4): the same
+    /// strong validator (an entity tag by strong comparison, else the same strong
+    /// `Last-Modified`), and the same complete length. Never with weak or differing validators.
+    public func partsCombine(_ first: StoredResponseFacts, _ second: StoredResponseFacts) -> Bool {
+        guard let length = first.contentLength, second.contentLength == length else { return false }
+        if let tag = first.entityTag {
+            guard let other = second.entityTag else { return false }
+            return tag.strongMatches(other)
+        }
+        guard second.entityTag == nil, let lastModified = strongLastModified(first) else { return false }
+        return strongLastModified(second) == lastModified
     }
 
     /// Ranges sorted, with overlapping or adjacent ones merged (RFC 9110 §15.3.7.2 allows it).

@@ -84,7 +84,7 @@ extension CacheEngine {
             return postStorageDecision(
                 for: request, response: response, requestTime: requestTime, responseTime: responseTime)
         }
-        if response.status == 206, let prefix = incompletePrefix(request, response) {
+        if response.status == 206, let prefix = incompletePart(request, response) {
             return prefixStorageDecision(
                 for: request, response: prefix, requestTime: requestTime, responseTime: responseTime)
         }
@@ -342,19 +342,20 @@ extension CacheEngine {
 }
 
 extension CacheEngine {
-    /// A `206` that holds the first bytes of a representation as the incomplete `200` it is
-    /// part of (RFC 9111 §3.3, §3.4): the answer to a `GET` with `Range`, one part starting at
-    /// byte 0 of a known complete length, with a strong validator (so that later parts can be
-    /// proved to belong to it). Its fields less `Content-Range`, with the complete
-    /// `Content-Length`. `nil` for any other `206` (not stored).
-    func incompletePrefix(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
+    /// A `206` as the incomplete `200` it is part of (RFC 9111 §3.3, §3.4): the answer to a
+    /// `GET` with `Range`, one part of a known complete length, with a strong validator (so
+    /// that the parts can be proved to belong together and combined). Its fields with the
+    /// complete `Content-Length`, and its `Content-Range` only when the part does not start at
+    /// byte 0 (a first part is the incomplete response a cut-off `200` leaves). `nil` for any
+    /// other `206` (not stored).
+    func incompletePart(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
         guard request.method == "GET", request.fields.contains("Range"),
             let text = response.fields["Content-Range"], response.fields.values(named: "Content-Range").count == 1,
-            let contentRange = ContentRange(text), let range = contentRange.range, range.lowerBound == 0,
-            let length = contentRange.completeLength, range.upperBound < length - 1
+            let contentRange = ContentRange(text), let range = contentRange.range,
+            let length = contentRange.completeLength, range.count < length
         else { return nil }
         var fields = response.fields
-        fields.removeAll(named: "Content-Range")
+        if range.lowerBound == 0 { fields.removeAll(named: "Content-Range") }
         fields["Content-Length"] = String(length)
         let whole = ResponseHead(status: 200, fields: fields)
         let strong: Bool
@@ -370,7 +371,7 @@ extension CacheEngine {
         return strong ? whole : nil
     }
 
-    /// The decision for `prefix` (``incompletePrefix(_:_:)``): as for the complete `200`, then
+    /// The decision for a part (``incompletePart(_:_:)``): as for the complete `200`, then
     /// marked incomplete. It answers later requests for ranges wholly within it (§3.4).
     func prefixStorageDecision(
         for request: RequestHead, response prefix: ResponseHead, requestTime: Timestamp, responseTime: Timestamp

@@ -161,20 +161,37 @@ extension DifferentialCase {
         // MARK: Partial content (RFC 9111 §3.3, §3.4; RFC 9110 §14)
         partialContent(
             "a 206 holding the first bytes is stored incomplete; ranges wholly within it are answered from it (RFC 9111 §3.4)",
-            etag: "\"v\"", ["bytes=0-7", "bytes=2-5", "bytes=0-1, 4-5", "bytes=6-", "bytes=10-12", "bytes=-3"]
+            etag: "\"v\"", ["bytes=0-7", "bytes=2-5", "bytes=0-1, 4-5", "bytes=10-12", "bytes=-3"]
         ) {
-            $0.originRequests == 4 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "2345"
-                && $0.isHit(2) && $0.answers[2].body.contains("BOUNDARY") && !$0.isHit(3) && !$0.isHit(4)
-                && $0.answers[4].body == "abc" && !$0.isHit(5)
+            $0.originRequests == 3 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "2345"
+                && $0.isHit(2) && $0.answers[2].body.contains("BOUNDARY") && $0.answers[2].body.contains("bytes 4-5/16")
+                && !$0.isHit(3) && $0.answers[3].body == "abc" && !$0.isHit(4)
         },
         partialContent(
             "a 206 with a weak validator is not stored: its parts could not be proved to belong together (RFC 9111 §3.4)",
             etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5"]
         ) { $0.originRequests == 2 && !$0.isHit(1) },
         partialContent(
-            "a 206 that does not start at byte 0 is not stored (RFC 9111 §3.3)", etag: "\"v\"",
-            ["bytes=4-9", "bytes=5-6"]
-        ) { $0.originRequests == 2 && !$0.isHit(1) },
+            "a 206 of a later part is stored too; ranges within it are answered from it (RFC 9111 §3.3, §3.4)",
+            etag: "\"v\"", ["bytes=4-9", "bytes=5-6", "bytes=4-5, 8-9", "bytes=3-5"]
+        ) {
+            $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "56" && $0.isHit(2)
+                && $0.answers[2].body.contains("bytes 8-9/16") && !$0.isHit(3)
+        },
+        partialContent(
+            "parts with the same strong validator that meet are combined; covering the whole, they are a complete response (RFC 9111 §3.4)",
+            etag: "\"v\"", ["bytes=10-15", "bytes=0-4", "bytes=3-11", "bytes=2-13", ""]
+        ) {
+            $0.originRequests == 3 && $0.isHit(3) && $0.answers[3].body == "23456789abcd" && $0.isHit(4)
+                && $0.answers[4].status == 200 && $0.answers[4].body == "0123456789abcdef"
+        },
+        make(
+            "parts with different validators are never combined (RFC 9111 §3.4)", rangeOrigin { "\"v\($0)\"" },
+            [
+                .request("/r", headers: [("Range", "bytes=0-7")]), .request("/r", headers: [("Range", "bytes=8-15")]),
+                .request("/r", headers: [("Range", "bytes=6-9")]), .request("/r", headers: [("Range", "bytes=1-2")]),
+            ]
+        ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) },
         partialContent(
             "a range request with If-Range is not answered from an incomplete response (RFC 9110 §13.1.5)",
             etag: "\"v\"",
@@ -211,34 +228,38 @@ extension DifferentialCase {
         ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "GET /r?utm=3 #3" },
     ]
 
-    /// A case whose origin serves /r, the 16 bytes `0123456789abcdef` with `etag`, answering a
-    /// `Range: bytes=` of one part with a `206` of it; `ranges` are requested in turn (with
-    /// `If-Range: etag` after the first when `ifRange`).
+    /// A case whose origin is ``rangeOrigin(etag:)`` with one `etag`; `ranges` are requested in
+    /// turn (none for an empty one; with `If-Range: etag` after the first when `ifRange`).
     static func partialContent(
         _ name: String, etag: String, _ ranges: [String], ifRange: Bool = false,
         expect: @escaping @Sendable (Transcript) -> Bool
     ) -> DifferentialCase {
-        let body = Array("0123456789abcdef".utf8)
-        return make(
-            name,
-            { world in
-                world.route("/r") { request, _ in
-                    let headers = [("Cache-Control", "max-age=60"), ("ETag", etag)]
-                    guard let text = request.header("Range"), let range = ByteRangeRequest(text),
-                        range.ranges.count == 1, let part = range.satisfiableRanges(length: 16).first
-                    else { return .init(headers: headers, body: body) }
-                    return .init(
-                        status: 206,
-                        headers: headers + [
-                            ("Content-Range", ContentRange(range: part, completeLength: 16).fieldValue)
-                        ],
-                        body: Array(body[Int(part.lowerBound)...Int(part.upperBound)]))
-                }
-            },
+        make(
+            name, rangeOrigin { _ in etag },
             ranges.enumerated().map { index, range in
                 .request(
-                    "/r", headers: [("Range", range)] + (ifRange && index > 0 ? [("If-Range", etag)] : []))
+                    "/r",
+                    headers: (range.isEmpty ? [] : [("Range", range)])
+                        + (ifRange && index > 0 ? [("If-Range", etag)] : []))
             }, expect: expect)
+    }
+
+    /// An origin serving /r, the 16 bytes `0123456789abcdef`, with `etag(n)` on its n-th
+    /// response, answering a `Range: bytes=` of one part with a `206` of it.
+    static func rangeOrigin(etag: @escaping @Sendable (Int) -> String) -> @Sendable (World) -> Void {
+        let body = Array("0123456789abcdef".utf8)
+        return { world in
+            world.route("/r") { request, number in
+                let headers = [("Cache-Control", "max-age=60"), ("ETag", etag(number))]
+                guard let text = request.header("Range"), let range = ByteRangeRequest(text),
+                    range.ranges.count == 1, let part = range.satisfiableRanges(length: 16).first
+                else { return .init(headers: headers, body: body) }
+                return .init(
+                    status: 206,
+                    headers: headers + [("Content-Range", ContentRange(range: part, completeLength: 16).fieldValue)],
+                    body: Array(body[Int(part.lowerBound)...Int(part.upperBound)]))
+            }
+        }
     }
 
     /// A case whose origin answers every request of /r with `No-Vary-Search: value` and a body
