@@ -206,7 +206,7 @@ struct Explanation {
     /// `60 s, from max-age`; `1 h, heuristic: 10% of the time since Last-Modified`.
     static func lifetime(_ facts: StoredResponseFacts) -> String {
         let span = Format.seconds(max(0, facts.freshnessLifetime))
-        let targeted = facts.flags.has(.targeted) ? " in CDN-Cache-Control (RFC 9213)" : ""
+        let targeted = facts.flags.has(.targeted) ? " in a targeted field such as CDN-Cache-Control (RFC 9213)" : ""
         switch facts.lifetimeSource {
         case .maxAge: return "\(span), from max-age\(targeted) (RFC 9111 §4.2.1)"
         case .sMaxAge: return "\(span), from s-maxage\(targeted): this is a shared cache (RFC 9111 §4.2.1)"
