@@ -66,16 +66,43 @@ struct StoredResponseUpdates {
                 request: request, requestTime: notModified.times.requestTime,
                 responseTime: notModified.times.responseTime)
             do {
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
+                updated[index].entry = try update(candidate, fields: fields, facts: facts)
             } catch  where error.kind == .notFound {
                 return .replaced
             } catch {
                 log("could not freshen the stored response for \(candidate.entry.head.url): \(error)")
+                updated[index].entry.head.fields = fields
             }
-            updated[index].entry.head.fields = fields
             updated[index].facts = facts
         }
         return .updated(updated)
+    }
+
+    /// Stores `fields` and `facts` for `candidate`, in place; or, when the updated fields put
+    /// it in other cache groups (RFC 9875: a `304` may carry a new `Cache-Groups`), as the
+    /// entry again with its body copied, so that the groups it is found by are those its fields
+    /// list. Returns the entry as stored.
+    private func update(
+        _ candidate: StoredCandidate, fields: HeaderFields, facts: StoredResponseFacts
+    ) throws(StorageError) -> StoredEntry {
+        var entry = candidate.entry
+        entry.head.fields = fields
+        entry.head.facts = facts.serialized()
+        let tags = CacheGroups.tags(uri: entry.head.url, fields: fields)
+        guard tags != candidate.entry.head.tags else {
+            try store.update(entry.id, fields: fields, facts: entry.head.facts)
+            return entry
+        }
+        entry.head.tags = tags
+        let body = try store.openBody(for: candidate.entry)
+        let writer = try store.makeWriter(for: entry.head)
+        var offset: Int64 = 0
+        while offset < body.size {
+            let bytes = try body.read(offset...min(body.size - 1, offset + (1 << 20) - 1))
+            try writer.append(bytes)
+            offset += Int64(bytes.count)
+        }
+        return try writer.commit()
     }
 
     /// A `200` answering `HEAD` freshens the stored `GET` response when its validators and
@@ -89,7 +116,7 @@ struct StoredResponseUpdates {
                 let (fields, facts) = engine.freshen(
                     storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
                     request: request, requestTime: times.requestTime, responseTime: times.responseTime)
-                try store.update(candidate.entry.id, fields: fields, facts: facts.serialized())
+                _ = try update(candidate, fields: fields, facts: facts)
             case .markStale:
                 var facts = candidate.facts
                 facts.flags.formUnion(.invalidated)

@@ -147,6 +147,26 @@ extension DifferentialCase {
             ]
         ) { $0.originRequests == 6 && !$0.isHit(4) && !$0.isHit(5) && $0.isHit(6) },
         make(
+            "a 304 with another Cache-Groups moves the stored response to those groups (RFC 9111 §3.2, RFC 9875 §2)",
+            { world in
+                world.route("/a") { request, _ in
+                    request.header("If-None-Match") != nil
+                        ? .init(
+                            status: 304,
+                            headers: [("Cache-Control", "max-age=60"), ("ETag", "\"e\""), ("Cache-Groups", "\"new\"")])
+                        : .init(
+                            headers: [("Cache-Control", "max-age=1"), ("ETag", "\"e\""), ("Cache-Groups", "\"old\"")],
+                            body: Array("a".utf8))
+                }
+                world.serve("/old", [("Cache-Group-Invalidation", "\"old\"")])
+                world.serve("/new", [("Cache-Group-Invalidation", "\"new\"")])
+            },
+            [
+                .request("/a"), .advance(5), .request("/a"), .request("/old", method: "POST"), .request("/a"),
+                .request("/new", method: "POST"), .request("/a"),
+            ]
+        ) { $0.originRequests == 5 && $0.status(1).contains("fwd-status=304") && $0.isHit(3) && !$0.isHit(5) },
+        make(
             "Cache-Group-Invalidation on a response to GET is ignored (RFC 9875 §3)",
             { world in
                 world.serve("/a", [("Cache-Control", "max-age=60"), ("Cache-Groups", "\"news\"")])
