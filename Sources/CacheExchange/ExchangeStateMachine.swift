@@ -599,8 +599,10 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     /// `storage` with its entry tagged by the cache groups its stored fields list, in the
-    /// URL's origin (RFC 9875 §2.1), and placed under its simplified URI's key when it has a
-    /// No-Vary-Search config (with the path's marker in `relay`).
+    /// URL's origin (RFC 9875 §2.1); a part under its own variant key (`StoredParts`), a
+    /// complete response with the parts it supersedes in `relay`; and placed under its
+    /// simplified URI's key when it has a No-Vary-Search config (with the path's marker in
+    /// `relay`).
     private func prepared(_ storage: StoragePlan, _ relay: inout RelayPlan) -> StoragePlan {
         guard var head = storage.head else { return storage }
         var storage = storage

@@ -84,9 +84,9 @@ extension CacheEngine {
             return postStorageDecision(
                 for: request, response: response, requestTime: requestTime, responseTime: responseTime)
         }
-        if response.status == 206, let prefix = incompletePart(request, response) {
-            return prefixStorageDecision(
-                for: request, response: prefix, requestTime: requestTime, responseTime: responseTime)
+        if response.status == 206, let part = incompletePart(request, response) {
+            return partStorageDecision(
+                for: request, response: part, requestTime: requestTime, responseTime: responseTime)
         }
         var refusals: [Reason] = []
         if request.method != "GET" { refusals.append(.methodNotStored(request.method)) }
@@ -373,14 +373,14 @@ extension CacheEngine {
 
     /// The decision for a part (``incompletePart(_:_:)``): as for the complete `200`, then
     /// marked incomplete. It answers later requests for ranges wholly within it (§3.4).
-    func prefixStorageDecision(
-        for request: RequestHead, response prefix: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+    func partStorageDecision(
+        for request: RequestHead, response part: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
     ) -> StorageDecision {
         var whole = request
         whole.fields.removeAll(named: "Range")
         whole.fields.removeAll(named: "If-Range")
         let decision = storageDecision(
-            for: whole, response: prefix, requestTime: requestTime, responseTime: responseTime)
+            for: whole, response: part, requestTime: requestTime, responseTime: responseTime)
         guard case .store(var storable) = decision else { return decision }
         storable.facts.flags.insert(.incomplete)
         storable.notes.append(.storedAsIncomplete)
