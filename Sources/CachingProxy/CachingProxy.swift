@@ -59,6 +59,11 @@ public final class CachingProxy: Sendable {
         /// Clients not on loopback may `PURGE` and read metrics when they send
         /// `Authorization: Bearer <token>`; loopback clients always may.
         public var adminToken: String?
+        /// Forward mode: the only destinations requests may go to, each `host` (any port) or
+        /// `host:port` (IPv6 in brackets); others get `403` before any name lookup or
+        /// connection, also for `CONNECT`. `nil` (the default): any destination. What Squid's
+        /// `dst` ACLs give an operator; tests put browsers behind the proxy with only `127.0.0.1`.
+        public var allowedDestinations: [String]?
         /// The path of the Prometheus metrics (`GET`).
         public var metricsPath = "/_httpcache/metrics"
         /// Event-loop threads.

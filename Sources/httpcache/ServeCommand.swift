@@ -15,6 +15,7 @@ struct ServeCommand {
             .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
             .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
+            .value("--allow-destination"),
         ] + RedisOptions.specs
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin)
@@ -44,6 +45,10 @@ struct ServeCommand {
           --header-timeout SEC    time to send a request head (default 10)
           --idle-timeout SEC      keep-alive idle time (default 60)
           --max-body BYTES        largest request body (default 8M)
+          --allow-destination HOST[:PORT]
+                                  forward proxy: the only destinations to reach (repeat
+                                  for more; a HOST alone allows every port; IPv6 in
+                                  brackets); others get 403 before any lookup or connection
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -116,10 +121,43 @@ struct ServeCommand {
             }
             configuration.name = name
         }
+        let destinations = arguments.all("--allow-destination")
+        if !destinations.isEmpty {
+            guard case .forward = mode else {
+                throw .usage(Self.name, "--allow-destination goes with --forward (a reverse proxy has one origin)")
+            }
+            for destination in destinations where !Self.isDestination(destination) {
+                throw .usage(
+                    Self.name,
+                    "--allow-destination needs HOST or HOST:PORT, such as 127.0.0.1 or example.com:8080 ([::1]:8080 for IPv6), not \"\(destination)\""
+                )
+            }
+            configuration.allowedDestinations = destinations
+        }
         configuration.adminToken =
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
         self.configuration = configuration
+    }
+
+    /// `host`, `host:port`, `[v6]` or `[v6]:port`: no scheme, path or white space, an unbracketed
+    /// host without `:`, a port from 1 to 65535.
+    static func isDestination(_ text: String) -> Bool {
+        guard !text.isEmpty, !text.contains(where: { $0 == "/" || $0 == "@" || $0.isWhitespace }) else { return false }
+        var host = Substring(text)
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]"), close > host.index(after: host.startIndex) else { return false }
+            let rest = host[host.index(after: close)...]
+            guard rest.isEmpty || (rest.hasPrefix(":") && UInt16(rest.dropFirst()).map { $0 > 0 } == true) else {
+                return false
+            }
+            return true
+        }
+        if let colon = host.firstIndex(of: ":") {
+            guard UInt16(host[host.index(after: colon)...]).map({ $0 > 0 }) == true else { return false }
+            host = host[..<colon]
+        }
+        return !host.isEmpty
     }
 
     /// `512`, `64K`, `256M`, `2G` (powers of 1024).

@@ -294,6 +294,13 @@ struct CLIGetTests {
         (["frobnicate"], "unknown command 'frobnicate'"),
         (["purge"], "say what to remove"),
         (["ls", "a", "b"], "unexpected argument 'b'"),
+        (
+            ["serve", "--origin", "http://127.0.0.1:1", "--allow-destination", "127.0.0.1"],
+            "--allow-destination goes with --forward"
+        ),
+        (["serve", "--forward", "--allow-destination", "http://127.0.0.1/"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--allow-destination", "127.0.0.1:0"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--allow-destination", "[::1"], "--allow-destination needs HOST"),
     ])
     func usageErrorsExitTwoWithOneLine(arguments: [String], message: String) async throws {
         try await offPool {

@@ -66,7 +66,8 @@ struct ProxyFrontDoorTests {
         try await offPool {
             let origin = try Self.echoingOrigin()
             defer { origin.stop() }
-            let proxy = try ServeProcess(forward ? ["--forward"] : ["--origin", origin.baseURL])
+            let proxy = try ServeProcess(
+                forward ? ["--forward", "--allow-destination", "127.0.0.1"] : ["--origin", origin.baseURL])
             defer { proxy.terminate() }
             let client = try RawHTTPClient(port: proxy.port)
             defer { client.close() }
@@ -135,7 +136,7 @@ struct ProxyFrontDoorTests {
         try await offPool {
             let origin = try Self.echoingOrigin()
             defer { origin.stop() }
-            let proxy = try ServeProcess(["--forward"])
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
             defer { proxy.terminate() }
             let client = try RawHTTPClient(port: proxy.port)
             defer { client.close() }

@@ -15,7 +15,7 @@ struct ProxyModesTests {
             origin.route("/fw") { _ in
                 LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "forwarded")
             }
-            let proxy = try ServeProcess(["--forward"])
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
             defer { proxy.terminate() }
             let client = try RawHTTPClient(port: proxy.port)
             defer { client.close() }
@@ -45,7 +45,7 @@ struct ProxyModesTests {
             origin.route("/inside") { _ in
                 LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "through the tunnel")
             }
-            let proxy = try ServeProcess(["--forward"])
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
             defer { proxy.terminate() }
             let client = try RawHTTPClient(port: proxy.port)
             defer { client.close() }
@@ -65,6 +65,44 @@ struct ProxyModesTests {
             defer { refused.close() }
             try refused.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
             #expect(try refused.readResponse().status == 405)
+        }
+    }
+
+    @Test("--allow-destination: a forward proxy reaches only the destinations listed, refusing others with 403 first")
+    func allowedDestinations() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/ok") { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "ok") }
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1:\(origin.port)"])
+            defer { proxy.terminate() }
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            func get(_ url: String, host: String) throws -> RawHTTPClient.Response {
+                try client.send("GET \(url) HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                return try client.readResponse()
+            }
+            #expect(try get("\(origin.baseURL)/ok", host: "127.0.0.1:\(origin.port)").bodyText == "ok")
+            let otherPort = try get("http://127.0.0.1:\(origin.port &+ 1)/ok", host: "127.0.0.1")
+            #expect(otherPort.status == 403)
+            #expect(otherPort.bodyText.contains("--allow-destination"))
+            // A name is refused as it is: nothing is looked up (the .invalid TLD never resolves,
+            // so a lookup would have given 502).
+            let name = try get("http://update.googleapis.invalid/service", host: "update.googleapis.invalid")
+            #expect(name.status == 403)
+            let tunnel = try RawHTTPClient(port: proxy.port)
+            defer { tunnel.close() }
+            try tunnel.send("CONNECT 127.0.0.2:443 HTTP/1.1\r\nHost: 127.0.0.2:443\r\n\r\n")
+            #expect(try tunnel.readResponse().status == 403)
+            #expect(origin.count("/ok") == 1)
+            #expect(proxy.standardError.contains("not an allowed destination"))
+
+            let anyPort = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
+            defer { anyPort.terminate() }
+            let second = try RawHTTPClient(port: anyPort.port)
+            defer { second.close() }
+            try second.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+            #expect(try second.readHead().status == 200)
         }
     }
 

@@ -962,7 +962,7 @@ struct SharedCacheConformanceTests {
                 first.stop()
                 second.stop()
             }
-            let proxy = try ServeProcess(["--forward"], memoryOnly: true)
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"], memoryOnly: true)
             defer { proxy.terminate() }
             // One connection: the proxy answers its requests one at a time, so each response is
             // stored before the next request is read.

@@ -114,6 +114,9 @@ final class ProxyHandler: RequestHandler {
         if request.method == "CONNECT" {
             return connect(request, responder)
         }
+        if origin == nil, let target = route.target, !destinationAllowed(target.authority) {
+            return refuseDestination(target.authority, responder)
+        }
         guard let target = route.target, let primaryKey = route.primaryKey else {
             let text =
                 origin == nil
@@ -381,6 +384,35 @@ final class ProxyHandler: RequestHandler {
         }
     }
 
+    // MARK: Destinations (forward mode)
+
+    /// Whether `authority` (`host[:port]`, port 80 when absent) is on the allow-list; `true`
+    /// without one. Decided on the text of the request alone: nothing is looked up.
+    private func destinationAllowed(_ authority: String) -> Bool {
+        guard let allowed = configuration.allowedDestinations else { return true }
+        guard
+            let (host, port) = OriginSocket.authority(
+                authority.contains(":") && !authority.hasSuffix("]")
+                    ? authority : authority + ":80")
+        else { return false }
+        return allowed.contains { entry in
+            if let (allowedHost, allowedPort) = OriginSocket.authority(entry), !entry.hasSuffix("]") {
+                return allowedPort == port && allowedHost.lowercased() == host.lowercased()
+            }
+            var name = entry
+            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+            return name.lowercased() == host.lowercased()
+        }
+    }
+
+    private func refuseDestination(_ authority: String, _ responder: Responder) {
+        metrics.count(.error)
+        configuration.log("refused a request for \(authority): not an allowed destination (--allow-destination)")
+        answer(
+            403, "403 Forbidden: \(authority) is not a destination this proxy may reach (--allow-destination)",
+            responder)
+    }
+
     /// `CONNECT host:port` (forward mode): a tunnel, never cached (RFC 9110 §9.3.6).
     private func connect(_ request: ServerRequest, _ responder: Responder) {
         guard origin == nil else {
@@ -389,6 +421,7 @@ final class ProxyHandler: RequestHandler {
         guard let (host, port) = OriginSocket.authority(request.target) else {
             return answer(400, "400 Bad Request: CONNECT needs host:port as its target (RFC 9110 §9.3.6)", responder)
         }
+        guard destinationAllowed(request.target) else { return refuseDestination(request.target, responder) }
         metrics.count(.pass)
         workers.submit { [self] in
             switch OriginSocket.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
