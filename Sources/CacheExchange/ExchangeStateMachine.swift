@@ -386,7 +386,10 @@ public struct ExchangeStateMachine: Sendable {
             return .fail(.originUnreachable(plan.forwarding.reasons))
         }
         let cacheRequest = CacheRequest(request.head, policy: request.policy)
-        switch engine.fallback(after: .unreachable, request: cacheRequest, candidate: (index, stored.facts), now: now) {
+        switch engine.fallback(
+            after: .unreachable, request: cacheRequest, candidate: (index, stored.facts),
+            savedForOffline: stored.entry.isPinned, now: now)
+        {
         case .serve(let use):
             return serve(
                 StoredAnswer(

@@ -111,7 +111,9 @@ extension CacheStatus {
             self.init(cache: cache, hit: true, ttl: ttl)
             detail =
                 use.reasons.contains { if case .staleIfError = $0 { true } else { false } }
-                ? "stale-if-error" : "disconnected"
+                ? "stale-if-error"
+                : use.reasons.contains { if case .savedForOffline = $0 { true } else { false } }
+                    ? "saved-offline" : "disconnected"
         }
     }
 }

@@ -53,6 +53,7 @@ public struct CachedUse: Hashable, Sendable {
                 return [.staleWhileRevalidate(by: staleness, allowance: allowance)]
             case .staleIfError(let allowance): return [.staleIfError(by: max(0, staleness), allowance: allowance)]
             case .disconnected: return [.disconnected(by: max(0, staleness))]
+            case .savedForOffline: return [.savedForOffline(stale: staleness > 0)]
             case .policy(let policy): return [.policyServesAnyStoredResponse(policy)]
             case .given(let reasons): return reasons
             }
@@ -63,7 +64,7 @@ public struct CachedUse: Hashable, Sendable {
     /// What allowed serving; ``reasons`` is derived from it with the age and lifetime, so
     /// a hit carries no array until someone asks why.
     enum Basis: Hashable, Sendable {
-        case fresh, freshImmutable, maxStale, disconnected
+        case fresh, freshImmutable, maxStale, disconnected, savedForOffline
         case staleWhileRevalidate(allowance: Int)
         case staleIfError(allowance: Int)
         case policy(CachePolicy)
@@ -113,7 +114,7 @@ public struct Forwarding: Hashable, Sendable {
     /// Why it goes forward, for `Cache-Status` (RFC 9211 §2.2).
     public var reason: CacheStatus.ForwardReason
     /// The selected stored response: the one being validated, or the one to fall back on
-    /// when the origin cannot be reached (see ``CacheEngine/fallback(after:request:candidate:now:)``).
+    /// when the origin cannot be reached (see ``CacheEngine/fallback(after:request:candidate:savedForOffline:now:)``).
     public var candidate: Int?
     /// The stored responses whose validators ``fields`` carry; a `304` may update them.
     public var validated: [Int]
@@ -307,13 +308,17 @@ extension CacheEngine {
     ///
     /// A response that has no-cache or was invalidated (§4.4), or a stale one with
     /// must-revalidate (or, in a shared cache, proxy-revalidate or s-maxage), is not served:
-    /// an unreachable origin then gives 504. Within `stale-if-error` (of the response or the request) it is served after an
+    /// an unreachable origin then gives 504 — unless it was saved for offline use
+    /// (`savedForOffline`: a pinned entry, such as a manifest's `CACHE` URL or a saved page's
+    /// resource), which an unreachable origin never keeps from the user who saved it, whatever
+    /// its freshness and directives (the app's explicit choice, as with
+    /// ``CachePolicy/returnCacheDataElseLoad``). Within `stale-if-error` (of the response or the request) it is served after an
     /// unreachable origin or a 500, 502, 503 or 504. Otherwise an unreachable origin means
     /// the cache is disconnected, and the stale response is served (§4.2.4); other 5xx
     /// responses are passed on.
     public func fallback(
         after failure: OriginFailure, request: CacheRequest, candidate: (index: Int, facts: StoredResponseFacts),
-        now: Timestamp
+        savedForOffline: Bool = false, now: Timestamp
     ) -> FallbackDecision {
         if request.policy == .reloadIgnoringLocalCacheData || request.policy == .reloadIgnoringLocalAndRemoteCacheData {
             return .passThrough([.policy(request.policy)])
@@ -321,6 +326,10 @@ extension CacheEngine {
         let facts = candidate.facts
         let age = facts.currentAge(at: now)
         let staleness = age - facts.freshnessLifetime
+        if failure == .unreachable, savedForOffline {
+            return .serve(
+                withUnsafePointer(to: facts) { use(candidate.index, $0, age: age, request, basis: .savedForOffline) })
+        }
         if facts.flags.has(.noCache) {
             return failure == .unreachable ? .gatewayTimeout([.responseNoCache]) : .passThrough([.responseNoCache])
         }

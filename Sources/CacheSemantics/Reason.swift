@@ -54,6 +54,7 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
     case staleWhileRevalidate(by: Double, allowance: Int)
     case staleIfError(by: Double, allowance: Int)
     case disconnected(by: Double)
+    case savedForOffline(stale: Bool)
     case staleNotAllowed
     case onlyIfCached
     case authorizationNeedsSharedDirective
@@ -172,6 +173,9 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
         case .staleIfError(let by, let allowance):
             return
                 "served stale by \(Int(by.rounded(.up))) s within stale-if-error=\(allowance) after an error (RFC 5861 §4)"
+        case .savedForOffline(let stale):
+            return
+                "served while the origin cannot be reached: it was saved for offline use (pinned)\(stale ? ", stale," : ",") whatever its directives; an app's or operator's choice, as returnCacheDataElseLoad is (RFC 9111 §4.2.4 otherwise forbids it after no-cache or must-revalidate)"
         case .disconnected(let by):
             return "served stale by \(Int(by.rounded(.up))) s: the origin could not be reached (RFC 9111 §4.2.4)"
         case .staleNotAllowed:

@@ -89,8 +89,10 @@ extension HTTPCache {
         try store.removeAll()
     }
 
-    /// Pins (or unpins) the stored responses for `GET url`: eviction skips pinned entries.
-    /// Returns how many changed.
+    /// Pins (or unpins) the stored responses for `GET url`: saved for offline use. Eviction
+    /// skips pinned entries, and when the origin cannot be reached they are served whatever
+    /// their freshness and directives (`Cache-Status` `detail=saved-offline`). Returns how
+    /// many changed.
     @discardableResult
     public func setPinned(_ pinned: Bool, url: URL) throws(StorageError) -> Int {
         guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }

@@ -312,15 +312,19 @@ struct PinCommand {
     static let specs = CacheOptions.specs
 
     static func summary(pinning: Bool) -> String {
-        pinning ? "keep a URL's stored responses from eviction" : "let eviction remove a URL's stored responses again"
+        pinning
+            ? "keep a URL's stored responses for offline use: never evicted, served when the origin is down"
+            : "let eviction remove a URL's stored responses again"
     }
 
     static func help(pinning: Bool) -> String {
         let name = pinning ? "pin" : "unpin"
         let effect =
             pinning
-            ? "Pins the stored responses for GET URL: eviction never removes them (they are still\n"
-                + "revalidated when stale, and purge still removes them)."
+            ? "Pins the stored responses for GET URL: saved for offline use. Eviction never removes\n"
+                + "them, and when the origin cannot be reached they are served whatever their freshness\n"
+                + "and directives (no-cache, must-revalidate). While it can be, they are revalidated as\n"
+                + "any stored response; purge still removes them."
             : "Unpins the stored responses for GET URL: eviction may remove them again."
         return """
             Usage: httpcache \(name) URL [--cache-dir DIR]

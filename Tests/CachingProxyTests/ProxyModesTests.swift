@@ -106,6 +106,37 @@ struct ProxyModesTests {
         }
     }
 
+    @Test("A response an operator pinned (httpcache pin) is served while the origin is down, whatever its directives")
+    func pinnedServedOffline() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin()
+            origin.route("/kept") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "no-cache"), ("ETag", "\"k\"")], body: "kept")
+            }
+            origin.route("/other") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "no-cache"), ("ETag", "\"o\"")], body: "other")
+            }
+            let proxy = try ServeProcess(["--origin", origin.baseURL])
+            defer { proxy.terminate() }
+            let client = TestClient()
+            _ = try client.send("GET", proxy.baseURL + "/kept", [])
+            _ = try client.send("GET", proxy.baseURL + "/other", [])
+            let cacheDirectory = try #require(proxy.cacheDirectory)
+            let pin = Process()
+            pin.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
+            pin.arguments = ["pin", origin.url("/kept").absoluteString, "--cache-dir", cacheDirectory]
+            pin.standardOutput = FileHandle.nullDevice
+            try pin.run()
+            pin.waitUntilExit()
+            #expect(pin.terminationStatus == 0)
+            origin.stop()
+            let kept = try client.send("GET", proxy.baseURL + "/kept", [])
+            #expect(kept.status == 200 && kept.text == "kept")
+            #expect(kept["Cache-Status"]?.contains("detail=saved-offline") == true)
+            #expect(try client.send("GET", proxy.baseURL + "/other", []).status == 504)
+        }
+    }
+
     @Test(
         "The client receives bytes while they are stored; a body the origin never finishes is not stored (RFC 9111 §3.3)"
     )

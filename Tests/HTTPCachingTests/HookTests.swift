@@ -230,6 +230,31 @@ struct HookTests {
         #expect(try await h.get("/app.css").text == "css")
     }
 
+    /// A manifest's CACHE URL promises offline use: one the origin sent with no-cache or
+    /// must-revalidate is served when the origin cannot be reached (an appcache served its
+    /// CACHE entries whatever their HTTP headers); a 5xx is still passed on, and an entry
+    /// nobody saved still gives 504 (RFC 9111 §4.2.4, §5.2.2.2).
+    @Test("Saved for offline: pinned CACHE entries with no-cache or must-revalidate are served offline")
+    func manifestEntriesServedOfflineWhateverTheirDirectives() async throws {
+        let h = try Harness()
+        h.serve("/strict.js", [("Cache-Control", "max-age=60, must-revalidate")], body: "strict")
+        h.serve("/checked.css", [("Cache-Control", "no-cache"), ("ETag", "\"c\"")], body: "checked")
+        h.serve("/unsaved", [("Cache-Control", "max-age=60, must-revalidate")], body: "unsaved")
+        let manifest = try CacheManifest(
+            parsing: "HTTPCACHE MANIFEST\nCACHE:\n/strict.js\n/checked.css\n", baseURL: URL(string: h.origin.baseURL))
+        #expect(await h.cache.apply(manifest).stored.count == 2)
+        _ = try await h.get("/unsaved")
+        h.clock.advance(by: 3600)
+        h.origin.stop()
+        for (path, body) in [("/strict.js", "strict"), ("/checked.css", "checked")] {
+            let served = try await h.get(path)
+            #expect(served.statusCode == 200 && served.text == body, "\(path)")
+            #expect(served.field("Cache-Status")?.contains("detail=saved-offline") == true)
+            #expect(served.reasons.contains(.savedForOffline(stale: true)))
+        }
+        #expect(try await h.get("/unsaved").statusCode == 504)
+    }
+
     /// A manifest with an unknown section or a bad URL is refused with the line number.
     @Test func manifestErrors() throws {
         #expect(throws: ManifestError.self) { try CacheManifest(parsing: "CACHE:\n/a") }
