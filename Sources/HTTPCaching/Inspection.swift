@@ -48,7 +48,10 @@ extension HTTPCache {
     public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
         let time = now
         return try store.entries()
-            .filter { !driver.isInternal($0) && (urlPrefix.map($0.head.url.hasPrefix) ?? true) }
+            .filter {
+                !driver.isInternal($0) && $0.head.primaryKey != ManifestRecord.key
+                    && (urlPrefix.map($0.head.url.hasPrefix) ?? true)
+            }
             .map { info($0, at: time) }
     }
 

@@ -15,7 +15,7 @@ import FoundationNetworking
 /// HTTPCACHE MANIFEST
 /// # Comments start with '#'. URLs may be relative to the base URL.
 /// CACHE:
-/// https://example.com/app.css
+/// https://example.com/app.css 3f2a9c
 /// /offline.html
 /// NETWORK:
 /// https://example.com/api/live/*
@@ -23,9 +23,13 @@ import FoundationNetworking
 ///
 /// - The first line is `HTTPCACHE MANIFEST` (`CACHE MANIFEST` is accepted too).
 /// - `CACHE:` lists URLs to fetch now, store and pin: eviction never removes them, and they
-///   are served when the origin cannot be reached. A response the origin marked
-///   not-storable is stored as `max-age=0` (validated whenever the origin is reachable).
-///   Lines before any section header belong to `CACHE:`, as in HTML5.
+///   are served when the origin cannot be reached, whatever their freshness and directives.
+///   A response the origin marked not-storable is stored as `max-age=0` (validated whenever
+///   the origin is reachable). Lines before any section header belong to `CACHE:`, as in HTML5.
+///   A URL may be followed by a revision (any word without white space), as in the precache
+///   manifests of service-worker tool kits: applying a later manifest fetches again only the
+///   URLs whose revision changed, keeps those whose revision did not without asking the
+///   origin, and drops (unpins and removes) the URLs no longer listed.
 /// - `NETWORK:` lists ``URLPattern``s (`*` matches any run of characters) that are never
 ///   cached: requests go straight to the origin (outcome `CacheOutcome.bypass`). A
 ///   NETWORK pattern wins over a CACHE URL. A pattern starting with `/` is resolved against
@@ -35,12 +39,15 @@ import FoundationNetworking
 public struct CacheManifest: Hashable, Sendable {
     /// URLs to pre-fetch and pin.
     public var cache: [URL]
+    /// The revisions given to CACHE URLs (absent for a URL without one).
+    public var revisions: [URL: String]
     /// Patterns never cached.
     public var network: [URLPattern]
 
     /// Creates a manifest.
-    public init(cache: [URL] = [], network: [URLPattern] = []) {
+    public init(cache: [URL] = [], revisions: [URL: String] = [:], network: [URLPattern] = []) {
         self.cache = cache
+        self.revisions = revisions
         self.network = network
     }
 
@@ -66,16 +73,24 @@ public struct CacheManifest: Hashable, Sendable {
             default:
                 switch section {
                 case .cache:
-                    guard let url = URL(string: line, relativeTo: baseURL)?.absoluteURL,
+                    let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                    guard words.count <= 2 else {
+                        throw ManifestError(
+                            line: number,
+                            message: "a CACHE line is a URL and at most one revision, not \(words.count) words")
+                    }
+                    let text = String(words[0])
+                    guard let url = URL(string: text, relativeTo: baseURL)?.absoluteURL,
                         ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
                     else {
                         throw ManifestError(
                             line: number,
                             message:
-                                "\(line) is not an http(s) URL\(baseURL == nil ? " (relative URLs need a base URL)" : "")"
+                                "\(text) is not an http(s) URL\(baseURL == nil ? " (relative URLs need a base URL)" : "")"
                         )
                     }
                     cache.append(url)
+                    if words.count == 2 { revisions[url] = String(words[1]) }
                 case .network:
                     if line.hasPrefix("/"), let baseURL, let resolved = URL(string: line, relativeTo: baseURL) {
                         network.append(URLPattern(resolved.absoluteString))
@@ -111,20 +126,68 @@ public struct ManifestError: Error, Hashable, Sendable, CustomStringConvertible 
 public struct ManifestReport: Hashable, Sendable {
     /// CACHE URLs now stored and pinned, with how each was obtained.
     public var stored: [String: CacheOutcome] = [:]
+    /// CACHE URLs whose revision did not change since the last manifest applied: kept as
+    /// stored, the origin not asked.
+    public var unchanged: [String] = []
+    /// CACHE URLs of the last manifest applied that this one no longer lists: unpinned and
+    /// removed.
+    public var dropped: [String] = []
     /// CACHE URLs that could not be stored, with why.
     public var failed: [String: String] = [:]
 }
 
+/// The CACHE URLs and revisions of the last manifest applied, kept in the store (pinned, under
+/// a key no request has) so that the next one knows what changed.
+enum ManifestRecord {
+    static let key = "MANIFEST httpcache:manifest"
+
+    /// Lines of `revision TAB url` (an empty revision for a URL without one).
+    static func encode(_ manifest: CacheManifest) -> [UInt8] {
+        Array(manifest.cache.map { "\(manifest.revisions[$0] ?? "")\t\($0.absoluteString)\n" }.joined().utf8)
+    }
+
+    static func decode(_ bytes: [UInt8]) -> [String: String] {
+        var revisions: [String: String] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 { revisions[String(parts[1])] = String(parts[0]) }
+        }
+        return revisions
+    }
+}
+
 extension HTTPCache {
     /// Applies a manifest: its NETWORK patterns replace those of an earlier manifest, and
-    /// every CACHE URL is fetched (through the cache), stored and pinned.
+    /// every CACHE URL is fetched (through the cache), stored and pinned. Against the last
+    /// manifest applied (kept in the store): a URL whose revision is the same and still
+    /// stored is kept without asking the origin; one whose revision changed is fetched again
+    /// from the origin; one no longer listed is unpinned and removed.
     public func apply(_ manifest: CacheManifest) async -> ManifestReport {
         let rules = manifest.network.map { CacheRule($0, .neverCache) }
         state.withLock { $0.manifestRules = rules }
         var report = ManifestReport()
+        let record = (try? store.variants(of: ManifestRecord.key))?.first
+        let previous = record.flatMap { try? store.body(of: $0.id) }.map(ManifestRecord.decode) ?? [:]
+        let listed = Set(manifest.cache.map(\.absoluteString))
+        for (url, _) in previous where !listed.contains(url) {
+            guard let address = URL(string: url) else { continue }
+            _ = try? setPinned(false, url: address)
+            _ = try? remove(url: address)
+            report.dropped.append(url)
+        }
         for url in manifest.cache {
+            let revision = manifest.revisions[url]
+            if let revision, previous[url.absoluteString] == revision, !((try? entries(for: url)) ?? []).isEmpty {
+                report.unchanged.append(url.absoluteString)
+                continue
+            }
             do {
-                let result = try await data(for: URLRequest(url: url), forceStore: true)
+                // A revision that changed means the stored response is out of date, fresh or not.
+                var request = URLRequest(url: url)
+                if revision != nil, previous[url.absoluteString] != nil {
+                    request.cachePolicy = .reloadIgnoringLocalCacheData
+                }
+                let result = try await data(for: request, forceStore: true)
                 guard let prepared = try? prepare(URLRequest(url: url)), let key = prepared.primaryKey,
                     try store.setPinned(true, primaryKey: key) > 0 || !store.variants(of: key).isEmpty
                 else {
@@ -137,6 +200,21 @@ extension HTTPCache {
                 report.failed[url.absoluteString] = String(describing: error)
             }
         }
+        recordApplied(manifest)
         return report
+    }
+
+    /// Keeps `manifest`'s CACHE URLs and revisions for the next ``apply(_:)``.
+    private func recordApplied(_ manifest: CacheManifest) {
+        do {
+            let writer = try store.makeWriter(
+                for: EntryHead(
+                    primaryKey: ManifestRecord.key, url: "httpcache:manifest", status: 200, fields: [:], facts: []))
+            try writer.append(ManifestRecord.encode(manifest))
+            try writer.commit()
+            try store.setPinned(true, primaryKey: ManifestRecord.key)
+        } catch {
+            configuration.log("could not keep the manifest's revisions: \(error); the next one fetches every URL")
+        }
     }
 }

@@ -294,3 +294,52 @@ struct HookTests {
         #expect(try h.cache.entries().isEmpty)
     }
 }
+
+/// Manifest revisions, as the precache manifests of service-worker tool kits have them.
+@Suite("The manifest: revisions per CACHE URL")
+struct ManifestRevisionTests {
+    @Test("A later manifest fetches again only the URLs whose revision changed, keeps the rest, drops the unlisted")
+    func revisions() async throws {
+        let h = try Harness()
+        for path in ["/a.js", "/b.css", "/c.png", "/d.txt"] {
+            h.origin.route(path) { request in
+                LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=60"), ("ETag", "\"\(path)\"")], body: "\(path) \(request.path)"
+                )
+            }
+        }
+        let first = try CacheManifest(
+            parsing: "HTTPCACHE MANIFEST\nCACHE:\n/a.js r1\n/b.css r1\n/c.png\n", baseURL: URL(string: h.origin.baseURL)
+        )
+        #expect(first.revisions.count == 2)
+        let applied = await h.cache.apply(first)
+        #expect(applied.stored.count == 3 && applied.failed.isEmpty)
+        h.origin.clearRecords()
+        h.clock.advance(by: 3600)  // all stale: only a changed revision may go to the origin
+        let second = try CacheManifest(
+            parsing: "HTTPCACHE MANIFEST\nCACHE:\n/a.js r2\n/b.css r1\n/d.txt r1\n",
+            baseURL: URL(string: h.origin.baseURL))
+        let report = await h.cache.apply(second)
+        #expect(report.unchanged == [h.origin.url("/b.css").absoluteString])
+        #expect(report.dropped == [h.origin.url("/c.png").absoluteString])
+        #expect(
+            Set(report.stored.keys) == [h.origin.url("/a.js").absoluteString, h.origin.url("/d.txt").absoluteString])
+        #expect(h.origin.count("/a.js") == 1 && h.origin.requests(to: "/a.js").first?.header("If-None-Match") == nil)
+        #expect(h.origin.count("/b.css") == 0 && h.origin.count("/d.txt") == 1)
+        #expect(try h.cache.entries(for: h.origin.url("/c.png")).isEmpty)
+        let listed = try h.cache.entries().map(\.url)
+        #expect(Set(listed) == Set(["/a.js", "/b.css", "/d.txt"].map { h.origin.url($0).absoluteString }))
+        #expect(try h.cache.entries().allSatisfy(\.isPinned))
+    }
+
+    @Test("A CACHE line with more than a URL and a revision is refused with its line number")
+    func tooManyWords() {
+        do {
+            _ = try CacheManifest(
+                parsing: "HTTPCACHE MANIFEST\nCACHE:\n/a r1 extra\n", baseURL: URL(string: "http://h/"))
+            Issue.record("accepted")
+        } catch {
+            #expect(error.line == 3 && error.message.contains("at most one revision"))
+        }
+    }
+}
