@@ -60,11 +60,14 @@ struct SharedStoreLocalTierTests {
             first.close()
             second.close()
         }
-        // Both subscribed before anything changes.
-        let deadline = Date().addingTimeInterval(5)
+        // Both subscribed before anything changes: only a subscribed store keeps a local tier.
+        // Beside the other suites on two cores a subscription has taken more than 5 s (its
+        // reconnect backoff grows from 0.1 s), so the wait is long and its end checked.
+        let deadline = Date().addingTimeInterval(30)
         while (first.changeCount == nil || second.changeCount == nil) && Date() < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
+        try #require(first.changeCount != nil && second.changeCount != nil, "not subscribed to Redis within 30 s")
         let key = "https://api.example/item"
         let writer = try first.makeWriter(
             for: EntryHead(primaryKey: key, url: key, status: 200, fields: ["ETag": "\"1\""], facts: []))
