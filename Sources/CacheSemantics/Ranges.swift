@@ -44,7 +44,13 @@ extension CacheEngine {
     /// The stored `Last-Modified` when it is a strong validator: at least one second before
     /// the response's `Date` (RFC 9110 §8.8.2.2).
     func strongLastModified(_ stored: StoredResponseFacts) -> Timestamp? {
-        guard let lastModified = stored.lastModified, stored.date - lastModified >= 1 else { return nil }
+        strongLastModified(stored.lastModified, date: stored.date)
+    }
+
+    /// `lastModified` when it is a strong validator for a response dated `date`: at least one
+    /// second before it (RFC 9110 §8.8.2.2).
+    func strongLastModified(_ lastModified: Timestamp?, date: Timestamp) -> Timestamp? {
+        guard let lastModified, date - lastModified >= 1 else { return nil }
         return lastModified
     }
 

@@ -357,18 +357,15 @@ extension CacheEngine {
         var fields = response.fields
         if range.lowerBound == 0 { fields.removeAll(named: "Content-Range") }
         fields["Content-Length"] = String(length)
-        let whole = ResponseHead(status: 200, fields: fields)
         let strong: Bool
         if let tag = fields["ETag"].flatMap({ EntityTag($0) }) {
             strong = !tag.isWeak
-        } else if let lastModified = fields["Last-Modified"].flatMap({ HTTPDate.parse($0) }),
-            let date = fields["Date"].flatMap({ HTTPDate.parse($0) })
-        {
-            strong = date - lastModified >= 1  // RFC 9110 §8.8.2.2
+        } else if let date = fields["Date"].flatMap({ HTTPDate.parse($0) }) {
+            strong = strongLastModified(fields["Last-Modified"].flatMap { HTTPDate.parse($0) }, date: date) != nil
         } else {
             strong = false
         }
-        return strong ? whole : nil
+        return strong ? ResponseHead(status: 200, fields: fields) : nil
     }
 
     /// The decision for a part (``incompletePart(_:_:)``): as for the complete `200`, then
