@@ -434,10 +434,7 @@ public final class RedisStore: CacheStore {
 
     public func remove(_ id: EntryID) throws(StorageError) {
         guard let record = try record(of: id) else { return }
-        let key = variantsKey(record.entry.head.primaryKey)
-        _ = try transaction(
-            [[bytes("HDEL"), key, Array(record.entry.head.variantKey.utf8)]] + retire(record), slotKey: key,
-            then: [publishCommand(record.entry.head.primaryKey)])
+        _ = try remove([record], of: record.entry.head.primaryKey)
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
@@ -452,15 +449,20 @@ public final class RedisStore: CacheStore {
         let primaryKeys = Set(try entries().filter { $0.head.url.hasPrefix(prefix) }.map(\.head.primaryKey))
         var removed = 0
         for primaryKey in primaryKeys {
-            let matching = try records(of: primaryKey).filter { $0.entry.head.url.hasPrefix(prefix) }
-            guard !matching.isEmpty else { continue }
-            let key = variantsKey(primaryKey)
-            _ = try transaction(
-                [[bytes("HDEL"), key] + matching.map { Array($0.entry.head.variantKey.utf8) }]
-                    + matching.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
-            removed += matching.count
+            removed += try remove(
+                try records(of: primaryKey).filter { $0.entry.head.url.hasPrefix(prefix) }, of: primaryKey)
         }
         return removed
+    }
+
+    /// Removes `records`, variants of `primaryKey`, in one transaction; returns how many.
+    private func remove(_ records: [EntryRecord], of primaryKey: String) throws(StorageError) -> Int {
+        guard !records.isEmpty else { return 0 }
+        let key = variantsKey(primaryKey)
+        _ = try transaction(
+            [[bytes("HDEL"), key] + records.map { Array($0.entry.head.variantKey.utf8) }] + records.flatMap(retire),
+            slotKey: key, then: [publishCommand(primaryKey)])
+        return records.count
     }
 
     public func remove(tag: String) throws(StorageError) -> Int {
@@ -469,14 +471,8 @@ public final class RedisStore: CacheStore {
         var removed = 0
         for member in members.compactMap(\.bytes) {
             let primaryKey = String(decoding: member, as: UTF8.self)
-            let matching = try records(of: primaryKey).filter { $0.entry.head.tags.contains(tag) }
-            if !matching.isEmpty {
-                let key = variantsKey(primaryKey)
-                _ = try transaction(
-                    [[bytes("HDEL"), key] + matching.map { Array($0.entry.head.variantKey.utf8) }]
-                        + matching.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
-                removed += matching.count
-            }
+            removed += try remove(
+                try records(of: primaryKey).filter { $0.entry.head.tags.contains(tag) }, of: primaryKey)
             _ = try run([[bytes("SREM"), setKey, member]], slotKey: setKey, failing: .writeFailed)
         }
         return removed
