@@ -97,13 +97,10 @@ enum StoredParts {
             let writer = try store.makeWriter(for: head)
             var next = union.lowerBound
             for part in run where part.held.upperBound >= next {
-                let body = try store.openBody(of: part.candidate.entry.id)
-                while next <= part.held.upperBound {
-                    let end = min(part.held.upperBound, next + (1 << 20) - 1)
-                    let start = next - part.held.lowerBound
-                    try writer.append(try body.read(start...(end - part.held.lowerBound)))
-                    next = end + 1
-                }
+                let offset = part.held.lowerBound
+                try store.openBody(of: part.candidate.entry.id)
+                    .copy((next - offset)...(part.held.upperBound - offset), to: writer)
+                next = part.held.upperBound + 1
             }
             let combined = try writer.commit()
             let replaced = complete ? superseded(by: String(variant), in: candidates) : run.map(\.candidate.entry.id)

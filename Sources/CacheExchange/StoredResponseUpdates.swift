@@ -96,12 +96,7 @@ struct StoredResponseUpdates {
         entry.head.tags = tags
         let body = try store.openBody(for: candidate.entry)
         let writer = try store.makeWriter(for: entry.head)
-        var offset: Int64 = 0
-        while offset < body.size {
-            let bytes = try body.read(offset...min(body.size - 1, offset + (1 << 20) - 1))
-            try writer.append(bytes)
-            offset += Int64(bytes.count)
-        }
+        if body.size > 0 { try body.copy(0...(body.size - 1), to: writer) }
         return try writer.commit()
     }
 

@@ -35,6 +35,18 @@ extension StoredBody {
     public func readAll() throws(StorageError) -> [UInt8] {
         size == 0 ? [] : try read(0...(size - 1))
     }
+
+    /// Appends bytes `range` of this body to `writer`, read in chunks of ``streamChunkSize``
+    /// (a stored entry written again, or parts of one combined).
+    package func copy(_ range: ClosedRange<Int64>, to writer: any EntryWriter) throws(StorageError) {
+        var next = range.lowerBound
+        while next <= range.upperBound {
+            let bytes = try read(next...min(range.upperBound, next + Int64(streamChunkSize) - 1))
+            guard !bytes.isEmpty else { return }  // past the end of the body
+            try writer.append(bytes)
+            next += Int64(bytes.count)
+        }
+    }
 }
 
 /// A body whose bytes are in memory (the memory tier, or a small body inline in the index).
