@@ -26,6 +26,12 @@ public enum CacheGroups {
         return groups
     }
 
+    /// `groups` as a `Cache-Groups` or `Cache-Group-Invalidation` field value: a List of
+    /// Strings (RFC 9651 §4.1.1), such as `"news", "sport"`.
+    public static func fieldValue(_ groups: [String]) -> String {
+        groups.map { StructuredFields.serialize(.string($0)) }.joined(separator: ", ")
+    }
+
     /// The index key of `group` within `origin` (`scheme://host[:port]`, as
     /// ``CacheGroups/origin(of:)`` gives it): what a store indexes an entry under.
     public static func tag(_ group: String, origin: String) -> String { "group " + origin + " " + group }

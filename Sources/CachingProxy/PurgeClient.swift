@@ -40,8 +40,7 @@ extension CachingProxy {
         var request = "PURGE \(url) HTTP/1.1\r\nHost: \(address.authority)\r\nConnection: close\r\n"
         if let token { request += "Authorization: Bearer \(token)\r\n" }
         if !groups.isEmpty {
-            let list = groups.map { StructuredFields.serialize(.string($0)) }.joined(separator: ", ")
-            request += "Cache-Group-Invalidation: \(list)\r\n"
+            request += "Cache-Group-Invalidation: \(CacheGroups.fieldValue(groups))\r\n"
         }
         request += "\r\n"
         let bytes = Array(request.utf8)

@@ -372,7 +372,7 @@ final class ProxyHandler: RequestHandler {
         do {
             var removed = 0
             for group in groups { removed += try store.remove(tag: CacheGroups.tag(group, origin: origin)) }
-            let names = groups.map { StructuredFields.serialize(.string($0)) }.joined(separator: ", ")
+            let names = CacheGroups.fieldValue(groups)
             let (fields, body) = Messages.plainText(
                 removed == 0
                     ? "nothing stored in cache group \(names) of \(origin)"

@@ -53,6 +53,16 @@ struct CacheGroupsTests {
         #expect(CacheGroups.groups(["Cache-Groups": value]) == groups)
     }
 
+    @Test("RFC 9651 §4.1.1: a list of groups written as a field value parses back to the same groups")
+    func fieldValueRoundTrip() {
+        let groups = ["news", "with \"quote\" and \\", "Sport"]
+        #expect(CacheGroups.fieldValue(groups) == #""news", "with \"quote\" and \\", "Sport""#)
+        #expect(
+            CacheGroups.groups(
+                ["Cache-Group-Invalidation": CacheGroups.fieldValue(groups)], name: "Cache-Group-Invalidation")
+                == groups)
+    }
+
     @Test("RFC 9875 §2: several field lines are one list")
     func lines() {
         #expect(
