@@ -171,8 +171,7 @@ extension HTTPCache {
         let listed = Set(manifest.cache.map(\.absoluteString))
         for (url, _) in previous where !listed.contains(url) {
             guard let address = URL(string: url) else { continue }
-            _ = try? setPinned(false, url: address)
-            _ = try? remove(url: address)
+            _ = try? remove(url: address)  // its pin goes with it
             report.dropped.append(url)
         }
         for url in manifest.cache {
