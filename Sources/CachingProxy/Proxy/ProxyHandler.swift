@@ -26,6 +26,9 @@ final class ProxyHandler: RequestHandler {
     let metrics = Metrics()
     /// Reverse mode: the origin's URL without a trailing slash, and its authority.
     private let origin: Target?
+    /// `configuration.allowedDestinations` parsed once: lower-cased hosts, with the port each
+    /// allows (`nil`: every port).
+    private let allowedDestinations: [(host: String, port: UInt16?)]?
     private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// What each request-target means (``route(_:)``).
     private let routes = Locked(LRUCache<String, Route>(capacity: rememberedKeyLimit))
@@ -49,6 +52,13 @@ final class ProxyHandler: RequestHandler {
             origin = target
         case .forward:
             origin = nil
+        }
+        allowedDestinations = configuration.allowedDestinations?.map { entry in
+            if !entry.hasSuffix("]"), let (host, port) = OriginSocket.authority(entry) {
+                return (host.lowercased(), port)
+            }
+            let bracketed = entry.hasPrefix("[") && entry.hasSuffix("]")
+            return ((bracketed ? String(entry.dropFirst().dropLast()) : entry).lowercased(), nil)
         }
         let clock = configuration.clock
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
@@ -389,20 +399,14 @@ final class ProxyHandler: RequestHandler {
     /// Whether `authority` (`host[:port]`, port 80 when absent) is on the allow-list; `true`
     /// without one. Decided on the text of the request alone: nothing is looked up.
     private func destinationAllowed(_ authority: String) -> Bool {
-        guard let allowed = configuration.allowedDestinations else { return true }
+        guard let allowedDestinations else { return true }
         guard
             let (host, port) = OriginSocket.authority(
                 authority.contains(":") && !authority.hasSuffix("]")
                     ? authority : authority + ":80")
         else { return false }
-        return allowed.contains { entry in
-            if let (allowedHost, allowedPort) = OriginSocket.authority(entry), !entry.hasSuffix("]") {
-                return allowedPort == port && allowedHost.lowercased() == host.lowercased()
-            }
-            var name = entry
-            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-            return name.lowercased() == host.lowercased()
-        }
+        let name = host.lowercased()
+        return allowedDestinations.contains { $0.host == name && ($0.port == nil || $0.port == port) }
     }
 
     private func refuseDestination(_ authority: String, _ responder: Responder) {
