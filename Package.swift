@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "CacheStorageRedis", targets: ["CacheStorageRedis"]),
         .library(name: "CacheExchange", targets: ["CacheExchange"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
+        .library(name: "OfflinePages", targets: ["OfflinePages"]),
         // Linux only: the server is built on epoll. Elsewhere the module is empty (its sources are
         // under `#if os(Linux)`), and `httpcache serve` says it needs Linux.
         .library(name: "CachingProxy", targets: ["CachingProxy"]),
@@ -51,6 +52,20 @@ let package = Package(
         .target(
             name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange"],
             swiftSettings: strictSettings),
+        // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
+        .systemLibrary(
+            name: "CLibXML2HTTPCache", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]),
+        // zlib (Debian's zlib1g-dev; in Apple's SDKs): the gzip members of WARC files.
+        .systemLibrary(name: "CZlibHTTPCache", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // Whole pages for offline reading: what a page needs (HTML through libxml2, CSS through a
+        // CSS Syntax tokenizer), saved as named packs in the store, exported and imported as WARC.
+        // A library of its own so that only apps that save pages link libxml2 and zlib.
+        .target(
+            name: "OfflinePages",
+            dependencies: [
+                "CacheSemantics", "CacheLocking", "CacheStorage", "HTTPCaching", "CLibXML2HTTPCache", "CZlibHTTPCache",
+            ],
+            swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
         .target(name: "LoopbackOrigin", dependencies: ["CacheLocking"], swiftSettings: strictSettings),
@@ -73,13 +88,13 @@ let package = Package(
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheLocking", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin",
+                "CacheLocking", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
-            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking"],
+            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking", "LoopbackOrigin"],
             swiftSettings: strictSettings),
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
@@ -127,6 +142,10 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: ["HTTPCaching", "LoopbackOrigin", "CacheTestSupport", "CacheSemantics", "CacheStorage"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "OfflinePagesTests",
+            dependencies: ["OfflinePages", "HTTPCaching", "LoopbackOrigin", "CacheTestSupport", "CacheStorage"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin", "CacheTestSupport"],

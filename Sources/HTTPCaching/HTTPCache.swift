@@ -206,7 +206,15 @@ public final class HTTPCache: Sendable {
     /// Fetches `request` through the cache and returns as soon as the response head is
     /// known; the body streams (from the store, or from the origin while it is stored).
     public func bytes(for request: URLRequest) async throws -> (CachedResponseHead, ResponseBody) {
-        try await following(request, forceStore: false) { prepared in
+        try await bytes(for: request, forceStore: false) { _ in }
+    }
+
+    /// ``bytes(for:)``, optionally storing what RFC 9111 would not (pages saved for offline
+    /// reading), and handing `redirected` the head of each redirect followed.
+    package func bytes(
+        for request: URLRequest, forceStore: Bool, redirected: (CachedResponseHead) -> Void
+    ) async throws -> (CachedResponseHead, ResponseBody) {
+        try await following(request, forceStore: forceStore) { prepared in
             var response = try await respond(to: prepared)
             var source = bodySource(of: response, prepared)
             if source == nil {
@@ -224,6 +232,7 @@ public final class HTTPCache: Sendable {
         } leaving: { hop in
             // A redirect's body is read to its end, so the hop is stored as through data(for:).
             for try await _ in hop.1 {}
+            redirected(hop.0)
         }
     }
 

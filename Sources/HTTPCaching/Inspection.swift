@@ -3,6 +3,10 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:)``
 /// show it: what is stored, and what it means now.
 public struct CacheEntryInfo: Hashable, Sendable {
@@ -43,13 +47,24 @@ public struct CacheEntryInfo: Hashable, Sendable {
 }
 
 extension HTTPCache {
+    /// Whether `primaryKey` is one of the records the cache keeps for itself in its store (the
+    /// last manifest applied, offline packs): no request has such a key, and listings leave
+    /// them out.
+    package static func isRecordKey(_ primaryKey: String) -> Bool {
+        primaryKey.hasPrefix("MANIFEST ") || primaryKey.hasPrefix("PACK ")
+    }
+
+    /// The key `GET url` is stored under: the configured ``Configuration/cacheKey`` hook's, or
+    /// the URL's.
+    package func storedKey(of url: URL) -> String? { (try? prepare(URLRequest(url: url)))?.primaryKey }
+
     /// Every stored response whose URL starts with `urlPrefix` (all when `nil`), most
     /// recently used first.
     public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
         let time = now
         return try store.entries()
             .filter {
-                !driver.isInternal($0) && $0.head.primaryKey != ManifestRecord.key
+                !driver.isInternal($0) && !Self.isRecordKey($0.head.primaryKey)
                     && (urlPrefix.map($0.head.url.hasPrefix) ?? true)
             }
             .map { info($0, at: time) }

@@ -37,6 +37,13 @@ enum Commands {
             help: PinCommand.help(pinning: false), specs: PinCommand.specs,
             run: { arguments throws(Failure) in try PinCommand(arguments, pinning: false).run() }),
         Entry(
+            name: SaveCommand.name, synopsis: "save URL", summary: SaveCommand.summary, help: SaveCommand.help,
+            specs: SaveCommand.specs, run: { arguments throws(Failure) in try await SaveCommand(arguments).run() }),
+        Entry(
+            name: PacksCommand.name, synopsis: "packs [show|refresh|rm NAME]", summary: PacksCommand.summary,
+            help: PacksCommand.help, specs: PacksCommand.specs,
+            run: { arguments throws(Failure) in try await PacksCommand(arguments).run() }),
+        Entry(
             name: StatsCommand.name, synopsis: "stats", summary: StatsCommand.summary, help: StatsCommand.help,
             specs: StatsCommand.specs, run: { arguments throws(Failure) in try StatsCommand(arguments).run() }),
         Entry(
@@ -66,7 +73,7 @@ enum Commands {
               1  the cache directory or a file could not be used, a transfer was cut off, or a
                  demo step did not behave as expected
               2  usage error: unknown command or option, malformed URL or field
-              3  nothing is stored for the URL (show, pin, unpin)
+              3  nothing is stored for the URL (show, pin, unpin), or no such pack (packs)
               7  the origin could not be reached and nothing stored could be served
 
             Start with: httpcache demo

@@ -1,0 +1,11 @@
+// zlib, for the gzip members of WARC files (OfflinePages). Debian: zlib1g-dev; part of
+// Apple's SDKs.
+#include <zlib.h>
+
+// deflateInit2 and inflateInit2 are macros Swift cannot call.
+static inline int httpcache_deflate_init_gzip(z_streamp stream, int level) {
+    return deflateInit2(stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+}
+static inline int httpcache_inflate_init_gzip(z_streamp stream) {
+    return inflateInit2(stream, 15 + 16);
+}

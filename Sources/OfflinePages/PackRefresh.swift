@@ -1,0 +1,251 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What ``HTTPCache/refreshPack(named:)`` did.
+public struct PackRefresh: Sendable, Hashable {
+    /// The pack as it is now.
+    public var pack: OfflinePack
+    /// Resources the origin said had not changed (304): nothing downloaded.
+    public var unchanged: [String]
+    /// Resources that changed, downloaded again.
+    public var changed: [String]
+    /// Resources the page needs now that it did not before.
+    public var added: [String]
+    /// Resources the page no longer needs: unpinned and removed unless another pack holds them.
+    public var removed: [String]
+}
+
+/// A response a refresh downloaded, held until every resource has been asked for.
+struct StagedResponse: Sendable, Hashable, Codable {
+    var url: String
+    var status: Int
+    var fields: [String: String]
+    var body: Data
+}
+
+/// A refresh's downloads, kept in the store (one commit) before the pack switches to them: a
+/// refresh cut off while switching is finished by the next one.
+struct PendingSwitch: Codable {
+    var pack: OfflinePack
+    var staged: [StagedResponse]
+    /// Resources of the old version the new one does not hold.
+    var obsolete: [String]
+
+    static func key(_ name: String) -> String { "PACK pending:" + name }
+}
+
+extension HTTPCache {
+    /// Refreshes the pack named `name`: every resource is revalidated with a conditional
+    /// request (RFC 9110 §13.1: `If-None-Match`, `If-Modified-Since`), only those that changed
+    /// are downloaded, documents and stylesheets that changed are read again for what they
+    /// need now, and then the pack switches to the new version.
+    ///
+    /// Nothing stored changes until every resource has been asked for: a refresh cut off
+    /// while downloading (the network lost, the process killed) leaves the old version whole
+    /// and served. The downloads are then kept in the store in one commit before they replace
+    /// the old responses; if the process dies while replacing, the next refresh finishes the
+    /// switch first. Resources the origin did not change keep their stored responses as they
+    /// are (revalidated as usual while the origin is reachable).
+    ///
+    /// - Throws: `StorageError` when the store fails; ``SavePageError`` when the page itself
+    ///   cannot be fetched or there is no pack `name`.
+    public func refreshPack(named name: String) async throws -> PackRefresh {
+        try await finishPendingSwitch(name)
+        guard let old = try PackRecord.read(name, in: store), let page = URL(string: old.page) else {
+            throw SavePageError(url: name, reason: "there is no offline pack with that name")
+        }
+        var options = old.options ?? SaveOptions()
+        options.name = name
+        let limit = options.maximumResourceSize
+        var saver = PageSaver(page: page, options: options) { job in
+            await PageSaver.revalidate(job, through: self, limit: limit)
+        }
+        let fresh = try await saver.run { _ in }
+        let current = Set(fresh.resources.map(\.url))
+        let previous = Set(old.resources.map(\.url))
+        let pending = PendingSwitch(
+            pack: fresh, staged: saver.staged, obsolete: old.resources.map(\.url).filter { !current.contains($0) })
+        try writePending(pending)
+        try await finishPendingSwitch(name)
+        return PackRefresh(
+            pack: fresh, unchanged: saver.unchanged,
+            changed: saver.staged.map(\.url).filter(previous.contains),
+            added: fresh.resources.map(\.url).filter { !previous.contains($0) }, removed: pending.obsolete)
+    }
+
+    private func writePending(_ pending: PendingSwitch) throws {
+        let key = PendingSwitch.key(pending.pack.name)
+        let writer = try store.makeWriter(
+            for: EntryHead(
+                primaryKey: key, url: "httpcache:pending/\(pending.pack.name)", status: 200, fields: [:], facts: []))
+        try writer.append(Array(try JSONEncoder().encode(pending)))
+        try writer.commit()
+        try store.setPinned(true, primaryKey: key)
+    }
+
+    /// Replaces the stored responses with a refresh's downloads, records the new version of
+    /// the pack, and removes what it no longer holds.
+    private func finishPendingSwitch(_ name: String) async throws {
+        let key = PendingSwitch.key(name)
+        guard let entry = try store.variants(of: key).first else { return }
+        guard let pending = try? JSONDecoder().decode(PendingSwitch.self, from: Data(try store.body(of: entry.id)))
+        else {
+            configuration.log("the unfinished refresh of pack \(name) could not be read; it is dropped")
+            _ = try store.remove(primaryKey: key)
+            return
+        }
+        var replay = configuration
+        replay.followsRedirects = false
+        replay.log = configuration.log
+        let replaying = HTTPCache(configuration: replay, store: store, transport: Replay(pending.staged))
+        for response in pending.staged {
+            guard let url = URL(string: response.url) else { continue }
+            var request = URLRequest(url: url)
+            request.cachePolicy = .reloadIgnoringLocalCacheData
+            let (_, body) = try await replaying.bytes(for: request, forceStore: true) { _ in }
+            for try await _ in body {}
+            _ = pin(url)
+        }
+        try PackRecord.write(pending.pack, to: store)
+        _ = try removeUnused(pending.obsolete)
+        _ = try store.remove(primaryKey: key)
+    }
+}
+
+/// Answers each request with the staged response for its URL.
+private struct Replay: HTTPTransport {
+    let responses: [String: StagedResponse]
+
+    init(_ staged: [StagedResponse]) {
+        responses = Dictionary(staged.map { ($0.url, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        guard let url = request.url, let staged = responses[url.absoluteString],
+            let response = HTTPURLResponse(
+                url: url, statusCode: staged.status, httpVersion: "HTTP/1.1", headerFields: staged.fields)
+        else { throw URLError(.resourceUnavailable) }
+        return TransportResponse(response: response, data: staged.body)
+    }
+}
+
+extension PageSaver {
+    /// Asks the origin whether one resource changed, with the validators of what is stored,
+    /// following redirects. A changed response is staged (nothing stored changes); an
+    /// unchanged one's stored body is read when the resource is read for more.
+    static func revalidate(_ job: Job, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+        var fetched = Fetched(job: job)
+        var url = job.url
+        do {
+            for _ in 0...cache.configuration.maximumRedirects {
+                let live = try cache.entries(for: url).first { $0.isComplete }
+                var request = URLRequest(url: url)
+                request.cachePolicy = .reloadIgnoringLocalCacheData
+                if let etag = live?.fields["ETag"] { request.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+                if let modified = live?.fields["Last-Modified"] {
+                    request.setValue(modified, forHTTPHeaderField: "If-Modified-Since")
+                }
+                let response = try await cache.transport.send(request)
+                let status = response.response.statusCode
+                let fields = response.response.allHeaderFields.reduce(into: [String: String]()) { fields, pair in
+                    if let name = pair.key as? String, let value = pair.value as? String { fields[name] = value }
+                }
+                var body = Data()
+                if status == 304, let live {
+                    for try await _ in response.body {}
+                    fetched.unchanged.append(url.absoluteString)
+                    fetched.stored.append(Self.resource(live, url: url))
+                    if (300..<400).contains(live.status),
+                        let next = live.fields["Location"].flatMap({
+                            URL(string: $0, relativeTo: url)?.absoluteURL
+                        })
+                    {
+                        url = next
+                        continue
+                    }
+                    if reads(job.role, contentType: live.fields["Content-Type"]) {
+                        body = Data(try cache.store.body(of: live.id))
+                    }
+                    return document(fetched, body, url: url, contentType: live.fields["Content-Type"])
+                }
+                for try await chunk in response.body {
+                    body += chunk
+                    if let limit, body.count > limit {
+                        fetched.problem = OfflinePack.Problem(
+                            url: url.absoluteString, reason: Self.overLimit(limit), isFailure: false)
+                        return fetched
+                    }
+                }
+                fetched.bytes += Int64(body.count)
+                if (300..<400).contains(status), let location = field("Location", in: fields),
+                    let next = URL(string: location, relativeTo: url)?.absoluteURL
+                {
+                    // A redirect has no validator as a rule: unchanged when it leads to the same place.
+                    if let live, live.status == status, live.fields["Location"] == location {
+                        fetched.unchanged.append(url.absoluteString)
+                        fetched.stored.append(Self.resource(live, url: url))
+                        url = next
+                        continue
+                    }
+                    fetched.staged.append(
+                        StagedResponse(url: url.absoluteString, status: status, fields: fields, body: body))
+                    fetched.stored.append(
+                        OfflinePack.Resource(
+                            url: url.absoluteString, status: status, size: 0, savedAt: Date().timeIntervalSince1970))
+                    url = next
+                    continue
+                }
+                guard (200..<300).contains(status) else {
+                    fetched.problem = OfflinePack.Problem(
+                        url: url.absoluteString,
+                        reason: "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))",
+                        isFailure: true)
+                    return fetched
+                }
+                fetched.staged.append(
+                    StagedResponse(url: url.absoluteString, status: status, fields: fields, body: body))
+                fetched.stored.append(
+                    OfflinePack.Resource(
+                        url: url.absoluteString, status: status, size: Int64(body.count),
+                        contentType: field("Content-Type", in: fields), etag: field("ETag", in: fields),
+                        lastModified: field("Last-Modified", in: fields), savedAt: Date().timeIntervalSince1970))
+                return document(fetched, body, url: url, contentType: field("Content-Type", in: fields))
+            }
+            fetched.problem = OfflinePack.Problem(
+                url: job.url.absoluteString, reason: "too many redirects", isFailure: true)
+        } catch {
+            fetched.problem = OfflinePack.Problem(
+                url: url.absoluteString, reason: String(describing: error), isFailure: true)
+        }
+        return fetched
+    }
+
+    /// A stored response as a pack's resource.
+    private static func resource(_ live: CacheEntryInfo, url: URL) -> OfflinePack.Resource {
+        OfflinePack.Resource(
+            url: url.absoluteString, status: live.status, size: live.bodySize, contentType: live.fields["Content-Type"],
+            etag: live.fields["ETag"], lastModified: live.fields["Last-Modified"], savedAt: live.storedAt)
+    }
+
+    /// A field of a transport's response, by name in any case (Foundation on Linux writes
+    /// `Etag`).
+    private static func field(_ name: String, in fields: [String: String]) -> String? {
+        fields.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    private static func document(_ fetched: Fetched, _ body: Data, url: URL, contentType: String?) -> Fetched {
+        var fetched = fetched
+        guard reads(fetched.job.role, contentType: contentType) else { return fetched }
+        let media = contentType.map(mediaType) ?? ""
+        fetched.document = Document(
+            bytes: Array(body), url: url, charset: contentType.flatMap(charset),
+            isHTML: media.isEmpty || media == "text/html" || media == "application/xhtml+xml")
+        return fetched
+    }
+}

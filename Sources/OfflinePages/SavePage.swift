@@ -1,0 +1,372 @@
+import CacheSemantics
+import CacheStorage
+import Foundation
+import HTTPCaching
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How ``HTTPCache/savePage(_:options:)`` saves a page.
+public struct SaveOptions: Sendable, Hashable, Codable {
+    /// The pack's name. Default: the page's URL.
+    public var name: String?
+    /// How many levels of linked pages (`<a href>`, `<area href>`) to save too, each with
+    /// everything it needs: 1 saves the pages the page links to, like
+    /// `wget --page-requisites --level=1`. Default 0.
+    public var depth = 0
+    /// Saves subresources and linked pages of other origins too. Default `false`: like
+    /// `wget` without `--span-hosts`, only the page's own origin (scheme, host, port) is
+    /// fetched; the others are reported as skipped.
+    public var includesThirdParty = false
+    /// The largest body saved, in bytes; a larger resource is skipped (and not downloaded
+    /// past the limit). Default: no limit beyond the store's own.
+    public var maximumResourceSize: Int64?
+    /// Resources fetched at once. Default 6, a browser's connections per host.
+    public var jobs = 6
+
+    /// The defaults.
+    public init() {}
+}
+
+/// How far a save has come.
+public struct SaveProgress: Sendable, Hashable {
+    /// Resources finished (stored, failed or skipped).
+    public var done: Int
+    /// Resources found so far (the count grows as documents and stylesheets are read).
+    public var total: Int
+    /// Body bytes received.
+    public var bytes: Int64
+}
+
+/// A page being saved: its progress as it happens, and the pack at the end.
+public struct PageSave: Sendable {
+    /// Progress after each resource; finishes when the save does.
+    public let progress: AsyncStream<SaveProgress>
+    let task: Task<OfflinePack, any Error>
+
+    /// The pack saved. Throws when the page itself cannot be saved, or the save was
+    /// cancelled.
+    public var pack: OfflinePack {
+        get async throws { try await task.value }
+    }
+
+    /// Stops the save: nothing more is fetched and no pack is recorded.
+    public func cancel() { task.cancel() }
+}
+
+/// Why a page cannot be saved at all.
+public struct SavePageError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The page's URL.
+    public var url: String
+    /// What went wrong.
+    public var reason: String
+
+    public var description: String { "cannot save \(url): \(reason)" }
+}
+
+extension HTTPCache {
+    /// Saves a page for offline reading: the document and every subresource a browser loads
+    /// to render it, fetched through this cache, stored and pinned, and recorded as the
+    /// ``OfflinePack`` named ``SaveOptions/name``.
+    ///
+    /// What a page needs: `img` `src` and `srcset`; `picture`/`source` `srcset`; `link` rel
+    /// stylesheet, icon, apple-touch-icon, preload, modulepreload, manifest; `script src`;
+    /// `iframe`/`frame src` and their documents' subresources; `video`/`audio`/`source`/`track
+    /// src` and `poster`; `object data`; `embed src`; `input type=image`; inline `style`
+    /// attributes and `<style>` blocks; and in stylesheets `url()` and `@import`,
+    /// recursively. `<base href>` is honoured. HTML is parsed with libxml2's tolerant parser,
+    /// in the encoding `Content-Type` or `<meta charset>` gives; CSS with a CSS Syntax Level 3
+    /// tokenizer.
+    ///
+    /// Responses are stored even when RFC 9111 would not store them (`no-store`, no
+    /// freshness), as `max-age=0`: with the origin reachable they are validated as usual; when
+    /// it cannot be reached they are served. A resource that fails (an HTTP error, the
+    /// network) or is skipped (another origin, too large) is listed in
+    /// ``OfflinePack/problems`` and the rest is saved. Saving again under the same name
+    /// replaces the pack; resources only the old one held are removed.
+    ///
+    /// ```swift
+    /// let save = cache.savePage(URL(string: "https://example.com/article")!)
+    /// for await step in save.progress { print("\(step.done)/\(step.total)") }
+    /// let pack = try await save.pack
+    /// ```
+    public func savePage(_ url: URL, options: SaveOptions = SaveOptions()) -> PageSave {
+        let (progress, continuation) = AsyncStream.makeStream(of: SaveProgress.self)
+        let limit = options.maximumResourceSize
+        let task = Task {
+            defer { continuation.finish() }
+            var saver = PageSaver(page: url, options: options) { job in
+                await PageSaver.fetch(job, through: self, limit: limit)
+            }
+            let pack = try await saver.run { continuation.yield($0) }
+            try Task.checkCancellation()
+            let previous = try PackRecord.read(pack.name, in: store)
+            try PackRecord.write(pack, to: store)
+            if let previous {
+                let current = Set(pack.resources.map(\.url))
+                _ = try removeUnused(previous.resources.map(\.url).filter { !current.contains($0) })
+            }
+            return pack
+        }
+        return PageSave(progress: progress, task: task)
+    }
+}
+
+/// One save: a queue of resources fetched `jobs` at a time, documents and stylesheets read as
+/// they arrive for more.
+struct PageSaver {
+    enum Role: Sendable, Hashable {
+        /// A page: its subresources are needed, and its links followed while depth remains.
+        case page(depth: Int)
+        case frame
+        case stylesheet(referrerCharset: String?)
+        case other
+    }
+
+    struct Job: Sendable {
+        var url: URL
+        var role: Role
+    }
+
+    /// A document or stylesheet received: its bytes, final URL (after redirects) and charset.
+    struct Document: Sendable {
+        var bytes: [UInt8]
+        var url: URL
+        var charset: String?
+        var isHTML: Bool
+    }
+
+    /// What fetching one job gave.
+    struct Fetched: Sendable {
+        var job: Job
+        /// The resources stored: each redirect followed, then the final response.
+        var stored: [OfflinePack.Resource] = []
+        var problem: OfflinePack.Problem?
+        /// The body of a document or stylesheet, to read for more.
+        var document: Document?
+        var bytes: Int64 = 0
+        /// Responses a refresh downloaded, to switch to once all are in.
+        var staged: [StagedResponse] = []
+        /// Resources a refresh found unchanged (304).
+        var unchanged: [String] = []
+    }
+
+    let page: URL
+    let options: SaveOptions
+    /// Fetches one resource: through the cache for a save, conditionally for a refresh.
+    let fetch: @Sendable (Job) async -> Fetched
+    private var seen = Set<URL>()
+    private var queue: [Job] = []
+    private var resources: [OfflinePack.Resource] = []
+    private var storedURLs = Set<String>()
+    private var problems: [OfflinePack.Problem] = []
+    private var progress = SaveProgress(done: 0, total: 0, bytes: 0)
+    /// What a refresh downloaded and found unchanged.
+    private(set) var staged: [StagedResponse] = []
+    private(set) var unchanged: [String] = []
+
+    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job) async -> Fetched) {
+        self.page = page
+        self.options = options
+        self.fetch = fetch
+    }
+
+    mutating func run(_ report: (SaveProgress) -> Void) async throws -> OfflinePack {
+        let started = Date().timeIntervalSince1970
+        guard let first = resolveReference(page.absoluteString, against: page) else {
+            throw SavePageError(url: page.absoluteString, reason: "only http and https pages can be saved")
+        }
+        enqueue(first, .page(depth: max(0, options.depth)))
+        let jobs = max(1, options.jobs)
+        let fetch = self.fetch
+        try await withThrowingTaskGroup(of: Fetched.self) { group in
+            var running = 0
+            while true {
+                while running < jobs, !queue.isEmpty {
+                    let job = queue.removeFirst()
+                    group.addTask { await fetch(job) }
+                    running += 1
+                }
+                guard running > 0, let fetched = try await group.next() else { break }
+                running -= 1
+                try Task.checkCancellation()
+                if fetched.job.url == first, fetched.problem != nil, fetched.stored.isEmpty {
+                    group.cancelAll()
+                    throw SavePageError(url: first.absoluteString, reason: fetched.problem?.reason ?? "not stored")
+                }
+                record(fetched)
+                report(progress)
+            }
+        }
+        var pack = OfflinePack(
+            name: options.name ?? page.absoluteString, page: first.absoluteString, savedAt: started,
+            resources: resources, problems: problems)
+        pack.options = options
+        return pack
+    }
+
+    private mutating func enqueue(_ url: URL, _ role: Role) {
+        guard seen.insert(url).inserted else { return }
+        if case .page(let depth) = role, depth < options.depth, !isSameOrigin(url), !options.includesThirdParty {
+            // A link to another origin is not followed; it is not something the page needs.
+            return
+        }
+        progress.total += 1
+        if !options.includesThirdParty, !isSameOrigin(url) {
+            problems.append(
+                OfflinePack.Problem(
+                    url: url.absoluteString,
+                    reason: "another origin (third party); saved only with includesThirdParty (--third-party)",
+                    isFailure: false))
+            progress.done += 1
+            return
+        }
+        queue.append(Job(url: url, role: role))
+    }
+
+    private func isSameOrigin(_ url: URL) -> Bool { originOf(url) == originOf(page) }
+
+    private mutating func record(_ fetched: Fetched) {
+        progress.done += 1
+        progress.bytes += fetched.bytes
+        for resource in fetched.stored where storedURLs.insert(resource.url).inserted {
+            resources.append(resource)
+        }
+        if let problem = fetched.problem { problems.append(problem) }
+        staged += fetched.staged
+        unchanged += fetched.unchanged
+        guard let document = fetched.document else { return }
+        switch fetched.job.role {
+        case .page(let depth): readPage(document, depth: depth)
+        case .frame: readPage(document, depth: 0)
+        case .stylesheet(let referrerCharset):
+            let text = CSSReferences.decodeStylesheet(
+                document.bytes, contentTypeCharset: document.charset, referrerCharset: referrerCharset)
+            for reference in CSSReferences.inStylesheet(text) {
+                guard let url = resolveReference(reference.url, against: document.url) else { continue }
+                enqueue(url, reference.kind == .import ? .stylesheet(referrerCharset: referrerCharset) : .other)
+            }
+        case .other: break
+        }
+    }
+
+    /// Queues what a page or frame needs, and its links while `depth` remains.
+    private mutating func readPage(_ document: Document, depth: Int) {
+        guard document.isHTML else { return }
+        let references = HTMLReferences(parsing: document.bytes, url: document.url, charset: document.charset)
+        for reference in references.subresources {
+            switch reference.kind {
+            case .stylesheet: enqueue(reference.url, .stylesheet(referrerCharset: references.encoding))
+            case .frame: enqueue(reference.url, .frame)
+            case .other: enqueue(reference.url, .other)
+            }
+        }
+        if depth > 0 {
+            for link in references.links { enqueue(link, .page(depth: depth - 1)) }
+        }
+    }
+
+    /// Fetches one resource through the cache, storing it whatever RFC 9111 says, and keeps
+    /// the body only when it is read for more.
+    static func fetch(_ job: Job, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+        var fetched = Fetched(job: job)
+        let url = job.url.absoluteString
+        func problem(_ reason: String, failure: Bool = true) -> Fetched {
+            fetched.problem = OfflinePack.Problem(url: url, reason: reason, isFailure: failure)
+            return fetched
+        }
+        do {
+            var hops: [CachedResponseHead] = []
+            let (head, body) = try await cache.bytes(for: URLRequest(url: job.url), forceStore: true) {
+                hops.append($0)
+            }
+            fetched.stored = hops.map { resource($0, size: 0) }
+            guard (200..<300).contains(head.statusCode) else {
+                return problem(
+                    "HTTP \(head.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: head.statusCode))")
+            }
+            if let limit, let expected = head.expectedLength, expected > limit {
+                return problem(
+                    "\(expected) bytes, over the limit of \(limit) (maximumResourceSize, --max-bytes)", failure: false)
+            }
+            let contentType = head.fields["Content-Type"]
+            let reads = reads(job.role, contentType: contentType)
+            var bytes: [UInt8] = []
+            var size: Int64 = 0
+            for try await chunk in body {
+                size += Int64(chunk.count)
+                if let limit, size > limit {
+                    // Not read to the end: the cache stores nothing of it.
+                    fetched.bytes = size
+                    return problem(overLimit(limit), failure: false)
+                }
+                if reads { bytes += chunk }
+            }
+            fetched.bytes = size
+            guard cache.pin(head.url) else {
+                return problem("received but not stored (\(head.reasons.map(\.description).joined(separator: "; ")))")
+            }
+            for hop in hops { _ = cache.pin(hop.url) }
+            fetched.stored.append(resource(head, size: size))
+            if reads {
+                fetched.document = Document(
+                    bytes: bytes, url: head.url, charset: contentType.flatMap(charset), isHTML: isHTML(contentType))
+            }
+        } catch is CancellationError {
+            return problem("cancelled")
+        } catch {
+            return problem(String(describing: error))
+        }
+        return fetched
+    }
+
+    /// Whether a resource in `role` is read for what it refers to: an HTML document (or one
+    /// without a type) as a page or frame, any stylesheet.
+    static func reads(_ role: Role, contentType: String?) -> Bool {
+        switch role {
+        case .page, .frame: isHTML(contentType)
+        case .stylesheet: true
+        case .other: false
+        }
+    }
+
+    static func isHTML(_ contentType: String?) -> Bool {
+        let media = contentType.map(mediaType) ?? ""
+        return media.isEmpty || media == "text/html" || media == "application/xhtml+xml"
+    }
+
+    static func overLimit(_ limit: Int64) -> String {
+        "over the limit of \(limit) bytes (maximumResourceSize, --max-bytes)"
+    }
+
+    static func resource(_ head: CachedResponseHead, size: Int64) -> OfflinePack.Resource {
+        OfflinePack.Resource(
+            url: head.url.absoluteString, status: head.statusCode, size: size, contentType: head.fields["Content-Type"],
+            etag: head.fields["ETag"], lastModified: head.fields["Last-Modified"], savedAt: Date().timeIntervalSince1970
+        )
+    }
+}
+
+/// `scheme://host:port` of `url` (RFC 6454 §4), the default port written out.
+func originOf(_ url: URL) -> String? {
+    guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+    return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
+}
+
+/// The media type of a `Content-Type` value, lower-cased, without parameters.
+func mediaType(_ contentType: String) -> String {
+    String(contentType.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces).lowercased()
+}
+
+/// The `charset` parameter of a `Content-Type` value.
+func charset(_ contentType: String) -> String? {
+    for parameter in contentType.split(separator: ";").dropFirst() {
+        let pair = parameter.split(separator: "=", maxSplits: 1)
+        guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+        let value = pair[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(
+            in: CharacterSet(charactersIn: "\""))
+        return value.isEmpty ? nil : value
+    }
+    return nil
+}

@@ -1,0 +1,267 @@
+import Foundation
+import HTTPCaching
+import OfflinePages
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `httpcache save URL [--name NAME] [--depth N] [--third-party] [--max-bytes N] [--jobs N]`.
+struct SaveCommand {
+    static let name = "save"
+    static let summary = "save a page with everything it needs for offline reading (an offline pack)"
+    static let specs =
+        CacheOptions.specs + [
+            .value("--name"), .value("--depth"), .flag("--third-party"), .value("--max-bytes"), .value("--jobs"),
+        ]
+    static let help = """
+        Usage: httpcache save URL [--name NAME] [--depth N] [--third-party] [--max-bytes N]
+                              [--jobs N] [--cache-dir DIR]
+
+        Saves the page at URL and every subresource a browser loads to render it (images and
+        srcset candidates, stylesheets and what they import, fonts, scripts, icons, media,
+        frames and their documents), stores and pins them, and records them as an offline
+        pack: `httpcache packs` lists packs. With the origin unreachable, every resource of a
+        pack is served from the cache whatever its freshness (httpcache get, HTTPCache,
+        CachingURLProtocol, httpcache serve --forward).
+
+        Options:
+          --name NAME      the pack's name (default: URL); saving again under a name replaces it
+          --depth N        also save the pages the page links to, N levels deep (default 0)
+          --third-party    also save resources and linked pages from other origins
+                           (default: only URL's origin; the others are reported as skipped)
+          --max-bytes N    skip any resource larger than N bytes (default: no limit)
+          --jobs N         resources fetched at once (default 6)
+
+        On a terminal a progress line shows resources done/found and bytes. At the end: the
+        resources and bytes saved, then each resource that failed or was skipped, with why.
+        Exit status 1 when the page itself cannot be saved.
+        """
+
+    let url: URL
+    let options: SaveOptions
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        url = try RequestOptions.url(
+            try arguments.positionals("URL", minimum: 1, maximum: 1)[0], command: arguments.command)
+        var options = SaveOptions()
+        options.name = arguments.value("--name")
+        if options.name?.isEmpty == true { throw .usage(arguments.command, "--name needs a name") }
+        func number(_ option: String, minimum: Int64) throws(Failure) -> Int64? {
+            guard let text = arguments.value(option) else { return nil }
+            guard let value = Int64(text), value >= minimum else {
+                throw .usage(arguments.command, "\(option) needs a whole number of at least \(minimum), not \(text)")
+            }
+            return value
+        }
+        options.depth = Int(try number("--depth", minimum: 0) ?? 0)
+        options.jobs = Int(try number("--jobs", minimum: 1) ?? 6)
+        options.maximumResourceSize = try number("--max-bytes", minimum: 1)
+        options.includesThirdParty = arguments.has("--third-party")
+        self.options = options
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() async throws(Failure) {
+        let cache = try cacheOptions.open()
+        defer { cache.flushToDisk() }
+        let save = cache.savePage(url, options: options)
+        let terminal = Console.errorIsTerminal
+        var lastDrawn = ContinuousClock.now - .seconds(1)
+        for await step in save.progress where terminal {
+            guard ContinuousClock.now - lastDrawn > .milliseconds(100) || step.done == step.total else { continue }
+            lastDrawn = .now
+            Console.error("\rsaving: \(step.done)/\(step.total) resources, \(Format.bytes(step.bytes))\u{1B}[K")
+        }
+        if terminal { Console.error("\r\u{1B}[K") }
+        let pack: OfflinePack
+        do {
+            pack = try await save.pack
+        } catch let error as SavePageError {
+            throw Failure(.failure, "\(error); check the URL, or that the origin is reachable")
+        } catch {
+            throw Failure(.failure, "could not save \(url.absoluteString): \(error)")
+        }
+        Console.out(PacksCommand.summary(pack))
+    }
+}
+
+/// `httpcache packs [show NAME | refresh NAME | rm NAME] [--json]`.
+struct PacksCommand {
+    static let name = "packs"
+    static let summary = "list offline packs; show, refresh or remove one"
+    static let specs = CacheOptions.specs + [.flag("--json")]
+    static let help = """
+        Usage: httpcache packs [--json] [--cache-dir DIR]
+               httpcache packs show NAME [--json]
+               httpcache packs refresh NAME
+               httpcache packs rm NAME
+
+        packs            lists the offline packs (httpcache save): name, page, resources,
+                         bytes, when saved, and whether everything the page needs is in it.
+        packs show NAME  lists a pack's resources (status, size, validators) and what is
+                         missing from it, with why.
+        packs refresh NAME
+                         revalidates every resource with a conditional request, downloads
+                         only what changed, and then switches the pack to the new version at
+                         once: a refresh cut off half way leaves the old version whole.
+        packs rm NAME    removes the pack, and unpins and removes the resources no other pack
+                         holds.
+
+        Exit status 3 when there is no pack NAME.
+        """
+
+    let action: String?
+    let name: String?
+    let json: Bool
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        let words = try arguments.positionals("ACTION NAME", minimum: 0, maximum: 2)
+        action = words.first
+        name = words.count > 1 ? words[1] : nil
+        if let action {
+            guard ["show", "refresh", "rm"].contains(action) else {
+                throw .usage(arguments.command, "unknown action \(action); use show, refresh or rm")
+            }
+            guard name != nil else { throw .usage(arguments.command, "packs \(action) needs the pack's NAME") }
+        }
+        json = arguments.has("--json")
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() async throws(Failure) {
+        let cache = try cacheOptions.open(network: action == "refresh")
+        defer { cache.flushToDisk() }
+        do {
+            switch (action, name) {
+            case ("show", let name?):
+                let pack = try existing(name, in: cache)
+                Console.out(json ? Self.json(pack, resources: true).text + "\n" : Self.details(pack))
+            case ("rm", let name?):
+                let removed = try cache.removePack(named: name)
+                guard let removed else { throw missing(name) }
+                Console.out("removed pack \(name) and \(Format.count(removed.count, "resource")) no other pack holds\n")
+            case ("refresh", let name?):
+                _ = try existing(name, in: cache)
+                let report = try await cache.refreshPack(named: name)
+                Console.out(Self.refreshSummary(report))
+            default:
+                let packs = try cache.packs()
+                if json {
+                    Console.out(JSONValue.array(packs.map { Self.json($0, resources: false) }).text + "\n")
+                } else if packs.isEmpty {
+                    Console.out("no offline packs; save a page with `httpcache save URL`\n")
+                } else {
+                    let rows = packs.map { pack in
+                        [
+                            pack.name, pack.page, String(pack.resources.count), Format.bytes(pack.bytes),
+                            Format.timestamp(pack.savedAt),
+                            pack.isComplete ? "complete" : "\(pack.problems.count) missing",
+                        ]
+                    }
+                    Console.out(Format.table([["NAME", "PAGE", "RESOURCES", "BYTES", "SAVED", "STATE"]] + rows))
+                }
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(.failure, "could not use the packs in \(cacheOptions.directory): \(error)")
+        }
+    }
+
+    private func existing(_ name: String, in cache: HTTPCache) throws -> OfflinePack {
+        guard let pack = try cache.pack(named: name) else { throw missing(name) }
+        return pack
+    }
+
+    private func missing(_ name: String) -> Failure {
+        Failure(.notStored, "no offline pack named \(name); `httpcache packs` lists them")
+    }
+
+    /// What `save` prints: totals, then each problem.
+    static func summary(_ pack: OfflinePack) -> String {
+        var text =
+            "saved \(pack.page) as pack \(pack.name): \(Format.count(pack.resources.count, "resource")), "
+            + "\(Format.bytes(pack.bytes))\n"
+        text += problems(pack)
+        return text
+    }
+
+    static func problems(_ pack: OfflinePack) -> String {
+        let failed = pack.problems.filter(\.isFailure)
+        let skipped = pack.problems.filter { !$0.isFailure }
+        var text = ""
+        if !failed.isEmpty {
+            text += "failed (\(failed.count)):\n" + failed.map { "  \($0.url)  \($0.reason)\n" }.joined()
+        }
+        if !skipped.isEmpty {
+            text += "skipped (\(skipped.count)):\n" + skipped.map { "  \($0.url)  \($0.reason)\n" }.joined()
+        }
+        return text
+    }
+
+    static func details(_ pack: OfflinePack) -> String {
+        var text = """
+            pack:      \(pack.name)
+            page:      \(pack.page)
+            saved:     \(Format.timestamp(pack.savedAt))
+            resources: \(pack.resources.count), \(Format.bytes(pack.bytes))\(pack.isComplete ? ", complete" : "")
+
+            """
+        let rows = pack.resources.map { resource in
+            [
+                String(resource.status), Format.bytes(resource.size), resource.etag ?? resource.lastModified ?? "-",
+                resource.url,
+            ]
+        }
+        text += Format.table([["STATUS", "SIZE", "VALIDATOR", "URL"]] + rows)
+        return text + problems(pack)
+    }
+
+    static func refreshSummary(_ report: PackRefresh) -> String {
+        var text =
+            "refreshed pack \(report.pack.name): \(Format.count(report.unchanged.count, "resource")) unchanged (304), "
+            + "\(report.changed.count) changed and downloaded, \(report.added.count) new, "
+            + "\(report.removed.count) no longer needed\n"
+        text += report.changed.map { "  changed  \($0)\n" }.joined()
+        text += problems(report.pack)
+        return text
+    }
+
+    static func json(_ pack: OfflinePack, resources: Bool) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("name", .string(pack.name)), ("page", .string(pack.page)),
+            ("resources", .number(Double(pack.resources.count))),
+            ("bytes", .number(Double(pack.bytes))), ("savedAt", .number(pack.savedAt)),
+            ("complete", .bool(pack.isComplete)),
+        ]
+        if resources {
+            fields.append(
+                (
+                    "items",
+                    .array(
+                        pack.resources.map { resource in
+                            .object([
+                                ("url", .string(resource.url)), ("status", .number(Double(resource.status))),
+                                ("size", .number(Double(resource.size))),
+                                ("etag", resource.etag.map(JSONValue.string) ?? .null),
+                                ("lastModified", resource.lastModified.map(JSONValue.string) ?? .null),
+                            ])
+                        })
+                ))
+        }
+        fields.append(
+            (
+                "problems",
+                .array(
+                    pack.problems.map {
+                        .object([
+                            ("url", .string($0.url)), ("reason", .string($0.reason)), ("failed", .bool($0.isFailure)),
+                        ])
+                    })
+            ))
+        return .object(fields)
+    }
+}
