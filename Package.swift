@@ -136,7 +136,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests",
-            dependencies: ["HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "CacheTestSupport"],
+            dependencies: ["HTTPCaching", "OfflinePages", "CacheStorageRedis", "LoopbackOrigin", "CacheTestSupport"],
             swiftSettings: strictSettings),
         // `httpcache` as users run it: the built binary against a loopback origin.
         .testTarget(

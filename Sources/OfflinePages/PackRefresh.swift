@@ -100,38 +100,14 @@ extension HTTPCache {
             _ = try store.remove(primaryKey: key)
             return
         }
-        var replay = configuration
-        replay.followsRedirects = false
-        replay.log = configuration.log
-        let replaying = HTTPCache(configuration: replay, store: store, transport: Replay(pending.staged))
+        let replayer = Replayer(self)
         for response in pending.staged {
-            guard let url = URL(string: response.url) else { continue }
-            var request = URLRequest(url: url)
-            request.cachePolicy = .reloadIgnoringLocalCacheData
-            let (_, body) = try await replaying.bytes(for: request, forceStore: true) { _ in }
-            for try await _ in body {}
-            _ = pin(url)
+            try await replayer.store(response)
+            if let url = URL(string: response.url) { _ = pin(url) }
         }
         try PackRecord.write(pending.pack, to: store)
         _ = try removeUnused(pending.obsolete)
         _ = try store.remove(primaryKey: key)
-    }
-}
-
-/// Answers each request with the staged response for its URL.
-private struct Replay: HTTPTransport {
-    let responses: [String: StagedResponse]
-
-    init(_ staged: [StagedResponse]) {
-        responses = Dictionary(staged.map { ($0.url, $0) }, uniquingKeysWith: { $1 })
-    }
-
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        guard let url = request.url, let staged = responses[url.absoluteString],
-            let response = HTTPURLResponse(
-                url: url, statusCode: staged.status, httpVersion: "HTTP/1.1", headerFields: staged.fields)
-        else { throw URLError(.resourceUnavailable) }
-        return TransportResponse(response: response, data: staged.body)
     }
 }
 

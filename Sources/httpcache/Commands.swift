@@ -44,6 +44,14 @@ enum Commands {
             help: PacksCommand.help, specs: PacksCommand.specs,
             run: { arguments throws(Failure) in try await PacksCommand(arguments).run() }),
         Entry(
+            name: ExportCommand.name, synopsis: "export --warc FILE", summary: ExportCommand.summary,
+            help: ExportCommand.help, specs: ExportCommand.specs,
+            run: { arguments throws(Failure) in try ExportCommand(arguments).run() }),
+        Entry(
+            name: ImportCommand.name, synopsis: "import FILE", summary: ImportCommand.summary,
+            help: ImportCommand.help, specs: ImportCommand.specs,
+            run: { arguments throws(Failure) in try await ImportCommand(arguments).run() }),
+        Entry(
             name: StatsCommand.name, synopsis: "stats", summary: StatsCommand.summary, help: StatsCommand.help,
             specs: StatsCommand.specs, run: { arguments throws(Failure) in try StatsCommand(arguments).run() }),
         Entry(

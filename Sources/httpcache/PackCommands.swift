@@ -265,3 +265,104 @@ struct PacksCommand {
         return .object(fields)
     }
 }
+
+/// `httpcache export --warc FILE [--pack NAME | URL-PREFIX] [--requests]`.
+struct ExportCommand {
+    static let name = "export"
+    static let summary = "write stored responses (a pack, a URL prefix, or all) to a WARC file"
+    static let specs = CacheOptions.specs + [.value("--warc"), .value("--pack"), .flag("--requests")]
+    static let help = """
+        Usage: httpcache export --warc FILE [--pack NAME | URL-PREFIX] [--requests] [--cache-dir DIR]
+
+        Writes stored responses to FILE in WARC 1.1 (ISO 28500), the web archives' format: a
+        warcinfo record, then a response record per stored response (its HTTP head and body,
+        WARC-Target-URI, WARC-Date, WARC-Payload-Digest, WARC-Block-Digest). A FILE ending in
+        .gz is gzipped record by record, as archiving tools (warcio, pywb) expect.
+
+        Options:
+          --warc FILE      the file to write (replaced)
+          --pack NAME      only that offline pack's resources
+          URL-PREFIX       only responses whose URL starts with it (default: everything)
+          --requests       also a request record before each response
+        """
+
+    let path: String
+    let pack: String?
+    let prefix: String?
+    let requests: Bool
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        guard let path = arguments.value("--warc"), !path.isEmpty else {
+            throw .usage(arguments.command, "--warc FILE is needed")
+        }
+        self.path = path
+        pack = arguments.value("--pack")
+        prefix = try arguments.positionals("URL-PREFIX", minimum: 0, maximum: 1).first
+        if pack != nil, prefix != nil { throw .usage(arguments.command, "give --pack NAME or URL-PREFIX, not both") }
+        requests = arguments.has("--requests")
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        do {
+            if let pack, try cache.pack(named: pack) == nil {
+                throw Failure(.notStored, "no offline pack named \(pack); `httpcache packs` lists them")
+            }
+            let export = try cache.exportWARC(to: path, pack: pack, urlPrefix: prefix, includesRequests: requests)
+            Console.out(
+                "wrote \(path): \(Format.count(export.responses, "response record")), "
+                    + "\(Format.bytes(export.payloadBytes)) of bodies, \(Format.bytes(export.fileBytes)) in all\n")
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(.failure, "could not export to \(path): \(error)")
+        }
+    }
+}
+
+/// `httpcache import FILE [--name NAME]`.
+struct ImportCommand {
+    static let name = "import"
+    static let summary = "store every response of a WARC file, as an offline pack"
+    static let specs = CacheOptions.specs + [.value("--name")]
+    static let help = """
+        Usage: httpcache import FILE.warc[.gz] [--name NAME] [--cache-dir DIR]
+
+        Stores every HTTP response record of a WARC file (WARC 1.0 or 1.1, gzipped or not,
+        written by httpcache export or any other tool), pinned, and makes them an offline pack
+        named NAME (default: the file's name). Chunked payloads are stored de-chunked; revisit
+        records are stored with the payload they refer to.
+
+        A truncated or corrupt file stops the import with the offset of the bad record: the
+        records before it are stored (unpinned, no pack), nothing from it onward. Exit status 1.
+        """
+
+    let path: String
+    let name: String?
+    let cacheOptions: CacheOptions
+
+    init(_ arguments: ParsedArguments) throws(Failure) {
+        path = try arguments.positionals("FILE", minimum: 1, maximum: 1)[0]
+        name = arguments.value("--name")
+        cacheOptions = try CacheOptions(arguments)
+    }
+
+    func run() async throws(Failure) {
+        let cache = try cacheOptions.open(network: false)
+        defer { cache.flushToDisk() }
+        do {
+            let imported = try await cache.importWARC(from: path, name: name)
+            Console.out(
+                "imported \(path) as pack \(imported.pack.name): \(Format.count(imported.pack.resources.count, "response")), "
+                    + "\(Format.bytes(imported.pack.bytes))"
+                    + (imported.revisits > 0 ? ", \(Format.count(imported.revisits, "revisit")) resolved" : "") + "\n")
+            for skipped in imported.skipped {
+                Console.out("  skipped record at offset \(skipped.offset): \(skipped.reason)\n")
+            }
+        } catch {
+            throw Failure(.failure, "could not import \(path): \(error)")
+        }
+    }
+}

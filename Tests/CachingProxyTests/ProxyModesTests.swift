@@ -137,6 +137,46 @@ struct ProxyModesTests {
         }
     }
 
+    @Test("A page saved with httpcache save is read offline through the forward proxy, every resource of its pack")
+    func savedPageThroughForwardProxy() async throws {
+        try await offPool {
+            let site = try SampleSite(manyImages: 0)
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
+            defer { proxy.terminate() }
+            let cacheDirectory = try #require(proxy.cacheDirectory)
+            let executable = try BuiltExecutable.path("httpcache")
+            func httpcache(_ arguments: [String]) throws -> (status: Int32, output: Data) {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: executable)
+                process.arguments = arguments + ["--cache-dir", cacheDirectory]
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                let data = output.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                return (process.terminationStatus, data)
+            }
+            let save = try httpcache(["save", site.article.absoluteString, "--name", "article"])
+            #expect(save.status == 0, "\(String(decoding: save.output, as: UTF8.self))")
+            let shown = try httpcache(["packs", "show", "article", "--json"])
+            let object = try #require(try JSONSerialization.jsonObject(with: shown.output) as? [String: Any])
+            let urls = try #require(object["items"] as? [[String: Any]]).compactMap { $0["url"] as? String }
+            #expect(urls.count == site.articleResources.count)
+            site.origin.stop()
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            for url in urls {
+                let target = try #require(URL(string: url))
+                try client.send("GET \(url) HTTP/1.1\r\nHost: 127.0.0.1:\(target.port ?? 80)\r\n\r\n")
+                let response = try client.readResponse()
+                let expected = url.hasSuffix("/img/redirect.svg") ? 302 : 200
+                #expect(response.status == expected, "\(url)")
+                #expect(response.field("Cache-Status")?.contains("detail=saved-offline") == true, "\(url)")
+            }
+        }
+    }
+
     @Test(
         "The client receives bytes while they are stored; a body the origin never finishes is not stored (RFC 9111 §3.3)"
     )

@@ -5,6 +5,7 @@ import CacheTestSupport
 import Foundation
 import HTTPCaching
 import LoopbackOrigin
+import OfflinePages
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -69,6 +70,28 @@ struct URLProtocolTests {
         let (body, response) = try await fetch(session, h.request("/o"))
         #expect(body == "cached")
         #expect(response.value(forHTTPHeaderField: "Cache-Status")?.contains("disconnected") == true)
+    }
+
+    /// A page saved with `savePage` reads offline through any URLSession client: every
+    /// resource of the pack, the same bytes as online, `Cache-Status` saying it was saved.
+    @Test func savedPageOffline() async throws {
+        let h = try Harness()
+        let site = try SampleSite(manyImages: 0)
+        let pack = try await h.cache.savePage(site.article).pack
+        let session = session(h)
+        var online: [String: Data] = [:]
+        for resource in pack.resources {
+            online[resource.url] = try await session.data(from: try #require(URL(string: resource.url))).0
+        }
+        site.origin.stop()
+        for resource in pack.resources {
+            let (data, response) = try await session.data(from: try #require(URL(string: resource.url)))
+            let http = try #require(response as? HTTPURLResponse)
+            #expect(http.statusCode == 200 && data == online[resource.url], "\(resource.url)")
+            #expect(
+                http.value(forHTTPHeaderField: "Cache-Status")?.contains("detail=saved-offline") == true,
+                "\(resource.url)")
+        }
     }
 
     /// Apple documents `returnCacheDataDontLoad` with nothing stored as a load that fails; an

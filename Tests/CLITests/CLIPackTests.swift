@@ -1,0 +1,136 @@
+import CacheTestSupport
+import Foundation
+import HTTPCaching
+import LoopbackOrigin
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `httpcache save` and `httpcache packs` as users run them, against the sample site.
+@Suite("httpcache save and packs")
+struct CLIPackTests {
+    /// The cache in `directory`, opened in this process (as an app sharing the directory would).
+    func cache(_ directory: String) throws -> HTTPCache {
+        var configuration = HTTPCache.Configuration()
+        configuration.directory = directory
+        configuration.log = { _ in }
+        return try HTTPCache(configuration: configuration)
+    }
+
+    /// Every resource's stored body, read without the network.
+    func storedBodies(_ cache: HTTPCache, _ urls: [String]) async throws -> [String: Data] {
+        var bodies: [String: Data] = [:]
+        for url in urls {
+            var request = URLRequest(url: try #require(URL(string: url)))
+            request.cachePolicy = .returnCacheDataDontLoad
+            bodies[url] = try await cache.data(for: request).data
+        }
+        return bodies
+    }
+
+    @Test("save prints what it saved, then each resource that failed or was skipped, with why")
+    func saveSummary() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 0)
+        let run = try await h.run(["save", site.article.absoluteString, "--name", "article", "--max-bytes", "100000"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("saved \(site.article.absoluteString) as pack article: 41 resources, ") == true)
+        #expect(lines.contains("failed (1):"))
+        #expect(lines.contains { $0.contains("/site/img/missing.svg") && $0.contains("HTTP 404") })
+        #expect(lines.contains("skipped (1):"))
+        #expect(lines.contains { $0.contains("/third-party.svg") && $0.contains("--third-party") })
+
+        let listed = try await h.run(["packs", "--json"])
+        let packs = try listed.jsonArray()
+        #expect(packs.count == 1)
+        #expect(packs.first?["name"] as? String == "article")
+        #expect(packs.first?["resources"] as? Int == 41)
+        #expect(packs.first?["complete"] as? Bool == false)
+        let table = try await h.run(["packs"])
+        #expect(table.stdout.contains("article") && table.stdout.contains("2 missing"))
+        let shown = try await h.run(["packs", "show", "article"])
+        #expect(shown.stdout.contains("\"v1\"") && shown.stdout.contains("/site/css/main.css"))
+    }
+
+    @Test("packs rm removes the pack and its resources; a name that is not a pack exits 3")
+    func remove() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 0)
+        #expect(try await h.run(["save", site.url("/site/page2.html"), "--name", "two"]).status == 0)
+        let removed = try await h.run(["packs", "rm", "two"])
+        #expect(removed.status == 0 && removed.stdout == "removed pack two and 2 resources no other pack holds\n")
+        let again = try await h.run(["packs", "rm", "two"])
+        #expect(again.status == 3 && again.stderr.contains("no offline pack named two"))
+        #expect(try await h.run(["packs", "show", "two"]).status == 3)
+        #expect(try await h.run(["packs", "frobnicate", "two"]).status == 2)
+        #expect(try await h.run(["save", site.url("/site/page2.html"), "--jobs", "0"]).status == 2)
+    }
+
+    @Test("packs refresh downloads exactly the two resources that changed; the rest get 304 (RFC 9110 §13.1.2)")
+    func refresh() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 0)
+        #expect(try await h.run(["save", site.article.absoluteString, "--name", "article"]).status == 0)
+        site.change("/site/img/a.svg")
+        site.change("/site/css/main.css")
+        site.origin.clearRecords()
+        let run = try await h.run(["packs", "refresh", "article"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.hasPrefix("refreshed pack article: 39 resources unchanged (304), 2 changed and downloaded"))
+        // Unconditional only where nothing with a validator is stored: the redirect, the 404.
+        let full = site.origin.requests.filter { $0.header("If-None-Match") == nil }.map(\.path)
+        #expect(full.sorted() == ["/site/img/missing.svg", "/site/img/redirect.svg"])
+        let downloaded = site.origin.requests.filter { $0.header("If-None-Match") == "\"v1\"" }.map(\.path)
+        #expect(downloaded.contains("/site/img/a.svg") && downloaded.contains("/site/css/main.css"))
+    }
+
+    @Test("A refresh killed half way (SIGKILL) leaves the previous version served whole; the next one completes")
+    func refreshKilledHalfWay() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 0)
+        #expect(try await h.run(["save", site.article.absoluteString, "--name", "article"]).status == 0)
+        let urls = site.articleResources.map(site.url).filter { !$0.hasSuffix("/img/redirect.svg") }
+        let before = try await storedBodies(try cache(h.cacheDirectory), urls)
+        site.change("/site/img/a.svg")
+        site.change("/site/css/main.css")
+        site.delay("/site/media/sound.ogg", seconds: 60)
+        site.origin.clearRecords()
+
+        let refresh = Process()
+        refresh.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
+        refresh.arguments = ["packs", "refresh", "article", "--cache-dir", h.cacheDirectory]
+        refresh.standardOutput = FileHandle.nullDevice
+        refresh.standardError = FileHandle.nullDevice
+        try refresh.run()
+        // Half way: the changed image is downloaded, the held-back resource is not.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline,
+            site.origin.count("/site/img/a.svg") == 0 || site.origin.count("/site/media/sound.ogg") == 0
+        {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(refresh.isRunning)
+        kill(refresh.processIdentifier, SIGKILL)
+        refresh.waitUntilExit()
+        #expect(refresh.terminationReason == .uncaughtSignal)
+
+        site.origin.stop()
+        let after = try await storedBodies(try cache(h.cacheDirectory), urls)
+        for url in urls { #expect(after[url] == before[url], "\(url) changed") }
+        let shown = try await h.run(["packs", "show", "article", "--json"])
+        let items = try #require(try shown.jsonObject()["items"] as? [[String: Any]])
+        #expect(items.first { ($0["url"] as? String)?.hasSuffix("/img/a.svg") == true }?["etag"] as? String == "\"v1\"")
+
+        site.delay("/site/media/sound.ogg", seconds: 0)
+        try site.origin.restart()
+        let completed = try await h.run(["packs", "refresh", "article"])
+        #expect(completed.status == 0 && completed.stdout.contains("2 changed and downloaded"), "\(completed.stderr)")
+        let refreshed = try await storedBodies(try cache(h.cacheDirectory), urls)
+        #expect(refreshed[site.url("/site/img/a.svg")] != before[site.url("/site/img/a.svg")])
+        #expect(refreshed[site.url("/site/js/app.js")] == before[site.url("/site/js/app.js")])
+    }
+}
