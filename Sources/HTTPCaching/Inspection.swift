@@ -51,6 +51,7 @@ extension HTTPCache {
     /// last manifest applied, offline packs): no request has such a key, and listings leave
     /// them out.
     package static func isRecordKey(_ primaryKey: String) -> Bool {
+        // "MANIFEST ": the last manifest applied, as the release before packs kept it.
         primaryKey.hasPrefix("MANIFEST ") || primaryKey.hasPrefix("PACK ")
     }
 

@@ -136,48 +136,36 @@ public struct ManifestReport: Hashable, Sendable {
     public var failed: [String: String] = [:]
 }
 
-/// The CACHE URLs and revisions of the last manifest applied, kept in the store (pinned, under
-/// a key no request has) so that the next one knows what changed.
-enum ManifestRecord {
-    static let key = "MANIFEST httpcache:manifest"
-
-    /// Lines of `revision TAB url` (an empty revision for a URL without one).
-    static func encode(_ manifest: CacheManifest) -> [UInt8] {
-        Array(manifest.cache.map { "\(manifest.revisions[$0] ?? "")\t\($0.absoluteString)\n" }.joined().utf8)
-    }
-
-    static func decode(_ bytes: [UInt8]) -> [String: String] {
-        var revisions: [String: String] = [:]
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts.count == 2 { revisions[String(parts[1])] = String(parts[0]) }
-        }
-        return revisions
-    }
-}
-
 extension HTTPCache {
+    /// The name of the offline pack a manifest's CACHE URLs make (``OfflinePack``): the last
+    /// manifest applied, with each URL's revision.
+    public static let manifestPackName = "manifest"
+
     /// Applies a manifest: its NETWORK patterns replace those of an earlier manifest, and
-    /// every CACHE URL is fetched (through the cache), stored and pinned. Against the last
-    /// manifest applied (kept in the store): a URL whose revision is the same and still
-    /// stored is kept without asking the origin; one whose revision changed is fetched again
-    /// from the origin; one no longer listed is unpinned and removed.
+    /// every CACHE URL is fetched (through the cache), stored and pinned, as the offline pack
+    /// named ``manifestPackName``. Against the last manifest applied (that pack): a URL whose
+    /// revision is the same and still stored is kept without asking the origin; one whose
+    /// revision changed is fetched again from the origin; one no longer listed is unpinned
+    /// and removed, unless another pack holds it.
     public func apply(_ manifest: CacheManifest) async -> ManifestReport {
         let rules = manifest.network.map { CacheRule($0, .neverCache) }
         state.withLock { $0.manifestRules = rules }
         var report = ManifestReport()
-        let record = (try? store.variants(of: ManifestRecord.key))?.first
-        let previous = record.flatMap { try? store.body(of: $0.id) }.map(ManifestRecord.decode) ?? [:]
-        let listed = Set(manifest.cache.map(\.absoluteString))
-        for (url, _) in previous where !listed.contains(url) {
-            guard let address = URL(string: url) else { continue }
-            _ = try? remove(url: address)  // its pin goes with it
-            report.dropped.append(url)
-        }
+        let previousPack = try? PackRecord.read(Self.manifestPackName, in: store)
+        let previous = Dictionary(
+            (previousPack?.resources ?? []).map { ($0.url, $0.revision ?? "") }, uniquingKeysWith: { $1 })
+        var resources: [OfflinePack.Resource] = []
         for url in manifest.cache {
             let revision = manifest.revisions[url]
-            if let revision, previous[url.absoluteString] == revision, !((try? entries(for: url)) ?? []).isEmpty {
+            if let revision, previous[url.absoluteString] == revision,
+                let kept = ((try? entries(for: url)) ?? []).first(where: \.isComplete)
+            {
                 report.unchanged.append(url.absoluteString)
+                resources.append(
+                    OfflinePack.Resource(
+                        url: url.absoluteString, status: kept.status, size: kept.bodySize,
+                        contentType: kept.fields["Content-Type"], etag: kept.fields["ETag"],
+                        lastModified: kept.fields["Last-Modified"], savedAt: kept.storedAt, revision: revision))
                 continue
             }
             do {
@@ -187,33 +175,36 @@ extension HTTPCache {
                     request.cachePolicy = .reloadIgnoringLocalCacheData
                 }
                 let result = try await data(for: request, forceStore: true)
-                guard let prepared = try? prepare(URLRequest(url: url)), let key = prepared.primaryKey,
-                    try store.setPinned(true, primaryKey: key) > 0 || !store.variants(of: key).isEmpty
-                else {
+                guard pin(url) else {
                     let why = result.reasons.map(\.description).joined(separator: "; ")
                     report.failed[url.absoluteString] = "not stored (\(result.statusCode)): \(why)"
                     continue
                 }
                 report.stored[url.absoluteString] = result.outcome
+                resources.append(
+                    OfflinePack.Resource(
+                        url: url.absoluteString, status: result.statusCode, size: Int64(result.data.count),
+                        contentType: result.fields["Content-Type"], etag: result.fields["ETag"],
+                        lastModified: result.fields["Last-Modified"], savedAt: configuration.clock(),
+                        revision: revision))
             } catch {
                 report.failed[url.absoluteString] = String(describing: error)
             }
         }
-        recordApplied(manifest)
-        return report
-    }
-
-    /// Keeps `manifest`'s CACHE URLs and revisions for the next ``apply(_:)``.
-    private func recordApplied(_ manifest: CacheManifest) {
+        let listed = Set(manifest.cache.map(\.absoluteString))
+        let dropped = previous.keys.filter { !listed.contains($0) }.sorted()
         do {
-            let writer = try store.makeWriter(
-                for: EntryHead(
-                    primaryKey: ManifestRecord.key, url: "httpcache:manifest", status: 200, fields: [:], facts: []))
-            try writer.append(ManifestRecord.encode(manifest))
-            try writer.commit()
-            try store.setPinned(true, primaryKey: ManifestRecord.key)
+            try PackRecord.write(
+                OfflinePack(
+                    name: Self.manifestPackName, page: manifest.cache.first?.absoluteString ?? "",
+                    savedAt: configuration.clock(), resources: resources,
+                    problems: report.failed.map { OfflinePack.Problem(url: $0.key, reason: $0.value, isFailure: true) }),
+                to: store)
+            // Its pin goes with it, unless another pack holds it.
+            report.dropped = try removeUnused(dropped)
         } catch {
-            configuration.log("could not keep the manifest's revisions: \(error); the next one fetches every URL")
+            configuration.log("could not record the manifest's pack: \(error); the next manifest fetches every URL")
         }
+        return report
     }
 }

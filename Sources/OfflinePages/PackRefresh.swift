@@ -7,7 +7,7 @@ import HTTPCaching
 import FoundationNetworking
 #endif
 
-/// What ``HTTPCache/refreshPack(named:)`` did.
+/// What `HTTPCache.refreshPack(named:)` did.
 public struct PackRefresh: Sendable, Hashable {
     /// The pack as it is now.
     public var pack: OfflinePack

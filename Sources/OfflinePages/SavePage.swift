@@ -7,28 +7,6 @@ import HTTPCaching
 import FoundationNetworking
 #endif
 
-/// How ``HTTPCache/savePage(_:options:)`` saves a page.
-public struct SaveOptions: Sendable, Hashable, Codable {
-    /// The pack's name. Default: the page's URL.
-    public var name: String?
-    /// How many levels of linked pages (`<a href>`, `<area href>`) to save too, each with
-    /// everything it needs: 1 saves the pages the page links to, like
-    /// `wget --page-requisites --level=1`. Default 0.
-    public var depth = 0
-    /// Saves subresources and linked pages of other origins too. Default `false`: like
-    /// `wget` without `--span-hosts`, only the page's own origin (scheme, host, port) is
-    /// fetched; the others are reported as skipped.
-    public var includesThirdParty = false
-    /// The largest body saved, in bytes; a larger resource is skipped (and not downloaded
-    /// past the limit). Default: no limit beyond the store's own.
-    public var maximumResourceSize: Int64?
-    /// Resources fetched at once. Default 6, a browser's connections per host.
-    public var jobs = 6
-
-    /// The defaults.
-    public init() {}
-}
-
 /// How far a save has come.
 public struct SaveProgress: Sendable, Hashable {
     /// Resources finished (stored, failed or skipped).

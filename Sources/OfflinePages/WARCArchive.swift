@@ -7,7 +7,7 @@ import HTTPCaching
 import FoundationNetworking
 #endif
 
-/// What ``HTTPCache/exportWARC(to:pack:urlPrefix:includesRequests:)`` wrote.
+/// What `HTTPCache.exportWARC(to:pack:urlPrefix:includesRequests:)` wrote.
 public struct WARCExport: Sendable, Hashable {
     /// `response` records written, one per stored response.
     public var responses: Int
@@ -17,7 +17,7 @@ public struct WARCExport: Sendable, Hashable {
     public var fileBytes: Int64
 }
 
-/// What ``HTTPCache/importWARC(from:name:)`` stored.
+/// What `HTTPCache.importWARC(from:name:)` stored.
 public struct WARCImport: Sendable, Hashable {
     /// The pack made of the stored responses.
     public var pack: OfflinePack

@@ -330,6 +330,34 @@ struct ManifestRevisionTests {
         let listed = try h.cache.entries().map(\.url)
         #expect(Set(listed) == Set(["/a.js", "/b.css", "/d.txt"].map { h.origin.url($0).absoluteString }))
         #expect(try h.cache.entries().allSatisfy(\.isPinned))
+        // The manifest is an offline pack: its URLs with their revisions.
+        let pack = try #require(try h.cache.pack(named: HTTPCache.manifestPackName))
+        #expect(pack.resources.map(\.url) == ["/a.js", "/b.css", "/d.txt"].map { h.origin.url($0).absoluteString })
+        #expect(pack.resources.map(\.revision) == ["r2", "r1", "r1"])
+        #expect(pack.resources.map(\.etag) == ["\"/a.js\"", "\"/b.css\"", "\"/d.txt\""])
+    }
+
+    @Test("A URL a manifest drops stays while another pack holds it; removing the manifest's pack removes the rest")
+    func droppedButHeldByAnotherPack() async throws {
+        let h = try Harness()
+        for path in ["/shared.css", "/only.js"] {
+            h.origin.route(path) { _ in LoopbackOrigin.Response(headers: [("Cache-Control", "no-cache")], body: path) }
+        }
+        let base = URL(string: h.origin.baseURL)
+        _ = await h.cache.apply(try CacheManifest(parsing: "CACHE MANIFEST\n/shared.css\n/only.js\n", baseURL: base))
+        try PackRecord.write(
+            OfflinePack(
+                name: "other", page: h.origin.url("/shared.css").absoluteString, savedAt: 0,
+                resources: [
+                    OfflinePack.Resource(
+                        url: h.origin.url("/shared.css").absoluteString, status: 200, size: 11, savedAt: 0)
+                ]),
+            to: h.cache.store)
+        let report = await h.cache.apply(try CacheManifest(parsing: "CACHE MANIFEST\n", baseURL: base))
+        #expect(report.dropped == [h.origin.url("/only.js").absoluteString])
+        #expect(try h.cache.entries(for: h.origin.url("/shared.css")).allSatisfy(\.isPinned))
+        #expect(try h.cache.entries(for: h.origin.url("/only.js")).isEmpty)
+        #expect(try h.cache.removePack(named: "other") == [h.origin.url("/shared.css").absoluteString])
     }
 
     @Test("A CACHE line with more than a URL and a revision is refused with its line number")

@@ -1,7 +1,6 @@
 import CacheSemantics
 import CacheStorage
 import Foundation
-import HTTPCaching
 
 /// A page saved for offline reading: its document and everything it needs, kept together in
 /// the cache's store, refreshed together, served together when the origin cannot be reached.
@@ -56,6 +55,13 @@ public struct OfflinePack: Sendable, Hashable, Codable {
         /// `true` when fetching it failed; `false` when it was skipped by choice (another
         /// origin without `includesThirdParty`, over `maximumResourceSize`).
         public var isFailure: Bool
+
+        /// Creates a problem report.
+        public init(url: String, reason: String, isFailure: Bool) {
+            self.url = url
+            self.reason = reason
+            self.isFailure = isFailure
+        }
     }
 
     /// The pack's name.
@@ -86,25 +92,47 @@ public struct OfflinePack: Sendable, Hashable, Codable {
     }
 }
 
+/// How a page is saved (`HTTPCache.savePage(_:options:)` in the OfflinePages library).
+public struct SaveOptions: Sendable, Hashable, Codable {
+    /// The pack's name. Default: the page's URL.
+    public var name: String?
+    /// How many levels of linked pages (`<a href>`, `<area href>`) to save too, each with
+    /// everything it needs: 1 saves the pages the page links to, like
+    /// `wget --page-requisites --level=1`. Default 0.
+    public var depth = 0
+    /// Saves subresources and linked pages of other origins too. Default `false`: like
+    /// `wget` without `--span-hosts`, only the page's own origin (scheme, host, port) is
+    /// fetched; the others are reported as skipped.
+    public var includesThirdParty = false
+    /// The largest body saved, in bytes; a larger resource is skipped (and not downloaded
+    /// past the limit). Default: no limit beyond the store's own.
+    public var maximumResourceSize: Int64?
+    /// Resources fetched at once. Default 6, a browser's connections per host.
+    public var jobs = 6
+
+    /// The defaults.
+    public init() {}
+}
+
 /// Where packs live in a store: one pinned record per pack, under a key no request has.
-enum PackRecord {
-    static let keyPrefix = "PACK name:"
+package enum PackRecord {
+    package static let keyPrefix = "PACK name:"
 
-    static func key(_ name: String) -> String { keyPrefix + name }
+    package static func key(_ name: String) -> String { keyPrefix + name }
 
-    static func read(_ name: String, in store: any CacheStore) throws(StorageError) -> OfflinePack? {
+    package static func read(_ name: String, in store: any CacheStore) throws(StorageError) -> OfflinePack? {
         guard let entry = try store.variants(of: key(name)).first else { return nil }
         return decode(try store.body(of: entry.id))
     }
 
-    static func all(in store: any CacheStore) throws(StorageError) -> [OfflinePack] {
+    package static func all(in store: any CacheStore) throws(StorageError) -> [OfflinePack] {
         try store.entries().filter { $0.head.primaryKey.hasPrefix(keyPrefix) }
             .compactMap { entry in (try? store.body(of: entry.id)).flatMap(decode) }
             .sorted { $0.name < $1.name }
     }
 
     /// Replaces the record of `pack.name` in one commit: a reader sees the old pack or the new.
-    static func write(_ pack: OfflinePack, to store: any CacheStore) throws(StorageError) {
+    package static func write(_ pack: OfflinePack, to store: any CacheStore) throws(StorageError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         guard let json = try? encoder.encode(pack) else {
@@ -119,7 +147,7 @@ enum PackRecord {
         try store.setPinned(true, primaryKey: key(pack.name))
     }
 
-    static func remove(_ name: String, from store: any CacheStore) throws(StorageError) {
+    package static func remove(_ name: String, from store: any CacheStore) throws(StorageError) {
         _ = try store.remove(primaryKey: key(name))
     }
 
@@ -149,7 +177,7 @@ extension HTTPCache {
     }
 
     /// Unpins and removes those of `urls` that no pack lists; returns them.
-    func removeUnused(_ urls: [String]) throws(StorageError) -> [String] {
+    package func removeUnused(_ urls: [String]) throws(StorageError) -> [String] {
         let kept = Set(try packs().flatMap { $0.resources.map(\.url) })
         var removed: [String] = []
         for url in urls where !kept.contains(url) {
@@ -162,7 +190,7 @@ extension HTTPCache {
     }
 
     /// Pins the stored responses of `url`; `false` when nothing is stored for it.
-    func pin(_ url: URL) -> Bool {
+    package func pin(_ url: URL) -> Bool {
         guard let key = storedKey(of: url) else { return false }
         return ((try? store.setPinned(true, primaryKey: key)) ?? 0) > 0
             || !((try? store.variants(of: key)) ?? []).isEmpty
