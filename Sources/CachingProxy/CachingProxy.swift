@@ -84,6 +84,12 @@ public final class CachingProxy: Sendable {
         public var originStallTimeout = 60.0
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// Receives one line per request answered, for an access log:
+        /// `TIME CLIENT METHOD TARGET STATUS "CACHE-STATUS"` (time in ISO 8601 UTC; client
+        /// `loopback` or `remote`; `-` when the response has no `Cache-Status`), such as
+        /// `2026-12-02T10:00:00Z loopback GET http://127.0.0.1:8081/a.css 200 "httpcache; hit; detail=saved-offline"`.
+        /// `nil` (the default): no access log.
+        public var accessLog: (@Sendable (String) -> Void)?
         /// Receives what the proxy reports (rejected requests, origin failures, storage errors).
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("httpcache serve: \(message)\n".utf8))

@@ -15,7 +15,7 @@ struct ServeCommand {
             .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
             .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-            .value("--allow-destination"),
+            .value("--allow-destination"), .value("--access-log"),
         ] + RedisOptions.specs
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin)
@@ -49,6 +49,8 @@ struct ServeCommand {
                                   forward proxy: the only destinations to reach (repeat
                                   for more; a HOST alone allows every port; IPv6 in
                                   brackets); others get 403 before any lookup or connection
+          --access-log FILE       one line per request answered, appended to FILE (- for
+                                  standard error): TIME CLIENT METHOD TARGET STATUS "CACHE-STATUS"
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -134,10 +136,29 @@ struct ServeCommand {
             }
             configuration.allowedDestinations = destinations
         }
+        if let path = arguments.value("--access-log") {
+            configuration.accessLog = try Self.accessLog(path)
+        }
         configuration.adminToken =
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
         self.configuration = configuration
+    }
+
+    /// Appends each line to the file at `path` (created when missing) or, for `-`, writes it to
+    /// standard error; one `write` per line, so lines from several threads never interleave.
+    static func accessLog(_ path: String) throws(Failure) -> @Sendable (String) -> Void {
+        if path == "-" { return { line in Console.error(line + "\n") } }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw Failure(
+                .failure,
+                "cannot open the access log \(path): \(String(cString: strerror(errno))); choose a writable file")
+        }
+        return { line in
+            let bytes = Array((line + "\n").utf8)
+            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        }
     }
 
     /// `host`, `host:port`, `[v6]` or `[v6]:port`: no scheme, path or white space, an unbracketed

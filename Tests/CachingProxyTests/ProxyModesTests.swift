@@ -141,7 +141,9 @@ struct ProxyModesTests {
     func savedPageThroughForwardProxy() async throws {
         try await offPool {
             let site = try SampleSite(manyImages: 0)
-            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
+            let logs = TemporaryDirectory("access-log")
+            let accessLog = logs.path + "/access.log"
+            let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1", "--access-log", accessLog])
             defer { proxy.terminate() }
             let cacheDirectory = try #require(proxy.cacheDirectory)
             let executable = try BuiltExecutable.path("httpcache")
@@ -173,6 +175,15 @@ struct ProxyModesTests {
                 let expected = url.hasSuffix("/img/redirect.svg") ? 302 : 200
                 #expect(response.status == expected, "\(url)")
                 #expect(response.field("Cache-Status")?.contains("detail=saved-offline") == true, "\(url)")
+            }
+            // The access log has a line per request: every one answered from the pack.
+            let lines = try String(contentsOfFile: accessLog, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == urls.count)
+            for (line, url) in zip(lines, urls) {
+                let words = line.split(separator: " ", maxSplits: 5).map(String.init)
+                #expect(words.count == 6 && words[1] == "loopback" && words[2] == "GET" && words[3] == url, "\(line)")
+                #expect(words.count == 6 && ["200", "302"].contains(words[4]), "\(line)")
+                #expect(line.hasSuffix("detail=saved-offline\""), "\(line)")
             }
         }
     }

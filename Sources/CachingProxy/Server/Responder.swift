@@ -28,6 +28,7 @@ package final class Responder: @unchecked Sendable {
     // Guarded by shared's lock.
     private var started = false
     private var finished = false
+    private var headObserver: (@Sendable (ServerResponseHead) -> Void)?
 
     init(loop: EventLoop, target: ResponseTarget) {
         self.loop = loop
@@ -61,6 +62,12 @@ package final class Responder: @unchecked Sendable {
         }
     }
 
+    /// Has `observer` called with the head of the final response once it is sent (for an
+    /// access log); set before answering.
+    package func observeHead(_ observer: @escaping @Sendable (ServerResponseHead) -> Void) {
+        shared.withLock { _ in headObserver = observer }
+    }
+
     /// Sends a complete response: `body` with `Content-Length`, or no body when `framing` is
     /// `.none` (answers to HEAD, 204, 304).
     ///
@@ -72,16 +79,19 @@ package final class Responder: @unchecked Sendable {
     ///     close-delimited to HTTP/1.0 clients).
     package func respond(_ head: ServerResponseHead, body: [UInt8], framing: BodyFraming? = nil) {
         let framing = framing ?? .length(Int64(body.count))
+        var observer: (@Sendable (ServerResponseHead) -> Void)?
         switch route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
+            observer = headObserver
             return true
         }) {
         case .direct: loop.respond(target, head, body, framing)
         case .mailbox: _ = loop.post(.respond(target, head, body, framing))
         case .ignored: break
         }
+        observer?(head)
     }
 
     /// Sends an interim `1xx` response (RFC 9110 §15.2; not `101`) before the final one; to an
@@ -100,15 +110,18 @@ package final class Responder: @unchecked Sendable {
     /// closes the connection); `.streamed` is chunked for HTTP/1.1 clients and delimited by
     /// closing the connection for HTTP/1.0 clients (RFC 9112 §6.3, §7.1).
     package func start(_ head: ServerResponseHead, framing: BodyFraming) {
+        var observer: (@Sendable (ServerResponseHead) -> Void)?
         switch route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
+            observer = headObserver
             return true
         }) {
         case .direct: loop.start(target, head, framing)
         case .mailbox: _ = loop.post(.start(target, head, framing))
         case .ignored: break
         }
+        observer?(head)
     }
 
     /// Appends body bytes. Off the loop thread it blocks while too much waits to be sent.
@@ -192,16 +205,19 @@ package final class Responder: @unchecked Sendable {
     /// its stream the other is half-closed (`shutdown(SHUT_WR)`); both are closed once both
     /// are done, on an error, after `idleTimeout` without traffic, or at shutdown.
     package func tunnel(to fd: Int32) {
+        var observer: (@Sendable (ServerResponseHead) -> Void)?
         switch route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
+            observer = headObserver
             return true
         }) {
         case .direct: loop.tunnel(target, to: fd)
         case .mailbox: if !loop.post(.tunnel(target, fd)) { Glibc.close(fd) }
         case .ignored: Glibc.close(fd)
         }
+        observer?(ServerResponseHead(status: 200))
     }
 }
 #endif
