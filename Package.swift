@@ -104,7 +104,7 @@ let package = Package(
             name: "benchmarks",
             dependencies: [
                 "CacheLocking", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
-                "LoopbackOrigin",
+                "LoopbackOrigin", "OfflinePages",
             ],
             path: "Sources/Benchmarks", swiftSettings: strictSettings),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for

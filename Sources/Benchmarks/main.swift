@@ -1,5 +1,5 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial]`. With no argument every suite but groups and partial runs. Each line names its units. `benchmarks redis PORT`
+// [partial] [offline]`. With no argument every suite but groups, partial and offline runs. Each line names its units. `benchmarks redis PORT`
 // compares the Redis store's client with redis-benchmark on a running redis-server
 // (scripts/redis-bench starts one).
 
@@ -20,6 +20,17 @@ if suites.first == "redis" {
         exit(1)
     }
     suites = []
+}
+if suites.first == "offline-save-child" {
+    // One save of the offline suite, in a process of its own (its peak RSS is the save's).
+    guard suites.count == 4, let jobs = Int(suites[3]) else { exit(2) }
+    do {
+        try await runOfflineSaveChild(url: suites[1], directory: suites[2], jobs: jobs)
+    } catch {
+        print("benchmarks: the save failed: \(error)")
+        exit(1)
+    }
+    exit(0)
 }
 for suite in suites {
     switch suite {
@@ -56,8 +67,18 @@ for suite in suites {
             print("benchmarks: the partial suite failed: \(error)")
             exit(1)
         }
+    case "offline":
+        print(
+            "== Saving a page of 500 subresources, and loading it through httpcache serve online and offline "
+                + "(swift build -c release --product httpcache first)")
+        do {
+            try await runOfflineBenchmarks()
+        } catch {
+            print("benchmarks: the offline suite failed: \(error)")
+            exit(1)
+        }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial")
+        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline")
         exit(2)
     }
 }

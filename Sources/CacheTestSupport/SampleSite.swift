@@ -114,6 +114,7 @@ public final class SampleSite: Sendable {
             "/site/media/sound.ogg", "/site/media/diagram.svg", "/site/media/embedded.svg", "/site/img/button.svg",
             // From the stylesheets: @import chain, fonts, backgrounds.
             "/site/css/base.css", "/site/css/print.css", "/site/fonts/body.woff2", "/site/fonts/body.woff",
+            "/site/css/alternate.css", "/site/img/alternate.svg",
             "/site/img/background.svg", "/site/img/esc)aped.svg", "/site/img/from-base.svg", "/site/css/fs.svg",
             // From the frame: a frameset whose frame has an image.
             "/site/inner.html", "/site/img/inner.svg",
@@ -134,7 +135,7 @@ public final class SampleSite: Sendable {
             "/site/media/embedded.svg", "/site/img/button.svg", "/site/img/background.svg", "/site/img/esc)aped.svg",
             "/site/img/from-base.svg", "/site/css/fs.svg", "/site/img/inner.svg", "/site/img/page2.svg",
             "/site/img/caf%C3%A9.svg", "/site/img/m1.svg", "/site/img/m2.svg",
-            "/site/img/m3.svg",
+            "/site/img/m3.svg", "/site/img/alternate.svg",
         ]
         for (index, path) in svgs.enumerated() {
             let hue = (index * 47) % 360
@@ -222,7 +223,11 @@ public final class SampleSite: Sendable {
                 body: "<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>")
         }
         thirdParty.route("/third-party.svg") { _ in
-            LoopbackOrigin.Response(headers: [("Content-Type", "image/svg+xml")], body: "<svg/>")
+            LoopbackOrigin.Response(
+                headers: [("Content-Type", "image/svg+xml")],
+                body:
+                    "<svg xmlns='http://www.w3.org/2000/svg' width='60' height='60'><circle cx='30' cy='30' r='28' fill='teal'/></svg>"
+            )
         }
     }
 

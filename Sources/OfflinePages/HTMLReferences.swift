@@ -185,7 +185,8 @@ private struct Collector {
         case "link":
             let rels = Set(
                 (attributes["rel"] ?? "").lowercased().split(whereSeparator: \.isWhitespace).map(String.init))
-            if rels.contains("stylesheet"), !rels.contains("alternate") {
+            // An alternate stylesheet too: browsers fetch it, and a reader may switch to it.
+            if rels.contains("stylesheet") {
                 add("href", .stylesheet)
             } else if !rels.isDisjoint(with: Self.fetchedLinkTypes) {
                 add("href")

@@ -5,11 +5,28 @@ import CacheTestSupport
 import Foundation
 import HTTPCaching
 import LoopbackOrigin
+import OfflinePages
 import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+
+/// The shared test Redis under a key prefix of its own.
+private func testRedis(_ prefix: String) throws -> RedisConfiguration {
+    var redis = try RedisConfiguration(url: try RedisServer.shared().url)
+    redis.keyPrefix = "\(prefix)-\(UInt64.random(in: 0...UInt64.max)):"
+    redis.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
+    return redis
+}
+
+/// An HTTPCache on a `SharedStore` over `redis`: one app server of several.
+private func sharedCache(_ redis: RedisConfiguration) throws -> HTTPCache {
+    var configuration = HTTPCache.Configuration()
+    configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
+    configuration.log = { _ in }
+    return try HTTPCache(configuration: configuration)
+}
 
 /// `HTTPCache.Configuration.store` with a `SharedStore` on a real Redis: two caches (two app
 /// servers) share what they cache.
@@ -20,17 +37,9 @@ struct SharedStoreTests {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/api") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "shared answer") }
-        var redis = try RedisConfiguration(url: try RedisServer.shared().url)
-        redis.keyPrefix = "httpcache-test-\(UInt64.random(in: 0...UInt64.max)):"
-        redis.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
-        func cache() throws -> HTTPCache {
-            var configuration = HTTPCache.Configuration()
-            configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
-            configuration.log = { _ in }
-            return try HTTPCache(configuration: configuration)
-        }
-        let first = try cache()
-        let second = try cache()
+        let redis = try testRedis("httpcache-test")
+        let first = try sharedCache(redis)
+        let second = try sharedCache(redis)
         let request = URLRequest(url: origin.url("/api"))
         let stored = try await first.data(for: request)
         #expect(stored.outcome == .miss)
@@ -87,5 +96,30 @@ struct SharedStoreLocalTierTests {
         try await Task.sleep(for: .milliseconds(100))
         #expect(try second.variants(of: key).isEmpty)
         #expect(second.local?.totals().entries == 0)
+    }
+}
+
+/// Offline packs live in the store: two app servers on one Redis share them.
+@Suite("Offline packs on a shared Redis store")
+struct SharedStorePackTests {
+    @Test("a page saved through one HTTPCache is listed, served offline and removed through another")
+    func packsAreShared() async throws {
+        let site = try SampleSite(manyImages: 0)
+        let redis = try testRedis("packs-test")
+        let first = try sharedCache(redis)
+        let second = try sharedCache(redis)
+        var options = SaveOptions()
+        options.name = "two"
+        let pack = try await first.savePage(site.origin.url("/site/page2.html"), options: options).pack
+        #expect(pack.resources.count == 2)
+        #expect(try second.packs().map(\.name) == ["two"])
+        site.origin.stop()
+        for resource in pack.resources {
+            let served = try await second.data(for: URLRequest(url: try #require(URL(string: resource.url))))
+            #expect(served.statusCode == 200, "\(resource.url)")
+            #expect(served.cacheStatus.fieldValue.contains("detail=saved-offline"), "\(resource.url)")
+        }
+        #expect(try second.removePack(named: "two")?.count == 2)
+        #expect(try first.packs().isEmpty)
     }
 }
