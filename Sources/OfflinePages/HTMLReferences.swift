@@ -49,6 +49,7 @@ public struct HTMLReferences: Sendable, Hashable {
     public init(parsing html: [UInt8], url: URL, charset: String? = nil) {
         baseURL = url
         guard !html.isEmpty, html.count <= Int(Int32.max) else { return }
+        _ = libxml2Initialized
         let options = Int32(
             HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue
                 | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOBLANKS.rawValue)
@@ -75,6 +76,10 @@ public struct HTMLReferences: Sendable, Hashable {
         self.encoding = encoding
     }
 }
+
+/// libxml2 asks for `xmlInitParser()` once, before threads parse at the same time; Swift runs a
+/// global's initializer exactly once, whichever thread gets there first.
+private let libxml2Initialized: Void = xmlInitParser()
 
 /// Resolves a URL found in a document or stylesheet: leading and trailing ASCII white space
 /// removed, the fragment dropped, and only `http` and `https` kept (`data:`, `blob:`,

@@ -135,7 +135,9 @@ struct PageSaver {
     /// Fetches one resource: through the cache for a save, conditionally for a refresh.
     let fetch: @Sendable (Job) async -> Fetched
     private var seen = Set<URL>()
+    /// Jobs found; those before `nextJob` have been started.
     private var queue: [Job] = []
+    private var nextJob = 0
     private var resources: [OfflinePack.Resource] = []
     private var storedURLs = Set<String>()
     private var problems: [OfflinePack.Problem] = []
@@ -161,8 +163,9 @@ struct PageSaver {
         try await withThrowingTaskGroup(of: Fetched.self) { group in
             var running = 0
             while true {
-                while running < jobs, !queue.isEmpty {
-                    let job = queue.removeFirst()
+                while running < jobs, nextJob < queue.count {
+                    let job = queue[nextJob]
+                    nextJob += 1
                     group.addTask { await fetch(job) }
                     running += 1
                 }

@@ -55,6 +55,25 @@ struct CLIPackTests {
         #expect(shown.stdout.contains("\"v1\"") && shown.stdout.contains("/site/css/main.css"))
     }
 
+    /// util-linux's `script` gives the child a terminal (Debian's essential bsdutils package).
+    @Test(
+        "On a terminal, save shows resources done/found and bytes as it goes",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func progressOnATerminal() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 300)
+        let command = [
+            try BuiltExecutable.path("httpcache"), "save", site.url("/site/many.html"), "--cache-dir", h.cacheDirectory,
+        ]
+        .map { "'\($0)'" }.joined(separator: " ")
+        let run = try await CLIProcess.run(
+            executable: "/usr/bin/script", ["-qec", command, "/dev/null"], in: h.directory.path)
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+        // The last progress line: everything found is done.
+        #expect(run.stdout.contains("saving: 301/301 resources, "), "\(run.stdout.debugDescription)")
+        #expect(run.stdout.contains("as pack \(site.url("/site/many.html")): 301 resources"))
+    }
+
     @Test("packs rm removes the pack and its resources; a name that is not a pack exits 3")
     func remove() async throws {
         let h = try CLIHarness()

@@ -161,6 +161,24 @@ struct SavePageTests {
         #expect(pack.isComplete)
     }
 
+    @Test("A charset libxml2 does not know falls back to sniffing; links, bases and srcset are read as HTML says")
+    func documentDetails() throws {
+        let html = Array(
+            """
+            <img srcset="a.png 1x, b,c.png 2x, d.png, e.png (x, y) 3x"><base href="sub/"><base href="ignored/">
+            <a href="p.html#frag">p</a><a href="p.html">again</a><img src="#only-fragment"><img src=" ">
+            <img src="blob:http://x/1"><img src="javascript:alert(1)"><img src="mailto:a@b">
+            """.utf8)
+        let references = HTMLReferences(
+            parsing: html, url: try #require(URL(string: "http://127.0.0.1:9/dir/page.html")),
+            charset: "no-such-charset")
+        #expect(references.baseURL.absoluteString == "http://127.0.0.1:9/dir/sub/")
+        #expect(
+            references.subresources.map(\.url.absoluteString)
+                == ["a.png", "b,c.png", "d.png", "e.png"].map { "http://127.0.0.1:9/dir/sub/" + $0 })
+        #expect(references.links.map(\.absoluteString) == ["http://127.0.0.1:9/dir/sub/p.html"])
+    }
+
     @Test("Malformed HTML is read as a browser reads it: every image found")
     func malformed() async throws {
         let h = try SaveHarness()
