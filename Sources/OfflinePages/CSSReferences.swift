@@ -616,7 +616,11 @@ extension CSSReferences {
                     index += 2
                 }
                 var text = String(decoding: units, as: UTF16.self)
-                if index < bytes.endIndex { text.unicodeScalars.append("\u{FFFD}") }
+                // A byte left over is an error, but one error in all when a lead surrogate is
+                // pending too (the Encoding Standard's end-of-queue step): that surrogate has
+                // already become U+FFFD.
+                let pendingLead = units.last.map { (0xD800...0xDBFF).contains($0) } ?? false
+                if index < bytes.endIndex, !pendingLead { text.unicodeScalars.append("\u{FFFD}") }
                 return text
             case .windows1252: return Self.decode(bytes, upperHalf: Self.windows1252Table)
             case .iso8859_2: return Self.decode(bytes, upperHalf: Self.iso8859_2Table)
@@ -660,7 +664,7 @@ extension CSSReferences {
         var index = prefix.count
         while index < end, bytes[index] != UInt8(ascii: "\"") {
             let byte = bytes[index]
-            guard (0x16...0x21).contains(byte) || (0x23...0x7F).contains(byte) else { return nil }
+            guard byte <= 0x7F else { return nil }  // any ASCII byte but `"` (CSS Syntax §3.2)
             index += 1
         }
         guard index + 1 < end, bytes[index + 1] == UInt8(ascii: ";") else { return nil }

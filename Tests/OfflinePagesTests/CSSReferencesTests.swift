@@ -357,6 +357,11 @@ struct CSSReferencesTests {
         #expect(CSSReferences.decodeStylesheet(be, contentTypeCharset: nil, referrerCharset: "utf-8") == "é😀")
         #expect(
             CSSReferences.decodeStylesheet(be + [0x41], contentTypeCharset: nil, referrerCharset: nil) == "é😀\u{FFFD}")
+        // A lead surrogate and a byte left at the end are one error (Encoding Standard, UTF-16
+        // decoder's end-of-queue step); found by FuzzPageReferences.
+        #expect(
+            CSSReferences.decodeStylesheet([0x00, 0xD8, 0x41], contentTypeCharset: "utf-16le", referrerCharset: nil)
+                == "\u{FFFD}")
     }
 
     @Test("§3.2: Content-Type charset (Latin-1 is windows-1252): url(café.png) decodes to café.png")
@@ -396,6 +401,9 @@ struct CSSReferencesTests {
             CSSReferences.decodeStylesheet(
                 Array(#"@charset "iso-8859-2""#.utf8) + [0xA3], contentTypeCharset: nil, referrerCharset: "cp1252"
             ).hasSuffix("£"))
+        // Any ASCII byte but a quote may be in the label; white space around it is trimmed.
+        let tab = Array("@charset \"\twindows-1250\n\";".utf8) + [0xC6]
+        #expect(CSSReferences.decodeStylesheet(tab, contentTypeCharset: nil, referrerCharset: nil).hasSuffix("Ć"))
     }
 
     @Test("§3.2: unknown labels fall through: Content-Type, then @charset, then the referrer, then UTF-8")
