@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
-// libFuzzer targets for every CacheSemantics parser, the whole engine and the caching proxy's wire
-// handling. Built only by scripts/fuzz, with `-sanitize=fuzzer` (libFuzzer supplies `main`), so
-// this is a package of its own. The lists below are the one list of fuzz targets: scripts/fuzz
-// runs the executables this manifest declares.
+// libFuzzer targets for every CacheSemantics parser, the whole engine, the caching proxy's wire
+// handling and OfflinePages' parsers. Built only by scripts/fuzz, with `-sanitize=fuzzer` (libFuzzer
+// supplies `main`), so this is a package of its own. The lists below are the one list of fuzz
+// targets: scripts/fuzz runs the executables this manifest declares.
 import Foundation
 import PackageDescription
 
@@ -23,6 +23,9 @@ let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
 let upstream = ["FuzzResponseStream"]
 /// The Redis store's RESP parser (CacheStorageRedis' `RESPFuzzing`).
 let redis = ["FuzzRESP"]
+/// OfflinePages' parsers: HTML and CSS references, stylesheet decoding, WARC files and the HTTP
+/// responses in their records.
+let offline = ["FuzzPageReferences", "FuzzWARCReader"]
 
 func fuzzer(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
     .executableTarget(
@@ -45,6 +48,7 @@ let package = Package(
                 ])
         }
         + redis.map { fuzzer($0, [.product(name: "CacheStorageRedis", package: rootIdentity)]) }
+        + offline.map { fuzzer($0, [.product(name: "OfflinePages", package: rootIdentity)]) }
         + [
             .target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)]),
             .target(
