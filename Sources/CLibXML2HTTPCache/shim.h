@@ -11,5 +11,17 @@
 #include <libxml/HTMLparser.h>
 #include <libxml/HTMLtree.h>
 #include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+// libxml2 reports some problems (encoding errors) through its generic error function even
+// with HTML_PARSE_NOERROR, and that one writes to stderr; a function Swift cannot write (it is
+// variadic) replaces it. The setting is per thread: call before each parse.
+static void httpcache_libxml2_ignore(void *context, const char *message, ...) {
+    (void)context;
+    (void)message;
+}
+static inline void httpcache_libxml2_quiet(void) {
+    xmlSetGenericErrorFunc(NULL, httpcache_libxml2_ignore);
+}
 
 #endif

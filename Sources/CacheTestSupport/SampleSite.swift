@@ -203,6 +203,15 @@ public final class SampleSite: Sendable {
             LoopbackOrigin.Response(
                 headers: [("Content-Type", "text/html"), ("Cache-Control", "no-cache")], body: metaBody)
         }
+        // Bytes that are not the encoding the page declares (libxml2 reports them on stderr
+        // unless told not to).
+        let misdeclared = Array("<html><body><img src=\"img/m1.svg\"><p>".utf8) + [0xFF, 0xFE, 0x1B, 0x24]
+            + Array("</p></body></html>".utf8)
+        origin.route("/site/misdeclared.html") { _ in
+            LoopbackOrigin.Response(
+                headers: [("Content-Type", "text/html; charset=iso-2022-jp"), ("Cache-Control", "no-cache")],
+                body: misdeclared)
+        }
         serve("/site/malformed.html", "text/html") { _ in
             """
             <html><body><div><p>unclosed <b>bold <img src=img/m1.svg><table><tr><td><img src='img/m2.svg'>

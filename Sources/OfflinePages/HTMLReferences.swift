@@ -50,6 +50,7 @@ public struct HTMLReferences: Sendable, Hashable {
         baseURL = url
         guard !html.isEmpty, html.count <= Int(Int32.max) else { return }
         _ = libxml2Initialized
+        httpcache_libxml2_quiet()
         let options = Int32(
             HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue
                 | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOBLANKS.rawValue)

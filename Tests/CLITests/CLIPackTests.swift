@@ -74,6 +74,15 @@ struct CLIPackTests {
         #expect(run.stdout.contains("as pack \(site.url("/site/many.html")): 301 resources"))
     }
 
+    @Test("A page in another encoding than it declares is saved without libxml2 writing to stderr")
+    func misdeclaredEncodingIsQuiet() async throws {
+        let h = try CLIHarness()
+        let site = try SampleSite(manyImages: 0)
+        let run = try await h.run(["save", site.url("/site/misdeclared.html")])
+        #expect(run.status == 0)
+        #expect(run.stderr.isEmpty, "\(run.stderr)")
+    }
+
     @Test("packs rm removes the pack and its resources; a name that is not a pack exits 3")
     func remove() async throws {
         let h = try CLIHarness()
