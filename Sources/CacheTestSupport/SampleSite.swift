@@ -205,7 +205,8 @@ public final class SampleSite: Sendable {
         }
         // Bytes that are not the encoding the page declares (libxml2 reports them on stderr
         // unless told not to).
-        let misdeclared = Array("<html><body><img src=\"img/m1.svg\"><p>".utf8) + [0xFF, 0xFE, 0x1B, 0x24]
+        let misdeclared =
+            Array("<html><body><img src=\"img/m1.svg\"><p>".utf8) + [0xFF, 0xFE, 0x1B, 0x24]
             + Array("</p></body></html>".utf8)
         origin.route("/site/misdeclared.html") { _ in
             LoopbackOrigin.Response(
