@@ -62,8 +62,8 @@ package final class Responder: @unchecked Sendable {
         }
     }
 
-    /// Has `observer` called with the head of the final response once it is sent (for an
-    /// access log); set before answering.
+    /// Has `observer` called with the head of the final response as it is handed to the
+    /// connection, before the client can read it (for an access log); set before answering.
     package func observeHead(_ observer: @escaping @Sendable (ServerResponseHead) -> Void) {
         shared.withLock { _ in headObserver = observer }
     }
@@ -80,18 +80,20 @@ package final class Responder: @unchecked Sendable {
     package func respond(_ head: ServerResponseHead, body: [UInt8], framing: BodyFraming? = nil) {
         let framing = framing ?? .length(Int64(body.count))
         var observer: (@Sendable (ServerResponseHead) -> Void)?
-        switch route({ () -> Bool in
+        let routed = route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
             observer = headObserver
             return true
-        }) {
+        })
+        // Before the client can have the answer, so lines come in the order clients see them.
+        observer?(head)
+        switch routed {
         case .direct: loop.respond(target, head, body, framing)
         case .mailbox: _ = loop.post(.respond(target, head, body, framing))
         case .ignored: break
         }
-        observer?(head)
     }
 
     /// Sends an interim `1xx` response (RFC 9110 §15.2; not `101`) before the final one; to an
@@ -111,17 +113,18 @@ package final class Responder: @unchecked Sendable {
     /// closing the connection for HTTP/1.0 clients (RFC 9112 §6.3, §7.1).
     package func start(_ head: ServerResponseHead, framing: BodyFraming) {
         var observer: (@Sendable (ServerResponseHead) -> Void)?
-        switch route({ () -> Bool in
+        let routed = route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             observer = headObserver
             return true
-        }) {
+        })
+        observer?(head)
+        switch routed {
         case .direct: loop.start(target, head, framing)
         case .mailbox: _ = loop.post(.start(target, head, framing))
         case .ignored: break
         }
-        observer?(head)
     }
 
     /// Appends body bytes. Off the loop thread it blocks while too much waits to be sent.
@@ -206,18 +209,19 @@ package final class Responder: @unchecked Sendable {
     /// are done, on an error, after `idleTimeout` without traffic, or at shutdown.
     package func tunnel(to fd: Int32) {
         var observer: (@Sendable (ServerResponseHead) -> Void)?
-        switch route({ () -> Bool in
+        let routed = route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
             observer = headObserver
             return true
-        }) {
+        })
+        observer?(ServerResponseHead(status: 200))
+        switch routed {
         case .direct: loop.tunnel(target, to: fd)
         case .mailbox: if !loop.post(.tunnel(target, fd)) { Glibc.close(fd) }
         case .ignored: Glibc.close(fd)
         }
-        observer?(ServerResponseHead(status: 200))
     }
 }
 #endif
