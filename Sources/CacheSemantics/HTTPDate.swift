@@ -149,26 +149,39 @@ public enum HTTPDate {
     /// Formats `time` as an IMF-fixdate, rounding down to the second (RFC 9110 §5.6.7).
     /// Times outside years 1–9999 are clamped to that range.
     public static func format(_ time: Timestamp) -> String {
-        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
-        let start = -62_135_596_800.0  // 0001-01-01T00:00:00Z
-        let clamped = time.secondsSince1970.isNaN ? 0 : min(max(time.secondsSince1970, start), limit)
-        let total = Int(clamped.rounded(.down))
-        var days = total / 86_400
-        var secondsOfDay = total % 86_400
-        if secondsOfDay < 0 {
-            secondsOfDay += 86_400
-            days -= 1
-        }
+        let (days, secondsOfDay) = dayAndSecond(time, from: -62_135_596_800)  // 0001-01-01T00:00:00Z
         let (year, month, day) = civil(fromDays: days)
         let weekday = ((days % 7) + 7 + 3) % 7  // 1970-01-01 was a Thursday (index 3 from Monday)
         let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func pad(_ n: Int, _ width: Int) -> String {
-            let s = String(n)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
-        }
         return "\(names[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
             + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)) GMT"
+    }
+
+    /// Formats `time` as ISO 8601 in UTC to the second, rounding down: `2026-12-02T10:00:00Z`
+    /// (W3C-ISO8601, as `WARC-Date` and access logs write it). Times outside years 0–9999 are
+    /// clamped to that range.
+    public static func iso8601(_ time: Timestamp) -> String {
+        let (days, secondsOfDay) = dayAndSecond(time, from: -62_167_219_200)  // 0000-01-01T00:00:00Z
+        let (year, month, day) = civil(fromDays: days)
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T"
+            + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+    }
+
+    /// The day since 1970-01-01 and the second of that day of `time` (rounded down), clamped
+    /// to `start` … 9999-12-31T23:59:59Z.
+    private static func dayAndSecond(_ time: Timestamp, from start: Double) -> (days: Int, second: Int) {
+        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
+        let clamped = time.secondsSince1970.isNaN ? 0 : min(max(time.secondsSince1970, start), limit)
+        let total = Int(clamped.rounded(.down))
+        let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
+        return (days, total - days * 86_400)
+    }
+
+    /// `n` in decimal, zero-padded to `width` digits.
+    private static func pad(_ n: Int, _ width: Int) -> String {
+        let digits = String(n)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
     private struct Cursor {

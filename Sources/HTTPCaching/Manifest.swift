@@ -161,11 +161,7 @@ extension HTTPCache {
                 let kept = ((try? entries(for: url)) ?? []).first(where: \.isComplete)
             {
                 report.unchanged.append(url.absoluteString)
-                resources.append(
-                    OfflinePack.Resource(
-                        url: url.absoluteString, status: kept.status, size: kept.bodySize,
-                        contentType: kept.fields["Content-Type"], etag: kept.fields["ETag"],
-                        lastModified: kept.fields["Last-Modified"], savedAt: kept.storedAt, revision: revision))
+                resources.append(OfflinePack.Resource(kept, url: url, revision: revision))
                 continue
             }
             do {
@@ -183,9 +179,7 @@ extension HTTPCache {
                 report.stored[url.absoluteString] = result.outcome
                 resources.append(
                     OfflinePack.Resource(
-                        url: url.absoluteString, status: result.statusCode, size: Int64(result.data.count),
-                        contentType: result.fields["Content-Type"], etag: result.fields["ETag"],
-                        lastModified: result.fields["Last-Modified"], savedAt: configuration.clock(),
+                        result.head, url: url, size: Int64(result.data.count), savedAt: configuration.clock(),
                         revision: revision))
             } catch {
                 report.failed[url.absoluteString] = String(describing: error)

@@ -30,6 +30,25 @@ public struct OfflinePack: Sendable, Hashable, Codable {
         /// A manifest's revision for this URL, when the pack is a manifest's.
         public var revision: String?
 
+        /// The resource `entry` (stored for `url`) is.
+        package init(_ entry: CacheEntryInfo, url: URL, revision: String? = nil) {
+            self.init(
+                url: url.absoluteString, status: entry.status, size: entry.bodySize,
+                contentType: entry.fields["Content-Type"], etag: entry.fields["ETag"],
+                lastModified: entry.fields["Last-Modified"], savedAt: entry.storedAt, revision: revision)
+        }
+
+        /// The resource a response fetched now is: `head`, for `url` (default: the head's),
+        /// with `size` body bytes.
+        package init(
+            _ head: CachedResponseHead, url: URL? = nil, size: Int64, savedAt: Double, revision: String? = nil
+        ) {
+            self.init(
+                url: (url ?? head.url).absoluteString, status: head.statusCode, size: size,
+                contentType: head.fields["Content-Type"], etag: head.fields["ETag"],
+                lastModified: head.fields["Last-Modified"], savedAt: savedAt, revision: revision)
+        }
+
         /// Creates a resource description.
         public init(
             url: String, status: Int, size: Int64, contentType: String? = nil, etag: String? = nil,
@@ -133,18 +152,24 @@ package enum PackRecord {
 
     /// Replaces the record of `pack.name` in one commit: a reader sees the old pack or the new.
     package static func write(_ pack: OfflinePack, to store: any CacheStore) throws(StorageError) {
+        try writeJSON(pack, key: key(pack.name), url: "httpcache:pack/\(pack.name)", to: store)
+    }
+
+    /// Stores `value` as JSON, pinned, under `key` (a key no request has) in one commit.
+    package static func writeJSON(
+        _ value: some Encodable, key: String, url: String, to store: any CacheStore
+    ) throws(StorageError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        guard let json = try? encoder.encode(pack) else {
-            throw StorageError(.writeFailed, "the pack \(pack.name) could not be encoded")
+        guard let json = try? encoder.encode(value) else {
+            throw StorageError(.writeFailed, "the record \(url) could not be encoded")
         }
         let writer = try store.makeWriter(
             for: EntryHead(
-                primaryKey: key(pack.name), url: "httpcache:pack/\(pack.name)", status: 200,
-                fields: ["Content-Type": "application/json"], facts: []))
+                primaryKey: key, url: url, status: 200, fields: ["Content-Type": "application/json"], facts: []))
         try writer.append(Array(json))
         try writer.commit()
-        try store.setPinned(true, primaryKey: key(pack.name))
+        try store.setPinned(true, primaryKey: key)
     }
 
     package static func remove(_ name: String, from store: any CacheStore) throws(StorageError) {
@@ -182,8 +207,7 @@ extension HTTPCache {
         var removed: [String] = []
         for url in urls where !kept.contains(url) {
             guard let address = URL(string: url), let key = storedKey(of: address) else { continue }
-            _ = try store.setPinned(false, primaryKey: key)
-            _ = try store.remove(primaryKey: key)
+            _ = try store.remove(primaryKey: key)  // its pin goes with it
             removed.append(url)
         }
         return removed

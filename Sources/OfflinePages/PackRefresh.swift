@@ -71,22 +71,13 @@ extension HTTPCache {
         let previous = Set(old.resources.map(\.url))
         let pending = PendingSwitch(
             pack: fresh, staged: saver.staged, obsolete: old.resources.map(\.url).filter { !current.contains($0) })
-        try writePending(pending)
+        try PackRecord.writeJSON(
+            pending, key: PendingSwitch.key(name), url: "httpcache:pending/\(name)", to: store)
         try await finishPendingSwitch(name)
         return PackRefresh(
             pack: fresh, unchanged: saver.unchanged,
             changed: saver.staged.map(\.url).filter(previous.contains),
             added: fresh.resources.map(\.url).filter { !previous.contains($0) }, removed: pending.obsolete)
-    }
-
-    private func writePending(_ pending: PendingSwitch) throws {
-        let key = PendingSwitch.key(pending.pack.name)
-        let writer = try store.makeWriter(
-            for: EntryHead(
-                primaryKey: key, url: "httpcache:pending/\(pending.pack.name)", status: 200, fields: [:], facts: []))
-        try writer.append(Array(try JSONEncoder().encode(pending)))
-        try writer.commit()
-        try store.setPinned(true, primaryKey: key)
     }
 
     /// Replaces the stored responses with a refresh's downloads, records the new version of
@@ -132,11 +123,13 @@ extension PageSaver {
                 let fields = response.response.allHeaderFields.reduce(into: [String: String]()) { fields, pair in
                     if let name = pair.key as? String, let value = pair.value as? String { fields[name] = value }
                 }
+                // Looked up by name in any case (Foundation on Linux writes `Etag`).
+                let head = HeaderFields(fields.map { ($0.key, $0.value) })
                 var body = Data()
                 if status == 304, let live {
                     for try await _ in response.body {}
                     fetched.unchanged.append(url.absoluteString)
-                    fetched.stored.append(Self.resource(live, url: url))
+                    fetched.stored.append(OfflinePack.Resource(live, url: url))
                     if (300..<400).contains(live.status),
                         let next = live.fields["Location"].flatMap({
                             URL(string: $0, relativeTo: url)?.absoluteURL
@@ -159,13 +152,13 @@ extension PageSaver {
                     }
                 }
                 fetched.bytes += Int64(body.count)
-                if (300..<400).contains(status), let location = field("Location", in: fields),
+                if (300..<400).contains(status), let location = head["Location"],
                     let next = URL(string: location, relativeTo: url)?.absoluteURL
                 {
                     // A redirect has no validator as a rule: unchanged when it leads to the same place.
                     if let live, live.status == status, live.fields["Location"] == location {
                         fetched.unchanged.append(url.absoluteString)
-                        fetched.stored.append(Self.resource(live, url: url))
+                        fetched.stored.append(OfflinePack.Resource(live, url: url))
                         url = next
                         continue
                     }
@@ -179,9 +172,7 @@ extension PageSaver {
                 }
                 guard (200..<300).contains(status) else {
                     fetched.problem = OfflinePack.Problem(
-                        url: url.absoluteString,
-                        reason: "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))",
-                        isFailure: true)
+                        url: url.absoluteString, reason: httpFailure(status), isFailure: true)
                     return fetched
                 }
                 fetched.staged.append(
@@ -189,9 +180,9 @@ extension PageSaver {
                 fetched.stored.append(
                     OfflinePack.Resource(
                         url: url.absoluteString, status: status, size: Int64(body.count),
-                        contentType: field("Content-Type", in: fields), etag: field("ETag", in: fields),
-                        lastModified: field("Last-Modified", in: fields), savedAt: Date().timeIntervalSince1970))
-                return document(fetched, body, url: url, contentType: field("Content-Type", in: fields))
+                        contentType: head["Content-Type"], etag: head["ETag"],
+                        lastModified: head["Last-Modified"], savedAt: Date().timeIntervalSince1970))
+                return document(fetched, body, url: url, contentType: head["Content-Type"])
             }
             fetched.problem = OfflinePack.Problem(
                 url: job.url.absoluteString, reason: "too many redirects", isFailure: true)
@@ -202,26 +193,10 @@ extension PageSaver {
         return fetched
     }
 
-    /// A stored response as a pack's resource.
-    private static func resource(_ live: CacheEntryInfo, url: URL) -> OfflinePack.Resource {
-        OfflinePack.Resource(
-            url: url.absoluteString, status: live.status, size: live.bodySize, contentType: live.fields["Content-Type"],
-            etag: live.fields["ETag"], lastModified: live.fields["Last-Modified"], savedAt: live.storedAt)
-    }
-
-    /// A field of a transport's response, by name in any case (Foundation on Linux writes
-    /// `Etag`).
-    private static func field(_ name: String, in fields: [String: String]) -> String? {
-        fields.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
-
     private static func document(_ fetched: Fetched, _ body: Data, url: URL, contentType: String?) -> Fetched {
         var fetched = fetched
         guard reads(fetched.job.role, contentType: contentType) else { return fetched }
-        let media = contentType.map(mediaType) ?? ""
-        fetched.document = Document(
-            bytes: Array(body), url: url, charset: contentType.flatMap(charset),
-            isHTML: media.isEmpty || media == "text/html" || media == "application/xhtml+xml")
+        fetched.document = Document(Array(body), url: url, contentType: contentType)
         return fetched
     }
 }

@@ -113,6 +113,13 @@ struct PageSaver {
         var url: URL
         var charset: String?
         var isHTML: Bool
+
+        init(_ bytes: [UInt8], url: URL, contentType: String?) {
+            self.bytes = bytes
+            self.url = url
+            charset = contentType.flatMap(OfflinePages.charset)
+            isHTML = PageSaver.isHTML(contentType)
+        }
     }
 
     /// What fetching one job gave.
@@ -131,6 +138,8 @@ struct PageSaver {
     }
 
     let page: URL
+    /// The page's origin (RFC 9110 §4.3.1: scheme, host and port, normalized).
+    let pageOrigin: String?
     let options: SaveOptions
     /// Fetches one resource: through the cache for a save, conditionally for a refresh.
     let fetch: @Sendable (Job) async -> Fetched
@@ -148,6 +157,7 @@ struct PageSaver {
 
     init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job) async -> Fetched) {
         self.page = page
+        pageOrigin = CacheGroups.origin(of: page.absoluteString)
         self.options = options
         self.fetch = fetch
     }
@@ -206,7 +216,8 @@ struct PageSaver {
         queue.append(Job(url: url, role: role))
     }
 
-    private func isSameOrigin(_ url: URL) -> Bool { originOf(url) == originOf(page) }
+    /// Whether `url` has the page's origin (RFC 9110 §4.3.1: scheme, host and port, normalized).
+    private func isSameOrigin(_ url: URL) -> Bool { CacheGroups.origin(of: url.absoluteString) == pageOrigin }
 
     private mutating func record(_ fetched: Fetched) {
         progress.done += 1
@@ -262,14 +273,13 @@ struct PageSaver {
             let (head, body) = try await cache.bytes(for: URLRequest(url: job.url), forceStore: true) {
                 hops.append($0)
             }
-            fetched.stored = hops.map { resource($0, size: 0) }
+            let now = Date().timeIntervalSince1970
+            fetched.stored = hops.map { OfflinePack.Resource($0, size: 0, savedAt: now) }
             guard (200..<300).contains(head.statusCode) else {
-                return problem(
-                    "HTTP \(head.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: head.statusCode))")
+                return problem(httpFailure(head.statusCode))
             }
             if let limit, let expected = head.expectedLength, expected > limit {
-                return problem(
-                    "\(expected) bytes, over the limit of \(limit) (maximumResourceSize, --max-bytes)", failure: false)
+                return problem("\(expected) bytes, " + overLimit(limit), failure: false)
             }
             let contentType = head.fields["Content-Type"]
             let reads = reads(job.role, contentType: contentType)
@@ -289,11 +299,8 @@ struct PageSaver {
                 return problem("received but not stored (\(head.reasons.map(\.description).joined(separator: "; ")))")
             }
             for hop in hops { _ = cache.pin(hop.url) }
-            fetched.stored.append(resource(head, size: size))
-            if reads {
-                fetched.document = Document(
-                    bytes: bytes, url: head.url, charset: contentType.flatMap(charset), isHTML: isHTML(contentType))
-            }
+            fetched.stored.append(OfflinePack.Resource(head, size: size, savedAt: Date().timeIntervalSince1970))
+            if reads { fetched.document = Document(bytes, url: head.url, contentType: contentType) }
         } catch is CancellationError {
             return problem("cancelled")
         } catch {
@@ -317,22 +324,14 @@ struct PageSaver {
         return media.isEmpty || media == "text/html" || media == "application/xhtml+xml"
     }
 
+    /// Why a response with `status` is not saved: `HTTP 404 Not Found`.
+    static func httpFailure(_ status: Int) -> String {
+        "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))"
+    }
+
     static func overLimit(_ limit: Int64) -> String {
         "over the limit of \(limit) bytes (maximumResourceSize, --max-bytes)"
     }
-
-    static func resource(_ head: CachedResponseHead, size: Int64) -> OfflinePack.Resource {
-        OfflinePack.Resource(
-            url: head.url.absoluteString, status: head.statusCode, size: size, contentType: head.fields["Content-Type"],
-            etag: head.fields["ETag"], lastModified: head.fields["Last-Modified"], savedAt: Date().timeIntervalSince1970
-        )
-    }
-}
-
-/// `scheme://host:port` of `url` (RFC 6454 §4), the default port written out.
-func originOf(_ url: URL) -> String? {
-    guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
-    return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
 }
 
 /// The media type of a `Content-Type` value, lower-cased, without parameters.

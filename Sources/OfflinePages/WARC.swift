@@ -1,3 +1,4 @@
+import CacheSemantics
 import Foundation
 
 /// One named field of a WARC record header (ISO 28500 / WARC 1.1 "WARC record header", "Named
@@ -169,24 +170,7 @@ extension WARCRecord {
     /// `date` as `WARC-Date` writes it ("WARC-Date (mandatory)", W3C-ISO8601 in UTC): to the
     /// second, e.g. `2026-12-01T10:00:00Z`.
     public static func warcDate(_ date: Date) -> String {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
-        // Days since 1970-01-01 to a proleptic Gregorian date (the civil-from-days algorithm).
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let yearText = String(year)
-        let paddedYear = String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText
-        return "\(paddedYear)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):"
-            + "\(two(secondOfDay % 60))Z"
+        HTTPDate.iso8601(Timestamp(secondsSince1970: date.timeIntervalSince1970))
     }
 }
 

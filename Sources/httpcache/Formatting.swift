@@ -1,3 +1,4 @@
+import CacheSemantics
 import Foundation
 
 /// How the tool writes sizes, durations and times for people.
@@ -42,9 +43,7 @@ enum Format {
 
     /// A time in seconds since 1970 as ISO 8601 in UTC, e.g. `2025-05-01T12:00:00Z`.
     static func timestamp(_ secondsSince1970: Double) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: Date(timeIntervalSince1970: secondsSince1970))
+        HTTPDate.iso8601(Timestamp(secondsSince1970: secondsSince1970))
     }
 
     /// `count` and the noun, singular or plural: `1 entry`, `2 entries`.

@@ -40,16 +40,6 @@ final class ProxyHandler: RequestHandler {
     /// streamed from a worker thread.
     static let inlineBodyLimit: Int64 = 1 << 20
 
-    /// `2026-12-02T10:00:00Z` (ISO 8601, UTC, whole seconds).
-    static func utcTime(_ secondsSince1970: Double) -> String {
-        var seconds = time_t(secondsSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-    }
-
     init(_ configuration: CachingProxy.Configuration) throws {
         self.configuration = configuration
         switch configuration.mode {
@@ -134,7 +124,8 @@ final class ProxyHandler: RequestHandler {
             let clock = configuration.clock
             responder.observeHead { head in
                 let status = head.fields["Cache-Status"].map { "\"\($0)\"" } ?? "-"
-                accessLog("\(Self.utcTime(clock())) \(client) \(method) \(target) \(head.status) \(status)")
+                let time = HTTPDate.iso8601(Timestamp(secondsSince1970: clock()))
+                accessLog("\(time) \(client) \(method) \(target) \(head.status) \(status)")
             }
         }
         let route = route(request.target)
