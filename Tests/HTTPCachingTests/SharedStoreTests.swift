@@ -123,3 +123,53 @@ struct SharedStorePackTests {
         #expect(try first.packs().isEmpty)
     }
 }
+
+/// A body in Redis that cannot be read any more (a chunk evicted while its record stayed) is a
+/// miss for `HTTPCache`, never an error for the app.
+@Suite("HTTPCache on Redis: a stored body that cannot be read")
+struct SharedStoreFaultTests {
+    @Test(
+        "a chunk gone from Redis: data(for:) answers from the origin, a conditional request gets the origin's 304 (RFC 9111 §4.3.2)"
+    )
+    func evictedChunkIsAMiss() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let body = StressBodies.body(for: "/big", size: 1_500_000)
+        origin.route("/big") { request in
+            let headers = [("Cache-Control", "max-age=300"), ("ETag", "\"v1\"")]
+            if request.header("If-None-Match") == "\"v1\"" { return .init(status: 304, headers: headers, body: "") }
+            return .init(headers: headers, body: body)
+        }
+        let redis = try testRedis("httpcache-fault")
+        let server = try RedisServer.shared()
+        func deleteSecondChunk() throws {
+            let keys = try server.cli(["--scan", "--pattern", redis.keyPrefix + "*"]).split(separator: "\n")
+            let chunk = try #require(keys.first { $0.hasSuffix(":1") && $0.contains("}c:") })
+            #expect(try server.command("DEL", String(chunk)) == ":1")
+        }
+        // No local tier: every read goes to Redis.
+        func cache() throws -> HTTPCache {
+            var configuration = HTTPCache.Configuration()
+            configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 0)
+            configuration.log = { _ in }
+            return try HTTPCache(configuration: configuration)
+        }
+        let writer = try cache()
+        let reader = try cache()
+        let request = URLRequest(url: origin.url("/big"))
+        #expect(try await writer.data(for: request).data == Data(body))
+
+        try deleteSecondChunk()
+        let answer = try await reader.data(for: request)
+        #expect(answer.data == Data(body))
+        #expect(answer.outcome == .miss)
+        #expect(origin.count("/big") == 2)
+
+        try deleteSecondChunk()
+        var conditional = request
+        conditional.setValue("\"v1\"", forHTTPHeaderField: "If-None-Match")
+        let notModified = try await reader.data(for: conditional)
+        #expect(notModified.statusCode == 304)
+        #expect(origin.requests(to: "/big").last?.header("If-None-Match") == "\"v1\"")
+    }
+}

@@ -10,6 +10,9 @@ import Synchronization
 struct ProxyRequest: Sendable {
     var server: ServerRequest
     var target: Target
+    /// Whether a stored body found damaged as it is read sends the request through the cache
+    /// again (once: not on that second pass).
+    var readsAgain = true
 
     var method: String { server.method }
 }
@@ -183,7 +186,7 @@ final class ProxyHandler: RequestHandler {
     /// `targetKey`: for a `POST`, the key its response may be stored under (RFC 9110 §9.3.3).
     private func run(
         _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
-        targetKey: String? = nil, _ responder: Responder
+        targetKey: String? = nil, readsAgain: Bool = true, _ responder: Responder
     ) {
         var exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
@@ -191,7 +194,7 @@ final class ProxyHandler: RequestHandler {
         exchange.targetKey = targetKey
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
-        let proxyRequest = ProxyRequest(server: request, target: target)
+        let proxyRequest = ProxyRequest(server: request, target: target, readsAgain: readsAgain)
         if case .serve(let served, let revalidation) = first {
             // A hit is answered here, on the loop: it needs no exchange object.
             if let revalidation { revalidateInBackground(revalidation, proxyRequest) }
@@ -293,6 +296,8 @@ final class ProxyHandler: RequestHandler {
     // MARK: Answering
 
     /// Sends a stored response: at once when its body is small, else streamed from a worker.
+    /// A small body found damaged as it is read (the store removes it) is a miss: the request
+    /// is handled again, once (``ProxyRequest/readsAgain``).
     func serve(_ served: ServedResponse, _ request: ProxyRequest, _ responder: Responder) {
         if served.cacheStatus.collapsed == true {
             metrics.collapsed.add(1, ordering: .relaxed)
@@ -313,10 +318,19 @@ final class ProxyHandler: RequestHandler {
                 metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
                 responder.respond(head, body: bytes)
             } catch {
-                // Corrupted (the store dropped it); the head has not gone out: a 502 says so.
-                answer(
-                    502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
-                    responder)
+                // Damaged (the store dropped it) before the head went out: handled again, now
+                // without it.
+                configuration.log(
+                    "the stored body of \(request.target.url) could not be read (\(error)); the request is handled "
+                        + "again without it")
+                guard request.readsAgain, let primaryKey = route(request.server.target).primaryKey else {
+                    return answer(
+                        502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
+                        responder)
+                }
+                run(
+                    request.server, target: request.target, primaryKey: primaryKey, bypassReasons: [],
+                    readsAgain: false, responder)
             }
         case .stored(let body, let range):
             workers.submit { [self] in

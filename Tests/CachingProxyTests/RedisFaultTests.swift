@@ -1,0 +1,145 @@
+#if os(Linux)
+import CacheLocking
+import CacheTestSupport
+import Foundation
+import LoopbackOrigin
+import Testing
+
+/// Real `httpcache serve` processes on a real Redis (standalone and Cluster) whose stored bodies
+/// are damaged behind their backs, as Redis itself, an operator or a failover can: a chunk
+/// deleted, cut short or altered, a body's description replaced by junk or gone, an inline body
+/// gone or altered. A body that cannot be read is a miss: the node never stops, the client gets
+/// the origin's exact bytes, the bad entry is removed and one log line names the URL.
+@Suite("Redis faults: a stored body that cannot be read is a miss, never a dead node", .serialized)
+struct RedisFaultTests {
+    typealias Topology = SharedTierTests.Topology
+
+    /// How a stored body is damaged.
+    enum Fault: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case chunkDeleted, chunkTruncated, chunkAltered, descriptionJunk, descriptionDeleted
+        case inlineDeleted, inlineAltered
+        var testDescription: String { rawValue }
+
+        /// Bodies of more than 256 KiB are stored in chunks of 1 MiB; smaller ones inline.
+        var bodySize: Int {
+            switch self {
+            case .inlineDeleted, .inlineAltered: 40_000
+            default: 1_500_000
+            }
+        }
+    }
+
+    /// The Redis server holding `key` (its slot's master in a Cluster).
+    static func server(for key: String, _ topology: Topology) throws -> RedisServer {
+        switch topology {
+        case .standalone: try RedisServer.shared()
+        case .cluster: try RedisCluster.shared().master(of: key)
+        }
+    }
+
+    /// The keys under `prefix` on every server of `topology`.
+    static func keys(_ prefix: String, _ topology: Topology) throws -> [String] {
+        let servers = topology == .standalone ? [try RedisServer.shared()] : try RedisCluster.shared().servers
+        var keys: Set<String> = []
+        for server in servers {
+            let output = (try? server.cli(["--scan", "--pattern", prefix + "*"])) ?? ""
+            keys.formUnion(output.split(separator: "\n").map(String.init).filter { $0.hasPrefix(prefix) })
+        }
+        return keys.sorted()
+    }
+
+    /// Damages the one stored body under `prefix` as `fault` says.
+    static func damage(_ fault: Fault, prefix: String, _ topology: Topology) throws {
+        let keys = try keys(prefix, topology)
+        let meta = try #require(keys.first { $0.contains("}m:") }, "no body description in Redis: \(keys)")
+        let id = String(meta[meta.range(of: "}m:")!.upperBound...])
+        let chunk = keys.first { $0.hasSuffix(":\(id):1") }
+        let variants = keys.first { $0.contains("}v:") }
+        let server = try server(for: meta, topology)
+        switch fault {
+        case .chunkDeleted:
+            #expect(try server.command("DEL", try #require(chunk)) == ":1")
+        case .chunkTruncated:
+            #expect(try server.command("SET", try #require(chunk), "short") == "+OK")
+        case .chunkAltered:
+            #expect(
+                try server.command("SETRANGE", try #require(chunk), "1000", "altered") == ":\(1_500_000 - 1_048_576)")
+        case .descriptionJunk:
+            #expect(try server.command("SET", meta, "junk") == "+OK")
+        case .descriptionDeleted:
+            #expect(try server.command("DEL", meta) == ":1")
+        case .inlineDeleted, .inlineAltered:
+            // The inline body is a field of the variants hash whose name starts with a NUL byte.
+            let field = [UInt8(0)] + Array("b:\(id)".utf8)
+            let hash = Array(try #require(variants).utf8)
+            if fault == .inlineDeleted {
+                #expect(try server.command([Array("HDEL".utf8), hash, field]) == ":1")
+            } else {
+                var altered = StressBodies.body(for: "/damaged", size: fault.bodySize)
+                altered[100] ^= 0xFF
+                #expect(try server.command([Array("HSET".utf8), hash, field, altered]) == ":0")
+            }
+        }
+    }
+
+    /// An origin for `/damaged` with an `ETag`, answering a matching `If-None-Match` with 304.
+    static func origin(bodySize: Int) throws -> LoopbackOrigin {
+        let origin = try LoopbackOrigin()
+        let body = StressBodies.body(for: "/damaged", size: bodySize)
+        origin.route("/damaged") { request in
+            let headers = [("Cache-Control", "max-age=300"), ("ETag", "\"v1\"")]
+            if request.header("If-None-Match") == "\"v1\"" { return .init(status: 304, headers: headers, body: "") }
+            return .init(headers: headers, body: body)
+        }
+        return origin
+    }
+
+    @Test(
+        "a damaged stored body is a miss: the node answers with the origin's exact bytes, logs the URL, stays up, and the entry is replaced",
+        arguments: Topology.allCases, Fault.allCases)
+    func damagedBodyIsAMiss(topology: Topology, fault: Fault) throws {
+        let origin = try Self.origin(bodySize: fault.bodySize)
+        defer { origin.stop() }
+        let body = StressBodies.body(for: "/damaged", size: fault.bodySize)
+        let prefix = "f\(UInt32.random(in: 0...UInt32.max)):"
+        // No local tier: every read goes to Redis.
+        let nodes = try SharedTierTests.nodes(
+            2, origin: origin, redis: try topology.options(), extra: ["--local-memory", "0"],
+            prefix: prefix)
+        let client = TestClient()
+        #expect(try client.send("GET", nodes[0].baseURL + "/damaged").body == body)
+        // Damaged before the other node ever read it (a node keeps the last inline bodies it
+        // read, verified, in memory: those are still right).
+        try Self.damage(fault, prefix: prefix, topology)
+        for _ in 0..<2 {
+            let answer = try client.send("GET", nodes[1].baseURL + "/damaged")
+            #expect(answer.status == 200 && answer.body == body, "\(answer.status), \(answer.body.count) bytes")
+        }
+        #expect(nodes.allSatisfy { $0.process.isRunning })
+        #expect(origin.count("/damaged") == 2, "the damaged entry was not replaced")
+        #expect(nodes[1].standardError.contains("the stored body of \(origin.baseURL)/damaged could not be read"))
+        // The replacement is a hit on the other node too.
+        let again = try client.send("GET", nodes[0].baseURL + "/damaged")
+        #expect(again.isHit && again.body == body)
+    }
+
+    @Test(
+        "a conditional request whose stored answer lost a chunk goes to the origin; its 304 reaches the client (RFC 9111 §4.3.2)",
+        arguments: Topology.allCases)
+    func conditionalRequestForEvictedChunk(topology: Topology) throws {
+        let origin = try Self.origin(bodySize: Fault.chunkDeleted.bodySize)
+        defer { origin.stop() }
+        let prefix = "f\(UInt32.random(in: 0...UInt32.max)):"
+        let nodes = try SharedTierTests.nodes(
+            1, origin: origin, redis: try topology.options(), extra: ["--local-memory", "0"],
+            prefix: prefix)
+        let client = TestClient()
+        _ = try client.send("GET", nodes[0].baseURL + "/damaged")
+        try Self.damage(.chunkDeleted, prefix: prefix, topology)
+        let answer = try client.send("GET", nodes[0].baseURL + "/damaged", [("If-None-Match", "\"v1\"")])
+        #expect(answer.status == 304)
+        #expect(origin.requests(to: "/damaged").last?.header("If-None-Match") == "\"v1\"")
+        #expect(nodes[0].process.isRunning)
+    }
+}
+#endif
