@@ -18,7 +18,7 @@ import CacheStorage
 ///     case .serve(let response, let background): send(response); background.map(runInBackground); return
 ///     case .answer(let answer): send(answer); return
 ///     case .join(let identity):
-///         if let leader = await waitUnlessLeading(identity) { step = driver.leaderSettled(&exchange, leader) }
+///         if let turn = await waitUnlessLeading(identity) { step = driver.resume(&exchange, turn) }
 ///         else { step = driver.joinedAsLeader(&exchange) }
 ///     case .forward(var request):
 ///         while true {  // the origin's turn
@@ -192,9 +192,9 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (continue with
-    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called with what the
-    /// leader stored (continue with ``leaderSettled(_:_:)``).
-    public func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
+    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called when its turn
+    /// comes (continue with ``resume(_:_:)``).
+    public func join(_ identity: String, waiter: @escaping @Sendable (JoinTurn) -> Void) -> Bool {
         coalescing.join(identity, waiter: waiter)
     }
 
@@ -203,9 +203,12 @@ public final class ExchangeDriver: Sendable {
         advance(&exchange, exchange.joinedAsLeader())
     }
 
-    /// The leader this exchange waited for settled.
-    public func leaderSettled(_ exchange: inout ExchangeStateMachine, _ collapsed: CollapsedResponse?) -> Step {
-        advance(&exchange, exchange.leaderSettled(collapsed))
+    /// The turn of this exchange, which waited for a leader, came.
+    public func resume(_ exchange: inout ExchangeStateMachine, _ turn: JoinTurn) -> Step {
+        switch turn {
+        case .leaderSettled(let collapsed): advance(&exchange, exchange.leaderSettled(collapsed))
+        case .leaderLost: advance(&exchange, exchange.leaderLost())
+        }
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.

@@ -104,17 +104,34 @@ public final class CachingProxy: Sendable {
         /// `counter` or `gauge`.
         public enum Kind: String, Sendable { case counter, gauge }
 
+        /// One value of the metric, with its labels (`kind="NOPERM"`); none for a plain value.
+        public struct Sample: Sendable {
+            public var labels: [(name: String, value: String)]
+            public var value: Double
+
+            public init(labels: [(name: String, value: String)] = [], _ value: Double) {
+                self.labels = labels
+                self.value = value
+            }
+        }
+
         public var name: String
         public var kind: Kind
         /// The `# HELP` text.
         public var help: String
-        public var value: Double
+        public var samples: [Sample]
 
+        /// A metric with one value.
         public init(_ name: String, _ kind: Kind, _ help: String, _ value: Double) {
+            self.init(name, kind, help, samples: [Sample(value)])
+        }
+
+        /// A metric with several values, told apart by their labels.
+        public init(_ name: String, _ kind: Kind, _ help: String, samples: [Sample]) {
             self.name = name
             self.kind = kind
             self.help = help
-            self.value = value
+            self.samples = samples
         }
     }
 
