@@ -154,7 +154,7 @@ struct GetCommand {
         }
     }
 
-    /// The largest body `--json` includes.
+    /// `--json` includes a body only when it is shorter than this (64 KiB), as `--help` says.
     static let jsonBodyLimit = 64 * 1024
 
     private func cutOff(after received: Int64, _ error: any Error) -> Failure {
@@ -202,7 +202,7 @@ struct GetCommand {
                 if let file {
                     try file.write(chunk)
                 } else if collectsText {
-                    if collected.count <= Self.jsonBodyLimit { collected.append(chunk.prefix(Self.jsonBodyLimit + 1)) }
+                    if collected.count < Self.jsonBodyLimit { collected.append(chunk.prefix(Self.jsonBodyLimit)) }
                 } else if !suppressedBinary {
                     Console.out(bytes: chunk)
                 }
@@ -223,7 +223,7 @@ struct GetCommand {
                     + "Use -o FILE to save it.\n")
         }
         var text: String?
-        if collectsText, collected.count <= Self.jsonBodyLimit,
+        if collectsText, collected.count < Self.jsonBodyLimit,
             Report.isTextual(head.response.value(forHTTPHeaderField: "Content-Type"))
         {
             text = String(validating: collected, as: UTF8.self)

@@ -149,6 +149,20 @@ struct CLIGetTests {
         }
     }
 
+    @Test func jsonIncludesABodyOnlyUnder64KiB() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/under", [("Content-Type", "text/plain")], body: String(repeating: "u", count: 65_535))
+            cli.serve("/exact", [("Content-Type", "text/plain")], body: String(repeating: "e", count: 65_536))
+            let under = try await cli.run(["get", cli.url("/under"), "--json"]).jsonObject()
+            #expect((under["body"] as? String)?.utf8.count == 65_535)
+            // Exactly 64 KiB is not under 64 KiB, as --help and the README say.
+            let exact = try await cli.run(["get", cli.url("/exact"), "--json"]).jsonObject()
+            #expect(exact["body"] == nil)
+            #expect(exact["bodyBytes"] as? Int == 65_536)
+        }
+    }
+
     @Test func includePrintsStatusLineAndFieldsBeforeTheBody() async throws {
         try await offPool {
             let cli = try CLIHarness()
