@@ -117,15 +117,21 @@ struct GetCommand {
             file?.discard()
             outcome = .failure(error)
         }
-        // Let stale-while-revalidate revalidations finish, then record what this run did.
+        // The answer is written the moment it is ready, whatever standard output is (a pipe
+        // to jq or `$(…)` reads it at once); only then do stale-while-revalidate revalidations
+        // finish, so the store is updated before the process exits, and the run is recorded.
+        if case .success(let transfer) = outcome {
+            if json { Console.out(transfer.json(file: output).text + "\n") }
+            if verbose {
+                Console.error(Report.verbose(transfer.head, method: options.method, elapsed: transfer.elapsed))
+            }
+        }
         await cache.waitForBackgroundWork()
         cache.flushToDisk()
         let fromOrigin =
             (try? outcome.get()).map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
-        let transfer = try outcome.get()
-        if json { Console.out(transfer.json(file: output).text + "\n") }
-        if verbose { Console.error(Report.verbose(transfer.head, method: options.method, elapsed: transfer.elapsed)) }
+        _ = try outcome.get()
     }
 
     /// What one fetch produced.
