@@ -149,6 +149,22 @@ struct CLIGetTests {
         }
     }
 
+    /// Each run is a new process, so the variants come from the disk index (RFC 9111 §4.1:
+    /// an absent field matches only an absent one, so absent and empty are two variants).
+    @Test func absentAndEmptyVaryFieldAreTwoStoredVariants() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/flag", [("Cache-Control", "max-age=60"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
+            var outcomes: [String] = []
+            for flag in [false, true, false, true] {
+                let run = try await cli.run(["get", cli.url("/flag"), "--json"] + (flag ? ["-H", "X-Flag:"] : []))
+                outcomes.append(try run.jsonObject()["outcome"] as? String ?? "")
+            }
+            #expect(outcomes == ["miss", "miss", "hit", "hit"])
+            #expect(cli.origin.count("/flag") == 2)
+        }
+    }
+
     @Test func jsonIncludesABodyOnlyUnder64KiB() async throws {
         try await offPool {
             let cli = try CLIHarness()

@@ -81,6 +81,20 @@ extension DifferentialCase {
             ]
         ) { $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "for en, fr" && !$0.isHit(2) },
         make(
+            "Vary: X-Flag absent and X-Flag empty are two variants, kept side by side (RFC 9111 §4.1)",
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("Vary", "X-Flag")],
+                        body: Array("#\(number) \(request.header("X-Flag").map { "[\($0)]" } ?? "absent")".utf8))
+                }
+            },
+            [
+                .request("/r"), .request("/r", headers: [("X-Flag", "")]), .request("/r"),
+                .request("/r", headers: [("X-Flag", "")]),
+            ]
+        ) { $0.originRequests == 2 && $0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "#2 []" },
+        make(
             "Accept-Encoding members in another order and case select the same variant (RFC 9111 §4.1)",
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")]) },
             [

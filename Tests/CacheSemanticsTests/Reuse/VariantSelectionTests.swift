@@ -111,6 +111,18 @@ struct VariantSelectionTests {
         #expect(engine.selectVariant([:], candidates: [withField]) == nil)
     }
 
+    @Test("§4.1: an absent field and an empty one are different variants, with different variant keys")
+    func absentAndEmptyHaveDifferentVariantKeys() throws {
+        let response: HeaderFields = ["Cache-Control": "max-age=100", "Vary": "X-Flag, X-Other"]
+        let absent = try Reuse.store(response, request: ["X-Other": "1"])
+        let empty = try Reuse.store(response, request: ["X-Flag": "", "X-Other": "1"])
+        #expect(Reuse.privateEngine.selectVariant(["X-Other": "1"], candidates: [empty, absent]) == 1)
+        #expect(Reuse.privateEngine.selectVariant(["X-Flag": "", "X-Other": "1"], candidates: [absent, empty]) == 1)
+        #expect(absent.variantKey != empty.variantKey)
+        // Plain text: no U+0000, which a C string (SQLite's text) would end at.
+        #expect(!absent.variantKey.contains("\u{0}") && !empty.variantKey.contains("\u{0}"))
+    }
+
     @Test("§4.1: when no stored variant matches, the request is forwarded as a vary-miss")
     func noMatchIsVaryMiss() throws {
         let candidates = try Self.encodingVariants()
