@@ -202,9 +202,26 @@ extension DifferentialCase {
                 && !$0.isHit(3) && $0.answers[3].body == "abc" && !$0.isHit(4)
         },
         partialContent(
-            "a 206 with a weak validator is not stored: its parts could not be proved to belong together (RFC 9111 §3.4)",
-            etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5"]
-        ) { $0.originRequests == 2 && !$0.isHit(1) },
+            "a 206 with a weak validator is stored alone: ranges within it are answered from it, it is never combined (RFC 9111 §3.3, §3.4)",
+            etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5", "bytes=8-15", "bytes=6-9"]
+        ) { $0.originRequests == 3 && $0.isHit(1) && $0.answers[1].body == "2345" && !$0.isHit(3) },
+        partialContent(
+            "a 206 with no validator is stored: ranges within it are answered from it, never combined, never as the whole (RFC 9111 §3.3, §3.4)",
+            etag: nil, ["bytes=0-7", "bytes=2-5", "bytes=8-15", "bytes=6-9", "bytes=9-10", ""]
+        ) {
+            $0.originRequests == 4 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "2345"
+                && !$0.isHit(3) && $0.answers[3].body == "6789" && $0.isHit(4) && $0.answers[4].body == "9a"
+                && !$0.isHit(5) && $0.answers[5].status == 200 && $0.answers[5].body == "0123456789abcdef"
+        },
+        make(
+            "a part with no validator, once stale, is fetched again: there is nothing to validate it with (RFC 9111 §3.3, §4.2)",
+            rangeOrigin { _ in nil },
+            [
+                .request("/r", headers: [("Range", "bytes=0-7")]), .advance(30),
+                .request("/r", headers: [("Range", "bytes=2-5")]), .advance(31),
+                .request("/r", headers: [("Range", "bytes=2-5")]),
+            ]
+        ) { $0.isHit(1) && !$0.isHit(2) && $0.originLog == ["GET /r Range: bytes=0-7", "GET /r Range: bytes=2-5"] },
         partialContent(
             "a 206 of a later part is stored too; ranges within it are answered from it (RFC 9111 §3.3, §3.4)",
             etag: "\"v\"", ["bytes=4-9", "bytes=5-6", "bytes=4-5, 8-9", "bytes=3-5"]
@@ -265,7 +282,7 @@ extension DifferentialCase {
     /// A case whose origin is ``rangeOrigin(etag:)`` with one `etag`; `ranges` are requested in
     /// turn (none for an empty one; with `If-Range: etag` after the first when `ifRange`).
     static func partialContent(
-        _ name: String, etag: String, _ ranges: [String], ifRange: Bool = false,
+        _ name: String, etag: String?, _ ranges: [String], ifRange: Bool = false,
         expect: @escaping @Sendable (Transcript) -> Bool
     ) -> DifferentialCase {
         make(
@@ -274,17 +291,18 @@ extension DifferentialCase {
                 .request(
                     "/r",
                     headers: (range.isEmpty ? [] : [("Range", range)])
-                        + (ifRange && index > 0 ? [("If-Range", etag)] : []))
+                        + (ifRange && index > 0 ? [("If-Range", etag ?? "")] : []))
             }, expect: expect)
     }
 
     /// An origin serving /r, the 16 bytes `0123456789abcdef`, with `etag(n)` on its n-th
-    /// response, answering a `Range: bytes=` of one part with a `206` of it.
-    static func rangeOrigin(etag: @escaping @Sendable (Int) -> String) -> @Sendable (World) -> Void {
+    /// response (no `ETag` for `nil`, and never a `Last-Modified`), answering a `Range: bytes=`
+    /// of one part with a `206` of it.
+    static func rangeOrigin(etag: @escaping @Sendable (Int) -> String?) -> @Sendable (World) -> Void {
         let body = Array("0123456789abcdef".utf8)
         return { world in
             world.route("/r") { request, number in
-                let headers = [("Cache-Control", "max-age=60"), ("ETag", etag(number))]
+                let headers = [("Cache-Control", "max-age=60")] + (etag(number).map { [("ETag", $0)] } ?? [])
                 guard let text = request.header("Range"), let range = ByteRangeRequest(text),
                     range.ranges.count == 1, let part = range.satisfiableRanges(length: 16).first
                 else { return .init(headers: headers, body: body) }
