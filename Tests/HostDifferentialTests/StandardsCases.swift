@@ -30,13 +30,46 @@ extension DifferentialCase {
 
         // MARK: The client's own conditional request (RFC 9110 §13.2.2, RFC 9111 §4.3.2)
         make(
-            "If-Modified-Since against a response without Last-Modified uses its Date (RFC 9110 §13.2.2)",
+            "If-Modified-Since against a response without Last-Modified uses its Date (RFC 9111 §4.3.2)",
             { $0.serve("/r", [("Cache-Control", "max-age=60")]) },
             [
                 get, .advance(5), .request("/r", headers: [("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
                 .request("/r", headers: [("If-Modified-Since", "Fri, 31 Dec 2100 23:59:59 GMT")]),
+                // cache-tests conditional-lm-fresh-no-lm sends the Date less 3000 s and wants a 304;
+                // the Date is later than that, so the representation was modified since: 200.
+                .request("/r", headers: [("If-Modified-Since", imfDate(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-1))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(0))]),
             ]
-        ) { $0.originRequests == 1 && $0.answers[1].status == 200 && $0.answers[2].status == 304 },
+        ) {
+            $0.originRequests == 1 && $0.answers.map(\.status) == [200, 200, 304, 200, 200, 304]
+                && (1...5).allSatisfy($0.isHit)
+        },
+        make(
+            "If-Modified-Since against a response without Last-Modified or Date uses the time it was received (RFC 9111 §4.3.2)",
+            { world in
+                world.route("/r") { _, _ in
+                    var response = LoopbackOrigin.Response(
+                        headers: [("Cache-Control", "max-age=60")], body: Array("b".utf8))
+                    response.addsDate = false
+                    return response
+                }
+            },
+            [
+                get, .advance(5), .request("/r", headers: [("If-Modified-Since", imfDate(-1))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(0))]),
+            ]
+        ) { $0.originRequests == 1 && $0.answers.map(\.status) == [200, 200, 304] && $0.isHit(1) && $0.isHit(2) },
+        make(
+            "If-Modified-Since against Last-Modified: equal or later is 304, earlier is 200, in any date format (RFC 9110 §13.1.3; cache-tests conditional-lm-fresh, -fresh-earlier, -fresh-rfc850)",
+            { $0.serve("/r", [("Cache-Control", "max-age=100000"), ("Last-Modified", imfDate(-3000))]) },
+            [
+                get, .request("/r", headers: [("If-Modified-Since", imfDate(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-2000))]),
+                .request("/r", headers: [("If-Modified-Since", rfc850Date(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-3001))]),
+            ]
+        ) { $0.originRequests == 1 && $0.answers.map(\.status) == [200, 304, 304, 304, 200] },
         make(
             "If-None-Match uses the weak comparison (RFC 9110 §13.1.2)",
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]) },
@@ -278,6 +311,23 @@ extension DifferentialCase {
             [.request("/r?utm=1"), .request("/r?utm=2", method: "POST"), .request("/r?utm=3"), .request("/r")]
         ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "GET /r?utm=3 #3" },
     ]
+
+    /// The IMF-fixdate `offset` seconds from the time ``FixedClock`` starts at.
+    static func imfDate(_ offset: Double) -> String {
+        HTTPDate.format(Timestamp(secondsSince1970: FixedClock.start + offset))
+    }
+
+    /// The same time in the obsolete RFC 850 format (RFC 9110 §5.6.7), `Friday, 15-Jan-27 07:10:00 GMT`.
+    static func rfc850Date(_ offset: Double) -> String {
+        // "Fri, 15 Jan 2027 07:10:00 GMT"
+        let parts = imfDate(offset).split(separator: " ")
+        let days = [
+            "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday",
+            "Sat": "Saturday", "Sun": "Sunday",
+        ]
+        return
+            "\(days[String(parts[0].dropLast())] ?? ""), \(parts[1])-\(parts[2])-\(parts[3].suffix(2)) \(parts[4]) GMT"
+    }
 
     /// A case whose origin is ``rangeOrigin(etag:)`` with one `etag`; `ranges` are requested in
     /// turn (none for an empty one; with `If-Range: etag` after the first when `ifRange`).
