@@ -114,6 +114,26 @@ extension DifferentialCase {
             ]
         ) { $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "for en, fr" && !$0.isHit(2) },
         make(
+            "Accept-Language: a q=0 range no other range covers excludes nothing: en, fr;q=0 selects the variant stored for en (RFC 9111 §4.1, RFC 9110 §12.4.3)",
+            { world in
+                world.route("/r") { request, _ in
+                    .init(
+                        headers: [
+                            ("Cache-Control", "max-age=60"), ("Vary", "Accept-Language"), ("Content-Language", "en"),
+                        ],
+                        body: Array("for \(request.header("Accept-Language") ?? "-")".utf8))
+                }
+            },
+            [
+                .request("/r", headers: [("Accept-Language", "en")]),
+                .request("/r", headers: [("Accept-Language", "en, fr;q=0")]),
+                .request("/r", headers: [("Accept-Language", "en, en-GB;q=0")]),
+                // cache-tests vary-normalise-lang-select wants this answered by Content-Language;
+                // "en" and "fr;q=0.5, en;q=1.0" differ in meaning, so §4.1 forbids it.
+                .request("/r", headers: [("Accept-Language", "fr;q=0.5, en;q=1.0")]),
+            ]
+        ) { $0.originRequests == 3 && $0.isHit(1) && $0.answers[1].body == "for en" && !$0.isHit(2) && !$0.isHit(3) },
+        make(
             "Vary: X-Flag absent and X-Flag empty are two variants, kept side by side (RFC 9111 §4.1)",
             { world in
                 world.route("/r") { request, number in
