@@ -347,7 +347,7 @@ extension CacheEngine {
     /// `GET` with `Range`, one part of a known complete length. Its fields with the complete
     /// `Content-Length`, and its `Content-Range` only when the part does not start at byte 0 (a
     /// first part is the incomplete response a cut-off `200` leaves). `nil` for any other `206`
-    /// (not stored).
+    /// (not stored), and for one whose `Content-Length` is not the size of its range.
     ///
     /// Any validator will do, or none: the part answers ranges wholly within it while it is
     /// fresh (§3.3), like any stored response. Only parts with the same strong validator are
@@ -360,6 +360,9 @@ extension CacheEngine {
             let contentRange = ContentRange(text), let range = contentRange.range,
             let length = contentRange.completeLength, range.count < length
         else { return nil }
+        // A Content-Length other than the range's size leaves unknown which bytes came
+        // (RFC 9110 §14.4: Content-Range describes the enclosed part): not stored.
+        if let declared = response.fields["Content-Length"], Int64(declared) != Int64(range.count) { return nil }
         var fields = response.fields
         if range.lowerBound == 0 { fields.removeAll(named: "Content-Range") }
         fields["Content-Length"] = String(length)

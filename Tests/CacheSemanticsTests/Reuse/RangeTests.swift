@@ -161,6 +161,29 @@ struct CombiningTests {
         #expect(engine.resumptionFields(stored: part.facts, storedLength: 100) == nil)
     }
 
+    @Test("RFC 9110 §14.4: a 206 whose Content-Length is not the size of its Content-Range is not stored")
+    func partWithAMismatchedLengthIsNotStored() {
+        // As cache-tests' partial-store-partial-reuse-partial sends it: bytes 4-9 (6 bytes) in 5 bytes.
+        let request = RequestHead(uri: "https://example.com/r", fields: ["Range": "bytes=-5"])
+        func decision(_ length: String) -> StorageDecision {
+            engine.storageDecision(
+                for: request,
+                response: ResponseHead(
+                    status: 206,
+                    fields: [
+                        "Cache-Control": "max-age=3600", "Content-Range": "bytes 4-9/10", "Content-Length": length,
+                    ]), requestTime: Reuse.time(0), responseTime: Reuse.time(0))
+        }
+        guard case .doNotStore = decision("5") else {
+            Issue.record("a 206 of 5 bytes for a 6-byte range was stored")
+            return
+        }
+        guard case .store = decision("6") else {
+            Issue.record("a 206 of 6 bytes for a 6-byte range was not stored")
+            return
+        }
+    }
+
     @Test("§3.3: a request can resume the most recent incomplete variant that matches and has a strong validator")
     func resumableVariant() throws {
         var incomplete = try Reuse.store(["ETag": "\"v1\""], at: 10)
