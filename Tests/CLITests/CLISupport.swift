@@ -99,10 +99,7 @@ enum CLIProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-        variables["no_proxy"] = "127.0.0.1,localhost"
-        for (name, value) in environment { variables[name] = value }
-        process.environment = variables
+        process.environment = loopbackEnvironment(adding: environment)
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
@@ -128,6 +125,16 @@ enum CLIProcess {
     }
 }
 
+extension CLIProcess {
+    /// This process's environment without proxies, so nothing leaves 127.0.0.1, with `environment` added.
+    static func loopbackEnvironment(adding environment: [String: String] = [:]) -> [String: String] {
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        variables["no_proxy"] = "127.0.0.1,localhost"
+        for (name, value) in environment { variables[name] = value }
+        return variables
+    }
+}
+
 /// The fields of a `--json` response as name/value pairs.
 func cliHeaders(_ object: [String: Any]) -> [(String, String)] {
     (object["headers"] as? [[String]] ?? []).compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
@@ -147,9 +154,7 @@ final class PipedRun: @unchecked Sendable {
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-        variables["no_proxy"] = "127.0.0.1,localhost"
-        process.environment = variables
+        process.environment = CLIProcess.loopbackEnvironment()
         let pipe = Pipe()
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = pipe

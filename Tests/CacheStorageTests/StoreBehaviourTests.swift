@@ -139,14 +139,7 @@ struct StoreBehaviourTests {
         let directory = TemporaryDirectory()
         let store = try kind.make(directory: directory)
         let url = "https://example.com/flag"
-        func key(_ values: [String?]) -> String {
-            StoredResponseFacts(
-                status: 200, requestTime: Timestamp(secondsSince1970: 0), responseTime: Timestamp(secondsSince1970: 0),
-                date: Timestamp(secondsSince1970: 0), freshnessLifetime: 60, lifetimeSource: .maxAge,
-                vary: Vary(fieldNames: ["x-flag", "x-other"]), varyValues: values
-            )
-            .variantKey
-        }
+        func key(_ values: [String?]) -> String { varyingFacts(["x-flag", "x-other"], values).variantKey }
         // The engine's keys, and keys with a U+0000 in them: every store keeps a key byte for byte.
         let keys = [key([nil, "1"]), key(["", "1"]), key([nil, "2"]), "a\u{0}b", "a"]
         #expect(Set(keys).count == keys.count)
@@ -609,12 +602,7 @@ extension IndexFormatVersionTests {
         let directory = TemporaryDirectory()
         let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
         func facts(_ values: [String?]) -> [UInt8] {
-            StoredResponseFacts(
-                status: 200, requestTime: Timestamp(secondsSince1970: 0), responseTime: Timestamp(secondsSince1970: 0),
-                date: Timestamp(secondsSince1970: 0), freshnessLifetime: 60, lifetimeSource: .maxAge,
-                vary: Vary(fieldNames: ["a", "b"].prefix(values.count).map { $0 }), varyValues: values
-            )
-            .serialized()
+            varyingFacts(["a", "b"].prefix(values.count).map { $0 }, values).serialized()
         }
         // What version 3 left: its key (U+0000 for an absent field, cut there by SQLite's text).
         let rows: [(url: String, oldKey: String, facts: [UInt8], complete: Bool, newKey: String?)] = [
@@ -653,6 +641,14 @@ extension IndexFormatVersionTests {
         }
         #expect(reopened.totals().entries == 4)
     }
+}
+
+/// The facts of a response whose `Vary` nominates `names`, stored for a request with `values`.
+func varyingFacts(_ names: [String], _ values: [String?]) -> StoredResponseFacts {
+    StoredResponseFacts(
+        status: 200, requestTime: Timestamp(secondsSince1970: 0), responseTime: Timestamp(secondsSince1970: 0),
+        date: Timestamp(secondsSince1970: 0), freshnessLifetime: 60, lifetimeSource: .maxAge,
+        vary: Vary(fieldNames: names), varyValues: values)
 }
 
 final class MessageLog: Sendable {
