@@ -53,7 +53,8 @@ enum ResponseWriter {
     ///
     /// Adds `Content-Length` (RFC 9110 §8.6) unless the body is chunked, the handler set one, or the
     /// status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set
-    /// or ``LoopbackOrigin/Response/addsDate`` is off; `Connection: close` when closing. HEAD, 1xx, 204 and 304 responses never carry a body.
+    /// or ``LoopbackOrigin/Response/addsDate`` is off; `Connection: close` when closing. HEAD,
+    /// 1xx, 204 and 304 responses never carry a body.
     static func encode(
         _ response: LoopbackOrigin.Response, method: String, minorVersion: Int, clientWantsClose: Bool,
         now: time_t = time(nil)
