@@ -83,8 +83,9 @@ public final class DiskStore: CacheStore {
     }
 
     /// The index format version, kept in `PRAGMA user_version`. Versions 1 (access times in
-    /// the entries' rows) and 2 (no tags) are migrated when opened.
-    public static let formatVersion: Int32 = 3
+    /// the entries' rows), 2 (no tags) and 3 (variant keys cut off at an absent field) are
+    /// migrated when opened.
+    public static let formatVersion: Int32 = 4
 
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
@@ -297,6 +298,44 @@ public final class DiskStore: CacheStore {
         PRAGMA user_version = 2;
         """
 
+    /// Version 3 wrote each variant key (``EntryHead/variantKey``) with U+0000 for an absent
+    /// nominated field, where SQLite's text ended: an absent field and an empty one (and any
+    /// values after an absent field) shared one key, so each variant replaced the other. Gives
+    /// every row of a response with `Vary` its key again from its facts, keeping a part's
+    /// offset suffix; a part whose suffix the cut key lost is dropped (its body file goes in
+    /// the sweep after opening), and a row whose facts this build cannot read keeps its key.
+    static func migrateFromVersion3(_ connection: SQLiteConnection) throws(StorageError) {
+        let rows = try connection.statement("SELECT id, variant_key, facts, complete FROM entries")
+        var keys: [(id: String, key: String)] = []
+        var dropped: [String] = []
+        while try rows.step() {
+            guard let facts = rows.blob(2).flatMap({ StoredResponseFacts(serialized: $0) }),
+                !facts.vary.fieldNames.isEmpty
+            else { continue }
+            let id = rows.text(0)
+            let old = rows.text(1)
+            if rows.int(3) != 0 {
+                keys.append((id, facts.variantKey))
+            } else if facts.varyValues.contains(nil) {
+                dropped.append(id)
+            } else {
+                keys.append((id, facts.variantKey + (old.firstIndex(of: "\u{2}").map { old[$0...] } ?? "")))
+            }
+        }
+        rows.reset()
+        for id in dropped { try deleteRow(id, connection) }
+        // Through keys of their own first, so no row's new key meets another's old one.
+        for rekeyed in [keys.map { (id: $0.id, key: "\u{3}" + $0.id) }, keys] {
+            for (id, key) in rekeyed {
+                let update = try connection.statement("UPDATE entries SET variant_key = ? WHERE id = ?")
+                update.bind(1, key)
+                update.bind(2, id)
+                try update.run()
+            }
+        }
+        try connection.execute("PRAGMA user_version = 4")
+    }
+
     /// Opens the index, creating it when new. Opening is serialized across processes (and
     /// store instances) by an exclusive `flock` on `index.lock`, so two first opens never
     /// both create the schema or switch it to WAL at once, and one never sees the other's
@@ -349,10 +388,11 @@ public final class DiskStore: CacheStore {
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
             }
-        } else if version == 1 || version == 2 {
+        } else if (1...3).contains(version) {
             try connection.transaction { () throws(StorageError) in
                 if version == 1 { try connection.execute(migrationFromVersion1) }
-                try connection.execute(migrationFromVersion2)
+                if version <= 2 { try connection.execute(migrationFromVersion2) }
+                try migrateFromVersion3(connection)
             }
         } else if version != formatVersion {
             throw StorageError(.index, "index format version \(version), this build reads \(formatVersion)")
