@@ -100,12 +100,12 @@ extension DiskStore {
             return BytesBody(inline)
         }
         let path = bodiesDirectory + "/" + id.rawValue
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
+        guard let descriptor = FileIO.openRegular(path) else {
             let code = errno
             // Removed or replaced (here or by another process) since its row was read.
             if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
             if code == ENOENT { throw corrupted("its body file is missing") }
+            if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
             throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
         }
         return FileBody(
