@@ -59,7 +59,13 @@ extension DiskStore {
             while try query.step() {
                 if let entry = entry(from: query) { result.append(entry) }
             }
-            if let count { state.heads.set((count, result), for: primaryKey) }
+            if let count {
+                let cost =
+                    MemoryCost.string(primaryKey)
+                    + MemoryCost.array(count: result.count, stride: MemoryLayout<StoredEntry>.stride)
+                    + result.reduce(0) { $0 + MemoryCost.head($1.head) }
+                state.heads.set((count, result), for: primaryKey, cost: cost)
+            }
             return result
         }
     }

@@ -116,7 +116,8 @@ public final class DiskStore: CacheStore {
     struct State {
         var connection: SQLiteConnection
         /// Variants read from the index, with the change count they were read at.
-        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(capacity: DiskStore.headCacheLimit)
+        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
+            capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
     }
 
     let state: Locked<State>
@@ -150,6 +151,9 @@ public final class DiskStore: CacheStore {
     let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 16_384
+    /// The most bytes the variants kept in memory hold (``MemoryCost``): large heads cannot
+    /// make 16,384 keys take more.
+    static let headCacheByteLimit = 16 << 20
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used: it cannot be created or written,
