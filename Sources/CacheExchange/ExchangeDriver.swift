@@ -63,6 +63,9 @@ public final class ExchangeDriver: Sendable {
         public var advisor: (any StorageAdvisor)?
         /// How many keys (and entries) the exchange remembers at most.
         public var memoCapacity = 16_384
+        /// How many bytes what the exchange remembers (candidates, decoded facts, served
+        /// fields) holds at most, together: each of the three memos gets a third.
+        public var memoByteLimit = 12 << 20
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double
         /// Receives what goes wrong in the store (it never fails a request).
@@ -163,11 +166,14 @@ public final class ExchangeDriver: Sendable {
         self.configuration = configuration
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
         coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
-        reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
+        reader = CandidateReader(
+            store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3,
+            log: configuration.log)
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
-            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity)
+            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity,
+            byteLimit: configuration.memoByteLimit / 3)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }

@@ -185,6 +185,10 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
         case busy
         /// The writer was already committed or aborted.
         case writerClosed
+        /// The cache directory, a directory it lies in or a file in it could be changed by
+        /// another user (its owner or mode, or a symbolic link in place of a file); the message
+        /// says which and how to fix it (``DiskStore/prepareDirectory(_:)``).
+        case unsafeDirectory
     }
 
     /// The kind of failure.

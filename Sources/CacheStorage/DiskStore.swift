@@ -23,6 +23,11 @@ import Darwin
 ///   the index transaction that makes it visible commit. A crash leaves at most an
 ///   unreferenced file, which the sweep on the next open removes (off the caller's path).
 ///
+/// Before anything in it is opened, the directory is checked as OpenSSH's `StrictModes` checks
+/// `~/.ssh` (``prepareDirectory(_:)``): one another user could change, or whose files are
+/// links, is refused with ``StorageError/Kind/unsafeDirectory``. Every file is then opened
+/// without following links, and the sweep removes only regular files of `bodies/`.
+///
 /// Every body is checksummed with XXH64 per 64 KiB block; a block that does not match is
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
@@ -42,7 +47,8 @@ public final class DiskStore: CacheStore {
 
     /// How a disk store is set up.
     public struct Configuration: Sendable {
-        /// The cache directory.
+        /// The cache directory. In an open store's ``DiskStore/configuration``, the directory it
+        /// resolved to when it was opened (``DiskStore/prepareDirectory(_:)``).
         public var directory: String
         /// The most bytes of bodies kept; least recently used unpinned entries are evicted
         /// beyond it.
@@ -111,7 +117,8 @@ public final class DiskStore: CacheStore {
     struct State {
         var connection: SQLiteConnection
         /// Variants read from the index, with the change count they were read at.
-        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(capacity: DiskStore.headCacheLimit)
+        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
+            capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
     }
 
     let state: Locked<State>
@@ -145,18 +152,26 @@ public final class DiskStore: CacheStore {
     let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 16_384
+    /// The most bytes the variants kept in memory hold (``MemoryCost``): large heads cannot
+    /// make 16,384 keys take more.
+    static let headCacheByteLimit = 16 << 20
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
-    /// throws only when the directory itself cannot be used.
+    /// throws only when the directory itself cannot be used: it cannot be created or written,
+    /// or another user could change it (``StorageError/Kind/unsafeDirectory``, see
+    /// ``prepareDirectory(_:)``). Every file of the store is opened without following links.
     public init(
         _ configuration: Configuration = Configuration(),
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws(StorageError) {
+        // From here on the directory as resolved and checked: a link the user named is not
+        // followed again.
+        var configuration = configuration
+        configuration.directory = try Self.prepareDirectory(configuration.directory)
+        try Self.prepareContents(of: configuration.directory)
         self.configuration = configuration
         self.clock = clock
         bodiesDirectory = configuration.directory + "/bodies"
-        try FileIO.makeDirectory(configuration.directory)
-        try FileIO.makeDirectory(bodiesDirectory)
         let connection = try Self.openIndex(configuration)
         state = Locked(State(connection: connection))
         accessLog = Locked(AccessLog(lastFlush: clock()))
@@ -344,8 +359,8 @@ public final class DiskStore: CacheStore {
         let path = configuration.directory + "/index.sqlite"
         let lockPath = configuration.directory + "/index.lock"
         // In a read-only directory nobody can create the index, so opening unlocked is safe.
-        var lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if lock < 0 { lock = open(lockPath, O_RDONLY | O_CLOEXEC) }
+        var lock = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if lock < 0 { lock = open(lockPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         defer { if lock >= 0 { close(lock) } }
         while lock >= 0 && flock(lock, LOCK_EX) != 0 && errno == EINTR {}
         do {
@@ -371,7 +386,7 @@ public final class DiskStore: CacheStore {
         -> SQLiteConnection
     {
         let connection = try SQLiteConnection(path: path)
-        _ = chmod(path, 0o600)
+        FileIO.restrictMode(path, 0o600)
         try applyConnectionSettings(connection, configuration)
         try connection.execute("PRAGMA journal_mode = WAL")
         // Reads through memory-mapped pages and a larger page cache: a hit is then a few
@@ -400,7 +415,7 @@ public final class DiskStore: CacheStore {
         // Reading the totals row proves the schema is usable.
         let totals = try connection.statement("SELECT entries FROM totals WHERE id = 0")
         guard try totals.step() else { throw StorageError(.index, "the totals row is missing") }
-        for file in ["-wal", "-shm"] { _ = chmod(path + file, 0o600) }
+        for file in ["-wal", "-shm"] { FileIO.restrictMode(path + file, 0o600) }
         return connection
     }
 

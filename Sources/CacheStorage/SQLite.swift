@@ -6,11 +6,11 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
     let path: String
 
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`, which must not be a symbolic link.
     init(path: String) throws(StorageError) {
         self.path = path
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let code = sqlite3_open_v2(path, &db, flags, nil)
         handle = db
         guard code == SQLITE_OK else {

@@ -50,7 +50,8 @@ public final class CachingProxy: Sendable {
         /// `totals()`. A store shared in Redis counts its entries by scanning Redis, far too
         /// slow for every scrape: `httpcache serve --redis` shows its local tier's instead.
         public var storeTotals: (@Sendable () -> StoreTotals)?
-        /// Bytes of bodies kept in memory.
+        /// Bytes kept in memory: bodies and each entry's overhead (its head and bookkeeping);
+        /// what the proxy remembers per URL takes at most a quarter more (at least 4 MiB).
         public var memoryCapacity: Int64 = 256 << 20
         /// Bytes of bodies kept on disk.
         public var diskCapacity: Int64 = 1 << 30

@@ -2,10 +2,16 @@
 // now and then gets its framing wrong, under mixed traffic for minutes. Every body a client
 // receives is compared byte for byte with the version its ETag names. It fails on one
 // mismatch, one stall, or proxy memory above the bound. Run by `scripts/soak`.
+// `soak memory-bound` measures the proxy's memory under distinct URLs instead
+// (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
 import CacheLocking
 import Foundation
 import Glibc
+
+if CommandLine.arguments.dropFirst().first == "memory-bound" {
+    exit(memoryBound(Array(CommandLine.arguments.dropFirst(2))))
+}
 
 let usage = """
     Usage: soak [--seconds N] [--clients N] [--urls N] [--big-mb N] [--misbehave RATE]
