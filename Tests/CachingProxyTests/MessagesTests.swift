@@ -46,7 +46,9 @@ struct MessagesTests {
         #expect(OriginSocket.authority("example.test") == nil)
         #expect(OriginSocket.authority("example.test:0") == nil)
         #expect(OriginSocket.authority("example.test:99999") == nil)
+        #expect(OriginSocket.authority("example.test:+443") == nil, "a port is digits only (RFC 3986 §3.2.3)")
         #expect(OriginSocket.authority("/path:80") == nil)
+        #expect(OriginSocket.authority("example.test", defaultPort: 80)! == ("example.test", 80))
     }
 }
 #endif
