@@ -26,6 +26,7 @@ final class ServeProcess: @unchecked Sendable {
     /// its own unless `store` names one; `--memory-only` when `memoryOnly`) and waits for its
     /// "listening on" line.
     init(_ arguments: [String], store: String? = nil, memoryOnly: Bool = false) throws {
+        try requireOffPool("ServeProcess(\(arguments.first ?? ""))")
         errorPath = directory.path + "/stderr"
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
@@ -114,6 +115,7 @@ final class TestClient: Sendable {
     func send(
         _ method: String = "GET", _ url: String, _ fields: [(String, String)] = [], body: [UInt8]? = nil
     ) throws -> Received {
+        try requireOffPool("TestClient.send(\(method) \(url))")
         var lines = HeaderFields(fields)
         if !lines.contains("Host"),
             let host = URL(string: url).flatMap({ url in url.port.map { "\(url.host!):\($0)" } })
