@@ -84,6 +84,7 @@ public final class RedisServer: @unchecked Sendable {
     /// `-ERR …`); arrays are not parsed. For tests that damage what a store wrote.
     @discardableResult
     public func command(_ arguments: [[UInt8]]) throws -> String {
+        try requireOffPool("RedisServer.command(\(arguments.first.map { String(decoding: $0, as: UTF8.self) } ?? ""))")
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw StartFailure(description: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

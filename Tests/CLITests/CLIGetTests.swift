@@ -154,7 +154,8 @@ struct CLIGetTests {
     @Test func absentAndEmptyVaryFieldAreTwoStoredVariants() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/flag", [("Cache-Control", "max-age=60"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
+            cli.serve(
+                "/flag", [("Cache-Control", "max-age=86400"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
             var outcomes: [String] = []
             for flag in [false, true, false, true] {
                 let run = try await cli.run(["get", cli.url("/flag"), "--json"] + (flag ? ["-H", "X-Flag:"] : []))
@@ -192,11 +193,11 @@ struct CLIGetTests {
                     // Held until the test has read the answer (30 s at most, well past its deadline).
                     _ = released.wait(timeout: .now() + 30)
                     return LoopbackOrigin.Response(
-                        status: 304, headers: [("Cache-Control", "max-age=60"), ("ETag", "\"w\"")])
+                        status: 304, headers: [("Cache-Control", "max-age=86400"), ("ETag", "\"w\"")])
                 }
                 return LoopbackOrigin.Response(
                     headers: [
-                        ("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\""),
+                        ("Cache-Control", "max-age=0, stale-while-revalidate=86400"), ("ETag", "\"w\""),
                         ("Content-Type", "text/plain"),
                     ], body: "swr body")
             }
@@ -220,7 +221,7 @@ struct CLIGetTests {
             released.signal()
             #expect(await run.exitStatus(seconds: 30) == 0)
             #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
-            // The 304 (max-age=60) reached the store before the process exited.
+            // The 304 (max-age=86400) reached the store before the process exited.
             let next = try await cli.run(["get", cli.url("/swr"), "--json"]).jsonObject()
             #expect(next["outcome"] as? String == "hit")
         }

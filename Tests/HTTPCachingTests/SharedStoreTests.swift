@@ -146,17 +146,22 @@ struct SharedStoreFaultTests {
             if request.header("If-None-Match") == "\"v1\"" { return .init(status: 304, headers: headers, body: "") }
             return .init(headers: headers, body: body)
         }
-        let redis = try testRedis("httpcache-fault")
-        let server = try RedisServer.shared()
-        func deleteSecondChunk() throws {
-            let keys = try server.cli(["--scan", "--pattern", redis.keyPrefix + "*"]).split(separator: "\n")
-            let chunk = try #require(keys.first { $0.hasSuffix(":1") && $0.contains("}c:") })
-            #expect(try server.command("DEL", String(chunk)) == ":1")
+        let redis = try await testRedis("httpcache-fault")
+        let server = try await offPool { try RedisServer.shared() }
+        func deleteSecondChunk() async throws {
+            try await offPool {
+                let keys = try server.cli(["--scan", "--pattern", redis.keyPrefix + "*"]).split(separator: "\n")
+                let chunk = try #require(keys.first { $0.hasSuffix(":1") && $0.contains("}c:") })
+                #expect(try server.command("DEL", String(chunk)) == ":1")
+            }
         }
-        // No local tier: every read goes to Redis.
+        // No local tier: every read goes to Redis. One clock for both caches.
+        let clock = ManualClock()
         func cache() throws -> HTTPCache {
             var configuration = HTTPCache.Configuration()
-            configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 0)
+            configuration.clock = clock.function
+            configuration.store = SharedStore(
+                redis: RedisStore(redis, clock: clock.function), localCapacity: 0, clock: clock.function)
             configuration.log = { _ in }
             return try HTTPCache(configuration: configuration)
         }
@@ -165,13 +170,13 @@ struct SharedStoreFaultTests {
         let request = URLRequest(url: origin.url("/big"))
         #expect(try await writer.data(for: request).data == Data(body))
 
-        try deleteSecondChunk()
+        try await deleteSecondChunk()
         let answer = try await reader.data(for: request)
         #expect(answer.data == Data(body))
         #expect(answer.outcome == .miss)
         #expect(origin.count("/big") == 2)
 
-        try deleteSecondChunk()
+        try await deleteSecondChunk()
         var conditional = request
         conditional.setValue("\"v1\"", forHTTPHeaderField: "If-None-Match")
         let notModified = try await reader.data(for: conditional)
