@@ -101,3 +101,27 @@ public struct BlockingCallOnPool: Error, CustomStringConvertible {
             + "`try await offPool { ... }`"
     }
 }
+
+extension Process {
+    /// Starts the process and waits for its exit without holding a thread (its termination
+    /// handler resumes the caller), unlike `waitUntilExit()`, which blocks one.
+    /// - Parameter timeout: Seconds after which the process, if still running, is sent SIGTERM.
+    /// - Returns: Its termination status.
+    public func runUntilExit(timeout: Double? = nil) async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try run()
+            } catch {
+                terminationHandler = nil
+                continuation.resume(throwing: error)
+                return
+            }
+            if let timeout {
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                    if isRunning { terminate() }
+                }
+            }
+        }
+    }
+}

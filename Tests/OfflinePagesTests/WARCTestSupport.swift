@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 
 /// A fresh directory for one WARC test's files, removed when released.
@@ -71,15 +72,7 @@ func runWARCProcess(_ executable: String, _ arguments: [String]) async throws ->
     process.arguments = arguments
     process.standardOutput = out
     process.standardError = err
-    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-        do {
-            try process.run()
-        } catch {
-            process.terminationHandler = nil
-            continuation.resume(throwing: error)
-        }
-    }
+    let status = try await process.runUntilExit()
     try out.close()
     try err.close()
     return WARCProcessResult(
