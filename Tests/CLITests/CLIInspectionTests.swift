@@ -217,11 +217,13 @@ struct CLIInspectionTests {
             let cli = try CLIHarness()
             cli.serve("/c", [("Cache-Control", "max-age=60")], body: "c")
             let runs = 8
-            let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
-                for _ in 0..<runs { group.addTask { try await cli.run(["get", cli.url("/c")]).status } }
+            let results = try await withThrowingTaskGroup(of: CLIRun.self) { group in
+                for _ in 0..<runs { group.addTask { try await cli.run(["get", cli.url("/c")]) } }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses == [Int32](repeating: 0, count: runs))
+            #expect(
+                results.map(\.status) == [Int32](repeating: 0, count: runs),
+                "\(results.filter { $0.status != 0 }.map(\.stderr))")
             let json = try await cli.run(["stats", "--json"]).jsonObject()
             #expect(json["responses"] as? Int == runs)
         }
