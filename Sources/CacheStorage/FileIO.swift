@@ -12,12 +12,16 @@ enum FileIO {
     static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
 
     /// Sets the mode of the file or directory `path` when it is not a link (never a link's
-    /// target).
+    /// target; a link is left as it is).
+    ///
+    /// By path, never through a descriptor opened and closed here: closing any descriptor of a
+    /// file drops every POSIX lock this process holds on it, and SQLite keeps such locks on the
+    /// index and its `-shm` file for as long as a connection is open. Dropping them lets
+    /// another process take the index for unused and truncate the shared memory this process
+    /// has mapped (a bus error at its next write). glibc implements `AT_SYMLINK_NOFOLLOW` with
+    /// an `O_PATH` descriptor, whose closing leaves locks alone.
     static func restrictMode(_ path: String, _ mode: mode_t) {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fchmod(fd, mode)
-        close(fd)
+        _ = fchmodat(AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW)
     }
 
     /// Opens the regular file `path` for reading, never through a link and never blocking on a
