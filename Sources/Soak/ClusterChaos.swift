@@ -133,7 +133,8 @@ final class ClusterChaos: Sendable {
             problem("the killed master on port \(victim.server.port) could not be started again: \(error)")
             return
         }
-        let rejoined = waitFor(seconds: 60) {
+        // Two minutes: a full sync of 256 MB on a busy machine has taken close to one.
+        let rejoined = waitFor(seconds: 120) {
             let info = Self.replication(victim.server)
             return info.contains("role:slave") && info.contains("master_link_status:up") && self.isHealthy()
         }
@@ -156,7 +157,7 @@ final class ClusterChaos: Sendable {
             let log = (try? String(contentsOfFile: victim.server.directory.path + "/redis.log", encoding: .utf8)) ?? ""
             problem(
                 "the server on port \(victim.server.port) did not rejoin as a replica with the cluster whole "
-                    + "(cluster_state:ok) within 60 s of its restart: \(replication.joined(separator: ", ")); "
+                    + "(cluster_state:ok) within 120 s of its restart: \(replication.joined(separator: ", ")); "
                     + states.joined(separator: ", ") + "; the end of its log:\n      "
                     + log.split(whereSeparator: \.isNewline).suffix(12).joined(separator: "\n      "))
         }
