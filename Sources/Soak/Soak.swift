@@ -15,7 +15,8 @@ struct Tally: Sendable {
     var purges = 0
     var bigBodies = 0
     var verifiedBytes: Int64 = 0
-    /// 502, 503 or 504 whose `Cache-Status` says the origin failed (`detail=origin-…`): the
+    /// 502, 503 or 504 whose `Cache-Status` says the origin failed (`detail=origin-…`, or
+    /// `detail=stale-not-allowed`: it failed and what is stored may not be served stale): the
     /// origin's wrong framing, passed on as it should be.
     var gatewayErrors = 0
     /// 502, 503 or 504 that does not blame the origin (a stored response that could not be
@@ -183,7 +184,7 @@ final class SoakWorker: @unchecked Sendable {
         }
         if [502, 503, 504].contains(head.status) {
             let text = try connection.readText(head, method: method)
-            if cacheStatus.contains("detail=origin-") {
+            if cacheStatus.contains("detail=origin-") || cacheStatus.contains("detail=stale-not-allowed") {
                 tally.gatewayErrors += 1
             } else {
                 tally.storeErrors += 1
