@@ -266,26 +266,30 @@ final class SoakWorker: @unchecked Sendable {
     }
 }
 
-/// `httpcache serve` as a child process, its standard error written to a file, its memory read
-/// from /proc.
+/// `httpcache serve` as a child process, its standard error written to a file (or to the soak's
+/// own), its memory read from /proc.
 final class ProxyProcess {
     let process = Process()
     let port: UInt16
-    /// Where its standard error (its log) goes.
-    let logPath: String
+    /// Where its standard error (its log) goes; nil: to the soak's standard error.
+    let logPath: String?
 
-    init(executable: String, arguments: [String], logPath: String) throws {
+    init(executable: String, arguments: [String], logPath: String? = nil) throws {
         self.logPath = logPath
-        guard FileManager.default.createFile(atPath: logPath, contents: nil),
-            let log = FileHandle(forWritingAtPath: logPath)
-        else { throw SoakFailure("cannot create \(logPath) for a proxy's log") }
+        var log: FileHandle?
+        if let logPath {
+            guard FileManager.default.createFile(atPath: logPath, contents: nil),
+                let file = FileHandle(forWritingAtPath: logPath)
+            else { throw SoakFailure("cannot create \(logPath) for a proxy's log") }
+            log = file
+        }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = log
+        if let log { process.standardError = log }
         try process.run()
-        try? log.close()
+        try? log?.close()
         Self.register(process.processIdentifier)
         do {
             port = try Self.readPort(from: output.fileHandleForReading)
@@ -350,9 +354,9 @@ final class ProxyProcess {
         return nil
     }
 
-    /// The lines of its log so far.
+    /// The lines of its log so far (none when it goes to the soak's standard error).
     var logLines: [Substring] {
-        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        let text = logPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
         return text.split(separator: "\n")
     }
 

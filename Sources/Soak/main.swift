@@ -311,7 +311,8 @@ func soak(directory: String, logs: String) throws -> Bool {
         let proxy = exited.proxy
         say(
             "\n\(clustered ? "node \(exited.index + 1)" : "the proxy") (pid \(proxy.process.processIdentifier)) exited "
-                + "during the soak (\(proxy.exitDescription ?? "?")); the last lines of its log (\(proxy.logPath)):")
+                + "during the soak (\(proxy.exitDescription ?? "?")); the last lines of its log (\(proxy.logPath ?? "")):"
+        )
         for line in proxy.logLines.suffix(20) { say("    \(line)") }
     }
     let failed =
