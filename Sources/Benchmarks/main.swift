@@ -1,7 +1,7 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline]`. With no argument every suite but groups, partial and offline runs. Each line names its units. `benchmarks redis PORT`
-// compares the Redis store's client with redis-benchmark on a running redis-server
-// (scripts/redis-bench starts one).
+// [partial] [offline] [memory]`. With no argument every suite but groups, partial, offline and
+// memory runs. Each line names its units. `benchmarks redis PORT` compares the Redis store's
+// client with redis-benchmark on a running redis-server (scripts/redis-bench starts one).
 
 import Foundation
 
@@ -77,8 +77,19 @@ for suite in suites {
             print("benchmarks: the offline suite failed: \(error)")
             exit(1)
         }
+    case "memory":
+        print(
+            "== The memory tier's bytes per entry, measured against what its capacity charges (target: charged >= "
+                + "measured), and a 1 MiB store under 200,000 entries")
+        do {
+            if try !runMemoryBenchmarks() { exit(1) }
+        } catch {
+            print("benchmarks: the memory suite failed: \(error)")
+            exit(1)
+        }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline")
+        print(
+            "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory")
         exit(2)
     }
 }

@@ -18,7 +18,7 @@ import CacheStorage
 ///     case .serve(let response, let background): send(response); background.map(runInBackground); return
 ///     case .answer(let answer): send(answer); return
 ///     case .join(let identity):
-///         if let leader = await waitUnlessLeading(identity) { step = driver.leaderSettled(&exchange, leader) }
+///         if let turn = await waitUnlessLeading(identity) { step = driver.resume(&exchange, turn) }
 ///         else { step = driver.joinedAsLeader(&exchange) }
 ///     case .forward(var request):
 ///         while true {  // the origin's turn
@@ -63,6 +63,9 @@ public final class ExchangeDriver: Sendable {
         public var advisor: (any StorageAdvisor)?
         /// How many keys (and entries) the exchange remembers at most.
         public var memoCapacity = 16_384
+        /// How many bytes what the exchange remembers (candidates, decoded facts, served
+        /// fields) holds at most, together: each of the three memos gets a third.
+        public var memoByteLimit = 12 << 20
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double
         /// Receives what goes wrong in the store (it never fails a request).
@@ -163,11 +166,14 @@ public final class ExchangeDriver: Sendable {
         self.configuration = configuration
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
         coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
-        reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
+        reader = CandidateReader(
+            store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3,
+            log: configuration.log)
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
-            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity)
+            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity,
+            byteLimit: configuration.memoByteLimit / 3)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
@@ -192,9 +198,9 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (continue with
-    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called with what the
-    /// leader stored (continue with ``leaderSettled(_:_:)``).
-    public func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
+    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called when its turn
+    /// comes (continue with ``resume(_:_:)``).
+    public func join(_ identity: String, waiter: @escaping @Sendable (JoinTurn) -> Void) -> Bool {
         coalescing.join(identity, waiter: waiter)
     }
 
@@ -203,9 +209,12 @@ public final class ExchangeDriver: Sendable {
         advance(&exchange, exchange.joinedAsLeader())
     }
 
-    /// The leader this exchange waited for settled.
-    public func leaderSettled(_ exchange: inout ExchangeStateMachine, _ collapsed: CollapsedResponse?) -> Step {
-        advance(&exchange, exchange.leaderSettled(collapsed))
+    /// The turn of this exchange, which waited for a leader, came.
+    public func resume(_ exchange: inout ExchangeStateMachine, _ turn: JoinTurn) -> Step {
+        switch turn {
+        case .leaderSettled(let collapsed): advance(&exchange, exchange.leaderSettled(collapsed))
+        case .leaderLost: advance(&exchange, exchange.leaderLost())
+        }
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.

@@ -35,7 +35,7 @@ import CacheStorage
 /// | idle | init | ``start()`` |
 /// | looking up | ``Action/readCandidates(primaryKey:)`` | ``candidatesRead(_:now:)`` |
 /// | serving | ``Action/serveStored(_:)`` | ``storedBodyUnavailable(now:)`` (or done) |
-/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)`` |
+/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)``, ``leaderLost()`` |
 /// | forwarding | a `forward` action | ``originResponded(_:requestTime:responseTime:now:)``, ``originFailed(now:)`` |
 /// | freshening | ``ResponseAction/applyNotModified(_:)`` | ``notModifiedApplied(_:now:)`` |
 /// | replacing | ``ResponseAction/serveStored(_:)`` | ``replacementUnavailable()`` (or done) |
@@ -391,6 +391,18 @@ public struct ExchangeStateMachine: Sendable {
     public mutating func leaderSettled(_ collapsed: CollapsedResponse?) -> Action {
         guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderSettled") }
         self.collapsed = collapsed
+        mayJoin = false
+        lookups = 0
+        state = .lookingUp
+        return .readCandidates(primaryKey: primaryKey)
+    }
+
+    /// The leader this request waited for, another cache sharing the store, vanished without
+    /// ending its fetch, and this request leads in its place: it looks up again (the fetch may
+    /// have been stored after all), then goes to the origin for the requests that wait for it.
+    public mutating func leaderLost() -> Action {
+        guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderLost") }
+        leads = primaryKey
         mayJoin = false
         lookups = 0
         state = .lookingUp

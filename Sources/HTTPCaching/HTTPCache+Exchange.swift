@@ -59,12 +59,12 @@ extension HTTPCache {
             case .answer(let answer):
                 return response(answer)
             case .join(let identity):
-                let leader: CollapsedResponse?? = await withCheckedContinuation { continuation in
-                    if driver.join(identity, waiter: { continuation.resume(returning: .some($0)) }) {
-                        continuation.resume(returning: .none)
+                let turn: JoinTurn? = await withCheckedContinuation { continuation in
+                    if driver.join(identity, waiter: { continuation.resume(returning: $0) }) {
+                        continuation.resume(returning: nil)
                     }
                 }
-                step = leader.map { driver.leaderSettled(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
+                step = turn.map { driver.resume(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
             case .forward(let forwarded):
                 return try await send(&exchange, forwarded, prepared)
             }

@@ -4,11 +4,17 @@
 // mismatch, one stall, one proxy exit, or proxy memory above the bound. With --redis-cluster,
 // several proxies share a Redis Cluster the soak starts and damages on purpose (masters
 // killed, body chunks deleted). Run by `scripts/soak`.
+// `soak memory-bound` measures the proxy's memory under distinct URLs instead
+// (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
 import CacheLocking
 import CacheTestSupport
 import Foundation
 import Glibc
+
+if CommandLine.arguments.dropFirst().first == "memory-bound" {
+    exit(memoryBound(Array(CommandLine.arguments.dropFirst(2))))
+}
 
 let usage = """
     Usage: soak [--seconds N] [--clients N] [--urls N] [--big-mb N] [--misbehave RATE]

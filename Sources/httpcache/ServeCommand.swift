@@ -33,7 +33,8 @@ struct ServeCommand {
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
           --memory-only           keep nothing on disk
-          --memory BYTES          memory tier size (default 256M; K, M and G suffixes)
+          --memory BYTES          memory tier size, each entry's head counted too
+                                  (default 256M; K, M and G suffixes)
           --disk BYTES            disk size (default 1G)
           --name NAME             the name in Via and Cache-Status (default httpcache);
                                   NAME-Cache-Control, when valid, overrides

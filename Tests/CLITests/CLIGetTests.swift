@@ -149,6 +149,83 @@ struct CLIGetTests {
         }
     }
 
+    /// Each run is a new process, so the variants come from the disk index (RFC 9111 §4.1:
+    /// an absent field matches only an absent one, so absent and empty are two variants).
+    @Test func absentAndEmptyVaryFieldAreTwoStoredVariants() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/flag", [("Cache-Control", "max-age=60"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
+            var outcomes: [String] = []
+            for flag in [false, true, false, true] {
+                let run = try await cli.run(["get", cli.url("/flag"), "--json"] + (flag ? ["-H", "X-Flag:"] : []))
+                outcomes.append(try run.jsonObject()["outcome"] as? String ?? "")
+            }
+            #expect(outcomes == ["miss", "miss", "hit", "hit"])
+            #expect(cli.origin.count("/flag") == 2)
+        }
+    }
+
+    @Test func jsonIncludesABodyOnlyUnder64KiB() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/under", [("Content-Type", "text/plain")], body: String(repeating: "u", count: 65_535))
+            cli.serve("/exact", [("Content-Type", "text/plain")], body: String(repeating: "e", count: 65_536))
+            let under = try await cli.run(["get", cli.url("/under"), "--json"]).jsonObject()
+            #expect((under["body"] as? String)?.utf8.count == 65_535)
+            // Exactly 64 KiB is not under 64 KiB, as --help and the README say.
+            let exact = try await cli.run(["get", cli.url("/exact"), "--json"]).jsonObject()
+            #expect(exact["body"] == nil)
+            #expect(exact["bodyBytes"] as? Int == 65_536)
+        }
+    }
+
+    /// Every output mode on a stale-while-revalidate hit with standard output a pipe (`| jq`,
+    /// `$(…)`): the answer is there while the origin still holds the background revalidation,
+    /// and the process exits only once it is answered, with the store updated (RFC 5861 §3).
+    @Test(arguments: ["--json", "-i", "body", "-o"])
+    func answerReachesAPipeBeforeTheBackgroundRevalidationEnds(_ mode: String) async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            let released = DispatchSemaphore(value: 0)
+            cli.origin.route("/swr") { request in
+                if request.header("If-None-Match") == "\"w\"" {
+                    // Held until the test has read the answer (30 s at most, well past its deadline).
+                    _ = released.wait(timeout: .now() + 30)
+                    return LoopbackOrigin.Response(
+                        status: 304, headers: [("Cache-Control", "max-age=60"), ("ETag", "\"w\"")])
+                }
+                return LoopbackOrigin.Response(
+                    headers: [
+                        ("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\""),
+                        ("Content-Type", "text/plain"),
+                    ], body: "swr body")
+            }
+            _ = try await cli.run(["get", cli.url("/swr")])
+
+            let file = cli.directory.path + "/out.txt"
+            let options = ["--json": ["--json"], "-i": ["-i"], "-o": ["-o", file]][mode] ?? []
+            let run = try PipedRun(["get", "--cache-dir", cli.cacheDirectory, cli.url("/swr")] + options)
+            defer { released.signal() }
+            let answered = await run.waitForOutput(seconds: 15) { stdout in
+                let text = String(decoding: stdout, as: UTF8.self)
+                switch mode {
+                case "--json": return text.hasSuffix("}\n") && text.contains("\"outcome\":\"stale\"")
+                case "-i": return text.contains("detail=stale-while-revalidate") && text.hasSuffix("swr body")
+                case "-o": return FileManager.default.contents(atPath: file) == Data("swr body".utf8)
+                default: return text == "swr body"
+                }
+            }
+            #expect(answered, "stdout so far: \(String(decoding: run.stdout, as: UTF8.self))")
+            #expect(run.isRunning, "the process must still wait for the revalidation")
+            released.signal()
+            #expect(await run.exitStatus(seconds: 30) == 0)
+            #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
+            // The 304 (max-age=60) reached the store before the process exited.
+            let next = try await cli.run(["get", cli.url("/swr"), "--json"]).jsonObject()
+            #expect(next["outcome"] as? String == "hit")
+        }
+    }
+
     @Test func includePrintsStatusLineAndFieldsBeforeTheBody() async throws {
         try await offPool {
             let cli = try CLIHarness()

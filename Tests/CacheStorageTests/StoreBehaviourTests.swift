@@ -132,6 +132,25 @@ struct StoreBehaviourTests {
         #expect(store.totals().entries == 2)
     }
 
+    @Test(
+        "a Vary field absent and the same field empty are two variants in every store (RFC 9111 §4.1)",
+        arguments: StoreKind.allCases)
+    func absentAndEmptyVaryFieldsAreTwoVariants(kind: StoreKind) throws {
+        let directory = TemporaryDirectory()
+        let store = try kind.make(directory: directory)
+        let url = "https://example.com/flag"
+        func key(_ values: [String?]) -> String { varyingFacts(["x-flag", "x-other"], values).variantKey }
+        // The engine's keys, and keys with a U+0000 in them: every store keeps a key byte for byte.
+        let keys = [key([nil, "1"]), key(["", "1"]), key([nil, "2"]), "a\u{0}b", "a"]
+        #expect(Set(keys).count == keys.count)
+        for (index, variant) in keys.enumerated() { try put(store, head(url, variant: variant), [UInt8(index)]) }
+        let found = try store.variants(of: url)
+        #expect(Set(found.map(\.head.variantKey)) == Set(keys))
+        for entry in found {
+            #expect(try store.body(of: entry.id) == [UInt8(keys.firstIndex(of: entry.head.variantKey) ?? 99)])
+        }
+    }
+
     @Test("an aborted or abandoned writer leaves nothing behind", arguments: StoreKind.allCases)
     func abortLeavesNothing(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
@@ -210,7 +229,14 @@ struct StoreBehaviourTests {
     func leastRecentlyUsedEviction(kind: StoreKind) throws {
         let directory = TemporaryDirectory()
         let clock = Clock()
-        let store = try kind.make(capacity: 10_000, directory: directory, clock: clock)
+        // A memory store charges each entry its overhead too (its head, its bookkeeping): room
+        // for that of the five entries besides 10,000 bytes of bodies.
+        let overhead = MemoryStore.cost(
+            of: StoredEntry(
+                id: .random(), head: head("https://example.com/0"), bodySize: 0, storedAt: 0, lastAccess: 0),
+            body: [])
+        let store = try kind.make(
+            capacity: 10_000 + (kind == .memory ? 5 * overhead : 0), directory: directory, clock: clock)
         var ids: [EntryID] = []
         for index in 0..<4 {
             clock.advance(1)
@@ -573,6 +599,63 @@ struct IndexFormatVersionTests {
         #expect(try orphans.step() && orphans.int(0) == 0)
         connection.close()
     }
+}
+
+extension IndexFormatVersionTests {
+    @Test(
+        "a version 3 index (variant keys cut off at an absent Vary field) is migrated: keys from the facts, a part whose offset was lost dropped"
+    )
+    func version3IsMigrated() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        func facts(_ values: [String?]) -> [UInt8] {
+            varyingFacts(["a", "b"].prefix(values.count).map { $0 }, values).serialized()
+        }
+        // What version 3 left: its key (U+0000 for an absent field, cut there by SQLite's text).
+        let rows: [(url: String, oldKey: String, facts: [UInt8], complete: Bool, newKey: String?)] = [
+            ("https://example.com/1", "", facts([nil, "x"]), true, "-\u{1}=x"),
+            ("https://example.com/1", "a", facts(["a"]), true, "=a"),
+            ("https://example.com/1", "a\u{2}8", facts(["a"]), false, "=a\u{2}8"),
+            ("https://example.com/2", "", facts([nil]), false, nil),
+            ("https://example.com/3", "", facts([]), true, ""),
+        ]
+        do {
+            let store = try DiskStore(configuration)
+            for (index, row) in rows.enumerated() {
+                try put(
+                    store,
+                    EntryHead(
+                        primaryKey: row.url, variantKey: "v\(index)", url: row.url, status: 200, fields: [:],
+                        facts: row.facts, isComplete: row.complete), [UInt8(index)])
+            }
+        }
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            for (index, row) in rows.enumerated() {
+                let update = try connection.statement("UPDATE entries SET variant_key = ? WHERE variant_key = ?")
+                update.bind(1, row.oldKey)
+                update.bind(2, "v\(index)")
+                try update.run()
+            }
+            try connection.execute("PRAGMA user_version = 3")
+            connection.close()
+        }
+        let reopened = try DiskStore(configuration)
+        for (index, row) in rows.enumerated() {
+            let found = try reopened.variants(of: row.url).first { try reopened.body(of: $0.id) == [UInt8(index)] }
+            #expect(found?.head.variantKey == row.newKey, "row \(index)")
+        }
+        #expect(reopened.totals().entries == 4)
+    }
+}
+
+/// The facts of a response whose `Vary` nominates `names`, stored for a request with `values`.
+func varyingFacts(_ names: [String], _ values: [String?]) -> StoredResponseFacts {
+    StoredResponseFacts(
+        status: 200, requestTime: Timestamp(secondsSince1970: 0), responseTime: Timestamp(secondsSince1970: 0),
+        date: Timestamp(secondsSince1970: 0), freshnessLifetime: 60, lifetimeSource: .maxAge,
+        vary: Vary(fieldNames: names), varyValues: values)
 }
 
 final class MessageLog: Sendable {

@@ -124,6 +124,45 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "Redis commands given up after 1 ms under load on two nodes: every answer byte-exact, no node stops",
+        arguments: Topology.allCases)
+    func oneMillisecondTimeouts(topology: Topology) throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let size: @Sendable (Int) -> Int = { index in 1_000 + (index * 263_167) % 700_000 }
+        origin.setDefault { request in
+            let index = Int(request.path.split(separator: "/").last ?? "0") ?? 0
+            return .init(
+                headers: [("Cache-Control", "max-age=300")],
+                body: StressBodies.body(for: request.path, size: size(index)))
+        }
+        let nodes = try SharedTierTests.nodes(
+            2, origin: origin, redis: try topology.options(), extra: ["--redis-timeout", "1", "--local-memory", "0"])
+        let wrong = Locked<[String]>([])
+        let threads = (0..<4).map { worker in
+            Thread {
+                for round in 0..<15 {
+                    let index = (round * 7 + worker * 3) % 30
+                    let path = "/t/\(index)"
+                    do {
+                        let answer = try TestClient().send("GET", nodes[(round + worker) % 2].baseURL + path)
+                        if answer.status != 200 || answer.body != StressBodies.body(for: path, size: size(index)) {
+                            wrong.withLock { $0.append("\(path): \(answer.status), \(answer.body.count) bytes") }
+                        }
+                    } catch {
+                        wrong.withLock { $0.append("\(path): \(error)") }
+                    }
+                }
+            }
+        }
+        threads.forEach { $0.start() }
+        let deadline = Date().addingTimeInterval(120)
+        while threads.contains(where: { !$0.isFinished }), Date() < deadline { usleep(50_000) }
+        #expect(wrong.withLock { $0 }.isEmpty, "\(wrong.withLock { $0.prefix(5) })")
+        #expect(nodes.allSatisfy { $0.process.isRunning })
+    }
+
+    @Test(
         "a conditional request whose stored answer lost a chunk goes to the origin; its 304 reaches the client (RFC 9111 §4.3.2)",
         arguments: Topology.allCases)
     func conditionalRequestForEvictedChunk(topology: Topology) throws {
@@ -140,6 +179,79 @@ struct RedisFaultTests {
         #expect(answer.status == 304)
         #expect(origin.requests(to: "/damaged").last?.header("If-None-Match") == "\"v1\"")
         #expect(nodes[0].process.isRunning)
+    }
+}
+#endif
+
+#if os(Linux)
+/// Collapsed forwarding across nodes when the node that fetches dies, and Redis refusing a
+/// user its keys.
+@Suite("Redis: a dead leader's fetch taken over; refusals logged and counted", .serialized)
+struct RedisCollapseFaultTests {
+    @Test(
+        "the node fetching a URL for 20 waiting requests on two other nodes is killed: one waiting node fetches it instead, well before the 10 s collapse limit"
+    )
+    func deadLeaderIsTakenOver() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let body = StressBodies.body(for: "/slow", size: 30_000)
+        origin.route("/slow") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: body, delay: 1.5) }
+        let nodes = try SharedTierTests.nodes(3, origin: origin, redis: ["--redis", try RedisServer.shared().url])
+        // The leader: its request reaches the origin, then it dies.
+        Thread.detachNewThread { _ = try? TestClient().send("GET", nodes[0].baseURL + "/slow") }
+        let deadline = Date().addingTimeInterval(10)
+        while origin.count("/slow") == 0, Date() < deadline { usleep(5_000) }
+        try #require(origin.count("/slow") == 1, "the leader's request never reached the origin")
+        let answers = Locked<[(status: Int, exact: Bool, seconds: Double)]>([])
+        let started = Date()
+        let threads = (0..<20).map { index in
+            Thread {
+                let answer = try? TestClient().send("GET", nodes[1 + index % 2].baseURL + "/slow")
+                answers.withLock {
+                    $0.append((answer?.status ?? 0, answer?.body == body, Date().timeIntervalSince(started)))
+                }
+            }
+        }
+        threads.forEach { $0.start() }
+        usleep(200_000)
+        kill(nodes[0].process.processIdentifier, SIGKILL)
+        while answers.withLock({ $0.count }) < 20, Date().timeIntervalSince(started) < 30 { usleep(20_000) }
+        let got = answers.withLock { $0 }
+        #expect(got.count == 20 && got.allSatisfy { $0.status == 200 && $0.exact })
+        // The dead leader's request and the one that took over; before, every waiting request
+        // went to the origin by itself once the 10 s lock expired.
+        #expect(origin.count("/slow") == 2, "origin requests: \(origin.count("/slow"))")
+        let slowest = got.map(\.seconds).max() ?? 0
+        #expect(slowest < 8, "the waiting requests were answered after \(slowest) s")
+    }
+
+    @Test(
+        "a Redis user denied the key prefix (NOPERM): requests answered from the origin, one log line saying what to fix, errors counted by kind"
+    )
+    func deniedKeysAreLoggedAndCounted() throws {
+        let redis = try RedisServer()
+        try redis.cli(["ACL", "SETUSER", "limited", "on", ">pw", "~other:*", "&*", "+@all"])
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.route("/a") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "from the origin") }
+        let node = try ServeProcess(
+            [
+                "--origin", origin.baseURL, "--redis", "redis://limited:pw@\(redis.address)", "--redis-prefix",
+                "denied:",
+                "--redis-timeout", "1000",
+            ], memoryOnly: true)
+        let client = TestClient()
+        for _ in 0..<3 { #expect(try client.send("GET", node.baseURL + "/a").text == "from the origin") }
+        let lines = node.standardError.split(separator: "\n").filter { $0.contains("NOPERM") }
+        #expect(lines.count == 1, "\(node.standardError)")
+        #expect(lines.first?.contains("~denied:*") == true)
+        let metrics = try client.send("GET", node.baseURL + "/_httpcache/metrics").text
+        let value = metrics.split(separator: "\n").first {
+            $0.hasPrefix("httpcache_redis_errors_by_kind_total{kind=\"NOPERM\"} ")
+        }
+        #expect((value?.split(separator: " ").last.flatMap { Int($0) } ?? 0) > 0, "\(metrics)")
+        let errors = metrics.split(separator: "\n").first { $0.hasPrefix("httpcache_redis_errors_total ") }
+        #expect((errors?.split(separator: " ").last.flatMap { Int($0) } ?? 0) > 0)
     }
 }
 #endif

@@ -83,9 +83,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             case .answer(let answer):
                 return self.answer(answer)
             case .join(let identity):
-                let leads = driver.join(identity) { [self] collapsed in
-                    // On the leader's thread, once its response is stored (or is not going to be).
-                    perform(driver.leaderSettled(&machine, collapsed))
+                let leads = driver.join(identity) { [self] turn in
+                    // On the leader's thread, once its response is stored (or is not going to be),
+                    // or on the store's when another cache's fetch lapsed.
+                    perform(driver.resume(&machine, turn))
                 }
                 guard leads else { return }
                 step = driver.joinedAsLeader(&machine)

@@ -34,11 +34,17 @@ final class ProxyHandler: RequestHandler {
     private let allowedDestinations: [(host: String, port: UInt16?)]?
     private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// What each request-target means (``route(_:)``).
-    private let routes = Locked(LRUCache<String, Route>(capacity: rememberedKeyLimit))
+    private let routes: Locked<LRUCache<String, Route>>
     /// How many request-targets, keys and entries the proxy remembers what it worked out
     /// for (their routes, candidates, decoded facts and served fields): enough for a working
     /// set of this many URLs to cost no re-reading or re-parsing.
     private static let rememberedKeyLimit = 65_536
+    /// The bytes what the proxy remembers per URL holds at most (routes a quarter, the
+    /// exchange's memos the rest): a quarter of the memory tier's capacity, at least 4 MiB,
+    /// so that `--memory` bounds them too, and distinct URLs cannot grow them past it.
+    static func rememberedByteLimit(memoryCapacity: Int64) -> Int {
+        Int(clamping: max(4 << 20, memoryCapacity / 4))
+    }
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
     /// streamed from a worker thread.
     static let inlineBodyLimit: Int64 = 1 << 20
@@ -64,6 +70,8 @@ final class ProxyHandler: RequestHandler {
             return ((bracketed ? String(entry.dropFirst().dropLast()) : entry).lowercased(), nil)
         }
         let clock = configuration.clock
+        let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
+        routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
         if let given = configuration.store {
             store = given
@@ -95,6 +103,7 @@ final class ProxyHandler: RequestHandler {
             return fields
         }
         exchange.memoCapacity = Self.rememberedKeyLimit
+        exchange.memoByteLimit = remembered - remembered / 4
         driver = ExchangeDriver(store: store, configuration: exchange)
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
@@ -219,6 +228,13 @@ final class ProxyHandler: RequestHandler {
             self.primaryKey = primaryKey
             self.adminPath = adminPath
         }
+
+        /// The heap memory the route holds (for the memo's byte bound).
+        var memoryCost: Int {
+            MemoryCost.allocation(16 + 5 * MemoryLayout<String?>.stride) + MemoryCost.string(target?.url ?? "")
+                + MemoryCost.string(target?.authority ?? "") + MemoryCost.string(primaryKey ?? "")
+                + MemoryCost.string(adminPath ?? "")
+        }
     }
 
     /// The proxy's own paths: the metrics, and everything under this prefix. They are
@@ -228,7 +244,7 @@ final class ProxyHandler: RequestHandler {
     private func route(_ requestTarget: String) -> Route {
         if let known = routes.withLock({ $0.value(for: requestTarget) }) { return known }
         let route = makeRoute(requestTarget)
-        routes.withLock { $0.set(route, for: requestTarget) }
+        routes.withLock { $0.set(route, for: requestTarget, cost: MemoryCost.string(requestTarget) + route.memoryCost) }
         return route
     }
 
