@@ -26,6 +26,10 @@ struct Tally: Sendable {
     var purgesRefused = 0
     /// The first such answer, for the summary.
     var purgeRefusal: String?
+    /// Responses that were a late stray the proxy's request crossed on its connection (see
+    /// ``SoakOrigin/Counters/strayFollowUps``), and the first of them, for the summary.
+    var strayRaces = 0
+    var strayRace: String?
     /// The connection ended before the response was complete: a cut the client can see.
     var visibleCuts = 0
     /// A complete-looking response whose bytes are not the version its ETag names, or that
@@ -51,6 +55,8 @@ struct Tally: Sendable {
         storeErrors += other.storeErrors
         purgesRefused += other.purgesRefused
         purgeRefusal = purgeRefusal ?? other.purgeRefusal
+        strayRaces += other.strayRaces
+        strayRace = strayRace ?? other.strayRace
         visibleCuts += other.visibleCuts
         mismatches += other.mismatches
         stalls += other.stalls
@@ -204,8 +210,24 @@ final class SoakWorker: @unchecked Sendable {
         }
         guard named.index == index else {
             try connection.readBody(head, method: method) { _ in }
-            let stray = head.field("Soak-Stray").map { ", sent as \($0)" } ?? ""
-            mismatch("\(method) \(target): got /r/\(named.index)'s response (ETag \(etag)\(stray))")
+            let stray = head.field("Soak-Stray")
+            // A late stray the proxy's next request on that connection crossed: the proxy found
+            // the connection idle, then sent its request as the stray came (on a busy machine a
+            // thread may wait milliseconds between the two). No HTTP/1.1 client can tell such
+            // bytes from the response; the origin counts how often it happens (`strayFollowUps`).
+            if let followUp = stray.flatMap(origin.followUp(ofStray:)) {
+                tally.strayRaces += 1
+                if tally.strayRace == nil {
+                    tally.strayRace =
+                        "\(method) \(target) on port \(proxyPort): /r/\(named.index)'s response, \(stray ?? "") (the "
+                        + "request reached the origin \(String(format: "%.1f", followUp)) ms after it); Cache-Status "
+                        + cacheStatus
+                }
+                return
+            }
+            mismatch(
+                "\(method) \(target) on port \(proxyPort): got /r/\(named.index)'s response (ETag \(etag)"
+                    + "\(stray.map { ", sent as \($0)" } ?? ""); Cache-Status \(cacheStatus))")
             return
         }
         guard named.version <= origin.currentVersion(index) else {
