@@ -35,8 +35,10 @@ public final class RedisServer: @unchecked Sendable {
     public var address: String { "127.0.0.1:\(port)" }
     public var url: String { "redis://127.0.0.1:\(port)" }
 
-    /// Starts it again on the same port (after ``kill()``).
+    /// Starts it again on the same port (after ``kill()``). Blocks until it answers: call it
+    /// off the cooperative pool (``offPool(_:)``), as every method here that throws.
     public func start() throws {
+        try requireOffPool("RedisServer.start()")
         let executable = try Self.find("redis-server")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -73,7 +75,8 @@ public final class RedisServer: @unchecked Sendable {
     /// Runs `redis-cli -p PORT arguments` and returns its output.
     @discardableResult
     public func cli(_ arguments: [String]) throws -> String {
-        try Self.run(try Self.find("redis-cli"), ["-h", "127.0.0.1", "-p", String(port)] + arguments)
+        try requireOffPool("RedisServer.cli(\(arguments.prefix(2).joined(separator: " ")))")
+        return try Self.run(try Self.find("redis-cli"), ["-h", "127.0.0.1", "-p", String(port)] + arguments)
     }
 
     /// Sends one command whose arguments may hold any bytes (NUL too, which `redis-cli`'s
@@ -81,6 +84,7 @@ public final class RedisServer: @unchecked Sendable {
     /// `-ERR …`); arrays are not parsed. For tests that damage what a store wrote.
     @discardableResult
     public func command(_ arguments: [[UInt8]]) throws -> String {
+        try requireOffPool("RedisServer.command(\(arguments.first.map { String(decoding: $0, as: UTF8.self) } ?? ""))")
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw StartFailure(description: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -190,7 +194,9 @@ public final class RedisServer: @unchecked Sendable {
     /// One standalone server for the tests of this process that only read and write (each
     /// with a key prefix of its own); tests that kill or slow Redis start their own.
     public static func shared() throws -> RedisServer {
-        try sharedServer.withLock { server in
+        // Even when it runs: the first caller starts it with the lock held, and others wait.
+        try requireOffPool("RedisServer.shared()")
+        return try sharedServer.withLock { server in
             if let server { return server }
             let started = try RedisServer()
             server = started
@@ -210,6 +216,7 @@ public final class RedisCluster: @unchecked Sendable {
     /// Starts the six servers, each with `arguments` added (e.g. `--maxmemory`), and creates
     /// the cluster.
     public init(arguments: [String] = []) throws {
+        try requireOffPool("RedisCluster()")
         var servers: [RedisServer] = []
         for _ in 0..<6 {
             servers.append(
@@ -266,7 +273,8 @@ public final class RedisCluster: @unchecked Sendable {
 
     /// The one cluster the tests of this process share (each with a key prefix of its own).
     public static func shared() throws -> RedisCluster {
-        try sharedCluster.withLock { cluster in
+        try requireOffPool("RedisCluster.shared()")
+        return try sharedCluster.withLock { cluster in
             if let cluster { return cluster }
             let started = try RedisCluster()
             cluster = started

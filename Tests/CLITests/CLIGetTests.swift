@@ -27,7 +27,7 @@ struct CLIGetTests {
     @Test func outcomesMissHitRevalidatedStaleAsJSON() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serveValidated("/fresh", cacheControl: "max-age=60", etag: "\"f1\"", body: "fresh body")
+            cli.serveValidated("/fresh", cacheControl: "max-age=86400", etag: "\"f1\"", body: "fresh body")
             // max-age=0: stored, and stale at once, so the next request revalidates it.
             cli.serveValidated("/soon", cacheControl: "max-age=0", etag: "\"s1\"", body: "soon body")
 
@@ -61,7 +61,7 @@ struct CLIGetTests {
         try await offPool {
             let cli = try CLIHarness()
             cli.origin.route("/swr") { request in
-                let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\"")]
+                let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=86400"), ("ETag", "\"w\"")]
                 if request.header("If-None-Match") == "\"w\"" {
                     return LoopbackOrigin.Response(status: 304, headers: headers, delay: 0.3)
                 }
@@ -154,7 +154,8 @@ struct CLIGetTests {
     @Test func absentAndEmptyVaryFieldAreTwoStoredVariants() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/flag", [("Cache-Control", "max-age=60"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
+            cli.serve(
+                "/flag", [("Cache-Control", "max-age=86400"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
             var outcomes: [String] = []
             for flag in [false, true, false, true] {
                 let run = try await cli.run(["get", cli.url("/flag"), "--json"] + (flag ? ["-H", "X-Flag:"] : []))
@@ -192,11 +193,11 @@ struct CLIGetTests {
                     // Held until the test has read the answer (30 s at most, well past its deadline).
                     _ = released.wait(timeout: .now() + 30)
                     return LoopbackOrigin.Response(
-                        status: 304, headers: [("Cache-Control", "max-age=60"), ("ETag", "\"w\"")])
+                        status: 304, headers: [("Cache-Control", "max-age=86400"), ("ETag", "\"w\"")])
                 }
                 return LoopbackOrigin.Response(
                     headers: [
-                        ("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\""),
+                        ("Cache-Control", "max-age=0, stale-while-revalidate=86400"), ("ETag", "\"w\""),
                         ("Content-Type", "text/plain"),
                     ], body: "swr body")
             }
@@ -220,7 +221,7 @@ struct CLIGetTests {
             released.signal()
             #expect(await run.exitStatus(seconds: 30) == 0)
             #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
-            // The 304 (max-age=60) reached the store before the process exited.
+            // The 304 (max-age=86400) reached the store before the process exited.
             let next = try await cli.run(["get", cli.url("/swr"), "--json"]).jsonObject()
             #expect(next["outcome"] as? String == "hit")
         }
@@ -229,7 +230,7 @@ struct CLIGetTests {
     @Test func includePrintsStatusLineAndFieldsBeforeTheBody() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/page", [("Cache-Control", "max-age=60"), ("X-Origin", "loopback")], body: "page body")
+            cli.serve("/page", [("Cache-Control", "max-age=86400"), ("X-Origin", "loopback")], body: "page body")
             let run = try await cli.run(["get", cli.url("/page"), "-i"])
             #expect(run.status == 0)
             let parts = run.stdout.components(separatedBy: "\n\n")
@@ -237,7 +238,7 @@ struct CLIGetTests {
             #expect(head.hasPrefix("HTTP/1.1 200 OK\n"))
             #expect(head.contains("\nCache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored"))
             #expect(head.contains("\nX-Origin: loopback"))
-            #expect(head.contains("\nCache-Control: max-age=60"))
+            #expect(head.contains("\nCache-Control: max-age=86400"))
             #expect(parts.dropFirst().joined(separator: "\n\n") == "page body")
 
             let again = try await cli.run(["get", cli.url("/page"), "-i"])
@@ -251,7 +252,7 @@ struct CLIGetTests {
             let cli = try CLIHarness()
             let body = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
             cli.origin.route("/data.bin") { _ in
-                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: body)
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=86400")], body: body)
             }
             let file = cli.directory.path + "/out.bin"
             let run = try await cli.run(["get", cli.url("/data.bin"), "-o", file, "--json"])
@@ -294,7 +295,7 @@ struct CLIGetTests {
     @Test func policiesByShortAndURLRequestNames() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serveValidated("/p", cacheControl: "max-age=60", etag: "\"p1\"", body: "p")
+            cli.serveValidated("/p", cacheControl: "max-age=86400", etag: "\"p1\"", body: "p")
             _ = try await cli.run(["get", cli.url("/p")])
             let reload = try await cli.run(["get", cli.url("/p"), "--policy", "reload", "--json"]).jsonObject()
             #expect(reload["outcome"] as? String == "miss")
@@ -330,9 +331,9 @@ struct CLIGetTests {
             let cli = try CLIHarness()
             cli.origin.route("/old") { _ in
                 LoopbackOrigin.Response(
-                    status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=60")], body: "moved")
+                    status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=86400")], body: "moved")
             }
-            cli.serve("/new", [("Cache-Control", "max-age=60")], body: "new body")
+            cli.serve("/new", [("Cache-Control", "max-age=86400")], body: "new body")
             for _ in 0..<2 {
                 let run = try await cli.run(["get", cli.url("/old")])
                 #expect(run.status == 0 && run.stdout == "new body", "\(run.stderr)")
@@ -347,7 +348,7 @@ struct CLIGetTests {
     @Test func reloadPoliciesWithTheOriginDownExitSevenInsteadOfServingTheStoredResponse() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored body")
+            cli.serve("/stored", [("Cache-Control", "max-age=86400")], body: "stored body")
             #expect(try await cli.run(["get", cli.url("/stored")]).status == 0)
             cli.origin.stop()
             for policy in ["reload", "reload-all"] {

@@ -104,19 +104,7 @@ enum CLIProcess {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
         process.standardError = err
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-                return
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                if process.isRunning { process.terminate() }
-            }
-        }
+        let status = try await process.runUntilExit(timeout: timeout)
         try out.close()
         try err.close()
         return CLIRun(

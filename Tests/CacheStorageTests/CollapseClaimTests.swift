@@ -41,75 +41,83 @@ struct CollapseClaimTests {
     }
 
     @Test("a claim expires after its lease, not after the whole collapse timeout")
-    func claimIsALease() throws {
-        let (first, second, redis) = try Self.stores(lease: 1.5)
-        defer {
-            first.close()
-            second.close()
+    func claimIsALease() async throws {
+        try await offPool {
+            let (first, second, redis) = try Self.stores(lease: 1.5)
+            defer {
+                first.close()
+                second.close()
+            }
+            #expect(first.claimFill("k"))
+            let ttl = try RedisServer.shared().command([Array("PTTL".utf8), first.redis.lockKey("k")])
+            let milliseconds = Int(ttl.dropFirst()) ?? -1
+            #expect(milliseconds > 0 && milliseconds <= 1_500, "PTTL \(ttl) under \(redis.keyPrefix)")
+            #expect(!second.claimFill("k"))
+            first.endFill("k")
+            #expect(second.claimFill("k"))
+            second.endFill("k")
         }
-        #expect(first.claimFill("k"))
-        let ttl = try RedisServer.shared().command([Array("PTTL".utf8), first.redis.lockKey("k")])
-        let milliseconds = Int(ttl.dropFirst()) ?? -1
-        #expect(milliseconds > 0 && milliseconds <= 1_500, "PTTL \(ttl) under \(redis.keyPrefix)")
-        #expect(!second.claimFill("k"))
-        first.endFill("k")
-        #expect(second.claimFill("k"))
-        second.endFill("k")
     }
 
     @Test("a holder that vanished stops renewing: its claim lapses and one waiting cache takes the key over")
-    func vanishedHolderIsTakenOver() throws {
-        let (first, second, _) = try Self.stores(lease: 1.5)
-        defer {
-            first.close()
-            second.close()
+    func vanishedHolderIsTakenOver() async throws {
+        try await offPool {
+            let (first, second, _) = try Self.stores(lease: 1.5)
+            defer {
+                first.close()
+                second.close()
+            }
+            // A holder that died: its lock stays until its lease lapses, and no one releases it.
+            try RedisServer.shared().command([
+                Array("SET".utf8), first.redis.lockKey("k"), Array("dead".utf8), Array("PX".utf8), Array("1500".utf8),
+            ])
+            #expect(!second.claimFill("k"))
+            let waited = Wait()
+            second.awaitFill("k", waited.callback())
+            let result = try #require(waited.wait(upTo: 8), "the waiting cache was never told")
+            guard case .claimed = result.0 else {
+                Issue.record("the lapsed claim was not taken over: \(result.0)"); return
+            }
+            #expect(result.1 < 5, "taken over after \(result.1) s")
+            // The new holder holds it now, and releases it.
+            #expect(!first.claimFill("k"))
+            second.endFill("k")
+            #expect(first.claimFill("k"))
+            first.endFill("k")
         }
-        // A holder that died: its lock stays until its lease lapses, and no one releases it.
-        try RedisServer.shared().command([
-            Array("SET".utf8), first.redis.lockKey("k"), Array("dead".utf8), Array("PX".utf8), Array("1500".utf8),
-        ])
-        #expect(!second.claimFill("k"))
-        let waited = Wait()
-        second.awaitFill("k", waited.callback())
-        let result = try #require(waited.wait(upTo: 8), "the waiting cache was never told")
-        guard case .claimed = result.0 else {
-            Issue.record("the lapsed claim was not taken over: \(result.0)"); return
-        }
-        #expect(result.1 < 5, "taken over after \(result.1) s")
-        // The new holder holds it now, and releases it.
-        #expect(!first.claimFill("k"))
-        second.endFill("k")
-        #expect(first.claimFill("k"))
-        first.endFill("k")
     }
 
     @Test("a live holder renews its claim past the lease: the waiting cache waits, and is told when it ends")
-    func liveHolderKeepsItsClaim() throws {
-        let (first, second, _) = try Self.stores(lease: 1.5)
-        defer {
-            first.close()
-            second.close()
+    func liveHolderKeepsItsClaim() async throws {
+        try await offPool {
+            let (first, second, _) = try Self.stores(lease: 1.5)
+            defer {
+                first.close()
+                second.close()
+            }
+            #expect(first.claimFill("k"))
+            let waited = Wait()
+            second.awaitFill("k", waited.callback())
+            #expect(waited.wait(upTo: 4) == nil, "the claim was taken from a live holder")
+            first.endFill("k")
+            let result = try #require(waited.wait(upTo: 5), "the end was not seen")
+            guard case .ended = result.0 else { Issue.record("not told of the end: \(result.0)"); return }
         }
-        #expect(first.claimFill("k"))
-        let waited = Wait()
-        second.awaitFill("k", waited.callback())
-        #expect(waited.wait(upTo: 4) == nil, "the claim was taken from a live holder")
-        first.endFill("k")
-        let result = try #require(waited.wait(upTo: 5), "the end was not seen")
-        guard case .ended = result.0 else { Issue.record("not told of the end: \(result.0)"); return }
     }
 
     @Test("a claim is released only by its holder (compare-and-set in a Lua script)")
-    func releasedOnlyByItsHolder() throws {
-        let (first, second, _) = try Self.stores(lease: 1.5)
-        defer {
-            first.close()
-            second.close()
+    func releasedOnlyByItsHolder() async throws {
+        try await offPool {
+            let (first, second, _) = try Self.stores(lease: 1.5)
+            defer {
+                first.close()
+                second.close()
+            }
+            #expect(first.claimFill("k"))
+            // The second cache never claimed it: its end releases nothing.
+            second.endFill("k")
+            #expect(!second.claimFill("k"))
+            first.endFill("k")
         }
-        #expect(first.claimFill("k"))
-        // The second cache never claimed it: its end releases nothing.
-        second.endFill("k")
-        #expect(!second.claimFill("k"))
-        first.endFill("k")
     }
 }

@@ -12,18 +12,22 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// The shared test Redis under a key prefix of its own.
-private func testRedis(_ prefix: String) throws -> RedisConfiguration {
-    var redis = try RedisConfiguration(url: try RedisServer.shared().url)
+/// The shared test Redis under a key prefix of its own (started off the cooperative pool when
+/// this is the first test to ask for it).
+private func testRedis(_ prefix: String) async throws -> RedisConfiguration {
+    var redis = try RedisConfiguration(url: try await offPool { try RedisServer.shared().url })
     redis.keyPrefix = "\(prefix)-\(UInt64.random(in: 0...UInt64.max)):"
     redis.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
     return redis
 }
 
-/// An HTTPCache on a `SharedStore` over `redis`: one app server of several.
-private func sharedCache(_ redis: RedisConfiguration) throws -> HTTPCache {
+/// An HTTPCache on a `SharedStore` over `redis`: one app server of several, on `clock` (the
+/// app servers share it, as their synchronised clocks do).
+private func sharedCache(_ redis: RedisConfiguration, clock: ManualClock) throws -> HTTPCache {
     var configuration = HTTPCache.Configuration()
-    configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
+    configuration.clock = clock.function
+    configuration.store = SharedStore(
+        redis: RedisStore(redis, clock: clock.function), localCapacity: 1 << 20, clock: clock.function)
     configuration.log = { _ in }
     return try HTTPCache(configuration: configuration)
 }
@@ -37,9 +41,10 @@ struct SharedStoreTests {
         let origin = try LoopbackOrigin()
         defer { origin.stop() }
         origin.route("/api") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "shared answer") }
-        let redis = try testRedis("httpcache-test")
-        let first = try sharedCache(redis)
-        let second = try sharedCache(redis)
+        let redis = try await testRedis("httpcache-test")
+        let clock = ManualClock()
+        let first = try sharedCache(redis, clock: clock)
+        let second = try sharedCache(redis, clock: clock)
         let request = URLRequest(url: origin.url("/api"))
         let stored = try await first.data(for: request)
         #expect(stored.outcome == .miss)
@@ -60,7 +65,7 @@ struct SharedStoreTests {
 struct SharedStoreLocalTierTests {
     @Test("a 304 freshening and a removal through one store reach another store's local tier within 100 ms")
     func localTierFollowsChanges() async throws {
-        var redis = try RedisConfiguration(url: try RedisServer.shared().url)
+        var redis = try RedisConfiguration(url: try await offPool { try RedisServer.shared().url })
         redis.keyPrefix = "local-tier-\(UInt64.random(in: 0...UInt64.max)):"
         redis.commandTimeout = 1
         let first = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
@@ -105,9 +110,10 @@ struct SharedStorePackTests {
     @Test("a page saved through one HTTPCache is listed, served offline and removed through another")
     func packsAreShared() async throws {
         let site = try SampleSite(manyImages: 0)
-        let redis = try testRedis("packs-test")
-        let first = try sharedCache(redis)
-        let second = try sharedCache(redis)
+        let redis = try await testRedis("packs-test")
+        let clock = ManualClock()
+        let first = try sharedCache(redis, clock: clock)
+        let second = try sharedCache(redis, clock: clock)
         var options = SaveOptions()
         options.name = "two"
         let pack = try await first.savePage(site.origin.url("/site/page2.html"), options: options).pack
@@ -140,17 +146,22 @@ struct SharedStoreFaultTests {
             if request.header("If-None-Match") == "\"v1\"" { return .init(status: 304, headers: headers, body: "") }
             return .init(headers: headers, body: body)
         }
-        let redis = try testRedis("httpcache-fault")
-        let server = try RedisServer.shared()
-        func deleteSecondChunk() throws {
-            let keys = try server.cli(["--scan", "--pattern", redis.keyPrefix + "*"]).split(separator: "\n")
-            let chunk = try #require(keys.first { $0.hasSuffix(":1") && $0.contains("}c:") })
-            #expect(try server.command("DEL", String(chunk)) == ":1")
+        let redis = try await testRedis("httpcache-fault")
+        let server = try await offPool { try RedisServer.shared() }
+        func deleteSecondChunk() async throws {
+            try await offPool {
+                let keys = try server.cli(["--scan", "--pattern", redis.keyPrefix + "*"]).split(separator: "\n")
+                let chunk = try #require(keys.first { $0.hasSuffix(":1") && $0.contains("}c:") })
+                #expect(try server.command("DEL", String(chunk)) == ":1")
+            }
         }
-        // No local tier: every read goes to Redis.
+        // No local tier: every read goes to Redis. One clock for both caches.
+        let clock = ManualClock()
         func cache() throws -> HTTPCache {
             var configuration = HTTPCache.Configuration()
-            configuration.store = SharedStore(redis: RedisStore(redis), localCapacity: 0)
+            configuration.clock = clock.function
+            configuration.store = SharedStore(
+                redis: RedisStore(redis, clock: clock.function), localCapacity: 0, clock: clock.function)
             configuration.log = { _ in }
             return try HTTPCache(configuration: configuration)
         }
@@ -159,13 +170,13 @@ struct SharedStoreFaultTests {
         let request = URLRequest(url: origin.url("/big"))
         #expect(try await writer.data(for: request).data == Data(body))
 
-        try deleteSecondChunk()
+        try await deleteSecondChunk()
         let answer = try await reader.data(for: request)
         #expect(answer.data == Data(body))
         #expect(answer.outcome == .miss)
         #expect(origin.count("/big") == 2)
 
-        try deleteSecondChunk()
+        try await deleteSecondChunk()
         var conditional = request
         conditional.setValue("\"v1\"", forHTTPHeaderField: "If-None-Match")
         let notModified = try await reader.data(for: conditional)
