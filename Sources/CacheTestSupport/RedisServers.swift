@@ -213,15 +213,18 @@ public final class RedisCluster: @unchecked Sendable {
     /// The six servers; which are masters changes with failovers.
     public let servers: [RedisServer]
 
-    public init() throws {
+    /// Starts the six servers, each with `arguments` added (e.g. `--maxmemory`), and creates
+    /// the cluster.
+    public init(arguments: [String] = []) throws {
         try requireOffPool("RedisCluster()")
         var servers: [RedisServer] = []
         for _ in 0..<6 {
             servers.append(
-                try RedisServer(arguments: [
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-                    "--cluster-replica-validity-factor", "0",
-                ]))
+                try RedisServer(
+                    arguments: [
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+                        "1000", "--cluster-replica-validity-factor", "0",
+                    ] + arguments))
         }
         self.servers = servers
         let output = try servers[0].cli(
