@@ -379,6 +379,11 @@ struct CLIGetTests {
         (["serve", "--forward", "--allow-destination", "http://127.0.0.1/"], "--allow-destination needs HOST"),
         (["serve", "--forward", "--allow-destination", "127.0.0.1:0"], "--allow-destination needs HOST"),
         (["serve", "--forward", "--allow-destination", "[::1"], "--allow-destination needs HOST"),
+        // RFC 3986 §3.2.3: port = *DIGIT, so no sign and no space.
+        (["serve", "--forward", "--allow-destination", "127.0.0.1:+80"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--allow-destination", "[::1]:+80"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--listen", "127.0.0.1:+8080"], "--listen needs HOST:PORT"),
+        (["serve", "--forward", "--listen", "127.0.0.1:65536"], "--listen needs HOST:PORT"),
     ])
     func usageErrorsExitTwoWithOneLine(arguments: [String], message: String) async throws {
         try await offPool {
