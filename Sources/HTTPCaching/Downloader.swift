@@ -160,7 +160,7 @@ struct Downloader {
             switch verdict(head, resumingFrom: resumingFrom) {
             case .complete:
                 resumptions += 1
-                return try finish(head)
+                return try await finish(head)
             case .failed(let error):
                 throw error
             case .inconsistent(let why):
@@ -225,7 +225,7 @@ struct Downloader {
             if let total = record?.expectedLength, offset < total {
                 continue  // the origin sent part of the rest: ask for the remainder
             }
-            return try finish(head)
+            return try await finish(head)
         }
     }
 
@@ -408,9 +408,9 @@ struct Downloader {
     }
 
     /// Flushes the partial file, puts it in place and removes the record.
-    private mutating func finish(_ head: CachedResponseHead) throws -> DownloadResult {
+    private mutating func finish(_ head: CachedResponseHead) async throws -> DownloadResult {
         guard let file else { throw DownloadError(.file, "no partial file") }
-        try file.sync()
+        try await file.sync()
         guard rename(partialPath, destination.path) == 0 else {
             throw DownloadError(
                 .file,
@@ -418,10 +418,13 @@ struct Downloader {
                     + "is kept in \(partialPath)", keptBytes: offset)
         }
         unlink(recordPath)
-        let directory = open(destination.deletingLastPathComponent().path, O_RDONLY | O_CLOEXEC)
-        if directory >= 0 {
-            _ = fsync(directory)
-            closeDescriptor(directory)
+        let directoryPath = destination.deletingLastPathComponent().path
+        await onThreadOfItsOwn {
+            let directory = open(directoryPath, O_RDONLY | O_CLOEXEC)
+            if directory >= 0 {
+                _ = fsync(directory)
+                closeDescriptor(directory)
+            }
         }
         publish()
         return DownloadResult(

@@ -81,8 +81,26 @@ final class PartialFile {
         }
     }
 
-    func sync() throws(DownloadError) {
-        guard fsync(fd) == 0 else { throw DownloadError(.file, "cannot flush \(path) to disk: \(Self.reason())") }
+    /// Flushes the file to disk, on a thread of its own: `fsync` of a large file can take
+    /// seconds while the disk is busy, and a task blocked in it would hold one of the
+    /// cooperative pool's threads (one per core), which every task of the app shares.
+    func sync() async throws(DownloadError) {
+        // A duplicate shares the open file (and its flock), and closing it releases neither.
+        let copy = dup(fd)
+        guard copy >= 0 else { throw DownloadError(.file, "cannot flush \(path) to disk: \(Self.reason())") }
+        let failure = await onThreadOfItsOwn { () -> String? in
+            defer { closeDescriptor(copy) }
+            return fsync(copy) == 0 ? nil : Self.reason()
+        }
+        if let failure { throw DownloadError(.file, "cannot flush \(path) to disk: \(failure)") }
+    }
+}
+
+/// Runs `work`, which blocks (on the disk), on a new thread, and waits for it without holding
+/// a thread of the cooperative pool.
+func onThreadOfItsOwn<Result: Sendable>(_ work: @escaping @Sendable () -> Result) async -> Result {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: work()) }.start()
     }
 }
 
