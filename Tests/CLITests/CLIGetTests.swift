@@ -4,7 +4,7 @@ import LoopbackOrigin
 import Testing
 
 /// `httpcache get` run as a process against a loopback origin.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct CLIGetTests {
     /// Checks the `--json` fields every outcome has.
     private func checkJSON(

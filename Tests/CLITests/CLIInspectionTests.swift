@@ -6,7 +6,7 @@ import Testing
 
 /// `ls`, `show`, `purge`, `pin`, `unpin` and `stats`, run as processes on a cache filled by
 /// `get` from a loopback origin.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct CLIInspectionTests {
     /// A harness with two resources under /a/ and one under /b/, all fetched once.
     private func filled() async throws -> CLIHarness {
@@ -231,7 +231,7 @@ struct CLIInspectionTests {
 }
 
 /// `explain`, `demo` and `--help`.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct CLIExplainAndDemoTests {
     @Test func explainNamesLifetimeSourceValidatorsAndNextRequests() async throws {
         try await offPool {

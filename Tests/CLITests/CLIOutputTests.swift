@@ -11,7 +11,7 @@ import Darwin
 
 /// `httpcache get URL -o FILE` on targets other than a new file: a FIFO, a character device
 /// (`/dev/null` among them), a symbolic link, an existing file with a mode and owner of its own.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct CLIOutputTests {
     /// The file type bits (`S_IFMT`) of `path` itself, not of what a link leads to.
     private func fileType(_ path: String) -> mode_t? {

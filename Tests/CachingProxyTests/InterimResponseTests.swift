@@ -5,7 +5,7 @@ import LoopbackOrigin
 import Testing
 
 /// Interim responses (RFC 9110 §15.2) from an origin, through the proxy.
-@Suite("httpcache serve: interim 1xx responses are relayed, never stored", .timeLimit(.minutes(1)))
+@Suite("httpcache serve: interim 1xx responses are relayed, never stored", .timeLimit(.minutes(10)))
 struct InterimResponseTests {
     /// An origin that answers every request with `103 Early Hints`, `102 Processing`, a
     /// `100 Continue` nobody asked for, then a fresh `200`.

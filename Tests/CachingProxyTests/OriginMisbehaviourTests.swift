@@ -8,7 +8,7 @@ import Testing
 /// A real `httpcache serve` process in front of an origin that sends more or fewer bytes than
 /// its responses' framing allows (RFC 9112 §6): no URL gets another URL's bytes, nothing
 /// ambiguous or incomplete is stored, and a client never gets a short body that looks complete.
-@Suite("httpcache serve: misbehaving origins", .timeLimit(.minutes(1)))
+@Suite("httpcache serve: misbehaving origins", .timeLimit(.minutes(10)))
 struct OriginMisbehaviourTests {
     /// A proxy in front of a ``PoisonedOrigin``.
     final class Setup: @unchecked Sendable {

@@ -17,7 +17,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("UpstreamClient", .timeLimit(.minutes(1)))
+@Suite("UpstreamClient", .timeLimit(.minutes(10)))
 struct UpstreamClientTests {
     // MARK: What goes out
 

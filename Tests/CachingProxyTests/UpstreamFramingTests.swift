@@ -11,7 +11,7 @@ import Testing
 /// The upstream client against origins that send more or fewer bytes than their responses'
 /// framing allows (RFC 9112 §6), in process: what reaches the receiver, and which connection
 /// the next request goes on.
-@Suite("UpstreamClient: response framing", .timeLimit(.minutes(1)))
+@Suite("UpstreamClient: response framing", .timeLimit(.minutes(10)))
 struct UpstreamFramingTests {
     static let responseA = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nA"
     static let stray = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"

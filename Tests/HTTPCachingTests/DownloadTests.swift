@@ -12,7 +12,7 @@ import FoundationNetworking
 #endif
 
 /// `HTTPCache.download(_:to:)` against a loopback origin that cuts, stalls and changes files.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct DownloadTests {
     static let length: Int64 = 1 << 20
     static let cut = 100 * 1024
@@ -437,7 +437,7 @@ struct DownloadTests {
 
 /// The generated bodies and range answers of `LoopbackOrigin` the download tests rely on, over
 /// a real URLSession.
-@Suite("LoopbackOrigin generated resources", .timeLimit(.minutes(1)))
+@Suite("LoopbackOrigin generated resources", .timeLimit(.minutes(10)))
 struct GeneratedResourceTests {
     static let resource = LoopbackOrigin.GeneratedResource(
         length: 300_000, seed: 42, etag: "\"g1\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")

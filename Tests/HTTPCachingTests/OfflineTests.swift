@@ -121,7 +121,7 @@ struct OfflineTests {
     /// revalidations are over, also when one ended and a second one for the same key started
     /// meanwhile (RFC 5861 §3: one at a time per key). The exchange registers a key before its
     /// revalidation starts and releases it when it ends, so no finished one stays registered.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func waitForBackgroundWorkReturnsAfterOverlappingRevalidations() async throws {
         let h = try Harness()
         let revalidations = Locked(0)

@@ -12,7 +12,7 @@ import FoundationNetworking
 /// its responses' framing allows (RFC 9112 §6). Framing is `URLSession`'s job here; these tests
 /// show that what it hands the cache never makes one URL's bytes another's, and that nothing
 /// ambiguous or incomplete is stored.
-@Suite("HTTPCache: misbehaving origins", .timeLimit(.minutes(1)))
+@Suite("HTTPCache: misbehaving origins", .timeLimit(.minutes(10)))
 struct OriginMisbehaviourTests {
     /// A cache in front of a ``PoisonedOrigin``.
     final class Setup: Sendable {

@@ -13,7 +13,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("LoopbackOrigin", .timeLimit(.minutes(1)))
+@Suite("LoopbackOrigin", .timeLimit(.minutes(10)))
 struct LoopbackOriginTests {
     @Test func routeAnswersAndRecordsThePost() async throws {
         try await offPool {
