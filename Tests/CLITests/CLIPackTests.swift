@@ -163,47 +163,19 @@ struct CLIPackTests {
     }
 }
 
-/// The peak resident set size (VmHWM) of a running process, in KiB; nil once it has exited.
-private func peakResidentKiB(of pid: Int32) -> Int? {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        return Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
-    }
-    return nil
-}
-
 @Suite("httpcache save on a page of 10,000 images")
 struct CLIManyImagesTests {
     @Test("10,000 images are saved in bounded time and memory")
     func tenThousandImages() async throws {
         let h = try CLIHarness()
         let site = try SampleSite(manyImages: 10_000)
-        let save = Process()
-        save.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
-        save.arguments = ["save", site.url("/site/many.html"), "--cache-dir", h.cacheDirectory]
-        let output = Pipe()
-        save.standardOutput = output
-        save.standardError = FileHandle.nullDevice
-        let started = ContinuousClock.now
-        try save.run()
-        // Sampled every 20 ms: VmHWM is the peak so far, so the last sample is the peak but
-        // for the final moments.
-        let peak = Task {
-            var peak = 0
-            while let sample = peakResidentKiB(of: save.processIdentifier) {
-                peak = max(peak, sample)
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-            return peak
-        }
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        save.waitUntilExit()
-        let elapsed = ContinuousClock.now - started
-        let peakKiB = await peak.value
-        #expect(save.terminationStatus == 0)
-        #expect(
-            String(decoding: printed, as: UTF8.self).contains("as pack \(site.url("/site/many.html")): 10001 resources")
-        )
+        let save = try await MeasuredRun.run(
+            try BuiltExecutable.path("httpcache"),
+            ["save", site.url("/site/many.html"), "--cache-dir", h.cacheDirectory], outputIn: h.directory.path)
+        let elapsed = Duration.seconds(save.seconds)
+        let peakKiB = save.peakKiB
+        #expect(save.status == 0)
+        #expect(save.stdout.contains("as pack \(site.url("/site/many.html")): 10001 resources"))
         #expect(site.origin.requests.count == 10_001)
         // Debug build, 2 cores: measured 10.5 s and 77 MiB alone. The bounds leave room for the
         // rest of the suite running beside it.
