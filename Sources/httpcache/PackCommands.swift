@@ -28,14 +28,18 @@ struct SaveCommand {
         Options:
           --name NAME      the pack's name (default: URL); saving again under a name replaces it
           --depth N        also save the pages the page links to, N levels deep (default 0)
-          --third-party    also save resources and linked pages from other origins
-                           (default: only URL's origin; the others are reported as skipped)
+          --third-party    also save resources and linked pages from other origins, and
+                           follow redirects to them (default: only URL's origin; the others
+                           are reported as skipped). Link-local and unspecified addresses
+                           (169.254.0.0/16, 0.0.0.0, fe80::/10, ::) are never fetched.
           --max-bytes N    skip any resource larger than N bytes (default: no limit)
           --jobs N         resources fetched at once (default 6)
 
         On a terminal a progress line shows resources done/found and bytes. At the end: the
         resources and bytes saved, then each resource that failed or was skipped, with why.
-        Exit status 1 when the page itself cannot be saved.
+        Exit status 1, and no pack made, when the page itself cannot be saved (an HTTP error,
+        the network, more than 10 redirects, a redirect to another origin without
+        --third-party).
         """
 
     let url: URL

@@ -163,6 +163,75 @@ struct CLIPackTests {
     }
 }
 
+/// `save` and `packs refresh` against pages whose references redirect elsewhere. Every request
+/// that would leave 127.0.0.1 and 127.0.0.2 goes to a fence origin set as the HTTP proxy, which
+/// records it: nothing can reach the real network even when the check is missing.
+@Suite("httpcache save stays on the page's origin")
+struct CLISaveScopeTests {
+    let h: CLIHarness
+    let site: SampleSite
+    let fence: LoopbackOrigin
+
+    init() throws {
+        h = try CLIHarness()
+        site = try SampleSite(manyImages: 0)
+        fence = try LoopbackOrigin()
+    }
+
+    func run(_ arguments: [String]) async throws -> CLIRun {
+        var full = arguments
+        full.insert(contentsOf: ["--cache-dir", h.cacheDirectory], at: 1)
+        return try await CLIProcess.run(
+            full, environment: ["http_proxy": fence.baseURL, "no_proxy": "127.0.0.1,127.0.0.2"], in: h.directory.path)
+    }
+
+    @Test("A redirect to another origin, 169.254.169.254 or 0.0.0.0 is skipped and reported; none is requested")
+    func redirectsAreNotFollowed() async throws {
+        let saved = try await run(["save", site.redirectsPage.absoluteString, "--name", "r", "--depth", "1"])
+        #expect(saved.status == 0, "\(saved.stderr)")
+        #expect(site.elsewhere.requests.isEmpty, "\(site.elsewhere.requests.map(\.path))")
+        #expect(fence.requests.isEmpty, "\(fence.requests.map(\.target))")
+        let lines = saved.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("skipped (\(SampleSite.redirectedReferences.count + 2)):"), "\(saved.stdout)")
+        for name in SampleSite.redirectedReferences {
+            #expect(
+                lines.contains { $0.contains(site.url("/site/r/" + name)) && $0.contains("third-party redirect") },
+                "\(name)")
+        }
+        for name in ["metadata.svg", "zero.svg"] {
+            #expect(lines.contains { $0.contains(site.url("/site/r/" + name)) && $0.contains("link-local") }, "\(name)")
+        }
+        #expect(saved.stdout.hasPrefix("saved \(site.redirectsPage.absoluteString) as pack r: 2 resources"))
+    }
+
+    @Test("A page that redirects in a loop, or to another origin, exits 1 and makes no pack")
+    func pageThatCannotBeSaved() async throws {
+        let loop = try await run(["save", site.url("/site/r/loop.html")])
+        #expect(loop.status == 1 && loop.stderr.contains("too many redirects"), "\(loop.stderr)")
+        let elsewhere = try await run(["save", site.url("/site/r/page.html")])
+        #expect(elsewhere.status == 1 && elsewhere.stderr.contains("--third-party"), "\(elsewhere.stderr)")
+        #expect(site.elsewhere.requests.isEmpty && fence.requests.isEmpty)
+        let packs = try await run(["packs", "--json"])
+        #expect(try packs.jsonArray().isEmpty, "\(packs.stdout)")
+    }
+
+    @Test("packs refresh does not follow a resource that now redirects to another origin")
+    func refreshDoesNotFollow() async throws {
+        #expect(try await run(["save", site.article.absoluteString, "--name", "article"]).status == 0)
+        let location = "\(site.elsewhere.baseURL)/redirected.svg"
+        site.origin.route("/site/img/redirect.svg") { _ in
+            LoopbackOrigin.Response(status: 302, headers: [("Location", location)], body: "")
+        }
+        let refreshed = try await run(["packs", "refresh", "article"])
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        #expect(site.elsewhere.requests.isEmpty && fence.requests.isEmpty)
+        #expect(
+            refreshed.stdout.split(separator: "\n").contains {
+                $0.contains(site.url("/site/img/redirect.svg")) && $0.contains("third-party redirect")
+            }, "\(refreshed.stdout)")
+    }
+}
+
 @Suite("httpcache save on a page of 10,000 images")
 struct CLIManyImagesTests {
     @Test("10,000 images are saved in bounded time and memory")
