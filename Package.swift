@@ -120,9 +120,10 @@ let package = Package(
                 "CCallgrindHTTPCache", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             path: "Sources/BenchCount", swiftSettings: strictSettings),
-        // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked.
+        // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked;
+        // with --redis-cluster, several on a Redis Cluster (CacheTestSupport starts it) under chaos.
         .executableTarget(
-            name: "soak", dependencies: ["CacheLocking", "LoopbackOrigin"], path: "Sources/Soak",
+            name: "soak", dependencies: ["CacheLocking", "CacheTestSupport", "LoopbackOrigin"], path: "Sources/Soak",
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),

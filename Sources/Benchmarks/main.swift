@@ -1,8 +1,8 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline] [import]`. With no argument every suite but groups, partial, offline and
-// import runs. Each line names its units. `benchmarks redis PORT`
-// compares the Redis store's client with redis-benchmark on a running redis-server
-// (scripts/redis-bench starts one).
+// [partial] [offline] [memory] [import]`. With no argument every suite but groups, partial,
+// offline, memory and import runs. Each line names its units. `benchmarks redis PORT` compares
+// the Redis store's client with redis-benchmark on a running redis-server (scripts/redis-bench
+// starts one).
 
 import Foundation
 
@@ -78,6 +78,16 @@ for suite in suites {
             print("benchmarks: the offline suite failed: \(error)")
             exit(1)
         }
+    case "memory":
+        print(
+            "== The memory tier's bytes per entry, measured against what its capacity charges (target: charged >= "
+                + "measured), and a 1 MiB store under 200,000 entries")
+        do {
+            if try !runMemoryBenchmarks() { exit(1) }
+        } catch {
+            print("benchmarks: the memory suite failed: \(error)")
+            exit(1)
+        }
     case "import":
         print(
             "== httpcache import on a gzip bomb and on 1,000,000 tiny records (target: peak RSS <= 128 MiB; "
@@ -89,7 +99,9 @@ for suite in suites {
             exit(1)
         }
     default:
-        print("benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, import")
+        print(
+            "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory,"
+                + " import")
         exit(2)
     }
 }

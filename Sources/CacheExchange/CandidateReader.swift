@@ -4,7 +4,9 @@ import CacheStorage
 
 /// Reads the stored responses of a key with their facts decoded, and remembers them while the
 /// store's change count stands still (``CacheStore/changeCount``): a hit then costs neither a
-/// store read nor decoding. What it remembers is bounded (least recently used keys go first).
+/// store read nor decoding. What it remembers is bounded in count and in bytes (least recently
+/// used keys go first): each entry is charged the heap memory it holds (``MemoryCost``),
+/// shared with the store or not, since it is all that is left of an entry the store evicted.
 final class CandidateReader: Sendable {
     private let store: any CacheStore
     private let log: @Sendable (String) -> Void
@@ -19,10 +21,15 @@ final class CandidateReader: Sendable {
 
     private let memo: Locked<Memo>
 
-    init(store: any CacheStore, capacity: Int, log: @escaping @Sendable (String) -> Void) {
+    /// A reader remembering at most `capacity` keys and entries, in at most `byteLimit` bytes
+    /// for each of the two.
+    init(store: any CacheStore, capacity: Int, byteLimit: Int, log: @escaping @Sendable (String) -> Void) {
         self.store = store
         self.log = log
-        memo = Locked(Memo(candidates: LRUCache(capacity: capacity), facts: LRUCache(capacity: capacity)))
+        memo = Locked(
+            Memo(
+                candidates: LRUCache(capacity: capacity, byteLimit: byteLimit),
+                facts: LRUCache(capacity: capacity, byteLimit: byteLimit)))
     }
 
     /// Every stored variant of `primaryKey` whose facts can be read; one whose facts cannot
@@ -42,7 +49,12 @@ final class CandidateReader: Sendable {
         }
         let candidates = read(primaryKey)
         let facts = candidates.map(\.facts)
-        memo.withLock { $0.candidates.set((changes, candidates, facts), for: primaryKey) }
+        let cost =
+            MemoryCost.string(primaryKey)
+            + MemoryCost.array(count: candidates.count, stride: MemoryLayout<StoredCandidate>.stride)
+            + MemoryCost.array(count: facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
+            + candidates.reduce(0) { $0 + $1.memoryCost + MemoryCost.facts($1.facts) }
+        memo.withLock { $0.candidates.set((changes, candidates, facts), for: primaryKey, cost: cost) }
         return (candidates, facts)
     }
 
@@ -73,8 +85,17 @@ final class CandidateReader: Sendable {
                 try? store.remove(entry.id)
                 return nil
             }
-            memo.withLock { $0.facts.set((entry.head.facts, facts), for: entry.id) }
+            let cost = MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts)
+            memo.withLock { $0.facts.set((entry.head.facts, facts), for: entry.id, cost: cost) }
             return StoredCandidate(entry: entry, facts: facts)
         }
+    }
+}
+
+extension StoredCandidate {
+    /// The heap memory the candidate holds: its shared storage, its entry's head and its facts.
+    var memoryCost: Int {
+        MemoryCost.allocation(16 + MemoryLayout<StoredEntry>.stride + MemoryLayout<StoredResponseFacts>.stride)
+            + MemoryCost.head(entry.head) + MemoryCost.facts(facts)
     }
 }

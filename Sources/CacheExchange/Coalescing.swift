@@ -14,15 +14,26 @@ public struct CollapsedResponse: Hashable, Sendable {
     public var status: Int
 }
 
+/// What a request that joined identical ones in flight is told when its turn comes.
+public enum JoinTurn: Sendable {
+    /// The leader is done: `collapsed` when its response is stored. Look up again.
+    case leaderSettled(CollapsedResponse?)
+    /// The leader, another cache sharing the store, vanished without ending its fetch; this
+    /// request leads in its place (it looks up again first: the fetch may have been stored).
+    case leaderLost
+}
+
 /// Requests for the same key in flight share one origin request: the first leads, the others
 /// wait until its response is stored (or is not going to be) and then look up again.
 ///
 /// Over a ``CollapsingStore`` (a store other caches share) the leader of this process also
 /// claims the key among those caches; when another cache holds it, this process's requests all
-/// wait for that one (and are told `nil`: they look up again, then go on by themselves).
+/// wait for that one (and are told `nil`: they look up again, then go on by themselves). When
+/// that cache vanishes without ending its fetch, this process claims the key and the first of
+/// its waiting requests leads instead (``JoinTurn/leaderLost``); the others wait for it.
 final class CoalescingRegistry: Sendable {
     private struct State {
-        var waiting: [String: [@Sendable (CollapsedResponse?) -> Void]] = [:]
+        var waiting: [String: [@Sendable (JoinTurn) -> Void]] = [:]
         /// Keys this process claimed in the shared store, to give back when settled.
         var claimed: Set<String> = []
     }
@@ -34,7 +45,7 @@ final class CoalescingRegistry: Sendable {
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (it must
     /// ``settle(_:_:)`` exactly once), `false` when `waiter` will be called when the leader settles.
-    func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
+    func join(_ identity: String, waiter: @escaping @Sendable (JoinTurn) -> Void) -> Bool {
         let leads = state.withLock { state in
             if state.waiting[identity] != nil {
                 state.waiting[identity]!.append(waiter)
@@ -50,8 +61,26 @@ final class CoalescingRegistry: Sendable {
         }
         // Nobody settles `identity` before `awaitFill` calls back: this process leads it.
         state.withLock { $0.waiting[identity]!.append(waiter) }
-        shared.awaitFill(identity) { [self] in settle(identity, nil) }
+        shared.awaitFill(identity) { [self] wait in
+            switch wait {
+            case .ended: settle(identity, nil)
+            case .claimed: leaderLost(identity)
+            }
+        }
         return false
+    }
+
+    /// The other cache's fetch of `identity` lapsed and this process claimed it: its first
+    /// waiting request leads, the others go on waiting for it.
+    private func leaderLost(_ identity: String) {
+        let next = state.withLock { state -> (@Sendable (JoinTurn) -> Void)? in
+            state.claimed.insert(identity)
+            guard let first = state.waiting[identity]?.first else { return nil }
+            state.waiting[identity]!.removeFirst()
+            return first
+        }
+        guard let next else { return settle(identity, nil) }
+        next(.leaderLost)
     }
 
     /// The leader for `identity` is done: `collapsed` when its response is stored, `nil` when not.
@@ -60,7 +89,7 @@ final class CoalescingRegistry: Sendable {
             (state.waiting.removeValue(forKey: identity) ?? [], state.claimed.remove(identity) != nil)
         }
         if claimed { shared?.endFill(identity) }
-        for waiter in waiters { waiter(collapsed) }
+        for waiter in waiters { waiter(.leaderSettled(collapsed)) }
     }
 }
 

@@ -4,9 +4,11 @@ import CacheStorage
 /// Runs the exchanges of one cache over one store: it performs every store action an
 /// ``ExchangeStateMachine`` asks for (reading candidates, opening bodies, applying a `304` or a
 /// `HEAD` response, invalidating, opening writers) and hands its host only what the host must do
-/// itself, as a ``Step``: send to the origin, serve or relay to the client, wait for a leader.
+/// itself: send to the origin, serve or relay to the client, wait for a leader. Each event
+/// returns only the steps that can follow it: a ``Step`` before the origin was asked, a
+/// ``ResponseStep`` once its response head arrived, a ``FailureStep`` when none came.
 ///
-/// A host's loop, in outline:
+/// A host, in outline:
 ///
 /// ```swift
 /// var exchange = driver.exchange(for: request)
@@ -16,16 +18,31 @@ import CacheStorage
 ///     case .serve(let response, let background): send(response); background.map(runInBackground); return
 ///     case .answer(let answer): send(answer); return
 ///     case .join(let identity):
-///         if let leader = await waitUnlessLeading(identity) { step = driver.leaderSettled(&exchange, leader) }
+///         if let turn = await waitUnlessLeading(identity) { step = driver.resume(&exchange, turn) }
 ///         else { step = driver.joinedAsLeader(&exchange) }
-///     case .forward(let request):
-///         do { let head = try await origin.send(request); step = driver.originResponded(&exchange, head, requestTime: sent) }
-///         catch { step = driver.originFailed(&exchange) }
-///     case .relay(let relay): stream(relay); return
-///     case .fail(let failure): throw failure; return
+///     case .forward(var request):
+///         while true {  // the origin's turn
+///             guard let head = try? await origin.send(request) else {
+///                 switch driver.originFailed(&exchange) {
+///                 case .serve(let response): send(response)
+///                 case .answer(let answer): send(answer)
+///                 case .fail(let reasons): throw Unreachable(reasons)
+///                 }
+///                 return
+///             }
+///             switch driver.originResponded(&exchange, head, requestTime: sent) {
+///             case .serve(let response): send(response); return
+///             case .forward(let again): request = again
+///             case .relay(let relay): stream(relay); return
+///             }
+///         }
 ///     }
 /// }
 /// ```
+///
+/// A stored response whose body cannot be opened (a Redis chunk evicted or timed out, a file
+/// corrupted) is logged with its URL, removed when it is damaged or gone, and the request
+/// decided again without it: never a failed request, never a wrong body.
 ///
 /// It also holds what exchanges share: the candidates remembered per key (bounded, valid while
 /// the store's change count stands still), the coalescing of identical misses, and the
@@ -46,6 +63,9 @@ public final class ExchangeDriver: Sendable {
         public var advisor: (any StorageAdvisor)?
         /// How many keys (and entries) the exchange remembers at most.
         public var memoCapacity = 16_384
+        /// How many bytes what the exchange remembers (candidates, decoded facts, served
+        /// fields) holds at most, together: each of the three memos gets a third.
+        public var memoByteLimit = 12 << 20
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double
         /// Receives what goes wrong in the store (it never fails a request).
@@ -63,7 +83,8 @@ public final class ExchangeDriver: Sendable {
         }
     }
 
-    /// What the host does next.
+    /// What the host does next, before the origin was asked: the first step of every
+    /// exchange, and what follows joining.
     public enum Step: Sendable {
         /// Send this stored response to the client (its body is open: it stays this version);
         /// for stale-while-revalidate, also run `background`.
@@ -75,10 +96,28 @@ public final class ExchangeDriver: Sendable {
         /// Send the request to the origin with these fields set; report its head with
         /// ``originResponded(_:_:requestTime:)`` or its failure with ``originFailed(_:)``.
         indirect case forward(ExchangeStateMachine.ForwardedRequest)
+    }
+
+    /// What the host does once the origin's response head arrived.
+    public enum ResponseStep: Sendable {
+        /// Send this stored response instead of the origin's (freshened by a `304`, or stale
+        /// instead of a `5xx`); the origin's body is not wanted.
+        case serve(ServedResponse)
+        /// Send the request to the origin again with these fields set (the origin's body is
+        /// not wanted); report as after the first.
+        indirect case forward(ExchangeStateMachine.ForwardedRequest)
         /// Relay the origin's response to the client, feeding its body to the recorder.
         indirect case relay(Relay)
-        /// The request fails.
-        indirect case fail(ExchangeStateMachine.ExchangeFailure)
+    }
+
+    /// What the host does when no response came from the origin.
+    public enum FailureStep: Sendable {
+        /// Send this stored response instead (stale, RFC 9111 §4.2.4).
+        case serve(ServedResponse)
+        /// Send this response the cache made (a `504`).
+        indirect case answer(CacheAnswer)
+        /// The request fails for these reasons: pass the transport's error on.
+        case fail([Reason])
     }
 
     /// The origin's response on its way to the client, and what stores it.
@@ -127,11 +166,14 @@ public final class ExchangeDriver: Sendable {
         self.configuration = configuration
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
         coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
-        reader = CandidateReader(store: store, capacity: configuration.memoCapacity, log: configuration.log)
+        reader = CandidateReader(
+            store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3,
+            log: configuration.log)
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
-            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity)
+            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity,
+            byteLimit: configuration.memoByteLimit / 3)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
@@ -156,9 +198,9 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (continue with
-    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called with what the
-    /// leader stored (continue with ``leaderSettled(_:_:)``).
-    public func join(_ identity: String, waiter: @escaping @Sendable (CollapsedResponse?) -> Void) -> Bool {
+    /// ``joinedAsLeader(_:)``); `false` when it waits, and `waiter` is called when its turn
+    /// comes (continue with ``resume(_:_:)``).
+    public func join(_ identity: String, waiter: @escaping @Sendable (JoinTurn) -> Void) -> Bool {
         coalescing.join(identity, waiter: waiter)
     }
 
@@ -167,21 +209,24 @@ public final class ExchangeDriver: Sendable {
         advance(&exchange, exchange.joinedAsLeader())
     }
 
-    /// The leader this exchange waited for settled.
-    public func leaderSettled(_ exchange: inout ExchangeStateMachine, _ collapsed: CollapsedResponse?) -> Step {
-        advance(&exchange, exchange.leaderSettled(collapsed))
+    /// The turn of this exchange, which waited for a leader, came.
+    public func resume(_ exchange: inout ExchangeStateMachine, _ turn: JoinTurn) -> Step {
+        switch turn {
+        case .leaderSettled(let collapsed): advance(&exchange, exchange.leaderSettled(collapsed))
+        case .leaderLost: advance(&exchange, exchange.leaderLost())
+        }
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.
     public func originResponded(
         _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp
-    ) -> Step {
+    ) -> ResponseStep {
         let now = self.now
         return advance(&exchange, exchange.originResponded(head, requestTime: requestTime, responseTime: now, now: now))
     }
 
     /// No response came from the origin.
-    public func originFailed(_ exchange: inout ExchangeStateMachine) -> Step {
+    public func originFailed(_ exchange: inout ExchangeStateMachine) -> FailureStep {
         advance(&exchange, exchange.originFailed(now: now))
     }
 
@@ -238,12 +283,10 @@ public final class ExchangeDriver: Sendable {
                 let read = reader.candidatesWithFacts(primaryKey)
                 action = exchange.candidatesRead(read.candidates, facts: read.facts, now: now)
             case .serveStored(let answer):
-                guard let served = serve(answer, exchange.request) else {
-                    action = exchange.storedBodyUnavailable()
+                guard let served = serve(answer, exchange) else {
+                    action = exchange.storedBodyUnavailable(now: now)
                     continue
                 }
-                settle(
-                    exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
                 return .serve(
                     served, background: answer.revalidation.flatMap { background(exchange, $0, of: answer.candidate) })
             case .answer(let answer):
@@ -252,41 +295,84 @@ public final class ExchangeDriver: Sendable {
             case .join(let identity):
                 return .join(identity: identity)
             case .forward(let request):
-                for id in request.discard { try? store.remove(id) }
-                return .forward(request)
+                return .forward(forward(request))
+            }
+        }
+    }
+
+    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.ResponseAction)
+        -> ResponseStep
+    {
+        var action = first
+        while true {
+            switch action {
+            case .serveStored(let answer):
+                guard let served = serve(answer, exchange) else {
+                    action = exchange.replacementUnavailable()
+                    continue
+                }
+                return .serve(served)
             case .applyNotModified(let notModified):
                 let request = exchange.request
                 let updated = updates.applyNotModified(notModified, request: request.head.fields) { [reader] in
                     request.primaryKey.map(reader.candidates) ?? []
                 }
                 action = exchange.notModifiedApplied(updated, now: now)
+            case .forward(let request):
+                return .forward(forward(request))
             case .relay(let plan):
                 guard let relay = relay(plan, exchange) else {
                     action = exchange.storedPartUnavailable()
                     continue
                 }
                 return .relay(relay)
-            case .fail(let failure):
-                settle(exchange.leads, nil)
-                return .fail(failure)
             }
         }
     }
 
-    /// Opens the chosen stored response's body and builds the response; `nil` when it is gone
-    /// or corrupted.
-    private func serve(_ answer: ExchangeStateMachine.StoredAnswer, _ request: ExchangeRequest) -> ServedResponse? {
+    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.FailureAction)
+        -> FailureStep
+    {
+        var action = first
+        while true {
+            switch action {
+            case .serveStored(let answer):
+                guard let served = serve(answer, exchange) else {
+                    action = exchange.fallbackUnavailable()
+                    continue
+                }
+                return .serve(served)
+            case .answer(let answer):
+                settle(exchange.leads, nil)
+                return .answer(answer)
+            case .fail(let reasons):
+                settle(exchange.leads, nil)
+                return .fail(reasons)
+            }
+        }
+    }
+
+    /// Removes the stored entries a forwarded request discards, and passes it on.
+    private func forward(_ request: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest {
+        for id in request.discard { try? store.remove(id) }
+        return request
+    }
+
+    /// Opens the chosen stored response's body and builds the response, settling the requests
+    /// that waited for `exchange`; `nil` when the body cannot be opened (the exchange decides
+    /// again without it).
+    private func serve(_ answer: ExchangeStateMachine.StoredAnswer, _ exchange: ExchangeStateMachine)
+        -> ServedResponse?
+    {
         let entry = answer.candidate.entry
         let body: any StoredBody
         do {
             body = try store.openBody(for: entry)
         } catch {
-            if error.kind != .notFound {
-                configuration.log("the stored body of \(entry.head.url) could not be read: \(error)")
-            }
+            unreadable(entry, error)
             return nil
         }
-        guard let served = builder.serve(answer, body: body, request: request.head) else {
+        guard let served = builder.serve(answer, body: body, request: exchange.request.head) else {
             configuration.log(
                 "the stored response for \(entry.head.url) is damaged (its Content-Length says "
                     + "\(entry.head.fields["Content-Length"] ?? "?") bytes, \(body.size) are stored); it was removed")
@@ -294,7 +380,31 @@ public final class ExchangeDriver: Sendable {
             return nil
         }
         store.recordAccess(entry.id, at: configuration.clock())
+        settle(exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
         return served
+    }
+
+    /// A stored body that could not be opened: one log line with its URL and why. One that is
+    /// gone or damaged (a Redis chunk evicted or expired while its record stayed, a checksum
+    /// that fails, a junk description) is removed, so no later request meets it; one whose
+    /// store did not answer (a timeout, a cluster failing over) is left for when it does.
+    private func unreadable(_ entry: StoredEntry, _ error: StorageError) {
+        switch error.kind {
+        case .notFound, .corrupted:
+            var removal = "it was removed"
+            do {
+                try store.remove(entry.id)
+            } catch {
+                removal = "removing it failed too (\(error))"
+            }
+            configuration.log(
+                "the stored body of \(entry.head.url) could not be read (\(error)); \(removal), and the request "
+                    + "is answered as if it were not stored")
+        default:
+            configuration.log(
+                "the stored body of \(entry.head.url) could not be read (\(error)); the request is answered as if "
+                    + "it were not stored; check that the store is reachable")
+        }
     }
 
     /// A background revalidation of `served`, which `exchange` served stale, unless one runs

@@ -5,9 +5,14 @@ import CacheStorage
 ///
 /// It decides with the `CacheEngine` (RFC 9111, RFC 5861, RFC 9211) and holds what it has
 /// learnt (the stored candidates, the plan of a forwarded request, the origin's answer), but it
-/// does no I/O and reads no clock: the caller performs each ``Action`` and reports what came of
-/// it with the matching event. ``ExchangeDriver`` performs the store actions; a host (the app's
+/// does no I/O and reads no clock: the caller performs each action and reports what came of it
+/// with the matching event. ``ExchangeDriver`` performs the store actions; a host (the app's
 /// `HTTPCache`, the proxy) performs the rest: network and client I/O.
+///
+/// Each event returns only the actions that can follow it, so a caller never meets an action it
+/// cannot perform at that point: ``Action`` before anything came from the origin,
+/// ``ResponseAction`` once the origin's response head arrived, ``FailureAction`` once no
+/// response came.
 ///
 /// The order, as OkHttp's cache interceptor reads it, for both hosts:
 ///
@@ -16,11 +21,12 @@ import CacheStorage
 /// 2. ``candidatesRead(_:now:)`` → the lookup (RFC 9111 §4): ``Action/serveStored(_:)``,
 ///    ``Action/answer(_:)`` (`504`, only-if-cached), ``Action/join(identity:)`` (a miss others
 ///    may share) or ``Action/forward(_:)``.
-/// 3. ``originResponded(_:requestTime:responseTime:now:)`` or ``originFailed(now:)`` →
-///    a stale response instead (RFC 9111 §4.2.4, RFC 5861 §4), ``Action/applyNotModified(_:)``
-///    for a `304` (§4.3.4), or ``Action/relay(_:)``: the response goes to the client while it is
-///    stored (§3), after the stored responses it invalidates are removed (§4.4) and a `HEAD`
-///    response freshened its `GET` (§4.3.5).
+/// 3. ``originResponded(_:requestTime:responseTime:now:)`` → a stale response instead of a `5xx`
+///    (RFC 5861 §4), ``ResponseAction/applyNotModified(_:)`` for a `304` (RFC 9111 §4.3.4), or
+///    ``ResponseAction/relay(_:)``: the response goes to the client while it is stored (§3),
+///    after the stored responses it invalidates are removed (§4.4) and a `HEAD` response
+///    freshened its `GET` (§4.3.5). ``originFailed(now:)`` → a stale response (§4.2.4), a `504`,
+///    or ``FailureAction/fail(_:)``.
 ///
 /// States and the events each accepts:
 ///
@@ -28,22 +34,26 @@ import CacheStorage
 /// | --- | --- | --- |
 /// | idle | init | ``start()`` |
 /// | looking up | ``Action/readCandidates(primaryKey:)`` | ``candidatesRead(_:now:)`` |
-/// | serving | ``Action/serveStored(_:)`` | ``storedBodyUnavailable()`` (or done) |
-/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)`` |
-/// | forwarding | ``Action/forward(_:)`` | ``originResponded(_:requestTime:responseTime:now:)``, ``originFailed(now:)`` |
-/// | freshening | ``Action/applyNotModified(_:)`` | ``notModifiedApplied(_:now:)`` |
-/// | completing | ``Action/relay(_:)`` with a stored part | ``storedPartUnavailable()`` (or done) |
-/// | done | ``Action/answer(_:)``, ``Action/fail(_:)``, a relay, a served response | none |
+/// | serving | ``Action/serveStored(_:)`` | ``storedBodyUnavailable(now:)`` (or done) |
+/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)``, ``leaderLost()`` |
+/// | forwarding | a `forward` action | ``originResponded(_:requestTime:responseTime:now:)``, ``originFailed(now:)`` |
+/// | freshening | ``ResponseAction/applyNotModified(_:)`` | ``notModifiedApplied(_:now:)`` |
+/// | replacing | ``ResponseAction/serveStored(_:)`` | ``replacementUnavailable()`` (or done) |
+/// | completing | ``ResponseAction/relay(_:)`` with a stored part | ``storedPartUnavailable()`` (or done) |
+/// | falling back | ``FailureAction/serveStored(_:)`` | ``fallbackUnavailable()`` (or done) |
+/// | done | an answer, a failure, a relay, a served response | none |
 ///
-/// A stored response chosen may be gone before its body is opened (replaced, evicted,
-/// corrupted): the lookup is then made again, up to ``maximumLookups`` times.
+/// A stored response whose body cannot be opened (replaced, evicted, corrupted, or its store
+/// unreachable) is never a failure of the request: the lookup is made again without it, up to
+/// ``maximumLookups`` times, and then decided on what remains, so that a store that keeps
+/// offering an unreadable response makes a miss, not an error.
 public struct ExchangeStateMachine: Sendable {
-    /// What to do next.
+    /// What to do next, before anything came from the origin.
     public enum Action: Sendable {
         /// Store: read the stored responses of `primaryKey` → ``candidatesRead(_:now:)``.
         case readCandidates(primaryKey: String)
         /// Store, then client: open the body of a stored response and serve it (→
-        /// ``storedBodyUnavailable()`` when it cannot be opened).
+        /// ``storedBodyUnavailable(now:)`` when it cannot be opened).
         case serveStored(StoredAnswer)
         /// Client: answer with a response the cache makes itself.
         indirect case answer(CacheAnswer)
@@ -53,14 +63,36 @@ public struct ExchangeStateMachine: Sendable {
         /// Network: send the request with these fields set → ``originResponded(_:requestTime:responseTime:now:)``
         /// or ``originFailed(now:)``.
         indirect case forward(ForwardedRequest)
+    }
+
+    /// What to do next, once the origin's response head arrived.
+    public enum ResponseAction: Sendable {
+        /// Store, then client: serve a stored response instead of the origin's (freshened by a
+        /// `304`, or stale instead of a `5xx`); → ``replacementUnavailable()`` when its body
+        /// cannot be opened.
+        case serveStored(StoredAnswer)
         /// Store: apply a `304` to the stored responses it selects → ``notModifiedApplied(_:now:)``.
         indirect case applyNotModified(NotModified)
+        /// Network: send the request again with these fields set (without validators, or for
+        /// the whole instead of a part) → ``originResponded(_:requestTime:responseTime:now:)`` or
+        /// ``originFailed(now:)``.
+        indirect case forward(ForwardedRequest)
         /// Store, then client: apply the updates, then relay the origin's response, storing it
         /// when the plan says (→ ``storedPartUnavailable()`` when a stored part to complete
         /// cannot be opened).
         indirect case relay(RelayPlan)
-        /// Client: the request fails (the host passes its transport's error on).
-        indirect case fail(ExchangeFailure)
+    }
+
+    /// What to do next, when no response came from the origin.
+    public enum FailureAction: Sendable {
+        /// Store, then client: serve a stored response instead (RFC 9111 §4.2.4); →
+        /// ``fallbackUnavailable()`` when its body cannot be opened.
+        case serveStored(StoredAnswer)
+        /// Client: answer with a response the cache makes itself (a `504`).
+        indirect case answer(CacheAnswer)
+        /// Client: the request fails, for these reasons; the host passes its transport's error
+        /// on (nothing stored may answer instead).
+        case fail([Reason])
     }
 
     /// A stored response chosen to answer.
@@ -134,38 +166,25 @@ public struct ExchangeStateMachine: Sendable {
         public var times: ExchangeTimes
     }
 
-    /// How the request failed.
-    public enum ExchangeFailure: Sendable, Equatable {
-        /// No response from the origin, and nothing stored may answer instead: the host passes
-        /// its transport's error on.
-        case originUnreachable([Reason])
-        /// The stored response chosen kept being replaced or removed before its body could be
-        /// opened.
-        case storeKeptChanging
-    }
-
-    /// How many lookups an exchange makes when chosen stored responses keep vanishing.
+    /// How many lookups an exchange makes when the stored responses it chooses cannot be opened.
     public static let maximumLookups = 3
 
     private enum State {
         case idle
         case lookingUp
-        /// A stored response chosen at the lookup is being served (no allocation on a hit).
-        case serving
-        /// A stored response is being served instead of what the origin did (the request went
-        /// forward first, with `plan`).
-        indirect case servingForOrigin(OriginAnswer, plan: ForwardPlan)
+        /// The stored response `EntryID` chosen at the lookup is being served.
+        case serving(EntryID)
+        /// A stored response is served instead of the origin's response `head` (a freshened
+        /// one after a `304`, a stale one after a `5xx`); the request went forward with `plan`.
+        indirect case replacing(ResponseHead, ExchangeTimes, plan: ForwardPlan)
+        /// A stored response is served because no response came from the origin; the request
+        /// fails for these reasons if it cannot be.
+        case fallingBack([Reason])
         indirect case joining(ForwardPlan)
         indirect case forwarding(ForwardPlan)
-        indirect case freshening(ForwardPlan, OriginAnswer)
-        indirect case completing(ForwardPlan, OriginAnswer)
+        indirect case freshening(ForwardPlan, ResponseHead, ExchangeTimes)
+        indirect case completing(ForwardPlan)
         case done
-    }
-
-    /// What the origin did, kept while a stored response may still replace it.
-    private enum OriginAnswer {
-        case failed([Reason])
-        case responded(ResponseHead, requestTime: Timestamp, responseTime: Timestamp)
     }
 
     /// A forwarded request: the engine's forwarding and what the exchange adds to it.
@@ -196,6 +215,8 @@ public struct ExchangeStateMachine: Sendable {
     /// The stored candidates last read.
     private var candidates: [StoredCandidate] = []
     private var lookups = 0
+    /// Stored responses whose bodies could not be opened: left out of every later lookup.
+    private var unreadable: Set<EntryID> = []
     /// What the leader this request waited for stored.
     private var collapsed: CollapsedResponse?
     private var mayJoin = true
@@ -250,11 +271,11 @@ public struct ExchangeStateMachine: Sendable {
 
     /// The request arrived.
     public mutating func start() -> Action {
-        if case .forwarding(let plan) = state { return forward(plan) }  // a background revalidation
+        if case .forwarding(let plan) = state { return .forward(sending(plan)) }  // a background revalidation
         precondition(isIdle, "start() called twice")
         guard let primaryKey = request.primaryKey else {
             let bypass = Forwarding(reason: .bypass, reasons: request.bypassReasons)
-            return forward(ForwardPlan(forwarding: bypass, caching: false))
+            return .forward(sending(ForwardPlan(forwarding: bypass, caching: false)))
         }
         state = .lookingUp
         return .readCandidates(primaryKey: primaryKey)
@@ -271,8 +292,22 @@ public struct ExchangeStateMachine: Sendable {
         _ candidates: [StoredCandidate], facts: [StoredResponseFacts], now: Timestamp
     ) -> Action {
         guard case .lookingUp = state else { unexpected("candidatesRead") }
-        self.candidates = candidates
         lookups += 1
+        return decide(candidates, facts: facts, now: now)
+    }
+
+    /// The lookup (RFC 9111 §4) over `candidates`, without those found unreadable.
+    private mutating func decide(
+        _ candidates: [StoredCandidate], facts: [StoredResponseFacts], now: Timestamp
+    ) -> Action {
+        var candidates = candidates
+        var facts = facts
+        if !unreadable.isEmpty, candidates.contains(where: { unreadable.contains($0.entry.id) }) {
+            let kept = candidates.indices.filter { !unreadable.contains(candidates[$0].entry.id) }
+            candidates = kept.map { candidates[$0] }
+            facts = kept.map { facts[$0] }
+        }
+        self.candidates = candidates
         let cacheRequest = CacheRequest(request.head, policy: request.policy)
         switch engine.lookup(cacheRequest, candidates: facts, now: now) {
         case .serve(let use):
@@ -322,39 +357,23 @@ public struct ExchangeStateMachine: Sendable {
                 state = .joining(plan)
                 return .join(identity: primaryKey)
             }
-            return forward(plan)
+            return .forward(sending(plan))
         }
     }
 
-    /// The body of the stored response chosen could not be opened: it was replaced, evicted or
-    /// found corrupted since the lookup.
-    public mutating func storedBodyUnavailable() -> Action {
-        let origin: (answer: OriginAnswer, plan: ForwardPlan)?
-        switch state {
-        case .serving: origin = nil
-        case .servingForOrigin(let answer, let plan): origin = (answer, plan)
-        default: unexpected("storedBodyUnavailable")
-        }
-        switch origin?.answer {
-        case .failed(let reasons)?:
-            state = .done
-            return .fail(.originUnreachable(reasons))
-        case .responded(let head, let requestTime, let responseTime)?:
-            let plan = origin!.plan
-            if head.status == 304 {
-                // Freshened, then gone: ask again without validators (RFC 9111 §4.3.4).
-                return forward(plan.withoutValidators)
-            }
-            // A 5xx was to be replaced by a stale response: pass it on.
-            return relay(plan, head, requestTime: requestTime, responseTime: responseTime)
-        case nil:
-            guard lookups < Self.maximumLookups, let primaryKey = request.primaryKey else {
-                state = .done
-                return .fail(.storeKeptChanging)
-            }
-            state = .lookingUp
+    /// The body of the stored response chosen could not be opened: it was replaced or evicted
+    /// since the lookup, found corrupted, or the store could not be read. The lookup is made
+    /// again without it (a replacement may have been stored meanwhile); once
+    /// ``maximumLookups`` were made, the request is decided on the candidates that remain, so
+    /// it goes to the origin as a miss rather than failing, a conditional request too.
+    public mutating func storedBodyUnavailable(now: Timestamp) -> Action {
+        guard case .serving(let id) = state else { unexpected("storedBodyUnavailable") }
+        unreadable.insert(id)
+        state = .lookingUp
+        if lookups < Self.maximumLookups, let primaryKey = request.primaryKey {
             return .readCandidates(primaryKey: primaryKey)
         }
+        return decide(candidates, facts: candidates.map(\.facts), now: now)
     }
 
     /// This request leads: it is sent, and the others wait for it.
@@ -363,7 +382,7 @@ public struct ExchangeStateMachine: Sendable {
             unexpected("joinedAsLeader")
         }
         leads = primaryKey
-        return forward(plan)
+        return .forward(sending(plan))
     }
 
     /// The request this one waited for is done: `collapsed` when its response is stored. The
@@ -378,12 +397,24 @@ public struct ExchangeStateMachine: Sendable {
         return .readCandidates(primaryKey: primaryKey)
     }
 
+    /// The leader this request waited for, another cache sharing the store, vanished without
+    /// ending its fetch, and this request leads in its place: it looks up again (the fetch may
+    /// have been stored after all), then goes to the origin for the requests that wait for it.
+    public mutating func leaderLost() -> Action {
+        guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderLost") }
+        leads = primaryKey
+        mayJoin = false
+        lookups = 0
+        state = .lookingUp
+        return .readCandidates(primaryKey: primaryKey)
+    }
+
     /// No response came from the origin (refused, unreachable, timed out, cut before the head).
-    public mutating func originFailed(now: Timestamp) -> Action {
+    public mutating func originFailed(now: Timestamp) -> FailureAction {
         guard case .forwarding(let plan) = state else { unexpected("originFailed") }
         guard let (index, stored) = fallbackCandidate(plan) else {
             state = .done
-            return .fail(.originUnreachable(plan.forwarding.reasons))
+            return .fail(plan.forwarding.reasons)
         }
         let cacheRequest = CacheRequest(request.head, policy: request.policy)
         switch engine.fallback(
@@ -391,13 +422,13 @@ public struct ExchangeStateMachine: Sendable {
             savedForOffline: stored.entry.isPinned, now: now)
         {
         case .serve(let use):
-            return serve(
+            state = .fallingBack(plan.forwarding.reasons)
+            return .serveStored(
                 StoredAnswer(
                     candidate: stored, use: use,
                     cacheStatus: CacheStatus(
                         cache: name, servedStale: use, after: .unreachable, forward: plan.forwarding.reason),
-                    outcome: .stale, revalidation: nil, replacesOriginResponse: true),
-                origin: (.failed(plan.forwarding.reasons), plan))
+                    outcome: .stale, revalidation: nil, replacesOriginResponse: true))
         case .gatewayTimeout(let reasons):
             state = .done
             var status = CacheStatus(cache: name, forward: plan.forwarding.reason)
@@ -407,15 +438,16 @@ public struct ExchangeStateMachine: Sendable {
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
         case .passThrough(let reasons):
             state = .done
-            return .fail(.originUnreachable(reasons))
+            return .fail(reasons)
         }
     }
 
     /// The origin's response head arrived.
     public mutating func originResponded(
         _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp, now: Timestamp
-    ) -> Action {
+    ) -> ResponseAction {
         guard case .forwarding(let plan) = state else { unexpected("originResponded") }
+        let times = ExchangeTimes(requestTime: requestTime, responseTime: responseTime)
         var head = head
         // A recipient with a clock adds Date when forwarding or storing a response without one
         // (RFC 9110 §6.6.1).
@@ -426,23 +458,22 @@ public struct ExchangeStateMachine: Sendable {
             let failure = OriginFailure.serverError(status: status)
             switch engine.fallback(after: failure, request: cacheRequest, candidate: (index, stored.facts), now: now) {
             case .serve(let use):
-                return serve(
+                state = .replacing(head, times, plan: plan)
+                return .serveStored(
                     StoredAnswer(
                         candidate: stored, use: use,
                         cacheStatus: CacheStatus(
                             cache: name, servedStale: use, after: failure, forward: plan.forwarding.reason),
-                        outcome: .stale, revalidation: nil, replacesOriginResponse: true),
-                    origin: (.responded(head, requestTime: requestTime, responseTime: responseTime), plan))
+                        outcome: .stale, revalidation: nil, replacesOriginResponse: true))
             case .gatewayTimeout, .passThrough:
                 break  // The 5xx is passed on.
             }
         }
         if status == 304, plan.caching, !plan.forwarding.validated.isEmpty {
-            state = .freshening(plan, .responded(head, requestTime: requestTime, responseTime: responseTime))
+            state = .freshening(plan, head, times)
             return .applyNotModified(
                 NotModified(
-                    fields: head.fields, candidates: candidates, validated: plan.forwarding.validated,
-                    times: ExchangeTimes(requestTime: requestTime, responseTime: responseTime)))
+                    fields: head.fields, candidates: candidates, validated: plan.forwarding.validated, times: times))
         }
         if let index = plan.resuming {
             let part = candidates[index]
@@ -453,8 +484,8 @@ public struct ExchangeStateMachine: Sendable {
                 combined.status = 200
                 combined.fields = engine.updatedFields(
                     stored: part.entry.head.fields, with: head.fields, responseTime: responseTime)
-                state = .completing(plan, .responded(head, requestTime: requestTime, responseTime: responseTime))
-                var relay = relayPlan(plan, combined, requestTime: requestTime, responseTime: responseTime)
+                state = .completing(plan)
+                var relay = relayPlan(plan, combined, times)
                 relay.originStatus = status
                 relay.cacheStatus.forwardStatus = status
                 relay.storedPart = part
@@ -466,17 +497,17 @@ public struct ExchangeStateMachine: Sendable {
                 var retry = plan
                 retry.resuming = nil
                 retry.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
-                return forward(retry, discarding: [part.entry.id])
+                return .forward(sending(retry, discarding: [part.entry.id]))
             }
             // A 200: the representation changed (If-Range did not hold); it replaces the part.
         }
-        return relay(plan, head, requestTime: requestTime, responseTime: responseTime)
+        return relay(plan, head, times)
     }
 
     /// The `304` was applied: `updated` are the candidates as freshened, `nil` when it selects
     /// none of them (RFC 9111 §4.3.4).
-    public mutating func notModifiedApplied(_ updated: [StoredCandidate]?, now: Timestamp) -> Action {
-        guard case .freshening(let plan, let origin) = state else { unexpected("notModifiedApplied") }
+    public mutating func notModifiedApplied(_ updated: [StoredCandidate]?, now: Timestamp) -> ResponseAction {
+        guard case .freshening(let plan, let head, let times) = state else { unexpected("notModifiedApplied") }
         if let updated {
             candidates = updated
             // Served from the freshened responses; the client's own validators still apply.
@@ -485,25 +516,42 @@ public struct ExchangeStateMachine: Sendable {
                 use.reasons = plan.forwarding.reasons
                 var status = CacheStatus(cache: name, forward: plan.forwarding.reason, forwardStatus: 304, stored: true)
                 status.ttl = Int(use.timeToLive.rounded(.down))
-                return serve(
+                state = .replacing(head, times, plan: plan)
+                return .serveStored(
                     StoredAnswer(
                         candidate: updated[use.candidate], use: use, cacheStatus: status, outcome: .revalidated,
-                        revalidation: nil, replacesOriginResponse: true),
-                    origin: (origin, plan))
+                        revalidation: nil, replacesOriginResponse: true))
             }
         }
         // It matches nothing stored: ask again without validators.
-        return forward(plan.withoutValidators)
+        return .forward(sending(plan.withoutValidators))
+    }
+
+    /// The stored response chosen instead of the origin's could not be opened. A `304` is
+    /// asked again without validators (RFC 9111 §4.3.4: it freshened what is now gone); a `5xx`
+    /// is passed on as it came.
+    public mutating func replacementUnavailable() -> ResponseAction {
+        guard case .replacing(let head, let times, let plan) = state else { unexpected("replacementUnavailable") }
+        if head.status == 304 { return .forward(sending(plan.withoutValidators)) }
+        return relay(plan, head, times)
+    }
+
+    /// The stored response chosen because the origin gave no response could not be opened:
+    /// the request fails as it would have with nothing stored.
+    public mutating func fallbackUnavailable() -> FailureAction {
+        guard case .fallingBack(let reasons) = state else { unexpected("fallbackUnavailable") }
+        state = .done
+        return .fail(reasons)
     }
 
     /// The stored part to complete could not be opened: it is dropped and the whole asked for.
-    public mutating func storedPartUnavailable() -> Action {
-        guard case .completing(var plan, _) = state, let index = plan.resuming else {
+    public mutating func storedPartUnavailable() -> ResponseAction {
+        guard case .completing(var plan) = state, let index = plan.resuming else {
             unexpected("storedPartUnavailable")
         }
         plan.resuming = nil
         plan.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
-        return forward(plan, discarding: [candidates[index].entry.id])
+        return .forward(sending(plan, discarding: [candidates[index].entry.id]))
     }
 
     /// The host gave the exchange up; it leads nothing any more.
@@ -519,19 +567,17 @@ public struct ExchangeStateMachine: Sendable {
         return false
     }
 
-    private mutating func serve(_ answer: StoredAnswer, origin: (answer: OriginAnswer, plan: ForwardPlan)? = nil)
-        -> Action
-    {
-        state = origin.map { .servingForOrigin($0.answer, plan: $0.plan) } ?? .serving
+    private mutating func serve(_ answer: StoredAnswer) -> Action {
+        state = .serving(answer.candidate.entry.id)
         return .serveStored(answer)
     }
 
-    private mutating func forward(_ plan: ForwardPlan, discarding: [EntryID] = []) -> Action {
+    /// The request `plan` sends; the exchange waits for the origin.
+    private mutating func sending(_ plan: ForwardPlan, discarding: [EntryID] = []) -> ForwardedRequest {
         state = .forwarding(plan)
-        return .forward(
-            ForwardedRequest(
-                fields: plan.forwarding.fields, reason: plan.forwarding.reason,
-                isValidation: plan.forwarding.isValidation, discard: discarding))
+        return ForwardedRequest(
+            fields: plan.forwarding.fields, reason: plan.forwarding.reason, isValidation: plan.forwarding.isValidation,
+            discard: discarding)
     }
 
     /// The stored response the engine may fall back on when the origin fails (RFC 9111
@@ -544,16 +590,14 @@ public struct ExchangeStateMachine: Sendable {
         return (index, candidates[index])
     }
 
-    private mutating func relay(
-        _ plan: ForwardPlan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
-    ) -> Action {
+    private mutating func relay(_ plan: ForwardPlan, _ head: ResponseHead, _ times: ExchangeTimes) -> ResponseAction {
         state = .done
-        return .relay(relayPlan(plan, head, requestTime: requestTime, responseTime: responseTime))
+        return .relay(relayPlan(plan, head, times))
     }
 
-    private func relayPlan(
-        _ plan: ForwardPlan, _ head: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
-    ) -> RelayPlan {
+    private func relayPlan(_ plan: ForwardPlan, _ head: ResponseHead, _ times: ExchangeTimes) -> RelayPlan {
+        let requestTime = times.requestTime
+        let responseTime = times.responseTime
         let status = head.status
         var relay = RelayPlan(
             status: status, originStatus: status, fields: head.fields, outcome: plan.caching ? .miss : .bypass,
@@ -561,7 +605,7 @@ public struct ExchangeStateMachine: Sendable {
                 cache: name, forward: plan.forwarding.reason, forwardStatus: status, stored: plan.caching ? false : nil),
             reasons: plan.forwarding.reasons, storage: nil, invalidated: [], headFreshens: nil,
             notModifiedFreshens: [], storedPart: nil, expectedLength: Self.expectedLength(request.head.method, head),
-            times: ExchangeTimes(requestTime: requestTime, responseTime: responseTime))
+            times: times)
         if request.invalidates {
             relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
                 CacheKey(method: "GET", uri: $0)?.primaryKey

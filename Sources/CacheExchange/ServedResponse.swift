@@ -95,8 +95,8 @@ public struct CacheAnswer: Sendable {
 
 /// Builds ``ServedResponse``s. The fields every answer from one entry starts with (the stored
 /// fields without `Age`, transformed by the host, e.g. with its `Via`) are remembered per entry
-/// and facts, and a plain hit's `Cache-Status` is written without the structured-field
-/// serializer: a hit then costs a few field appends.
+/// and facts (bounded in count and bytes), and a plain hit's `Cache-Status` is written without
+/// the structured-field serializer: a hit then costs a few field appends.
 final class ServedResponseBuilder: Sendable {
     private let engine: CacheEngine
     private let name: String
@@ -120,14 +120,14 @@ final class ServedResponseBuilder: Sendable {
 
     init(
         engine: CacheEngine, name: String, addsCacheStatus: Bool,
-        transform: (@Sendable (HeaderFields) -> HeaderFields)?, capacity: Int
+        transform: (@Sendable (HeaderFields) -> HeaderFields)?, capacity: Int, byteLimit: Int
     ) {
         self.engine = engine
         self.name = name
         self.addsCacheStatus = addsCacheStatus
         self.transform = transform
         hitStatusPrefix = CacheStatus(cache: name).fieldValue.hasPrefix(name + ";") ? name + "; hit; ttl=" : nil
-        bases = Locked(LRUCache(capacity: capacity))
+        bases = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
     }
 
     /// The stored fields as every answer starts: without `Age`, transformed.
@@ -140,7 +140,8 @@ final class ServedResponseBuilder: Sendable {
             facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains("Cache-Status"),
             declaredLength: entry.head.fields["Content-Length"].map { Int64($0) ?? -1 },
             fieldsLength: fields["Content-Length"].map { Int64($0) ?? -1 })
-        bases.withLock { $0.set(base, for: entry.id) }
+        let cost = MemoryCost.bytes(base.facts) + MemoryCost.fields(base.fields)
+        bases.withLock { $0.set(base, for: entry.id, cost: cost) }
         return base
     }
 

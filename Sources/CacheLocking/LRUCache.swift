@@ -1,7 +1,11 @@
-/// A dictionary that holds at most `capacity` values, dropping the least recently used one
-/// beyond it: what the package remembers per key (the exchange's candidates, decoded facts
-/// and served fields, the proxy's routes, the disk store's heads) stays bounded without ever
-/// being cleared wholesale, so a working set larger than the capacity keeps its hot keys.
+/// A dictionary that holds at most `capacity` values and at most `byteLimit` bytes of them,
+/// dropping the least recently used ones beyond either: what the package remembers per key
+/// (the exchange's candidates, decoded facts and served fields, the proxy's routes, the disk
+/// store's heads) stays bounded in count and in memory without ever being cleared wholesale,
+/// so a working set larger than the capacity keeps its hot keys.
+///
+/// A value's bytes are what its owner says it costs (``set(_:for:cost:)``: the heap memory
+/// its key and value hold) plus ``entryOverhead``, the cache's own per-value bookkeeping.
 ///
 /// A value type with no lock: keep it behind the owner's lock (``Locked``). Public and
 /// inlinable, like ``Locked``, so that it is specialized where it is used.
@@ -10,13 +14,16 @@ public struct LRUCache<Key: Hashable, Value> {
     struct Node {
         @usableFromInline var key: Key
         @usableFromInline var value: Value
+        /// What the value is charged: its cost plus ``entryOverhead``.
+        @usableFromInline var bytes: Int
         @usableFromInline var newer: Int
         @usableFromInline var older: Int
 
         @inlinable
-        init(key: Key, value: Value, newer: Int, older: Int) {
+        init(key: Key, value: Value, bytes: Int, newer: Int, older: Int) {
             self.key = key
             self.value = value
+            self.bytes = bytes
             self.newer = newer
             self.older = older
         }
@@ -24,20 +31,33 @@ public struct LRUCache<Key: Hashable, Value> {
 
     /// The most values held.
     public let capacity: Int
+    /// The most bytes the values held are charged together.
+    public let byteLimit: Int
+    /// The bytes the values held are charged together.
+    @inlinable public var bytes: Int { chargedBytes }
+    @usableFromInline var chargedBytes = 0
     @usableFromInline var nodes: [Node] = []
     @usableFromInline var slots: [Key: Int] = [:]
     @usableFromInline var newest = -1
     @usableFromInline var oldest = -1
 
-    /// An empty cache for at most `capacity` values (at least one).
+    /// An empty cache for at most `capacity` values (at least one) and `byteLimit` bytes.
     @inlinable
-    public init(capacity: Int) {
+    public init(capacity: Int, byteLimit: Int = .max) {
         precondition(capacity > 0, "an LRU cache needs room for at least one value")
         self.capacity = capacity
+        self.byteLimit = byteLimit
     }
 
     /// How many values are held.
     @inlinable public var count: Int { slots.count }
+
+    /// The bytes each value is charged besides its cost: its node in the recency list and its
+    /// entry in the key index (both grow by doubling, so twice their size; the index up to
+    /// three times, a hash table being at most three quarters full).
+    public static var entryOverhead: Int {
+        2 * MemoryLayout<Node>.stride + 3 * (MemoryLayout<Key>.stride + MemoryLayout<Int>.stride)
+    }
 
     /// The value for `key`, which becomes the most recently used.
     @inlinable
@@ -48,27 +68,32 @@ public struct LRUCache<Key: Hashable, Value> {
     }
 
     /// Sets the value for `key` as the most recently used, dropping the least recently used
-    /// value when full.
+    /// values while more than ``capacity`` or ``byteLimit`` would be held. A value whose cost
+    /// alone is beyond the byte limit is not kept (and `key` is forgotten).
+    ///
+    /// - Parameter cost: The bytes of heap memory `key` and `value` hold (0 for plain values).
     @inlinable
-    public mutating func set(_ value: Value, for key: Key) {
-        if let slot = slots[key] {
-            nodes[slot].value = value
-            makeNewest(slot)
+    public mutating func set(_ value: Value, for key: Key, cost: Int = 0) {
+        let charged = cost + Self.entryOverhead
+        guard charged <= byteLimit else {
+            removeValue(for: key)
             return
         }
-        let slot: Int
-        if nodes.count < capacity {
-            slot = nodes.count
-            nodes.append(Node(key: key, value: value, newer: -1, older: -1))
+        if let slot = slots[key] {
+            chargedBytes += charged - nodes[slot].bytes
+            nodes[slot].value = value
+            nodes[slot].bytes = charged
+            makeNewest(slot)
         } else {
-            // Reuse the oldest node's slot.
-            slot = oldest
-            detach(slot)
-            slots[nodes[slot].key] = nil
-            nodes[slot] = Node(key: key, value: value, newer: -1, older: -1)
+            while slots.count >= capacity { removeValue(for: nodes[oldest].key) }
+            let slot = nodes.count
+            nodes.append(Node(key: key, value: value, bytes: charged, newer: -1, older: -1))
+            slots[key] = slot
+            chargedBytes += charged
+            attachAsNewest(slot)
         }
-        slots[key] = slot
-        attachAsNewest(slot)
+        // The value just set fits alone, so this stops before reaching it.
+        while chargedBytes > byteLimit { removeValue(for: nodes[oldest].key) }
     }
 
     /// Forgets `key`.
@@ -76,6 +101,7 @@ public struct LRUCache<Key: Hashable, Value> {
     public mutating func removeValue(for key: Key) {
         guard let slot = slots.removeValue(forKey: key) else { return }
         detach(slot)
+        chargedBytes -= nodes[slot].bytes
         // Move the last node into the freed slot so the array stays dense.
         let last = nodes.count - 1
         if slot != last {

@@ -342,30 +342,31 @@ extension CacheEngine {
 }
 
 extension CacheEngine {
-    /// A `206` as the incomplete `200` it is part of (RFC 9111 §3.3, §3.4): the answer to a
-    /// `GET` with `Range`, one part of a known complete length, with a strong validator (so
-    /// that the parts can be proved to belong together and combined). Its fields with the
-    /// complete `Content-Length`, and its `Content-Range` only when the part does not start at
-    /// byte 0 (a first part is the incomplete response a cut-off `200` leaves). `nil` for any
-    /// other `206` (not stored).
+    /// A `206` as the incomplete `200` it is part of (RFC 9111 §3.3: "a 206 (Partial Content)
+    /// response MAY be stored as if it were an incomplete 200 (OK) response"): the answer to a
+    /// `GET` with `Range`, one part of a known complete length. Its fields with the complete
+    /// `Content-Length`, and its `Content-Range` only when the part does not start at byte 0 (a
+    /// first part is the incomplete response a cut-off `200` leaves). `nil` for any other `206`
+    /// (not stored), and for one whose `Content-Length` is not the size of its range.
+    ///
+    /// Any validator will do, or none: the part answers ranges wholly within it while it is
+    /// fresh (§3.3), like any stored response. Only parts with the same strong validator are
+    /// ever combined (§3.4, ``partsCombine(_:_:)``) or resumed (``resumptionFields(stored:storedLength:)``),
+    /// so one without is kept alone, and, having nothing to validate with, is fetched again
+    /// once stale.
     func incompletePart(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
         guard request.method == "GET", request.fields.contains("Range"),
             let text = response.fields["Content-Range"], response.fields.values(named: "Content-Range").count == 1,
             let contentRange = ContentRange(text), let range = contentRange.range,
             let length = contentRange.completeLength, range.count < length
         else { return nil }
+        // A Content-Length other than the range's size leaves unknown which bytes came
+        // (RFC 9110 §14.4: Content-Range describes the enclosed part): not stored.
+        if let declared = response.fields["Content-Length"], Int64(declared) != Int64(range.count) { return nil }
         var fields = response.fields
         if range.lowerBound == 0 { fields.removeAll(named: "Content-Range") }
         fields["Content-Length"] = String(length)
-        let strong: Bool
-        if let tag = fields["ETag"].flatMap({ EntityTag($0) }) {
-            strong = !tag.isWeak
-        } else if let date = fields["Date"].flatMap({ HTTPDate.parse($0) }) {
-            strong = strongLastModified(fields["Last-Modified"].flatMap { HTTPDate.parse($0) }, date: date) != nil
-        } else {
-            strong = false
-        }
-        return strong ? ResponseHead(status: 200, fields: fields) : nil
+        return ResponseHead(status: 200, fields: fields)
     }
 
     /// The decision for a part (``incompletePart(_:_:)``): as for the complete `200`, then

@@ -98,9 +98,14 @@ public struct StoredResponseFacts: Hashable, Sendable {
     /// the response to be stored (RFC 9111 §4.1); `nil` where the field was absent.
     public var varyValues: [String?]
 
-    /// Tells this response's variant apart from others under the same cache key: the
-    /// normalized values of the fields `Vary` nominates, for ``CacheStorage``'s variant key.
-    package var variantKey: String { varyValues.map { $0 ?? "\u{0}" }.joined(separator: "\u{1}") }
+    /// Tells this response's variant apart from others under the same cache key, for
+    /// ``CacheStorage``'s variant key: per field `Vary` nominates, `=` and its normalized value,
+    /// or `-` when the field was absent (an absent field matches only an absent one, never an
+    /// empty one: RFC 9111 §4.1), separated by U+0001; empty without `Vary`. Plain text, so
+    /// every store keeps it byte for byte.
+    package var variantKey: String {
+        varyValues.map { $0.map { "=" + $0 } ?? "-" }.joined(separator: "\u{1}")
+    }
 
     /// The same fields as the original request sent them (lines joined with ", "), so a
     /// later request that sends identical bytes matches without normalizing.

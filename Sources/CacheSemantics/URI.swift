@@ -54,7 +54,8 @@ struct URIParts: Hashable {
         return "\(scheme)://\(authority)"
     }
 
-    /// Host lowered, default port and empty port removed (RFC 9110 §4.2.3).
+    /// Host lowered, default port and empty port removed, the port without leading zeros
+    /// (RFC 9110 §4.2.3, RFC 3986 §6.2.3).
     var normalizedAuthority: String? {
         guard let authority else { return nil }
         var userinfo = ""
@@ -77,26 +78,26 @@ struct URIParts: Hashable {
             // Not a valid port: keep the authority as it is, only its case folded.
             return userinfo + ASCII.lowercased(hostPort)
         }
-        let defaultPort = scheme == "http" ? "80" : scheme == "https" ? "443" : nil
+        let defaultPort = scheme == "http" ? 80 : scheme == "https" ? 443 : nil
         var result = userinfo + ASCII.lowercased(host)
-        if !port.isEmpty, String(port) != defaultPort { result += ":" + port }
+        // The same number is the same port: `080` is `80`. Beyond 65535 it is no port: kept as written.
+        if let number = ASCII.parseDigits(port, cap: 65536), number != defaultPort {
+            result += ":" + (number <= 65535 ? String(number) : String(port))
+        }
         return result
     }
 
-    /// The normalized form (RFC 9110 §4.2.3, RFC 3986 §6.2.2): scheme and host lowered,
-    /// default port removed, empty path as "/", dot segments removed, percent-encodings in
-    /// upper case with unreserved characters decoded, fragment dropped.
+    /// The form a cache key holds (RFC 9110 §4.2.3): scheme and host lowered, the default port
+    /// removed, an empty path as "/", the fragment dropped. The path and query stay byte for
+    /// byte as they are: a proxy forwards them unchanged (RFC 9110 §7.7), and two spellings
+    /// that RFC 3986 §6.2.2 calls equivalent (`%7E` and `~`, `/a/../b` and `/b`) may still be
+    /// two resources to an origin that reads them differently; one stored response must never
+    /// answer both.
     var normalized: String {
         var out = scheme + ":"
         if let authority = normalizedAuthority { out += "//" + authority }
-        var normalizedPath = URIParts.removeDotSegments(URIParts.normalizePercentEncoding(path))
-        if authority != nil && normalizedPath.isEmpty { normalizedPath = "/" }
-        // Without an authority, a path starting "//" would read back as one (RFC 3986 §5.2.4).
-        if authority == nil && ASCII.startsWith(Substring(normalizedPath), "//") {
-            normalizedPath = "/." + normalizedPath
-        }
-        out += normalizedPath
-        if let query { out += "?" + URIParts.normalizePercentEncoding(query) }
+        out += authority != nil && path.isEmpty ? "/" : path
+        if let query { out += "?" + query }
         return out
     }
 
@@ -160,47 +161,13 @@ struct URIParts: Hashable {
         if ASCII.startsWith(Substring(path), "/") && !ASCII.startsWith(Substring(result), "/") { result = "/" + result }
         return result
     }
-
-    /// Upper-cases percent-encoding hex digits, decodes unreserved characters and encodes a
-    /// stray "%".
-    static func normalizePercentEncoding(_ text: String) -> String {
-        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
-        let bytes = Array(text.utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = 0
-        while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = ASCII.hexValue(bytes[i + 1]),
-                let low = ASCII.hexValue(bytes[i + 2])
-            {
-                let decoded = high << 4 | low
-                if ASCII.isAlpha(decoded) || ASCII.isDigit(decoded) || decoded == UInt8(ascii: "-")
-                    || decoded == UInt8(ascii: ".") || decoded == UInt8(ascii: "_") || decoded == UInt8(ascii: "~")
-                {
-                    out.append(decoded)
-                } else {
-                    out += [UInt8(ascii: "%"), ASCII.upperHex(high), ASCII.upperHex(low)]
-                }
-                i += 3
-            } else if bytes[i] == UInt8(ascii: "%") {
-                // A "%" that starts no percent-encoding is itself encoded, so that
-                // normalizing twice changes nothing.
-                out += Array("%25".utf8)
-                i += 1
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }
 
 extension ASCII {
     static func upperHex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x41 + nibble - 10 }
 
     /// The value of a hex digit of either case (`HEXDIG`, RFC 3986 §2.1); `nil` for any other byte.
-    static func hexValue(_ byte: UInt8) -> UInt8? {
+    package static func hexValue(_ byte: UInt8) -> UInt8? {
         if isDigit(byte) { return byte - 0x30 }
         let lowered = lower(byte)
         if lowered >= 0x61 && lowered <= 0x66 { return lowered - 0x61 + 10 }
@@ -208,8 +175,10 @@ extension ASCII {
     }
 }
 
-/// The primary cache key of a request: its method and normalized target URI (RFC 9111 §2,
-/// §4.1; RFC 9110 §4.2.3).
+/// The primary cache key of a request: its method and target URI (RFC 9111 §2, §4.1), the URI
+/// compared as RFC 9110 §4.2.3 allows and no further: scheme and host case-insensitively, the
+/// default port the same as none. The path and query are kept byte for byte as the request
+/// sends them (RFC 9110 §7.7), so `/a%2Fb`, `/a/b` and `/a/%62` are three keys.
 ///
 /// `GET` and `HEAD` share the `GET` key, because a stored `GET` response answers a `HEAD`
 /// request (RFC 9110 §9.3.2). ``primaryKey`` is the URI alone for `GET`, so stored URLs
@@ -217,7 +186,7 @@ extension ASCII {
 public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     /// The method the stored response answers.
     public var method: String
-    /// The normalized target URI.
+    /// The target URI, normalized as ``normalize(_:)`` does.
     public var uri: String
 
     /// The key of a request for `uri` with `method`; `nil` when `uri` is not an absolute URI.
@@ -232,6 +201,31 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { primaryKey }
 
-    /// `uri` in normalized form, or `nil` when it is not an absolute URI.
+    /// `uri` in the form a key holds, or `nil` when it is not an absolute URI: scheme and host
+    /// in lower case, the default port and an empty one left out, an empty path as `/`, the
+    /// fragment dropped (RFC 9110 §4.2.3); path and query unchanged.
     public static func normalize(_ uri: String) -> String? { URIParts(uri)?.normalized }
+
+    /// `uri` with the dot segments of its path removed (RFC 3986 §5.2.4) and without its
+    /// fragment: the form a client sends, as URLSession on Linux sends `/a/./b/../c` as `/a/c`.
+    /// `uri` itself when it has neither, or is not an absolute URI.
+    package static func removingDotSegments(_ uri: String) -> String {
+        // Most URLs have neither a "/." nor a "#": one pass over the bytes says so.
+        let mayChange = ASCII.withUTF8(uri) { bytes in
+            var previous: UInt8 = 0
+            for byte in bytes {
+                if byte == UInt8(ascii: "#") || (byte == UInt8(ascii: ".") && previous == UInt8(ascii: "/")) {
+                    return true
+                }
+                previous = byte
+            }
+            return false
+        }
+        guard mayChange, let parts = URIParts(uri) else { return uri }
+        var out = parts.scheme + ":"
+        if let authority = parts.authority { out += "//" + authority }
+        out += URIParts.removeDotSegments(parts.path)
+        if let query = parts.query { out += "?" + query }
+        return out
+    }
 }

@@ -120,13 +120,17 @@ enum FieldNormalization {
     /// the order of the members, so members are lower-cased and sorted, each with its
     /// weight (`q=1` is the default and dropped, other q-values written in their shortest form).
     case unorderedCaseInsensitive
+    /// `Accept-Language` (§12.5.4): as ``unorderedCaseInsensitive``, less the members that say
+    /// nothing (``withoutVoidMembers(_:)``).
+    case languageRanges
     /// `Accept` (RFC 9110 §12.5.1): the media range and parameter names are case-insensitive
     /// and their q-values normalized as above; parameter values and the order are kept.
     case mediaRanges
 
     init?(_ lowercasedName: String) {
         switch lowercasedName {
-        case "accept-encoding", "accept-language": self = .unorderedCaseInsensitive
+        case "accept-encoding": self = .unorderedCaseInsensitive
+        case "accept-language": self = .languageRanges
         case "accept": self = .mediaRanges
         default: return nil
         }
@@ -141,8 +145,37 @@ enum FieldNormalization {
             for member in ASCII.splitList(Substring(field.value)) { members.append(normalized(member)) }
         }
         guard present else { return nil }
-        if self == .unorderedCaseInsensitive { members.sort() }
+        if self != .mediaRanges { members.sort() }
+        if self == .languageRanges { members = Self.withoutVoidMembers(members) }
         return members.joined(separator: ",")
+    }
+
+    /// Sorted, normalized `Accept-Language` members less those that change nothing: a repeat
+    /// of the member before it, and a range weighted `q=0` that no acceptable range (`*`,
+    /// the same range, or a shorter one that matches it by basic filtering, RFC 4647 §3.3.1)
+    /// covers, since a language no member mentions is unacceptable anyway (RFC 9110 §12.4.3).
+    /// `en, fr;q=0` means what `en` means. All the members when every one would go.
+    static func withoutVoidMembers(_ members: [String]) -> [String] {
+        let ranges = members.map { member -> (range: Substring, acceptable: Bool) in
+            let parts = member.split(separator: ";", maxSplits: 1)
+            let weight = parts.count > 1 && parts[1].hasPrefix("q=") ? Self.weight(parts[1].dropFirst(2)) : nil
+            return (parts.first ?? "", weight != 0)
+        }
+        var kept: [String] = []
+        for (index, member) in members.enumerated() {
+            if index > 0, members[index - 1] == member { continue }
+            let range = ranges[index].range
+            if !ranges[index].acceptable,
+                !ranges.contains(where: { other in
+                    other.acceptable
+                        && (other.range == "*" || other.range == range || range.hasPrefix(other.range + "-"))
+                })
+            {
+                continue
+            }
+            kept.append(member)
+        }
+        return kept.isEmpty ? members : kept
     }
 
     /// One list member with white space around `;` and `=` removed, names lower-cased and
@@ -166,7 +199,7 @@ enum FieldNormalization {
                 continue
             }
             parts.append(
-                name + "=" + (self == .unorderedCaseInsensitive ? ASCII.lowercased(rawValue) : String(rawValue)))
+                name + "=" + (self == .mediaRanges ? String(rawValue) : ASCII.lowercased(rawValue)))
         }
         return parts.joined(separator: ";")
     }

@@ -185,6 +185,10 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
         case busy
         /// The writer was already committed or aborted.
         case writerClosed
+        /// The cache directory, a directory it lies in or a file in it could be changed by
+        /// another user (its owner or mode, or a symbolic link in place of a file); the message
+        /// says which and how to fix it (``DiskStore/prepareDirectory(_:)``).
+        case unsafeDirectory
     }
 
     /// The kind of failure.
@@ -318,7 +322,9 @@ let streamChunkSize = 16 * checksumBlockSize
 /// ``claimFill(_:)``: `true`, it goes to the origin and calls ``endFill(_:)`` once the response
 /// is stored (or is not going to be); `false`, another cache is fetching it, and
 /// ``awaitFill(_:_:)`` calls back when that is over or a time limit passed, whereupon the
-/// waiting requests look up again (and go to the origin themselves if nothing was stored).
+/// waiting requests look up again (and go to the origin themselves if nothing was stored) — or
+/// when that cache vanished without ending its fill (it crashed, or lost the store): then this
+/// cache has claimed the key in its place, and one of its waiting requests leads.
 public protocol CollapsingStore: CacheStore {
     /// Claims the origin request for `primaryKey` among the caches sharing the store; `true`
     /// also when the store cannot tell (the cache then goes on by itself).
@@ -326,6 +332,16 @@ public protocol CollapsingStore: CacheStore {
     /// The claimed origin request for `primaryKey` is over.
     func endFill(_ primaryKey: String)
     /// Calls `done` (on another thread) once the cache that claimed `primaryKey` ended, or
-    /// after the store's time limit.
-    func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable () -> Void)
+    /// after the store's time limit (``FillWait/ended``); or once that cache's claim lapsed
+    /// without an end and this cache claimed the key instead (``FillWait/claimed``: it calls
+    /// ``endFill(_:)`` as after ``claimFill(_:)``).
+    func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable (FillWait) -> Void)
+}
+
+/// How a wait for another cache's fill ended (``CollapsingStore/awaitFill(_:_:)``).
+public enum FillWait: Sendable {
+    /// The fill is over (or the wait timed out): look up again.
+    case ended
+    /// The other cache vanished without ending its fill; this cache claimed the key and leads.
+    case claimed
 }

@@ -13,16 +13,21 @@ final class ChangeCounter: @unchecked Sendable {
     // The mapping lives as long as the counter; loads and bumps are atomic (C11 builtins).
     private let counter: UnsafeMutablePointer<UInt64>
 
-    /// Maps `path` (creating it); `nil`, after logging why, when that fails.
+    /// Maps `path` (creating it; never through a link, never anything but a regular file);
+    /// `nil`, after logging why, when that fails.
     init?(path: String, log: (String) -> Void) {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             log("cannot open \(path) (\(FileIO.errorText())); every lookup will read the index")
             return nil
         }
         defer { close(fd) }
         var status = stat()
-        guard fstat(fd, &status) == 0, status.st_size >= 8 || ftruncate(fd, 8) == 0 else {
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            log("\(path) is not a regular file; every lookup will read the index")
+            return nil
+        }
+        guard status.st_size >= 8 || ftruncate(fd, 8) == 0 else {
             log("cannot size \(path) (\(FileIO.errorText())); every lookup will read the index")
             return nil
         }

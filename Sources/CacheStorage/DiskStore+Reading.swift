@@ -59,7 +59,13 @@ extension DiskStore {
             while try query.step() {
                 if let entry = entry(from: query) { result.append(entry) }
             }
-            if let count { state.heads.set((count, result), for: primaryKey) }
+            if let count {
+                let cost =
+                    MemoryCost.string(primaryKey)
+                    + MemoryCost.array(count: result.count, stride: MemoryLayout<StoredEntry>.stride)
+                    + result.reduce(0) { $0 + MemoryCost.head($1.head) }
+                state.heads.set((count, result), for: primaryKey, cost: cost)
+            }
             return result
         }
     }
@@ -100,12 +106,12 @@ extension DiskStore {
             return BytesBody(inline)
         }
         let path = bodiesDirectory + "/" + id.rawValue
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
+        guard let descriptor = FileIO.openRegular(path) else {
             let code = errno
             // Removed or replaced (here or by another process) since its row was read.
             if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
             if code == ENOENT { throw corrupted("its body file is missing") }
+            if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
             throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
         }
         return FileBody(

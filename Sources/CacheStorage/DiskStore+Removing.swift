@@ -123,15 +123,22 @@ extension DiskStore {
     }
 
     private func sweepOnce() -> Int {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: bodiesDirectory) else { return 0 }
+        // Opened once, never through a link: nothing outside the store is listed or removed.
+        let directory = open(bodiesDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard directory >= 0 else {
+            if errno == ELOOP || errno == ENOTDIR {
+                configuration.log("\(bodiesDirectory) is not a directory; no orphaned body files were removed")
+            }
+            return 0
+        }
+        defer { close(directory) }
         var removed = 0
-        for name in names {
-            let path = bodiesDirectory + "/" + name
+        for name in FileIO.names(in: directory) {
             let isTemporary = name.hasSuffix(".tmp")
             let idText = isTemporary ? String(name.dropLast(4)) : name
             guard let id = EntryID(rawValue: idText) else { continue }  // not ours: leave it
             // A live writer holds an exclusive lock on its file until its commit is done.
-            let orphaned = FileIO.removeIfUnlocked(path) {
+            let orphaned = FileIO.removeIfUnlocked(name, in: directory) {
                 isTemporary || !isIndexed(id)
             }
             if orphaned { removed += 1 }

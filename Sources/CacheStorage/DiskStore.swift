@@ -23,6 +23,11 @@ import Darwin
 ///   the index transaction that makes it visible commit. A crash leaves at most an
 ///   unreferenced file, which the sweep on the next open removes (off the caller's path).
 ///
+/// Before anything in it is opened, the directory is checked as OpenSSH's `StrictModes` checks
+/// `~/.ssh` (``prepareDirectory(_:)``): one another user could change, or whose files are
+/// links, is refused with ``StorageError/Kind/unsafeDirectory``. Every file is then opened
+/// without following links, and the sweep removes only regular files of `bodies/`.
+///
 /// Every body is checksummed with XXH64 per 64 KiB block; a block that does not match is
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
@@ -42,7 +47,8 @@ public final class DiskStore: CacheStore {
 
     /// How a disk store is set up.
     public struct Configuration: Sendable {
-        /// The cache directory.
+        /// The cache directory. In an open store's ``DiskStore/configuration``, the directory it
+        /// resolved to when it was opened (``DiskStore/prepareDirectory(_:)``).
         public var directory: String
         /// The most bytes of bodies kept; least recently used unpinned entries are evicted
         /// beyond it.
@@ -83,8 +89,9 @@ public final class DiskStore: CacheStore {
     }
 
     /// The index format version, kept in `PRAGMA user_version`. Versions 1 (access times in
-    /// the entries' rows) and 2 (no tags) are migrated when opened.
-    public static let formatVersion: Int32 = 3
+    /// the entries' rows), 2 (no tags) and 3 (variant keys cut off at an absent field) are
+    /// migrated when opened.
+    public static let formatVersion: Int32 = 4
 
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
@@ -110,7 +117,8 @@ public final class DiskStore: CacheStore {
     struct State {
         var connection: SQLiteConnection
         /// Variants read from the index, with the change count they were read at.
-        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(capacity: DiskStore.headCacheLimit)
+        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
+            capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
     }
 
     let state: Locked<State>
@@ -144,18 +152,26 @@ public final class DiskStore: CacheStore {
     let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 16_384
+    /// The most bytes the variants kept in memory hold (``MemoryCost``): large heads cannot
+    /// make 16,384 keys take more.
+    static let headCacheByteLimit = 16 << 20
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
-    /// throws only when the directory itself cannot be used.
+    /// throws only when the directory itself cannot be used: it cannot be created or written,
+    /// or another user could change it (``StorageError/Kind/unsafeDirectory``, see
+    /// ``prepareDirectory(_:)``). Every file of the store is opened without following links.
     public init(
         _ configuration: Configuration = Configuration(),
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws(StorageError) {
+        // From here on the directory as resolved and checked: a link the user named is not
+        // followed again.
+        var configuration = configuration
+        configuration.directory = try Self.prepareDirectory(configuration.directory)
+        try Self.prepareContents(of: configuration.directory)
         self.configuration = configuration
         self.clock = clock
         bodiesDirectory = configuration.directory + "/bodies"
-        try FileIO.makeDirectory(configuration.directory)
-        try FileIO.makeDirectory(bodiesDirectory)
         let connection = try Self.openIndex(configuration)
         state = Locked(State(connection: connection))
         accessLog = Locked(AccessLog(lastFlush: clock()))
@@ -297,6 +313,44 @@ public final class DiskStore: CacheStore {
         PRAGMA user_version = 2;
         """
 
+    /// Version 3 wrote each variant key (``EntryHead/variantKey``) with U+0000 for an absent
+    /// nominated field, where SQLite's text ended: an absent field and an empty one (and any
+    /// values after an absent field) shared one key, so each variant replaced the other. Gives
+    /// every row of a response with `Vary` its key again from its facts, keeping a part's
+    /// offset suffix; a part whose suffix the cut key lost is dropped (its body file goes in
+    /// the sweep after opening), and a row whose facts this build cannot read keeps its key.
+    static func migrateFromVersion3(_ connection: SQLiteConnection) throws(StorageError) {
+        let rows = try connection.statement("SELECT id, variant_key, facts, complete FROM entries")
+        var keys: [(id: String, key: String)] = []
+        var dropped: [String] = []
+        while try rows.step() {
+            guard let facts = rows.blob(2).flatMap({ StoredResponseFacts(serialized: $0) }),
+                !facts.vary.fieldNames.isEmpty
+            else { continue }
+            let id = rows.text(0)
+            let old = rows.text(1)
+            if rows.int(3) != 0 {
+                keys.append((id, facts.variantKey))
+            } else if facts.varyValues.contains(nil) {
+                dropped.append(id)
+            } else {
+                keys.append((id, facts.variantKey + (old.firstIndex(of: "\u{2}").map { old[$0...] } ?? "")))
+            }
+        }
+        rows.reset()
+        for id in dropped { try deleteRow(id, connection) }
+        // Through keys of their own first, so no row's new key meets another's old one.
+        for rekeyed in [keys.map { (id: $0.id, key: "\u{3}" + $0.id) }, keys] {
+            for (id, key) in rekeyed {
+                let update = try connection.statement("UPDATE entries SET variant_key = ? WHERE id = ?")
+                update.bind(1, key)
+                update.bind(2, id)
+                try update.run()
+            }
+        }
+        try connection.execute("PRAGMA user_version = 4")
+    }
+
     /// Opens the index, creating it when new. Opening is serialized across processes (and
     /// store instances) by an exclusive `flock` on `index.lock`, so two first opens never
     /// both create the schema or switch it to WAL at once, and one never sees the other's
@@ -305,8 +359,8 @@ public final class DiskStore: CacheStore {
         let path = configuration.directory + "/index.sqlite"
         let lockPath = configuration.directory + "/index.lock"
         // In a read-only directory nobody can create the index, so opening unlocked is safe.
-        var lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if lock < 0 { lock = open(lockPath, O_RDONLY | O_CLOEXEC) }
+        var lock = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if lock < 0 { lock = open(lockPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         defer { if lock >= 0 { close(lock) } }
         while lock >= 0 && flock(lock, LOCK_EX) != 0 && errno == EINTR {}
         do {
@@ -332,7 +386,7 @@ public final class DiskStore: CacheStore {
         -> SQLiteConnection
     {
         let connection = try SQLiteConnection(path: path)
-        _ = chmod(path, 0o600)
+        FileIO.restrictMode(path, 0o600)
         try applyConnectionSettings(connection, configuration)
         try connection.execute("PRAGMA journal_mode = WAL")
         // Reads through memory-mapped pages and a larger page cache: a hit is then a few
@@ -349,10 +403,11 @@ public final class DiskStore: CacheStore {
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
             }
-        } else if version == 1 || version == 2 {
+        } else if (1...3).contains(version) {
             try connection.transaction { () throws(StorageError) in
                 if version == 1 { try connection.execute(migrationFromVersion1) }
-                try connection.execute(migrationFromVersion2)
+                if version <= 2 { try connection.execute(migrationFromVersion2) }
+                try migrateFromVersion3(connection)
             }
         } else if version != formatVersion {
             throw StorageError(.index, "index format version \(version), this build reads \(formatVersion)")
@@ -360,7 +415,7 @@ public final class DiskStore: CacheStore {
         // Reading the totals row proves the schema is usable.
         let totals = try connection.statement("SELECT entries FROM totals WHERE id = 0")
         guard try totals.step() else { throw StorageError(.index, "the totals row is missing") }
-        for file in ["-wal", "-shm"] { _ = chmod(path + file, 0o600) }
+        for file in ["-wal", "-shm"] { FileIO.restrictMode(path + file, 0o600) }
         return connection
     }
 

@@ -11,20 +11,36 @@ import Darwin
 enum FileIO {
     static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
 
-    /// Creates `path` (and parents) with mode 0700 if missing, and tightens it to 0700.
-    static func makeDirectory(_ path: String) throws(StorageError) {
-        do {
-            try FileManager.default.createDirectory(
-                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw StorageError(.writeFailed, "cannot create the cache directory \(path): \(error.localizedDescription)")
+    /// Sets the mode of the file or directory `path` when it is not a link (never a link's
+    /// target; a link is left as it is).
+    ///
+    /// By path, never through a descriptor opened and closed here: closing any descriptor of a
+    /// file drops every POSIX lock this process holds on it, and SQLite keeps such locks on the
+    /// index and its `-shm` file for as long as a connection is open. Dropping them lets
+    /// another process take the index for unused and truncate the shared memory this process
+    /// has mapped (a bus error at its next write). glibc implements `AT_SYMLINK_NOFOLLOW` with
+    /// an `O_PATH` descriptor, whose closing leaves locks alone.
+    static func restrictMode(_ path: String, _ mode: mode_t) {
+        _ = fchmodat(AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// Opens the regular file `path` for reading, never through a link and never blocking on a
+    /// FIFO; `nil` with `errno` set (`ELOOP`: a link; `EINVAL`: not a regular file).
+    static func openRegular(_ path: String) -> Int32? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            errno = EINVAL
+            return nil
         }
-        _ = chmod(path, 0o700)
+        return fd
     }
 
     /// Opens a new file for writing, 0600, failing if it exists.
     static func createExclusive(_ path: String) throws(StorageError) -> Int32 {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(
                 .writeFailed, "cannot create \(path): \(errorText()); check that the cache directory is writable")
@@ -69,21 +85,43 @@ enum FileIO {
 
     /// `fsync` of a directory, so a rename in it is durable.
     static func syncDirectory(_ path: String) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
         close(fd)
     }
 
-    /// Removes `path` if no live process holds a lock on it and `shouldRemove` agrees,
-    /// deciding and unlinking while holding the lock, so a writer that locks the file just
-    /// after sees it unlinked (see ``createLocked(_:)``). Returns whether it was removed.
-    static func removeIfUnlocked(_ path: String, _ shouldRemove: () -> Bool) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Removes the regular file `name` of `directory` (a descriptor) if no live process holds a
+    /// lock on it and `shouldRemove` agrees, deciding and unlinking while holding the lock, so a
+    /// writer that locks the file just after sees it unlinked (see ``createLocked(_:)``). A
+    /// link, a directory or anything else is left alone. Returns whether it was removed.
+    static func removeIfUnlocked(_ name: String, in directory: Int32, _ shouldRemove: () -> Bool) -> Bool {
+        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return false }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, shouldRemove() else { return false }
-        return unlink(path) == 0
+        return unlinkat(directory, name, 0) == 0
+    }
+
+    /// The names in `directory` (a descriptor, left open), without `.` and `..`.
+    static func names(in directory: Int32) -> [String] {
+        let copy = dup(directory)
+        guard copy >= 0 else { return [] }
+        guard let stream = fdopendir(copy) else {
+            close(copy)
+            return []
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// Creates `path` (0600, failing if it exists) and takes an exclusive lock on it. `nil`

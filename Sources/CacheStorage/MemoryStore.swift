@@ -5,8 +5,13 @@ import Foundation
 /// A store in memory: a byte-bounded least-recently-used cache. Pinned entries are never
 /// evicted; an entry larger than the maximum entry size is refused with
 /// ``StorageError/Kind/tooLarge``.
+///
+/// The capacity bounds the memory entries take, not only their bodies: each entry is charged
+/// its body and its overhead (its head's keys, URL, fields and facts, its node in the
+/// recency list, its places in the indexes: ``MemoryCost``), so a million one-byte bodies
+/// cannot hold a gigabyte of heads. ``accountedBytes`` is what is charged.
 public final class MemoryStore: CacheStore {
-    /// The most bytes of bodies kept.
+    /// The most bytes kept: bodies and each entry's overhead (``accountedBytes``).
     public let capacity: Int64
     /// The largest body accepted.
     public let maximumEntrySize: Int64
@@ -16,6 +21,8 @@ public final class MemoryStore: CacheStore {
     private struct Node {
         var entry: StoredEntry
         var body: [UInt8]
+        /// What the entry is charged against the capacity (``cost(of:body:)``).
+        var cost: Int64
         var newer = -1
         var older = -1
     }
@@ -30,6 +37,8 @@ public final class MemoryStore: CacheStore {
         var newest = -1
         var oldest = -1
         var totals = StoreTotals()
+        /// The entries' costs together (``cost(of:body:)``), kept within the capacity.
+        var accounted: Int64 = 0
         /// Bumped by every change to what ``variants(of:)`` returns.
         var changes: UInt64 = 0
         /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry.
@@ -44,7 +53,7 @@ public final class MemoryStore: CacheStore {
     private let state = Locked(State())
     private let clock: @Sendable () -> Double
 
-    /// Creates a store holding at most `capacity` bytes of bodies.
+    /// Creates a store holding at most `capacity` bytes of entries: their bodies and overhead.
     ///
     /// - Parameters:
     ///   - capacity: The byte limit; least recently used entries are evicted beyond it.
@@ -60,6 +69,30 @@ public final class MemoryStore: CacheStore {
     }
 
     public var changeCount: UInt64? { state.withLock { $0.changes } }
+
+    /// The bytes charged against ``capacity``: every entry's body and overhead. At most the
+    /// capacity, unless pinned entries alone take more.
+    public var accountedBytes: Int64 { state.withLock { $0.accounted } }
+
+    /// What each entry costs besides its head's and body's heap memory: its node (the array
+    /// of nodes grows by doubling, so twice its size), its entries in the identity and key
+    /// indexes (hash tables at most three quarters full that grow by doubling: three times
+    /// key and value), its slot in its key's array and, once removed, in the free list.
+    static let entryOverhead =
+        2 * MemoryLayout<Node>.stride + 3 * (MemoryLayout<EntryID>.stride + MemoryLayout<Int>.stride)
+        + 3 * (MemoryLayout<String>.stride + MemoryLayout<[Int]>.stride) + MemoryCost.allocation(32 + 8)
+        + 2 * MemoryLayout<Int>.stride
+    /// What each of an entry's tags costs in the tag index: its member in the tag's set and a
+    /// share of the set and its entry in the index.
+    static let tagOverhead = 3 * MemoryLayout<Int>.stride + MemoryCost.allocation(32 + 8)
+
+    /// What an entry is charged against the capacity: its body's allocation, its head's heap
+    /// memory and ``entryOverhead``.
+    static func cost(of entry: StoredEntry, body: [UInt8]) -> Int64 {
+        Int64(
+            MemoryCost.bytes(body) + MemoryCost.head(entry.head) + entryOverhead
+                + entry.head.tags.count * tagOverhead)
+    }
 
     /// Like ``changeCount`` but counting only changes to memory-only entries: a tiered store's
     /// variants change with those and the disk's, not with what the memory tier caches of the disk.
@@ -91,7 +124,15 @@ public final class MemoryStore: CacheStore {
         }
         let now = clock()
         let entry = StoredEntry(id: .random(), head: head, bodySize: Int64(body.count), storedAt: now, lastAccess: now)
-        return state.withLock { Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: true) }
+        let body = Self.compacted(body)
+        let cost = Self.cost(of: entry, body: body)
+        guard cost <= capacity else {
+            throw StorageError(
+                .tooLarge,
+                "not stored in memory: with its head and bookkeeping the entry takes \(cost) bytes, more than the "
+                    + "memory capacity \(capacity); raise the memory capacity")
+        }
+        return state.withLock { Self.add(entry, body: body, cost: cost, to: &$0, capacity: capacity, keepingPin: true) }
     }
 
     /// Adds `chunk` to `body`, the copy of a body being written elsewhere that is kept for this
@@ -107,14 +148,17 @@ public final class MemoryStore: CacheStore {
     /// Inserts an entry that already has an identity and its own pin (a tiered store
     /// promoting from disk).
     package func insert(_ entry: StoredEntry, body: [UInt8]) {
-        guard Int64(body.count) <= maximumEntrySize, Int64(body.count) <= capacity else { return }
-        state.withLock { _ = Self.add(entry, body: body, to: &$0, capacity: capacity, keepingPin: false) }
+        guard Int64(body.count) <= maximumEntrySize else { return }
+        let body = Self.compacted(body)
+        let cost = Self.cost(of: entry, body: body)
+        guard cost <= capacity else { return }
+        state.withLock { _ = Self.add(entry, body: body, cost: cost, to: &$0, capacity: capacity, keepingPin: false) }
     }
 
-    /// Adds `entry` in place of the same primary and variant key; with `keepingPin`, it is
-    /// pinned when the entry it replaces was. Returns the entry as added.
+    /// Adds `entry` (charged `cost`) in place of the same primary and variant key; with
+    /// `keepingPin`, it is pinned when the entry it replaces was. Returns the entry as added.
     private static func add(
-        _ entry: StoredEntry, body: [UInt8], to state: inout State, capacity: Int64, keepingPin: Bool
+        _ entry: StoredEntry, body: [UInt8], cost: Int64, to state: inout State, capacity: Int64, keepingPin: Bool
     ) -> StoredEntry {
         var entry = entry
         if let existing = state.slots[entry.id] { unlink(existing, &state) }
@@ -124,7 +168,7 @@ public final class MemoryStore: CacheStore {
             if keepingPin && state.nodes[sameVariant].entry.isPinned { entry.isPinned = true }
             unlink(sameVariant, &state)
         }
-        let node = Node(entry: entry, body: compacted(body))
+        let node = Node(entry: entry, body: body, cost: cost)
         let slot: Int
         if let free = state.freeSlots.popLast() {
             slot = free
@@ -139,6 +183,7 @@ public final class MemoryStore: CacheStore {
         state.changed(entry)
         makeNewest(slot, &state)
         state.totals.add(entry)
+        state.accounted += cost
         evict(&state, capacity: capacity)
         return entry
     }
@@ -149,6 +194,10 @@ public final class MemoryStore: CacheStore {
             state.nodes[slot].entry.head.fields = fields
             state.nodes[slot].entry.head.facts = facts
             state.changed(state.nodes[slot].entry)
+            let cost = Self.cost(of: state.nodes[slot].entry, body: state.nodes[slot].body)
+            state.accounted += cost - state.nodes[slot].cost
+            state.nodes[slot].cost = cost
+            Self.evict(&state, capacity: capacity)
             return true
         }
         if !found { throw Self.notFound(id) }
@@ -244,7 +293,7 @@ public final class MemoryStore: CacheStore {
 
     private static func evict(_ state: inout State, capacity: Int64) {
         var cursor = state.oldest
-        while state.totals.bodyBytes > capacity, cursor >= 0 {
+        while state.accounted > capacity, cursor >= 0 {
             let slot = cursor
             cursor = state.nodes[slot].newer
             if !state.nodes[slot].entry.isPinned { unlink(slot, &state) }
@@ -252,7 +301,7 @@ public final class MemoryStore: CacheStore {
     }
 
     /// `body` in an allocation of its own size: a body collected by appending may hold twice
-    /// its size, and the capacity counts bodies' bytes, not their allocations.
+    /// its size, which would be charged.
     private static func compacted(_ body: [UInt8]) -> [UInt8] {
         guard body.capacity > body.count + body.count / 8 + 64 else { return body }
         return [UInt8](unsafeUninitializedCapacity: body.count) { buffer, initialized in
@@ -279,10 +328,11 @@ public final class MemoryStore: CacheStore {
         detach(slot, &state)
         let entry = state.nodes[slot].entry
         state.changed(entry)
+        // A free slot holds nothing of the entry (its cost is no longer charged).
         state.nodes[slot].body = []
-        state.nodes[slot].entry.head.fields = [:]
-        state.nodes[slot].entry.head.facts = []
-        state.nodes[slot].entry.head.userInfo = nil
+        state.nodes[slot].entry.head = vacantHead
+        state.accounted -= state.nodes[slot].cost
+        state.nodes[slot].cost = 0
         state.freeSlots.append(slot)
         state.slots[entry.id] = nil
         let key = entry.head.primaryKey
@@ -294,6 +344,8 @@ public final class MemoryStore: CacheStore {
         }
         state.totals.subtract(entry)
     }
+
+    private static let vacantHead = EntryHead(primaryKey: "", url: "", status: 0, fields: [:], facts: [])
 
     static func notFound(_ id: EntryID) -> StorageError {
         StorageError(.notFound, "entry \(id) is no longer stored (removed or evicted); treat it as a miss")

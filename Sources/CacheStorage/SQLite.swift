@@ -6,11 +6,11 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
     let path: String
 
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`, which must not be a symbolic link.
     init(path: String) throws(StorageError) {
         self.path = path
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let code = sqlite3_open_v2(path, &db, flags, nil)
         handle = db
         guard code == SQLITE_OK else {
@@ -118,8 +118,19 @@ struct Statement {
     let handle: OpaquePointer
     let connection: SQLiteConnection
 
+    /// Binds all of `value`'s UTF-8 bytes (a length of -1 would stop at a U+0000).
     func bind(_ index: Int32, _ value: String) {
-        sqlite3_bind_text(handle, index, value, -1, csqlite_transient())
+        var value = value
+        value.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                sqlite3_bind_text(handle, index, "", 0, csqlite_transient())
+                return
+            }
+            base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { text in
+                _ = sqlite3_bind_text64(
+                    handle, index, text, UInt64(bytes.count), csqlite_transient(), UInt8(SQLITE_UTF8))
+            }
+        }
     }
 
     func bind(_ index: Int32, _ value: Int64) { sqlite3_bind_int64(handle, index, value) }
@@ -160,9 +171,11 @@ struct Statement {
     func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
+    /// All of the column's text, whatever bytes it holds.
     func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(handle, column) else { return "" }
-        return String(cString: pointer)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
     func blob(_ column: Int32) -> [UInt8]? {

@@ -162,6 +162,15 @@ public struct RedisMetrics: Hashable, Sendable {
     public var invalidationsSent: Int = 0
     /// Misses that waited for another cache's origin request instead of making their own.
     public var collapsedAcrossNodes: Int = 0
+    /// Failures by kind: `timeout`, `connection`, `protocol`, and each error reply by its first
+    /// word (`NOPERM`, `OOM`, `CLUSTERDOWN`, `READONLY`, …; at most 32 kinds, then `other`).
+    public var errorsByKind: [String: Int] = [:]
+
+    /// Counts one failure of `kind`.
+    mutating func countError(_ kind: String) {
+        let known = errorsByKind[kind] != nil || errorsByKind.count < 32
+        errorsByKind[known ? kind : "other", default: 0] += 1
+    }
 
     /// The mean round trip (seconds), 0 before the first.
     public var meanRoundTrip: Double {
@@ -193,6 +202,8 @@ final class RedisClient: Sendable {
         var reachable = true
         /// `false` while a caller checks the connection and reports the outcome itself.
         var logs = true
+        /// Per error reply kind: when it was last logged, and how many came since.
+        var errorLog: [String: (loggedAt: Double, since: Int)] = [:]
     }
 
     private let state: Locked<State>
@@ -323,17 +334,25 @@ final class RedisClient: Sendable {
         do {
             let replies = try connection.execute(commands, timeout: configuration.commandTimeout)
             let elapsed = monotonicNow() - start
-            let changed = state.withLock { state -> Bool in
+            let refusals = Self.errorReplies(replies)
+            let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
                 state.nodes[node, default: NodeState()].idle.append(connection)
                 state.nodes[node]!.failures = 0
                 state.nodes[node]!.reachable = true
                 state.metrics.roundTrips += 1
-                state.metrics.roundTripSeconds += elapsed
-                state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
+                var toLog: [String] = []
+                if refusals.isEmpty {
+                    state.metrics.roundTripSeconds += elapsed
+                    state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
+                } else {
+                    state.metrics.errors += 1
+                    toLog = refusals.compactMap { counted(&state, refusal: $0, now: start) }
+                }
                 defer { state.reachable = true }
-                return !state.reachable && state.logs
+                return (!state.reachable && state.logs, toLog)
             }
             if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
+            for line in toLog { configuration.log("redis: \(node) \(line)") }
             return replies
         } catch {
             failed(node, error)
@@ -355,6 +374,20 @@ final class RedisClient: Sendable {
             database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
     }
 
+    /// Counts an error reply; the lines to log about it: the first of its kind, then one a
+    /// minute with how many came since.
+    private func counted(_ state: inout State, refusal message: String, now: Double) -> String? {
+        let kind = String(message.prefix { $0 != " " }.prefix(32))
+        state.metrics.countError(kind)
+        var entry = state.errorLog[kind] ?? (loggedAt: -1e9, since: 0)
+        entry.since += 1
+        defer { state.errorLog[kind] = entry }
+        guard now - entry.loggedAt >= 60 else { return nil }
+        let count = entry.since > 1 ? " (\(entry.since) times since the last line)" : ""
+        entry = (now, 0)
+        return "answered \(message)\(count); \(Self.advice(kind, prefix: configuration.keyPrefix))"
+    }
+
     /// Counts a failure; a broken or refused connection marks the server unreachable for a
     /// backoff time (0.1 s doubling to 5 s). Logs only when Redis' state changes.
     private func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
@@ -362,6 +395,13 @@ final class RedisClient: Sendable {
         let changed = state.withLock { state -> Bool in
             state.metrics.roundTrips += 1
             if error.kind == .timeout { state.metrics.timeouts += 1 } else { state.metrics.errors += 1 }
+            let kind =
+                switch error.kind {
+                case .timeout: "timeout"
+                case .connection, .unavailable: "connection"
+                case .reply: "protocol"
+                }
+            state.metrics.countError(kind)
             guard error.kind == .connection else { return false }
             var entry = state.nodes[node, default: NodeState()]
             entry.idle.removeAll()
@@ -377,6 +417,37 @@ final class RedisClient: Sendable {
                 "redis: \(error); requests are answered from the local tier and the origin until it is back")
         }
         if configuration.isCluster && error.kind == .connection { refreshSlots(force: false) }
+    }
+}
+
+extension RedisClient {
+    /// The error replies among `replies` and the replies inside them (a transaction's), but
+    /// redirects, which the client follows.
+    static func errorReplies(_ replies: [RESPValue]) -> [String] {
+        var messages: [String] = []
+        for reply in replies {
+            if let message = reply.errorMessage {
+                if !message.hasPrefix("MOVED ") && !message.hasPrefix("ASK ") { messages.append(message) }
+            } else if let inner = reply.array {
+                messages += inner.compactMap(\.errorMessage)
+            }
+        }
+        return messages
+    }
+
+    /// What an operator does about an error reply of `kind`.
+    static func advice(_ kind: String, prefix: String) -> String {
+        switch kind {
+        case "NOPERM", "NOAUTH", "WRONGPASS":
+            "check the Redis user (--redis URL) and its ACL: the store needs keys ~\(prefix)*, the channel "
+                + "&\(prefix)invalidate and the commands +@read +@write +@scripting +@pubsub +@keyspace"
+        case "OOM":
+            "Redis is full and evicts nothing: set maxmemory-policy allkeys-lru (or volatile-lru), or raise maxmemory"
+        case "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "LOADING", "READONLY":
+            "the Redis Cluster is failing over or loading; requests go to the origin meanwhile"
+        default:
+            "see the Redis server's log"
+        }
     }
 }
 

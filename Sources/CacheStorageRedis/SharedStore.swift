@@ -18,8 +18,11 @@ import Foundation
 ///   answered from the local tier, and new responses are stored there only; no request fails
 ///   because of Redis. One line is logged when Redis goes away and one when it is back.
 /// - Misses: concurrent misses for one key on several caches make one origin request
-///   (`CollapsingStore`): a lock in Redis with an expiry; the other caches wait until it is
-///   released, at most ``collapseTimeout`` seconds, and then look up again.
+///   (`CollapsingStore`): a lock in Redis, a lease of ``claimLease`` seconds that its holder
+///   renews while it fetches; the other caches wait until it is released, at most
+///   ``collapseTimeout`` seconds, and then look up again. A holder that dies stops renewing:
+///   its lease lapses, and one waiting cache claims the key and fetches it for the others. A
+///   lock is released only by its holder (compare-and-set in a Lua script).
 public final class SharedStore: CollapsingStore {
     /// The shared tier.
     public let redis: RedisStore
@@ -27,6 +30,11 @@ public final class SharedStore: CollapsingStore {
     public let local: MemoryStore?
     /// How long a cache waits for another one's origin request before it makes its own.
     public let collapseTimeout: Double
+    /// How long a claim on a key's origin request holds without being renewed (its holder
+    /// renews it three times within this while it fetches). A cache that dies mid-fetch frees
+    /// the key within this time, and a claim whose `SET` timed out here but ran in Redis later
+    /// holds other requests no longer than this.
+    public let claimLease: Double
 
     private struct State {
         /// Primary keys whose variants the local tier holds exactly as Redis has them: how many.
@@ -55,14 +63,16 @@ public final class SharedStore: CollapsingStore {
     ///     command that runs once need not). Without it the local tier is used only while Redis
     ///     is away.
     ///   - collapseTimeout: Seconds a miss waits for another cache's origin request at most.
+    ///   - claimLease: Seconds a claim on a key's origin request holds unless renewed.
     ///   - clock: Seconds since 1970, for the local tier's times.
     public init(
         redis: RedisStore, localCapacity: Int64, listens: Bool = true, collapseTimeout: Double = 10,
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        claimLease: Double = 2, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.redis = redis
         local = localCapacity > 0 ? MemoryStore(capacity: localCapacity, clock: clock) : nil
         self.collapseTimeout = collapseTimeout
+        self.claimLease = claimLease
         subscriber = local != nil && listens ? Subscriber(redis: redis) : nil
         subscriber?.start(self)
     }
@@ -267,56 +277,109 @@ public final class SharedStore: CollapsingStore {
     // MARK: CollapsingStore
 
     public func claimFill(_ primaryKey: String) -> Bool {
-        let token = Array(EntryID.random().rawValue.utf8)
-        let key = redis.lockKey(primaryKey)
-        let milliseconds = String(Int(collapseTimeout * 1000))
-        guard
-            let reply = try? redis.run(
-                [[bytes("SET"), key, token, bytes("NX"), bytes("PX"), bytes(milliseconds)]], slotKey: key,
-                failing: .writeFailed
-            ).first
-        else { return true }
-        guard reply == .null else {
-            state.withLock { $0.claims[primaryKey] = token }
+        switch claim(primaryKey) {
+        case .taken:
+            redis.client.count { $0.collapsedAcrossNodes += 1 }
+            return false
+        case .claimed, .unknown:
             return true
         }
-        redis.client.count { $0.collapsedAcrossNodes += 1 }
-        return false
     }
 
-    /// Releases the lock (if it is still this cache's) and publishes the key, which wakes the
-    /// caches waiting for it.
+    private enum Claim { case claimed, taken, unknown }
+
+    /// What a released lock holds for a lease, so that a waiting cache tells a fill that ended
+    /// from one whose holder vanished (its lock lapsed: gone).
+    private static let released = bytes("released")
+
+    /// Sets the lock to a new token for a lease unless another cache holds it (a released
+    /// lock is free). A reply lost to a timeout may still have been run: the token is kept as
+    /// if claimed, so ``endFill(_:)`` releases what Redis may hold, and the lease bounds it
+    /// otherwise.
+    private func claim(_ primaryKey: String) -> Claim {
+        let token = Array(EntryID.random().rawValue.utf8)
+        let key = redis.lockKey(primaryKey)
+        let script = """
+            local held = redis.call('GET', KEYS[1])
+            if held and held ~= ARGV[3] then return 0 end
+            redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+            return 1
+            """
+        let reply = try? redis.run(
+            [
+                [
+                    bytes("EVAL"), bytes(script), bytes("1"), key, token, bytes(String(Int(claimLease * 1000))),
+                    Self.released,
+                ]
+            ],
+            slotKey: key, failing: .writeFailed
+        ).first
+        if reply?.integer == 0 { return .taken }
+        state.withLock { $0.claims[primaryKey] = token }
+        renew(primaryKey, token)
+        return reply?.integer == 1 ? .claimed : .unknown
+    }
+
+    /// Renews the lease of the claim `token` on `primaryKey` while it is held.
+    private func renew(_ primaryKey: String, _ token: [UInt8]) {
+        let interval = claimLease / 3
+        DispatchQueue.global().asyncAfter(deadline: .now() + interval) { [self] in
+            guard state.withLock({ $0.claims[primaryKey] == token }) else { return }
+            let key = redis.lockKey(primaryKey)
+            let script =
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+            _ = try? redis.run(
+                [[bytes("EVAL"), bytes(script), bytes("1"), key, token, bytes(String(Int(claimLease * 1000)))]],
+                slotKey: key, failing: .writeFailed)
+            renew(primaryKey, token)
+        }
+    }
+
+    /// Releases the lock (if it is still this cache's: compare-and-set in a Lua script, since
+    /// Redis 7 has no `DELIFEQ`) and publishes the key, which wakes the caches waiting for it.
     public func endFill(_ primaryKey: String) {
         guard let token = state.withLock({ $0.claims.removeValue(forKey: primaryKey) }) else { return }
         let key = redis.lockKey(primaryKey)
-        let script = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+        let script = """
+            if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+            redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+            return 1
+            """
         _ = try? redis.run(
-            [[bytes("EVAL"), bytes(script), bytes("1"), key, token], redis.publishCommand(primaryKey)], slotKey: key,
-            failing: .writeFailed)
+            [
+                [
+                    bytes("EVAL"), bytes(script), bytes("1"), key, token, Self.released,
+                    bytes(String(Int(claimLease * 1000))),
+                ],
+                redis.publishCommand(primaryKey),
+            ], slotKey: key, failing: .writeFailed)
     }
 
     /// Woken by the key's invalidation (the filling cache's commit or release) while
     /// invalidations are received; the lock is also polled (every 50 ms then, every 5 ms
-    /// without the subscription), in case a message is missed or the other cache died.
-    public func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable () -> Void) {
+    /// without the subscription), in case a message is missed or the other cache died: a lock
+    /// released ends the wait; a lock gone (its lease lapsed: its holder vanished) is claimed by
+    /// this cache, which then leads (or, when another waiting cache claimed it first, waits for
+    /// that one).
+    public func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable (FillWait) -> Void) {
         let key = redis.lockKey(primaryKey)
         let deadline = monotonicNow() + collapseTimeout
         let finished = Locked(false)
         // Calls `done` the first time only, whichever way the end is seen.
-        let fire: @Sendable () -> Void = {
+        let fire: @Sendable (FillWait) -> Void = { wait in
             if finished.withLock({ finished in
                 defer { finished = true }; return !finished
             }) {
-                done()
+                done(wait)
             }
         }
         let (id, interval) = state.withLock { state -> (Int, Int) in
             state.nextWaiter &+= 1
             guard state.listening else { return (state.nextWaiter, 5) }
-            state.fillWaiters[primaryKey, default: [:]][state.nextWaiter] = fire
+            state.fillWaiters[primaryKey, default: [:]][state.nextWaiter] = { fire(.ended) }
             return (state.nextWaiter, 50)
         }
-        @Sendable func finish() {
+        @Sendable func finish(_ wait: FillWait) {
             state.withLock { state in
                 state.fillWaiters[primaryKey]?.removeValue(forKey: id)
                 if state.fillWaiters[primaryKey]?.isEmpty == true { state.fillWaiters.removeValue(forKey: primaryKey) }
@@ -324,13 +387,25 @@ public final class SharedStore: CollapsingStore {
             // The other cache's commit message may not have been handled yet: what was derived
             // before must not answer the waiting requests.
             changed()
-            fire()
+            fire(wait)
         }
         @Sendable func poll() {
             guard !finished.withLock({ $0 }) else { return }
-            let reply = try? redis.run([[bytes("EXISTS"), key]], slotKey: key, failing: .readFailed).first
-            if reply?.integer != 1 || monotonicNow() >= deadline {
-                finish()
+            let reply = try? redis.run([[bytes("GET"), key]], slotKey: key, failing: .readFailed).first
+            if reply == nil || reply?.errorMessage != nil || reply?.bytes == Self.released
+                || monotonicNow() >= deadline
+            {
+                finish(.ended)
+            } else if reply == .null {
+                // Lapsed: claimed here unless another waiting cache was first.
+                switch claim(primaryKey) {
+                case .claimed: finish(.claimed)
+                case .unknown:
+                    endFill(primaryKey)
+                    finish(.ended)
+                case .taken:
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(interval), execute: poll)
+                }
             } else {
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(interval), execute: poll)
             }

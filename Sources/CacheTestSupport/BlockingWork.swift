@@ -24,6 +24,16 @@ public final class BlockingWorkExecutor: TaskExecutor, Sendable {
 
     private let queue = Locked(Queue())
 
+    /// Marks its threads in their `threadDictionary` (a thread's name is no mark: corelibs
+    /// reports the name the thread inherited from the one that made it).
+    private static let threadMark = "BlockingWorkExecutor"
+
+    /// Whether the caller runs in a task on another thread than this executor's: on the
+    /// cooperative pool, where blocking stalls every other task (see ``requireOffPool(_:)``).
+    public static var callerIsOnCooperativePool: Bool {
+        withUnsafeCurrentTask { $0 != nil } && Thread.current.threadDictionary[threadMark] == nil
+    }
+
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let needsThread = queue.withLock { queue -> Bool in
@@ -42,6 +52,7 @@ public final class BlockingWorkExecutor: TaskExecutor, Sendable {
     }
 
     private func work() {
+        Thread.current.threadDictionary[Self.threadMark] = true
         let executor = asUnownedTaskExecutor()
         while true {
             let job = queue.withLock(when: { !$0.jobs.isEmpty }) { $0.jobs.removeFirst() }
@@ -68,4 +79,49 @@ public func offPool<Result>(_ body: () async throws -> Result) async rethrows ->
 /// Runs synchronous `body`, which may block (`Thread.sleep` and all), off the cooperative pool.
 public func offPool<Result>(_ body: () throws -> Result) async rethrows -> Result {
     try await withTaskExecutorPreference(BlockingWorkExecutor.shared) { try body() }
+}
+
+/// Throws unless the caller may block: it runs on ``BlockingWorkExecutor`` (inside
+/// ``offPool(_:)``) or on a thread of its own, not in a task on the cooperative pool.
+///
+/// Test helpers that block for long (starting servers and processes, network round trips)
+/// call it first, so a test that would stall the whole run fails at once, saying where.
+public func requireOffPool(_ operation: String) throws(BlockingCallOnPool) {
+    if BlockingWorkExecutor.callerIsOnCooperativePool { throw BlockingCallOnPool(operation: operation) }
+}
+
+/// A helper that blocks was called from a task on the cooperative pool.
+public struct BlockingCallOnPool: Error, CustomStringConvertible {
+    /// What was called, e.g. `RedisServer.start()`.
+    public var operation: String
+
+    public var description: String {
+        "\(operation) blocks its thread and was called from a task on the cooperative pool, whose threads "
+            + "(one per core) every async test of the run shares: wrap the call, or the test's body, in "
+            + "`try await offPool { ... }`"
+    }
+}
+
+extension Process {
+    /// Starts the process and waits for its exit without holding a thread (its termination
+    /// handler resumes the caller), unlike `waitUntilExit()`, which blocks one.
+    /// - Parameter timeout: Seconds after which the process, if still running, is sent SIGTERM.
+    /// - Returns: Its termination status.
+    public func runUntilExit(timeout: Double? = nil) async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try run()
+            } catch {
+                terminationHandler = nil
+                continuation.resume(throwing: error)
+                return
+            }
+            if let timeout {
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                    if isRunning { terminate() }
+                }
+            }
+        }
+    }
 }

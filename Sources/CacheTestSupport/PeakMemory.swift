@@ -1,3 +1,4 @@
+import CacheLocking
 import Foundation
 
 /// A child process run to its end, with its peak resident set size: the kernel's high-water
@@ -36,17 +37,21 @@ public struct MeasuredRun: Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        // Its exit is awaited without holding a thread (no `waitUntilExit()`).
+        let exited = Locked<Int32?>(nil)
+        process.terminationHandler = { finished in exited.withLock { $0 = finished.terminationStatus } }
         let started = ContinuousClock.now
         try process.run()
         var peak = 0
-        while process.isRunning {
+        var status: Int32?
+        while status == nil {
             if let sample = peakResidentKiB(of: process.processIdentifier) { peak = max(peak, sample) }
-            try await Task.sleep(for: .milliseconds(10))
+            status = exited.withLock { $0 }
+            if status == nil { try await Task.sleep(for: .milliseconds(10)) }
         }
-        process.waitUntilExit()
         let elapsed = ContinuousClock.now - started
         return MeasuredRun(
-            status: process.terminationStatus, peakKiB: peak,
+            status: status ?? -1, peakKiB: peak,
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")

@@ -35,8 +35,10 @@ public final class RedisServer: @unchecked Sendable {
     public var address: String { "127.0.0.1:\(port)" }
     public var url: String { "redis://127.0.0.1:\(port)" }
 
-    /// Starts it again on the same port (after ``kill()``).
+    /// Starts it again on the same port (after ``kill()``). Blocks until it answers: call it
+    /// off the cooperative pool (``offPool(_:)``), as every method here that throws.
     public func start() throws {
+        try requireOffPool("RedisServer.start()")
         let executable = try Self.find("redis-server")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -73,7 +75,58 @@ public final class RedisServer: @unchecked Sendable {
     /// Runs `redis-cli -p PORT arguments` and returns its output.
     @discardableResult
     public func cli(_ arguments: [String]) throws -> String {
-        try Self.run(try Self.find("redis-cli"), ["-h", "127.0.0.1", "-p", String(port)] + arguments)
+        try requireOffPool("RedisServer.cli(\(arguments.prefix(2).joined(separator: " ")))")
+        return try Self.run(try Self.find("redis-cli"), ["-h", "127.0.0.1", "-p", String(port)] + arguments)
+    }
+
+    /// Sends one command whose arguments may hold any bytes (NUL too, which `redis-cli`'s
+    /// argument list cannot carry) and returns the reply as RESP text (`+OK`, `:1`, `$3 abc`,
+    /// `-ERR …`); arrays are not parsed. For tests that damage what a store wrote.
+    @discardableResult
+    public func command(_ arguments: [[UInt8]]) throws -> String {
+        try requireOffPool("RedisServer.command(\(arguments.first.map { String(decoding: $0, as: UTF8.self) } ?? ""))")
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw StartFailure(description: "socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else { throw StartFailure(description: "cannot connect to redis-server on port \(port)") }
+        var request = Array("*\(arguments.count)\r\n".utf8)
+        for argument in arguments { request += Array("$\(argument.count)\r\n".utf8) + argument + [13, 10] }
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
+            throw StartFailure(description: "could not send a command to redis-server on port \(port)")
+        }
+        var reply: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !Self.isComplete(reply) {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { throw StartFailure(description: "redis-server on port \(port) did not answer") }
+            reply += buffer[0..<count]
+        }
+        return String(decoding: reply, as: UTF8.self).replacingOccurrences(of: "\r\n", with: " ")
+            .trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The same, with text arguments.
+    @discardableResult
+    public func command(_ arguments: String...) throws -> String { try command(arguments.map { Array($0.utf8) }) }
+
+    /// Whether `reply` holds one whole simple reply or bulk string.
+    private static func isComplete(_ reply: [UInt8]) -> Bool {
+        guard let end = reply.firstIndex(of: 10) else { return false }
+        guard reply.first == UInt8(ascii: "$"), let length = Int(String(decoding: reply[1..<(end - 1)], as: UTF8.self)),
+            length >= 0
+        else { return true }
+        return reply.count >= end + 1 + length + 2
     }
 
     /// Whether Debian's `redis-server` is installed (`scripts/setup` installs it).
@@ -141,7 +194,9 @@ public final class RedisServer: @unchecked Sendable {
     /// One standalone server for the tests of this process that only read and write (each
     /// with a key prefix of its own); tests that kill or slow Redis start their own.
     public static func shared() throws -> RedisServer {
-        try sharedServer.withLock { server in
+        // Even when it runs: the first caller starts it with the lock held, and others wait.
+        try requireOffPool("RedisServer.shared()")
+        return try sharedServer.withLock { server in
             if let server { return server }
             let started = try RedisServer()
             server = started
@@ -158,14 +213,18 @@ public final class RedisCluster: @unchecked Sendable {
     /// The six servers; which are masters changes with failovers.
     public let servers: [RedisServer]
 
-    public init() throws {
+    /// Starts the six servers, each with `arguments` added (e.g. `--maxmemory`), and creates
+    /// the cluster.
+    public init(arguments: [String] = []) throws {
+        try requireOffPool("RedisCluster()")
         var servers: [RedisServer] = []
         for _ in 0..<6 {
             servers.append(
-                try RedisServer(arguments: [
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-                    "--cluster-replica-validity-factor", "0",
-                ]))
+                try RedisServer(
+                    arguments: [
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+                        "1000", "--cluster-replica-validity-factor", "0",
+                    ] + arguments))
         }
         self.servers = servers
         let output = try servers[0].cli(
@@ -214,7 +273,8 @@ public final class RedisCluster: @unchecked Sendable {
 
     /// The one cluster the tests of this process share (each with a key prefix of its own).
     public static func shared() throws -> RedisCluster {
-        try sharedCluster.withLock { cluster in
+        try requireOffPool("RedisCluster.shared()")
+        return try sharedCluster.withLock { cluster in
             if let cluster { return cluster }
             let started = try RedisCluster()
             cluster = started

@@ -9,16 +9,22 @@ public enum StressBodies {
         var seed: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a of the URL
         for byte in url.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
         var random = SplitMix64(seed: seed)
-        var bytes = [UInt8](repeating: 0, count: size)
-        var index = 0
-        while index < size {
-            let word = random.next()
-            for shift in stride(from: 0, to: 64, by: 8) where index < size {
-                bytes[index] = UInt8(truncatingIfNeeded: word >> UInt64(shift))
-                index += 1
+        // Each word's eight bytes, least significant first, copied whole: a byte-by-byte loop
+        // takes seconds per megabyte in debug builds, and tests make hundreds of these bodies.
+        return [UInt8](unsafeUninitializedCapacity: max(0, size)) { buffer, count in
+            let bytes = UnsafeMutableRawBufferPointer(buffer)
+            var index = 0
+            while index < bytes.count {
+                var word = random.next().littleEndian
+                let length = min(8, bytes.count - index)
+                withUnsafeBytes(of: &word) { source in
+                    UnsafeMutableRawBufferPointer(rebasing: bytes[index..<(index + length)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<length]))
+                }
+                index += length
             }
+            count = bytes.count
         }
-        return bytes
     }
 
     /// The URL of stress entry `key` in generation `generation`; its body size is encoded in

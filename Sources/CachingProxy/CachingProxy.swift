@@ -50,7 +50,8 @@ public final class CachingProxy: Sendable {
         /// `totals()`. A store shared in Redis counts its entries by scanning Redis, far too
         /// slow for every scrape: `httpcache serve --redis` shows its local tier's instead.
         public var storeTotals: (@Sendable () -> StoreTotals)?
-        /// Bytes of bodies kept in memory.
+        /// Bytes kept in memory: bodies and each entry's overhead (its head and bookkeeping);
+        /// what the proxy remembers per URL takes at most a quarter more (at least 4 MiB).
         public var memoryCapacity: Int64 = 256 << 20
         /// Bytes of bodies kept on disk.
         public var diskCapacity: Int64 = 1 << 30
@@ -104,17 +105,34 @@ public final class CachingProxy: Sendable {
         /// `counter` or `gauge`.
         public enum Kind: String, Sendable { case counter, gauge }
 
+        /// One value of the metric, with its labels (`kind="NOPERM"`); none for a plain value.
+        public struct Sample: Sendable {
+            public var labels: [(name: String, value: String)]
+            public var value: Double
+
+            public init(labels: [(name: String, value: String)] = [], _ value: Double) {
+                self.labels = labels
+                self.value = value
+            }
+        }
+
         public var name: String
         public var kind: Kind
         /// The `# HELP` text.
         public var help: String
-        public var value: Double
+        public var samples: [Sample]
 
+        /// A metric with one value.
         public init(_ name: String, _ kind: Kind, _ help: String, _ value: Double) {
+            self.init(name, kind, help, samples: [Sample(value)])
+        }
+
+        /// A metric with several values, told apart by their labels.
+        public init(_ name: String, _ kind: Kind, _ help: String, samples: [Sample]) {
             self.name = name
             self.kind = kind
             self.help = help
-            self.value = value
+            self.samples = samples
         }
     }
 

@@ -20,9 +20,8 @@ extension CachingProxy {
     public static func purge(
         _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
     ) throws -> PurgeAnswer {
-        guard let address = Messages.absoluteTarget(proxy),
-            let (host, port) = OriginSocket.authority(
-                address.authority.contains(":") ? address.authority : address.authority + ":80")
+        guard let address = try? Messages.absoluteTarget(proxy),
+            let (host, port) = OriginSocket.authority(address.authority, defaultPort: 80)
         else {
             throw ConfigurationError(
                 description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")

@@ -51,58 +51,62 @@ extension HTTPCache {
         _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.Step, _ prepared: PreparedRequest
     ) async throws -> PendingResponse {
         var step = first
-        // The origin's answer, while the exchange decides what becomes of it.
-        var origin: TransportResponse?
-        var originError: (any Error)?
         while true {
             switch step {
             case .serve(let served, let background):
                 if let background { revalidateInBackground(background, prepared) }
-                await Self.discard(origin)
                 return response(served)
             case .answer(let answer):
-                await Self.discard(origin)
-                return PendingResponse(
-                    status: answer.status, fields: answer.fields, outcome: .miss, cacheStatus: answer.cacheStatus,
-                    reasons: answer.reasons, body: .source(DataSource(Data(answer.body))),
-                    expectedLength: Int64(answer.body.count))
+                return response(answer)
             case .join(let identity):
-                let leader: CollapsedResponse?? = await withCheckedContinuation { continuation in
-                    if driver.join(identity, waiter: { continuation.resume(returning: .some($0)) }) {
-                        continuation.resume(returning: .none)
+                let turn: JoinTurn? = await withCheckedContinuation { continuation in
+                    if driver.join(identity, waiter: { continuation.resume(returning: $0) }) {
+                        continuation.resume(returning: nil)
                     }
                 }
-                step = leader.map { driver.leaderSettled(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
+                step = turn.map { driver.resume(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
             case .forward(let forwarded):
-                await Self.discard(origin)
-                origin = nil
-                var outbound = prepared.request
-                for field in forwarded.fields { outbound.setValue(field.value, forHTTPHeaderField: field.name) }
-                let requestTime = now
-                do {
-                    let received = try await transport.send(outbound)
-                    origin = received
-                    let head = ResponseHead(
-                        status: received.response.statusCode, fields: Self.fields(of: received.response))
-                    step = driver.originResponded(&exchange, head, requestTime: requestTime)
-                } catch {
-                    if error is CancellationError || (error as? URLError)?.code == .cancelled {
-                        driver.abandon(&exchange)
-                        throw error
-                    }
-                    // Network state is not binary: any failure to get a response counts as unreachable.
-                    originError = error
-                    step = driver.originFailed(&exchange)
+                return try await send(&exchange, forwarded, prepared)
+            }
+        }
+    }
+
+    /// Sends the request to the origin (again, as often as the exchange asks) and performs
+    /// what the exchange decides on its answer.
+    private func send(
+        _ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.ForwardedRequest,
+        _ prepared: PreparedRequest
+    ) async throws -> PendingResponse {
+        var forwarded = first
+        while true {
+            var outbound = prepared.request
+            for field in forwarded.fields { outbound.setValue(field.value, forHTTPHeaderField: field.name) }
+            let requestTime = now
+            let received: TransportResponse
+            do {
+                received = try await transport.send(outbound)
+            } catch {
+                if error is CancellationError || (error as? URLError)?.code == .cancelled {
+                    driver.abandon(&exchange)
+                    throw error
                 }
+                // Network state is not binary: any failure to get a response counts as unreachable.
+                switch driver.originFailed(&exchange) {
+                case .serve(let served): return response(served)
+                case .answer(let answer): return response(answer)
+                case .fail: throw error
+                }
+            }
+            let head = ResponseHead(status: received.response.statusCode, fields: Self.fields(of: received.response))
+            switch driver.originResponded(&exchange, head, requestTime: requestTime) {
+            case .serve(let served):
+                await Self.discard(received)
+                return response(served)
+            case .forward(let again):
+                await Self.discard(received)
+                forwarded = again
             case .relay(let relay):
-                guard let origin else { preconditionFailure("a relay with no response from the origin") }
-                return relayed(relay, origin)
-            case .fail(.originUnreachable):
-                throw originError ?? URLError(.cannotConnectToHost)
-            case .fail(.storeKeptChanging):
-                throw StorageError(
-                    .readFailed,
-                    "the stored response for \(prepared.urlString) kept changing while it was read; try again")
+                return relayed(relay, received)
             }
         }
     }
@@ -110,6 +114,14 @@ extension HTTPCache {
     /// What to store, by this cache's rules and hooks.
     private func storage(for prepared: PreparedRequest) -> HTTPCacheStorage {
         HTTPCacheStorage(engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStore)
+    }
+
+    /// A response the cache made itself (a `504`).
+    private func response(_ answer: CacheAnswer) -> PendingResponse {
+        PendingResponse(
+            status: answer.status, fields: answer.fields, outcome: .miss, cacheStatus: answer.cacheStatus,
+            reasons: answer.reasons, body: .source(DataSource(Data(answer.body))),
+            expectedLength: Int64(answer.body.count))
     }
 
     /// A stored response served.
@@ -152,8 +164,8 @@ extension HTTPCache {
 
     /// Drops an origin response whose answer the exchange replaced (a `304`'s empty body is
     /// read, so its connection can be reused).
-    private static func discard(_ origin: TransportResponse?) async {
-        guard let origin, origin.response.statusCode == 304 else { return }
+    private static func discard(_ origin: TransportResponse) async {
+        guard origin.response.statusCode == 304 else { return }
         do {
             for try await _ in origin.body {}
         } catch {}

@@ -29,7 +29,8 @@ public final class HTTPCache: Sendable {
         /// §3.5), and `CDN-Cache-Control` is obeyed (RFC 9213), after ``name``-`Cache-Control`
         /// when the response carries a valid one. Default `false`.
         public var isShared = false
-        /// Bytes of bodies the memory tier keeps. Default 32 MiB.
+        /// Bytes the memory tier keeps: bodies and each entry's overhead (its head and
+        /// bookkeeping, see `MemoryStore`). Default 32 MiB.
         public var memoryCapacity: Int64 = 32 << 20
         /// Bytes of bodies the disk tier keeps. Default 1 GiB.
         public var diskCapacity: Int64 = DiskStore.Configuration.defaultCapacity

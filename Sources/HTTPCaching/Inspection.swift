@@ -73,7 +73,7 @@ extension HTTPCache {
 
     /// The stored responses (every `Vary` variant) for `GET url`.
     public func entries(for url: URL) throws(StorageError) -> [CacheEntryInfo] {
-        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return [] }
+        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return [] }
         let time = now
         return driver.storedEntries(for: key.primaryKey).map { info($0, at: time) }
     }
@@ -81,7 +81,7 @@ extension HTTPCache {
     /// Removes the stored responses for `GET url`; returns how many.
     @discardableResult
     public func remove(url: URL) throws(StorageError) -> Int {
-        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }
+        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return 0 }
         return try driver.removeStored(primaryKey: key.primaryKey)
     }
 
@@ -114,7 +114,7 @@ extension HTTPCache {
     /// many changed.
     @discardableResult
     public func setPinned(_ pinned: Bool, url: URL) throws(StorageError) -> Int {
-        guard let key = CacheKey(method: "GET", uri: url.absoluteString) else { return 0 }
+        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return 0 }
         return try store.setPinned(pinned, primaryKey: key.primaryKey)
     }
 

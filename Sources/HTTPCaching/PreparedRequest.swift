@@ -32,9 +32,18 @@ struct PreparedRequest: @unchecked Sendable {  // URLRequest is Sendable on Appl
 extension HTTPCache {
     var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
 
+    /// The URI `url` is sent and keyed as: without dot segments (RFC 3986 §5.2.4), as URLSession
+    /// on Linux sends it (libcurl turns `/a/./b/../c` into `/a/c`). Escapes and case stay as
+    /// written, as URLSession leaves them; ``CacheKey`` then folds only scheme, host and port.
+    static func sentURI(_ url: URL) -> String { CacheKey.removingDotSegments(url.absoluteString) }
+
     /// Works out the key, the policy and the rules of `request`.
+    ///
+    /// The request is sent with its URL as ``sentURI(_:)`` gives it, whatever the transport, so
+    /// that what is keyed is what goes on the wire.
     func prepare(_ request: URLRequest) throws -> PreparedRequest {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
+        var request = request
+        guard var url = request.url, let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
             throw URLError(
                 .unsupportedURL,
                 userInfo: [NSLocalizedDescriptionKey: "only http and https URLs can be fetched through the cache"])
@@ -47,7 +56,13 @@ extension HTTPCache {
             (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         var policy = CachePolicy(request.cachePolicy)
         if policy == .useProtocolCachePolicy { policy = configuration.defaultPolicy }
-        let urlString = url.absoluteString
+        var urlString = url.absoluteString
+        let sent = CacheKey.removingDotSegments(urlString)
+        if sent != urlString, let sentURL = URL(string: sent) {
+            url = sentURL
+            request.url = sentURL
+            urlString = sentURL.absoluteString
+        }
         var prepared = PreparedRequest(
             request: request, url: url, urlString: urlString, method: method,
             exchange: ExchangeRequest(
@@ -82,7 +97,9 @@ extension HTTPCache {
         }
         let keyedByBody = key.includesBody && method == "POST"
         let keyMethod = keyedByBody || method == "HEAD" ? "GET" : method
-        guard let cacheKey = CacheKey(method: keyMethod, uri: key.url.absoluteString) else {
+        // Without a key hook the key is the request's URL, in the form it is sent already.
+        let keyURI = configuration.cacheKey == nil ? urlString : Self.sentURI(key.url)
+        guard let cacheKey = CacheKey(method: keyMethod, uri: keyURI) else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
         }
         if keyedByBody {
@@ -103,7 +120,7 @@ extension HTTPCache {
                 get.httpBody = nil
                 let getKey = configuration.cacheKey.map { $0(get) } ?? RequestKey(url: url)
                 prepared.exchange.targetKey =
-                    getKey.flatMap { CacheKey(method: "GET", uri: $0.url.absoluteString) }?
+                    getKey.flatMap { CacheKey(method: "GET", uri: Self.sentURI($0.url)) }?
                     .primaryKey
             }
         }

@@ -348,6 +348,11 @@ package struct RequestHeadParser {
                     status: 400,
                     reason: "the Host value contains \(HTTPBytes.describe(value[index])) (RFC 9112 §3.2)")
             }
+            // Host = uri-host [ ":" port ] (RFC 9110 §7.2); empty only when the target URI has
+            // no authority (RFC 9112 §3.2).
+            if valueCount > 0, let invalid = URIAuthority.check(UnsafeBufferPointer(start: value, count: valueCount)) {
+                return Rejection(status: 400, reason: "the Host value is not host[:port] (RFC 9112 §3.2): \(invalid)")
+            }
         case 14 where HTTPBytes.equalsLowercase(name, 14, "content-length"):
             return interpretContentLength(value, valueCount)
         case 17 where HTTPBytes.equalsLowercase(name, 17, "transfer-encoding"):

@@ -89,6 +89,9 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
         /// the connection open until the client closes it or the origin stops (a stalled transfer,
         /// for cancelling a download in the middle). ``cutAfterBodyBytes`` wins when both are set.
         public var pauseAfterBodyBytes: Int?
+        /// Whether the origin adds `Date` when ``headers`` has none (RFC 9110 §6.6.1 lets an
+        /// origin without a clock omit it); `false` sends a response without one.
+        public var addsDate = true
 
         /// A response with a byte body.
         /// - Parameters:

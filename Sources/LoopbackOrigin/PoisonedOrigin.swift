@@ -7,8 +7,10 @@ import CacheLocking
 ///
 /// The scripts it is tested with are here too, so both caches face the same bytes.
 public final class PoisonedOrigin: Sendable {
-    /// What makes every response here storable for a minute.
-    public static let cacheable = "Cache-Control: max-age=60\r\n"
+    /// What makes every response here storable, for a day: the proxy's tests run a real
+    /// `httpcache serve` on the real clock, and its hits must not depend on how long a loaded
+    /// machine takes between requests.
+    public static let cacheable = "Cache-Control: max-age=86400\r\n"
 
     /// A complete, storable response with `body`.
     public static func response(_ body: String) -> String {

@@ -52,8 +52,9 @@ enum ResponseWriter {
     /// The wire form of `response` for a request with `method` over HTTP/1.`minorVersion`.
     ///
     /// Adds `Content-Length` (RFC 9110 §8.6) unless the body is chunked, the handler set one, or the
-    /// status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set;
-    /// `Connection: close` when closing. HEAD, 1xx, 204 and 304 responses never carry a body.
+    /// status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set
+    /// or ``LoopbackOrigin/Response/addsDate`` is off; `Connection: close` when closing. HEAD,
+    /// 1xx, 204 and 304 responses never carry a body.
     static func encode(
         _ response: LoopbackOrigin.Response, method: String, minorVersion: Int, clientWantsClose: Bool,
         now: time_t = time(nil)
@@ -92,7 +93,7 @@ enum ResponseWriter {
                 closeAfter = true  // a deliberately wrong Content-Length: do not reuse a desynchronised connection
             }
         }
-        if !isInterim, values("date").isEmpty {
+        if !isInterim, response.addsDate, values("date").isEmpty {
             fields.append((name: "Date", value: imfFixdate(now)))
         }
         if values("connection").isEmpty {

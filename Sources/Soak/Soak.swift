@@ -15,8 +15,21 @@ struct Tally: Sendable {
     var purges = 0
     var bigBodies = 0
     var verifiedBytes: Int64 = 0
-    /// 502, 503 or 504: the proxy said the origin failed.
+    /// 502, 503 or 504 whose `Cache-Status` says the origin failed (`detail=origin-…`, or
+    /// `detail=stale-not-allowed`: it failed and what is stored may not be served stale): the
+    /// origin's wrong framing, passed on as it should be.
     var gatewayErrors = 0
+    /// 502, 503 or 504 that does not blame the origin (a stored response that could not be
+    /// read, a proxy that refused): a store fault answered as an error, never right.
+    var storeErrors = 0
+    /// PURGEs answered `500 … could not purge …: Redis …`: the shared store did not answer.
+    var purgesRefused = 0
+    /// The first such answer, for the summary.
+    var purgeRefusal: String?
+    /// Responses that were a late stray the proxy's request crossed on its connection (see
+    /// ``SoakOrigin/Counters/strayFollowUps``), and the first of them, for the summary.
+    var strayRaces = 0
+    var strayRace: String?
     /// The connection ended before the response was complete: a cut the client can see.
     var visibleCuts = 0
     /// A complete-looking response whose bytes are not the version its ETag names, or that
@@ -39,6 +52,11 @@ struct Tally: Sendable {
         bigBodies += other.bigBodies
         verifiedBytes += other.verifiedBytes
         gatewayErrors += other.gatewayErrors
+        storeErrors += other.storeErrors
+        purgesRefused += other.purgesRefused
+        purgeRefusal = purgeRefusal ?? other.purgeRefusal
+        strayRaces += other.strayRaces
+        strayRace = strayRace ?? other.strayRace
         visibleCuts += other.visibleCuts
         mismatches += other.mismatches
         stalls += other.stalls
@@ -52,25 +70,28 @@ struct Tally: Sendable {
     }
 }
 
-/// One client thread: requests on a keep-alive connection, every response checked.
+/// One client thread: requests on a keep-alive connection to one proxy, every response checked.
 final class SoakWorker: @unchecked Sendable {
     let origin: SoakOrigin
     let proxyPort: UInt16
     let big: Bool
+    /// Cleared to end the run early (a proxy exited).
+    let running: Locked<Bool>
     private var connection: SoakConnection?
     private(set) var tally = Tally()
     /// Shared with the reporter, which reads it once a second.
     let published = Locked(Tally())
 
-    init(origin: SoakOrigin, proxyPort: UInt16, big: Bool) {
+    init(origin: SoakOrigin, proxyPort: UInt16, big: Bool, running: Locked<Bool>) {
         self.origin = origin
         self.proxyPort = proxyPort
         self.big = big
+        self.running = running
     }
 
     func run(until deadline: Double) {
         var sincePublished = 0
-        while Locked<Int>.monotonicSeconds() < deadline {
+        while Locked<Int>.monotonicSeconds() < deadline && running.withLock({ $0 }) {
             if big {
                 exchange(
                     index: [99, 199].filter { $0 < origin.urls }.randomElement() ?? 0, kind: Int.random(in: 0..<70))
@@ -155,13 +176,26 @@ final class SoakWorker: @unchecked Sendable {
             tally.forwarded += 1
         }
         if method == "PURGE" {
-            try connection.readBody(head, method: method) { _ in }
-            if head.status == 200 || head.status == 404 { tally.purges += 1 } else { unexpected(head, method, target) }
+            let text = try connection.readText(head, method: method)
+            if head.status == 200 || head.status == 404 {
+                tally.purges += 1
+            } else if head.status == 500 && text.contains("could not purge") && text.contains("Redis") {
+                // The shared store did not answer: the purge says it failed, as it must.
+                tally.purgesRefused += 1
+                if tally.purgeRefusal == nil { tally.purgeRefusal = text }
+            } else {
+                unexpected(head, method, target)
+            }
             return
         }
         if [502, 503, 504].contains(head.status) {
-            try connection.readBody(head, method: method) { _ in }
-            tally.gatewayErrors += 1
+            let text = try connection.readText(head, method: method)
+            if cacheStatus.contains("detail=origin-") || cacheStatus.contains("detail=stale-not-allowed") {
+                tally.gatewayErrors += 1
+            } else {
+                tally.storeErrors += 1
+                tally.problem("\(method) \(target): \(text)")
+            }
             return
         }
         guard [200, 206, 304].contains(head.status) else {
@@ -176,8 +210,24 @@ final class SoakWorker: @unchecked Sendable {
         }
         guard named.index == index else {
             try connection.readBody(head, method: method) { _ in }
-            let stray = head.field("Soak-Stray").map { ", sent as \($0)" } ?? ""
-            mismatch("\(method) \(target): got /r/\(named.index)'s response (ETag \(etag)\(stray))")
+            let stray = head.field("Soak-Stray")
+            // A late stray the proxy's next request on that connection crossed: the proxy found
+            // the connection idle, then sent its request as the stray came (on a busy machine a
+            // thread may wait milliseconds between the two). No HTTP/1.1 client can tell such
+            // bytes from the response; the origin counts how often it happens (`strayFollowUps`).
+            if let followUp = stray.flatMap(origin.followUp(ofStray:)) {
+                tally.strayRaces += 1
+                if tally.strayRace == nil {
+                    tally.strayRace =
+                        "\(method) \(target) on port \(proxyPort): /r/\(named.index)'s response, \(stray ?? "") (the "
+                        + "request reached the origin \(String(format: "%.1f", followUp)) ms after it); Cache-Status "
+                        + cacheStatus
+                }
+                return
+            }
+            mismatch(
+                "\(method) \(target) on port \(proxyPort): got /r/\(named.index)'s response (ETag \(etag)"
+                    + "\(stray.map { ", sent as \($0)" } ?? ""); Cache-Status \(cacheStatus))")
             return
         }
         guard named.version <= origin.currentVersion(index) else {
@@ -238,18 +288,31 @@ final class SoakWorker: @unchecked Sendable {
     }
 }
 
-/// `httpcache serve` as a child process, with its memory read from /proc.
+/// `httpcache serve` as a child process, its standard error written to a file (or to the soak's
+/// own), its memory read from /proc.
 final class ProxyProcess {
     let process = Process()
     let port: UInt16
+    /// Where its standard error (its log) goes; nil: to the soak's standard error.
+    let logPath: String?
 
-    init(executable: String, arguments: [String]) throws {
+    init(executable: String, arguments: [String], logPath: String? = nil) throws {
+        self.logPath = logPath
+        var log: FileHandle?
+        if let logPath {
+            guard FileManager.default.createFile(atPath: logPath, contents: nil),
+                let file = FileHandle(forWritingAtPath: logPath)
+            else { throw SoakFailure("cannot create \(logPath) for a proxy's log") }
+            log = file
+        }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
         let output = Pipe()
         process.standardOutput = output
+        if let log { process.standardError = log }
         try process.run()
-        ProxyProcess.running = process.processIdentifier
+        try? log?.close()
+        Self.register(process.processIdentifier)
         do {
             port = try Self.readPort(from: output.fileHandleForReading)
         } catch {
@@ -263,14 +326,25 @@ final class ProxyProcess {
         }
     }
 
-    /// The child to stop when the soak itself is interrupted (SIGINT, SIGTERM).
-    nonisolated(unsafe) static var running: pid_t = 0
+    /// The children to stop when the soak itself is interrupted (SIGINT, SIGTERM); 0 for a free
+    /// slot. A fixed array, which the signal handler can read.
+    nonisolated(unsafe) private static let running: UnsafeMutablePointer<pid_t> = {
+        let pids = UnsafeMutablePointer<pid_t>.allocate(capacity: 64)
+        pids.initialize(repeating: 0, count: 64)
+        return pids
+    }()
 
-    /// Stops the child when the soak is interrupted, so that no proxy outlives it.
+    private static func register(_ pid: pid_t) {
+        if let slot = (0..<64).first(where: { running[$0] == 0 }) { running[slot] = pid }
+    }
+
+    /// Stops the children when the soak is interrupted, so that no proxy outlives it (the
+    /// Redis servers' watchdogs stop those within a second).
     static func stopOnInterrupt() {
+        _ = running
         for signalNumber in [SIGINT, SIGTERM] {
             signal(signalNumber) { _ in
-                if ProxyProcess.running > 0 { kill(ProxyProcess.running, SIGTERM) }
+                for slot in 0..<64 where ProxyProcess.running[slot] > 0 { kill(ProxyProcess.running[slot], SIGTERM) }
                 _exit(130)
             }
         }
@@ -302,10 +376,46 @@ final class ProxyProcess {
         return nil
     }
 
+    /// The lines of its log so far (none when it goes to the soak's standard error).
+    var logLines: [Substring] {
+        let text = logPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
+        return text.split(separator: "\n")
+    }
+
+    /// How it ended ("exit status 1", "signal 6"); nil while it runs.
+    var exitDescription: String? {
+        guard !process.isRunning else { return nil }
+        return process.terminationReason == .uncaughtSignal
+            ? "killed by signal \(process.terminationStatus)" : "exit status \(process.terminationStatus)"
+    }
+
+    /// Its metrics page (`GET /_httpcache/metrics`): each sample's name and value; empty when
+    /// it does not answer.
+    func metrics() -> [String: Double] {
+        var page: [UInt8] = []
+        do {
+            let connection = try SoakConnection(port: port, timeoutSeconds: 10)
+            try connection.send("GET /_httpcache/metrics HTTP/1.1\r\nHost: soak.test\r\nConnection: close\r\n\r\n")
+            let head = try connection.readHead()
+            try connection.readBody(head, method: "GET") { page += $0 }
+        } catch {
+            return [:]
+        }
+        var samples: [String: Double] = [:]
+        for line in String(decoding: page, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+            let words = line.split(separator: " ")
+            if words.count == 2, let value = Double(words[1]) { samples[String(words[0])] = value }
+        }
+        return samples
+    }
+
     func stop() {
-        process.terminate()
-        process.waitUntilExit()
-        ProxyProcess.running = 0
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        let pid = process.processIdentifier
+        if let slot = (0..<64).first(where: { Self.running[$0] == pid }) { Self.running[slot] = 0 }
     }
 }
 

@@ -1,4 +1,5 @@
 #if os(Linux)
+import Foundation
 import Glibc
 import LoopbackOrigin
 
@@ -138,6 +139,14 @@ final class SoakConnection {
             }
             do { try receiveMore("") } catch .closed(after: _) { return }
         }
+    }
+
+    /// Reads the body `head` frames and returns its first 300 bytes as text (a proxy's own
+    /// short answers say why they failed).
+    func readText(_ head: ResponseHead, method: String) throws(ReadFailure) -> String {
+        var bytes: [UInt8] = []
+        try readBody(head, method: method) { bytes += $0.prefix(max(0, 300 - bytes.count)) }
+        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     private func readExactly(_ count: Int, _ what: String, _ sink: (ArraySlice<UInt8>) -> Void) throws(ReadFailure) {

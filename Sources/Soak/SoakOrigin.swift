@@ -32,6 +32,14 @@ final class SoakOrigin: Sendable {
         var notModified = 0
         var bodyBytes: Int64 = 0
         var misbehaviours: [Misbehaviour: Int] = [:]
+        /// Late stray responses made (numbered from 1 in their `Soak-Stray` field), and sent
+        /// (the connection stayed quiet for 20 ms).
+        var lateStraysMade = 0
+        var lateStraysSent = 0
+        /// For each late stray followed by another request on its connection (the cache did
+        /// not see the stray before it sent that request): milliseconds from the stray to that
+        /// request.
+        var strayFollowUps: [Int: Double] = [:]
     }
 
     let urls: Int
@@ -64,6 +72,15 @@ final class SoakOrigin: Sendable {
     }
 
     func currentVersion(_ index: Int) -> UInt32 { versions.withLock { $0[index] } }
+
+    /// For the late stray whose `Soak-Stray` field is `field`: how long after it the next
+    /// request on its connection came, if one did.
+    func followUp(ofStray field: String) -> Double? {
+        guard let mark = field.lastIndex(of: "#"), let number = Int(field[field.index(after: mark)...]) else {
+            return nil
+        }
+        return counters.withLock { $0.strayFollowUps[number] }
+    }
 
     static func isBig(_ index: Int) -> Bool { index % 100 == 99 }
 
@@ -98,7 +115,13 @@ final class SoakOrigin: Sendable {
     // MARK: Serving
 
     private func serve(_ connection: RawConnection) {
+        var lateStray: (number: Int, sentAt: Double)?
         while let text = connection.readRequest() {
+            if let sent = lateStray {
+                let milliseconds = (Locked<Int>.monotonicSeconds() - sent.sentAt) * 1000
+                counters.withLock { $0.strayFollowUps[sent.number] = milliseconds }
+                lateStray = nil
+            }
             let lines = text.split(separator: "\r\n")
             let words = (lines.first ?? "").split(separator: " ")
             let method = words.first.map(String.init) ?? ""
@@ -120,7 +143,8 @@ final class SoakOrigin: Sendable {
             }
             if let misbehaviour = chooseMisbehaviour(index: index, method: method) {
                 counters.withLock { $0.misbehaviours[misbehaviour, default: 0] += 1 }
-                guard misbehave(misbehaviour, connection, index: index, version: version) else { return }
+                guard misbehave(misbehaviour, connection, index: index, version: version, lateStray: &lateStray)
+                else { return }
                 continue
             }
             connection.send(head(index, version, framing: Self.isChunked(index) ? .chunked : .length(size(index))))
@@ -139,10 +163,12 @@ final class SoakOrigin: Sendable {
         return Misbehaviour.allCases.filter { $0 != .bodyAfterHead }.randomElement()
     }
 
-    /// Sends `misbehaviour` for `/r/index`; false when the connection is finished with.
-    private func misbehave(_ misbehaviour: Misbehaviour, _ connection: RawConnection, index: Int, version: UInt32)
-        -> Bool
-    {
+    /// Sends `misbehaviour` for `/r/index`; false when the connection is finished with. A late
+    /// stray that went out is noted in `lateStray`.
+    private func misbehave(
+        _ misbehaviour: Misbehaviour, _ connection: RawConnection, index: Int, version: UInt32,
+        lateStray: inout (number: Int, sentAt: Double)?
+    ) -> Bool {
         let size = size(index)
         switch misbehaviour {
         case .secondResponseInSameWrite:
@@ -152,8 +178,18 @@ final class SoakOrigin: Sendable {
             connection.send(whole(index, version))
             // Bytes that arrive after the cache sent its next request are, on HTTP/1.1, that
             // request's response: no cache can tell them apart. The stray goes out only while
-            // the connection is idle, which is the case a cache must catch.
-            if connection.staysQuiet(milliseconds: 20) { connection.send(stray(besides: index, .lateStrayResponse)) }
+            // the connection is idle, which is the case a cache must catch. It is made before
+            // the wait, so that nothing but the send comes between the check and the stray.
+            let number = counters.withLock { counters in
+                counters.lateStraysMade += 1
+                return counters.lateStraysMade
+            }
+            let late = stray(besides: index, .lateStrayResponse, number: number)
+            if connection.staysQuiet(milliseconds: 20) {
+                connection.send(late)
+                lateStray = (number, Locked<Int>.monotonicSeconds())
+                counters.withLock { $0.lateStraysSent += 1 }
+            }
             return true
         case .contentLengthWithChunked:
             var head = head(index, version, framing: .chunked)
@@ -205,14 +241,15 @@ final class SoakOrigin: Sendable {
 
     /// Another small resource's whole response, cacheable for a minute: what a cache that
     /// took it for the next response would store under the wrong URL. `Soak-Stray` names the
-    /// misbehaviour, for the report.
-    private func stray(besides index: Int, _ misbehaviour: Misbehaviour) -> [UInt8] {
+    /// misbehaviour (and the late stray's number), for the report.
+    private func stray(besides index: Int, _ misbehaviour: Misbehaviour, number: Int? = nil) -> [UInt8] {
         var other = Int.random(in: 0..<urls)
         while other == index || Self.isBig(other) { other = Int.random(in: 0..<urls) }
         let version = currentVersion(other)
         return Array(
             ("HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nETag: \(Self.etag(other, version))\r\n"
-                + "Soak-Stray: \(misbehaviour.rawValue)\r\nContent-Length: \(size(other))\r\n\r\n").utf8)
+                + "Soak-Stray: \(misbehaviour.rawValue)\(number.map { " #\($0)" } ?? "")\r\nContent-Length: \(size(other))\r\n\r\n")
+                .utf8)
             + LoopbackOrigin.GeneratedBody.bytes(seed: Self.seed(other, version), count: Int(size(other)))
     }
 

@@ -1,24 +1,48 @@
 // The soak: `httpcache serve` in front of an origin whose resources change versions and that
 // now and then gets its framing wrong, under mixed traffic for minutes. Every body a client
 // receives is compared byte for byte with the version its ETag names. It fails on one
-// mismatch, one stall, or proxy memory above the bound. Run by `scripts/soak`.
+// mismatch, one stall, one proxy exit, or proxy memory above the bound. With --redis-cluster,
+// several proxies share a Redis Cluster the soak starts and damages on purpose (masters
+// killed, body chunks deleted). Run by `scripts/soak`.
+// `soak memory-bound` measures the proxy's memory under distinct URLs instead
+// (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
 import CacheLocking
+import CacheTestSupport
 import Foundation
 import Glibc
+
+if CommandLine.arguments.dropFirst().first == "memory-bound" {
+    exit(memoryBound(Array(CommandLine.arguments.dropFirst(2))))
+}
 
 let usage = """
     Usage: soak [--seconds N] [--clients N] [--urls N] [--big-mb N] [--misbehave RATE]
                 [--memory BYTES] [--max-rss-mb N] [--httpcache PATH]
+                [--redis-cluster [NODES] [--kill-every S] [--delete-chunks R] [--redis-timeout MS]]
 
       --seconds N       how long to run (default 600)
       --clients N       client threads for the small resources (default 16); two more fetch the big ones
       --urls N          resources on the origin (default 200; /r/99, /r/199… are the big ones)
-      --big-mb N        size of the big resources in MiB (default 100)
+      --big-mb N        size of the big resources in MiB (default 100; 16 with --redis-cluster)
       --misbehave RATE  share of small responses the origin frames wrongly (default 0.01)
-      --memory BYTES    the proxy's memory tier (default 64M)
-      --max-rss-mb N    fail when the proxy's resident memory goes above this (default 1024)
+      --memory BYTES    the proxy's memory tier (default 64M); with --redis-cluster, each node's
+                        local tier (default 4M, so that most hits are read from Redis)
+      --max-rss-mb N    fail when a proxy's resident memory goes above this (default 1024)
       --httpcache PATH  the httpcache to run (default: the one next to this executable)
+
+      --redis-cluster [NODES]
+                        NODES proxies (default 3), the clients spread over them, sharing one
+                        Redis Cluster of 3 masters and 3 replicas that the soak starts on
+                        loopback (redis-server and redis-cli must be installed; 256 MB and
+                        allkeys-lru each, so Redis evicts too), with chaos:
+      --kill-every S    a master SIGKILLed every S seconds (default 60; 0: never); its replica
+                        takes over, and it is started again 3 s later and rejoins as a replica
+      --delete-chunks R body chunks deleted per second (default 2; 0: none), and every 5 s a
+                        body's description replaced by junk: bodies that cannot be read
+      --redis-timeout MS
+                        the proxies' --redis-timeout (default 250: on a busy machine a read of
+                        8 MiB often takes longer than httpcache's default of 50)
     """
 
 /// `--name value` pairs from the command line, taken out as they are read.
@@ -29,6 +53,11 @@ nonisolated(unsafe) var options: [String: String] = {
         if name == "--help" || name == "-h" {
             print(usage)
             exit(0)
+        }
+        // The one option whose value may be left out.
+        if name == "--redis-cluster", arguments.first.map({ Int($0) == nil }) ?? true {
+            options["redis-cluster"] = "3"
+            continue
         }
         guard name.hasPrefix("--"), let value = arguments.popFirst() else {
             FileHandle.standardError.write(Data("soak: \(name) needs a value\n\(usage)\n".utf8))
@@ -47,13 +76,22 @@ func option<Value>(_ name: String, _ fallback: Value, _ parse: (String) -> Value
     }
     return value
 }
+let clusterNodes = option("redis-cluster", 0, { Int($0).flatMap { $0 >= 1 && $0 <= 16 ? $0 : nil } })
+let clustered = clusterNodes > 0
+if !clustered, let chaos = ["kill-every", "delete-chunks", "redis-timeout"].first(where: { options[$0] != nil }) {
+    FileHandle.standardError.write(Data("soak: --\(chaos) goes with --redis-cluster\n\(usage)\n".utf8))
+    exit(2)
+}
 let seconds = option("seconds", 600.0, Double.init)
 let clients = option("clients", 16, Int.init)
 let urls = option("urls", 200, Int.init)
-let bigSize = option("big-mb", Int64(100), Int64.init) << 20
+let bigSize = option("big-mb", Int64(clustered ? 16 : 100), Int64.init) << 20
 let misbehave = option("misbehave", 0.01, Double.init)
-let memory = option("memory", "64M", { $0 })
+let memory = option("memory", clustered ? "4M" : "64M", { $0 })
 let maxRSS = option("max-rss-mb", Int64(1024), Int64.init) << 20
+let killEvery = option("kill-every", 60.0, { Double($0).flatMap { $0 >= 0 ? $0 : nil } })
+let deletionsPerSecond = option("delete-chunks", 2.0, { Double($0).flatMap { $0 >= 0 ? $0 : nil } })
+let redisTimeout = option("redis-timeout", 250, { Int($0).flatMap { $0 > 0 ? $0 : nil } })
 let here = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
 let httpcache = option("httpcache", here + "/httpcache", { $0 })
 if let unknown = options.keys.first {
@@ -66,21 +104,71 @@ func say(_ text: String) {
 }
 func megabytes(_ bytes: Int64?) -> String { bytes.map { "\($0 >> 20) MiB" } ?? "?" }
 
-/// Runs the soak and prints its figures; whether it was clean.
-func soak(directory: String) throws -> Bool {
+/// The Redis key prefix of the proxies in --redis-cluster mode.
+let redisPrefix = "soak:"
+
+/// One proxy's memory over the run.
+struct MemoryWatch {
+    var peak: Int64 = 0
+    var firstMinutePeak: Int64 = 0
+    var lastMinutePeak: Int64 = 0
+}
+
+/// Runs the soak and prints its figures; whether it was clean. Each proxy's log is written to
+/// `logs`.
+func soak(directory: String, logs: String) throws -> Bool {
     let origin = try SoakOrigin(urls: urls, bigSize: bigSize, misbehaviourRate: misbehave)
-    let proxy = try ProxyProcess(
-        executable: httpcache,
-        arguments: ["--origin", "http://127.0.0.1:\(origin.port)", "--cache-dir", directory, "--memory", memory])
+    let cluster =
+        clustered
+        // No output buffer limit for replicas: a restarted server's full sync is not cut off
+        // (and started again, and again) while the proxies write 16 MiB bodies; and it starts at
+        // once (not 5 s later).
+        ? try RedisCluster(arguments: [
+            "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru", "--client-output-buffer-limit", "replica",
+            "0", "0", "0", "--repl-diskless-sync-delay", "0", "--logfile", "redis.log", "--loglevel", "notice",
+        ]) : nil
+    var proxies: [ProxyProcess] = []
+    var chaos: ClusterChaos?
     defer {
-        proxy.stop()
+        chaos?.stop()
+        proxies.forEach { $0.stop() }
         origin.stop()
+        for server in cluster?.servers ?? [] {
+            server.stop()
+            try? FileManager.default.removeItem(atPath: server.directory.path)
+        }
         try? FileManager.default.removeItem(atPath: directory)
     }
-    say(
-        "soak: \(Int(seconds)) s, \(clients)+2 clients, \(urls) resources (big ones \(megabytes(bigSize))), "
-            + "\(misbehave * 100)% of small responses framed wrongly; proxy pid \(proxy.process.processIdentifier) "
-            + "on port \(proxy.port), memory tier \(memory)")
+    let originURL = "http://127.0.0.1:\(origin.port)"
+    if let cluster {
+        for node in 1...clusterNodes {
+            proxies.append(
+                try ProxyProcess(
+                    executable: httpcache,
+                    arguments: [
+                        "--origin", originURL, "--memory-only", "--redis-cluster", cluster.seeds, "--redis-prefix",
+                        redisPrefix, "--redis-timeout", String(redisTimeout), "--local-memory", memory,
+                        "--redis-required",
+                    ], logPath: "\(logs)/node-\(node).log"))
+        }
+        say(
+            "soak: \(Int(seconds)) s, \(clients)+2 clients over \(clusterNodes) proxies on a Redis Cluster of 3 masters "
+                + "and 3 replicas (\(cluster.seeds)), \(urls) resources (big ones \(megabytes(bigSize))), "
+                + "\(misbehave * 100)% of small responses framed wrongly; local tiers \(memory), Redis timeout "
+                + "\(redisTimeout) ms; "
+                + (killEvery > 0 ? "a master killed every \(Int(killEvery)) s, " : "no master killed, ")
+                + "\(deletionsPerSecond) chunks deleted per second; proxy logs in \(logs)")
+    } else {
+        proxies.append(
+            try ProxyProcess(
+                executable: httpcache,
+                arguments: ["--origin", originURL, "--cache-dir", directory, "--memory", memory],
+                logPath: "\(logs)/proxy.log"))
+        say(
+            "soak: \(Int(seconds)) s, \(clients)+2 clients, \(urls) resources (big ones \(megabytes(bigSize))), "
+                + "\(misbehave * 100)% of small responses framed wrongly; proxy pid \(proxies[0].process.processIdentifier) "
+                + "on port \(proxies[0].port), memory tier \(memory); its log in \(logs)")
+    }
 
     let deadline = Locked<Int>.monotonicSeconds() + seconds
     let running = Locked(true)
@@ -91,7 +179,15 @@ func soak(directory: String) throws -> Bool {
             usleep(50_000)
         }
     }
-    let workers = (0..<clients + 2).map { SoakWorker(origin: origin, proxyPort: proxy.port, big: $0 >= clients) }
+    if let cluster {
+        chaos = ClusterChaos(
+            cluster: cluster, prefix: redisPrefix, killEvery: killEvery, deletionsPerSecond: deletionsPerSecond)
+        chaos?.start(deadline: deadline)
+    }
+    // Worker i talks to proxy i mod N (the two big ones included).
+    let workers = (0..<clients + 2).map {
+        SoakWorker(origin: origin, proxyPort: proxies[$0 % proxies.count].port, big: $0 >= clients, running: running)
+    }
     let finished = Locked(0)
     for worker in workers {
         Thread.detachNewThread {
@@ -101,9 +197,8 @@ func soak(directory: String) throws -> Bool {
         }
     }
 
-    var peakRSS: Int64 = 0
-    var firstMinutePeak: Int64 = 0
-    var lastMinutePeak: Int64 = 0
+    var watches = [MemoryWatch](repeating: MemoryWatch(), count: proxies.count)
+    var exited: (index: Int, proxy: ProxyProcess)?
     let started = Locked<Int>.monotonicSeconds()
     var nextReport = started + 60
     var previous = Tally()
@@ -111,29 +206,49 @@ func soak(directory: String) throws -> Bool {
         == nil
     {
         let now = Locked<Int>.monotonicSeconds()
-        let rss = proxy.memory("VmRSS") ?? 0
-        peakRSS = max(peakRSS, rss)
-        if now - started < 60 { firstMinutePeak = max(firstMinutePeak, rss) }
-        if deadline - now < 60 { lastMinutePeak = max(lastMinutePeak, rss) }
+        var rss: [Int64] = []
+        for (index, proxy) in proxies.enumerated() {
+            let current = proxy.memory("VmRSS") ?? 0
+            rss.append(current)
+            watches[index].peak = max(watches[index].peak, current)
+            if now - started < 60 { watches[index].firstMinutePeak = max(watches[index].firstMinutePeak, current) }
+            if deadline - now < 60 { watches[index].lastMinutePeak = max(watches[index].lastMinutePeak, current) }
+        }
         if now >= nextReport {
             var tally = Tally()
             workers.forEach { worker in tally.add(worker.published.withLock { $0 }) }
+            let chaosNow = chaos.map { chaos in
+                let counted = chaos.counted
+                return ", \(counted.kills) kills, \(counted.chunksDeleted) chunks deleted"
+            }
             say(
                 "  \(Int(now - started)) s: \((tally.requests - previous.requests) / 60) req/s, "
-                    + "\(tally.mismatches) mismatches, \(tally.stalls) stalls, proxy RSS \(megabytes(rss)) "
-                    + "(peak \(megabytes(peakRSS)))")
+                    + "\(tally.mismatches) mismatches, \(tally.stalls) stalls\(chaosNow ?? ""), proxy RSS "
+                    + rss.map { megabytes($0) }.joined(separator: " / ") + " (peak "
+                    + watches.map { megabytes($0.peak) }.joined(separator: " / ") + ")")
             previous = tally
             nextReport += 60
         }
-        if !proxy.process.isRunning { throw SoakFailure("httpcache serve exited during the soak") }
+        if let index = proxies.firstIndex(where: { !$0.process.isRunning }) {
+            exited = (index, proxies[index])
+            running.withLock { $0 = false }
+            _ = finished.withLock(when: { $0 == workers.count }) { _ in true }
+            break
+        }
     }
     running.withLock { $0 = false }
+    chaos?.stop()
+    if exited == nil, let index = proxies.firstIndex(where: { !$0.process.isRunning }) {
+        exited = (index, proxies[index])
+    }
     let elapsed = Locked<Int>.monotonicSeconds() - started
 
     var tally = Tally()
     workers.forEach { tally.add($0.tally) }
     let served = origin.counted
-    let hwm = proxy.memory("VmHWM")
+    for (index, proxy) in proxies.enumerated() {
+        watches[index].peak = max(watches[index].peak, proxy.memory("VmHWM") ?? 0)
+    }
     say(
         """
 
@@ -146,27 +261,101 @@ func soak(directory: String) throws -> Bool {
         \(megabytes(served.bodyBytes)) of bodies sent
           origin framed wrongly on purpose: \(served.misbehaviours.values.reduce(0, +)) \
         (\(served.misbehaviours.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")))
-          the clients saw: 502/503/504 \(tally.gatewayErrors), connections cut before the end \(tally.visibleCuts)
+          late strays sent on a quiet connection \(served.lateStraysSent); crossed by the proxy's next request on \
+        that connection \(served.strayFollowUps.count) (limit a quarter), answers that were such a stray \(tally.strayRaces)
+          the clients saw: 502/503/504 blamed on the origin \(tally.gatewayErrors), connections cut before the end \
+        \(tally.visibleCuts)
           mismatches (another URL's bytes, another version's bytes, or a cut body that looked complete): \(tally.mismatches)
           stalls (60 s without a byte): \(tally.stalls); malformed responses: \(tally.malformed); \
-        unexpected statuses: \(tally.unexpectedStatus)
-          proxy memory: peak \(megabytes(max(peakRSS, hwm ?? 0))) (limit \(megabytes(maxRSS))), \
-        peak in the first minute \(megabytes(firstMinutePeak)), in the last minute \(megabytes(lastMinutePeak))
+        unexpected statuses: \(tally.unexpectedStatus); 502/503/504 not blamed on the origin: \(tally.storeErrors)
         """)
+    if let race = tally.strayRace { say("  the first answer that was a crossed stray: \(race)") }
+    // A proxy that looked at idle connections before reusing them loses only the rare race;
+    // one that did not would send a request after most strays.
+    let strayRacesTooMany = served.strayFollowUps.count >= 3 && served.strayFollowUps.count * 4 > served.lateStraysSent
+    if tally.purgesRefused > 0 {
+        say("  PURGEs refused because Redis did not answer: \(tally.purgesRefused) (\(tally.purgeRefusal ?? ""))")
+    }
+    if let cluster, let chaos {
+        let counted = chaos.counted
+        say(
+            """
+              chaos: \(counted.kills) masters SIGKILLed, \(counted.failovers) replicas took over, \
+            \(counted.restarts) restarted, \(counted.rejoined) rejoined as replicas (longest kill to \
+            cluster_state:ok \(String(format: "%.1f", counted.longestRecovery)) s); \(counted.chunksDeleted) body \
+            chunks deleted, \(counted.descriptionsJunked) body descriptions replaced by junk
+              Redis at the end: \(redisSummary(cluster))
+            """)
+        for problem in counted.problems { say("  - chaos: \(problem)") }
+    }
+    for (index, proxy) in proxies.enumerated() {
+        let name = clustered ? "node \(index + 1)" : "proxy"
+        let lines = proxy.logLines
+        let unreadable = lines.filter { $0.contains("could not be read") }
+        let timeouts = unreadable.count { $0.contains("did not answer in time") }
+        let gone = unreadable.count {
+            $0.contains("in Redis (removed") || $0.contains("gone from Redis") || $0.contains("has the wrong length")
+        }
+        // "could not be read (…); the request is …" before the head went out, "could not be
+        // read: …" after, when all the proxy can do is cut the response.
+        let midBody = unreadable.count { $0.contains("could not be read: ") }
+        var figures = ""
+        if clustered && proxy.process.isRunning {
+            let metrics = proxy.metrics()
+            func count(_ name: String) -> String { metrics[name].map { String(Int($0)) } ?? "?" }
+            figures =
+                "; Redis round trips \(count("httpcache_redis_round_trips_total")), errors "
+                + "\(count("httpcache_redis_errors_total")), timeouts \(count("httpcache_redis_timeouts_total")), "
+                + "invalidations received \(count("httpcache_redis_invalidations_received_total"))"
+        }
+        say(
+            "  \(name) (pid \(proxy.process.processIdentifier)): memory peak \(megabytes(watches[index].peak)) "
+                + "(limit \(megabytes(maxRSS))), in the first minute \(megabytes(watches[index].firstMinutePeak)), "
+                + "in the last \(megabytes(watches[index].lastMinutePeak)); \(lines.count) log lines, "
+                + "\(unreadable.count) \"could not be read\""
+                + (clustered
+                    ? " (\(timeouts) Redis timeouts, \(gone) bodies gone or undecodable, "
+                        + "\(unreadable.count - timeouts - gone) other; \(midBody) in the middle of a body, which was cut)"
+                    : "") + figures)
+    }
     for problem in tally.problems { say("  - \(problem)") }
+    if let exited {
+        let proxy = exited.proxy
+        say(
+            "\n\(clustered ? "node \(exited.index + 1)" : "the proxy") (pid \(proxy.process.processIdentifier)) exited "
+                + "during the soak (\(proxy.exitDescription ?? "?")); the last lines of its log (\(proxy.logPath ?? "")):"
+        )
+        for line in proxy.logLines.suffix(20) { say("    \(line)") }
+    }
     let failed =
-        tally.mismatches > 0 || tally.stalls > 0 || tally.malformed > 0 || tally.unexpectedStatus > 0
-        || max(peakRSS, hwm ?? 0) > maxRSS
+        exited != nil || tally.mismatches > 0 || tally.stalls > 0 || tally.malformed > 0 || tally.unexpectedStatus > 0
+        || tally.storeErrors > 0 || strayRacesTooMany || watches.contains { $0.peak > maxRSS }
+        || !(chaos?.counted.problems.isEmpty ?? true)
     say(failed ? "soak: FAILED" : "soak: clean")
     return !failed
 }
 
+/// Keys, memory and evictions on each master.
+func redisSummary(_ cluster: RedisCluster) -> String {
+    cluster.servers.compactMap { server -> String? in
+        func info(_ section: String, _ field: String) -> Substring? {
+            let lines = (try? server.cli(["INFO", section]))?.split(whereSeparator: \.isNewline) ?? []
+            return lines.first { $0.hasPrefix(field + ":") }?.dropFirst(field.count + 1)
+        }
+        guard info("replication", "role") == "master", let keys = try? server.command("DBSIZE") else { return nil }
+        return "master \(server.port): \(keys.dropFirst()) keys, \(info("memory", "used_memory_human") ?? "?") used, "
+            + "\(info("stats", "evicted_keys") ?? "?") keys evicted since it started"
+    }.joined(separator: "; ")
+}
+
 ProxyProcess.stopOnInterrupt()
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpcache-soak-\(getpid())").path
+let logs = directory + "-logs"
 do {
-    exit(try soak(directory: directory) ? 0 : 1)
+    try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+    exit(try soak(directory: directory, logs: logs) ? 0 : 1)
 } catch {
-    FileHandle.standardError.write(Data("soak: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("soak: \(error) (logs in \(logs))\n".utf8))
     exit(1)
 }
 #else

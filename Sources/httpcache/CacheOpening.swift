@@ -42,22 +42,19 @@ struct CacheOptions: Sendable {
         // Inspection commands read only the shared store: without Redis they have nothing to show.
         configuration.store = try redis.openStore(
             defaultLocalMemory: 0, listens: false, mustReach: !network, log: configuration.log)
-        let failure = { (problem: String) in
+        let failure = { (error: StorageError) in
             Failure(
                 .failure,
-                "could not open the cache in \(directory): \(problem); check that it is a writable directory, "
-                    + "or choose another with --cache-dir DIR or HTTPCACHE_DIR")
+                "could not open the cache in \(directory): \(error)"
+                    + (error.kind == .unsafeDirectory ? "; or" : "; check that it is a writable directory, or")
+                    + " choose another with --cache-dir DIR or HTTPCACHE_DIR")
         }
         do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw failure("cannot create the directory: \(error.localizedDescription)")
-        }
-        do {
+            // Checked even when the store is Redis: the run's statistics are kept in it.
+            configuration.directory = try DiskStore.prepareDirectory(directory)
             return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
         } catch {
-            throw failure("\(error)")
+            throw failure(error)
         }
     }
 }

@@ -117,15 +117,21 @@ struct GetCommand {
             file?.discard()
             outcome = .failure(error)
         }
-        // Let stale-while-revalidate revalidations finish, then record what this run did.
+        // The answer is written the moment it is ready, whatever standard output is (a pipe
+        // to jq or `$(…)` reads it at once); only then do stale-while-revalidate revalidations
+        // finish, so the store is updated before the process exits, and the run is recorded.
+        if case .success(let transfer) = outcome {
+            if json { Console.out(transfer.json(file: output).text + "\n") }
+            if verbose {
+                Console.error(Report.verbose(transfer.head, method: options.method, elapsed: transfer.elapsed))
+            }
+        }
         await cache.waitForBackgroundWork()
         cache.flushToDisk()
         let fromOrigin =
             (try? outcome.get()).map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
-        let transfer = try outcome.get()
-        if json { Console.out(transfer.json(file: output).text + "\n") }
-        if verbose { Console.error(Report.verbose(transfer.head, method: options.method, elapsed: transfer.elapsed)) }
+        _ = try outcome.get()
     }
 
     /// What one fetch produced.
@@ -154,7 +160,7 @@ struct GetCommand {
         }
     }
 
-    /// The largest body `--json` includes.
+    /// `--json` includes a body only when it is shorter than this (64 KiB), as `--help` says.
     static let jsonBodyLimit = 64 * 1024
 
     private func cutOff(after received: Int64, _ error: any Error) -> Failure {
@@ -202,7 +208,7 @@ struct GetCommand {
                 if let file {
                     try file.write(chunk)
                 } else if collectsText {
-                    if collected.count <= Self.jsonBodyLimit { collected.append(chunk.prefix(Self.jsonBodyLimit + 1)) }
+                    if collected.count < Self.jsonBodyLimit { collected.append(chunk.prefix(Self.jsonBodyLimit)) }
                 } else if !suppressedBinary {
                     Console.out(bytes: chunk)
                 }
@@ -223,7 +229,7 @@ struct GetCommand {
                     + "Use -o FILE to save it.\n")
         }
         var text: String?
-        if collectsText, collected.count <= Self.jsonBodyLimit,
+        if collectsText, collected.count < Self.jsonBodyLimit,
             Report.isTextual(head.response.value(forHTTPHeaderField: "Content-Type"))
         {
             text = String(validating: collected, as: UTF8.self)

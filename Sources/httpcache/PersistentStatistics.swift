@@ -33,12 +33,19 @@ struct PersistentStatistics: Codable, Sendable {
     /// - Throws: ``Failure`` when the file exists but cannot be read or parsed.
     static func read(in directory: String) throws(Failure) -> PersistentStatistics {
         let path = directory + "/" + fileName
-        guard FileManager.default.fileExists(atPath: path) else {
-            return PersistentStatistics(since: Date().timeIntervalSince1970)
+        // Never through a link: the directory was checked (DiskStore.prepareDirectory), and
+        // what is in it is read as it is.
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return PersistentStatistics(since: Date().timeIntervalSince1970) }
+            throw Failure(
+                .failure,
+                "could not read \(path): \(String(cString: strerror(errno))); remove it (or run "
+                    + "`httpcache stats --reset`) to count from zero")
         }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         do {
-            return try JSONDecoder().decode(
-                PersistentStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+            return try JSONDecoder().decode(PersistentStatistics.self, from: handle.readToEnd() ?? Data())
         } catch {
             throw Failure(
                 .failure,
@@ -106,7 +113,7 @@ enum DirectoryLock {
         -> Result
     {
         let path = directory + "/" + fileName
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw Failure(
                 .failure, "could not open \(path): \(String(cString: strerror(errno))); check the cache directory")

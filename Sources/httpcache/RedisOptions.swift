@@ -102,6 +102,12 @@ struct RedisOptions: Sendable {
                 "httpcache_redis_errors_total", .counter,
                 "Redis round trips that failed (no connection, an error reply).", Double(metrics.errors)),
             .init(
+                "httpcache_redis_errors_by_kind_total", .counter,
+                "Redis failures by kind: timeout, connection, protocol, or an error reply's first word (NOPERM, OOM, CLUSTERDOWN, ...).",
+                samples: metrics.errorsByKind.sorted { $0.key < $1.key }.map {
+                    .init(labels: [("kind", $0.key)], Double($0.value))
+                }),
+            .init(
                 "httpcache_redis_timeouts_total", .counter, "Redis round trips given up after the command timeout.",
                 Double(metrics.timeouts)),
             .init(

@@ -33,7 +33,8 @@ struct ServeCommand {
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
           --memory-only           keep nothing on disk
-          --memory BYTES          memory tier size (default 256M; K, M and G suffixes)
+          --memory BYTES          memory tier size, each entry's head counted too
+                                  (default 256M; K, M and G suffixes)
           --disk BYTES            disk size (default 1G)
           --name NAME             the name in Via and Cache-Status (default httpcache);
                                   NAME-Cache-Control, when valid, overrides
@@ -88,8 +89,9 @@ struct ServeCommand {
         // One event loop per core, all accepting from one listening socket.
         configuration.loops = ProcessInfo.processInfo.activeProcessorCount
         let listen = arguments.value("--listen") ?? "127.0.0.1:8080"
-        guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
-            throw .usage(Self.name, "--listen needs HOST:PORT, e.g. 127.0.0.1:8080")
+        guard let colon = listen.lastIndex(of: ":"), let port = Self.port(listen[listen.index(after: colon)...]) else {
+            throw .usage(
+                Self.name, "--listen needs HOST:PORT with PORT from 0 (any free port) to 65535, e.g. 127.0.0.1:8080")
         }
         configuration.host = String(listen[..<colon])
         configuration.port = port
@@ -169,16 +171,24 @@ struct ServeCommand {
         if host.hasPrefix("[") {
             guard let close = host.firstIndex(of: "]"), close > host.index(after: host.startIndex) else { return false }
             let rest = host[host.index(after: close)...]
-            guard rest.isEmpty || (rest.hasPrefix(":") && UInt16(rest.dropFirst()).map { $0 > 0 } == true) else {
+            guard rest.isEmpty || (rest.hasPrefix(":") && port(rest.dropFirst()).map { $0 > 0 } == true) else {
                 return false
             }
             return true
         }
         if let colon = host.firstIndex(of: ":") {
-            guard UInt16(host[host.index(after: colon)...]).map({ $0 > 0 }) == true else { return false }
+            guard port(host[host.index(after: colon)...]).map({ $0 > 0 }) == true else { return false }
             host = host[..<colon]
         }
         return !host.isEmpty
+    }
+
+    /// A port as RFC 3986 §3.2.3 writes it (`*DIGIT`: no sign, no space), up to 65535.
+    static func port(_ text: Substring) -> UInt16? {
+        guard !text.isEmpty, text.utf8.count <= 5, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            return nil
+        }
+        return UInt16(text)
     }
 
     /// `512`, `64K`, `256M`, `2G` (powers of 1024).

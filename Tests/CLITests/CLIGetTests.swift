@@ -27,7 +27,7 @@ struct CLIGetTests {
     @Test func outcomesMissHitRevalidatedStaleAsJSON() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serveValidated("/fresh", cacheControl: "max-age=60", etag: "\"f1\"", body: "fresh body")
+            cli.serveValidated("/fresh", cacheControl: "max-age=86400", etag: "\"f1\"", body: "fresh body")
             // max-age=0: stored, and stale at once, so the next request revalidates it.
             cli.serveValidated("/soon", cacheControl: "max-age=0", etag: "\"s1\"", body: "soon body")
 
@@ -61,7 +61,7 @@ struct CLIGetTests {
         try await offPool {
             let cli = try CLIHarness()
             cli.origin.route("/swr") { request in
-                let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=60"), ("ETag", "\"w\"")]
+                let headers = [("Cache-Control", "max-age=0, stale-while-revalidate=86400"), ("ETag", "\"w\"")]
                 if request.header("If-None-Match") == "\"w\"" {
                     return LoopbackOrigin.Response(status: 304, headers: headers, delay: 0.3)
                 }
@@ -149,10 +149,88 @@ struct CLIGetTests {
         }
     }
 
+    /// Each run is a new process, so the variants come from the disk index (RFC 9111 §4.1:
+    /// an absent field matches only an absent one, so absent and empty are two variants).
+    @Test func absentAndEmptyVaryFieldAreTwoStoredVariants() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve(
+                "/flag", [("Cache-Control", "max-age=86400"), ("Vary", "X-Flag"), ("Content-Type", "text/plain")])
+            var outcomes: [String] = []
+            for flag in [false, true, false, true] {
+                let run = try await cli.run(["get", cli.url("/flag"), "--json"] + (flag ? ["-H", "X-Flag:"] : []))
+                outcomes.append(try run.jsonObject()["outcome"] as? String ?? "")
+            }
+            #expect(outcomes == ["miss", "miss", "hit", "hit"])
+            #expect(cli.origin.count("/flag") == 2)
+        }
+    }
+
+    @Test func jsonIncludesABodyOnlyUnder64KiB() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/under", [("Content-Type", "text/plain")], body: String(repeating: "u", count: 65_535))
+            cli.serve("/exact", [("Content-Type", "text/plain")], body: String(repeating: "e", count: 65_536))
+            let under = try await cli.run(["get", cli.url("/under"), "--json"]).jsonObject()
+            #expect((under["body"] as? String)?.utf8.count == 65_535)
+            // Exactly 64 KiB is not under 64 KiB, as --help and the README say.
+            let exact = try await cli.run(["get", cli.url("/exact"), "--json"]).jsonObject()
+            #expect(exact["body"] == nil)
+            #expect(exact["bodyBytes"] as? Int == 65_536)
+        }
+    }
+
+    /// Every output mode on a stale-while-revalidate hit with standard output a pipe (`| jq`,
+    /// `$(…)`): the answer is there while the origin still holds the background revalidation,
+    /// and the process exits only once it is answered, with the store updated (RFC 5861 §3).
+    @Test(arguments: ["--json", "-i", "body", "-o"])
+    func answerReachesAPipeBeforeTheBackgroundRevalidationEnds(_ mode: String) async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            let released = DispatchSemaphore(value: 0)
+            cli.origin.route("/swr") { request in
+                if request.header("If-None-Match") == "\"w\"" {
+                    // Held until the test has read the answer (30 s at most, well past its deadline).
+                    _ = released.wait(timeout: .now() + 30)
+                    return LoopbackOrigin.Response(
+                        status: 304, headers: [("Cache-Control", "max-age=86400"), ("ETag", "\"w\"")])
+                }
+                return LoopbackOrigin.Response(
+                    headers: [
+                        ("Cache-Control", "max-age=0, stale-while-revalidate=86400"), ("ETag", "\"w\""),
+                        ("Content-Type", "text/plain"),
+                    ], body: "swr body")
+            }
+            _ = try await cli.run(["get", cli.url("/swr")])
+
+            let file = cli.directory.path + "/out.txt"
+            let options = ["--json": ["--json"], "-i": ["-i"], "-o": ["-o", file]][mode] ?? []
+            let run = try PipedRun(["get", "--cache-dir", cli.cacheDirectory, cli.url("/swr")] + options)
+            defer { released.signal() }
+            let answered = await run.waitForOutput(seconds: 15) { stdout in
+                let text = String(decoding: stdout, as: UTF8.self)
+                switch mode {
+                case "--json": return text.hasSuffix("}\n") && text.contains("\"outcome\":\"stale\"")
+                case "-i": return text.contains("detail=stale-while-revalidate") && text.hasSuffix("swr body")
+                case "-o": return FileManager.default.contents(atPath: file) == Data("swr body".utf8)
+                default: return text == "swr body"
+                }
+            }
+            #expect(answered, "stdout so far: \(String(decoding: run.stdout, as: UTF8.self))")
+            #expect(run.isRunning, "the process must still wait for the revalidation")
+            released.signal()
+            #expect(await run.exitStatus(seconds: 30) == 0)
+            #expect(cli.origin.requests(to: "/swr").last?.header("If-None-Match") == "\"w\"")
+            // The 304 (max-age=86400) reached the store before the process exited.
+            let next = try await cli.run(["get", cli.url("/swr"), "--json"]).jsonObject()
+            #expect(next["outcome"] as? String == "hit")
+        }
+    }
+
     @Test func includePrintsStatusLineAndFieldsBeforeTheBody() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/page", [("Cache-Control", "max-age=60"), ("X-Origin", "loopback")], body: "page body")
+            cli.serve("/page", [("Cache-Control", "max-age=86400"), ("X-Origin", "loopback")], body: "page body")
             let run = try await cli.run(["get", cli.url("/page"), "-i"])
             #expect(run.status == 0)
             let parts = run.stdout.components(separatedBy: "\n\n")
@@ -160,7 +238,7 @@ struct CLIGetTests {
             #expect(head.hasPrefix("HTTP/1.1 200 OK\n"))
             #expect(head.contains("\nCache-Status: HTTPCache; fwd=uri-miss; fwd-status=200; stored"))
             #expect(head.contains("\nX-Origin: loopback"))
-            #expect(head.contains("\nCache-Control: max-age=60"))
+            #expect(head.contains("\nCache-Control: max-age=86400"))
             #expect(parts.dropFirst().joined(separator: "\n\n") == "page body")
 
             let again = try await cli.run(["get", cli.url("/page"), "-i"])
@@ -174,7 +252,7 @@ struct CLIGetTests {
             let cli = try CLIHarness()
             let body = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
             cli.origin.route("/data.bin") { _ in
-                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: body)
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=86400")], body: body)
             }
             let file = cli.directory.path + "/out.bin"
             let run = try await cli.run(["get", cli.url("/data.bin"), "-o", file, "--json"])
@@ -217,7 +295,7 @@ struct CLIGetTests {
     @Test func policiesByShortAndURLRequestNames() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serveValidated("/p", cacheControl: "max-age=60", etag: "\"p1\"", body: "p")
+            cli.serveValidated("/p", cacheControl: "max-age=86400", etag: "\"p1\"", body: "p")
             _ = try await cli.run(["get", cli.url("/p")])
             let reload = try await cli.run(["get", cli.url("/p"), "--policy", "reload", "--json"]).jsonObject()
             #expect(reload["outcome"] as? String == "miss")
@@ -253,9 +331,9 @@ struct CLIGetTests {
             let cli = try CLIHarness()
             cli.origin.route("/old") { _ in
                 LoopbackOrigin.Response(
-                    status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=60")], body: "moved")
+                    status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=86400")], body: "moved")
             }
-            cli.serve("/new", [("Cache-Control", "max-age=60")], body: "new body")
+            cli.serve("/new", [("Cache-Control", "max-age=86400")], body: "new body")
             for _ in 0..<2 {
                 let run = try await cli.run(["get", cli.url("/old")])
                 #expect(run.status == 0 && run.stdout == "new body", "\(run.stderr)")
@@ -270,7 +348,7 @@ struct CLIGetTests {
     @Test func reloadPoliciesWithTheOriginDownExitSevenInsteadOfServingTheStoredResponse() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            cli.serve("/stored", [("Cache-Control", "max-age=60")], body: "stored body")
+            cli.serve("/stored", [("Cache-Control", "max-age=86400")], body: "stored body")
             #expect(try await cli.run(["get", cli.url("/stored")]).status == 0)
             cli.origin.stop()
             for policy in ["reload", "reload-all"] {
@@ -301,6 +379,11 @@ struct CLIGetTests {
         (["serve", "--forward", "--allow-destination", "http://127.0.0.1/"], "--allow-destination needs HOST"),
         (["serve", "--forward", "--allow-destination", "127.0.0.1:0"], "--allow-destination needs HOST"),
         (["serve", "--forward", "--allow-destination", "[::1"], "--allow-destination needs HOST"),
+        // RFC 3986 §3.2.3: port = *DIGIT, so no sign and no space.
+        (["serve", "--forward", "--allow-destination", "127.0.0.1:+80"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--allow-destination", "[::1]:+80"], "--allow-destination needs HOST"),
+        (["serve", "--forward", "--listen", "127.0.0.1:+8080"], "--listen needs HOST:PORT"),
+        (["serve", "--forward", "--listen", "127.0.0.1:65536"], "--listen needs HOST:PORT"),
     ])
     func usageErrorsExitTwoWithOneLine(arguments: [String], message: String) async throws {
         try await offPool {

@@ -143,7 +143,7 @@ struct CLIPackTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(refresh.isRunning)
         kill(refresh.processIdentifier, SIGKILL)
-        refresh.waitUntilExit()
+        await offPool { refresh.waitUntilExit() }
         #expect(refresh.terminationReason == .uncaughtSignal)
 
         site.origin.stop()

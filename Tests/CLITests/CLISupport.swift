@@ -1,3 +1,4 @@
+import CacheLocking
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -98,32 +99,27 @@ enum CLIProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-        variables["no_proxy"] = "127.0.0.1,localhost"
-        for (name, value) in environment { variables[name] = value }
-        process.environment = variables
+        process.environment = loopbackEnvironment(adding: environment)
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
         process.standardError = err
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-                return
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                if process.isRunning { process.terminate() }
-            }
-        }
+        let status = try await process.runUntilExit(timeout: timeout)
         try out.close()
         try err.close()
         return CLIRun(
             status: status, stdoutData: FileManager.default.contents(atPath: outPath) ?? Data(),
             stderr: String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+    }
+}
+
+extension CLIProcess {
+    /// This process's environment without proxies, so nothing leaves 127.0.0.1, with `environment` added.
+    static func loopbackEnvironment(adding environment: [String: String] = [:]) -> [String: String] {
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        variables["no_proxy"] = "127.0.0.1,localhost"
+        for (name, value) in environment { variables[name] = value }
+        return variables
     }
 }
 
@@ -135,4 +131,58 @@ func cliHeaders(_ object: [String: Any]) -> [(String, String)] {
 /// The first value of field `name` in a `--json` response.
 func cliHeader(_ object: [String: Any], _ name: String) -> String? {
     cliHeaders(object).first { $0.0.lowercased() == name.lowercased() }?.1
+}
+
+/// A running `httpcache` whose standard output is a pipe, read as it arrives (as `| jq` or
+/// `$(…)` read it), with proxies removed so nothing leaves 127.0.0.1.
+final class PipedRun: @unchecked Sendable {
+    private let process = Process()
+    private let received = Locked(Data())
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
+        process.arguments = arguments
+        process.environment = CLIProcess.loopbackEnvironment()
+        let pipe = Pipe()
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        pipe.fileHandleForReading.readabilityHandler = { [received] handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+            } else {
+                received.withLock { $0.append(data) }
+            }
+        }
+        try process.run()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+
+    /// What standard output has delivered so far.
+    var stdout: Data { received.withLock { $0 } }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Whether `done(stdout)` became true within `seconds`.
+    func waitForOutput(seconds: Double, until done: (Data) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if done(stdout) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return done(stdout)
+    }
+
+    /// The exit status, or `nil` (and the process terminated) when it has not exited within `seconds`.
+    func exitStatus(seconds: Double) async -> Int32? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        guard !process.isRunning else {
+            process.terminate()
+            return nil
+        }
+        return process.terminationStatus
+    }
 }

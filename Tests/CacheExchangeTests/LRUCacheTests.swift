@@ -58,3 +58,38 @@ struct LRUCacheTests {
         #expect(cache.value(for: 0) == nil)
     }
 }
+
+@Suite("LRUCache: bounded in bytes as well as in count")
+struct LRUCacheByteLimitTests {
+    @Test("beyond its byte limit the least recently used values go, each charged its cost and the cache's overhead")
+    func dropsTheLeastRecentlyUsedBeyondTheByteLimit() {
+        let overhead = LRUCache<Int, Int>.entryOverhead
+        var cache = LRUCache<Int, Int>(capacity: 100, byteLimit: 3 * (1_000 + overhead))
+        for key in 0..<3 { cache.set(key, for: key, cost: 1_000) }
+        #expect(cache.count == 3)
+        #expect(cache.value(for: 0) == 0)  // 0 is now the most recently used
+        cache.set(3, for: 3, cost: 1_000)  // 1 goes
+        #expect(cache.count == 3)
+        #expect(cache.value(for: 1) == nil)
+        cache.set(4, for: 4, cost: 2_000)  // 2 and 0 go
+        #expect(cache.value(for: 2) == nil)
+        #expect(cache.value(for: 0) == nil)
+        #expect([3, 4].map { cache.value(for: $0) } == [3, 4])
+        #expect(cache.bytes == 3_000 + 2 * overhead)
+        cache.set(4, for: 4, cost: 10)  // a smaller value for the same key is charged less
+        #expect(cache.bytes == 1_010 + 2 * overhead)
+        cache.removeValue(for: 3)
+        #expect(cache.bytes == 10 + overhead)
+    }
+
+    @Test("a value costing more than the whole limit is not kept, and its key is forgotten")
+    func aValueLargerThanTheLimitIsNotKept() {
+        var cache = LRUCache<String, Int>(capacity: 10, byteLimit: 4_096)
+        cache.set(1, for: "a")
+        cache.set(2, for: "b")
+        cache.set(3, for: "a", cost: 10_000)
+        #expect(cache.value(for: "a") == nil)
+        #expect(cache.value(for: "b") == 2)
+        #expect(cache.count == 1)
+    }
+}

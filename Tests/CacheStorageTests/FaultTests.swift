@@ -322,7 +322,7 @@ extension DiskStoreProcessTests {
                 defer { StoreTestSupport.removeDirectory(directory) }
                 try #require(
                     FaultEnvironment.command(
-                        FaultEnvironment.mount, ["-t", "tmpfs", "-o", "size=2m", "tmpfs", directory]))
+                        FaultEnvironment.mount, ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", directory]))
                 defer { _ = FaultEnvironment.command(FaultEnvironment.umount, ["-l", directory]) }
                 let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 16 * 1024, log: { _ in }))
                 let small = try StoreTestSupport.write(store, key: 1, generation: 1, size: 1_000)

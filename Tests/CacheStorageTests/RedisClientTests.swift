@@ -96,40 +96,44 @@ struct RedisClientTests {
     }
 
     @Test("password authentication: the right password opens, a wrong one is a clear error")
-    func authentication() throws {
-        let redis = try RedisServer(arguments: ["--requirepass", "s3cret"])
-        var right = try RedisConfiguration(url: "redis://:s3cret@\(redis.address)")
-        right.keyPrefix = "auth:"
-        right.commandTimeout = 1
-        try RedisStore(right).checkConnection()
-        let wrong = try RedisConfiguration(url: "redis://:nope@\(redis.address)")
-        let error = #expect(throws: StorageError.self) { try RedisStore(wrong).checkConnection() }
-        #expect(error?.message.contains("WRONGPASS") == true || error?.message.contains("invalid") == true)
-        // An ACL user.
-        try redis.cli(["-a", "s3cret", "ACL", "SETUSER", "cache", "on", ">pw", "~*", "&*", "+@all"])
-        try RedisStore(try RedisConfiguration(url: "redis://cache:pw@\(redis.address)")).checkConnection()
+    func authentication() async throws {
+        try await offPool {
+            let redis = try RedisServer(arguments: ["--requirepass", "s3cret"])
+            var right = try RedisConfiguration(url: "redis://:s3cret@\(redis.address)")
+            right.keyPrefix = "auth:"
+            right.commandTimeout = 1
+            try RedisStore(right).checkConnection()
+            let wrong = try RedisConfiguration(url: "redis://:nope@\(redis.address)")
+            let error = #expect(throws: StorageError.self) { try RedisStore(wrong).checkConnection() }
+            #expect(error?.message.contains("WRONGPASS") == true || error?.message.contains("invalid") == true)
+            // An ACL user.
+            try redis.cli(["-a", "s3cret", "ACL", "SETUSER", "cache", "on", ">pw", "~*", "&*", "+@all"])
+            try RedisStore(try RedisConfiguration(url: "redis://cache:pw@\(redis.address)")).checkConnection()
+        }
     }
 
     @Test("a body that reads as an entry record is never listed as an entry (ls reads records, not bodies)")
-    func bodyLookingLikeARecord() throws {
-        var configuration = try RedisConfiguration(url: try RedisServer.shared().url)
-        configuration.keyPrefix = "lookalike-\(UInt64.random(in: 0...UInt64.max)):"
-        configuration.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
-        let store = RedisStore(configuration)
-        let fake = EntryRecord(
-            entry: StoredEntry(
-                id: .random(),
-                head: EntryHead(
-                    primaryKey: "https://evil.example/", url: "https://evil.example/", status: 200, fields: [],
-                    facts: []),
-                bodySize: 0, storedAt: 0, lastAccess: 0),
-            chunkCount: 0, expiresAt: nil, inlineChecksum: nil)
-        let writer = try store.makeWriter(
-            for: EntryHead(
-                primaryKey: "https://a.example/", url: "https://a.example/", status: 200, fields: [], facts: []))
-        try writer.append(fake.serialized())
-        try writer.commit()
-        #expect(try store.entries().map(\.head.url) == ["https://a.example/"])
-        #expect(store.totals().entries == 1)
+    func bodyLookingLikeARecord() async throws {
+        try await offPool {
+            var configuration = try RedisConfiguration(url: try RedisServer.shared().url)
+            configuration.keyPrefix = "lookalike-\(UInt64.random(in: 0...UInt64.max)):"
+            configuration.commandTimeout = 1  // beside other suites on two cores, 50 ms is sometimes passed
+            let store = RedisStore(configuration)
+            let fake = EntryRecord(
+                entry: StoredEntry(
+                    id: .random(),
+                    head: EntryHead(
+                        primaryKey: "https://evil.example/", url: "https://evil.example/", status: 200, fields: [],
+                        facts: []),
+                    bodySize: 0, storedAt: 0, lastAccess: 0),
+                chunkCount: 0, expiresAt: nil, inlineChecksum: nil)
+            let writer = try store.makeWriter(
+                for: EntryHead(
+                    primaryKey: "https://a.example/", url: "https://a.example/", status: 200, fields: [], facts: []))
+            try writer.append(fake.serialized())
+            try writer.commit()
+            #expect(try store.entries().map(\.head.url) == ["https://a.example/"])
+            #expect(store.totals().entries == 1)
+        }
     }
 }

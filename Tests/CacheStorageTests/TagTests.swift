@@ -17,34 +17,38 @@ struct TagTests {
     @Test(
         "remove(tag:) removes exactly the entries carrying the tag, whichever key and variant; the others stay",
         arguments: StoreKind.allCases)
-    func removesTagged(kind: StoreKind) throws {
-        let directory = TemporaryDirectory()
-        let store = try kind.make(directory: directory)
-        try put(store, tagged("https://a.example/1", ["g:a", "g:b"]), Array("one".utf8))
-        try put(store, tagged("https://a.example/2", ["g:a"], variant: "gzip"), Array("two".utf8))
-        try put(store, tagged("https://a.example/2", ["g:c"], variant: "br"), Array("three".utf8))
-        try put(store, tagged("https://a.example/3", []), Array("four".utf8))
-        #expect(try store.variants(of: "https://a.example/1").first?.head.tags == ["g:a", "g:b"])
-        #expect(try store.remove(tag: "g:a") == 2)
-        #expect(try store.variants(of: "https://a.example/1").isEmpty)
-        #expect(try store.variants(of: "https://a.example/2").map(\.head.variantKey) == ["br"])
-        #expect(try store.variants(of: "https://a.example/3").count == 1)
-        #expect(try store.remove(tag: "g:a") == 0)
-        #expect(try store.remove(tag: "g:b") == 0)
-        #expect(try store.remove(tag: "g:c") == 1)
-        #expect(store.totals().entries == 1)
+    func removesTagged(kind: StoreKind) async throws {
+        try await offPool {
+            let directory = TemporaryDirectory()
+            let store = try kind.make(directory: directory)
+            try put(store, tagged("https://a.example/1", ["g:a", "g:b"]), Array("one".utf8))
+            try put(store, tagged("https://a.example/2", ["g:a"], variant: "gzip"), Array("two".utf8))
+            try put(store, tagged("https://a.example/2", ["g:c"], variant: "br"), Array("three".utf8))
+            try put(store, tagged("https://a.example/3", []), Array("four".utf8))
+            #expect(try store.variants(of: "https://a.example/1").first?.head.tags == ["g:a", "g:b"])
+            #expect(try store.remove(tag: "g:a") == 2)
+            #expect(try store.variants(of: "https://a.example/1").isEmpty)
+            #expect(try store.variants(of: "https://a.example/2").map(\.head.variantKey) == ["br"])
+            #expect(try store.variants(of: "https://a.example/3").count == 1)
+            #expect(try store.remove(tag: "g:a") == 0)
+            #expect(try store.remove(tag: "g:b") == 0)
+            #expect(try store.remove(tag: "g:c") == 1)
+            #expect(store.totals().entries == 1)
+        }
     }
 
     @Test("a replaced entry leaves its old tags behind", arguments: StoreKind.allCases)
-    func replacedEntryTakesItsTags(kind: StoreKind) throws {
-        let directory = TemporaryDirectory()
-        let store = try kind.make(directory: directory)
-        try put(store, tagged("https://a.example/r", ["old"]), Array("v1".utf8))
-        try put(store, tagged("https://a.example/r", ["new"]), Array("v2".utf8))
-        #expect(try store.remove(tag: "old") == 0)
-        #expect(try store.variants(of: "https://a.example/r").count == 1)
-        #expect(try store.remove(tag: "new") == 1)
-        #expect(try store.variants(of: "https://a.example/r").isEmpty)
+    func replacedEntryTakesItsTags(kind: StoreKind) async throws {
+        try await offPool {
+            let directory = TemporaryDirectory()
+            let store = try kind.make(directory: directory)
+            try put(store, tagged("https://a.example/r", ["old"]), Array("v1".utf8))
+            try put(store, tagged("https://a.example/r", ["new"]), Array("v2".utf8))
+            #expect(try store.remove(tag: "old") == 0)
+            #expect(try store.variants(of: "https://a.example/r").count == 1)
+            #expect(try store.remove(tag: "new") == 1)
+            #expect(try store.variants(of: "https://a.example/r").isEmpty)
+        }
     }
 
     @Test("tags survive reopening the disk store, and a tiered store finds memory-only entries by tag")

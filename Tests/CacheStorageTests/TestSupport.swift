@@ -7,10 +7,12 @@ import Foundation
 
 /// Helpers shared by the store tests.
 enum StoreTestSupport {
-    /// A new empty directory under the system temporary directory.
+    /// A new empty directory under the system temporary directory, 0700 (a cache directory
+    /// must not be writable by others, whatever the umask).
     static func makeDirectory(_ name: String) -> String {
         let path = NSTemporaryDirectory() + "/cachestorage-\(name)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return path
     }
 

@@ -6,18 +6,58 @@ import Testing
 
 @Suite("Proxy message rules")
 struct MessagesTests {
-    @Test("Absolute-form targets are split into URL and authority (RFC 9112 §3.2.2)")
-    func absoluteForm() {
+    @Test(
+        "Absolute-form targets are split into URL and authority (RFC 9112 §3.2.2); only the authority is normalized (RFC 9110 §4.2.3, §7.7)"
+    )
+    func absoluteForm() throws {
         #expect(
-            Messages.absoluteTarget("http://example.test/a?b")
+            try Messages.absoluteTarget("http://example.test/a?b")
                 == Target(url: "http://example.test/a?b", authority: "example.test"))
-        #expect(Messages.absoluteTarget("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
-        #expect(Messages.absoluteTarget("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
-        #expect(Messages.absoluteTarget("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))
-        #expect(Messages.absoluteTarget("https://h/") == nil, "https goes through CONNECT")
-        #expect(Messages.absoluteTarget("http://user@h/") == nil, "userinfo is not allowed (RFC 9110 §4.2.4)")
-        #expect(Messages.absoluteTarget("http:///path") == nil)
-        #expect(Messages.absoluteTarget("/path") == nil)
+        #expect(try Messages.absoluteTarget("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
+        #expect(try Messages.absoluteTarget("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
+        #expect(try Messages.absoluteTarget("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))
+        #expect(
+            try Messages.absoluteTarget("http://EXAMPLE.test:80/A/../%2f%7e?Q=%0d")
+                == Target(url: "http://example.test/A/../%2f%7e?Q=%0d", authority: "example.test"))
+        #expect(try Messages.absoluteTarget("http://h:/x") == Target(url: "http://h/x", authority: "h"))
+        #expect(try Messages.absoluteTarget("http://h:0081/x") == Target(url: "http://h:81/x", authority: "h:81"))
+        #expect(try Messages.absoluteTarget("http://[::1]:80/") == Target(url: "http://[::1]/", authority: "[::1]"))
+        #expect(try Messages.absoluteTarget("https://h/") == nil, "https goes through CONNECT")
+        #expect(try Messages.absoluteTarget("/path") == nil)
+    }
+
+    @Test(
+        "An absolute-form authority that is not host[:port] is an error that says why (RFC 3986 §3.2.2-3, RFC 9110 §4.2.1, §4.2.4)",
+        arguments: [
+            ("http://h:+18941/", "port \"+18941\" is not a number"), ("http://h:8a/", "port \"8a\" is not a number"),
+            ("http://h:-1/", "port \"-1\" is not a number"), ("http://h:99999/", "port 99999 is larger than 65535"),
+            ("http://h:0/", "port is 0"), ("http://user@h/", "user information"), ("http://u:p@h/", "user information"),
+            ("http:///path", "host is empty"), ("http://:80/", "host is empty"), ("http://h:80:80/", "not a number"),
+            ("http://[::1/", "no closing ']'"), ("http://[::g]/", "not an IPv6 address"),
+            ("http://[::1]x/", "is followed by"), ("http://h<x/", "contains '<'"), ("http://h%zz/", "%XX"),
+        ])
+    func invalidAuthority(target: String, reason: String) {
+        #expect {
+            _ = try Messages.absoluteTarget(target)
+        } throws: { error in
+            (error as? URIAuthority.Invalid)?.description.contains(reason) == true
+        }
+    }
+
+    @Test("A path read as leniently as any origin might: escapes decoded, slashes merged, dot segments removed")
+    func lenientReading() {
+        for (path, reading) in [
+            ("/_httpcache/metrics", "/_httpcache/metrics"), ("/_httpcache/%6detrics", "/_httpcache/metrics"),
+            ("//_httpcache//metrics", "/_httpcache/metrics"), ("/x/../_httpcache/metrics", "/_httpcache/metrics"),
+            ("/x/%2e%2e%2f_httpcache%2Fmetrics", "/_httpcache/metrics"), ("/%255Fhttpcache/", "/_httpcache/"),
+            ("/x\\..\\_httpcache/metrics;v=1", "/_httpcache/metrics"), ("/a/./b/", "/a/b/"), ("/a/b/..", "/a/"),
+            ("/", "/"), ("/a", "/a"),
+        ] {
+            #expect(Messages.lenientReading(ofPath: Substring(path)) == (reading, false), "\(path)")
+        }
+        for path in ["/..", "/../a", "/a/../../b", "/%2e%2e/secret", "/a/..%2f..%2fb", "//..//x"] {
+            #expect(Messages.lenientReading(ofPath: Substring(path)).climbsAboveRoot, "\(path)")
+        }
     }
 
     @Test("Hop-by-hop fields and those Connection names are removed (RFC 9110 §7.6.1)")
@@ -46,7 +86,9 @@ struct MessagesTests {
         #expect(OriginSocket.authority("example.test") == nil)
         #expect(OriginSocket.authority("example.test:0") == nil)
         #expect(OriginSocket.authority("example.test:99999") == nil)
+        #expect(OriginSocket.authority("example.test:+443") == nil, "a port is digits only (RFC 3986 §3.2.3)")
         #expect(OriginSocket.authority("/path:80") == nil)
+        #expect(OriginSocket.authority("example.test", defaultPort: 80)! == ("example.test", 80))
     }
 }
 #endif

@@ -50,7 +50,7 @@ struct ProxyHardeningTests {
     func idleAndSlowloris() async throws {
         try await offPool {
             let harness = try ProxyHarness(process: ["--header-timeout", "1"])
-            harness.serve("/busy", [("Cache-Control", "max-age=60")], body: "served")
+            harness.serve("/busy", [("Cache-Control", "max-age=86400")], body: "served")
             let idle = try (0..<200).map { _ in try RawHTTPClient(port: harness.proxy.port, timeout: 10) }
             defer { idle.forEach { $0.close() } }
             let slow = try RawHTTPClient(port: harness.proxy.port, timeout: 10)

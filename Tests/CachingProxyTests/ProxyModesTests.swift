@@ -13,7 +13,7 @@ struct ProxyModesTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             origin.route("/fw") { _ in
-                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: "forwarded")
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=86400")], body: "forwarded")
             }
             let proxy = try ServeProcess(["--forward", "--allow-destination", "127.0.0.1"])
             defer { proxy.terminate() }

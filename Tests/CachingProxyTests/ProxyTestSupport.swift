@@ -26,6 +26,7 @@ final class ServeProcess: @unchecked Sendable {
     /// its own unless `store` names one; `--memory-only` when `memoryOnly`) and waits for its
     /// "listening on" line.
     init(_ arguments: [String], store: String? = nil, memoryOnly: Bool = false) throws {
+        try requireOffPool("ServeProcess(\(arguments.first ?? ""))")
         errorPath = directory.path + "/stderr"
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
@@ -114,6 +115,7 @@ final class TestClient: Sendable {
     func send(
         _ method: String = "GET", _ url: String, _ fields: [(String, String)] = [], body: [UInt8]? = nil
     ) throws -> Received {
+        try requireOffPool("TestClient.send(\(method) \(url))")
         var lines = HeaderFields(fields)
         if !lines.contains("Host"),
             let host = URL(string: url).flatMap({ url in url.port.map { "\(url.host!):\($0)" } })
@@ -144,17 +146,22 @@ extension RunningProxy {
 extension ServeProcess: RunningProxy {}
 
 /// The caching proxy in this process on port 0, as `httpcache serve` runs it, with a store
-/// directory of its own.
+/// directory of its own, on a clock the test moves (so what it stores stays fresh however
+/// long the machine takes between requests).
 final class InProcessProxy: RunningProxy, @unchecked Sendable {
     private let proxy: CachingProxy
     private let directory = TemporaryDirectory("httpcache-proxy-test")
     let cacheDirectory: String?
     private let stopped = Locked(false)
 
-    init(origin: String, configure: (inout CachingProxy.Configuration) -> Void = { _ in }) throws {
+    init(
+        origin: String, clock: ManualClock = ManualClock(),
+        configure: (inout CachingProxy.Configuration) -> Void = { _ in }
+    ) throws {
         var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin))
         configuration.port = 0
         configuration.cacheDirectory = directory.path + "/cache"
+        configuration.clock = clock.function
         configuration.log = { _ in }
         configure(&configuration)
         cacheDirectory = configuration.cacheDirectory
@@ -183,11 +190,13 @@ final class ProxyHarness: @unchecked Sendable {
     let origin: LoopbackOrigin
     let proxy: any RunningProxy
     let client = TestClient()
+    /// The in-process proxy's clock (a real `httpcache serve` runs on the real one).
+    let clock = ManualClock()
 
     /// The proxy in this process, configured by `configure`.
     init(configure: (inout CachingProxy.Configuration) -> Void = { _ in }) throws {
         origin = try LoopbackOrigin()
-        proxy = try InProcessProxy(origin: origin.baseURL, configure: configure)
+        proxy = try InProcessProxy(origin: origin.baseURL, clock: clock, configure: configure)
     }
 
     /// A real `httpcache serve ARGUMENTS` in front of the origin.

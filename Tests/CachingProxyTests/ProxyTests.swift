@@ -293,7 +293,7 @@ struct ProxyTests {
             harness.origin.route("/inflight") { _ in
                 _ = release.wait(timeout: .now() + 20)
                 return LoopbackOrigin.Response(
-                    headers: [("Cache-Control", "max-age=60")], body: String(repeating: "z", count: 100_000))
+                    headers: [("Cache-Control", "max-age=86400")], body: String(repeating: "z", count: 100_000))
             }
             let answer = Task {
                 try await offPool { try harness.client.send("GET", harness.proxy.baseURL + "/inflight") }

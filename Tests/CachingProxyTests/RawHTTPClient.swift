@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheTestSupport
 import Glibc
 
 /// A blocking HTTP/1.1 client over a raw socket, for tests: it sends exactly the bytes it is
@@ -86,6 +87,7 @@ final class RawHTTPClient {
     ///   - timeout: seconds any one wait may take.
     ///   - receiveBuffer: a small `SO_RCVBUF` makes a slow reader.
     init(port: UInt16, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
+        try requireOffPool("RawHTTPClient(port:)")
         self.timeout = timeout
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.fd = fd

@@ -84,7 +84,7 @@ struct HookTests {
         #expect(miss.userInfo == Data("tag:200".utf8))
         let hit = try await h.get("/u")
         #expect(hit.outcome == .hit && hit.userInfo == Data("tag:200".utf8))
-        let other = try Harness(directory: h.directory)
+        let other = try Harness(directory: h.directory, clock: h.clock)
         let elsewhere = try await other.cache.data(for: URLRequest(url: h.origin.url("/u")))
         #expect(elsewhere.outcome == .hit && elsewhere.userInfo == Data("tag:200".utf8))
     }

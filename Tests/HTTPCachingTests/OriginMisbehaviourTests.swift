@@ -24,6 +24,8 @@ struct OriginMisbehaviourTests {
             var configuration = HTTPCache.Configuration()
             configuration.directory = nil
             configuration.log = { _ in }
+            // A stored response stays fresh however long the machine takes between requests.
+            configuration.clock = ManualClock().function
             cache = try HTTPCache(configuration: configuration)
         }
 

@@ -85,7 +85,7 @@ struct DamagedStoreTests {
         handle.write(Data("XXXX".utf8))
         handle.closeFile()
         // A new cache on the directory: its memory tier does not hold the body.
-        let other = try Harness(directory: h.directory)
+        let other = try Harness(directory: h.directory, clock: h.clock)
         let request = URLRequest(url: h.origin.url("/damaged"))
         if streaming {
             let (head, stream) = try await other.cache.bytes(for: request)

@@ -12,14 +12,19 @@ import FoundationNetworking
 final class Harness: Sendable {
     let origin: LoopbackOrigin
     let directory: TemporaryDirectory
-    let clock = ManualClock()
+    let clock: ManualClock
     let cache: HTTPCache
 
+    /// - Parameters:
+    ///   - directory: Another harness's directory, for a second cache on the same store.
+    ///   - clock: Another harness's clock, so that both caches see the same time however long
+    ///     the machine takes between them (a fresh clock would start at a later real time).
     init(
-        memoryOnly: Bool = false, directory: TemporaryDirectory? = nil,
+        memoryOnly: Bool = false, directory: TemporaryDirectory? = nil, clock: ManualClock = ManualClock(),
         _ configure: (inout HTTPCache.Configuration) -> Void = { _ in }
     ) throws {
         origin = try LoopbackOrigin()
+        self.clock = clock
         self.directory = directory ?? TemporaryDirectory("httpcaching-test")
         var configuration = HTTPCache.Configuration()
         configuration.directory = memoryOnly ? nil : self.directory.path

@@ -359,6 +359,28 @@ extension DifferentialCase {
                 }
             }, [.concurrent("/r", count: 3)]
         ) { $0.originRequests == 3 && $0.answers.allSatisfy { $0.body == "each" } },
+
+        // MARK: The target as sent (RFC 9110 §7.7, §4.2.3)
+        make(
+            "spellings an origin may read differently are sent as written and never share an entry (RFC 9110 §7.7)",
+            { world in
+                for path in ["/a/%61", "/a/a", "/account%2fx.css", "/account/x.css", "/p;x", "/p"] {
+                    world.serve(path, [("Cache-Control", "max-age=60")], body: path)
+                }
+            },
+            ["/a/%61", "/a/a", "/account%2fx.css", "/account/x.css", "/p;x", "/p", "/a/%61", "/a/a"].map {
+                .request($0)
+            }
+        ) { transcript in
+            transcript.originLog
+                == ["/a/%61", "/a/a", "/account%2fx.css", "/account/x.css", "/p;x", "/p"].map {
+                    "GET \($0)"
+                }
+                && transcript.answers.map(\.body) == [
+                    "/a/%61", "/a/a", "/account%2fx.css", "/account/x.css", "/p;x", "/p", "/a/%61", "/a/a",
+                ]
+                && transcript.isHit(6) && transcript.isHit(7)
+        },
     ]
 }
 

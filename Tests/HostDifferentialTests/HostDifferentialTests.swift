@@ -73,7 +73,9 @@ struct Transcript {
 
 /// A clock that moves only when told: both hosts see the same times, so the same ages and ttls.
 final class FixedClock: Sendable {
-    private let time = Locked(1_800_000_000.0)
+    /// The time every case starts at.
+    static let start = 1_800_000_000.0
+    private let time = Locked(FixedClock.start)
     var now: Double { time.withLock { $0 } }
     var function: @Sendable () -> Double { { [self] in now } }
     func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
@@ -95,7 +97,7 @@ struct World: Sendable {
                 return count
             }
             var response = respond(request, number)
-            if !response.headers.contains(where: { $0.name.lowercased() == "date" }) {
+            if response.addsDate, !response.headers.contains(where: { $0.name.lowercased() == "date" }) {
                 response.headers.insert((name: "Date", value: clock.date), at: 0)
             }
             return response

@@ -30,13 +30,46 @@ extension DifferentialCase {
 
         // MARK: The client's own conditional request (RFC 9110 §13.2.2, RFC 9111 §4.3.2)
         make(
-            "If-Modified-Since against a response without Last-Modified uses its Date (RFC 9110 §13.2.2)",
+            "If-Modified-Since against a response without Last-Modified uses its Date (RFC 9111 §4.3.2)",
             { $0.serve("/r", [("Cache-Control", "max-age=60")]) },
             [
                 get, .advance(5), .request("/r", headers: [("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
                 .request("/r", headers: [("If-Modified-Since", "Fri, 31 Dec 2100 23:59:59 GMT")]),
+                // cache-tests conditional-lm-fresh-no-lm sends the Date less 3000 s and wants a 304;
+                // the Date is later than that, so the representation was modified since: 200.
+                .request("/r", headers: [("If-Modified-Since", imfDate(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-1))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(0))]),
             ]
-        ) { $0.originRequests == 1 && $0.answers[1].status == 200 && $0.answers[2].status == 304 },
+        ) {
+            $0.originRequests == 1 && $0.answers.map(\.status) == [200, 200, 304, 200, 200, 304]
+                && (1...5).allSatisfy($0.isHit)
+        },
+        make(
+            "If-Modified-Since against a response without Last-Modified or Date uses the time it was received (RFC 9111 §4.3.2)",
+            { world in
+                world.route("/r") { _, _ in
+                    var response = LoopbackOrigin.Response(
+                        headers: [("Cache-Control", "max-age=60")], body: Array("b".utf8))
+                    response.addsDate = false
+                    return response
+                }
+            },
+            [
+                get, .advance(5), .request("/r", headers: [("If-Modified-Since", imfDate(-1))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(0))]),
+            ]
+        ) { $0.originRequests == 1 && $0.answers.map(\.status) == [200, 200, 304] && $0.isHit(1) && $0.isHit(2) },
+        make(
+            "If-Modified-Since against Last-Modified: equal or later is 304, earlier is 200, in any date format (RFC 9110 §13.1.3; cache-tests conditional-lm-fresh, -fresh-earlier, -fresh-rfc850)",
+            { $0.serve("/r", [("Cache-Control", "max-age=100000"), ("Last-Modified", imfDate(-3000))]) },
+            [
+                get, .request("/r", headers: [("If-Modified-Since", imfDate(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-2000))]),
+                .request("/r", headers: [("If-Modified-Since", rfc850Date(-3000))]),
+                .request("/r", headers: [("If-Modified-Since", imfDate(-3001))]),
+            ]
+        ) { $0.originRequests == 1 && $0.answers.map(\.status) == [200, 304, 304, 304, 200] },
         make(
             "If-None-Match uses the weak comparison (RFC 9110 §13.1.2)",
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]) },
@@ -80,6 +113,40 @@ extension DifferentialCase {
                 .request("/r", headers: [("Accept-Language", "fr, en;q=0.5")]),
             ]
         ) { $0.originRequests == 2 && $0.isHit(1) && $0.answers[1].body == "for en, fr" && !$0.isHit(2) },
+        make(
+            "Accept-Language: a q=0 range no other range covers excludes nothing: en, fr;q=0 selects the variant stored for en (RFC 9111 §4.1, RFC 9110 §12.4.3)",
+            { world in
+                world.route("/r") { request, _ in
+                    .init(
+                        headers: [
+                            ("Cache-Control", "max-age=60"), ("Vary", "Accept-Language"), ("Content-Language", "en"),
+                        ],
+                        body: Array("for \(request.header("Accept-Language") ?? "-")".utf8))
+                }
+            },
+            [
+                .request("/r", headers: [("Accept-Language", "en")]),
+                .request("/r", headers: [("Accept-Language", "en, fr;q=0")]),
+                .request("/r", headers: [("Accept-Language", "en, en-GB;q=0")]),
+                // cache-tests vary-normalise-lang-select wants this answered by Content-Language;
+                // "en" and "fr;q=0.5, en;q=1.0" differ in meaning, so §4.1 forbids it.
+                .request("/r", headers: [("Accept-Language", "fr;q=0.5, en;q=1.0")]),
+            ]
+        ) { $0.originRequests == 3 && $0.isHit(1) && $0.answers[1].body == "for en" && !$0.isHit(2) && !$0.isHit(3) },
+        make(
+            "Vary: X-Flag absent and X-Flag empty are two variants, kept side by side (RFC 9111 §4.1)",
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60"), ("Vary", "X-Flag")],
+                        body: Array("#\(number) \(request.header("X-Flag").map { "[\($0)]" } ?? "absent")".utf8))
+                }
+            },
+            [
+                .request("/r"), .request("/r", headers: [("X-Flag", "")]), .request("/r"),
+                .request("/r", headers: [("X-Flag", "")]),
+            ]
+        ) { $0.originRequests == 2 && $0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "#2 []" },
         make(
             "Accept-Encoding members in another order and case select the same variant (RFC 9111 §4.1)",
             { $0.serve("/r", [("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")]) },
@@ -188,9 +255,26 @@ extension DifferentialCase {
                 && !$0.isHit(3) && $0.answers[3].body == "abc" && !$0.isHit(4)
         },
         partialContent(
-            "a 206 with a weak validator is not stored: its parts could not be proved to belong together (RFC 9111 §3.4)",
-            etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5"]
-        ) { $0.originRequests == 2 && !$0.isHit(1) },
+            "a 206 with a weak validator is stored alone: ranges within it are answered from it, it is never combined (RFC 9111 §3.3, §3.4)",
+            etag: "W/\"v\"", ["bytes=0-7", "bytes=2-5", "bytes=8-15", "bytes=6-9"]
+        ) { $0.originRequests == 3 && $0.isHit(1) && $0.answers[1].body == "2345" && !$0.isHit(3) },
+        partialContent(
+            "a 206 with no validator is stored: ranges within it are answered from it, never combined, never as the whole (RFC 9111 §3.3, §3.4)",
+            etag: nil, ["bytes=0-7", "bytes=2-5", "bytes=8-15", "bytes=6-9", "bytes=9-10", ""]
+        ) {
+            $0.originRequests == 4 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "2345"
+                && !$0.isHit(3) && $0.answers[3].body == "6789" && $0.isHit(4) && $0.answers[4].body == "9a"
+                && !$0.isHit(5) && $0.answers[5].status == 200 && $0.answers[5].body == "0123456789abcdef"
+        },
+        make(
+            "a part with no validator, once stale, is fetched again: there is nothing to validate it with (RFC 9111 §3.3, §4.2)",
+            rangeOrigin { _ in nil },
+            [
+                .request("/r", headers: [("Range", "bytes=0-7")]), .advance(30),
+                .request("/r", headers: [("Range", "bytes=2-5")]), .advance(31),
+                .request("/r", headers: [("Range", "bytes=2-5")]),
+            ]
+        ) { $0.isHit(1) && !$0.isHit(2) && $0.originLog == ["GET /r Range: bytes=0-7", "GET /r Range: bytes=2-5"] },
         partialContent(
             "a 206 of a later part is stored too; ranges within it are answered from it (RFC 9111 §3.3, §3.4)",
             etag: "\"v\"", ["bytes=4-9", "bytes=5-6", "bytes=4-5, 8-9", "bytes=3-5"]
@@ -248,10 +332,27 @@ extension DifferentialCase {
         ) { $0.originRequests == 3 && !$0.isHit(2) && $0.isHit(3) && $0.answers[3].body == "GET /r?utm=3 #3" },
     ]
 
+    /// The IMF-fixdate `offset` seconds from the time ``FixedClock`` starts at.
+    static func imfDate(_ offset: Double) -> String {
+        HTTPDate.format(Timestamp(secondsSince1970: FixedClock.start + offset))
+    }
+
+    /// The same time in the obsolete RFC 850 format (RFC 9110 §5.6.7), `Friday, 15-Jan-27 07:10:00 GMT`.
+    static func rfc850Date(_ offset: Double) -> String {
+        // "Fri, 15 Jan 2027 07:10:00 GMT"
+        let parts = imfDate(offset).split(separator: " ")
+        let days = [
+            "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday",
+            "Sat": "Saturday", "Sun": "Sunday",
+        ]
+        return
+            "\(days[String(parts[0].dropLast())] ?? ""), \(parts[1])-\(parts[2])-\(parts[3].suffix(2)) \(parts[4]) GMT"
+    }
+
     /// A case whose origin is ``rangeOrigin(etag:)`` with one `etag`; `ranges` are requested in
     /// turn (none for an empty one; with `If-Range: etag` after the first when `ifRange`).
     static func partialContent(
-        _ name: String, etag: String, _ ranges: [String], ifRange: Bool = false,
+        _ name: String, etag: String?, _ ranges: [String], ifRange: Bool = false,
         expect: @escaping @Sendable (Transcript) -> Bool
     ) -> DifferentialCase {
         make(
@@ -260,17 +361,18 @@ extension DifferentialCase {
                 .request(
                     "/r",
                     headers: (range.isEmpty ? [] : [("Range", range)])
-                        + (ifRange && index > 0 ? [("If-Range", etag)] : []))
+                        + (ifRange && index > 0 ? [("If-Range", etag ?? "")] : []))
             }, expect: expect)
     }
 
     /// An origin serving /r, the 16 bytes `0123456789abcdef`, with `etag(n)` on its n-th
-    /// response, answering a `Range: bytes=` of one part with a `206` of it.
-    static func rangeOrigin(etag: @escaping @Sendable (Int) -> String) -> @Sendable (World) -> Void {
+    /// response (no `ETag` for `nil`, and never a `Last-Modified`), answering a `Range: bytes=`
+    /// of one part with a `206` of it.
+    static func rangeOrigin(etag: @escaping @Sendable (Int) -> String?) -> @Sendable (World) -> Void {
         let body = Array("0123456789abcdef".utf8)
         return { world in
             world.route("/r") { request, number in
-                let headers = [("Cache-Control", "max-age=60"), ("ETag", etag(number))]
+                let headers = [("Cache-Control", "max-age=60")] + (etag(number).map { [("ETag", $0)] } ?? [])
                 guard let text = request.header("Range"), let range = ByteRangeRequest(text),
                     range.ranges.count == 1, let part = range.satisfiableRanges(length: 16).first
                 else { return .init(headers: headers, body: body) }

@@ -42,10 +42,11 @@ struct WARCArchiveTests {
         let export = try h.cache.exportWARC(to: path, pack: pack.name, includesRequests: true)
         #expect(export.responses == pack.resources.count)
         let warcio = try WARCCheckers.executable("warcio")
-        let check = try runWARCProcess(warcio, ["check", "-v", path])
+        let check = try await runWARCProcess(warcio, ["check", "-v", path])
         #expect(check.status == 0, "warcio check: \(check.output) \(check.errorOutput)")
         #expect(check.output.components(separatedBy: "digest pass").count - 1 == 1 + 2 * pack.resources.count)
-        let index = try runWARCProcess(warcio, ["index", "-f", "warc-type,warc-target-uri,warc-payload-digest", path])
+        let index = try await runWARCProcess(
+            warcio, ["index", "-f", "warc-type,warc-target-uri,warc-payload-digest", path])
         #expect(index.status == 0)
         let lines = index.output.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String]
@@ -119,7 +120,7 @@ struct WARCArchiveTests {
             """
         let python = try WARCCheckers.executable("python")
         for mode in ["gzip", "plain"] {
-            let run = try runWARCProcess(python, ["-c", script, path, SHA1.warcDigest(css), mode])
+            let run = try await runWARCProcess(python, ["-c", script, path, SHA1.warcDigest(css), mode])
             try #require(run.status == 0, "the warcio script failed: \(run.errorOutput)")
             let directory = TemporaryDirectory("warc-import")
             let cache = try emptyCache(directory)

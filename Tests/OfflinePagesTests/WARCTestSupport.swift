@@ -1,3 +1,4 @@
+import CacheTestSupport
 import Foundation
 
 /// A fresh directory for one WARC test's files, removed when released.
@@ -57,8 +58,8 @@ struct WARCProcessResult {
 }
 
 /// Runs `executable` with `arguments` to completion (its output goes through files, so no pipe
-/// can fill up).
-func runWARCProcess(_ executable: String, _ arguments: [String]) throws -> WARCProcessResult {
+/// can fill up), waiting for its exit without holding a thread of the cooperative pool.
+func runWARCProcess(_ executable: String, _ arguments: [String]) async throws -> WARCProcessResult {
     let directory = WARCTestDirectory()
     let outPath = directory.file("stdout")
     let errPath = directory.file("stderr")
@@ -71,12 +72,11 @@ func runWARCProcess(_ executable: String, _ arguments: [String]) throws -> WARCP
     process.arguments = arguments
     process.standardOutput = out
     process.standardError = err
-    try process.run()
-    process.waitUntilExit()
+    let status = try await process.runUntilExit()
     try out.close()
     try err.close()
     return WARCProcessResult(
-        status: process.terminationStatus,
+        status: status,
         output: String(decoding: try Data(contentsOf: URL(fileURLWithPath: outPath)), as: UTF8.self),
         errorOutput: String(decoding: try Data(contentsOf: URL(fileURLWithPath: errPath)), as: UTF8.self))
 }

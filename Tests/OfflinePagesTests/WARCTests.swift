@@ -66,20 +66,21 @@ struct WARCTests {
     // MARK: - Interoperability with warcio
 
     @Test("warcio checks our .warc.gz (every digest passes) and indexes every URL and payload digest")
-    func warcioReadsOurFile() throws {
+    func warcioReadsOurFile() async throws {
         let directory = WARCTestDirectory()
         let path = directory.file("pages.warc.gz")
         let records = sampleRecords()
         try write(records, to: path, gzip: true)
         let warcio = try WARCCheckers.executable("warcio")
 
-        let check = try runWARCProcess(warcio, ["check", "-v", path])
+        let check = try await runWARCProcess(warcio, ["check", "-v", path])
         #expect(check.status == 0, "warcio check: \(check.output) \(check.errorOutput)")
         #expect(!check.output.contains("failed") && !check.output.lowercased().contains("invalid"), "\(check.output)")
         // Every record has a block digest (the responses a payload digest too): each passes.
         #expect(check.output.components(separatedBy: "digest pass").count - 1 == records.count, "\(check.output)")
 
-        let index = try runWARCProcess(warcio, ["index", "-f", "warc-type,warc-target-uri,warc-payload-digest", path])
+        let index = try await runWARCProcess(
+            warcio, ["index", "-f", "warc-type,warc-target-uri,warc-payload-digest", path])
         #expect(index.status == 0, "warcio index: \(index.errorOutput)")
         let entries = try index.output.split(separator: "\n").map { line in
             try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
@@ -99,7 +100,7 @@ struct WARCTests {
     }
 
     @Test("records read back as written, at offsets that are where each gzip member (or record) starts")
-    func roundTrip() throws {
+    func roundTrip() async throws {
         for gzip in [true, false] {
             let directory = WARCTestDirectory()
             let path = directory.file(gzip ? "pages.warc.gz" : "pages.warc")
@@ -119,7 +120,8 @@ struct WARCTests {
                 #expect(gzip ? start.starts(with: [0x1F, 0x8B]) : start.starts(with: "WARC/1.1\r\n".utf8))
             }
             // warcio's own offsets agree.
-            let index = try runWARCProcess(try WARCCheckers.executable("warcio"), ["index", "-f", "offset", path])
+            let index = try await runWARCProcess(
+                try WARCCheckers.executable("warcio"), ["index", "-f", "offset", path])
             let warcioOffsets = index.output.split(separator: "\n").compactMap { line in
                 (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])?["offset"]
             }
@@ -128,7 +130,7 @@ struct WARCTests {
     }
 
     @Test("files warcio writes read: chunked payloads de-chunked, revisit fields, gzip WARC/1.0 and plain WARC/1.1")
-    func readsFilesWarcioWrites() throws {
+    func readsFilesWarcioWrites() async throws {
         let directory = WARCTestDirectory()
         let gzPath = directory.file("warcio.warc.gz")
         let plainPath = directory.file("warcio.warc")
@@ -162,7 +164,7 @@ struct WARCTests {
             write(sys.argv[2], False, '1.1')
             """
         let python = try WARCCheckers.executable("python")
-        let run = try runWARCProcess(python, ["-c", script, gzPath, plainPath, SHA1.warcDigest(css)])
+        let run = try await runWARCProcess(python, ["-c", script, gzPath, plainPath, SHA1.warcDigest(css)])
         try #require(run.status == 0, "the warcio script failed: \(run.errorOutput)")
 
         for (path, version) in [(gzPath, "1.0"), (plainPath, "1.1")] {
@@ -476,7 +478,7 @@ struct WARCTests {
     }
 
     @Test("Gzip.compress makes one member gunzip reads (empty, small, 3 MB)")
-    func gzipCompressInterop() throws {
+    func gzipCompressInterop() async throws {
         let directory = WARCTestDirectory()
         for input in [[], Array("a".utf8), (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 % 251) }] {
             let path = directory.file("one.gz")
@@ -484,7 +486,7 @@ struct WARCTests {
             #expect(member.starts(with: [0x1F, 0x8B, 8]))
             try writeWARCFile(path, member)
             let python = try WARCCheckers.executable("python")
-            let run = try runWARCProcess(
+            let run = try await runWARCProcess(
                 python,
                 [
                     "-c", "import gzip, hashlib, sys; print(hashlib.sha1(gzip.open(sys.argv[1]).read()).hexdigest())",
@@ -702,11 +704,11 @@ struct WARCTests {
     }
 
     @Test("SHA-1 digests of 55, 56 and 64 bytes (the padding boundaries) match Python's hashlib")
-    func sha1PaddingBoundaries() throws {
+    func sha1PaddingBoundaries() async throws {
         let python = try WARCCheckers.executable("python")
         for length in [55, 56, 63, 64, 119, 120] {
             let message = String(repeating: "x", count: length)
-            let run = try runWARCProcess(
+            let run = try await runWARCProcess(
                 python, ["-c", "import hashlib, sys; print(hashlib.sha1(sys.argv[1].encode()).hexdigest())", message])
             let hex = SHA1.hash(Array(message.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             #expect(hex == run.output.trimmingCharacters(in: .whitespacesAndNewlines), "length \(length)")

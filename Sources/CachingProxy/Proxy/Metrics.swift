@@ -67,6 +67,20 @@ final class Metrics: Sendable {
         }
     }
 
+    /// A label value as the text format writes it: backslash, double quote and line feed escaped.
+    static func escaped(_ value: String) -> String {
+        var escaped = ""
+        for character in value {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
     /// The Prometheus text exposition format (version 0.0.4).
     func text(
         store: StoreTotals, memory: StoreTotals?, server: HTTPServer.Statistics, more: [CachingProxy.Metric] = []
@@ -134,10 +148,16 @@ final class Metrics: Sendable {
             "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
             [("", String(server.requestsRejected))])
         for extra in more {
-            let value =
-                extra.value.rounded() == extra.value && abs(extra.value) < 1e15
-                ? String(Int64(extra.value)) : String(extra.value)
-            metric(extra.name, extra.kind.rawValue, extra.help, [("", value)])
+            metric(
+                extra.name, extra.kind.rawValue, extra.help,
+                extra.samples.map { sample in
+                    let pairs = sample.labels.map { "\($0.name)=\"\(Self.escaped($0.value))\"" }
+                    let labels = pairs.isEmpty ? "" : "{" + pairs.joined(separator: ",") + "}"
+                    let value =
+                        sample.value.rounded() == sample.value && abs(sample.value) < 1e15
+                        ? String(Int64(sample.value)) : String(sample.value)
+                    return (labels, value)
+                })
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSemantics
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,15 +25,12 @@ enum OriginSocket {
         var description: String
     }
 
-    /// `host:port` (or `[v6]:port`) from an authority-form target (RFC 9112 §3.2.3).
-    static func authority(_ target: String) -> (host: String, port: UInt16)? {
-        guard let colon = target.utf8.lastIndex(of: UInt8(ascii: ":")),
-            let port = UInt16(target[target.index(after: colon)...]), port > 0
-        else { return nil }
-        var host = String(target[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, !host.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "/") }) else { return nil }
-        return (host, port)
+    /// `host:port` (or `[v6]:port`) from an authority-form target (RFC 9112 §3.2.3) or an
+    /// `http` URL's authority (`host[:port]`, then `defaultPort` when it has none); `nil` when it
+    /// is not `host[:port]` (RFC 3986 §3.2.2–§3.2.3) or names no port.
+    static func authority(_ target: String, defaultPort: UInt16? = nil) -> (host: String, port: UInt16)? {
+        guard let authority = try? URIAuthority(target), let port = authority.port ?? defaultPort else { return nil }
+        return (authority.lookupHost, port)
     }
 
     /// A connected TCP socket to `host:port`, trying each address in turn, with `TCP_NODELAY`

@@ -28,8 +28,16 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     // While the request is at the origin.
     private var requestTime = Timestamp(secondsSince1970: 0)
     private var sentAt = 0.0
-    /// What the exchange decided once the origin's head arrived.
-    private var afterHead: ExchangeDriver.Step?
+    /// What the exchange decided instead of relaying once the origin's head arrived: done once
+    /// the transfer is over (its body is not wanted).
+    private var afterHead: Instead?
+
+    private enum Instead {
+        /// A stored response (freshened by a `304`, or stale instead of a `5xx`).
+        case serve(ServedResponse)
+        /// The request again, as the exchange says.
+        case forward(ExchangeStateMachine.ForwardedRequest)
+    }
     private var relay: ExchangeDriver.Relay?
     private var clientGone = false
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
@@ -71,33 +79,47 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             switch step {
             case .serve(let served, let revalidation):
                 if let revalidation { handler.revalidateInBackground(revalidation, request) }
-                if let responder { handler.serve(served, request, responder) }
-                return finished()
+                return serve(served)
             case .answer(let answer):
-                if let responder {
-                    handler.metrics.count(.error)
-                    responder.respond(
-                        ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
-                }
-                return finished()
+                return self.answer(answer)
             case .join(let identity):
-                let leads = driver.join(identity) { [self] collapsed in
-                    // On the leader's thread, once its response is stored (or is not going to be).
-                    perform(driver.leaderSettled(&machine, collapsed))
+                let leads = driver.join(identity) { [self] turn in
+                    // On the leader's thread, once its response is stored (or is not going to be),
+                    // or on the store's when another cache's fetch lapsed.
+                    perform(driver.resume(&machine, turn))
                 }
                 guard leads else { return }
                 step = driver.joinedAsLeader(&machine)
             case .forward(let forwarded):
                 handler.workers.submit { [self] in send(forwarded) }
                 return
-            case .relay, .fail:
-                preconditionFailure("the exchange relays or fails only after a request was sent")
             }
         }
     }
 
+    private func serve(_ served: ServedResponse) {
+        if let responder { handler.serve(served, request, responder) }
+        finished()
+    }
+
+    private func answer(_ answer: CacheAnswer) {
+        if let responder {
+            handler.metrics.count(.error)
+            responder.respond(ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
+        }
+        finished()
+    }
+
     /// Blocking, on a worker: sends the request and performs what the exchange decides.
     private func send(_ forwarded: ExchangeStateMachine.ForwardedRequest) {
+        var next = forwarded
+        while let again = sendOnce(next) { next = again }
+    }
+
+    /// Sends the request once and performs what the exchange decides; returns the request to
+    /// send next when the exchange asks for another.
+    private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest?
+    {
         requestTime = handler.now
         sentAt = Self.monotonicSeconds()
         forwardReason = forwarded.reason
@@ -113,13 +135,26 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
             responder?.finish()
-            return finished()
+            finished()
+            return nil
         }
-        guard let next = afterHead else {
+        guard let afterHead else {
             return failed(
                 UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
         }
-        perform(next)
+        return perform(afterHead)
+    }
+
+    /// Performs what the exchange decided instead of relaying: returns the request to send
+    /// again, if that is it.
+    private func perform(_ instead: Instead) -> ExchangeStateMachine.ForwardedRequest? {
+        switch instead {
+        case .serve(let served):
+            serve(served)
+            return nil
+        case .forward(let forwarded):
+            return forwarded
+        }
     }
 
     /// The request as the origin gets it: hop-by-hop fields dropped (RFC 9110 §7.6.1), `Host`
@@ -159,12 +194,19 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
 
     func receive(head: UpstreamResponseHead) -> Bool {
         handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
-        let step = driver.originResponded(
+        let relay: ExchangeDriver.Relay
+        switch driver.originResponded(
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
-        guard case .relay(let relay) = step else {
-            // Answered otherwise (a stale or freshened stored response, a 504), or sent again:
+        {
+        case .relay(let decided):
+            relay = decided
+        case .serve(let served):
+            // Answered otherwise (a stale or freshened stored response), or sent again below:
             // the origin's body is not wanted (a 304 has none: read it, keep the connection).
-            afterHead = step
+            afterHead = .serve(served)
+            return head.status == 304
+        case .forward(let forwarded):
+            afterHead = .forward(forwarded)
             return head.status == 304
         }
         self.relay = relay
@@ -197,7 +239,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
 
     // MARK: Outcomes
 
-    private func failed(_ error: any Error) {
+    /// The transfer ended without a complete response; returns the request to send again
+    /// when the exchange asks for another.
+    private func failed(_ error: any Error) -> ExchangeStateMachine.ForwardedRequest? {
         if let afterHead {
             // The exchange had answered otherwise (a stale response after a 5xx): the transfer
             // was stopped on purpose.
@@ -210,13 +254,18 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             relay.recorder?.cut()
             configuration.log("the response for \(request.target.url) was cut off: \(description)")
             responder?.abort()
-            return finished()
+            finished()
+            return nil
         }
         switch driver.originFailed(&machine) {
+        case .serve(let served):
+            serve(served)
+        case .answer(let answer):
+            self.answer(answer)
         case .fail:
             configuration.log("no response for \(request.method) \(request.target.url): \(description)")
             defer { finished() }
-            guard let responder else { return }
+            guard let responder else { return nil }
             let timeout = (error as? UpstreamError)?.kind == .timeout
             let text = (timeout ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
             var (fields, body) = Messages.plainText(text)
@@ -225,9 +274,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             fields["Cache-Status"] = cacheStatus.fieldValue
             handler.metrics.count(.error)
             responder.respond(ServerResponseHead(status: timeout ? 504 : 502, fields: fields), body: body)
-        case let step:
-            perform(step)
         }
+        return nil
     }
 
     /// The exchange is over: a background revalidation says so.

@@ -10,6 +10,9 @@ import Synchronization
 struct ProxyRequest: Sendable {
     var server: ServerRequest
     var target: Target
+    /// Whether a stored body found damaged as it is read sends the request through the cache
+    /// again (once: not on that second pass).
+    var readsAgain = true
 
     var method: String { server.method }
 }
@@ -26,16 +29,24 @@ final class ProxyHandler: RequestHandler {
     let metrics = Metrics()
     /// Reverse mode: the origin's URL without a trailing slash, and its authority.
     private let origin: Target?
+    /// The metrics path as ``Messages/lenientReading(ofPath:)`` reads it.
+    private let metricsReading: String
     /// `configuration.allowedDestinations` parsed once: lower-cased hosts, with the port each
     /// allows (`nil`: every port).
     private let allowedDestinations: [(host: String, port: UInt16?)]?
     private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// What each request-target means (``route(_:)``).
-    private let routes = Locked(LRUCache<String, Route>(capacity: rememberedKeyLimit))
+    private let routes: Locked<LRUCache<String, Route>>
     /// How many request-targets, keys and entries the proxy remembers what it worked out
     /// for (their routes, candidates, decoded facts and served fields): enough for a working
     /// set of this many URLs to cost no re-reading or re-parsing.
     private static let rememberedKeyLimit = 65_536
+    /// The bytes what the proxy remembers per URL holds at most (routes a quarter, the
+    /// exchange's memos the rest): a quarter of the memory tier's capacity, at least 4 MiB,
+    /// so that `--memory` bounds them too, and distinct URLs cannot grow them past it.
+    static func rememberedByteLimit(memoryCapacity: Int64) -> Int {
+        Int(clamping: max(4 << 20, memoryCapacity / 4))
+    }
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
     /// streamed from a worker thread.
     static let inlineBodyLimit: Int64 = 1 << 20
@@ -44,7 +55,7 @@ final class ProxyHandler: RequestHandler {
         self.configuration = configuration
         switch configuration.mode {
         case .reverse(let url):
-            guard var target = Messages.absoluteTarget(url) else {
+            guard var target = try? Messages.absoluteTarget(url) else {
                 throw CachingProxy.ConfigurationError(
                     description: "the origin \"\(url)\" is not an http URL with a host, e.g. http://127.0.0.1:8081")
             }
@@ -53,6 +64,7 @@ final class ProxyHandler: RequestHandler {
         case .forward:
             origin = nil
         }
+        metricsReading = Messages.lenientReading(ofPath: Substring(configuration.metricsPath)).path
         allowedDestinations = configuration.allowedDestinations?.map { entry in
             if !entry.hasSuffix("]"), let (host, port) = OriginSocket.authority(entry) {
                 return (host.lowercased(), port)
@@ -61,6 +73,8 @@ final class ProxyHandler: RequestHandler {
             return ((bracketed ? String(entry.dropFirst().dropLast()) : entry).lowercased(), nil)
         }
         let clock = configuration.clock
+        let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
+        routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
         if let given = configuration.store {
             store = given
@@ -92,6 +106,7 @@ final class ProxyHandler: RequestHandler {
             return fields
         }
         exchange.memoCapacity = Self.rememberedKeyLimit
+        exchange.memoByteLimit = remembered - remembered / 4
         driver = ExchangeDriver(store: store, configuration: exchange)
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
@@ -128,22 +143,26 @@ final class ProxyHandler: RequestHandler {
                 accessLog("\(time) \(client) \(method) \(target) \(head.status) \(status)")
             }
         }
-        let route = route(request.target)
-        if let path = route.adminPath {
+        let target: Target
+        let primaryKey: String
+        switch route(request.target).meaning {
+        case .admin(let path):
             return administer(request, path: path, responder)
-        }
-        if request.method == "CONNECT" {
+        case _ where request.method == "CONNECT":
             return connect(request, responder)
-        }
-        if origin == nil, let target = route.target, !destinationAllowed(target.authority) {
-            return refuseDestination(target.authority, responder)
-        }
-        guard let target = route.target, let primaryKey = route.primaryKey else {
+        case .forward(let forwarded, let key):
+            (target, primaryKey) = (forwarded, key)
+        case .refused(let reason):
+            return answer(400, "400 Bad Request: the request target \"\(request.target)\" \(reason)", responder)
+        case .notHTTP:
             let text =
                 origin == nil
                 ? "400 Bad Request: a forward proxy needs an absolute http URL as the request target (GET http://host/path HTTP/1.1); https goes through CONNECT"
                 : "400 Bad Request: the request target \"\(request.target)\" is not a path (/...) or an http URL"
             return answer(400, text, responder)
+        }
+        if origin == nil, !destinationAllowed(target.authority) {
+            return refuseDestination(target.authority, responder)
         }
         switch request.method {
         case "GET", "HEAD":
@@ -183,7 +202,7 @@ final class ProxyHandler: RequestHandler {
     /// `targetKey`: for a `POST`, the key its response may be stored under (RFC 9110 §9.3.3).
     private func run(
         _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
-        targetKey: String? = nil, _ responder: Responder
+        targetKey: String? = nil, readsAgain: Bool = true, _ responder: Responder
     ) {
         var exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
@@ -191,7 +210,7 @@ final class ProxyHandler: RequestHandler {
         exchange.targetKey = targetKey
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
-        let proxyRequest = ProxyRequest(server: request, target: target)
+        let proxyRequest = ProxyRequest(server: request, target: target, readsAgain: readsAgain)
         if case .serve(let served, let revalidation) = first {
             // A hit is answered here, on the loop: it needs no exchange object.
             if let revalidation { revalidateInBackground(revalidation, proxyRequest) }
@@ -200,21 +219,35 @@ final class ProxyHandler: RequestHandler {
         ProxyExchange(self, proxyRequest, machine, responder: responder).perform(first)
     }
 
-    /// What a request-target means here: worked out once per distinct target (normalizing a
-    /// URL is the largest part of a hit otherwise). A class: taking it from the memo is one
-    /// retain.
+    /// What a request-target means here: worked out once per distinct target. A class: taking
+    /// it from the memo is one retain.
     final class Route: Sendable {
-        /// Where the request goes, normalized; `nil` when the target names no http URL.
-        let target: Target?
-        /// The `GET` key of ``target``.
-        let primaryKey: String?
-        /// The normalized path when the target is one of the proxy's own admin paths.
-        let adminPath: String?
+        enum Meaning {
+            /// Sent to `target` and stored under `primaryKey`, its `GET` key.
+            case forward(Target, primaryKey: String)
+            /// One of the proxy's own paths, as ``Messages/lenientReading(ofPath:)`` reads it.
+            case admin(String)
+            /// Answered `400`; the reason completes "the request target … ".
+            case refused(String)
+            /// Names no http URL (authority-form, asterisk-form, another scheme).
+            case notHTTP
+        }
 
-        init(target: Target? = nil, primaryKey: String? = nil, adminPath: String? = nil) {
-            self.target = target
-            self.primaryKey = primaryKey
-            self.adminPath = adminPath
+        let meaning: Meaning
+
+        init(_ meaning: Meaning) { self.meaning = meaning }
+
+        /// The heap memory the route holds (for the memo's byte bound).
+        var memoryCost: Int {
+            let strings: [String]
+            switch meaning {
+            case .forward(let target, let primaryKey): strings = [target.url, target.authority, primaryKey]
+            case .admin(let path): strings = [path]
+            case .refused(let reason): strings = [reason]
+            case .notHTTP: strings = []
+            }
+            return MemoryCost.allocation(16 + 5 * MemoryLayout<String?>.stride)
+                + strings.reduce(0) { $0 + MemoryCost.string($1) }
         }
     }
 
@@ -224,46 +257,68 @@ final class ProxyHandler: RequestHandler {
 
     private func route(_ requestTarget: String) -> Route {
         if let known = routes.withLock({ $0.value(for: requestTarget) }) { return known }
-        let route = makeRoute(requestTarget)
-        routes.withLock { $0.set(route, for: requestTarget) }
+        let route = Route(meaning(of: requestTarget))
+        routes.withLock { $0.set(route, for: requestTarget, cost: MemoryCost.string(requestTarget) + route.memoryCost) }
         return route
     }
 
-    /// The URL a request is for (RFC 9112 §3.2), normalized (RFC 3986 §6.2.2, RFC 9110
-    /// §4.2.3): in reverse mode the origin's URL plus the target's path, in forward mode the
-    /// absolute-form target. The normalized URL is both what is forwarded and what the key
-    /// says, so the origin is asked for exactly what a stored response will answer.
-    private func makeRoute(_ requestTarget: String) -> Route {
-        // The path and query as the client named them, in either form.
-        let pathAndQuery: String
-        var forwardTo: Target?
+    /// The URL a request is for (RFC 9112 §3.2): in reverse mode the origin's URL plus the
+    /// target's path and query, in forward mode the absolute-form target. The path and query
+    /// are forwarded exactly as received (RFC 9110 §7.7: no dot segments removed, no escape
+    /// decoded or re-cased) and keyed exactly as forwarded; only the authority is normalized
+    /// (RFC 9110 §4.2.3), so `http://H:80/x` and `http://h/x` share an entry and `/a/%61` and
+    /// `/a/a` never do.
+    ///
+    /// A path that any origin might read as one of the proxy's own (``adminPrefix``, the metrics
+    /// path: `/x/../_httpcache/metrics`, `//_httpcache/%6Detrics`) is the proxy's own path,
+    /// answered here and never forwarded. With a base path in the origin's URL, a path whose
+    /// `..` would climb above it (`/../secret`, `/%2e%2e/secret`) is refused: the origin could
+    /// read it as a path outside the base, and rewriting it is not the proxy's to do.
+    private func meaning(of requestTarget: String) -> Route.Meaning {
+        if requestTarget.utf8.contains(UInt8(ascii: "#")) {
+            return .refused(
+                "has a fragment ('#…'), which a request-target never carries (RFC 9112 §3.2); leave it out, or send '#' as %23"
+            )
+        }
+        let absolute: Target?
         if requestTarget.hasPrefix("/") {
-            pathAndQuery = requestTarget
-        } else if let absolute = Messages.absoluteTarget(requestTarget) {
-            pathAndQuery = String(absolute.url.dropFirst("http://".count + absolute.authority.count))
-            forwardTo = Messages.normalized(absolute)
+            absolute = nil
         } else {
-            return Route()
+            do {
+                guard let parsed = try Messages.absoluteTarget(requestTarget) else { return .notHTTP }
+                absolute = parsed
+            } catch {
+                return .refused("has an authority that is not host[:port]: \(error)")
+            }
         }
-        // Normalized as a path of its own first, so dot segments cannot climb above it into
-        // the origin's base path.
-        guard let normalized = Messages.normalizedPathAndQuery(pathAndQuery) else { return Route() }
-        let path = String(normalized.prefix { $0 != "?" })
-        if path == configuration.metricsPath || path.hasPrefix(Self.adminPrefix) {
-            return Route(adminPath: path)
+        // origin-form is the path and query already (RFC 9112 §3.2.1).
+        let pathAndQuery = absolute?.pathAndQuery ?? Substring(requestTarget)
+        let reading = Messages.lenientReading(ofPath: pathAndQuery.prefix { $0 != "?" })
+        if reading.path == metricsReading || reading.path.hasPrefix(Self.adminPrefix) {
+            return .admin(reading.path)
         }
+        let target: Target
         if let origin {
-            forwardTo = Target(url: origin.url + normalized, authority: origin.authority)
+            if reading.climbsAboveRoot && !origin.pathAndQuery.isEmpty {
+                return .refused(
+                    "climbs above the root with '..' (also %2e%2e, or after %2f): the origin could read it as a path outside \(origin.pathAndQuery), and the proxy forwards paths unchanged (RFC 9110 §7.7)"
+                )
+            }
+            target = Target(url: origin.url + pathAndQuery, authority: origin.authority)
+        } else if let absolute {
+            target = absolute
+        } else {
+            return .notHTTP
         }
-        guard let target = forwardTo, let key = CacheKey(method: "GET", uri: target.url) else { return Route() }
-        return Route(target: target, primaryKey: key.primaryKey)
+        guard let key = CacheKey(method: "GET", uri: target.url) else { return .notHTTP }
+        return .forward(target, primaryKey: key.primaryKey)
     }
 
     /// The proxy's own paths: metrics for `GET` and `HEAD`, from loopback or with the admin
     /// token; `404` for any other path under ``adminPrefix``.
     private func administer(_ request: ServerRequest, path: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("use \(path)", responder) }
-        guard path == configuration.metricsPath else {
+        guard path == metricsReading else {
             return answer(
                 404, "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath))",
                 responder)
@@ -293,6 +348,8 @@ final class ProxyHandler: RequestHandler {
     // MARK: Answering
 
     /// Sends a stored response: at once when its body is small, else streamed from a worker.
+    /// A small body found damaged as it is read (the store removes it) is a miss: the request
+    /// is handled again, once (``ProxyRequest/readsAgain``).
     func serve(_ served: ServedResponse, _ request: ProxyRequest, _ responder: Responder) {
         if served.cacheStatus.collapsed == true {
             metrics.collapsed.add(1, ordering: .relaxed)
@@ -313,10 +370,19 @@ final class ProxyHandler: RequestHandler {
                 metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
                 responder.respond(head, body: bytes)
             } catch {
-                // Corrupted (the store dropped it); the head has not gone out: a 502 says so.
-                answer(
-                    502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
-                    responder)
+                // Damaged (the store dropped it) before the head went out: handled again, now
+                // without it.
+                configuration.log(
+                    "the stored body of \(request.target.url) could not be read (\(error)); the request is handled "
+                        + "again without it")
+                guard request.readsAgain, case .forward(_, let primaryKey) = route(request.server.target).meaning else {
+                    return answer(
+                        502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
+                        responder)
+                }
+                run(
+                    request.server, target: request.target, primaryKey: primaryKey, bypassReasons: [],
+                    readsAgain: false, responder)
             }
         case .stored(let body, let range):
             workers.submit { [self] in
@@ -411,11 +477,7 @@ final class ProxyHandler: RequestHandler {
     /// without one. Decided on the text of the request alone: nothing is looked up.
     private func destinationAllowed(_ authority: String) -> Bool {
         guard let allowedDestinations else { return true }
-        guard
-            let (host, port) = OriginSocket.authority(
-                authority.contains(":") && !authority.hasSuffix("]")
-                    ? authority : authority + ":80")
-        else { return false }
+        guard let (host, port) = OriginSocket.authority(authority, defaultPort: 80) else { return false }
         let name = host.lowercased()
         return allowedDestinations.contains { $0.host == name && ($0.port == nil || $0.port == port) }
     }

@@ -30,9 +30,10 @@ extension UpstreamRequest {
     /// among the fields are dropped: the body's framing is the client's to write (RFC 9112 §6).
     ///
     /// Nothing that could be read as more than one request is ever sent: a method that is not
-    /// a token (RFC 9110 §9.1), `CONNECT` (tunnels connect directly), a URL that is not
-    /// `http` or has user information, a target with a byte that is not visible ASCII, a field
-    /// name that is not a token or a value with CR, LF or NUL (RFC 9110 §5.5) are refused.
+    /// a token (RFC 9110 §9.1), `CONNECT` (tunnels connect directly), a URL that is not `http`
+    /// or whose authority is not `host[:port]` (RFC 3986 §3.2), a target with a byte that is
+    /// not visible ASCII, a field name that is not a token or a value with CR, LF or NUL (RFC
+    /// 9110 §5.5) are refused. The path and query go out as the URL has them (RFC 9110 §7.7).
     /// - Throws: ``UpstreamError/Kind/other``, saying what cannot be sent.
     func wire() throws(UpstreamError) -> Wire {
         guard !method.isEmpty, method.utf8.allSatisfy(HTTPBytes.isToken) else {
@@ -41,13 +42,12 @@ extension UpstreamRequest {
         guard method != "CONNECT" else {
             throw refusal("CONNECT is not sent upstream; tunnels connect directly")
         }
-        guard let target = Messages.absoluteTarget(url) else {
-            throw refusal("only http URLs without user information are sent")
-        }
+        let parsed: Target?
+        do { parsed = try Messages.absoluteTarget(url) } catch { throw refusal("the URL's authority: \(error)") }
+        guard let target = parsed else { throw refusal("only http URLs are sent") }
         let authority = target.authority
-        let path = target.url.utf8.dropFirst("http://".utf8.count + authority.utf8.count)
-        guard authority.utf8.allSatisfy(HTTPBytes.isHost), path.allSatisfy(HTTPBytes.isTarget),
-            let (host, port) = Self.hostAndPort(authority)
+        let path = target.pathAndQuery.utf8
+        guard path.allSatisfy(HTTPBytes.isTarget), let (host, port) = OriginSocket.authority(authority, defaultPort: 80)
         else {
             throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
         }
@@ -105,13 +105,6 @@ extension UpstreamRequest {
         UpstreamError(
             kind: .other, description: "cannot send a request to \(url): \(reason); nothing was sent",
             receivedHead: false)
-    }
-
-    /// `host[:port]` or `[v6][:port]` → host and port (80 when none, RFC 9110 §4.2.1).
-    private static func hostAndPort(_ authority: String) -> (host: String, port: UInt16)? {
-        let afterHost = authority.utf8.lastIndex(of: UInt8(ascii: "]")) ?? authority.utf8.startIndex
-        let hasPort = authority.utf8[afterHost...].contains(UInt8(ascii: ":"))
-        return OriginSocket.authority(hasPort ? authority : authority + ":80")
     }
 }
 #endif

@@ -138,6 +138,52 @@ struct CombiningTests {
         #expect(!continues(["Content-Range": "bytes 400-999/1000", "ETag": "\"v1\""], status: 200))
     }
 
+    @Test(
+        "§3.3: a 206 with no validator, or a weak one, is stored as an incomplete 200 and answers ranges within it; §3.4: it never combines",
+        arguments: [[:], ["ETag": "W/\"w\""]] as [HeaderFields])
+    func partWithoutStrongValidator(_ validator: HeaderFields) throws {
+        var fields: HeaderFields = ["Cache-Control": "max-age=60", "Content-Range": "bytes 0-99/1000"]
+        for field in validator { fields.append(name: field.name, value: field.value) }
+        let decision = engine.storageDecision(
+            for: RequestHead(uri: "https://example.com/r", fields: ["Range": "bytes=0-99"]),
+            response: ResponseHead(status: 206, fields: fields), requestTime: Reuse.time(0),
+            responseTime: Reuse.time(0))
+        guard case .store(let part) = decision else {
+            Issue.record("not stored: \(decision.reasons)")
+            return
+        }
+        #expect(part.facts.status == 200 && part.facts.flags.has(.incomplete) && part.facts.contentLength == 1000)
+        let request = CacheRequest(RequestHead(uri: "https://example.com/r", fields: ["Range": "bytes=10-19"]))
+        #expect(engine.partialUse(request, candidates: [part.facts], held: [0...99], now: Reuse.time(30)) != nil)
+        // Stale: nothing to validate it with, so it is not used (the request goes to the origin).
+        #expect(engine.partialUse(request, candidates: [part.facts], held: [0...99], now: Reuse.time(61)) == nil)
+        #expect(!engine.partsCombine(part.facts, part.facts))
+        #expect(engine.resumptionFields(stored: part.facts, storedLength: 100) == nil)
+    }
+
+    @Test("RFC 9110 §14.4: a 206 whose Content-Length is not the size of its Content-Range is not stored")
+    func partWithAMismatchedLengthIsNotStored() {
+        // As cache-tests' partial-store-partial-reuse-partial sends it: bytes 4-9 (6 bytes) in 5 bytes.
+        let request = RequestHead(uri: "https://example.com/r", fields: ["Range": "bytes=-5"])
+        func decision(_ length: String) -> StorageDecision {
+            engine.storageDecision(
+                for: request,
+                response: ResponseHead(
+                    status: 206,
+                    fields: [
+                        "Cache-Control": "max-age=3600", "Content-Range": "bytes 4-9/10", "Content-Length": length,
+                    ]), requestTime: Reuse.time(0), responseTime: Reuse.time(0))
+        }
+        guard case .doNotStore = decision("5") else {
+            Issue.record("a 206 of 5 bytes for a 6-byte range was stored")
+            return
+        }
+        guard case .store = decision("6") else {
+            Issue.record("a 206 of 6 bytes for a 6-byte range was not stored")
+            return
+        }
+    }
+
     @Test("§3.3: a request can resume the most recent incomplete variant that matches and has a strong validator")
     func resumableVariant() throws {
         var incomplete = try Reuse.store(["ETag": "\"v1\""], at: 10)

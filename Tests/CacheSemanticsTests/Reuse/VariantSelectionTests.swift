@@ -111,6 +111,43 @@ struct VariantSelectionTests {
         #expect(engine.selectVariant([:], candidates: [withField]) == nil)
     }
 
+    @Test("§4.1: an absent field and an empty one are different variants, with different variant keys")
+    func absentAndEmptyHaveDifferentVariantKeys() throws {
+        let response: HeaderFields = ["Cache-Control": "max-age=100", "Vary": "X-Flag, X-Other"]
+        let absent = try Reuse.store(response, request: ["X-Other": "1"])
+        let empty = try Reuse.store(response, request: ["X-Flag": "", "X-Other": "1"])
+        #expect(Reuse.privateEngine.selectVariant(["X-Other": "1"], candidates: [empty, absent]) == 1)
+        #expect(Reuse.privateEngine.selectVariant(["X-Flag": "", "X-Other": "1"], candidates: [absent, empty]) == 1)
+        #expect(absent.variantKey != empty.variantKey)
+        // Plain text: no U+0000, which a C string (SQLite's text) would end at.
+        #expect(!absent.variantKey.contains("\u{0}") && !empty.variantKey.contains("\u{0}"))
+    }
+
+    @Test(
+        "§4.1, RFC 9110 §12.4.3: Accept-Language members that exclude nothing else excluded are normalised away",
+        arguments: [
+            ("en, fr;q=0", true), ("fr;q=0, EN", true), ("en, *;q=0", true), ("en, en", true),
+            ("en, en-gb;q=0", false), ("*, fr;q=0", false), ("en, fr;q=0.5", false), ("fr;q=0", false),
+        ])
+    func voidLanguageExclusions(_ value: String, _ sameAsEnglish: Bool) throws {
+        let english = try Reuse.store(
+            ["Cache-Control": "max-age=100", "Vary": "Accept-Language"], request: ["Accept-Language": "en"])
+        let selected = Reuse.privateEngine.selectVariant(["Accept-Language": value], candidates: [english])
+        #expect((selected == 0) == sameAsEnglish)
+    }
+
+    @Test("§4.1: a stored variant is not chosen by its Content-Language for another Accept-Language")
+    func contentLanguageDoesNotWidenTheMatch() throws {
+        // cache-tests vary-normalise-lang-select expects this to match; "en, de" and
+        // "fr;q=0.5, de;q=1.0" do not have identical semantics, so §4.1 forbids it.
+        let german = try Reuse.store(
+            ["Cache-Control": "max-age=100", "Vary": "Accept-Language", "Content-Language": "de"],
+            request: ["Accept-Language": "en, de"])
+        #expect(
+            Reuse.privateEngine.selectVariant(["Accept-Language": "fr;q=0.5, de;q=1.0"], candidates: [german]) == nil)
+        #expect(Reuse.privateEngine.selectVariant(["Accept-Language": "de;q=1.0, EN"], candidates: [german]) == 0)
+    }
+
     @Test("§4.1: when no stored variant matches, the request is forwarded as a vary-miss")
     func noMatchIsVaryMiss() throws {
         let candidates = try Self.encodingVariants()
