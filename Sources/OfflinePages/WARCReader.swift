@@ -133,23 +133,13 @@ final class WARCReaderState {
             try finishBlock()
             return nil
         }
-        let piece: [UInt8]
-        do throws(Failure) {
-            if bytes.available == 0 {
-                guard try fill() else {
-                    throw Failure.truncated(
-                        where: "in its block: \(current.length - current.remaining) of its \(current.length) bytes"
-                            + " are there")
-                }
-            }
-            let take = min(bytes.available, current.remaining, maximum)
-            piece = Array(bytes.buffer[bytes.start..<bytes.start + take])
-            bytes.start += take
-        } catch {
-            let failed = warcError(for: error, recordOffset: current.record.offset, within: current.within)
-            failure = failed
-            throw failed
+        do throws(WARCError) { try buffer(current) } catch {
+            failure = error
+            throw error
         }
+        let take = min(bytes.available, current.remaining, maximum)
+        let piece = Array(bytes.buffer[bytes.start..<bytes.start + take])
+        bytes.start += take
         current.remaining -= piece.count
         current.hash?.update(piece)
         open = current
@@ -162,23 +152,26 @@ final class WARCReaderState {
         guard var current = open else { return }
         current.hash = nil
         while current.remaining > 0 {
-            do throws(Failure) {
-                if bytes.available == 0 {
-                    guard try fill() else {
-                        throw Failure.truncated(
-                            where: "in its block: \(current.length - current.remaining) of its \(current.length)"
-                                + " bytes are there")
-                    }
-                }
-            } catch {
-                throw warcError(for: error, recordOffset: current.record.offset, within: current.within)
-            }
+            try buffer(current)
             let take = min(bytes.available, current.remaining)
             bytes.start += take
             current.remaining -= take
         }
         open = current
         try finishBlock()
+    }
+
+    /// Makes sure some of `current`'s block is in `bytes`; a file that ends first is cut.
+    private func buffer(_ current: OpenBlock) throws(WARCError) {
+        do throws(Failure) {
+            if bytes.available == 0, try !fill() {
+                throw Failure.truncated(
+                    where:
+                        "in its block: \(current.length - current.remaining) of its \(current.length) bytes are there")
+            }
+        } catch {
+            throw warcError(for: error, recordOffset: current.record.offset, within: current.within)
+        }
     }
 
     /// After the block: the CRLF CRLF that ends the record, the rest of its gzip member, then
