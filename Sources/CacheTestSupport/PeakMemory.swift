@@ -3,7 +3,8 @@ import Foundation
 
 /// A child process run to its end, with its peak resident set size: the kernel's high-water
 /// mark for its own memory (`VmHWM` in `/proc/PID/status`), read every 10 ms while it runs, so
-/// all but its last moments count.
+/// all but its last moments count (the kernel may run the sampling thread less often on a busy
+/// machine; the high-water mark keeps what happened between samples).
 ///
 /// Not `wait4`'s `ru_maxrss`: a child spawned from a large process (a test bundle) inherits that
 /// process's peak at `exec`, and reports it as its own.
@@ -37,21 +38,30 @@ public struct MeasuredRun: Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        // Its exit is awaited without holding a thread (no `waitUntilExit()`).
-        let exited = Locked<Int32?>(nil)
-        process.terminationHandler = { finished in exited.withLock { $0 = finished.terminationStatus } }
         let started = ContinuousClock.now
-        try process.run()
-        var peak = 0
-        var status: Int32?
-        while status == nil {
-            if let sample = peakResidentKiB(of: process.processIdentifier) { peak = max(peak, sample) }
-            status = exited.withLock { $0 }
-            if status == nil { try await Task.sleep(for: .milliseconds(10)) }
+        // Sampled on a thread of its own: a task's sleep on the busy cooperative pool could
+        // wake only after the child is gone. The exit is awaited without holding a thread.
+        let peak = Locked(0)
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+                return
+            }
+            let pid = process.processIdentifier
+            Thread.detachNewThread {
+                while let sample = peakResidentKiB(of: pid) {
+                    peak.withLock { $0 = max($0, sample) }
+                    usleep(10_000)
+                }
+            }
         }
         let elapsed = ContinuousClock.now - started
         return MeasuredRun(
-            status: status ?? -1, peakKiB: peak,
+            status: status, peakKiB: peak.withLock { $0 },
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
