@@ -94,7 +94,8 @@ let package = Package(
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
-            name: "CacheTestSupport", dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking", "LoopbackOrigin"],
+            name: "CacheTestSupport",
+            dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking", "LoopbackOrigin", "OfflinePages"],
             swiftSettings: strictSettings),
         // A child process for the store's crash and multi-process tests.
         .executableTarget(

@@ -217,3 +217,72 @@ func runOfflineBenchmarks() async throws {
     site.origin.stop()
     try load("offline (origin stopped, served from the pack)")
 }
+
+// The import suite: `/usr/bin/time -v httpcache import FILE --cache-dir DIR` (the release build
+// next to this executable) on WARC files made here; the peak RSS is time's "Maximum resident
+// set size", the kernel's for the whole process:
+//   1. a gzip bomb: a ~1 MB .warc.gz whose middle record inflates to 1 GiB;
+//   2. a hostless `WARC-Target-URI: http://` record amid 1,000 good ones;
+//   3. 100,000 and 1,000,000 tiny records, and the growth per record between them.
+func runImportBenchmarks() throws {
+    let me = CommandLine.arguments[0]
+    let httpcache = (me as NSString).deletingLastPathComponent + "/httpcache"
+    guard FileManager.default.isExecutableFile(atPath: httpcache),
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/time")
+    else {
+        print("import: skipped: needs /usr/bin/time and httpcache (swift build -c release --product httpcache)")
+        return
+    }
+    let directory = TemporaryDirectory("import-bench")
+    /// Imports `path` into a fresh cache; returns the peak RSS in KiB.
+    func importing(_ path: String, _ label: String) throws -> Int {
+        let cache = directory.path + "/cache"
+        defer { try? FileManager.default.removeItem(atPath: cache) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+        process.arguments = ["-v", httpcache, "import", path, "--cache-dir", cache]
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let started = offlineClock.now
+        try process.run()
+        // time writes its report after the command's output ends: read both to their ends.
+        let printed = Locked(Data())
+        let reader = Thread { printed.withLock { $0 = output.fileHandleForReading.readDataToEndOfFile() } }
+        reader.start()
+        let report = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        while reader.isExecuting || !reader.isFinished { usleep(1_000) }
+        let elapsed = seconds(offlineClock.now - started)
+        let peak =
+            report.split(separator: "\n").first { $0.contains("Maximum resident set size") }
+            .flatMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") } ?? 0
+        let size = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int64) ?? 0
+        print(
+            String(
+                format: "%@ (%.1f MB file): exit %d, %.1f s, peak RSS %.1f MiB", label, Double(size) / 1e6,
+                process.terminationStatus, elapsed, Double(peak) / 1024))
+        let stdout = String(decoding: printed.withLock { $0 }, as: UTF8.self)
+        for line in stdout.split(separator: "\n").prefix(3) { print("    " + line) }
+        return peak
+    }
+    let bomb = directory.path + "/bomb.warc.gz"
+    _ = try WARCFixtures.writeGzipBomb(to: bomb, inflatedSize: 1 << 30)
+    _ = try importing(bomb, "gzip bomb, one record inflating to 1 GiB")
+    try? FileManager.default.removeItem(atPath: bomb)
+
+    let hostless = directory.path + "/hostless.warc.gz"
+    try WARCFixtures.writeTinyRecords(to: hostless, count: 1_001, hostless: [500])
+    _ = try importing(hostless, "a hostless record amid 1,000 good ones")
+
+    var peaks: [Int: Int] = [:]
+    for count in [100_000, 1_000_000] {
+        let path = directory.path + "/tiny-\(count).warc.gz"
+        try WARCFixtures.writeTinyRecords(to: path, count: count)
+        peaks[count] = try importing(path, "\(count) tiny records")
+        try? FileManager.default.removeItem(atPath: path)
+    }
+    let growth = Double(peaks[1_000_000, default: 0] - peaks[100_000, default: 0]) * 1024 / 900_000
+    print(String(format: "growth of the peak from 100,000 to 1,000,000 records: %.0f bytes a record", growth))
+}

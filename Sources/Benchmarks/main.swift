@@ -1,7 +1,8 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline] [memory]`. With no argument every suite but groups, partial, offline and
-// memory runs. Each line names its units. `benchmarks redis PORT` compares the Redis store's
-// client with redis-benchmark on a running redis-server (scripts/redis-bench starts one).
+// [partial] [offline] [memory] [import]`. With no argument every suite but groups, partial,
+// offline, memory and import runs. Each line names its units. `benchmarks redis PORT` compares
+// the Redis store's client with redis-benchmark on a running redis-server (scripts/redis-bench
+// starts one).
 
 import Foundation
 
@@ -87,9 +88,20 @@ for suite in suites {
             print("benchmarks: the memory suite failed: \(error)")
             exit(1)
         }
+    case "import":
+        print(
+            "== httpcache import on a gzip bomb and on 1,000,000 tiny records (target: peak RSS <= 128 MiB; "
+                + "swift build -c release --product httpcache first)")
+        do {
+            try runImportBenchmarks()
+        } catch {
+            print("benchmarks: the import suite failed: \(error)")
+            exit(1)
+        }
     default:
         print(
-            "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory")
+            "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory,"
+                + " import")
         exit(2)
     }
 }

@@ -15,6 +15,9 @@ public final class SampleSite: Sendable {
     public let origin: LoopbackOrigin
     /// Another origin the article refers to (a third party).
     public let thirdParty: LoopbackOrigin
+    /// An origin on another loopback address, 127.0.0.2, that `/site/redirects.html` reaches
+    /// only through redirects, and `/site/resolution.html` only when its URLs are misread.
+    public let elsewhere: LoopbackOrigin
     /// Images on `/many.html`.
     public let manyImages: Int
     private let versions = Locked([String: Int]())
@@ -26,13 +29,17 @@ public final class SampleSite: Sendable {
     public init(manyImages: Int = 10_000) throws {
         origin = try LoopbackOrigin()
         thirdParty = try LoopbackOrigin()
+        elsewhere = try LoopbackOrigin(host: "127.0.0.2")
         self.manyImages = manyImages
         install()
+        installRedirects()
+        installResolution()
     }
 
     deinit {
         origin.stop()
         thirdParty.stop()
+        elsewhere.stop()
     }
 
     /// `http://127.0.0.1:PORT` + `path`.
@@ -238,6 +245,94 @@ public final class SampleSite: Sendable {
                 body:
                     "<svg xmlns='http://www.w3.org/2000/svg' width='60' height='60'><circle cx='30' cy='30' r='28' fill='teal'/></svg>"
             )
+        }
+    }
+
+    /// Every kind of reference on `/site/redirects.html`, by name: each is a same-origin URL
+    /// `/site/r/NAME` that redirects (302) to `elsewhere` (`http://127.0.0.2:PORT/NAME`).
+    public static let redirectedReferences = [
+        "img.svg", "srcset.svg", "style.css", "style-url.svg", "style-import.css", "css-url.svg",
+        "css-import.css", "script.js", "frame.html", "link.html",
+    ]
+
+    /// `/site/redirects.html`: a page whose every reference redirects to another origin
+    /// (``redirectedReferences``), plus `/site/r/metadata.svg` and `/site/r/zero.svg`, which
+    /// redirect to the link-local metadata address 169.254.169.254 and to 0.0.0.0 (which reaches
+    /// this machine). `/site/r/page.html` redirects itself to `elsewhere`; `/site/r/loop.html`
+    /// redirects to itself.
+    public var redirectsPage: URL { origin.url("/site/redirects.html") }
+
+    /// `/site/resolution.html`: URLs a browser and RFC 3986 read differently (a backslash, a tab,
+    /// numeric hosts) and references that cannot be fetched (`file:`, `ftp:`). Read as a browser
+    /// reads them, every fetchable one is on this origin: ``resolvedPaths`` (paths as the origin
+    /// sees them).
+    public var resolutionPage: URL { origin.url("/site/resolution.html") }
+
+    /// The paths the origin is asked for when `/site/resolution.html` is read as a browser reads
+    /// it.
+    public var resolvedPaths: [String] {
+        [
+            "/site/resolution.html", "/@127.0.0.2:\(elsewhere.port)/backslash.svg", "/site/img/tab.svg",
+            "/site/img/decimal.svg", "/site/img/hex.svg", "/site/img/octal.svg",
+        ]
+    }
+
+    private func installRedirects() {
+        let other = elsewhere.baseURL
+        for name in Self.redirectedReferences + ["page.html"] {
+            redirect("/site/r/" + name, to: "\(other)/\(name)")
+        }
+        redirect("/site/r/metadata.svg", to: "http://169.254.169.254/latest/meta-data/")
+        redirect("/site/r/zero.svg", to: "http://0.0.0.0:\(origin.port)/site/zero-target.svg")
+        redirect("/site/r/loop.html", to: "/site/r/loop.html")
+        let page = """
+            <!DOCTYPE html><html><head>
+            <link rel="stylesheet" href="r/style.css">
+            <link rel="stylesheet" href="linked.css">
+            <script src="r/script.js"></script>
+            <style>@import url("r/style-import.css"); .x { background: url(r/style-url.svg) }</style>
+            </head><body>
+            <img src="r/img.svg"><img srcset="r/srcset.svg 2x">
+            <img src="r/metadata.svg"><img src="r/zero.svg">
+            <iframe src="r/frame.html"></iframe>
+            <a href="r/link.html">linked page</a>
+            </body></html>
+            """
+        serve("/site/redirects.html", "text/html") { _ in page }
+        serve("/site/linked.css", "text/css") { _ in
+            "@import \"r/css-import.css\";\n.y { background: url(r/css-url.svg) }\n"
+        }
+        elsewhere.setDefault { request in
+            let type =
+                request.path.hasSuffix(".css")
+                ? "text/css" : request.path.hasSuffix(".html") ? "text/html" : "image/svg+xml"
+            return LoopbackOrigin.Response(
+                headers: [("Content-Type", type)], body: type == "text/html" ? "<img src='/secret.svg'>" : "secret")
+        }
+    }
+
+    private func installResolution() {
+        let port = origin.port
+        let page = """
+            <html><body>
+            <img src="http://127.0.0.1:\(port)\\@127.0.0.2:\(elsewhere.port)/backslash.svg">
+            <img src="img/ta\tb.svg">
+            <img src="http://2130706433:\(port)/site/img/decimal.svg">
+            <img src="http://0x7f.1:\(port)/site/img/hex.svg">
+            <img src="http://0177.0.0.1:\(port)/site/img/octal.svg">
+            <img src="file:///etc/passwd"><img src="ftp://127.0.0.1/x.svg">
+            <img src="data:image/gif;base64,R0lGODlhAQABAAAAACw="><iframe src="about:blank"></iframe>
+            </body></html>
+            """
+        serve("/site/resolution.html", "text/html") { _ in page }
+        for path in resolvedPaths.dropFirst() { serve(path, "image/svg+xml") { "<svg v='\($0)'/>" } }
+    }
+
+    /// Routes `path` to a 302 to `location`.
+    private func redirect(_ path: String, to location: String) {
+        origin.route(path) { _ in
+            LoopbackOrigin.Response(
+                status: 302, headers: [("Location", location), ("Cache-Control", "no-cache")], body: "")
         }
     }
 

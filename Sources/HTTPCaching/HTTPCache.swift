@@ -212,10 +212,16 @@ public final class HTTPCache: Sendable {
 
     /// ``bytes(for:)``, optionally storing what RFC 9111 would not (pages saved for offline
     /// reading), and handing `redirected` the head of each redirect followed.
+    ///
+    /// `follow` decides where a redirect leads before anything is sent there: given the URL
+    /// redirected from and the `Location`, the URL to request, or `nil` to stop and return the
+    /// redirect itself (its body unread: it is not stored).
     package func bytes(
-        for request: URLRequest, forceStore: Bool, redirected: (CachedResponseHead) -> Void
+        for request: URLRequest, forceStore: Bool,
+        follow: (_ from: URL, _ location: String) -> URL? = HTTPCache.redirectTarget,
+        redirected: (CachedResponseHead) -> Void
     ) async throws -> (CachedResponseHead, ResponseBody) {
-        try await following(request, forceStore: forceStore) { prepared in
+        try await following(request, forceStore: forceStore, follow: follow) { prepared in
             var response = try await respond(to: prepared)
             var source = bodySource(of: response, prepared)
             if source == nil {
@@ -269,7 +275,8 @@ public final class HTTPCache: Sendable {
     /// an event for each. `leaving` is given each response left for the next hop; a response
     /// from the origin is stored only once its body has been read to the end.
     private func following<Result>(
-        _ request: URLRequest, forceStore: Bool, _ body: (PreparedRequest) async throws -> Result,
+        _ request: URLRequest, forceStore: Bool, follow: (URL, String) -> URL? = HTTPCache.redirectTarget,
+        _ body: (PreparedRequest) async throws -> Result,
         head: (Result) -> CachedResponseHead,
         leaving: (Result) async throws -> Void = { _ in }
     ) async throws -> Result {
@@ -301,7 +308,8 @@ public final class HTTPCache: Sendable {
                     outcome: answer.outcome, cacheStatus: answer.cacheStatus.fieldValue, error: nil,
                     duration: configuration.clock() - started, reasons: answer.reasons))
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
-                let next = redirected(current, status: answer.statusCode, location: answer.fields["Location"])
+                let next = redirected(
+                    current, status: answer.statusCode, location: answer.fields["Location"], follow: follow)
             {
                 try await leaving(result)
                 redirects += 1
@@ -312,13 +320,22 @@ public final class HTTPCache: Sendable {
         }
     }
 
+    /// Where a redirect from `base` with `location` leads: an `http` or `https` URL, or `nil`.
+    package static func redirectTarget(_ base: URL, _ location: String) -> URL? {
+        guard let target = URL(string: location, relativeTo: base)?.absoluteURL,
+            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+        else { return nil }
+        return target
+    }
+
     /// The request a redirect leads to (RFC 9110 §15.4), or `nil` when `response` is not
-    /// one to follow.
-    private func redirected(_ request: URLRequest, status: Int, location: String?) -> URLRequest? {
+    /// one to follow (or `follow` does not lead anywhere).
+    private func redirected(
+        _ request: URLRequest, status: Int, location: String?, follow: (URL, String) -> URL?
+    ) -> URLRequest? {
         guard [301, 302, 303, 307, 308].contains(status), let location,
             let base = request.url,
-            let target = URL(string: location, relativeTo: base)?.absoluteURL,
-            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+            let target = follow(base, location)
         else { return nil }
         var next = request
         next.url = target

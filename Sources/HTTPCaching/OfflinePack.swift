@@ -159,15 +159,53 @@ package enum PackRecord {
     package static func writeJSON(
         _ value: some Encodable, key: String, url: String, to store: any CacheStore
     ) throws(StorageError) {
+        let json = try encoded(value, url: url)
+        try writeRecord(key: key, url: url, to: store) { writer throws(StorageError) in try writer.append(json) }
+    }
+
+    /// Replaces the record of `pack.name` in one commit, with the resources `more` hands over
+    /// (each as its JSON) before those of `pack`: a pack of any size is written as its resources
+    /// come, never whole in memory.
+    package static func write(
+        _ pack: OfflinePack, to store: any CacheStore,
+        prepending more: (_ append: (_ resource: [UInt8]) throws(StorageError) -> Void) throws(StorageError) -> Void
+    ) throws(StorageError) {
+        let url = "httpcache:pack/\(pack.name)"
+        let json = try encoded(pack, url: url)
+        // Keys are sorted and every `"` inside a JSON string is escaped: this is the key.
+        guard let list = json.firstRange(of: Array(#""resources":["#.utf8)) else {
+            throw StorageError(.writeFailed, "the record \(url) could not be encoded")
+        }
+        try writeRecord(key: key(pack.name), url: url, to: store) { writer throws(StorageError) in
+            try writer.append(Array(json[..<list.upperBound]))
+            var first = true
+            try more { resource throws(StorageError) in
+                try writer.append((first ? [] : [UInt8(ascii: ",")]) + resource)
+                first = false
+            }
+            if !first && !pack.resources.isEmpty { try writer.append([UInt8(ascii: ",")]) }
+            try writer.append(Array(json[list.upperBound...]))
+        }
+    }
+
+    /// `value` as JSON, keys sorted.
+    package static func encoded(_ value: some Encodable, url: String) throws(StorageError) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         guard let json = try? encoder.encode(value) else {
             throw StorageError(.writeFailed, "the record \(url) could not be encoded")
         }
+        return Array(json)
+    }
+
+    private static func writeRecord(
+        key: String, url: String, to store: any CacheStore,
+        _ body: (any EntryWriter) throws(StorageError) -> Void
+    ) throws(StorageError) {
         let writer = try store.makeWriter(
             for: EntryHead(
                 primaryKey: key, url: url, status: 200, fields: ["Content-Type": "application/json"], facts: []))
-        try writer.append(Array(json))
+        try body(writer)
         try writer.commit()
         try store.setPinned(true, primaryKey: key)
     }

@@ -180,14 +180,23 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
         }
     }
 
-    private let core = OriginCore()
+    private let core: OriginCore
 
-    /// Starts listening on 127.0.0.1.
-    /// - Parameter port: The port to bind; 0 chooses a free one below the kernel's ephemeral
-    ///   range, which stays this origin's until it is released, across ``stop()`` and
-    ///   ``restart()`` (see ``port``).
-    /// - Throws: ``SocketError`` naming the call that failed (`bind` when the port is taken).
-    public init(port: UInt16 = 0) throws {
+    /// Starts listening on 127.0.0.1, or another loopback address.
+    /// - Parameters:
+    ///   - port: The port to bind; 0 chooses a free one below the kernel's ephemeral
+    ///     range, which stays this origin's until it is released, across ``stop()`` and
+    ///     ``restart()`` (see ``port``).
+    ///   - host: An address of 127.0.0.0/8 in dotted decimal (Linux answers on all of them):
+    ///     `127.0.0.2` is another host than `127.0.0.1` to a client, and still loopback.
+    /// - Throws: ``SocketError`` naming the call that failed (`bind` when the port is taken;
+    ///   `loopback address` with `EINVAL` when `host` is not in 127.0.0.0/8).
+    public init(port: UInt16 = 0, host: String = "127.0.0.1") throws {
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false).compactMap { UInt8($0) }
+        guard octets.count == 4, octets[0] == 127 else {
+            throw SocketError(operation: "loopback address \(host)", code: EINVAL)
+        }
+        core = OriginCore(address: octets.reduce(0) { $0 << 8 | UInt32($1) })
         try core.start(port: port)
     }
 
@@ -199,8 +208,11 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
     /// The port listened on (kept across ``stop()`` and ``restart()``).
     public var port: UInt16 { core.state.withLock { $0.port } }
 
-    /// `http://127.0.0.1:PORT`, without a trailing slash.
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// The address listened on: `127.0.0.1` unless another was given.
+    public var host: String { POSIX.dotted(core.address) }
+
+    /// `http://HOST:PORT`, without a trailing slash.
+    public var baseURL: String { "http://\(host):\(port)" }
 
     /// ``baseURL`` followed by `pathAndQuery` (a `/` is put in front if it has none).
     ///

@@ -44,6 +44,10 @@ final class OriginCore: Sendable {
     }
 
     let state = Locked(State())
+    /// The loopback address listened on (host byte order).
+    let address: UInt32
+
+    init(address: UInt32 = POSIX.localhost) { self.address = address }
     /// Serialises `start` and `stop` (held while waiting for the accept thread; `state` never is).
     private let lifecycle = Locked(())
 
@@ -55,7 +59,11 @@ final class OriginCore: Sendable {
             let previous = state.withLock { $0.listener == nil ? $0.port : nil }
             guard let previous else { return }
             let socket =
-                if let requested { try POSIX.listeningSocket(choosing: requested) } else { try Self.rebind(previous) }
+                if let requested {
+                    try POSIX.listeningSocket(choosing: requested, address: address)
+                } else {
+                    try Self.rebind(previous, address: address)
+                }
             if requested != nil { OriginPorts.hold(socket.port) }
             let wake: (read: Int32, write: Int32)
             do throws(LoopbackOrigin.SocketError) {
@@ -81,11 +89,13 @@ final class OriginCore: Sendable {
     /// The port of a restarted origin, bound again. Another process may hold it for a moment
     /// (its own origin trying ports, a connection being torn down): `EADDRINUSE` is retried for
     /// up to 3 s before it is reported.
-    private static func rebind(_ port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+    private static func rebind(
+        _ port: UInt16, address: UInt32
+    ) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
         var attempts = 0
         while true {
             do {
-                return try POSIX.listeningSocket(port: port)
+                return try POSIX.listeningSocket(port: port, address: address)
             } catch  where error.code == EADDRINUSE && attempts < 150 {
                 attempts += 1
                 usleep(20_000)

@@ -17,31 +17,42 @@ enum POSIX {
     private static let sendFlags: Int32 = 0  // Darwin: SO_NOSIGPIPE is set on every socket instead
     #endif
 
-    /// Calls `body` with the address 127.0.0.1:`port` and its length (for bind and connect).
+    /// 127.0.0.1, host byte order.
+    static let localhost: UInt32 = 0x7F00_0001
+
+    /// `address` (host byte order) as dotted decimal.
+    static func dotted(_ address: UInt32) -> String {
+        [24, 16, 8, 0].map { String((address >> UInt32($0)) & 0xFF) }.joined(separator: ".")
+    }
+
+    /// Calls `body` with the address `address`:`port` (127.0.0.1 unless told) and its length
+    /// (for bind and connect).
     static func withLoopbackAddress<Result>(
-        port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result
+        port: UInt16, address: UInt32 = localhost, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result
     ) -> Result {
-        var address = sockaddr_in()
+        var socketAddress = sockaddr_in()
         #if canImport(Darwin)
-        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+        socketAddress.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
         #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        return withUnsafePointer(to: &address) {
+        socketAddress.sin_family = sa_family_t(AF_INET)
+        socketAddress.sin_port = port.bigEndian
+        socketAddress.sin_addr = in_addr(s_addr: address.bigEndian)
+        return withUnsafePointer(to: &socketAddress) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 
-    /// A TCP socket listening on 127.0.0.1, with its port: `port`, or for 0 a free one that
-    /// ``OriginPorts`` chooses.
-    static func listeningSocket(choosing port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
-        guard port == 0 else { return try listeningSocket(port: port) }
-        var lastError = LoopbackOrigin.SocketError(operation: "bind(127.0.0.1)", code: EADDRINUSE)
+    /// A TCP socket listening on `address` (127.0.0.1 unless told), with its port: `port`, or
+    /// for 0 a free one that ``OriginPorts`` chooses.
+    static func listeningSocket(
+        choosing port: UInt16, address: UInt32 = localhost
+    ) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+        guard port == 0 else { return try listeningSocket(port: port, address: address) }
+        var lastError = LoopbackOrigin.SocketError(operation: "bind(\(dotted(address)))", code: EADDRINUSE)
         for _ in 0..<64 {
             let candidate = OriginPorts.candidate()
             do {
-                return try listeningSocket(port: candidate)
+                return try listeningSocket(port: candidate, address: address)
             } catch  where error.code == EADDRINUSE {
                 OriginPorts.release(candidate)
                 lastError = error
@@ -65,22 +76,25 @@ enum POSIX {
         return fd
     }
 
-    /// A TCP socket bound to 127.0.0.1:`port` (0: the kernel picks) and listening, with the port it got.
-    static func listeningSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
+    /// A TCP socket bound to `address`:`port` (127.0.0.1 unless told; port 0: the kernel picks)
+    /// and listening, with the port it got.
+    static func listeningSocket(
+        port: UInt16, address: UInt32 = localhost
+    ) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
         let fd = try streamSocket()
         // Lets `restart()` bind the same port while connections of the last run sit in TIME_WAIT.
         setOption(fd, SOL_SOCKET, SO_REUSEADDR)
 
-        let bound = withLoopbackAddress(port: port) { bind(fd, $0, $1) }
+        let bound = withLoopbackAddress(port: port, address: address) { bind(fd, $0, $1) }
         guard bound == 0 else {
             let code = errno
             close(fd)
-            throw LoopbackOrigin.SocketError(operation: "bind(127.0.0.1:\(port))", code: code)
+            throw LoopbackOrigin.SocketError(operation: "bind(\(dotted(address)):\(port))", code: code)
         }
         guard listen(fd, 128) == 0 else {
             let code = errno
             close(fd)
-            throw LoopbackOrigin.SocketError(operation: "listen(127.0.0.1:\(port))", code: code)
+            throw LoopbackOrigin.SocketError(operation: "listen(\(dotted(address)):\(port))", code: code)
         }
 
         var actual = sockaddr_in()

@@ -7,7 +7,9 @@ import Foundation
 /// Parsed with libxml2's HTML parser, which recovers from malformed markup as browsers do
 /// (unclosed elements, stray end tags, unquoted attributes). URLs are resolved against the
 /// document's base URL: the first `<base href>`, itself resolved against the document's URL
-/// ([HTML §4.2.3](https://html.spec.whatwg.org/multipage/semantics.html#the-base-element)).
+/// ([HTML §4.2.3](https://html.spec.whatwg.org/multipage/semantics.html#the-base-element)), as a
+/// browser resolves them ([URL Standard](https://url.spec.whatwg.org/): `http://a\@b/` is host
+/// `a`), not as Foundation's RFC 3986 parser would.
 public struct HTMLReferences: Sendable, Hashable {
     /// How a subresource is used, which says whether it is parsed in turn.
     public enum Kind: Sendable, Hashable {
@@ -28,10 +30,23 @@ public struct HTMLReferences: Sendable, Hashable {
         public var kind: Kind
     }
 
+    /// A subresource that cannot be fetched, and why.
+    public struct Unfetchable: Sendable, Hashable {
+        /// The reference as written (at most 200 characters of it).
+        public var reference: String
+        /// Why it is not fetched.
+        public var reason: String
+    }
+
     /// Subresources, in document order, each once.
     public var subresources: [Reference] = []
     /// Pages linked with `<a href>` and `<area href>`, in document order, each once.
     public var links: [URL] = []
+    /// Subresources that cannot be fetched (`file:`, `ftp:` and other schemes than `http` and
+    /// `https`; text that is not a URL), in document order, each once. Empty references, bare
+    /// fragments and `data:`, `blob:`, `about:` and `javascript:` URLs are in neither list: there
+    /// is nothing to fetch for them.
+    public var unfetchable: [Unfetchable] = []
     /// The base URL relative references were resolved against.
     public var baseURL: URL
     /// The encoding the document was decoded with (an IANA name, as libxml2 reports it), which
@@ -70,9 +85,10 @@ public struct HTMLReferences: Sendable, Hashable {
         self = collector.references(encoding: encoding)
     }
 
-    init(subresources: [Reference], links: [URL], baseURL: URL, encoding: String?) {
+    init(subresources: [Reference], links: [URL], unfetchable: [Unfetchable], baseURL: URL, encoding: String?) {
         self.subresources = subresources
         self.links = links
+        self.unfetchable = unfetchable
         self.baseURL = baseURL
         self.encoding = encoding
     }
@@ -81,24 +97,6 @@ public struct HTMLReferences: Sendable, Hashable {
 /// libxml2 asks for `xmlInitParser()` once, before threads parse at the same time; Swift runs a
 /// global's initializer exactly once, whichever thread gets there first.
 private let libxml2Initialized: Void = xmlInitParser()
-
-/// Resolves a URL found in a document or stylesheet: leading and trailing ASCII white space
-/// removed, the fragment dropped, and only `http` and `https` kept (`data:`, `blob:`,
-/// `javascript:`, `mailto:` and the rest are not fetched).
-func resolveReference(_ text: String, against base: URL) -> URL? {
-    let trimmed = text.trimmingCharacters(in: CharacterSet(charactersIn: " \t\n\r\u{0C}"))
-    guard !trimmed.isEmpty, !trimmed.hasPrefix("#"),
-        let resolved = URL(string: trimmed, relativeTo: base)?.absoluteURL,
-        let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https",
-        resolved.host?.isEmpty == false
-    else { return nil }
-    guard var components = URLComponents(url: resolved, resolvingAgainstBaseURL: false) else { return resolved }
-    if components.fragment != nil {
-        components.fragment = nil
-        return components.url ?? resolved
-    }
-    return resolved
-}
 
 /// The URLs of a `srcset` attribute ([HTML §4.8.4.3.10](https://html.spec.whatwg.org/multipage/images.html#parsing-a-srcset-attribute)):
 /// image candidates separated by commas, each a URL and optional descriptors (`2x`, `300w`),
@@ -136,7 +134,10 @@ func srcsetURLs(_ value: String) -> [String] {
 /// references.
 private struct Collector {
     let documentURL: URL
-    var base: URL?
+    /// The first `<base href>`: an http(s) URL, or the scheme of another.
+    var base: BrowserURL?
+    var baseScheme: String?
+    var hasBase = false
     /// References as written, with the element's kind; resolved at the end, once the base is
     /// known (a `<base>` counts wherever it is, as in browsers for later-parsed URLs).
     var found: [(text: String, kind: HTMLReferences.Kind)] = []
@@ -181,7 +182,16 @@ private struct Collector {
         if let style = attributes["style"] { cssReferences += CSSReferences.inDeclarations(style) }
         switch name {
         case "base":
-            if base == nil, let href = attributes["href"] { base = URL(string: href, relativeTo: documentURL) }
+            if !hasBase, let href = attributes["href"] {
+                // A base that is not a URL is ignored (HTML §4.2.3: the fallback base URL).
+                switch BrowserURL.parse(href, base: BrowserURL(documentURL)) {
+                case .url(let url):
+                    (hasBase, base) = (true, url)
+                case .otherScheme(let scheme):
+                    (hasBase, baseScheme) = (true, scheme)
+                case .failure: break
+                }
+            }
         case "img":
             add("src")
             addSrcset()
@@ -259,18 +269,34 @@ private struct Collector {
     }
 
     func references(encoding: String?) -> HTMLReferences {
-        let baseURL = base?.absoluteURL ?? documentURL
+        let document = BrowserURL(documentURL)
+        let base = hasBase ? self.base : document
+        let baseScheme = hasBase ? self.baseScheme : documentURL.scheme
         var seen = Set<URL>()
         var subresources: [HTMLReferences.Reference] = []
+        var unfetchable: [HTMLReferences.Unfetchable] = []
+        var seenUnfetchable = Set<String>()
         let inline = cssReferences.map { ($0.url, $0.kind == .import ? HTMLReferences.Kind.stylesheet : .other) }
         for (text, kind) in found + inline {
-            guard let url = resolveReference(text, against: baseURL), seen.insert(url).inserted else { continue }
-            subresources.append(HTMLReferences.Reference(url: url, kind: kind))
+            switch ReferenceTarget(text, base: base, baseScheme: baseScheme) {
+            case .url(_, let url):
+                if seen.insert(url).inserted { subresources.append(HTMLReferences.Reference(url: url, kind: kind)) }
+            case .unfetchable(let reason):
+                let shown = ReferenceTarget.shown(text)
+                if seenUnfetchable.insert(shown).inserted {
+                    unfetchable.append(.init(reference: shown, reason: reason))
+                }
+            case .nothing: continue
+            }
         }
         var linked = Set<URL>()
-        let links = foundLinks.compactMap { resolveReference($0, against: baseURL) }.filter {
-            linked.insert($0).inserted
+        let links = foundLinks.compactMap { text -> URL? in
+            guard case .url(_, let url) = ReferenceTarget(text, base: base, baseScheme: baseScheme) else { return nil }
+            return url
         }
-        return HTMLReferences(subresources: subresources, links: links, baseURL: baseURL, encoding: encoding)
+        .filter { linked.insert($0).inserted }
+        return HTMLReferences(
+            subresources: subresources, links: links, unfetchable: unfetchable,
+            baseURL: base?.foundationURL ?? documentURL, encoding: encoding)
     }
 }

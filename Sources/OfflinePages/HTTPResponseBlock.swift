@@ -78,53 +78,97 @@ public struct HTTPResponseBlock: Sendable, Hashable {
     /// block that ends with the head has an empty payload whatever the head's `Content-Length` or
     /// `Transfer-Encoding` say.
     public init(parsing block: [UInt8], payloadMayBeOmitted: Bool = false) throws(HTTPBlockError) {
-        var index = 0
+        guard let head = try HTTPResponseBlock.parseHead(block[...]) else {
+            throw HTTPBlockError(
+                message: block.isEmpty
+                    ? "the block is empty — a response record's block starts with the HTTP status line"
+                    : "the HTTP head does not end (no empty line after its fields) — the block is not an HTTP"
+                        + " response, or it was cut")
+        }
+        (version, statusCode, reason, fields, headLength) = (
+            head.version, head.statusCode, head.reason, head.fields, head.length
+        )
+        let rest = block[head.length...]
+        trailerFields = []
+        wasChunked = false
+        switch try HTTPResponseBlock.framing(of: head, restLength: rest.count, payloadMayBeOmitted: payloadMayBeOmitted)
+        {
+        case .empty:
+            payload = []
+        case .whole:
+            payload = Array(rest)
+        case .chunked:
+            var decoder = ChunkedPayloadDecoder()
+            var decoded: [UInt8] = []
+            try decoder.feed(rest, into: &decoded)
+            trailerFields = try decoder.finish()
+            payload = decoded
+            wasChunked = true
+        }
+    }
+
+    /// The head of an HTTP response: what comes before the payload.
+    struct Head: Sendable, Hashable {
+        var version: String
+        var statusCode: Int
+        var reason: String
+        var fields: [Field]
+        /// Its length in the block: status line, fields and the empty line.
+        var length: Int
+    }
+
+    /// Parses the HTTP/1.x response head at the start of `bytes` (RFC 9112 §4 status line, §5
+    /// field lines; a bare LF is tolerated for CRLF); nil when its end (the empty line) is not
+    /// in `bytes`.
+    static func parseHead(_ bytes: ArraySlice<UInt8>) throws(HTTPBlockError) -> Head? {
+        var index = bytes.startIndex
         var lines: [ArraySlice<UInt8>] = []
         while true {
-            guard let newline = block[index...].firstIndex(of: 0x0A) else {
-                throw HTTPBlockError(
-                    message: lines.isEmpty && index == block.count
-                        ? "the block is empty — a response record's block starts with the HTTP status line"
-                        : "the HTTP head does not end (no empty line after its fields) — the block is not an HTTP"
-                            + " response, or it was cut")
-            }
-            var line = block[index..<newline]
+            guard let newline = bytes[index...].firstIndex(of: 0x0A) else { return nil }
+            var line = bytes[index..<newline]
             if line.last == 0x0D { line = line.dropLast() }
             index = newline + 1
             if line.isEmpty { break }
             lines.append(line)
         }
-        headLength = index
         guard let statusLine = lines.first else {
             throw HTTPBlockError(
                 message: "the block starts with an empty line, not an HTTP status line — it is not an HTTP response")
         }
-        (version, statusCode, reason) = try HTTPResponseBlock.parseStatusLine(statusLine)
-        fields = try HTTPResponseBlock.parseFields(lines.dropFirst(), kind: "header")
-        trailerFields = []
-        wasChunked = false
-        let rest = block[index...]
-        if payloadMayBeOmitted && rest.isEmpty {
-            payload = []
-            return
-        }
+        let (version, statusCode, reason) = try parseStatusLine(statusLine)
+        return Head(
+            version: version, statusCode: statusCode, reason: reason,
+            fields: try parseFields(lines.dropFirst(), kind: "header"),
+            length: index - bytes.startIndex)
+    }
+
+    /// How a payload follows its head.
+    enum Framing: Sendable, Hashable {
+        /// No payload (a `revisit` record's head alone).
+        case empty
+        /// The rest of the block, as it is.
+        case whole
+        /// The rest of the block, in chunked transfer coding (RFC 9112 §7.1).
+        case chunked
+    }
+
+    /// How the payload after `head` is framed when `restLength` bytes of the block follow it;
+    /// throws when its `Content-Length` does not match them.
+    ///
+    /// With `payloadMayBeOmitted` (`revisit` records, responses to HEAD requests) a head with
+    /// nothing after it has no payload whatever its fields say.
+    static func framing(
+        of head: Head, restLength: Int, payloadMayBeOmitted: Bool
+    ) throws(HTTPBlockError) -> Framing {
+        if payloadMayBeOmitted && restLength == 0 { return .empty }
         // RFC 9112 §6.3: 1xx, 204 and 304 responses have no content whatever their fields say.
-        if (100..<200).contains(statusCode) || statusCode == 204 || statusCode == 304 {
-            payload = Array(rest)
-            return
-        }
-        if let codings = HTTPResponseBlock.combined(fields, "Transfer-Encoding") {
+        if (100..<200).contains(head.statusCode) || head.statusCode == 204 || head.statusCode == 304 { return .whole }
+        if let codings = combined(head.fields, "Transfer-Encoding") {
             let last = codings.split(separator: ",").last.map { String($0).lowercased() } ?? ""
-            if WARCSyntax.text(WARCSyntax.trimmed(Array(last.utf8)[...])) == "chunked" {
-                (payload, trailerFields) = try HTTPResponseBlock.dechunk(rest)
-                wasChunked = true
-            } else {
-                // Not chunked last: the payload runs to the end (RFC 9112 §6.3).
-                payload = Array(rest)
-            }
-            return
+            // Not chunked last: the payload runs to the end (RFC 9112 §6.3).
+            return WARCSyntax.text(WARCSyntax.trimmed(Array(last.utf8)[...])) == "chunked" ? .chunked : .whole
         }
-        if let lengthText = HTTPResponseBlock.combined(fields, "Content-Length") {
+        if let lengthText = combined(head.fields, "Content-Length") {
             // RFC 9110 §8.6: a list of identical values is one value.
             let values = Set(
                 lengthText.split(separator: ",").map { WARCSyntax.text(WARCSyntax.trimmed(Array($0.utf8)[...])) })
@@ -135,16 +179,16 @@ public struct HTTPResponseBlock: Sendable, Hashable {
                     message: "Content-Length \"\(lengthText)\" is not one number of bytes — the response head is"
                         + " malformed")
             }
-            guard rest.count == length else {
+            guard restLength == length else {
                 throw HTTPBlockError(
-                    message: rest.count < length
-                        ? "the payload has \(rest.count) bytes but Content-Length says \(length) — the response was"
+                    message: restLength < length
+                        ? "the payload has \(restLength) bytes but Content-Length says \(length) — the response was"
                             + " cut off when it was archived; its payload is incomplete"
-                        : "the payload has \(rest.count) bytes, more than the \(length) Content-Length says — the"
+                        : "the payload has \(restLength) bytes, more than the \(length) Content-Length says — the"
                             + " block holds more than this response; the record is malformed")
             }
         }
-        payload = Array(rest)
+        return .whole
     }
 
     private static func parseStatusLine(
@@ -199,70 +243,136 @@ public struct HTTPResponseBlock: Sendable, Hashable {
         return fields
     }
 
-    /// The content of a chunked body (RFC 9112 §7.1): `chunk-size [chunk-ext] CRLF chunk-data CRLF`
-    /// repeated, a last chunk of size 0, trailer fields, and an empty line (which may be missing
-    /// at the very end). A bare LF is tolerated for CRLF.
-    static func dechunk(_ body: ArraySlice<UInt8>) throws(HTTPBlockError) -> (payload: [UInt8], trailers: [Field]) {
-        var index = body.startIndex
-        var payload: [UInt8] = []
-        let cut = "the response was cut off when it was archived; its payload is incomplete"
-        func line() throws(HTTPBlockError) -> ArraySlice<UInt8>? {
-            guard index < body.endIndex else { return nil }
-            guard let newline = body[index...].firstIndex(of: 0x0A) else {
-                throw HTTPBlockError(
-                    message: "the chunked payload ends inside a line (\(WARCSyntax.quoted(body[index...]))) — \(cut)")
-            }
-            var text = body[index..<newline]
-            if text.last == 0x0D { text = text.dropLast() }
-            index = newline + 1
-            return text
-        }
-        while true {
-            guard let sizeLine = try line() else {
-                throw HTTPBlockError(
-                    message: "the chunked payload ends after \(payload.count) bytes without its last chunk (size 0)"
-                        + " — \(cut)")
-            }
-            let digits = sizeLine.prefix { WARCSyntax.hexValue($0) != nil }
-            let extensions = WARCSyntax.trimmed(sizeLine.dropFirst(digits.count))
-            guard !digits.isEmpty, digits.count <= 15, extensions.isEmpty || extensions.first == UInt8(ascii: ";")
-            else {
-                throw HTTPBlockError(
-                    message: "the chunk size line \(WARCSyntax.quoted(sizeLine)) is not a hexadecimal size with"
-                        + " optional ;extensions (RFC 9112 §7.1) — the payload is not chunked as its"
-                        + " Transfer-Encoding says")
-            }
-            let size = digits.reduce(0) { $0 << 4 | Int(WARCSyntax.hexValue($1)!) }
-            if size == 0 { break }
-            guard body.endIndex - index >= size else {
-                throw HTTPBlockError(
-                    message: "a chunk of \(size) bytes has only \(body.endIndex - index) left in the block — \(cut)")
-            }
-            payload.append(contentsOf: body[index..<index + size])
-            index += size
-            if body[index...].starts(with: [0x0D, 0x0A]) {
-                index += 2
-            } else if body[index...].first == 0x0A {
+    static func parseTrailer(_ lines: [[UInt8]]) throws(HTTPBlockError) -> [Field] {
+        try parseFields(lines.map { $0[...] }[...], kind: "trailer")
+    }
+}
+
+/// The content of a chunked payload (RFC 9112 §7.1), decoded as the block's bytes come:
+/// `chunk-size [chunk-ext] CRLF chunk-data CRLF` repeated, a last chunk of size 0, trailer
+/// fields, and an empty line (which may be missing at the very end). A bare LF is tolerated for
+/// CRLF. Lines are bounded (64 KiB each, the trailer section in all), so memory is too.
+struct ChunkedPayloadDecoder {
+    private enum State {
+        case sizeLine
+        case data(size: Int, remaining: Int)
+        /// After a chunk's data: its CRLF (`sawCR` once the CR is in).
+        case dataEnd(size: Int, sawCR: Bool)
+        case trailer
+        case done
+    }
+
+    static let lineLimit = 64 * 1024
+    private var state = State.sizeLine
+    /// The line being read, without its LF.
+    private var line: [UInt8] = []
+    private var trailerLines: [[UInt8]] = []
+    private var trailerBytes = 0
+    private var decoded = 0
+    /// Bytes after the end of the payload.
+    private var extra = 0
+    private let cut = "the response was cut off when it was archived; its payload is incomplete"
+
+    /// Decodes `bytes`, appending the payload's to `output`.
+    mutating func feed(_ bytes: ArraySlice<UInt8>, into output: inout [UInt8]) throws(HTTPBlockError) {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            switch state {
+            case .data(let size, let remaining):
+                let take = min(remaining, bytes.endIndex - index)
+                output.append(contentsOf: bytes[index..<index + take])
+                index += take
+                decoded += take
+                state =
+                    remaining == take
+                    ? .dataEnd(size: size, sawCR: false) : .data(size: size, remaining: remaining - take)
+            case .dataEnd(let size, let sawCR):
+                let byte = bytes[index]
+                if byte == 0x0A {
+                    state = .sizeLine
+                } else if byte == 0x0D, !sawCR {
+                    state = .dataEnd(size: size, sawCR: true)
+                } else {
+                    throw HTTPBlockError(
+                        message: "chunk data of \(size) bytes is followed by"
+                            + " \(WARCSyntax.quoted(bytes[(sawCR ? index - 1 : index)...].prefix(8), limit: 8)), not"
+                            + " CRLF — the chunk sizes are wrong; the payload is damaged")
+                }
                 index += 1
-            } else if index == body.endIndex {
-                throw HTTPBlockError(message: "the chunked payload ends right after a chunk's data — \(cut)")
-            } else {
-                throw HTTPBlockError(
-                    message: "chunk data of \(size) bytes is followed by"
-                        + " \(WARCSyntax.quoted(body[index...], limit: 8)), not CRLF — the chunk sizes are wrong;"
-                        + " the payload is damaged")
+            case .sizeLine, .trailer:
+                let newline = bytes[index...].firstIndex(of: 0x0A) ?? bytes.endIndex
+                line.append(contentsOf: bytes[index..<newline])
+                guard line.count <= Self.lineLimit else {
+                    throw HTTPBlockError(
+                        message: "a line of the chunked payload is longer than \(Self.lineLimit / 1024) KiB — the"
+                            + " payload is not chunked as its Transfer-Encoding says")
+                }
+                index = newline
+                guard newline < bytes.endIndex else { break }
+                index += 1
+                if line.last == 0x0D { line.removeLast() }
+                try endLine()
+            case .done:
+                extra += bytes.endIndex - index
+                index = bytes.endIndex
             }
         }
-        // The trailer section (RFC 9112 §7.1.2), ended by an empty line or, leniently, the block's end.
-        var trailerLines: [ArraySlice<UInt8>] = []
-        while let trailer = try line(), !trailer.isEmpty { trailerLines.append(trailer) }
-        let trailers = try parseFields(trailerLines[...], kind: "trailer")
-        guard index == body.endIndex else {
-            throw HTTPBlockError(
-                message: "\(body.endIndex - index) bytes follow the end of the chunked payload — the block holds"
-                    + " more than this response; the record is malformed")
+    }
+
+    private mutating func endLine() throws(HTTPBlockError) {
+        defer { line.removeAll(keepingCapacity: true) }
+        if case .trailer = state {
+            // The trailer section (RFC 9112 §7.1.2) ends with an empty line.
+            if line.isEmpty {
+                state = .done
+                return
+            }
+            trailerBytes += line.count
+            guard trailerBytes <= Self.lineLimit else {
+                throw HTTPBlockError(
+                    message: "the chunked payload's trailer section is longer than \(Self.lineLimit / 1024) KiB"
+                        + " — the payload is damaged")
+            }
+            trailerLines.append(line)
+            return
         }
-        return (payload, trailers)
+        let digits = line.prefix { WARCSyntax.hexValue($0) != nil }
+        let extensions = WARCSyntax.trimmed(line.dropFirst(digits.count))
+        guard !digits.isEmpty, digits.count <= 15, extensions.isEmpty || extensions.first == UInt8(ascii: ";") else {
+            throw HTTPBlockError(
+                message: "the chunk size line \(WARCSyntax.quoted(line[...])) is not a hexadecimal size with"
+                    + " optional ;extensions (RFC 9112 §7.1) — the payload is not chunked as its"
+                    + " Transfer-Encoding says")
+        }
+        let size = digits.reduce(0) { $0 << 4 | Int(WARCSyntax.hexValue($1) ?? 0) }
+        state = size == 0 ? .trailer : .data(size: size, remaining: size)
+    }
+
+    /// The block ended: the trailer fields, or why the payload is not complete.
+    mutating func finish() throws(HTTPBlockError) -> [HTTPResponseBlock.Field] {
+        switch state {
+        case .sizeLine where line.isEmpty:
+            throw HTTPBlockError(
+                message: "the chunked payload ends after \(decoded) bytes without its last chunk (size 0) — \(cut)")
+        case .sizeLine:
+            throw HTTPBlockError(
+                message: "the chunked payload ends inside a line (\(WARCSyntax.quoted(line[...]))) — \(cut)")
+        case .trailer where !line.isEmpty:
+            throw HTTPBlockError(
+                message: "the chunked payload ends inside a line (\(WARCSyntax.quoted(line[...]))) — \(cut)")
+        case .data(let size, let remaining):
+            throw HTTPBlockError(
+                message: "a chunk of \(size) bytes has only \(size - remaining) left in the block — \(cut)")
+        case .dataEnd:
+            throw HTTPBlockError(message: "the chunked payload ends right after a chunk's data — \(cut)")
+        case .trailer, .done:
+            guard extra == 0 else {
+                throw HTTPBlockError(
+                    message: "\(extra) bytes follow the end of the chunked payload — the block holds"
+                        + " more than this response; the record is malformed")
+            }
+            return try HTTPResponseBlock.parseTrailer(trailerLines)
+        }
     }
 }
 

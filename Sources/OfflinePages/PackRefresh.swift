@@ -63,8 +63,8 @@ extension HTTPCache {
         var options = old.options ?? SaveOptions()
         options.name = name
         let limit = options.maximumResourceSize
-        var saver = PageSaver(page: page, options: options) { job in
-            await PageSaver.revalidate(job, through: self, limit: limit)
+        var saver = try PageSaver(page: page, options: options) { job, scope in
+            await PageSaver.revalidate(job, scope: scope, through: self, limit: limit)
         }
         let fresh = try await saver.run { _ in }
         let current = Set(fresh.resources.map(\.url))
@@ -104,11 +104,19 @@ extension HTTPCache {
 
 extension PageSaver {
     /// Asks the origin whether one resource changed, with the validators of what is stored,
-    /// following redirects. A changed response is staged (nothing stored changes); an
-    /// unchanged one's stored body is read when the resource is read for more.
-    static func revalidate(_ job: Job, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+    /// following redirects where `scope` allows (decided before the target is asked). A changed
+    /// response is staged (nothing stored changes); an unchanged one's stored body is read when
+    /// the resource is read for more.
+    static func revalidate(_ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?) async -> Fetched {
         var fetched = Fetched(job: job)
         var url = job.url
+        /// The resource is not in the new version: nothing of its redirects either.
+        func problem(_ reason: String, failure: Bool) -> Fetched {
+            var failed = Fetched(job: job)
+            failed.bytes = fetched.bytes
+            failed.problem = OfflinePack.Problem(url: job.url.absoluteString, reason: reason, isFailure: failure)
+            return failed
+        }
         do {
             for _ in 0...cache.configuration.maximumRedirects {
                 let live = try cache.entries(for: url).first { $0.isComplete }
@@ -130,12 +138,11 @@ extension PageSaver {
                     for try await _ in response.body {}
                     fetched.unchanged.append(url.absoluteString)
                     fetched.stored.append(OfflinePack.Resource(live, url: url))
-                    if (300..<400).contains(live.status),
-                        let next = live.fields["Location"].flatMap({
-                            URL(string: $0, relativeTo: url)?.absoluteURL
-                        })
-                    {
-                        url = next
+                    if (300..<400).contains(live.status), let location = live.fields["Location"] {
+                        switch scope.redirect(from: url, to: location) {
+                        case .success(let next): url = next
+                        case .failure(let refusal): return problem(refusal.reason, failure: false)
+                        }
                         continue
                     }
                     if reads(job.role, contentType: live.fields["Content-Type"]) {
@@ -145,16 +152,15 @@ extension PageSaver {
                 }
                 for try await chunk in response.body {
                     body += chunk
-                    if let limit, body.count > limit {
-                        fetched.problem = OfflinePack.Problem(
-                            url: url.absoluteString, reason: Self.overLimit(limit), isFailure: false)
-                        return fetched
-                    }
+                    if let limit, body.count > limit { return problem(Self.overLimit(limit), failure: false) }
                 }
                 fetched.bytes += Int64(body.count)
-                if (300..<400).contains(status), let location = head["Location"],
-                    let next = URL(string: location, relativeTo: url)?.absoluteURL
-                {
+                if (300..<400).contains(status), let location = head["Location"] {
+                    let next: URL
+                    switch scope.redirect(from: url, to: location) {
+                    case .success(let target): next = target
+                    case .failure(let refusal): return problem(refusal.reason, failure: false)
+                    }
                     // A redirect has no validator as a rule: unchanged when it leads to the same place.
                     if let live, live.status == status, live.fields["Location"] == location {
                         fetched.unchanged.append(url.absoluteString)
@@ -170,11 +176,7 @@ extension PageSaver {
                     url = next
                     continue
                 }
-                guard (200..<300).contains(status) else {
-                    fetched.problem = OfflinePack.Problem(
-                        url: url.absoluteString, reason: httpFailure(status), isFailure: true)
-                    return fetched
-                }
+                guard (200..<300).contains(status) else { return problem(httpFailure(status), failure: true) }
                 fetched.staged.append(
                     StagedResponse(url: url.absoluteString, status: status, fields: fields, body: body))
                 fetched.stored.append(
@@ -184,13 +186,10 @@ extension PageSaver {
                         lastModified: head["Last-Modified"], savedAt: Date().timeIntervalSince1970))
                 return document(fetched, body, url: url, contentType: head["Content-Type"])
             }
-            fetched.problem = OfflinePack.Problem(
-                url: job.url.absoluteString, reason: "too many redirects", isFailure: true)
+            return problem("too many redirects (more than \(cache.configuration.maximumRedirects))", failure: true)
         } catch {
-            fetched.problem = OfflinePack.Problem(
-                url: url.absoluteString, reason: String(describing: error), isFailure: true)
+            return problem(String(describing: error), failure: true)
         }
-        return fetched
     }
 
     private static func document(_ fetched: Fetched, _ body: Data, url: URL, contentType: String?) -> Fetched {

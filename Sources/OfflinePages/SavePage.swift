@@ -74,8 +74,8 @@ extension HTTPCache {
         let limit = options.maximumResourceSize
         let task = Task {
             defer { continuation.finish() }
-            var saver = PageSaver(page: url, options: options) { job in
-                await PageSaver.fetch(job, through: self, limit: limit)
+            var saver = try PageSaver(page: url, options: options) { job, scope in
+                await PageSaver.fetch(job, scope: scope, through: self, limit: limit)
             }
             let pack = try await saver.run { continuation.yield($0) }
             try Task.checkCancellation()
@@ -137,13 +137,16 @@ struct PageSaver {
         var unchanged: [String] = []
     }
 
+    /// The page, as it is requested.
     let page: URL
-    /// The page's origin (RFC 9110 §4.3.1: scheme, host and port, normalized).
-    let pageOrigin: String?
+    /// What may be requested: the page's origin, others with `includesThirdParty`.
+    let scope: SaveScope
     let options: SaveOptions
     /// Fetches one resource: through the cache for a save, conditionally for a refresh.
-    let fetch: @Sendable (Job) async -> Fetched
+    let fetch: @Sendable (Job, SaveScope) async -> Fetched
     private var seen = Set<URL>()
+    /// References that cannot be fetched, as reported.
+    private var seenUnfetchable = Set<String>()
     /// Jobs found; those before `nextJob` have been started.
     private var queue: [Job] = []
     private var nextJob = 0
@@ -155,28 +158,33 @@ struct PageSaver {
     private(set) var staged: [StagedResponse] = []
     private(set) var unchanged: [String] = []
 
-    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job) async -> Fetched) {
-        self.page = page
-        pageOrigin = CacheGroups.origin(of: page.absoluteString)
+    /// - Throws: ``SavePageError`` when `page` is not an `http` or `https` URL.
+    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job, SaveScope) async -> Fetched)
+        throws(SavePageError)
+    {
+        guard case .url(let parsed, let url) = ReferenceTarget(page.absoluteString, base: nil) else {
+            throw SavePageError(url: page.absoluteString, reason: "only http and https pages can be saved")
+        }
+        self.page = url
+        scope = SaveScope(page: parsed, includesThirdParty: options.includesThirdParty)
         self.options = options
         self.fetch = fetch
     }
 
     mutating func run(_ report: (SaveProgress) -> Void) async throws -> OfflinePack {
         let started = Date().timeIntervalSince1970
-        guard let first = resolveReference(page.absoluteString, against: page) else {
-            throw SavePageError(url: page.absoluteString, reason: "only http and https pages can be saved")
-        }
+        let first = page
         enqueue(first, .page(depth: max(0, options.depth)))
         let jobs = max(1, options.jobs)
         let fetch = self.fetch
+        let scope = self.scope
         try await withThrowingTaskGroup(of: Fetched.self) { group in
             var running = 0
             while true {
                 while running < jobs, nextJob < queue.count {
                     let job = queue[nextJob]
                     nextJob += 1
-                    group.addTask { await fetch(job) }
+                    group.addTask { await fetch(job, scope) }
                     running += 1
                 }
                 guard running > 0, let fetched = try await group.next() else { break }
@@ -199,25 +207,30 @@ struct PageSaver {
 
     private mutating func enqueue(_ url: URL, _ role: Role) {
         guard seen.insert(url).inserted else { return }
-        if case .page(let depth) = role, depth < options.depth, !isSameOrigin(url), !options.includesThirdParty {
+        guard let parsed = BrowserURL(url) else { return skip(url.absoluteString, "not an http or https URL") }
+        if case .page(let depth) = role, depth < options.depth, parsed.origin != scope.page.origin,
+            !options.includesThirdParty
+        {
             // A link to another origin is not followed; it is not something the page needs.
             return
         }
+        if let refusal = scope.refusal(parsed) { return skip(url.absoluteString, refusal) }
         progress.total += 1
-        if !options.includesThirdParty, !isSameOrigin(url) {
-            problems.append(
-                OfflinePack.Problem(
-                    url: url.absoluteString,
-                    reason: "another origin (third party); saved only with includesThirdParty (--third-party)",
-                    isFailure: false))
-            progress.done += 1
-            return
-        }
         queue.append(Job(url: url, role: role))
     }
 
-    /// Whether `url` has the page's origin (RFC 9110 §4.3.1: scheme, host and port, normalized).
-    private func isSameOrigin(_ url: URL) -> Bool { CacheGroups.origin(of: url.absoluteString) == pageOrigin }
+    /// Reports a resource the page needs that is not fetched.
+    private mutating func skip(_ url: String, _ reason: String) {
+        progress.total += 1
+        progress.done += 1
+        problems.append(OfflinePack.Problem(url: url, reason: reason, isFailure: false))
+    }
+
+    /// Reports a reference that cannot be fetched, once.
+    private mutating func skipUnfetchable(_ reference: String, _ reason: String) {
+        guard seenUnfetchable.insert(reference).inserted else { return }
+        skip(reference, reason)
+    }
 
     private mutating func record(_ fetched: Fetched) {
         progress.done += 1
@@ -235,9 +248,14 @@ struct PageSaver {
         case .stylesheet(let referrerCharset):
             let text = CSSReferences.decodeStylesheet(
                 document.bytes, contentTypeCharset: document.charset, referrerCharset: referrerCharset)
+            let base = BrowserURL(document.url)
             for reference in CSSReferences.inStylesheet(text) {
-                guard let url = resolveReference(reference.url, against: document.url) else { continue }
-                enqueue(url, reference.kind == .import ? .stylesheet(referrerCharset: referrerCharset) : .other)
+                switch ReferenceTarget(reference.url, base: base, baseScheme: document.url.scheme) {
+                case .url(_, let url):
+                    enqueue(url, reference.kind == .import ? .stylesheet(referrerCharset: referrerCharset) : .other)
+                case .unfetchable(let reason): skipUnfetchable(ReferenceTarget.shown(reference.url), reason)
+                case .nothing: break
+                }
             }
         case .other: break
         }
@@ -254,14 +272,16 @@ struct PageSaver {
             case .other: enqueue(reference.url, .other)
             }
         }
+        for reference in references.unfetchable { skipUnfetchable(reference.reference, reference.reason) }
         if depth > 0 {
             for link in references.links { enqueue(link, .page(depth: depth - 1)) }
         }
     }
 
     /// Fetches one resource through the cache, storing it whatever RFC 9111 says, and keeps
-    /// the body only when it is read for more.
-    static func fetch(_ job: Job, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+    /// the body only when it is read for more. A redirect is followed only where `scope` allows,
+    /// decided before its target is requested.
+    static func fetch(_ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?) async -> Fetched {
         var fetched = Fetched(job: job)
         let url = job.url.absoluteString
         func problem(_ reason: String, failure: Bool = true) -> Fetched {
@@ -270,12 +290,24 @@ struct PageSaver {
         }
         do {
             var hops: [CachedResponseHead] = []
-            let (head, body) = try await cache.bytes(for: URLRequest(url: job.url), forceStore: true) {
-                hops.append($0)
-            }
-            let now = Date().timeIntervalSince1970
-            fetched.stored = hops.map { OfflinePack.Resource($0, size: 0, savedAt: now) }
+            var refused: String?
+            let (head, body) = try await cache.bytes(
+                for: URLRequest(url: job.url), forceStore: true,
+                follow: { from, location in
+                    switch scope.redirect(from: from, to: location) {
+                    case .success(let next): return next
+                    case .failure(let refusal):
+                        refused = refusal.reason
+                        return nil
+                    }
+                },
+                redirected: { hops.append($0) })
+            // The redirect not followed is left unread: nothing of it is stored.
+            if let refused { return problem(refused, failure: false) }
             guard (200..<300).contains(head.statusCode) else {
+                if cache.configuration.followsRedirects, isRedirect(head.statusCode), head.fields["Location"] != nil {
+                    return problem("too many redirects (more than \(cache.configuration.maximumRedirects))")
+                }
                 return problem(httpFailure(head.statusCode))
             }
             if let limit, let expected = head.expectedLength, expected > limit {
@@ -299,7 +331,9 @@ struct PageSaver {
                 return problem("received but not stored (\(head.reasons.map(\.description).joined(separator: "; ")))")
             }
             for hop in hops { _ = cache.pin(hop.url) }
-            fetched.stored.append(OfflinePack.Resource(head, size: size, savedAt: Date().timeIntervalSince1970))
+            let now = Date().timeIntervalSince1970
+            fetched.stored = hops.map { OfflinePack.Resource($0, size: 0, savedAt: now) }
+            fetched.stored.append(OfflinePack.Resource(head, size: size, savedAt: now))
             if reads { fetched.document = Document(bytes, url: head.url, contentType: contentType) }
         } catch is CancellationError {
             return problem("cancelled")
@@ -308,6 +342,9 @@ struct PageSaver {
         }
         return fetched
     }
+
+    /// Whether `status` is a redirect the cache follows (RFC 9110 §15.4).
+    static func isRedirect(_ status: Int) -> Bool { [301, 302, 303, 307, 308].contains(status) }
 
     /// Whether a resource in `role` is read for what it refers to: an HTML document (or one
     /// without a type) as a page or frame, any stylesheet.

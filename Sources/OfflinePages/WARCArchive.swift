@@ -17,24 +17,6 @@ public struct WARCExport: Sendable, Hashable {
     public var fileBytes: Int64
 }
 
-/// What `HTTPCache.importWARC(from:name:)` stored.
-public struct WARCImport: Sendable, Hashable {
-    /// The pack made of the stored responses.
-    public var pack: OfflinePack
-    /// `revisit` records stored with the payload they refer to.
-    public var revisits: Int
-    /// Records not stored, with why (request, metadata and warcinfo records are not counted).
-    public var skipped: [Skipped]
-
-    /// A record not stored.
-    public struct Skipped: Sendable, Hashable {
-        /// Where the record starts in the file.
-        public var offset: Int64
-        /// Why it was not stored.
-        public var reason: String
-    }
-}
-
 extension HTTPCache {
     /// Writes stored responses to a WARC 1.1 file (ISO 28500), each record gzipped on its own
     /// (a `.warc.gz` that web-archiving tools read and index): a `warcinfo` record, then a
@@ -104,83 +86,5 @@ extension HTTPCache {
         closed = true
         try writer.close()
         return export
-    }
-
-    /// Stores every HTTP `response` record of a WARC file (`.warc` or `.warc.gz`, WARC 1.0 or
-    /// 1.1, from this or any other tool), pinned, and makes them a pack named `name` (default:
-    /// the file's name). Chunked payloads are stored de-chunked; a `revisit` record of the
-    /// identical-payload-digest profile is stored with the payload of the record it refers to.
-    /// A later record for the same URL replaces an earlier one.
-    ///
-    /// A truncated or corrupt file stops the import with a `WARCError` naming the offset of
-    /// the bad record: the records before it are stored (not pinned, and no pack is made),
-    /// nothing from it onward.
-    public func importWARC(from path: String, name: String? = nil) async throws -> WARCImport {
-        var reader = try WARCReader(path: path)
-        let replayer = Replayer(self)
-        var stored: [String: OfflinePack.Resource] = [:]
-        var order: [String] = []
-        var byDigest: [String: String] = [:]
-        var result = WARCImport(
-            pack: OfflinePack(name: "", page: "", savedAt: 0, resources: []), revisits: 0, skipped: [])
-        while let record = try reader.next() {
-            guard let type = record.type?.lowercased(), type == "response" || type == "revisit" else { continue }
-            guard let uri = record.targetURI, let url = URL(string: uri),
-                ["http", "https"].contains(url.scheme?.lowercased() ?? "")
-            else {
-                result.skipped.append(
-                    .init(offset: record.offset, reason: "not an http(s) response: \(record.targetURI ?? "no target")"))
-                continue
-            }
-            let block: HTTPResponseBlock
-            do {
-                block = try HTTPResponseBlock(record: record)
-            } catch {
-                result.skipped.append(.init(offset: record.offset, reason: "\(uri): \(error)"))
-                continue
-            }
-            var payload = block.payload
-            var fields = block.fields
-            if type == "revisit" {
-                // The identical-payload-digest profile refers to an earlier record's payload.
-                guard let digest = record[field: "WARC-Payload-Digest"], let earlier = byDigest[digest],
-                    let earlierURL = URL(string: earlier),
-                    let entry = try entries(for: earlierURL).first(where: \.isComplete)
-                else {
-                    result.skipped.append(
-                        .init(
-                            offset: record.offset,
-                            reason: "revisit of \(uri): the record it refers to is not in this file"))
-                    continue
-                }
-                payload = try store.body(of: entry.id)
-                if block.statusCode == 304 || fields.isEmpty {
-                    fields = entry.fields.map { HTTPResponseBlock.Field($0.name, $0.value) }
-                }
-                result.revisits += 1
-            }
-            var headers: [String: String] = [:]
-            for field in fields
-            where !["transfer-encoding", "content-length", "connection", "keep-alive"].contains(field.name.lowercased())
-            {
-                headers[field.name] = headers[field.name].map { "\($0), \(field.value)" } ?? field.value
-            }
-            headers["Content-Length"] = String(payload.count)
-            let status = block.statusCode == 304 && type == "revisit" ? 200 : block.statusCode
-            try await replayer.store(StagedResponse(url: uri, status: status, fields: headers, body: Data(payload)))
-            if let digest = record[field: "WARC-Payload-Digest"] { byDigest[digest] = uri }
-            if stored[uri] == nil { order.append(uri) }
-            stored[uri] = OfflinePack.Resource(
-                url: uri, status: status, size: Int64(payload.count), contentType: headers["Content-Type"],
-                etag: headers["ETag"], lastModified: headers["Last-Modified"], savedAt: Date().timeIntervalSince1970)
-        }
-        for uri in order { _ = URL(string: uri).map(pin) }
-        let page = order.first { stored[$0]?.contentType.map(mediaType) == "text/html" } ?? order.first ?? ""
-        let pack = OfflinePack(
-            name: name ?? (path as NSString).lastPathComponent, page: page, savedAt: Date().timeIntervalSince1970,
-            resources: order.compactMap { stored[$0] })
-        try PackRecord.write(pack, to: store)
-        result.pack = pack
-        return result
     }
 }

@@ -2,8 +2,9 @@
 /// (one member per record, or any other split into members: "record-at-time compression" is a
 /// recommendation, not a rule).
 ///
-/// The file is read in 64 KiB pieces and never held whole: only the current record's block is in
-/// memory, so files of any size work.
+/// The file is read in 64 KiB pieces and never held whole. ``next()`` holds the current record's
+/// block in memory; ``nextHeader()`` and ``readBlock(maximum:)`` stream it, so records of any size
+/// work (a block not read is skipped).
 ///
 /// ```swift
 /// var reader = try WARCReader(path: "pages.warc.gz")
@@ -40,6 +41,28 @@ public struct WARCReader {
     public mutating func next() throws(WARCError) -> WARCRecord? {
         try state.next()
     }
+
+    /// The next record's header, its `block` left empty, or nil after the last record. Its block
+    /// is read with ``readBlock(maximum:)``; what is not read of it is skipped by the next call
+    /// to `nextHeader()` or ``next()`` (unchecked: a block skipped is not compared with its
+    /// digest).
+    public mutating func nextHeader() throws(WARCError) -> WARCRecord? {
+        try state.nextHeader()
+    }
+
+    /// The next bytes (at most `maximum`, at least 1) of the block of the record ``nextHeader()``
+    /// returned; nil once it has all been read.
+    ///
+    /// The call that returns the block's last bytes has already checked the record's end and
+    /// compared the block with its SHA-1 `WARC-Block-Digest`: on a mismatch it throws instead of
+    /// returning them (the reader is still in step), so whoever stores the block as it streams
+    /// never takes in the whole of a damaged one.
+    public mutating func readBlock(maximum: Int = 1 << 16) throws(WARCError) -> [UInt8]? {
+        try state.readBlock(maximum: max(1, maximum))
+    }
+
+    /// The bytes of the current record's block not read yet.
+    public var unreadBlockBytes: Int { state.unreadBlockBytes }
 }
 
 /// The reader's state: a class so that the file closes when the last copy goes.
@@ -68,16 +91,115 @@ final class WARCReaderState {
         }
     }
 
+    /// The block of the record whose header was read last, while some of it is unread.
+    private struct OpenBlock {
+        var record: WARCRecord
+        var length: Int
+        var remaining: Int
+        /// Where the record starts within its gzip member's data (for error messages).
+        var within: Int64
+        /// The block's SHA-1 so far, when it has a SHA-1 digest to compare.
+        var hash: SHA1?
+    }
+
+    private var open: OpenBlock?
+
+    var unreadBlockBytes: Int { open?.remaining ?? 0 }
+
     func next() throws(WARCError) -> WARCRecord? {
+        guard var record = try nextHeader() else { return nil }
+        var block: [UInt8] = []
+        block.reserveCapacity(min(unreadBlockBytes, 1 << 26))
+        while let piece = try readBlock(maximum: 1 << 20) { block += piece }
+        record.block = block
+        return record
+    }
+
+    func nextHeader() throws(WARCError) -> WARCRecord? {
         if let failure { throw failure }
-        let record: WARCRecord?
-        do { record = try readRecord() } catch {
+        do {
+            try skipBlock()
+            return try readRecord()
+        } catch {
             failure = error
             throw error
         }
-        // A digest mismatch leaves the reader in step: it is not remembered.
-        if let record { try checkBlockDigest(of: record) }
-        return record
+    }
+
+    func readBlock(maximum: Int) throws(WARCError) -> [UInt8]? {
+        if let failure { throw failure }
+        guard var current = open else { return nil }
+        if current.remaining == 0 {
+            try finishBlock()
+            return nil
+        }
+        do throws(WARCError) { try buffer(current) } catch {
+            failure = error
+            throw error
+        }
+        let take = min(bytes.available, current.remaining, maximum)
+        let piece = Array(bytes.buffer[bytes.start..<bytes.start + take])
+        bytes.start += take
+        current.remaining -= piece.count
+        current.hash?.update(piece)
+        open = current
+        if current.remaining == 0 { try finishBlock() }
+        return piece
+    }
+
+    /// Reads the rest of an open block without looking at it, and the record's end.
+    private func skipBlock() throws(WARCError) {
+        guard var current = open else { return }
+        current.hash = nil
+        while current.remaining > 0 {
+            try buffer(current)
+            let take = min(bytes.available, current.remaining)
+            bytes.start += take
+            current.remaining -= take
+        }
+        open = current
+        try finishBlock()
+    }
+
+    /// Makes sure some of `current`'s block is in `bytes`; a file that ends first is cut.
+    private func buffer(_ current: OpenBlock) throws(WARCError) {
+        do throws(Failure) {
+            if bytes.available == 0, try !fill() {
+                throw Failure.truncated(
+                    where:
+                        "in its block: \(current.length - current.remaining) of its \(current.length) bytes are there")
+            }
+        } catch {
+            throw warcError(for: error, recordOffset: current.record.offset, within: current.within)
+        }
+    }
+
+    /// After the block: the CRLF CRLF that ends the record, the rest of its gzip member, then
+    /// the block's digest. A digest mismatch leaves the reader in step: it is not remembered.
+    private func finishBlock() throws(WARCError) {
+        guard let current = open else { return }
+        do throws(Failure) {
+            while bytes.available < 4 {
+                guard try fill() else { throw Failure.truncated(where: "before the CRLF CRLF that ends it") }
+            }
+            let end = bytes.buffer[bytes.start..<bytes.start + 4]
+            guard end.elementsEqual([0x0D, 0x0A, 0x0D, 0x0A]) else {
+                throw Failure.format(
+                    "the block of Content-Length \(current.length) is followed by \(WARCSyntax.quoted(end)), not"
+                        + " CRLF CRLF — Content-Length is wrong or the file is damaged; the records after it cannot be"
+                        + " found")
+            }
+            bytes.start += 4
+            do { try bytes.settle() } catch { throw Failure.source(error) }
+        } catch {
+            var reason = error
+            if case .format = error, let corrupt = bytes.corruptionInCurrentMember() { reason = .source(corrupt) }
+            let failed = warcError(for: reason, recordOffset: current.record.offset, within: current.within)
+            failure = failed
+            throw failed
+        }
+        open = nil
+        if let hash = current.hash { try checkBlockDigest(of: current.record, digest: hash.finalize()) }
     }
 
     /// Why reading a record stopped, before it is placed at the record's offset.
@@ -100,18 +222,25 @@ final class WARCReaderState {
         }
         let (offset, within) = bytes.memberOffset(at: bytes.position)
         let record: WARCRecord
+        let length: Int
         do throws(Failure) {
-            record = try readRecordBody(offset: offset)
-            do { try bytes.settle() } catch { throw Failure.source(error) }
+            (record, length) = try readRecordHeader(offset: offset)
         } catch {
             var failure = error
             if case .format = error, let corrupt = bytes.corruptionInCurrentMember() { failure = .source(corrupt) }
             throw warcError(for: failure, recordOffset: offset, within: within)
         }
+        let checksSHA1 = record.fields.contains {
+            WARCSyntax.namesEqual($0.name, "WARC-Block-Digest") && Self.isSHA1($0.value)
+        }
+        open = OpenBlock(
+            record: record, length: length, remaining: length, within: within, hash: checksSHA1 ? SHA1() : nil)
         return record
     }
 
-    private func readRecordBody(offset: Int64) throws(Failure) -> WARCRecord {
+    /// The header of the record at `offset` and its block's length; the bytes after the header are
+    /// left for the block.
+    private func readRecordHeader(offset: Int64) throws(Failure) -> (WARCRecord, Int) {
         var budget = WARCReaderState.headerLimit
         // The version line ("WARC record header": `WARC/1.1` CRLF); look at its start first, so that a
         // file that is not WARC at all is named as such rather than as a too-long or cut line.
@@ -159,7 +288,7 @@ final class WARCReaderState {
                 WARCField(
                     WARCSyntax.text(line[..<colon]), WARCSyntax.text(WARCSyntax.trimmed(line[(colon + 1)...]))))
         }
-        var record = WARCRecord(fields: fields, block: [], offset: offset)
+        let record = WARCRecord(fields: fields, block: [], offset: offset)
         guard let lengthText = record[field: "Content-Length"] else {
             throw .format(
                 "the header has no Content-Length, which WARC requires (ISO 28500 \"Content-Length (mandatory)\")"
@@ -173,32 +302,7 @@ final class WARCReaderState {
                 "Content-Length \"\(lengthText)\" is not a number of bytes — the record's end cannot be found;"
                     + " the file is damaged")
         }
-        // The block: Content-Length bytes.
-        var block: [UInt8] = []
-        block.reserveCapacity(min(length, 1 << 26))
-        while block.count < length {
-            if bytes.available == 0 {
-                guard try fill() else {
-                    throw .truncated(where: "in its block: \(block.count) of its \(length) bytes are there")
-                }
-            }
-            let take = min(bytes.available, length - block.count)
-            block.append(contentsOf: bytes.buffer[bytes.start..<bytes.start + take])
-            bytes.start += take
-        }
-        record.block = block
-        // Two CRLFs end the record.
-        while bytes.available < 4 {
-            guard try fill() else { throw .truncated(where: "before the CRLF CRLF that ends it") }
-        }
-        let end = bytes.buffer[bytes.start..<bytes.start + 4]
-        guard end.elementsEqual([0x0D, 0x0A, 0x0D, 0x0A]) else {
-            throw .format(
-                "the block of Content-Length \(length) is followed by \(WARCSyntax.quoted(end)), not CRLF CRLF"
-                    + " — Content-Length is wrong or the file is damaged; the records after it cannot be found")
-        }
-        bytes.start += 4
-        return record
+        return (record, length)
     }
 
     private func fill() throws(Failure) -> Bool {
@@ -238,18 +342,20 @@ final class WARCReaderState {
             + " Content-Length"
     }
 
+    /// Whether a `WARC-Block-Digest` value names the SHA-1 algorithm.
+    private static func isSHA1(_ value: String) -> Bool {
+        guard let colon = value.firstIndex(of: ":") else { return false }
+        let algorithm = value[..<colon].lowercased()
+        return algorithm == "sha1" || algorithm == "sha-1"
+    }
+
     /// Checks every `WARC-Block-Digest` that uses SHA-1 ("WARC-Block-Digest", "sha1:" and the
-    /// base32 of the digest; hex is accepted too).
-    private func checkBlockDigest(of record: WARCRecord) throws(WARCError) {
-        var actual: [UInt8]?
+    /// base32 of the digest; hex is accepted too) against `computed`, the block's.
+    private func checkBlockDigest(of record: WARCRecord, digest computed: [UInt8]) throws(WARCError) {
         for field in record.fields where WARCSyntax.namesEqual(field.name, "WARC-Block-Digest") {
-            guard let colon = field.value.firstIndex(of: ":") else { continue }
-            let algorithm = field.value[..<colon].lowercased()
-            guard algorithm == "sha1" || algorithm == "sha-1" else { continue }
+            guard Self.isSHA1(field.value), let colon = field.value.firstIndex(of: ":") else { continue }
             let text = WARCSyntax.text(
                 WARCSyntax.trimmed(Array(field.value.utf8[field.value.index(after: colon)...])[...]))
-            let computed = actual ?? SHA1.hash(record.block)
-            actual = computed
             guard let expected = WARCReaderState.digestBytes(text) else {
                 throw WARCError(
                     offset: record.offset,

@@ -28,14 +28,18 @@ struct SaveCommand {
         Options:
           --name NAME      the pack's name (default: URL); saving again under a name replaces it
           --depth N        also save the pages the page links to, N levels deep (default 0)
-          --third-party    also save resources and linked pages from other origins
-                           (default: only URL's origin; the others are reported as skipped)
+          --third-party    also save resources and linked pages from other origins, and
+                           follow redirects to them (default: only URL's origin; the others
+                           are reported as skipped). Link-local and unspecified addresses
+                           (169.254.0.0/16, 0.0.0.0, fe80::/10, ::) are never fetched.
           --max-bytes N    skip any resource larger than N bytes (default: no limit)
           --jobs N         resources fetched at once (default 6)
 
         On a terminal a progress line shows resources done/found and bytes. At the end: the
         resources and bytes saved, then each resource that failed or was skipped, with why.
-        Exit status 1 when the page itself cannot be saved.
+        Exit status 1, and no pack made, when the page itself cannot be saved (an HTTP error,
+        the network, more than 10 redirects, a redirect to another origin without
+        --third-party).
         """
 
     let url: URL
@@ -333,7 +337,13 @@ struct ImportCommand {
         Stores every HTTP response record of a WARC file (WARC 1.0 or 1.1, gzipped or not,
         written by httpcache export or any other tool), pinned, and makes them an offline pack
         named NAME (default: the file's name). Chunked payloads are stored de-chunked; revisit
-        records are stored with the payload they refer to.
+        records are stored with the payload they refer to. Payloads stream into the store:
+        memory stays bounded whatever the file holds.
+
+        A record that cannot be stored (no http(s) target URI, a malformed HTTP response, a
+        digest mismatch, larger than the store takes) is skipped and the import goes on; the
+        summary counts them by why and lists them with their offsets, the pack lists only
+        what was stored, and the exit status is 1.
 
         A truncated or corrupt file stops the import with the offset of the bad record: the
         records before it are stored (unpinned, no pack), nothing from it onward. Exit status 1.
@@ -352,17 +362,39 @@ struct ImportCommand {
     func run() async throws(Failure) {
         let cache = try cacheOptions.open(network: false)
         defer { cache.flushToDisk() }
+        let imported: WARCImport
         do {
-            let imported = try await cache.importWARC(from: path, name: name)
-            Console.out(
-                "imported \(path) as pack \(imported.pack.name): \(Format.count(imported.pack.resources.count, "response")), "
-                    + "\(Format.bytes(imported.pack.bytes))"
-                    + (imported.revisits > 0 ? ", \(Format.count(imported.revisits, "revisit")) resolved" : "") + "\n")
-            for skipped in imported.skipped {
-                Console.out("  skipped record at offset \(skipped.offset): \(skipped.reason)\n")
-            }
+            imported = try await cache.importWARC(from: path, name: name)
         } catch {
             throw Failure(.failure, "could not import \(path): \(error)")
         }
+        Console.out(Self.summary(imported, path: path))
+        if imported.refused > 0 {
+            throw Failure(
+                .failure,
+                "\(Format.count(imported.refused, "record")) of \(path) not stored (listed above); pack"
+                    + " \(imported.pack.name) holds the \(Format.count(imported.stored, "response")) that were")
+        }
+    }
+
+    /// What `import` prints: what was stored, then what was refused, by why and record by record.
+    static func summary(_ imported: WARCImport, path: String) -> String {
+        var text =
+            "imported \(path) as pack \(imported.pack.name): \(Format.count(imported.stored, "response")), "
+            + "\(Format.bytes(imported.bytes))"
+            + (imported.revisits > 0 ? ", \(Format.count(imported.revisits, "revisit")) resolved" : "") + "\n"
+        guard imported.refused > 0 else { return text }
+        let kinds = WARCImport.Skipped.Kind.allCases.compactMap { kind in
+            imported.refusedByKind[kind].map { "\($0) \(kind.rawValue)" }
+        }
+        text += "refused \(Format.count(imported.refused, "record")) (not stored, not in the pack): "
+        text += kinds.joined(separator: ", ") + "\n"
+        for skipped in imported.skipped {
+            text += "  record at offset \(skipped.offset): \(skipped.reason)\n"
+        }
+        if imported.refused > imported.skipped.count {
+            text += "  … and \(imported.refused - imported.skipped.count) more, not listed\n"
+        }
+        return text
     }
 }

@@ -5,24 +5,46 @@ import Foundation
 import HTTPCaching
 import LoopbackOrigin
 import OfflinePages
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
+/// The network, fenced to loopback: requests to 127.0.0.0/8 go through a `URLSessionTransport`;
+/// any other is recorded and refused without a connection, so a test of what a save must never
+/// fetch (169.254.169.254) cannot reach the real network even when the save is wrong.
+final class LoopbackFence: HTTPTransport {
+    private let network = URLSessionTransport()
+    private let outside = Mutex([String]())
+
+    /// URLs a request was attempted for outside 127.0.0.0/8.
+    var refused: [String] { outside.withLock { $0 } }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        let host = request.url?.host ?? ""
+        guard host.hasPrefix("127."), host.split(separator: ".").count == 4 else {
+            outside.withLock { $0.append(request.url?.absoluteString ?? "") }
+            throw URLError(.cannotConnectToHost)
+        }
+        return try await network.send(request)
+    }
+}
+
 /// A cache in a fresh directory in front of the sample site.
 struct SaveHarness {
     let site: SampleSite
     let directory = TemporaryDirectory("offline-pages-test")
     let cache: HTTPCache
+    let fence = LoopbackFence()
 
     init(manyImages: Int = 20) throws {
         site = try SampleSite(manyImages: manyImages)
         var configuration = HTTPCache.Configuration()
         configuration.directory = directory.path
         configuration.log = { _ in }
-        cache = try HTTPCache(configuration: configuration)
+        cache = try HTTPCache(configuration: configuration, transport: fence)
     }
 
     /// Saves `path` and returns the pack, with every progress step seen.
@@ -229,6 +251,121 @@ struct SavePageTests {
     }
 }
 
+/// A page decides where its references and their redirects lead; the user decides which hosts a
+/// save may read. A redirect to another origin is a third-party resource, checked before its
+/// target is requested (RFC 9110 §15.4: the client chooses whether to follow a redirect).
+@Suite("Saving stays on the page's origin")
+struct SaveScopeIntegrationTests {
+    /// Nothing of 127.0.0.2, 169.254.169.254 or 0.0.0.0 in the store.
+    func storesNothingElsewhere(_ h: SaveHarness, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        for entry in try h.cache.entries() {
+            let host = URL(string: entry.url)?.host ?? ""
+            #expect(host == "127.0.0.1", "\(entry.url) stored", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("A redirect to another origin is skipped for every kind of reference; the other origin is never asked")
+    func crossOriginRedirectsAreSkipped() async throws {
+        let h = try SaveHarness()
+        var options = SaveOptions()
+        options.depth = 1
+        let (pack, _) = try await h.save("/site/redirects.html", options)
+        #expect(h.site.elsewhere.requests.isEmpty, "\(h.site.elsewhere.requests.map(\.path))")
+        for name in SampleSite.redirectedReferences {
+            let problem = pack.problems.first { $0.url == h.site.url("/site/r/" + name) }
+            #expect(problem?.isFailure == false, "\(name)")
+            #expect(
+                problem?.reason.contains("third-party redirect") == true, "\(name): \(problem?.reason ?? "no report")")
+            #expect(problem?.reason.contains("--third-party") == true, "\(name)")
+        }
+        #expect(h.paths(pack) == ["/site/redirects.html", "/site/linked.css"])
+        try storesNothingElsewhere(h)
+    }
+
+    @Test("A redirect to 169.254.169.254 or 0.0.0.0 is never requested, even with --third-party")
+    func linkLocalRedirectsAreNeverFollowed() async throws {
+        for thirdParty in [false, true] {
+            let h = try SaveHarness()
+            var options = SaveOptions()
+            options.includesThirdParty = thirdParty
+            let (pack, _) = try await h.save("/site/redirects.html", options)
+            for name in ["metadata.svg", "zero.svg"] {
+                let problem = pack.problems.first { $0.url == h.site.url("/site/r/" + name) }
+                #expect(
+                    problem?.reason.contains("link-local or unspecified") == true,
+                    "\(name): \(problem?.reason ?? "no report")")
+            }
+            // The fence saw no attempt to leave loopback, and 0.0.0.0 (this machine) was not asked.
+            #expect(h.fence.refused.isEmpty, "\(h.fence.refused)")
+            #expect(h.site.origin.count("/site/zero-target.svg") == 0)
+        }
+    }
+
+    @Test("With includesThirdParty every redirected reference is saved from the other origin")
+    func thirdPartyRedirectsAreSaved() async throws {
+        let h = try SaveHarness()
+        var options = SaveOptions()
+        options.depth = 1
+        options.includesThirdParty = true
+        let (pack, _) = try await h.save("/site/redirects.html", options)
+        let saved = h.paths(pack)
+        for name in SampleSite.redirectedReferences {
+            #expect(
+                saved.contains("/site/r/" + name) && saved.contains("\(h.site.elsewhere.baseURL)/\(name)"), "\(name)")
+        }
+        // What the other origin's frame needs, too.
+        #expect(saved.contains("\(h.site.elsewhere.baseURL)/secret.svg"))
+        #expect(Set(pack.problems.map(\.url)) == [h.site.url("/site/r/metadata.svg"), h.site.url("/site/r/zero.svg")])
+    }
+
+    @Test("A page that redirects to another origin is not saved without includesThirdParty, and says why")
+    func pageRedirectingElsewhere() async throws {
+        let h = try SaveHarness()
+        let save = h.cache.savePage(h.site.origin.url("/site/r/page.html"))
+        do {
+            _ = try await save.pack
+            Issue.record("saved")
+        } catch let error as SavePageError {
+            #expect(error.reason.contains("third-party redirect") && error.reason.contains("--third-party"))
+        }
+        #expect(h.site.elsewhere.requests.isEmpty)
+        #expect(try h.cache.packs().isEmpty)
+        try storesNothingElsewhere(h)
+        var options = SaveOptions()
+        options.includesThirdParty = true
+        let (pack, _) = try await h.save("/site/r/page.html", options)
+        #expect(
+            h.paths(pack) == [
+                "/site/r/page.html", "\(h.site.elsewhere.baseURL)/page.html", "\(h.site.elsewhere.baseURL)/secret.svg",
+            ])
+    }
+
+    @Test("A page that redirects in a loop is an error: no pack")
+    func redirectLoop() async throws {
+        let h = try SaveHarness()
+        let save = h.cache.savePage(h.site.origin.url("/site/r/loop.html"))
+        do {
+            _ = try await save.pack
+            Issue.record("saved")
+        } catch let error as SavePageError {
+            #expect(error.reason.contains("too many redirects"), "\(error.reason)")
+        }
+        #expect(try h.cache.packs().isEmpty)
+    }
+
+    @Test("URLs are resolved as a browser resolves them: backslash, tab, numeric hosts; file: and ftp: reported")
+    func browserResolution() async throws {
+        let h = try SaveHarness()
+        let (pack, _) = try await h.save("/site/resolution.html")
+        #expect(h.site.elsewhere.requests.isEmpty)
+        #expect(Set(h.site.origin.requests.map(\.path)) == Set(h.site.resolvedPaths))
+        #expect(pack.resources.count == h.site.resolvedPaths.count)
+        let skipped = pack.problems.filter { !$0.isFailure }.map(\.url)
+        #expect(Set(skipped) == ["file:///etc/passwd", "ftp://127.0.0.1/x.svg"])
+        #expect(pack.problems.allSatisfy { $0.reason.contains("only http and https") })
+    }
+}
+
 @Suite("Refreshing an offline pack")
 struct PackRefreshTests {
     @Test("Only what changed is downloaded; the rest is asked for conditionally (RFC 9110 §13.1.2)")
@@ -258,6 +395,22 @@ struct PackRefreshTests {
         let image = try await h.cache.data(for: URLRequest(url: h.site.origin.url("/site/img/a.svg")))
         #expect(image.data != beforeImage && image.cacheStatus.fieldValue.contains("detail=saved-offline"))
         #expect(String(decoding: image.data, as: UTF8.self).contains("hsl(") && image.statusCode == 200)
+    }
+
+    @Test("A resource that now redirects to another origin is not followed by a refresh; it leaves the pack")
+    func refreshDoesNotFollowCrossOriginRedirects() async throws {
+        let h = try SaveHarness()
+        let (saved, _) = try await h.save("/site/article.html")
+        let location = "\(h.site.elsewhere.baseURL)/redirected.svg"
+        h.site.origin.route("/site/img/redirect.svg") { _ in
+            LoopbackOrigin.Response(status: 302, headers: [("Location", location)], body: "")
+        }
+        let report = try await h.cache.refreshPack(named: saved.name)
+        #expect(h.site.elsewhere.requests.isEmpty)
+        let problem = report.pack.problems.first { $0.url == h.site.url("/site/img/redirect.svg") }
+        #expect(problem?.reason.contains("third-party redirect") == true, "\(problem?.reason ?? "no report")")
+        #expect(!report.pack.resources.contains { $0.url.hasSuffix("/img/redirect.svg") })
+        for entry in try h.cache.entries() { #expect(URL(string: entry.url)?.host == "127.0.0.1", "\(entry.url)") }
     }
 
     @Test("A refresh that cannot finish changes nothing: the old version stays whole")
