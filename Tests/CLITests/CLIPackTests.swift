@@ -232,9 +232,9 @@ struct CLISaveScopeTests {
     }
 }
 
-@Suite("httpcache save on a page of 10,000 images")
+@Suite("httpcache save on a page of 10,000 images", .timeLimit(.minutes(10)))
 struct CLIManyImagesTests {
-    @Test("10,000 images are saved in bounded time and memory")
+    @Test("10,000 images are saved in bounded memory (and within the time limit)")
     func tenThousandImages() async throws {
         let h = try CLIHarness()
         let site = try SampleSite(manyImages: 10_000)
@@ -246,9 +246,9 @@ struct CLIManyImagesTests {
         #expect(save.status == 0)
         #expect(save.stdout.contains("as pack \(site.url("/site/many.html")): 10001 resources"))
         #expect(site.origin.requests.count == 10_001)
-        // Debug build, 2 cores: measured 10.5 s and 77 MiB alone. The bounds leave room for the
-        // rest of the suite running beside it.
-        #expect(elapsed < .seconds(180), "took \(elapsed)")
+        // Debug build, 2 cores: measured 10.5 s and 77 MiB alone, 210 s beside the rest of the
+        // suite and stress-ng. Time is not asserted (the time limit catches a hang;
+        // `benchmarks offline` measures speed); memory does not depend on the machine's load.
         #expect(peakKiB < 256 << 10, "peak RSS \(peakKiB >> 10) MiB")
         print("10,000 images: \(elapsed), peak RSS \(peakKiB >> 10) MiB")
     }
