@@ -5,7 +5,7 @@ import CacheStorage
 /// Reads the stored responses of a key with their facts decoded, and remembers them while the
 /// store's change count stands still (``CacheStore/changeCount``): a hit then costs neither a
 /// store read nor decoding. What it remembers is bounded in count and in bytes (least recently
-/// used keys go first): each entry is charged the heap memory it holds (``MemoryCost``),
+/// used keys go first): each entry is charged the heap memory it holds (`MemoryCost`),
 /// shared with the store or not, since it is all that is left of an entry the store evicted.
 final class CandidateReader: Sendable {
     private let store: any CacheStore

@@ -152,7 +152,7 @@ public final class DiskStore: CacheStore {
     let sweeping = Locked(())
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 16_384
-    /// The most bytes the variants kept in memory hold (``MemoryCost``): large heads cannot
+    /// The most bytes the variants kept in memory hold (`MemoryCost`): large heads cannot
     /// make 16,384 keys take more.
     static let headCacheByteLimit = 16 << 20
 

@@ -8,7 +8,7 @@ import Foundation
 ///
 /// The capacity bounds the memory entries take, not only their bodies: each entry is charged
 /// its body and its overhead (its head's keys, URL, fields and facts, its node in the
-/// recency list, its places in the indexes: ``MemoryCost``), so a million one-byte bodies
+/// recency list, its places in the indexes: `MemoryCost`), so a million one-byte bodies
 /// cannot hold a gigabyte of heads. ``accountedBytes`` is what is charged.
 public final class MemoryStore: CacheStore {
     /// The most bytes kept: bodies and each entry's overhead (``accountedBytes``).
