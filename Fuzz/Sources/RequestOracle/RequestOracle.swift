@@ -6,6 +6,10 @@ import CacheSemantics
 import FuzzSupport
 @_spi(Fuzzing) import HTTPWire
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Runs the proxy's wire parsers on arbitrary bytes and traps when an answer is wrong.
 ///
 /// Each entry point
@@ -133,8 +137,70 @@ extension RequestOracle {
     enum Grammar {
         /// `tchar` (RFC 9110 §5.6.2).
         static let token = table("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-        /// `uri-host [":" port]`: unreserved, pct-encoded, sub-delims, IP-literal (RFC 3986 §3.2.2).
-        static let host = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:[]")
+        /// `unreserved` and `sub-delims` (RFC 3986 §2.2, §2.3): a reg-name's bytes besides `%XX`.
+        static let regName = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=")
+
+        /// `uri-host [":" port]` (RFC 3986 §3.2.2-3.2.3) as an `http` authority: a host that is
+        /// not empty (RFC 9110 §4.2.1), a port that is digits only and names a TCP port (1-65535)
+        /// or is empty (the default). IPv6 literals are checked with `inet_pton`, which reads the
+        /// same grammar (RFC 4291 §2.2) independently of the product.
+        static func isAuthority(_ value: ArraySlice<UInt8>) -> Bool {
+            var rest = value[...]
+            if rest.first == UInt8(ascii: "[") {
+                guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
+                let literal = rest[rest.index(after: rest.startIndex)..<close]
+                guard isIPv6(literal) || isIPvFuture(literal) else { return false }
+                rest = rest[rest.index(after: close)...]
+            } else {
+                let host = rest.prefix { $0 != UInt8(ascii: ":") }
+                guard !host.isEmpty, isRegName(host) else { return false }
+                rest = rest[host.endIndex...]
+            }
+            guard let colon = rest.first else { return true }
+            guard colon == UInt8(ascii: ":") else { return false }
+            let port = rest.dropFirst()
+            guard port.allSatisfy({ (0x30...0x39).contains($0) }) else { return false }
+            guard !port.isEmpty else { return true }
+            let significant = port.drop { $0 == 0x30 }
+            guard significant.count <= 5 else { return false }
+            return (1...65535).contains(significant.reduce(0) { $0 * 10 + Int($1 - 0x30) })
+        }
+
+        private static func isRegName(_ bytes: ArraySlice<UInt8>) -> Bool {
+            var index = bytes.startIndex
+            while index < bytes.endIndex {
+                if bytes[index] == UInt8(ascii: "%") {
+                    let digits = bytes[(index + 1)...].prefix(2)
+                    guard digits.count == 2, digits.allSatisfy(isHexDigit) else { return false }
+                    index += 3
+                } else {
+                    guard regName[Int(bytes[index])] else { return false }
+                    index += 1
+                }
+            }
+            return true
+        }
+
+        private static func isIPv6(_ bytes: ArraySlice<UInt8>) -> Bool {
+            guard !bytes.isEmpty, bytes.count < 64, !bytes.contains(0) else { return false }
+            var address = in6_addr()
+            return inet_pton(AF_INET6, String(decoding: bytes, as: UTF8.self), &address) == 1
+        }
+
+        /// `"v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )`.
+        private static func isIPvFuture(_ bytes: ArraySlice<UInt8>) -> Bool {
+            guard let first = bytes.first, first | 0x20 == UInt8(ascii: "v"),
+                let dot = bytes.firstIndex(of: UInt8(ascii: "."))
+            else { return false }
+            let version = bytes[(bytes.startIndex + 1)..<dot]
+            let rest = bytes[(dot + 1)...]
+            return !version.isEmpty && version.allSatisfy(isHexDigit) && !rest.isEmpty
+                && rest.allSatisfy { regName[Int($0)] || $0 == UInt8(ascii: ":") }
+        }
+
+        private static func isHexDigit(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+        }
 
         private static func table(_ members: String) -> [Bool] {
             var table = [Bool](repeating: false, count: 256)
@@ -279,10 +345,10 @@ extension RequestOracle {
         func values(_ name: String) -> [ArraySlice<UInt8>] {
             fields.filter { Grammar.lowercased($0.name) == name }.map(\.value)
         }
-        // Exactly one Host in HTTP/1.1, at most one in HTTP/1.0, of host bytes (§3.2).
+        // Exactly one Host in HTTP/1.1, at most one in HTTP/1.0, empty or an authority (§3.2).
         let hosts = values("host")
         guard hosts.count == minorVersion || hosts.count == 1,
-            hosts.allSatisfy({ $0.allSatisfy { Grammar.host[Int($0)] } })
+            hosts.allSatisfy({ $0.isEmpty || Grammar.isAuthority($0) })
         else { return nil }
         // Framing (§6.1, §6.3): Transfer-Encoding is chunked once and alone, HTTP/1.1 only, no
         // Content-Length beside it; Content-Length is one decimal number, repeated or not.
