@@ -57,7 +57,7 @@ extension HTTPCache {
         var policy = CachePolicy(request.cachePolicy)
         if policy == .useProtocolCachePolicy { policy = configuration.defaultPolicy }
         var urlString = url.absoluteString
-        let sent = CacheKey.removingDotSegments(urlString)
+        let sent = Self.sentURI(url)
         if sent != urlString, let sentURL = URL(string: sent) {
             url = sentURL
             request.url = sentURL
