@@ -105,9 +105,11 @@ public struct BlockingCallOnPool: Error, CustomStringConvertible {
 extension Process {
     /// Starts the process and waits for its exit without holding a thread (its termination
     /// handler resumes the caller), unlike `waitUntilExit()`, which blocks one.
-    /// - Parameter timeout: Seconds after which the process, if still running, is sent SIGTERM.
+    /// - Parameters:
+    ///   - timeout: Seconds after which the process, if still running, is sent SIGTERM.
+    ///   - started: Called with its process identifier once it runs (to watch it meanwhile).
     /// - Returns: Its termination status.
-    public func runUntilExit(timeout: Double? = nil) async throws -> Int32 {
+    public func runUntilExit(timeout: Double? = nil, started: (Int32) -> Void = { _ in }) async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in
             terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
             do {
@@ -117,6 +119,7 @@ extension Process {
                 continuation.resume(throwing: error)
                 return
             }
+            started(processIdentifier)
             if let timeout {
                 DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
                     if isRunning { terminate() }

@@ -42,16 +42,7 @@ public struct MeasuredRun: Sendable {
         // Sampled on a thread of its own: a task's sleep on the busy cooperative pool could
         // wake only after the child is gone. The exit is awaited without holding a thread.
         let peak = Locked(0)
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-                return
-            }
-            let pid = process.processIdentifier
+        let status = try await process.runUntilExit { pid in
             Thread.detachNewThread {
                 while let sample = peakResidentKiB(of: pid) {
                     peak.withLock { $0 = max($0, sample) }
