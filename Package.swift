@@ -29,28 +29,29 @@ let package = Package(
         .target(
             name: "CacheSemantics", swiftSettings: strictSettings,
             linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]),
-        // The package's one lock: a pthread mutex with a condition (TSan sees it; no Foundation).
-        .target(name: "CacheLocking", swiftSettings: strictSettings),
+        // The floor under every other module: the one lock (a pthread mutex with a condition TSan
+        // sees), the LRU, and the operating-system plumbing, written once for Glibc and Darwin.
+        .target(name: "CacheSystem", swiftSettings: strictSettings),
         // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
         .systemLibrary(
             name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // Where responses live: memory tier, SQLite index + body files.
         .target(
-            name: "CacheStorage", dependencies: ["CacheSemantics", "CacheLocking", "CSQLiteHTTPCache"],
+            name: "CacheStorage", dependencies: ["CacheSemantics", "CacheSystem", "CSQLiteHTTPCache"],
             swiftSettings: strictSettings),
         // The same store on Redis or a Redis Cluster (its own RESP client): the shared tier of
         // several caches. A target of its own so that only those who want it link it.
         .target(
-            name: "CacheStorageRedis", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage"],
+            name: "CacheStorageRedis", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
             swiftSettings: strictSettings),
         // One request's way through a cache, for both hosts: a state machine (events in, actions
         // out), the store work it asks for, coalescing, background revalidation, served responses.
         .target(
-            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage"],
+            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
             swiftSettings: strictSettings),
         // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange"],
+            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange"],
             swiftSettings: strictSettings),
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
         .systemLibrary(
@@ -63,12 +64,12 @@ let package = Package(
         .target(
             name: "OfflinePages",
             dependencies: [
-                "CacheSemantics", "CacheLocking", "CacheStorage", "HTTPCaching", "CLibXML2HTTPCache", "CZlibHTTPCache",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCaching", "CLibXML2HTTPCache", "CZlibHTTPCache",
             ],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
-        .target(name: "LoopbackOrigin", dependencies: ["CacheLocking"], swiftSettings: strictSettings),
+        .target(name: "LoopbackOrigin", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
         // The proxy's wire parsers (RFC 9112): request heads, chunked bodies, response framing.
@@ -81,21 +82,21 @@ let package = Package(
         .target(
             name: "CachingProxy",
             dependencies: [
-                "CacheSemantics", "CacheLocking", "CacheStorage", "CacheExchange", "HTTPWire",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire",
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheLocking", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
+                "CacheSystem", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
             name: "CacheTestSupport",
-            dependencies: ["CacheSemantics", "CacheStorage", "CacheLocking", "LoopbackOrigin", "OfflinePages"],
+            dependencies: ["CacheSemantics", "CacheStorage", "CacheSystem", "LoopbackOrigin", "OfflinePages"],
             swiftSettings: strictSettings),
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
@@ -104,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "benchmarks",
             dependencies: [
-                "CacheLocking", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
+                "CacheSystem", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
                 "LoopbackOrigin", "OfflinePages",
             ],
             path: "Sources/Benchmarks", swiftSettings: strictSettings),
@@ -116,14 +117,14 @@ let package = Package(
         .executableTarget(
             name: "bench-count",
             dependencies: [
-                "CacheLocking", "CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin",
+                "CacheSystem", "CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin",
                 "CCallgrindHTTPCache", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             path: "Sources/BenchCount", swiftSettings: strictSettings),
         // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked;
         // with --redis-cluster, several on a Redis Cluster (CacheTestSupport starts it) under chaos.
         .executableTarget(
-            name: "soak", dependencies: ["CacheLocking", "CacheTestSupport", "LoopbackOrigin"], path: "Sources/Soak",
+            name: "soak", dependencies: ["CacheSystem", "CacheTestSupport", "LoopbackOrigin"], path: "Sources/Soak",
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
@@ -134,7 +135,7 @@ let package = Package(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheStorageRedis", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheLocking", "CacheTestSupport"],
+            name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheSystem", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPCachingTests",

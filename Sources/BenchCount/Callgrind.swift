@@ -1,5 +1,5 @@
 import CCallgrindHTTPCache
-import CacheLocking
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 internal import CSQLiteHTTPCache
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import Foundation
 

@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)

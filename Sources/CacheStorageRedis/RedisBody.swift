@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import CacheStorage
 
 /// A body in Redis, read chunk by chunk as it is asked for; each chunk is checked for its

@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 
 /// Where a Redis store connects and how it behaves towards Redis.
 public struct RedisConfiguration: Sendable {

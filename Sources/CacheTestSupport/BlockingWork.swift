@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import Foundation
 
 /// Runs tests' blocking work (sockets, child processes, sleeps, thread joins) on threads of its

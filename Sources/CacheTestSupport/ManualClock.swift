@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import Foundation
 
 /// A clock that moves only when a test moves it, from the real time it was made at: a cache

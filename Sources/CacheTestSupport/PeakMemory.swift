@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import Foundation
 
 /// A child process run to its end, with its peak resident set size: the kernel's high-water

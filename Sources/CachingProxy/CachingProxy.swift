@@ -1,7 +1,7 @@
 #if os(Linux)
 import CEpollHTTPCache
 import CacheExchange
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import CacheStorage
 import Foundation

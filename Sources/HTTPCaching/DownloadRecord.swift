@@ -1,5 +1,5 @@
 import CacheExchange
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import CacheStorage
 import Foundation

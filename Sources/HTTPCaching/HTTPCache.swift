@@ -1,7 +1,7 @@
 // Outcomes (`CacheOutcome`) and the exchange's types are part of this API: an app that imports
 // HTTPCaching has them without importing the core too.
 @_exported import CacheExchange
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import CacheStorage
 import Foundation

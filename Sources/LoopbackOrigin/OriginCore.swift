@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import CacheLocking
+import CacheSystem
 import Glibc
 #elseif canImport(Darwin)
 import Darwin

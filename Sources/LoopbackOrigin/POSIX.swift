@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 
 #if canImport(Glibc)
 import Glibc

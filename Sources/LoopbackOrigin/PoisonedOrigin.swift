@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 
 /// The origin of the misbehaving-origin tests, for `HTTPCache` and for the proxy alike: `/a` is
 /// answered with a script that gets the response's framing wrong (RFC 9112 §6) the first time

@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import CacheStorage
 import Foundation

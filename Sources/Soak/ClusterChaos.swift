@@ -1,5 +1,5 @@
 #if os(Linux)
-import CacheLocking
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import Glibc

@@ -7,7 +7,7 @@
 // `soak memory-bound` measures the proxy's memory under distinct URLs instead
 // (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
-import CacheLocking
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import Glibc

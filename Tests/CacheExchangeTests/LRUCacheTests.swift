@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import Testing
 
 @Suite("LRUCache: what the exchange, the proxy and the disk store remember, bounded")

@@ -1,4 +1,4 @@
-import CacheLocking
+import CacheSystem
 import CacheStorage
 import CacheTestSupport
 import Foundation

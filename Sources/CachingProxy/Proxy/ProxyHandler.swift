@@ -1,6 +1,6 @@
 #if os(Linux)
 import CacheExchange
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import CacheStorage
 import Foundation

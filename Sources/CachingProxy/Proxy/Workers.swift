@@ -1,5 +1,5 @@
 #if os(Linux)
-import CacheLocking
+import CacheSystem
 import Foundation
 
 /// Threads that may block (origin requests, large stored bodies, tunnels' connects): a pool

@@ -2,7 +2,7 @@
 // One client connection: its buffers and where it stands. Touched only on its loop's thread,
 // except `shared`, which writers on other threads use under its lock.
 import HTTPWire
-import CacheLocking
+import CacheSystem
 import Glibc
 
 /// What a connection is doing (RFC 9112 §9: one request at a time, responses in order).

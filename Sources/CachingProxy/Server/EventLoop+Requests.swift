@@ -3,7 +3,7 @@ import CEpollHTTPCache
 // Reading requests: the per-connection state machine driven by readiness events. One request
 // at a time per connection (RFC 9112 §9.3.2): pipelined bytes wait in the input buffer until
 // the response before them is complete.
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import HTTPWire
 import Glibc

@@ -3,7 +3,7 @@
 // eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
 import HTTPWire
 import CEpollHTTPCache
-import CacheLocking
+import CacheSystem
 import Glibc
 
 /// Which loop, if any, runs on the current thread.

@@ -1,6 +1,6 @@
 #if os(Linux)
 import CEpollHTTPCache
-import CacheLocking
+import CacheSystem
 import CacheSemantics
 import HTTPWire
 import Glibc

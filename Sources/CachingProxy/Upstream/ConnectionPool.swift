@@ -1,5 +1,5 @@
 #if os(Linux)
-import CacheLocking
+import CacheSystem
 
 #if canImport(Glibc)
 import Glibc

@@ -18,7 +18,7 @@ import Darwin
 ///
 /// Public rather than `package` so that ``withLock(_:)`` is inlined and specialized in the
 /// targets that use it: this toolchain (Swift 6.3) does not inline an `@inlinable package`
-/// function across modules. `CacheLocking` is no product, so no other package sees it.
+/// function across modules. `CacheSystem` is no product, so no other package sees it.
 ///
 /// Keep critical sections short: nothing that can block is done inside one, except waiting
 /// for the state to change.
