@@ -1,9 +1,7 @@
-// Outcomes (`CacheOutcome`) and the exchange's types are part of this API: an app that imports
-// HTTPCaching has them without importing the core too.
-@_exported import CacheExchange
-import CacheSystem
+import CacheExchange
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)
