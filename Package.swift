@@ -128,6 +128,8 @@ let package = Package(
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // The floor's own tests: the lock, the LRU, the clock, sockets, errno texts, threads.
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),
