@@ -135,6 +135,8 @@ let package = Package(
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(
             name: "LinkageProbe", dependencies: ["CacheSemantics"], path: "Tools/LinkageProbe", swiftSettings: strictSettings),
+        // The floor's own tests: the lock, the LRU, the clock, sockets, errno texts, threads.
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),

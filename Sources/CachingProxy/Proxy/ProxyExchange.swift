@@ -1,15 +1,10 @@
 #if os(Linux)
 import CacheExchange
 import CacheSemantics
+import CacheSystem
 import HTTPWire
 import CacheStorage
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// One request through the proxy: the exchange's steps, performed on the event loop (lookups,
 /// answers from memory) and on worker threads (origin requests, large stored bodies). Every rule
@@ -121,7 +116,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest?
     {
         requestTime = handler.now
-        sentAt = Self.monotonicSeconds()
+        sentAt = MonotonicClock.seconds()
         forwardReason = forwarded.reason
         afterHead = nil
         relay = nil
@@ -193,7 +188,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     }
 
     func receive(head: UpstreamResponseHead) -> Bool {
-        handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
+        handler.metrics.recordOriginLatency(MonotonicClock.seconds() - sentAt)
         let relay: ExchangeDriver.Relay
         switch driver.originResponded(
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
@@ -281,12 +276,6 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// The exchange is over: a background revalidation says so.
     private func finished() {
         if let background { driver.finish(background) }
-    }
-
-    private static func monotonicSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
 #endif
