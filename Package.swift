@@ -140,8 +140,14 @@ let package = Package(
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),
+        // The CacheStore contract is checked on every store, the Redis ones included (StoreKind).
         .testTarget(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheStorageRedis", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        // The Redis tier alone: its RESP client, addresses, claims among caches (real redis-server).
+        .testTarget(
+            name: "CacheStorageRedisTests",
+            dependencies: ["CacheStorageRedis", "CacheStorage", "CacheSemantics", "CacheSystem", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheSystem", "CacheTestSupport"],

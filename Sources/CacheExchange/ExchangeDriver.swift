@@ -375,7 +375,7 @@ public final class ExchangeDriver: Sendable {
         guard let served = builder.serve(answer, body: body, request: exchange.request.head) else {
             configuration.log(
                 "the stored response for \(entry.head.url) is damaged (its Content-Length says "
-                    + "\(entry.head.fields["Content-Length"] ?? "?") bytes, \(body.size) are stored); it was removed")
+                    + "\(entry.head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
             try? store.remove(entry.id)
             return nil
         }

@@ -307,7 +307,7 @@ public final class HTTPCache: Sendable {
                     duration: configuration.clock() - started, reasons: answer.reasons))
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
                 let next = redirected(
-                    current, status: answer.statusCode, location: answer.fields["Location"], follow: follow)
+                    current, status: answer.statusCode, location: answer.fields[.location], follow: follow)
             {
                 try await leaving(result)
                 redirects += 1
