@@ -1,7 +1,7 @@
 #if os(Linux)
 import CacheExchange
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import CacheStorage
 import Synchronization
 
