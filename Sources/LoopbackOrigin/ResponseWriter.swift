@@ -1,4 +1,4 @@
-import HTTPWire
+@_spi(Wire) import HTTPWire
 
 #if canImport(Glibc)
 import Glibc
@@ -106,12 +106,10 @@ enum ResponseWriter {
             }
         }
 
-        var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-        for field in fields {
-            head += "\(field.name): \(field.value)\r\n"
-        }
-        head += "\r\n"
-        var bytes = Array(head.utf8)
+        var bytes: [UInt8] = []
+        HeadWriter.appendStatusLine(status: status, to: &bytes)
+        for field in fields { HeadWriter.appendField(name: field.name, value: field.value, to: &bytes) }
+        HeadWriter.appendEnd(to: &bytes)
         if sendsBody, response.generatedBody != nil || pauses {
             let limit = min(
                 bodyLength, Int64(max(0, response.cutAfterBodyBytes ?? response.pauseAfterBodyBytes ?? Int.max)))
@@ -123,12 +121,14 @@ enum ResponseWriter {
             let body = response.body
             let sent = body.prefix(max(0, response.cutAfterBodyBytes ?? body.count))
             if chunked {
-                if !body.isEmpty {
-                    bytes += Array("\(String(body.count, radix: 16))\r\n".utf8)
+                if sent.count == body.count {
+                    ChunkedEncoder.appendChunk(body, to: &bytes)
+                    ChunkedEncoder.appendEnd(to: &bytes)
+                } else if !body.isEmpty {
+                    // Cut short: the size line and part of the data, never the chunk's end.
+                    ChunkedEncoder.appendSize(body.count, to: &bytes)
                     bytes += sent
-                    if sent.count == body.count { bytes += [0x0D, 0x0A] }
                 }
-                if sent.count == body.count { bytes += Array("0\r\n\r\n".utf8) }
             } else {
                 bytes += sent
             }
@@ -139,13 +139,14 @@ enum ResponseWriter {
     /// A short `text/plain` error reply that closes the connection.
     static func rejection(status: Int, reason: String, now: time_t = time(nil)) -> [UInt8] {
         let body = "\(status) \(reasonPhrase(status)): \(reason)\n"
-        let head =
-            "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-            + "Content-Type: text/plain; charset=utf-8\r\n"
-            + "Content-Length: \(body.utf8.count)\r\n"
-            + "Date: \(imfFixdate(now))\r\n"
-            + "Connection: close\r\n\r\n"
-        return Array((head + body).utf8)
+        var bytes: [UInt8] = []
+        HeadWriter.appendStatusLine(status: status, to: &bytes)
+        HeadWriter.appendField(name: "Content-Type", value: "text/plain; charset=utf-8", to: &bytes)
+        HeadWriter.appendField(name: "Content-Length", value: String(body.utf8.count), to: &bytes)
+        HeadWriter.appendField(name: "Date", value: imfFixdate(now), to: &bytes)
+        HeadWriter.appendField(name: "Connection", value: "close", to: &bytes)
+        HeadWriter.appendEnd(to: &bytes)
+        return bytes + body.utf8
     }
 
     /// Drops CR, LF and NUL so a handler's field cannot break the message framing.

@@ -74,30 +74,14 @@ extension UpstreamRequest {
         let body = method == "HEAD" ? nil : body
         var head: [UInt8] = []
         head.reserveCapacity(256 + (body.map { $0.count <= Self.inlineBodyLimit ? $0.count : 0 } ?? 0))
-        head += method.utf8
-        head.append(HTTPBytes.space)
-        head += path
-        head += " HTTP/1.1\r\n".utf8
-        if !fields.contains("Host") {
-            head += "Host: ".utf8
-            head += authority.utf8
-            head += "\r\n".utf8
-        }
+        HeadWriter.appendRequestLine(method: method, target: path, to: &head)
+        if !fields.contains("Host") { HeadWriter.appendField(name: "Host", value: authority, to: &head) }
         for field in fields
         where field.lowercasedName != "content-length" && field.lowercasedName != "transfer-encoding" {
-            head += field.name.utf8
-            if field.value.isEmpty {
-                head += ":\r\n".utf8
-            } else {
-                head += ": ".utf8
-                head += field.value.utf8
-                head += "\r\n".utf8
-            }
+            HeadWriter.appendField(name: field.name, value: field.value, to: &head)
         }
-        if let body {
-            head += "Content-Length: \(body.count)\r\n".utf8
-        }
-        head += "\r\n".utf8
+        if let body { HeadWriter.appendField(name: "Content-Length", value: String(body.count), to: &head) }
+        HeadWriter.appendEnd(to: &head)
         let sendsBodyApart = (body?.count ?? 0) > Self.inlineBodyLimit
         if let body, !sendsBodyApart { head += body }
         return Wire(
