@@ -69,12 +69,12 @@ let package = Package(
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
-        .target(name: "LoopbackOrigin", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
+        .target(name: "LoopbackOrigin", dependencies: ["CacheSystem", "HTTPWire"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
-        // The proxy's wire parsers (RFC 9112): request heads, chunked bodies, response framing.
-        // A product only so the fuzzers (a package of their own) reach them, through a narrow
-        // `@_spi(Fuzzing)` surface; everything else in it is package-internal.
+        // The one HTTP/1.1 codec (RFC 9112), portable: request and response head parsers and
+        // writers, chunked coding, reason phrases. A product only so the fuzzers (a package of
+        // their own) reach it, through its `@_spi(Wire)` surface; nothing in it is public API.
         .target(name: "HTTPWire", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
@@ -89,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheSystem", "HTTPCaching", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
+                "CacheSystem", "HTTPCaching", "HTTPWire", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
@@ -176,6 +176,8 @@ let package = Package(
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
+        .testTarget(
+            name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),
         .testTarget(
             name: "CachingProxyTests",
             dependencies: [

@@ -15,13 +15,14 @@ let semantics = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine", "FuzzTargetedFields", "FuzzCacheGroups", "FuzzNoVarySearch",
 ]
-/// The proxy's server-side wire parsers (HTTPWire's `@_spi(Fuzzing)` surface), checked by
-/// RequestOracle, a reading of RFC 9112 that lives here, apart from the product.
+/// The proxy's server-side wire parsers (HTTPWire's `@_spi(Wire)` codec, driven by
+/// RequestOracle's `WireFuzzing`), checked by RequestOracle, a reading of RFC 9112 that lives
+/// here, apart from the product.
 let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
-/// The upstream client's framing, alone and with the client over sockets (CachingProxy's
-/// `UpstreamFuzzing`), checked by ResponseOracle.
+/// The upstream client's framing (HTTPWire's `ResponseFramer`), alone and with the client over
+/// sockets (CachingProxy's `@_spi(Fuzzing) FuzzingUpstreamClient`), checked by ResponseOracle.
 let upstream = ["FuzzResponseStream"]
-/// The Redis store's RESP parser (CacheStorageRedis' `RESPFuzzing`).
+/// The Redis store's RESP parser (CacheStorageRedis' `@_spi(Fuzzing)` RESP types).
 let redis = ["FuzzRESP"]
 /// OfflinePages' parsers: HTML and CSS references, stylesheet decoding, WARC files and the HTTP
 /// responses in their records.
@@ -44,6 +45,7 @@ let package = Package(
                 $0,
                 [
                     .product(name: "CachingProxy", package: rootIdentity),
+                    .product(name: "HTTPWire", package: rootIdentity),
                     .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
                 ])
         }

@@ -117,8 +117,15 @@ let understoodStatuses: Set<Int> = [
 /// Methods known to be safe (RFC 9110 §9.2.1); every other method invalidates (RFC 9111 §4.4).
 let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE"]
 
-/// Fields never stored and never taken from a `304` (RFC 9111 §3.1, §3.2; RFC 9110 §7.6.1).
-let hopByHopFieldNames = [
+/// The connection-specific fields (RFC 9110 §7.6.1), lowercased: never forwarded by a proxy,
+/// never stored, never taken from a `304` (RFC 9111 §3.1, §3.2). Fields `Connection` names are
+/// connection-specific too. The one list of the package: the proxy's relay uses it.
+package let hopByHopFieldNames = [
     HeaderField.Name.connection, .keepAlive, .proxyConnection, .te, .transferEncoding, .upgrade, .trailer,
-    .proxyAuthenticate, .proxyAuthenticationInfo, .proxyAuthorization,
 ].map(\.lowercasedName)
+
+/// Fields never stored and never taken from a `304`: the hop-by-hop ones and those specific to
+/// the proxy a cache forwards through (RFC 9111 §3.1).
+let fieldNamesNeverStored =
+    hopByHopFieldNames
+    + [HeaderField.Name.proxyAuthenticate, .proxyAuthenticationInfo, .proxyAuthorization].map(\.lowercasedName)

@@ -148,7 +148,7 @@ extension CacheEngine {
     /// cache, those a qualified `private` names. `Trailer` is dropped too: trailer fields
     /// are not stored (§3.1 allows discarding them), so the field announcing them would lie.
     func fieldNamesNotStored(_ fields: HeaderFields, directives: ResponseCacheControl) -> [String] {
-        var excluded = hopByHopFieldNames
+        var excluded = fieldNamesNeverStored
         for member in fields.listMembers(named: .connection) where ASCII.isToken(member) {
             excluded.append(ASCII.lowercased(member))
         }

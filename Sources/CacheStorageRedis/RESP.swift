@@ -1,6 +1,6 @@
 /// A reply from Redis in RESP2, the protocol Redis speaks to clients
 /// (<https://redis.io/docs/latest/develop/reference/protocol-spec/>).
-enum RESPValue: Hashable, Sendable {
+@_spi(Fuzzing) public enum RESPValue: Hashable, Sendable {
     case simple(String)
     case error(String)
     case integer(Int64)
@@ -35,9 +35,9 @@ enum RESPValue: Hashable, Sendable {
 }
 
 /// Writes commands as RESP arrays of bulk strings.
-enum RESPEncoder {
+@_spi(Fuzzing) public enum RESPEncoder {
     /// Appends `arguments` as one command.
-    static func append(_ arguments: [[UInt8]], to buffer: inout [UInt8]) {
+    public static func append(_ arguments: [[UInt8]], to buffer: inout [UInt8]) {
         buffer.append(UInt8(ascii: "*"))
         appendDecimal(arguments.count, to: &buffer)
         for argument in arguments {
@@ -57,9 +57,9 @@ enum RESPEncoder {
 /// Reads RESP2 replies from bytes as they arrive: ``next()`` returns a reply once all of it is
 /// buffered. Replies that break the protocol throw; nothing a server sends can make it crash
 /// or allocate more than the bytes it sent (lengths are checked against what arrived).
-struct RESPParser {
-    struct ProtocolError: Error, CustomStringConvertible {
-        var description: String
+@_spi(Fuzzing) public struct RESPParser {
+    public struct ProtocolError: Error, CustomStringConvertible {
+        public var description: String
     }
 
     private(set) var buffer: [UInt8] = []
@@ -67,7 +67,10 @@ struct RESPParser {
     /// Nesting deeper than this is refused (Redis' replies nest two or three levels).
     private let maximumDepth = 32
 
-    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    /// A parser with nothing buffered.
+    public init() {}
+
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             start = 0
@@ -79,7 +82,7 @@ struct RESPParser {
     }
 
     /// The next whole reply, or `nil` when more bytes are needed.
-    mutating func next() throws(ProtocolError) -> RESPValue? {
+    public mutating func next() throws(ProtocolError) -> RESPValue? {
         var position = start
         guard let value = try parse(&position, depth: 0) else { return nil }
         start = position

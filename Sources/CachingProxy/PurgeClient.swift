@@ -1,7 +1,7 @@
 #if os(Linux)
 import CacheSemantics
 import Foundation
-import Glibc
+@_spi(Wire) import HTTPWire
 
 extension CachingProxy {
     /// What a proxy answered to `PURGE`.
@@ -21,50 +21,39 @@ extension CachingProxy {
         _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
     ) throws -> PurgeAnswer {
         guard let address = try? Messages.absoluteTarget(proxy),
-            let (host, port) = OriginSocket.authority(address.authority, defaultPort: 80)
+            OriginSocket.authority(address.authority, defaultPort: 80) != nil
         else {
             throw ConfigurationError(
                 description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")
         }
-        let fd: Int32
-        switch OriginSocket.connect(host: host, port: port, timeout: timeout) {
-        case .success(let socket): fd = socket
-        case .failure(let failure):
+        var fields: HeaderFields = ["Host": address.authority, "Connection": "close"]
+        if let token { fields.append(name: "Authorization", value: "Bearer \(token)") }
+        if !groups.isEmpty { fields.append(name: "Cache-Group-Invalidation", value: CacheGroups.fieldValue(groups)) }
+        var configuration = UpstreamClient.Configuration()
+        configuration.connectTimeout = timeout
+        configuration.stallTimeout = timeout
+        configuration.maxIdleConnections = 0
+        // The proxy's answer is a line of text; more than 1 MiB is not read.
+        let answer = ResponseCollector(stopAfterBodyBytes: 1 << 20)
+        do {
+            try UpstreamClient(configuration: configuration).perform(
+                UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy), answer)
+        } catch  where error.connectFailure != nil {
             throw ConfigurationError(
-                description: "could not connect to the proxy at \(proxy): \(failure); is `httpcache serve` running?")
+                description: "could not connect to the proxy at \(proxy): \(error.connectFailure ?? ""); "
+                    + "is `httpcache serve` running?")
+        } catch  where error.kind == .other {
+            throw ConfigurationError(description: error.description)
+        } catch  where !error.receivedHead {
+            throw ConfigurationError(description: "the proxy at \(proxy) did not answer with HTTP")
+        } catch {
+            // A head arrived: its status counts, with what came of the message.
         }
-        defer { close(fd) }
-        var limit = timeval(tv_sec: Int(timeout), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        var request = "PURGE \(url) HTTP/1.1\r\nHost: \(address.authority)\r\nConnection: close\r\n"
-        if let token { request += "Authorization: Bearer \(token)\r\n" }
-        if !groups.isEmpty {
-            request += "Cache-Group-Invalidation: \(CacheGroups.fieldValue(groups))\r\n"
-        }
-        request += "\r\n"
-        let bytes = Array(request.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else {
-                throw ConfigurationError(description: "the proxy at \(proxy) closed the connection")
-            }
-            sent += count
-        }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while response.count < 1 << 20 {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
-            response += buffer[..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let parts = text.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
+        guard let head = answer.heads.first else {
             throw ConfigurationError(description: "the proxy at \(proxy) did not answer with HTTP")
         }
-        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return PurgeAnswer(status: status, message: body.trimmingCharacters(in: .whitespacesAndNewlines))
+        let message = String(decoding: answer.body, as: UTF8.self)
+        return PurgeAnswer(status: head.status, message: message.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 #endif

@@ -1,206 +1,56 @@
 #if os(Linux)
-// The entry point of the libFuzzer target FuzzResponseStream in Fuzz/: the upstream client's
-// response framing, alone and over sockets the fuzzer feeds. What the answers should be is
-// decided in the Fuzz package (its ResponseOracle module), not here.
+// The one entry point of the libFuzzer target FuzzResponseStream (Fuzz/) into this module: the
+// upstream client over sockets the fuzzer makes. Driving it, and deciding what the answers
+// should be, is the Fuzz package's work.
 import CacheSemantics
 import CacheSystem
-import HTTPWire
+@_spi(Wire) import HTTPWire
 
-/// The upstream client's framing (``ResponseFramer``) and the client itself, reachable from
-/// the libFuzzer targets in `Fuzz/` (`@_spi(Fuzzing) import CachingProxy`), which cannot see
-/// the internal types.
-///
-/// ```swift
-/// @_spi(Fuzzing) import CachingProxy
-///
-/// let framed = UpstreamFuzzing.frame(Array("HTTP/1.1 204 No Content\r\n\r\n".utf8), ends: [27], method: "GET")
-/// // framed.events == [.head(…), .end], framed.consumed == 27
-/// ```
-@_spi(Fuzzing) public enum UpstreamFuzzing {
-    /// ``ResponseFramer/Limits``: the defaults, or small ones so that short inputs reach them.
-    public struct Limits: Sendable, Equatable {
-        public var maxHeadBytes: Int
-        public var maxFieldCount: Int
-        public var maxInterimResponses: Int
+/// The proxy's ``UpstreamClient`` with connections from `connect` (one end of a socketpair the
+/// fuzzer writes to), pooled as usual. Not API.
+@_spi(Fuzzing) public final class FuzzingUpstreamClient: Sendable {
+    private let client: UpstreamClient
 
-        /// The limits the proxy runs with.
-        public static var standard: Limits {
-            let limits = ResponseFramer.Limits()
-            return Limits(
-                maxHeadBytes: limits.maxHeadBytes, maxFieldCount: limits.maxFieldCount,
-                maxInterimResponses: limits.maxInterimResponses)
-        }
-
-        public init(maxHeadBytes: Int, maxFieldCount: Int, maxInterimResponses: Int) {
-            self.maxHeadBytes = maxHeadBytes
-            self.maxFieldCount = maxFieldCount
-            self.maxInterimResponses = maxInterimResponses
-        }
-
-        var framerLimits: ResponseFramer.Limits {
-            var limits = ResponseFramer.Limits()
-            limits.maxHeadBytes = maxHeadBytes
-            limits.maxFieldCount = maxFieldCount
-            limits.maxInterimResponses = maxInterimResponses
-            return limits
-        }
-    }
-
-    /// A response head as the receiver gets it.
-    public struct Head: Sendable, Equatable, CustomStringConvertible {
-        public var status: Int
-        public var reason: String
-        public var fields: [HeaderField]
-
-        public init(status: Int, reason: String, fields: [HeaderField]) {
-            self.status = status
-            self.reason = reason
-            self.fields = fields
-        }
-
-        init(_ head: UpstreamResponseHead) {
-            self.init(status: head.status, reason: head.reason, fields: Array(head.fields))
-        }
-
-        public var description: String {
-            "\(status) \(reason.debugDescription) \(fields.map { "\($0.name): \($0.value)" })"
-        }
-    }
-
-    /// What the framer reported; adjacent body pieces joined, since splits move their borders.
-    public enum Event: Sendable, Equatable {
-        case interim(Head)
-        case head(Head)
-        case body([UInt8])
-        case end
-        /// The reason, in words.
-        case error(String)
-    }
-
-    /// Everything the framer reported for some bytes.
-    public struct Framing: Sendable, Equatable, CustomStringConvertible {
-        public var events: [Event] = []
-        /// Bytes that belonged to the response (consumed by the framer).
-        public var consumed = 0
-        /// Whether the connection may carry another request, as the framer says.
-        public var keepsAlive = false
-
-        public var description: String { "\(events) consumed \(consumed) keepsAlive \(keepsAlive)" }
-    }
-
-    /// Frames the response to a `method` request in `bytes`, received in pieces that end at
-    /// `ends`; then, when `closed`, the connection closes. Stops at the end or an error.
-    public static func frame(
-        _ bytes: [UInt8], ends: [Int], method: String, closed: Bool = false, limits: Limits = .standard
-    ) -> Framing {
-        var framer = ResponseFramer(requestMethod: method, limits: limits.framerLimits)
-        var framing = Framing()
-        var pending: [UInt8] = []
-        var received = 0
-        func record(_ event: Event) {
-            if case .body(let more) = event, case .body(let earlier) = framing.events.last {
-                framing.events[framing.events.count - 1] = .body(earlier + more)
-            } else {
-                framing.events.append(event)
+    /// - Parameters:
+    ///   - limits: The response framer's limits.
+    ///   - readSize: The most bytes one `recv` asks for.
+    ///   - stallTimeout: Seconds without a byte before an exchange fails.
+    ///   - connect: A connected socket, or nil for a refused connection.
+    public init(
+        limits: ResponseFramer.Limits, readSize: Int, stallTimeout: Double,
+        connect: @escaping @Sendable () -> Int32?
+    ) {
+        var configuration = UpstreamClient.Configuration()
+        configuration.stallTimeout = stallTimeout
+        configuration.idleConnectionLifetime = 3600
+        client = UpstreamClient(configuration: configuration, limits: limits, readSize: readSize) { _, _, _ in
+            guard let fd = connect() else {
+                return .failure(OriginSocket.Failure(kind: .unresolved, description: "the fuzzer made no socket"))
             }
-        }
-        pieces: for end in ends {
-            pending += bytes[received..<end]
-            received = end
-            while true {
-                let (event, consumed) = pending.withUnsafeBytes { framer.parse($0) }
-                switch event {
-                case .needMore: break
-                case .interim(let head): record(.interim(Head(head)))
-                case .head(let head): record(.head(Head(head)))
-                case .body(let range): record(.body(Array(pending[range])))
-                case .end: record(.end)
-                case .error(let error): record(.error(error.description))
-                }
-                pending.removeFirst(consumed)
-                framing.consumed += consumed
-                switch event {
-                case .needMore: continue pieces
-                case .end, .error: break pieces
-                default: continue
-                }
-            }
-        }
-        if closed, framing.events.last != .end, !framing.events.contains(where: \.isError) {
-            switch framer.finish() {
-            case .end: record(.end)
-            case .error(let error): record(.error(error.description))
-            default: preconditionFailure("finish() returns the end or an error")
-            }
-        }
-        framing.keepsAlive = framer.keepsAlive
-        return framing
-    }
-
-    /// How ``Client/perform(method:stopAtHead:stopAfterBodyBytes:)`` ended.
-    public struct Outcome: Sendable, Equatable, CustomStringConvertible {
-        /// The final head the receiver got.
-        public var head: Head?
-        /// The body the receiver got.
-        public var body: [UInt8] = []
-        /// ``UpstreamError/Kind`` in words (`closed`, `protocolError`…), nil after success.
-        public var error: String?
-        public var errorDescription: String?
-        /// ``UpstreamError/receivedHead``.
-        public var receivedHead = false
-
-        public var description: String {
-            "head \(head.map(\.description) ?? "none"), body \(body.count) bytes, "
-                + (error.map { "\($0) (\(errorDescription ?? "")), receivedHead \(receivedHead)" } ?? "complete")
+            return .success(fd)
         }
     }
 
-    /// An ``UpstreamClient`` whose connections are the sockets `connect` returns (one end of
-    /// a socketpair the fuzzer writes to), pooled as usual.
-    public final class Client: Sendable {
-        private let client: UpstreamClient
-
-        /// - Parameters:
-        ///   - limits: The framer's limits.
-        ///   - readSize: The most bytes one `recv` asks for.
-        ///   - stallTimeout: Seconds without a byte before an exchange fails.
-        ///   - connect: A connected socket, or nil for a refused connection.
-        public init(
-            limits: Limits, readSize: Int, stallTimeout: Double, connect: @escaping @Sendable () -> Int32?
-        ) {
-            var configuration = UpstreamClient.Configuration()
-            configuration.stallTimeout = stallTimeout
-            configuration.idleConnectionLifetime = 3600
-            client = UpstreamClient(configuration: configuration, limits: limits.framerLimits, readSize: readSize) {
-                _, _, _ in
-                guard let fd = connect() else {
-                    return .failure(OriginSocket.Failure(kind: .unresolved, description: "the fuzzer made no socket"))
-                }
-                return .success(fd)
-            }
+    /// Sends `method http://fuzz.test/` (no body, `Host` only); the receiver stops at the head,
+    /// or once it has `stopAfterBodyBytes` bytes, when asked.
+    /// - Returns: The final head and the body received, and the error (its kind in words,
+    ///   its description, whether the head had arrived) unless the exchange completed.
+    public func perform(method: String, stopAtHead: Bool, stopAfterBodyBytes: Int?) -> (
+        head: UpstreamResponseHead?, body: [UInt8], error: (kind: String, description: String, receivedHead: Bool)?
+    ) {
+        let collector = ResponseCollector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
+        var failure: (kind: String, description: String, receivedHead: Bool)?
+        do {
+            try client.perform(UpstreamRequest(method: method, url: "http://fuzz.test/", fields: [:]), collector)
+        } catch {
+            failure = ("\(error.kind)", error.description, error.receivedHead)
         }
-
-        /// Sends `method http://fuzz.test/` (no body, `Host` only) and collects the response;
-        /// the receiver says stop at the head, or once it has `stopAfterBodyBytes` bytes.
-        public func perform(method: String, stopAtHead: Bool, stopAfterBodyBytes: Int?) -> Outcome {
-            let collector = ResponseCollector(stopAtHead: stopAtHead, stopAfterBodyBytes: stopAfterBodyBytes)
-            var outcome = Outcome()
-            do {
-                try client.perform(UpstreamRequest(method: method, url: "http://fuzz.test/", fields: [:]), collector)
-            } catch {
-                outcome.error = "\(error.kind)"
-                outcome.errorDescription = error.description
-                outcome.receivedHead = error.receivedHead
-            }
-            outcome.head = collector.heads.first.map(Head.init)
-            outcome.body = collector.body
-            return outcome
-        }
+        return (collector.heads.first, collector.body, failure)
     }
 }
 
 /// A receiver that keeps what it gets, and stops at the head, or once it has
-/// `stopAfterBodyBytes` bytes, when asked (for the fuzzer and the tests).
+/// `stopAfterBodyBytes` bytes, when asked (for the fuzzer, `purge` and the tests).
 final class ResponseCollector: UpstreamReceiver {
     private(set) var heads: [UpstreamResponseHead] = []
     private(set) var body: [UInt8] = []
@@ -220,13 +70,6 @@ final class ResponseCollector: UpstreamReceiver {
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         self.body += body
         return self.body.count < stopAfterBodyBytes ?? .max
-    }
-}
-
-extension UpstreamFuzzing.Event {
-    var isError: Bool {
-        if case .error = self { return true }
-        return false
     }
 }
 #endif

@@ -1,16 +1,19 @@
-#if os(Linux)
 // De-chunking a body as its bytes arrive (RFC 9112 §7.1): hex sizes with overflow checks,
 // extensions skipped within a bound, strict CRLFs, trailer fields checked and dropped. The
 // server decodes request bodies with it, the upstream client's `ResponseFramer` response bodies.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-package struct ChunkedDecoder {
+@_spi(Wire) public struct ChunkedDecoder {
     /// The longest chunk-size line accepted, extensions included.
-    package static let maxSizeLineBytes = 4096
+    public static let maxSizeLineBytes = 4096
 
-    package let maxBodyBytes: Int64
-    package let maxTrailerBytes: Int
-    package let maxTrailerFields: Int
+    public let maxBodyBytes: Int64
+    public let maxTrailerBytes: Int
+    public let maxTrailerFields: Int
 
     private enum State {
         case sizeLine
@@ -28,20 +31,20 @@ package struct ChunkedDecoder {
     /// Chunk data decoded so far.
     private var decodedBytes: Int64 = 0
 
-    package init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
+    public init(maxBodyBytes: Int64, maxTrailerBytes: Int, maxTrailerFields: Int) {
         self.maxBodyBytes = maxBodyBytes
         self.maxTrailerBytes = maxTrailerBytes
         self.maxTrailerFields = maxTrailerFields
     }
 
-    package enum Outcome {
+    public enum Outcome {
         case needMore
         case done
         case rejected(Rejection)
     }
 
     /// What one step of ``next(_:count:)`` found.
-    package enum Step {
+    public enum Step {
         /// Every byte given was used (or waits for the rest of its line): call again with more.
         case needMore
         /// Chunk data: these bytes of the input, at positions counted from `base`.
@@ -54,7 +57,7 @@ package struct ChunkedDecoder {
     /// Decodes from the `count` bytes at `base`, appending chunk data to `body`. Returns how
     /// many bytes were consumed (the rest stays for the next call, or belongs to the next
     /// request once `.done`).
-    package mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
+    public mutating func decode(_ base: UnsafePointer<UInt8>, count: Int, into body: inout [UInt8]) -> (Int, Outcome) {
         var position = 0
         while true {
             let (used, step) = next(base + position, count: count - position)
@@ -76,7 +79,7 @@ package struct ChunkedDecoder {
     /// Decodes from the `count` bytes at `base` up to the next chunk data, the end of the
     /// body, or the need for more bytes. Returns how many bytes were consumed, data included;
     /// the bytes not consumed (a line not yet complete) must be given again, followed by more.
-    package mutating func next(_ base: UnsafePointer<UInt8>, count: Int) -> (Int, Step) {
+    public mutating func next(_ base: UnsafePointer<UInt8>, count: Int) -> (Int, Step) {
         var position = 0
         while true {
             switch state {
@@ -195,4 +198,3 @@ package struct ChunkedDecoder {
         return nil
     }
 }
-#endif

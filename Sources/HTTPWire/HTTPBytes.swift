@@ -1,7 +1,10 @@
-#if os(Linux)
 // Byte classes of the HTTP/1.1 grammar, as bit tables in constants (no lazy globals on the
 // hot path). Everything here works on wire bytes: no Character or String operations.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Public only as SPI (`@_spi(Wire) import HTTPWire`), for the proxy's server: Swift 6.3
 /// inlines an `@inlinable` function across modules when it is public, not when it is
@@ -144,4 +147,3 @@ import Glibc
         }
     }
 }
-#endif

@@ -1,31 +1,45 @@
-#if os(Linux)
 // The request head parser: RFC 9112 §2–§6 over raw bytes, strict where the RFC says a
 // server must reject (smuggling vectors, obs-fold, bare CR/LF) and line by line, so bytes
 // arriving one at a time are scanned once.
 import CacheSemantics
+
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The limits `httpcache serve` applies unless told otherwise.
+@_spi(Wire) public enum WireDefaults {
+    /// The largest request head (and trailer section).
+    public static let maxHeaderBytes = 16 * 1024
+    /// The most field lines in a head.
+    public static let maxFieldCount = 100
+    /// The largest request body.
+    public static let maxBodyBytes: Int64 = 8 << 20
+}
 
 /// Why a request is refused: the status and a short reason for the client and the log.
-package struct Rejection: Error {
-    package var status: Int
-    package var reason: String
+@_spi(Wire) public struct Rejection: Error {
+    public var status: Int
+    public var reason: String
 
-    package init(status: Int, reason: String) {
+    public init(status: Int, reason: String) {
         self.status = status
         self.reason = reason
     }
 }
 
 /// Where a field line's name and value sit, as offsets from the start of the request.
-package struct FieldSpan {
-    package var nameStart: Int
-    package var nameCount: Int
-    package var valueStart: Int
-    package var valueCount: Int
+@_spi(Wire) public struct FieldSpan {
+    public var nameStart: Int
+    public var nameCount: Int
+    public var valueStart: Int
+    public var valueCount: Int
 }
 
 /// How a request's body is delimited (RFC 9112 §6.3).
-package enum RequestFraming: Equatable {
+@_spi(Wire) public enum RequestFraming: Equatable {
     case none
     case length(Int64)
     case chunked
@@ -33,10 +47,10 @@ package enum RequestFraming: Equatable {
 
 /// Parses one request head. `parse` is called again with the same start and more bytes
 /// until it completes or rejects; `reset` before the next request.
-package struct RequestHeadParser {
-    package let maxHeaderBytes: Int
-    package let maxFieldCount: Int
-    package let maxBodyBytes: Int64
+@_spi(Wire) public struct RequestHeadParser {
+    public let maxHeaderBytes: Int
+    public let maxFieldCount: Int
+    public let maxBodyBytes: Int64
 
     // Progress: the start of the first line not parsed yet, and where the LF search resumes.
     private var lineStart = 0
@@ -44,19 +58,19 @@ package struct RequestHeadParser {
     private var sawRequestLine = false
 
     // The request-line.
-    package private(set) var methodStart = 0
-    package private(set) var methodCount = 0
-    package private(set) var targetStart = 0
-    package private(set) var targetCount = 0
-    package private(set) var minorVersion = 1
-    package private(set) var isHead = false
+    public private(set) var methodStart = 0
+    public private(set) var methodCount = 0
+    public private(set) var targetStart = 0
+    public private(set) var targetCount = 0
+    public private(set) var minorVersion = 1
+    public private(set) var isHead = false
 
     // The field section and what the server itself acts on.
     /// The field lines' places; only the first `fieldCount` belong to this request (the
     /// array is reused from request to request).
-    package private(set) var fields: [FieldSpan] = []
-    package private(set) var fieldCount = 0
-    package private(set) var headLength = 0
+    public private(set) var fields: [FieldSpan] = []
+    public private(set) var fieldCount = 0
+    public private(set) var headLength = 0
     private var hostCount = 0
     private var contentLength: Int64?
     private var transferEncodingSeen = false
@@ -65,13 +79,13 @@ package struct RequestHeadParser {
     private var otherCoding: String?
     private var connectionClose = false
     private var connectionKeepAlive = false
-    package private(set) var expectsContinue = false
+    public private(set) var expectsContinue = false
     private var unknownExpectation: String?
 
     /// What the complete head says about the body.
-    package private(set) var framing = RequestFraming.none
+    public private(set) var framing = RequestFraming.none
 
-    package init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
+    public init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxFieldCount = maxFieldCount
         self.maxBodyBytes = maxBodyBytes
@@ -79,12 +93,12 @@ package struct RequestHeadParser {
 
     /// Whether the connection stays open after this request's response (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-    package private(set) var keepAlive = true
+    public private(set) var keepAlive = true
 
     /// Whether any byte of the head has been scanned as part of a line.
-    package private(set) var hasStarted = false
+    public private(set) var hasStarted = false
 
-    package mutating func reset() {
+    public mutating func reset() {
         lineStart = 0
         scanFrom = 0
         sawRequestLine = false
@@ -107,14 +121,14 @@ package struct RequestHeadParser {
         framing = .none
     }
 
-    package enum Outcome {
+    public enum Outcome {
         case needMore
         case complete
         case rejected(Rejection)
     }
 
     /// Continues parsing the `count` bytes at `base` (the start of the request).
-    package mutating func parse(_ base: UnsafePointer<UInt8>, count: Int) -> Outcome {
+    public mutating func parse(_ base: UnsafePointer<UInt8>, count: Int) -> Outcome {
         while true {
             guard scanFrom < count, let found = memchr(base + scanFrom, Int32(HTTPBytes.lf), count - scanFrom) else {
                 scanFrom = count
@@ -155,7 +169,7 @@ package struct RequestHeadParser {
 
     /// The complete head (without its body); `base` is the start of the request the head was
     /// parsed from.
-    package func parsedHead(_ base: UnsafePointer<UInt8>) -> ParsedRequestHead {
+    public func parsedHead(_ base: UnsafePointer<UInt8>) -> ParsedRequestHead {
         var lines: [HeaderField] = []
         lines.reserveCapacity(fieldCount)
         for span in fields[..<fieldCount] {
@@ -281,15 +295,15 @@ package struct RequestHeadParser {
     }
 
     /// A field line's name length and its value's place, trimmed of OWS.
-    package struct FieldLine {
-        package var nameCount: Int
-        package var valueStart: Int
-        package var valueCount: Int
+    public struct FieldLine {
+        public var nameCount: Int
+        public var valueStart: Int
+        public var valueCount: Int
     }
 
     /// Checks `field-name ":" OWS field-value OWS` between `start` and `end` (the CR), for
     /// header and trailer sections alike (RFC 9112 §5, RFC 9110 §5.5).
-    package static func scanFieldLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Result<
+    public static func scanFieldLine(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Result<
         FieldLine, Rejection
     > {
         if HTTPBytes.isOWS(base[start]) {
@@ -505,16 +519,15 @@ package struct RequestHeadParser {
         return nil
     }
 }
-#endif
 
 /// A request head as read from the wire (RFC 9112 §3, §5).
-package struct ParsedRequestHead: Sendable {
+@_spi(Wire) public struct ParsedRequestHead: Sendable {
     /// The method token, as sent.
-    package var method: String
+    public var method: String
     /// The request-target, as sent.
-    package var target: String
+    public var target: String
     /// `1` for HTTP/1.1, `0` for HTTP/1.0.
-    package var minorVersion: Int
+    public var minorVersion: Int
     /// Field lines in the order received, values trimmed of OWS.
-    package var fields: HeaderFields
+    public var fields: HeaderFields
 }

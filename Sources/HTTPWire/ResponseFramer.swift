@@ -1,4 +1,3 @@
-#if os(Linux)
 import CacheSemantics
 
 /// Where one HTTP/1.1 response begins and ends in the bytes of a connection (RFC 9112 §6.3):
@@ -39,21 +38,26 @@ import CacheSemantics
 /// ``Limits/maxHeadBytes`` is refused as soon as it is. A chunk line is judged when its LF
 /// arrives (or when it grows past 4,096 bytes, or the trailer past ``Limits/maxHeadBytes``);
 /// chunk data must be followed by CRLF.
-package struct ResponseFramer {
+@_spi(Wire) public struct ResponseFramer {
     /// Bounds on what an origin can make the client hold or read.
-    package struct Limits: Sendable, Equatable {
+    public struct Limits: Sendable, Equatable {
         /// The largest head (status line, fields, empty line) and trailer section, in bytes.
-        package var maxHeadBytes = 64 * 1024
+        public var maxHeadBytes: Int
         /// The most fields in a head or a trailer section.
-        package var maxFieldCount = 256
+        public var maxFieldCount: Int
         /// The most interim (1xx) responses before the final one.
-        package var maxInterimResponses = 16
+        public var maxInterimResponses: Int
 
-        package init() {}
+        /// The proxy's limits unless others are given: 64 KiB, 256 fields, 16 interim responses.
+        public init(maxHeadBytes: Int = 64 * 1024, maxFieldCount: Int = 256, maxInterimResponses: Int = 16) {
+            self.maxHeadBytes = maxHeadBytes
+            self.maxFieldCount = maxFieldCount
+            self.maxInterimResponses = maxInterimResponses
+        }
     }
 
     /// How the body of the final response is delimited.
-    package enum Framing: Equatable {
+    public enum Framing: Equatable {
         case none
         case length(Int64)
         case chunked
@@ -61,7 +65,7 @@ package struct ResponseFramer {
     }
 
     /// What one ``ResponseFramer/parse(_:)`` call found.
-    package enum Event: Equatable {
+    public enum Event: Equatable {
         /// All bytes given were consumed or are kept for later: give them again with more.
         case needMore
         /// An interim (1xx) response head; the final head is still to come (the proxy relays
@@ -94,17 +98,17 @@ package struct ResponseFramer {
     private var interimResponses = 0
     /// Whether the final head lets the connection carry another request (RFC 9112 §9.3): set
     /// with the final head; always `false` for a body delimited by the close.
-    package private(set) var keepsAlive = false
+    public private(set) var keepsAlive = false
 
     /// A framer for the response to a request with `requestMethod`.
-    package init(requestMethod: String, limits: Limits = Limits()) {
+    public init(requestMethod: String, limits: Limits = Limits()) {
         isHeadRequest = requestMethod == "HEAD"
         self.limits = limits
     }
 
     /// Reads from `input`: the bytes not consumed by the previous call, then any received since.
     /// - Returns: What was found, and how many bytes of `input` it consumed.
-    package mutating func parse(_ input: UnsafeRawBufferPointer) -> (event: Event, consumed: Int) {
+    public mutating func parse(_ input: UnsafeRawBufferPointer) -> (event: Event, consumed: Int) {
         switch state {
         case .head(let scanned, let lineStart):
             return head(input, scanned: scanned, lineStart: lineStart)
@@ -147,7 +151,7 @@ package struct ResponseFramer {
     /// The connection closed after the bytes given so far (`unconsumed` of them not consumed).
     /// - Returns: ``Event/end`` when that completes the response (a body delimited by the
     ///   close, or a response already complete), else ``Event/error(_:)`` saying what was cut.
-    package mutating func finish() -> Event {
+    public mutating func finish() -> Event {
         switch state {
         case .untilClose, .done:
             state = .done
@@ -246,7 +250,7 @@ package struct ResponseFramer {
     }
 
     /// RFC 9112 §6.3, items 1–8, for a final response (see the type's documentation).
-    package static func framing(of parsed: ResponseHeadParser.Head, isHeadRequest: Bool) -> Result<
+    public static func framing(of parsed: ResponseHeadParser.Head, isHeadRequest: Bool) -> Result<
         Framing, FramingError
     > {
         let head = parsed.head
@@ -291,7 +295,7 @@ package struct ResponseFramer {
     /// Whether the connection persists after this response (RFC 9112 §9.3): not with
     /// `Connection: close`; from HTTP/1.1 on by default; in HTTP/1.0 only with
     /// `Connection: keep-alive`.
-    package static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
+    public static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
         let options = parsed.head.fields.listMembers(named: .connection).map { ASCII.lowercased(String($0)) }
         if options.contains("close") { return false }
         return parsed.minorVersion >= 1 || options.contains("keep-alive")
@@ -311,4 +315,3 @@ package struct ResponseFramer {
         return value
     }
 }
-#endif

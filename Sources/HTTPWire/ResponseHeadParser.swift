@@ -1,4 +1,3 @@
-#if os(Linux)
 import CacheSemantics
 
 /// Reads one response head (a status line, field lines and the empty line that ends them) once
@@ -21,17 +20,17 @@ import CacheSemantics
 ///
 /// Bytes become text as UTF-8 when valid, otherwise as ISO 8859-1 (one scalar per byte), so
 /// no byte is replaced.
-package enum ResponseHeadParser {
+@_spi(Wire) public enum ResponseHeadParser {
     /// A head as read: its version's minor digit (for persistence, RFC 9112 §9.3) and the
     /// head the receiver gets.
-    package struct Head: Equatable {
-        package var minorVersion: Int
-        package var head: UpstreamResponseHead
+    public struct Head: Equatable {
+        public var minorVersion: Int
+        public var head: UpstreamResponseHead
     }
 
     /// Reads `bytes`, which hold exactly one head: lines up to and including the empty line.
     /// - Returns: The head, or why it is malformed.
-    package static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
         var lines = Lines(bytes)
         guard let statusLine = lines.next() else { return .failure(FramingError("an empty response head")) }
         guard let (minorVersion, status, reason) = Self.statusLine(statusLine) else {
@@ -84,7 +83,7 @@ package enum ResponseHeadParser {
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
     /// `bytes` without leading and trailing SP and HTAB (OWS, RFC 9110 §5.6.3).
-    package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+    public static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var result = bytes
         while let first = result.first, HTTPBytes.isOWS(first) { result = result.dropFirst() }
         while let last = result.last, HTTPBytes.isOWS(last) { result = result.dropLast() }
@@ -92,7 +91,7 @@ package enum ResponseHeadParser {
     }
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
-    package static func text(_ bytes: ArraySlice<UInt8>) -> String {
+    public static func text(_ bytes: ArraySlice<UInt8>) -> String {
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         var result = ""
         result.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
@@ -100,17 +99,17 @@ package enum ResponseHeadParser {
     }
 
     /// At most 80 bytes of `line`, quoted, for an error message.
-    package static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
+    public static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
 
     /// The lines of a head: split after each LF, without the LF and a CR before it, with
     /// every other CR and NUL replaced by SP.
     private struct Lines {
-        package let bytes: UnsafeRawBufferPointer
-        package var position = 0
+        let bytes: UnsafeRawBufferPointer
+        var position = 0
 
-        package init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-        package mutating func next() -> [UInt8]? {
+        mutating func next() -> [UInt8]? {
             guard position < bytes.count else { return nil }
             let start = position
             var end = start
@@ -123,20 +122,19 @@ package enum ResponseHeadParser {
 }
 
 /// Why a response's bytes cannot be read as a message (RFC 9112): a sentence naming the rule.
-package struct FramingError: Error, Equatable, CustomStringConvertible {
-    package var description: String
-    package init(_ description: String) { self.description = description }
+@_spi(Wire) public struct FramingError: Error, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
-#endif
 
 /// The final (non-1xx) response head from an origin.
-package struct UpstreamResponseHead: Sendable, Equatable {
-    package var status: Int
-    package var reason: String
+@_spi(Wire) public struct UpstreamResponseHead: Sendable, Equatable {
+    public var status: Int
+    public var reason: String
     /// Field lines in the order received, repeated names kept.
-    package var fields: HeaderFields
+    public var fields: HeaderFields
 
-    package init(status: Int, reason: String, fields: HeaderFields) {
+    public init(status: Int, reason: String, fields: HeaderFields) {
         self.status = status
         self.reason = reason
         self.fields = fields

@@ -1,3 +1,5 @@
+@_spi(Wire) import HTTPWire
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -104,12 +106,10 @@ enum ResponseWriter {
             }
         }
 
-        var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-        for field in fields {
-            head += "\(field.name): \(field.value)\r\n"
-        }
-        head += "\r\n"
-        var bytes = Array(head.utf8)
+        var bytes: [UInt8] = []
+        HeadWriter.appendStatusLine(status: status, to: &bytes)
+        for field in fields { HeadWriter.appendField(name: field.name, value: field.value, to: &bytes) }
+        HeadWriter.appendEnd(to: &bytes)
         if sendsBody, response.generatedBody != nil || pauses {
             let limit = min(
                 bodyLength, Int64(max(0, response.cutAfterBodyBytes ?? response.pauseAfterBodyBytes ?? Int.max)))
@@ -121,12 +121,14 @@ enum ResponseWriter {
             let body = response.body
             let sent = body.prefix(max(0, response.cutAfterBodyBytes ?? body.count))
             if chunked {
-                if !body.isEmpty {
-                    bytes += Array("\(String(body.count, radix: 16))\r\n".utf8)
+                if sent.count == body.count {
+                    ChunkedEncoder.appendChunk(body, to: &bytes)
+                    ChunkedEncoder.appendEnd(to: &bytes)
+                } else if !body.isEmpty {
+                    // Cut short: the size line and part of the data, never the chunk's end.
+                    ChunkedEncoder.appendSize(body.count, to: &bytes)
                     bytes += sent
-                    if sent.count == body.count { bytes += [0x0D, 0x0A] }
                 }
-                if sent.count == body.count { bytes += Array("0\r\n\r\n".utf8) }
             } else {
                 bytes += sent
             }
@@ -137,13 +139,14 @@ enum ResponseWriter {
     /// A short `text/plain` error reply that closes the connection.
     static func rejection(status: Int, reason: String, now: time_t = time(nil)) -> [UInt8] {
         let body = "\(status) \(reasonPhrase(status)): \(reason)\n"
-        let head =
-            "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-            + "Content-Type: text/plain; charset=utf-8\r\n"
-            + "Content-Length: \(body.utf8.count)\r\n"
-            + "Date: \(imfFixdate(now))\r\n"
-            + "Connection: close\r\n\r\n"
-        return Array((head + body).utf8)
+        var bytes: [UInt8] = []
+        HeadWriter.appendStatusLine(status: status, to: &bytes)
+        HeadWriter.appendField(name: "Content-Type", value: "text/plain; charset=utf-8", to: &bytes)
+        HeadWriter.appendField(name: "Content-Length", value: String(body.utf8.count), to: &bytes)
+        HeadWriter.appendField(name: "Date", value: imfFixdate(now), to: &bytes)
+        HeadWriter.appendField(name: "Connection", value: "close", to: &bytes)
+        HeadWriter.appendEnd(to: &bytes)
+        return bytes + body.utf8
     }
 
     /// Drops CR, LF and NUL so a handler's field cannot break the message framing.
@@ -153,57 +156,7 @@ enum ResponseWriter {
     }
 
     /// The registered reason phrase (RFC 9110 §15), or "" for codes without one.
-    static func reasonPhrase(_ status: Int) -> String {
-        switch status {
-        case 100: "Continue"
-        case 101: "Switching Protocols"
-        case 103: "Early Hints"
-        case 200: "OK"
-        case 201: "Created"
-        case 202: "Accepted"
-        case 203: "Non-Authoritative Information"
-        case 204: "No Content"
-        case 205: "Reset Content"
-        case 206: "Partial Content"
-        case 300: "Multiple Choices"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 303: "See Other"
-        case 304: "Not Modified"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 406: "Not Acceptable"
-        case 407: "Proxy Authentication Required"
-        case 408: "Request Timeout"
-        case 409: "Conflict"
-        case 410: "Gone"
-        case 411: "Length Required"
-        case 412: "Precondition Failed"
-        case 413: "Content Too Large"
-        case 414: "URI Too Long"
-        case 415: "Unsupported Media Type"
-        case 416: "Range Not Satisfiable"
-        case 417: "Expectation Failed"
-        case 421: "Misdirected Request"
-        case 422: "Unprocessable Content"
-        case 426: "Upgrade Required"
-        case 428: "Precondition Required"
-        case 429: "Too Many Requests"
-        case 431: "Request Header Fields Too Large"
-        case 500: "Internal Server Error"
-        case 501: "Not Implemented"
-        case 502: "Bad Gateway"
-        case 503: "Service Unavailable"
-        case 504: "Gateway Timeout"
-        case 505: "HTTP Version Not Supported"
-        default: ""
-        }
-    }
+    static func reasonPhrase(_ status: Int) -> String { HTTPWire.reasonPhrase(status)?.description ?? "" }
 
     /// `IMF-fixdate` (RFC 9110 §5.6.7), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
     static func imfFixdate(_ seconds: time_t) -> String {

@@ -1,6 +1,7 @@
 import CacheSemantics
 import Foundation
 import HTTPCaching
+import HTTPWire
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -25,23 +26,9 @@ enum Report {
 
     /// `HTTP/1.1 404 Not Found`.
     static func statusLine(_ status: Int) -> String {
-        let reason = reasonPhrases[status].map { " " + $0 } ?? ""
+        let reason = reasonPhrase(status).map { " \($0)" } ?? ""
         return "HTTP/1.1 \(status)\(reason)"
     }
-
-    /// The reason phrases of RFC 9110 §15.
-    static let reasonPhrases: [Int: String] = [
-        100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted",
-        203: "Non-Authoritative Information", 204: "No Content", 205: "Reset Content", 206: "Partial Content",
-        300: "Multiple Choices", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
-        307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized",
-        403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
-        409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
-        414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable", 417: "Expectation Failed",
-        421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required", 429: "Too Many Requests",
-        500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
-        504: "Gateway Timeout", 505: "HTTP Version Not Supported",
-    ]
 
     /// Whether a body of this `Content-Type` is text (absent counts as text; the bytes must
     /// still be valid UTF-8 to be shown as text).

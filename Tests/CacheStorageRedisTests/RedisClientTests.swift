@@ -3,7 +3,7 @@ import CacheStorage
 import CacheTestSupport
 import Testing
 
-@testable import CacheStorageRedis
+@_spi(Fuzzing) @testable import CacheStorageRedis
 
 @Suite("CacheStorageRedis: the RESP client, addresses and hash slots")
 struct RedisClientTests {

@@ -1,6 +1,6 @@
 #if os(Linux)
 import Glibc
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Testing
 
 @testable import CachingProxy

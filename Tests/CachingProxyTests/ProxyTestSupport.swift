@@ -4,7 +4,7 @@ import CacheSemantics
 import CacheStorage
 import CacheTestSupport
 import Foundation
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import LoopbackOrigin
 import Testing
 

@@ -5,7 +5,7 @@ import CacheStorage
 import CacheTestSupport
 import Dispatch
 import Foundation
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import LoopbackOrigin
 import Testing
 

@@ -3,7 +3,7 @@ import CacheSemantics
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Testing
 
 @testable import CachingProxy

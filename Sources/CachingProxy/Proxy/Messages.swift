@@ -18,10 +18,8 @@ struct Target: Sendable, Equatable {
 
 enum Messages {
     /// Fields that describe one connection, never forwarded or stored (RFC 9110 §7.6.1):
-    /// these, and every field `Connection` names.
-    static let hopByHop: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-    ]
+    /// CacheSemantics' list, and every field `Connection` names.
+    static let hopByHop = Set(hopByHopFieldNames)
 
     /// `fields` without hop-by-hop fields and the ones `Connection` nominates.
     static func removingHopByHop(_ fields: HeaderFields) -> HeaderFields {

@@ -2,7 +2,7 @@
 import CacheExchange
 import CacheSemantics
 import CacheSystem
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import CacheStorage
 import Synchronization
 

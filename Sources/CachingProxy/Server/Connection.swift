@@ -1,7 +1,7 @@
 #if os(Linux)
 // One client connection: its buffers and where it stands. Touched only on its loop's thread,
 // except `shared`, which writers on other threads use under its lock.
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import CacheSystem
 import Glibc
 

@@ -5,7 +5,7 @@ import CEpollHTTPCache
 // the response before them is complete.
 import CacheSystem
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Glibc
 
 extension EventLoop {

@@ -1,7 +1,7 @@
 #if os(Linux)
 // One event-loop thread: epoll (edge-triggered connections, a level-triggered listener), an
 // eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import CEpollHTTPCache
 import CacheSystem
 import Glibc

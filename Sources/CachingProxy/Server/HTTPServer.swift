@@ -2,7 +2,7 @@
 import CEpollHTTPCache
 import CacheSystem
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Glibc
 
 /// An HTTP/1.1 server on epoll.

@@ -1,6 +1,6 @@
 #if os(Linux)
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 
 /// A request as ``HTTPServer`` parsed it: head in wire order and the whole body.
 package struct ServerRequest: Sendable {

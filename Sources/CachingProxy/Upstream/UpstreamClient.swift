@@ -1,6 +1,6 @@
 #if os(Linux)
 import CacheSystem
-import HTTPWire
+@_spi(Wire) import HTTPWire
 import Glibc
 
 /// Sends requests to origins over HTTP/1.1 and reads their responses, with every byte of the
@@ -157,15 +157,15 @@ package final class UpstreamClient: Sendable {
                     description:
                         "could not connect to \(url) within \(OriginSocket.seconds(configuration.connectTimeout)); "
                         + "is the origin up and reachable?",
-                    receivedHead: false)
+                    receivedHead: false, connectFailure: failure.description)
             case .unresolved:
                 throw UpstreamError(
                     kind: .connect, description: "could not connect to \(url): \(failure); is the host name right?",
-                    receivedHead: false)
+                    receivedHead: false, connectFailure: failure.description)
             case .failed:
                 throw UpstreamError(
                     kind: .connect, description: "could not connect to \(url) (\(failure)); is the origin running?",
-                    receivedHead: false)
+                    receivedHead: false, connectFailure: failure.description)
             }
         }
     }

@@ -36,5 +36,8 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
     package var description: String
     /// Whether the response head had been delivered to the receiver.
     package var receivedHead: Bool
+    /// For ``Kind/connect`` and a ``Kind/timeout`` while connecting: why the connection was
+    /// not made, e.g. `Connection refused`.
+    package var connectFailure: String? = nil
 }
 #endif

@@ -1,6 +1,6 @@
 #if os(Linux)
 import CacheSemantics
-import HTTPWire
+@_spi(Wire) import HTTPWire
 
 /// A request the proxy sends to an origin, exactly as given.
 package struct UpstreamRequest: Sendable {
@@ -12,12 +12,17 @@ package struct UpstreamRequest: Sendable {
     package var fields: HeaderFields
     /// The request body; `nil` when the request has none.
     package var body: [UInt8]?
+    /// When set, a proxy (`http://host[:port]`) the request is sent to with `url`, exactly as
+    /// given, as its absolute-form request-target (RFC 9112 §3.2.2), rather than to `url`'s
+    /// origin in origin-form.
+    package var proxy: String?
 
-    package init(method: String, url: String, fields: HeaderFields, body: [UInt8]? = nil) {
+    package init(method: String, url: String, fields: HeaderFields, body: [UInt8]? = nil, proxy: String? = nil) {
         self.method = method
         self.url = url
         self.fields = fields
         self.body = body
+        self.proxy = proxy
     }
 }
 

@@ -21,10 +21,10 @@ extension UpstreamRequest {
     /// Bodies up to this size are copied into the head's buffer and go out in one `send`.
     static let inlineBodyLimit = 16 * 1024
 
-    /// The request in origin-form (RFC 9112 §3.2.1).
+    /// The request in origin-form (RFC 9112 §3.2.1), or in absolute-form to ``proxy`` when set.
     ///
-    /// What goes out: `METHOD /path?query HTTP/1.1`, `Host` from the URL first when the
-    /// fields have none (RFC 9112 §3.2), the field lines in order with repeated names, an
+    /// What goes out: `METHOD /path?query HTTP/1.1`, `Host` from the URL (the proxy's, through
+    /// a proxy) first when the fields have none (RFC 9112 §3.2), the field lines in order with repeated names, an
     /// empty value as `Name:`, then `Content-Length` when there is a body (even an empty one;
     /// never for `HEAD`, whose body is not sent). `Content-Length` and `Transfer-Encoding`
     /// among the fields are dropped: the body's framing is the client's to write (RFC 9112 §6).
@@ -43,11 +43,15 @@ extension UpstreamRequest {
             throw refusal("CONNECT is not sent upstream; tunnels connect directly")
         }
         let parsed: Target?
-        do { parsed = try Messages.absoluteTarget(url) } catch { throw refusal("the URL's authority: \(error)") }
+        do { parsed = try Messages.absoluteTarget(proxy ?? url) } catch {
+            throw refusal("the \(proxy == nil ? "URL" : "proxy")'s authority: \(error)")
+        }
         guard let target = parsed else { throw refusal("only http URLs are sent") }
         let authority = target.authority
-        let path = target.pathAndQuery.utf8
-        guard path.allSatisfy(HTTPBytes.isTarget), let (host, port) = OriginSocket.authority(authority, defaultPort: 80)
+        // Through a proxy, the URL as given is the request-target (RFC 9112 §3.2.2).
+        let path = proxy == nil ? target.pathAndQuery.utf8 : Substring(url).utf8
+        guard !path.isEmpty, path.allSatisfy(HTTPBytes.isTarget),
+            let (host, port) = OriginSocket.authority(authority, defaultPort: 80)
         else {
             throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
         }
@@ -70,32 +74,16 @@ extension UpstreamRequest {
         let body = method == "HEAD" ? nil : body
         var head: [UInt8] = []
         head.reserveCapacity(256 + (body.map { $0.count <= Self.inlineBodyLimit ? $0.count : 0 } ?? 0))
-        head += method.utf8
-        head.append(HTTPBytes.space)
-        head += path
-        head += " HTTP/1.1\r\n".utf8
-        if !fields.contains(.host) {
-            head += "Host: ".utf8
-            head += authority.utf8
-            head += "\r\n".utf8
-        }
+        HeadWriter.appendRequestLine(method: method, target: path, to: &head)
+        if !fields.contains(.host) { HeadWriter.appendField(name: "Host", value: authority, to: &head) }
         for field in fields
         where field.lowercasedName != HeaderField.Name.contentLength.lowercasedName
             && field.lowercasedName != HeaderField.Name.transferEncoding.lowercasedName
         {
-            head += field.name.utf8
-            if field.value.isEmpty {
-                head += ":\r\n".utf8
-            } else {
-                head += ": ".utf8
-                head += field.value.utf8
-                head += "\r\n".utf8
-            }
+            HeadWriter.appendField(name: field.name, value: field.value, to: &head)
         }
-        if let body {
-            head += "Content-Length: \(body.count)\r\n".utf8
-        }
-        head += "\r\n".utf8
+        if let body { HeadWriter.appendField(name: "Content-Length", value: String(body.count), to: &head) }
+        HeadWriter.appendEnd(to: &head)
         let sendsBodyApart = (body?.count ?? 0) > Self.inlineBodyLimit
         if let body, !sendsBodyApart { head += body }
         return Wire(

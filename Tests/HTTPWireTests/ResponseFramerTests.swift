@@ -1,30 +1,27 @@
-#if os(Linux)
 import CacheSemantics
+@_spi(Wire) import HTTPWire
 import Testing
-
-@_spi(Fuzzing) @testable import CachingProxy
 
 /// `ResponseFramer` with no I/O: every framing rule of RFC 9112 §6.3, each fed in one piece,
 /// byte by byte and in uneven pieces, which must all read alike.
 @Suite("ResponseFramer (RFC 9112 §6.3)")
 struct ResponseFramerTests {
-    typealias Framing = UpstreamFuzzing.Framing
-    typealias Limits = UpstreamFuzzing.Limits
+    typealias Limits = ResponseFramer.Limits
 
     /// Frames `text` in one piece, byte by byte and in pieces of 1 to 7 bytes; all three must agree.
     static func frame(
-        _ text: String, method: String = "GET", closed: Bool = false, limits: Limits = .standard,
+        _ text: String, method: String = "GET", closed: Bool = false, limits: Limits = Limits(),
         sourceLocation: SourceLocation = #_sourceLocation
     ) -> Framing {
         frame(Array(text.utf8), method: method, closed: closed, limits: limits, sourceLocation: sourceLocation)
     }
 
     static func frame(
-        _ bytes: [UInt8], method: String = "GET", closed: Bool = false, limits: Limits = .standard,
+        _ bytes: [UInt8], method: String = "GET", closed: Bool = false, limits: Limits = Limits(),
         sourceLocation: SourceLocation = #_sourceLocation
     ) -> Framing {
-        let whole = UpstreamFuzzing.frame(bytes, ends: [bytes.count], method: method, closed: closed, limits: limits)
-        let single = UpstreamFuzzing.frame(
+        let whole = Framing(bytes, ends: [bytes.count], method: method, closed: closed, limits: limits)
+        let single = Framing(
             bytes, ends: Array(bytes.indices.map { $0 + 1 }), method: method, closed: closed, limits: limits)
         var uneven: [Int] = []
         var end = 0
@@ -32,15 +29,15 @@ struct ResponseFramerTests {
             end = min(bytes.count, end + 1 + uneven.count % 7)
             uneven.append(end)
         }
-        let pieces = UpstreamFuzzing.frame(bytes, ends: uneven, method: method, closed: closed, limits: limits)
+        let pieces = Framing(bytes, ends: uneven, method: method, closed: closed, limits: limits)
         #expect(single == whole, "byte by byte", sourceLocation: sourceLocation)
         #expect(pieces == whole, "in pieces \(uneven)", sourceLocation: sourceLocation)
         return whole
     }
 
-    static func head(_ status: Int, _ reason: String, _ fields: [(String, String)]) -> UpstreamFuzzing.Head {
-        UpstreamFuzzing.Head(
-            status: status, reason: reason, fields: fields.map { HeaderField(name: $0.0, value: $0.1) })
+    static func head(_ status: Int, _ reason: String, _ fields: [(String, String)]) -> UpstreamResponseHead {
+        UpstreamResponseHead(
+            status: status, reason: reason, fields: HeaderFields(fields.map { HeaderField(name: $0.0, value: $0.1) }))
     }
 
     // MARK: Where the body ends (§6.3)
@@ -311,12 +308,72 @@ struct ResponseFramerTests {
     }
 }
 
-extension UpstreamFuzzing.Framing {
-    var head: UpstreamFuzzing.Head? {
+/// What ``ResponseFramer`` reported for some bytes received in pieces: adjacent body pieces
+/// joined, since splits move their borders.
+struct Framing: Equatable {
+    enum Event: Equatable {
+        case interim(UpstreamResponseHead)
+        case head(UpstreamResponseHead)
+        case body([UInt8])
+        case end
+        case error(String)
+    }
+
+    var events: [Event] = []
+    /// Bytes that belonged to the response (consumed by the framer).
+    var consumed = 0
+    var keepsAlive = false
+
+    /// Frames the response to a `method` request in `bytes`, received in pieces that end at
+    /// `ends`, then, when `closed`, the connection's end; stops at the end or an error.
+    init(_ bytes: [UInt8], ends: [Int], method: String, closed: Bool, limits: ResponseFramer.Limits) {
+        var framer = ResponseFramer(requestMethod: method, limits: limits)
+        var pending: [UInt8] = []
+        var stopped = false
+        for (start, end) in zip([0] + ends, ends) where !stopped {
+            pending += bytes[start..<end]
+            var event = ResponseFramer.Event.needMore
+            repeat {
+                let consumedNow: Int
+                (event, consumedNow) = pending.withUnsafeBytes { framer.parse($0) }
+                if case .body(let range) = event { append(.body(Array(pending[range]))) }
+                pending.removeFirst(consumedNow)
+                consumed += consumedNow
+                append(event)
+            } while event != .needMore && event != .end && !isError(event)
+            stopped = event == .end || isError(event)
+        }
+        if closed && !stopped { append(framer.finish()) }
+        keepsAlive = framer.keepsAlive
+    }
+
+    private func isError(_ event: ResponseFramer.Event) -> Bool {
+        if case .error = event { return true }
+        return false
+    }
+
+    private mutating func append(_ event: ResponseFramer.Event) {
+        switch event {
+        case .needMore, .body: return
+        case .interim(let head): events.append(.interim(head))
+        case .head(let head): events.append(.head(head))
+        case .end: events.append(.end)
+        case .error(let error): events.append(.error(error.description))
+        }
+    }
+
+    private mutating func append(_ body: Event) {
+        if case .body(let more) = body, case .body(let earlier) = events.last {
+            events[events.count - 1] = .body(earlier + more)
+        } else {
+            events.append(body)
+        }
+    }
+
+    var head: UpstreamResponseHead? {
         for case .head(let head) in events { return head }
         return nil
     }
-
     /// The body as text; "" when the response ended without one, nil when there is none yet.
     var body: String? {
         for case .body(let body) in events { return String(decoding: body, as: UTF8.self) }
@@ -330,4 +387,3 @@ extension UpstreamFuzzing.Framing {
         return reason
     }
 }
-#endif

@@ -1,16 +1,15 @@
 import CacheSemantics
+@_spi(Wire) import HTTPWire
 
-/// The proxy's wire parsers as a fuzzer drives them, and nothing more: bytes in, in the pieces a
-/// socket may deliver them in, and what the parser made of them out. What the answers should be
-/// is not here: the fuzzers (`Fuzz/`, a package of their own) read RFC 9112 themselves.
+/// HTTPWire's request head parser and chunked decoder as a fuzzer drives them: bytes in, in the
+/// pieces a socket may deliver them in, and what the parser made of them out, as the server
+/// feeds them. What the answers should be is not here: ``RequestOracle`` reads RFC 9112 itself.
 ///
 /// ```swift
-/// @_spi(Fuzzing) import HTTPWire
-///
 /// let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
 /// let answer = WireFuzzing.parseRequestHead(bytes, ends: [5, bytes.count], limits: .serverDefaults)
 /// ```
-@_spi(Fuzzing) public enum WireFuzzing {
+public enum WireFuzzing {
     /// The limits a parser works within.
     public struct Limits: Sendable {
         public var maxHeaderBytes: Int
@@ -171,14 +170,4 @@ import CacheSemantics
         }
         return BodyAnswer(decision: .needMore, consumed: consumed, body: body)
     }
-}
-
-/// The limits `httpcache serve` applies unless told otherwise.
-package enum WireDefaults {
-    /// The largest request head (and trailer section).
-    package static let maxHeaderBytes = 16 * 1024
-    /// The most field lines in a head.
-    package static let maxFieldCount = 100
-    /// The largest request body.
-    package static let maxBodyBytes: Int64 = 8 << 20
 }

@@ -1,0 +1,65 @@
+// Writing what the parsers read: request and response heads (RFC 9112 §3, §4, §5) and the
+// chunked coding (§7.1), into byte arrays. The proxy's server writes the same bytes into its
+// output queue itself, without an array in between (Server/EventLoop+Responses.swift).
+
+/// Appends the parts of an HTTP/1.1 message head to a byte array. It checks nothing: callers
+/// check or clean names and values first (a token name, no CR, LF or NUL in a value).
+@_spi(Wire) public enum HeadWriter {
+    /// `method SP request-target SP HTTP/1.1 CRLF` (RFC 9112 §3).
+    public static func appendRequestLine(method: String, target: some Sequence<UInt8>, to head: inout [UInt8]) {
+        head += method.utf8
+        head.append(HTTPBytes.space)
+        head += target
+        head += " HTTP/1.1\r\n".utf8
+    }
+
+    /// `HTTP/1.1 SP status-code SP reason-phrase CRLF` (RFC 9112 §4): `reason`, else the one
+    /// RFC 9110 §15 gives, else none (the SP stays, as §4 requires).
+    public static func appendStatusLine(status: Int, reason: String? = nil, to head: inout [UInt8]) {
+        head += "HTTP/1.1 ".utf8
+        head += String(status).utf8
+        head.append(HTTPBytes.space)
+        if let reason {
+            head += reason.utf8
+        } else if let phrase = reasonPhrase(status) {
+            head += UnsafeBufferPointer(start: phrase.utf8Start, count: phrase.utf8CodeUnitCount)
+        }
+        head += "\r\n".utf8
+    }
+
+    /// `name: value CRLF`, or `name: CRLF` for an empty value (RFC 9112 §5).
+    public static func appendField(name: String, value: String, to head: inout [UInt8]) {
+        head += name.utf8
+        if value.isEmpty {
+            head += ":\r\n".utf8
+        } else {
+            head += ": ".utf8
+            head += value.utf8
+            head += "\r\n".utf8
+        }
+    }
+
+    /// The empty line that ends a head.
+    public static func appendEnd(to head: inout [UInt8]) { head += "\r\n".utf8 }
+}
+
+/// The chunked transfer coding (RFC 9112 §7.1), written.
+@_spi(Wire) public enum ChunkedEncoder {
+    /// Appends one chunk: its size in hex, CRLF, the data, CRLF. Nothing for no data (a chunk
+    /// of size 0 is the last one).
+    public static func appendChunk(_ data: some Collection<UInt8>, to body: inout [UInt8]) {
+        guard !data.isEmpty else { return }
+        appendSize(data.count, to: &body)
+        body += data
+        body += "\r\n".utf8
+    }
+
+    /// `chunk-size CRLF`: the line before `count` bytes of chunk data.
+    public static func appendSize(_ count: Int, to body: inout [UInt8]) {
+        body += String(count, radix: 16).utf8
+        body += "\r\n".utf8
+    }
+
+    /// The last chunk and the empty trailer section: `0 CRLF CRLF`.
+    public static func appendEnd(to body: inout [UInt8]) { body += "0\r\n\r\n".utf8 }
+}

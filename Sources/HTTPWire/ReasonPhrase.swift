@@ -1,0 +1,58 @@
+/// The reason phrase RFC 9110 §15 gives `status` (`103 Early Hints` from RFC 8297); `nil` for
+/// codes without one (and for 306 and 418, which §15.4.7 and §15.5.19 mark unused).
+///
+/// The one table of the package: the proxy's status lines, the loopback origin's, and what
+/// `httpcache` prints.
+package func reasonPhrase(_ status: Int) -> StaticString? {
+    switch status {
+    case 100: "Continue"
+    case 101: "Switching Protocols"
+    case 103: "Early Hints"
+    case 200: "OK"
+    case 201: "Created"
+    case 202: "Accepted"
+    case 203: "Non-Authoritative Information"
+    case 204: "No Content"
+    case 205: "Reset Content"
+    case 206: "Partial Content"
+    case 300: "Multiple Choices"
+    case 301: "Moved Permanently"
+    case 302: "Found"
+    case 303: "See Other"
+    case 304: "Not Modified"
+    case 305: "Use Proxy"
+    case 307: "Temporary Redirect"
+    case 308: "Permanent Redirect"
+    case 400: "Bad Request"
+    case 401: "Unauthorized"
+    case 402: "Payment Required"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 406: "Not Acceptable"
+    case 407: "Proxy Authentication Required"
+    case 408: "Request Timeout"
+    case 409: "Conflict"
+    case 410: "Gone"
+    case 411: "Length Required"
+    case 412: "Precondition Failed"
+    case 413: "Content Too Large"
+    case 414: "URI Too Long"
+    case 415: "Unsupported Media Type"
+    case 416: "Range Not Satisfiable"
+    case 417: "Expectation Failed"
+    case 421: "Misdirected Request"
+    case 422: "Unprocessable Content"
+    case 426: "Upgrade Required"
+    case 428: "Precondition Required"
+    case 429: "Too Many Requests"
+    case 431: "Request Header Fields Too Large"
+    case 500: "Internal Server Error"
+    case 501: "Not Implemented"
+    case 502: "Bad Gateway"
+    case 503: "Service Unavailable"
+    case 504: "Gateway Timeout"
+    case 505: "HTTP Version Not Supported"
+    default: nil
+    }
+}
