@@ -1,6 +1,7 @@
 #if os(Linux)
 // Small POSIX pieces the server is built from, over the floor's (CacheSystem) listener: durations
 // in milliseconds, peer addresses. Glibc only, no Foundation.
+import CEpollHTTPCache  // sockaddr_storage: the proxy's module owns <sys/socket.h>
 import CacheSystem
 import Glibc
 
