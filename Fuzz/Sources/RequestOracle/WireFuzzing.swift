@@ -9,69 +9,46 @@ import CacheSemantics
 /// let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
 /// let answer = WireFuzzing.parseRequestHead(bytes, ends: [5, bytes.count], limits: .serverDefaults)
 /// ```
-public enum WireFuzzing {
+enum WireFuzzing {
     /// The limits a parser works within.
-    public struct Limits: Sendable {
-        public var maxHeaderBytes: Int
-        public var maxFieldCount: Int
-        public var maxBodyBytes: Int64
-
-        public init(maxHeaderBytes: Int, maxFieldCount: Int, maxBodyBytes: Int64) {
-            self.maxHeaderBytes = maxHeaderBytes
-            self.maxFieldCount = maxFieldCount
-            self.maxBodyBytes = maxBodyBytes
-        }
+    struct Limits: Sendable {
+        var maxHeaderBytes: Int
+        var maxFieldCount: Int
+        var maxBodyBytes: Int64
 
         /// What `httpcache serve` uses unless told otherwise.
-        public static let serverDefaults = Limits(
+        static let serverDefaults = Limits(
             maxHeaderBytes: WireDefaults.maxHeaderBytes, maxFieldCount: WireDefaults.maxFieldCount,
             maxBodyBytes: WireDefaults.maxBodyBytes)
     }
 
     /// How a request's body is delimited (RFC 9112 §6.3).
-    public enum Framing: Equatable, Sendable {
+    enum Framing: Equatable, Sendable {
         case none
         case length(Int64)
         case chunked
     }
 
     /// What the request head parser said, and what a complete head holds.
-    public struct HeadAnswer: Equatable, Sendable, CustomStringConvertible {
-        public enum Decision: Equatable, Sendable {
+    struct HeadAnswer: Equatable, Sendable, CustomStringConvertible {
+        enum Decision: Equatable, Sendable {
             case needMore
             case complete
             case rejected(status: Int)
         }
 
-        public var decision: Decision
-        public var method = ""
-        public var target = ""
-        public var minorVersion = 0
-        public var fields: [HeaderField] = []
-        public var headLength = 0
-        public var framing = Framing.none
-        public var keepAlive = false
-        public var expectsContinue = false
-        public var isHead = false
+        var decision: Decision
+        var method = ""
+        var target = ""
+        var minorVersion = 0
+        var fields: [HeaderField] = []
+        var headLength = 0
+        var framing = Framing.none
+        var keepAlive = false
+        var expectsContinue = false
+        var isHead = false
 
-        public init(
-            decision: Decision, method: String = "", target: String = "", minorVersion: Int = 0,
-            fields: [HeaderField] = [], headLength: Int = 0, framing: Framing = .none, keepAlive: Bool = false,
-            expectsContinue: Bool = false, isHead: Bool = false
-        ) {
-            self.decision = decision
-            self.method = method
-            self.target = target
-            self.minorVersion = minorVersion
-            self.fields = fields
-            self.headLength = headLength
-            self.framing = framing
-            self.keepAlive = keepAlive
-            self.expectsContinue = expectsContinue
-            self.isHead = isHead
-        }
-
-        public var description: String {
+        var description: String {
             guard decision == .complete else { return "\(decision)" }
             let lines = fields.map { "\($0.name): \($0.value)" }
             return
@@ -83,7 +60,7 @@ public enum WireFuzzing {
     /// Parses a request head from `bytes` as the server does: the bytes up to each of `ends` in
     /// turn, each time in a buffer of exactly what has arrived. With `after`, the parser first
     /// parses that request and is reset, as a connection's parser is between requests.
-    public static func parseRequestHead(
+    static func parseRequestHead(
         _ bytes: [UInt8], ends: [Int], limits: Limits, after previous: [UInt8]? = nil
     ) -> HeadAnswer {
         var parser = RequestHeadParser(
@@ -125,25 +102,25 @@ public enum WireFuzzing {
     }
 
     /// What the chunked decoder said, how many bytes it consumed and what it decoded.
-    public struct BodyAnswer: Equatable, Sendable {
-        public enum Decision: Equatable, Sendable {
+    struct BodyAnswer: Equatable, Sendable {
+        enum Decision: Equatable, Sendable {
             case needMore
             case done
             case rejected(status: Int)
         }
 
-        public var decision: Decision
-        public var consumed: Int
-        public var body: [UInt8]
+        var decision: Decision
+        var consumed: Int
+        var body: [UInt8]
     }
 
     /// The longest chunk-size line the decoder reads (RFC 9112 §7.1).
-    public static let maxChunkSizeLineBytes = ChunkedDecoder.maxSizeLineBytes
+    static let maxChunkSizeLineBytes = ChunkedDecoder.maxSizeLineBytes
 
     /// Decodes a chunked body from `bytes` as the server does: bytes not consumed stay at the
     /// front of the next buffer, which holds exactly what has arrived; the trailer has the head's
     /// limits. Traps when the decoder says it consumed bytes it was not given.
-    public static func decodeChunkedBody(_ bytes: [UInt8], ends: [Int], limits: Limits) -> BodyAnswer {
+    static func decodeChunkedBody(_ bytes: [UInt8], ends: [Int], limits: Limits) -> BodyAnswer {
         var decoder = ChunkedDecoder(
             maxBodyBytes: limits.maxBodyBytes, maxTrailerBytes: limits.maxHeaderBytes,
             maxTrailerFields: limits.maxFieldCount)
