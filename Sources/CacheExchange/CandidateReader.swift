@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 
 /// Reads the stored responses of a key with their facts decoded, and remembers them while the
 /// store's change count stands still (``CacheStore/changeCount``): a hit then costs neither a

@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 
 /// What requests that waited for an identical one in flight are told about it: how its
 /// response was obtained, once it is stored (collapsed forwarding). They then look up again

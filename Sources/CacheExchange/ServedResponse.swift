@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 
 /// A stored response as a cache serves it: status, fields and what of the stored body goes out.
 ///
