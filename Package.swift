@@ -98,9 +98,15 @@ let package = Package(
             name: "CacheTestSupport",
             dependencies: ["CacheSemantics", "CacheStorage", "CacheSystem", "LoopbackOrigin", "OfflinePages"],
             swiftSettings: strictSettings),
+        // Tools/: executables of this repository, never products (a package that depends on this one
+        // never builds them): the tests' child process, the benchmarks, bench-count, the soak and the
+        // linkage probe. They stay targets of this package rather than a package of their own because
+        // they share CacheTestSupport with the tests, which a second package could reach only if it
+        // were a product.
         // A child process for the store's crash and multi-process tests.
         .executableTarget(
-            name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], swiftSettings: strictSettings),
+            name: "StorageStress", dependencies: ["CacheStorage", "CacheTestSupport"], path: "Tools/StorageStress",
+            swiftSettings: strictSettings),
         // Release-mode benchmarks: `swift run -c release benchmarks` (not a product: dependents never see it).
         .executableTarget(
             name: "benchmarks",
@@ -108,31 +114,40 @@ let package = Package(
                 "CacheSystem", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
                 "LoopbackOrigin", "OfflinePages",
             ],
-            path: "Sources/Benchmarks", swiftSettings: strictSettings),
+            path: "Tools/Benchmarks", swiftSettings: strictSettings),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
         // bench-count. Headers only; every call is a no-op when the headers are missing.
-        .systemLibrary(name: "CCallgrindHTTPCache"),
+        .systemLibrary(name: "CCallgrindHTTPCache", path: "Tools/CCallgrindHTTPCache"),
         // Instruction counts of hot paths under callgrind, for scripts/bench-check (not a product).
-        // Its main is synchronous: see Sources/BenchCount/main.swift for why.
+        // Its main is synchronous: see Tools/BenchCount/main.swift for why.
         .executableTarget(
             name: "bench-count",
             dependencies: [
                 "CacheSystem", "CacheSemantics", "CacheStorage", "CacheTestSupport", "HTTPCaching", "LoopbackOrigin",
                 "CCallgrindHTTPCache", .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
-            path: "Sources/BenchCount", swiftSettings: strictSettings),
+            path: "Tools/BenchCount", swiftSettings: strictSettings),
         // The soak (scripts/soak): httpcache serve under mixed traffic for minutes, every body checked;
         // with --redis-cluster, several on a Redis Cluster (CacheTestSupport starts it) under chaos.
         .executableTarget(
-            name: "soak", dependencies: ["CacheSystem", "CacheTestSupport", "LoopbackOrigin"], path: "Sources/Soak",
+            name: "soak", dependencies: ["CacheSystem", "CacheTestSupport", "LoopbackOrigin"], path: "Tools/Soak",
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
-        .executableTarget(name: "LinkageProbe", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "LinkageProbe", dependencies: ["CacheSemantics"], path: "Tools/LinkageProbe", swiftSettings: strictSettings),
+        // The floor's own tests: the lock, the LRU, the clock, sockets, errno texts, threads.
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),
+        // The CacheStore contract is checked on every store, the Redis ones included (StoreKind).
         .testTarget(
             name: "CacheStorageTests", dependencies: ["CacheStorage", "CacheStorageRedis", "CacheTestSupport"],
+            swiftSettings: strictSettings),
+        // The Redis tier alone: its RESP client, addresses, claims among caches (real redis-server).
+        .testTarget(
+            name: "CacheStorageRedisTests",
+            dependencies: ["CacheStorageRedis", "CacheStorage", "CacheSemantics", "CacheSystem", "CacheTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "CacheExchangeTests", dependencies: ["CacheExchange", "CacheSystem", "CacheTestSupport"],

@@ -447,7 +447,7 @@ public final class ExchangeDriver: Sendable {
             // A body shorter or longer than its Content-Length is never served: it goes.
             configuration.log(
                 "the stored response for \(entry.head.url) is damaged (its Content-Length says "
-                    + "\(entry.head.fields["Content-Length"] ?? "?") bytes, \(body.size) are stored); it was removed")
+                    + "\(entry.head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
             try? store.remove(entry.id)
             return nil
         }

@@ -401,7 +401,7 @@ public struct ExchangeStateMachine: Sendable {
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
             if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil, request.head.method == "GET",
-                !request.head.fields.contains("Range"), collapsible.contains(forwarding.reason),
+                !request.head.fields.contains(.range), collapsible.contains(forwarding.reason),
                 let primaryKey = request.primaryKey
             {
                 // A plain GET miss others may be making too: one request goes to the origin,
@@ -516,7 +516,7 @@ public struct ExchangeStateMachine: Sendable {
         var head = head
         // A recipient with a clock adds Date when forwarding or storing a response without one
         // (RFC 9110 §6.6.1).
-        if !head.fields.contains("Date") { head.fields.append(name: "Date", value: HTTPDate.format(responseTime)) }
+        if !head.fields.contains(.date) { head.fields.append(name: .date, value: HTTPDate.format(responseTime)) }
         let status = head.status
         // A server error with a stored response behind it: it may be served stale instead
         // (stale-if-error, RFC 5861 §4).
@@ -560,14 +560,14 @@ public struct ExchangeStateMachine: Sendable {
                 relay.originStatus = status
                 relay.cacheStatus.forwardStatus = status
                 relay.storedPart = part
-                relay.expectedLength = combined.fields["Content-Length"].flatMap { Int64($0) }
+                relay.expectedLength = combined.fields[.contentLength].flatMap { Int64($0) }
                 return .relay(relay)
             }
             if status != 200 {
                 // Not the rest of the stored part: drop the part and ask for the whole.
                 var retry = plan
                 retry.resuming = nil
-                retry.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
+                retry.forwarding.fields.removeAll(namedAnyOf: [.range, .ifRange])
                 return .forward(sending(retry, discarding: [part.entry.id]))
             }
             // A 200: the representation changed (If-Range did not hold); it replaces the part.
@@ -627,7 +627,7 @@ public struct ExchangeStateMachine: Sendable {
         }
         // The part is gone or damaged: forget it and ask for the whole response.
         plan.resuming = nil
-        plan.forwarding.fields.removeAll(namedAnyOf: ["Range", "If-Range"])
+        plan.forwarding.fields.removeAll(namedAnyOf: [.range, .ifRange])
         return .forward(sending(plan, discarding: [candidates[index].entry.id]))
     }
 
@@ -748,7 +748,7 @@ public struct ExchangeStateMachine: Sendable {
     /// `304` (RFC 9112 §6.3); its `Content-Length` otherwise; `nil` when it has none.
     static func expectedLength(_ method: String, _ head: ResponseHead) -> Int64? {
         if method == "HEAD" || head.status == 204 || head.status == 304 || head.status < 200 { return 0 }
-        guard let text = head.fields["Content-Length"], let length = Int64(text), length >= 0 else { return nil }
+        guard let text = head.fields[.contentLength], let length = Int64(text), length >= 0 else { return nil }
         return length
     }
 
@@ -756,7 +756,7 @@ public struct ExchangeStateMachine: Sendable {
     /// `Range` and `If-Range`, unless the request has its own `Range` or validators.
     private func resume(_ plan: inout ForwardPlan) {
         let fields = request.head.fields
-        guard request.head.method == "GET", !fields.contains("Range"), !fields.contains("If-Range"),
+        guard request.head.method == "GET", !fields.contains(.range), !fields.contains(.ifRange),
             !CacheRequest(request.head).isConditional,
             // Only a first part continues with `Range: bytes=N-`; later parts are not offered.
             let index = engine.resumableVariant(

@@ -26,7 +26,7 @@ enum SearchVariance {
     static func marker(for head: EntryHead, uri: String) -> EntryHead? {
         guard let key = markerKey(of: uri) else { return nil }
         var fields: HeaderFields = [:]
-        for value in head.fields.values(named: "No-Vary-Search") { fields.append(name: "No-Vary-Search", value: value) }
+        for value in head.fields.values(named: .noVarySearch) { fields.append(name: .noVarySearch, value: value) }
         return EntryHead(
             primaryKey: key, url: String(key.dropFirst(4)), status: 200, fields: fields, facts: head.facts)
     }
@@ -35,7 +35,7 @@ enum SearchVariance {
     /// config is not the default and the request is keyed by its URI alone; with the marker to
     /// store beside it.
     static func placed(_ head: EntryHead, request: ExchangeRequest) -> (head: EntryHead, marker: EntryHead?) {
-        guard head.fields.contains("No-Vary-Search"), request.head.method == "GET",
+        guard head.fields.contains(.noVarySearch), request.head.method == "GET",
             let key = CacheKey(method: "GET", uri: request.head.uri), request.primaryKey == key.primaryKey
         else { return (head, nil) }
         let config = URLVariationConfig(fields: head.fields)

@@ -86,7 +86,7 @@ public struct CacheAnswer: Sendable {
             "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store",
             "Content-Length": String(body.count),
         ]
-        if addsCacheStatus { fields["Cache-Status"] = cacheStatus.fieldValue }
+        if addsCacheStatus { fields[.cacheStatus] = cacheStatus.fieldValue }
         return CacheAnswer(
             status: 504, fields: fields, body: body, cacheStatus: cacheStatus, reasons: reasons,
             replacesOriginResponse: replacesOriginResponse)
@@ -134,12 +134,12 @@ final class ServedResponseBuilder: Sendable {
     private func base(_ entry: StoredEntry) -> BaseFields {
         if let known = bases.withLock({ $0.value(for: entry.id) }), known.facts == entry.head.facts { return known }
         var fields = entry.head.fields
-        fields.removeAll(named: "Age")
+        fields.removeAll(named: .age)
         if let transform { fields = transform(fields) }
         let base = BaseFields(
-            facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains("Cache-Status"),
-            declaredLength: entry.head.fields["Content-Length"].map { Int64($0) ?? -1 },
-            fieldsLength: fields["Content-Length"].map { Int64($0) ?? -1 })
+            facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains(.cacheStatus),
+            declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
+            fieldsLength: fields[.contentLength].map { Int64($0) ?? -1 })
         let cost = MemoryCost.bytes(base.facts) + MemoryCost.fields(base.fields)
         bases.withLock { $0.set(base, for: entry.id, cost: cost) }
         return base
@@ -187,16 +187,14 @@ final class ServedResponseBuilder: Sendable {
         if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
         var fields = base.fields
         fields.reserveCapacity(fields.count + 2)
-        fields.append(HeaderField(name: "Age", lowercasedName: "age", value: use.ageFieldValue))
+        fields.append(HeaderField(name: .age, value: use.ageFieldValue))
         if addsCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
                 cacheStatus.forward == nil, cacheStatus.collapsed == nil, !base.hasCacheStatus
             {
-                fields.append(
-                    HeaderField(
-                        name: "Cache-Status", lowercasedName: "cache-status", value: Self.joined(prefix, ttl)))
+                fields.append(HeaderField(name: .cacheStatus, value: Self.joined(prefix, ttl)))
             } else {
-                fields["Cache-Status"] = cacheStatus.appended(to: fields["Cache-Status"])
+                fields[.cacheStatus] = cacheStatus.appended(to: fields[.cacheStatus])
             }
         }
         var served = ServedResponse(
@@ -210,14 +208,14 @@ final class ServedResponseBuilder: Sendable {
             // there is no ETag to guide the client's cache update.
             served.status = 304
             for name in ServedResponse.notModifiedOmits { served.fields.removeAll(named: name) }
-            if served.fields.contains("ETag") { served.fields.removeAll(named: "Last-Modified") }
+            if served.fields.contains(.eTag) { served.fields.removeAll(named: .lastModified) }
             served.body = .none
             return served
         }
         // A part's bytes start at its offset in the representation (`StoredParts`).
         let size = incomplete ? candidate.facts.contentLength ?? body.size : body.size
         let offset = incomplete ? StoredParts.offset(entry.head.fields) : 0
-        if incomplete { served.fields.removeAll(named: "Content-Range") }
+        if incomplete { served.fields.removeAll(named: .contentRange) }
         switch engine.rangeAnswer(
             method: request.method, request: request.fields, stored: candidate.facts, length: size)
         {
@@ -226,24 +224,24 @@ final class ServedResponseBuilder: Sendable {
         case .partial(let ranges) where ranges.count == 1:
             let range = ranges[0]
             served.status = 206
-            served.fields["Content-Range"] = ContentRange(range: range, completeLength: size).fieldValue
+            served.fields[.contentRange] = ContentRange(range: range, completeLength: size).fieldValue
             served.body = .stored(body, range: (range.lowerBound - offset)..<(range.upperBound + 1 - offset))
         case .partial(let ranges):
             guard
                 let parts = try? MultipartByteRanges(
-                    body, ranges, offset: offset, completeLength: size, contentType: fields["Content-Type"])
+                    body, ranges, offset: offset, completeLength: size, contentType: fields[.contentType])
             else {
                 return nil
             }
             served.status = 206
-            served.fields["Content-Type"] = "multipart/byteranges; boundary=\(parts.boundary)"
+            served.fields[.contentType] = "multipart/byteranges; boundary=\(parts.boundary)"
             served.body = .bytes(parts.bytes)
         case .unsatisfiable(let length):
             served.status = 416
-            served.fields["Content-Range"] = ContentRange(range: nil, completeLength: length).fieldValue
+            served.fields[.contentRange] = ContentRange(range: nil, completeLength: length).fieldValue
             served.body = .bytes([])
         }
-        if base.fieldsLength != served.body.count { served.fields["Content-Length"] = String(served.body.count) }
+        if base.fieldsLength != served.body.count { served.fields[.contentLength] = String(served.body.count) }
         if request.method == "HEAD" { served.body = .none }
         return served
     }
@@ -251,8 +249,8 @@ final class ServedResponseBuilder: Sendable {
 
 extension ServedResponse {
     /// Representation metadata (RFC 9110 §8) that a `304` does not carry (§15.4.5).
-    static let notModifiedOmits = [
-        "Content-Length", "Content-Type", "Content-Encoding", "Content-Language", "Content-Range",
+    static let notModifiedOmits: [HeaderField.Name] = [
+        .contentLength, .contentType, .contentEncoding, .contentLanguage, .contentRange,
     ]
 }
 

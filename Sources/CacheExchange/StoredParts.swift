@@ -22,7 +22,7 @@ enum StoredParts {
 
     /// Where a part's bytes start: its `Content-Range`, or 0.
     static func offset(_ fields: HeaderFields) -> Int64 {
-        fields["Content-Range"].flatMap { ContentRange($0) }?.range?.lowerBound ?? 0
+        fields[.contentRange].flatMap { ContentRange($0) }?.range?.lowerBound ?? 0
     }
 
     /// The variant key of the variant a stored entry's key belongs to.
@@ -81,9 +81,9 @@ enum StoredParts {
         var head = mine.entry.head
         var facts = mine.facts
         if complete || union.lowerBound == 0 {
-            head.fields.removeAll(named: "Content-Range")
+            head.fields.removeAll(named: .contentRange)
         } else {
-            head.fields["Content-Range"] = ContentRange(range: union, completeLength: length).fieldValue
+            head.fields[.contentRange] = ContentRange(range: union, completeLength: length).fieldValue
         }
         if complete {
             facts.flags.remove(.incomplete)

@@ -27,14 +27,17 @@ public struct CacheControl: Hashable, Sendable {
     public var notes: [Reason]
 
     /// Parses every line of the field `name` in `fields`.
-    public init(fields: HeaderFields, name: String = "Cache-Control") {
+    public init(fields: HeaderFields, name: String) { self.init(fields: fields, name: HeaderField.Name(name)) }
+
+    /// Parses every line of the field `name` (`Cache-Control` unless given) in `fields`.
+    public init(fields: HeaderFields, name: HeaderField.Name = .cacheControl) {
         directives = []
         notes = []
-        for member in fields.listMembers(named: name) { parse(member: member, field: name) }
+        for member in fields.listMembers(named: name) { parse(member: member, field: name.rawName) }
     }
 
     /// Parses one field value.
-    public init(_ value: String, field: String = "Cache-Control") {
+    public init(_ value: String, field: String = HeaderField.Name.cacheControl.rawName) {
         directives = []
         notes = []
         for member in ASCII.splitList(Substring(value)) { parse(member: member, field: field) }
@@ -150,7 +153,7 @@ public struct ResponseCacheControl: Hashable, Sendable {
 
     /// Interprets `cacheControl`'s directives as response directives; `field` names the
     /// field they came from in ``notes``.
-    public init(_ cacheControl: CacheControl, field: String = "Cache-Control") {
+    public init(_ cacheControl: CacheControl, field: String = HeaderField.Name.cacheControl.rawName) {
         notes = cacheControl.notes
         for directive in cacheControl.directives {
             switch directive.name {
@@ -284,11 +287,11 @@ public struct RequestCacheControl: Hashable, Sendable {
 
     /// Parses `Cache-Control` from request `fields`, falling back to `Pragma: no-cache`.
     public init(fields: HeaderFields) {
-        if fields.contains("Cache-Control") {
+        if fields.contains(.cacheControl) {
             self.init(CacheControl(fields: fields))
         } else {
             self.init()
-            if fields.listMembers(named: "Pragma").contains(where: { ASCII.equalsIgnoringCase($0, "no-cache") }) {
+            if fields.listMembers(named: .pragma).contains(where: { ASCII.equalsIgnoringCase($0, "no-cache") }) {
                 noCache = true
             }
         }
@@ -298,7 +301,8 @@ public struct RequestCacheControl: Hashable, Sendable {
     private mutating func seconds(_ directive: CacheDirective, current: Int?) -> Int? {
         guard let value = parseDeltaSeconds(directive.argument) else {
             notes.append(
-                .invalidDirectiveValue(field: "Cache-Control", directive: directive.name, value: directive.argument))
+                .invalidDirectiveValue(
+                    field: HeaderField.Name.cacheControl.rawName, directive: directive.name, value: directive.argument))
             return current
         }
         return min(current ?? value, value)

@@ -79,7 +79,8 @@ public struct CacheEngine: Hashable, Sendable {
         public static let privateCache = Configuration()
 
         /// A shared cache that obeys `CDN-Cache-Control` (RFC 9213 §3) before `Cache-Control`.
-        public static let sharedCache = Configuration(isShared: true, targetedFieldNames: ["CDN-Cache-Control"])
+        public static let sharedCache = Configuration(
+            isShared: true, targetedFieldNames: [HeaderField.Name.cdnCacheControl.rawName])
 
         /// A shared cache named `name` whose target list is `NAME-Cache-Control`, then
         /// `CDN-Cache-Control` (RFC 9213 §2.2: a field of the cache's own overrides the one
@@ -87,7 +88,7 @@ public struct CacheEngine: Hashable, Sendable {
         public static func sharedCache(named name: String) -> Configuration {
             var configuration = sharedCache
             let own = name + "-Cache-Control"
-            if ASCII.isToken(own), !ASCII.equalsIgnoringCase(own, "CDN-Cache-Control") {
+            if ASCII.isToken(own), !ASCII.equalsIgnoringCase(own, HeaderField.Name.cdnCacheControl.rawName) {
                 configuration.targetedFieldNames.insert(own, at: 0)
             }
             return configuration
@@ -118,6 +119,6 @@ let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE"]
 
 /// Fields never stored and never taken from a `304` (RFC 9111 §3.1, §3.2; RFC 9110 §7.6.1).
 let hopByHopFieldNames = [
-    "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "trailer",
-    "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
-]
+    HeaderField.Name.connection, .keepAlive, .proxyConnection, .te, .transferEncoding, .upgrade, .trailer,
+    .proxyAuthenticate, .proxyAuthenticationInfo, .proxyAuthorization,
+].map(\.lowercasedName)

@@ -12,7 +12,13 @@ public enum CacheGroups {
     /// The groups a field lists: a Structured Field List of Strings (RFC 9651 §3.1, §3.3.3)
     /// over all of `name`'s lines, without duplicates, in order. Parameters are ignored;
     /// members that are not Strings are skipped; a field that does not parse lists none.
-    public static func groups(_ fields: HeaderFields, name: String = "Cache-Groups") -> [String] {
+    public static func groups(_ fields: HeaderFields, name: String) -> [String] {
+        groups(fields, name: HeaderField.Name(name))
+    }
+
+    /// The groups `name` (`Cache-Groups` unless given) lists: a Structured Field List of Strings
+    /// (RFC 9651 §3.1, §3.3.3), as the `String`-taking form reads it.
+    public static func groups(_ fields: HeaderFields, name: HeaderField.Name = .cacheGroups) -> [String] {
         let lines = fields.values(named: name)
         guard !lines.isEmpty, let list = StructuredFields.parseList(lines.joined(separator: ", ")) else { return [] }
         var groups: [String] = []
@@ -46,7 +52,7 @@ public enum CacheGroups {
     /// The index keys of a stored response for `uri` with response `fields`: each group
     /// within the origin and in every origin (RFC 9875 §2.1).
     public static func tags(uri: String, fields: HeaderFields) -> [String] {
-        guard fields.contains("Cache-Groups"), let origin = origin(of: uri) else { return [] }
+        guard fields.contains(.cacheGroups), let origin = origin(of: uri) else { return [] }
         return groups(fields).flatMap { [tag($0, origin: origin), tag($0)] }
     }
 }
@@ -58,9 +64,9 @@ extension CacheEngine {
     /// not an error, as for every other invalidation (RFC 9111 §4.4).
     public func invalidatedGroupTags(request: RequestHead, response: ResponseHead) -> [String] {
         guard !safeMethods.contains(request.method), (200..<400).contains(response.status),
-            response.fields.contains("Cache-Group-Invalidation"), let origin = CacheGroups.origin(of: request.uri)
+            response.fields.contains(.cacheGroupInvalidation), let origin = CacheGroups.origin(of: request.uri)
         else { return [] }
-        return CacheGroups.groups(response.fields, name: "Cache-Group-Invalidation").map {
+        return CacheGroups.groups(response.fields, name: .cacheGroupInvalidation).map {
             CacheGroups.tag($0, origin: origin)
         }
     }

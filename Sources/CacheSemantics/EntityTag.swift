@@ -55,7 +55,11 @@ public enum EntityTagList: Hashable, Sendable {
     case tags([EntityTag])
 
     /// Parses every line of field `name`; `nil` when absent or when no member is valid.
-    public init?(fields: HeaderFields, name: String) {
+    public init?(fields: HeaderFields, name: String) { self.init(fields: fields, name: HeaderField.Name(name)) }
+
+    /// Parses every line of field `name` (`.ifNoneMatch`, `.ifMatch`); `nil` when absent or when
+    /// no member is valid.
+    public init?(fields: HeaderFields, name: HeaderField.Name) {
         let members = fields.listMembers(named: name)
         if members.contains(where: { $0.utf8.elementsEqual("*".utf8) }) {
             self = .any

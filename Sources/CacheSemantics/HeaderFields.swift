@@ -71,27 +71,35 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// allows for list-based fields; `nil` when absent. Setting replaces all such lines
     /// with one (or removes them when set to `nil`).
     ///
-    /// Do not use the combined form for `Set-Cookie` (RFC 9110 §5.3); use ``values(named:)``.
+    /// Do not use the combined form for `Set-Cookie` (RFC 9110 §5.3); use `values(named:)`.
     public subscript(name: String) -> String? {
         get { combinedValue { ASCII.isLowercased($0.lowercasedName, of: name) } }
+        set { self[HeaderField.Name(name)] = newValue }
+    }
+
+    /// The combined value of every line named `name` (a constant such as `.cacheControl`), joined
+    /// with ", " as RFC 9110 §5.3 allows for list-based fields; `nil` when absent. Setting replaces
+    /// all such lines with one (or removes them when set to `nil`).
+    public subscript(name: HeaderField.Name) -> String? {
+        get { combinedValue(lowercasedName: name.lowercasedName) }
         set {
-            if let newValue {
-                let key = ASCII.lowercased(name)
-                if let first = storage.firstIndex(where: { $0.lowercasedName == key }) {
-                    storage[first].value = newValue
-                    var index = storage.index(after: first)
-                    while index < storage.endIndex {
-                        if storage[index].lowercasedName == key {
-                            storage.remove(at: index)
-                        } else {
-                            index += 1
-                        }
-                    }
+            let key = name.lowercasedName
+            guard let newValue else {
+                storage.removeAll { $0.lowercasedName == key }
+                return
+            }
+            guard let first = storage.firstIndex(where: { $0.lowercasedName == key }) else {
+                storage.append(HeaderField(name: name, value: newValue))
+                return
+            }
+            storage[first].value = newValue
+            var index = storage.index(after: first)
+            while index < storage.endIndex {
+                if storage[index].lowercasedName == key {
+                    storage.remove(at: index)
                 } else {
-                    storage.append(HeaderField(name: name, value: newValue))
+                    index += 1
                 }
-            } else {
-                removeAll(named: name)
             }
         }
     }
@@ -122,6 +130,12 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         storage.compactMap { ASCII.isLowercased($0.lowercasedName, of: name) ? $0.value : nil }
     }
 
+    /// The value of each line named `name` (a constant such as `.setCookie`), in order.
+    public func values(named name: HeaderField.Name) -> [String] {
+        let key = name.lowercasedName
+        return storage.compactMap { $0.lowercasedName == key ? $0.value : nil }
+    }
+
     /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
     /// split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: String) -> [Substring] {
@@ -132,9 +146,26 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         return members
     }
 
+    /// The members of the list-based field `name` (a constant such as `.vary`) across all its
+    /// lines (RFC 9110 §5.6.1): split at commas outside quoted strings, trimmed, empty members dropped.
+    public func listMembers(named name: HeaderField.Name) -> [Substring] {
+        let key = name.lowercasedName
+        var members: [Substring] = []
+        for index in storage.indices where storage[index].lowercasedName == key {
+            members += ASCII.splitList(Substring(storage[index].value))
+        }
+        return members
+    }
+
     /// Whether at least one line is named `name`.
     public func contains(_ name: String) -> Bool {
         storage.contains { ASCII.isLowercased($0.lowercasedName, of: name) }
+    }
+
+    /// Whether at least one line is named `name` (a constant such as `.authorization`).
+    public func contains(_ name: HeaderField.Name) -> Bool {
+        let key = name.lowercasedName
+        return storage.contains { $0.lowercasedName == key }
     }
 
     /// Adds `field` at the end, keeping existing lines of the same name.
@@ -151,9 +182,21 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         storage.append(HeaderField(name: name, value: value))
     }
 
+    /// Adds a line named `name` (a constant such as `.date`) at the end, keeping existing lines of
+    /// the same name.
+    public mutating func append(name: HeaderField.Name, value: String) {
+        storage.append(HeaderField(name: name, value: value))
+    }
+
     /// Removes every line named `name`.
     public mutating func removeAll(named name: String) {
         storage.removeAll { ASCII.isLowercased($0.lowercasedName, of: name) }
+    }
+
+    /// Removes every line named `name` (a constant such as `.age`).
+    public mutating func removeAll(named name: HeaderField.Name) {
+        let key = name.lowercasedName
+        storage.removeAll { $0.lowercasedName == key }
     }
 
     /// Removes every line whose name is in `names` (compared ignoring case).
@@ -161,6 +204,11 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         guard !names.isEmpty else { return }
         let keys = Set(names.map(ASCII.lowercased))
         storage.removeAll { keys.contains($0.lowercasedName) }
+    }
+
+    /// Removes every line whose name is one of `names` (constants such as `[.range, .ifRange]`).
+    public mutating func removeAll(namedAnyOf names: some Sequence<HeaderField.Name>) {
+        storage.removeAll { field in names.contains { $0.lowercasedName == field.lowercasedName } }
     }
 
     /// The fields as `Name: value` lines, for logs and `explain`.

@@ -16,11 +16,11 @@ public struct CacheRequest: Hashable, Sendable {
         self.head = head
         self.policy = policy
         cacheControl = RequestCacheControl(fields: head.fields)
-        ifNoneMatch = EntityTagList(fields: head.fields, name: "If-None-Match")
+        ifNoneMatch = EntityTagList(fields: head.fields, name: .ifNoneMatch)
         // If-Modified-Since is ignored with If-None-Match, and for methods other than GET
         // and HEAD (RFC 9110 §13.1.3).
         if ifNoneMatch == nil, head.method == "GET" || head.method == "HEAD",
-            let text = head.fields["If-Modified-Since"]
+            let text = head.fields[.ifModifiedSince]
         {
             ifModifiedSince = HTTPDate.parse(text)
         }
@@ -404,7 +404,8 @@ extension CacheEngine {
     }
 
     private func policyFields(_ policy: CachePolicy) -> HeaderFields {
-        policy == .reloadIgnoringLocalAndRemoteCacheData ? ["Cache-Control": "no-cache", "Pragma": "no-cache"] : [:]
+        policy == .reloadIgnoringLocalAndRemoteCacheData
+            ? [HeaderField(name: .cacheControl, value: "no-cache"), HeaderField(name: .pragma, value: "no-cache")] : []
     }
 
     @inline(__always)
@@ -468,12 +469,12 @@ extension CacheEngine {
         var fields: HeaderFields = [:]
         var tags: [EntityTag] = []
         for tag in responses.compactMap(\.entityTag) where !tags.contains(tag) { tags.append(tag) }
-        if !tags.isEmpty { fields["If-None-Match"] = EntityTagList.tags(tags).fieldValue }
+        if !tags.isEmpty { fields[.ifNoneMatch] = EntityTagList.tags(tags).fieldValue }
         if responses.count == 1 {
             if let lastModified = responses[0].lastModified {
-                fields["If-Modified-Since"] = HTTPDate.format(lastModified)
+                fields[.ifModifiedSince] = HTTPDate.format(lastModified)
             } else if tags.isEmpty {
-                fields["If-Modified-Since"] = HTTPDate.format(responses[0].date)
+                fields[.ifModifiedSince] = HTTPDate.format(responses[0].date)
             }
         }
         return fields

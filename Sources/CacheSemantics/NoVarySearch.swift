@@ -32,7 +32,7 @@ public struct URLVariationConfig: Hashable, Sendable {
     /// The config of a response (§5.2, "obtain a URL variation config"): its `No-Vary-Search`
     /// lines parsed as one Structured Field Dictionary; the default when absent or invalid.
     public init(fields: HeaderFields) {
-        let lines = fields.values(named: "No-Vary-Search")
+        let lines = fields.values(named: .noVarySearch)
         guard !lines.isEmpty, let dictionary = StructuredFields.parseDictionary(lines.joined(separator: ", ")) else {
             self = .default
             return

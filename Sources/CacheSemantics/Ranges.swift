@@ -20,9 +20,9 @@ extension CacheEngine {
     public func rangeAnswer(
         method: String, request fields: HeaderFields, stored: StoredResponseFacts, length: Int64
     ) -> RangeAnswer {
-        guard method == "GET", stored.status == 200, let text = fields["Range"], let request = ByteRangeRequest(text)
+        guard method == "GET", stored.status == 200, let text = fields[.range], let request = ByteRangeRequest(text)
         else { return .whole }
-        if let condition = fields["If-Range"], !ifRangeHolds(condition, stored) { return .whole }
+        if let condition = fields[.ifRange], !ifRangeHolds(condition, stored) { return .whole }
         let satisfiable = request.satisfiableRanges(length: length)
         guard !satisfiable.isEmpty else { return .unsatisfiable(length: length) }
         return .partial(satisfiable.count == 1 ? satisfiable : Self.coalesced(satisfiable))
@@ -67,7 +67,9 @@ extension CacheEngine {
         } else {
             return nil
         }
-        return ["Range": "bytes=\(storedLength)-", "If-Range": validator]
+        return [
+            HeaderField(name: .range, value: "bytes=\(storedLength)-"), HeaderField(name: .ifRange, value: validator),
+        ]
     }
 
     /// Whether `response` continues a stored incomplete response of `storedLength` bytes so
@@ -75,18 +77,18 @@ extension CacheEngine {
     /// `Content-Range` starts at `storedLength` and runs to the end of a complete length that
     /// agrees with the stored `Content-Length`, carrying the same strong validator.
     public func continues(stored: StoredResponseFacts, storedLength: Int64, response: ResponseHead) -> Bool {
-        guard response.status == 206, let text = response.fields["Content-Range"],
+        guard response.status == 206, let text = response.fields[.contentRange],
             let contentRange = ContentRange(text), let range = contentRange.range,
             let complete = contentRange.completeLength,
             range.lowerBound == storedLength, range.upperBound == complete - 1
         else { return false }
         if let known = stored.contentLength, known != complete { return false }
         if let tag = stored.entityTag {
-            guard !tag.isWeak, let new = response.fields["ETag"].flatMap({ EntityTag($0) }) else { return false }
+            guard !tag.isWeak, let new = response.fields[.eTag].flatMap({ EntityTag($0) }) else { return false }
             return new.strongMatches(tag)
         }
         guard let lastModified = strongLastModified(stored),
-            let new = response.fields["Last-Modified"].flatMap({ HTTPDate.parse($0) })
+            let new = response.fields[.lastModified].flatMap({ HTTPDate.parse($0) })
         else { return false }
         return new == lastModified
     }
@@ -115,8 +117,8 @@ extension CacheEngine {
         _ request: CacheRequest, candidates: [StoredResponseFacts], held: [ClosedRange<Int64>?], now: Timestamp
     ) -> CachedUse? {
         let fields = request.head.fields
-        guard request.head.method == "GET", !request.isConditional, !fields.contains("If-Range"),
-            let text = fields["Range"], let ranges = ByteRangeRequest(text)
+        guard request.head.method == "GET", !request.isConditional, !fields.contains(.ifRange),
+            let text = fields[.range], let ranges = ByteRangeRequest(text)
         else { return nil }
         for index in candidates.indices where index < held.count {
             var facts = candidates[index]

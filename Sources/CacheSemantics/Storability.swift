@@ -108,7 +108,7 @@ extension CacheEngine {
         if RequestCacheControl(fields: request.fields).noStore { refusals.append(.requestNoStore) }
         let shared = configuration.isShared
         if shared && directives.isPrivate { refusals.append(.privateInSharedCache) }
-        if shared && request.fields.contains("Authorization")
+        if shared && request.fields.contains(.authorization)
             && !(directives.isPublic || directives.mustRevalidate || directives.sMaxAge != nil)
         {
             refusals.append(.authorizationInSharedCache)
@@ -116,7 +116,7 @@ extension CacheEngine {
         // A targeted field in force makes the cache ignore Expires (RFC 9213 §2.2).
         let explicitlyCacheable =
             directives.isPublic || (!shared && directives.isPrivate) || directives.maxAge != nil
-            || (shared && directives.sMaxAge != nil) || (targeted == nil && response.fields.contains("Expires"))
+            || (shared && directives.sMaxAge != nil) || (targeted == nil && response.fields.contains(.expires))
         if !explicitlyCacheable && !heuristicallyCacheableStatuses.contains(status) {
             refusals.append(.notExplicitlyCacheable(status))
         }
@@ -132,8 +132,8 @@ extension CacheEngine {
             notes.append(.fieldsNotStored(dropped.map(\.name)))
             fields.removeAll(namedAnyOf: excluded)
         }
-        if !fields.contains("Date") {
-            fields.append(name: "Date", value: HTTPDate.format(responseTime))
+        if !fields.contains(.date) {
+            fields.append(name: .date, value: HTTPDate.format(responseTime))
             notes.append(.dateAddedFromResponseTime)
         }
         let (facts, factNotes) = makeFacts(
@@ -149,7 +149,7 @@ extension CacheEngine {
     /// are not stored (§3.1 allows discarding them), so the field announcing them would lie.
     func fieldNamesNotStored(_ fields: HeaderFields, directives: ResponseCacheControl) -> [String] {
         var excluded = hopByHopFieldNames
-        for member in fields.listMembers(named: "Connection") where ASCII.isToken(member) {
+        for member in fields.listMembers(named: .connection) where ASCII.isToken(member) {
             excluded.append(ASCII.lowercased(member))
         }
         excluded += directives.noCacheFieldNames
@@ -174,7 +174,7 @@ extension CacheEngine {
         let shared = configuration.isShared
 
         var date = responseTime
-        if let dateText = fields["Date"] {
+        if let dateText = fields[.date] {
             if let parsed = HTTPDate.parse(dateText, now: responseTime) {
                 date = parsed
             } else {
@@ -183,7 +183,7 @@ extension CacheEngine {
         }
 
         var ageValue = 0.0
-        if let firstAge = fields.listMembers(named: "Age").first {
+        if let firstAge = fields.listMembers(named: .age).first {
             if let age = ASCII.parseDigits(firstAge, cap: deltaSecondsLimit) {
                 ageValue = Double(age)
             } else {
@@ -192,7 +192,7 @@ extension CacheEngine {
         }
 
         var lastModified: Timestamp?
-        if let text = fields["Last-Modified"] {
+        if let text = fields[.lastModified] {
             lastModified = HTTPDate.parse(text, now: responseTime)
             if lastModified == nil { notes.append(.invalidLastModified(text)) }
         }
@@ -204,8 +204,8 @@ extension CacheEngine {
             (lifetime, source) = (Double(sMaxAge), .sMaxAge)
         } else if let maxAge = directives.maxAge {
             (lifetime, source) = (Double(maxAge), .maxAge)
-        } else if targeted == nil, fields.contains("Expires") {
-            let values = fields.values(named: "Expires")
+        } else if targeted == nil, fields.contains(.expires) {
+            let values = fields.values(named: .expires)
             if Set(values).count > 1 {
                 notes.append(.conflictingExpires)
                 source = .invalid
@@ -248,13 +248,13 @@ extension CacheEngine {
         if targeted != nil { flags.insert(.targeted) }
 
         var entityTag: EntityTag?
-        if let text = fields["ETag"] {
+        if let text = fields[.eTag] {
             entityTag = EntityTag(text)
             if entityTag == nil { notes.append(.invalidEntityTag(text)) }
         }
         let vary = Vary(fields: fields)
         var contentLength: Int64?
-        if let text = fields["Content-Length"], let length = ASCII.parseDigits(text, cap: Int(Int64.max / 2)) {
+        if let text = fields[.contentLength], let length = ASCII.parseDigits(text, cap: Int(Int64.max / 2)) {
             contentLength = Int64(length)
         }
         let facts = StoredResponseFacts(
@@ -332,7 +332,7 @@ extension CacheEngine {
             return .doNotStore([.postResponseNotReusable] + decision.reasons)
         }
         let explicit: Set<LifetimeSource> = [.sMaxAge, .maxAge, .expires]
-        guard let target = URIParts(request.uri), let location = response.fields["Content-Location"],
+        guard let target = URIParts(request.uri), let location = response.fields[.contentLocation],
             let resolved = target.resolve(location), resolved.normalized == target.normalized,
             explicit.contains(storable.facts.lifetimeSource)
         else { return .doNotStore([.postResponseNotReusable]) }
@@ -355,17 +355,17 @@ extension CacheEngine {
     /// so one without is kept alone, and, having nothing to validate with, is fetched again
     /// once stale.
     func incompletePart(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
-        guard request.method == "GET", request.fields.contains("Range"),
-            let text = response.fields["Content-Range"], response.fields.values(named: "Content-Range").count == 1,
+        guard request.method == "GET", request.fields.contains(.range),
+            let text = response.fields[.contentRange], response.fields.values(named: .contentRange).count == 1,
             let contentRange = ContentRange(text), let range = contentRange.range,
             let length = contentRange.completeLength, range.count < length
         else { return nil }
         // A Content-Length other than the range's size leaves unknown which bytes came
         // (RFC 9110 §14.4: Content-Range describes the enclosed part): not stored.
-        if let declared = response.fields["Content-Length"], Int64(declared) != Int64(range.count) { return nil }
+        if let declared = response.fields[.contentLength], Int64(declared) != Int64(range.count) { return nil }
         var fields = response.fields
-        if range.lowerBound == 0 { fields.removeAll(named: "Content-Range") }
-        fields["Content-Length"] = String(length)
+        if range.lowerBound == 0 { fields.removeAll(named: .contentRange) }
+        fields[.contentLength] = String(length)
         return ResponseHead(status: 200, fields: fields)
     }
 
@@ -375,8 +375,8 @@ extension CacheEngine {
         for request: RequestHead, response part: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
     ) -> StorageDecision {
         var whole = request
-        whole.fields.removeAll(named: "Range")
-        whole.fields.removeAll(named: "If-Range")
+        whole.fields.removeAll(named: .range)
+        whole.fields.removeAll(named: .ifRange)
         let decision = storageDecision(
             for: whole, response: part, requestTime: requestTime, responseTime: responseTime)
         guard case .store(var storable) = decision else { return decision }

@@ -25,8 +25,8 @@ extension CacheEngine {
         notModified: HeaderFields, request: HeaderFields, candidates: [StoredResponseFacts], validated: [Int] = []
     ) -> [Int] {
         let initial = candidates.indices.filter { candidates[$0].canAnswer(request) }
-        let tag = notModified["ETag"].flatMap { EntityTag($0) }
-        let lastModified = notModified["Last-Modified"].flatMap { HTTPDate.parse($0) }
+        let tag = notModified[.eTag].flatMap { EntityTag($0) }
+        let lastModified = notModified[.lastModified].flatMap { HTTPDate.parse($0) }
         if let tag, !tag.isWeak {
             return initial.filter { candidates[$0].entityTag.map(tag.strongMatches) ?? false }
         }
@@ -56,7 +56,7 @@ extension CacheEngine {
     public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
         let excluded =
             fieldNamesNotStored(newer, directives: effectiveDirectives(newer).directives)
-            + ["content-length", "content-range"]
+            + [HeaderField.Name.contentLength.lowercasedName, HeaderField.Name.contentRange.lowercasedName]
         var result = stored
         var replaced: [String] = []
         for field in newer where !excluded.contains(field.lowercasedName) {
@@ -66,8 +66,8 @@ extension CacheEngine {
             }
             result.append(name: field.name, value: field.value)
         }
-        if !newer.contains("Age") { result.removeAll(named: "Age") }
-        if !newer.contains("Date") { result["Date"] = HTTPDate.format(responseTime) }
+        if !newer.contains(.age) { result.removeAll(named: .age) }
+        if !newer.contains(.date) { result[.date] = HTTPDate.format(responseTime) }
         // The directives now in force may name fields the newer response brought (§3.1).
         let inForce = effectiveDirectives(result).directives
         var named = inForce.noCacheFieldNames
@@ -95,15 +95,15 @@ extension CacheEngine {
     /// every validator the HEAD response has (`ETag`, `Last-Modified`) and its
     /// `Content-Length`, if any, must equal the stored one's.
     public func headFreshening(head: HeaderFields, stored: StoredResponseFacts) -> HeadFreshening {
-        if let text = head["ETag"] {
+        if let text = head[.eTag] {
             guard let tag = EntityTag(text), let storedTag = stored.entityTag, tag == storedTag else {
                 return .markStale
             }
         }
-        if let text = head["Last-Modified"] {
+        if let text = head[.lastModified] {
             guard let time = HTTPDate.parse(text), time == stored.lastModified else { return .markStale }
         }
-        if let text = head["Content-Length"] {
+        if let text = head[.contentLength] {
             guard let length = ASCII.parseDigits(text, cap: Int(Int64.max / 2)), Int64(length) == stored.contentLength
             else { return .markStale }
         }
@@ -119,7 +119,7 @@ extension CacheEngine {
             let target = URIParts(request.uri)
         else { return [] }
         var uris = [target.normalized]
-        for name in ["Location", "Content-Location"] {
+        for name: HeaderField.Name in [.location, .contentLocation] {
             guard let reference = response.fields[name], let resolved = target.resolve(reference),
                 resolved.origin == target.origin
             else { continue }

@@ -10,7 +10,7 @@ public struct Vary: Hashable, Sendable {
     public init(fields: HeaderFields) {
         isAny = false
         fieldNames = []
-        for member in fields.listMembers(named: "Vary") {
+        for member in fields.listMembers(named: .vary) {
             if member.utf8.elementsEqual("*".utf8) {
                 isAny = true
             } else if ASCII.isToken(member) {

@@ -1,6 +1,6 @@
 internal import CSQLiteHTTPCache
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -14,26 +14,65 @@ import Darwin
 extension DiskStore {
     // MARK: - Reading
 
-    /// The columns ``entry(from:)`` reads, from ``entrySource``.
+    /// The columns ``entry(from:)`` reads (``EntryColumns``), from ``entrySource``.
     static let entryColumns = """
-        entries.id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at,
-        coalesce(last_access, stored_at), coalesce(hits, 0), pinned, storage_policy, user_info, complete, tags
+        entries.id AS id, primary_key, variant_key, url, status, fields, facts, body_size, stored_at,
+        coalesce(last_access, stored_at) AS last_access, coalesce(hits, 0) AS hits, pinned, storage_policy,
+        user_info, complete, tags
         """
     /// Entries with their access times.
     static let entrySource = "entries LEFT JOIN access ON access.id = entries.id"
 
-    func entry(from row: Statement) -> StoredEntry? {
-        guard let id = EntryID(rawValue: row.text(0)),
-            let fields = row.blob(5).flatMap({ HeaderFields(serialized: $0) }),
-            let policy = StoragePolicy(rawValue: UInt8(clamping: row.int(12)))
+    /// The columns of ``entryColumns``, by name.
+    struct EntryColumns: ResultColumns {
+        let id, primaryKey, variantKey, url, status, fields, facts, bodySize, storedAt: Column
+        let lastAccess, hits, pinned, storagePolicy, userInfo, complete, tags: Column
+
+        init(_ statement: Statement) throws(StorageError) {
+            id = try statement.column("id")
+            primaryKey = try statement.column("primary_key")
+            variantKey = try statement.column("variant_key")
+            url = try statement.column("url")
+            status = try statement.column("status")
+            fields = try statement.column("fields")
+            facts = try statement.column("facts")
+            bodySize = try statement.column("body_size")
+            storedAt = try statement.column("stored_at")
+            lastAccess = try statement.column("last_access")
+            hits = try statement.column("hits")
+            pinned = try statement.column("pinned")
+            storagePolicy = try statement.column("storage_policy")
+            userInfo = try statement.column("user_info")
+            complete = try statement.column("complete")
+            tags = try statement.column("tags")
+        }
+    }
+
+    /// The entries the rows of `query` (a select of ``entryColumns``) describe; rows that do not
+    /// decode are skipped.
+    func entries(from query: Statement) throws(StorageError) -> [StoredEntry] {
+        let columns = try query.columns(EntryColumns.self)
+        var result: [StoredEntry] = []
+        while try query.step() {
+            if let entry = entry(from: query, columns) { result.append(entry) }
+        }
+        return result
+    }
+
+    func entry(from row: Statement, _ column: EntryColumns) -> StoredEntry? {
+        guard let id = EntryID(rawValue: row.text(column.id)),
+            let fields = row.blob(column.fields).flatMap({ HeaderFields(serialized: $0) }),
+            let policy = StoragePolicy(rawValue: UInt8(clamping: row.int(column.storagePolicy)))
         else { return nil }
         let head = EntryHead(
-            primaryKey: row.text(1), variantKey: row.text(2), url: row.text(3), status: Int(row.int(4)),
-            fields: fields, facts: row.blob(6) ?? [], storagePolicy: policy, userInfo: row.blob(13),
-            isComplete: row.int(14) != 0, tags: Self.tags(serialized: row.blob(15)))
+            primaryKey: row.text(column.primaryKey), variantKey: row.text(column.variantKey), url: row.text(column.url),
+            status: Int(row.int(column.status)), fields: fields, facts: row.blob(column.facts) ?? [],
+            storagePolicy: policy, userInfo: row.blob(column.userInfo), isComplete: row.bool(column.complete),
+            tags: Self.tags(serialized: row.blob(column.tags)))
         return StoredEntry(
-            id: id, head: head, bodySize: row.int(7), storedAt: row.double(8), lastAccess: row.double(9),
-            hits: Int(row.int(10)), isPinned: row.int(11) != 0)
+            id: id, head: head, bodySize: row.int(column.bodySize), storedAt: row.double(column.storedAt),
+            lastAccess: row.double(column.lastAccess), hits: Int(row.int(column.hits)),
+            isPinned: row.bool(column.pinned))
     }
 
     /// A number that changes after every write to the index by any process (not after access
@@ -53,12 +92,9 @@ extension DiskStore {
                 return cached.entries
             }
             let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = ?")
-            query.bind(1, primaryKey)
-            var result: [StoredEntry] = []
-            while try query.step() {
-                if let entry = entry(from: query) { result.append(entry) }
-            }
+                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
+            try query.bind(primaryKey, to: ":primary_key")
+            let result = try entries(from: query)
             if let count {
                 let cost =
                     MemoryCost.string(primaryKey)
@@ -75,18 +111,31 @@ extension DiskStore {
         var size: Int64
         var checksums: [UInt8]
         var inline: [UInt8]?
+
+        /// The columns a body's location is read from, by name.
+        struct Columns: ResultColumns {
+            let bodySize, checksums, body, inFile: Column
+
+            init(_ statement: Statement) throws(StorageError) {
+                bodySize = try statement.column("body_size")
+                checksums = try statement.column("checksums")
+                body = try statement.column("body")
+                inFile = try statement.column("in_file")
+            }
+        }
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
         let found = try state.withLock { state throws(StorageError) -> BodyLocation? in
             let query = try state.connection.statement(
-                "SELECT body_size, checksums, body, in_file FROM entries WHERE id = ?")
-            query.bind(1, id.rawValue)
+                "SELECT body_size, checksums, body, in_file FROM entries WHERE id = :id")
+            let column = try query.columns(BodyLocation.Columns.self)
+            try query.bind(id.rawValue, to: ":id")
             defer { query.reset() }
             guard try query.step() else { return nil }
             return BodyLocation(
-                size: query.int(0), checksums: query.blob(1) ?? [],
-                inline: query.int(3) != 0 ? nil : query.blob(2) ?? [])
+                size: query.int(column.bodySize), checksums: query.blob(column.checksums) ?? [],
+                inline: query.bool(column.inFile) ? nil : query.blob(column.body) ?? [])
         }
         guard let found else { throw MemoryStore.notFound(id) }
         return found
@@ -126,8 +175,8 @@ extension DiskStore {
     /// Whether the index still has a row for `id` (`true` when that cannot be told).
     func isIndexed(_ id: EntryID) -> Bool {
         (try? state.withLock { state throws(StorageError) -> Bool in
-            let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = ?")
-            query.bind(1, id.rawValue)
+            let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = :id")
+            try query.bind(id.rawValue, to: ":id")
             defer { query.reset() }
             return try query.step()
         }) ?? true

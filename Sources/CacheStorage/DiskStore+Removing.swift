@@ -1,6 +1,6 @@
 internal import CSQLiteHTTPCache
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -14,7 +14,7 @@ import Darwin
 extension DiskStore {
     // MARK: - Removing
 
-    /// Deletes the rows `whereClause` selects (binding `argument`) and unlinks their files
+    /// Deletes the rows `whereClause` selects (binding `argument` to `:argument`) and unlinks their files
     /// after the commit. Returns how many rows.
     func delete(where whereClause: String, _ argument: String?) throws(StorageError) -> Int {
         try flushAccess()
@@ -22,9 +22,10 @@ extension DiskStore {
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
                 let select = try state.connection.statement("SELECT id, in_file FROM entries \(whereClause)")
-                if let argument { select.bind(1, argument) }
+                if let argument { try select.bind(argument, to: ":argument") }
+                let (id, inFile) = (try select.column("id"), try select.column("in_file"))
                 var rows: [(id: String, inFile: Bool)] = []
-                while try select.step() { rows.append((select.text(0), select.int(1) != 0)) }
+                while try select.step() { rows.append((select.text(id), select.bool(inFile))) }
                 for row in rows { try Self.deleteRow(row.id, state.connection) }
                 return rows
             }
@@ -34,19 +35,19 @@ extension DiskStore {
     }
 
     public func remove(_ id: EntryID) throws(StorageError) {
-        _ = try delete(where: "WHERE id = ?", id.rawValue)
+        _ = try delete(where: "WHERE id = :argument", id.rawValue)
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE primary_key = ?", primaryKey)
+        try delete(where: "WHERE primary_key = :argument", primaryKey)
     }
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE substr(url, 1, length(?1)) = ?1", prefix)
+        try delete(where: "WHERE substr(url, 1, length(:argument)) = :argument", prefix)
     }
 
     public func remove(tag: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE id IN (SELECT id FROM tags WHERE tag = ?)", tag)
+        try delete(where: "WHERE id IN (SELECT id FROM tags WHERE tag = :argument)", tag)
     }
 
     public func removeAll() throws(StorageError) {
@@ -58,11 +59,7 @@ extension DiskStore {
         return try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) ORDER BY last_access DESC")
-            var result: [StoredEntry] = []
-            while try query.step() {
-                if let entry = entry(from: query) { result.append(entry) }
-            }
-            return result
+            return try entries(from: query)
         }
     }
 
@@ -70,10 +67,11 @@ extension DiskStore {
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
         try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = ?")
-            query.bind(1, id.rawValue)
+                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = :id")
+            let columns = try query.columns(EntryColumns.self)
+            try query.bind(id.rawValue, to: ":id")
             defer { query.reset() }
-            return try query.step() ? entry(from: query) : nil
+            return try query.step() ? entry(from: query, columns) : nil
         }
     }
 
@@ -81,9 +79,13 @@ extension DiskStore {
         (try? state.withLock { state throws(StorageError) -> StoreTotals in
             let query = try state.connection.statement(
                 "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
+            let (entries, bodyBytes, pinnedBytes) = (
+                try query.column("entries"), try query.column("body_bytes"), try query.column("pinned_bytes")
+            )
             defer { query.reset() }
             guard try query.step() else { return StoreTotals() }
-            return StoreTotals(entries: Int(query.int(0)), bodyBytes: query.int(1), pinnedBytes: query.int(2))
+            return StoreTotals(
+                entries: Int(query.int(entries)), bodyBytes: query.int(bodyBytes), pinnedBytes: query.int(pinnedBytes))
         }) ?? StoreTotals()
     }
 
@@ -92,10 +94,9 @@ extension DiskStore {
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
                 let update = try state.connection.statement(
-                    "UPDATE entries SET pinned = ? WHERE primary_key = ? AND pinned != ?")
-                update.bind(1, Int64(pinned ? 1 : 0))
-                update.bind(2, primaryKey)
-                update.bind(3, Int64(pinned ? 1 : 0))
+                    "UPDATE entries SET pinned = :pinned WHERE primary_key = :primary_key AND pinned != :pinned")
+                try update.bind(pinned, to: ":pinned")
+                try update.bind(primaryKey, to: ":primary_key")
                 try update.run()
                 let changed = state.connection.changes
                 return (changed, pinned ? [] : try evict(state.connection))

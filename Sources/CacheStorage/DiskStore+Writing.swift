@@ -1,6 +1,6 @@
 internal import CSQLiteHTTPCache
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -31,13 +31,16 @@ extension DiskStore {
             return try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
                 let existing = try state.connection.statement(
-                    "SELECT id, in_file, pinned FROM entries WHERE primary_key = ? AND variant_key = ?")
-                existing.bind(1, head.primaryKey)
-                existing.bind(2, head.variantKey)
+                    """
+                    SELECT id, in_file, pinned FROM entries
+                    WHERE primary_key = :primary_key AND variant_key = :variant_key
+                    """)
+                try existing.bind(head.primaryKey, to: ":primary_key")
+                try existing.bind(head.variantKey, to: ":variant_key")
                 if try existing.step() {
-                    let oldID = existing.text(0)
-                    if existing.int(1) != 0 { obsolete.append(oldID) }
-                    entry.isPinned = existing.int(2) != 0
+                    let oldID = existing.text(try existing.column("id"))
+                    if existing.bool(try existing.column("in_file")) { obsolete.append(oldID) }
+                    entry.isPinned = existing.bool(try existing.column("pinned"))
                     try Self.deleteRow(oldID, state.connection)
                 }
                 let insert = try state.connection.statement(
@@ -45,37 +48,40 @@ extension DiskStore {
                     INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
                         body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete,
                         tags)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (:id, :primary_key, :variant_key, :url, :status, :fields, :facts, :facts_version,
+                        :body_size, :checksums, :body, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
+                        :complete, :tags)
                     """)
-                insert.bind(1, id.rawValue)
-                insert.bind(2, head.primaryKey)
-                insert.bind(3, head.variantKey)
-                insert.bind(4, head.url)
-                insert.bind(5, Int64(head.status))
-                insert.bind(6, head.fields.serialized())
-                insert.bind(7, head.facts)
-                insert.bind(8, Int64(head.facts.first ?? 0))
-                insert.bind(9, size)
-                insert.bind(10, checksums)
-                insert.bind(11, inline)
-                insert.bind(12, Int64(inline == nil ? 1 : 0))
-                insert.bind(13, now)
-                insert.bind(14, Int64(entry.isPinned ? 1 : 0))
-                insert.bind(15, Int64(head.storagePolicy.rawValue))
-                insert.bind(16, head.userInfo)
-                insert.bind(17, Int64(head.isComplete ? 1 : 0))
-                insert.bind(18, head.tags.isEmpty ? nil : Self.serialized(tags: head.tags))
+                try insert.bind(id.rawValue, to: ":id")
+                try insert.bind(head.primaryKey, to: ":primary_key")
+                try insert.bind(head.variantKey, to: ":variant_key")
+                try insert.bind(head.url, to: ":url")
+                try insert.bind(Int64(head.status), to: ":status")
+                try insert.bind(head.fields.serialized(), to: ":fields")
+                try insert.bind(head.facts, to: ":facts")
+                try insert.bind(Int64(head.facts.first ?? 0), to: ":facts_version")
+                try insert.bind(size, to: ":body_size")
+                try insert.bind(checksums, to: ":checksums")
+                try insert.bind(inline, to: ":body")
+                try insert.bind(inline == nil, to: ":in_file")
+                try insert.bind(now, to: ":stored_at")
+                try insert.bind(entry.isPinned, to: ":pinned")
+                try insert.bind(Int64(head.storagePolicy.rawValue), to: ":storage_policy")
+                try insert.bind(head.userInfo, to: ":user_info")
+                try insert.bind(head.isComplete, to: ":complete")
+                try insert.bind(head.tags.isEmpty ? nil : Self.serialized(tags: head.tags), to: ":tags")
                 try insert.run()
                 for tag in Set(head.tags) {
-                    let row = try state.connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (?, ?)")
-                    row.bind(1, tag)
-                    row.bind(2, id.rawValue)
+                    let row = try state.connection.statement(
+                        "INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")
+                    try row.bind(tag, to: ":tag")
+                    try row.bind(id.rawValue, to: ":id")
                     try row.run()
                 }
                 let access = try state.connection.statement(
-                    "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (?, ?, 0)")
-                access.bind(1, id.rawValue)
-                access.bind(2, now)
+                    "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
+                try access.bind(id.rawValue, to: ":id")
+                try access.bind(now, to: ":last_access")
                 try access.run()
                 obsolete += try evict(state.connection)
                 return obsolete
@@ -92,11 +98,12 @@ extension DiskStore {
         while try Self.bodyBytes(connection) > configuration.capacity {
             let oldest = try connection.statement(
                 """
-                SELECT entries.id, in_file FROM access JOIN entries ON entries.id = access.id
+                SELECT entries.id AS id, in_file FROM access JOIN entries ON entries.id = access.id
                 WHERE pinned = 0 ORDER BY last_access LIMIT 32
                 """)
+            let (id, inFile) = (try oldest.column("id"), try oldest.column("in_file"))
             var victims: [(id: String, inFile: Bool)] = []
-            while try oldest.step() { victims.append((oldest.text(0), oldest.int(1) != 0)) }
+            while try oldest.step() { victims.append((oldest.text(id), oldest.bool(inFile))) }
             if victims.isEmpty { break }  // only pinned entries are left
             for victim in victims {
                 try Self.deleteRow(victim.id, connection)
@@ -110,15 +117,16 @@ extension DiskStore {
     /// The bytes of all bodies, from the totals row the triggers maintain.
     static func bodyBytes(_ connection: SQLiteConnection) throws(StorageError) -> Int64 {
         let totals = try connection.statement("SELECT body_bytes FROM totals WHERE id = 0")
+        let bodyBytes = try totals.column("body_bytes")
         defer { totals.reset() }
-        return try totals.step() ? totals.int(0) : 0
+        return try totals.step() ? totals.int(bodyBytes) : 0
     }
 
     /// Deletes one row (its body file, if any, is the caller's to unlink after the commit).
     static func deleteRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
-        for table in ["entries", "tags"] {
-            let delete = try connection.statement("DELETE FROM \(table) WHERE id = ?")
-            delete.bind(1, id)
+        for sql in ["DELETE FROM entries WHERE id = :id", "DELETE FROM tags WHERE id = :id"] {
+            let delete = try connection.statement(sql)
+            try delete.bind(id, to: ":id")
             try delete.run()
         }
     }
@@ -138,11 +146,11 @@ extension DiskStore {
         let changed = try state.withLock { state throws(StorageError) -> Int in
             defer { changes?.bump() }
             let update = try state.connection.statement(
-                "UPDATE entries SET fields = ?, facts = ?, facts_version = ? WHERE id = ?")
-            update.bind(1, fields.serialized())
-            update.bind(2, facts)
-            update.bind(3, Int64(facts.first ?? 0))
-            update.bind(4, id.rawValue)
+                "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id")
+            try update.bind(fields.serialized(), to: ":fields")
+            try update.bind(facts, to: ":facts")
+            try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
+            try update.bind(id.rawValue, to: ":id")
             try update.run()
             return state.connection.changes
         }
@@ -194,10 +202,13 @@ extension DiskStore {
                 try connection.transaction { () throws(StorageError) in
                     for (id, access) in pending {
                         let statement = try connection.statement(
-                            "UPDATE access SET last_access = max(last_access, ?), hits = hits + ? WHERE id = ?")
-                        statement.bind(1, access.time)
-                        statement.bind(2, Int64(access.hits))
-                        statement.bind(3, id.rawValue)
+                            """
+                            UPDATE access SET last_access = max(last_access, :last_access), hits = hits + :hits
+                            WHERE id = :id
+                            """)
+                        try statement.bind(access.time, to: ":last_access")
+                        try statement.bind(Int64(access.hits), to: ":hits")
+                        try statement.bind(id.rawValue, to: ":id")
                         try statement.run()
                     }
                 }

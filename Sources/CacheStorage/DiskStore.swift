@@ -1,6 +1,6 @@
 internal import CSQLiteHTTPCache
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -321,15 +321,17 @@ public final class DiskStore: CacheStore {
     /// the sweep after opening), and a row whose facts this build cannot read keeps its key.
     static func migrateFromVersion3(_ connection: SQLiteConnection) throws(StorageError) {
         let rows = try connection.statement("SELECT id, variant_key, facts, complete FROM entries")
+        let (idColumn, variantKey) = (try rows.column("id"), try rows.column("variant_key"))
+        let (factsColumn, complete) = (try rows.column("facts"), try rows.column("complete"))
         var keys: [(id: String, key: String)] = []
         var dropped: [String] = []
         while try rows.step() {
-            guard let facts = rows.blob(2).flatMap({ StoredResponseFacts(serialized: $0) }),
+            guard let facts = rows.blob(factsColumn).flatMap({ StoredResponseFacts(serialized: $0) }),
                 !facts.vary.fieldNames.isEmpty
             else { continue }
-            let id = rows.text(0)
-            let old = rows.text(1)
-            if rows.int(3) != 0 {
+            let id = rows.text(idColumn)
+            let old = rows.text(variantKey)
+            if rows.bool(complete) {
                 keys.append((id, facts.variantKey))
             } else if facts.varyValues.contains(nil) {
                 dropped.append(id)
@@ -342,9 +344,9 @@ public final class DiskStore: CacheStore {
         // Through keys of their own first, so no row's new key meets another's old one.
         for rekeyed in [keys.map { (id: $0.id, key: "\u{3}" + $0.id) }, keys] {
             for (id, key) in rekeyed {
-                let update = try connection.statement("UPDATE entries SET variant_key = ? WHERE id = ?")
-                update.bind(1, key)
-                update.bind(2, id)
+                let update = try connection.statement("UPDATE entries SET variant_key = :variant_key WHERE id = :id")
+                try update.bind(key, to: ":variant_key")
+                try update.bind(id, to: ":id")
                 try update.run()
             }
         }
@@ -394,11 +396,13 @@ public final class DiskStore: CacheStore {
         try connection.execute("PRAGMA mmap_size = 268435456")
         try connection.execute("PRAGMA cache_size = -16384")
         let versionQuery = try connection.statement("PRAGMA user_version")
+        let userVersion = try versionQuery.column("user_version")
         guard try versionQuery.step() else { throw StorageError(.index, "no user_version") }
-        let version = Int32(versionQuery.int(0))
-        let tables = try connection.statement("SELECT count(*) FROM sqlite_master")
+        let version = Int32(versionQuery.int(userVersion))
+        let tables = try connection.statement("SELECT count(*) AS tables FROM sqlite_master")
+        let tableCount = try tables.column("tables")
         guard try tables.step() else { throw StorageError(.index, "no schema") }
-        if version == 0 && tables.int(0) == 0 {
+        if version == 0 && tables.int(tableCount) == 0 {
             try connection.transaction { () throws(StorageError) in
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")

@@ -1,6 +1,6 @@
 internal import CSQLiteHTTPCache
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)

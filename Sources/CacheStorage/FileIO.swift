@@ -9,7 +9,7 @@ import Darwin
 
 /// Thin, error-reporting wrappers over the POSIX calls the disk store needs.
 enum FileIO {
-    static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
+    static func errorText(_ code: Int32 = errno) -> String { errnoText(code) }
 
     /// Sets the mode of the file or directory `path` when it is not a link (never a link's
     /// target; a link is left as it is).

@@ -1,5 +1,5 @@
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 
 /// A store in memory: a byte-bounded least-recently-used cache. Pinned entries are never

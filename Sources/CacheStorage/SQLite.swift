@@ -3,7 +3,7 @@ internal import CSQLiteHTTPCache
 /// A SQLite connection; not thread-safe by itself (DiskStore serializes its use).
 final class SQLiteConnection {
     private(set) var handle: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [String: Statement] = [:]
     let path: String
 
     /// Opens (creating) the database at `path`, which must not be a symbolic link.
@@ -25,7 +25,7 @@ final class SQLiteConnection {
     deinit { close() }
 
     func close() {
-        for statement in statements.values { sqlite3_finalize(statement) }
+        for statement in statements.values { sqlite3_finalize(statement.handle) }
         statements = [:]
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -66,7 +66,9 @@ final class SQLiteConnection {
     /// on this connection would see stale data, `BEGIN IMMEDIATE` would fail with
     /// `SQLITE_BUSY_SNAPSHOT` once another process has written, and checkpoints stall.
     func resetStatements() {
-        for statement in statements.values where sqlite3_stmt_busy(statement) != 0 { sqlite3_reset(statement) }
+        for statement in statements.values where sqlite3_stmt_busy(statement.handle) != 0 {
+            sqlite3_reset(statement.handle)
+        }
     }
 
     /// Runs SQL without results (several statements allowed).
@@ -78,23 +80,25 @@ final class SQLiteConnection {
             let text = message.map { String(cString: $0) } ?? lastError
             sqlite3_free(message)
             let kind = Self.kind(of: code)
-            throw StorageError(kind, "\(text) (SQLite \(code)) in \(path)\(Self.advice(kind))")
+            throw StorageError(kind, "\(text) (SQLite \(code)) in \(path), running: \(sql)\(Self.advice(kind))")
         }
     }
 
-    /// A cached prepared statement for `sql`, reset and with bindings cleared.
+    /// A cached prepared statement for `sql`, reset and with bindings cleared. Its parameter
+    /// and column names are read once, here, when it is first prepared.
     func statement(_ sql: String) throws(StorageError) -> Statement {
         resetStatements()
         if let cached = statements[sql] {
-            sqlite3_reset(cached)
-            sqlite3_clear_bindings(cached)
-            return Statement(handle: cached, connection: self)
+            sqlite3_reset(cached.handle)
+            sqlite3_clear_bindings(cached.handle)
+            return cached
         }
         var prepared: OpaquePointer?
         let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
-        guard code == SQLITE_OK, let prepared else { throw error(code, "preparing a statement") }
-        statements[sql] = prepared
-        return Statement(handle: prepared, connection: self)
+        guard code == SQLITE_OK, let prepared else { throw error(code, "preparing `\(sql)`") }
+        let statement = Statement(handle: prepared, sql: sql, connection: self)
+        statements[sql] = statement
+        return statement
     }
 
     /// Runs `body` in an immediate transaction, committing on success.
@@ -113,40 +117,117 @@ final class SQLiteConnection {
     var changes: Int { Int(sqlite3_changes(handle)) }
 }
 
-/// A prepared statement with typed bind and column access.
-struct Statement {
-    let handle: OpaquePointer
-    let connection: SQLiteConnection
+/// A result column of a prepared statement: its index, found once from its name.
+struct Column {
+    fileprivate let index: Int32
+}
 
-    /// Binds all of `value`'s UTF-8 bytes (a length of -1 would stop at a U+0000).
-    func bind(_ index: Int32, _ value: String) {
-        var value = value
-        value.withUTF8 { bytes in
-            guard let base = bytes.baseAddress, !bytes.isEmpty else {
-                sqlite3_bind_text(handle, index, "", 0, csqlite_transient())
-                return
-            }
-            base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { text in
-                _ = sqlite3_bind_text64(
-                    handle, index, text, UInt64(bytes.count), csqlite_transient(), UInt8(SQLITE_UTF8))
-            }
+/// The result columns one query reads, each found by name once per prepared statement
+/// (``Statement/columns(_:)``), so reading a row looks up no name.
+protocol ResultColumns {
+    /// Finds each column by name in `statement` (``Statement/column(_:)``).
+    init(_ statement: Statement) throws(StorageError)
+}
+
+/// A prepared statement, cached by its connection: parameters bound by name (`:key`) and
+/// columns read by name, both resolved when it is prepared. A failed bind is reported with
+/// the SQL, like every other failure of a statement.
+final class Statement {
+    let handle: OpaquePointer
+    /// The SQL text, for errors.
+    let sql: String
+    unowned let connection: SQLiteConnection
+    /// Parameter names (`:key`) by index - 1.
+    private let parameters: [String]
+    /// Result column names by index.
+    private let columnNames: [String]
+    /// The ``ResultColumns`` last resolved here (one reader per statement in practice).
+    private var resolvedColumns: AnyObject?
+
+    init(handle: OpaquePointer, sql: String, connection: SQLiteConnection) {
+        self.handle = handle
+        self.sql = sql
+        self.connection = connection
+        parameters = (0..<sqlite3_bind_parameter_count(handle)).map { index in
+            sqlite3_bind_parameter_name(handle, index + 1).map { String(cString: $0) } ?? "?\(index + 1)"
+        }
+        columnNames = (0..<sqlite3_column_count(handle)).map { index in
+            sqlite3_column_name(handle, index).map { String(cString: $0) } ?? ""
         }
     }
 
-    func bind(_ index: Int32, _ value: Int64) { sqlite3_bind_int64(handle, index, value) }
-    func bind(_ index: Int32, _ value: Double) { sqlite3_bind_double(handle, index, value) }
+    /// An error about this statement: what failed (with the SQL) and SQLite's message.
+    private func failure(_ code: Int32, _ what: String) -> StorageError {
+        connection.error(code, "\(what) `\(sql)`")
+    }
 
-    func bind(_ index: Int32, _ value: [UInt8]?) {
+    /// The index of parameter `name` (`:key`).
+    private func parameter(_ name: String) throws(StorageError) -> Int32 {
+        guard let index = parameters.firstIndex(of: name) else {
+            throw StorageError(.index, "the SQL has no parameter \(name): \(sql)")
+        }
+        return Int32(index + 1)
+    }
+
+    /// The result of a bind, as an error carrying the SQL when it failed.
+    private func check(_ code: Int32, _ name: String) throws(StorageError) {
+        guard code == SQLITE_OK else { throw failure(code, "binding \(name) of") }
+    }
+
+    /// Binds all of `value`'s UTF-8 bytes (a length of -1 would stop at a U+0000).
+    func bind(_ value: String, to name: String) throws(StorageError) {
+        let index = try parameter(name)
+        var value = value
+        let code = value.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                return sqlite3_bind_text(handle, index, "", 0, csqlite_transient())
+            }
+            return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { text in
+                sqlite3_bind_text64(handle, index, text, UInt64(bytes.count), csqlite_transient(), UInt8(SQLITE_UTF8))
+            }
+        }
+        try check(code, name)
+    }
+
+    func bind(_ value: Int64, to name: String) throws(StorageError) {
+        try check(sqlite3_bind_int64(handle, try parameter(name), value), name)
+    }
+
+    func bind(_ value: Double, to name: String) throws(StorageError) {
+        try check(sqlite3_bind_double(handle, try parameter(name), value), name)
+    }
+
+    func bind(_ value: Bool, to name: String) throws(StorageError) { try bind(Int64(value ? 1 : 0), to: name) }
+
+    func bind(_ value: [UInt8]?, to name: String) throws(StorageError) {
+        let index = try parameter(name)
         guard let value else {
-            sqlite3_bind_null(handle, index)
+            try check(sqlite3_bind_null(handle, index), name)
             return
         }
-        value.withUnsafeBytes { bytes in
+        let code = value.withUnsafeBytes { bytes in
             // A zero-length blob must not be bound as NULL.
-            _ = sqlite3_bind_blob64(
+            sqlite3_bind_blob64(
                 handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(bytes.count),
                 csqlite_transient())
         }
+        try check(code, name)
+    }
+
+    /// The result column `name`, found among the columns the SQL produces.
+    func column(_ name: String) throws(StorageError) -> Column {
+        guard let index = columnNames.firstIndex(of: name) else {
+            throw StorageError(.index, "the SQL has no result column \(name): \(sql)")
+        }
+        return Column(index: Int32(index))
+    }
+
+    /// `C`'s columns, resolved by name on first use and kept with the statement.
+    func columns<C: ResultColumns>(_: C.Type) throws(StorageError) -> C {
+        if let resolved = resolvedColumns as? ResolvedColumns<C> { return resolved.columns }
+        let columns = try C(self)
+        resolvedColumns = ResolvedColumns(columns)
+        return columns
     }
 
     /// Steps once: `true` when a row is available.
@@ -155,7 +236,7 @@ struct Statement {
         switch code {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
-        default: throw connection.error(code, "a statement")
+        default: throw failure(code, "running")
         }
     }
 
@@ -167,21 +248,29 @@ struct Statement {
         while try step() {}
     }
 
-    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-    func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    func int(_ column: Column) -> Int64 { sqlite3_column_int64(handle, column.index) }
+    func double(_ column: Column) -> Double { sqlite3_column_double(handle, column.index) }
+    func bool(_ column: Column) -> Bool { int(column) != 0 }
+    func isNull(_ column: Column) -> Bool { sqlite3_column_type(handle, column.index) == SQLITE_NULL }
 
     /// All of the column's text, whatever bytes it holds.
-    func text(_ column: Int32) -> String {
-        guard let pointer = sqlite3_column_text(handle, column) else { return "" }
-        let count = Int(sqlite3_column_bytes(handle, column))
+    func text(_ column: Column) -> String {
+        guard let pointer = sqlite3_column_text(handle, column.index) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, column.index))
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
-    func blob(_ column: Int32) -> [UInt8]? {
+    func blob(_ column: Column) -> [UInt8]? {
         if isNull(column) { return nil }
-        let count = Int(sqlite3_column_bytes(handle, column))
-        guard count > 0, let pointer = sqlite3_column_blob(handle, column) else { return [] }
+        let count = Int(sqlite3_column_bytes(handle, column.index))
+        guard count > 0, let pointer = sqlite3_column_blob(handle, column.index) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
+}
+
+/// A statement's resolved ``ResultColumns``, kept as an object so that finding them again is a
+/// class cast.
+private final class ResolvedColumns<C: ResultColumns> {
+    let columns: C
+    init(_ columns: C) { self.columns = columns }
 }

@@ -1,5 +1,5 @@
-import CacheSystem
 import CacheStorage
+import CacheSystem
 
 /// A body in Redis, read chunk by chunk as it is asked for; each chunk is checked for its
 /// length and XXH64 before any byte of it is handed out. A chunk that is gone (evicted,

@@ -292,7 +292,7 @@ final class RedisClient: Sendable {
     func refreshSlots(force: Bool) {
         guard configuration.isCluster else { return }
         let (known, due) = state.withLock { state -> ([RedisConfiguration.Node], Bool) in
-            let now = monotonicNow()
+            let now = MonotonicClock.seconds()
             guard force || now - state.lastSlotRefresh > 0.1 else { return ([], false) }
             state.lastSlotRefresh = now
             var known = Array(Set(state.slots.compactMap { $0 }))
@@ -323,7 +323,7 @@ final class RedisClient: Sendable {
 
     /// One pipeline on one server, over a pooled connection.
     func execute(_ commands: [[[UInt8]]], on node: RedisConfiguration.Node) throws(RedisFailure) -> [RESPValue] {
-        let start = monotonicNow()
+        let start = MonotonicClock.seconds()
         let connection: RedisConnection
         do {
             connection = try checkOut(node, now: start)
@@ -333,7 +333,7 @@ final class RedisClient: Sendable {
         }
         do {
             let replies = try connection.execute(commands, timeout: configuration.commandTimeout)
-            let elapsed = monotonicNow() - start
+            let elapsed = MonotonicClock.seconds() - start
             let refusals = Self.errorReplies(replies)
             let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
                 state.nodes[node, default: NodeState()].idle.append(connection)
@@ -407,7 +407,7 @@ final class RedisClient: Sendable {
             entry.idle.removeAll()
             entry.failures += 1
             entry.reachable = false
-            entry.retryAt = monotonicNow() + min(5, 0.1 * Double(1 << min(entry.failures - 1, 6)))
+            entry.retryAt = MonotonicClock.seconds() + min(5, 0.1 * Double(1 << min(entry.failures - 1, 6)))
             state.nodes[node] = entry
             defer { state.reachable = false }
             return state.reachable && state.logs

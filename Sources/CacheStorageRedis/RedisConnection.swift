@@ -1,3 +1,5 @@
+import CacheSystem
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,13 +28,6 @@ struct RedisFailure: Error, CustomStringConvertible {
     }
 }
 
-/// Monotonic seconds.
-func monotonicNow() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-}
-
 /// One TCP connection to one Redis server, used by one thread at a time: commands are written
 /// in one pipeline and their replies read in order, each exchange bounded by a deadline. A
 /// connection that timed out or broke is closed (its replies could be out of step).
@@ -51,10 +46,9 @@ final class RedisConnection {
     {
         self.host = host
         self.port = port
+        // Blocking, each call bounded by the socket's timeouts: a round trip is a send and a
+        // recv, without a poll in between.
         descriptor = try Self.openSocket(host: host, port: port, timeout: timeout)
-        // Blocking from now on, each call bounded by the socket's timeouts: a round trip is a
-        // send and a recv, without a poll in between.
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         var setup: [[[UInt8]]] = []
         if let password {
             setup.append(user.map { ["AUTH", $0, password].map(bytes) } ?? ["AUTH", password].map(bytes))
@@ -84,7 +78,7 @@ final class RedisConnection {
     /// not thrown.
     func execute(_ commands: [[[UInt8]]], timeout: Double) throws(RedisFailure) -> [RESPValue] {
         guard descriptor >= 0 else { throw RedisFailure(.connection, "the connection to \(host):\(port) is closed") }
-        let deadline = monotonicNow() + timeout
+        let deadline = MonotonicClock.seconds() + timeout
         var request: [UInt8] = []
         for command in commands { RESPEncoder.append(command, to: &request) }
         do {
@@ -122,7 +116,7 @@ final class RedisConnection {
     /// Throws when `deadline` passed; else makes the socket's timeouts what is left of it
     /// (a system call only when that differs by more than a millisecond from what is set).
     private func limit(to deadline: Double) throws(RedisFailure) {
-        let remaining = deadline - monotonicNow()
+        let remaining = deadline - MonotonicClock.seconds()
         guard remaining > 0 else { throw RedisFailure(.timeout, "Redis at \(host):\(port) did not answer in time") }
         guard abs(remaining - socketTimeout) > 0.001 else { return }
         let seconds = max(0.001, remaining)
@@ -137,7 +131,7 @@ final class RedisConnection {
     func sendCommand(_ command: [[UInt8]], timeout: Double) throws(RedisFailure) {
         var request: [UInt8] = []
         RESPEncoder.append(command, to: &request)
-        try write(request, deadline: monotonicNow() + timeout)
+        try write(request, deadline: MonotonicClock.seconds() + timeout)
     }
 
     private func write(_ bytes: [UInt8], deadline: Double) throws(RedisFailure) {
@@ -155,58 +149,29 @@ final class RedisConnection {
         }
     }
 
-    /// A TCP socket connected to `host:port` (a name is resolved).
+    /// A blocking TCP socket connected to `host:port` (a name is resolved) within `timeout`
+    /// seconds (a millisecond at least), with `TCP_NODELAY` set.
     private static func openSocket(host: String, port: Int, timeout: Double) throws(RedisFailure) -> Int32 {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = streamType
-        var found: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &found)
-        guard status == 0, let first = found else {
-            throw RedisFailure(
-                .connection, "cannot resolve the Redis host \(host): \(String(cString: gai_strerror(status)))")
+        let bound = max(timeout, 0.001)
+        guard let tcpPort = UInt16(exactly: port) else {
+            throw RedisFailure(.connection, "cannot connect to Redis at \(host):\(port): \(port) is not a TCP port")
         }
-        defer { freeaddrinfo(found) }
-        var lastError = "no address"
-        var candidate: UnsafeMutablePointer<addrinfo>? = first
-        while let address = candidate {
-            candidate = address.pointee.ai_next
-            let fd = socket(address.pointee.ai_family, streamType, 0)
-            guard fd >= 0 else { continue }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            #if canImport(Darwin)
-            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-            #endif
-            if connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return fd }
-            if errno == EINPROGRESS {
-                var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                if poll(&poller, 1, Int32(max(1, timeout * 1000))) == 1 {
-                    var error: Int32 = 0
-                    var length = socklen_t(MemoryLayout<Int32>.size)
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
-                    if error == 0 { return fd }
-                    lastError = String(cString: strerror(error))
-                } else {
-                    lastError = "no answer within \(Int(timeout * 1000)) ms"
-                }
-            } else {
-                lastError = String(cString: strerror(errno))
-            }
-            close(fd)
+        switch Socket.connected(host: host, port: tcpPort, timeout: bound) {
+        case .success(let fd):
+            return fd
+        case .failure(let failure) where failure.kind == .unresolved:
+            throw RedisFailure(.connection, "cannot resolve the Redis host \(host): \(failure.reason)")
+        case .failure(let failure):
+            let reason = failure.kind == .timedOut ? "no answer within \(Int(bound * 1000)) ms" : failure.reason
+            throw RedisFailure(.connection, "cannot connect to Redis at \(host):\(port): \(reason)")
         }
-        throw RedisFailure(.connection, "cannot connect to Redis at \(host):\(port): \(lastError)")
     }
 }
 
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 #if canImport(Glibc)
-private let streamType = Int32(SOCK_STREAM.rawValue)
 private let sendFlags = Int32(MSG_NOSIGNAL)
 #else
-private let streamType = SOCK_STREAM
-private let sendFlags: Int32 = 0
+private let sendFlags: Int32 = 0  // Darwin: SO_NOSIGPIPE is set on the socket instead
 #endif

@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 /// A store in Redis, standalone or a Redis Cluster: the shared tier several caches on several

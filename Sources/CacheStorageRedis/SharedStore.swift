@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 /// The shared tier with a local one in front: what several caches on several machines use to
@@ -363,7 +363,7 @@ public final class SharedStore: CollapsingStore {
     /// that one).
     public func awaitFill(_ primaryKey: String, _ done: @escaping @Sendable (FillWait) -> Void) {
         let key = redis.lockKey(primaryKey)
-        let deadline = monotonicNow() + collapseTimeout
+        let deadline = MonotonicClock.seconds() + collapseTimeout
         let finished = Locked(false)
         // Calls `done` the first time only, whichever way the end is seen.
         let fire: @Sendable (FillWait) -> Void = { wait in
@@ -393,7 +393,7 @@ public final class SharedStore: CollapsingStore {
             guard !finished.withLock({ $0 }) else { return }
             let reply = try? redis.run([[bytes("GET"), key]], slotKey: key, failing: .readFailed).first
             if reply == nil || reply?.errorMessage != nil || reply?.bytes == Self.released
-                || monotonicNow() >= deadline
+                || MonotonicClock.seconds() >= deadline
             {
                 finish(.ended)
             } else if reply == .null {
@@ -471,7 +471,9 @@ final class Subscriber: Sendable {
     init(redis: RedisStore) { self.redis = redis }
 
     func start(_ store: SharedStore) {
-        let thread = Thread { [weak store, self] in
+        // Without a thread to spare the store never listens: it keeps checking Redis on every
+        // lookup, as while the channel is down.
+        try? SystemThread.detached(name: "redis-invalidations") { [weak store, self] in
             var backoff = 0.05
             while !stopped.withLock({ $0 }) {
                 guard store != nil else { return }
@@ -485,8 +487,6 @@ final class Subscriber: Sendable {
                 }
             }
         }
-        thread.name = "redis-invalidations"
-        thread.start()
     }
 
     func stop() { stopped.withLock { $0 = true } }
@@ -501,7 +501,7 @@ final class Subscriber: Sendable {
             host: node.host, port: node.port, user: configuration.user, password: configuration.password,
             database: 0, timeout: configuration.connectTimeout)
         try connection.sendCommand([bytes("SUBSCRIBE"), redis.channel], timeout: configuration.connectTimeout)
-        let confirmation = try connection.read(deadline: monotonicNow() + configuration.connectTimeout)
+        let confirmation = try connection.read(deadline: MonotonicClock.seconds() + configuration.connectTimeout)
         guard confirmation.array?.first?.bytes == bytes("subscribe") else {
             throw RedisFailure(.reply, "Redis did not confirm the subscription: \(confirmation)")
         }
@@ -510,7 +510,7 @@ final class Subscriber: Sendable {
         while !stopped.withLock({ $0 }) {
             let message: RESPValue
             do {
-                message = try connection.read(deadline: monotonicNow() + 1)
+                message = try connection.read(deadline: MonotonicClock.seconds() + 1)
             } catch  where error.kind == .timeout {
                 continue  // nothing published for a second: look at `stopped` again
             }

@@ -71,7 +71,7 @@ public final class Locked<State>: @unchecked Sendable {
     }
 
     /// Waits until `ready(state)` holds, with the lock released while waiting, then runs `body`
-    /// with exclusive access; `nil` when `deadline` (``Locked/monotonicSeconds()``) passed
+    /// with exclusive access; `nil` when `deadline` (``MonotonicClock/seconds()``) passed
     /// first. Whoever changes what `ready` reads calls ``wakeWaiters()`` afterwards.
     public func withLock<Result>(
         when ready: (State) -> Bool, deadline: Double? = nil, _ body: (inout State) -> Result
@@ -83,8 +83,7 @@ public final class Locked<State>: @unchecked Sendable {
                 pthread_cond_wait(condition, mutex)
                 continue
             }
-            var until = Self.absoluteTime(deadline)
-            if pthread_cond_timedwait(condition, mutex, &until) == ETIMEDOUT, !ready(state) { return nil }
+            if Self.wait(condition, mutex, until: deadline) == ETIMEDOUT, !ready(state) { return nil }
         }
         return body(&state)
     }
@@ -101,19 +100,23 @@ public final class Locked<State>: @unchecked Sendable {
         pthread_cond_signal(condition)
     }
 
-    /// Seconds on the clock deadlines are measured by (monotonic where the system allows).
-    public static func monotonicSeconds() -> Double {
-        var now = timespec()
+    /// Waits on `condition` until `deadline` on ``MonotonicClock/seconds()``: 0, or `ETIMEDOUT`.
+    private static func wait(
+        _ condition: UnsafeMutablePointer<pthread_cond_t>, _ mutex: UnsafeMutablePointer<pthread_mutex_t>,
+        until deadline: Double
+    ) -> Int32 {
+        let deadline = min(deadline, 1e15)  // far enough to be never, near enough for a timespec
         #if canImport(Glibc)
-        clock_gettime(CLOCK_MONOTONIC, &now)
+        // The condition measures on CLOCK_MONOTONIC (see init): the deadline as it is.
+        let whole = deadline.rounded(.down)
+        var until = timespec(tv_sec: Int(whole), tv_nsec: Int((deadline - whole) * 1e9))
+        return pthread_cond_timedwait(condition, mutex, &until)
         #else
-        clock_gettime(CLOCK_REALTIME, &now)
+        // Darwin's conditions measure absolute times on the wall clock: wait for what is left.
+        let left = max(0, deadline - MonotonicClock.seconds())
+        let whole = left.rounded(.down)
+        var interval = timespec(tv_sec: Int(whole), tv_nsec: Int((left - whole) * 1e9))
+        return pthread_cond_timedwait_relative_np(condition, mutex, &interval)
         #endif
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
-
-    private static func absoluteTime(_ seconds: Double) -> timespec {
-        let whole = seconds.rounded(.down)
-        return timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))
     }
 }

@@ -43,9 +43,8 @@ public final class BlockingWorkExecutor: TaskExecutor, Sendable {
             return false
         }
         if needsThread {
-            let thread = Thread { [self] in work() }
-            thread.stackSize = 4 << 20
-            thread.start()
+            // Without a thread to spare the job waits for the next thread this executor starts.
+            try? SystemThread.detached(stackSize: 4 << 20) { [self] in work() }
         } else {
             queue.wakeWaiters()
         }

@@ -43,7 +43,8 @@ public struct MeasuredRun: Sendable {
         // wake only after the child is gone. The exit is awaited without holding a thread.
         let peak = Locked(0)
         let status = try await process.runUntilExit { pid in
-            Thread.detachNewThread {
+            // Without a thread to sample on, the peak stays 0: the caller's bound check fails.
+            try? SystemThread.detached {
                 while let sample = peakResidentKiB(of: pid) {
                     peak.withLock { $0 = max($0, sample) }
                     usleep(10_000)

@@ -85,21 +85,15 @@ public final class RedisServer: @unchecked Sendable {
     @discardableResult
     public func command(_ arguments: [[UInt8]]) throws -> String {
         try requireOffPool("RedisServer.command(\(arguments.first.map { String(decoding: $0, as: UTF8.self) } ?? ""))")
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw StartFailure(description: "socket: \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        switch Socket.connected(host: "127.0.0.1", port: UInt16(port), timeout: 5) {
+        case .success(let connected): fd = connected
+        case .failure(let failure):
+            throw StartFailure(description: "cannot connect to redis-server on port \(port): \(failure)")
+        }
         defer { close(fd) }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        guard connected else { throw StartFailure(description: "cannot connect to redis-server on port \(port)") }
         var request = Array("*\(arguments.count)\r\n".utf8)
         for argument in arguments { request += Array("$\(argument.count)\r\n".utf8) + argument + [13, 10] }
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {

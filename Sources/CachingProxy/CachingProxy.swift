@@ -217,7 +217,7 @@ public final class CachingProxy: Sendable {
             done.withLock { $0 = true }
             done.wakeWaiters()
         }
-        return done.withLock(when: { $0 }, deadline: Locked<Bool>.monotonicSeconds() + timeout) { _ in true } ?? false
+        return done.withLock(when: { $0 }, deadline: MonotonicClock.seconds() + timeout) { _ in true } ?? false
     }
 
     /// The proxy's counters in the Prometheus text format, as served on

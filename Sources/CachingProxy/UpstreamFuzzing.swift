@@ -3,6 +3,7 @@
 // response framing, alone and over sockets the fuzzer feeds. What the answers should be is
 // decided in the Fuzz package (its ResponseOracle module), not here.
 import CacheSemantics
+import CacheSystem
 import HTTPWire
 
 /// The upstream client's framing (``ResponseFramer``) and the client itself, reachable from

@@ -1,7 +1,7 @@
 import CacheExchange
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -32,8 +32,8 @@ struct DownloadRecord: Codable, Equatable {
     /// The record for a `200` (or `203`) response to `url`.
     init(url: String, fields: HeaderFields, expectedLength: Int64?) {
         self.url = url
-        etag = fields["ETag"]
-        lastModified = fields["Last-Modified"]
+        etag = fields[.eTag]
+        lastModified = fields[.lastModified]
         validator = Self.validator(of: fields)
         self.expectedLength = expectedLength
     }
@@ -42,12 +42,12 @@ struct DownloadRecord: Codable, Equatable {
     /// entity tag; else, when there is no entity tag at all, a `Last-Modified` at least one
     /// second before `Date` (a strong date, §8.8.2.2); else `nil`.
     static func validator(of fields: HeaderFields) -> String? {
-        if let value = fields["ETag"] {
+        if let value = fields[.eTag] {
             guard let tag = EntityTag(value), !tag.isWeak else { return nil }
             return tag.description
         }
-        guard let text = fields["Last-Modified"], let modified = HTTPDate.parse(text),
-            let dateText = fields["Date"], let date = HTTPDate.parse(dateText), date - modified >= 1
+        guard let text = fields[.lastModified], let modified = HTTPDate.parse(text),
+            let dateText = fields[.date], let date = HTTPDate.parse(dateText), date - modified >= 1
         else { return nil }
         return text
     }

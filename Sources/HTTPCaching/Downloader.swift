@@ -1,7 +1,7 @@
 import CacheExchange
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -323,7 +323,7 @@ struct Downloader {
 
     private func verdict(_ head: CachedResponseHead, resumingFrom: Int64?) -> Verdict {
         let status = head.statusCode
-        if let declared = head.fields["Content-Length"].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
+        if let declared = head.fields[.contentLength].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
             let length = head.expectedLength, declared != length
         {
             return .inconsistent("the response says Content-Length: \(declared) but holds \(length) bytes")
@@ -334,11 +334,11 @@ struct Downloader {
         guard let start = resumingFrom, let record else { return .failed(unexpected(head)) }
         switch status {
         case 206:
-            guard let value = head.fields["Content-Range"], let contentRange = ContentRange(value),
+            guard let value = head.fields[.contentRange], let contentRange = ContentRange(value),
                 let range = contentRange.range
             else {
                 return .inconsistent(
-                    "the 206 response has no single Content-Range (\(head.fields["Content-Range"] ?? "none"))")
+                    "the 206 response has no single Content-Range (\(head.fields[.contentRange] ?? "none"))")
             }
             guard range.lowerBound == start else {
                 return .inconsistent("the 206 response starts at byte \(range.lowerBound), not at \(start) as asked")
@@ -349,19 +349,19 @@ struct Downloader {
             if let length = head.expectedLength, length != Int64(range.count) {
                 return .inconsistent("the 206 response's length \(length) does not match its Content-Range \(value)")
             }
-            if let expected = record.etag, let etag = head.fields["ETag"],
+            if let expected = record.etag, let etag = head.fields[.eTag],
                 !(EntityTag(etag).flatMap { tag in EntityTag(expected).map { tag.strongMatches($0) } } ?? false)
             {
                 return .inconsistent("the 206 response has ETag \(etag), not \(expected)")
             }
-            if record.etag == nil, let expected = record.lastModified, let modified = head.fields["Last-Modified"],
+            if record.etag == nil, let expected = record.lastModified, let modified = head.fields[.lastModified],
                 HTTPDate.parse(modified) != HTTPDate.parse(expected)
             {
                 return .inconsistent("the 206 response has Last-Modified \(modified), not \(expected)")
             }
             return .append(end: range.upperBound + 1, completeLength: contentRange.completeLength)
         case 416:
-            let complete = head.fields["Content-Range"].flatMap { ContentRange($0) }?.completeLength
+            let complete = head.fields[.contentRange].flatMap { ContentRange($0) }?.completeLength
             guard let complete, complete == start, record.expectedLength.map({ $0 == complete }) ?? true else {
                 return .inconsistent(
                     "the origin answered 416 to bytes=\(start)- (the file has \(complete.map(String.init) ?? "an unknown number of") bytes)"

@@ -158,7 +158,7 @@ extension HTTPCache {
     private func relayed(_ relay: ExchangeDriver.Relay, _ origin: TransportResponse) -> PendingResponse {
         var fields = relay.fields
         if configuration.addsCacheStatusField {
-            fields["Cache-Status"] = relay.cacheStatus.appended(to: fields["Cache-Status"])
+            fields[.cacheStatus] = relay.cacheStatus.appended(to: fields[.cacheStatus])
         }
         // What the network must deliver of the origin's own body: a body cut short of it is
         // never stored as complete.

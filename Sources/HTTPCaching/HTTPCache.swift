@@ -1,9 +1,7 @@
-// Outcomes (`CacheOutcome`) and the exchange's types are part of this API: an app that imports
-// HTTPCaching has them without importing the core too.
-@_exported import CacheExchange
-import CacheSystem
+import CacheExchange
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -309,7 +307,7 @@ public final class HTTPCache: Sendable {
                     duration: configuration.clock() - started, reasons: answer.reasons))
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
                 let next = redirected(
-                    current, status: answer.statusCode, location: answer.fields["Location"], follow: follow)
+                    current, status: answer.statusCode, location: answer.fields[.location], follow: follow)
             {
                 try await leaving(result)
                 redirects += 1

@@ -88,8 +88,8 @@ struct HTTPCacheStorage: StorageAdvisor {
 
     static func replacingCacheControl(_ fields: HeaderFields, with value: String) -> HeaderFields {
         var fields = fields
-        fields.removeAll(namedAnyOf: ["Cache-Control", "Expires", "Pragma"])
-        fields.append(name: "Cache-Control", value: value)
+        fields.removeAll(namedAnyOf: [.cacheControl, .expires, .pragma])
+        fields.append(name: .cacheControl, value: value)
         return fields
     }
 }

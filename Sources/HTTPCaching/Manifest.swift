@@ -1,7 +1,7 @@
 import CacheExchange
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)

@@ -34,8 +34,8 @@ public struct OfflinePack: Sendable, Hashable, Codable {
         package init(_ entry: CacheEntryInfo, url: URL, revision: String? = nil) {
             self.init(
                 url: url.absoluteString, status: entry.status, size: entry.bodySize,
-                contentType: entry.fields["Content-Type"], etag: entry.fields["ETag"],
-                lastModified: entry.fields["Last-Modified"], savedAt: entry.storedAt, revision: revision)
+                contentType: entry.fields[.contentType], etag: entry.fields[.eTag],
+                lastModified: entry.fields[.lastModified], savedAt: entry.storedAt, revision: revision)
         }
 
         /// The resource a response fetched now is: `head`, for `url` (default: the head's),
@@ -45,8 +45,8 @@ public struct OfflinePack: Sendable, Hashable, Codable {
         ) {
             self.init(
                 url: (url ?? head.url).absoluteString, status: head.statusCode, size: size,
-                contentType: head.fields["Content-Type"], etag: head.fields["ETag"],
-                lastModified: head.fields["Last-Modified"], savedAt: savedAt, revision: revision)
+                contentType: head.fields[.contentType], etag: head.fields[.eTag],
+                lastModified: head.fields[.lastModified], savedAt: savedAt, revision: revision)
         }
 
         /// Creates a resource description.

@@ -1,7 +1,7 @@
 import CacheExchange
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -46,7 +46,7 @@ final class PartialFile {
         return fd
     }
 
-    static func reason() -> String { String(cString: strerror(errno)) }
+    static func reason() -> String { errnoText() }
 
     func size() throws(DownloadError) -> Int64 {
         var status = stat()
@@ -77,7 +77,7 @@ final class PartialFile {
         }
         if let failed {
             throw DownloadError(
-                .file, "cannot write \(path): \(String(cString: strerror(failed))); free some space and download again")
+                .file, "cannot write \(path): \(errnoText(failed)); free some space and download again")
         }
     }
 
@@ -100,7 +100,12 @@ final class PartialFile {
 /// a thread of the cooperative pool.
 func onThreadOfItsOwn<Result: Sendable>(_ work: @escaping @Sendable () -> Result) async -> Result {
     await withCheckedContinuation { continuation in
-        Thread { continuation.resume(returning: work()) }.start()
+        do {
+            try SystemThread.detached { continuation.resume(returning: work()) }
+        } catch {
+            // No thread to spare: the work blocks this thread of the pool rather than fail.
+            continuation.resume(returning: work())
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 import CacheExchange
-import CacheSystem
 import CacheStorage
+import CacheSystem
 import Foundation
 
 #if canImport(FoundationNetworking)

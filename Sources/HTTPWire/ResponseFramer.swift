@@ -251,8 +251,8 @@ package struct ResponseFramer {
     > {
         let head = parsed.head
         if isHeadRequest || head.status == 204 || head.status == 304 { return .success(.none) }
-        let codings = head.fields.filter { $0.lowercasedName == "transfer-encoding" }
-        let lengths = head.fields.filter { $0.lowercasedName == "content-length" }
+        let codings = head.fields.filter { $0.lowercasedName == HeaderField.Name.transferEncoding.lowercasedName }
+        let lengths = head.fields.filter { $0.lowercasedName == HeaderField.Name.contentLength.lowercasedName }
         if !codings.isEmpty {
             guard lengths.isEmpty else {
                 return .failure(
@@ -292,7 +292,7 @@ package struct ResponseFramer {
     /// `Connection: close`; from HTTP/1.1 on by default; in HTTP/1.0 only with
     /// `Connection: keep-alive`.
     package static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
-        let options = parsed.head.fields.listMembers(named: "Connection").map { ASCII.lowercased(String($0)) }
+        let options = parsed.head.fields.listMembers(named: .connection).map { ASCII.lowercased(String($0)) }
         if options.contains("close") { return false }
         return parsed.minorVersion >= 1 || options.contains("keep-alive")
     }

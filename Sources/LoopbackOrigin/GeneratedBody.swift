@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CacheSystem
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -113,7 +114,7 @@ extension LoopbackOrigin {
             -> Int64?
         {
             let fd = open(path, O_RDONLY)
-            guard fd >= 0 else { throw FileError(path: path, reason: String(cString: strerror(errno))) }
+            guard fd >= 0 else { throw FileError(path: path, reason: errnoText()) }
             defer { close(fd) }
             let blockSize = 1 << 20
             let actual = UnsafeMutableRawBufferPointer.allocate(byteCount: blockSize, alignment: 8)
@@ -129,7 +130,7 @@ extension LoopbackOrigin {
                     let got = read(fd, actual.baseAddress! + filled, blockSize - filled)
                     if got < 0 {
                         if errno == EINTR { continue }
-                        throw FileError(path: path, reason: String(cString: strerror(errno)))
+                        throw FileError(path: path, reason: errnoText())
                     }
                     if got == 0 { break }
                     filled += got

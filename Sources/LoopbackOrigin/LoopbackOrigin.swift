@@ -174,9 +174,13 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
             self.code = code
         }
 
+        init(_ error: SystemError) {
+            self.init(operation: error.operation, code: error.code)
+        }
+
         /// What failed and why, e.g. `LoopbackOrigin: bind(127.0.0.1:8080) failed: Address already in use (errno 98)`.
         public var description: String {
-            "LoopbackOrigin: \(operation) failed: \(POSIX.errorText(code)) (errno \(code))"
+            "LoopbackOrigin: \(operation) failed: \(errnoText(code)) (errno \(code))"
         }
     }
 

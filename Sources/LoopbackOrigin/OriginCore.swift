@@ -77,11 +77,12 @@ final class OriginCore: Sendable {
                 $0.listener = listener
                 $0.port = socket.port
             }
-            guard POSIX.spawnThread({ self.acceptLoop(listener) }) else {
-                let code = errno
+            do throws(SystemError) {
+                try POSIX.startThread { self.acceptLoop(listener) }
+            } catch {
                 state.withLock { $0.listener = nil }
                 [socket.fd, wake.read, wake.write].forEach(POSIX.closeDescriptor)
-                throw LoopbackOrigin.SocketError(operation: "pthread_create (accept thread)", code: code)
+                throw LoopbackOrigin.SocketError(operation: "pthread_create (accept thread)", code: error.code)
             }
         }
     }

@@ -6,11 +6,9 @@ import Glibc
 import Darwin
 #endif
 
-/// The socket and thread calls the origin makes, with the Linux/Darwin differences in one place.
+/// The socket and thread calls the origin makes, over the floor's (CacheSystem), which holds
+/// the Linux/Darwin differences.
 enum POSIX {
-    /// The system's text for an `errno` value.
-    static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
-
     #if canImport(Glibc)
     private static let sendFlags = Int32(MSG_NOSIGNAL)  // a peer that went away gives EPIPE, not SIGPIPE
     #else
@@ -23,23 +21,6 @@ enum POSIX {
     /// `address` (host byte order) as dotted decimal.
     static func dotted(_ address: UInt32) -> String {
         [24, 16, 8, 0].map { String((address >> UInt32($0)) & 0xFF) }.joined(separator: ".")
-    }
-
-    /// Calls `body` with the address `address`:`port` (127.0.0.1 unless told) and its length
-    /// (for bind and connect).
-    static func withLoopbackAddress<Result>(
-        port: UInt16, address: UInt32 = localhost, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result
-    ) -> Result {
-        var socketAddress = sockaddr_in()
-        #if canImport(Darwin)
-        socketAddress.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = port.bigEndian
-        socketAddress.sin_addr = in_addr(s_addr: address.bigEndian)
-        return withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
     }
 
     /// A TCP socket listening on `address` (127.0.0.1 unless told), with its port: `port`, or
@@ -61,53 +42,16 @@ enum POSIX {
         throw lastError
     }
 
-    /// A new TCP socket, close-on-exec (and, on Apple platforms, raising no SIGPIPE).
-    private static func streamSocket() throws(LoopbackOrigin.SocketError) -> Int32 {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw LoopbackOrigin.SocketError(operation: "socket(AF_INET, SOCK_STREAM)", code: errno) }
-        #if canImport(Darwin)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
-        #endif
-        return fd
-    }
-
     /// A TCP socket bound to `address`:`port` (127.0.0.1 unless told; port 0: the kernel picks)
     /// and listening, with the port it got.
     static func listeningSocket(
         port: UInt16, address: UInt32 = localhost
     ) throws(LoopbackOrigin.SocketError) -> (fd: Int32, port: UInt16) {
-        let fd = try streamSocket()
-        // Lets `restart()` bind the same port while connections of the last run sit in TIME_WAIT.
-        setOption(fd, SOL_SOCKET, SO_REUSEADDR)
-
-        let bound = withLoopbackAddress(port: port, address: address) { bind(fd, $0, $1) }
-        guard bound == 0 else {
-            let code = errno
-            close(fd)
-            throw LoopbackOrigin.SocketError(operation: "bind(\(dotted(address)):\(port))", code: code)
+        do {
+            return try Socket.listening(on: SocketAddress(ipv4: address, port: port), backlog: 128)
+        } catch {
+            throw LoopbackOrigin.SocketError(error)
         }
-        guard listen(fd, 128) == 0 else {
-            let code = errno
-            close(fd)
-            throw LoopbackOrigin.SocketError(operation: "listen(\(dotted(address)):\(port))", code: code)
-        }
-
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else {
-            let code = errno
-            close(fd)
-            throw LoopbackOrigin.SocketError(operation: "getsockname", code: code)
-        }
-        return (fd, UInt16(bigEndian: actual.sin_port))
     }
 
     /// A pipe whose write end wakes the accept loop's `poll`.
@@ -127,28 +71,28 @@ enum POSIX {
         guard fd >= 0 else { return fd }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         #if canImport(Darwin)
-        setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
+        Socket.setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
         #endif
         // A response goes out in one or two writes; without this, Nagle plus delayed ACK stalls keep-alive.
-        setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
+        Socket.setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
         return fd
     }
 
     /// A blocking TCP socket connected to 127.0.0.1:`port` (close-on-exec, no Nagle, no SIGPIPE).
     static func connectedSocket(port: UInt16) throws(LoopbackOrigin.SocketError) -> Int32 {
-        let fd = try streamSocket()
-        setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
-        guard withLoopbackAddress(port: port, { connect(fd, $0, $1) }) == 0 else {
-            let code = errno
-            close(fd)
+        switch Socket.connected(host: dotted(localhost), port: port, timeout: 0) {
+        case .success(let fd):
+            return fd
+        case .failure(let failure):
+            // Unbounded, the connect cannot time out, and a numeric address always resolves.
+            let code: Int32 =
+                switch failure.kind {
+                case .failed(let code): code
+                case .timedOut: ETIMEDOUT
+                case .unresolved: EINVAL
+                }
             throw LoopbackOrigin.SocketError(operation: "connect(127.0.0.1:\(port))", code: code)
         }
-        return fd
-    }
-
-    private static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32) {
-        var one: Int32 = 1
-        _ = setsockopt(fd, level, name, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// Blocks until `fd` or `wake` is readable; returns which, or nil when `poll` failed (EINTR included).
@@ -234,47 +178,16 @@ enum POSIX {
         _ = close(fd)
     }
 
-    /// Starts a detached thread with a 1 MiB stack running `body`; false if the system refused.
-    static func spawnThread(_ body: @escaping @Sendable () -> Void) -> Bool {
-        // Raw memory that pthread_attr_init fills (the zero initializer of the imported type is not
-        // visible here without importing Dispatch's C module on Linux).
-        let attributes = UnsafeMutablePointer<pthread_attr_t>.allocate(capacity: 1)
-        defer { attributes.deallocate() }
-        guard pthread_attr_init(attributes) == 0 else { return false }
-        defer { pthread_attr_destroy(attributes) }
-        _ = pthread_attr_setdetachstate(attributes, Int32(PTHREAD_CREATE_DETACHED))
-        _ = pthread_attr_setstacksize(attributes, 1 << 20)
-        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-        #if canImport(Darwin)
-        var thread: pthread_t?
-        let created = pthread_create(
-            &thread, attributes,
-            { raw in
-                Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().run()
-                return nil
-            }, context)
-        #else
-        var thread: pthread_t = 0
-        let created = pthread_create(
-            &thread, attributes,
-            { raw in
-                guard let raw else { return nil }
-                Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().run()
-                return nil
-            }, context)
-        #endif
-        if created != 0 {
-            Unmanaged<ThreadBody>.fromOpaque(context).release()
-            return false
-        }
-        return true
+    /// Starts a detached thread with a 1 MiB stack running `body`.
+    /// - Throws: ``SystemError`` from `pthread_create`; `body` then never runs.
+    static func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
+        try SystemThread.detached(stackSize: 1 << 20, body)
     }
-}
 
-/// The closure a new thread runs, boxed to pass through `pthread_create`'s context pointer.
-private final class ThreadBody {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    /// ``startThread(_:)``: false if the system refused.
+    static func spawnThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+        (try? startThread(body)) != nil
+    }
 }
 
 /// The ports origins of this process listen on, chosen below the kernel's range of ephemeral

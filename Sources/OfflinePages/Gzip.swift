@@ -4,12 +4,12 @@ import Foundation
 /// gzip (RFC 1952) through zlib, as WARC files use it: each record compressed as a gzip member
 /// of its own ("record-at-time compression", ISO 28500 / WARC 1.1 annex "Compression
 /// recommendations"), the members concatenated into one `.warc.gz` file.
-public enum Gzip {
+package enum Gzip {
     /// `bytes` compressed into one complete gzip member (deflate at zlib's default level, gzip
     /// header and CRC-32/length trailer).
     ///
     /// zlib fails only when memory runs out, which traps here as any Swift allocation would.
-    public static func compress(_ bytes: [UInt8]) -> [UInt8] {
+    package static func compress(_ bytes: [UInt8]) -> [UInt8] {
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
         defer {
@@ -92,18 +92,18 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
 }
 
 /// Decompressed bytes from one gzip member, as `GzipFileReader.read(maxLength:)` returns them.
-public struct GzipChunk: Sendable, Hashable {
+package struct GzipChunk: Sendable, Hashable {
     /// The decompressed bytes (empty only for a member that decompresses to nothing).
-    public var bytes: [UInt8]
+    package var bytes: [UInt8]
     /// The byte offset in the compressed file where the member these bytes belong to starts.
-    public var memberOffset: Int64
+    package var memberOffset: Int64
     /// Whether these are the first bytes of their member.
-    public var startsMember: Bool
+    package var startsMember: Bool
     /// Whether the member ends with these bytes (its CRC-32 and length were checked).
-    public var endsMember: Bool
+    package var endsMember: Bool
 
     /// Creates a chunk.
-    public init(bytes: [UInt8], memberOffset: Int64, startsMember: Bool, endsMember: Bool) {
+    package init(bytes: [UInt8], memberOffset: Int64, startsMember: Bool, endsMember: Bool) {
         self.bytes = bytes
         self.memberOffset = memberOffset
         self.startsMember = startsMember
@@ -120,7 +120,7 @@ public struct GzipChunk: Sendable, Hashable {
 /// member that failed. A file that is one member holding everything works the same way.
 ///
 /// Not thread-safe: use one reader from one task at a time.
-public final class GzipFileReader {
+package final class GzipFileReader {
     let input: WARCFileInput
     private let stream: UnsafeMutablePointer<z_stream>
     private var streamInitialized = false
@@ -128,7 +128,7 @@ public final class GzipFileReader {
     private var insideMember = false
 
     /// Opens the gzip file at `path`.
-    public convenience init(path: String) throws(GzipError) {
+    package convenience init(path: String) throws(GzipError) {
         let input: WARCFileInput
         do { input = try WARCFileInput(path: path) } catch {
             throw GzipError(kind: .unreadable, memberOffset: 0, message: error.message)
@@ -160,10 +160,10 @@ public final class GzipFileReader {
     }
 
     /// Whether a member has started and its end (with its CRC-32 check) has not been reached.
-    public var isInsideMember: Bool { insideMember }
+    package var isInsideMember: Bool { insideMember }
 
     /// The compressed offset of the member being read, or of the last one read.
-    public var memberOffset: Int64 { currentMemberOffset }
+    package var memberOffset: Int64 { currentMemberOffset }
 
     /// Up to `maxLength` more decompressed bytes, all from one member, or nil at the end of the
     /// file (which must fall between members).
@@ -172,7 +172,7 @@ public final class GzipFileReader {
     /// `GzipError` when the file ends inside a member (`truncated`), when a member is not valid
     /// gzip data or fails its checks (`corrupt`), or when reading fails; every error names the
     /// offset of the member that failed.
-    public func read(maxLength: Int = 65_536) throws(GzipError) -> GzipChunk? {
+    package func read(maxLength: Int = 65_536) throws(GzipError) -> GzipChunk? {
         precondition(maxLength > 0, "maxLength must be positive")
         var startsMember = false
         if !insideMember {

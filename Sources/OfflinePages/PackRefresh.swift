@@ -122,8 +122,8 @@ extension PageSaver {
                 let live = try cache.entries(for: url).first { $0.isComplete }
                 var request = URLRequest(url: url)
                 request.cachePolicy = .reloadIgnoringLocalCacheData
-                if let etag = live?.fields["ETag"] { request.setValue(etag, forHTTPHeaderField: "If-None-Match") }
-                if let modified = live?.fields["Last-Modified"] {
+                if let etag = live?.fields[.eTag] { request.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+                if let modified = live?.fields[.lastModified] {
                     request.setValue(modified, forHTTPHeaderField: "If-Modified-Since")
                 }
                 let response = try await cache.transport.send(request)
@@ -138,31 +138,31 @@ extension PageSaver {
                     for try await _ in response.body {}
                     fetched.unchanged.append(url.absoluteString)
                     fetched.stored.append(OfflinePack.Resource(live, url: url))
-                    if (300..<400).contains(live.status), let location = live.fields["Location"] {
+                    if (300..<400).contains(live.status), let location = live.fields[.location] {
                         switch scope.redirect(from: url, to: location) {
                         case .success(let next): url = next
                         case .failure(let refusal): return problem(refusal.reason, failure: false)
                         }
                         continue
                     }
-                    if reads(job.role, contentType: live.fields["Content-Type"]) {
+                    if reads(job.role, contentType: live.fields[.contentType]) {
                         body = Data(try cache.store.body(of: live.id))
                     }
-                    return document(fetched, body, url: url, contentType: live.fields["Content-Type"])
+                    return document(fetched, body, url: url, contentType: live.fields[.contentType])
                 }
                 for try await chunk in response.body {
                     body += chunk
                     if let limit, body.count > limit { return problem(Self.overLimit(limit), failure: false) }
                 }
                 fetched.bytes += Int64(body.count)
-                if (300..<400).contains(status), let location = head["Location"] {
+                if (300..<400).contains(status), let location = head[.location] {
                     let next: URL
                     switch scope.redirect(from: url, to: location) {
                     case .success(let target): next = target
                     case .failure(let refusal): return problem(refusal.reason, failure: false)
                     }
                     // A redirect has no validator as a rule: unchanged when it leads to the same place.
-                    if let live, live.status == status, live.fields["Location"] == location {
+                    if let live, live.status == status, live.fields[.location] == location {
                         fetched.unchanged.append(url.absoluteString)
                         fetched.stored.append(OfflinePack.Resource(live, url: url))
                         url = next
@@ -182,9 +182,9 @@ extension PageSaver {
                 fetched.stored.append(
                     OfflinePack.Resource(
                         url: url.absoluteString, status: status, size: Int64(body.count),
-                        contentType: head["Content-Type"], etag: head["ETag"],
-                        lastModified: head["Last-Modified"], savedAt: Date().timeIntervalSince1970))
-                return document(fetched, body, url: url, contentType: head["Content-Type"])
+                        contentType: head[.contentType], etag: head[.eTag],
+                        lastModified: head[.lastModified], savedAt: Date().timeIntervalSince1970))
+                return document(fetched, body, url: url, contentType: head[.contentType])
             }
             return problem("too many redirects (more than \(cache.configuration.maximumRedirects))", failure: true)
         } catch {

@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 import HTTPCaching
 

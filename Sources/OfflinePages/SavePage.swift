@@ -305,7 +305,7 @@ struct PageSaver {
             // The redirect not followed is left unread: nothing of it is stored.
             if let refused { return problem(refused, failure: false) }
             guard (200..<300).contains(head.statusCode) else {
-                if cache.configuration.followsRedirects, isRedirect(head.statusCode), head.fields["Location"] != nil {
+                if cache.configuration.followsRedirects, isRedirect(head.statusCode), head.fields[.location] != nil {
                     return problem("too many redirects (more than \(cache.configuration.maximumRedirects))")
                 }
                 return problem(httpFailure(head.statusCode))
@@ -313,7 +313,7 @@ struct PageSaver {
             if let limit, let expected = head.expectedLength, expected > limit {
                 return problem("\(expected) bytes, " + overLimit(limit), failure: false)
             }
-            let contentType = head.fields["Content-Type"]
+            let contentType = head.fields[.contentType]
             let reads = reads(job.role, contentType: contentType)
             var bytes: [UInt8] = []
             var size: Int64 = 0

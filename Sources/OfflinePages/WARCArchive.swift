@@ -59,8 +59,8 @@ extension HTTPCache {
             let body = try store.body(of: entry.id)
             var fields = entry.fields
             // The body is stored decoded from its transfer coding, whole: say so.
-            fields.removeAll(namedAnyOf: ["Transfer-Encoding", "Content-Length"])
-            fields.append(name: "Content-Length", value: String(body.count))
+            fields.removeAll(namedAnyOf: [.transferEncoding, .contentLength])
+            fields.append(name: .contentLength, value: String(body.count))
             let reason = HTTPURLResponse.localizedString(forStatusCode: entry.status).capitalized
             var head = "HTTP/1.1 \(entry.status) \(reason)\r\n"
             for field in fields { head += "\(field.name): \(field.value)\r\n" }

@@ -1,5 +1,5 @@
-import CacheSystem
 import CacheSemantics
+import CacheSystem
 import Foundation
 import HTTPCaching
 import LoopbackOrigin

@@ -281,7 +281,7 @@ struct Explanation {
         let storable: Bool
         if case .store = decision { storable = true } else { storable = false }
         let hasValidator = parsed.hasValidator
-        let date = fields["Date"].flatMap { HTTPDate.parse($0, now: now) }
+        let date = fields[.date].flatMap { HTTPDate.parse($0, now: now) }
 
         if storable && !hasValidator && !directives.noCache {
             warnings.append(
@@ -293,7 +293,7 @@ struct Explanation {
                 "no-cache without a validator: every reuse needs the whole body again, as if nothing were cached; "
                     + "send an ETag, or use no-store if that is the intent (RFC 9111 §5.2.2.4)")
         }
-        if parsed.lifetimeSource == .maxAge, let maxAge = directives.maxAge, let expiresText = fields["Expires"],
+        if parsed.lifetimeSource == .maxAge, let maxAge = directives.maxAge, let expiresText = fields[.expires],
             let expires = HTTPDate.parse(expiresText, now: now)
         {
             let reference = date ?? now
@@ -324,11 +324,11 @@ struct Explanation {
         if directives.isPublic && directives.isPrivate {
             warnings.append("both public and private: contradictory; say one (private keeps it out of shared caches)")
         }
-        if fields.contains("Pragma") {
+        if fields.contains(.pragma) {
             warnings.append(
                 "Pragma in a response means nothing to caches (RFC 9111 §5.4); use Cache-Control (no-cache, no-store)")
         }
-        if !fields.contains("Date") {
+        if !fields.contains(.date) {
             warnings.append(
                 "no Date field: an origin with a clock must send one (RFC 9110 §6.6.1); "
                     + "the time it was received is used"
@@ -360,7 +360,7 @@ struct Explanation {
         if directives.sMaxAge != nil && !engine.configuration.isShared {
             warnings.append("s-maxage applies to shared caches only; this private cache ignores it (try --shared)")
         }
-        if storable && engine.configuration.isShared && fields.contains("Set-Cookie") {
+        if storable && engine.configuration.isShared && fields.contains(.setCookie) {
             warnings.append(
                 "Set-Cookie on a response a shared cache stores: every user would receive this cookie; add "
                     + "Cache-Control: private or no-store")

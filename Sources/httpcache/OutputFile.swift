@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -101,6 +102,6 @@ final class OutputFile {
 
     /// The failure for the last system call on `path`, with `errno`'s text.
     private static func cannotWrite(_ path: String, _ advice: String) -> Failure {
-        Failure(.failure, "cannot write \(path): \(String(cString: strerror(errno))); \(advice)")
+        Failure(.failure, "cannot write \(path): \(errnoText()); \(advice)")
     }
 }

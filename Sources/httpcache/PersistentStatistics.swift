@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 import HTTPCaching
 
@@ -40,7 +41,7 @@ struct PersistentStatistics: Codable, Sendable {
             if errno == ENOENT { return PersistentStatistics(since: Date().timeIntervalSince1970) }
             throw Failure(
                 .failure,
-                "could not read \(path): \(String(cString: strerror(errno))); remove it (or run "
+                "could not read \(path): \(errnoText()); remove it (or run "
                     + "`httpcache stats --reset`) to count from zero")
         }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
@@ -116,12 +117,12 @@ enum DirectoryLock {
         let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw Failure(
-                .failure, "could not open \(path): \(String(cString: strerror(errno))); check the cache directory")
+                .failure, "could not open \(path): \(errnoText()); check the cache directory")
         }
         defer { close(descriptor) }
         while flock(descriptor, LOCK_EX) != 0 {
             guard errno == EINTR else {
-                throw Failure(.failure, "could not lock \(path): \(String(cString: strerror(errno)))")
+                throw Failure(.failure, "could not lock \(path): \(errnoText())")
             }
         }
         defer { flock(descriptor, LOCK_UN) }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import Foundation
 import HTTPCaching
 

@@ -1,5 +1,6 @@
 import CacheStorage
 import CacheStorageRedis
+import CacheSystem
 import Foundation
 
 #if os(Linux)
@@ -155,7 +156,7 @@ struct ServeCommand {
         guard descriptor >= 0 else {
             throw Failure(
                 .failure,
-                "cannot open the access log \(path): \(String(cString: strerror(errno))); choose a writable file")
+                "cannot open the access log \(path): \(errnoText()); choose a writable file")
         }
         return { line in
             let bytes = Array((line + "\n").utf8)

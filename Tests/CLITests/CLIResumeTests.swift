@@ -1,5 +1,5 @@
-import CacheSystem
 import CacheStorage
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin

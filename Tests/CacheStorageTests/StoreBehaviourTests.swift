@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorageRedis
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import Testing
@@ -611,12 +611,14 @@ struct IndexFormatVersionTests {
             ])
         let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
         let version = try connection.statement("PRAGMA user_version")
-        #expect(try version.step() && version.int(0) == Int64(DiskStore.formatVersion))
+        let userVersion = try version.column("user_version")
+        #expect(try version.step() && version.int(userVersion) == Int64(DiskStore.formatVersion))
         // Removing an entry removes its access row too (the migrated trigger).
         try reopened.remove(ids[0])
         let orphans = try connection.statement(
-            "SELECT count(*) FROM access WHERE id NOT IN (SELECT id FROM entries)")
-        #expect(try orphans.step() && orphans.int(0) == 0)
+            "SELECT count(*) AS orphans FROM access WHERE id NOT IN (SELECT id FROM entries)")
+        let count = try orphans.column("orphans")
+        #expect(try orphans.step() && orphans.int(count) == 0)
         connection.close()
     }
 }
@@ -653,9 +655,10 @@ extension IndexFormatVersionTests {
             let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
             try connection.execute("PRAGMA busy_timeout = 10000")
             for (index, row) in rows.enumerated() {
-                let update = try connection.statement("UPDATE entries SET variant_key = ? WHERE variant_key = ?")
-                update.bind(1, row.oldKey)
-                update.bind(2, "v\(index)")
+                let update = try connection.statement(
+                    "UPDATE entries SET variant_key = :old_key WHERE variant_key = :variant_key")
+                try update.bind(row.oldKey, to: ":old_key")
+                try update.bind("v\(index)", to: ":variant_key")
                 try update.run()
             }
             try connection.execute("PRAGMA user_version = 3")

@@ -103,7 +103,8 @@ struct TagTests {
         let plan = try connection.statement(
             "EXPLAIN QUERY PLAN SELECT id FROM entries WHERE id IN (SELECT id FROM tags WHERE tag = 'g7')")
         var details: [String] = []
-        while try plan.step() { details.append(plan.text(3)) }
+        let detail = try plan.column("detail")
+        while try plan.step() { details.append(plan.text(detail)) }
         #expect(details.contains { $0.contains("USING") && $0.contains("tags") }, "\(details)")
         #expect(!details.contains { $0 == "SCAN entries" || $0 == "SCAN tags" }, "\(details)")
         #expect(try store.remove(tag: "g7") == 20)

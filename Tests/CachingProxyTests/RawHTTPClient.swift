@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSystem
 import CacheTestSupport
 import Glibc
 
@@ -63,8 +64,8 @@ final class RawHTTPClient {
 
         var description: String {
             switch self {
-            case .connect(let code): "connect failed: \(String(cString: strerror(code)))"
-            case .send(let code): "send failed: \(String(cString: strerror(code)))"
+            case .connect(let code): "connect failed: \(errnoText(code))"
+            case .send(let code): "send failed: \(errnoText(code))"
             case .timeout(let what): "timed out waiting for \(what)"
             case .closed(let what): "connection closed while waiting for \(what)"
             case .malformed(let what): "malformed response: \(what)"
@@ -143,9 +144,9 @@ final class RawHTTPClient {
     /// Waits for more bytes; `false` when the server closed or reset the connection.
     private func receiveMore(_ what: @autoclosure () -> String, timeout: Double? = nil) throws -> Bool {
         guard !peerClosed else { return false }
-        let deadline = now() + (timeout ?? self.timeout)
+        let deadline = MonotonicClock.seconds() + (timeout ?? self.timeout)
         while true {
-            let left = deadline - now()
+            let left = deadline - MonotonicClock.seconds()
             guard left > 0 else { throw ClientError.timeout(what()) }
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32(min(left, 3600) * 1000) + 1)
@@ -177,8 +178,10 @@ final class RawHTTPClient {
 
     /// Whatever arrives within `seconds` (or until the server closes), without failing.
     func receiveAvailable(within seconds: Double) -> [UInt8] {
-        let deadline = now() + seconds
-        while now() < deadline, (try? receiveMore("data", timeout: max(0.001, deadline - now()))) == true {}
+        let deadline = MonotonicClock.seconds() + seconds
+        while MonotonicClock.seconds() < deadline,
+            (try? receiveMore("data", timeout: max(0.001, deadline - MonotonicClock.seconds()))) == true
+        {}
         defer { buffer.removeAll() }
         return buffer
     }
@@ -193,9 +196,9 @@ final class RawHTTPClient {
     /// Whether the server closes (or resets) the connection within `seconds` (default: the
     /// client's timeout); bytes arriving meanwhile are kept in ``buffer``.
     func waitForClose(within seconds: Double? = nil) -> Bool {
-        let deadline = now() + (seconds ?? timeout)
+        let deadline = MonotonicClock.seconds() + (seconds ?? timeout)
         while true {
-            let left = deadline - now()
+            let left = deadline - MonotonicClock.seconds()
             guard left > 0 else { return peerClosed }
             do {
                 if try !receiveMore("close", timeout: left) { return true }
@@ -316,12 +319,6 @@ final class RawHTTPClient {
         return Response(
             version: parts[0], status: status, reason: parts.count > 2 ? parts[2] : "", fields: fields, head: head,
             body: [], framing: .none, rawBody: [])
-    }
-
-    private func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
 #endif

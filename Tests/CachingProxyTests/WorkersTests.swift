@@ -18,7 +18,7 @@ struct WorkersTests {
             let release = Locked(false)
             for _ in 0..<64 {
                 workers.submit {
-                    _ = release.withLock(when: { $0 }, deadline: Locked<Bool>.monotonicSeconds() + 10) { _ in }
+                    _ = release.withLock(when: { $0 }, deadline: MonotonicClock.seconds() + 10) { _ in }
                 }
             }
             release.withLock { $0 = true }
@@ -31,7 +31,7 @@ struct WorkersTests {
                     ran.wakeWaiters()
                 }
             }
-            let all = ran.withLock(when: { $0 == 2_000 }, deadline: Locked<Int>.monotonicSeconds() + 10) { $0 }
+            let all = ran.withLock(when: { $0 == 2_000 }, deadline: MonotonicClock.seconds() + 10) { $0 }
             #expect(all == 2_000)
             #expect(workers.waitUntilIdle(timeout: 10))
         }
@@ -43,7 +43,7 @@ struct WorkersTests {
             let workers = Workers(limit: 4)
             defer { workers.stop() }
             let gate = Locked(false)
-            workers.submit { _ = gate.withLock(when: { $0 }, deadline: Locked<Bool>.monotonicSeconds() + 10) { _ in } }
+            workers.submit { _ = gate.withLock(when: { $0 }, deadline: MonotonicClock.seconds() + 10) { _ in } }
             let waited = Locked<Bool?>(nil)
             let waiter = Thread {
                 let idle = workers.waitUntilIdle(timeout: 10)
@@ -57,11 +57,11 @@ struct WorkersTests {
                 ran.withLock { $0 = true }
                 ran.wakeWaiters()
             }
-            #expect(ran.withLock(when: { $0 }, deadline: Locked<Bool>.monotonicSeconds() + 10) { _ in true } == true)
+            #expect(ran.withLock(when: { $0 }, deadline: MonotonicClock.seconds() + 10) { _ in true } == true)
             gate.withLock { $0 = true }
             gate.wakeWaiters()
             #expect(
-                waited.withLock(when: { $0 != nil }, deadline: Locked<Bool?>.monotonicSeconds() + 10) { $0 } == true)
+                waited.withLock(when: { $0 != nil }, deadline: MonotonicClock.seconds() + 10) { $0 } == true)
         }
     }
 }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheTestSupport
 import Foundation
 import HTTPCaching

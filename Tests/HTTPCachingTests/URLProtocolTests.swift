@@ -1,6 +1,6 @@
-import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import HTTPCaching

@@ -1,3 +1,4 @@
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import Testing
@@ -414,7 +415,7 @@ private final class RawClient {
         guard fd >= 0 else { throw SocketFailure(code: errno) }
         var timeout = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let connected = POSIX.withLoopbackAddress(port: port) { connect(fd, $0, $1) }
+        let connected = SocketAddress(ipv4: POSIX.localhost, port: port).withSockaddr { connect(fd, $0, $1) }
         // No close here: a class whose init throws after setting every property still runs deinit,
         // and closing twice could close a descriptor another test has reused meanwhile.
         guard connected == 0 else { throw SocketFailure(code: errno) }

@@ -26,7 +26,7 @@ enum Messages {
     /// `fields` without hop-by-hop fields and the ones `Connection` nominates.
     static func removingHopByHop(_ fields: HeaderFields) -> HeaderFields {
         var names = hopByHop
-        for member in fields.listMembers(named: "Connection") { names.insert(ASCII.lowercased(String(member))) }
+        for member in fields.listMembers(named: .connection) { names.insert(ASCII.lowercased(String(member))) }
         guard fields.contains(where: { names.contains($0.lowercasedName) }) else { return fields }
         return HeaderFields(fields.filter { !names.contains($0.lowercasedName) })
     }
@@ -34,7 +34,7 @@ enum Messages {
     /// Appends this proxy to `Via` (RFC 9110 §7.6.3): `1.1 name` for a message received
     /// over HTTP/1.1.
     static func addingVia(_ fields: inout HeaderFields, minorVersion: Int, name: String) {
-        fields.append(name: "Via", value: "1.\(minorVersion) \(name)")
+        fields.append(name: .via, value: "1.\(minorVersion) \(name)")
     }
 
     /// An absolute-form target (`http://host[:port]/path?query`, RFC 9112 §3.2.2) as a

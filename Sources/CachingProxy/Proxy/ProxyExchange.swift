@@ -1,15 +1,10 @@
 #if os(Linux)
 import CacheExchange
 import CacheSemantics
+import CacheSystem
 import HTTPWire
 import CacheStorage
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// One request through the proxy: the driver's host work, performed on the event loop (lookups,
 /// answers from memory) and on worker threads (origin requests, large stored bodies). Every rule
@@ -126,7 +121,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest?
     {
         requestTime = handler.now
-        sentAt = Self.monotonicSeconds()
+        sentAt = MonotonicClock.seconds()
         forwardReason = forwarded.reason
         afterHead = nil
         relay = nil
@@ -167,17 +162,18 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     private func upstreamRequest(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> UpstreamRequest {
         let client = request.server
         var fields = Messages.removingHopByHop(client.fields)
-        fields.removeAll(namedAnyOf: ["Content-Length", "Expect", "Proxy-Authorization"])
+        fields.removeAll(namedAnyOf: [.contentLength, .expect, .proxyAuthorization])
         fields = HeaderFields(
             fields.map { field in
-                field.lowercasedName == "host" ? HeaderField(name: field.name, value: request.target.authority) : field
+                field.lowercasedName == HeaderField.Name.host.lowercasedName
+                    ? HeaderField(name: field.name, value: request.target.authority) : field
             })
-        if !fields.contains("Host") {
-            fields = HeaderFields([HeaderField(name: "Host", value: request.target.authority)] + Array(fields))
+        if !fields.contains(.host) {
+            fields = HeaderFields([HeaderField(name: .host, value: request.target.authority)] + Array(fields))
         }
         for field in forwarded.fields { fields[field.name] = field.value }
         Messages.addingVia(&fields, minorVersion: client.minorVersion, name: configuration.name)
-        let hasBody = client.fields.contains("Content-Length") || client.fields.contains("Transfer-Encoding")
+        let hasBody = client.fields.contains(.contentLength) || client.fields.contains(.transferEncoding)
         return UpstreamRequest(
             method: client.method, url: request.target.url, fields: fields, body: hasBody ? client.body : nil)
     }
@@ -192,13 +188,13 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     func receive(interim head: UpstreamResponseHead) {
         guard let responder, head.status != 100, head.status != 101 else { return }
         var fields = Messages.removingHopByHop(head.fields)
-        fields.removeAll(named: "Content-Length")
+        fields.removeAll(named: .contentLength)
         Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
         responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
     }
 
     func receive(head: UpstreamResponseHead) -> Bool {
-        handler.metrics.recordOriginLatency(Self.monotonicSeconds() - sentAt)
+        handler.metrics.recordOriginLatency(MonotonicClock.seconds() - sentAt)
         let relay: ExchangeDriver.Relay
         switch driver.originResponded(
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
@@ -224,7 +220,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
         var outgoing = Messages.removingHopByHop(relay.fields)
         Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
-        outgoing["Cache-Status"] = relay.cacheStatus.appended(to: outgoing["Cache-Status"])
+        outgoing[.cacheStatus] = relay.cacheStatus.appended(to: outgoing[.cacheStatus])
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
         responder?.start(
             ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
@@ -280,7 +276,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             var (fields, body) = Messages.plainText(text)
             var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
             cacheStatus.detail = timeout ? "origin-timeout" : "origin-unreachable"
-            fields["Cache-Status"] = cacheStatus.fieldValue
+            fields[.cacheStatus] = cacheStatus.fieldValue
             handler.metrics.count(.error)
             responder.respond(ServerResponseHead(status: timeout ? 504 : 502, fields: fields), body: body)
         }
@@ -290,12 +286,6 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// The exchange is over: a background revalidation says so.
     private func finished() {
         if let background { driver.finish(background) }
-    }
-
-    private static func monotonicSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
 #endif

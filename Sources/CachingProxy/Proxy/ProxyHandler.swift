@@ -138,7 +138,7 @@ final class ProxyHandler: RequestHandler {
             let client = request.peerIsLoopback ? "loopback" : "remote"
             let clock = configuration.clock
             responder.observeHead { head in
-                let status = head.fields["Cache-Status"].map { "\"\($0)\"" } ?? "-"
+                let status = head.fields[.cacheStatus].map { "\"\($0)\"" } ?? "-"
                 let time = HTTPDate.iso8601(Timestamp(secondsSince1970: clock()))
                 accessLog("\(time) \(client) \(method) \(target) \(head.status) \(status)")
             }
@@ -325,7 +325,7 @@ final class ProxyHandler: RequestHandler {
         }
         guard request.method == "GET" || request.method == "HEAD" else {
             var (fields, body) = Messages.plainText("405 Method Not Allowed: the metrics are read with GET")
-            fields["Allow"] = "GET, HEAD"
+            fields[.allow] = "GET, HEAD"
             metrics.count(.error)
             return responder.respond(ServerResponseHead(status: 405, fields: fields), body: body)
         }
@@ -342,7 +342,7 @@ final class ProxyHandler: RequestHandler {
     private func mayAdminister(_ request: ServerRequest) -> Bool {
         if request.peerIsLoopback { return true }
         guard let token = configuration.adminToken, !token.isEmpty else { return false }
-        return request.fields.values(named: "Authorization").contains("Bearer \(token)")
+        return request.fields.values(named: .authorization).contains("Bearer \(token)")
     }
 
     // MARK: Answering
@@ -433,7 +433,7 @@ final class ProxyHandler: RequestHandler {
     private func purge(_ request: ServerRequest, primaryKey: String, url: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("purge", responder) }
         metrics.count(.purge)
-        if request.fields.contains("Cache-Group-Invalidation") {
+        if request.fields.contains(.cacheGroupInvalidation) {
             return purgeGroups(request, url: url, responder)
         }
         do {
@@ -449,7 +449,7 @@ final class ProxyHandler: RequestHandler {
     }
 
     private func purgeGroups(_ request: ServerRequest, url: String, _ responder: Responder) {
-        let groups = CacheGroups.groups(request.fields, name: "Cache-Group-Invalidation")
+        let groups = CacheGroups.groups(request.fields, name: .cacheGroupInvalidation)
         guard !groups.isEmpty, let origin = CacheGroups.origin(of: url) else {
             return answer(
                 400,

@@ -1,6 +1,5 @@
 #if os(Linux)
 import CacheSystem
-import Foundation
 
 /// Threads that may block (origin requests, large stored bodies, tunnels' connects): a pool
 /// that grows up to `limit` threads and keeps idle ones for the next job. A job wakes one idle
@@ -36,16 +35,19 @@ final class Workers: Sendable {
         // Every waiter but those in waitUntilIdle waits for a job, and any of them can run it.
         if someoneWaitsForIdle { state.wakeWaiters() } else { state.wakeOne() }
         if spawn {
-            let thread = Thread { [self] in run() }
-            thread.stackSize = 1 << 20
-            thread.start()
+            do {
+                try SystemThread.detached(stackSize: 1 << 20) { [self] in run() }
+            } catch {
+                // No thread to spare: the job waits for one that runs; the next job tries again.
+                state.withLock { $0.threads -= 1 }
+            }
         }
     }
 
     /// Waits until no job is queued or running, for at most `timeout` seconds; `true` when idle.
     @discardableResult
     func waitUntilIdle(timeout: Double) -> Bool {
-        let deadline = Locked<State>.monotonicSeconds() + timeout
+        let deadline = MonotonicClock.seconds() + timeout
         state.withLock { $0.idleWaiters += 1 }
         defer { state.withLock { $0.idleWaiters -= 1 } }
         return state.withLock(when: { $0.busy == 0 && $0.queued == 0 }, deadline: deadline) { _ in true } ?? false

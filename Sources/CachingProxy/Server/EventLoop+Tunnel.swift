@@ -3,6 +3,7 @@
 // side becomes a half-close (shutdown SHUT_WR) of the other once what it sent is delivered;
 // both sides are closed when both are done, or at the first error.
 import CEpollHTTPCache
+import CacheSystem
 import Glibc
 
 extension EventLoop {

@@ -90,7 +90,7 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Connection?] = []
     private var openCount = 0
     private var nextGeneration: UInt32 = 0
-    var now = monotonicMilliseconds()
+    var now = MonotonicClock.coarseMilliseconds()
     private var dirty: [Connection] = []
     /// The connection `drive` is working on: a change to it needs no extra pass.
     var driving: Connection?
@@ -180,21 +180,8 @@ final class EventLoop: @unchecked Sendable {
     static var isOnAnyLoop: Bool { pthread_getspecific(currentLoopKey) != nil }
 
     /// Starts the loop's thread.
-    func spawn() -> pthread_t? {
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let created = pthread_create(
-            &thread, nil,
-            { context in
-                let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
-                loop.run()
-                return nil
-            }, context)
-        guard created == 0 else {
-            Unmanaged<EventLoop>.fromOpaque(context).release()
-            return nil
-        }
-        return thread
+    func spawn() throws(SystemError) -> SystemThread {
+        try SystemThread.joinable { self.run() }
     }
 
     private func run() {
@@ -202,13 +189,13 @@ final class EventLoop: @unchecked Sendable {
         let capacity: Int32 = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
         defer { events.deallocate() }
-        now = monotonicMilliseconds()
+        now = MonotonicClock.coarseMilliseconds()
         var nextSweep = now + Self.sweepInterval
         while true {
             var timeout = max(0, nextSweep - now)
             if shuttingDown { timeout = min(timeout, max(0, shutdownDeadline - now)) }
             let count = epoll_wait(epollFD, events, capacity, Int32(timeout))
-            now = monotonicMilliseconds()
+            now = MonotonicClock.coarseMilliseconds()
             if count > 0 {
                 for index in 0..<Int(count) { handle(events[index]) }
             }
@@ -289,7 +276,7 @@ final class EventLoop: @unchecked Sendable {
                 refuse(fd)
                 continue
             }
-            setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
+            Socket.setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
             nextGeneration &+= 1
             if nextGeneration == 0 { nextGeneration = 1 }
             let connection = Connection(

@@ -122,7 +122,7 @@ private final class ServerCore: @unchecked Sendable {
     let counters: ConnectionCounters
     private struct Loops {
         var loops: [EventLoop] = []
-        var threads: [pthread_t] = []
+        var threads: [SystemThread] = []
         var started = false
         var stopped = false
     }
@@ -150,8 +150,12 @@ private final class ServerCore: @unchecked Sendable {
                 let loop = EventLoop(
                     configuration: configuration, listenFD: listenFD, shareListener: count > 1,
                     handler: handler, log: log, counters: counters)
-                guard loop.isUsable, let thread = loop.spawn() else {
-                    log("HTTP server: cannot start event loop \(index): \(errnoText(errno))")
+                let thread: SystemThread
+                do throws(SystemError) {
+                    guard loop.isUsable else { throw SystemError("epoll_create1 or eventfd", code: errno) }
+                    thread = try loop.spawn()
+                } catch {
+                    log("HTTP server: cannot start event loop \(index): \(error.reason)")
                     loop.discard()
                     continue
                 }
@@ -162,21 +166,21 @@ private final class ServerCore: @unchecked Sendable {
     }
 
     func shutdown(timeout: Double) {
-        let (loops, threads, first) = state.withLock { state -> ([EventLoop], [pthread_t], Bool) in
+        let (loops, threads, first) = state.withLock { state -> ([EventLoop], [SystemThread], Bool) in
             defer { state.stopped = true }
             return (state.loops, state.threads, !state.stopped)
         }
         guard first else { return }
-        let deadline = monotonicMilliseconds() + (timeout > 0 ? milliseconds(timeout) : 0)
+        let deadline = MonotonicClock.coarseMilliseconds() + (timeout > 0 ? milliseconds(timeout) : 0)
         for loop in loops { _ = loop.post(.shutdown(deadline: deadline)) }
         // A loop thread cannot wait for itself (the last reference dropped in a handler): then
         // the threads end on their own and the listening socket stays open, lest its number be
         // reused while a loop still watches it.
         guard !EventLoop.isOnAnyLoop else {
-            for thread in threads { pthread_detach(thread) }
+            for thread in threads { thread.detach() }
             return
         }
-        for thread in threads { pthread_join(thread, nil) }
+        for thread in threads { thread.join() }
         Glibc.close(listenFD)
     }
 

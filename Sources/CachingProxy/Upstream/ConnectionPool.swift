@@ -1,11 +1,6 @@
 #if os(Linux)
 import CacheSystem
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Idle kept-alive connections to origins, shared by every thread of an ``UpstreamClient``.
 ///
@@ -60,7 +55,7 @@ final class ConnectionPool: Sendable {
         var closing: [Int32] = []
         idle.withLock { list in
             closing = expire(&list)
-            list.append(Idle(key: key, fd: fd, since: OriginSocket.monotonicSeconds()))
+            list.append(Idle(key: key, fd: fd, since: MonotonicClock.seconds()))
             while list.count > capacity { closing.append(list.removeFirst().fd) }
         }
         closing.forEach { _ = close($0) }
@@ -71,7 +66,7 @@ final class ConnectionPool: Sendable {
 
     /// Removes the connections idle for longer than the lifetime; their sockets, to close.
     private func expire(_ list: inout [Idle]) -> [Int32] {
-        let oldest = OriginSocket.monotonicSeconds() - lifetime
+        let oldest = MonotonicClock.seconds() - lifetime
         guard let kept = list.firstIndex(where: { $0.since >= oldest }) else {
             defer { list.removeAll() }
             return list.map(\.fd)

@@ -1,10 +1,7 @@
 #if os(Linux)
-#if canImport(Glibc)
+import CacheSystem
 import HTTPWire
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Sends requests to origins over HTTP/1.1 and reads their responses, with every byte of the
 /// framing under its own control (RFC 9112 §6.3).
@@ -230,7 +227,7 @@ package final class UpstreamClient: Sendable {
                         "the response from \(url) was cut off: \(error); "
                             + "it is incomplete and must not be used as complete")
                 case .failed(let code):
-                    let detail = String(cString: strerror(code))
+                    let detail = errnoText(code)
                     guard receivedAny else { return .unanswered(sendFailure?.description ?? detail) }
                     return failure(
                         .closed,

@@ -1,10 +1,7 @@
 #if os(Linux)
-#if canImport(Glibc)
 import CEpollHTTPCache  // MSG_NOSIGNAL: the proxy's module owns <sys/socket.h>
+import CacheSystem
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// One non-blocking connection to an origin and the bytes received on it and not yet consumed,
 /// used by one thread for one exchange: from the pool or a new connect, then back to the pool
@@ -34,7 +31,7 @@ final class UpstreamConnection {
 
         var description: String {
             switch self {
-            case .failed(let code): "sending failed: " + String(cString: strerror(code))
+            case .failed(let code): "sending failed: " + errnoText(code)
             case .stalled: "sending stalled"
             }
         }
@@ -173,16 +170,8 @@ final class UpstreamConnection {
 @available(*, unavailable)
 extension UpstreamConnection: Sendable {}
 
-#if canImport(Glibc)
 private func sendSocket(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
     Glibc.send(fd, bytes, count, Int32(MSG_NOSIGNAL))
 }
 private func closeSocket(_ fd: Int32) -> Int32 { Glibc.close(fd) }
-#elseif canImport(Darwin)
-// Darwin: SO_NOSIGPIPE is set when the socket is made (OriginSocket.connect).
-private func sendSocket(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-    Darwin.send(fd, bytes, count, 0)
-}
-private func closeSocket(_ fd: Int32) -> Int32 { Darwin.close(fd) }
-#endif
 #endif

@@ -59,7 +59,7 @@ extension UpstreamRequest {
             guard !field.value.utf8.contains(where: { $0 == HTTPBytes.cr || $0 == HTTPBytes.lf || $0 == 0 }) else {
                 throw refusal("the value of the field \(field.name) holds CR, LF or NUL (RFC 9110 §5.5)")
             }
-            if field.lowercasedName == "connection",
+            if field.lowercasedName == HeaderField.Name.connection.lowercasedName,
                 field.value.split(separator: ",").contains(where: {
                     ASCII.equalsIgnoringCase(ASCII.trimmed($0), "close")
                 })
@@ -74,13 +74,15 @@ extension UpstreamRequest {
         head.append(HTTPBytes.space)
         head += path
         head += " HTTP/1.1\r\n".utf8
-        if !fields.contains("Host") {
+        if !fields.contains(.host) {
             head += "Host: ".utf8
             head += authority.utf8
             head += "\r\n".utf8
         }
         for field in fields
-        where field.lowercasedName != "content-length" && field.lowercasedName != "transfer-encoding" {
+        where field.lowercasedName != HeaderField.Name.contentLength.lowercasedName
+            && field.lowercasedName != HeaderField.Name.transferEncoding.lowercasedName
+        {
             head += field.name.utf8
             if field.value.isEmpty {
                 head += ":\r\n".utf8

@@ -90,16 +90,16 @@ final class ClusterChaos: Sendable {
     // MARK: Kills
 
     private func killLoop(deadline: Double) {
-        var next = Locked<Int>.monotonicSeconds() + killEvery
+        var next = MonotonicClock.seconds() + killEvery
         while isRunning {
-            let now = Locked<Int>.monotonicSeconds()
+            let now = MonotonicClock.seconds()
             guard now >= next else {
                 usleep(200_000)
                 continue
             }
             guard deadline - now > 45 else { return }
             killOne()
-            next = max(next + killEvery, Locked<Int>.monotonicSeconds())
+            next = max(next + killEvery, MonotonicClock.seconds())
         }
     }
 
@@ -117,7 +117,7 @@ final class ClusterChaos: Sendable {
         }
         let replicas = nodes.filter { $0.masterID == victim.id }.map(\.server)
         victim.server.kill()
-        let killedAt = Locked<Int>.monotonicSeconds()
+        let killedAt = MonotonicClock.seconds()
         counters.withLock { $0.kills += 1 }
         if waitFor(seconds: 30, { replicas.contains { Self.replication($0).contains("role:master") } }) {
             counters.withLock { $0.failovers += 1 }
@@ -139,7 +139,7 @@ final class ClusterChaos: Sendable {
             return info.contains("role:slave") && info.contains("master_link_status:up") && self.isHealthy()
         }
         if rejoined {
-            let recovery = Locked<Int>.monotonicSeconds() - killedAt
+            let recovery = MonotonicClock.seconds() - killedAt
             counters.withLock {
                 $0.rejoined += 1
                 $0.longestRecovery = max($0.longestRecovery, recovery)
@@ -166,10 +166,10 @@ final class ClusterChaos: Sendable {
     /// Whether `condition` held within `seconds` (looked at every 0.2 s); false at once when the
     /// chaos is stopped.
     private func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Locked<Int>.monotonicSeconds() + seconds
+        let deadline = MonotonicClock.seconds() + seconds
         while isRunning {
             if condition() { return true }
-            guard Locked<Int>.monotonicSeconds() < deadline else { return false }
+            guard MonotonicClock.seconds() < deadline else { return false }
             usleep(200_000)
         }
         return false
@@ -213,7 +213,7 @@ final class ClusterChaos: Sendable {
         var credit = 0.0
         var second = 0
         while isRunning {
-            let started = Locked<Int>.monotonicSeconds()
+            let started = MonotonicClock.seconds()
             second += 1
             credit += deletionsPerSecond
             let deletions = Int(credit)
@@ -236,7 +236,7 @@ final class ClusterChaos: Sendable {
                     counters.withLock { $0.descriptionsJunked += 1 }
                 }
             }
-            let rest = started + 1 - Locked<Int>.monotonicSeconds()
+            let rest = started + 1 - MonotonicClock.seconds()
             if rest > 0 { usleep(UInt32(rest * 1_000_000)) }
         }
     }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheSystem
 import Foundation
 import HTTPCaching

@@ -118,7 +118,7 @@ final class SoakOrigin: Sendable {
         var lateStray: (number: Int, sentAt: Double)?
         while let text = connection.readRequest() {
             if let sent = lateStray {
-                let milliseconds = (Locked<Int>.monotonicSeconds() - sent.sentAt) * 1000
+                let milliseconds = (MonotonicClock.seconds() - sent.sentAt) * 1000
                 counters.withLock { $0.strayFollowUps[sent.number] = milliseconds }
                 lateStray = nil
             }
@@ -187,7 +187,7 @@ final class SoakOrigin: Sendable {
             let late = stray(besides: index, .lateStrayResponse, number: number)
             if connection.staysQuiet(milliseconds: 20) {
                 connection.send(late)
-                lateStray = (number, Locked<Int>.monotonicSeconds())
+                lateStray = (number, MonotonicClock.seconds())
                 counters.withLock { $0.lateStraysSent += 1 }
             }
             return true

@@ -91,7 +91,7 @@ final class SoakWorker: @unchecked Sendable {
 
     func run(until deadline: Double) {
         var sincePublished = 0
-        while Locked<Int>.monotonicSeconds() < deadline && running.withLock({ $0 }) {
+        while MonotonicClock.seconds() < deadline && running.withLock({ $0 }) {
             if big {
                 exchange(
                     index: [99, 199].filter { $0 < origin.urls }.randomElement() ?? 0, kind: Int.random(in: 0..<70))

@@ -170,7 +170,7 @@ func soak(directory: String, logs: String) throws -> Bool {
                 + "on port \(proxies[0].port), memory tier \(memory); its log in \(logs)")
     }
 
-    let deadline = Locked<Int>.monotonicSeconds() + seconds
+    let deadline = MonotonicClock.seconds() + seconds
     let running = Locked(true)
     Thread.detachNewThread {
         // About 20 version changes a second: each resource changes every 10 s or so.
@@ -199,13 +199,13 @@ func soak(directory: String, logs: String) throws -> Bool {
 
     var watches = [MemoryWatch](repeating: MemoryWatch(), count: proxies.count)
     var exited: (index: Int, proxy: ProxyProcess)?
-    let started = Locked<Int>.monotonicSeconds()
+    let started = MonotonicClock.seconds()
     var nextReport = started + 60
     var previous = Tally()
-    while finished.withLock(when: { $0 == workers.count }, deadline: Locked<Int>.monotonicSeconds() + 1, { _ in true })
+    while finished.withLock(when: { $0 == workers.count }, deadline: MonotonicClock.seconds() + 1, { _ in true })
         == nil
     {
-        let now = Locked<Int>.monotonicSeconds()
+        let now = MonotonicClock.seconds()
         var rss: [Int64] = []
         for (index, proxy) in proxies.enumerated() {
             let current = proxy.memory("VmRSS") ?? 0
@@ -241,7 +241,7 @@ func soak(directory: String, logs: String) throws -> Bool {
     if exited == nil, let index = proxies.firstIndex(where: { !$0.process.isRunning }) {
         exited = (index, proxies[index])
     }
-    let elapsed = Locked<Int>.monotonicSeconds() - started
+    let elapsed = MonotonicClock.seconds() - started
 
     var tally = Tally()
     workers.forEach { tally.add($0.tally) }
