@@ -5,21 +5,30 @@ import CacheStorage
 /// ``ExchangeStateMachine`` asks for (reading candidates, opening bodies, applying a `304` or a
 /// `HEAD` response, invalidating, opening writers) and hands its host only what the host must do
 /// itself: send to the origin, serve or relay to the client, wait for a leader. Each event
-/// returns only the steps that can follow it: a ``Step`` before the origin was asked, a
-/// ``ResponseStep`` once its response head arrived, a ``FailureStep`` when none came.
+/// returns only the host work that can follow it: ``HostWork`` before the origin was asked,
+/// ``ResponseHostWork`` once its response head arrived, ``FailureHostWork`` when none came.
+///
+/// Why two layers, the machine's actions and the driver's host work: the machine decides
+/// without I/O, so what it returns names store work too (``ExchangeStateMachine/Action/readCandidates(primaryKey:)``,
+/// ``ExchangeStateMachine/ResponseAction/applyNotModified(_:)``) and carries what the store has
+/// yet to open (a ``ExchangeStateMachine/StoredAnswer`` is a chosen entry, not yet a body). The
+/// driver performs that work, feeding the machine the events it produces until only the
+/// host's part is left, and hands it over with what the store opened: a ``ServedResponse``
+/// whose body is open, a ``Relay`` with its ``ResponseRecorder``, a ``BackgroundRevalidation``.
+/// A host never sees a store action, and the machine never sees a store.
 ///
 /// A host, in outline:
 ///
 /// ```swift
 /// var exchange = driver.exchange(for: request)
-/// var step = driver.start(&exchange)
+/// var work = driver.start(&exchange)
 /// while true {
-///     switch step {
+///     switch work {
 ///     case .serve(let response, let background): send(response); background.map(runInBackground); return
 ///     case .answer(let answer): send(answer); return
 ///     case .join(let identity):
-///         if let turn = await waitUnlessLeading(identity) { step = driver.resume(&exchange, turn) }
-///         else { step = driver.joinedAsLeader(&exchange) }
+///         if let turn = await waitUnlessLeading(identity) { work = driver.resume(&exchange, turn) }
+///         else { work = driver.joinedAsLeader(&exchange) }
 ///     case .forward(var request):
 ///         while true {  // the origin's turn
 ///             guard let head = try? await origin.send(request) else {
@@ -47,6 +56,9 @@ import CacheStorage
 /// It also holds what exchanges share: the candidates remembered per key (bounded, valid while
 /// the store's change count stands still), the coalescing of identical misses, and the
 /// stale-while-revalidate revalidations running in the background.
+///
+/// With a ``Configuration/trace`` (`HTTPCACHE_TRACE=1` in the environment), it writes every
+/// transition of every exchange: see ``ExchangeTrace``.
 public final class ExchangeDriver: Sendable {
     /// How the exchanges behave.
     public struct Configuration: Sendable {
@@ -70,6 +82,10 @@ public final class ExchangeDriver: Sendable {
         public var clock: @Sendable () -> Double
         /// Receives what goes wrong in the store (it never fails a request).
         public var log: @Sendable (String) -> Void
+        /// Receives every transition of every exchange; by default standard error's when the
+        /// environment has `HTTPCACHE_TRACE=1` (``ExchangeTrace/environmentVariable``), else
+        /// none.
+        public var trace: ExchangeTrace?
 
         /// A configuration.
         public init(
@@ -80,12 +96,13 @@ public final class ExchangeDriver: Sendable {
             self.name = name
             self.clock = clock
             self.log = log
+            trace = ExchangeTrace.fromEnvironment()
         }
     }
 
-    /// What the host does next, before the origin was asked: the first step of every
-    /// exchange, and what follows joining.
-    public enum Step: Sendable {
+    /// What the host must do, the store work done, before the origin was asked: the first
+    /// work of every exchange, and what follows joining.
+    public enum HostWork: Sendable {
         /// Send this stored response to the client (its body is open: it stays this version);
         /// for stale-while-revalidate, also run `background`.
         case serve(ServedResponse, background: BackgroundRevalidation?)
@@ -98,8 +115,8 @@ public final class ExchangeDriver: Sendable {
         indirect case forward(ExchangeStateMachine.ForwardedRequest)
     }
 
-    /// What the host does once the origin's response head arrived.
-    public enum ResponseStep: Sendable {
+    /// What the host must do, the store work done, once the origin's response head arrived.
+    public enum ResponseHostWork: Sendable {
         /// Send this stored response instead of the origin's (freshened by a `304`, or stale
         /// instead of a `5xx`); the origin's body is not wanted.
         case serve(ServedResponse)
@@ -110,8 +127,8 @@ public final class ExchangeDriver: Sendable {
         indirect case relay(Relay)
     }
 
-    /// What the host does when no response came from the origin.
-    public enum FailureStep: Sendable {
+    /// What the host must do, the store work done, when no response came from the origin.
+    public enum FailureHostWork: Sendable {
         /// Send this stored response instead (stale, RFC 9111 §4.2.4).
         case serve(ServedResponse)
         /// Send this response the cache made (a `504`).
@@ -159,12 +176,14 @@ public final class ExchangeDriver: Sendable {
     private let advisor: any StorageAdvisor
     private let coalescing: CoalescingRegistry
     private let revalidations = BackgroundRevalidations()
+    private let trace: ExchangeTrace?
 
     /// A driver for exchanges over `store`.
     public init(store: any CacheStore, configuration: Configuration) {
         self.store = store
         self.configuration = configuration
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
+        trace = configuration.trace
         coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
         reader = CandidateReader(
             store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3,
@@ -185,16 +204,18 @@ public final class ExchangeDriver: Sendable {
     /// A new exchange for `request`, storing what `advisor` says (by default the
     /// configuration's).
     public func exchange(for request: ExchangeRequest, advisor: (any StorageAdvisor)? = nil) -> ExchangeStateMachine {
-        ExchangeStateMachine(
+        var machine = ExchangeStateMachine(
             request, engine: configuration.engine, name: configuration.name,
             addsCacheStatus: configuration.addsCacheStatus, storing: advisor ?? self.advisor)
+        if let trace { machine.traceID = trace.begin(request.head) }
+        return machine
     }
 
     // MARK: Events
 
     /// Starts `exchange`.
-    public func start(_ exchange: inout ExchangeStateMachine) -> Step {
-        advance(&exchange, exchange.start())
+    public func start(_ exchange: inout ExchangeStateMachine) -> HostWork {
+        advance(&exchange, feed(&exchange, .start) { $0.start() })
     }
 
     /// Joins the requests in flight for `identity`: `true` when this one leads (continue with
@@ -205,35 +226,46 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// This exchange leads the requests for its key: it is sent.
-    public func joinedAsLeader(_ exchange: inout ExchangeStateMachine) -> Step {
-        advance(&exchange, exchange.joinedAsLeader())
+    public func joinedAsLeader(_ exchange: inout ExchangeStateMachine) -> HostWork {
+        advance(&exchange, feed(&exchange, .joinedAsLeader) { $0.joinedAsLeader() })
     }
 
     /// The turn of this exchange, which waited for a leader, came.
-    public func resume(_ exchange: inout ExchangeStateMachine, _ turn: JoinTurn) -> Step {
+    public func resume(_ exchange: inout ExchangeStateMachine, _ turn: JoinTurn) -> HostWork {
         switch turn {
-        case .leaderSettled(let collapsed): advance(&exchange, exchange.leaderSettled(collapsed))
-        case .leaderLost: advance(&exchange, exchange.leaderLost())
+        case .leaderSettled(let collapsed):
+            // The leader is done: look again, with what it stored.
+            advance(
+                &exchange, feed(&exchange, .leaderSettled(stored: collapsed != nil)) { $0.leaderSettled(collapsed) })
+        case .leaderLost:
+            // The leader vanished: this request takes its place.
+            advance(&exchange, feed(&exchange, .leaderLost) { $0.leaderLost() })
         }
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.
     public func originResponded(
         _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp
-    ) -> ResponseStep {
+    ) -> ResponseHostWork {
         let now = self.now
-        return advance(&exchange, exchange.originResponded(head, requestTime: requestTime, responseTime: now, now: now))
+        let action = feed(&exchange, .originResponded(status: head.status)) {
+            $0.originResponded(head, requestTime: requestTime, responseTime: now, now: now)
+        }
+        return advance(&exchange, action)
     }
 
     /// No response came from the origin.
-    public func originFailed(_ exchange: inout ExchangeStateMachine) -> FailureStep {
-        advance(&exchange, exchange.originFailed(now: now))
+    public func originFailed(_ exchange: inout ExchangeStateMachine) -> FailureHostWork {
+        advance(&exchange, feed(&exchange, .originFailed) { $0.originFailed(now: now) })
     }
 
     /// The host gives `exchange` up (its caller went away): requests waiting for it go on by
     /// themselves.
     public func abandon(_ exchange: inout ExchangeStateMachine) {
         settle(exchange.leads, nil)
+        if let trace {
+            trace.record(exchange.traceID, "\(exchange.stateName) \(ExchangeStateMachine.Event.abandon) → done")
+        }
         exchange.abandon()
     }
 
@@ -275,77 +307,114 @@ public final class ExchangeDriver: Sendable {
 
     // MARK: Performing store actions
 
-    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.Action) -> Step {
+    /// Feeds `exchange` an event with `apply`, writing the transition when a trace is on: the
+    /// state the event met, the event, the action it returned.
+    @inline(__always)
+    private func feed<Action: TracedAction>(
+        _ exchange: inout ExchangeStateMachine, _ event: @autoclosure () -> ExchangeStateMachine.Event,
+        _ apply: (inout ExchangeStateMachine) -> Action
+    ) -> Action {
+        guard let trace else { return apply(&exchange) }
+        let state = exchange.stateName
+        let action = apply(&exchange)
+        trace.record(exchange.traceID, "\(state) \(event()) → \(action.traceDescription)")
+        return action
+    }
+
+    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.Action) -> HostWork {
         var action = first
         while true {
             switch action {
             case .readCandidates(let primaryKey):
+                // Read what is stored under the key (remembered while the store is unchanged).
                 let read = reader.candidatesWithFacts(primaryKey)
-                action = exchange.candidatesRead(read.candidates, facts: read.facts, now: now)
+                action = feed(&exchange, .candidatesRead(count: read.candidates.count)) {
+                    $0.candidatesRead(read.candidates, facts: read.facts, now: now)
+                }
             case .serveStored(let answer):
                 guard let served = serve(answer, exchange) else {
-                    action = exchange.storedBodyUnavailable(now: now)
+                    // Its body is gone or damaged: the exchange decides again without it.
+                    action = feed(&exchange, .storedBodyUnavailable) { $0.storedBodyUnavailable(now: now) }
                     continue
                 }
+                // A hit: the host serves it, and validates it in the background when it was
+                // served stale-while-revalidate (RFC 5861 §3).
                 return .serve(
                     served, background: answer.revalidation.flatMap { background(exchange, $0, of: answer.candidate) })
             case .answer(let answer):
+                // The cache answers itself (a 504): no one waiting for this request gets a response.
                 settle(exchange.leads, nil)
                 return .answer(answer)
             case .join(let identity):
+                // A miss others may share: the host asks the registry whether it leads or waits.
                 return .join(identity: identity)
             case .forward(let request):
+                // To the origin.
                 return .forward(forward(request))
             }
         }
     }
 
     private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.ResponseAction)
-        -> ResponseStep
+        -> ResponseHostWork
     {
         var action = first
         while true {
             switch action {
             case .serveStored(let answer):
                 guard let served = serve(answer, exchange) else {
-                    action = exchange.replacementUnavailable()
+                    // The stored stand-in for the origin's answer cannot be opened.
+                    action = feed(&exchange, .replacementUnavailable) { $0.replacementUnavailable() }
                     continue
                 }
+                // A freshened or stale stored response replaces the origin's.
                 return .serve(served)
             case .applyNotModified(let notModified):
+                // Freshen the stored responses the 304 selects (RFC 9111 §4.3.4), reading the key
+                // again when the ones it names were replaced meanwhile.
                 let request = exchange.request
                 let updated = updates.applyNotModified(notModified, request: request.head.fields) { [reader] in
                     request.primaryKey.map(reader.candidates) ?? []
                 }
-                action = exchange.notModifiedApplied(updated, now: now)
+                action = feed(&exchange, .notModifiedApplied(count: updated?.count)) {
+                    $0.notModifiedApplied(updated, now: now)
+                }
             case .forward(let request):
+                // The origin is asked again (without validators, or for the whole response).
                 return .forward(forward(request))
             case .relay(let plan):
                 guard let relay = relay(plan, exchange) else {
-                    action = exchange.storedPartUnavailable()
+                    // The stored part this response continues cannot be opened.
+                    action = feed(&exchange, .storedPartUnavailable) { $0.storedPartUnavailable() }
                     continue
                 }
+                // The store work is done: the host relays the origin's response, which the
+                // recorder stores as it passes.
                 return .relay(relay)
             }
         }
     }
 
     private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.FailureAction)
-        -> FailureStep
+        -> FailureHostWork
     {
         var action = first
         while true {
             switch action {
             case .serveStored(let answer):
                 guard let served = serve(answer, exchange) else {
-                    action = exchange.fallbackUnavailable()
+                    // The stale stand-in cannot be opened either.
+                    action = feed(&exchange, .fallbackUnavailable) { $0.fallbackUnavailable() }
                     continue
                 }
+                // Disconnected, but something stored may answer (RFC 9111 §4.2.4).
                 return .serve(served)
             case .answer(let answer):
+                // A 504 the cache makes: nothing stored may be served stale.
                 settle(exchange.leads, nil)
                 return .answer(answer)
             case .fail(let reasons):
+                // Nothing can answer: the host passes the transport's error on.
                 settle(exchange.leads, nil)
                 return .fail(reasons)
             }
@@ -354,6 +423,7 @@ public final class ExchangeDriver: Sendable {
 
     /// Removes the stored entries a forwarded request discards, and passes it on.
     private func forward(_ request: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest {
+        // A stored part the origin showed to be out of date is removed before asking for the whole.
         for id in request.discard { try? store.remove(id) }
         return request
     }
@@ -367,18 +437,21 @@ public final class ExchangeDriver: Sendable {
         let entry = answer.candidate.entry
         let body: any StoredBody
         do {
+            // Opened now, so it stays this version even if the entry is replaced while it is sent.
             body = try store.openBody(for: entry)
         } catch {
             unreadable(entry, error)
             return nil
         }
         guard let served = builder.serve(answer, body: body, request: exchange.request.head) else {
+            // A body shorter or longer than its Content-Length is never served: it goes.
             configuration.log(
                 "the stored response for \(entry.head.url) is damaged (its Content-Length says "
                     + "\(entry.head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
             try? store.remove(entry.id)
             return nil
         }
+        // A hit counts for eviction (LRU), and those waiting for this request learn what it got.
         store.recordAccess(entry.id, at: configuration.clock())
         settle(exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
         return served
@@ -391,6 +464,7 @@ public final class ExchangeDriver: Sendable {
     private func unreadable(_ entry: StoredEntry, _ error: StorageError) {
         switch error.kind {
         case .notFound, .corrupted:
+            // Gone or damaged for good: remove it so no later request meets it.
             var removal = "it was removed"
             do {
                 try store.remove(entry.id)
@@ -401,6 +475,7 @@ public final class ExchangeDriver: Sendable {
                 "the stored body of \(entry.head.url) could not be read (\(error)); \(removal), and the request "
                     + "is answered as if it were not stored")
         default:
+            // The store did not answer: leave the entry for when it does.
             configuration.log(
                 "the stored body of \(entry.head.url) could not be read (\(error)); the request is answered as if "
                     + "it were not stored; check that the store is reachable")
@@ -413,6 +488,7 @@ public final class ExchangeDriver: Sendable {
     private func background(
         _ exchange: ExchangeStateMachine, _ revalidation: Forwarding, of served: StoredCandidate
     ) -> BackgroundRevalidation? {
+        // One revalidation per key at a time: the others serve stale and leave it to the first.
         guard let key = exchange.request.primaryKey, revalidations.begin(key) else { return nil }
         let candidates = reader.candidates(key)
         guard
@@ -420,11 +496,16 @@ public final class ExchangeDriver: Sendable {
                 $0.entry.id == served.entry.id && $0.entry.head.facts == served.entry.head.facts
             })
         else {
+            // What was served was freshened or replaced meanwhile: nothing left to validate.
             revalidations.end(key)
             return nil
         }
         // The revalidation's indices refer to the candidates of the lookup that chose it.
-        let machine = exchange.revalidation(revalidation, candidates: exchange.storedCandidates)
+        var machine = exchange.revalidation(revalidation, candidates: exchange.storedCandidates)
+        if let trace {
+            machine.traceID = trace.begin(
+                exchange.request.head, note: "background revalidation for \(exchange.traceID)")
+        }
         return BackgroundRevalidation(exchange: machine, key: key)
     }
 
@@ -434,9 +515,11 @@ public final class ExchangeDriver: Sendable {
         let request = exchange.request
         var storedPart: (any StoredBody)?
         if let part = plan.storedPart {
+            // A 206 that continues a stored part: its bytes go out first (RFC 9111 §3.4).
             guard let body = try? store.openBody(of: part.entry.id) else { return nil }
             storedPart = body
         }
+        // Unsafe methods make what is stored for their URIs stale (RFC 9111 §4.4): removed.
         for primaryKey in plan.invalidated {
             do {
                 try removeStored(primaryKey: primaryKey)
@@ -444,6 +527,7 @@ public final class ExchangeDriver: Sendable {
                 configuration.log("could not invalidate \(primaryKey): \(error)")
             }
         }
+        // And the cache groups the response names (RFC 9875 §3).
         for tag in plan.invalidatedTags {
             do {
                 try store.remove(tag: tag)
@@ -451,10 +535,12 @@ public final class ExchangeDriver: Sendable {
                 configuration.log("could not invalidate cache group \(tag): \(error)")
             }
         }
+        // A 200 to HEAD freshens the stored GET response (RFC 9111 §4.3.5).
         if let stored = plan.headFreshens {
             updates.applyHeadResponse(plan.fields, to: stored, request: request.head.fields, times: plan.times)
         }
         var freshened = false
+        // The client's own validators got a 304: it freshens what it selects (RFC 9111 §4.3.4).
         if !plan.notModifiedFreshens.isEmpty {
             let notModified = ExchangeStateMachine.NotModified(
                 fields: plan.fields, candidates: plan.notModifiedFreshens, validated: [], times: plan.times)
@@ -464,20 +550,25 @@ public final class ExchangeDriver: Sendable {
             status: plan.status, fields: plan.fields, outcome: plan.outcome, cacheStatus: plan.cacheStatus,
             reasons: plan.reasons, expectedLength: plan.expectedLength, recorder: nil, storedPart: storedPart,
             userInfo: plan.storage?.head?.userInfo)
+        // A storable response: open the writer its body goes to as it is relayed (RFC 9111 §3).
         if let storage = plan.storage, let head = storage.head {
             do {
                 if let marker = plan.varianceMarker,
                     reader.candidates(marker.primaryKey).first?.entry.head.fields != marker.fields
                 {
+                    // The path's No-Vary-Search marker changed: store it first, so lookups find it.
                     try store.makeWriter(for: marker).commit()
                 }
                 let writer = try store.makeWriter(for: head)
                 relay.recorder = recorder(writer, storage, plan, exchange)
             } catch {
+                // The store refused it: the response is relayed all the same, and says why.
                 relay.reasons.append(.configured("not stored: \(error)"))
             }
         }
+        // Cache-Status `stored` says what happened, not what was planned (RFC 9211 §2.5).
         if plan.cacheStatus.stored != nil { relay.cacheStatus.stored = relay.recorder != nil || freshened }
+        // Nothing will be stored: those waiting for this request go on by themselves now.
         if relay.recorder == nil { settle(exchange.leads, nil) }
         return relay
     }
@@ -496,6 +587,8 @@ public final class ExchangeDriver: Sendable {
             writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
             url: exchange.request.head.uri, log: configuration.log
         ) { [store, coalescing, reader, configuration] committed in
+            // Stored whole: pin it when the manifest says, drop the parts it replaces, and join a
+            // part to the parts beside it (RFC 9111 §3.4).
             if committed, let pinKey { _ = try? store.setPinned(true, primaryKey: pinKey) }
             if committed {
                 for id in superseded { try? store.remove(id) }
@@ -508,6 +601,7 @@ public final class ExchangeDriver: Sendable {
                     }
                 }
             }
+            // Those waiting for this request look again, now that it is stored (or is not).
             if let leads { coalescing.settle(leads, committed ? collapsed : nil) }
         }
     }

@@ -47,6 +47,25 @@ import CacheStorage
 /// unreachable) is never a failure of the request: the lookup is made again without it, up to
 /// ``maximumLookups`` times, and then decided on what remains, so that a store that keeps
 /// offering an unreadable response makes a miss, not an error.
+///
+/// ## Tracing
+///
+/// With `HTTPCACHE_TRACE=1` in a process's environment, every exchange writes its transitions to
+/// standard error, one line each (as Varnish's `cnt_diag` does): the request first, then the
+/// state it was in, the event and the action that followed.
+///
+/// ```
+/// trace 7 GET http://127.0.0.1:8080/a
+/// trace 7 idle start → readCandidates
+/// trace 7 lookingUp candidatesRead(1) → join
+/// trace 7 joining joinedAsLeader → forward(stale, conditional)
+/// trace 7 forwarding originResponded(304) → applyNotModified(1)
+/// trace 7 freshening notModifiedApplied(1) → serveStored(revalidated)
+/// ```
+///
+/// The machine only names its state and describes its actions; ``ExchangeDriver`` writes the
+/// lines to its ``ExchangeDriver/Configuration/trace`` (an ``ExchangeTrace``), which is read
+/// from the environment once, when the configuration is made.
 public struct ExchangeStateMachine: Sendable {
     /// What to do next, before anything came from the origin.
     public enum Action: Sendable {
@@ -222,6 +241,9 @@ public struct ExchangeStateMachine: Sendable {
     private var mayJoin = true
     /// The coalescing identity this request leads, which it must settle when done.
     public private(set) var leads: String?
+    /// The number the driver's trace gives this request (`0` when no trace is on); the machine
+    /// only carries it.
+    var traceID = 0
 
     /// An exchange for `request` in a cache named `name` (RFC 9211), deciding with `engine` and
     /// storing what `advisor` says.
@@ -267,16 +289,35 @@ public struct ExchangeStateMachine: Sendable {
         return false
     }
 
+    /// The state's name, as the trace writes it.
+    var stateName: String {
+        switch state {
+        case .idle: "idle"
+        case .lookingUp: "lookingUp"
+        case .serving: "serving"
+        case .replacing: "replacing"
+        case .fallingBack: "fallingBack"
+        case .joining: "joining"
+        case .forwarding: "forwarding"
+        case .freshening: "freshening"
+        case .completing: "completing"
+        case .done: "done"
+        }
+    }
+
     // MARK: Events
 
     /// The request arrived.
     public mutating func start() -> Action {
-        if case .forwarding(let plan) = state { return .forward(sending(plan)) }  // a background revalidation
+        // A background revalidation was decided before it started: it goes straight to the origin.
+        if case .forwarding(let plan) = state { return .forward(sending(plan)) }
         precondition(isIdle, "start() called twice")
         guard let primaryKey = request.primaryKey else {
+            // The cache does not handle this request (a rule, the manifest): send it on, store nothing.
             let bypass = Forwarding(reason: .bypass, reasons: request.bypassReasons)
             return .forward(sending(ForwardPlan(forwarding: bypass, caching: false)))
         }
+        // Otherwise, see what is stored under the request's key first (RFC 9111 §4).
         state = .lookingUp
         return .readCandidates(primaryKey: primaryKey)
     }
@@ -302,6 +343,7 @@ public struct ExchangeStateMachine: Sendable {
     ) -> Action {
         var candidates = candidates
         var facts = facts
+        // A stored response whose body could not be opened is never chosen again.
         if !unreadable.isEmpty, candidates.contains(where: { unreadable.contains($0.entry.id) }) {
             let kept = candidates.indices.filter { !unreadable.contains(candidates[$0].entry.id) }
             candidates = kept.map { candidates[$0] }
@@ -311,6 +353,8 @@ public struct ExchangeStateMachine: Sendable {
         let cacheRequest = CacheRequest(request.head, policy: request.policy)
         switch engine.lookup(cacheRequest, candidates: facts, now: now) {
         case .serve(let use):
+            // A stored response may be used (fresh, or stale as the request or policy allows,
+            // RFC 9111 §4.2.4): serve it without asking the origin.
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
             if let collapsed {
@@ -323,6 +367,8 @@ public struct ExchangeStateMachine: Sendable {
             return serve(
                 StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
         case .serveStaleWhileRevalidate(let use, let revalidation):
+            // Stale, but within stale-while-revalidate: serve it now and validate it in the
+            // background (RFC 5861 §3).
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
             return serve(
@@ -330,6 +376,8 @@ public struct ExchangeStateMachine: Sendable {
                     candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,
                     revalidation: revalidation))
         case .gatewayTimeout(let reasons):
+            // Nothing usable is stored and the request may not go to the origin
+            // (only-if-cached, RFC 9111 §5.2.1.7, or the policy): answer 504 ourselves.
             state = .done
             let status = CacheStatus(
                 cache: name, hit: false,
@@ -347,6 +395,8 @@ public struct ExchangeStateMachine: Sendable {
                 return serve(
                     StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .hit))
             }
+            // The origin must be asked. A method the cache does not handle stores nothing
+            // (RFC 9111 §2); a stored incomplete response may ask only for its rest (§3.3).
             var plan = ForwardPlan(forwarding: forwarding, caching: forwarding.reason != .method)
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
@@ -354,9 +404,13 @@ public struct ExchangeStateMachine: Sendable {
                 !request.head.fields.contains(.range), collapsible.contains(forwarding.reason),
                 let primaryKey = request.primaryKey
             {
+                // A plain GET miss others may be making too: one request goes to the origin,
+                // the rest wait for what it stores.
                 state = .joining(plan)
                 return .join(identity: primaryKey)
             }
+            // Anything else goes to the origin now, with the fields the lookup chose
+            // (validators to revalidate, RFC 9111 §4.3.1).
             return .forward(sending(plan))
         }
     }
@@ -370,9 +424,11 @@ public struct ExchangeStateMachine: Sendable {
         guard case .serving(let id) = state else { unexpected("storedBodyUnavailable") }
         unreadable.insert(id)
         state = .lookingUp
+        // Look again: a replacement may have been stored since.
         if lookups < Self.maximumLookups, let primaryKey = request.primaryKey {
             return .readCandidates(primaryKey: primaryKey)
         }
+        // The store keeps offering what cannot be read: decide on what remains, a miss at worst.
         return decide(candidates, facts: candidates.map(\.facts), now: now)
     }
 
@@ -381,6 +437,7 @@ public struct ExchangeStateMachine: Sendable {
         guard case .joining(let plan) = state, let primaryKey = request.primaryKey else {
             unexpected("joinedAsLeader")
         }
+        // No one else is fetching it: this request goes to the origin for all who join later.
         leads = primaryKey
         return .forward(sending(plan))
     }
@@ -390,6 +447,8 @@ public struct ExchangeStateMachine: Sendable {
     /// candidates, is never reused).
     public mutating func leaderSettled(_ collapsed: CollapsedResponse?) -> Action {
         guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderSettled") }
+        // The leader is done: look up again, once, and serve what it stored if that answers
+        // this request (RFC 9211 §2.6 `collapsed`); never join twice.
         self.collapsed = collapsed
         mayJoin = false
         lookups = 0
@@ -402,6 +461,7 @@ public struct ExchangeStateMachine: Sendable {
     /// have been stored after all), then goes to the origin for the requests that wait for it.
     public mutating func leaderLost() -> Action {
         guard case .joining = state, let primaryKey = request.primaryKey else { unexpected("leaderLost") }
+        // The leader vanished: lead in its place, after looking whether it stored something.
         leads = primaryKey
         mayJoin = false
         lookups = 0
@@ -413,6 +473,7 @@ public struct ExchangeStateMachine: Sendable {
     public mutating func originFailed(now: Timestamp) -> FailureAction {
         guard case .forwarding(let plan) = state else { unexpected("originFailed") }
         guard let (index, stored) = fallbackCandidate(plan) else {
+            // Nothing stored to fall back on: the request fails as the transport failed.
             state = .done
             return .fail(plan.forwarding.reasons)
         }
@@ -422,6 +483,8 @@ public struct ExchangeStateMachine: Sendable {
             savedForOffline: stored.entry.isPinned, now: now)
         {
         case .serve(let use):
+            // Disconnected: a stale response may be served when the origin cannot be reached
+            // (RFC 9111 §4.2.4, stale-if-error RFC 5861 §4, or one pinned for offline use).
             state = .fallingBack(plan.forwarding.reasons)
             return .serveStored(
                 StoredAnswer(
@@ -430,6 +493,7 @@ public struct ExchangeStateMachine: Sendable {
                         cache: name, servedStale: use, after: .unreachable, forward: plan.forwarding.reason),
                     outcome: .stale, revalidation: nil, replacesOriginResponse: true))
         case .gatewayTimeout(let reasons):
+            // The stored response may not be served stale (must-revalidate, §4.2.4): a 504.
             state = .done
             var status = CacheStatus(cache: name, forward: plan.forwarding.reason)
             status.detail = "stale-not-allowed"
@@ -437,6 +501,7 @@ public struct ExchangeStateMachine: Sendable {
                 .gatewayTimeout(
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
         case .passThrough(let reasons):
+            // The policy promised a load from the origin: its failure is the answer.
             state = .done
             return .fail(reasons)
         }
@@ -453,11 +518,14 @@ public struct ExchangeStateMachine: Sendable {
         // (RFC 9110 §6.6.1).
         if !head.fields.contains(.date) { head.fields.append(name: .date, value: HTTPDate.format(responseTime)) }
         let status = head.status
+        // A server error with a stored response behind it: it may be served stale instead
+        // (stale-if-error, RFC 5861 §4).
         if (500..<600).contains(status), let (index, stored) = fallbackCandidate(plan) {
             let cacheRequest = CacheRequest(request.head, policy: request.policy)
             let failure = OriginFailure.serverError(status: status)
             switch engine.fallback(after: failure, request: cacheRequest, candidate: (index, stored.facts), now: now) {
             case .serve(let use):
+                // Stale-if-error allows it: the stored response stands in for the 5xx.
                 state = .replacing(head, times, plan: plan)
                 return .serveStored(
                     StoredAnswer(
@@ -469,12 +537,15 @@ public struct ExchangeStateMachine: Sendable {
                 break  // The 5xx is passed on.
             }
         }
+        // Our validators went forward and the origin says nothing changed: freshen what is
+        // stored with the 304's fields, then serve it (RFC 9111 §4.3.4).
         if status == 304, plan.caching, !plan.forwarding.validated.isEmpty {
             state = .freshening(plan, head, times)
             return .applyNotModified(
                 NotModified(
                     fields: head.fields, candidates: candidates, validated: plan.forwarding.validated, times: times))
         }
+        // We asked for the rest of a stored part (RFC 9111 §3.3).
         if let index = plan.resuming {
             let part = candidates[index]
             if engine.continues(stored: part.facts, storedLength: part.entry.bodySize, response: head) {
@@ -501,6 +572,7 @@ public struct ExchangeStateMachine: Sendable {
             }
             // A 200: the representation changed (If-Range did not hold); it replaces the part.
         }
+        // Anything else is the origin's answer: relay it, storing it when RFC 9111 §3 allows.
         return relay(plan, head, times)
     }
 
@@ -508,6 +580,7 @@ public struct ExchangeStateMachine: Sendable {
     /// none of them (RFC 9111 §4.3.4).
     public mutating func notModifiedApplied(_ updated: [StoredCandidate]?, now: Timestamp) -> ResponseAction {
         guard case .freshening(let plan, let head, let times) = state else { unexpected("notModifiedApplied") }
+        // The 304 freshened stored responses: serve the one that now answers the request.
         if let updated {
             candidates = updated
             // Served from the freshened responses; the client's own validators still apply.
@@ -532,7 +605,9 @@ public struct ExchangeStateMachine: Sendable {
     /// is passed on as it came.
     public mutating func replacementUnavailable() -> ResponseAction {
         guard case .replacing(let head, let times, let plan) = state else { unexpected("replacementUnavailable") }
+        // The 304 freshened what is now gone: only a full response can answer.
         if head.status == 304 { return .forward(sending(plan.withoutValidators)) }
+        // The stale stand-in for a 5xx is gone: the 5xx itself is the answer.
         return relay(plan, head, times)
     }
 
@@ -540,6 +615,7 @@ public struct ExchangeStateMachine: Sendable {
     /// the request fails as it would have with nothing stored.
     public mutating func fallbackUnavailable() -> FailureAction {
         guard case .fallingBack(let reasons) = state else { unexpected("fallbackUnavailable") }
+        // Nothing else may stand in for the origin: the request fails.
         state = .done
         return .fail(reasons)
     }
@@ -549,6 +625,7 @@ public struct ExchangeStateMachine: Sendable {
         guard case .completing(var plan) = state, let index = plan.resuming else {
             unexpected("storedPartUnavailable")
         }
+        // The part is gone or damaged: forget it and ask for the whole response.
         plan.resuming = nil
         plan.forwarding.fields.removeAll(namedAnyOf: [.range, .ifRange])
         return .forward(sending(plan, discarding: [candidates[index].entry.id]))
@@ -606,6 +683,8 @@ public struct ExchangeStateMachine: Sendable {
             reasons: plan.forwarding.reasons, storage: nil, invalidated: [], headFreshens: nil,
             notModifiedFreshens: [], storedPart: nil, expectedLength: Self.expectedLength(request.head.method, head),
             times: times)
+        // An unsafe method that succeeded makes what is stored for its URIs stale (RFC 9111
+        // §4.4), and the cache groups it names (RFC 9875 §3).
         if request.invalidates {
             relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
                 CacheKey(method: "GET", uri: $0)?.primaryKey
@@ -615,6 +694,7 @@ public struct ExchangeStateMachine: Sendable {
         if request.head.method == "HEAD", status == 200, let index = plan.forwarding.candidate,
             candidates.indices.contains(index)
         {
+            // A 200 to HEAD updates the stored GET response it selects (RFC 9111 §4.3.5).
             relay.headFreshens = candidates[index]
         }
         if plan.caching, status == 304 {
@@ -622,6 +702,7 @@ public struct ExchangeStateMachine: Sendable {
             // freshens the stored responses it selects (RFC 9111 §4.3.4).
             relay.notModifiedFreshens = candidates
         }
+        // A GET response is stored as far as the advisor and RFC 9111 §3 allow.
         if plan.caching, request.head.method == "GET" {
             let storage = prepared(
                 advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime),

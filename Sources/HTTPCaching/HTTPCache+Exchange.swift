@@ -36,8 +36,8 @@ struct PendingResponse: Sendable {
     }
 }
 
-/// The cache as a host of the exchange: it performs what each step asks over the transport
-/// (`URLSession`) with async/await; every rule of HTTP caching is the exchange's.
+/// The cache as a host of the exchange: it performs the host work the driver hands it over the
+/// transport (`URLSession`) with async/await; every rule of HTTP caching is the exchange's.
 extension HTTPCache {
     /// Answers one request (no redirects followed).
     func respond(to prepared: PreparedRequest) async throws -> PendingResponse {
@@ -46,25 +46,28 @@ extension HTTPCache {
         return try await perform(&exchange, first, prepared)
     }
 
-    /// Performs `step` and the ones that follow until the response is known.
+    /// Performs `first` and the host work that follows until the response is known.
     private func perform(
-        _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.Step, _ prepared: PreparedRequest
+        _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.HostWork, _ prepared: PreparedRequest
     ) async throws -> PendingResponse {
-        var step = first
+        var work = first
         while true {
-            switch step {
+            switch work {
             case .serve(let served, let background):
+                // Served from the store; a stale-while-revalidate hit is validated behind it.
                 if let background { revalidateInBackground(background, prepared) }
                 return response(served)
             case .answer(let answer):
+                // The cache answers itself (a 504 for only-if-cached).
                 return response(answer)
             case .join(let identity):
+                // Lead the identical requests in flight, or wait for the one that leads.
                 let turn: JoinTurn? = await withCheckedContinuation { continuation in
                     if driver.join(identity, waiter: { continuation.resume(returning: $0) }) {
                         continuation.resume(returning: nil)
                     }
                 }
-                step = turn.map { driver.resume(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
+                work = turn.map { driver.resume(&exchange, $0) } ?? driver.joinedAsLeader(&exchange)
             case .forward(let forwarded):
                 return try await send(&exchange, forwarded, prepared)
             }
@@ -86,26 +89,33 @@ extension HTTPCache {
             do {
                 received = try await transport.send(outbound)
             } catch {
+                // The caller went away: so does the exchange, and those waiting for it go on.
                 if error is CancellationError || (error as? URLError)?.code == .cancelled {
                     driver.abandon(&exchange)
                     throw error
                 }
                 // Network state is not binary: any failure to get a response counts as unreachable.
                 switch driver.originFailed(&exchange) {
+                // Something stored stands in for the origin (RFC 9111 §4.2.4).
                 case .serve(let served): return response(served)
+                // A 504 the cache makes.
                 case .answer(let answer): return response(answer)
+                // Nothing may answer: the transport's own error goes to the caller.
                 case .fail: throw error
                 }
             }
             let head = ResponseHead(status: received.response.statusCode, fields: Self.fields(of: received.response))
             switch driver.originResponded(&exchange, head, requestTime: requestTime) {
             case .serve(let served):
+                // A freshened (304) or stale (5xx) stored response answers instead.
                 await Self.discard(received)
                 return response(served)
             case .forward(let again):
+                // Asked again (without validators, or for the whole response).
                 await Self.discard(received)
                 forwarded = again
             case .relay(let relay):
+                // The origin's response goes to the caller, stored as it is read.
                 return relayed(relay, received)
             }
         }

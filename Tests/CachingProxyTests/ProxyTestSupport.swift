@@ -24,8 +24,10 @@ final class ServeProcess: @unchecked Sendable {
 
     /// Starts `httpcache serve ARGUMENTS --listen 127.0.0.1:0 --cache-dir DIR` (a directory of
     /// its own unless `store` names one; `--memory-only` when `memoryOnly`) and waits for its
-    /// "listening on" line.
-    init(_ arguments: [String], store: String? = nil, memoryOnly: Bool = false) throws {
+    /// "listening on" line; `environment` is added to this process's.
+    init(_ arguments: [String], store: String? = nil, memoryOnly: Bool = false, environment: [String: String] = [:])
+        throws
+    {
         try requireOffPool("ServeProcess(\(arguments.first ?? ""))")
         errorPath = directory.path + "/stderr"
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
@@ -36,6 +38,7 @@ final class ServeProcess: @unchecked Sendable {
         process.arguments = full
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         variables["no_proxy"] = "*"
+        variables.merge(environment) { $1 }
         process.environment = variables
         let output = Pipe()
         process.standardOutput = output

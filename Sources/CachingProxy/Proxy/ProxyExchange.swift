@@ -6,7 +6,7 @@ import CacheSystem
 import CacheStorage
 import Synchronization
 
-/// One request through the proxy: the exchange's steps, performed on the event loop (lookups,
+/// One request through the proxy: the driver's host work, performed on the event loop (lookups,
 /// answers from memory) and on worker threads (origin requests, large stored bodies). Every rule
 /// of HTTP caching is the exchange's; this only moves bytes.
 ///
@@ -65,17 +65,19 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         perform(driver.start(&machine))
     }
 
-    /// Performs `step` (the first one the driver returned, or a later one) and those that
-    /// follow; returns once the rest happens elsewhere (a worker, a leader) or the request is
-    /// answered.
-    func perform(_ first: ExchangeDriver.Step) {
-        var step = first
+    /// Performs `first` (the first host work the driver returned, or a later one) and the work
+    /// that follows; returns once the rest happens elsewhere (a worker, a leader) or the
+    /// request is answered.
+    func perform(_ first: ExchangeDriver.HostWork) {
+        var work = first
         while true {
-            switch step {
+            switch work {
             case .serve(let served, let revalidation):
+                // A hit, sent from here; a stale-while-revalidate one is validated on a worker.
                 if let revalidation { handler.revalidateInBackground(revalidation, request) }
                 return serve(served)
             case .answer(let answer):
+                // The proxy answers itself (a 504 for only-if-cached).
                 return self.answer(answer)
             case .join(let identity):
                 let leads = driver.join(identity) { [self] turn in
@@ -83,9 +85,12 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                     // or on the store's when another cache's fetch lapsed.
                     perform(driver.resume(&machine, turn))
                 }
+                // Another request fetches it: this one waits for its turn.
                 guard leads else { return }
-                step = driver.joinedAsLeader(&machine)
+                // This one fetches it for all.
+                work = driver.joinedAsLeader(&machine)
             case .forward(let forwarded):
+                // The origin is asked on a worker: the event loop never blocks.
                 handler.workers.submit { [self] in send(forwarded) }
                 return
             }
@@ -195,6 +200,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
         {
         case .relay(let decided):
+            // The origin's response goes to the client, stored as it passes.
             relay = decided
         case .serve(let served):
             // Answered otherwise (a stale or freshened stored response), or sent again below:
@@ -255,10 +261,13 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
         switch driver.originFailed(&machine) {
         case .serve(let served):
+            // Something stored stands in for the origin (RFC 9111 §4.2.4).
             serve(served)
         case .answer(let answer):
+            // A 504 the exchange makes (stale not allowed).
             self.answer(answer)
         case .fail:
+            // Nothing may answer: a 502, or a 504 when the origin timed out.
             configuration.log("no response for \(request.method) \(request.target.url): \(description)")
             defer { finished() }
             guard let responder else { return nil }
