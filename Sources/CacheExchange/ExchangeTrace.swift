@@ -1,12 +1,6 @@
 import CacheSemantics
 import CacheSystem
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Where the exchanges of a cache write their transitions when tracing is on: one line per
 /// (state, event, action), as Varnish's `cnt_diag` logs each step of a request.
 ///
@@ -41,11 +35,11 @@ public final class ExchangeTrace: Sendable {
 
     /// The process's trace on standard error: one for every cache in the process, so that
     /// request numbers do not repeat.
-    static let standardError = ExchangeTrace { line in writeToStandardError(line + "\n") }
+    static let standardError = ExchangeTrace { line in FileDescriptor.writeToStandardError(line + "\n") }
 
     /// ``standardError`` when ``environmentVariable`` turns it on, else `nil`.
     static func fromEnvironment() -> ExchangeTrace? {
-        guard let value = getenv(environmentVariable), value.pointee != 0, String(cString: value) != "0" else {
+        guard let value = FileDescriptor.environment(environmentVariable), !value.isEmpty, value != "0" else {
             return nil
         }
         return standardError
@@ -65,22 +59,5 @@ public final class ExchangeTrace: Sendable {
     /// Writes a line of request `number`.
     func record(_ number: Int, _ text: String) {
         sink("trace \(number) \(text)")
-    }
-
-    /// Writes `text` to file descriptor 2 in as few `write`s as it takes (one, for a line
-    /// shorter than a pipe's buffer, so lines of requests on other threads do not mix).
-    private static func writeToStandardError(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            guard var next = bytes.baseAddress else { return }
-            var left = bytes.count
-            while left > 0 {
-                let written = write(2, next, left)
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else { return }  // Nowhere to write: the trace is lost, not the request.
-                next += written
-                left -= written
-            }
-        }
     }
 }

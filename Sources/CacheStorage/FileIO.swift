@@ -49,20 +49,10 @@ enum FileIO {
     }
 
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StorageError) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            }
-            if written < 0 {
-                if errno == EINTR { continue }
-                let reason =
-                    errno == ENOSPC
-                    ? "the disk is full" : errno == EFBIG ? "the file size limit was reached" : errorText()
-                throw StorageError(.writeFailed, "cannot write \(path): \(reason); the entry was not stored")
-            }
-            offset += written
-        }
+        guard let code = bytes.withUnsafeBytes({ FileDescriptor.writeAll(fd, $0) }) else { return }
+        let reason =
+            code == ENOSPC ? "the disk is full" : code == EFBIG ? "the file size limit was reached" : errnoText(code)
+        throw StorageError(.writeFailed, "cannot write \(path): \(reason); the entry was not stored")
     }
 
     /// Reads exactly `count` bytes at `offset`.

@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -36,17 +37,7 @@ enum Console {
 
     private static func write(_ bytes: [UInt8], to descriptor: Int32) {
         if descriptor == 1, outputClosed { return }
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Foundation.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    if descriptor == 1 { outputClosed = true }
-                    return
-                }
-                offset += written
-            }
-        }
+        let failed = bytes.withUnsafeBytes { FileDescriptor.writeAll(descriptor, $0) }
+        if failed != nil, descriptor == 1 { outputClosed = true }
     }
 }
