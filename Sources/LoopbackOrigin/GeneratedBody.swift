@@ -1,5 +1,6 @@
-#if canImport(Glibc)
 import CacheSystem
+
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin

@@ -1,5 +1,7 @@
-#if canImport(Glibc)
 import CacheSystem
+@_spi(Wire) import HTTPWire
+
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -230,7 +232,9 @@ final class OriginCore: Sendable {
                 stream.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<sent]), at: position)
             }
             if stream.chunked {
-                guard POSIX.sendAll(fd, Array("\(String(pieceLength, radix: 16))\r\n".utf8)) else { return false }
+                var sizeLine: [UInt8] = []
+                ChunkedEncoder.appendSize(Int(pieceLength), to: &sizeLine)
+                guard POSIX.sendAll(fd, sizeLine) else { return false }
             }
             guard POSIX.sendAll(fd, sent == buffer.count ? buffer : Array(buffer[0..<sent])) else { return false }
             position += Int64(sent)
@@ -239,7 +243,9 @@ final class OriginCore: Sendable {
             }
         }
         if stream.chunked, stream.limit == stream.total {
-            return POSIX.sendAll(fd, Array("0\r\n\r\n".utf8))
+            var end: [UInt8] = []
+            ChunkedEncoder.appendEnd(to: &end)
+            return POSIX.sendAll(fd, end)
         }
         return true
     }
