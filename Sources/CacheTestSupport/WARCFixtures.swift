@@ -1,5 +1,5 @@
 import Foundation
-import OfflinePages
+@_spi(Fuzzing) import OfflinePages
 
 /// WARC files made to push `httpcache import` (and `HTTPCache.importWARC`) where memory would
 /// grow: a record that inflates to gigabytes from a file of about a thousandth of that, and

@@ -4,12 +4,12 @@ import Foundation
 /// gzip (RFC 1952) through zlib, as WARC files use it: each record compressed as a gzip member
 /// of its own ("record-at-time compression", ISO 28500 / WARC 1.1 annex "Compression
 /// recommendations"), the members concatenated into one `.warc.gz` file.
-package enum Gzip {
+@_spi(Fuzzing) public enum Gzip {
     /// `bytes` compressed into one complete gzip member (deflate at zlib's default level, gzip
     /// header and CRC-32/length trailer).
     ///
     /// zlib fails only when memory runs out, which traps here as any Swift allocation would.
-    package static func compress(_ bytes: [UInt8]) -> [UInt8] {
+    public static func compress(_ bytes: [UInt8]) -> [UInt8] {
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
         defer {
@@ -92,18 +92,18 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
 }
 
 /// Decompressed bytes from one gzip member, as `GzipFileReader.read(maxLength:)` returns them.
-package struct GzipChunk: Sendable, Hashable {
+@_spi(Fuzzing) public struct GzipChunk: Sendable, Hashable {
     /// The decompressed bytes (empty only for a member that decompresses to nothing).
-    package var bytes: [UInt8]
+    public var bytes: [UInt8]
     /// The byte offset in the compressed file where the member these bytes belong to starts.
-    package var memberOffset: Int64
+    public var memberOffset: Int64
     /// Whether these are the first bytes of their member.
-    package var startsMember: Bool
+    public var startsMember: Bool
     /// Whether the member ends with these bytes (its CRC-32 and length were checked).
-    package var endsMember: Bool
+    public var endsMember: Bool
 
     /// Creates a chunk.
-    package init(bytes: [UInt8], memberOffset: Int64, startsMember: Bool, endsMember: Bool) {
+    public init(bytes: [UInt8], memberOffset: Int64, startsMember: Bool, endsMember: Bool) {
         self.bytes = bytes
         self.memberOffset = memberOffset
         self.startsMember = startsMember
@@ -120,7 +120,7 @@ package struct GzipChunk: Sendable, Hashable {
 /// member that failed. A file that is one member holding everything works the same way.
 ///
 /// Not thread-safe: use one reader from one task at a time.
-package final class GzipFileReader {
+@_spi(Fuzzing) public final class GzipFileReader {
     let input: WARCFileInput
     private let stream: UnsafeMutablePointer<z_stream>
     private var streamInitialized = false
@@ -128,7 +128,7 @@ package final class GzipFileReader {
     private var insideMember = false
 
     /// Opens the gzip file at `path`.
-    package convenience init(path: String) throws(GzipError) {
+    public convenience init(path: String) throws(GzipError) {
         let input: WARCFileInput
         do { input = try WARCFileInput(path: path) } catch {
             throw GzipError(kind: .unreadable, memberOffset: 0, message: error.message)
@@ -160,10 +160,10 @@ package final class GzipFileReader {
     }
 
     /// Whether a member has started and its end (with its CRC-32 check) has not been reached.
-    package var isInsideMember: Bool { insideMember }
+    public var isInsideMember: Bool { insideMember }
 
     /// The compressed offset of the member being read, or of the last one read.
-    package var memberOffset: Int64 { currentMemberOffset }
+    public var memberOffset: Int64 { currentMemberOffset }
 
     /// Up to `maxLength` more decompressed bytes, all from one member, or nil at the end of the
     /// file (which must fall between members).
@@ -172,7 +172,7 @@ package final class GzipFileReader {
     /// `GzipError` when the file ends inside a member (`truncated`), when a member is not valid
     /// gzip data or fails its checks (`corrupt`), or when reading fails; every error names the
     /// offset of the member that failed.
-    package func read(maxLength: Int = 65_536) throws(GzipError) -> GzipChunk? {
+    public func read(maxLength: Int = 65_536) throws(GzipError) -> GzipChunk? {
         precondition(maxLength > 0, "maxLength must be positive")
         var startsMember = false
         if !insideMember {

@@ -10,9 +10,9 @@
 /// hash.update(Array("c".utf8))
 /// let digest = hash.finalize()  // 20 bytes: a9 99 3e 36 …
 /// ```
-package struct SHA1: Sendable {
+@_spi(Fuzzing) public struct SHA1: Sendable {
     /// The digest's length in bytes.
-    package static let digestLength = 20
+    public static let digestLength = 20
 
     private var h0: UInt32 = 0x6745_2301
     private var h1: UInt32 = 0xEFCD_AB89
@@ -25,27 +25,27 @@ package struct SHA1: Sendable {
     private var length: UInt64 = 0
 
     /// A hash of the empty message, ready for `update(_:)`.
-    package init() {}
+    public init() {}
 
     /// The SHA-1 digest (20 bytes) of `bytes`.
-    package static func hash(_ bytes: [UInt8]) -> [UInt8] {
+    public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var hash = SHA1()
         hash.update(bytes)
         return hash.finalize()
     }
 
     /// Appends `bytes` to the message.
-    package mutating func update(_ bytes: [UInt8]) {
+    public mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// Appends `bytes` to the message.
-    package mutating func update(_ bytes: ArraySlice<UInt8>) {
+    public mutating func update(_ bytes: ArraySlice<UInt8>) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// Appends the bytes of `buffer` to the message.
-    package mutating func update(_ buffer: UnsafeRawBufferPointer) {
+    public mutating func update(_ buffer: UnsafeRawBufferPointer) {
         guard buffer.count > 0 else { return }
         length &+= UInt64(buffer.count)
         var rest = buffer
@@ -66,7 +66,7 @@ package struct SHA1: Sendable {
     /// The digest (20 bytes, big-endian words as FIPS 180-4 specifies) of the message so far.
     ///
     /// The hash itself is not changed: more bytes can be added and `finalize()` called again.
-    package func finalize() -> [UInt8] {
+    public func finalize() -> [UInt8] {
         var copy = self
         let bitLength = length &* 8
         // Padding (FIPS 180-4 §5.1.1): a 1 bit, zeros to 56 mod 64 bytes, the 64-bit length.
@@ -88,10 +88,10 @@ package struct SHA1: Sendable {
     }
 
     /// The digest as WARC writes it: `sha1:` and the base32 of the 20 bytes (32 characters).
-    package var warcDigest: String { "sha1:" + Base32.encode(finalize()) }
+    public var warcDigest: String { "sha1:" + Base32.encode(finalize()) }
 
     /// `sha1:BASE32` of `bytes`, the form of `WARC-Block-Digest` and `WARC-Payload-Digest`.
-    package static func warcDigest(_ bytes: [UInt8]) -> String {
+    public static func warcDigest(_ bytes: [UInt8]) -> String {
         var hash = SHA1()
         hash.update(bytes)
         return hash.warcDigest
@@ -141,11 +141,11 @@ private func rotateLeft(_ value: UInt32, _ count: UInt32) -> UInt32 {
 
 /// Base32 (RFC 4648 §6): the alphabet `A`–`Z`, `2`–`7`, five bytes to eight characters, `=`
 /// padding. WARC digests use it for SHA-1's 20 bytes, which need no padding (32 characters).
-package enum Base32 {
+@_spi(Fuzzing) public enum Base32 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
 
     /// The base32 text of `bytes`, uppercase, padded with `=` to a multiple of 8 characters.
-    package static func encode(_ bytes: [UInt8]) -> String {
+    public static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 4) / 5 * 8)
         var index = 0
@@ -169,7 +169,7 @@ package enum Base32 {
 
     /// The bytes of base32 `text` (either case; `=` padding optional), or nil when it is not
     /// base32.
-    package static func decode(_ text: String) -> [UInt8]? {
+    public static func decode(_ text: String) -> [UInt8]? {
         var values: [UInt8] = []
         var sawPadding = false
         for character in text.utf8 {

@@ -4,7 +4,7 @@ import CacheTestSupport
 import Foundation
 import HTTPCaching
 import LoopbackOrigin
-import OfflinePages
+@_spi(Fuzzing) import OfflinePages
 import Testing
 
 #if canImport(FoundationNetworking)

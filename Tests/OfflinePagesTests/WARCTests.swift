@@ -1,5 +1,5 @@
 import Foundation
-import OfflinePages
+@_spi(Fuzzing) import OfflinePages
 import Testing
 
 /// 2026-12-01T10:00:00Z.

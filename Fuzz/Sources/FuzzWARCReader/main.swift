@@ -1,6 +1,6 @@
 import Foundation
 import FuzzSupport
-import OfflinePages
+@_spi(Fuzzing) import OfflinePages
 
 #if canImport(Glibc)
 import Glibc
