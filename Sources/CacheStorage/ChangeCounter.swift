@@ -1,4 +1,5 @@
 internal import CSQLiteHTTPCache
+import CacheSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +19,7 @@ final class ChangeCounter: @unchecked Sendable {
     init?(path: String, log: (String) -> Void) {
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            log("cannot open \(path) (\(FileIO.errorText())); every lookup will read the index")
+            log("cannot open \(path) (\(errnoText())); every lookup will read the index")
             return nil
         }
         defer { close(fd) }
@@ -28,12 +29,12 @@ final class ChangeCounter: @unchecked Sendable {
             return nil
         }
         guard status.st_size >= 8 || ftruncate(fd, 8) == 0 else {
-            log("cannot size \(path) (\(FileIO.errorText())); every lookup will read the index")
+            log("cannot size \(path) (\(errnoText())); every lookup will read the index")
             return nil
         }
         let mapped = mmap(nil, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
         guard let mapped, mapped != MAP_FAILED else {
-            log("cannot map \(path) (\(FileIO.errorText())); every lookup will read the index")
+            log("cannot map \(path) (\(errnoText())); every lookup will read the index")
             return nil
         }
         counter = mapped.bindMemory(to: UInt64.self, capacity: 1)

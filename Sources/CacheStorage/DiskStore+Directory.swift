@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -39,7 +40,7 @@ extension DiskStore {
         while existing > 0 && lstat(joined(existing), &status) != 0 {
             guard errno == ENOENT else {
                 throw StorageError(
-                    .writeFailed, "cannot use the cache directory \(path): \(joined(existing)): \(FileIO.errorText())")
+                    .writeFailed, "cannot use the cache directory \(path): \(joined(existing)): \(errnoText())")
             }
             existing -= 1
         }
@@ -52,7 +53,7 @@ extension DiskStore {
                 guard mkdir(resolved, 0o700) == 0 || errno == EEXIST else {
                     throw StorageError(
                         .writeFailed,
-                        "cannot create the cache directory \(resolved): \(FileIO.errorText()); check that its parent "
+                        "cannot create the cache directory \(resolved): \(errnoText()); check that its parent "
                             + "is writable, or choose another directory")
                 }
             }
@@ -70,7 +71,7 @@ extension DiskStore {
         guard mkdir(bodies, 0o700) == 0 || errno == EEXIST else {
             throw StorageError(
                 .writeFailed,
-                "cannot create \(bodies): \(FileIO.errorText()); check that the cache directory is writable")
+                "cannot create \(bodies): \(errnoText()); check that the cache directory is writable")
         }
         try checkEntry(bodies, isDirectory: true, in: directory)
         FileIO.restrictMode(bodies, 0o700)
@@ -91,7 +92,7 @@ extension DiskStore {
     /// `realpath` of `path`, which exists.
     private static func resolve(_ path: String, for given: String) throws(StorageError) -> String {
         guard let resolved = realpath(path, nil) else {
-            throw StorageError(.writeFailed, "cannot use the cache directory \(given): \(path): \(FileIO.errorText())")
+            throw StorageError(.writeFailed, "cannot use the cache directory \(given): \(path): \(errnoText())")
         }
         defer { free(resolved) }
         return String(cString: resolved)
@@ -102,7 +103,7 @@ extension DiskStore {
     private static func checkDirectory(_ directory: String, for given: String) throws(StorageError) {
         var status = stat()
         guard lstat(directory, &status) == 0 else {
-            throw StorageError(.writeFailed, "cannot use the cache directory \(given): \(FileIO.errorText())")
+            throw StorageError(.writeFailed, "cannot use the cache directory \(given): \(errnoText())")
         }
         guard status.st_mode & S_IFMT == S_IFDIR else {
             throw StorageError(.writeFailed, "cannot use the cache directory \(given): \(directory) is not a directory")
@@ -132,7 +133,7 @@ extension DiskStore {
             var status = stat()
             guard lstat(parent, &status) == 0 else {
                 throw StorageError(
-                    .writeFailed, "cannot use the cache directory \(given): \(parent): \(FileIO.errorText())")
+                    .writeFailed, "cannot use the cache directory \(given): \(parent): \(errnoText())")
             }
             guard isTrusted(status.st_uid) else {
                 throw unsafe(
@@ -176,7 +177,7 @@ extension DiskStore {
         var status = stat()
         guard lstat(path, &status) == 0 else {
             if errno == ENOENT { return }
-            throw StorageError(.readFailed, "cannot check \(path): \(FileIO.errorText())")
+            throw StorageError(.readFailed, "cannot check \(path): \(errnoText())")
         }
         let kind = status.st_mode & S_IFMT
         guard kind == (isDirectory ? S_IFDIR : S_IFREG) else {

@@ -161,7 +161,7 @@ extension DiskStore {
             if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
             if code == ENOENT { throw corrupted("its body file is missing") }
             if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
-            throw StorageError(.readFailed, "cannot open \(path): \(FileIO.errorText(code))")
+            throw StorageError(.readFailed, "cannot open \(path): \(errnoText(code))")
         }
         return FileBody(
             descriptor: descriptor, path: path, size: location.size, checksums: location.checksums,

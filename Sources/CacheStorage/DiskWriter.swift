@@ -82,7 +82,7 @@ final class DiskWriter: EntryWriter {
         }
         if store.configuration.durability == .powerLossSafe { fsync(fd) }
         guard rename(temporaryPath, finalPath) == 0 else {
-            let reason = FileIO.errorText()
+            let reason = errnoText()
             unlink(temporaryPath)
             throw StorageError(.writeFailed, "cannot rename \(temporaryPath): \(reason)")
         }

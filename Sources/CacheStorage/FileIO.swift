@@ -9,8 +9,6 @@ import Darwin
 
 /// Thin, error-reporting wrappers over the POSIX calls the disk store needs.
 enum FileIO {
-    static func errorText(_ code: Int32 = errno) -> String { errnoText(code) }
-
     /// Sets the mode of the file or directory `path` when it is not a link (never a link's
     /// target; a link is left as it is).
     ///
@@ -43,7 +41,7 @@ enum FileIO {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(
-                .writeFailed, "cannot create \(path): \(errorText()); check that the cache directory is writable")
+                .writeFailed, "cannot create \(path): \(errnoText()); check that the cache directory is writable")
         }
         return fd
     }
@@ -65,7 +63,7 @@ enum FileIO {
             }
             if got < 0 {
                 if errno == EINTR { continue }
-                throw StorageError(.readFailed, "cannot read \(path): \(errorText())")
+                throw StorageError(.readFailed, "cannot read \(path): \(errnoText())")
             }
             if got == 0 { throw StorageError(.corrupted, "\(path) is shorter than the index says") }
             done += got
@@ -120,7 +118,7 @@ enum FileIO {
         let fd = try createExclusive(path)
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else {
-                let reason = errorText()
+                let reason = errnoText()
                 close(fd)
                 unlink(path)
                 throw StorageError(.writeFailed, "cannot lock \(path): \(reason)")
