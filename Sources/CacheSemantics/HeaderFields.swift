@@ -139,19 +139,21 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
     /// split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: String) -> [Substring] {
-        var members: [Substring] = []
-        for index in storage.indices where ASCII.isLowercased(storage[index].lowercasedName, of: name) {
-            members += ASCII.splitList(Substring(storage[index].value))
-        }
-        return members
+        listMembers { ASCII.isLowercased($0.lowercasedName, of: name) }
     }
 
     /// The members of the list-based field `name` (a constant such as `.vary`) across all its
     /// lines (RFC 9110 §5.6.1): split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: HeaderField.Name) -> [Substring] {
         let key = name.lowercasedName
+        return listMembers { $0.lowercasedName == key }
+    }
+
+    /// The list members (RFC 9110 §5.6.1) of the lines that `matches`.
+    @inline(__always)
+    private func listMembers(where matches: (HeaderField) -> Bool) -> [Substring] {
         var members: [Substring] = []
-        for index in storage.indices where storage[index].lowercasedName == key {
+        for index in storage.indices where matches(storage[index]) {
             members += ASCII.splitList(Substring(storage[index].value))
         }
         return members
