@@ -26,9 +26,11 @@ extension CachingProxy {
             throw ConfigurationError(
                 description: "the proxy \"\(proxy)\" is not an http URL such as http://127.0.0.1:8080")
         }
-        var fields: HeaderFields = ["Host": address.authority, "Connection": "close"]
-        if let token { fields.append(name: "Authorization", value: "Bearer \(token)") }
-        if !groups.isEmpty { fields.append(name: "Cache-Group-Invalidation", value: CacheGroups.fieldValue(groups)) }
+        var fields = HeaderFields()
+        fields.append(name: .host, value: address.authority)
+        fields.append(name: .connection, value: "close")
+        if let token { fields.append(name: .authorization, value: "Bearer \(token)") }
+        if !groups.isEmpty { fields.append(name: .cacheGroupInvalidation, value: CacheGroups.fieldValue(groups)) }
         var configuration = UpstreamClient.Configuration()
         configuration.connectTimeout = timeout
         configuration.stallTimeout = timeout

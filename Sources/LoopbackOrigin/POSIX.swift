@@ -19,9 +19,7 @@ enum POSIX {
     static let localhost: UInt32 = 0x7F00_0001
 
     /// `address` (host byte order) as dotted decimal.
-    static func dotted(_ address: UInt32) -> String {
-        [24, 16, 8, 0].map { String((address >> UInt32($0)) & 0xFF) }.joined(separator: ".")
-    }
+    static func dotted(_ address: UInt32) -> String { SocketAddress(ipv4: address, port: 0).host }
 
     /// A TCP socket listening on `address` (127.0.0.1 unless told), with its port: `port`, or
     /// for 0 a free one that ``OriginPorts`` chooses.
