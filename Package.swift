@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "CacheStorage", targets: ["CacheStorage"]),
         .library(name: "CacheStorageRedis", targets: ["CacheStorageRedis"]),
         .library(name: "CacheExchange", targets: ["CacheExchange"]),
+        .library(name: "HTTPCacheCore", targets: ["HTTPCacheCore"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
         .library(name: "OfflinePages", targets: ["OfflinePages"]),
         // Linux only: the server is built on epoll. Elsewhere the module is empty (its sources are
@@ -49,9 +50,18 @@ let package = Package(
         .target(
             name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
             swiftSettings: strictSettings),
-        // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
+        // The cache users hold, on Foundation alone (no FoundationNetworking, so a program on it
+        // starts without libcurl): the exchange over a transport of its own request and response
+        // values, policies, redirects, hooks, downloads, packs, statistics.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange"],
+            name: "HTTPCacheCore",
+            dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire"],
+            swiftSettings: strictSettings),
+        // The same cache in URLRequest / HTTPURLResponse / URLSession terms (it re-exports
+        // HTTPCacheCore): URLSessionTransport, CachingURLProtocol.
+        .target(
+            name: "HTTPCaching",
+            dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPCacheCore"],
             swiftSettings: strictSettings),
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
         .systemLibrary(
@@ -64,7 +74,7 @@ let package = Package(
         .target(
             name: "OfflinePages",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCaching", "CLibXML2HTTPCache", "CZlibHTTPCache",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCacheCore", "CLibXML2HTTPCache", "CZlibHTTPCache",
             ],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
@@ -134,7 +144,8 @@ let package = Package(
             swiftSettings: strictSettings),
         // Links CacheSemantics alone so `scripts/check-linkage` can prove what it pulls in.
         .executableTarget(
-            name: "LinkageProbe", dependencies: ["CacheSemantics"], path: "Tools/LinkageProbe", swiftSettings: strictSettings),
+            name: "LinkageProbe", dependencies: ["CacheSemantics"], path: "Tools/LinkageProbe",
+            swiftSettings: strictSettings),
         // The floor's own tests: the lock, the LRU, the clock, sockets, errno texts, threads.
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
         .testTarget(
