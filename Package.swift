@@ -23,6 +23,8 @@ let package = Package(
         // under `#if os(Linux)`), and `httpcache serve` says it needs Linux.
         .library(name: "CachingProxy", targets: ["CachingProxy"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
+        // The upstream client, a product only so the fuzzers reach its `@_spi(Fuzzing)` entry point.
+        .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .executable(name: "httpcache", targets: ["httpcache"]),
     ],
     targets: [
@@ -86,13 +88,19 @@ let package = Package(
         // writers, chunked coding, reason phrases. A product only so the fuzzers (a package of
         // their own) reach it, through its `@_spi(Wire)` surface; nothing in it is public API.
         .target(name: "HTTPWire", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
+        // The package's own HTTP/1.1 client: requests framed by HTTPWire over CacheSystem's sockets,
+        // kept-alive connections pooled, every byte of the framing under its control (RFC 9112 §6.3).
+        // The proxy's upstream; Linux only for now.
+        .target(
+            name: "HTTPClient", dependencies: ["CacheSemantics", "CacheSystem", "HTTPWire"],
+            swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
         // shared mode.
         .target(
             name: "CachingProxy",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire", "HTTPClient",
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
@@ -193,6 +201,7 @@ let package = Package(
             name: "CachingProxyTests",
             dependencies: [
                 "LoopbackOrigin", "CacheTestSupport", "HTTPWire",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),

@@ -20,7 +20,7 @@ let semantics = [
 /// here, apart from the product.
 let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
 /// The upstream client's framing (HTTPWire's `ResponseFramer`), alone and with the client over
-/// sockets (CachingProxy's `@_spi(Fuzzing) FuzzingUpstreamClient`), checked by ResponseOracle.
+/// sockets (HTTPClient's `@_spi(Fuzzing) FuzzingUpstreamClient`), checked by ResponseOracle.
 let upstream = ["FuzzResponseStream"]
 /// The Redis store's RESP parser (CacheStorageRedis' `@_spi(Fuzzing)` RESP types).
 let redis = ["FuzzRESP"]
@@ -44,7 +44,7 @@ let package = Package(
             fuzzer(
                 $0,
                 [
-                    .product(name: "CachingProxy", package: rootIdentity),
+                    .product(name: "HTTPClient", package: rootIdentity),
                     .product(name: "HTTPWire", package: rootIdentity),
                     .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
                 ])

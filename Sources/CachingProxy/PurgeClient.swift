@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSemantics
+import HTTPClient
 import Foundation
 @_spi(Wire) import HTTPWire
 
@@ -20,7 +21,7 @@ extension CachingProxy {
     public static func purge(
         _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
     ) throws -> PurgeAnswer {
-        guard let address = try? Messages.absoluteTarget(proxy),
+        guard let address = try? Target.absolute(proxy),
             OriginSocket.authority(address.authority, defaultPort: 80) != nil
         else {
             throw ConfigurationError(

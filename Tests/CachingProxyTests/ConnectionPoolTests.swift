@@ -3,6 +3,7 @@ import CacheTestSupport
 import Testing
 
 @testable import CachingProxy
+@testable import HTTPClient
 
 #if canImport(Glibc)
 import Glibc

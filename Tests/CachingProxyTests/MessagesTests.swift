@@ -3,6 +3,7 @@ import CacheSemantics
 import Testing
 
 @testable import CachingProxy
+@testable import HTTPClient
 
 @Suite("Proxy message rules")
 struct MessagesTests {
@@ -11,19 +12,19 @@ struct MessagesTests {
     )
     func absoluteForm() throws {
         #expect(
-            try Messages.absoluteTarget("http://example.test/a?b")
+            try Target.absolute("http://example.test/a?b")
                 == Target(url: "http://example.test/a?b", authority: "example.test"))
-        #expect(try Messages.absoluteTarget("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
-        #expect(try Messages.absoluteTarget("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
-        #expect(try Messages.absoluteTarget("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))
+        #expect(try Target.absolute("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
+        #expect(try Target.absolute("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
+        #expect(try Target.absolute("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))
         #expect(
-            try Messages.absoluteTarget("http://EXAMPLE.test:80/A/../%2f%7e?Q=%0d")
+            try Target.absolute("http://EXAMPLE.test:80/A/../%2f%7e?Q=%0d")
                 == Target(url: "http://example.test/A/../%2f%7e?Q=%0d", authority: "example.test"))
-        #expect(try Messages.absoluteTarget("http://h:/x") == Target(url: "http://h/x", authority: "h"))
-        #expect(try Messages.absoluteTarget("http://h:0081/x") == Target(url: "http://h:81/x", authority: "h:81"))
-        #expect(try Messages.absoluteTarget("http://[::1]:80/") == Target(url: "http://[::1]/", authority: "[::1]"))
-        #expect(try Messages.absoluteTarget("https://h/") == nil, "https goes through CONNECT")
-        #expect(try Messages.absoluteTarget("/path") == nil)
+        #expect(try Target.absolute("http://h:/x") == Target(url: "http://h/x", authority: "h"))
+        #expect(try Target.absolute("http://h:0081/x") == Target(url: "http://h:81/x", authority: "h:81"))
+        #expect(try Target.absolute("http://[::1]:80/") == Target(url: "http://[::1]/", authority: "[::1]"))
+        #expect(try Target.absolute("https://h/") == nil, "https goes through CONNECT")
+        #expect(try Target.absolute("/path") == nil)
     }
 
     @Test(
@@ -38,7 +39,7 @@ struct MessagesTests {
         ])
     func invalidAuthority(target: String, reason: String) {
         #expect {
-            _ = try Messages.absoluteTarget(target)
+            _ = try Target.absolute(target)
         } throws: { error in
             (error as? URIAuthority.Invalid)?.description.contains(reason) == true
         }

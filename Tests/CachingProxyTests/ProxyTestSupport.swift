@@ -9,6 +9,7 @@ import LoopbackOrigin
 import Testing
 
 @testable import CachingProxy
+@testable import HTTPClient
 
 /// A real `httpcache serve` child process in front of a loopback origin, with its own store
 /// directory. SIGTERMed (then SIGKILLed if need be) when released.

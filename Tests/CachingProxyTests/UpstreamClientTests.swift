@@ -10,6 +10,7 @@ import LoopbackOrigin
 import Testing
 
 @testable import CachingProxy
+@testable import HTTPClient
 
 #if canImport(Glibc)
 import Glibc

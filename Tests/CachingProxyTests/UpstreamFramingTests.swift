@@ -7,6 +7,7 @@ import LoopbackOrigin
 import Testing
 
 @testable import CachingProxy
+@testable import HTTPClient
 
 /// The upstream client against origins that send more or fewer bytes than their responses'
 /// framing allows (RFC 9112 §6), in process: what reaches the receiver, and which connection

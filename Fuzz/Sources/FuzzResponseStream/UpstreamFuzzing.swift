@@ -1,8 +1,8 @@
 // The upstream client's response framing (HTTPWire's ResponseFramer), alone and with the
-// client over sockets the fuzzer feeds (CachingProxy's `FuzzingUpstreamClient`), as the fuzzer
+// client over sockets the fuzzer feeds (HTTPClient's `FuzzingUpstreamClient`), as the fuzzer
 // drives them. What the answers should be is decided by ResponseOracle, not here.
 import CacheSemantics
-@_spi(Fuzzing) import CachingProxy
+@_spi(Fuzzing) import HTTPClient
 @_spi(Wire) import HTTPWire
 
 /// The framer fed in pieces, and the client, in terms the fuzzer compares.

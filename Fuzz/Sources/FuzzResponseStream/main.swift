@@ -1,7 +1,7 @@
 import CacheSemantics
-@_spi(Fuzzing) import CachingProxy
 import Foundation
 import FuzzSupport
+@_spi(Fuzzing) import HTTPClient
 import ResponseOracle
 
 // Origin bytes through the upstream client's framing (RFC 9112 §6.3), then through the client

@@ -1,6 +1,7 @@
 #if os(Linux)
 import CacheExchange
 import CacheSemantics
+import HTTPClient
 import CacheSystem
 @_spi(Wire) import HTTPWire
 import CacheStorage

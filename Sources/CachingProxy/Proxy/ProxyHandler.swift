@@ -2,6 +2,7 @@
 import CacheExchange
 import CacheSystem
 import CacheSemantics
+import HTTPClient
 import CacheStorage
 import Foundation
 import Synchronization
@@ -55,7 +56,7 @@ final class ProxyHandler: RequestHandler {
         self.configuration = configuration
         switch configuration.mode {
         case .reverse(let url):
-            guard var target = try? Messages.absoluteTarget(url) else {
+            guard var target = try? Target.absolute(url) else {
                 throw CachingProxy.ConfigurationError(
                     description: "the origin \"\(url)\" is not an http URL with a host, e.g. http://127.0.0.1:8081")
             }
@@ -285,7 +286,7 @@ final class ProxyHandler: RequestHandler {
             absolute = nil
         } else {
             do {
-                guard let parsed = try Messages.absoluteTarget(requestTarget) else { return .notHTTP }
+                guard let parsed = try Target.absolute(requestTarget) else { return .notHTTP }
                 absolute = parsed
             } catch {
                 return .refused("has an authority that is not host[:port]: \(error)")

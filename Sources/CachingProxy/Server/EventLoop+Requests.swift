@@ -5,6 +5,7 @@ import CEpollHTTPCache
 // the response before them is complete.
 import CacheSystem
 import CacheSemantics
+import HTTPClient
 @_spi(Wire) import HTTPWire
 import Glibc
 

@@ -1,5 +1,4 @@
 #if os(Linux)
-import CEpollHTTPCache  // MSG_NOSIGNAL: the proxy's module owns <sys/socket.h>
 import CacheSystem
 import Glibc
 

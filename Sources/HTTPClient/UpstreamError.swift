@@ -39,5 +39,12 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
     /// For ``Kind/connect`` and a ``Kind/timeout`` while connecting: why the connection was
     /// not made, e.g. `Connection refused`.
     package var connectFailure: String? = nil
+
+    package init(kind: Kind, description: String, receivedHead: Bool, connectFailure: String? = nil) {
+        self.kind = kind
+        self.description = description
+        self.receivedHead = receivedHead
+        self.connectFailure = connectFailure
+    }
 }
 #endif

@@ -48,28 +48,4 @@ import CacheSystem
         return (collector.heads.first, collector.body, failure)
     }
 }
-
-/// A receiver that keeps what it gets, and stops at the head, or once it has
-/// `stopAfterBodyBytes` bytes, when asked (for the fuzzer, `purge` and the tests).
-final class ResponseCollector: UpstreamReceiver {
-    private(set) var heads: [UpstreamResponseHead] = []
-    private(set) var body: [UInt8] = []
-    private let stopAtHead: Bool
-    private let stopAfterBodyBytes: Int?
-
-    init(stopAtHead: Bool = false, stopAfterBodyBytes: Int? = nil) {
-        self.stopAtHead = stopAtHead
-        self.stopAfterBodyBytes = stopAfterBodyBytes
-    }
-
-    func receive(head: UpstreamResponseHead) -> Bool {
-        heads.append(head)
-        return !stopAtHead
-    }
-
-    func receive(body: UnsafeRawBufferPointer) -> Bool {
-        self.body += body
-        return self.body.count < stopAfterBodyBytes ?? .max
-    }
-}
 #endif

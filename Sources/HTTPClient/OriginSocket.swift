@@ -4,18 +4,18 @@ import CacheSystem
 
 /// Opening TCP connections to origins: for the upstream client (``UpstreamClient``), the origin
 /// side of a `CONNECT` tunnel (RFC 9110 §9.3.6), and the proxy for `purge --proxy`.
-enum OriginSocket {
+package enum OriginSocket {
     /// Why no connection was made.
-    struct Failure: Error, CustomStringConvertible {
-        var kind: ConnectFailure.Kind
+    package struct Failure: Error, CustomStringConvertible {
+        package var kind: ConnectFailure.Kind
         /// What happened, e.g. `Connection refused` or `the name a.test could not be resolved (…)`.
-        var description: String
+        package var description: String
     }
 
     /// `host:port` (or `[v6]:port`) from an authority-form target (RFC 9112 §3.2.3) or an
     /// `http` URL's authority (`host[:port]`, then `defaultPort` when it has none); `nil` when it
     /// is not `host[:port]` (RFC 3986 §3.2.2–§3.2.3) or names no port.
-    static func authority(_ target: String, defaultPort: UInt16? = nil) -> (host: String, port: UInt16)? {
+    package static func authority(_ target: String, defaultPort: UInt16? = nil) -> (host: String, port: UInt16)? {
         guard let authority = try? URIAuthority(target), let port = authority.port ?? defaultPort else { return nil }
         return (authority.lookupHost, port)
     }
@@ -25,7 +25,9 @@ enum OriginSocket {
     /// - Parameters:
     ///   - timeout: Seconds for the whole attempt; 0 or less: no bound.
     ///   - blocking: Whether the socket is returned in blocking mode (else `O_NONBLOCK` stays set).
-    static func connect(host: String, port: UInt16, timeout: Double, blocking: Bool = true) -> Result<Int32, Failure> {
+    package static func connect(host: String, port: UInt16, timeout: Double, blocking: Bool = true) -> Result<
+        Int32, Failure
+    > {
         Socket.connected(host: host, port: port, timeout: timeout, blocking: blocking).mapError { failure in
             switch failure.kind {
             case .unresolved:
@@ -37,7 +39,7 @@ enum OriginSocket {
     }
 
     /// `10 s`, `0.5 s`.
-    static func seconds(_ value: Double) -> String {
+    package static func seconds(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
     }
 }

@@ -43,7 +43,7 @@ extension UpstreamRequest {
             throw refusal("CONNECT is not sent upstream; tunnels connect directly")
         }
         let parsed: Target?
-        do { parsed = try Messages.absoluteTarget(proxy ?? url) } catch {
+        do { parsed = try Target.absolute(proxy ?? url) } catch {
             throw refusal("the \(proxy == nil ? "URL" : "proxy")'s authority: \(error)")
         }
         guard let target = parsed else { throw refusal("only http URLs are sent") }
