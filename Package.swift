@@ -104,11 +104,17 @@ let package = Package(
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
+        // The CLI links HTTPCacheCore, not HTTPCaching: on Linux it fetches with the package's own
+        // client and never loads FoundationNetworking (libcurl and all it pulls in cost a
+        // short-lived process more than the work it does); on macOS through URLSession.
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheSystem", "HTTPCaching", "HTTPWire", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
+                "CacheSystem", "CacheSemantics", "CacheStorage", "HTTPCacheCore", "HTTPWire", "CacheStorageRedis",
+                "LoopbackOrigin", "OfflinePages",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+                .target(name: "HTTPCaching", condition: .when(platforms: [.macOS])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).

@@ -272,12 +272,12 @@ extension URLRequest {
 }
 
 /// An ``HTTPTransport`` as the cache's `OriginTransport`.
-struct URLRequestTransport: OriginTransport {
+package struct URLRequestTransport: OriginTransport {
     let base: any HTTPTransport
 
-    init(_ base: any HTTPTransport) { self.base = base }
+    package init(_ base: any HTTPTransport) { self.base = base }
 
-    func send(_ request: FetchRequest) async throws -> OriginResponse {
+    package func send(_ request: FetchRequest) async throws -> OriginResponse {
         let received = try await base.send(URLRequest(request))
         let response = received.response
         return OriginResponse(

@@ -1,6 +1,6 @@
 import CacheSystem
 import Foundation
-import HTTPCaching
+import HTTPCacheCore
 
 #if canImport(Glibc)
 import Glibc
