@@ -35,6 +35,9 @@ let package = Package(
         // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
         .systemLibrary(
             name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // OpenSSL 3 (Debian's libssl-dev, Homebrew's openssl@3) for CacheTLS. Never in public API.
+        .systemLibrary(
+            name: "COpenSSLHTTPCache", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         // Where responses live: memory tier, SQLite index + body files.
         .target(
             name: "CacheStorage", dependencies: ["CacheSemantics", "CacheSystem", "CSQLiteHTTPCache"],
