@@ -103,7 +103,10 @@ let package = Package(
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
             name: "CacheTestSupport",
-            dependencies: ["CacheSemantics", "CacheStorage", "CacheSystem", "LoopbackOrigin", "OfflinePages"],
+            dependencies: [
+                "CacheSemantics", "CacheStorage", "CacheSystem", "CacheTLS", "COpenSSLHTTPCache", "LoopbackOrigin",
+                "OfflinePages",
+            ],
             swiftSettings: strictSettings),
         // Tools/: executables of this repository, never products (a package that depends on this one
         // never builds them): the tests' child process, the benchmarks, bench-count, the soak and the

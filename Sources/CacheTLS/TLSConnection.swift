@@ -122,9 +122,9 @@ public final class TLSConnection {
         switch SSL_get_error(ssl, result) {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
-        case let error:
+        default:
             broken = true
-            return .failed(handshakeError(error))
+            return .failed(handshakeError())
         }
     }
 
@@ -262,7 +262,7 @@ public final class TLSConnection {
 
     /// The error a failed handshake reports: the chain's first failure, an old protocol, an
     /// early close, or OpenSSL's words. Drains the queue.
-    private func handshakeError(_ error: Int32) -> TLSError {
+    private func handshakeError() -> TLSError {
         let queued = OpenSSLErrorQueue.drain()
         if case .client(let context, let host, _) = role {
             if let failure = verificationFailure {
@@ -278,15 +278,13 @@ public final class TLSConnection {
         case SSL_R_UNSUPPORTED_PROTOCOL, SSL_R_TLSV1_ALERT_PROTOCOL_VERSION, SSL_R_NO_PROTOCOLS_AVAILABLE,
             SSL_R_VERSION_TOO_LOW:
             return .protocolVersion(peer: peer)
-        case SSL_R_UNEXPECTED_EOF_WHILE_READING:
-            return .handshakeFailed(peer: peer, reason: "the connection was closed during the handshake")
-        case .some:
+        case .some where queued?.reason != SSL_R_UNEXPECTED_EOF_WHILE_READING:
             return .handshakeFailed(peer: peer, reason: queued?.text ?? "")
-        case nil:
+        default:
+            // An EOF: OpenSSL reports it as SSL_ERROR_SYSCALL with an empty queue, or as
+            // SSL_R_UNEXPECTED_EOF_WHILE_READING.
             let code = socket.pointee.lastErrno
-            let reason =
-                code != 0
-                ? errnoText(code) : "the connection was closed during the handshake (SSL error \(error))"
+            let reason = code != 0 ? errnoText(code) : "the connection was closed during the handshake"
             return .handshakeFailed(peer: peer, reason: reason)
         }
     }
