@@ -124,7 +124,7 @@ public final class HTTPCache: Sendable {
 
     /// The store ``Configuration`` describes: ``Configuration/store`` when set, else memory in
     /// front of a disk store in ``Configuration/directory``, or memory alone.
-    package static func store(_ configuration: Configuration) throws(StorageError) -> any CacheStore {
+    static func store(_ configuration: Configuration) throws(StorageError) -> any CacheStore {
         let clock = configuration.clock
         let store: any CacheStore
         let maximum = configuration.maximumEntrySize

@@ -192,31 +192,24 @@ extension CachedResponseHead {
 }
 
 extension CachePolicy {
-    /// The policy of a `URLRequest.CachePolicy`.
-    public init(_ policy: URLRequest.CachePolicy) {
-        switch policy {
-        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
-        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
-        case .reloadIgnoringLocalAndRemoteCacheData: self = .reloadIgnoringLocalAndRemoteCacheData
-        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
-        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
-        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
-        @unknown default: self = .useProtocolCachePolicy
-        }
-    }
-}
+    /// Each `URLRequest.CachePolicy` and the policy of the same name.
+    private static let urlRequestPolicies: [(URLRequest.CachePolicy, CachePolicy)] = [
+        (.useProtocolCachePolicy, .useProtocolCachePolicy),
+        (.reloadIgnoringLocalCacheData, .reloadIgnoringLocalCacheData),
+        (.reloadIgnoringLocalAndRemoteCacheData, .reloadIgnoringLocalAndRemoteCacheData),
+        (.returnCacheDataElseLoad, .returnCacheDataElseLoad),
+        (.returnCacheDataDontLoad, .returnCacheDataDontLoad),
+        (.reloadRevalidatingCacheData, .reloadRevalidatingCacheData),
+    ]
 
-extension URLRequest.CachePolicy {
-    /// The `URLRequest` policy of `policy`.
-    init(_ policy: CachePolicy) {
-        switch policy {
-        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
-        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
-        case .reloadIgnoringLocalAndRemoteCacheData: self = .reloadIgnoringLocalAndRemoteCacheData
-        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
-        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
-        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
-        }
+    /// The policy of a `URLRequest.CachePolicy` (`useProtocolCachePolicy` for one of a later SDK).
+    public init(_ policy: URLRequest.CachePolicy) {
+        self = Self.urlRequestPolicies.first { $0.0 == policy }?.1 ?? .useProtocolCachePolicy
+    }
+
+    /// The `URLRequest.CachePolicy` of the same name.
+    var urlRequestPolicy: URLRequest.CachePolicy {
+        Self.urlRequestPolicies.first { $0.1 == self }?.0 ?? .useProtocolCachePolicy
     }
 }
 
@@ -265,7 +258,7 @@ extension URLRequest {
         for name in Array((made.allHTTPHeaderFields ?? [:]).keys) { made.setValue(nil, forHTTPHeaderField: name) }
         for field in request.fields { made.addValue(field.value, forHTTPHeaderField: field.name) }
         if !request.hasBodyStream { made.httpBody = request.body }
-        made.cachePolicy = URLRequest.CachePolicy(request.cachePolicy)
+        made.cachePolicy = request.cachePolicy.urlRequestPolicy
         made.timeoutInterval = request.timeoutInterval
         self = made
     }
