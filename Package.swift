@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "CacheStorage", targets: ["CacheStorage"]),
         .library(name: "CacheStorageRedis", targets: ["CacheStorageRedis"]),
         .library(name: "CacheExchange", targets: ["CacheExchange"]),
+        .library(name: "HTTPCacheCore", targets: ["HTTPCacheCore"]),
         .library(name: "HTTPCaching", targets: ["HTTPCaching"]),
         .library(name: "OfflinePages", targets: ["OfflinePages"]),
         // Linux only: the server is built on epoll. Elsewhere the module is empty (its sources are
@@ -58,9 +59,18 @@ let package = Package(
         .target(
             name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
             swiftSettings: strictSettings),
-        // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
+        // The cache users hold, on Foundation alone (no FoundationNetworking, so a program on it
+        // starts without libcurl): the exchange over a transport of its own request and response
+        // values, policies, redirects, hooks, downloads, packs, statistics.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange"],
+            name: "HTTPCacheCore",
+            dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire"],
+            swiftSettings: strictSettings),
+        // The same cache in URLRequest / HTTPURLResponse / URLSession terms (it re-exports
+        // HTTPCacheCore): URLSessionTransport, CachingURLProtocol.
+        .target(
+            name: "HTTPCaching",
+            dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPCacheCore"],
             swiftSettings: strictSettings),
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
         .systemLibrary(
@@ -73,7 +83,7 @@ let package = Package(
         .target(
             name: "OfflinePages",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCaching", "CLibXML2HTTPCache", "CZlibHTTPCache",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCacheCore", "CLibXML2HTTPCache", "CZlibHTTPCache",
             ],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
@@ -101,11 +111,17 @@ let package = Package(
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
+        // The CLI links HTTPCacheCore, not HTTPCaching: on Linux it fetches with the package's own
+        // client and never loads FoundationNetworking (libcurl and all it pulls in cost a
+        // short-lived process more than the work it does); on macOS through URLSession.
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheSystem", "HTTPCaching", "HTTPWire", "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
+                "CacheSystem", "CacheSemantics", "CacheStorage", "HTTPCacheCore", "HTTPWire", "CacheStorageRedis",
+                "LoopbackOrigin", "OfflinePages",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
+                .target(name: "HTTPCaching", condition: .when(platforms: [.macOS])),
             ],
             swiftSettings: strictSettings),
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).

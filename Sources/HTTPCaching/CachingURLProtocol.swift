@@ -27,7 +27,7 @@ import FoundationNetworking
 /// A load with `.returnCacheDataDontLoad` and nothing stored fails with
 /// `URLError(.resourceUnavailable)`, the error Apple's loading system gives for it (Apple
 /// documents that "the load is considered to have failed"), so an app that checks only for
-/// an error never takes a body for content. ``HTTPCache/data(for:)`` answers the same
+/// an error never takes a body for content. ``HTTPCache/data(for:)-(URLRequest)`` answers the same
 /// request with the cache's own `504`, which RFC 9111 §5.2.1.7 prescribes for
 /// `only-if-cached`; a request with `Cache-Control: only-if-cached` gets that `504` here too.
 ///
@@ -51,7 +51,7 @@ import FoundationNetworking
 /// completion handler gets that. The cost is the body in memory until the load ends, which
 /// a completion handler needs anyway. Download tasks are handed to corelibs' HTTP protocol:
 /// their bodies come from the origin, not from the cache, and are not stored (for cached,
-/// resumable downloads use ``HTTPCache/download(_:to:retries:)``). On Apple platforms,
+/// resumable downloads use ``HTTPCache/download(_:to:retries:)-(URLRequest,_,_)``). On Apple platforms,
 /// whose loading system gathers the pieces itself, the body is passed on in pieces only.
 public final class CachingURLProtocol: URLProtocol {
     private static let installed = Locked<HTTPCache?>(nil)

@@ -1,11 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// What `HTTPCache.refreshPack(named:)` did.
 public struct PackRefresh: Sendable, Hashable {
@@ -120,19 +116,14 @@ extension PageSaver {
         do {
             for _ in 0...cache.configuration.maximumRedirects {
                 let live = try cache.entries(for: url).first { $0.isComplete }
-                var request = URLRequest(url: url)
-                request.cachePolicy = .reloadIgnoringLocalCacheData
-                if let etag = live?.fields[.eTag] { request.setValue(etag, forHTTPHeaderField: "If-None-Match") }
-                if let modified = live?.fields[.lastModified] {
-                    request.setValue(modified, forHTTPHeaderField: "If-Modified-Since")
-                }
+                var request = FetchRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData)
+                if let etag = live?.fields[.eTag] { request.fields[.ifNoneMatch] = etag }
+                if let modified = live?.fields[.lastModified] { request.fields[.ifModifiedSince] = modified }
                 let response = try await cache.transport.send(request)
-                let status = response.response.statusCode
-                let fields = response.response.allHeaderFields.reduce(into: [String: String]()) { fields, pair in
-                    if let name = pair.key as? String, let value = pair.value as? String { fields[name] = value }
-                }
+                let status = response.status
                 // Looked up by name in any case (Foundation on Linux writes `Etag`).
-                let head = HeaderFields(fields.map { ($0.key, $0.value) })
+                let head = response.fields
+                let fields = Dictionary(head.map { ($0.name, $0.value) }, uniquingKeysWith: { "\($0), \($1)" })
                 var body = Data()
                 if status == 304, let live {
                     for try await _ in response.body {}

@@ -2,11 +2,7 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// Stores responses obtained elsewhere (a refresh's downloads, a WARC file's records) exactly
 /// as a fetch through the cache would: a second cache on the same store whose transport
@@ -58,8 +54,7 @@ final class Replayer: Sendable {
         notes.withLock { $0.removeAll() }
         responses.set(url.absoluteString, ReplayTransport.Response(status: status, fields: fields, body: body))
         defer { responses.clear() }
-        var request = URLRequest(url: url)
-        request.cachePolicy = .reloadIgnoringLocalCacheData
+        let request = FetchRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData)
         let (head, stream) = try await cache.bytes(for: request, forceStore: true) { _ in }
         if head.cacheStatus.stored == false {
             let reasons = head.reasons.map(\.description).joined(separator: "; ")
@@ -73,8 +68,8 @@ final class Replayer: Sendable {
 }
 
 /// Answers a request with the response given for its URL, once.
-private final class ReplayTransport: HTTPTransport {
-    struct Response: @unchecked Sendable {
+private final class ReplayTransport: OriginTransport {
+    struct Response: Sendable {
         var status: Int
         var fields: [String: String]
         var body: AsyncThrowingStream<Data, any Error>
@@ -90,11 +85,12 @@ private final class ReplayTransport: HTTPTransport {
         responses.withLock { $0 = [:] }
     }
 
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        guard let url = request.url, let staged = responses.withLock({ $0.removeValue(forKey: url.absoluteString) }),
-            let response = HTTPURLResponse(
-                url: url, statusCode: staged.status, httpVersion: "HTTP/1.1", headerFields: staged.fields)
-        else { throw URLError(.resourceUnavailable) }
-        return TransportResponse(response: response, body: staged.body)
+    func send(_ request: FetchRequest) async throws -> OriginResponse {
+        guard let staged = responses.withLock({ $0.removeValue(forKey: request.url.absoluteString) }) else {
+            throw URLError(.resourceUnavailable)
+        }
+        // Sorted by name, as a response through `HTTPURLResponse` has them.
+        let fields = HeaderFields(staged.fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        return OriginResponse(status: staged.status, fields: fields, url: request.url, body: staged.body)
     }
 }

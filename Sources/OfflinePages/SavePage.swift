@@ -1,11 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// How far a save has come.
 public struct SaveProgress: Sendable, Hashable {
@@ -292,7 +288,7 @@ struct PageSaver {
             var hops: [CachedResponseHead] = []
             var refused: String?
             let (head, body) = try await cache.bytes(
-                for: URLRequest(url: job.url), forceStore: true,
+                for: FetchRequest(url: job.url), forceStore: true,
                 follow: { from, location in
                     switch scope.redirect(from: from, to: location) {
                     case .success(let next): return next
@@ -363,7 +359,7 @@ struct PageSaver {
 
     /// Why a response with `status` is not saved: `HTTP 404 Not Found`.
     static func httpFailure(_ status: Int) -> String {
-        "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))"
+        "HTTP \(status) \(HTTPCache.reasonPhrase(for: status))"
     }
 
     static func overLimit(_ limit: Int64) -> String {

@@ -1,11 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// What `HTTPCache.exportWARC(to:pack:urlPrefix:includesRequests:)` wrote.
 public struct WARCExport: Sendable, Hashable {
@@ -61,7 +57,7 @@ extension HTTPCache {
             // The body is stored decoded from its transfer coding, whole: say so.
             fields.removeAll(namedAnyOf: [.transferEncoding, .contentLength])
             fields.append(name: .contentLength, value: String(body.count))
-            let reason = HTTPURLResponse.localizedString(forStatusCode: entry.status).capitalized
+            let reason = HTTPCache.reasonPhrase(for: entry.status)
             var head = "HTTP/1.1 \(entry.status) \(reason)\r\n"
             for field in fields { head += "\(field.name): \(field.value)\r\n" }
             head += "\r\n"

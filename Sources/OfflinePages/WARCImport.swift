@@ -2,11 +2,7 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// What `HTTPCache.importWARC(from:name:)` stored and refused.
 public struct WARCImport: Sendable, Hashable {

@@ -1,10 +1,6 @@
 import CacheStorage
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// The options every subcommand that uses the cache accepts, and opening it.
 struct CacheOptions: Sendable {
@@ -34,7 +30,8 @@ struct CacheOptions: Sendable {
     ///   - network: Whether it may fetch; when `false` (inspection commands) any fetch fails
     ///     instead of touching the network.
     /// - Throws: ``Failure`` with ``ExitCode/failure`` when the directory cannot be used.
-    func open(isShared: Bool = false, network: Bool = true) throws(Failure) -> HTTPCache {
+    ///   - timeout: With `network`: seconds without progress before giving up (`--timeout`).
+    func open(isShared: Bool = false, network: Bool = true, timeout: Double? = nil) throws(Failure) -> HTTPCache {
         var configuration = HTTPCache.Configuration()
         configuration.directory = directory
         configuration.isShared = isShared
@@ -52,7 +49,8 @@ struct CacheOptions: Sendable {
         do {
             // Checked even when the store is Redis: the run's statistics are kept in it.
             configuration.directory = try DiskStore.prepareDirectory(directory)
-            return try HTTPCache(configuration: configuration, transport: network ? nil : NoNetwork())
+            return try HTTPCache(
+                configuration: configuration, transport: network ? Network.transport(timeout: timeout) : NoNetwork())
         } catch {
             throw failure(error)
         }
@@ -74,8 +72,8 @@ extension HTTPCache {
 
 /// The transport of inspection commands (`ls`, `show`, `purge`, `pin`, `unpin`, `stats`): they
 /// never fetch, and this makes sure of it.
-struct NoNetwork: HTTPTransport {
-    func send(_ request: URLRequest) async throws -> TransportResponse {
+struct NoNetwork: OriginTransport {
+    func send(_ request: FetchRequest) async throws -> OriginResponse {
         throw URLError(.notConnectedToInternet)
     }
 }

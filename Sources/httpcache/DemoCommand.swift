@@ -1,12 +1,8 @@
 import CacheSemantics
 import CacheSystem
 import Foundation
-import HTTPCaching
+import HTTPCacheCore
 import LoopbackOrigin
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -89,7 +85,7 @@ struct DemoCommand {
         configuration.log = { message in Console.error("httpcache: demo: \(message)\n") }
         let cache: HTTPCache
         do {
-            cache = try HTTPCache(configuration: configuration)
+            cache = try HTTPCache(configuration: configuration, transport: Network.transport(timeout: nil))
         } catch {
             throw Failure(.failure, "demo: could not open a cache in \(directory): \(error)")
         }
@@ -108,7 +104,7 @@ struct DemoCommand {
             let begun = clock.now
             let result: CachedResponse
             do {
-                result = try await cache.data(for: URLRequest(url: url))
+                result = try await cache.data(for: FetchRequest(url: url))
             } catch {
                 problems.append("step \(number) (\(step.title)): the request failed: \(error)")
                 Console.out("\(number). \(step.title): failed: \(error)\n")

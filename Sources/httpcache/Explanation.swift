@@ -1,10 +1,6 @@
 import CacheSemantics
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// The plain-words account `httpcache explain` prints: the decisions of the ``CacheEngine`` on
 /// the response just obtained, what the next requests will do and when, and warnings about the
@@ -34,7 +30,7 @@ struct Explanation {
         if let entry, [.hit, .stale, .revalidated].contains(result.outcome) { return entry.fields }
         let ours = result.cacheStatus.fieldValue
         var fields: [(String, String)] = []
-        for field in Report.fields(of: result.response) {
+        for field in result.head.combinedFields {
             guard field.name.lowercased() == "cache-status" else {
                 fields.append((field.name, field.value))
                 continue
@@ -403,7 +399,7 @@ struct ExplainCommand {
     }
 
     func run() async throws(Failure) {
-        let cache = try cacheOptions.open(isShared: options.isShared)
+        let cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
         let clock = ContinuousClock()
         let started = clock.now
         let fetched: Result<CachedResponse, Failure>
@@ -419,7 +415,7 @@ struct ExplainCommand {
             (try? fetched.get()).map { [.miss, .bypass].contains($0.outcome) ? Int64($0.data.count) : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
         let result = try fetched.get()
-        let url = result.response.url ?? options.url
+        let url = result.url
         let entries = (try? cache.entries(for: url)) ?? []
         var request = options.head
         request.uri = url.absoluteString

@@ -1,10 +1,6 @@
 import CacheSemantics
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 #if canImport(Glibc)
 import Glibc
@@ -105,7 +101,7 @@ struct GetCommand {
         let file = try output.map { path throws(Failure) in try OutputFile(path) }
         let cache: HTTPCache
         do {
-            cache = try cacheOptions.open(isShared: options.isShared)
+            cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
         } catch {
             file?.discard()
             throw error
@@ -143,11 +139,10 @@ struct GetCommand {
         var elapsed: Duration
 
         func json(file: String?) -> JSONValue {
-            let http = head.response
             var members: [(String, JSONValue)] = [
-                ("url", .string(http.url?.absoluteString ?? "")),
-                ("status", .int(http.statusCode)),
-                ("headers", .array(Report.fields(of: http).map { .array([.string($0.name), .string($0.value)]) })),
+                ("url", .string(head.url.absoluteString)),
+                ("status", .int(head.statusCode)),
+                ("headers", .array(head.combinedFields.map { .array([.string($0.name), .string($0.value)]) })),
                 ("outcome", .string(head.outcome.rawValue)),
                 ("cacheStatus", .string(head.cacheStatus.fieldValue)),
                 ("bodyBytes", .int(bodyBytes)),
@@ -189,7 +184,7 @@ struct GetCommand {
         } catch {
             throw cutOff(after: 0, error)
         }
-        if include { Console.out(Report.head(head.response)) }
+        if include { Console.out(Report.head(head)) }
         let collectsText = json && file == nil
         var collected = Data()
         var received: Int64 = 0
@@ -197,7 +192,7 @@ struct GetCommand {
             total: head.expectedLength,
             enabled: Console.errorIsTerminal && (file != nil || json || !Console.outputIsTerminal))
         var suppressedBinary = false
-        if let first, file == nil, !json, Console.outputIsTerminal, Report.looksBinary(first, head.response) {
+        if let first, file == nil, !json, Console.outputIsTerminal, Report.looksBinary(first, head) {
             suppressedBinary = true
         }
         var next = first
@@ -230,7 +225,7 @@ struct GetCommand {
         }
         var text: String?
         if collectsText, collected.count < Self.jsonBodyLimit,
-            Report.isTextual(head.response.value(forHTTPHeaderField: "Content-Type"))
+            Report.isTextual(head.fields[.contentType])
         {
             text = String(validating: collected, as: UTF8.self)
         }

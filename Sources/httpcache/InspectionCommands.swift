@@ -1,7 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import Foundation
-import HTTPCaching
+import HTTPCacheCore
 
 #if os(Linux)
 import CachingProxy

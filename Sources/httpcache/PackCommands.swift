@@ -1,10 +1,6 @@
 import Foundation
-import HTTPCaching
+import HTTPCacheCore
 import OfflinePages
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// `httpcache save URL [--name NAME] [--depth N] [--third-party] [--max-bytes N] [--jobs N]`.
 struct SaveCommand {

@@ -1,26 +1,15 @@
 import CacheSemantics
 import Foundation
-import HTTPCaching
+import HTTPCacheCore
 import HTTPWire
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// How responses are shown: status lines, fields, the verbose summary.
 enum Report {
-    /// The fields of `response`, sorted by name (`HTTPURLResponse` keeps no order).
-    static func fields(of response: HTTPURLResponse) -> [(name: String, value: String)] {
-        response.allHeaderFields.compactMap { name, value -> (name: String, value: String)? in
-            guard let name = name as? String else { return nil }
-            return (name, value as? String ?? String(describing: value))
-        }.sorted { $0.name.lowercased() < $1.name.lowercased() }
-    }
-
-    /// `HTTP/1.1 200 OK`, the fields, and an empty line, as `-i` prints them.
-    static func head(_ response: HTTPURLResponse) -> String {
-        var text = statusLine(response.statusCode) + "\n"
-        for field in fields(of: response) { text += "\(field.name): \(field.value)\n" }
+    /// `HTTP/1.1 200 OK`, the fields (one line a name, sorted by name), and an empty line, as
+    /// `-i` prints them.
+    static func head(_ head: CachedResponseHead) -> String {
+        var text = statusLine(head.statusCode) + "\n"
+        for field in head.combinedFields { text += "\(field.name): \(field.value)\n" }
         return text + "\n"
     }
 
@@ -46,15 +35,15 @@ enum Report {
     /// Whether a body starting with `start` would garble a terminal: a content type that is not
     /// text, or control bytes other than tab, line feed, carriage return, form feed and escape
     /// in its first 4 KiB.
-    static func looksBinary(_ start: Data, _ response: HTTPURLResponse) -> Bool {
-        if let type = response.value(forHTTPHeaderField: "Content-Type"), !isTextual(type) { return true }
+    static func looksBinary(_ start: Data, _ head: CachedResponseHead) -> Bool {
+        if let type = head.fields[.contentType], !isTextual(type) { return true }
         return start.prefix(4096).contains { byte in byte < 0x20 && ![0x09, 0x0A, 0x0C, 0x0D, 0x1B].contains(byte) }
     }
 
     /// What `-v` prints on standard error.
     static func verbose(_ head: CachedResponseHead, method: String, elapsed: Duration) -> String {
         var text =
-            "httpcache: \(method) \(head.response.url?.absoluteString ?? "") → \(head.response.statusCode) "
+            "httpcache: \(method) \(head.url.absoluteString) → \(head.statusCode) "
             + "\(head.outcome) in \(Format.elapsed(elapsed))\n"
         text += "httpcache: Cache-Status: \(head.cacheStatus.fieldValue)\n"
         for reason in head.reasons { text += "httpcache:   \(reason)\n" }

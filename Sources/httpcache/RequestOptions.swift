@@ -1,10 +1,6 @@
 import CacheSemantics
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 /// What `get` and `explain` send: the URL, method, fields, body, cache policy and timeout.
 struct RequestOptions: Sendable {
@@ -130,12 +126,11 @@ struct RequestOptions: Sendable {
         }
     }
 
-    /// The request to send through the cache.
-    var request: URLRequest {
-        var request = URLRequest(url: url, cachePolicy: Self.urlRequestPolicy(policy))
-        request.httpMethod = method
-        for field in fields { request.addValue(field.value, forHTTPHeaderField: field.name) }
-        request.httpBody = body
+    /// The request to send through the cache: the fields in the order given, repeated names kept.
+    var request: FetchRequest {
+        var request = FetchRequest(
+            url: url, method: method, fields: HeaderFields(fields.map { ($0.name, $0.value) }), body: body,
+            cachePolicy: policy)
         if let timeout { request.timeoutInterval = timeout }
         return request
     }
@@ -143,17 +138,6 @@ struct RequestOptions: Sendable {
     /// The request as the engine sees it, for `explain`.
     var head: RequestHead {
         RequestHead(method: method, uri: url.absoluteString, fields: HeaderFields(fields.map { ($0.name, $0.value) }))
-    }
-
-    static func urlRequestPolicy(_ policy: CachePolicy) -> URLRequest.CachePolicy {
-        switch policy {
-        case .useProtocolCachePolicy: return .useProtocolCachePolicy
-        case .reloadIgnoringLocalCacheData: return .reloadIgnoringLocalCacheData
-        case .reloadIgnoringLocalAndRemoteCacheData: return .reloadIgnoringLocalAndRemoteCacheData
-        case .returnCacheDataElseLoad: return .returnCacheDataElseLoad
-        case .returnCacheDataDontLoad: return .returnCacheDataDontLoad
-        case .reloadRevalidatingCacheData: return .reloadRevalidatingCacheData
-        }
     }
 }
 

@@ -1,10 +1,6 @@
 import CacheSemantics
 import Foundation
-import HTTPCaching
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPCacheCore
 
 #if canImport(Glibc)
 import Glibc
@@ -42,7 +38,7 @@ extension GetCommand {
                 "cannot download \(path) with -C: it is not a regular file (a device, FIFO or directory); "
                     + "without -C a device or FIFO is written in place")
         }
-        let cache = try cacheOptions.open(isShared: options.isShared)
+        let cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
         let clock = ContinuousClock()
         let started = clock.now
         let download = cache.download(options.request, to: URL(fileURLWithPath: destination))
@@ -71,7 +67,7 @@ extension GetCommand {
         case .success(let value): result = value
         case .failure(let error): throw failure(error, output: destination)
         }
-        if include { Console.out(Report.head(result.response.response)) }
+        if include { Console.out(Report.head(result.response)) }
         let transfer = Transfer(head: result.response, bodyBytes: result.totalBytes, elapsed: clock.now - started)
         if json { Console.out(transfer.json(file: path).text + "\n") }
         if verbose {

@@ -212,6 +212,49 @@ struct CLIInspectionTests {
         }
     }
 
+    /// The counts file an earlier release wrote (JSONEncoder's pretty-printed, sorted keys) is
+    /// read and added to; a damaged one is replaced, counting from zero.
+    @Test func statsReadAnEarlierReleasesFile() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/f", [("Cache-Control", "max-age=86400")], body: "abc")
+            _ = try await cli.run(["get", cli.url("/f")])  // creates the directory; a miss
+            let earlier = """
+                {
+                  "bytesFromOrigin" : 100,
+                  "since" : 1733000000.25,
+                  "statistics" : {
+                    "bypassed" : 1,
+                    "bytesSavedByRevalidation" : 7,
+                    "bytesServedFromCache" : 40,
+                    "collapsed" : 0,
+                    "errors" : 2,
+                    "hits" : 4,
+                    "misses" : 3,
+                    "revalidated" : 1,
+                    "stale" : 0
+                  },
+                  "version" : 1
+                }
+                """
+            let path = cli.cacheDirectory + "/cli-stats.json"
+            try Data(earlier.utf8).write(to: URL(fileURLWithPath: path))
+            _ = try await cli.run(["get", cli.url("/f")])  // a hit: 3 bytes from the cache
+            let json = try await cli.run(["stats", "--json"]).jsonObject()
+            let outcomes = try #require(json["outcomes"] as? [String: Int])
+            #expect(outcomes == ["hit": 5, "miss": 3, "revalidated": 1, "stale": 0, "bypass": 1])
+            #expect(json["errors"] as? Int == 2 && json["bytesFromOrigin"] as? Int == 100)
+            #expect(json["bytesServedFromCache"] as? Int == 43 && json["bytesSavedByRevalidation"] as? Int == 7)
+            #expect((json["since"] as? String)?.hasPrefix("2024-11-30") == true, "\(json["since"] ?? "none")")
+
+            try Data("{\"version\": 1, \"hits\": ".utf8).write(to: URL(fileURLWithPath: path))
+            let damaged = try await cli.run(["get", cli.url("/f")])
+            #expect(damaged.status == 0 && damaged.stderr.contains("counting from zero"), "\(damaged.stderr)")
+            let fresh = try await cli.run(["stats", "--json"]).jsonObject()
+            #expect(fresh["responses"] as? Int == 1)
+        }
+    }
+
     @Test func concurrentRunsLoseNoCounts() async throws {
         try await offPool {
             let cli = try CLIHarness()

@@ -3,10 +3,6 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:)``
 /// show it: what is stored, and what it means now.
 public struct CacheEntryInfo: Hashable, Sendable {
@@ -57,7 +53,7 @@ extension HTTPCache {
 
     /// The key `GET url` is stored under: the configured ``Configuration/cacheKey`` hook's, or
     /// the URL's.
-    package func storedKey(of url: URL) -> String? { (try? prepare(URLRequest(url: url)))?.primaryKey }
+    package func storedKey(of url: URL) -> String? { (try? prepare(FetchRequest(url: url)))?.primaryKey }
 
     /// Every stored response whose URL starts with `urlPrefix` (all when `nil`), most
     /// recently used first.

@@ -4,10 +4,6 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// A list of URLs never cached and URLs kept for offline use, in a text format modelled on
 /// the HTML5 application cache manifest.
 ///
@@ -166,7 +162,7 @@ extension HTTPCache {
             }
             do {
                 // A revision that changed means the stored response is out of date, fresh or not.
-                var request = URLRequest(url: url)
+                var request = FetchRequest(url: url)
                 if revision != nil, previous[url.absoluteString] != nil {
                     request.cachePolicy = .reloadIgnoringLocalCacheData
                 }

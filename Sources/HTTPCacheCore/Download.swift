@@ -4,10 +4,6 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -37,11 +33,11 @@ extension HTTPCache {
     /// - anything inconsistent, or a partial file without a validator, starts over from byte 0.
     ///   Bytes of two different representations are never spliced together.
     ///
-    /// The requests go through the cache like any other (``bytes(for:)``): a fresh stored
+    /// The requests go through the cache like any other (``bytes(for:)-(FetchRequest)``): a fresh stored
     /// response can answer without contacting the origin.
     ///
     /// ```swift
-    /// let download = cache.download(URLRequest(url: url), to: URL(fileURLWithPath: "big.iso"))
+    /// let download = cache.download(FetchRequest(url: url), to: URL(fileURLWithPath: "big.iso"))
     /// Task { for await step in download.progress { print(step.receivedBytes, step.expectedBytes ?? -1) } }
     /// let result = try await download.result()
     /// print(result.totalBytes, result.resumptions)
@@ -56,7 +52,7 @@ extension HTTPCache {
     ///   - retries: How many attempts in a row may fail without adding a byte before the download
     ///     gives up (a negative value is taken as 0). Default 5.
     /// - Returns: The running download.
-    public func download(_ request: URLRequest, to destination: URL, retries: Int = 5) -> Download {
+    public func download(_ request: FetchRequest, to destination: URL, retries: Int = 5) -> Download {
         Download(cache: self, request: request, destination: destination, retries: max(0, retries))
     }
 }
@@ -160,7 +156,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A download running in the background (``HTTPCache/download(_:to:retries:)``).
+/// A download running in the background (``HTTPCache/download(_:to:retries:)-(FetchRequest,_,_)``).
 ///
 /// It starts at once and runs to its end even when this object is released; ``cancel()``
 /// stops it and keeps the partial file for a later resumption.
@@ -174,7 +170,7 @@ public final class Download: Sendable {
     public let progress: AsyncStream<DownloadProgress>
     private let task: Task<DownloadResult, any Error>
 
-    init(cache: HTTPCache, request: URLRequest, destination: URL, retries: Int) {
+    init(cache: HTTPCache, request: FetchRequest, destination: URL, retries: Int) {
         self.destination = destination
         let (stream, continuation) = AsyncStream.makeStream(
             of: DownloadProgress.self, bufferingPolicy: .bufferingNewest(64))
@@ -186,6 +182,13 @@ public final class Download: Sendable {
                 report: { continuation.yield($0) })
             return try await worker.run()
         }
+    }
+
+    /// A download that fails with `error` at once, writing nothing.
+    package init(failing error: DownloadError, destination: URL) {
+        self.destination = destination
+        progress = AsyncStream { $0.finish() }
+        task = Task { throw error }
     }
 
     /// Waits for the download to end.

@@ -4,10 +4,6 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -51,7 +47,7 @@ struct BodyCutShort: Error, CustomStringConvertible {
 /// The loop behind a ``Download``: one task, so its state needs no lock.
 struct Downloader {
     let cache: HTTPCache
-    let request: URLRequest
+    let request: FetchRequest
     let destination: URL
     let retries: Int
     let report: @Sendable (DownloadProgress) -> Void
@@ -72,7 +68,7 @@ struct Downloader {
     private var avoidStoredResponse = false
 
     init(
-        cache: HTTPCache, request: URLRequest, destination: URL, retries: Int,
+        cache: HTTPCache, request: FetchRequest, destination: URL, retries: Int,
         report: @escaping @Sendable (DownloadProgress) -> Void
     ) {
         self.cache = cache
@@ -84,7 +80,7 @@ struct Downloader {
 
     private var partialPath: String { Download.partialFileURL(for: destination).path }
     private var recordPath: String { Download.recordFileURL(for: destination).path }
-    private var urlString: String { request.url?.absoluteString ?? "" }
+    private var urlString: String { request.url.absoluteString }
 
     /// What to do with a response.
     private enum Verdict {
@@ -139,8 +135,8 @@ struct Downloader {
             var resumingFrom: Int64?
             if offset > 0 {
                 if let validator = record?.validator {
-                    outbound.setValue("bytes=\(offset)-", forHTTPHeaderField: "Range")
-                    outbound.setValue(validator, forHTTPHeaderField: "If-Range")
+                    outbound.fields[.range] = "bytes=\(offset)-"
+                    outbound.fields[.ifRange] = validator
                     resumingFrom = offset
                 } else {
                     try startOver("the first response had no strong validator (ETag or Last-Modified) to resume with")
@@ -237,17 +233,15 @@ struct Downloader {
         guard destination.isFileURL else {
             throw DownloadError(.invalidRequest, "the destination \(destination) is not a file URL; pass a file URL")
         }
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https"
-        else {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw DownloadError(
-                .invalidRequest,
-                "only http and https URLs can be downloaded, not \(request.url?.absoluteString ?? "none")")
+                .invalidRequest, "only http and https URLs can be downloaded, not \(request.url.absoluteString)")
         }
-        let method = (request.httpMethod ?? "GET").uppercased()
+        let method = request.method.uppercased()
         guard method == "GET" else {
             throw DownloadError(.invalidRequest, "a download is a GET request, not \(method); use bytes(for:) instead")
         }
-        for name in ["Range", "If-Range"] where request.value(forHTTPHeaderField: name) != nil {
+        for name in ["Range", "If-Range"] where request.fields[name] != nil {
             throw DownloadError(
                 .invalidRequest,
                 "the request has its own \(name) field; a download sets Range and If-Range itself, remove it")
@@ -374,7 +368,7 @@ struct Downloader {
     }
 
     private func unexpected(_ head: CachedResponseHead) -> DownloadError {
-        let reason = HTTPURLResponse.localizedString(forStatusCode: head.statusCode)
+        let reason = HTTPCache.reasonPhrase(for: head.statusCode)
         return DownloadError(
             .unexpectedStatus,
             "\(urlString) answered \(head.statusCode) (\(reason)) instead of the file; nothing was written for it"

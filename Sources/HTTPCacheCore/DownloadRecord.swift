@@ -4,10 +4,6 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -4,10 +4,6 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// An HTTP cache: RFC 9111 decisions (the CacheSemantics engine) over a store (CacheStorage) in
 /// front of a transport.
 ///
@@ -16,6 +12,11 @@ import FoundationNetworking
 /// let result = try await cache.data(for: URLRequest(url: url))
 /// print(result.outcome, result.cacheStatus)   // miss, then hit, revalidated, stale…
 /// ```
+///
+/// The class and everything it does live in HTTPCacheCore, which needs Foundation only; the
+/// HTTPCaching library, which re-exports it, adds the `URLRequest` / `URLSession` face
+/// (FoundationNetworking on Linux). A program that uses HTTPCacheCore alone passes
+/// ``FetchRequest``s and an ``OriginTransport`` of its own.
 ///
 /// One instance is safe to share across threads and tasks. Several instances, in one
 /// process or many, may share a directory.
@@ -61,11 +62,13 @@ public final class HTTPCache: Sendable {
         /// (``URLPattern``).
         public var rules: [CacheRule] = []
         /// Chooses the key a request is cached under; `nil` returned means "do not cache this
-        /// request". Default: the request's URL (``RequestKey/standard(_:)``).
-        public var cacheKey: (@Sendable (URLRequest) -> RequestKey?)?
+        /// request". Default: the request's URL. (HTTPCaching's `cacheKey` is this hook, given a
+        /// `URLRequest`.)
+        public var keyForRequest: (@Sendable (FetchRequest) -> RequestKey?)?
         /// Sees every response the cache could store and decides: store as is, store with
-        /// other fields, memory only, or not at all; with `userInfo` to keep.
-        public var willStore: (@Sendable (ResponseToStore) -> StoreChoice)?
+        /// other fields, memory only, or not at all; with `userInfo` to keep. (HTTPCaching's
+        /// `willStore` is this hook, given a `URLRequest` and an `HTTPURLResponse`.)
+        public var willStoreResponse: (@Sendable (OfferedResponse) -> StoreChoice)?
         /// Receives one ``CacheEvent`` per request, for logging.
         public var onEvent: (@Sendable (CacheEvent) -> Void)?
         /// Adds the RFC 9211 `Cache-Status` field to every response. Default `true`.
@@ -98,7 +101,7 @@ public final class HTTPCache: Sendable {
     /// The store responses live in.
     public let store: any CacheStore
     /// The network.
-    public let transport: any HTTPTransport
+    public let transport: any OriginTransport
     /// One request's way through the cache, shared with the caching proxy.
     let driver: ExchangeDriver
     let state = Locked(State())
@@ -113,11 +116,15 @@ public final class HTTPCache: Sendable {
     ///
     /// - Parameters:
     ///   - configuration: How it behaves.
-    ///   - transport: The network; by default a ``URLSessionTransport``.
+    ///   - transport: The network.
     /// - Throws: `StorageError` when the directory cannot be used.
-    public convenience init(
-        configuration: Configuration = Configuration(), transport: (any HTTPTransport)? = nil
-    ) throws(StorageError) {
+    public convenience init(configuration: Configuration, transport: any OriginTransport) throws(StorageError) {
+        self.init(configuration: configuration, store: try Self.store(configuration), transport: transport)
+    }
+
+    /// The store ``Configuration`` describes: ``Configuration/store`` when set, else memory in
+    /// front of a disk store in ``Configuration/directory``, or memory alone.
+    static func store(_ configuration: Configuration) throws(StorageError) -> any CacheStore {
         let clock = configuration.clock
         let store: any CacheStore
         let maximum = configuration.maximumEntrySize
@@ -137,11 +144,11 @@ public final class HTTPCache: Sendable {
         } else {
             store = MemoryStore(capacity: configuration.memoryCapacity, maximumEntrySize: maximum, clock: clock)
         }
-        self.init(configuration: configuration, store: store, transport: transport ?? URLSessionTransport())
+        return store
     }
 
     /// Creates a cache on a store of your own (for example one shared by several caches).
-    public init(configuration: Configuration = Configuration(), store: any CacheStore, transport: any HTTPTransport) {
+    public init(configuration: Configuration = Configuration(), store: any CacheStore, transport: any OriginTransport) {
         self.configuration = configuration
         self.store = store
         self.transport = transport
@@ -165,12 +172,12 @@ public final class HTTPCache: Sendable {
     /// forbids it (`must-revalidate`), and otherwise the transport's error is thrown — always
     /// under `.reloadIgnoringLocalCacheData` and `.reloadIgnoringLocalAndRemoteCacheData`,
     /// which promise a load from the origin.
-    public func data(for request: URLRequest) async throws -> CachedResponse {
+    public func data(for request: FetchRequest) async throws -> CachedResponse {
         try await data(for: request, forceStore: false)
     }
 
     /// ``data(for:)``, optionally storing what RFC 9111 would not (manifest pre-fetches).
-    func data(for request: URLRequest, forceStore: Bool) async throws -> CachedResponse {
+    func data(for request: FetchRequest, forceStore: Bool) async throws -> CachedResponse {
         try await following(request, forceStore: forceStore) { prepared in
             var response = try await respond(to: prepared)
             var body = try await wholeBody(of: response, prepared)
@@ -204,7 +211,7 @@ public final class HTTPCache: Sendable {
 
     /// Fetches `request` through the cache and returns as soon as the response head is
     /// known; the body streams (from the store, or from the origin while it is stored).
-    public func bytes(for request: URLRequest) async throws -> (CachedResponseHead, ResponseBody) {
+    public func bytes(for request: FetchRequest) async throws -> (CachedResponseHead, ResponseBody) {
         try await bytes(for: request, forceStore: false) { _ in }
     }
 
@@ -215,7 +222,7 @@ public final class HTTPCache: Sendable {
     /// redirected from and the `Location`, the URL to request, or `nil` to stop and return the
     /// redirect itself (its body unread: it is not stored).
     package func bytes(
-        for request: URLRequest, forceStore: Bool,
+        for request: FetchRequest, forceStore: Bool,
         follow: (_ from: URL, _ location: String) -> URL? = HTTPCache.redirectTarget,
         redirected: (CachedResponseHead) -> Void
     ) async throws -> (CachedResponseHead, ResponseBody) {
@@ -273,7 +280,7 @@ public final class HTTPCache: Sendable {
     /// an event for each. `leaving` is given each response left for the next hop; a response
     /// from the origin is stored only once its body has been read to the end.
     private func following<Result>(
-        _ request: URLRequest, forceStore: Bool, follow: (URL, String) -> URL? = HTTPCache.redirectTarget,
+        _ request: FetchRequest, forceStore: Bool, follow: (URL, String) -> URL? = HTTPCache.redirectTarget,
         _ body: (PreparedRequest) async throws -> Result,
         head: (Result) -> CachedResponseHead,
         leaving: (Result) async throws -> Void = { _ in }
@@ -293,7 +300,7 @@ public final class HTTPCache: Sendable {
                 state.withLock { $0.statistics.errors += 1 }
                 configuration.onEvent?(
                     CacheEvent(
-                        method: current.httpMethod ?? "GET", url: current.url?.absoluteString ?? "", status: nil,
+                        method: current.method, url: current.url.absoluteString, status: nil,
                         outcome: nil, cacheStatus: nil, error: String(describing: error),
                         duration: configuration.clock() - started, reasons: []))
                 throw error
@@ -329,25 +336,22 @@ public final class HTTPCache: Sendable {
     /// The request a redirect leads to (RFC 9110 §15.4), or `nil` when `response` is not
     /// one to follow (or `follow` does not lead anywhere).
     private func redirected(
-        _ request: URLRequest, status: Int, location: String?, follow: (URL, String) -> URL?
-    ) -> URLRequest? {
-        guard [301, 302, 303, 307, 308].contains(status), let location,
-            let base = request.url,
-            let target = follow(base, location)
-        else { return nil }
+        _ request: FetchRequest, status: Int, location: String?, follow: (URL, String) -> URL?
+    ) -> FetchRequest? {
+        guard [301, 302, 303, 307, 308].contains(status), let location else { return nil }
+        let base = request.url
+        guard let target = follow(base, location) else { return nil }
         var next = request
         next.url = target
-        let method = request.httpMethod ?? "GET"
+        let method = request.method.uppercased()
         if (status == 303 && method != "HEAD") || ([301, 302].contains(status) && method == "POST") {
-            next.httpMethod = "GET"
-            next.httpBody = nil
-            for name in ["Content-Type", "Content-Length", "Content-Encoding"] {
-                next.setValue(nil, forHTTPHeaderField: name)
-            }
+            next.method = "GET"
+            next.body = nil
+            next.hasBodyStream = false
+            next.fields.removeAll(namedAnyOf: [.contentType, .contentLength, .contentEncoding])
         }
         if target.host != base.host || target.scheme != base.scheme || target.port != base.port {
-            next.setValue(nil, forHTTPHeaderField: "Authorization")
-            next.setValue(nil, forHTTPHeaderField: "Cookie")
+            next.fields.removeAll(namedAnyOf: [.authorization, .cookie])
         }
         return next
     }

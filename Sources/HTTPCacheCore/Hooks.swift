@@ -2,12 +2,8 @@ import CacheExchange
 import CacheSemantics
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// The key a request is cached under (RFC 9111 §4.1 "cache key"), as chosen by
-/// ``HTTPCache/Configuration/cacheKey``.
+/// ``HTTPCache/Configuration/keyForRequest`` (HTTPCaching's `cacheKey`).
 public struct RequestKey: Hashable, Sendable {
     /// The URL the response is stored and looked up under, normally the request's URL.
     public var url: URL
@@ -23,14 +19,18 @@ public struct RequestKey: Hashable, Sendable {
     }
 
     /// The request's own URL.
-    public static func standard(_ request: URLRequest) -> RequestKey? {
-        request.url.map { RequestKey(url: $0) }
+    public static func standard(_ request: FetchRequest) -> RequestKey? {
+        RequestKey(url: request.url)
     }
 
     /// The request's URL without the query items named in `names` (cache-busting or
     /// tracking parameters), so requests differing only in them share one entry.
-    public static func dropping(queryItems names: Set<String>, from request: URLRequest) -> RequestKey? {
-        guard let url = request.url else { return nil }
+    public static func dropping(queryItems names: Set<String>, from request: FetchRequest) -> RequestKey? {
+        dropping(queryItems: names, from: request.url)
+    }
+
+    /// `url` without the query items named in `names`.
+    public static func dropping(queryItems names: Set<String>, from url: URL) -> RequestKey {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
             let items = components.queryItems
         else { return RequestKey(url: url) }
@@ -41,7 +41,7 @@ public struct RequestKey: Hashable, Sendable {
 }
 
 /// What a will-store hook decides about a response the cache is about to store
-/// (``HTTPCache/Configuration/willStore``).
+/// (``HTTPCache/Configuration/willStoreResponse``, HTTPCaching's `willStore`).
 public struct StoreChoice: Sendable {
     /// Where the response goes.
     public enum Action: Sendable {
@@ -78,20 +78,30 @@ public struct StoreChoice: Sendable {
     public static let doNotStore = StoreChoice(.doNotStore)
 }
 
-/// The earlier name of ``ResponseToStore``.
-@available(*, deprecated, renamed: "ResponseToStore")
-public typealias StoreCandidate = ResponseToStore
-
-/// A response about to be stored, as a will-store hook sees it.
-public struct ResponseToStore: @unchecked Sendable {
+/// A response about to be stored, as a will-store hook sees it
+/// (``HTTPCache/Configuration/willStoreResponse``).
+public struct OfferedResponse: Sendable {
     /// The request (as sent to the origin, without the cache's validators).
-    public var request: URLRequest
-    /// The response from the origin.
-    public var response: HTTPURLResponse
+    public var request: FetchRequest
+    /// The status code.
+    public var status: Int
+    /// The URL of the response.
+    public var url: URL
     /// The response fields in the order received.
     public var fields: [(name: String, value: String)]
     /// Whether RFC 9111 allows storing the response with its own fields, and why not.
     public var refusals: [Reason]
+
+    /// Creates a description of a response offered to the store.
+    public init(
+        request: FetchRequest, status: Int, url: URL, fields: [(name: String, value: String)], refusals: [Reason]
+    ) {
+        self.request = request
+        self.status = status
+        self.url = url
+        self.fields = fields
+        self.refusals = refusals
+    }
 
     /// Whether the response as received may be stored.
     public var isStorable: Bool { refusals.isEmpty }
@@ -99,12 +109,22 @@ public struct ResponseToStore: @unchecked Sendable {
     /// The fields with `Cache-Control` replaced by `cacheControl` and `Expires` and `Pragma`
     /// removed: for a hook that forces a lifetime.
     public func fields(withCacheControl cacheControl: String) -> [(name: String, value: String)] {
+        Self.fields(fields, withCacheControl: cacheControl)
+    }
+
+    /// Whether the origin said anything about freshness (`Cache-Control` or `Expires`).
+    public var hasCachingFields: Bool { Self.hasCachingFields(fields) }
+
+    /// `fields` with `Cache-Control` replaced by `cacheControl`, `Expires` and `Pragma` removed.
+    package static func fields(
+        _ fields: [(name: String, value: String)], withCacheControl cacheControl: String
+    ) -> [(name: String, value: String)] {
         let dropped: Set<String> = ["cache-control", "expires", "pragma"]
         return fields.filter { !dropped.contains($0.name.lowercased()) } + [("Cache-Control", cacheControl)]
     }
 
-    /// Whether the origin said anything about freshness (`Cache-Control` or `Expires`).
-    public var hasCachingFields: Bool {
+    /// Whether `fields` say anything about freshness (`Cache-Control` or `Expires`).
+    package static func hasCachingFields(_ fields: [(name: String, value: String)]) -> Bool {
         fields.contains { ["cache-control", "expires"].contains($0.name.lowercased()) }
     }
 }
@@ -189,7 +209,7 @@ public struct URLPattern: Hashable, Sendable, CustomStringConvertible, Expressib
 ///
 /// ``URLPattern`` says how a pattern matches: one that starts with `/` matches the path and
 /// query, any other the whole URL. To force a lifetime from code that looks at the response
-/// rather than the URL, use ``HTTPCache/Configuration/willStore`` (``StoreChoice/fields``).
+/// rather than the URL, use ``HTTPCache/Configuration/willStoreResponse`` (``StoreChoice/fields``).
 public struct CacheRule: Hashable, Sendable, CustomStringConvertible {
     /// What the rule does.
     public enum Action: Hashable, Sendable {

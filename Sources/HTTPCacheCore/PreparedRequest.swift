@@ -3,15 +3,11 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
-/// A `URLRequest` as the cache handles it: its key (from the key hook), the rules that match
-/// it, and the request the exchange sees.
-struct PreparedRequest: @unchecked Sendable {  // URLRequest is Sendable on Apple platforms only
-    /// The request as the caller made it (its body read from a stream if need be).
-    var request: URLRequest
+/// A request as the cache handles it: its key (from the key hook), the rules that match it,
+/// and the request the exchange sees.
+struct PreparedRequest: Sendable {
+    /// The request as the caller made it.
+    var request: FetchRequest
     var url: URL
     var urlString: String
     /// The method sent to the origin.
@@ -41,9 +37,10 @@ extension HTTPCache {
     ///
     /// The request is sent with its URL as ``sentURI(_:)`` gives it, whatever the transport, so
     /// that what is keyed is what goes on the wire.
-    func prepare(_ request: URLRequest) throws -> PreparedRequest {
+    func prepare(_ request: FetchRequest) throws -> PreparedRequest {
         var request = request
-        guard var url = request.url, let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
+        var url = request.url
+        guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
             throw URLError(
                 .unsupportedURL,
                 userInfo: [NSLocalizedDescriptionKey: "only http and https URLs can be fetched through the cache"])
@@ -51,10 +48,9 @@ extension HTTPCache {
         guard let host = url.host, !host.isEmpty else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL has no host: \(url)"])
         }
-        let method = (request.httpMethod ?? "GET").uppercased()
-        let fields = HeaderFields(
-            (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        var policy = CachePolicy(request.cachePolicy)
+        let method = request.method.uppercased()
+        let fields = request.fields
+        var policy = request.cachePolicy
         if policy == .useProtocolCachePolicy { policy = configuration.defaultPolicy }
         var urlString = url.absoluteString
         let sent = Self.sentURI(url)
@@ -69,7 +65,7 @@ extension HTTPCache {
                 head: RequestHead(method: method, uri: urlString, fields: fields), policy: policy, primaryKey: nil,
                 resumesIncomplete: true))
 
-        if method == "GET" || method == "HEAD", !(request.httpBody?.isEmpty ?? true) || request.httpBodyStream != nil {
+        if method == "GET" || method == "HEAD", !(request.body?.isEmpty ?? true) || request.hasBodyStream {
             // Content in a GET or HEAD has no meaning the key could hold (RFC 9110 §9.3.1): such
             // a request is sent on, and its response neither stored nor served from the store.
             prepared.exchange.bypassReasons = [
@@ -90,7 +86,7 @@ extension HTTPCache {
             }
         }
         let key: RequestKey?
-        if let hook = configuration.cacheKey { key = hook(request) } else { key = RequestKey(url: url) }
+        if let hook = configuration.keyForRequest { key = hook(request) } else { key = RequestKey(url: url) }
         guard let key else {
             prepared.exchange.bypassReasons = [.configured("the cache-key hook chose not to cache this request")]
             return prepared
@@ -98,14 +94,14 @@ extension HTTPCache {
         let keyedByBody = key.includesBody && method == "POST"
         let keyMethod = keyedByBody || method == "HEAD" ? "GET" : method
         // Without a key hook the key is the request's URL, in the form it is sent already.
-        let keyURI = configuration.cacheKey == nil ? urlString : Self.sentURI(key.url)
+        let keyURI = configuration.keyForRequest == nil ? urlString : Self.sentURI(key.url)
         guard let cacheKey = CacheKey(method: keyMethod, uri: keyURI) else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
         }
         if keyedByBody {
             // A POST used as a query (GraphQL, search): keyed by its body, stored and reused as
             // a GET would be, and it invalidates nothing.
-            let body = Array(request.httpBody ?? Data())
+            let body = Array(request.body ?? Data())
             let digest = [XXH64.hash(body), XXH64.hash(body, seed: 0x9E37_79B9)].map { String($0, radix: 16) }
             prepared.exchange.primaryKey = "POST \(cacheKey.uri) body=\(body.count):\(digest.joined(separator: ":"))"
             prepared.exchange.head.method = "GET"
@@ -116,29 +112,15 @@ extension HTTPCache {
                 // Where a later GET of this URL looks: a response to this POST may be stored
                 // there (RFC 9110 §9.3.3).
                 var get = request
-                get.httpMethod = "GET"
-                get.httpBody = nil
-                let getKey = configuration.cacheKey.map { $0(get) } ?? RequestKey(url: url)
+                get.method = "GET"
+                get.body = nil
+                get.hasBodyStream = false
+                let getKey = configuration.keyForRequest.map { $0(get) } ?? RequestKey(url: url)
                 prepared.exchange.targetKey =
                     getKey.flatMap { CacheKey(method: "GET", uri: Self.sentURI($0.url)) }?
                     .primaryKey
             }
         }
         return prepared
-    }
-}
-
-extension CachePolicy {
-    /// The policy of a `URLRequest.CachePolicy`.
-    public init(_ policy: URLRequest.CachePolicy) {
-        switch policy {
-        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
-        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
-        case .reloadIgnoringLocalAndRemoteCacheData: self = .reloadIgnoringLocalAndRemoteCacheData
-        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
-        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
-        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
-        @unknown default: self = .useProtocolCachePolicy
-        }
     }
 }

@@ -4,16 +4,12 @@ import CacheStorage
 import CacheSystem
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// A response on its way to the caller.
 struct PendingResponse: Sendable {
     enum Body: Sendable {
         /// Bytes `range` of a stored body, opened when the response was chosen (so it is that
         /// version even if the entry is replaced meanwhile): read at once
-        /// (``HTTPCache/data(for:)``) or in blocks (``HTTPCache/bytes(for:)``).
+        /// (``HTTPCache/data(for:)-(FetchRequest)``) or in blocks (``HTTPCache/bytes(for:)-(FetchRequest)``).
         case stored(any StoredBody, range: Range<Int64>)
         case source(any BodySource)
     }
@@ -37,7 +33,7 @@ struct PendingResponse: Sendable {
 }
 
 /// The cache as a host of the exchange: it performs the host work the driver hands it over the
-/// transport (`URLSession`) with async/await; every rule of HTTP caching is the exchange's.
+/// transport with async/await; every rule of HTTP caching is the exchange's.
 extension HTTPCache {
     /// Answers one request (no redirects followed).
     func respond(to prepared: PreparedRequest) async throws -> PendingResponse {
@@ -83,9 +79,11 @@ extension HTTPCache {
         var forwarded = first
         while true {
             var outbound = prepared.request
-            for field in forwarded.fields { outbound.setValue(field.value, forHTTPHeaderField: field.name) }
+            // The exchange's fields replace those of the same name.
+            outbound.fields.removeAll(namedAnyOf: forwarded.fields.map(\.name))
+            for field in forwarded.fields { outbound.fields.append(name: field.name, value: field.value) }
             let requestTime = now
-            let received: TransportResponse
+            let received: OriginResponse
             do {
                 received = try await transport.send(outbound)
             } catch {
@@ -104,7 +102,7 @@ extension HTTPCache {
                 case .fail: throw error
                 }
             }
-            let head = ResponseHead(status: received.response.statusCode, fields: Self.fields(of: received.response))
+            let head = ResponseHead(status: received.status, fields: received.fields)
             switch driver.originResponded(&exchange, head, requestTime: requestTime) {
             case .serve(let served):
                 // A freshened (304) or stale (5xx) stored response answers instead.
@@ -123,7 +121,8 @@ extension HTTPCache {
 
     /// What to store, by this cache's rules and hooks.
     private func storage(for prepared: PreparedRequest) -> HTTPCacheStorage {
-        HTTPCacheStorage(engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStore)
+        HTTPCacheStorage(
+            engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStoreResponse)
     }
 
     /// A response the cache made itself (a `504`).
@@ -155,14 +154,14 @@ extension HTTPCache {
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a
     /// stored part first when the response completes one (RFC 9111 §3.4).
-    private func relayed(_ relay: ExchangeDriver.Relay, _ origin: TransportResponse) -> PendingResponse {
+    private func relayed(_ relay: ExchangeDriver.Relay, _ origin: OriginResponse) -> PendingResponse {
         var fields = relay.fields
         if configuration.addsCacheStatusField {
             fields[.cacheStatus] = relay.cacheStatus.appended(to: fields[.cacheStatus])
         }
         // What the network must deliver of the origin's own body: a body cut short of it is
         // never stored as complete.
-        let originLength = relay.storedPart == nil ? relay.expectedLength : Self.expectedLength(of: origin.response)
+        let originLength = relay.storedPart == nil ? relay.expectedLength : Self.expectedLength(of: origin.fields)
         let tee = TeeSource(origin.body, recorder: relay.recorder, expectedLength: originLength)
         return PendingResponse(
             status: relay.status, fields: fields, outcome: relay.outcome, cacheStatus: relay.cacheStatus,
@@ -174,24 +173,19 @@ extension HTTPCache {
 
     /// Drops an origin response whose answer the exchange replaced (a `304`'s empty body is
     /// read, so its connection can be reused).
-    private static func discard(_ origin: TransportResponse) async {
-        guard origin.response.statusCode == 304 else { return }
+    private static func discard(_ origin: OriginResponse) async {
+        guard origin.status == 304 else { return }
         do {
             for try await _ in origin.body {}
         } catch {}
     }
 
-    private static func expectedLength(of response: HTTPURLResponse) -> Int64? {
-        response.expectedContentLength >= 0 ? response.expectedContentLength : nil
-    }
-
-    /// A response's fields.
-    static func fields(of response: HTTPURLResponse) -> HeaderFields {
-        HeaderFields(
-            response.allHeaderFields.compactMap { name, value -> (String, String)? in
-                guard let name = name as? String else { return nil }
-                return (name, value as? String ?? String(describing: value))
-            }.sorted { $0.0 < $1.0 })
+    /// The body length `Content-Length` declares (one value, digits only), else `nil`.
+    private static func expectedLength(of fields: HeaderFields) -> Int64? {
+        guard let value = fields[.contentLength]?.trimmingCharacters(in: .whitespaces), !value.isEmpty,
+            value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return nil }
+        return Int64(value)
     }
 
     /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3).

@@ -3,10 +3,6 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// What an app's cache stores of a response: its rules (a forced lifetime, a pin), then the
 /// will-store hook, then RFC 9111 §3; a manifest's pre-fetch stores even what RFC 9111 would not
 /// (as `max-age=0`); a `200` with a strong validator is kept when cut off, to be completed later
@@ -14,7 +10,7 @@ import FoundationNetworking
 struct HTTPCacheStorage: StorageAdvisor {
     let engine: CacheEngine
     let prepared: PreparedRequest
-    let willStore: (@Sendable (ResponseToStore) -> StoreChoice)?
+    let willStore: (@Sendable (OfferedResponse) -> StoreChoice)?
 
     func plan(
         for request: ExchangeRequest, response: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
@@ -33,16 +29,11 @@ struct HTTPCacheStorage: StorageAdvisor {
         }
         var decision = decide()
         var choice = StoreChoice.store
-        // HTTPURLResponse's initializer fails for no status and fields a cache stores.
-        if let willStore,
-            let http = HTTPURLResponse(
-                url: prepared.url, statusCode: response.status, httpVersion: "HTTP/1.1",
-                headerFields: Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { "\($0), \($1)" }))
-        {
+        if let willStore {
             choice = willStore(
-                ResponseToStore(
-                    request: prepared.request, response: http, fields: fields.map { ($0.name, $0.value) },
-                    refusals: Self.refusals(decision)))
+                OfferedResponse(
+                    request: prepared.request, status: response.status, url: prepared.url,
+                    fields: fields.map { ($0.name, $0.value) }, refusals: Self.refusals(decision)))
             if let replacement = choice.fields {
                 fields = HeaderFields(replacement.map { ($0.name, $0.value) })
                 decision = decide()

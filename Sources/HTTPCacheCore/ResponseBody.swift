@@ -2,7 +2,7 @@ import CacheExchange
 import CacheStorage
 import Foundation
 
-/// The body of a streamed response (``HTTPCache/bytes(for:)``): chunks of bytes, read once.
+/// The body of a streamed response (``HTTPCache/bytes(for:)-(FetchRequest)``): chunks of bytes, read once.
 ///
 /// A stored body is read from the store a block at a time as the sequence is iterated, each
 /// block verified against its checksum; a body from the origin is written to the store while

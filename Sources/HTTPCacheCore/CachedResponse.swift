@@ -3,10 +3,7 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 import Foundation
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import HTTPWire
 
 /// A response and how it was obtained.
 public struct CachedResponse: Sendable {
@@ -44,15 +41,12 @@ public struct CachedResponse: Sendable {
         get { head.reasons }
         set { head.reasons = newValue }
     }
-    /// The response as Foundation's type, made on first use (swift-corelibs-foundation's
-    /// initializer costs about 1.5 µs a field, more than the rest of a hit).
-    public var response: HTTPURLResponse { head.response }
     /// Whether this request waited for an identical one already in flight instead of making
     /// its own origin request (RFC 9211 `collapsed`).
     public var collapsed: Bool { cacheStatus.collapsed == true }
 }
 
-/// The head of a streamed response (``HTTPCache/bytes(for:)``).
+/// The head of a streamed response (``HTTPCache/bytes(for:)-(FetchRequest)``).
 public struct CachedResponseHead: Sendable {
     /// The status code.
     public let statusCode: Int
@@ -72,7 +66,9 @@ public struct CachedResponseHead: Sendable {
     public var reasons: [Reason]
     /// The body length when known in advance.
     public var expectedLength: Int64?
-    private let made: LazyResponse
+    /// The head in a platform's own type (HTTPCaching's `HTTPURLResponse`), made on first use
+    /// and shared by the copies of this head.
+    package let platformResponse = Memo()
 
     init(
         head: ResponseHeadParts, outcome: CacheOutcome, cacheStatus: CacheStatus, userInfo: Data?, reasons: [Reason],
@@ -86,12 +82,24 @@ public struct CachedResponseHead: Sendable {
         self.userInfo = userInfo
         self.reasons = reasons
         self.expectedLength = expectedLength
-        made = LazyResponse(head)
     }
 
-    /// The response as Foundation's type, made on first use (swift-corelibs-foundation's
-    /// initializer costs about 1.5 µs a field, more than the rest of a hit).
-    public var response: HTTPURLResponse { made.response }
+    /// The fields with repeated names combined into one line (RFC 9110 §5.3), sorted by name
+    /// without regard to case: as a dictionary of fields (`HTTPURLResponse`) holds them.
+    package var combinedFields: [(name: String, value: String)] {
+        var combined: [(name: String, value: String)] = []
+        var positions: [String: Int] = [:]
+        for field in fields {
+            let key = field.name.lowercased()
+            if let position = positions[key] {
+                combined[position].value += ", " + field.value
+            } else {
+                positions[key] = combined.count
+                combined.append((field.name, field.value))
+            }
+        }
+        return combined.sorted { $0.name.lowercased() < $1.name.lowercased() }
+    }
 }
 
 /// What a response head is made of.
@@ -101,29 +109,21 @@ struct ResponseHeadParts: Sendable {
     var url: URL
 }
 
-/// An `HTTPURLResponse` made once, when first asked for. (`HTTPURLResponse` is immutable;
-/// swift-corelibs-foundation does not mark it `Sendable`.)
-final class LazyResponse: @unchecked Sendable {
-    private let parts: ResponseHeadParts
-    private let made = Locked<HTTPURLResponse?>(nil)
+/// An object made once, when first asked for, and shared by every copy of what holds it. What
+/// it holds is never changed after it is made (`HTTPURLResponse` is immutable; swift-corelibs-
+/// foundation does not mark it `Sendable`).
+package final class Memo: @unchecked Sendable {
+    private let made = Locked<AnyObject?>(nil)
 
-    init(_ parts: ResponseHeadParts) { self.parts = parts }
+    package init() {}
 
-    var response: HTTPURLResponse {
+    /// The object made earlier, or `make`'s, kept.
+    package func value<Value: AnyObject>(_ make: () -> Value) -> Value {
         made.withLock { made in
-            if let made { return made }
-            var dictionary: [String: String] = [:]
-            for field in parts.fields {
-                if let existing = dictionary[field.name] {
-                    dictionary[field.name] = existing + ", " + field.value
-                } else {
-                    dictionary[field.name] = field.value
-                }
-            }
-            let response = HTTPURLResponse(
-                url: parts.url, statusCode: parts.status, httpVersion: "HTTP/1.1", headerFields: dictionary)!
-            made = response
-            return response
+            if let value = made as? Value { return value }
+            let value = make()
+            made = value
+            return value
         }
     }
 }
@@ -192,6 +192,22 @@ public struct CacheStatistics: Hashable, Sendable, Codable {
         case .revalidated: revalidated += 1
         case .stale: stale += 1
         case .bypass: bypassed += 1
+        }
+    }
+}
+
+extension HTTPCache {
+    /// The reason phrase of `status` (RFC 9110 §15), or its class for a code without one:
+    /// `Not Found`, `Client Error`.
+    package static func reasonPhrase(for status: Int) -> String {
+        if let phrase = HTTPWire.reasonPhrase(status) { return "\(phrase)" }
+        switch status {
+        case 100..<200: return "Informational"
+        case 200..<300: return "Success"
+        case 300..<400: return "Redirection"
+        case 400..<500: return "Client Error"
+        case 500..<600: return "Server Error"
+        default: return "Unknown Status"
         }
     }
 }
