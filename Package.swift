@@ -51,9 +51,15 @@ let package = Package(
         .target(
             name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
             swiftSettings: strictSettings),
-        // The cache users hold: the exchange over a transport (URLSession), URLProtocol.
+        // The cache users hold: the exchange over a transport (URLSession; on Linux our own
+        // HTTPClient by default), URLProtocol.
         .target(
-            name: "HTTPCaching", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange"],
+            name: "HTTPCaching",
+            dependencies: [
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange",
+                .target(name: "HTTPWire", condition: .when(platforms: [.linux])),
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
         .systemLibrary(

@@ -113,7 +113,8 @@ public final class HTTPCache: Sendable {
     ///
     /// - Parameters:
     ///   - configuration: How it behaves.
-    ///   - transport: The network; by default a ``URLSessionTransport``.
+    ///   - transport: The network; by default an ``HTTPClientTransport`` on Linux, a
+    ///     ``URLSessionTransport`` elsewhere.
     /// - Throws: `StorageError` when the directory cannot be used.
     public convenience init(
         configuration: Configuration = Configuration(), transport: (any HTTPTransport)? = nil
@@ -137,7 +138,7 @@ public final class HTTPCache: Sendable {
         } else {
             store = MemoryStore(capacity: configuration.memoryCapacity, maximumEntrySize: maximum, clock: clock)
         }
-        self.init(configuration: configuration, store: store, transport: transport ?? URLSessionTransport())
+        self.init(configuration: configuration, store: store, transport: transport ?? Self.defaultTransport())
     }
 
     /// Creates a cache on a store of your own (for example one shared by several caches).
