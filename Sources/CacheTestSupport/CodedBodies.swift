@@ -2,7 +2,8 @@ import Foundation
 
 /// Coded bodies made by programs other than ours, so the decoder is checked against the
 /// formats and not against itself: python3's `zlib` and `gzip` modules, and Debian's `brotli`
-/// command (the reference encoder; `scripts/setup --tests` installs it).
+/// command (the reference encoder; `scripts/setup --tests` installs it). Each runs a child
+/// process, waited for off the cooperative pool (``offPool(_:)``).
 public enum CodedBodies {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -10,14 +11,14 @@ public enum CodedBodies {
 
     /// `body` compressed by python3 with `expression`, in which `data` is the body (e.g.
     /// `gzip.compress(data)`, `zlib.compress(data)`).
-    public static func python(_ expression: String, _ body: [UInt8]) throws -> [UInt8] {
+    public static func python(_ expression: String, _ body: [UInt8]) async throws -> [UInt8] {
         let script = "import sys, gzip, zlib\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(\(expression))"
-        return try run("/usr/bin/python3", ["-c", script], input: body)
+        return try await run("/usr/bin/python3", ["-c", script], input: body)
     }
 
     /// `count` zero bytes compressed by python3, streamed (never held whole) through
     /// `compressor` (a `zlib.compressobj(...)` expression).
-    public static func pythonZeros(_ count: Int, compressor: String) throws -> [UInt8] {
+    public static func pythonZeros(_ count: Int, compressor: String) async throws -> [UInt8] {
         let script = """
             import sys, zlib
             c = \(compressor)
@@ -26,15 +27,15 @@ public enum CodedBodies {
                 sys.stdout.buffer.write(c.compress(block))
             sys.stdout.buffer.write(c.flush())
             """
-        return try run("/usr/bin/python3", ["-c", script], input: [])
+        return try await run("/usr/bin/python3", ["-c", script], input: [])
     }
 
     /// `body` compressed by Debian's `brotli` command.
-    public static func brotli(_ body: [UInt8]) throws -> [UInt8] {
+    public static func brotli(_ body: [UInt8]) async throws -> [UInt8] {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/brotli") else {
             throw Failure(description: "/usr/bin/brotli is missing: run `scripts/setup --tests` (Debian's brotli)")
         }
-        return try run("/usr/bin/brotli", ["-c", "-"], input: body)
+        return try await run("/usr/bin/brotli", ["-c", "-"], input: body)
     }
 
     /// Text that compresses as real pages do: words repeated with variation.
@@ -49,7 +50,11 @@ public enum CodedBodies {
         return Array(bytes.prefix(count))
     }
 
-    private static func run(_ executable: String, _ arguments: [String], input: [UInt8]) throws -> [UInt8] {
+    private static func run(_ executable: String, _ arguments: [String], input: [UInt8]) async throws -> [UInt8] {
+        try await offPool { try runBlocking(executable, arguments, input: input) }
+    }
+
+    private static func runBlocking(_ executable: String, _ arguments: [String], input: [UInt8]) throws -> [UInt8] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("coded-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

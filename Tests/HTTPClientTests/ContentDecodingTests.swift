@@ -58,16 +58,16 @@ struct ContentDecodingTests {
     // MARK: Decoding
 
     @Test("gzip, in pieces of any size (RFC 9110 §8.4.1.3)", arguments: [1, 7, 4096, 1 << 20])
-    func gzip(pieceSize: Int) throws {
-        let coded = try CodedBodies.python("gzip.compress(data)", Self.body)
+    func gzip(pieceSize: Int) async throws {
+        let coded = try await CodedBodies.python("gzip.compress(data)", Self.body)
         #expect(try Self.decode(coded, [.gzip], pieceSize: pieceSize) == Self.body)
     }
 
     @Test("A gzip body of several members is decoded whole (RFC 9110 §8.4.1.3, RFC 1952 §2.2)")
-    func gzipMembers() throws {
+    func gzipMembers() async throws {
         let first = Array(Self.body.prefix(1000))
         let second = Array(Self.body.dropFirst(1000))
-        let coded = try CodedBodies.python("gzip.compress(data[:1000]) + gzip.compress(data[1000:])", Self.body)
+        let coded = try await CodedBodies.python("gzip.compress(data[:1000]) + gzip.compress(data[1000:])", Self.body)
         #expect(try Self.decode(coded, [.gzip]) == first + second)
     }
 
@@ -77,23 +77,23 @@ struct ContentDecodingTests {
             "zlib.compress(data)",
             "(lambda c: c.compress(data) + c.flush())(zlib.compressobj(9, zlib.DEFLATED, -15))",
         ])
-    func deflate(expression: String) throws {
-        let coded = try CodedBodies.python(expression, Self.body)
+    func deflate(expression: String) async throws {
+        let coded = try await CodedBodies.python(expression, Self.body)
         for pieceSize in [1, 2, 3, 4096] {
             #expect(try Self.decode(coded, [.deflate], pieceSize: pieceSize) == Self.body)
         }
     }
 
     @Test("br (RFC 7932; the br coding registered under RFC 9110 §8.4.1)", arguments: [1, 4096, 1 << 20])
-    func brotli(pieceSize: Int) throws {
-        let coded = try CodedBodies.brotli(Self.body)
+    func brotli(pieceSize: Int) async throws {
+        let coded = try await CodedBodies.brotli(Self.body)
         #expect(try Self.decode(coded, [.brotli], pieceSize: pieceSize) == Self.body)
     }
 
     @Test("Several codings are decoded in the reverse of the order applied (RFC 9110 §8.4)")
-    func severalCodings() throws {
+    func severalCodings() async throws {
         // Content-Encoding: gzip, br — gzip applied first, then br.
-        let coded = try CodedBodies.brotli(try CodedBodies.python("gzip.compress(data)", Self.body))
+        let coded = try await CodedBodies.brotli(try await CodedBodies.python("gzip.compress(data)", Self.body))
         let codings = try #require(ContentCoding.applied(in: Self.fields(["gzip, br"])))
         #expect(try Self.decode(coded, codings) == Self.body)
         // Decoded in the wrong order it is not the body: the order is what makes it work.
@@ -122,10 +122,10 @@ struct ContentDecodingTests {
     }
 
     @Test("A coded body cut short is an error, never a shorter body (RFC 9110 §8.4)")
-    func truncated() throws {
-        let gzip = try CodedBodies.python("gzip.compress(data)", Self.body)
-        let zlib = try CodedBodies.python("zlib.compress(data)", Self.body)
-        let br = try CodedBodies.brotli(Self.body)
+    func truncated() async throws {
+        let gzip = try await CodedBodies.python("gzip.compress(data)", Self.body)
+        let zlib = try await CodedBodies.python("zlib.compress(data)", Self.body)
+        let br = try await CodedBodies.brotli(Self.body)
         for (coded, coding) in [(gzip, ContentCoding.gzip), (zlib, .deflate), (br, .brotli)] {
             // Cut inside the data, and just before the end (gzip's CRC-32 and length, zlib's Adler-32).
             for cut in [1, coded.count / 2, coded.count - 1] {
@@ -135,19 +135,19 @@ struct ContentDecodingTests {
     }
 
     @Test("A corrupt coded body is an error: bad data, a failed check, bytes after the end (RFC 9110 §8.4)")
-    func corrupt() throws {
-        let gzip = try CodedBodies.python("gzip.compress(data)", Self.body)
+    func corrupt() async throws {
+        let gzip = try await CodedBodies.python("gzip.compress(data)", Self.body)
         var badCRC = gzip
         badCRC[badCRC.count - 6] ^= 0xFF
         Self.expectFailure(badCRC, [.gzip], .corrupt)
         Self.expectFailure(Array("this is not gzip at all".utf8), [.gzip], .corrupt)
         Self.expectFailure(gzip + Array("trailing".utf8), [.gzip], .corrupt)
-        let zlib = try CodedBodies.python("zlib.compress(data)", Self.body)
+        let zlib = try await CodedBodies.python("zlib.compress(data)", Self.body)
         Self.expectFailure(zlib + [0], [.deflate], .corrupt)
         var badAdler = zlib
         badAdler[badAdler.count - 1] ^= 0x01
         Self.expectFailure(badAdler, [.deflate], .corrupt)
-        let br = try CodedBodies.brotli(Self.body)
+        let br = try await CodedBodies.brotli(Self.body)
         Self.expectFailure(br + [0], [.brotli], .corrupt)
         Self.expectFailure(Array(repeating: 0xFF, count: 64), [.brotli], .corrupt)
     }
@@ -157,15 +157,15 @@ struct ContentDecodingTests {
     @Test(
         "A decompression bomb comes out in bounded pieces, and stops when the reader stops (RFC 9110 §8.4)",
         arguments: ["gzip", "br"])
-    func bombInBoundedPieces(coding: String) throws {
-        let size = 64 << 20
+    func bombInBoundedPieces(coding: String) async throws {
+        let size = 32 << 20
         let coded: [UInt8]
         let codings: [ContentCoding]
         if coding == "gzip" {
-            coded = try CodedBodies.pythonZeros(size, compressor: "zlib.compressobj(9, zlib.DEFLATED, 31)")
+            coded = try await CodedBodies.pythonZeros(size, compressor: "zlib.compressobj(9, zlib.DEFLATED, 31)")
             codings = [.gzip]
         } else {
-            coded = try CodedBodies.brotli([UInt8](repeating: 0, count: size))
+            coded = try await CodedBodies.brotli([UInt8](repeating: 0, count: size))
             codings = [.brotli]
         }
         #expect(coded.count < size / 500)
