@@ -68,6 +68,10 @@ public final class HTTPClientTransport: HTTPTransport {
     /// A transport whose proxies come from `proxies` rather than the process's environment.
     package init(configuration: Configuration = Configuration(), proxies: ProxyEnvironment) {
         var settings = StreamingClient.Configuration()
+        // URLRequest's default timeoutInterval, for connecting too: requests that keep it share
+        // the client's own pool.
+        settings.client.connectTimeout = 60
+        settings.client.stallTimeout = 60
         settings.maximumConcurrentTransfers = configuration.maximumConcurrentRequests
         settings.bufferedBodyBytes = configuration.bufferedBodyBytes
         client = StreamingClient(configuration: settings)
