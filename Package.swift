@@ -64,7 +64,10 @@ let package = Package(
         // values, policies, redirects, hooks, downloads, packs, statistics.
         .target(
             name: "HTTPCacheCore",
-            dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire"],
+            dependencies: [
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // The same cache in URLRequest / HTTPURLResponse / URLSession terms (it re-exports
         // HTTPCacheCore): URLSessionTransport, CachingURLProtocol.
@@ -77,6 +80,10 @@ let package = Package(
             name: "CLibXML2HTTPCache", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]),
         // zlib (Debian's zlib1g-dev; in Apple's SDKs): the gzip members of WARC files.
         .systemLibrary(name: "CZlibHTTPCache", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // Brotli's decoder (Debian's libbrotli-dev): the `br` content coding HTTPClient decodes for apps.
+        .systemLibrary(
+            name: "CBrotliHTTPCache", pkgConfig: "libbrotlidec",
+            providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
         // Whole pages for offline reading: what a page needs (HTML through libxml2, CSS through a
         // CSS Syntax tokenizer), saved as named packs in the store, exported and imported as WARC.
         // A library of its own so that only apps that save pages link libxml2 and zlib.
@@ -98,8 +105,15 @@ let package = Package(
         // The package's own HTTP/1.1 client: requests framed by HTTPWire over CacheSystem's sockets,
         // kept-alive connections pooled, every byte of the framing under its control (RFC 9112 §6.3).
         // The proxy's upstream; Linux only for now.
+        // For apps (HTTPCache's transport on Linux), not the proxy: content codings decoded (zlib,
+        // libbrotli) and proxies from the environment.
         .target(
-            name: "HTTPClient", dependencies: ["CacheSemantics", "CacheSystem", "HTTPWire"],
+            name: "HTTPClient",
+            dependencies: [
+                "CacheSemantics", "CacheSystem", "HTTPWire",
+                .target(name: "CZlibHTTPCache", condition: .when(platforms: [.linux])),
+                .target(name: "CBrotliHTTPCache", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
@@ -216,6 +230,14 @@ let package = Package(
         .testTarget(
             name: "CacheTLSTests",
             dependencies: ["CacheTLS", "CacheSystem", "COpenSSLHTTPCache", "CacheTestSupport", "LoopbackOrigin"],
+            swiftSettings: strictSettings),
+        // The HTTP client's own tests: content decoding, proxies from the environment.
+        .testTarget(
+            name: "HTTPClientTests",
+            dependencies: [
+                "CacheSemantics", "CacheTestSupport", "LoopbackOrigin",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),

@@ -1,5 +1,5 @@
-// zlib, for the gzip members of WARC files (OfflinePages). Debian: zlib1g-dev; part of
-// Apple's SDKs.
+// zlib, for the gzip members of WARC files (OfflinePages) and the gzip and deflate content
+// codings HTTPClient decodes for apps. Debian: zlib1g-dev; part of Apple's SDKs.
 #include <zlib.h>
 
 // deflateInit2 and inflateInit2 are macros Swift cannot call.
@@ -8,4 +8,9 @@ static inline int httpcache_deflate_init_gzip(z_streamp stream, int level) {
 }
 static inline int httpcache_inflate_init_gzip(z_streamp stream) {
     return inflateInit2(stream, 15 + 16);
+}
+// inflateInit2 with the window bits given: 15 + 32 reads a zlib or a gzip header, 15 a zlib
+// stream, -15 raw deflate (zlib.h, inflateInit2).
+static inline int httpcache_inflate_init(z_streamp stream, int windowBits) {
+    return inflateInit2(stream, windowBits);
 }

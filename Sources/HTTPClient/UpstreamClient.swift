@@ -157,15 +157,18 @@ package final class UpstreamClient: Sendable {
                     description:
                         "could not connect to \(url) within \(OriginSocket.seconds(configuration.connectTimeout)); "
                         + "is the origin up and reachable?",
-                    receivedHead: false, connectFailure: failure.description)
+                    receivedHead: false, connectFailure: failure.description,
+                    connectFailureKind: failure.kind)
             case .unresolved:
                 throw UpstreamError(
                     kind: .connect, description: "could not connect to \(url): \(failure); is the host name right?",
-                    receivedHead: false, connectFailure: failure.description)
+                    receivedHead: false, connectFailure: failure.description,
+                    connectFailureKind: failure.kind)
             case .failed:
                 throw UpstreamError(
                     kind: .connect, description: "could not connect to \(url) (\(failure)); is the origin running?",
-                    receivedHead: false, connectFailure: failure.description)
+                    receivedHead: false, connectFailure: failure.description,
+                    connectFailureKind: failure.kind)
             }
         }
     }

@@ -1,4 +1,6 @@
 #if os(Linux)
+import CacheSystem
+
 /// Why ``UpstreamClient/perform(_:_:)`` failed: a kind to act on, and a sentence for people
 /// saying what happened and to what URL.
 ///
@@ -39,12 +41,19 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
     /// For ``Kind/connect`` and a ``Kind/timeout`` while connecting: why the connection was
     /// not made, e.g. `Connection refused`.
     package var connectFailure: String? = nil
+    /// For ``Kind/connect`` and a ``Kind/timeout`` while connecting: whether the name did not
+    /// resolve, the connection timed out, or was refused or unreachable.
+    package var connectFailureKind: ConnectFailure.Kind? = nil
 
-    package init(kind: Kind, description: String, receivedHead: Bool, connectFailure: String? = nil) {
+    package init(
+        kind: Kind, description: String, receivedHead: Bool, connectFailure: String? = nil,
+        connectFailureKind: ConnectFailure.Kind? = nil
+    ) {
         self.kind = kind
         self.description = description
         self.receivedHead = receivedHead
         self.connectFailure = connectFailure
+        self.connectFailureKind = connectFailureKind
     }
 }
 #endif

@@ -12,11 +12,16 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// The network, fenced to loopback: requests to 127.0.0.0/8 go through a `URLSessionTransport`;
-/// any other is recorded and refused without a connection, so a test of what a save must never
-/// fetch (169.254.169.254) cannot reach the real network even when the save is wrong.
+/// The network, fenced to loopback: requests to 127.0.0.0/8 go through the transport an
+/// `HTTPCache` has by default (the package's client on Linux, URLSession elsewhere); any other
+/// is recorded and refused without a connection, so a test of what a save must never fetch
+/// (169.254.169.254) cannot reach the real network even when the save is wrong.
 final class LoopbackFence: HTTPTransport {
+    #if os(Linux)
+    private let network = HTTPClientTransport()
+    #else
     private let network = URLSessionTransport()
+    #endif
     private let outside = Mutex([String]())
 
     /// URLs a request was attempted for outside 127.0.0.0/8.

@@ -1,8 +1,8 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline] [memory] [import]`. With no argument every suite but groups, partial,
-// offline, memory and import runs. Each line names its units. `benchmarks redis PORT` compares
-// the Redis store's client with redis-benchmark on a running redis-server (scripts/redis-bench
-// starts one).
+// [partial] [offline] [memory] [import] [transport]`. With no argument every suite but groups,
+// partial, offline, memory, import and transport runs. Each line names its units.
+// `benchmarks redis PORT` compares the Redis store's client with redis-benchmark on a running
+// redis-server (scripts/redis-bench starts one).
 
 import Foundation
 
@@ -98,10 +98,18 @@ for suite in suites {
             print("benchmarks: the import suite failed: \(error)")
             exit(1)
         }
+    case "transport":
+        print("== HTTPCache.data(for:) misses and hits through each transport, same origin, same run")
+        do {
+            try await runTransportBenchmarks()
+        } catch {
+            print("benchmarks: the transport suite failed: \(error)")
+            exit(1)
+        }
     default:
         print(
             "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory,"
-                + " import")
+                + " import, transport")
         exit(2)
     }
 }
