@@ -187,6 +187,15 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),
+        // The upstream client alone: what goes out, how responses are framed, the pool, tunnels
+        // through proxies, TLS to origins (against the loopback origins).
+        .testTarget(
+            name: "HTTPClientTests",
+            dependencies: [
+                "CacheSemantics", "CacheSystem", "CacheTestSupport", "HTTPWire", "LoopbackOrigin",
+                .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "CachingProxyTests",
             dependencies: [

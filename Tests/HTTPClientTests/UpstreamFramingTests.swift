@@ -6,7 +6,6 @@ import LoopbackOrigin
 @_spi(Wire) import HTTPWire
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 /// The upstream client against origins that send more or fewer bytes than their responses'

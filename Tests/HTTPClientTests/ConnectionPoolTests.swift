@@ -2,7 +2,6 @@
 import CacheTestSupport
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 #if canImport(Glibc)

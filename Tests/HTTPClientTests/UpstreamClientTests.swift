@@ -9,7 +9,6 @@ import Foundation
 import LoopbackOrigin
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 #if canImport(Glibc)
