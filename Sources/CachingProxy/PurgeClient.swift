@@ -21,7 +21,7 @@ extension CachingProxy {
     public static func purge(
         _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
     ) throws -> PurgeAnswer {
-        guard let address = try? Target.absolute(proxy),
+        guard let address = try? Target.absolute(proxy), address.scheme == .http,
             OriginSocket.authority(address.authority, defaultPort: 80) != nil
         else {
             throw ConfigurationError(
@@ -40,7 +40,8 @@ extension CachingProxy {
         let answer = ResponseCollector(stopAfterBodyBytes: 1 << 20)
         do {
             try UpstreamClient(configuration: configuration).perform(
-                UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy), answer)
+                UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy, tunnelsThroughProxy: false),
+                answer)
         } catch  where error.connectFailure != nil {
             throw ConfigurationError(
                 description: "could not connect to the proxy at \(proxy): \(error.connectFailure ?? ""); "

@@ -24,7 +24,6 @@ struct TargetTests {
         #expect(try Target.absolute("http://h:/x") == Target(url: "http://h/x", authority: "h"))
         #expect(try Target.absolute("http://h:0081/x") == Target(url: "http://h:81/x", authority: "h:81"))
         #expect(try Target.absolute("http://[::1]:80/") == Target(url: "http://[::1]/", authority: "[::1]"))
-        #expect(try Target.absolute("https://h/") == nil, "https goes through CONNECT")
         #expect(try Target.absolute("/path") == nil)
     }
 
@@ -44,6 +43,26 @@ struct TargetTests {
         } throws: { error in
             (error as? URIAuthority.Invalid)?.description.contains(reason) == true
         }
+    }
+
+    @Test(
+        "https URLs are targets of their own: the scheme lower-cased, port 443 the default (RFC 9110 §4.2.2, §4.2.3)"
+    )
+    func httpsTargets() throws {
+        let secure = try #require(try Target.absolute("HTTPS://Example.test:443/a?b#f"))
+        #expect(secure == Target(url: "https://example.test/a?b", authority: "example.test"))
+        #expect(secure.scheme == .https)
+        #expect(secure.pathAndQuery == "/a?b")
+        #expect(try Target.absolute("https://h:80/") == Target(url: "https://h:80/", authority: "h:80"))
+        #expect(
+            try Target.absolute("https://[::1]:8443") == Target(url: "https://[::1]:8443/", authority: "[::1]:8443"))
+        let plain = try #require(try Target.absolute("http://h:443/x"))
+        #expect(plain == Target(url: "http://h:443/x", authority: "h:443"))
+        #expect(plain.scheme == .http)
+        #expect(plain.pathAndQuery == "/x")
+        #expect(try Target.absolute("httpx://h/") == nil)
+        #expect(try Target.absolute("ftp://h/") == nil)
+        #expect(try Target.absolute("https:/h/") == nil)
     }
 
     @Test("CONNECT targets are host:port (RFC 9110 §9.3.6)")

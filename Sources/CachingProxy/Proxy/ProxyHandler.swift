@@ -58,7 +58,8 @@ final class ProxyHandler: RequestHandler {
         case .reverse(let url):
             guard var target = try? Target.absolute(url) else {
                 throw CachingProxy.ConfigurationError(
-                    description: "the origin \"\(url)\" is not an http URL with a host, e.g. http://127.0.0.1:8081")
+                    description:
+                        "the origin \"\(url)\" is not an http or https URL with a host, e.g. http://127.0.0.1:8081")
             }
             while target.url.hasSuffix("/") { target.url.removeLast() }
             origin = target
@@ -286,7 +287,11 @@ final class ProxyHandler: RequestHandler {
             absolute = nil
         } else {
             do {
-                guard let parsed = try Target.absolute(requestTarget) else { return .notHTTP }
+                // A forward proxy reaches https origins only through CONNECT tunnels: it never
+                // holds what the client meant to keep between itself and the origin.
+                guard let parsed = try Target.absolute(requestTarget), origin != nil || parsed.scheme == .http else {
+                    return .notHTTP
+                }
                 absolute = parsed
             } catch {
                 return .refused("has an authority that is not host[:port]: \(error)")
