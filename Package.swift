@@ -37,6 +37,13 @@ let package = Package(
         // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
         .systemLibrary(
             name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // OpenSSL 3 (Debian's libssl-dev, Homebrew's openssl@3) for CacheTLS. Never in public API.
+        .systemLibrary(
+            name: "COpenSSLHTTPCache", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // TLS on OpenSSL 3 over a connected non-blocking socket, client and server side: chain and
+        // host verification, SNI, ALPN, session resumption, close_notify told from a cut. Non-blocking
+        // calls with a poll(2) layer on top, for our HTTP client and the tests' HTTPS origin.
+        .target(name: "CacheTLS", dependencies: ["CacheSystem", "COpenSSLHTTPCache"], swiftSettings: strictSettings),
         // Where responses live: memory tier, SQLite index + body files.
         .target(
             name: "CacheStorage", dependencies: ["CacheSemantics", "CacheSystem", "CSQLiteHTTPCache"],
@@ -104,7 +111,10 @@ let package = Package(
         // Helpers shared by tests and benchmarks (fixtures, a manual clock).
         .target(
             name: "CacheTestSupport",
-            dependencies: ["CacheSemantics", "CacheStorage", "CacheSystem", "LoopbackOrigin", "OfflinePages"],
+            dependencies: [
+                "CacheSemantics", "CacheStorage", "CacheSystem", "CacheTLS", "COpenSSLHTTPCache", "LoopbackOrigin",
+                "OfflinePages",
+            ],
             swiftSettings: strictSettings),
         // Tools/: executables of this repository, never products (a package that depends on this one
         // never builds them): the tests' child process, the benchmarks, bench-count, the soak and the
@@ -184,6 +194,12 @@ let package = Package(
                 "HTTPCaching", "LoopbackOrigin", "CacheTestSupport",
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
+            swiftSettings: strictSettings),
+        // TLS on OpenSSL over real sockets: verification failures in words, SNI, ALPN, resumption,
+        // close_notify, against the test CA's certificates, the TLS loopback origin and `openssl s_server`.
+        .testTarget(
+            name: "CacheTLSTests",
+            dependencies: ["CacheTLS", "CacheSystem", "COpenSSLHTTPCache", "CacheTestSupport", "LoopbackOrigin"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),

@@ -1,0 +1,50 @@
+// OpenSSL 3 (libssl and libcrypto) for CacheTLS, from Debian's libssl-dev or Homebrew's
+// openssl@3. The function-like macros Swift cannot import are wrapped here as functions; no
+// logic lives in this file.
+#ifndef COPENSSL_HTTPCACHE_SHIM_H
+#define COPENSSL_HTTPCACHE_SHIM_H
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+/// SSL_CTX_set_min_proto_version: 1 on success.
+static inline int copenssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+
+/// SSL_CTX_set_max_proto_version: 1 on success.
+static inline int copenssl_ctx_set_max_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_max_proto_version(ctx, version);
+}
+
+/// SSL_CTX_set_mode: the modes now set.
+static inline long copenssl_ctx_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+
+/// SSL_CTX_set_session_cache_mode: the previous mode.
+static inline long copenssl_ctx_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+
+/// SSL_CTX_set_read_ahead.
+static inline void copenssl_ctx_set_read_ahead(SSL_CTX *ctx, int yes) { SSL_CTX_set_read_ahead(ctx, yes); }
+
+/// SSL_set_tlsext_host_name (SNI, RFC 6066 §3): 1 on success.
+static inline int copenssl_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+/// SSL_OP_NO_RENEGOTIATION, a macro built with SSL_OP_BIT.
+static inline uint64_t copenssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
+
+/// SSL_OP_NO_COMPRESSION, a macro built with SSL_OP_BIT.
+static inline uint64_t copenssl_op_no_compression(void) { return SSL_OP_NO_COMPRESSION; }
+
+/// EVP_EC_gen: a new key on the named curve (e.g. "P-256"), or NULL.
+static inline EVP_PKEY *copenssl_ec_generate(const char *curve) { return EVP_EC_gen(curve); }
+
+#endif

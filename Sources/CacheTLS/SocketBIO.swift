@@ -1,0 +1,91 @@
+import COpenSSLHTTPCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The socket a connection's BIO reads and writes, and the `errno` of its last failure (kept
+/// here because OpenSSL may make other calls before the caller reads `errno`).
+struct SocketState {
+    var fd: Int32
+    /// The `errno` of the last `recv` or `send` that failed other than for `EAGAIN`; 0 if none.
+    var lastErrno: Int32 = 0
+}
+
+/// OpenSSL's I/O over a socket, as its own socket BIO does it, but sending with `MSG_NOSIGNAL`:
+/// a peer that went away gives `EPIPE`, never a SIGPIPE that kills the process (OpenSSL's
+/// socket BIO calls `write`). On Apple systems the socket has `SO_NOSIGPIPE` instead.
+///
+/// The BIO never closes the socket: its owner does.
+enum SocketBIO {
+    #if canImport(Glibc)
+    private static let sendFlags = Int32(MSG_NOSIGNAL)
+    #else
+    private static let sendFlags: Int32 = 0
+    #endif
+
+    private struct Method: @unchecked Sendable {  // an immutable table OpenSSL only reads
+        let pointer: OpaquePointer?
+    }
+
+    private static let method = Method(pointer: makeMethod())
+
+    /// A BIO over `state`'s socket; nil when OpenSSL could not make one. `state` must outlive it.
+    static func make(_ state: UnsafeMutablePointer<SocketState>) -> OpaquePointer? {
+        guard let method = method.pointer, let bio = BIO_new(method) else { return nil }
+        BIO_set_data(bio, UnsafeMutableRawPointer(state))
+        BIO_set_init(bio, 1)
+        return bio
+    }
+
+    private static func makeMethod() -> OpaquePointer? {
+        let index = BIO_get_new_index()
+        guard index > 0, let method = BIO_meth_new(index | BIO_TYPE_SOURCE_SINK, "httpcache socket") else {
+            return nil
+        }
+        BIO_meth_set_write(method) { bio, bytes, count in
+            guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
+            BIO_clear_flags(bio, SocketBIO.retryFlags)
+            while true {
+                let sent = send(state.pointee.fd, bytes, Int(count), SocketBIO.sendFlags)
+                if sent >= 0 { return Int32(sent) }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK: BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
+                case let code: state.pointee.lastErrno = code
+                }
+                return -1
+            }
+        }
+        BIO_meth_set_read(method) { bio, bytes, count in
+            guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
+            BIO_clear_flags(bio, SocketBIO.retryFlags)
+            while true {
+                let received = recv(state.pointee.fd, bytes, Int(count), 0)
+                if received >= 0 { return Int32(received) }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK: BIO_set_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
+                case let code: state.pointee.lastErrno = code
+                }
+                return -1
+            }
+        }
+        BIO_meth_set_ctrl(method) { _, command, _, _ in
+            // Flushing is a no-op (every write goes straight to the socket); nothing else is
+            // supported, as 0 says.
+            command == BIO_CTRL_FLUSH ? 1 : 0
+        }
+        BIO_meth_set_create(method) { _ in 1 }
+        BIO_meth_set_destroy(method) { _ in 1 }
+        return method
+    }
+
+    private static let retryFlags = BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY
+
+    private static func state(_ bio: OpaquePointer) -> UnsafeMutablePointer<SocketState>? {
+        BIO_get_data(bio)?.assumingMemoryBound(to: SocketState.self)
+    }
+}

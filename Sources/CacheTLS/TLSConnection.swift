@@ -1,0 +1,321 @@
+import COpenSSLHTTPCache
+import CacheSystem
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// TLS over one connected, non-blocking socket, client or server side, used by one thread at a
+/// time.
+///
+/// Every call here returns at once: when the socket is not ready it says which readiness it
+/// needs (``ReadResult/wantRead``, ``ReadResult/wantWrite``), for an event loop to wait for and
+/// then call again. The blocking calls (``handshake(timeout:)``, ``receive(into:stallTimeout:)``,
+/// ``send(_:stallTimeout:)``, ``shutdown(stallTimeout:)``) wait with `poll(2)` on top of them.
+///
+/// The connection never closes the socket: its owner closes it after it is done with the
+/// connection (and may keep the connection for reuse, checking ``isIdle`` first).
+///
+/// A read tells a close with `close_notify` (``ReadResult/closed``) from one without
+/// (``ReadResult/closedWithoutNotify``): a peer, or an attacker, cutting the connection, which
+/// never completes a message (RFC 9112 §9.8, RFC 8446 §6.1).
+public final class TLSConnection {
+    /// How a handshake or a shutdown stands.
+    public enum Progress: Sendable, Equatable {
+        /// Finished.
+        case done
+        /// Call again once the socket is readable.
+        case wantRead
+        /// Call again once the socket is writable.
+        case wantWrite
+        /// Failed; the connection is unusable (close the socket).
+        case failed(TLSError)
+    }
+
+    /// What a read gave.
+    public enum ReadResult: Sendable, Equatable {
+        /// This many bytes were read into the buffer.
+        case bytes(Int)
+        /// The peer ended the connection with `close_notify`: nothing more will come.
+        case closed
+        /// The connection ended without `close_notify` (EOF or a reset): whatever was being
+        /// received is truncated (RFC 8446 §6.1, RFC 9112 §9.8).
+        case closedWithoutNotify
+        /// Call again once the socket is readable.
+        case wantRead
+        /// Call again once the socket is writable (TLS may need to send while reading).
+        case wantWrite
+        /// Reading failed; the connection is unusable.
+        case failed(TLSError)
+    }
+
+    /// What a write gave.
+    public enum WriteResult: Sendable, Equatable {
+        /// This many of the bytes were written (at least one; perhaps fewer than given).
+        case wrote(Int)
+        /// Call again once the socket is readable, with the same bytes (they may have moved).
+        case wantRead
+        /// Call again once the socket is writable, with the same bytes (they may have moved).
+        case wantWrite
+        /// Writing failed; the connection is unusable.
+        case failed(TLSError)
+    }
+
+    enum Role {
+        case client(TLSClientContext, host: String, sessionKey: String)
+        /// The context is kept so its callbacks' argument outlives every connection.
+        case server(TLSServerContext)
+    }
+
+    /// The socket (not owned).
+    public let fd: Int32
+    /// The other side, `host:port`, as errors name it: the host asked for on a client, the
+    /// client's address on a server.
+    public let peer: String
+    let ssl: OpaquePointer
+    private let role: Role
+    private let socket: UnsafeMutablePointer<SocketState>
+    /// The first failure of the peer's chain, recorded by the verification callback.
+    private var verificationFailure: VerificationFailure?
+    /// Set when the connection failed: no `close_notify` is sent after that.
+    private var broken = false
+
+    init(context: OpaquePointer, fd: Int32, peer: String, role: Role) throws(TLSError) {
+        OpenSSLErrorQueue.clear()
+        guard let ssl = SSL_new(context) else {
+            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_new failed"))
+        }
+        socket = .allocate(capacity: 1)
+        socket.initialize(to: SocketState(fd: fd))
+        guard let bio = SocketBIO.make(socket) else {
+            SSL_free(ssl)
+            socket.deallocate()
+            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "the socket BIO cannot be made"))
+        }
+        SSL_set_bio(ssl, bio, bio)  // the SSL owns the BIO (one reference for both directions)
+        self.ssl = ssl
+        self.fd = fd
+        self.peer = peer
+        self.role = role
+        #if canImport(Darwin)
+        Socket.setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
+        #endif
+        SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    deinit {
+        SSL_free(ssl)
+        socket.deallocate()
+    }
+
+    // MARK: Non-blocking core
+
+    /// Advances the handshake: ``Progress/done`` once it is complete (the peer verified, on
+    /// a client), else what to wait for, or why it failed.
+    public func handshake() -> Progress {
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        let result = SSL_do_handshake(ssl)
+        if result == 1 { return .done }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantRead
+        case SSL_ERROR_WANT_WRITE: return .wantWrite
+        default:
+            broken = true
+            return .failed(handshakeError())
+        }
+    }
+
+    /// Reads decrypted bytes into `buffer` (at most its size).
+    public func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
+        guard let base = buffer.baseAddress, !buffer.isEmpty else { return .bytes(0) }
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        var count = 0
+        let result = SSL_read_ex(ssl, base, buffer.count, &count)
+        if result == 1 { return .bytes(count) }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantRead
+        case SSL_ERROR_WANT_WRITE: return .wantWrite
+        case SSL_ERROR_ZERO_RETURN:
+            OpenSSLErrorQueue.clear()
+            return .closed
+        case let error:
+            broken = true
+            switch ioFailure(error) {
+            case .truncated: return .closedWithoutNotify
+            case .failed(let reason): return .failed(.connectionFailed(peer: peer, reason: reason))
+            }
+        }
+    }
+
+    /// Writes some of `bytes`: ``WriteResult/wrote(_:)`` says how many.
+    public func write(_ bytes: UnsafeRawBufferPointer) -> WriteResult {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return .wrote(0) }
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        var count = 0
+        let result = SSL_write_ex(ssl, base, bytes.count, &count)
+        if result == 1 { return .wrote(count) }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantRead
+        case SSL_ERROR_WANT_WRITE: return .wantWrite
+        case let error:
+            broken = true
+            switch ioFailure(error) {
+            case .truncated: return .failed(.connectionFailed(peer: peer, reason: "the peer closed the connection"))
+            case .failed(let reason): return .failed(.connectionFailed(peer: peer, reason: reason))
+            }
+        }
+    }
+
+    /// Sends `close_notify` (RFC 8446 §6.1), without waiting for the peer's: ``Progress/done``
+    /// once it is sent (at once, when the connection never finished its handshake or failed:
+    /// nothing is sent then).
+    public func shutdown() -> Progress {
+        guard !broken, SSL_is_init_finished(ssl) == 1 else { return .done }
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        let result = SSL_shutdown(ssl)
+        if result >= 0 { return .done }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantRead
+        case SSL_ERROR_WANT_WRITE: return .wantWrite
+        case let error:
+            broken = true
+            if case .failed(let reason) = ioFailure(error) {
+                return .failed(.connectionFailed(peer: peer, reason: reason))
+            }
+            return .done  // the peer is gone: nobody is left to tell
+        }
+    }
+
+    /// Whether decrypted or received bytes wait inside OpenSSL: a reader must read them before
+    /// waiting for the socket, which will not signal them.
+    public var hasBufferedBytes: Bool {
+        SSL_pending(ssl) > 0 || SSL_has_pending(ssl) == 1
+    }
+
+    /// Whether a kept connection can carry another request: nothing has arrived on it (an
+    /// origin that sent bytes after a complete response, RFC 9112 §6.3), and it is neither
+    /// closed nor failed. Session tickets that arrived meanwhile are taken in.
+    public var isIdle: Bool {
+        guard !broken else { return false }
+        var byte: UInt8 = 0
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        var count = 0
+        let result = SSL_peek_ex(ssl, &byte, 1, &count)
+        guard result != 1 else { return false }
+        let error = SSL_get_error(ssl, result)
+        OpenSSLErrorQueue.clear()
+        if error == SSL_ERROR_WANT_READ { return true }
+        if error != SSL_ERROR_WANT_WRITE { broken = true }
+        return false
+    }
+
+    /// The protocol ALPN chose (RFC 7301), e.g. `http/1.1`; nil when none was.
+    public var applicationProtocol: String? {
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        guard let data, length > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+    }
+
+    /// Whether the handshake resumed an earlier session (RFC 8446 §2.2) rather than a full one.
+    public var isResumed: Bool { SSL_session_reused(ssl) == 1 }
+
+    /// The protocol version agreed, e.g. `TLSv1.3`.
+    public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+
+    /// The host name the client asked for with SNI, on a server; nil when it sent none.
+    public var serverName: String? {
+        SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) }
+    }
+
+    // MARK: Failures
+
+    private enum IOFailure {
+        /// The connection ended without `close_notify`: EOF or a reset.
+        case truncated
+        /// Anything else, in words.
+        case failed(String)
+    }
+
+    /// What an `SSL_ERROR_SYSCALL` or `SSL_ERROR_SSL` after the handshake means; drains the queue.
+    private func ioFailure(_ error: Int32) -> IOFailure {
+        let queued = OpenSSLErrorQueue.drain()
+        let code = socket.pointee.lastErrno
+        if error == SSL_ERROR_SYSCALL {
+            if code == 0 || code == ECONNRESET { return .truncated }
+            return .failed(errnoText(code))
+        }
+        // OpenSSL 3 reports an EOF without close_notify as this error (we do not set
+        // SSL_OP_IGNORE_UNEXPECTED_EOF, which would make it look like close_notify).
+        if queued?.reason == SSL_R_UNEXPECTED_EOF_WHILE_READING || code == ECONNRESET { return .truncated }
+        if let queued { return .failed(queued.text) }
+        return .failed(code != 0 ? errnoText(code) : "error \(error)")
+    }
+
+    /// The error a failed handshake reports: the chain's first failure, an old protocol, an
+    /// early close, or OpenSSL's words. Drains the queue.
+    private func handshakeError() -> TLSError {
+        let queued = OpenSSLErrorQueue.drain()
+        if case .client(let context, let host, _) = role {
+            if let failure = verificationFailure {
+                return failure.error(peer: peer, host: host, advice: context.configuration.trustAdvice)
+            }
+            let verified = Int32(SSL_get_verify_result(ssl))
+            if verified != X509_V_OK, queued?.reason == SSL_R_CERTIFICATE_VERIFY_FAILED {
+                return VerificationFailure(code: verified, certificate: nil)
+                    .error(peer: peer, host: host, advice: context.configuration.trustAdvice)
+            }
+        }
+        switch queued?.reason {
+        case SSL_R_UNSUPPORTED_PROTOCOL, SSL_R_TLSV1_ALERT_PROTOCOL_VERSION, SSL_R_NO_PROTOCOLS_AVAILABLE,
+            SSL_R_VERSION_TOO_LOW:
+            return .protocolVersion(peer: peer)
+        case .some where queued?.reason != SSL_R_UNEXPECTED_EOF_WHILE_READING:
+            return .handshakeFailed(peer: peer, reason: queued?.text ?? "")
+        default:
+            // An EOF: OpenSSL reports it as SSL_ERROR_SYSCALL with an empty queue, or as
+            // SSL_R_UNEXPECTED_EOF_WHILE_READING.
+            let code = socket.pointee.lastErrno
+            let reason = code != 0 ? errnoText(code) : "the connection was closed during the handshake"
+            return .handshakeFailed(peer: peer, reason: reason)
+        }
+    }
+
+    // MARK: Callbacks
+
+    /// The connection `ssl` belongs to.
+    static func owner(of ssl: OpaquePointer) -> TLSConnection? {
+        SSL_get_ex_data(ssl, 0).map { Unmanaged<TLSConnection>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// The verification callback: keeps the first failure and its certificate, and lets it
+    /// stand (verification is never overridden).
+    static func recordVerification(preverified: Int32, store: OpaquePointer?) -> Int32 {
+        guard preverified != 1, let store,
+            let raw = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
+            let connection = owner(of: OpaquePointer(raw)), connection.verificationFailure == nil
+        else { return preverified }
+        let certificate = X509_STORE_CTX_get_current_cert(store).map(CertificateFacts.init)
+        connection.verificationFailure = VerificationFailure(
+            code: X509_STORE_CTX_get_error(store), certificate: certificate)
+        return preverified
+    }
+
+    /// Keeps a new session of this client connection for the next connection to its origin:
+    /// whether the reference was taken.
+    func remember(_ session: OpaquePointer) -> Bool {
+        guard case .client(let context, _, let key) = role else { return false }
+        return context.remember(session, for: key)
+    }
+}
+
+@available(*, unavailable)
+extension TLSConnection: Sendable {}

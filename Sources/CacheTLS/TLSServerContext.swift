@@ -1,0 +1,194 @@
+import COpenSSLHTTPCache
+import CacheSystem
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What every TLS server connection shares: the certificates it can present and the protocols
+/// it can choose with ALPN. The certificate is chosen per connection by the name the client
+/// asks for with SNI (RFC 6066 §3): the first identity whose certificate covers that name, the
+/// default one otherwise (no SNI, as for an IP address, or a name nobody covers).
+///
+/// ```swift
+/// let context = try TLSServerContext(
+///     default: .init(certificateFile: "localhost.pem", keyFile: "localhost.key"),
+///     others: [.init(certificateFile: "other.pem", keyFile: "other.key")])
+/// let tls = try context.connection(fd: accepted)
+/// try tls.handshake(timeout: 10)
+/// ```
+///
+/// Sendable: its `SSL_CTX` and identities are only read after `init`.
+public final class TLSServerContext: @unchecked Sendable {
+    /// A certificate (with its chain) and its private key, as PEM files.
+    public struct Identity: Sendable, Equatable {
+        /// The certificate first, then the intermediate certificates that lead to the root.
+        public var certificateFile: String
+        /// The private key of the first certificate.
+        public var keyFile: String
+
+        public init(certificateFile: String, keyFile: String) {
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
+
+    /// A loaded identity: the certificate, its key and its chain, freed with the context.
+    private struct Loaded {
+        var certificate: OpaquePointer
+        var key: OpaquePointer
+        var chain: OpaquePointer?
+    }
+
+    let context: OpaquePointer
+    /// The default identity first.
+    private var loaded: [Loaded] = []
+    /// The protocols this server can choose, in ALPN's wire form, most preferred first.
+    private let alpn: [UInt8]
+
+    /// Makes a context presenting `defaultIdentity`, or one of `others` to a client whose SNI
+    /// names a host its certificate covers.
+    /// - Parameter applicationProtocols: The protocols ALPN may choose (RFC 7301 §3.2), most
+    ///   preferred first; a client that offers none of them gets no ALPN answer.
+    /// - Throws: ``TLSError/unusableIdentity(path:reason:)`` when a file cannot be read, holds
+    ///   no certificate or key, or the key is not the certificate's; ``TLSError/setupFailed(reason:)``.
+    public init(
+        default defaultIdentity: Identity, others: [Identity] = [], applicationProtocols: [String] = ["http/1.1"]
+    ) throws(TLSError) {
+        alpn = try Configure.alpnWire(applicationProtocols)
+        OpenSSLErrorQueue.clear()
+        guard let context = SSL_CTX_new(TLS_server_method()) else {
+            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))
+        }
+        self.context = context
+        try Configure.common(context, applicationProtocols: [], client: false)
+        for identity in [defaultIdentity] + others {
+            loaded.append(try Self.load(identity))
+        }
+        let this = Unmanaged.passUnretained(self).toOpaque()
+        SSL_CTX_set_cert_cb(
+            context,
+            { ssl, argument in
+                guard let ssl, let argument else { return 0 }
+                return Unmanaged<TLSServerContext>.fromOpaque(argument).takeUnretainedValue().present(on: ssl)
+            }, this)
+        if !alpn.isEmpty {
+            SSL_CTX_set_alpn_select_cb(
+                context,
+                { _, chosen, chosenLength, offered, offeredLength, argument in
+                    guard let argument, let chosen, let chosenLength, let offered else {
+                        return SSL_TLSEXT_ERR_NOACK
+                    }
+                    let server = Unmanaged<TLSServerContext>.fromOpaque(argument).takeUnretainedValue()
+                    return server.choose(chosen, chosenLength, offered, offeredLength)
+                }, this)
+        }
+    }
+
+    deinit {
+        SSL_CTX_free(context)
+        for identity in loaded {
+            X509_free(identity.certificate)
+            EVP_PKEY_free(identity.key)
+            if let chain = identity.chain { OPENSSL_sk_pop_free(chain) { X509_free(OpaquePointer($0)) } }
+        }
+    }
+
+    /// A server connection over the accepted, non-blocking socket `fd`; the connection never
+    /// closes it. Nothing is sent until ``TLSConnection/handshake()``.
+    /// - Throws: ``TLSError/setupFailed(reason:)`` when OpenSSL cannot make the connection.
+    public func connection(fd: Int32) throws(TLSError) -> TLSConnection {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        let peer = named == 0 ? SocketAddress(storage)?.description ?? "client" : "client"
+        let connection = try TLSConnection(context: context, fd: fd, peer: peer, role: .server(self))
+        SSL_set_accept_state(connection.ssl)
+        return connection
+    }
+
+    /// Sets on `ssl` the identity whose certificate covers the SNI name, else the default: 1,
+    /// or 0 (a failed handshake) when OpenSSL refuses it.
+    private func present(on ssl: OpaquePointer) -> Int32 {
+        var chosen = loaded[0]
+        if let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name),
+            let match = loaded.first(where: { X509_check_host($0.certificate, name, 0, 0, nil) == 1 })
+        {
+            chosen = match
+        }
+        return SSL_use_cert_and_key(ssl, chosen.certificate, chosen.key, chosen.chain, 1) == 1 ? 1 : 0
+    }
+
+    /// ALPN (RFC 7301 §3.2): the first of our protocols the client offers; no answer when it
+    /// offers none of them.
+    private func choose(
+        _ chosen: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ chosenLength: UnsafeMutablePointer<UInt8>,
+        _ offered: UnsafePointer<UInt8>, _ offeredLength: UInt32
+    ) -> Int32 {
+        alpn.withUnsafeBufferPointer { ours in
+            guard let base = ours.baseAddress else { return SSL_TLSEXT_ERR_NOACK }
+            var out: UnsafeMutablePointer<UInt8>?
+            let result = SSL_select_next_proto(
+                &out, chosenLength, base, UInt32(ours.count), offered, offeredLength)
+            guard result == OPENSSL_NPN_NEGOTIATED, let out else { return SSL_TLSEXT_ERR_NOACK }
+            // `out` points into `alpn`, which lives as long as this context.
+            chosen.pointee = UnsafePointer(out)
+            return SSL_TLSEXT_ERR_OK
+        }
+    }
+
+    /// Reads an identity's certificate, chain and key, checking that the key is the certificate's.
+    private static func load(_ identity: Identity) throws(TLSError) -> Loaded {
+        let certificates = try readPEM(identity.certificateFile, what: "certificate") {
+            PEM_read_bio_X509($0, nil, nil, nil)
+        }
+        guard let first = certificates.first else {
+            throw .unusableIdentity(path: identity.certificateFile, reason: "holds no PEM certificate")
+        }
+        let keys = try readPEM(identity.keyFile, what: "key") { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
+        func release() {
+            certificates.forEach { X509_free($0) }
+            keys.forEach { EVP_PKEY_free($0) }
+        }
+        guard let key = keys.first, keys.count == 1 else {
+            release()
+            throw .unusableIdentity(path: identity.keyFile, reason: "holds no PEM private key, or more than one")
+        }
+        guard X509_check_private_key(first, key) == 1 else {
+            OpenSSLErrorQueue.clear()
+            release()
+            throw .unusableIdentity(
+                path: identity.keyFile, reason: "is not the key of the certificate in \(identity.certificateFile)")
+        }
+        var chain: OpaquePointer?
+        if certificates.count > 1 {
+            chain = OPENSSL_sk_new_null()
+            for certificate in certificates.dropFirst() {
+                _ = OPENSSL_sk_push(chain, UnsafeRawPointer(certificate))
+            }
+        }
+        return Loaded(certificate: first, key: key, chain: chain)
+    }
+
+    /// Every object `read` takes off the PEM file `path`, in order.
+    private static func readPEM(
+        _ path: String, what: String, _ read: (OpaquePointer) -> OpaquePointer?
+    ) throws(TLSError) -> [OpaquePointer] {
+        errno = 0
+        OpenSSLErrorQueue.clear()
+        guard let file = BIO_new_file(path, "r") else {
+            let reason = errno != 0 ? errnoText(errno) : OpenSSLErrorQueue.drainText(or: "cannot be opened")
+            OpenSSLErrorQueue.clear()
+            throw .unusableIdentity(path: path, reason: "cannot be read: \(reason)")
+        }
+        defer { BIO_free(file) }
+        var objects: [OpaquePointer] = []
+        while let object = read(file) { objects.append(object) }
+        OpenSSLErrorQueue.clear()  // the end of the file reads as a "no start line" error
+        return objects
+    }
+}

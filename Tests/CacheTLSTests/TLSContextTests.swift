@@ -1,0 +1,42 @@
+import CacheTLS
+import CacheTestSupport
+import Foundation
+import Testing
+
+/// Making contexts: an extra trust file that cannot be used is an error when the context is
+/// made, in words that name the file, never at the first request.
+@Suite("TLS contexts")
+struct TLSContextTests {
+    @Test func aMissingCAFileIsRefusedWhenTheContextIsMade() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/missing.pem"
+        #expect(throws: TLSError.unusableTrustFile(path: path, reason: "cannot be read: No such file or directory")) {
+            _ = try TLSClientContext(.init(extraTrustRoots: [path]))
+        }
+    }
+
+    @Test func aCAFileWithoutACertificateIsRefusedWhenTheContextIsMade() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/garbage.pem"
+        try Data("this is not a certificate\n".utf8).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: TLSError.self) { _ = try TLSClientContext(.init(extraTrustRoots: [path])) }
+        guard case .unusableTrustFile(path, let reason) = error else {
+            Issue.record("unexpected \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("holds no PEM certificate"))
+        #expect(error?.description.hasPrefix("CA file \(path): holds no PEM certificate") == true)
+    }
+
+    @Test func aDirectoryAsCAFileIsRefused() throws {
+        let directory = TemporaryDirectory()
+        #expect(throws: TLSError.self) { _ = try TLSClientContext(.init(extraTrustRoots: [directory.path])) }
+    }
+
+    /// RFC 7301 §3.1: a protocol name is 1 to 255 bytes.
+    @Test func anEmptyALPNNameIsRefused() throws {
+        #expect(throws: TLSError.setupFailed(reason: "the ALPN protocol name \"\" is not 1 to 255 bytes")) {
+            _ = try TLSClientContext(.init(applicationProtocols: [""]))
+        }
+    }
+}
