@@ -86,10 +86,10 @@ let package = Package(
         // their own) reach it, through its `@_spi(Wire)` surface; nothing in it is public API.
         .target(name: "HTTPWire", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         // The package's own HTTP/1.1 client: requests framed by HTTPWire over CacheSystem's sockets,
-        // kept-alive connections pooled, every byte of the framing under its control (RFC 9112 §6.3).
-        // The proxy's upstream; Linux only for now.
+        // TLS from CacheTLS for https, kept-alive connections pooled, every byte of the framing
+        // under its control (RFC 9112 §6.3). The proxy's upstream; Linux only for now.
         .target(
-            name: "HTTPClient", dependencies: ["CacheSemantics", "CacheSystem", "HTTPWire"],
+            name: "HTTPClient", dependencies: ["CacheSemantics", "CacheSystem", "CacheTLS", "HTTPWire"],
             swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
@@ -208,7 +208,7 @@ let package = Package(
         .testTarget(
             name: "HTTPClientTests",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheTestSupport", "HTTPWire", "LoopbackOrigin",
+                "CacheSemantics", "CacheSystem", "CacheTLS", "CacheTestSupport", "HTTPWire", "LoopbackOrigin",
                 .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),

@@ -38,8 +38,12 @@ extension CachingProxy {
         configuration.maxIdleConnections = 0
         // The proxy's answer is a line of text; more than 1 MiB is not read.
         let answer = ResponseCollector(stopAfterBodyBytes: 1 << 20)
+        let client: UpstreamClient
+        do { client = try UpstreamClient(configuration: configuration) } catch {
+            throw ConfigurationError(description: error.description)
+        }
         do {
-            try UpstreamClient(configuration: configuration).perform(
+            try client.perform(
                 UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy, tunnelsThroughProxy: false),
                 answer)
         } catch  where error.connectFailure != nil {

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTLS
 @_spi(Wire) import HTTPWire
 import Glibc
 
@@ -54,8 +55,16 @@ package final class UpstreamClient: Sendable {
         /// Seconds an idle connection is kept; an older one is closed rather than reused. (One
         /// the origin closed sooner is found closed when taken, and not used.)
         package var idleConnectionLifetime = 60.0
-        /// The defaults: 10 s to connect, 60 s without a byte, 64 idle connections for 60 s (as
-        /// nginx keeps upstream connections).
+        /// PEM files of certificate authorities trusted for `https` origins besides the
+        /// system's trust store (`/etc/ssl/certs`, or `SSL_CERT_FILE` and `SSL_CERT_DIR`): for
+        /// origins with certificates from a private CA. Verification itself is never turned off.
+        package var extraTrustRoots: [String] = []
+        /// How the user trusts another authority, named in the error about a certificate from an
+        /// unknown one: `--cacert FILE` for the CLI, `--origin-cacert FILE` for the proxy.
+        package var trustAdvice = "--cacert FILE"
+        /// The defaults: 10 s to connect (the TLS handshake 10 s more), 60 s without a byte, 64
+        /// idle connections for 60 s (as nginx keeps upstream connections), the system's trust
+        /// store alone.
         package init() {}
     }
 
@@ -65,26 +74,40 @@ package final class UpstreamClient: Sendable {
     private let configuration: Configuration
     private let pool: ConnectionPool
     private let connector: Connector
+    /// What every `https` connection of this client shares: the trusted authorities, ALPN
+    /// `http/1.1`, the sessions kept for resumption. `nil`: `https` URLs are refused.
+    private let tls: TLSClientContext?
     private let limits: ResponseFramer.Limits
     private let readSize: Int
 
-    /// A client with no connections yet; they are made on first use.
-    package convenience init(configuration: Configuration = .init()) {
-        self.init(configuration: configuration) { host, port, timeout in
+    /// A client with no connections yet; they are made on first use. Its TLS context (the
+    /// system's trust store and ``Configuration/extraTrustRoots``) is made now.
+    /// - Throws: ``UpstreamError/Kind/tls`` when an extra trust root cannot be read or holds no
+    ///   certificate, or OpenSSL cannot make the context; the description says which file and why.
+    package convenience init(configuration: Configuration = .init()) throws(UpstreamError) {
+        let context: TLSClientContext
+        do {
+            context = try TLSClientContext(
+                .init(extraTrustRoots: configuration.extraTrustRoots, trustAdvice: configuration.trustAdvice))
+        } catch {
+            throw UpstreamError(kind: .tls, description: "cannot set up TLS: \(error)", receivedHead: false)
+        }
+        self.init(configuration: configuration, tls: context) { host, port, timeout in
             OriginSocket.connect(host: host, port: port, timeout: timeout, blocking: false)
         }
     }
 
     /// A client whose connections come from `connector` (the fuzzer's sockets), with `limits`
-    /// on responses and at most `readSize` bytes per `recv`.
+    /// on responses and at most `readSize` bytes per `recv`; `https` with `tls` only.
     init(
-        configuration: Configuration, limits: ResponseFramer.Limits = .init(), readSize: Int = 64 * 1024,
-        connector: @escaping Connector
+        configuration: Configuration, tls: TLSClientContext? = nil, limits: ResponseFramer.Limits = .init(),
+        readSize: Int = 64 * 1024, connector: @escaping Connector
     ) {
         self.configuration = configuration
         pool = ConnectionPool(
             capacity: max(0, configuration.maxIdleConnections), lifetime: configuration.idleConnectionLifetime)
         self.connector = connector
+        self.tls = tls
         self.limits = limits
         self.readSize = readSize
     }
@@ -249,13 +272,36 @@ package final class UpstreamClient: Sendable {
         }
     }
 
-    /// `socket` with TLS to the origin over it (RFC 9110 §4.2.2).
+    /// `socket` with TLS to the origin over it (RFC 9110 §4.2.2): the certificate verified
+    /// for the URL's host, which SNI carries, a session of an earlier connection to the origin
+    /// resumed when one is kept; the handshake bounded by the connect timeout.
+    /// - Throws: ``UpstreamError/Kind/tls`` naming the origin and the cause in words (expired,
+    ///   not yet valid, wrong host name, unknown issuer, protocol version, handshake failure);
+    ///   ``UpstreamError/Kind/timeout`` when the handshake did not finish in time.
     private func secured(_ socket: SocketStream, _ wire: UpstreamRequest.Wire, _ request: UpstreamRequest)
         throws(UpstreamError) -> any UpstreamStream
     {
-        throw UpstreamError(
-            kind: .other, description: "cannot send a request to \(request.url): https is not supported yet",
-            receivedHead: false)
+        guard let tls else {
+            throw UpstreamError(
+                kind: .other, description: "cannot send a request to \(request.url): this client has no TLS",
+                receivedHead: false)
+        }
+        let timeout = configuration.connectTimeout > 0 ? configuration.connectTimeout : configuration.stallTimeout
+        do throws(TLSError) {
+            let connection = try tls.connection(fd: socket.fd, host: wire.originHost, port: wire.originPort)
+            try connection.handshake(timeout: timeout)
+            return TLSStream(connection, fd: socket.detach())
+        } catch .timedOut {
+            throw UpstreamError(
+                kind: .timeout,
+                description: "could not connect securely to \(request.url): the TLS handshake did not finish within "
+                    + "\(OriginSocket.seconds(timeout)); is it a TLS server?",
+                receivedHead: false, connectFailure: "TLS handshake timed out")
+        } catch {
+            throw UpstreamError(
+                kind: .tls, description: "could not connect securely to \(request.url): \(error)", receivedHead: false,
+                connectFailure: error.description)
+        }
     }
 
     /// How one exchange on one connection ended.

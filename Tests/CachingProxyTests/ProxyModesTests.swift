@@ -127,7 +127,7 @@ struct ProxyModesTests {
             }
             let proxy = try ServeProcess(["--origin", origin.baseURL])
             defer { proxy.terminate() }
-            let client = TestClient()
+            let client = try TestClient()
             _ = try client.send("GET", proxy.baseURL + "/kept", [])
             _ = try client.send("GET", proxy.baseURL + "/other", [])
             let cacheDirectory = try #require(proxy.cacheDirectory)

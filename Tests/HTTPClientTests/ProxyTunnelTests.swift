@@ -16,7 +16,7 @@ struct ProxyTunnelTests {
             let proxy = try RawOrigin.answeringEach()
             defer { proxy.stop() }
             let outcome = await fetch(
-                UpstreamClient(),
+                try UpstreamClient(),
                 UpstreamRequest(
                     method: "GET", url: "http://Origin.test:8080/a?b", fields: [:], proxy: proxy.url("")))
             #expect(outcome.error == nil)
@@ -40,7 +40,7 @@ struct ProxyTunnelTests {
                 connection.send("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\ntunnel")
             }
             defer { proxy.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let fd = try OriginSocket.connect(host: "127.0.0.1", port: proxy.port, timeout: 5, blocking: false).get()
             let request = UpstreamRequest(method: "GET", url: "https://origin.test/", fields: [:], proxy: proxy.url(""))
             let tunnel = try client.openTunnel(
@@ -76,7 +76,7 @@ struct ProxyTunnelTests {
             })
             defer { proxy.stop() }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:], proxy: proxy.url("")))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:], proxy: proxy.url("")))
             let error = try #require(outcome.error)
             #expect(error.kind == .connect)
             #expect(!error.receivedHead)
@@ -94,7 +94,7 @@ struct ProxyTunnelTests {
         try await offPool {
             var configuration = UpstreamClient.Configuration()
             configuration.stallTimeout = 0.5
-            let client = UpstreamClient(configuration: configuration)
+            let client = try UpstreamClient(configuration: configuration)
             let cases: [(steps: [RawOrigin.Step], kind: UpstreamError.Kind, says: String)] = [
                 ([.close], .connect, "closed the connection without answering CONNECT origin.test:443"),
                 ([.pause(2)], .timeout, "sent no answer to CONNECT origin.test:443 for 0.5 s"),
@@ -118,11 +118,12 @@ struct ProxyTunnelTests {
     }
 
     @Test("A proxy that is not an http URL is refused before anything is sent")
-    func proxyMustBeHTTP() async {
-        await offPool {
+    func proxyMustBeHTTP() async throws {
+        try await offPool {
             for proxy in ["https://127.0.0.1:3128", "socks5://127.0.0.1:1080", "127.0.0.1:3128"] {
                 let outcome = await fetch(
-                    UpstreamClient(), UpstreamRequest(method: "GET", url: "https://a.test/", fields: [:], proxy: proxy))
+                    try UpstreamClient(),
+                    UpstreamRequest(method: "GET", url: "https://a.test/", fields: [:], proxy: proxy))
                 #expect(outcome.error?.kind == .other, "\(proxy)")
                 #expect(outcome.error?.description.contains("is not an http URL") == true, "\(proxy)")
             }

@@ -113,7 +113,13 @@ final class ProxyHandler: RequestHandler {
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
         upstreamConfiguration.stallTimeout = configuration.originStallTimeout
-        upstream = UpstreamClient(configuration: upstreamConfiguration)
+        upstreamConfiguration.extraTrustRoots = configuration.originTrustRoots
+        upstreamConfiguration.trustAdvice = "--origin-cacert FILE"
+        do {
+            upstream = try UpstreamClient(configuration: upstreamConfiguration)
+        } catch {
+            throw CachingProxy.ConfigurationError(description: "\(error.description) (--origin-cacert)")
+        }
         workers = Workers(limit: configuration.maxOriginThreads)
     }
 
