@@ -103,14 +103,13 @@ let package = Package(
         // their own) reach it, through its `@_spi(Wire)` surface; nothing in it is public API.
         .target(name: "HTTPWire", dependencies: ["CacheSemantics"], swiftSettings: strictSettings),
         // The package's own HTTP/1.1 client: requests framed by HTTPWire over CacheSystem's sockets,
-        // kept-alive connections pooled, every byte of the framing under its control (RFC 9112 §6.3).
-        // The proxy's upstream; Linux only for now.
-        // For apps (HTTPCache's transport on Linux), not the proxy: content codings decoded (zlib,
-        // libbrotli) and proxies from the environment.
+        // kept-alive connections pooled, every byte of the framing under its control (RFC 9112 §6.3),
+        // TLS from CacheTLS for https. The proxy's upstream, and HTTPCache's transport on Linux, for
+        // which it also decodes content codings (zlib, libbrotli) and reads proxies from the environment.
         .target(
             name: "HTTPClient",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "HTTPWire",
+                "CacheSemantics", "CacheSystem", "CacheTLS", "HTTPWire",
                 .target(name: "CZlibHTTPCache", condition: .when(platforms: [.linux])),
                 .target(name: "CBrotliHTTPCache", condition: .when(platforms: [.linux])),
             ],
@@ -231,16 +230,18 @@ let package = Package(
             name: "CacheTLSTests",
             dependencies: ["CacheTLS", "CacheSystem", "COpenSSLHTTPCache", "CacheTestSupport", "LoopbackOrigin"],
             swiftSettings: strictSettings),
-        // The HTTP client's own tests: content decoding, proxies from the environment.
+        .testTarget(
+            name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),
+        // The upstream client alone: what goes out, how responses are framed, the pool, tunnels
+        // through proxies, TLS to origins (against the loopback origins), content decoding, proxies
+        // from the environment.
         .testTarget(
             name: "HTTPClientTests",
             dependencies: [
-                "CacheSemantics", "CacheTestSupport", "LoopbackOrigin",
+                "CacheSemantics", "CacheSystem", "CacheTLS", "CacheTestSupport", "HTTPWire", "LoopbackOrigin",
                 .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
-        .testTarget(
-            name: "HTTPWireTests", dependencies: ["HTTPWire", "CacheSemantics"], swiftSettings: strictSettings),
         .testTarget(
             name: "CachingProxyTests",
             dependencies: [

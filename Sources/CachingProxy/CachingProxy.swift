@@ -22,8 +22,8 @@ import Foundation
 public final class CachingProxy: Sendable {
     /// Which origins the proxy sends requests to.
     public enum Mode: Sendable, Equatable {
-        /// Every request goes to this origin (`http://host[:port][/base]`); clients send
-        /// origin-form targets (`GET /path`).
+        /// Every request goes to this origin (`http://host[:port][/base]`, or `https://…`: TLS
+        /// to it, its certificate verified); clients send origin-form targets (`GET /path`).
         case reverse(origin: String)
         /// Clients name the origin in absolute-form targets (`GET http://host/path`);
         /// `CONNECT host:port` is tunnelled, not cached (RFC 9110 §9.3.6).
@@ -83,6 +83,11 @@ public final class CachingProxy: Sendable {
         public var originConnectTimeout = 10.0
         /// Seconds without a byte from an origin before its response counts as failed.
         public var originStallTimeout = 60.0
+        /// PEM files of certificate authorities trusted for `https` origins besides the
+        /// system's trust store (`httpcache serve --origin-cacert FILE`): for an origin whose
+        /// certificate comes from a private CA. A file that cannot be read is an error when the
+        /// proxy is made.
+        public var originTrustRoots: [String] = []
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         /// Receives one line per request answered, for an access log:

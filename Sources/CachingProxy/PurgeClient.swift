@@ -21,7 +21,7 @@ extension CachingProxy {
     public static func purge(
         _ url: String, proxy: String, token: String?, groups: [String] = [], timeout: Double = 10
     ) throws -> PurgeAnswer {
-        guard let address = try? Target.absolute(proxy),
+        guard let address = try? Target.absolute(proxy), address.scheme == .http,
             OriginSocket.authority(address.authority, defaultPort: 80) != nil
         else {
             throw ConfigurationError(
@@ -38,9 +38,14 @@ extension CachingProxy {
         configuration.maxIdleConnections = 0
         // The proxy's answer is a line of text; more than 1 MiB is not read.
         let answer = ResponseCollector(stopAfterBodyBytes: 1 << 20)
+        let client: UpstreamClient
+        do { client = try UpstreamClient(configuration: configuration) } catch {
+            throw ConfigurationError(description: error.description)
+        }
         do {
-            try UpstreamClient(configuration: configuration).perform(
-                UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy), answer)
+            try client.perform(
+                UpstreamRequest(method: "PURGE", url: url, fields: fields, proxy: proxy, tunnelsThroughProxy: false),
+                answer)
         } catch  where error.connectFailure != nil {
             throw ConfigurationError(
                 description: "could not connect to the proxy at \(proxy): \(error.connectFailure ?? ""); "

@@ -3,16 +3,32 @@ import CacheSemantics
 
 /// Where a request goes: the URL sent to the origin and what the cache keys it by.
 package struct Target: Sendable, Equatable {
-    /// `http://authority/path?query`, as the origin will be asked for it: the authority in
-    /// normal form, the path and query exactly as the client sent them (RFC 9110 §7.7).
+    /// The URL schemes the client speaks (RFC 9110 §4.2).
+    package enum Scheme: String, Sendable {
+        /// `http` (RFC 9110 §4.2.1): TCP, port 80 unless the URL names one.
+        case http
+        /// `https` (RFC 9110 §4.2.2): TLS over TCP, port 443 unless the URL names one.
+        case https
+
+        /// The port of a URL that names none.
+        package var defaultPort: UInt16 { self == .http ? 80 : 443 }
+    }
+
+    /// `http://authority/path?query` or `https://…`, as the origin will be asked for it: the
+    /// scheme in lower case, the authority in normal form, the path and query exactly as the
+    /// client sent them (RFC 9110 §7.7).
     package var url: String
     /// The authority (`host[:port]`, the host in lower case, no default port, RFC 9110
     /// §4.2.3), the forwarded `Host` (RFC 9112 §3.2.2).
     package var authority: String
 
+    /// The scheme of ``url``: `http` and `https` URLs with one authority are different
+    /// origins (RFC 9110 §4.3.1), never keyed, pooled or answered as one another.
+    package var scheme: Scheme { url.utf8.starts(with: "https:".utf8) ? .https : .http }
+
     /// The path and query of ``url``: what goes on the request line (RFC 9112 §3.2.1).
     package var pathAndQuery: Substring {
-        Substring(url.utf8.dropFirst("http://".utf8.count + authority.utf8.count))
+        Substring(url.utf8.dropFirst(scheme.rawValue.utf8.count + "://".utf8.count + authority.utf8.count))
     }
 
     package init(url: String, authority: String) {
@@ -20,27 +36,31 @@ package struct Target: Sendable, Equatable {
         self.authority = authority
     }
 
-    /// An absolute-form target (`http://host[:port]/path?query`, RFC 9112 §3.2.2) as a
-    /// target: the authority checked (RFC 3986 §3.2.2–§3.2.3, RFC 9110 §4.2.1, §4.2.4) and
-    /// normalized, the path and query kept byte for byte, an empty path sent as `/` (RFC 9112
-    /// §3.2.1), a fragment dropped.
-    /// - Returns: `nil` when `target` is not an `http` URL.
+    /// An absolute-form target (`http://host[:port]/path?query` or `https://…`, RFC 9112
+    /// §3.2.2) as a target: the scheme lower-cased, the authority checked (RFC 3986
+    /// §3.2.2–§3.2.3, RFC 9110 §4.2.1, §4.2.4) and normalized (the scheme's default port
+    /// dropped, RFC 9110 §4.2.3), the path and query kept byte for byte, an empty path sent as
+    /// `/` (RFC 9112 §3.2.1), a fragment dropped.
+    /// - Returns: `nil` when `target` is not an `http` or `https` URL.
     /// - Throws: ``URIAuthority/Invalid`` when its authority is not `host[:port]`.
     package static func absolute(_ target: String) throws(URIAuthority.Invalid) -> Target? {
-        let bytes = target.utf8
-        let scheme = "http://".utf8
-        guard bytes.count >= scheme.count, zip(bytes, scheme).allSatisfy({ ASCII.lower($0.0) == $0.1 }) else {
-            return nil
-        }
-        let rest = Substring(target.utf8.dropFirst(scheme.count))
+        guard let scheme = [Scheme.https, .http].first(where: { hasScheme(target, $0) }) else { return nil }
+        let rest = Substring(target.utf8.dropFirst(scheme.rawValue.utf8.count + "://".utf8.count))
         let end =
             rest.utf8.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? rest.endIndex
-        let authority = try URIAuthority(rest[..<end]).normalized(defaultPort: 80)
+        let authority = try URIAuthority(rest[..<end]).normalized(defaultPort: scheme.defaultPort)
         var pathAndQuery = rest[end...]
         if let hash = pathAndQuery.utf8.firstIndex(of: UInt8(ascii: "#")) { pathAndQuery = pathAndQuery[..<hash] }
         let path = pathAndQuery.utf8.first == UInt8(ascii: "/") ? pathAndQuery : "/" + pathAndQuery
-        return Target(url: "http://" + authority + path, authority: authority)
+        return Target(url: scheme.rawValue + "://" + authority + path, authority: authority)
+    }
+
+    /// Whether `target` begins with `scheme://`, the scheme in any case (RFC 3986 §3.1).
+    private static func hasScheme(_ target: String, _ scheme: Scheme) -> Bool {
+        let prefix = (scheme.rawValue + "://").utf8
+        let bytes = target.utf8
+        return bytes.count >= prefix.count && zip(bytes, prefix).allSatisfy { ASCII.lower($0.0) == $0.1 }
     }
 }
 #endif

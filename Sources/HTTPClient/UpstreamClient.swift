@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTLS
 @_spi(Wire) import HTTPWire
 import Glibc
 
@@ -11,8 +12,8 @@ import Glibc
 /// but `Host` when the request has none (see ``UpstreamRequest``'s `wire()`). Redirects are
 /// returned, not followed; bodies come back as sent (`Content-Encoding` untouched), with
 /// chunked framing removed; interim 1xx heads reach the receiver apart from the final one
-/// (``UpstreamReceiver/receive(interim:)``). Only `http`: the proxy reaches https origins through `CONNECT`
-/// tunnels, never through this client.
+/// (``UpstreamReceiver/receive(interim:)``). `http` and `https` URLs (TLS to the origin,
+/// verified; through a proxy's `CONNECT` tunnel when the request names a proxy).
 ///
 /// Responses are framed by ``ResponseFramer``. One whose framing is ambiguous or not decoded
 /// (`Content-Length` with `Transfer-Encoding`, a `Transfer-Encoding` other than `chunked`,
@@ -54,8 +55,16 @@ package final class UpstreamClient: Sendable {
         /// Seconds an idle connection is kept; an older one is closed rather than reused. (One
         /// the origin closed sooner is found closed when taken, and not used.)
         package var idleConnectionLifetime = 60.0
-        /// The defaults: 10 s to connect, 60 s without a byte, 64 idle connections for 60 s (as
-        /// nginx keeps upstream connections).
+        /// PEM files of certificate authorities trusted for `https` origins besides the
+        /// system's trust store (`/etc/ssl/certs`, or `SSL_CERT_FILE` and `SSL_CERT_DIR`): for
+        /// origins with certificates from a private CA. Verification itself is never turned off.
+        package var extraTrustRoots: [String] = []
+        /// How the user trusts another authority, named in the error about a certificate from an
+        /// unknown one: `--cacert FILE` for the CLI, `--origin-cacert FILE` for the proxy.
+        package var trustAdvice = "--cacert FILE"
+        /// The defaults: 10 s to connect (the TLS handshake 10 s more), 60 s without a byte, 64
+        /// idle connections for 60 s (as nginx keeps upstream connections), the system's trust
+        /// store alone.
         package init() {}
     }
 
@@ -65,26 +74,40 @@ package final class UpstreamClient: Sendable {
     private let configuration: Configuration
     private let pool: ConnectionPool
     private let connector: Connector
+    /// What every `https` connection of this client shares: the trusted authorities, ALPN
+    /// `http/1.1`, the sessions kept for resumption. `nil`: `https` URLs are refused.
+    private let tls: TLSClientContext?
     private let limits: ResponseFramer.Limits
     private let readSize: Int
 
-    /// A client with no connections yet; they are made on first use.
-    package convenience init(configuration: Configuration = .init()) {
-        self.init(configuration: configuration) { host, port, timeout in
+    /// A client with no connections yet; they are made on first use. Its TLS context (the
+    /// system's trust store and ``Configuration/extraTrustRoots``) is made now.
+    /// - Throws: ``UpstreamError/Kind/tls`` when an extra trust root cannot be read or holds no
+    ///   certificate, or OpenSSL cannot make the context; the description says which file and why.
+    package convenience init(configuration: Configuration = .init()) throws(UpstreamError) {
+        let context: TLSClientContext
+        do {
+            context = try TLSClientContext(
+                .init(extraTrustRoots: configuration.extraTrustRoots, trustAdvice: configuration.trustAdvice))
+        } catch {
+            throw UpstreamError(kind: .tls, description: "cannot set up TLS: \(error)", receivedHead: false)
+        }
+        self.init(configuration: configuration, tls: context) { host, port, timeout in
             OriginSocket.connect(host: host, port: port, timeout: timeout, blocking: false)
         }
     }
 
     /// A client whose connections come from `connector` (the fuzzer's sockets), with `limits`
-    /// on responses and at most `readSize` bytes per `recv`.
+    /// on responses and at most `readSize` bytes per `recv`; `https` with `tls` only.
     init(
-        configuration: Configuration, limits: ResponseFramer.Limits = .init(), readSize: Int = 64 * 1024,
-        connector: @escaping Connector
+        configuration: Configuration, tls: TLSClientContext? = nil, limits: ResponseFramer.Limits = .init(),
+        readSize: Int = 64 * 1024, connector: @escaping Connector
     ) {
         self.configuration = configuration
         pool = ConnectionPool(
             capacity: max(0, configuration.maxIdleConnections), lifetime: configuration.idleConnectionLifetime)
         self.connector = connector
+        self.tls = tls
         self.limits = limits
         self.readSize = readSize
     }
@@ -118,8 +141,8 @@ package final class UpstreamClient: Sendable {
         }
         switch outcome {
         case .complete(let reusable):
-            if reusable {
-                pool.put(connection.detach(), key: wire.poolKey)
+            if reusable, let stream = connection.detach() {
+                pool.put(stream, key: wire.poolKey)
             } else {
                 connection.close()
             }
@@ -136,40 +159,148 @@ package final class UpstreamClient: Sendable {
         }
     }
 
-    /// A pooled connection to the request's origin (unless `fresh`), else a new one.
+    /// A pooled connection to the request's origin (unless `fresh`), else a new one: TCP to
+    /// the origin or the proxy, a tunnel through the proxy for `https`, TLS for `https`.
     private func connect(_ wire: UpstreamRequest.Wire, _ request: UpstreamRequest, fresh: Bool) throws(UpstreamError)
         -> UpstreamConnection
     {
-        if !fresh, let fd = pool.take(wire.poolKey) {
+        if !fresh, let stream = pool.take(wire.poolKey) {
             return UpstreamConnection(
-                fd: fd, reused: true, stallTimeout: configuration.stallTimeout, readSize: readSize)
+                stream: stream, reused: true, stallTimeout: configuration.stallTimeout, readSize: readSize)
         }
+        var socket = try tcpConnection(wire, request)
+        if let tunnel = wire.tunnel {
+            socket = try openTunnel(on: socket, to: tunnel.target, through: tunnel.proxy, request)
+        }
+        let stream: any UpstreamStream = wire.scheme == .https ? try secured(socket, wire, request) : socket
+        return UpstreamConnection(
+            stream: stream, reused: false, stallTimeout: configuration.stallTimeout, readSize: readSize)
+    }
+
+    /// A new TCP connection to the origin, or to the proxy when there is one.
+    private func tcpConnection(_ wire: UpstreamRequest.Wire, _ request: UpstreamRequest) throws(UpstreamError)
+        -> SocketStream
+    {
+        let failure: OriginSocket.Failure
         switch connector(wire.host, wire.port, configuration.connectTimeout) {
-        case .success(let fd):
-            return UpstreamConnection(
-                fd: fd, reused: false, stallTimeout: configuration.stallTimeout, readSize: readSize)
-        case .failure(let failure):
-            let url = request.url
-            switch failure.kind {
-            case .timedOut:
-                throw UpstreamError(
-                    kind: .timeout,
-                    description:
-                        "could not connect to \(url) within \(OriginSocket.seconds(configuration.connectTimeout)); "
-                        + "is the origin up and reachable?",
-                    receivedHead: false, connectFailure: failure.description,
-                    connectFailureKind: failure.kind)
-            case .unresolved:
-                throw UpstreamError(
-                    kind: .connect, description: "could not connect to \(url): \(failure); is the host name right?",
-                    receivedHead: false, connectFailure: failure.description,
-                    connectFailureKind: failure.kind)
-            case .failed:
-                throw UpstreamError(
-                    kind: .connect, description: "could not connect to \(url) (\(failure)); is the origin running?",
-                    receivedHead: false, connectFailure: failure.description,
-                    connectFailureKind: failure.kind)
+        case .success(let fd): return SocketStream(fd: fd)
+        case .failure(let given): failure = given
+        }
+        let url = request.url
+        let what = request.proxy.map { "the proxy \($0) for \(url)" } ?? url
+        let server = request.proxy == nil ? "origin" : "proxy"
+        switch failure.kind {
+        case .timedOut:
+            throw UpstreamError(
+                kind: .timeout,
+                description:
+                    "could not connect to \(what) within \(OriginSocket.seconds(configuration.connectTimeout)); "
+                    + "is the \(server) up and reachable?",
+                receivedHead: false, connectFailure: failure.description, connectFailureKind: failure.kind)
+        case .unresolved:
+            throw UpstreamError(
+                kind: .connect, description: "could not connect to \(what): \(failure); is the host name right?",
+                receivedHead: false, connectFailure: failure.description, connectFailureKind: failure.kind)
+        case .failed:
+            throw UpstreamError(
+                kind: .connect, description: "could not connect to \(what) (\(failure)); is the \(server) running?",
+                receivedHead: false, connectFailure: failure.description, connectFailureKind: failure.kind)
+        }
+    }
+
+    /// Asks the proxy on `socket` for a tunnel to `target` (`CONNECT host:port`, RFC 9110
+    /// §9.3.6); returns the socket, now a tunnel to the origin, once the proxy answered 2xx.
+    /// - Throws: ``UpstreamError/Kind/connect`` naming the proxy and what it answered when it
+    ///   refused (any status but 2xx) or did not answer; ``UpstreamError/Kind/timeout`` when
+    ///   it sent nothing for the stall timeout.
+    func openTunnel(
+        on socket: SocketStream, to target: String, through proxy: String, _ request: UpstreamRequest
+    ) throws(UpstreamError) -> SocketStream {
+        let connection = UpstreamConnection(
+            stream: socket, reused: false, stallTimeout: configuration.stallTimeout, readSize: readSize)
+        func failure(_ kind: UpstreamError.Kind, _ reason: String) -> UpstreamError {
+            UpstreamError(
+                kind: kind,
+                description: "could not reach \(request.url): the proxy \(proxy) \(reason)",
+                receivedHead: false, connectFailure: "the proxy \(reason)")
+        }
+        // The request-target is the authority, and so is Host (RFC 9110 §9.3.6, RFC 9112 §3.2).
+        var head: [UInt8] = []
+        HeadWriter.appendRequestLine(method: "CONNECT", target: target.utf8, to: &head)
+        HeadWriter.appendField(name: "Host", value: target, to: &head)
+        HeadWriter.appendEnd(to: &head)
+        if let sendFailure = head.withUnsafeBytes({ connection.send($0) }) {
+            throw failure(
+                sendFailure == .stalled ? .timeout : .connect,
+                "did not take the request CONNECT \(target) (\(sendFailure))")
+        }
+        var framer = ResponseFramer(requestMethod: "CONNECT", limits: limits)
+        while true {
+            let (event, consumed) = framer.parse(connection.pending)
+            connection.consume(consumed)
+            switch event {
+            case .needMore:
+                switch connection.receive() {
+                case .bytes: continue
+                case .stalled:
+                    throw failure(
+                        .timeout,
+                        "sent no answer to CONNECT \(target) for \(OriginSocket.seconds(configuration.stallTimeout))")
+                case .closed:
+                    throw failure(.connect, "closed the connection without answering CONNECT \(target)")
+                case .failed(let reason):
+                    throw failure(.connect, "reset the connection while answering CONNECT \(target) (\(reason))")
+                }
+            case .interim:
+                continue
+            case .head(let head) where (200..<300).contains(head.status):
+                // The tunnel starts right after the head (RFC 9112 §6.3 item 2); a TLS server
+                // speaks only once the client has, so anything already here is not the origin's.
+                guard connection.detach() != nil else {
+                    throw failure(.connect, "sent bytes after its \(head.status) answer to CONNECT \(target)")
+                }
+                return socket
+            case .head(let head):
+                throw failure(
+                    .connect,
+                    "refused to open a tunnel to \(target): \(head.status) \(head.reason); "
+                        + "is the destination allowed by the proxy?")
+            case .body, .end, .error:
+                let reason = if case .error(let error) = event { "\(error)" } else { "no head" }
+                throw failure(.connect, "answered CONNECT \(target) with something that is not HTTP: \(reason)")
             }
+        }
+    }
+
+    /// `socket` with TLS to the origin over it (RFC 9110 §4.2.2): the certificate verified
+    /// for the URL's host, which SNI carries, a session of an earlier connection to the origin
+    /// resumed when one is kept; the handshake bounded by the connect timeout.
+    /// - Throws: ``UpstreamError/Kind/tls`` naming the origin and the cause in words (expired,
+    ///   not yet valid, wrong host name, unknown issuer, protocol version, handshake failure);
+    ///   ``UpstreamError/Kind/timeout`` when the handshake did not finish in time.
+    private func secured(_ socket: SocketStream, _ wire: UpstreamRequest.Wire, _ request: UpstreamRequest)
+        throws(UpstreamError) -> any UpstreamStream
+    {
+        guard let tls else {
+            throw UpstreamError(
+                kind: .other, description: "cannot send a request to \(request.url): this client has no TLS",
+                receivedHead: false)
+        }
+        let timeout = configuration.connectTimeout > 0 ? configuration.connectTimeout : configuration.stallTimeout
+        do throws(TLSError) {
+            let connection = try tls.connection(fd: socket.fd, host: wire.originHost, port: wire.originPort)
+            try connection.handshake(timeout: timeout)
+            return TLSStream(connection, fd: socket.detach())
+        } catch .timedOut {
+            throw UpstreamError(
+                kind: .timeout,
+                description: "could not connect securely to \(request.url): the TLS handshake did not finish within "
+                    + "\(OriginSocket.seconds(timeout)); is it a TLS server?",
+                receivedHead: false, connectFailure: "TLS handshake timed out")
+        } catch {
+            throw UpstreamError(
+                kind: .tls, description: "could not connect securely to \(request.url): \(error)", receivedHead: false,
+                connectFailure: error.description)
         }
     }
 
@@ -222,19 +353,36 @@ package final class UpstreamClient: Sendable {
                         .timeout,
                         "no byte from \(url) for \(OriginSocket.seconds(configuration.stallTimeout)) "
                             + "while waiting for \(what)")
-                case .closed:
+                case .closed(let closure):
                     guard receivedAny else { return .unanswered(sendFailure?.description ?? "EOF") }
-                    guard case .error(let error) = framer.finish() else { return .complete(reusable: false) }
+                    switch framer.finish() {
+                    case .end where closure == .withoutCloseNotify:
+                        // Only a body delimited by the close is still open here; under TLS it
+                        // ends with close_notify, or it may have been cut (RFC 9112 §9.8).
+                        return failure(
+                            .closed,
+                            "the response from \(url) ended without TLS close_notify, so its body, delimited by "
+                                + "the close, may be cut short (RFC 9112 §9.8); it is incomplete and must not be "
+                                + "used as complete")
+                    case .error(let error):
+                        return failure(
+                            .closed,
+                            "the response from \(url) was cut off: \(error); "
+                                + "it is incomplete and must not be used as complete")
+                    default:
+                        return .complete(reusable: false)
+                    }
+                case .failed(let reason):
+                    guard receivedAny else { return .unanswered(sendFailure?.description ?? reason.description) }
+                    if case .tls = reason {
+                        return failure(
+                            .tls,
+                            "the TLS connection to \(url) failed before the response was complete (\(reason)); "
+                                + "it is incomplete and must not be used as complete")
+                    }
                     return failure(
                         .closed,
-                        "the response from \(url) was cut off: \(error); "
-                            + "it is incomplete and must not be used as complete")
-                case .failed(let code):
-                    let detail = errnoText(code)
-                    guard receivedAny else { return .unanswered(sendFailure?.description ?? detail) }
-                    return failure(
-                        .closed,
-                        "the connection to \(url) was reset (\(detail)) before the response was complete; "
+                        "the connection to \(url) was reset (\(reason)) before the response was complete; "
                             + "it is incomplete and must not be used as complete")
                 }
             case .interim(let head):

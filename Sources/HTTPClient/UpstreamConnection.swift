@@ -2,9 +2,9 @@
 import CacheSystem
 import Glibc
 
-/// One non-blocking connection to an origin and the bytes received on it and not yet consumed,
-/// used by one thread for one exchange: from the pool or a new connect, then back to the pool
-/// (``detach()``) or closed.
+/// One connection to an origin (a plain socket or TLS, ``UpstreamStream``) and the bytes
+/// received on it and not yet consumed, used by one thread for one exchange: from the pool or a
+/// new connect, then back to the pool (``detach()``) or closed.
 ///
 /// Every wait is a `poll` bounded by the stall timeout: no byte in either direction for that
 /// long ends the exchange.
@@ -13,24 +13,25 @@ final class UpstreamConnection {
     enum Received: Equatable {
         /// This many more bytes are in ``pending``.
         case bytes(Int)
-        /// The origin closed its side (EOF).
-        case closed
-        /// `recv` failed with this `errno` (`ECONNRESET` for a reset).
-        case failed(Int32)
+        /// The origin closed its side: a FIN, or TLS's `close_notify` (`.orderly`), or a TLS
+        /// connection cut without `close_notify`.
+        case closed(StreamClosure)
+        /// Reading failed (`ECONNRESET` for a reset; a TLS alert or a bad record).
+        case failed(StreamFailure)
         /// Nothing arrived within the stall timeout.
         case stalled
     }
 
     /// Why sending stopped.
     enum SendFailure: Equatable, CustomStringConvertible {
-        /// `send` failed with this `errno` (`EPIPE`, `ECONNRESET`).
-        case failed(Int32)
+        /// Sending failed (`EPIPE`, `ECONNRESET`, a TLS failure).
+        case failed(StreamFailure)
         /// The origin read nothing for the stall timeout.
         case stalled
 
         var description: String {
             switch self {
-            case .failed(let code): "sending failed: " + errnoText(code)
+            case .failed(let failure): "sending failed: \(failure)"
             case .stalled: "sending stalled"
             }
         }
@@ -38,31 +39,35 @@ final class UpstreamConnection {
 
     /// Whether this connection came from the pool (it carried a response before).
     let reused: Bool
-    private var fd: Int32
+    private var stream: (any UpstreamStream)?
     /// Milliseconds a `poll` may wait; -1: no limit.
     private let pollTimeout: Int32
-    /// The most bytes one `recv` asks for.
+    /// The most bytes one read asks for.
     private let readSize: Int
     private var storage: UnsafeMutableRawBufferPointer
     private var start = 0
     private var end = 0
 
     /// - Parameters:
-    ///   - fd: A connected, non-blocking socket, owned from now on.
+    ///   - stream: A connected stream, owned from now on.
     ///   - stallTimeout: Seconds a wait may take; 0 or less: no limit.
-    ///   - readSize: The most bytes one `recv` asks for (the fuzzer makes it small).
-    init(fd: Int32, reused: Bool, stallTimeout: Double, readSize: Int = 64 * 1024) {
-        self.fd = fd
+    ///   - readSize: The most bytes one read asks for (the fuzzer makes it small).
+    init(stream: any UpstreamStream, reused: Bool, stallTimeout: Double, readSize: Int = 64 * 1024) {
+        self.stream = stream
         self.reused = reused
-        pollTimeout =
-            stallTimeout > 0 && stallTimeout.isFinite ? Int32(min(stallTimeout * 1000, 86_400_000).rounded(.up)) : -1
+        pollTimeout = Self.pollTimeout(stallTimeout)
         self.readSize = max(1, readSize)
         storage = .allocate(byteCount: 64 * 1024, alignment: 1)
     }
 
     deinit {
         storage.deallocate()
-        if fd >= 0 { _ = closeSocket(fd) }
+        stream?.close()
+    }
+
+    /// `seconds` as a `poll` timeout in milliseconds: -1 (no limit) for 0 or less.
+    static func pollTimeout(_ seconds: Double) -> Int32 {
+        seconds > 0 && seconds.isFinite ? Int32(min(seconds * 1000, 86_400_000).rounded(.up)) : -1
     }
 
     /// The bytes received and not yet consumed.
@@ -77,33 +82,30 @@ final class UpstreamConnection {
         }
     }
 
-    /// Closes the socket now.
+    /// Closes the connection now.
     func close() {
-        if fd >= 0 { _ = closeSocket(fd) }
-        fd = -1
+        stream?.close()
+        stream = nil
     }
 
-    /// The socket, for the pool; this object no longer owns it. Only when nothing is pending.
-    func detach() -> Int32 {
-        precondition(start == end, "a connection with unread bytes is never pooled")
-        defer { fd = -1 }
-        return fd
+    /// The stream, for the pool or for TLS over it; this object no longer owns it. `nil` when
+    /// bytes are pending (they belong to no response, and such a connection is never reused)
+    /// or it was closed.
+    func detach() -> (any UpstreamStream)? {
+        guard start == end else { return nil }
+        defer { stream = nil }
+        return stream
     }
 
-    /// Sends all of `bytes`, waiting while the socket buffer is full.
+    /// Sends all of `bytes`, waiting while the connection cannot take more.
     func send(_ bytes: UnsafeRawBufferPointer) -> SendFailure? {
+        guard let stream else { return .failed(.system(EBADF)) }
         var offset = 0
         while offset < bytes.count {
-            let sent = sendSocket(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if sent > 0 {
-                offset += sent
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK:
-                guard wait(for: POLLOUT) else { return .stalled }
-            case let code: return .failed(code)
+            switch stream.write(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+            case .sent(let count): offset += count
+            case .wait(let events): guard wait(stream.fd, for: events) else { return .stalled }
+            case .failed(let failure): return .failed(failure)
             }
         }
         return nil
@@ -111,35 +113,24 @@ final class UpstreamConnection {
 
     /// Receives more bytes into ``pending``, waiting for them.
     func receive() -> Received {
+        guard let stream else { return .failed(.system(EBADF)) }
         makeRoom()
         while true {
-            let count = recv(fd, storage.baseAddress! + end, min(readSize, storage.count - end), 0)
-            if count > 0 {
+            let room = UnsafeMutableRawBufferPointer(rebasing: storage[end..<min(storage.count, end + readSize)])
+            switch stream.read(into: room) {
+            case .bytes(let count):
                 end += count
                 return .bytes(count)
-            }
-            if count == 0 { return .closed }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK:
-                guard wait(for: POLLIN) else { return .stalled }
-            case let code: return .failed(code)
+            case .wait(let events): guard wait(stream.fd, for: events) else { return .stalled }
+            case .closed(let closure): return .closed(closure)
+            case .failed(let failure): return .failed(failure)
             }
         }
     }
 
-    /// Whether a pooled socket is still idle: nothing to read, no EOF, no error. An origin
-    /// that sent bytes after a complete response (RFC 9112 §6.3) or closed the connection
-    /// fails this, and the socket must be closed rather than used.
-    static func isIdle(_ fd: Int32) -> Bool {
-        var byte: UInt8 = 0
-        let count = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-        return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-    }
-
-    /// Waits until the socket is ready for `events`; false after the stall timeout.
-    private func wait(for events: Int32) -> Bool {
-        var poller = pollfd(fd: fd, events: Int16(events), revents: 0)
+    /// Waits until `fd` is ready for `events`; false after the stall timeout.
+    private func wait(_ fd: Int32, for events: Int16) -> Bool {
+        var poller = pollfd(fd: fd, events: events, revents: 0)
         while true {
             let ready = poll(&poller, 1, pollTimeout)
             if ready < 0 && errno == EINTR { continue }
@@ -148,7 +139,7 @@ final class UpstreamConnection {
         }
     }
 
-    /// Room at the end of the storage for another `recv`: pending bytes moved to the front,
+    /// Room at the end of the storage for another read: pending bytes moved to the front,
     /// or a larger storage when they fill it (a head or chunk line still incomplete).
     private func makeRoom() {
         guard end == storage.count else { return }
@@ -168,9 +159,4 @@ final class UpstreamConnection {
 
 @available(*, unavailable)
 extension UpstreamConnection: Sendable {}
-
-private func sendSocket(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-    Glibc.send(fd, bytes, count, Int32(MSG_NOSIGNAL))
-}
-private func closeSocket(_ fd: Int32) -> Int32 { Glibc.close(fd) }
 #endif

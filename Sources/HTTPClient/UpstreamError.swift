@@ -23,12 +23,18 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
         case closed
         /// The receiver returned `false`.
         case aborted
+        /// TLS to an `https` origin failed: its certificate was refused (expired, not yet valid,
+        /// for another host, from an unknown authority), the handshake failed (no TLS 1.2 or
+        /// later, an alert), or the TLS connection broke. The description names the origin and
+        /// the cause in words.
+        case tls
         /// The origin's response could not be parsed, or its framing is ambiguous or not
         /// decoded (`Content-Length` with `Transfer-Encoding`, a coding other than `chunked`,
         /// RFC 9112 §6.1, §6.3): refused before its head reached the receiver, or in the body.
         case protocolError
         /// A request that cannot be sent as given (nothing was sent): a method that is not a
-        /// token, a URL that is not `http` or has user information, a field with CR, LF or NUL.
+        /// token, a URL that is not `http` or `https` or has user information, a field with CR,
+        /// LF or NUL.
         case other
     }
     /// What went wrong.

@@ -2,27 +2,37 @@
 import CacheSemantics
 @_spi(Wire) import HTTPWire
 
-/// A request the proxy sends to an origin, exactly as given.
+/// A request sent to an origin, exactly as given.
 package struct UpstreamRequest: Sendable {
     package var method: String
-    /// An absolute `http` URL.
+    /// An absolute `http` or `https` URL.
     package var url: String
     /// Sent in this order, repeated names kept; nothing is added (no `Accept`, no
     /// `Accept-Encoding`, no `Expect`), `Host` included when given.
     package var fields: HeaderFields
     /// The request body; `nil` when the request has none.
     package var body: [UInt8]?
-    /// When set, a proxy (`http://host[:port]`) the request is sent to with `url`, exactly as
-    /// given, as its absolute-form request-target (RFC 9112 §3.2.2), rather than to `url`'s
-    /// origin in origin-form.
+    /// When set, a proxy (`http://host[:port]`) the request goes through. An `http` URL is
+    /// sent to it as given, as its absolute-form request-target (RFC 9112 §3.2.2); an `https`
+    /// URL goes through a tunnel the proxy opens to the origin (`CONNECT host:port`, RFC 9110
+    /// §9.3.6), then TLS to the origin over it, and is sent in origin-form as to the origin
+    /// itself (unless ``tunnelsThroughProxy`` is false).
     package var proxy: String?
+    /// Whether an `https` URL goes to ``proxy`` through a `CONNECT` tunnel (`true`, as every
+    /// client of a proxy does), or in absolute-form like an `http` one (`false`: a request meant
+    /// for the proxy itself, such as `PURGE https://…`).
+    package var tunnelsThroughProxy = true
 
-    package init(method: String, url: String, fields: HeaderFields, body: [UInt8]? = nil, proxy: String? = nil) {
+    package init(
+        method: String, url: String, fields: HeaderFields, body: [UInt8]? = nil, proxy: String? = nil,
+        tunnelsThroughProxy: Bool = true
+    ) {
         self.method = method
         self.url = url
         self.fields = fields
         self.body = body
         self.proxy = proxy
+        self.tunnelsThroughProxy = tunnelsThroughProxy
     }
 }
 

@@ -3,11 +3,23 @@ import CacheSemantics
 @_spi(Wire) import HTTPWire
 
 extension UpstreamRequest {
-    /// A request as it goes to the origin: where, and the bytes of its head (RFC 9112 §3).
+    /// A request as it goes to the origin: where, how, and the bytes of its head (RFC 9112 §3).
     struct Wire {
+        /// Where the TCP connection goes: the origin, or the proxy when there is one.
         var host: String
         var port: UInt16
-        /// Idle connections are pooled under this: the lower-cased host and the port.
+        /// The URL's scheme: `https` runs TLS to the origin (RFC 9110 §4.2.2).
+        var scheme: Target.Scheme
+        /// The origin's host (an IP literal without brackets) and port: the name TLS checks
+        /// the certificate against and sends as SNI, and the target of a tunnel.
+        var originHost: String
+        var originPort: UInt16
+        /// For an `https` URL through a proxy: the `CONNECT` request-target, `host:port` (RFC
+        /// 9110 §9.3.6), and the proxy's URL for messages.
+        var tunnel: (target: String, proxy: String)?
+        /// Idle connections are pooled under this: the scheme, the lower-cased host and the
+        /// port of what the connection reaches, and the proxy it goes through; an `http` and an
+        /// `https` connection to one `host:port` never share a key.
         var poolKey: String
         /// The request line, the field lines and the empty line; the body too when small.
         var head: [UInt8]
@@ -21,38 +33,56 @@ extension UpstreamRequest {
     /// Bodies up to this size are copied into the head's buffer and go out in one `send`.
     static let inlineBodyLimit = 16 * 1024
 
-    /// The request in origin-form (RFC 9112 §3.2.1), or in absolute-form to ``proxy`` when set.
+    /// The request in origin-form (RFC 9112 §3.2.1); in absolute-form (RFC 9112 §3.2.2) to
+    /// ``proxy`` when set, except an `https` URL, which goes in origin-form through a tunnel
+    /// the proxy opens (RFC 9110 §9.3.6) unless ``tunnelsThroughProxy`` is false.
     ///
-    /// What goes out: `METHOD /path?query HTTP/1.1`, `Host` from the URL (the proxy's, through
-    /// a proxy) first when the fields have none (RFC 9112 §3.2), the field lines in order with repeated names, an
-    /// empty value as `Name:`, then `Content-Length` when there is a body (even an empty one;
-    /// never for `HEAD`, whose body is not sent). `Content-Length` and `Transfer-Encoding`
-    /// among the fields are dropped: the body's framing is the client's to write (RFC 9112 §6).
+    /// What goes out: `METHOD /path?query HTTP/1.1` (or the URL as given, to a proxy), `Host`
+    /// from the URL's authority first when the fields have none (RFC 9112 §3.2), the field
+    /// lines in order with repeated names, an empty value as `Name:`, then `Content-Length`
+    /// when there is a body (even an empty one; never for `HEAD`, whose body is not sent).
+    /// `Content-Length` and `Transfer-Encoding` among the fields are dropped: the body's framing
+    /// is the client's to write (RFC 9112 §6).
     ///
     /// Nothing that could be read as more than one request is ever sent: a method that is not
-    /// a token (RFC 9110 §9.1), `CONNECT` (tunnels connect directly), a URL that is not `http`
-    /// or whose authority is not `host[:port]` (RFC 3986 §3.2), a target with a byte that is
-    /// not visible ASCII, a field name that is not a token or a value with CR, LF or NUL (RFC
-    /// 9110 §5.5) are refused. The path and query go out as the URL has them (RFC 9110 §7.7).
+    /// a token (RFC 9110 §9.1), `CONNECT` (tunnels are the client's to open), a URL that is
+    /// not `http` or `https` or whose authority is not `host[:port]` (RFC 3986 §3.2), a proxy
+    /// that is not an `http` URL, a target with a byte that is not visible ASCII, a field name
+    /// that is not a token or a value with CR, LF or NUL (RFC 9110 §5.5) are refused. The path
+    /// and query go out as the URL has them (RFC 9110 §7.7).
     /// - Throws: ``UpstreamError/Kind/other``, saying what cannot be sent.
     func wire() throws(UpstreamError) -> Wire {
         guard !method.isEmpty, method.utf8.allSatisfy(HTTPBytes.isToken) else {
             throw refusal("\(method.debugDescription) is not a method token (RFC 9110 §9.1)")
         }
         guard method != "CONNECT" else {
-            throw refusal("CONNECT is not sent upstream; tunnels connect directly")
+            throw refusal("CONNECT is not sent as a request; tunnels are opened by the client")
         }
         let parsed: Target?
-        do { parsed = try Target.absolute(proxy ?? url) } catch {
-            throw refusal("the \(proxy == nil ? "URL" : "proxy")'s authority: \(error)")
-        }
-        guard let target = parsed else { throw refusal("only http URLs are sent") }
-        let authority = target.authority
-        // Through a proxy, the URL as given is the request-target (RFC 9112 §3.2.2).
-        let path = proxy == nil ? target.pathAndQuery.utf8 : Substring(url).utf8
-        guard !path.isEmpty, path.allSatisfy(HTTPBytes.isTarget),
-            let (host, port) = OriginSocket.authority(authority, defaultPort: 80)
+        do { parsed = try Target.absolute(url) } catch { throw refusal("the URL's authority: \(error)") }
+        guard let target = parsed else { throw refusal("only http and https URLs are sent") }
+        guard
+            let (originHost, originPort) = OriginSocket.authority(
+                target.authority, defaultPort: target.scheme.defaultPort)
         else {
+            throw refusal("the URL's authority \(target.authority) names no host and port")
+        }
+        var via: (host: String, port: UInt16)?
+        if let proxy {
+            let parsedProxy: Target?
+            do { parsedProxy = try Target.absolute(proxy) } catch { throw refusal("the proxy's authority: \(error)") }
+            guard let proxyTarget = parsedProxy, proxyTarget.scheme == .http,
+                let (host, port) = OriginSocket.authority(proxyTarget.authority, defaultPort: 80)
+            else {
+                throw refusal("the proxy \(proxy) is not an http URL such as http://127.0.0.1:3128")
+            }
+            via = (host, port)
+        }
+        let tunnels = via != nil && target.scheme == .https && tunnelsThroughProxy
+        // To a proxy, the URL as given is the request-target (RFC 9112 §3.2.2); through a tunnel
+        // or to the origin, the path and query (RFC 9112 §3.2.1).
+        let path = via != nil && !tunnels ? Substring(url).utf8 : target.pathAndQuery.utf8
+        guard !path.isEmpty, path.allSatisfy(HTTPBytes.isTarget) else {
             throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
         }
         var closesConnection = false
@@ -75,7 +105,7 @@ extension UpstreamRequest {
         var head: [UInt8] = []
         head.reserveCapacity(256 + (body.map { $0.count <= Self.inlineBodyLimit ? $0.count : 0 } ?? 0))
         HeadWriter.appendRequestLine(method: method, target: path, to: &head)
-        if !fields.contains(.host) { HeadWriter.appendField(name: "Host", value: authority, to: &head) }
+        if !fields.contains(.host) { HeadWriter.appendField(name: "Host", value: target.authority, to: &head) }
         for field in fields
         where field.lowercasedName != HeaderField.Name.contentLength.lowercasedName
             && field.lowercasedName != HeaderField.Name.transferEncoding.lowercasedName
@@ -86,9 +116,28 @@ extension UpstreamRequest {
         HeadWriter.appendEnd(to: &head)
         let sendsBodyApart = (body?.count ?? 0) > Self.inlineBodyLimit
         if let body, !sendsBodyApart { head += body }
+        let origin = Self.authority(originHost, originPort)
+        let reachesOrigin = "\(target.scheme.rawValue)://" + ASCII.lowercased(origin)
+        let poolKey: String
+        let host: String
+        let port: UInt16
+        if let via {
+            (host, port) = (via.host, via.port)
+            let reachesProxy = "http://" + ASCII.lowercased(Self.authority(via.host, via.port))
+            poolKey = tunnels ? reachesOrigin + " via " + reachesProxy : reachesProxy
+        } else {
+            (host, port) = (originHost, originPort)
+            poolKey = reachesOrigin
+        }
         return Wire(
-            host: host, port: port, poolKey: ASCII.lowercased(host) + ":\(port)", head: head,
+            host: host, port: port, scheme: target.scheme, originHost: originHost, originPort: originPort,
+            tunnel: tunnels ? (origin, proxy ?? "") : nil, poolKey: poolKey, head: head,
             sendsBodyApart: sendsBodyApart, closesConnection: closesConnection)
+    }
+
+    /// `host:port`, an IPv6 literal in brackets (RFC 3986 §3.2.2): an authority with its port.
+    static func authority(_ host: String, _ port: UInt16) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     private func refusal(_ reason: String) -> UpstreamError {

@@ -3,48 +3,9 @@ import CacheSemantics
 import Testing
 
 @testable import CachingProxy
-@testable import HTTPClient
 
 @Suite("Proxy message rules")
 struct MessagesTests {
-    @Test(
-        "Absolute-form targets are split into URL and authority (RFC 9112 §3.2.2); only the authority is normalized (RFC 9110 §4.2.3, §7.7)"
-    )
-    func absoluteForm() throws {
-        #expect(
-            try Target.absolute("http://example.test/a?b")
-                == Target(url: "http://example.test/a?b", authority: "example.test"))
-        #expect(try Target.absolute("HTTP://h:81") == Target(url: "http://h:81/", authority: "h:81"))
-        #expect(try Target.absolute("http://h:81?q") == Target(url: "http://h:81/?q", authority: "h:81"))
-        #expect(try Target.absolute("http://h/p#frag") == Target(url: "http://h/p", authority: "h"))
-        #expect(
-            try Target.absolute("http://EXAMPLE.test:80/A/../%2f%7e?Q=%0d")
-                == Target(url: "http://example.test/A/../%2f%7e?Q=%0d", authority: "example.test"))
-        #expect(try Target.absolute("http://h:/x") == Target(url: "http://h/x", authority: "h"))
-        #expect(try Target.absolute("http://h:0081/x") == Target(url: "http://h:81/x", authority: "h:81"))
-        #expect(try Target.absolute("http://[::1]:80/") == Target(url: "http://[::1]/", authority: "[::1]"))
-        #expect(try Target.absolute("https://h/") == nil, "https goes through CONNECT")
-        #expect(try Target.absolute("/path") == nil)
-    }
-
-    @Test(
-        "An absolute-form authority that is not host[:port] is an error that says why (RFC 3986 §3.2.2-3, RFC 9110 §4.2.1, §4.2.4)",
-        arguments: [
-            ("http://h:+18941/", "port \"+18941\" is not a number"), ("http://h:8a/", "port \"8a\" is not a number"),
-            ("http://h:-1/", "port \"-1\" is not a number"), ("http://h:99999/", "port 99999 is larger than 65535"),
-            ("http://h:0/", "port is 0"), ("http://user@h/", "user information"), ("http://u:p@h/", "user information"),
-            ("http:///path", "host is empty"), ("http://:80/", "host is empty"), ("http://h:80:80/", "not a number"),
-            ("http://[::1/", "no closing ']'"), ("http://[::g]/", "not an IPv6 address"),
-            ("http://[::1]x/", "is followed by"), ("http://h<x/", "contains '<'"), ("http://h%zz/", "%XX"),
-        ])
-    func invalidAuthority(target: String, reason: String) {
-        #expect {
-            _ = try Target.absolute(target)
-        } throws: { error in
-            (error as? URIAuthority.Invalid)?.description.contains(reason) == true
-        }
-    }
-
     @Test("A path read as leniently as any origin might: escapes decoded, slashes merged, dot segments removed")
     func lenientReading() {
         for (path, reading) in [
@@ -78,18 +39,6 @@ struct MessagesTests {
         var fields = HeaderFields([("Via", "1.1 upstream")])
         Messages.addingVia(&fields, minorVersion: 0, name: "edge")
         #expect(fields.values(named: "Via") == ["1.1 upstream", "1.0 edge"])
-    }
-
-    @Test("CONNECT targets are host:port (RFC 9110 §9.3.6)")
-    func connectAuthority() {
-        #expect(OriginSocket.authority("example.test:443")! == ("example.test", 443))
-        #expect(OriginSocket.authority("[::1]:8443")! == ("::1", 8443))
-        #expect(OriginSocket.authority("example.test") == nil)
-        #expect(OriginSocket.authority("example.test:0") == nil)
-        #expect(OriginSocket.authority("example.test:99999") == nil)
-        #expect(OriginSocket.authority("example.test:+443") == nil, "a port is digits only (RFC 3986 §3.2.3)")
-        #expect(OriginSocket.authority("/path:80") == nil)
-        #expect(OriginSocket.authority("example.test", defaultPort: 80)! == ("example.test", 80))
     }
 }
 #endif

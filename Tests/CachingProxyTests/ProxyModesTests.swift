@@ -7,7 +7,9 @@ import Testing
 /// Forward mode, CONNECT tunnels and streaming through a real `httpcache serve` process.
 @Suite("httpcache serve: forward proxy, tunnels, streaming")
 struct ProxyModesTests {
-    @Test("Forward mode caches absolute-form requests per origin and refuses origin-form (RFC 9112 §3.2.2)")
+    @Test(
+        "Forward mode caches absolute-form http requests per origin and refuses origin-form and https (RFC 9112 §3.2.2)"
+    )
     func forwardMode() async throws {
         try await offPool {
             let origin = try LoopbackOrigin()
@@ -34,6 +36,13 @@ struct ProxyModesTests {
             let originForm = try client.readResponse()
             #expect(originForm.status == 400)
             #expect(originForm.bodyText.contains("absolute http URL"))
+            // An https URL is the client's to reach through a tunnel: the proxy never fetches it.
+            try client.send(
+                "GET https://127.0.0.1:\(origin.port)/fw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
+            let secure = try client.readResponse()
+            #expect(secure.status == 400)
+            #expect(secure.bodyText.contains("https goes through CONNECT"))
+            #expect(origin.count("/fw") == 1)
         }
     }
 
@@ -118,7 +127,7 @@ struct ProxyModesTests {
             }
             let proxy = try ServeProcess(["--origin", origin.baseURL])
             defer { proxy.terminate() }
-            let client = TestClient()
+            let client = try TestClient()
             _ = try client.send("GET", proxy.baseURL + "/kept", [])
             _ = try client.send("GET", proxy.baseURL + "/other", [])
             let cacheDirectory = try #require(proxy.cacheDirectory)

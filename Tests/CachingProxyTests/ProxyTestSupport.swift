@@ -113,7 +113,14 @@ struct Received: Sendable {
 
 /// Sends requests with the proxy's own upstream client (fields passed exactly).
 final class TestClient: Sendable {
-    private let client = UpstreamClient()
+    private let client: UpstreamClient
+
+    /// A client trusting the system's store and the tests' CA (`https` origins of the tests).
+    init() throws {
+        var configuration = UpstreamClient.Configuration()
+        configuration.extraTrustRoots = [try TestCertificates.shared().caFile]
+        client = try UpstreamClient(configuration: configuration)
+    }
 
     /// `method url` with `fields` (a `Host` is added from the URL when absent).
     func send(
@@ -193,7 +200,7 @@ final class InProcessProxy: RunningProxy, @unchecked Sendable {
 final class ProxyHarness: @unchecked Sendable {
     let origin: LoopbackOrigin
     let proxy: any RunningProxy
-    let client = TestClient()
+    let client: TestClient
     /// The in-process proxy's clock (a real `httpcache serve` runs on the real one).
     let clock = ManualClock()
 
@@ -201,12 +208,14 @@ final class ProxyHarness: @unchecked Sendable {
     init(configure: (inout CachingProxy.Configuration) -> Void = { _ in }) throws {
         origin = try LoopbackOrigin()
         proxy = try InProcessProxy(origin: origin.baseURL, clock: clock, configure: configure)
+        client = try TestClient()
     }
 
     /// A real `httpcache serve ARGUMENTS` in front of the origin.
     init(process arguments: [String], memoryOnly: Bool = false) throws {
         origin = try LoopbackOrigin()
         proxy = try ServeProcess(["--origin", origin.baseURL] + arguments, memoryOnly: memoryOnly)
+        client = try TestClient()
     }
 
     deinit {

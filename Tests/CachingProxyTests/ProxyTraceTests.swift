@@ -18,7 +18,7 @@ struct ProxyTraceTests {
             let proxy = try ServeProcess(
                 ["--origin", origin.baseURL], memoryOnly: true, environment: ["HTTPCACHE_TRACE": "1"])
             defer { proxy.terminate() }
-            let client = TestClient()
+            let client = try TestClient()
             let url = origin.url("/a").absoluteString
 
             let miss = try client.send("GET", proxy.baseURL + "/a")

@@ -113,7 +113,7 @@ struct RedisFaultTests {
             let nodes = try SharedTierTests.nodes(
                 2, origin: origin, redis: try topology.options(), extra: ["--local-memory", "0"],
                 prefix: prefix)
-            let client = TestClient()
+            let client = try TestClient()
             #expect(try client.send("GET", nodes[0].baseURL + "/damaged").body == body)
             // Damaged before the other node ever read it (a node keeps the last inline bodies it
             // read, verified, in memory: those are still right).
@@ -184,7 +184,7 @@ struct RedisFaultTests {
             let nodes = try SharedTierTests.nodes(
                 1, origin: origin, redis: try topology.options(), extra: ["--local-memory", "0"],
                 prefix: prefix)
-            let client = TestClient()
+            let client = try TestClient()
             _ = try client.send("GET", nodes[0].baseURL + "/damaged")
             try Self.damage(.chunkDeleted, prefix: prefix, topology)
             let answer = try client.send("GET", nodes[0].baseURL + "/damaged", [("If-None-Match", "\"v1\"")])
@@ -256,7 +256,7 @@ struct RedisCollapseFaultTests {
                     "denied:",
                     "--redis-timeout", "1000",
                 ], memoryOnly: true)
-            let client = TestClient()
+            let client = try TestClient()
             for _ in 0..<3 { #expect(try client.send("GET", node.baseURL + "/a").text == "from the origin") }
             let lines = node.standardError.split(separator: "\n").filter { $0.contains("NOPERM") }
             #expect(lines.count == 1, "\(node.standardError)")

@@ -55,7 +55,7 @@ struct SharedTierTests {
                 return .init(headers: [("Cache-Control", header)], body: "the shared body")
             }
             let nodes = try Self.nodes(3, origin: origin, redis: try topology.options())
-            let client = TestClient()
+            let client = try TestClient()
             let first = try client.send("GET", nodes[0].baseURL + "/shared")
             #expect(first.status == 200 && !first.isHit)
             for node in nodes.dropFirst() {
@@ -178,7 +178,7 @@ struct SharedTierTests {
             #expect(nodes[0].standardError.contains("requests are answered from the local tier"))
 
             // Shared hits again, without restarting the proxies.
-            let client = TestClient()
+            let client = try TestClient()
             origin.route("/after") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "after") }
             var sharedHit = false
             for attempt in 0..<50 where !sharedHit {
@@ -201,7 +201,7 @@ struct SharedTierTests {
                 .init(headers: [("Cache-Control", "max-age=300")], body: Self.body(request.path, size: 5_000))
             }
             let nodes = try Self.nodes(3, origin: origin, redis: ["--redis-cluster", cluster.seeds])
-            let client = TestClient()
+            let client = try TestClient()
             // Keys on every master: some of them live on the one that is killed.
             for index in 0..<30 { _ = try client.send("GET", nodes[0].baseURL + "/before/\(index)") }
             let hitsBefore = try (0..<30).filter { try client.send("GET", nodes[1].baseURL + "/before/\($0)").isHit }
@@ -287,7 +287,7 @@ struct SharedTierTests {
             origin.route("/a") { _ in .init(headers: [("Cache-Control", "max-age=300")], body: "a") }
             let node = try ServeProcess(
                 ["--origin", origin.baseURL, "--redis", "redis://127.0.0.1:1"], memoryOnly: true)
-            let client = TestClient()
+            let client = try TestClient()
             #expect(try client.send("GET", node.baseURL + "/a").text == "a")
             // Stored in the local tier meanwhile.
             #expect(try client.send("GET", node.baseURL + "/a").isHit)
@@ -323,7 +323,7 @@ struct SharedTierTests {
                 .init(headers: [("Cache-Control", "max-age=300")], body: "slow \(request.path)")
             }
             let nodes = try Self.nodes(1, origin: origin, redis: ["--redis", redis.url, "--redis-timeout", "50"])
-            let client = TestClient()
+            let client = try TestClient()
             #expect(try client.send("GET", nodes[0].baseURL + "/warm").status == 200)
             // Paused far longer than any answer may take, even on a loaded machine: an answer that
             // waited for Redis would come after 30 s.

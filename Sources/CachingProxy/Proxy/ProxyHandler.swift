@@ -58,7 +58,8 @@ final class ProxyHandler: RequestHandler {
         case .reverse(let url):
             guard var target = try? Target.absolute(url) else {
                 throw CachingProxy.ConfigurationError(
-                    description: "the origin \"\(url)\" is not an http URL with a host, e.g. http://127.0.0.1:8081")
+                    description:
+                        "the origin \"\(url)\" is not an http or https URL with a host, e.g. http://127.0.0.1:8081")
             }
             while target.url.hasSuffix("/") { target.url.removeLast() }
             origin = target
@@ -112,7 +113,13 @@ final class ProxyHandler: RequestHandler {
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout
         upstreamConfiguration.stallTimeout = configuration.originStallTimeout
-        upstream = UpstreamClient(configuration: upstreamConfiguration)
+        upstreamConfiguration.extraTrustRoots = configuration.originTrustRoots
+        upstreamConfiguration.trustAdvice = "--origin-cacert FILE"
+        do {
+            upstream = try UpstreamClient(configuration: upstreamConfiguration)
+        } catch {
+            throw CachingProxy.ConfigurationError(description: "\(error.description) (--origin-cacert)")
+        }
         workers = Workers(limit: configuration.maxOriginThreads)
     }
 
@@ -286,7 +293,11 @@ final class ProxyHandler: RequestHandler {
             absolute = nil
         } else {
             do {
-                guard let parsed = try Target.absolute(requestTarget) else { return .notHTTP }
+                // A forward proxy reaches https origins only through CONNECT tunnels: it never
+                // holds what the client meant to keep between itself and the origin.
+                guard let parsed = try Target.absolute(requestTarget), origin != nil || parsed.scheme == .http else {
+                    return .notHTTP
+                }
                 absolute = parsed
             } catch {
                 return .refused("has an authority that is not host[:port]: \(error)")

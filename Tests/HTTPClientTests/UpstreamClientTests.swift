@@ -9,7 +9,6 @@ import Foundation
 import LoopbackOrigin
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 #if canImport(Glibc)
@@ -26,7 +25,7 @@ struct UpstreamClientTests {
         try await offPool {
             let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let fields = HeaderFields([
                 ("X-B", "1"), ("Host", "example.test"), ("x-a", "2"), ("X-B", "3"), ("Cookie", "a=1"),
                 ("Cookie", "b=2"),
@@ -48,7 +47,7 @@ struct UpstreamClientTests {
             let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let outcome = await fetch(
-                UpstreamClient(),
+                try UpstreamClient(),
                 UpstreamRequest(method: "GET", url: origin.url("/a/../b"), fields: HeaderFields([("X-A", "1")])))
             #expect(outcome.error == nil)
             // The path as given (no dot-segment removal), Host from the URL, nothing else.
@@ -67,7 +66,7 @@ struct UpstreamClientTests {
                 method: "POST", url: origin.url("/p"),
                 fields: HeaderFields([("Host", "h"), ("Content-Type", "application/json")]),
                 body: Array("{\"a\":1}".utf8))
-            let outcome = await fetch(UpstreamClient(), request)
+            let outcome = await fetch(try UpstreamClient(), request)
             #expect(outcome.error == nil)
             #expect(
                 origin.received.map(\.text) == [
@@ -85,7 +84,7 @@ struct UpstreamClientTests {
             let request = UpstreamRequest(
                 method: "POST", url: origin.baseURL + "/big", fields: HeaderFields([("Host", "h"), ("X-Order", "1")]),
                 body: body)
-            let outcome = await fetch(UpstreamClient(), request)
+            let outcome = await fetch(try UpstreamClient(), request)
             #expect(outcome.error == nil)
             #expect(outcome.bodyText == "2000000")
             let recorded = try #require(origin.requests.first)
@@ -107,7 +106,7 @@ struct UpstreamClientTests {
             defer { origin.stop() }
             let request = UpstreamRequest(
                 method: method, url: origin.url("/m"), fields: HeaderFields([("Host", "h")]), body: body)
-            let outcome = await fetch(UpstreamClient(), request)
+            let outcome = await fetch(try UpstreamClient(), request)
             #expect(outcome.error == nil)
             let framing = body.map { "Content-Length: \($0.count)\r\n" } ?? ""
             let sentBody = body.map { String(decoding: $0, as: UTF8.self) } ?? ""
@@ -126,7 +125,7 @@ struct UpstreamClientTests {
                     headers: [("Set-Cookie", "a=1"), ("X-Z", "z"), ("Set-Cookie", "b=2"), ("x-z", "again")], body: "ok")
             }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/c", fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/c", fields: [:]))
             let head = try #require(outcome.head)
             #expect(head.status == 200)
             #expect(head.reason == "OK")
@@ -150,7 +149,7 @@ struct UpstreamClientTests {
             ]
             origin.route("/z") { _ in .init(headers: [("Content-Encoding", "gzip")], body: gzip) }
             origin.route("/zc") { _ in .init(headers: [("Content-Encoding", "gzip")], body: gzip, chunked: true) }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             for path in ["/z", "/zc"] {
                 let request = UpstreamRequest(
                     method: "GET", url: origin.baseURL + path, fields: HeaderFields([("Accept-Encoding", "gzip")]))
@@ -169,7 +168,7 @@ struct UpstreamClientTests {
             defer { origin.stop() }
             origin.route("/chunked") { _ in .init(generatedLength: 700_000, seed: 9, chunked: true) }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/chunked", fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/chunked", fields: [:]))
             #expect(outcome.error == nil)
             #expect(outcome.head?.fields["Transfer-Encoding"] == "chunked")
             #expect(outcome.body == LoopbackOrigin.GeneratedBody.bytes(seed: 9, count: 700_000))
@@ -183,7 +182,7 @@ struct UpstreamClientTests {
             origin.route("/from") { _ in .init(status: 302, headers: [("Location", "/to")], body: "moved") }
             origin.route("/to") { _ in .init(body: "arrived") }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/from", fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/from", fields: [:]))
             #expect(outcome.head?.status == 302)
             #expect(outcome.head?.reason == "Found")
             #expect(outcome.head?.fields["Location"] == "/to")
@@ -202,7 +201,7 @@ struct UpstreamClientTests {
             defer { origin.stop() }
             var configuration = UpstreamClient.Configuration()
             configuration.stallTimeout = 5
-            let client = UpstreamClient(configuration: configuration)
+            let client = try UpstreamClient(configuration: configuration)
             for _ in 0..<2 {
                 let outcome = await fetch(
                     client,
@@ -228,7 +227,7 @@ struct UpstreamClientTests {
             defer { origin.stop() }
             let request = UpstreamRequest(
                 method: "PUT", url: origin.url("/i"), fields: HeaderFields([("Host", "h")]), body: [1, 2])
-            let outcome = await fetch(UpstreamClient(), request)
+            let outcome = await fetch(try UpstreamClient(), request)
             #expect(outcome.error == nil)
             #expect(outcome.heads.count == 1)
             #expect(outcome.head?.status == 201)
@@ -249,7 +248,7 @@ struct UpstreamClientTests {
             })
             defer { origin.stop() }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/o"), fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/o"), fields: [:]))
             let head = try #require(outcome.head)
             #expect(head.reason == "Fine Thanks")
             #expect(
@@ -266,7 +265,7 @@ struct UpstreamClientTests {
         try await offPool {
             let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             for index in 0..<6 {
                 // `fetch` runs each request on a new thread of its own.
                 let outcome = await fetch(
@@ -285,7 +284,7 @@ struct UpstreamClientTests {
                 [.pause(0.1), .send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")]
             })
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             await withTaskGroup(of: Outcome.self) { group in
                 for index in 0..<4 {
                     group.addTask {
@@ -315,7 +314,7 @@ struct UpstreamClientTests {
                 }
             }
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let failures = await withTaskGroup(of: Int.self) { group in
                 for worker in 0..<8 {
                     group.addTask {
@@ -350,7 +349,7 @@ struct UpstreamClientTests {
             var configuration = UpstreamClient.Configuration()
             configuration.idleConnectionLifetime = lifetime
             configuration.maxIdleConnections = maxIdle
-            let client = UpstreamClient(configuration: configuration)
+            let client = try UpstreamClient(configuration: configuration)
             #expect(
                 await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/a"), fields: [:])).error == nil)
             try await Task.sleep(for: .seconds(pause))
@@ -365,7 +364,7 @@ struct UpstreamClientTests {
         try await offPool {
             let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let warm = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/warm"), fields: [:]))
             #expect(warm.error == nil)
             let outcome = await fetch(client, UpstreamRequest(method: method, url: origin.url("/again"), fields: [:]))
@@ -386,7 +385,7 @@ struct UpstreamClientTests {
         try await offPool {
             let origin = try RawOrigin(RawOrigin.answerOnceThenDropTheNext)
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let warm = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/warm"), fields: [:]))
             #expect(warm.error == nil)
             let url = origin.url("/once")
@@ -409,7 +408,7 @@ struct UpstreamClientTests {
         try await offPool {
             let port = try RawOrigin.unusedPort()
             let url = "http://127.0.0.1:\(port)/x"
-            let outcome = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:]))
+            let outcome = await fetch(try UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:]))
             let error = try #require(outcome.error)
             #expect(error.kind == .connect)
             #expect(!error.receivedHead)
@@ -426,7 +425,7 @@ struct UpstreamClientTests {
             configuration.connectTimeout = 0.3
             let url = "http://127.0.0.1:\(full.port)/"
             let outcome = await fetch(
-                UpstreamClient(configuration: configuration), UpstreamRequest(method: "GET", url: url, fields: [:]))
+                try UpstreamClient(configuration: configuration), UpstreamRequest(method: "GET", url: url, fields: [:]))
             let error = try #require(outcome.error)
             #expect(error.kind == .timeout)
             #expect(error.description.hasPrefix("could not connect to \(url) within 0.3 s"))
@@ -441,7 +440,7 @@ struct UpstreamClientTests {
             origin.route("/pause") { _ in .init(generatedLength: 100_000, seed: 1, pauseAfterBodyBytes: 1_000) }
             var configuration = UpstreamClient.Configuration()
             configuration.stallTimeout = 1
-            let client = UpstreamClient(configuration: configuration)
+            let client = try UpstreamClient(configuration: configuration)
 
             let beforeHead = await fetch(
                 client, UpstreamRequest(method: "GET", url: origin.baseURL + "/wait", fields: [:]))
@@ -464,7 +463,7 @@ struct UpstreamClientTests {
             defer { origin.stop() }
             origin.route("/cut") { _ in .init(body: [UInt8](repeating: 0x61, count: 10_000), cutAfterBodyBytes: 1_000) }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/cut", fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.baseURL + "/cut", fields: [:]))
             let error = try #require(outcome.error)
             #expect(error.kind == .closed)
             #expect(error.receivedHead)
@@ -479,7 +478,7 @@ struct UpstreamClientTests {
             let origin = try RawOrigin { connection in _ = connection.readRequest() }
             defer { origin.stop() }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/n"), fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/n"), fields: [:]))
             #expect(outcome.error?.kind == .closed)
             #expect(outcome.error?.receivedHead == false)
         }
@@ -490,7 +489,7 @@ struct UpstreamClientTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             origin.route("/big") { _ in .init(generatedLength: 5_000_000, seed: 2) }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let url = origin.baseURL + "/big"
 
             let atHead = await fetch(client, UpstreamRequest(method: "GET", url: url, fields: [:]), stopAtHead: true)
@@ -527,7 +526,7 @@ struct UpstreamClientTests {
             }
             defer { origin.stop() }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
             #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
             #expect(outcome.heads.isEmpty)
         }
@@ -542,7 +541,7 @@ struct UpstreamClientTests {
             }
             defer { origin.stop() }
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: origin.url("/bad"), fields: [:]))
             #expect(outcome.error?.kind == .protocolError, "\(outcome.error?.description ?? "no error")")
             #expect(outcome.error?.receivedHead == true)
         }
@@ -551,17 +550,18 @@ struct UpstreamClientTests {
     @Test func onlyHTTPURLsWithoutUserInformationAreFetched() async throws {
         try await offPool {
             let outcome = await fetch(
-                UpstreamClient(), UpstreamRequest(method: "GET", url: "file:///etc/passwd", fields: [:]))
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: "file:///etc/passwd", fields: [:]))
             #expect(outcome.error?.kind == .other)
             #expect(outcome.heads.isEmpty)
             let origin = try RawOrigin.answeringEach()
             defer { origin.stop() }
             let credentials = "http://user:secret@127.0.0.1:\(origin.port)/"
-            let withUser = await fetch(UpstreamClient(), UpstreamRequest(method: "GET", url: credentials, fields: [:]))
+            let withUser = await fetch(
+                try UpstreamClient(), UpstreamRequest(method: "GET", url: credentials, fields: [:]))
             #expect(withUser.error?.kind == .other)
             #expect(origin.received.isEmpty)
             let badMethod = await fetch(
-                UpstreamClient(),
+                try UpstreamClient(),
                 UpstreamRequest(method: "GET / HTTP/1.1\r\nX:", url: "http://127.0.0.1:1/", fields: [:]))
             #expect(badMethod.error?.kind == .other)
         }

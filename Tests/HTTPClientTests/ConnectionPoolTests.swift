@@ -1,8 +1,8 @@
 #if os(Linux)
+import CacheSemantics
 import CacheTestSupport
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 #if canImport(Glibc)
@@ -60,14 +60,39 @@ struct ConnectionPoolTests {
             let pool = ConnectionPool(capacity: 8, lifetime: 60)
             let (a1, b, a2) = (Pair(), Pair(), Pair())
             defer { [a1, b, a2].forEach { close($0.origin) } }
-            pool.put(a1.pooled, key: "a:80")
-            pool.put(b.pooled, key: "b:80")
-            pool.put(a2.pooled, key: "a:80")
-            #expect(pool.take("a:80") == a2.pooled)
-            #expect(pool.take("a:80") == a1.pooled)
-            #expect(pool.take("a:80") == nil)
+            pool.put(SocketStream(fd: a1.pooled), key: "http://a:80")
+            pool.put(SocketStream(fd: b.pooled), key: "http://b:80")
+            pool.put(SocketStream(fd: a2.pooled), key: "http://a:80")
+            let first = pool.take("http://a:80")
+            let second = pool.take("http://a:80")
+            #expect(first?.fd == a2.pooled)
+            #expect(second?.fd == a1.pooled)
+            #expect(pool.take("http://a:80") == nil)
             #expect(pool.count == 1)
-            [a1, a2].forEach { close($0.pooled) }
+            [first, second].forEach { $0?.close() }
+        }
+    }
+
+    @Test("An https connection is never taken for http to the same host and port, nor one through a proxy")
+    func keysKeepSchemesAndProxiesApart() async {
+        await offPool {
+            let pool = ConnectionPool(capacity: 8, lifetime: 60)
+            let (plain, secure, tunnelled) = (Pair(), Pair(), Pair())
+            defer { [plain, secure, tunnelled].forEach { close($0.origin) } }
+            let keys = [
+                UpstreamRequest(method: "GET", url: "http://a.test:8443/", fields: [:]),
+                UpstreamRequest(method: "GET", url: "https://a.test:8443/", fields: [:]),
+                UpstreamRequest(method: "GET", url: "https://A.test:8443/", fields: [:], proxy: "http://p.test:3128"),
+            ].compactMap { try? $0.wire().poolKey }
+            #expect(
+                keys == ["http://a.test:8443", "https://a.test:8443", "https://a.test:8443 via http://p.test:3128"])
+            for (pair, key) in zip([plain, secure, tunnelled], keys) {
+                pool.put(SocketStream(fd: pair.pooled), key: key)
+            }
+            let taken = keys.map { pool.take($0) }
+            #expect(taken.map { $0?.fd } == [plain.pooled, secure.pooled, tunnelled.pooled])
+            #expect(pool.count == 0)
+            taken.forEach { $0?.close() }
         }
     }
 
@@ -77,7 +102,7 @@ struct ConnectionPoolTests {
             let pool = ConnectionPool(capacity: 2, lifetime: 60)
             let pairs = [Pair(), Pair(), Pair()]
             defer { pairs.forEach { close($0.origin) } }
-            for pair in pairs { pool.put(pair.pooled, key: "a:80") }
+            for pair in pairs { pool.put(SocketStream(fd: pair.pooled), key: "http://a:80") }
             #expect(pool.count == 2)
             #expect(pairs[0].closedByPoolSoon)
             #expect(!pairs[1].closedByPool && !pairs[2].closedByPool)
@@ -90,9 +115,9 @@ struct ConnectionPoolTests {
             let pool = ConnectionPool(capacity: 8, lifetime: 0.05)
             let pair = Pair()
             defer { close(pair.origin) }
-            pool.put(pair.pooled, key: "a:80")
+            pool.put(SocketStream(fd: pair.pooled), key: "http://a:80")
             usleep(100_000)
-            #expect(pool.take("a:80") == nil)
+            #expect(pool.take("http://a:80") == nil)
             #expect(pair.closedByPoolSoon, "\(pair.state)")
         }
     }
@@ -105,16 +130,17 @@ struct ConnectionPoolTests {
             let pool = ConnectionPool(capacity: 8, lifetime: 60)
             let (older, newer) = (Pair(), Pair())
             defer { [older, newer].forEach { close($0.origin) } }
-            pool.put(older.pooled, key: "a:80")
-            pool.put(newer.pooled, key: "a:80")
+            pool.put(SocketStream(fd: older.pooled), key: "http://a:80")
+            pool.put(SocketStream(fd: newer.pooled), key: "http://a:80")
             if what == "EOF" {
                 shutdown(newer.origin, Int32(SHUT_WR))
             } else {
                 _ = send(newer.origin, "HTTP/1.1 200 OK\r\n\r\n", 19, 0)
             }
-            #expect(pool.take("a:80") == older.pooled)
+            let taken = pool.take("http://a:80")
+            #expect(taken?.fd == older.pooled)
             #expect(newer.closedByPoolSoon)
-            close(older.pooled)
+            taken?.close()
         }
     }
 }

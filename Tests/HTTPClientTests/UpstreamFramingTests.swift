@@ -6,7 +6,6 @@ import LoopbackOrigin
 @_spi(Wire) import HTTPWire
 import Testing
 
-@testable import CachingProxy
 @testable import HTTPClient
 
 /// The upstream client against origins that send more or fewer bytes than their responses'
@@ -25,8 +24,9 @@ struct UpstreamFramingTests {
     }
 
     /// GET (or `method`) `/a`, then GET `/b` after `wait` seconds, on one client.
-    static func aThenB(_ origin: RawOrigin, method: String = "GET", wait: Double = 0) async -> (Outcome, Outcome) {
-        let client = UpstreamClient()
+    static func aThenB(_ origin: RawOrigin, method: String = "GET", wait: Double = 0) async throws -> (Outcome, Outcome)
+    {
+        let client = try UpstreamClient()
         let a = await fetch(client, UpstreamRequest(method: method, url: origin.url("/a"), fields: [:]))
         if wait > 0 { try? await Task.sleep(for: .seconds(wait)) }
         let b = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/b"), fields: [:]))
@@ -40,7 +40,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send(Self.responseA + Self.stray)])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             #expect(a.error == nil)
             #expect(a.bodyText == "A")
             #expect(b.error == nil)
@@ -55,7 +55,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send(Self.responseA), .pause(0.05), .send(Self.stray)])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin, wait: 0.3)
+            let (a, b) = try await Self.aThenB(origin, wait: 0.3)
             #expect(a.bodyText == "A")
             #expect(b.error == nil)
             #expect(b.bodyText == "B")
@@ -71,7 +71,7 @@ struct UpstreamFramingTests {
                 .send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + Self.stray)
             ])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin, method: "HEAD")
+            let (a, b) = try await Self.aThenB(origin, method: "HEAD")
             #expect(a.error == nil)
             #expect(a.head?.fields["Content-Length"] == "1000")
             #expect(a.body.isEmpty)
@@ -86,7 +86,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send("HTTP/1.1 \(status) X\r\nContent-Length: 5\r\n\r\nhello")])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             #expect(a.error == nil)
             #expect(a.head?.status == status)
             #expect(a.body.isEmpty)
@@ -100,7 +100,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send(Self.responseA), .close])
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             #expect(
                 await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/a"), fields: [:])).bodyText == "A")
             try await Task.sleep(for: .milliseconds(100))
@@ -124,7 +124,7 @@ struct UpstreamFramingTests {
                 )
             ])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             let error = try #require(a.error)
             #expect(error.kind == .protocolError)
             #expect(!error.receivedHead)
@@ -145,7 +145,7 @@ struct UpstreamFramingTests {
                 .send("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(coding)\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
             ])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             #expect(a.error?.kind == .protocolError, "\(a.error?.description ?? "no error")")
             #expect(a.heads.isEmpty)
             #expect(b.bodyText == "B")
@@ -159,7 +159,7 @@ struct UpstreamFramingTests {
                 .send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
             ])
             defer { origin.stop() }
-            let (a, _) = await Self.aThenB(origin)
+            let (a, _) = try await Self.aThenB(origin)
             #expect(a.error?.kind == .protocolError)
         }
     }
@@ -185,7 +185,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: steps)
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             let error = try #require(a.error)
             #expect(error.kind == .closed, "\(error.description)")
             #expect(error.receivedHead)
@@ -201,7 +201,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send("HTTP/1.1 200 OK\r\nContent-Le"), .close])
             defer { origin.stop() }
-            let (a, _) = await Self.aThenB(origin)
+            let (a, _) = try await Self.aThenB(origin)
             #expect(a.error?.kind == .closed)
             #expect(a.error?.receivedHead == false)
             #expect(a.heads.isEmpty)
@@ -233,7 +233,7 @@ struct UpstreamFramingTests {
                 }
             }
             defer { origin.stop() }
-            let client = UpstreamClient()
+            let client = try UpstreamClient()
             let requests: [(String, String, String)] = [
                 ("GET", "/length", "length"), ("GET", "/chunked", "chunked"), ("GET", "/none", ""),
                 ("HEAD", "/head", ""),
@@ -260,7 +260,7 @@ struct UpstreamFramingTests {
         try await offPool {
             let origin = try Self.origin(answeringA: [.send(response)])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             #expect(a.bodyText == "A")
             #expect(b.bodyText == "B")
             #expect(origin.received.map(\.connection) == [0, 1])
@@ -276,7 +276,7 @@ struct UpstreamFramingTests {
                 .send("HTTP/1.1 200 OK\r\n\r\nuntil "), .pause(0.02), .send("close"), .close,
             ])
             defer { origin.stop() }
-            let (a, b) = await Self.aThenB(origin)
+            let (a, b) = try await Self.aThenB(origin)
             #expect(a.error == nil)
             #expect(a.bodyText == "until close")
             #expect(b.bodyText == "B")
