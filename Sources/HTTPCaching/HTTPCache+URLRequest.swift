@@ -16,12 +16,22 @@ extension HTTPCache {
     ///
     /// - Parameters:
     ///   - configuration: How it behaves.
-    ///   - transport: The network; by default a ``URLSessionTransport``.
+    ///   - transport: The network; by default `HTTPClientTransport` (the package's own client) on
+    ///     Linux, a ``URLSessionTransport`` on Apple platforms.
     /// - Throws: `StorageError` when the directory cannot be used.
     public convenience init(
         configuration: Configuration = Configuration(), transport: (any HTTPTransport)? = nil
     ) throws(StorageError) {
-        try self.init(configuration: configuration, transport: URLRequestTransport(transport ?? URLSessionTransport()))
+        try self.init(configuration: configuration, transport: transport.map(URLRequestTransport.init) ?? Self.platformTransport())
+    }
+
+    /// The network of a cache given none.
+    static func platformTransport() -> any OriginTransport {
+        #if os(Linux)
+        defaultTransport()
+        #else
+        URLRequestTransport(URLSessionTransport())
+        #endif
     }
 
     /// Creates a cache on a store of your own (for example one shared by several caches).
@@ -215,9 +225,29 @@ extension CachePolicy {
 
 /// A `URLRequest` held by a ``FetchRequest`` made from it, so that what the cache sends keeps
 /// its other settings. Never changed once made.
-private final class HeldURLRequest: @unchecked Sendable {
+private final class HeldURLRequest: StreamedContent, @unchecked Sendable {
     let request: URLRequest
     init(_ request: URLRequest) { self.request = request }
+
+    /// All of `httpBodyStream` (for a transport other than URLSession).
+    func content() throws -> [UInt8] {
+        guard let stream = request.httpBodyStream else { return [] }
+        stream.open()
+        defer { stream.close() }
+        var body: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = stream.read(&buffer, maxLength: buffer.count)
+            if count == 0 { return body }
+            guard count > 0 else {
+                let reason = stream.streamError.map { "\($0)" } ?? "the stream failed"
+                throw URLError(
+                    .requestBodyStreamExhausted,
+                    userInfo: [NSLocalizedDescriptionKey: "could not read the request body: \(reason)"])
+            }
+            body += buffer[..<count]
+        }
+    }
 }
 
 extension FetchRequest {

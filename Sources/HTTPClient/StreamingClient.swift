@@ -1,6 +1,7 @@
 #if os(Linux)
 import CacheSemantics
 import CacheSystem
+import CacheTLS
 @_spi(Wire) import HTTPWire
 
 /// ``UpstreamClient`` for async callers, such as an app's cache (HTTPCache's transport on
@@ -60,12 +61,17 @@ package final class StreamingClient: Sendable {
 
     private let configuration: Configuration
     private let defaultClient: UpstreamClient
+    /// Shared by the clients of every set of timeouts: trusted authorities, sessions.
+    private let tls: TLSClientContext
     private let clients = Locked<[Timeouts: UpstreamClient]>([:])
     private let threads: TransferThreads
 
-    package init(configuration: Configuration = .init()) {
+    /// - Throws: ``UpstreamError/Kind/tls`` when an extra trust root cannot be read or holds no
+    ///   certificate (see ``UpstreamClient/init(configuration:)``).
+    package init(configuration: Configuration = .init()) throws(UpstreamError) {
         self.configuration = configuration
-        defaultClient = UpstreamClient(configuration: configuration.client)
+        tls = try UpstreamClient.tlsContext(configuration.client)
+        defaultClient = UpstreamClient(configuration: configuration.client, tls: tls)
         threads = TransferThreads(
             maximum: max(1, configuration.maximumConcurrentTransfers), idleLifetime: configuration.idleThreadLifetime)
     }
@@ -126,9 +132,9 @@ package final class StreamingClient: Sendable {
             settings.stallTimeout = timeouts.stall
             guard clients.count < Self.pooledTimeoutSets else {
                 settings.maxIdleConnections = 0
-                return UpstreamClient(configuration: settings)
+                return UpstreamClient(configuration: settings, tls: tls)
             }
-            let client = UpstreamClient(configuration: settings)
+            let client = UpstreamClient(configuration: settings, tls: tls)
             clients[timeouts] = client
             return client
         }

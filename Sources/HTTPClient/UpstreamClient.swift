@@ -85,15 +85,24 @@ package final class UpstreamClient: Sendable {
     /// - Throws: ``UpstreamError/Kind/tls`` when an extra trust root cannot be read or holds no
     ///   certificate, or OpenSSL cannot make the context; the description says which file and why.
     package convenience init(configuration: Configuration = .init()) throws(UpstreamError) {
-        let context: TLSClientContext
+        self.init(configuration: configuration, tls: try Self.tlsContext(configuration))
+    }
+
+    /// A client on a TLS context made already (shared by clients of different timeouts).
+    convenience init(configuration: Configuration, tls: TLSClientContext) {
+        self.init(configuration: configuration, tls: tls) { host, port, timeout in
+            OriginSocket.connect(host: host, port: port, timeout: timeout, blocking: false)
+        }
+    }
+
+    /// The TLS context of `configuration`: the system's trust store and its extra trust roots.
+    /// - Throws: ``UpstreamError/Kind/tls`` naming the file and why it cannot be used.
+    static func tlsContext(_ configuration: Configuration) throws(UpstreamError) -> TLSClientContext {
         do {
-            context = try TLSClientContext(
+            return try TLSClientContext(
                 .init(extraTrustRoots: configuration.extraTrustRoots, trustAdvice: configuration.trustAdvice))
         } catch {
             throw UpstreamError(kind: .tls, description: "cannot set up TLS: \(error)", receivedHead: false)
-        }
-        self.init(configuration: configuration, tls: context) { host, port, timeout in
-            OriginSocket.connect(host: host, port: port, timeout: timeout, blocking: false)
         }
     }
 

@@ -12,9 +12,15 @@ struct CacheOptions: Sendable {
     var directory: String
     /// The shared Redis tier, when asked for.
     var redis: RedisOptions
+    /// `--cacert` files, for the commands that fetch (``Network/specs``).
+    var trustedCertificateFiles: [String]
+    /// The subcommand, for messages.
+    var command: String
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         redis = try RedisOptions(arguments)
+        trustedCertificateFiles = arguments.all("--cacert")
+        command = arguments.command
         if let given = arguments.value("--cache-dir") {
             guard !given.isEmpty else { throw .usage(arguments.command, "--cache-dir needs a directory") }
             directory = given
@@ -29,9 +35,11 @@ struct CacheOptions: Sendable {
     ///   - isShared: Whether it behaves as a shared cache (`--shared`).
     ///   - network: Whether it may fetch; when `false` (inspection commands) any fetch fails
     ///     instead of touching the network.
-    /// - Throws: ``Failure`` with ``ExitCode/failure`` when the directory cannot be used.
-    ///   - timeout: With `network`: seconds without progress before giving up (`--timeout`).
-    func open(isShared: Bool = false, network: Bool = true, timeout: Double? = nil) throws(Failure) -> HTTPCache {
+    /// - Throws: ``Failure`` with ``ExitCode/failure`` when the directory cannot be used, a
+    ///   usage failure when a `--cacert` file cannot be used.
+    func open(isShared: Bool = false, network: Bool = true) throws(Failure) -> HTTPCache {
+        let transport: any OriginTransport =
+            network ? try Network.transport(trusting: trustedCertificateFiles, command: command) : NoNetwork()
         var configuration = HTTPCache.Configuration()
         configuration.directory = directory
         configuration.isShared = isShared
@@ -49,8 +57,7 @@ struct CacheOptions: Sendable {
         do {
             // Checked even when the store is Redis: the run's statistics are kept in it.
             configuration.directory = try DiskStore.prepareDirectory(directory)
-            return try HTTPCache(
-                configuration: configuration, transport: network ? Network.transport(timeout: timeout) : NoNetwork())
+            return try HTTPCache(configuration: configuration, transport: transport)
         } catch {
             throw failure(error)
         }

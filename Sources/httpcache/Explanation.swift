@@ -399,7 +399,7 @@ struct ExplainCommand {
     }
 
     func run() async throws(Failure) {
-        let cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
+        let cache = try cacheOptions.open(isShared: options.isShared)
         let clock = ContinuousClock()
         let started = clock.now
         let fetched: Result<CachedResponse, Failure>

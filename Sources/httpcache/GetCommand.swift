@@ -51,6 +51,8 @@ struct GetCommand {
                                  miss is the cache's 504 response
           --shared               behave as a shared cache (s-maxage, private, Authorization)
           --timeout SECONDS      give up on the origin after this long (default 60)
+          --cacert FILE          trust the certificate authorities in FILE (PEM) for https
+                                 origins, besides the system's (repeatable)
           --cache-dir DIR        the cache directory (default $HTTPCACHE_DIR, else
                                  ~/.cache/httpcache)
           -v, --verbose          say on standard error how the response was obtained and why
@@ -101,7 +103,7 @@ struct GetCommand {
         let file = try output.map { path throws(Failure) in try OutputFile(path) }
         let cache: HTTPCache
         do {
-            cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
+            cache = try cacheOptions.open(isShared: options.isShared)
         } catch {
             file?.discard()
             throw error

@@ -7,12 +7,12 @@ struct SaveCommand {
     static let name = "save"
     static let summary = "save a page with everything it needs for offline reading (an offline pack)"
     static let specs =
-        CacheOptions.specs + [
+        CacheOptions.specs + Network.specs + [
             .value("--name"), .value("--depth"), .flag("--third-party"), .value("--max-bytes"), .value("--jobs"),
         ]
     static let help = """
         Usage: httpcache save URL [--name NAME] [--depth N] [--third-party] [--max-bytes N]
-                              [--jobs N] [--cache-dir DIR]
+                              [--jobs N] [--cacert FILE] [--cache-dir DIR]
 
         Saves the page at URL and every subresource a browser loads to render it (images and
         srcset candidates, stylesheets and what they import, fonts, scripts, icons, media,
@@ -91,11 +91,11 @@ struct SaveCommand {
 struct PacksCommand {
     static let name = "packs"
     static let summary = "list offline packs; show, refresh or remove one"
-    static let specs = CacheOptions.specs + [.flag("--json")]
+    static let specs = CacheOptions.specs + Network.specs + [.flag("--json")]
     static let help = """
         Usage: httpcache packs [--json] [--cache-dir DIR]
                httpcache packs show NAME [--json]
-               httpcache packs refresh NAME
+               httpcache packs refresh NAME [--cacert FILE]
                httpcache packs rm NAME
 
         packs            lists the offline packs (httpcache save): name, page, resources,

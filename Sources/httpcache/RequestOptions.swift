@@ -8,7 +8,7 @@ struct RequestOptions: Sendable {
     static let specs: [OptionSpec] = [
         .value("-X", "--request"), .value("-H", "--header"), .value("-d", "--data"), .value("--policy"),
         .flag("--offline"), .flag("--shared"), .value("--timeout"),
-    ]
+    ] + Network.specs
 
     var url: URL
     var method: String

@@ -38,7 +38,7 @@ extension GetCommand {
                 "cannot download \(path) with -C: it is not a regular file (a device, FIFO or directory); "
                     + "without -C a device or FIFO is written in place")
         }
-        let cache = try cacheOptions.open(isShared: options.isShared, timeout: options.timeout)
+        let cache = try cacheOptions.open(isShared: options.isShared)
         let clock = ContinuousClock()
         let started = clock.now
         let download = cache.download(options.request, to: URL(fileURLWithPath: destination))

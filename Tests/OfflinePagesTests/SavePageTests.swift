@@ -16,21 +16,21 @@ import FoundationNetworking
 /// `HTTPCache` has by default (the package's client on Linux, URLSession elsewhere); any other
 /// is recorded and refused without a connection, so a test of what a save must never fetch
 /// (169.254.169.254) cannot reach the real network even when the save is wrong.
-final class LoopbackFence: HTTPTransport {
+final class LoopbackFence: OriginTransport {
     #if os(Linux)
-    private let network = HTTPClientTransport()
+    private let network: any OriginTransport = HTTPClientTransport()
     #else
-    private let network = URLSessionTransport()
+    private let network: any OriginTransport = URLRequestTransport(URLSessionTransport())
     #endif
     private let outside = Mutex([String]())
 
     /// URLs a request was attempted for outside 127.0.0.0/8.
     var refused: [String] { outside.withLock { $0 } }
 
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        let host = request.url?.host ?? ""
+    func send(_ request: FetchRequest) async throws -> OriginResponse {
+        let host = request.url.host ?? ""
         guard host.hasPrefix("127."), host.split(separator: ".").count == 4 else {
-            outside.withLock { $0.append(request.url?.absoluteString ?? "") }
+            outside.withLock { $0.append(request.url.absoluteString) }
             throw URLError(.cannotConnectToHost)
         }
         return try await network.send(request)

@@ -26,7 +26,9 @@ func runTransportBenchmarks() async throws {
     print("   \(count) sequential requests per case and round, 3 rounds, 1 KiB body, origin \(origin.baseURL)")
     print("   load average: \(loadAverage())")
 
-    var transports: [(String, any HTTPTransport)] = [("URLSessionTransport", URLSessionTransport())]
+    var transports: [(String, any OriginTransport)] = [
+        ("URLSessionTransport", URLRequestTransport(URLSessionTransport()))
+    ]
     #if os(Linux)
     transports.insert(("HTTPClientTransport", HTTPClientTransport()), at: 0)
     #endif

@@ -2,12 +2,12 @@
 import CacheSemantics
 import CacheSystem
 import Foundation
-import FoundationNetworking
 import HTTPClient
 @_spi(Wire) import HTTPWire
 
-/// An ``HTTPTransport`` on the package's own HTTP/1.1 client: ``HTTPCache``'s network on Linux
-/// unless you pass another (``URLSessionTransport`` is still there).
+/// An ``OriginTransport`` on the package's own HTTP/1.1 client, with TLS on OpenSSL 3 for
+/// `https`: ``HTTPCache``'s network on Linux unless you pass another (HTTPCaching's
+/// `URLSessionTransport` is still there).
 ///
 /// It frames every response itself (RFC 9112 §6.3): bytes an origin sends beyond a response
 /// are never taken for the next one (the connection is closed instead), a chunked body with a
@@ -15,7 +15,8 @@ import HTTPClient
 /// a body cut short is an error, never a complete response. It loads no libcurl.
 ///
 /// What it sends and hands back, as URLSession would:
-/// - The request's method, URL, fields and body (`httpBody` or `httpBodyStream`), nothing
+/// - The request's method, URL, fields and content (with HTTPCaching, `httpBody` or
+///   `httpBodyStream`), nothing
 ///   cached, cookies only as the request carries them, redirects returned rather than
 ///   followed (``HTTPCache`` follows them, caching each hop), interim `1xx` responses skipped.
 /// - `Accept-Encoding: gzip, deflate, br` when the request has none (and no `Range`): bodies
@@ -39,8 +40,12 @@ import HTTPClient
 /// and memory does not grow. Cancelling the task that awaits the response or reads the body,
 /// or dropping the body unread, stops the transfer.
 ///
-/// `https` URLs go through a ``URLSessionTransport`` until the client speaks TLS.
-public final class HTTPClientTransport: HTTPTransport {
+/// `https` origins are verified against the system's trust store (`/etc/ssl/certs`, or
+/// `SSL_CERT_FILE`/`SSL_CERT_DIR`) and ``Configuration/trustedCertificateFiles``, with their host
+/// name, over TLS 1.2 or 1.3; a failure is `URLError(.secureConnectionFailed)` whose description
+/// names the origin and the cause in words (expired, wrong host name, unknown issuer, …).
+/// Verification cannot be turned off.
+public final class HTTPClientTransport: OriginTransport {
     /// How many requests at once, and how much of a body waits for a slow reader.
     public struct Configuration: Sendable {
         /// The most requests performed at once, each on a thread; more wait for one to end. A
@@ -49,16 +54,30 @@ public final class HTTPClientTransport: HTTPTransport {
         /// Bytes of a body held for a reader who has not taken them yet, before the transfer
         /// waits for it.
         public var bufferedBodyBytes = 256 * 1024
+        /// PEM files of certificate authorities trusted for `https` origins besides the
+        /// system's trust store: for origins whose certificates come from a private CA.
+        public var trustedCertificateFiles: [String] = []
+        /// How the user trusts another authority, named in the error about a certificate
+        /// from an unknown one (`--cacert FILE` for the command-line tool).
+        public var trustAdvice = "trustedCertificateFiles"
 
-        /// 64 requests at once, 256 KiB held per body.
+        /// 64 requests at once, 256 KiB held per body, the system's trust store alone.
         public init() {}
     }
 
-    private let client: StreamingClient
+    /// The client, or why it could not be made (an unreadable trusted-certificate file): every
+    /// request then fails with that reason.
+    private let client: Result<StreamingClient, UpstreamError>
     private let proxies: ProxyEnvironment
     private let userAgent: String
-    /// For `https`, made when first needed.
-    private let secure = LazyTransport()
+
+    /// Why this transport cannot send anything (a file in
+    /// ``Configuration/trustedCertificateFiles`` that cannot be read or holds no certificate),
+    /// in one line; `nil` when it can.
+    public var setupFailure: String? {
+        if case .failure(let error) = client { return error.description }
+        return nil
+    }
 
     /// A transport with its own connections; the proxy variables are read now.
     public convenience init(configuration: Configuration = Configuration()) {
@@ -74,33 +93,27 @@ public final class HTTPClientTransport: HTTPTransport {
         settings.client.stallTimeout = 60
         settings.maximumConcurrentTransfers = configuration.maximumConcurrentRequests
         settings.bufferedBodyBytes = configuration.bufferedBodyBytes
-        client = StreamingClient(configuration: settings)
+        settings.client.extraTrustRoots = configuration.trustedCertificateFiles
+        settings.client.trustAdvice = configuration.trustAdvice
+        client = Result { () throws(UpstreamError) in try StreamingClient(configuration: settings) }
         self.proxies = proxies
         let name = ProcessInfo.processInfo.processName.unicodeScalars.filter(Self.isTokenCharacter)
         userAgent = (name.isEmpty ? "" : String(String.UnicodeScalarView(name)) + " ") + "swift-http-cache"
     }
 
-    public func send(_ request: URLRequest) async throws -> TransportResponse {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), let host = url.host else {
-            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the request has no http URL"])
+    public func send(_ request: FetchRequest) async throws -> OriginResponse {
+        let url = request.url
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host else {
+            throw Self.error(.badURL, url, "\(url.absoluteString) is not an http or https URL")
+        }
+        let client: StreamingClient
+        switch self.client {
+        case .success(let made): client = made
+        case .failure(let error): throw Self.urlError(error, url)
         }
         let route = proxies.route(scheme: scheme, host: host)
-        if scheme == "https" {
-            switch route {
-            case .direct:
-                return try await secure.transport.send(request)
-            case .proxy(let server):
-                throw Self.error(
-                    .cannotConnectToHost, url,
-                    "cannot reach \(url.absoluteString) through the proxy \(server.url) (from the environment): "
-                        + "https through a proxy needs a CONNECT tunnel, which this client does not open yet; "
-                        + "set no_proxy for this host, or pass URLSessionTransport() to HTTPCache")
-            case .unusable: break  // said below
-            }
-        }
         var upstream = UpstreamRequest(
-            method: request.httpMethod ?? "GET", url: url.absoluteString, fields: Self.fields(of: request),
-            body: try Self.body(of: request))
+            method: request.method, url: url.absoluteString, fields: request.fields, body: try Self.body(of: request))
         let fields = upstream.fields
         if !fields.contains(.acceptEncoding), !fields.contains(.range) {
             upstream.fields.append(name: .acceptEncoding, value: "gzip, deflate, br")
@@ -109,9 +122,10 @@ public final class HTTPClientTransport: HTTPTransport {
         switch route {
         case .direct: break
         case .proxy(let server):
+            // http in absolute-form to the proxy; https through a CONNECT tunnel it opens.
             upstream.proxy = server.url
-            // The origin's authority, not the proxy's (RFC 9112 §3.2: Host names the target URI's).
-            if !fields.contains(.host), let target = try? Target.absolute(upstream.url) {
+            if scheme == "http", !fields.contains(.host), let target = try? Target.absolute(upstream.url) {
+                // The origin's authority, not the proxy's (RFC 9112 §3.2: Host names the target URI's).
                 upstream.fields.append(name: .host, value: target.authority)
             }
             if let user = server.user, !fields.contains(.proxyAuthorization) {
@@ -132,40 +146,18 @@ public final class HTTPClientTransport: HTTPTransport {
         } catch {
             throw Self.urlError(error, url)
         }
-        guard let head = Self.response(response.head, url) else {
-            response.body.cancel()
-            throw Self.error(
-                .badServerResponse, url, "the response from \(url.absoluteString) could not be represented")
-        }
-        return TransportResponse(response: head, body: Self.stream(response.body, url))
+        return OriginResponse(
+            status: response.head.status, fields: response.head.fields, url: url, body: Self.stream(response.body, url))
     }
 
     // MARK: Request
 
-    /// The request's fields, in the order `allHTTPHeaderFields` gives them.
-    private static func fields(of request: URLRequest) -> HeaderFields {
-        HeaderFields((request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-    }
-
-    /// `httpBody`, or all of `httpBodyStream`.
-    private static func body(of request: URLRequest) throws -> [UInt8]? {
-        if let body = request.httpBody { return [UInt8](body) }
-        guard let stream = request.httpBodyStream else { return nil }
-        stream.open()
-        defer { stream.close() }
-        var body: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = stream.read(&buffer, maxLength: buffer.count)
-            if count == 0 { return body }
-            guard count > 0 else {
-                let reason = stream.streamError.map { "\($0)" } ?? "the stream failed"
-                throw URLError(
-                    .requestBodyStreamExhausted,
-                    userInfo: [NSLocalizedDescriptionKey: "could not read the request body: \(reason)"])
-            }
-            body += buffer[..<count]
-        }
+    /// The request's content: ``FetchRequest/body``, or all of the stream the platform's
+    /// request holds (HTTPCaching's `httpBodyStream`).
+    private static func body(of request: FetchRequest) throws -> [UInt8]? {
+        if let body = request.body { return [UInt8](body) }
+        guard request.hasBodyStream, let stream = request.platformRequest as? any StreamedContent else { return nil }
+        return try stream.content()
     }
 
     private static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
@@ -173,22 +165,6 @@ public final class HTTPClientTransport: HTTPTransport {
     }
 
     // MARK: Response
-
-    /// The head as an `HTTPURLResponse`: repeated fields joined with `, ` (RFC 9110 §5.3).
-    private static func response(_ head: UpstreamResponseHead, _ url: URL) -> HTTPURLResponse? {
-        var fields: [String: String] = [:]
-        var names: [String: String] = [:]
-        for field in head.fields {
-            let key = field.lowercasedName
-            if let name = names[key] {
-                fields[name] = fields[name].map { $0 + ", " + field.value } ?? field.value
-            } else {
-                names[key] = field.name
-                fields[field.name] = field.value
-            }
-        }
-        return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: "HTTP/1.1", headerFields: fields)
-    }
 
     /// The body's pieces as `Data`; dropping the stream unread stops the transfer.
     private static func stream(_ body: StreamingTransfer, _ url: URL) -> AsyncThrowingStream<Data, any Error> {
@@ -226,6 +202,7 @@ public final class HTTPClientTransport: HTTPTransport {
         case .closed: code = .networkConnectionLost
         case .aborted: code = .cancelled
         case .protocolError: code = .badServerResponse
+        case .tls: code = .secureConnectionFailed
         case .other: code = .badURL
         }
         return Self.error(code, url, error.description)
@@ -241,27 +218,16 @@ private final class BodyReader: Sendable {
     deinit { body.cancel() }
 }
 
-/// A `URLSessionTransport` made on first use.
-private final class LazyTransport: Sendable {
-    private let made = Locked<URLSessionTransport?>(nil)
-
-    var transport: URLSessionTransport {
-        made.withLock { made in
-            if let made { return made }
-            let transport = URLSessionTransport()
-            made = transport
-            return transport
-        }
-    }
-}
-
 extension HTTPCache {
-    /// The network a cache uses when none is given: this package's HTTP client on Linux.
-    static func defaultTransport() -> any HTTPTransport { HTTPClientTransport() }
-}
-#else
-extension HTTPCache {
-    /// The network a cache uses when none is given: URLSession on Apple platforms.
-    static func defaultTransport() -> any HTTPTransport { URLSessionTransport() }
+    /// The network a cache uses when none is given: this package's HTTP client.
+    package static func defaultTransport() -> any OriginTransport { HTTPClientTransport() }
 }
 #endif
+
+/// Content a platform's request holds as a stream (HTTPCaching's `URLRequest.httpBodyStream`),
+/// read whole when the request is sent.
+package protocol StreamedContent: Sendable {
+    /// All of the content.
+    /// - Throws: When the stream fails, saying why.
+    func content() throws -> [UInt8]
+}
