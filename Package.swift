@@ -95,7 +95,9 @@ let package = Package(
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
-        .target(name: "LoopbackOrigin", dependencies: ["CacheSystem", "HTTPWire"], swiftSettings: strictSettings),
+        // With a server context from CacheTLS it serves HTTPS.
+        .target(
+            name: "LoopbackOrigin", dependencies: ["CacheSystem", "CacheTLS", "HTTPWire"], swiftSettings: strictSettings),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
         // The one HTTP/1.1 codec (RFC 9112), portable: request and response head parsers and

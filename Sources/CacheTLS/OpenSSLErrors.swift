@@ -1,4 +1,4 @@
-import COpenSSLHTTPCache
+internal import COpenSSLHTTPCache
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import COpenSSLHTTPCache
+internal import COpenSSLHTTPCache
 
 #if canImport(Glibc)
 import Glibc
@@ -12,6 +12,9 @@ struct SocketState {
     var fd: Int32
     /// The `errno` of the last `recv` or `send` that failed other than for `EAGAIN`; 0 if none.
     var lastErrno: Int32 = 0
+    /// Whether `recv` met the end of the stream (what `BIO_eof` reports, and OpenSSL 3 turns
+    /// into `SSL_R_UNEXPECTED_EOF_WHILE_READING` when no close_notify came first).
+    var sawEOF = false
 }
 
 /// OpenSSL's I/O over a socket, as its own socket BIO does it, but sending with `MSG_NOSIGNAL`:
@@ -64,6 +67,7 @@ enum SocketBIO {
             BIO_clear_flags(bio, SocketBIO.retryFlags)
             while true {
                 let received = recv(state.pointee.fd, bytes, Int(count), 0)
+                if received == 0 { state.pointee.sawEOF = true }
                 if received >= 0 { return Int32(received) }
                 switch errno {
                 case EINTR: continue
@@ -73,10 +77,12 @@ enum SocketBIO {
                 return -1
             }
         }
-        BIO_meth_set_ctrl(method) { _, command, _, _ in
-            // Flushing is a no-op (every write goes straight to the socket); nothing else is
-            // supported, as 0 says.
-            command == BIO_CTRL_FLUSH ? 1 : 0
+        BIO_meth_set_ctrl(method) { bio, command, _, _ in
+            switch command {
+            case BIO_CTRL_FLUSH: 1  // every write goes straight to the socket
+            case BIO_CTRL_EOF: bio.flatMap(SocketBIO.state).map { $0.pointee.sawEOF ? 1 : 0 } ?? 0
+            default: 0  // not supported
+            }
         }
         BIO_meth_set_create(method) { _ in 1 }
         BIO_meth_set_destroy(method) { _ in 1 }

@@ -1,4 +1,4 @@
-import COpenSSLHTTPCache
+internal import COpenSSLHTTPCache
 import CacheSystem
 
 #if canImport(Glibc)
@@ -250,7 +250,7 @@ public final class TLSConnection {
         let queued = OpenSSLErrorQueue.drain()
         let code = socket.pointee.lastErrno
         if error == SSL_ERROR_SYSCALL {
-            if code == 0 || code == ECONNRESET { return .truncated }
+            if code == 0 || code == ECONNRESET || socket.pointee.sawEOF { return .truncated }
             return .failed(errnoText(code))
         }
         // OpenSSL 3 reports an EOF without close_notify as this error (we do not set
@@ -278,11 +278,12 @@ public final class TLSConnection {
         case SSL_R_UNSUPPORTED_PROTOCOL, SSL_R_TLSV1_ALERT_PROTOCOL_VERSION, SSL_R_NO_PROTOCOLS_AVAILABLE,
             SSL_R_VERSION_TOO_LOW:
             return .protocolVersion(peer: peer)
-        case .some where queued?.reason != SSL_R_UNEXPECTED_EOF_WHILE_READING:
+        case SSL_R_UNEXPECTED_EOF_WHILE_READING:
+            return .handshakeFailed(peer: peer, reason: "the connection was closed during the handshake")
+        case .some:
             return .handshakeFailed(peer: peer, reason: queued?.text ?? "")
-        default:
-            // An EOF: OpenSSL reports it as SSL_ERROR_SYSCALL with an empty queue, or as
-            // SSL_R_UNEXPECTED_EOF_WHILE_READING.
+        case nil:
+            // A socket error (a reset), or an EOF that OpenSSL saw as SSL_ERROR_SYSCALL.
             let code = socket.pointee.lastErrno
             let reason = code != 0 ? errnoText(code) : "the connection was closed during the handshake"
             return .handshakeFailed(peer: peer, reason: reason)

@@ -1,4 +1,4 @@
-import COpenSSLHTTPCache
+internal import COpenSSLHTTPCache
 import CacheSystem
 
 #if canImport(Glibc)

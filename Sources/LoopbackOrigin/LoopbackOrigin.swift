@@ -1,4 +1,5 @@
 import CacheSystem
+import CacheTLS
 import Foundation
 
 #if canImport(Glibc)
@@ -92,6 +93,17 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
         /// Whether the origin adds `Date` when ``headers`` has none (RFC 9110 §6.6.1 lets an
         /// origin without a clock omit it); `false` sends a response without one.
         public var addsDate = true
+        /// Send the body with neither `Content-Length` nor chunked coding: it ends when the
+        /// connection closes (RFC 9112 §6.3 item 8), which it then does. Over HTTPS the close
+        /// comes with `close_notify`, unless ``cutAfterBodyBytes`` cuts it (set it to the body's
+        /// length for a whole body that ends without `close_notify`: incomplete, RFC 9112 §9.8).
+        /// Ignored for a chunked body, or when ``headers`` has a `Content-Length`.
+        public var closeDelimited = false
+        /// Over HTTPS, whether a connection cut by ``cutAfterBodyBytes`` is closed with
+        /// `close_notify` first (a clean TLS close that still leaves the message short) rather
+        /// than dropped without one (as a failing server or a truncation attack looks). No
+        /// effect over HTTP.
+        public var cutWithCloseNotify = false
 
         /// A response with a byte body.
         /// - Parameters:
@@ -186,21 +198,24 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
 
     private let core: OriginCore
 
-    /// Starts listening on 127.0.0.1, or another loopback address.
+    /// Starts listening on 127.0.0.1, or another loopback address; with `tls`, serving HTTPS.
     /// - Parameters:
     ///   - port: The port to bind; 0 chooses a free one below the kernel's ephemeral
     ///     range, which stays this origin's until it is released, across ``stop()`` and
     ///     ``restart()`` (see ``port``).
     ///   - host: An address of 127.0.0.0/8 in dotted decimal (Linux answers on all of them):
     ///     `127.0.0.2` is another host than `127.0.0.1` to a client, and still loopback.
+    ///   - tls: A server context (its certificate chosen by the client's SNI): every connection
+    ///     is TLS, and the routes, responses and records are the same as over HTTP. A client
+    ///     that refuses the certificate is not recorded. nil serves HTTP.
     /// - Throws: ``SocketError`` naming the call that failed (`bind` when the port is taken;
     ///   `loopback address` with `EINVAL` when `host` is not in 127.0.0.0/8).
-    public init(port: UInt16 = 0, host: String = "127.0.0.1") throws {
+    public init(port: UInt16 = 0, host: String = "127.0.0.1", tls: TLSServerContext? = nil) throws {
         let octets = host.split(separator: ".", omittingEmptySubsequences: false).compactMap { UInt8($0) }
         guard octets.count == 4, octets[0] == 127 else {
             throw SocketError(operation: "loopback address \(host)", code: EINVAL)
         }
-        core = OriginCore(address: octets.reduce(0) { $0 << 8 | UInt32($1) })
+        core = OriginCore(address: octets.reduce(0) { $0 << 8 | UInt32($1) }, tls: tls)
         try core.start(port: port)
     }
 
@@ -215,8 +230,8 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
     /// The address listened on: `127.0.0.1` unless another was given.
     public var host: String { POSIX.dotted(core.address) }
 
-    /// `http://HOST:PORT`, without a trailing slash.
-    public var baseURL: String { "http://\(host):\(port)" }
+    /// `http://HOST:PORT` (`https://` when serving HTTPS), without a trailing slash.
+    public var baseURL: String { "\(core.tls == nil ? "http" : "https")://\(host):\(port)" }
 
     /// ``baseURL`` followed by `pathAndQuery` (a `/` is put in front if it has none).
     ///

@@ -1,4 +1,5 @@
 import CacheSystem
+import CacheTLS
 @_spi(Wire) import HTTPWire
 
 #if canImport(Glibc)
@@ -48,8 +49,13 @@ final class OriginCore: Sendable {
     let state = Locked(State())
     /// The loopback address listened on (host byte order).
     let address: UInt32
+    /// The server context when the origin serves HTTPS; nil for HTTP.
+    let tls: TLSServerContext?
 
-    init(address: UInt32 = POSIX.localhost) { self.address = address }
+    init(address: UInt32 = POSIX.localhost, tls: TLSServerContext? = nil) {
+        self.address = address
+        self.tls = tls
+    }
     /// Serialises `start` and `stop` (held while waiting for the accept thread; `state` never is).
     private let lifecycle = Locked(())
 
@@ -172,15 +178,23 @@ final class OriginCore: Sendable {
     /// Answers requests on one connection until either side closes it or the origin stops.
     private func serve(_ fd: Int32, generation: Int) {
         defer { release(fd) }
-        var reader = RequestReader(fd: fd, sendInterim: { POSIX.sendAll(fd, $0) })
+        let connection: OriginStream
+        if let tls {
+            // A client that refuses the certificate ends here, as it would with any server.
+            guard let secured = OriginStream(fd: fd, tls: tls) else { return }
+            connection = secured
+        } else {
+            connection = OriginStream(fd: fd)
+        }
+        var reader = RequestReader(stream: connection)
         while true {
             let parsed: ParsedRequest
             switch reader.next() {
             case .closed:
                 return
             case .reject(let status, let reason):
-                if POSIX.sendAll(fd, ResponseWriter.rejection(status: status, reason: reason)) {
-                    POSIX.finishSending(fd)
+                if connection.sendAll(ResponseWriter.rejection(status: status, reason: reason)) {
+                    connection.finishSending()
                 }
                 return
             case .request(let request):
@@ -197,20 +211,21 @@ final class OriginCore: Sendable {
             let output = ResponseWriter.encode(
                 response, method: parsed.method, minorVersion: parsed.minorVersion,
                 clientWantsClose: parsed.wantsClose)
-            guard POSIX.sendAll(fd, output.bytes) else { return }
+            guard connection.sendAll(output.bytes) else { return }
             if let stream = output.stream {
-                guard send(stream, on: fd, unlessStoppedSince: generation) else { return }
+                guard send(stream, on: connection, unlessStoppedSince: generation) else { return }
                 if stream.pauses {
-                    waitForClose(fd, unlessStoppedSince: generation)
+                    waitForClose(connection, unlessStoppedSince: generation)
                     return
                 }
             }
             if output.cut {
-                POSIX.shutdownBoth(fd)
+                if response.cutWithCloseNotify { connection.closeNotify() }
+                connection.cut()
                 return
             }
             if output.closeAfter {
-                POSIX.finishSending(fd)
+                connection.finishSending()
                 return
             }
         }
@@ -219,7 +234,7 @@ final class OriginCore: Sendable {
     /// Sends a streamed body in pieces of 256 KiB (framed as chunks when it is chunked); false
     /// if the client went away or the origin was stopped meanwhile.
     private func send(
-        _ stream: ResponseWriter.BodyStream, on fd: Int32, unlessStoppedSince generation: Int
+        _ stream: ResponseWriter.BodyStream, on connection: OriginStream, unlessStoppedSince generation: Int
     ) -> Bool {
         let pieceSize: Int64 = 256 * 1024
         var buffer = [UInt8](repeating: 0, count: Int(pieceSize))
@@ -234,29 +249,29 @@ final class OriginCore: Sendable {
             if stream.chunked {
                 var sizeLine: [UInt8] = []
                 ChunkedEncoder.appendSize(Int(pieceLength), to: &sizeLine)
-                guard POSIX.sendAll(fd, sizeLine) else { return false }
+                guard connection.sendAll(sizeLine) else { return false }
             }
-            guard POSIX.sendAll(fd, sent == buffer.count ? buffer : Array(buffer[0..<sent])) else { return false }
+            guard connection.sendAll(sent == buffer.count ? buffer : Array(buffer[0..<sent])) else { return false }
             position += Int64(sent)
             if stream.chunked, Int64(sent) == pieceLength {
-                guard POSIX.sendAll(fd, [0x0D, 0x0A]) else { return false }
+                guard connection.sendAll([0x0D, 0x0A]) else { return false }
             }
         }
         if stream.chunked, stream.limit == stream.total {
             var end: [UInt8] = []
             ChunkedEncoder.appendEnd(to: &end)
-            return POSIX.sendAll(fd, end)
+            return connection.sendAll(end)
         }
         return true
     }
 
     /// Sends nothing more and waits until the client closes the connection (anything it sends
     /// is read and dropped) or the origin is stopped.
-    private func waitForClose(_ fd: Int32, unlessStoppedSince generation: Int) {
+    private func waitForClose(_ connection: OriginStream, unlessStoppedSince generation: Int) {
         var scratch = [UInt8](repeating: 0, count: 16 * 1024)
         while state.withLock({ $0.generation == generation }) {
-            guard POSIX.waitReadable(fd, milliseconds: 20) else { continue }
-            let received = scratch.withUnsafeMutableBytes { POSIX.receive(fd, into: $0) }
+            guard connection.waitReadable(milliseconds: 20) else { continue }
+            let received = scratch.withUnsafeMutableBytes { connection.receive(into: $0) }
             if received <= 0 { return }
         }
     }

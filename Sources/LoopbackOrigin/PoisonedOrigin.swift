@@ -1,4 +1,5 @@
 import CacheSystem
+import CacheTLS
 
 /// The origin of the misbehaving-origin tests, for `HTTPCache` and for the proxy alike: `/a` is
 /// answered with a script that gets the response's framing wrong (RFC 9112 §6) the first time
@@ -57,10 +58,11 @@ public final class PoisonedOrigin: Sendable {
 
     private let raw: RawOrigin
 
-    /// An origin that answers `/a` with `poisoned` once, then with `A`; `/b` with `B`.
-    public init(poisoned: [RawOrigin.Step]) throws(LoopbackOrigin.SocketError) {
+    /// An origin that answers `/a` with `poisoned` once, then with `A`; `/b` with `B`; over
+    /// HTTPS with `tls`.
+    public init(poisoned: [RawOrigin.Step], tls: TLSServerContext? = nil) throws(LoopbackOrigin.SocketError) {
         let answeredA = Locked(0)
-        raw = try RawOrigin { request in
+        raw = try RawOrigin(tls: tls) { request in
             guard request.target == "/a" else { return [.send(PoisonedOrigin.response("B"))] }
             let first = answeredA.withLock { count in
                 count += 1
@@ -72,7 +74,7 @@ public final class PoisonedOrigin: Sendable {
 
     deinit { raw.stop() }
 
-    /// `http://127.0.0.1:PORT` followed by `path`.
+    /// `http://127.0.0.1:PORT` (`https://` over HTTPS) followed by `path`.
     public func url(_ path: String) -> String { raw.url(path) }
 
     /// How many requests for `path` reached the origin.

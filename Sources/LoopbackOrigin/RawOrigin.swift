@@ -1,4 +1,5 @@
 import CacheSystem
+import CacheTLS
 
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,9 @@ import Darwin
 /// A misbehaving HTTP origin on 127.0.0.1 for what ``LoopbackOrigin`` does not do: exact scripted
 /// bytes (interim responses, folded fields, malformed status lines, more bytes than a response's
 /// framing allows), pauses between writes, connections closed or reset at a chosen point. Each
-/// connection runs `script` on its own thread and records every request it reads, raw.
+/// connection runs `script` on its own thread and records every request it reads, raw. With a
+/// TLS server context it speaks HTTPS: the same bytes, encrypted, and a close with or without
+/// `close_notify` (``Step/closeNotify``, ``Step/close``).
 ///
 /// ```swift
 /// let origin = try RawOrigin { request in
@@ -41,15 +44,21 @@ public final class RawOrigin: Sendable {
     private let acceptExited = Locked(false)
     /// The port it listens on (the kernel chose it).
     public let port: UInt16
+    /// Whether it serves HTTPS.
+    public let isHTTPS: Bool
 
     /// An origin whose every accepted connection runs `script` on a thread of its own.
     ///
-    /// - Parameter records: Whether requests are kept for ``received`` (a long run that does
-    ///   not look at them passes `false`, so memory stays flat).
+    /// - Parameters:
+    ///   - records: Whether requests are kept for ``received`` (a long run that does not look
+    ///     at them passes `false`, so memory stays flat).
+    ///   - tls: A server context: every connection is TLS, its handshake done before `script`
+    ///     runs (a client that refuses the certificate never reaches it). nil serves HTTP.
     public init(
-        records: Bool = true, _ script: @escaping @Sendable (RawConnection) -> Void
+        records: Bool = true, tls: TLSServerContext? = nil, _ script: @escaping @Sendable (RawConnection) -> Void
     ) throws(LoopbackOrigin.SocketError) {
         self.records = records
+        isHTTPS = tls != nil
         (listener, port) = try POSIX.listeningSocket(port: 0)
         do {
             wake = try POSIX.wakePipe()
@@ -79,7 +88,8 @@ public final class RawOrigin: Sendable {
                     continue
                 }
                 let spawned = POSIX.spawnThread { [self] in
-                    script(RawConnection(fd: fd, index: index, origin: self))
+                    let stream = tls.map { OriginStream(fd: fd, tls: $0) } ?? OriginStream(fd: fd)
+                    if let stream { script(RawConnection(stream: stream, index: index, origin: self)) }
                     state.withLock { state in
                         state.open.remove(fd)
                         POSIX.closeDescriptor(fd)
@@ -108,8 +118,12 @@ public final class RawOrigin: Sendable {
         case bytes([UInt8])
         /// Waits this many seconds.
         case pause(Double)
-        /// Closes the connection (FIN); no further request is read on it.
+        /// Closes the connection (FIN), over HTTPS without `close_notify`: a cut, to a TLS
+        /// client. No further request is read on it.
         case close
+        /// Over HTTPS, sends `close_notify` (RFC 8446 §6.1), then closes the connection; over
+        /// HTTP the same as ``close``. No further request is read on it.
+        case closeNotify
         /// Resets the connection (RST: `SO_LINGER` 0, then close); no further request is read.
         case reset
     }
@@ -127,8 +141,10 @@ public final class RawOrigin: Sendable {
 
     /// An origin that answers every request it reads with the steps `answer` gives for it,
     /// until a step closes or resets the connection.
-    public convenience init(answer: @escaping @Sendable (Request) -> [Step]) throws(LoopbackOrigin.SocketError) {
-        try self.init { connection in
+    public convenience init(
+        tls: TLSServerContext? = nil, answer: @escaping @Sendable (Request) -> [Step]
+    ) throws(LoopbackOrigin.SocketError) {
+        try self.init(tls: tls) { connection in
             var number = 0
             while let text = connection.readRequest() {
                 let words = text.prefix { $0 != "\r" }.split(separator: " ")
@@ -142,6 +158,9 @@ public final class RawOrigin: Sendable {
                     case .bytes(let bytes): connection.send(bytes)
                     case .pause(let seconds): usleep(UInt32(seconds * 1_000_000))
                     case .close: return
+                    case .closeNotify:
+                        connection.closeNotify()
+                        return
                     case .reset:
                         connection.resetOnClose()
                         return
@@ -151,8 +170,8 @@ public final class RawOrigin: Sendable {
         }
     }
 
-    /// `http://127.0.0.1:PORT` followed by `path`.
-    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    /// `http://127.0.0.1:PORT` (`https://` when serving HTTPS) followed by `path`.
+    public func url(_ path: String) -> String { "\(isHTTPS ? "https" : "http")://127.0.0.1:\(port)\(path)" }
 
     /// Every request read so far, in the order they were read.
     public var received: [Received] { state.withLock { $0.received } }
@@ -183,12 +202,12 @@ public final class RawOrigin: Sendable {
 public final class RawConnection {
     /// 0 for the first connection the origin accepted, 1 for the next…
     public let index: Int
-    private let fd: Int32
+    private let stream: OriginStream
     private let origin: RawOrigin
     private var buffer: [UInt8] = []
 
-    fileprivate init(fd: Int32, index: Int, origin: RawOrigin) {
-        self.fd = fd
+    fileprivate init(stream: OriginStream, index: Int, origin: RawOrigin) {
+        self.stream = stream
         self.index = index
         self.origin = origin
     }
@@ -225,25 +244,30 @@ public final class RawConnection {
     public func send(_ text: String) { send(Array(text.utf8)) }
 
     /// Writes `bytes`, all of them unless the peer is gone.
-    public func send(_ bytes: [UInt8]) { _ = POSIX.sendAll(fd, bytes) }
+    public func send(_ bytes: [UInt8]) { _ = stream.sendAll(bytes) }
 
     /// Whether the client stays silent for `milliseconds`: false as soon as a byte of its next
     /// request is here (or is already buffered), or the connection ends.
     public func staysQuiet(milliseconds: Int32) -> Bool {
         guard buffer.isEmpty else { return false }
-        var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&waiting, 1, milliseconds) == 0
+        return !stream.waitReadable(milliseconds: milliseconds)
+    }
+
+    /// Over HTTPS, sends `close_notify` (the close that follows the script is then a clean
+    /// TLS close); nothing over HTTP.
+    public func closeNotify() {
+        stream.closeNotify()
     }
 
     /// Makes the close that follows the script a reset (RST) rather than a FIN.
     public func resetOnClose() {
         var linger = linger(l_onoff: 1, l_linger: 0)
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        setsockopt(stream.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
     }
 
     private func receiveMore() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        let count = chunk.withUnsafeMutableBytes { POSIX.receive(fd, into: $0) }
+        let count = chunk.withUnsafeMutableBytes { stream.receive(into: $0) }
         guard count > 0 else { return false }
         buffer.append(contentsOf: chunk[..<count])
         return true

@@ -19,7 +19,7 @@ enum ReadOutcome {
     case reject(status: Int, reason: String)
 }
 
-/// Reads HTTP/1.1 requests from a blocking socket: request line, fields, then a body framed by
+/// Reads HTTP/1.1 requests from a connection (blocking): request line, fields, then a body framed by
 /// Content-Length or chunked Transfer-Encoding (decoded). Never traps on any input; anything it
 /// cannot frame safely is a ``ReadOutcome/reject(status:reason:)``.
 struct RequestReader {
@@ -29,19 +29,16 @@ struct RequestReader {
     static let maxBodyBytes = 64 * 1024 * 1024
     private static let maxChunkSizeLineBytes = 4 * 1024
 
-    private let fd: Int32
-    private let sendInterim: ([UInt8]) -> Bool
+    private let stream: OriginStream
     private var buffer: [UInt8] = []
     private var start = 0  // first byte not yet consumed
     private var scanned = 0  // bytes after `start` already known to hold no LF
     private var scratch = [UInt8](repeating: 0, count: 16 * 1024)
 
-    /// - Parameters:
-    ///   - fd: A connected socket; the reader only receives from it.
-    ///   - sendInterim: Sends `100 Continue` when a client waits for it (RFC 9110 §10.1.1).
-    init(fd: Int32, sendInterim: @escaping ([UInt8]) -> Bool) {
-        self.fd = fd
-        self.sendInterim = sendInterim
+    /// - Parameter stream: A connection; the reader receives from it, and sends on it only
+    ///   `100 Continue` when a client waits for it (RFC 9110 §10.1.1).
+    init(stream: OriginStream) {
+        self.stream = stream
     }
 
     /// Reads the next complete request, blocking until it has arrived.
@@ -145,7 +142,7 @@ struct RequestReader {
     }
 
     private func sendContinue() -> Bool {
-        sendInterim(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        stream.sendAll(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
     }
 
     /// A reason to reject input; status 0 means "the connection ended", not a reply.
@@ -303,7 +300,7 @@ struct RequestReader {
             buffer.removeSubrange(0..<start)
             start = 0
         }
-        let received = scratch.withUnsafeMutableBytes { POSIX.receive(fd, into: $0) }
+        let received = scratch.withUnsafeMutableBytes { stream.receive(into: $0) }
         guard received > 0 else { return false }
         buffer.append(contentsOf: scratch[0..<received])
         return true

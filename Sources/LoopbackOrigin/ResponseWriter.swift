@@ -53,8 +53,8 @@ enum ResponseWriter {
 
     /// The wire form of `response` for a request with `method` over HTTP/1.`minorVersion`.
     ///
-    /// Adds `Content-Length` (RFC 9110 §8.6) unless the body is chunked, the handler set one, or the
-    /// status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set
+    /// Adds `Content-Length` (RFC 9110 §8.6) unless the body is chunked or close-delimited, the
+    /// handler set one, or the status has no content (1xx, 204, 304: RFC 9110 §6.4.1); `Date` (RFC 9110 §6.6.1) unless set
     /// or ``LoopbackOrigin/Response/addsDate`` is off; `Connection: close` when closing. HEAD,
     /// 1xx, 204 and 304 responses never carry a body.
     static func encode(
@@ -67,6 +67,7 @@ enum ResponseWriter {
         let sendsBody = !hasNoContent && method != "HEAD"
         // A chunked response to an HTTP/1.0 client is not understood (RFC 9112 §6.1): use a length instead.
         let chunked = response.chunked && !hasNoContent && minorVersion >= 1
+        let closeDelimited = response.closeDelimited && !chunked
         var fields = response.headers.map { (name: clean($0.name), value: clean($0.value)) }
         func values(_ name: String) -> [String] {
             fields.filter { ASCII.equalsIgnoringCase($0.name, name) }.map(\.value)
@@ -87,6 +88,8 @@ enum ResponseWriter {
                 if !declaredLengths.isEmpty { closeAfter = true }
             } else if declaresCoding {
                 closeAfter = true  // the handler framed the body itself; only the close delimits it for sure
+            } else if declaredLengths.isEmpty, closeDelimited {
+                closeAfter = true  // RFC 9112 §6.3 item 8: the close ends the body
             } else if declaredLengths.isEmpty {
                 fields.append((name: "Content-Length", value: String(bodyLength)))
             } else if sendsBody,

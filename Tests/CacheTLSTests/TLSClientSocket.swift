@@ -1,0 +1,77 @@
+import CacheSystem
+import CacheTLS
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A TLS client connection to a loopback server through the blocking layer, as a client
+/// thread uses it: connect, handshake, send, read.
+final class TLSClientSocket {
+    let fd: Int32
+    let tls: TLSConnection
+
+    struct ConnectError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Connects to 127.0.0.1:`port` and does the handshake, asking for `host`.
+    /// - Throws: ``TLSError`` when the handshake fails, ``ConnectError`` when the connect does.
+    init(port: UInt16, host: String = "127.0.0.1", context: TLSClientContext) throws {
+        switch Socket.connected(host: "127.0.0.1", port: port, timeout: 10, blocking: false) {
+        case .success(let fd): self.fd = fd
+        case .failure(let failure): throw ConnectError(description: "connect to port \(port): \(failure)")
+        }
+        do {
+            tls = try context.connection(fd: fd, host: host, port: port)
+            try tls.handshake(timeout: 20)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends `text` whole; false when sending failed.
+    func send(_ text: String) -> Bool {
+        Array(text.utf8).withUnsafeBytes { tls.send($0, stallTimeout: 20) } == nil
+    }
+
+    /// Reads until the connection ends: the bytes, and how it ended.
+    func readToEnd() -> (bytes: [UInt8], end: TLSConnection.Received) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { tls.receive(into: $0, stallTimeout: 20) }
+            guard case .bytes(let count) = result else {
+                return (received, result)
+            }
+            received += buffer[0..<count]
+        }
+    }
+
+    /// Reads exactly `count` bytes (never more), or nil when the connection ended first.
+    func read(exactly count: Int) -> String? {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: count)
+        while received.count < count {
+            let result = buffer.withUnsafeMutableBytes {
+                tls.receive(
+                    into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<(count - received.count)]), stallTimeout: 20)
+            }
+            guard case .bytes(let got) = result else { return nil }
+            received += buffer[0..<got]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Waits up to `milliseconds` for the server to send something (or close).
+    func waitReadable(milliseconds: Int32) -> Bool {
+        if tls.hasBufferedBytes { return true }
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, milliseconds) > 0
+    }
+}
