@@ -22,7 +22,9 @@ extension HTTPCache {
     public convenience init(
         configuration: Configuration = Configuration(), transport: (any HTTPTransport)? = nil
     ) throws(StorageError) {
-        try self.init(configuration: configuration, transport: transport.map(URLRequestTransport.init) ?? Self.platformTransport())
+        try self.init(
+            configuration: configuration, transport: transport.map(URLRequestTransport.init) ?? Self.platformTransport()
+        )
     }
 
     /// The network of a cache given none.

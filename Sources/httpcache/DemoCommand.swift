@@ -85,7 +85,8 @@ struct DemoCommand {
         configuration.log = { message in Console.error("httpcache: demo: \(message)\n") }
         let cache: HTTPCache
         do {
-            cache = try HTTPCache(configuration: configuration, transport: Network.transport(trusting: [], command: "demo"))
+            cache = try HTTPCache(
+                configuration: configuration, transport: Network.transport(trusting: [], command: "demo"))
         } catch {
             throw Failure(.failure, "demo: could not open a cache in \(directory): \(error)")
         }

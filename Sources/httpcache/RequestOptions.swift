@@ -5,10 +5,11 @@ import HTTPCacheCore
 /// What `get` and `explain` send: the URL, method, fields, body, cache policy and timeout.
 struct RequestOptions: Sendable {
     /// The option specs shared by `get` and `explain`.
-    static let specs: [OptionSpec] = [
-        .value("-X", "--request"), .value("-H", "--header"), .value("-d", "--data"), .value("--policy"),
-        .flag("--offline"), .flag("--shared"), .value("--timeout"),
-    ] + Network.specs
+    static let specs: [OptionSpec] =
+        [
+            .value("-X", "--request"), .value("-H", "--header"), .value("-d", "--data"), .value("--policy"),
+            .flag("--offline"), .flag("--shared"), .value("--timeout"),
+        ] + Network.specs
 
     var url: URL
     var method: String
