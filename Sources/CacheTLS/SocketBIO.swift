@@ -49,32 +49,15 @@ enum SocketBIO {
             return nil
         }
         BIO_meth_set_write(method) { bio, bytes, count in
-            guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
-            BIO_clear_flags(bio, SocketBIO.retryFlags)
-            while true {
-                let sent = send(state.pointee.fd, bytes, Int(count), SocketBIO.sendFlags)
-                if sent >= 0 { return Int32(sent) }
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK: BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
-                case let code: state.pointee.lastErrno = code
-                }
-                return -1
+            SocketBIO.transfer(bio, count: count, retry: BIO_FLAGS_WRITE) { state in
+                send(state.pointee.fd, bytes, Int(count), SocketBIO.sendFlags)
             }
         }
         BIO_meth_set_read(method) { bio, bytes, count in
-            guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
-            BIO_clear_flags(bio, SocketBIO.retryFlags)
-            while true {
+            SocketBIO.transfer(bio, count: count, retry: BIO_FLAGS_READ) { state in
                 let received = recv(state.pointee.fd, bytes, Int(count), 0)
                 if received == 0 { state.pointee.sawEOF = true }
-                if received >= 0 { return Int32(received) }
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK: BIO_set_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
-                case let code: state.pointee.lastErrno = code
-                }
-                return -1
+                return received
             }
         }
         BIO_meth_set_ctrl(method) { bio, command, _, _ in
@@ -87,6 +70,25 @@ enum SocketBIO {
         BIO_meth_set_create(method) { _ in 1 }
         BIO_meth_set_destroy(method) { _ in 1 }
         return method
+    }
+
+    /// One `send` or `recv` (`io`) for the BIO `bio`, again after `EINTR`: the count, or -1
+    /// with the `retry` flag set when the socket would block, or -1 with the `errno` kept.
+    private static func transfer(
+        _ bio: OpaquePointer?, count: Int32, retry: Int32, _ io: (UnsafeMutablePointer<SocketState>) -> Int
+    ) -> Int32 {
+        guard let bio, count > 0, let state = state(bio) else { return 0 }
+        BIO_clear_flags(bio, retryFlags)
+        while true {
+            let done = io(state)
+            if done >= 0 { return Int32(done) }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: BIO_set_flags(bio, retry | BIO_FLAGS_SHOULD_RETRY)
+            case let code: state.pointee.lastErrno = code
+            }
+            return -1
+        }
     }
 
     private static let retryFlags = BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY

@@ -115,11 +115,8 @@ public final class TLSConnection {
     /// Advances the handshake: ``Progress/done`` once it is complete (the peer verified, on
     /// a client), else what to wait for, or why it failed.
     public func handshake() -> Progress {
-        OpenSSLErrorQueue.clear()
-        socket.pointee.lastErrno = 0
-        let result = SSL_do_handshake(ssl)
-        if result == 1 { return .done }
-        switch SSL_get_error(ssl, result) {
+        guard let error = perform({ SSL_do_handshake($0) }) else { return .done }
+        switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
         default:
@@ -131,18 +128,15 @@ public final class TLSConnection {
     /// Reads decrypted bytes into `buffer` (at most its size).
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .bytes(0) }
-        OpenSSLErrorQueue.clear()
-        socket.pointee.lastErrno = 0
         var count = 0
-        let result = SSL_read_ex(ssl, base, buffer.count, &count)
-        if result == 1 { return .bytes(count) }
-        switch SSL_get_error(ssl, result) {
+        guard let error = perform({ SSL_read_ex($0, base, buffer.count, &count) }) else { return .bytes(count) }
+        switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
         case SSL_ERROR_ZERO_RETURN:
             OpenSSLErrorQueue.clear()
             return .closed
-        case let error:
+        default:
             broken = true
             switch ioFailure(error) {
             case .truncated: return .closedWithoutNotify
@@ -154,15 +148,12 @@ public final class TLSConnection {
     /// Writes some of `bytes`: ``WriteResult/wrote(_:)`` says how many.
     public func write(_ bytes: UnsafeRawBufferPointer) -> WriteResult {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return .wrote(0) }
-        OpenSSLErrorQueue.clear()
-        socket.pointee.lastErrno = 0
         var count = 0
-        let result = SSL_write_ex(ssl, base, bytes.count, &count)
-        if result == 1 { return .wrote(count) }
-        switch SSL_get_error(ssl, result) {
+        guard let error = perform({ SSL_write_ex($0, base, bytes.count, &count) }) else { return .wrote(count) }
+        switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
-        case let error:
+        default:
             broken = true
             switch ioFailure(error) {
             case .truncated: return .failed(.connectionFailed(peer: peer, reason: "the peer closed the connection"))
@@ -176,14 +167,17 @@ public final class TLSConnection {
     /// nothing is sent then).
     public func shutdown() -> Progress {
         guard !broken, SSL_is_init_finished(ssl) == 1 else { return .done }
-        OpenSSLErrorQueue.clear()
-        socket.pointee.lastErrno = 0
-        let result = SSL_shutdown(ssl)
-        if result >= 0 { return .done }
-        switch SSL_get_error(ssl, result) {
+        // 0: sent, the peer's not yet received (we do not wait for it); 1: both sent.
+        guard
+            let error = perform({
+                let result = SSL_shutdown($0)
+                return result >= 0 ? 1 : result
+            })
+        else { return .done }
+        switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
-        case let error:
+        default:
             broken = true
             if case .failed(let reason) = ioFailure(error) {
                 return .failed(.connectionFailed(peer: peer, reason: reason))
@@ -204,12 +198,8 @@ public final class TLSConnection {
     public var isIdle: Bool {
         guard !broken else { return false }
         var byte: UInt8 = 0
-        OpenSSLErrorQueue.clear()
-        socket.pointee.lastErrno = 0
         var count = 0
-        let result = SSL_peek_ex(ssl, &byte, 1, &count)
-        guard result != 1 else { return false }
-        let error = SSL_get_error(ssl, result)
+        guard let error = perform({ SSL_peek_ex($0, &byte, 1, &count) }) else { return false }
         OpenSSLErrorQueue.clear()
         if error == SSL_ERROR_WANT_READ { return true }
         if error != SSL_ERROR_WANT_WRITE { broken = true }
@@ -237,6 +227,16 @@ public final class TLSConnection {
     }
 
     // MARK: Failures
+
+    /// Runs one OpenSSL call on the connection, with the error queue and the socket's `errno`
+    /// cleared first (so only its own failure is read): nil when it returned 1, else
+    /// `SSL_get_error`'s code for what it returned.
+    private func perform(_ call: (OpaquePointer) -> Int32) -> Int32? {
+        OpenSSLErrorQueue.clear()
+        socket.pointee.lastErrno = 0
+        let result = call(ssl)
+        return result == 1 ? nil : SSL_get_error(ssl, result)
+    }
 
     private enum IOFailure {
         /// The connection ended without `close_notify`: EOF or a reset.

@@ -80,16 +80,9 @@ struct TLSOriginTests {
     @Test(arguments: [false, true])
     func aCutBodyEndsWithOrWithoutCloseNotify(closeNotify: Bool) async throws {
         try await offPool {
-            let origin = try LoopbackOrigin(tls: certificates.serverContext(certificates.localhost))
-            defer { origin.stop() }
-            origin.route("/cut") { _ in
-                var response = LoopbackOrigin.Response(body: "0123456789", cutAfterBodyBytes: 5)
-                response.cutWithCloseNotify = closeNotify
-                return response
-            }
-            let socket = try TLSClientSocket(port: origin.port, context: client)
-            #expect(socket.send("GET /cut HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
-            let (bytes, end) = socket.readToEnd()
+            var response = LoopbackOrigin.Response(body: "0123456789", cutAfterBodyBytes: 5)
+            response.cutWithCloseNotify = closeNotify
+            let (bytes, end) = try fetch(response)
             let text = String(decoding: bytes, as: UTF8.self)
             #expect(text.contains("Content-Length: 10\r\n"))
             #expect(text.hasSuffix("\r\n\r\n01234"))
@@ -102,16 +95,9 @@ struct TLSOriginTests {
     @Test(arguments: [false, true])
     func aCloseDelimitedBodyEndsWithCloseNotifyUnlessCut(cut: Bool) async throws {
         try await offPool {
-            let origin = try LoopbackOrigin(tls: certificates.serverContext(certificates.localhost))
-            defer { origin.stop() }
-            origin.route("/delimited") { _ in
-                var response = LoopbackOrigin.Response(body: "the whole body", cutAfterBodyBytes: cut ? 14 : nil)
-                response.closeDelimited = true
-                return response
-            }
-            let socket = try TLSClientSocket(port: origin.port, context: client)
-            #expect(socket.send("GET /delimited HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
-            let (bytes, end) = socket.readToEnd()
+            var response = LoopbackOrigin.Response(body: "the whole body", cutAfterBodyBytes: cut ? 14 : nil)
+            response.closeDelimited = true
+            let (bytes, end) = try fetch(response)
             let text = String(decoding: bytes, as: UTF8.self)
             #expect(!text.contains("Content-Length"))
             #expect(text.contains("Connection: close\r\n"))
@@ -125,15 +111,8 @@ struct TLSOriginTests {
     @Test(arguments: [false, true])
     func aLargeBodyArrivesWhole(chunked: Bool) async throws {
         try await offPool {
-            let origin = try LoopbackOrigin(tls: certificates.serverContext(certificates.localhost))
-            defer { origin.stop() }
             let length = 1_000_000
-            origin.route("/large") { _ in
-                .init(generatedLength: Int64(length), seed: 7, chunked: chunked)
-            }
-            let socket = try TLSClientSocket(port: origin.port, context: client)
-            #expect(socket.send("GET /large HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
-            let (bytes, end) = socket.readToEnd()
+            let (bytes, end) = try fetch(.init(generatedLength: Int64(length), seed: 7, chunked: chunked), close: true)
             #expect(end == .closed)
             let separator: [UInt8] = Array("\r\n\r\n".utf8)
             let headEnd = try #require(
@@ -188,5 +167,19 @@ struct TLSOriginTests {
                 #expect(end == .closedWithoutNotify)
             }
         }
+    }
+
+    /// What a client reads, until the connection ends, after `GET /` to a TLS origin that
+    /// answers with `response` (asking for the connection to close when `close`).
+    private func fetch(
+        _ response: LoopbackOrigin.Response, close: Bool = false
+    ) throws -> (bytes: [UInt8], end: TLSConnection.Received) {
+        let origin = try LoopbackOrigin(tls: certificates.serverContext(certificates.localhost))
+        defer { origin.stop() }
+        origin.setDefault { _ in response }
+        let socket = try TLSClientSocket(port: origin.port, context: client)
+        let connection = close ? "Connection: close\r\n" : ""
+        #expect(socket.send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\(connection)\r\n"))
+        return socket.readToEnd()
     }
 }
