@@ -24,7 +24,7 @@ struct CLILinkageTests {
     @Test("A miss, a hit, ls, show, stats, pin and purge load neither FoundationNetworking nor libcurl")
     func commandsLoadNoFoundationNetworking() async throws {
         let h = try CLIHarness()
-        h.serve("/a", [("Cache-Control", "max-age=60")], body: "linked")
+        h.serve("/a", [("Cache-Control", "max-age=86400")], body: "linked")
         let url = h.url("/a")
         for arguments in [
             ["get", url], ["get", url], ["ls"], ["show", url], ["stats"], ["pin", url], ["unpin", url], ["purge", url],
