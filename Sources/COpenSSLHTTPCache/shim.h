@@ -17,11 +17,6 @@ static inline int copenssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) 
     return (int)SSL_CTX_set_min_proto_version(ctx, version);
 }
 
-/// SSL_CTX_set_max_proto_version: 1 on success.
-static inline int copenssl_ctx_set_max_proto_version(SSL_CTX *ctx, int version) {
-    return (int)SSL_CTX_set_max_proto_version(ctx, version);
-}
-
 /// SSL_CTX_set_mode: the modes now set.
 static inline long copenssl_ctx_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
 
@@ -40,9 +35,6 @@ static inline int copenssl_set_tlsext_host_name(SSL *ssl, const char *name) {
 
 /// SSL_OP_NO_RENEGOTIATION, a macro built with SSL_OP_BIT.
 static inline uint64_t copenssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
-
-/// SSL_OP_NO_COMPRESSION, a macro built with SSL_OP_BIT.
-static inline uint64_t copenssl_op_no_compression(void) { return SSL_OP_NO_COMPRESSION; }
 
 /// EVP_EC_gen: a new key on the named curve (e.g. "P-256"), or NULL.
 static inline EVP_PKEY *copenssl_ec_generate(const char *curve) { return EVP_EC_gen(curve); }

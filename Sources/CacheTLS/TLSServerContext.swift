@@ -29,6 +29,9 @@ public final class TLSServerContext: @unchecked Sendable {
         /// The private key of the first certificate.
         public var keyFile: String
 
+        /// - Parameters:
+        ///   - certificateFile: A PEM file: the certificate, then its intermediates.
+        ///   - keyFile: A PEM file holding the certificate's private key (unencrypted).
         public init(certificateFile: String, keyFile: String) {
             self.certificateFile = certificateFile
             self.keyFile = keyFile
