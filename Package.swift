@@ -25,6 +25,8 @@ let package = Package(
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         // The upstream client, a product only so the fuzzers reach its `@_spi(Fuzzing)` entry point.
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        // TLS on OpenSSL 3, a product only so the fuzzers can serve TLS to that client.
+        .library(name: "CacheTLS", targets: ["CacheTLS"]),
         .executable(name: "httpcache", targets: ["httpcache"]),
     ],
     targets: [

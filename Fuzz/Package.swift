@@ -20,7 +20,8 @@ let semantics = [
 /// here, apart from the product.
 let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
 /// The upstream client's framing (HTTPWire's `ResponseFramer`), alone and with the client over
-/// sockets (HTTPClient's `@_spi(Fuzzing) FuzzingUpstreamClient`), checked by ResponseOracle.
+/// sockets, plain and with TLS (HTTPClient's `@_spi(Fuzzing) FuzzingUpstreamClient`, CacheTLS
+/// serving), checked by ResponseOracle.
 let upstream = ["FuzzResponseStream"]
 /// The Redis store's RESP parser (CacheStorageRedis' `@_spi(Fuzzing)` RESP types).
 let redis = ["FuzzRESP"]
@@ -45,6 +46,7 @@ let package = Package(
                 $0,
                 [
                     .product(name: "HTTPClient", package: rootIdentity),
+                    .product(name: "CacheTLS", package: rootIdentity),
                     .product(name: "HTTPWire", package: rootIdentity),
                     .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
                 ])

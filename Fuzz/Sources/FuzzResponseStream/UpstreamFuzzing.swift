@@ -2,6 +2,7 @@
 // client over sockets the fuzzer feeds (HTTPClient's `FuzzingUpstreamClient`), as the fuzzer
 // drives them. What the answers should be is decided by ResponseOracle, not here.
 import CacheSemantics
+import CacheTLS
 @_spi(Fuzzing) import HTTPClient
 @_spi(Wire) import HTTPWire
 
@@ -159,15 +160,18 @@ enum UpstreamFuzzing {
         ///   - limits: The framer's limits.
         ///   - readSize: The most bytes one `recv` asks for.
         ///   - stallTimeout: Seconds without a byte before an exchange fails.
+        ///   - tls: TLS over each socket, trusting this context's authorities; nil: plain.
         ///   - connect: A connected socket, or nil for a refused connection.
         public init(
-            limits: Limits, readSize: Int, stallTimeout: Double, connect: @escaping @Sendable () -> Int32?
+            limits: Limits, readSize: Int, stallTimeout: Double, tls: TLSClientContext? = nil,
+            connect: @escaping @Sendable () -> Int32?
         ) {
             client = FuzzingUpstreamClient(
-                limits: limits.framerLimits, readSize: readSize, stallTimeout: stallTimeout, connect: connect)
+                limits: limits.framerLimits, readSize: readSize, stallTimeout: stallTimeout, tls: tls,
+                connect: connect)
         }
 
-        /// Sends `method http://fuzz.test/` (no body, `Host` only) and collects the response;
+        /// Sends `method` (no body, `Host` only) and collects the response;
         /// the receiver says stop at the head, or once it has `stopAfterBodyBytes` bytes.
         public func perform(method: String, stopAtHead: Bool, stopAfterBodyBytes: Int?) -> Outcome {
             let answer = client.perform(

@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheTLS
 import Foundation
 import FuzzSupport
 @_spi(Fuzzing) import HTTPClient
@@ -6,7 +7,13 @@ import ResponseOracle
 
 // Origin bytes through the upstream client's framing (RFC 9112 §6.3), then through the client
 // itself over sockets, a sequence of requests long, both checked against ResponseOracle's
-// reading of RFC 9112.
+// reading of RFC 9112. The client runs twice: over plain sockets, and over TLS, the origin's
+// answers sent in TLS records whose boundaries byte 0 chooses (one byte each, or pieces of up
+// to 1,024 bytes) and the client reading at most byte 1's read size from TLS at a time, so
+// that records split and join a response anywhere (RFC 8446 §5.1: record boundaries carry no
+// meaning) and decrypted bytes wait inside TLS with nothing left on the socket; byte 0's bit 6
+// makes the TLS origin close without close_notify, which must never complete a body delimited
+// by the close.
 //
 // Input: byte 0 chooses the pieces the framer is fed; byte 1 the client's read size (low 7
 // bits, 0 for 64 KiB) and small limits (high bit); then up to 8 requests, each a control byte
@@ -18,7 +25,7 @@ import ResponseOracle
 // Traps when
 // - the framer reads a response differently in one piece, byte by byte or in other pieces, or
 //   differently from the oracle (heads, body, end or error, bytes consumed, persistence);
-// - the client delivers anything but the oracle's response for a request (head, body; an error
+// - the client, plain or over TLS, delivers anything but the oracle's response for a request (head, body; an error
 //   of the right kind, `protocolError` for malformed bytes, `closed` for bytes cut short), or
 //   makes a new connection when the oracle says the last one may be reused, or reuses one after
 //   an error, excess bytes, a body delimited by the close or a receiver that stopped; or when an
@@ -133,11 +140,55 @@ func checkFramer(_ bytes: [UInt8], method: String, closed: Bool, _ input: Input,
 
 // MARK: - The client over sockets
 
+/// The certificate and key a TLS origin serves for `localhost`, made once per process with the
+/// `openssl` command (self-signed, trusted by the client as its own authority).
+let tlsFiles: (certificate: String, key: String) = {
+    let directory = URL(fileURLWithPath: NSTemporaryDirectory() + "/fuzz-response-stream-\(getpid())")
+    try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let certificate = directory.appendingPathComponent("localhost.pem").path
+    let key = directory.appendingPathComponent("localhost.key").path
+    let openssl = Process()
+    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    openssl.arguments = [
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "36500",
+        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", certificate,
+    ]
+    openssl.standardError = FileHandle.nullDevice
+    do {
+        try openssl.run()
+        openssl.waitUntilExit()
+    } catch {
+        fatalError("FuzzResponseStream needs the openssl command (apt-get install openssl): \(error)")
+    }
+    guard openssl.terminationStatus == 0 else { fatalError("openssl req failed: \(openssl.terminationStatus)") }
+    atexit {
+        try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "/fuzz-response-stream-\(getpid())")
+    }
+    return (certificate, key)
+}()
+
+/// The TLS contexts both ends share across inputs (so sessions resume, as on a pooled client).
+let tlsContexts: (server: TLSServerContext, client: TLSClientContext) = {
+    do {
+        return (
+            try TLSServerContext(default: .init(certificateFile: tlsFiles.certificate, keyFile: tlsFiles.key)),
+            try TLSClientContext(.init(extraTrustRoots: [tlsFiles.certificate]))
+        )
+    } catch {
+        fatalError("the fuzzer's TLS contexts: \(error)")
+    }
+}()
+
 /// An origin on the other ends of socketpairs: answers the n-th request it reads, on whatever
-/// connection, with `segments[n]`, then shuts its side down when `closeAfter[n]`.
+/// connection, with `segments[n]`, then shuts its side down when `closeAfter[n]`. With TLS,
+/// each connection is a TLS server, its answers sent in records `pieceEnds` chooses, and it
+/// closes with `close_notify` or, to cut, without.
 final class ScriptedOrigin: @unchecked Sendable {
     private let lock = NSLock()
     private var peers: [Int32] = []
+    /// With TLS: each peer's connection, and whether its handshake is done.
+    private var tlsPeers: [Int32: (connection: TLSConnection, ready: Bool)] = [:]
+    private let tls: TLSScript?
     /// The last 3 bytes read from each peer, to find "\r\n\r\n" across reads.
     private var tails: [Int32: [UInt8]] = [:]
     private var answered = 0
@@ -148,9 +199,23 @@ final class ScriptedOrigin: @unchecked Sendable {
     private let wake: (read: Int32, write: Int32)
     private let done = DispatchSemaphore(value: 0)
 
-    init(segments: [[UInt8]], closeAfter: [Bool]) {
+    /// How a TLS origin sends its answers.
+    struct TLSScript {
+        /// `pieceEnds`' choice for the records.
+        var recordChoice: UInt8
+        /// Where the response in each answer ends, by the oracle: the bytes after it go in the
+        /// same record as its end, so that they arrive with it, as they do from one `send` on a
+        /// plain socket (bytes the origin sends later are a race no client can win).
+        var responseEnds: [Int]
+        /// Whether closing sends `close_notify` first.
+        var closeNotify: Bool
+    }
+
+    /// - Parameter tls: Serve TLS so; nil: plain.
+    init(segments: [[UInt8]], closeAfter: [Bool], tls: TLSScript? = nil) {
         self.segments = segments
         self.closeAfter = closeAfter
+        self.tls = tls
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { fatalError("pipe: \(errno)") }
         wake = (pipeEnds[0], pipeEnds[1])
@@ -170,6 +235,14 @@ final class ScriptedOrigin: @unchecked Sendable {
         lock.withLock {
             peers.append(ends[1])
             connections += 1
+            if tls != nil {
+                _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+                do {
+                    tlsPeers[ends[1]] = (try tlsContexts.server.connection(fd: ends[1]), false)
+                } catch {
+                    fatalError("a TLS server connection: \(error)")
+                }
+            }
         }
         poke()
         return ends[0]
@@ -179,6 +252,7 @@ final class ScriptedOrigin: @unchecked Sendable {
         lock.withLock { stopping = true }
         poke()
         done.wait()
+        tlsPeers = [:]
         for fd in peers { close(fd) }
         close(wake.read)
         close(wake.write)
@@ -198,14 +272,17 @@ final class ScriptedOrigin: @unchecked Sendable {
             guard poll(&pollers, nfds_t(pollers.count), -1) > 0 else { continue }
             if pollers[0].revents != 0 { _ = read(wake.read, &buffer, buffer.count) }
             for poller in pollers.dropFirst() where poller.revents != 0 {
-                let count = recv(poller.fd, &buffer, buffer.count, 0)
-                guard count > 0 else {
+                guard let received = receive(poller.fd, &buffer) else { continue }
+                guard !received.isEmpty else {
                     // The client closed (or reset) its end.
-                    lock.withLock { peers.removeAll { $0 == poller.fd } }
+                    lock.withLock {
+                        peers.removeAll { $0 == poller.fd }
+                        tlsPeers[poller.fd] = nil
+                    }
                     close(poller.fd)
                     continue
                 }
-                let seen = (tails[poller.fd] ?? []) + buffer[..<count]
+                let seen = (tails[poller.fd] ?? []) + received
                 tails[poller.fd] = Array(seen.suffix(3))
                 var requests = 0
                 for index in 0..<max(0, seen.count - 3)
@@ -219,9 +296,55 @@ final class ScriptedOrigin: @unchecked Sendable {
         }
     }
 
+    /// What arrived on `fd`: bytes, empty when the client closed, nil when a TLS handshake
+    /// goes on (or TLS has nothing decrypted yet).
+    private func receive(_ fd: Int32, _ buffer: inout [UInt8]) -> [UInt8]? {
+        guard let peer = lock.withLock({ tlsPeers[fd] }) else {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            return count > 0 ? Array(buffer[..<count]) : []
+        }
+        if !peer.ready {
+            switch peer.connection.handshake() {
+            case .done: lock.withLock { tlsPeers[fd]?.ready = true }
+            case .wantRead, .wantWrite: return nil
+            case .failed: return []
+            }
+        }
+        // Everything decrypted so far: TLS may hold more than one read takes.
+        var received: [UInt8] = []
+        while true {
+            switch buffer.withUnsafeMutableBytes({ peer.connection.read(into: $0) }) {
+            case .bytes(let count): received += buffer[..<count]
+            case .wantRead, .wantWrite: return received.isEmpty ? nil : received
+            case .closed, .closedWithoutNotify, .failed: return received
+            }
+        }
+    }
+
     private func answer(_ fd: Int32) {
         let index = answered
         answered += 1
+        if let peer = lock.withLock({ tlsPeers[fd] }), let tls {
+            if index < segments.count {
+                let segment = segments[index]
+                let responseEnd = index < tls.responseEnds.count ? tls.responseEnds[index] : segment.count
+                var ends = pieceEnds(responseEnd, choice: tls.recordChoice)
+                if responseEnd < segment.count { ends = ends.dropLast() + [segment.count] }
+                var start = 0
+                for end in ends {
+                    let failure = segment[start..<end].withUnsafeBytes {
+                        peer.connection.send($0, stallTimeout: 5)
+                    }
+                    guard failure == nil else { break }
+                    start = end
+                }
+            }
+            if index >= closeAfter.count || closeAfter[index] {
+                if tls.closeNotify { peer.connection.shutdown(stallTimeout: 5) }
+                shutdown(fd, Int32(SHUT_WR))
+            }
+            return
+        }
         if index < segments.count {
             var offset = 0
             let segment = segments[index]
@@ -249,9 +372,14 @@ struct Expected {
 }
 
 /// The oracle's account of the whole sequence: what each request gets, on which connection,
-/// and after which answers the origin closes its side.
-func simulate(_ input: Input) -> (expected: [Expected], closeAfter: [Bool]) {
+/// and after which answers the origin closes its side. `cutsWithoutNotify`: the origin closes
+/// TLS connections without `close_notify`, so a body delimited by the close is cut short, never
+/// complete (RFC 8446 §6.1, RFC 9112 §9.8).
+func simulate(_ input: Input, cutsWithoutNotify: Bool = false) -> (
+    expected: [Expected], closeAfter: [Bool], responseEnds: [Int]
+) {
     var closeAfter: [Bool] = []
+    var responseEnds: [Int] = []
     var expected: [Expected] = []
     var connections = 0
     var reusable = false
@@ -261,8 +389,10 @@ func simulate(_ input: Input) -> (expected: [Expected], closeAfter: [Bool]) {
         let open = ResponseReading(method: method, bytes: segment, closed: false, limits: input.oracleLimits)
         let closes = open.ending == .incomplete
         closeAfter.append(closes)
-        guard closes else { return (open, segment) }
-        return (ResponseReading(method: method, bytes: segment, closed: true, limits: input.oracleLimits), segment)
+        let reading =
+            closes ? ResponseReading(method: method, bytes: segment, closed: true, limits: input.oracleLimits) : open
+        responseEnds.append(reading.ending == .complete ? reading.length : segment.count)
+        return (reading, segment)
     }
     for request in input.requests {
         var reused = reusable
@@ -284,6 +414,7 @@ func simulate(_ input: Input) -> (expected: [Expected], closeAfter: [Bool]) {
         }
         outcome.body = reading.body
         switch reading.ending {
+        case .complete where cutsWithoutNotify && closeAfter.last == true: outcome.error = "closed"
         case .complete: break
         case .malformed: outcome.error = "protocolError"
         case .truncated: outcome.error = "closed"
@@ -296,22 +427,28 @@ func simulate(_ input: Input) -> (expected: [Expected], closeAfter: [Bool]) {
             outcome.body = request.stopAtHead ? [] : reading.body
             continue
         }
-        reusable = reading.ending == .complete && reading.persists && segment.count == reading.length
+        reusable =
+            outcome.error == nil && reading.ending == .complete && reading.persists && segment.count == reading.length
     }
-    return (expected, closeAfter)
+    return (expected, closeAfter, responseEnds)
 }
 
-func checkClient(_ input: Input, _ raw: [UInt8]) {
-    let (expected, closeAfter) = simulate(input)
-    let origin = ScriptedOrigin(segments: input.segments, closeAfter: closeAfter)
+func checkClient(_ input: Input, _ raw: [UInt8], tls: Bool) {
+    let cuts = tls && input.pieceChoice & 0x40 != 0
+    let (expected, closeAfter, responseEnds) = simulate(input, cutsWithoutNotify: cuts)
+    let origin = ScriptedOrigin(
+        segments: input.segments, closeAfter: closeAfter,
+        tls: tls ? .init(recordChoice: input.pieceChoice, responseEnds: responseEnds, closeNotify: !cuts) : nil)
     defer { origin.stop() }
-    let client = UpstreamFuzzing.Client(limits: input.limits, readSize: input.readSize, stallTimeout: 5) {
+    let client = UpstreamFuzzing.Client(
+        limits: input.limits, readSize: input.readSize, stallTimeout: 5, tls: tls ? tlsContexts.client : nil
+    ) {
         origin.connect()
     }
     for (index, (request, want)) in zip(input.requests, expected).enumerated() {
         let got = client.perform(
             method: request.method, stopAtHead: request.stopAtHead, stopAfterBodyBytes: request.stopAfterBodyBytes)
-        let what = "request \(index) (\(request.method))"
+        let what = "request \(index) (\(request.method))\(tls ? " over TLS" : "")"
         guard got.error == want.error, got.head == want.head, got.receivedHead == want.receivedHead || want.error == nil
         else {
             fail("\(what) got \(got), the oracle expects \(want)", raw)
@@ -335,6 +472,7 @@ runFuzzer { data, size in
         checkFramer(segment, method: request.method, closed: false, input, raw)
         checkFramer(segment, method: request.method, closed: true, input, raw)
     }
-    checkClient(input, raw)
+    checkClient(input, raw, tls: false)
+    checkClient(input, raw, tls: true)
     return 0
 }
