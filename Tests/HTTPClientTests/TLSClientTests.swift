@@ -122,11 +122,7 @@ struct TLSClientTests {
     @Test("A server offering only TLS 1.0 is refused: protocol version (RFC 8996)")
     func tls10Refused() async throws {
         try await offPool {
-            let certificates = try TestCertificates.shared()
-            let server = try OpenSSLServer([
-                "-tls1", "-cipher", "DEFAULT:@SECLEVEL=0", "-cert", certificates.localhost.certificateFile, "-key",
-                certificates.localhost.keyFile,
-            ])
+            guard let server = try OpenSSLServer.tls10Only(try TestCertificates.shared()) else { return }
             defer { server.stop() }
             let url = "https://127.0.0.1:\(server.port)/"
             let outcome = await fetch(try Self.client(), UpstreamRequest(method: "GET", url: url, fields: [:]))
@@ -349,43 +345,4 @@ struct TLSClientTests {
     }
 }
 
-/// `openssl s_server` as a child process on 127.0.0.1 (`-www`: it answers any GET with a
-/// status page), for servers CacheTLS will not be: one that speaks only TLS 1.0.
-final class OpenSSLServer {
-    let port: UInt16
-    private let process: Process
-
-    init(_ arguments: [String]) throws {
-        port = try RawOrigin.unusedPort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-www", "-quiet"] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
-        // Listening once a connect succeeds (10 s at most).
-        for _ in 0..<200 {
-            if case .success(let fd) = OriginSocket.connect(host: "127.0.0.1", port: port, timeout: 1) {
-                close(fd)
-                return
-            }
-            usleep(50_000)
-        }
-        stop()
-        throw Failure(description: "openssl s_server did not listen on 127.0.0.1:\(port) within 10 s")
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// Kills it (SIGKILL: a child spawned from a test thread may have SIGTERM blocked).
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
 #endif
