@@ -68,6 +68,35 @@ struct CLITLSTests {
         }
     }
 
+    @Test(
+        "get https:// against nginx, an origin we did not write: a miss then a hit; no-cache revalidated with nginx's 304 (RFC 9111 §4.3)"
+    )
+    func againstNginx() async throws {
+        try await offPool {
+            let certificates = try TestCertificates.shared()
+            let files = ["/fresh/a.txt": Array("from nginx".utf8), "/revalidate/b.txt": Array("checked".utf8)]
+            guard let nginx = try NginxOrigin.start(tls: certificates.localhost, files: files) else { return }
+            defer { nginx.stop() }
+            let cli = try CLIHarness()
+            func get(_ path: String) async throws -> [String: Any] {
+                try await cli.run(["get", "--json", "--cacert", certificates.caFile, nginx.url(path)]).jsonObject()
+            }
+            let miss = try await get("/fresh/a.txt")
+            #expect(miss["outcome"] as? String == "miss")
+            #expect(miss["status"] as? Int == 200)
+            let hit = try await get("/fresh/a.txt")
+            #expect(hit["outcome"] as? String == "hit")
+            #expect(nginx.requests.count == 1, "\(nginx.requests)")
+            let plain = try await cli.run(["get", "--cacert", certificates.caFile, nginx.url("/fresh/a.txt")])
+            #expect(plain.stdout == "from nginx")
+
+            #expect(try await get("/revalidate/b.txt")["outcome"] as? String == "miss")
+            #expect(try await get("/revalidate/b.txt")["outcome"] as? String == "revalidated")
+            let last = nginx.requests.last ?? ""
+            #expect(last.contains("GET /revalidate/b.txt") && last.contains("\" 304 "), "\(nginx.requests)")
+        }
+    }
+
     @Test("--cacert naming a file that is not there is a usage error before anything is sent")
     func unusableCAFile() async throws {
         try await offPool {
