@@ -5,6 +5,7 @@ import Foundation
 
 #if os(Linux)
 import CachingProxy
+import HTTPClient
 #endif
 
 /// `httpcache serve`: the caching proxy.
@@ -13,13 +14,14 @@ struct ServeCommand {
     static let summary = "run a shared caching proxy (reverse, or forward with --forward)"
     static let specs: [OptionSpec] =
         [
-            .value("--origin"), .flag("--forward"), .value("--listen"), .value("--cache-dir"), .flag("--memory-only"),
-            .value("--memory"), .value("--disk"), .value("--name"), .value("--admin-token"), .value("--loops"),
+            .value("--origin"), .value("--origin-cacert"), .flag("--forward"), .value("--listen"),
+            .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
+            .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
             .value("--allow-destination"), .value("--access-log"),
         ] + RedisOptions.specs
     static let help = """
-        Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin)
+        Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin, http or https)
                httpcache serve --forward [options]        (forward proxy; CONNECT tunnelled)
 
         A shared HTTP cache (RFC 9111 shared-cache rules: s-maxage, private never stored,
@@ -28,6 +30,16 @@ struct ServeCommand {
         fails and the response allows it.
 
         Options:
+          --origin URL            the origin: http://HOST[:PORT][/BASE], or https://… to reach
+                                  it over TLS: its certificate chain verified against the
+                                  system's trust store and any --origin-cacert, the certificate
+                                  checked to cover the URL's host, TLS 1.2 or later, the host
+                                  sent in SNI (not an IP address), sessions resumed and
+                                  connections kept for reuse. When its TLS fails, clients get
+                                  502 (Cache-Status detail=origin-tls-failed) or a stored
+                                  response that allows stale-if-error
+          --origin-cacert FILE    also trust the certificate authorities in FILE (PEM) for an
+                                  https origin, e.g. one with a private CA (repeat for more)
           --listen HOST:PORT      where to listen (default 127.0.0.1:8080; port 0 picks one,
                                   printed on standard output)
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
@@ -78,8 +90,12 @@ struct ServeCommand {
         let mode: CachingProxy.Mode
         switch (arguments.value("--origin"), arguments.has("--forward")) {
         case (let origin?, false):
-            guard origin.lowercased().hasPrefix("http://") else {
-                throw .usage(Self.name, "--origin needs an http URL such as http://127.0.0.1:8081")
+            let scheme = origin.lowercased().prefix { $0 != ":" }
+            guard scheme == "http" || scheme == "https", origin.dropFirst(scheme.count).hasPrefix("://") else {
+                throw .usage(
+                    Self.name,
+                    "--origin needs an http or https URL such as http://127.0.0.1:8081 or https://origin.example, not \"\(origin)\""
+                )
             }
             mode = .reverse(origin: origin)
         case (nil, true): mode = .forward
@@ -87,6 +103,7 @@ struct ServeCommand {
         case (_?, true): throw .usage(Self.name, "give either --origin URL or --forward, not both")
         }
         var configuration = CachingProxy.Configuration(mode: mode)
+        configuration.originTrustRoots = try Self.originTrustRoots(arguments, mode: mode)
         // One event loop per core, all accepting from one listening socket.
         configuration.loops = ProcessInfo.processInfo.activeProcessorCount
         let listen = arguments.value("--listen") ?? "127.0.0.1:8080"
@@ -146,6 +163,27 @@ struct ServeCommand {
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
         self.configuration = configuration
+    }
+
+    /// The `--origin-cacert` files, each checked to hold a PEM certificate; they go with an
+    /// `https` origin only.
+    static func originTrustRoots(_ arguments: ParsedArguments, mode: CachingProxy.Mode) throws(Failure) -> [String] {
+        let files = arguments.all("--origin-cacert")
+        guard !files.isEmpty else { return [] }
+        guard case .reverse(let origin) = mode, origin.lowercased().hasPrefix("https://") else {
+            throw .usage(
+                Self.name,
+                "--origin-cacert goes with an https --origin (the proxy reaches http origins without TLS, and a forward proxy tunnels https)"
+            )
+        }
+        var configuration = UpstreamClient.Configuration()
+        configuration.extraTrustRoots = files
+        do {
+            _ = try UpstreamClient(configuration: configuration)
+        } catch {
+            throw .usage(Self.name, "--origin-cacert: \(error.description)")
+        }
+        return files
     }
 
     /// Appends each line to the file at `path` (created when missing) or, for `-`, writes it to

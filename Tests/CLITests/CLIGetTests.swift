@@ -384,6 +384,13 @@ struct CLIGetTests {
         (["serve", "--forward", "--allow-destination", "[::1]:+80"], "--allow-destination needs HOST"),
         (["serve", "--forward", "--listen", "127.0.0.1:+8080"], "--listen needs HOST:PORT"),
         (["serve", "--forward", "--listen", "127.0.0.1:65536"], "--listen needs HOST:PORT"),
+        (["serve", "--origin", "ftp://127.0.0.1:21"], "--origin needs an http or https URL"),
+        (["serve", "--origin", "127.0.0.1:8081"], "--origin needs an http or https URL"),
+        (["serve", "--forward", "--origin-cacert", "ca.pem"], "--origin-cacert goes with an https --origin"),
+        (
+            ["serve", "--origin", "http://127.0.0.1:1", "--origin-cacert", "ca.pem"],
+            "--origin-cacert goes with an https"
+        ),
     ])
     func usageErrorsExitTwoWithOneLine(arguments: [String], message: String) async throws {
         try await offPool {

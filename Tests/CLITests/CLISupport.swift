@@ -139,14 +139,21 @@ final class PipedRun: @unchecked Sendable {
     private let process = Process()
     private let received = Locked(Data())
 
-    init(_ arguments: [String]) throws {
+    /// Starts `httpcache arguments`; its standard error goes to the file `standardError`
+    /// (created), or nowhere.
+    init(_ arguments: [String], standardError: String? = nil) throws {
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
         process.environment = CLIProcess.loopbackEnvironment()
         let pipe = Pipe()
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
+        if let standardError {
+            _ = FileManager.default.createFile(atPath: standardError, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         pipe.fileHandleForReading.readabilityHandler = { [received] handle in
             let data = handle.availableData
             if data.isEmpty {

@@ -5,7 +5,8 @@ import LoopbackOrigin
 import Testing
 
 /// `httpcache get https://…` on the package's own client with TLS: the tests' CA trusted with
-/// `--cacert`, and each verification failure one line naming the origin and the cause.
+/// `--cacert`, and each verification failure one line naming the origin and the cause; and
+/// `httpcache serve` in front of an https origin, its CA trusted with `--origin-cacert`.
 @Suite(.timeLimit(.minutes(10)))
 struct CLITLSTests {
     static func origin(_ leaf: (TestCertificates) -> TestCertificates.Leaf) throws -> LoopbackOrigin {
@@ -104,6 +105,99 @@ struct CLITLSTests {
             let result = try await cli.run(["get", "--cacert", "/nonexistent/ca.pem", "https://127.0.0.1:9/"])
             #expect(result.status == 2, "\(result.stderr)")
             #expect(result.stderr.contains("/nonexistent/ca.pem"), "\(result.stderr)")
+        }
+    }
+
+    // MARK: serve --origin https://…
+
+    /// `httpcache serve ARGUMENTS --listen 127.0.0.1:0 --memory-only` once it listens, its
+    /// standard error in the file `errors`; and its port.
+    static func serve(_ arguments: [String], errors: String) async throws -> (run: PipedRun, port: UInt16) {
+        let run = try PipedRun(
+            ["serve"] + arguments + ["--listen", "127.0.0.1:0", "--memory-only"], standardError: errors)
+        let listening = await run.waitForOutput(seconds: 30) { $0.contains(UInt8(ascii: "\n")) }
+        let line = String(decoding: run.stdout, as: UTF8.self)
+        let port = try #require(
+            listening ? line.split(separator: "\n").first?.split(separator: ":").last.flatMap { UInt16($0) } : nil,
+            "httpcache serve did not say where it listens: \(line) \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")"
+        )
+        return (run, port)
+    }
+
+    /// `GET path` to 127.0.0.1:`port` on a connection of its own (`Connection: close`): the
+    /// whole response as text.
+    static func get(_ path: String, port: UInt16) throws -> String {
+        let fd = try LoopbackOrigin.connect(port: port)
+        defer { close(fd) }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
+            throw CLIServeFailure(description: "could not send the request to 127.0.0.1:\(port)")
+        }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            response += buffer[..<count]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    struct CLIServeFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    @Test(
+        "serve --origin https://… --origin-cacert CA: a miss, then a hit; without the CA, 502 naming a TLS failure and one log line naming the origin and the fix"
+    )
+    func serveInFrontOfAnHTTPSOrigin() async throws {
+        try await offPool {
+            let certificates = try TestCertificates.shared()
+            let origin = try Self.origin { $0.localhost }
+            defer { origin.stop() }
+            let cli = try CLIHarness()
+            let trusted = try await Self.serve(
+                ["--origin", origin.baseURL, "--origin-cacert", certificates.caFile],
+                errors: cli.directory.path + "/trusted.log")
+            let miss = try Self.get("/a", port: trusted.port)
+            #expect(miss.hasPrefix("HTTP/1.1 200"), "\(miss)")
+            #expect(miss.contains("Cache-Status: httpcache; fwd=uri-miss; fwd-status=200; stored\r\n"), "\(miss)")
+            #expect(miss.hasSuffix("\r\n\r\nsecure"), "\(miss)")
+            let hit = try Self.get("/a", port: trusted.port)
+            #expect(hit.contains("Cache-Status: httpcache; hit"), "\(hit)")
+            #expect(hit.hasSuffix("\r\n\r\nsecure"), "\(hit)")
+            #expect(origin.requests.count == 1)
+
+            let errors = cli.directory.path + "/untrusted.log"
+            let untrusted = try await Self.serve(["--origin", origin.baseURL], errors: errors)
+            let refused = try Self.get("/b", port: untrusted.port)
+            #expect(refused.hasPrefix("HTTP/1.1 502"), "\(refused)")
+            #expect(refused.contains("detail=origin-tls-failed"), "\(refused)")
+            let lines = try String(contentsOfFile: errors, encoding: .utf8).split(separator: "\n")
+                .filter { $0.contains("unknown authority") }
+            #expect(lines.count == 1, "\(lines)")
+            #expect(lines.first?.contains("127.0.0.1:\(origin.port)") == true, "\(lines)")
+            #expect(lines.first?.contains("trust its CA with --origin-cacert FILE") == true, "\(lines)")
+            #expect(origin.requests.count == 1, "nothing sent over the refused connection")
+        }
+    }
+
+    @Test(
+        "serve --origin-cacert with a file that cannot be used is a usage error naming the file",
+        arguments: ["missing", "not PEM"])
+    func serveWithAnUnusableCAFile(file: String) async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            var path = "/nonexistent/ca.pem"
+            if file == "not PEM" {
+                path = cli.directory.path + "/not-a-certificate.pem"
+                _ = FileManager.default.createFile(atPath: path, contents: Data("not a certificate\n".utf8))
+            }
+            let result = try await cli.run(
+                ["serve", "--origin", "https://127.0.0.1:9", "--origin-cacert", path, "--listen", "127.0.0.1:0"])
+            #expect(result.status == 2, "\(result.stderr)")
+            #expect(result.stderrLines.count == 1, "\(result.stderr)")
+            #expect(result.stderr.contains("--origin-cacert") && result.stderr.contains(path), "\(result.stderr)")
         }
     }
 }

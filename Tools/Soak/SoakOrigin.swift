@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTestSupport
 import Glibc
 import LoopbackOrigin
 
@@ -52,12 +53,19 @@ final class SoakOrigin: Sendable {
     private let raw: Locked<RawOrigin?> = Locked(nil)
     var port: UInt16 { raw.withLock { $0?.port ?? 0 } }
 
-    init(urls: Int, bigSize: Int64, misbehaviourRate: Double) throws {
+    /// With `tls`, the origin serves HTTPS with the certificate `TestCertificates` makes for
+    /// 127.0.0.1 (its CA in ``TestCertificates/caFile``), and a connection it cuts or resets
+    /// on purpose ends without `close_notify`.
+    init(urls: Int, bigSize: Int64, misbehaviourRate: Double, tls: Bool = false) throws {
         self.urls = urls
         self.bigSize = bigSize
         self.misbehaviourRate = misbehaviourRate
         versions = Locked([UInt32](repeating: 1, count: urls))
-        let origin = try RawOrigin(records: false) { [unowned self] connection in self.serve(connection) }
+        let certificates = tls ? try TestCertificates.shared() : nil
+        let context = try certificates.map { try $0.serverContext($0.localhost) }
+        let origin = try RawOrigin(records: false, tls: context) { [unowned self] connection in
+            self.serve(connection)
+        }
         raw.withLock { $0 = origin }
     }
 

@@ -3,7 +3,8 @@
 // receives is compared byte for byte with the version its ETag names. It fails on one
 // mismatch, one stall, one proxy exit, or proxy memory above the bound. With --redis-cluster,
 // several proxies share a Redis Cluster the soak starts and damages on purpose (masters
-// killed, body chunks deleted). Run by `scripts/soak`.
+// killed, body chunks deleted). With --tls, the origin serves HTTPS and the proxies reach it
+// over TLS. Run by `scripts/soak`.
 // `soak memory-bound` measures the proxy's memory under distinct URLs instead
 // (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
@@ -18,7 +19,7 @@ if CommandLine.arguments.dropFirst().first == "memory-bound" {
 
 let usage = """
     Usage: soak [--seconds N] [--clients N] [--urls N] [--big-mb N] [--misbehave RATE]
-                [--memory BYTES] [--max-rss-mb N] [--httpcache PATH]
+                [--memory BYTES] [--max-rss-mb N] [--httpcache PATH] [--tls]
                 [--redis-cluster [NODES] [--kill-every S] [--delete-chunks R] [--redis-timeout MS]]
 
       --seconds N       how long to run (default 600)
@@ -30,6 +31,9 @@ let usage = """
                         local tier (default 4M, so that most hits are read from Redis)
       --max-rss-mb N    fail when a proxy's resident memory goes above this (default 1024)
       --httpcache PATH  the httpcache to run (default: the one next to this executable)
+      --tls             the origin serves HTTPS (a certificate for 127.0.0.1 from a CA made for
+                        the run) and the proxies reach it with --origin https://127.0.0.1:PORT
+                        --origin-cacert CA; its cuts and resets end without close_notify
 
       --redis-cluster [NODES]
                         NODES proxies (default 3), the clients spread over them, sharing one
@@ -53,6 +57,10 @@ nonisolated(unsafe) var options: [String: String] = {
         if name == "--help" || name == "-h" {
             print(usage)
             exit(0)
+        }
+        if name == "--tls" {
+            options["tls"] = "yes"
+            continue
         }
         // The one option whose value may be left out.
         if name == "--redis-cluster", arguments.first.map({ Int($0) == nil }) ?? true {
@@ -78,6 +86,7 @@ func option<Value>(_ name: String, _ fallback: Value, _ parse: (String) -> Value
 }
 let clusterNodes = option("redis-cluster", 0, { Int($0).flatMap { $0 >= 1 && $0 <= 16 ? $0 : nil } })
 let clustered = clusterNodes > 0
+let tls = option("tls", false, { $0 == "yes" })
 if !clustered, let chaos = ["kill-every", "delete-chunks", "redis-timeout"].first(where: { options[$0] != nil }) {
     FileHandle.standardError.write(Data("soak: --\(chaos) goes with --redis-cluster\n\(usage)\n".utf8))
     exit(2)
@@ -117,7 +126,7 @@ struct MemoryWatch {
 /// Runs the soak and prints its figures; whether it was clean. Each proxy's log is written to
 /// `logs`.
 func soak(directory: String, logs: String) throws -> Bool {
-    let origin = try SoakOrigin(urls: urls, bigSize: bigSize, misbehaviourRate: misbehave)
+    let origin = try SoakOrigin(urls: urls, bigSize: bigSize, misbehaviourRate: misbehave, tls: tls)
     let cluster =
         clustered
         // No output buffer limit for replicas: a restarted server's full sync is not cut off
@@ -139,14 +148,18 @@ func soak(directory: String, logs: String) throws -> Bool {
         }
         try? FileManager.default.removeItem(atPath: directory)
     }
-    let originURL = "http://127.0.0.1:\(origin.port)"
+    let originURL = "\(tls ? "https" : "http")://127.0.0.1:\(origin.port)"
+    // The CA of the origin's certificate, trusted by the proxies for it alone.
+    let originArguments =
+        ["--origin", originURL] + (tls ? ["--origin-cacert", try TestCertificates.shared().caFile] : [])
+    let overTLS = tls ? ", the origin over TLS" : ""
     if let cluster {
         for node in 1...clusterNodes {
             proxies.append(
                 try ProxyProcess(
                     executable: httpcache,
-                    arguments: [
-                        "--origin", originURL, "--memory-only", "--redis-cluster", cluster.seeds, "--redis-prefix",
+                    arguments: originArguments + [
+                        "--memory-only", "--redis-cluster", cluster.seeds, "--redis-prefix",
                         redisPrefix, "--redis-timeout", String(redisTimeout), "--local-memory", memory,
                         "--redis-required",
                     ], logPath: "\(logs)/node-\(node).log"))
@@ -157,17 +170,17 @@ func soak(directory: String, logs: String) throws -> Bool {
                 + "\(misbehave * 100)% of small responses framed wrongly; local tiers \(memory), Redis timeout "
                 + "\(redisTimeout) ms; "
                 + (killEvery > 0 ? "a master killed every \(Int(killEvery)) s, " : "no master killed, ")
-                + "\(deletionsPerSecond) chunks deleted per second; proxy logs in \(logs)")
+                + "\(deletionsPerSecond) chunks deleted per second\(overTLS); proxy logs in \(logs)")
     } else {
         proxies.append(
             try ProxyProcess(
                 executable: httpcache,
-                arguments: ["--origin", originURL, "--cache-dir", directory, "--memory", memory],
+                arguments: originArguments + ["--cache-dir", directory, "--memory", memory],
                 logPath: "\(logs)/proxy.log"))
         say(
             "soak: \(Int(seconds)) s, \(clients)+2 clients, \(urls) resources (big ones \(megabytes(bigSize))), "
                 + "\(misbehave * 100)% of small responses framed wrongly; proxy pid \(proxies[0].process.processIdentifier) "
-                + "on port \(proxies[0].port), memory tier \(memory); its log in \(logs)")
+                + "on port \(proxies[0].port), memory tier \(memory)\(overTLS); its log in \(logs)")
     }
 
     let deadline = MonotonicClock.seconds() + seconds

@@ -272,11 +272,20 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             configuration.log("no response for \(request.method) \(request.target.url): \(description)")
             defer { finished() }
             guard let responder else { return nil }
-            let timeout = (error as? UpstreamError)?.kind == .timeout
+            let kind = (error as? UpstreamError)?.kind
+            let timeout = kind == .timeout
             let text = (timeout ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
             var (fields, body) = Messages.plainText(text)
             var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
-            cacheStatus.detail = timeout ? "origin-timeout" : "origin-unreachable"
+            // What failed, for the client (RFC 9211 §2.8): the origin timed out, its TLS failed
+            // (a certificate refused, a handshake or TLS connection that failed), or it could not
+            // be reached or answered wrongly.
+            cacheStatus.detail =
+                switch kind {
+                case .timeout?: "origin-timeout"
+                case .tls?: "origin-tls-failed"
+                default: "origin-unreachable"
+                }
             fields[.cacheStatus] = cacheStatus.fieldValue
             handler.metrics.count(.error)
             responder.respond(ServerResponseHead(status: timeout ? 504 : 502, fields: fields), body: body)
