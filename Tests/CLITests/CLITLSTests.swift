@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -124,12 +125,12 @@ struct CLITLSTests {
         return (run, port)
     }
 
-    /// `GET path` to 127.0.0.1:`port` on a connection of its own (`Connection: close`): the
+    /// `method path` to 127.0.0.1:`port` on a connection of its own (`Connection: close`): the
     /// whole response as text.
-    static func get(_ path: String, port: UInt16) throws -> String {
+    static func get(_ path: String, port: UInt16, method: String = "GET") throws -> String {
         let fd = try LoopbackOrigin.connect(port: port)
         defer { close(fd) }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
             throw CLIServeFailure(description: "could not send the request to 127.0.0.1:\(port)")
         }
@@ -179,6 +180,55 @@ struct CLITLSTests {
             #expect(lines.first?.contains("127.0.0.1:\(origin.port)") == true, "\(lines)")
             #expect(lines.first?.contains("trust its CA with --origin-cacert FILE") == true, "\(lines)")
             #expect(origin.requests.count == 1, "nothing sent over the refused connection")
+        }
+    }
+
+    @Test(
+        "serve in front of nginx with TLS: a miss then a hit, nginx's 304 revalidating, 20 concurrent misses collapsed into one request, PURGE (RFC 9111 §4, §4.3)"
+    )
+    func serveInFrontOfNginx() async throws {
+        try await offPool {
+            let certificates = try TestCertificates.shared()
+            let files = [
+                "/fresh/a.txt": Array("from nginx".utf8),
+                "/fresh/c.txt": Array(repeating: UInt8(ascii: "c"), count: 50_000),
+                "/revalidate/b.txt": Array("checked".utf8),
+            ]
+            guard let nginx = try NginxOrigin.start(tls: certificates.localhost, files: files) else { return }
+            defer { nginx.stop() }
+            let cli = try CLIHarness()
+            let proxy = try await Self.serve(
+                ["--origin", nginx.url(""), "--origin-cacert", certificates.caFile],
+                errors: cli.directory.path + "/serve.log")
+            func count(_ path: String) -> Int { nginx.requests.filter { $0.contains("GET \(path) ") }.count }
+
+            let miss = try Self.get("/fresh/a.txt", port: proxy.port)
+            #expect(miss.hasPrefix("HTTP/1.1 200") && miss.hasSuffix("\r\n\r\nfrom nginx"), "\(miss)")
+            #expect(miss.contains("fwd=uri-miss"), "\(miss)")
+            let hit = try Self.get("/fresh/a.txt", port: proxy.port)
+            #expect(hit.contains("Cache-Status: httpcache; hit") && hit.hasSuffix("\r\n\r\nfrom nginx"), "\(hit)")
+            #expect(count("/fresh/a.txt") == 1, "\(nginx.requests)")
+
+            _ = try Self.get("/revalidate/b.txt", port: proxy.port)
+            let revalidated = try Self.get("/revalidate/b.txt", port: proxy.port)
+            #expect(revalidated.contains("fwd=stale; fwd-status=304"), "\(revalidated)")
+            #expect(revalidated.hasSuffix("\r\n\r\nchecked"), "\(revalidated)")
+            #expect(nginx.requests.last?.contains("\" 304 ") == true, "\(nginx.requests)")
+
+            let answers = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 20) { _ in
+                let answer = (try? Self.get("/fresh/c.txt", port: proxy.port)) ?? "no answer"
+                answers.withLock { $0.append(answer) }
+            }
+            let whole = String(repeating: "c", count: 50_000)
+            #expect(
+                answers.withLock { $0.allSatisfy { $0.hasPrefix("HTTP/1.1 200") && $0.hasSuffix("\r\n\r\n" + whole) } })
+            #expect(count("/fresh/c.txt") == 1, "\(nginx.requests)")
+
+            #expect(try Self.get("/fresh/a.txt", port: proxy.port, method: "PURGE").hasPrefix("HTTP/1.1 200"))
+            let afterPurge = try Self.get("/fresh/a.txt", port: proxy.port)
+            #expect(afterPurge.contains("fwd=uri-miss"), "\(afterPurge)")
+            #expect(count("/fresh/a.txt") == 2, "\(nginx.requests)")
         }
     }
 
