@@ -8,8 +8,8 @@ import Darwin
 #endif
 
 /// What every TLS client connection of a program shares: the trusted authorities, the
-/// protocols offered and the sessions kept for resumption. Make one and keep it; making one
-/// reads the system's trust store.
+/// protocols offered and the sessions kept for resumption. Make one and keep it; its first
+/// connection reads the system's trust store.
 ///
 /// Verification is always on: the chain must lead to an authority of the default trust store
 /// (OpenSSL's default paths, which honour `SSL_CERT_FILE` and `SSL_CERT_DIR`) or of an extra
@@ -23,8 +23,9 @@ import Darwin
 /// try tls.handshake(timeout: 10)
 /// ```
 ///
-/// Sendable: its `SSL_CTX` is only read after `init` (OpenSSL makes connections from one
-/// context on many threads), and the sessions are behind a lock.
+/// Sendable: its `SSL_CTX` is made and set up once, by the first connection, under a lock every
+/// connection takes before it reads the context, and only read after that (OpenSSL makes
+/// connections from one context on many threads); the sessions are behind a lock.
 public final class TLSClientContext: @unchecked Sendable {
     /// How a client context is made.
     public struct Configuration: Sendable {
@@ -56,30 +57,74 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// How this context was made.
     public let configuration: Configuration
-    let context: OpaquePointer
+    /// The certificates of ``Configuration/extraTrustRoots``, read by `init`.
+    private let extraRoots: [Certificate]
     /// Sessions by `host:port`, newest ticket of each origin: bounded, least recently used first out.
     private let sessions: Locked<LRUCache<String, Session>>?
+    /// The OpenSSL context (`nil`: not made yet), made by the first connection rather than by
+    /// `init`: initialising libssl and parsing every certificate of the system's bundle cost
+    /// tens of milliseconds and megabytes of memory, which a process that speaks only `http`
+    /// (the command-line tool answering from its cache) never needs. Failing to make it fails
+    /// every connection.
+    private let made = Locked<Result<OpaquePointer, TLSError>?>(nil)
 
-    /// Makes a context.
+    /// Makes a context, reading the extra trust files; OpenSSL's own context is made by the
+    /// first connection.
     /// - Throws: ``TLSError/unusableTrustFile(path:reason:)`` when an extra trust file cannot
-    ///   be read or holds no certificate; ``TLSError/setupFailed(reason:)`` when OpenSSL fails.
+    ///   be read or holds no certificate; ``TLSError/setupFailed(reason:)`` for an ALPN name
+    ///   that is not 1 to 255 bytes.
     public init(_ configuration: Configuration = Configuration()) throws(TLSError) {
         self.configuration = configuration
         sessions =
             configuration.sessionCacheCapacity > 0
             ? Locked(LRUCache(capacity: configuration.sessionCacheCapacity)) : nil
+        _ = try Configure.alpnWire(configuration.applicationProtocols)
+        var roots: [Certificate] = []
+        for path in configuration.extraTrustRoots {
+            roots += try Self.certificates(in: path)
+        }
+        extraRoots = roots
+    }
+
+    deinit {
+        if case .success(let context) = made.withLock({ $0 }) { SSL_CTX_free(context) }
+    }
+
+    /// Whether OpenSSL's context, with the default trust store, has been made (by a first
+    /// connection).
+    package var isSetUp: Bool { made.withLock { $0 != nil } }
+
+    /// OpenSSL's context, made on first use; its failure is every connection's.
+    private func openSSLContext() throws(TLSError) -> OpaquePointer {
+        try made.withLock { made -> Result<OpaquePointer, TLSError> in
+            if let made { return made }
+            let result = Result { () throws(TLSError) in try makeContext() }
+            made = result
+            return result
+        }.get()
+    }
+
+    /// A new OpenSSL context: TLS 1.2 at least, ALPN, the default trust store and the extra
+    /// roots, verification, sessions through ``remember(_:for:)``.
+    private func makeContext() throws(TLSError) -> OpaquePointer {
         OpenSSLErrorQueue.clear()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))
         }
-        self.context = context
-        try Configure.common(context, applicationProtocols: configuration.applicationProtocols, client: true)
-        // The default paths read SSL_CERT_FILE and SSL_CERT_DIR when set.
-        guard SSL_CTX_set_default_verify_paths(context) == 1 else {
-            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "the default trust store cannot be loaded"))
-        }
-        for path in configuration.extraTrustRoots {
-            try Self.trust(path, in: context)
+        do throws(TLSError) {
+            try Configure.common(context, applicationProtocols: configuration.applicationProtocols, client: true)
+            // The default paths read SSL_CERT_FILE and SSL_CERT_DIR when set.
+            guard SSL_CTX_set_default_verify_paths(context) == 1 else {
+                throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "the default trust store cannot be loaded"))
+            }
+            guard let store = SSL_CTX_get_cert_store(context) else { throw .setupFailed(reason: "no trust store") }
+            for root in extraRoots {
+                // A certificate already in the store (the same CA twice) is not an error.
+                if X509_STORE_add_cert(store, root.pointer) != 1 { OpenSSLErrorQueue.clear() }
+            }
+        } catch {
+            SSL_CTX_free(context)
+            throw error
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER) { preverified, store in
             TLSConnection.recordVerification(preverified: preverified, store: store)
@@ -94,10 +139,7 @@ public final class TLSClientContext: @unchecked Sendable {
                 return connection.remember(session) ? 1 : 0
             }
         }
-    }
-
-    deinit {
-        SSL_CTX_free(context)
+        return context
     }
 
     /// A client connection over `fd`, which must be connected to `host:port` and non-blocking;
@@ -111,6 +153,7 @@ public final class TLSClientContext: @unchecked Sendable {
     ///   - port: The port, for the session cache and error messages.
     /// - Throws: ``TLSError/setupFailed(reason:)`` when OpenSSL cannot make the connection.
     public func connection(fd: Int32, host: String, port: UInt16) throws(TLSError) -> TLSConnection {
+        let context = try openSSLContext()
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         let isAddress = SocketAddress(host: bare, port: port) != nil && bare != "localhost"
         let peer = bare.contains(":") ? "[\(bare)]:\(port)" : "\(bare):\(port)"
@@ -171,8 +214,15 @@ public final class TLSClientContext: @unchecked Sendable {
 
     // MARK: Trust
 
-    /// Adds every certificate of the PEM file `path` to the context's trust store.
-    private static func trust(_ path: String, in context: OpaquePointer) throws(TLSError) {
+    /// A certificate read from a trust file, freed with its last reference.
+    private final class Certificate {
+        let pointer: OpaquePointer
+        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+        deinit { X509_free(pointer) }
+    }
+
+    /// Every certificate of the PEM file `path`.
+    private static func certificates(in path: String) throws(TLSError) -> [Certificate] {
         errno = 0
         guard let file = BIO_new_file(path, "r") else {
             let reason = errno != 0 ? errnoText(errno) : OpenSSLErrorQueue.drainText(or: "cannot be opened")
@@ -180,23 +230,17 @@ public final class TLSClientContext: @unchecked Sendable {
             throw .unusableTrustFile(path: path, reason: "cannot be read: \(reason)")
         }
         defer { BIO_free(file) }
-        guard let store = SSL_CTX_get_cert_store(context) else { throw .setupFailed(reason: "no trust store") }
-        var count = 0
+        var certificates: [Certificate] = []
         while let certificate = PEM_read_bio_X509(file, nil, nil, nil) {
-            defer { X509_free(certificate) }
-            // A certificate already in the store (the same CA twice) is not an error.
-            OpenSSLErrorQueue.clear()
-            if X509_STORE_add_cert(store, certificate) != 1 {
-                OpenSSLErrorQueue.clear()
-            }
-            count += 1
+            certificates.append(Certificate(certificate))
         }
         // Reading stops at the end of the file (a "no start line" error) or at garbage.
         OpenSSLErrorQueue.clear()
-        guard count > 0 else {
+        guard !certificates.isEmpty else {
             throw .unusableTrustFile(
                 path: path, reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----); give a CA certificate")
         }
+        return certificates
     }
 }
 

@@ -80,8 +80,9 @@ package final class UpstreamClient: Sendable {
     private let limits: ResponseFramer.Limits
     private let readSize: Int
 
-    /// A client with no connections yet; they are made on first use. Its TLS context (the
-    /// system's trust store and ``Configuration/extraTrustRoots``) is made now.
+    /// A client with no connections yet; they are made on first use. Its TLS context reads
+    /// ``Configuration/extraTrustRoots`` now, and sets up OpenSSL with the system's trust store
+    /// on the first `https` connection.
     /// - Throws: ``UpstreamError/Kind/tls`` when an extra trust root cannot be read or holds no
     ///   certificate, or OpenSSL cannot make the context; the description says which file and why.
     package convenience init(configuration: Configuration = .init()) throws(UpstreamError) {

@@ -33,6 +33,18 @@ struct TLSContextTests {
         #expect(throws: TLSError.self) { _ = try TLSClientContext(.init(extraTrustRoots: [directory.path])) }
     }
 
+    /// OpenSSL's context and the system's trust store are made by the first connection, not with
+    /// the context: a process that never speaks https (the CLI answering from its cache) never
+    /// pays for them.
+    @Test func openSSLIsSetUpByTheFirstConnection() throws {
+        let certificates = try TestCertificates.shared()
+        let context = try certificates.clientContext()
+        #expect(!context.isSetUp)
+        let pair = try ConnectedPair(client: context, server: certificates.serverContext(certificates.localhost))
+        #expect(context.isSetUp)
+        #expect(pair.handshake().client == .done)
+    }
+
     /// RFC 7301 §3.1: a protocol name is 1 to 255 bytes.
     @Test func anEmptyALPNNameIsRefused() throws {
         #expect(throws: TLSError.setupFailed(reason: "the ALPN protocol name \"\" is not 1 to 255 bytes")) {
