@@ -18,4 +18,10 @@ static inline void csqlite_counter_bump(uint64_t *counter) {
     __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
 }
 
+/// Whether closing the last connection checkpoints the WAL (and deletes it unless it is
+/// persistent): `sqlite3_db_config(SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE)`, which is variadic.
+static inline int csqlite_set_checkpoint_on_close(sqlite3 *db, int checkpoints) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, checkpoints ? 0 : 1, (int *)0);
+}
+
 #endif

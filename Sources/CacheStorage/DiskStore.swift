@@ -18,6 +18,9 @@ import Darwin
 ///   with bodies up to ``Configuration/inlineBodyLimit`` bytes inline; and, in a narrow table
 ///   of its own, each variant's last access and hit count, so that recording accesses
 ///   rewrites a few small pages, never the rows that hold heads and bodies.
+/// - `index.sqlite-wal`, `index.sqlite-shm`: SQLite's WAL and its index, left in place when
+///   the store closes, so that a short-lived process neither checkpoints nor creates them
+///   again; releasing a store empties a WAL of more than 100 pages.
 /// - `bodies/<id>`: larger bodies, named by a random ``EntryID``, never by URL. A body is
 ///   written to `bodies/<id>.tmp` under an exclusive `flock`, renamed, and only then does
 ///   the index transaction that makes it visible commit. A crash leaves at most an
@@ -145,6 +148,17 @@ public final class DiskStore: CacheStore {
     static let checkpointPages: Int32 = 1000
     /// A background checkpoint is queued or running.
     let checkpointQueued = Locked(false)
+    /// Releasing the store checkpoints a WAL longer than this and empties it. Closing a
+    /// connection never does (``SQLiteConnection/leavesWriteAheadLogOnClose()``), but the first
+    /// connection of a process reads the whole WAL to rebuild SQLite's index of it (`-shm`),
+    /// forgetting what earlier checkpoints copied, so the WAL would only grow across short-lived
+    /// processes such as the CLI, each paying for every page left there. Kept this short, that
+    /// costs about a tenth of a millisecond, and the checkpoint's `fdatasync`s come once in some
+    /// fifty runs of the CLI that record a hit (two pages each).
+    static let releaseCheckpointPages = 100
+    /// How long releasing the store waits for other processes' readers and writers before it
+    /// leaves the WAL to the next release.
+    static let releaseCheckpointWaitMilliseconds: Int32 = 200
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
@@ -216,7 +230,33 @@ public final class DiskStore: CacheStore {
         state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()
         accessWriter.withLock { $0?.close() }
-        state.withLock { $0.connection.close() }
+        state.withLock { state in
+            if walPages(state.connection) > Self.releaseCheckpointPages {
+                // Copies every frame, then cuts the WAL file to nothing: the next process has
+                // nothing to read back. Busy (another process reading an older snapshot, or
+                // writing), it gives up and the WAL stays as it is.
+                sqlite3_busy_timeout(state.connection.handle, Self.releaseCheckpointWaitMilliseconds)
+                do {
+                    try state.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                } catch {
+                    configuration.log("could not checkpoint the cache index: \(error); the next release tries again")
+                }
+            }
+            state.connection.close()
+        }
+    }
+
+    /// The pages the WAL file holds: its size less its 32-byte header, in frames of a page and a
+    /// 24-byte header (SQLite's file format, §4.1). With `journal_size_limit` 0, the first commit
+    /// after a checkpoint starts the file over, so its size follows what it holds.
+    func walPages(_ connection: SQLiteConnection) -> Int {
+        var status = stat()
+        guard lstat(configuration.directory + "/index.sqlite-wal", &status) == 0,
+            let pageSize = try? connection.statement("PRAGMA page_size"),
+            let column = try? pageSize.column("page_size"), (try? pageSize.step()) == true
+        else { return 0 }
+        defer { pageSize.reset() }
+        return max(0, Int(status.st_size) - 32) / (Int(pageSize.int(column)) + 24)
     }
 
     // MARK: - Opening
@@ -387,6 +427,7 @@ public final class DiskStore: CacheStore {
     static func prepare(_ path: String, _ configuration: Configuration) throws(StorageError)
         -> SQLiteConnection
     {
+        try checkIndexFile(path)
         let connection = try SQLiteConnection(path: path)
         FileIO.restrictMode(path, 0o600)
         try applyConnectionSettings(connection, configuration)
@@ -423,6 +464,29 @@ public final class DiskStore: CacheStore {
         return connection
     }
 
+    /// Checks what SQLite may not read when it opens the index: the index file's own header
+    /// and size. The WAL outlives every process (``SQLiteConnection/leavesWriteAheadLogOnClose()``)
+    /// and usually holds the latest copy of the header page, so an index file overwritten or
+    /// cut short would otherwise open and fail only later, query by query. A missing or empty
+    /// file is a new index; one that cannot be opened is left to SQLite to report.
+    static func checkIndexFile(_ path: String) throws(StorageError) {
+        guard let fd = FileIO.openRegular(path) else { return }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_size > 0 else { return }
+        let header = status.st_size >= 100 ? try FileIO.read(fd, count: 100, at: 0, path: path) : []
+        guard header.starts(with: Array("SQLite format 3\0".utf8)) else {
+            throw StorageError(.index, "it is not a SQLite database (its header is not SQLite's)")
+        }
+        // The page size, big-endian at offset 16; 1 stands for 65,536 (SQLite's file format, §1.3.2).
+        let field = Int(header[16]) << 8 | Int(header[17])
+        let pageSize = field == 1 ? 65_536 : field
+        guard pageSize >= 512, Int(status.st_size) % pageSize == 0 else {
+            throw StorageError(
+                .index, "its \(status.st_size) bytes are not a whole number of its \(pageSize)-byte pages")
+        }
+    }
+
     /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
     static func openAccessWriter(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite")
@@ -431,11 +495,15 @@ public final class DiskStore: CacheStore {
     }
 
     /// What every connection to the index sets for itself: how long it waits for another
-    /// writer, and whether a commit waits for the disk (``Configuration/durability``).
+    /// writer, whether a commit waits for the disk (``Configuration/durability``), that
+    /// closing it leaves the WAL in place, and that the WAL file is cut back to what the first
+    /// commit after a checkpoint writes.
     private static func applyConnectionSettings(
         _ connection: SQLiteConnection, _ configuration: Configuration
     ) throws(StorageError) {
         sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
+        try connection.leavesWriteAheadLogOnClose()
+        try connection.execute("PRAGMA journal_size_limit = 0")
         try connection.execute("PRAGMA synchronous = \(configuration.durability == .powerLossSafe ? "FULL" : "NORMAL")")
     }
 }

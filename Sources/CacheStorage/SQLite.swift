@@ -115,6 +115,15 @@ final class SQLiteConnection {
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Makes closing this connection leave the WAL (`-wal`, `-shm`) as it is: without this,
+    /// closing the last connection to the index checkpoints the WAL (two `fdatasync`s) and
+    /// deletes both files, which the next process then creates again, so every short-lived
+    /// process would pay for both. `DiskStore` checkpoints a long WAL itself.
+    func leavesWriteAheadLogOnClose() throws(StorageError) {
+        let code = csqlite_set_checkpoint_on_close(handle, 0)
+        guard code == SQLITE_OK else { throw error(code, "turning off the checkpoint on close") }
+    }
 }
 
 /// A result column of a prepared statement: its index, found once from its name.

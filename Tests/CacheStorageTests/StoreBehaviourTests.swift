@@ -379,6 +379,45 @@ struct DiskStoreTests {
         )
     }
 
+    /// Closing never checkpoints (each short-lived process would wait for two `fdatasync`s and
+    /// the next one create the WAL again), but a WAL longer than 100 pages is in the index by
+    /// the time its store is released, and the next write starts the WAL file over: it never
+    /// grows without bound.
+    @Test("releasing the store leaves a short WAL as it is, copies a long one into the index")
+    func walLeftOnCloseUntilLong() async throws {
+        try await offPool {
+            let directory = TemporaryDirectory()
+            let index = directory.path + "/index.sqlite"
+            func size(_ path: String) -> Int {
+                ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+            }
+            func writeAndRelease(_ keys: Range<Int>) throws {
+                weak var released: DiskStore?
+                do {
+                    let store = try DiskStore(.init(directory: directory.path, capacity: 100_000_000, log: { _ in }))
+                    released = store
+                    for key in keys {
+                        try put(
+                            store, head("https://example.com/\(key)"),
+                            [UInt8](repeating: UInt8(key % 256), count: 20_000))
+                    }
+                }
+                for _ in 0..<200 where released != nil { usleep(25_000) }
+                #expect(released == nil)
+            }
+            try writeAndRelease(0..<3)
+            let before = size(index)
+            #expect(size(index + "-wal") > 60_000, "the three bodies are still in the WAL")
+            try writeAndRelease(3..<300)
+            #expect(size(index) >= before + 5_000_000, "the index file is still \(size(index)) bytes")
+            try writeAndRelease(300..<301)
+            #expect(size(index + "-wal") < 100 * 4_120, "the WAL file is still \(size(index + "-wal")) bytes")
+            // Each store's entries are read back by the next.
+            let store = try DiskStore(.init(directory: directory.path, capacity: 100_000_000, log: { _ in }))
+            #expect(try store.entries().count == 301)
+        }
+    }
+
     @Test("entries, pins and access counts survive closing and reopening the store")
     func survivesReopen() async throws {
         try await offPool {
