@@ -99,15 +99,16 @@ public final class DiskStore: CacheStore {
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
     public static func defaultDirectory() -> String {
-        let environment = ProcessInfo.processInfo.environment
-        if let explicit = environment["HTTPCACHE_DIR"], !explicit.isEmpty { return explicit }
+        // Variable by variable: ProcessInfo's dictionary of the whole environment cost the
+        // command-line tool 0.3 ms on every run.
+        if let explicit = FileDescriptor.environment("HTTPCACHE_DIR"), !explicit.isEmpty { return explicit }
         #if canImport(Darwin)
         let caches =
             FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.path
             ?? NSTemporaryDirectory()
         return caches + "/httpcache"
         #else
-        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/httpcache" }
+        if let xdg = FileDescriptor.environment("XDG_CACHE_HOME"), xdg.hasPrefix("/") { return xdg + "/httpcache" }
         return NSHomeDirectory() + "/.cache/httpcache"
         #endif
     }

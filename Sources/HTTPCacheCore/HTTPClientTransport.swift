@@ -69,7 +69,6 @@ public final class HTTPClientTransport: OriginTransport {
     /// request then fails with that reason.
     private let client: Result<StreamingClient, UpstreamError>
     private let proxies: ProxyEnvironment
-    private let userAgent: String
 
     /// Why this transport cannot send anything (a file in
     /// ``Configuration/trustedCertificateFiles`` that cannot be read or holds no certificate),
@@ -97,9 +96,15 @@ public final class HTTPClientTransport: OriginTransport {
         settings.client.trustAdvice = configuration.trustAdvice
         client = Result { () throws(UpstreamError) in try StreamingClient(configuration: settings) }
         self.proxies = proxies
-        let name = ProcessInfo.processInfo.processName.unicodeScalars.filter(Self.isTokenCharacter)
-        userAgent = (name.isEmpty ? "" : String(String.UnicodeScalarView(name)) + " ") + "swift-http-cache"
     }
+
+    /// `<process name> swift-http-cache`, the name's token characters only: made on the first
+    /// request that needs it, since reading the process's name costs a process that answers
+    /// from its cache alone (the command-line tool) a tenth of a millisecond for nothing.
+    private static let userAgent: String = {
+        let name = ProcessInfo.processInfo.processName.unicodeScalars.filter(isTokenCharacter)
+        return (name.isEmpty ? "" : String(String.UnicodeScalarView(name)) + " ") + "swift-http-cache"
+    }()
 
     public func send(_ request: FetchRequest) async throws -> OriginResponse {
         let url = request.url
@@ -118,7 +123,7 @@ public final class HTTPClientTransport: OriginTransport {
         if !fields.contains(.acceptEncoding), !fields.contains(.range) {
             upstream.fields.append(name: .acceptEncoding, value: "gzip, deflate, br")
         }
-        if !fields.contains(.userAgent) { upstream.fields.append(name: .userAgent, value: userAgent) }
+        if !fields.contains(.userAgent) { upstream.fields.append(name: .userAgent, value: Self.userAgent) }
         switch route {
         case .direct: break
         case .proxy(let server):
