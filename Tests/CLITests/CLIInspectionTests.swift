@@ -213,7 +213,7 @@ struct CLIInspectionTests {
     }
 
     /// The counts file an earlier release wrote (JSONEncoder's pretty-printed, sorted keys) is
-    /// read and added to; a damaged one is replaced, counting from zero.
+    /// read and added to, in place; a damaged one is replaced, counting from zero.
     @Test func statsReadAnEarlierReleasesFile() async throws {
         try await offPool {
             let cli = try CLIHarness()
@@ -240,6 +240,10 @@ struct CLIInspectionTests {
             let path = cli.cacheDirectory + "/cli-stats.json"
             try Data(earlier.utf8).write(to: URL(fileURLWithPath: path))
             _ = try await cli.run(["get", cli.url("/f")])  // a hit: 3 bytes from the cache
+            // Rewritten in place and never shorter: what is left of the longer earlier text is spaces.
+            let rewritten = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(rewritten.count == earlier.utf8.count)
+            #expect(try JSONSerialization.jsonObject(with: rewritten) is [String: Any])
             let json = try await cli.run(["stats", "--json"]).jsonObject()
             let outcomes = try #require(json["outcomes"] as? [String: Int])
             #expect(outcomes == ["hit": 5, "miss": 3, "revalidated": 1, "stale": 0, "bypass": 1])
