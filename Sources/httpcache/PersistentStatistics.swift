@@ -40,8 +40,13 @@ struct PersistentStatistics: Sendable {
     ///
     /// - Throws: ``Failure`` when the file exists but cannot be read or parsed.
     static func read(in directory: String) throws(Failure) -> PersistentStatistics {
-        try DirectoryLock.withExclusiveLock(in: directory) { () throws(Failure) in
-            let path = directory + "/" + fileName
+        let path = directory + "/" + fileName
+        // No file, no lock to take (nor to create, in a directory that may be read-only).
+        var status = stat()
+        if lstat(path, &status) != 0 && errno == ENOENT {
+            return PersistentStatistics(since: Date().timeIntervalSince1970)
+        }
+        return try DirectoryLock.withExclusiveLock(in: directory) { () throws(Failure) in
             // Never through a link: the directory was checked (DiskStore.prepareDirectory), and
             // what is in it is read as it is.
             let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -212,7 +217,9 @@ enum DirectoryLock {
         -> Result
     {
         let path = directory + "/" + fileName
-        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        var descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // A read-only directory: an existing lock file still locks (readers take it too).
+        if descriptor < 0 { descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard descriptor >= 0 else {
             throw Failure(
                 .failure, "could not open \(path): \(errnoText()); check the cache directory")
