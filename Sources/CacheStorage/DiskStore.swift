@@ -63,6 +63,10 @@ public final class DiskStore: CacheStore {
         public var durability: Durability
         /// How long a write waits for another process's write to finish.
         public var busyTimeoutMilliseconds: Int32
+        /// Seconds a batch of writes (``DiskStore/beginBatchedWrites()``) stays open at most: a
+        /// crash loses no more than that of its writes, and other processes wait no longer to
+        /// write or to see them. 0.05 s by default.
+        public var batchLatency = 0.05
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
 
@@ -119,7 +123,28 @@ public final class DiskStore: CacheStore {
         /// Variants read from the index, with the change count they were read at.
         var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
             capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
+        /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
+        var batching = Batching()
     }
+
+    /// Commits grouped into one index transaction (``beginBatchedWrites()``).
+    struct Batching {
+        /// Scopes open; commits are batched while there is one.
+        var scopes = 0
+        /// The open batch's number (each batch gets the next), or nil when none is open.
+        var open: Int?
+        var count = 0
+        /// Entries written in the open batch.
+        var writes = 0
+        /// Locks on the body files of the batch's entries, held until it commits so that no
+        /// sweep (of another process, which does not see the batch) takes them.
+        var lockedFiles: [Int32] = []
+        /// Body files of entries the batch replaced, unlinked once it has committed.
+        var obsoleteFiles: [String] = []
+    }
+
+    /// The most entries in one batch.
+    static let batchLimit = 64
 
     let state: Locked<State>
 
@@ -143,8 +168,12 @@ public final class DiskStore: CacheStore {
     /// otherwise run it inside the commit that crosses it, so one miss in a thousand would
     /// wait for it.
     static let checkpointPages: Int32 = 1000
-    /// A background checkpoint is queued or running.
-    let checkpointQueued = Locked(false)
+    /// Whether a background checkpoint is queued or running, and the WAL's size in pages when
+    /// the next is due. While commits keep coming the WAL is rarely restarted (a checkpoint
+    /// must have copied all of it when a write begins), so it stays above the threshold: the
+    /// next checkpoint is due once ``checkpointPages`` more are written, not after every commit
+    /// (which made one `fdatasync` per few resources a page save stored).
+    let checkpoints = Locked((queued: false, dueAt: DiskStore.checkpointPages))
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
@@ -182,7 +211,7 @@ public final class DiskStore: CacheStore {
             connection.handle,
             { context, _, _, pages in
                 if let context, pages >= DiskStore.checkpointPages {
-                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint()
+                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint(walPages: pages)
                 }
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())
@@ -190,17 +219,23 @@ public final class DiskStore: CacheStore {
         DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
     }
 
-    /// Checkpoints the WAL on a background thread, through the access writer's connection (a
-    /// passive checkpoint: readers and writers go on meanwhile).
-    func queueCheckpoint() {
-        guard
-            checkpointQueued.withLock({ queued in
-                defer { queued = true }; return !queued
-            })
-        else { return }
+    /// Checkpoints the WAL, which now holds `walPages` pages, on a background thread through
+    /// the access writer's connection (a passive checkpoint: readers and writers go on
+    /// meanwhile), unless one is queued or the last was queued less than ``checkpointPages``
+    /// pages ago.
+    func queueCheckpoint(walPages: Int32) {
+        let due = checkpoints.withLock { state in
+            // A smaller WAL was restarted since: count from its start again.
+            if walPages <= state.dueAt - DiskStore.checkpointPages { state.dueAt = DiskStore.checkpointPages }
+            guard !state.queued, walPages >= state.dueAt else { return false }
+            state.queued = true
+            state.dueAt = walPages + DiskStore.checkpointPages
+            return true
+        }
+        guard due else { return }
         DispatchQueue.global(qos: .utility).async { [weak self] in
             guard let self else { return }
-            defer { checkpointQueued.withLock { $0 = false } }
+            defer { checkpoints.withLock { $0.queued = false } }
             do {
                 try withAccessWriter { connection throws(StorageError) in
                     try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -212,6 +247,9 @@ public final class DiskStore: CacheStore {
     }
 
     deinit {
+        if let files = try? state.withLock({ state throws(StorageError) in try commitBatch(&state) }) {
+            unlinkBodies(files)
+        }
         // The hook refers to this store, which is going away.
         state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()
