@@ -25,7 +25,8 @@ extension DiskStore {
     /// transaction for many entries instead of one each (a page save stores hundreds). This
     /// process sees each entry at once; other processes when its batch commits. A crash loses
     /// the open batch (its body files are removed at the next open); every other write made
-    /// meanwhile joins it.
+    /// meanwhile joins it. With ``Durability/powerLossSafe`` every commit stays durable when it
+    /// returns: nothing is batched.
     public func beginBatchedWrites() {
         state.withLock { $0.batching.scopes += 1 }
     }
@@ -42,7 +43,8 @@ extension DiskStore {
 
     /// Opens a batch when a scope wants one and none is open, and schedules its commit.
     func openBatchIfWanted(_ state: inout State) throws(StorageError) {
-        guard state.batching.scopes > 0, state.batching.open == nil else { return }
+        guard state.batching.scopes > 0, state.batching.open == nil, configuration.durability != .powerLossSafe
+        else { return }
         try state.connection.beginBatch()
         state.batching.count += 1
         let number = state.batching.count

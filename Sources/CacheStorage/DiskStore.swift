@@ -133,6 +133,7 @@ public final class DiskStore: CacheStore {
         var scopes = 0
         /// The open batch's number (each batch gets the next), or nil when none is open.
         var open: Int?
+        /// Batches opened so far (the last one's number).
         var count = 0
         /// Entries written in the open batch.
         var writes = 0

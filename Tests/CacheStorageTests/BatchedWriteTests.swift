@@ -65,6 +65,19 @@ struct BatchedWriteTests {
         try quick.endBatchedWrites()
     }
 
+    @Test("A power-loss-safe store batches nothing: each commit is durable, and seen by others, when it returns")
+    func powerLossSafeCommitsEachEntry() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        var configuration = DiskStore.Configuration(directory: directory, durability: .powerLossSafe, log: { _ in })
+        configuration.batchLatency = 600
+        let store = try DiskStore(configuration)
+        let other = try openStore()
+        store.beginBatchedWrites()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        try store.endBatchedWrites()
+    }
+
     @Test("Nested scopes: the batch commits when the last one ends")
     func nestedScopes() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
