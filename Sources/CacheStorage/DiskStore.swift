@@ -169,12 +169,8 @@ public final class DiskStore: CacheStore {
     /// otherwise run it inside the commit that crosses it, so one miss in a thousand would
     /// wait for it.
     static let checkpointPages: Int32 = 1000
-    /// Whether a background checkpoint is queued or running, and the WAL's size in pages when
-    /// the next is due. While commits keep coming the WAL is rarely restarted (a checkpoint
-    /// must have copied all of it when a write begins), so it stays above the threshold: the
-    /// next checkpoint is due once ``checkpointPages`` more are written, not after every commit
-    /// (which made one `fdatasync` per few resources a page save stored).
-    let checkpoints = Locked((queued: false, dueAt: DiskStore.checkpointPages))
+    /// A background checkpoint is queued or running.
+    let checkpointQueued = Locked(false)
     /// Counts index writes by every process; `nil` when it cannot be mapped (heads are then
     /// always read from the index).
     let changes: ChangeCounter?
@@ -212,7 +208,7 @@ public final class DiskStore: CacheStore {
             connection.handle,
             { context, _, _, pages in
                 if let context, pages >= DiskStore.checkpointPages {
-                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint(walPages: pages)
+                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint()
                 }
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())
@@ -220,23 +216,17 @@ public final class DiskStore: CacheStore {
         DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
     }
 
-    /// Checkpoints the WAL, which now holds `walPages` pages, on a background thread through
-    /// the access writer's connection (a passive checkpoint: readers and writers go on
-    /// meanwhile), unless one is queued or the last was queued less than ``checkpointPages``
-    /// pages ago.
-    func queueCheckpoint(walPages: Int32) {
-        let due = checkpoints.withLock { state in
-            // A smaller WAL was restarted since: count from its start again.
-            if walPages <= state.dueAt - DiskStore.checkpointPages { state.dueAt = DiskStore.checkpointPages }
-            guard !state.queued, walPages >= state.dueAt else { return false }
-            state.queued = true
-            state.dueAt = walPages + DiskStore.checkpointPages
-            return true
-        }
-        guard due else { return }
+    /// Checkpoints the WAL on a background thread, through the access writer's connection (a
+    /// passive checkpoint: readers and writers go on meanwhile).
+    func queueCheckpoint() {
+        guard
+            checkpointQueued.withLock({ queued in
+                defer { queued = true }; return !queued
+            })
+        else { return }
         DispatchQueue.global(qos: .utility).async { [weak self] in
             guard let self else { return }
-            defer { checkpoints.withLock { $0.queued = false } }
+            defer { checkpointQueued.withLock { $0 = false } }
             do {
                 try withAccessWriter { connection throws(StorageError) in
                     try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
