@@ -80,8 +80,11 @@ let package = Package(
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
         .systemLibrary(
             name: "CLibXML2HTTPCache", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]),
-        // zlib (Debian's zlib1g-dev; in Apple's SDKs): the gzip members of WARC files.
+        // zlib (Debian's zlib1g-dev; in Apple's SDKs): the gzip members of WARC files, the gzip and
+        // deflate content codings.
         .systemLibrary(name: "CZlibHTTPCache", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // zlib's inflate, once, for OfflinePages (WARC's gzip members) and HTTPClient (content codings).
+        .target(name: "CacheZlib", dependencies: ["CZlibHTTPCache"], swiftSettings: strictSettings),
         // Brotli's decoder (Debian's libbrotli-dev): the `br` content coding HTTPClient decodes for apps.
         .systemLibrary(
             name: "CBrotliHTTPCache", pkgConfig: "libbrotlidec",
@@ -93,6 +96,7 @@ let package = Package(
             name: "OfflinePages",
             dependencies: [
                 "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCacheCore", "CLibXML2HTTPCache", "CZlibHTTPCache",
+                "CacheZlib",
             ],
             swiftSettings: strictSettings),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
@@ -114,7 +118,7 @@ let package = Package(
             name: "HTTPClient",
             dependencies: [
                 "CacheSemantics", "CacheSystem", "CacheTLS", "HTTPWire",
-                .target(name: "CZlibHTTPCache", condition: .when(platforms: [.linux])),
+                .target(name: "CacheZlib", condition: .when(platforms: [.linux])),
                 .target(name: "CBrotliHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),

@@ -270,12 +270,24 @@ public protocol CacheStore: AnyObject, Sendable {
     /// entry that later replaces a pinned variant is pinned too (``EntryWriter/commit()``).
     @discardableResult
     func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int
+    /// Groups the writes that follow into fewer, larger transactions until as many
+    /// ``endBatchedWrites()`` calls (``DiskStore/beginBatchedWrites()``), for a caller about to
+    /// store many entries (a page save). Stores that gain nothing from it ignore it.
+    func beginBatchedWrites()
+    /// Ends a scope of ``beginBatchedWrites()``; the last one makes the writes durable.
+    /// - Throws: ``StorageError`` when they cannot be: they are not stored.
+    func endBatchedWrites() throws(StorageError)
 }
 
 extension CacheStore {
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try openBody(of: entry.id)
     }
+
+    /// Nothing to group: each write is durable as it is made.
+    public func beginBatchedWrites() {}
+    /// Nothing to group: each write is durable as it is made.
+    public func endBatchedWrites() throws(StorageError) {}
 
     /// Reads every entry and removes those tagged `tag`: for stores without an index of
     /// tags. The stores of this package index them.

@@ -92,6 +92,8 @@ extension DiskStore {
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
             defer { changes?.bump() }
+            // A page save pins each resource it stores: in the batch its entry is in.
+            if pinned { try openBatchIfWanted(&state) }
             return try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
                 let update = try state.connection.statement(
                     "UPDATE entries SET pinned = :pinned WHERE primary_key = :primary_key AND pinned != :pinned")
@@ -102,7 +104,7 @@ extension DiskStore {
                 return (changed, pinned ? [] : try evict(state.connection))
             }
         }
-        for file in files { unlink(bodiesDirectory + "/" + file) }
+        unlinkBodies(files)
         return changed
     }
 

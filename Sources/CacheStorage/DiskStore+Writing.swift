@@ -18,17 +18,95 @@ extension DiskStore {
         DiskWriter(store: self, head: head)
     }
 
+    // MARK: - Batched writes
+
+    /// Groups the commits that follow into index transactions of up to 64 entries and
+    /// ``Configuration/batchLatency`` seconds each, until as many ``endBatchedWrites()`` calls: one
+    /// transaction for many entries instead of one each (a page save stores hundreds). This
+    /// process sees each entry at once; other processes when its batch commits. A crash loses
+    /// the open batch (its body files are removed at the next open); every other write made
+    /// meanwhile joins it. With ``Durability/powerLossSafe`` every commit stays durable when it
+    /// returns: nothing is batched.
+    public func beginBatchedWrites() {
+        state.withLock { $0.batching.scopes += 1 }
+    }
+
+    /// Ends a scope of ``beginBatchedWrites()``; the last one commits the open batch.
+    /// - Throws: ``StorageError`` when that commit fails: the batch's entries are not stored.
+    public func endBatchedWrites() throws(StorageError) {
+        let files = try state.withLock { state throws(StorageError) -> [String] in
+            state.batching.scopes = max(0, state.batching.scopes - 1)
+            return state.batching.scopes == 0 ? try commitBatch(&state) : []
+        }
+        unlinkBodies(files)
+    }
+
+    /// Opens a batch when a scope wants one and none is open, and schedules its commit.
+    func openBatchIfWanted(_ state: inout State) throws(StorageError) {
+        guard state.batching.scopes > 0, state.batching.open == nil, configuration.durability != .powerLossSafe
+        else { return }
+        try state.connection.beginBatch()
+        state.batching.count += 1
+        let number = state.batching.count
+        state.batching.open = number
+        let latency = configuration.batchLatency
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + latency) { [weak self] in
+            guard let self else { return }
+            do {
+                let files = try self.state.withLock { state throws(StorageError) -> [String] in
+                    state.batching.open == number ? try commitBatch(&state) : []
+                }
+                unlinkBodies(files)
+            } catch {
+                configuration.log("\(error); the entries written in the last \(latency) s are not stored")
+            }
+        }
+    }
+
+    /// Commits the open batch, if any, and releases its body files' locks; returns the body
+    /// files it made obsolete, to unlink now.
+    func commitBatch(_ state: inout State) throws(StorageError) -> [String] {
+        guard state.batching.open != nil else { return [] }
+        let batch = state.batching
+        state.batching.open = nil
+        state.batching.writes = 0
+        state.batching.lockedFiles = []
+        state.batching.obsoleteFiles = []
+        defer {
+            for file in batch.lockedFiles { close(file) }
+            // Other processes read again: what their memos hold was read before the commit.
+            changes?.bump()
+        }
+        do {
+            try state.connection.commitBatch()
+        } catch {
+            throw StorageError(
+                error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
+        }
+        return batch.obsoleteFiles
+    }
+
+    func unlinkBodies(_ files: [String]) {
+        for file in files { unlink(bodiesDirectory + "/" + file) }
+    }
+
+    // MARK: - Committing
+
     /// Makes a written entry visible: replaces the same primary and variant key (keeping its
-    /// pin) and evicts, in one transaction. The body file, if any, is already in its final
-    /// place.
+    /// pin) and evicts, in one transaction (or in the open batch). The body file, if any, is
+    /// already in its final place, and `lockedFile` (its descriptor, holding its lock) is the
+    /// store's to close: after the transaction, or after its batch's.
     func commit(
-        _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?
+        _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32? = nil
     ) throws(StorageError) -> StoredEntry {
         let now = clock()
         var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
+        var batched = false
+        defer { if !batched, let lockedFile { close(lockedFile) } }
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
             defer { changes?.bump() }
-            return try state.connection.transaction { () throws(StorageError) -> [String] in
+            try openBatchIfWanted(&state)
+            let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
                 let existing = try state.connection.statement(
                     """
@@ -86,8 +164,16 @@ extension DiskStore {
                 obsolete += try evict(state.connection)
                 return obsolete
             }
+            guard state.batching.open != nil else { return obsolete }
+            state.batching.writes += 1
+            state.batching.obsoleteFiles += obsolete
+            if let lockedFile {
+                state.batching.lockedFiles.append(lockedFile)
+                batched = true
+            }
+            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
         }
-        for file in obsolete { unlink(bodiesDirectory + "/" + file) }
+        unlinkBodies(obsolete)
         return entry
     }
 
@@ -188,6 +274,8 @@ extension DiskStore {
     /// connection; when that fails they stay buffered for the next flush. Never called inside
     /// a write transaction of ``state``'s connection (it would wait for itself).
     func flushAccess() throws(StorageError) {
+        // The open batch holds the index's write lock, which this connection waits for.
+        unlinkBodies(try state.withLock { state throws(StorageError) in try commitBatch(&state) })
         try withAccessWriter { connection throws(StorageError) in
             let pending = accessLog.withLock { log in
                 log.lastFlush = clock()

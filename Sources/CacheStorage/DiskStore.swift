@@ -66,6 +66,10 @@ public final class DiskStore: CacheStore {
         public var durability: Durability
         /// How long a write waits for another process's write to finish.
         public var busyTimeoutMilliseconds: Int32
+        /// Seconds a batch of writes (``DiskStore/beginBatchedWrites()``) stays open at most: a
+        /// crash loses no more than that of its writes, and other processes wait no longer to
+        /// write or to see them. 0.05 s by default.
+        public var batchLatency = 0.05
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
 
@@ -123,7 +127,29 @@ public final class DiskStore: CacheStore {
         /// Variants read from the index, with the change count they were read at.
         var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
             capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
+        /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
+        var batching = Batching()
     }
+
+    /// Commits grouped into one index transaction (``beginBatchedWrites()``).
+    struct Batching {
+        /// Scopes open; commits are batched while there is one.
+        var scopes = 0
+        /// The open batch's number (each batch gets the next), or nil when none is open.
+        var open: Int?
+        /// Batches opened so far (the last one's number).
+        var count = 0
+        /// Entries written in the open batch.
+        var writes = 0
+        /// Locks on the body files of the batch's entries, held until it commits so that no
+        /// sweep (of another process, which does not see the batch) takes them.
+        var lockedFiles: [Int32] = []
+        /// Body files of entries the batch replaced, unlinked once it has committed.
+        var obsoleteFiles: [String] = []
+    }
+
+    /// The most entries in one batch.
+    static let batchLimit = 64
 
     let state: Locked<State>
 
@@ -227,6 +253,9 @@ public final class DiskStore: CacheStore {
     }
 
     deinit {
+        if let files = try? state.withLock({ state throws(StorageError) in try commitBatch(&state) }) {
+            unlinkBodies(files)
+        }
         // The hook refers to this store, which is going away.
         state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()

@@ -75,20 +75,21 @@ final class DiskWriter: EntryWriter {
         guard fd >= 0 else {
             return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: buffer)
         }
-        // The lock is held until the index commit is done, so a sweep never takes the file.
-        defer {
-            close(fd)
-            fd = -1
-        }
-        if store.configuration.durability == .powerLossSafe { fsync(fd) }
+        // The lock is held until the index commit is done, so a sweep never takes the file: the
+        // store closes the descriptor then.
+        let locked = fd
+        fd = -1
+        if store.configuration.durability == .powerLossSafe { fsync(locked) }
         guard rename(temporaryPath, finalPath) == 0 else {
             let reason = errnoText()
             unlink(temporaryPath)
+            close(locked)
             throw StorageError(.writeFailed, "cannot rename \(temporaryPath): \(reason)")
         }
         if store.configuration.durability == .powerLossSafe { FileIO.syncDirectory(store.bodiesDirectory) }
         do {
-            return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: nil)
+            return try store.commit(
+                head, id: id, size: checksums.totalBytes, checksums: sums, inline: nil, lockedFile: locked)
         } catch {
             unlink(finalPath)
             throw error

@@ -101,15 +101,41 @@ final class SQLiteConnection {
         return statement
     }
 
-    /// Runs `body` in an immediate transaction, committing on success.
-    func transaction<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
+    /// Whether a batch (``beginBatch()``) is open: each ``transaction(_:)`` is then a savepoint
+    /// in it, made durable and visible to other connections when the batch commits.
+    private(set) var isBatching = false
+
+    /// Opens a transaction that the next ``transaction(_:)`` calls join, until ``commitBatch()``.
+    func beginBatch() throws(StorageError) {
         try execute("BEGIN IMMEDIATE")
+        isBatching = true
+    }
+
+    /// Commits the open batch (rolling it back when the commit fails).
+    func commitBatch() throws(StorageError) {
+        isBatching = false
         do {
-            let result = try body()
             try execute("COMMIT")
-            return result
         } catch {
             try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs `body` in an immediate transaction, committing on success; in a savepoint of the
+    /// open batch, when there is one.
+    func transaction<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
+        let (begin, end, undo) =
+            isBatching
+            ? ("SAVEPOINT batched", "RELEASE batched", "ROLLBACK TO batched; RELEASE batched")
+            : ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+        try execute(begin)
+        do {
+            let result = try body()
+            try execute(end)
+            return result
+        } catch {
+            try? execute(undo)
             throw error
         }
     }

@@ -110,6 +110,11 @@ public final class TieredStore: CacheStore {
         return totals
     }
 
+    /// The disk's batches (``DiskStore/beginBatchedWrites()``); memory has none.
+    public func beginBatchedWrites() { disk.beginBatchedWrites() }
+
+    public func endBatchedWrites() throws(StorageError) { try disk.endBatchedWrites() }
+
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let memoryOnlyChanged = memoryOnly(try memory.variants(of: primaryKey)).filter { $0.isPinned != pinned }.count
         _ = try memory.setPinned(pinned, primaryKey: primaryKey)

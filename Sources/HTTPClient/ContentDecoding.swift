@@ -1,7 +1,7 @@
 #if os(Linux)
 import CBrotliHTTPCache
-import CZlibHTTPCache
 import CacheSemantics
+import CacheZlib
 
 /// A content coding (RFC 9110 §8.4.1) that ``ContentDecoder`` undoes, for apps: the proxy
 /// never decodes, it passes bodies through as the origin sent them.
@@ -164,13 +164,12 @@ private final class ZlibStage: DecodingStage {
     enum Coding { case gzip, deflate }
 
     private let coding: Coding
-    private let stream: UnsafeMutablePointer<z_stream>
+    /// The stream (for `deflate`, made once the first two bytes are in).
+    private var inflater: ZlibInflater?
     private let buffer: UnsafeMutableRawBufferPointer
     /// For `deflate`: the first byte, kept until the second tells a zlib stream from raw data.
     private let firstByte: UnsafeMutableRawBufferPointer
     private var holdsFirstByte = false
-    /// Whether `inflateInit2` ran (for `deflate`, once the first two bytes are in).
-    private var initialized = false
     /// Whether any input arrived.
     private var started = false
     /// Whether the coded stream (for gzip: the last member so far) ended.
@@ -178,8 +177,6 @@ private final class ZlibStage: DecodingStage {
 
     init(coding: Coding) throws(ContentDecodingError) {
         self.coding = coding
-        stream = .allocate(capacity: 1)
-        stream.initialize(to: z_stream())
         buffer = .allocate(byteCount: ContentDecoder.pieceSize, alignment: 1)
         firstByte = .allocate(byteCount: 1, alignment: 1)
         // gzip: a gzip or a zlib header, as curl accepts (15 + 32). deflate waits for its first bytes.
@@ -187,9 +184,6 @@ private final class ZlibStage: DecodingStage {
     }
 
     deinit {
-        if initialized { inflateEnd(stream) }
-        stream.deinitialize(count: 1)
-        stream.deallocate()
         buffer.deallocate()
         firstByte.deallocate()
     }
@@ -197,19 +191,21 @@ private final class ZlibStage: DecodingStage {
     private var name: String { coding == .gzip ? "gzip" : "deflate" }
 
     private func start(windowBits: Int32) throws(ContentDecodingError) {
-        let result = httpcache_inflate_init(stream, windowBits)
-        guard result == Z_OK else {
+        do {
+            inflater = try ZlibInflater(windowBits: windowBits)
+        } catch {
             throw ContentDecodingError(
                 kind: .resources,
-                description: "zlib could not start decoding the \(name)-coded body (inflateInit2 returned \(result))")
+                description:
+                    "zlib could not start decoding the \(name)-coded body (inflateInit2 returned \(error.result))"
+            )
         }
-        initialized = true
     }
 
     func decode(_ input: UnsafeRawBufferPointer, _ output: StageOutput) throws(ContentDecodingError) -> Bool {
         guard !input.isEmpty else { return true }
         started = true
-        guard !initialized else { return try inflate(input, output) }
+        if let inflater { return try inflate(input, inflater, output) }
         guard holdsFirstByte else {
             firstByte[0] = input[0]
             holdsFirstByte = true
@@ -222,48 +218,38 @@ private final class ZlibStage: DecodingStage {
         let zlib = first & 0x0F == 8 && first >> 4 <= 7 && (UInt16(first) << 8 | UInt16(second)) % 31 == 0
         try start(windowBits: zlib ? 15 : -15)
         holdsFirstByte = false
-        guard try inflate(UnsafeRawBufferPointer(firstByte), output) else { return false }
-        return try inflate(input, output)
+        guard let inflater, try inflate(UnsafeRawBufferPointer(firstByte), inflater, output) else { return false }
+        return try inflate(input, inflater, output)
     }
 
     /// Runs zlib over all of `input`, handing on each buffer it fills.
-    private func inflate(_ input: UnsafeRawBufferPointer, _ output: StageOutput) throws(ContentDecodingError) -> Bool {
+    private func inflate(
+        _ input: UnsafeRawBufferPointer, _ inflater: ZlibInflater, _ output: StageOutput
+    ) throws(ContentDecodingError) -> Bool {
         var offset = 0
         while true {
             if ended {
                 guard offset < input.count else { return true }
                 // A gzip body may hold several members (RFC 1952 §2.2): the next one starts.
                 guard coding == .gzip else { throw corrupt("bytes follow the end of the deflate stream") }
-                guard CZlibHTTPCache.inflateReset(stream) == Z_OK else { throw corrupt("zlib could not restart") }
+                guard inflater.reset() else { throw corrupt("zlib could not restart") }
                 ended = false
             }
-            let available = input.count - offset
-            stream.pointee.next_in = input.baseAddress.map {
-                UnsafeMutablePointer(mutating: ($0 + offset).assumingMemoryBound(to: Bytef.self))
-            }
-            stream.pointee.avail_in = uInt(available)
-            stream.pointee.next_out = buffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            stream.pointee.avail_out = uInt(buffer.count)
-            let result = CZlibHTTPCache.inflate(stream, Z_NO_FLUSH)
-            let consumed = available - Int(stream.pointee.avail_in)
-            let made = buffer.count - Int(stream.pointee.avail_out)
-            // Leave no pointer into memory zlib does not own behind.
-            stream.pointee.next_in = nil
-            stream.pointee.next_out = nil
-            offset += consumed
-            switch result {
-            case Z_STREAM_END: ended = true
-            case Z_OK, Z_BUF_ERROR: break  // Z_BUF_ERROR: no input left to make progress with
-            case Z_MEM_ERROR:
+            let step = inflater.inflate(UnsafeRawBufferPointer(rebasing: input[offset...]), into: buffer)
+            offset += step.consumed
+            switch step.status {
+            case .streamEnd: ended = true
+            case .progress, .stalled: break  // stalled: no input left to make progress with
+            case .outOfMemory:
                 throw ContentDecodingError(kind: .resources, description: "zlib ran out of memory decoding \(name)")
-            default:
-                throw corrupt("zlib: " + (stream.pointee.msg.map { String(cString: $0) } ?? "error \(result)"))
+            case .corrupt(let message): throw corrupt("zlib: " + message)
             }
+            let made = step.produced
             if made > 0, try !output(UnsafeRawBufferPointer(rebasing: buffer[..<made])) { return false }
             // A full buffer may leave output pending inside zlib: go round again even without input.
             if ended || made == buffer.count { continue }
             if offset == input.count { return true }
-            guard consumed > 0 else { throw corrupt("zlib made no progress") }
+            guard step.consumed > 0 else { throw corrupt("zlib made no progress") }
         }
     }
 

@@ -61,8 +61,10 @@ package final class StreamingClient: Sendable {
 
     private let configuration: Configuration
     private let defaultClient: UpstreamClient
-    /// Shared by the clients of every set of timeouts: trusted authorities, sessions.
-    private let tls: TLSClientContext
+    /// Shared by the clients of every set of timeouts: trusted authorities, sessions. Made
+    /// when the first `https` request needs it, unless extra trust roots are configured (they
+    /// are checked at once).
+    private let tls: TLSContextSource
     private let clients = Locked<[Timeouts: UpstreamClient]>([:])
     private let threads: TransferThreads
 
@@ -70,7 +72,10 @@ package final class StreamingClient: Sendable {
     ///   certificate (see ``UpstreamClient/init(configuration:)``).
     package init(configuration: Configuration = .init()) throws(UpstreamError) {
         self.configuration = configuration
-        tls = try UpstreamClient.tlsContext(configuration.client)
+        tls =
+            configuration.client.extraTrustRoots.isEmpty
+            ? TLSContextSource(lazy: configuration.client)
+            : TLSContextSource(try UpstreamClient.tlsContext(configuration.client), of: configuration.client)
         defaultClient = UpstreamClient(configuration: configuration.client, tls: tls)
         threads = TransferThreads(
             maximum: max(1, configuration.maximumConcurrentTransfers), idleLifetime: configuration.idleThreadLifetime)
@@ -176,6 +181,8 @@ private final class TransferReceiver: UpstreamReceiver {
             return false
         }
     }
+
+    func willWait() { transfer.publish() }
 
     /// The body ended: what the decoder still holds goes out, and a coded stream that did not
     /// end is the error returned.

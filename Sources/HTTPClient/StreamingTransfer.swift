@@ -9,6 +9,12 @@ import CacheSystem
 /// unread, so the socket is not read, the kernel's buffers fill and TCP slows the origin down;
 /// a slow reader never makes memory grow. Cancellation, from the awaiting task or from a body
 /// dropped unread, makes every push return `false` at once, which stops the transfer.
+///
+/// Wake-ups: what the performing thread hands over reaches a waiting task at the next
+/// ``publish()`` (which the thread calls before it waits for the origin), when the buffer is
+/// full, or at the end; what is here already is taken without suspending. A response that
+/// arrives whole, as most of a page's resources do, so wakes its task once rather than once for
+/// the head and once for each piece: on a busy machine each wake-up waits for a core.
 package final class StreamingTransfer: Sendable {
     /// How the exchange ended, once it has.
     private enum End {
@@ -18,6 +24,10 @@ package final class StreamingTransfer: Sendable {
 
     private typealias HeadWaiter = CheckedContinuation<UpstreamResponseHead, any Error>
     private typealias BodyWaiter = CheckedContinuation<[UInt8]?, any Error>
+    /// Waiting tasks that can go on, each with what it gets.
+    private typealias WakeUps = (
+        head: (HeadWaiter, Result<UpstreamResponseHead, any Error>)?, body: (BodyWaiter, Result<[UInt8]?, any Error>)?
+    )
 
     private struct State {
         var head: UpstreamResponseHead?
@@ -29,6 +39,54 @@ package final class StreamingTransfer: Sendable {
         var bodyWaiter: BodyWaiter?
         var end: End?
         var cancelled = false
+
+        /// The head for the awaiting task, or why there is none; `nil` while it may still come.
+        func head(noHead: UpstreamError) -> Result<UpstreamResponseHead, any Error>? {
+            if let head { return .success(head) }
+            if cancelled { return .failure(CancellationError()) }
+            switch end {
+            case .failed(let error): return .failure(error)
+            case .complete: return .failure(noHead)
+            case nil: return nil
+            }
+        }
+
+        /// Takes the next piece of the body for the reader (`nil` in the result at its end), or
+        /// why there is none; `nil` while more may come.
+        mutating func takePiece() -> Result<[UInt8]?, any Error>? {
+            if next < pieces.count {
+                let piece = pieces[next]
+                pieces[next] = []
+                next += 1
+                bufferedBytes -= piece.count
+                if next == pieces.count {
+                    pieces.removeAll(keepingCapacity: true)
+                    next = 0
+                }
+                return .success(piece)
+            }
+            if cancelled { return .failure(CancellationError()) }
+            switch end {
+            case .complete: return .success(nil)
+            case .failed(let error): return .failure(error)
+            case nil: return nil
+            }
+        }
+
+        /// Takes the waiting tasks that can go on: the head's when it is here (or will never
+        /// come), the body's when a piece is here (or the body ended).
+        mutating func wakeUps(noHead: UpstreamError) -> WakeUps {
+            var wakeUps: WakeUps = (nil, nil)
+            if let waiter = headWaiter, let result = head(noHead: noHead) {
+                headWaiter = nil
+                wakeUps.head = (waiter, result)
+            }
+            if let waiter = bodyWaiter, let result = takePiece() {
+                bodyWaiter = nil
+                wakeUps.body = (waiter, result)
+            }
+            return wakeUps
+        }
     }
 
     /// The most body bytes waiting unread before the performing thread waits.
@@ -44,59 +102,58 @@ package final class StreamingTransfer: Sendable {
 
     // MARK: The performing thread
 
-    /// Hands over the final head; `false` when the transfer was cancelled.
+    /// Hands over the final head (a task awaiting it gets it at the next ``publish()``); `false`
+    /// when the transfer was cancelled.
     package func deliver(head: UpstreamResponseHead) -> Bool {
-        let (waiter, cancelled) = state.withLock { state in
+        state.withLock { state in
             state.head = head
-            defer { state.headWaiter = nil }
-            return (state.headWaiter, state.cancelled)
+            return !state.cancelled
         }
-        waiter?.resume(returning: head)
-        return !cancelled
     }
 
-    /// Adds body bytes, waiting while ``capacity`` bytes are unread; `false` when the
-    /// transfer was cancelled (the bytes are dropped).
+    /// Adds body bytes, waiting while ``capacity`` bytes are unread (a full buffer is published
+    /// first, so its reader is awake); `false` when the transfer was cancelled (the bytes are
+    /// dropped).
     package func push(_ piece: UnsafeRawBufferPointer) -> Bool {
         guard !piece.isEmpty else { return !isCancelled }
         let bytes = [UInt8](piece)
-        let outcome: (accepted: Bool, waiter: BodyWaiter?)? = state.withLock(
+        let outcome: (accepted: Bool, full: Bool)? = state.withLock(
             when: { $0.cancelled || $0.bufferedBytes < capacity }
         ) { state in
-            guard !state.cancelled else { return (false, nil) }
-            if let waiter = state.bodyWaiter {
-                state.bodyWaiter = nil
-                return (true, waiter)
-            }
+            guard !state.cancelled else { return (false, false) }
             state.pieces.append(bytes)
             state.bufferedBytes += bytes.count
-            return (true, nil)
+            return (true, state.bufferedBytes >= capacity)
         }
-        guard let outcome else { return false }
-        outcome.waiter?.resume(returning: bytes)
-        return outcome.accepted
+        guard let outcome, outcome.accepted else { return false }
+        if outcome.full { publish() }
+        return true
+    }
+
+    /// Wakes the task awaiting the head or body bytes when what it awaits is here: the
+    /// performing thread calls it before it waits for the origin.
+    package func publish() {
+        resume(state.withLock { $0.wakeUps(noHead: Self.noHead) })
     }
 
     /// The exchange ended: completely (`error` nil) or not. Before the head, the error goes to
     /// the task awaiting the head; after it, to the body's reader once it has read what came.
     package func finish(_ error: (any Error)?) {
         let end: End = error.map { .failed($0) } ?? .complete
-        let (headWaiter, bodyWaiter) = state.withLock { state -> (HeadWaiter?, BodyWaiter?) in
-            guard state.end == nil else { return (nil, nil) }
-            state.end = end
-            defer {
-                state.headWaiter = nil
-                state.bodyWaiter = nil
-            }
-            return (state.headWaiter, state.bodyWaiter)
-        }
-        switch end {
-        case .complete:
-            headWaiter?.resume(throwing: Self.noHead)
-            bodyWaiter?.resume(returning: nil)
-        case .failed(let error):
-            headWaiter?.resume(throwing: error)
-            bodyWaiter?.resume(throwing: error)
+        resume(
+            state.withLock { state in
+                guard state.end == nil else { return (nil, nil) }
+                state.end = end
+                return state.wakeUps(noHead: Self.noHead)
+            })
+    }
+
+    private func resume(_ wakeUps: WakeUps) {
+        if let (waiter, result) = wakeUps.head { waiter.resume(with: result) }
+        if let (waiter, result) = wakeUps.body {
+            // Room was made: a push waiting for it may go on.
+            state.wakeWaiters()
+            waiter.resume(with: result)
         }
     }
 
@@ -111,18 +168,13 @@ package final class StreamingTransfer: Sendable {
     /// - Throws: Why the exchange failed before it; `CancellationError` when the task was cancelled
     ///   (the transfer is then stopped).
     package func head() async throws -> UpstreamResponseHead {
-        try await withTaskCancellationHandler {
+        if let ready = state.withLock({ $0.head(noHead: Self.noHead) }) { return try ready.get() }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: HeadWaiter) in
                 let ready: Result<UpstreamResponseHead, any Error>? = state.withLock { state in
-                    if let head = state.head { return .success(head) }
-                    if state.cancelled { return .failure(CancellationError()) }
-                    switch state.end {
-                    case .failed(let error): return .failure(error)
-                    case .complete: return .failure(Self.noHead)
-                    case nil:
-                        state.headWaiter = continuation
-                        return nil
-                    }
+                    let ready = state.head(noHead: Self.noHead)
+                    if ready == nil { state.headWaiter = continuation }
+                    return ready
                 }
                 if let ready { continuation.resume(with: ready) }
             }
@@ -135,31 +187,19 @@ package final class StreamingTransfer: Sendable {
     /// - Throws: Why the exchange failed (after the pieces that came before); `CancellationError`
     ///   when the task was cancelled (the transfer is then stopped).
     package func next() async throws -> [UInt8]? {
-        try await withTaskCancellationHandler {
+        if let ready = state.withLock({ $0.takePiece() }) {
+            // Room was made: a push waiting for it may go on.
+            state.wakeWaiters()
+            return try ready.get()
+        }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: BodyWaiter) in
                 let ready: Result<[UInt8]?, any Error>? = state.withLock { state in
-                    if state.next < state.pieces.count {
-                        let piece = state.pieces[state.next]
-                        state.pieces[state.next] = []
-                        state.next += 1
-                        state.bufferedBytes -= piece.count
-                        if state.next == state.pieces.count {
-                            state.pieces.removeAll(keepingCapacity: true)
-                            state.next = 0
-                        }
-                        return .success(piece)
-                    }
-                    if state.cancelled { return .failure(CancellationError()) }
-                    switch state.end {
-                    case .complete: return .success(nil)
-                    case .failed(let error): return .failure(error)
-                    case nil:
-                        state.bodyWaiter = continuation
-                        return nil
-                    }
+                    let ready = state.takePiece()
+                    if ready == nil { state.bodyWaiter = continuation }
+                    return ready
                 }
                 guard let ready else { return }
-                // Room was made: the performing thread may go on.
                 state.wakeWaiters()
                 continuation.resume(with: ready)
             }

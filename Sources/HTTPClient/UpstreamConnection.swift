@@ -111,8 +111,9 @@ final class UpstreamConnection {
         return nil
     }
 
-    /// Receives more bytes into ``pending``, waiting for them.
-    func receive() -> Received {
+    /// Receives more bytes into ``pending``, waiting for them (after calling `beforeWaiting`
+    /// when none are there yet).
+    func receive(beforeWaiting: () -> Void = {}) -> Received {
         guard let stream else { return .failed(.system(EBADF)) }
         makeRoom()
         while true {
@@ -121,7 +122,9 @@ final class UpstreamConnection {
             case .bytes(let count):
                 end += count
                 return .bytes(count)
-            case .wait(let events): guard wait(stream.fd, for: events) else { return .stalled }
+            case .wait(let events):
+                beforeWaiting()
+                guard wait(stream.fd, for: events) else { return .stalled }
             case .closed(let closure): return .closed(closure)
             case .failed(let failure): return .failed(failure)
             }

@@ -46,10 +46,15 @@ package protocol UpstreamReceiver: AnyObject {
     /// The next bytes of the body (as sent: never decoded, never de-compressed; de-chunked).
     /// Return `false` to stop.
     func receive(body: UnsafeRawBufferPointer) -> Bool
+    /// The thread is about to wait for more of the response from the origin: what was received
+    /// so far is all there is for now.
+    func willWait()
 }
 
 extension UpstreamReceiver {
     /// Interim responses are skipped unless the receiver relays them.
     package func receive(interim: UpstreamResponseHead) {}
+    /// Nothing to do before a wait unless the receiver holds back what it received.
+    package func willWait() {}
 }
 #endif

@@ -1,4 +1,5 @@
 import CZlibHTTPCache
+import CacheZlib
 import Foundation
 
 /// gzip (RFC 1952) through zlib, as WARC files use it: each record compressed as a gzip member
@@ -122,8 +123,7 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
 /// Not thread-safe: use one reader from one task at a time.
 @_spi(Fuzzing) public final class GzipFileReader {
     let input: WARCFileInput
-    private let stream: UnsafeMutablePointer<z_stream>
-    private var streamInitialized = false
+    private let inflater: ZlibInflater
     private var currentMemberOffset: Int64 = 0
     private var insideMember = false
 
@@ -139,24 +139,14 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
     /// Decompresses `input` from its current position (which must be a member's start).
     init(input: WARCFileInput) throws(GzipError) {
         self.input = input
-        stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        let result = httpcache_inflate_init_gzip(stream)
-        guard result == Z_OK else {
-            // Nothing to end: a failed inflateInit2 frees what it allocated.
-            stream.deinitialize(count: 1)
-            stream.deallocate()
+        do {
+            // A gzip member (RFC 1952): zlib checks its header, CRC-32 and length.
+            inflater = try ZlibInflater(windowBits: 15 + 16)
+        } catch {
             throw GzipError(
                 kind: .unreadable, memberOffset: input.position,
-                message: "zlib could not start decompressing (inflateInit2 returned \(result)): out of memory")
+                message: "zlib could not start decompressing (inflateInit2 returned \(error.result)): out of memory")
         }
-        streamInitialized = true
-    }
-
-    deinit {
-        if streamInitialized { inflateEnd(stream) }
-        stream.deinitialize(count: 1)
-        stream.deallocate()
     }
 
     /// Whether a member has started and its end (with its CRC-32 check) has not been reached.
@@ -180,11 +170,10 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
                 guard try refill() else { return nil }
             }
             currentMemberOffset = input.position
-            let reset = inflateReset(stream)
-            guard reset == Z_OK else {
+            guard inflater.reset() else {
                 throw GzipError(
                     kind: .corrupt, memberOffset: currentMemberOffset,
-                    message: "zlib could not restart for a new member (inflateReset returned \(reset))")
+                    message: "zlib could not restart for a new member")
             }
             insideMember = true
             startsMember = true
@@ -201,41 +190,28 @@ public struct GzipError: Error, CustomStringConvertible, Sendable, Hashable {
                             + " — the file was cut short (an interrupted download or copy?); get a complete copy")
                 }
             }
-            var consumed = 0
-            var made = 0
-            let result = input.buffer.withUnsafeBytes { inputBytes in
+            let step = input.buffer.withUnsafeBytes { inputBytes in
                 output.withUnsafeMutableBytes { outputBytes in
-                    let available = inputBytes.count - input.start
-                    stream.pointee.next_in = UnsafeMutablePointer(
-                        mutating: inputBytes.baseAddress!.advanced(by: input.start).assumingMemoryBound(to: Bytef.self))
-                    stream.pointee.avail_in = uInt(available)
-                    stream.pointee.next_out = outputBytes.baseAddress!.advanced(by: produced)
-                        .assumingMemoryBound(to: Bytef.self)
-                    stream.pointee.avail_out = uInt(maxLength - produced)
-                    let result = inflate(stream, Z_NO_FLUSH)
-                    consumed = available - Int(stream.pointee.avail_in)
-                    made = maxLength - produced - Int(stream.pointee.avail_out)
-                    stream.pointee.next_in = nil
-                    stream.pointee.next_out = nil
-                    return result
+                    inflater.inflate(
+                        UnsafeRawBufferPointer(rebasing: inputBytes[input.start...]),
+                        into: UnsafeMutableRawBufferPointer(rebasing: outputBytes[produced...]))
                 }
             }
-            input.start += consumed
-            produced += made
-            switch result {
-            case Z_STREAM_END:
+            input.start += step.consumed
+            produced += step.produced
+            switch step.status {
+            case .streamEnd:
                 ended = true
-            case Z_OK:
+            case .progress:
                 continue
-            case Z_BUF_ERROR where consumed > 0 || made > 0 || input.available == 0:
+            case .stalled where step.consumed > 0 || step.produced > 0 || input.available == 0:
                 continue
-            default:
-                let reason = stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(result)"
+            case .stalled, .outOfMemory, .corrupt:
                 throw GzipError(
                     kind: .corrupt, memberOffset: currentMemberOffset,
                     message:
-                        "corrupt gzip data (zlib: \(reason)) — the file is damaged or not gzip from this member on;"
-                        + " get an intact copy")
+                        "corrupt gzip data (zlib: \(step.status)) — the file is damaged or not gzip from this member"
+                        + " on; get an intact copy")
             }
         }
         if ended { insideMember = false }

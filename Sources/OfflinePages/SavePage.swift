@@ -15,7 +15,8 @@ public struct SaveProgress: Sendable, Hashable {
 
 /// A page being saved: its progress as it happens, and the pack at the end.
 public struct PageSave: Sendable {
-    /// Progress after each resource; finishes when the save does.
+    /// Progress after each resource; finishes when the save does. A reader that falls behind
+    /// gets the latest step (those it missed are dropped), so an unread stream holds one.
     public let progress: AsyncStream<SaveProgress>
     let task: Task<OfflinePack, any Error>
 
@@ -66,14 +67,24 @@ extension HTTPCache {
     /// let pack = try await save.pack
     /// ```
     public func savePage(_ url: URL, options: SaveOptions = SaveOptions()) -> PageSave {
-        let (progress, continuation) = AsyncStream.makeStream(of: SaveProgress.self)
+        let (progress, continuation) = AsyncStream.makeStream(
+            of: SaveProgress.self, bufferingPolicy: .bufferingNewest(1))
         let limit = options.maximumResourceSize
         let task = Task {
             defer { continuation.finish() }
             var saver = try PageSaver(page: url, options: options) { job, scope in
                 await PageSaver.fetch(job, scope: scope, through: self, limit: limit)
             }
-            let pack = try await saver.run { continuation.yield($0) }
+            // Hundreds of entries, committed to the index in batches rather than one by one.
+            store.beginBatchedWrites()
+            let pack: OfflinePack
+            do {
+                pack = try await saver.run { continuation.yield($0) }
+            } catch {
+                try? store.endBatchedWrites()
+                throw error
+            }
+            try store.endBatchedWrites()
             try Task.checkCancellation()
             let previous = try PackRecord.read(pack.name, in: store)
             try PackRecord.write(pack, to: store)

@@ -67,14 +67,15 @@ struct SaveCommand {
         let cache = try cacheOptions.open()
         defer { cache.flushToDisk() }
         let save = cache.savePage(url, options: options)
-        let terminal = Console.errorIsTerminal
-        var lastDrawn = ContinuousClock.now - .seconds(1)
-        for await step in save.progress where terminal {
-            guard ContinuousClock.now - lastDrawn > .milliseconds(100) || step.done == step.total else { continue }
-            lastDrawn = .now
-            Console.error("\rsaving: \(step.done)/\(step.total) resources, \(Format.bytes(step.bytes))\u{1B}[K")
+        if Console.errorIsTerminal {
+            var lastDrawn = ContinuousClock.now - .seconds(1)
+            for await step in save.progress {
+                guard ContinuousClock.now - lastDrawn > .milliseconds(100) || step.done == step.total else { continue }
+                lastDrawn = .now
+                Console.error("\rsaving: \(step.done)/\(step.total) resources, \(Format.bytes(step.bytes))\u{1B}[K")
+            }
+            Console.error("\r\u{1B}[K")
         }
-        if terminal { Console.error("\r\u{1B}[K") }
         let pack: OfflinePack
         do {
             pack = try await save.pack

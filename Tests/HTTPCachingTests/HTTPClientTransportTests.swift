@@ -90,6 +90,34 @@ struct HTTPClientTransportTests {
         #expect(received == total)
     }
 
+    /// The client reads what has arrived before it hands the head over (one wake-up for a
+    /// response that arrives whole), but never waits for the rest of the body to do so.
+    @Test("The head and the bytes that came reach the app while the origin holds back the rest of the body")
+    func headBeforeTheBodyEnds() async throws {
+        let released = Locked(false)
+        let sentRest = Locked(false)
+        let origin = try RawOrigin { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.send("HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: no-store\r\n\r\nhello")
+            let deadline = MonotonicClock.seconds() + 20
+            while !released.withLock({ $0 }), MonotonicClock.seconds() < deadline { usleep(1_000) }
+            connection.send("world")
+            sentRest.withLock { $0 = true }
+        }
+        defer { origin.stop() }
+        let cache = try Self.cache()
+        let (head, body) = try await cache.bytes(for: URLRequest(url: URL(string: origin.url("/held"))!))
+        var iterator = body.makeAsyncIterator()
+        let first = try #require(try await iterator.next())
+        #expect(!sentRest.withLock { $0 }, "the head came only once the whole body had")
+        #expect(head.statusCode == 200)
+        #expect(String(decoding: first, as: UTF8.self) == "hello")
+        released.withLock { $0 = true }
+        var rest = Data()
+        while let chunk = try await iterator.next() { rest.append(chunk) }
+        #expect(String(decoding: rest, as: UTF8.self) == "world")
+    }
+
     // MARK: Content codings (RFC 9110 §8.4)
 
     static let page = CodedBodies.text(100_000)

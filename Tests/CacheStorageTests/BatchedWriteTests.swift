@@ -1,0 +1,94 @@
+import CacheSemantics
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import Testing
+
+@testable import CacheStorage
+
+/// A disk store's batched writes (`beginBatchedWrites`), as a page save makes them: many entries
+/// in one index transaction, seen by this store at once and by other processes when it commits.
+@Suite("DiskStore: batched writes")
+struct BatchedWriteTests {
+    let directory = StoreTestSupport.makeDirectory("batch")
+
+    /// A store on the test's directory whose batches stay open for `latency` seconds.
+    func openStore(latency: Double = 600) throws -> DiskStore {
+        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
+        configuration.batchLatency = latency
+        return try DiskStore(configuration)
+    }
+
+    @Test("A batch's entries are read by their store at once; by another store (its own connection) once it commits")
+    func visibility() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try openStore()
+        store.beginBatchedWrites()
+        let inline = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let inFile = try StoreTestSupport.write(store, key: 2, generation: 0, size: 200_000)
+        _ = try store.setPinned(true, primaryKey: inFile.head.primaryKey)
+        for entry in [inline, inFile] {
+            #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
+        }
+        // Another store's sweep sees a body file its index does not name: the batch's lock keeps it.
+        #expect(other.sweep() == 0)
+        try store.endBatchedWrites()
+        for entry in [inline, inFile] {
+            let seen = try other.variants(of: entry.head.primaryKey)
+            #expect(seen.map(\.id) == [entry.id])
+            #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+        #expect(try other.variants(of: inFile.head.primaryKey).first?.isPinned == true)
+    }
+
+    @Test("A batch commits by itself after 64 entries, and after its latency when no more come")
+    func commitsByItself() async throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try openStore()
+        store.beginBatchedWrites()
+        var written: [StoredEntry] = []
+        for key in 0..<64 { written.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 1_000)) }
+        for entry in written { #expect(try other.variants(of: entry.head.primaryKey).count == 1) }
+        try store.endBatchedWrites()
+
+        let quick = try openStore(latency: 0.05)
+        quick.beginBatchedWrites()
+        let late = try StoreTestSupport.write(quick, key: 100, generation: 0, size: 1_000)
+        let deadline = MonotonicClock.seconds() + 10
+        while try other.variants(of: late.head.primaryKey).isEmpty, MonotonicClock.seconds() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try other.variants(of: late.head.primaryKey).map(\.id) == [late.id])
+        try quick.endBatchedWrites()
+    }
+
+    @Test("A power-loss-safe store batches nothing: each commit is durable, and seen by others, when it returns")
+    func powerLossSafeCommitsEachEntry() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        var configuration = DiskStore.Configuration(directory: directory, durability: .powerLossSafe, log: { _ in })
+        configuration.batchLatency = 600
+        let store = try DiskStore(configuration)
+        let other = try openStore()
+        store.beginBatchedWrites()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        try store.endBatchedWrites()
+    }
+
+    @Test("Nested scopes: the batch commits when the last one ends")
+    func nestedScopes() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try openStore()
+        store.beginBatchedWrites()
+        store.beginBatchedWrites()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        try store.endBatchedWrites()
+        #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
+        try store.endBatchedWrites()
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+    }
+}
