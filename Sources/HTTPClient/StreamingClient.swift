@@ -61,10 +61,9 @@ package final class StreamingClient: Sendable {
 
     private let configuration: Configuration
     private let defaultClient: UpstreamClient
-    /// Shared by the clients of every set of timeouts: trusted authorities, sessions. Made
-    /// when the first `https` request needs it, unless extra trust roots are configured (they
-    /// are checked at once).
-    private let tls: TLSContextSource
+    /// Shared by the clients of every set of timeouts: trusted authorities, sessions (OpenSSL
+    /// and the system's trust store are set up by the first `https` connection).
+    private let tls: TLSClientContext
     private let clients = Locked<[Timeouts: UpstreamClient]>([:])
     private let threads: TransferThreads
 
@@ -72,10 +71,7 @@ package final class StreamingClient: Sendable {
     ///   certificate (see ``UpstreamClient/init(configuration:)``).
     package init(configuration: Configuration = .init()) throws(UpstreamError) {
         self.configuration = configuration
-        tls =
-            configuration.client.extraTrustRoots.isEmpty
-            ? TLSContextSource(lazy: configuration.client)
-            : TLSContextSource(try UpstreamClient.tlsContext(configuration.client), of: configuration.client)
+        tls = try UpstreamClient.tlsContext(configuration.client)
         defaultClient = UpstreamClient(configuration: configuration.client, tls: tls)
         threads = TransferThreads(
             maximum: max(1, configuration.maximumConcurrentTransfers), idleLifetime: configuration.idleThreadLifetime)

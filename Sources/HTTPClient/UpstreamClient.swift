@@ -76,7 +76,7 @@ package final class UpstreamClient: Sendable {
     private let connector: Connector
     /// What every `https` connection of this client shares: the trusted authorities, ALPN
     /// `http/1.1`, the sessions kept for resumption. `nil`: `https` URLs are refused.
-    private let tls: TLSContextSource?
+    private let tls: TLSClientContext?
     private let limits: ResponseFramer.Limits
     private let readSize: Int
 
@@ -91,11 +91,9 @@ package final class UpstreamClient: Sendable {
         }
     }
 
-    /// A client on a TLS context shared with others (the clients of different timeouts), made
-    /// when one of them first needs it.
-    convenience init(configuration: Configuration, tls: TLSContextSource) {
-        self.init(configuration: configuration, source: tls, limits: .init(), readSize: 64 * 1024) {
-            host, port, timeout in
+    /// A client on a TLS context shared with others (the clients of different timeouts).
+    convenience init(configuration: Configuration, tls: TLSClientContext) {
+        self.init(configuration: configuration, tls: tls) { host, port, timeout in
             OriginSocket.connect(host: host, port: port, timeout: timeout, blocking: false)
         }
     }
@@ -113,18 +111,9 @@ package final class UpstreamClient: Sendable {
 
     /// A client whose connections come from `connector` (the fuzzer's sockets), with `limits`
     /// on responses and at most `readSize` bytes per `recv`; `https` with `tls` only.
-    convenience init(
+    init(
         configuration: Configuration, tls: TLSClientContext? = nil, limits: ResponseFramer.Limits = .init(),
         readSize: Int = 64 * 1024, connector: @escaping Connector
-    ) {
-        self.init(
-            configuration: configuration, source: tls.map { TLSContextSource($0, of: configuration) }, limits: limits,
-            readSize: readSize, connector: connector)
-    }
-
-    private init(
-        configuration: Configuration, source tls: TLSContextSource?, limits: ResponseFramer.Limits, readSize: Int,
-        connector: @escaping Connector
     ) {
         self.configuration = configuration
         pool = ConnectionPool(
@@ -309,17 +298,9 @@ package final class UpstreamClient: Sendable {
                 kind: .other, description: "cannot send a request to \(request.url): this client has no TLS",
                 receivedHead: false)
         }
-        let context: TLSClientContext
-        do {
-            context = try tls.context()
-        } catch {
-            throw UpstreamError(
-                kind: .tls, description: "could not connect securely to \(request.url): \(error.description)",
-                receivedHead: false, connectFailure: error.description)
-        }
         let timeout = configuration.connectTimeout > 0 ? configuration.connectTimeout : configuration.stallTimeout
         do throws(TLSError) {
-            let connection = try context.connection(fd: socket.fd, host: wire.originHost, port: wire.originPort)
+            let connection = try tls.connection(fd: socket.fd, host: wire.originHost, port: wire.originPort)
             try connection.handshake(timeout: timeout)
             return TLSStream(connection, fd: socket.detach())
         } catch .timedOut {
