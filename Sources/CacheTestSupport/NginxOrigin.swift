@@ -108,7 +108,12 @@ public final class NginxOrigin {
         // Listening once a TCP connection succeeds (10 s at most); exited: it could not bind.
         for _ in 0..<200 {
             guard process.isRunning else { break }
-            if Self.accepts(port) { return }
+            if Self.accepts(port) {
+                // Another process may hold the port; nginx, failing to bind it, exits at once.
+                usleep(100_000)
+                if process.isRunning { return }
+                break
+            }
             usleep(50_000)
         }
         stop()

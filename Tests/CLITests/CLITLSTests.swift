@@ -81,7 +81,9 @@ struct CLITLSTests {
             defer { nginx.stop() }
             let cli = try CLIHarness()
             func get(_ path: String) async throws -> [String: Any] {
-                try await cli.run(["get", "--json", "--cacert", certificates.caFile, nginx.url(path)]).jsonObject()
+                let run = try await cli.run(["get", "--json", "--cacert", certificates.caFile, nginx.url(path)])
+                try #require(run.status == 0, "get \(path): \(run.stderr)")
+                return try run.jsonObject()
             }
             let miss = try await get("/fresh/a.txt")
             #expect(miss["outcome"] as? String == "miss")
