@@ -92,9 +92,15 @@ struct ProxyTunnelTests {
     @Test("A proxy that closes, stalls or speaks before the origin does is an error naming the proxy, never a tunnel")
     func brokenTunnels() async throws {
         try await offPool {
-            var configuration = UpstreamClient.Configuration()
-            configuration.stallTimeout = 0.5
-            let client = try UpstreamClient(configuration: configuration)
+            // Only the stalling proxy needs a short stall timeout; the others get a long one, so a
+            // busy machine that is slow to run the proxy's thread does not turn them into stalls.
+            func client(stallTimeout: Double) throws -> UpstreamClient {
+                var configuration = UpstreamClient.Configuration()
+                configuration.stallTimeout = stallTimeout
+                return try UpstreamClient(configuration: configuration)
+            }
+            let patient = try client(stallTimeout: 30)
+            let impatient = try client(stallTimeout: 0.5)
             let cases: [(steps: [RawOrigin.Step], kind: UpstreamError.Kind, says: String)] = [
                 ([.close], .connect, "closed the connection without answering CONNECT origin.test:443"),
                 ([.pause(2)], .timeout, "sent no answer to CONNECT origin.test:443 for 0.5 s"),
@@ -108,7 +114,7 @@ struct ProxyTunnelTests {
                 let proxy = try RawOrigin(answer: { _ in steps })
                 defer { proxy.stop() }
                 let outcome = await fetch(
-                    client,
+                    kind == .timeout ? impatient : patient,
                     UpstreamRequest(method: "GET", url: "https://origin.test/", fields: [:], proxy: proxy.url("")))
                 let error = try #require(outcome.error)
                 #expect(error.kind == kind, "\(error)")
