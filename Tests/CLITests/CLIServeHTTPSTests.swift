@@ -41,7 +41,8 @@ struct CLIServeHTTPSTests {
         origin = try LoopbackOrigin()
         origin.setDefault { request in
             LoopbackOrigin.Response(
-                headers: [("Cache-Control", "max-age=600")], body: Array("body of \(request.path)".utf8))
+                headers: [("Cache-Control", "max-age=600")],
+                body: request.path == "/big" ? Self.bigBody : Array("body of \(request.path)".utf8))
         }
     }
 
@@ -153,6 +154,45 @@ struct CLIServeHTTPSTests {
             let single = try await serve([certificates.localhost], name: "single")
             let refused = try await curl(single, ["/b"], host: "sni.test")
             #expect(refused.status != 0, "\(refused.stdout)")
+        }
+    }
+
+    /// 3 MB: more than the proxy reads whole for a hit (1 MiB), so it is streamed both times.
+    static let bigBody = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+
+    @Test(
+        "Over https as over http: a 3 MB body streamed on the miss and on the hit, PURGE, a head over the limit refused with 431 (RFC 9110 §15.5.20 via RFC 6585 §5)"
+    )
+    func streamingPurgeAndLimitsOverTLS() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost])
+            let file = cli.directory.path + "/big"
+            for expected in ["fwd=uri-miss", "hit"] {
+                let result = try await tool(
+                    "/usr/bin/curl",
+                    [
+                        "-sS", "--cacert", certificates.caFile, "-D", "-", "-o", file,
+                        "https://localhost:\(proxy.tlsPort)/big",
+                    ])
+                #expect(result.status == 0 && result.stdout.contains(expected), "\(result.stdout) \(result.stderr)")
+                #expect(FileManager.default.contents(atPath: file) == Data(Self.bigBody), "\(expected): the body whole")
+            }
+            #expect(origin.requests.count == 1)
+            let purge = try await tool(
+                "/usr/bin/curl",
+                [
+                    "-sS", "--cacert", certificates.caFile, "-X", "PURGE", "-o", "/dev/null", "-w", "%{http_code}",
+                    "https://localhost:\(proxy.tlsPort)/big",
+                ])
+            #expect(purge.stdout == "200", "\(purge.stderr)")
+            #expect(try await curl(proxy, ["/big"]).stdout.contains("fwd=uri-miss"), "purged")
+            let large = try await tool(
+                "/usr/bin/curl",
+                [
+                    "-sS", "--cacert", certificates.caFile, "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                    "X-Large: \(String(repeating: "a", count: 20_000))", "https://localhost:\(proxy.tlsPort)/a",
+                ])
+            #expect(large.stdout == "431", "\(large.stderr)")
         }
     }
 
