@@ -103,7 +103,8 @@ let package = Package(
         // integration tests, the benchmarks and `httpcache demo`.
         // With a server context from CacheTLS it serves HTTPS.
         .target(
-            name: "LoopbackOrigin", dependencies: ["CacheSystem", "CacheTLS", "HTTPWire"], swiftSettings: strictSettings),
+            name: "LoopbackOrigin", dependencies: ["CacheSystem", "CacheTLS", "HTTPWire"], swiftSettings: strictSettings
+        ),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),
         // The one HTTP/1.1 codec (RFC 9112), portable: request and response head parsers and
@@ -128,7 +129,7 @@ let package = Package(
         .target(
             name: "CachingProxy",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire", "HTTPClient",
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire", "HTTPClient", "CacheTLS",
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
@@ -141,6 +142,7 @@ let package = Package(
                 "CacheSystem", "CacheSemantics", "CacheStorage", "HTTPCacheCore", "HTTPWire", "CacheStorageRedis",
                 "LoopbackOrigin", "OfflinePages",
                 .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+                .target(name: "CacheTLS", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
                 .target(name: "HTTPCaching", condition: .when(platforms: [.macOS])),
             ],

@@ -21,6 +21,12 @@ public final class TestCertificates: Sendable {
         /// The private key's PEM file.
         public let keyFile: String
 
+        /// A pair of files of your own (copies to change, in tests that reload them).
+        public init(certificateFile: String, keyFile: String) {
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+
         /// The pair as a server presents it.
         public var identity: TLSServerContext.Identity {
             .init(certificateFile: certificateFile, keyFile: keyFile)

@@ -4,6 +4,7 @@ import CacheExchange
 import CacheSystem
 import CacheSemantics
 import CacheStorage
+import CacheTLS
 import Foundation
 
 /// A shared HTTP cache in front of one origin (reverse proxy) or any origin (forward proxy):
@@ -91,11 +92,22 @@ public final class CachingProxy: Sendable {
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         /// Receives one line per request answered, for an access log:
-        /// `TIME CLIENT METHOD TARGET STATUS "CACHE-STATUS"` (time in ISO 8601 UTC; client
-        /// `loopback` or `remote`; `-` when the response has no `Cache-Status`), such as
-        /// `2026-12-02T10:00:00Z loopback GET http://127.0.0.1:8081/a.css 200 "httpcache; hit; detail=saved-offline"`.
+        /// `TIME CLIENT METHOD TARGET PROTOCOL STATUS "CACHE-STATUS"` (time in ISO 8601 UTC; client
+        /// `loopback` or `remote`; protocol `HTTP/1.1`, `HTTP/1.0`, with `+TLS` over TLS; `-`
+        /// when the response has no `Cache-Status`), such as
+        /// `2026-12-02T10:00:00Z loopback GET http://127.0.0.1:8081/a.css HTTP/1.1 200 "httpcache; hit; detail=saved-offline"`.
         /// `nil` (the default): no access log.
         public var accessLog: (@Sendable (String) -> Void)?
+        /// HTTPS toward clients: certificates and keys (PEM files) presented on a second
+        /// listener (``tlsHost``:``tlsPort``), which speaks HTTP/1.1 over TLS 1.2 or 1.3. A
+        /// client's certificate is chosen by the name it asks for with SNI (RFC 6066 §3) among
+        /// those the certificates cover, the first one otherwise. Empty (the default): no TLS
+        /// listener. Reverse mode only: a forward proxy's `CONNECT` relay is plain.
+        public var tlsIdentities: [TLSServerContext.Identity] = []
+        /// The TLS listener's address.
+        public var tlsHost = "127.0.0.1"
+        /// The TLS listener's port; `0` picks a free one (see ``CachingProxy/tlsPort``).
+        public var tlsPort: UInt16 = 8443
         /// Receives what the proxy reports (rejected requests, origin failures, storage errors).
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("httpcache serve: \(message)\n".utf8))
@@ -148,9 +160,35 @@ public final class CachingProxy: Sendable {
 
     private let handler: ProxyHandler
     private let server: HTTPServer
+    private let certificates: ServerCertificates?
+    private let tlsIdentities: [TLSServerContext.Identity]
+    private let log: @Sendable (String) -> Void
 
     /// Opens the store and listens; call ``start()`` to serve.
+    /// - Throws: ``ConfigurationError`` when a port cannot be listened on, a certificate or key
+    ///   cannot be used (naming the file and why), or TLS is asked of a forward proxy.
     public init(_ configuration: Configuration) throws {
+        tlsIdentities = configuration.tlsIdentities
+        log = configuration.log
+        if let first = tlsIdentities.first {
+            guard case .reverse = configuration.mode else {
+                throw ConfigurationError(
+                    description:
+                        "TLS toward clients goes with a reverse proxy (--origin); a forward proxy listens in plain HTTP"
+                )
+            }
+            do {
+                certificates = ServerCertificates(
+                    try TLSServerContext(
+                        default: first, others: Array(tlsIdentities.dropFirst()),
+                        applicationProtocols: HTTPServer.applicationProtocols))
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            Self.keyFileWarnings(tlsIdentities).forEach(configuration.log)
+        } else {
+            certificates = nil
+        }
         handler = try ProxyHandler(configuration)
         var settings = HTTPServer.Configuration()
         settings.host = configuration.host
@@ -160,6 +198,9 @@ public final class CachingProxy: Sendable {
         settings.headerTimeout = configuration.headerTimeout
         settings.idleTimeout = configuration.idleTimeout
         settings.maxBodyBytes = configuration.maxRequestBodyBytes
+        if let certificates {
+            settings.tls = .init(host: configuration.tlsHost, port: configuration.tlsPort, certificates: certificates)
+        }
         do {
             server = try HTTPServer(configuration: settings, handler: handler, log: configuration.log)
         } catch {
@@ -170,6 +211,44 @@ public final class CachingProxy: Sendable {
 
     /// The port the proxy listens on.
     public var port: UInt16 { server.port }
+
+    /// The port of the TLS listener; nil without ``Configuration/tlsIdentities``.
+    public var tlsPort: UInt16? { server.tlsPort }
+
+    /// Reads the certificates and keys again (after they were renewed; `httpcache serve` on
+    /// `SIGHUP`): new handshakes present them, open connections keep going on the ones they
+    /// began with. When one cannot be used, the ones in use stay and one line saying why goes
+    /// to the log. A key file readable by group or others is warned about, as at start.
+    /// - Returns: whether the new certificates are in use; false too without TLS.
+    @discardableResult
+    public func reloadCertificates() -> Bool {
+        guard let certificates, let first = tlsIdentities.first else { return false }
+        do {
+            certificates.replace(
+                with: try TLSServerContext(
+                    default: first, others: Array(tlsIdentities.dropFirst()),
+                    applicationProtocols: HTTPServer.applicationProtocols))
+        } catch {
+            log("certificates not reloaded, the ones loaded before stay in use: \(error.description)")
+            return false
+        }
+        Self.keyFileWarnings(tlsIdentities).forEach(log)
+        log(
+            "certificates reloaded: new TLS handshakes present \(tlsIdentities.map(\.certificateFile).joined(separator: ", "))"
+        )
+        return true
+    }
+
+    /// One line for each key file that group or others may read.
+    static func keyFileWarnings(_ identities: [TLSServerContext.Identity]) -> [String] {
+        identities.compactMap { identity in
+            var status = stat()
+            guard stat(identity.keyFile, &status) == 0, status.st_mode & 0o077 != 0 else { return nil }
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            return "warning: the private key \(identity.keyFile) can be read by group or others (mode \(mode)); "
+                + "run chmod 600 \(identity.keyFile)"
+        }
+    }
 
     /// Starts serving.
     public func start() { server.start() }

@@ -4,6 +4,7 @@ import CacheSystem
 import Foundation
 
 #if os(Linux)
+import CacheTLS
 import CachingProxy
 import HTTPClient
 #endif
@@ -18,7 +19,8 @@ struct ServeCommand {
             .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-            .value("--allow-destination"), .value("--access-log"),
+            .value("--allow-destination"), .value("--access-log"), .value("--tls-cert"), .value("--tls-key"),
+            .value("--tls-listen"),
         ] + RedisOptions.specs
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin, http or https)
@@ -40,8 +42,17 @@ struct ServeCommand {
                                   response that allows stale-if-error
           --origin-cacert FILE    also trust the certificate authorities in FILE (PEM) for an
                                   https origin, e.g. one with a private CA (repeat for more)
-          --listen HOST:PORT      where to listen (default 127.0.0.1:8080; port 0 picks one,
-                                  printed on standard output)
+          --listen HOST:PORT      where to listen for plain HTTP (default 127.0.0.1:8080; port 0
+                                  picks one, printed on standard output)
+          --tls-cert FILE --tls-key FILE
+                                  also serve https: the certificate (PEM, its intermediates
+                                  after it) and its private key; repeat the pair for more
+                                  names: a client gets the certificate covering the name it
+                                  asks for (SNI), else the first. TLS 1.2 and 1.3, HTTP/1.1.
+                                  SIGHUP reads the files again (a failed reload keeps the
+                                  certificates in use); a key others can read is warned about
+          --tls-listen HOST:PORT  where to listen for https (default 127.0.0.1:8443; port 0
+                                  picks one, printed on standard output)
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
@@ -64,7 +75,8 @@ struct ServeCommand {
                                   for more; a HOST alone allows every port; IPv6 in
                                   brackets); others get 403 before any lookup or connection
           --access-log FILE       one line per request answered, appended to FILE (- for
-                                  standard error): TIME CLIENT METHOD TARGET STATUS "CACHE-STATUS"
+                                  standard error): TIME CLIENT METHOD TARGET PROTOCOL STATUS
+                                  "CACHE-STATUS" (PROTOCOL HTTP/1.1, or HTTP/1.1+TLS over https)
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -78,6 +90,7 @@ struct ServeCommand {
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
         allowed from loopback, or with the admin token.
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
+        SIGHUP (with --tls-cert): reload the certificates and keys; open connections stay.
         """
 
     #if os(Linux)
@@ -106,13 +119,13 @@ struct ServeCommand {
         configuration.originTrustRoots = try Self.originTrustRoots(arguments, mode: mode)
         // One event loop per core, all accepting from one listening socket.
         configuration.loops = ProcessInfo.processInfo.activeProcessorCount
-        let listen = arguments.value("--listen") ?? "127.0.0.1:8080"
-        guard let colon = listen.lastIndex(of: ":"), let port = Self.port(listen[listen.index(after: colon)...]) else {
-            throw .usage(
-                Self.name, "--listen needs HOST:PORT with PORT from 0 (any free port) to 65535, e.g. 127.0.0.1:8080")
+        (configuration.host, configuration.port) = try Self.address("--listen", default: "127.0.0.1:8080", arguments)
+        configuration.tlsIdentities = try Self.tlsIdentities(arguments, mode: mode)
+        (configuration.tlsHost, configuration.tlsPort) = try Self.address(
+            "--tls-listen", default: "127.0.0.1:8443", arguments)
+        if arguments.value("--tls-listen") != nil && configuration.tlsIdentities.isEmpty {
+            throw .usage(Self.name, "--tls-listen needs a certificate: --tls-cert FILE --tls-key FILE")
         }
-        configuration.host = String(listen[..<colon])
-        configuration.port = port
         if !arguments.has("--memory-only") {
             configuration.cacheDirectory = arguments.value("--cache-dir") ?? DiskStore.defaultDirectory() + "-proxy"
         }
@@ -163,6 +176,49 @@ struct ServeCommand {
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
         self.configuration = configuration
+    }
+
+    /// `option`'s HOST:PORT, or `fallback`'s.
+    static func address(_ option: String, default fallback: String, _ arguments: ParsedArguments) throws(Failure) -> (
+        String, UInt16
+    ) {
+        let text = arguments.value(option) ?? fallback
+        guard let colon = text.lastIndex(of: ":"), let port = Self.port(text[text.index(after: colon)...]) else {
+            throw .usage(
+                Self.name, "\(option) needs HOST:PORT with PORT from 0 (any free port) to 65535, e.g. \(fallback)")
+        }
+        return (String(text[..<colon]), port)
+    }
+
+    /// The `--tls-cert` / `--tls-key` pairs, in order, each loaded once to check it: an unusable
+    /// file is a usage error naming it and the cause.
+    static func tlsIdentities(_ arguments: ParsedArguments, mode: CachingProxy.Mode) throws(Failure)
+        -> [TLSServerContext.Identity]
+    {
+        let certificates = arguments.all("--tls-cert")
+        let keys = arguments.all("--tls-key")
+        guard !certificates.isEmpty || !keys.isEmpty else { return [] }
+        guard certificates.count == keys.count else {
+            throw .usage(
+                Self.name,
+                "give --tls-cert FILE and --tls-key FILE in pairs (\(certificates.count) certificates, \(keys.count) keys)"
+            )
+        }
+        guard case .reverse = mode else {
+            throw .usage(
+                Self.name,
+                "--tls-cert goes with --origin: a forward proxy listens in plain HTTP (its CONNECT relay is not under TLS)"
+            )
+        }
+        let identities = zip(certificates, keys).map { TLSServerContext.Identity(certificateFile: $0, keyFile: $1) }
+        for identity in identities {
+            do {
+                _ = try TLSServerContext(default: identity)
+            } catch {
+                throw .usage(Self.name, "--tls-cert/--tls-key: \(error.description)")
+            }
+        }
+        return identities
     }
 
     /// The `--origin-cacert` files, each checked to hold a PEM certificate; they go with an
@@ -279,10 +335,24 @@ struct ServeCommand {
             }
         Console.error("httpcache serve: \(destination), \(store)\n")
         Console.out("listening on http://\(configuration.host):\(proxy.port)\n")
+        if let tlsPort = proxy.tlsPort {
+            Console.out("listening on https://\(configuration.tlsHost):\(tlsPort)\n")
+            Self.reloadOnHangUp(proxy)
+        }
         await Self.waitForTermination()
         Console.error("httpcache serve: stopping: finishing the responses in flight\n")
         proxy.shutdown(timeout: 30)
         Console.error("httpcache serve: stopped\n")
+    }
+
+    /// Reloads the proxy's certificates on each SIGHUP.
+    private static func reloadOnHangUp(_ proxy: CachingProxy) {
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(
+            signal: SIGHUP, queue: DispatchQueue(label: "httpcache.serve.reload"))
+        source.setEventHandler { proxy.reloadCertificates() }
+        source.resume()
+        Signals.sources.append(source)
     }
 
     /// Returns on SIGTERM or SIGINT.

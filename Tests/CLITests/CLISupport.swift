@@ -172,6 +172,9 @@ final class PipedRun: @unchecked Sendable {
 
     var isRunning: Bool { process.isRunning }
 
+    /// Sends signal `number` to the process.
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
     /// Whether `done(stdout)` became true within `seconds`.
     func waitForOutput(seconds: Double, until done: (Data) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(seconds)

@@ -190,13 +190,13 @@ struct BrowserOfflineTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         let lines = ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst(after)
-        // TIME CLIENT METHOD TARGET STATUS "CACHE-STATUS"
+        // TIME CLIENT METHOD TARGET PROTOCOL STATUS "CACHE-STATUS"
         var logged: [String: [(status: Int, cacheStatus: String)]] = [:]
         for line in lines {
-            let words = line.split(separator: " ", maxSplits: 5).map(String.init)
-            guard words.count == 6, let status = Int(words[4]) else { continue }
+            let words = line.split(separator: " ", maxSplits: 6).map(String.init)
+            guard words.count == 7, let status = Int(words[5]) else { continue }
             logged[words[3], default: []].append(
-                (status, words[5].trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
+                (status, words[6].trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
         }
         for exchange in load.exchanges(on: ports) {
             let entries = logged[exchange.target] ?? []

@@ -189,9 +189,9 @@ struct ProxyModesTests {
             let lines = try String(contentsOfFile: accessLog, encoding: .utf8).split(separator: "\n")
             #expect(lines.count == urls.count)
             for (line, url) in zip(lines, urls) {
-                let words = line.split(separator: " ", maxSplits: 5).map(String.init)
-                #expect(words.count == 6 && words[1] == "loopback" && words[2] == "GET" && words[3] == url, "\(line)")
-                #expect(words.count == 6 && ["200", "302"].contains(words[4]), "\(line)")
+                let words = line.split(separator: " ", maxSplits: 6).map(String.init)
+                #expect(words.count == 7 && words[1] == "loopback" && words[2] == "GET" && words[3] == url, "\(line)")
+                #expect(words.count == 7 && words[4] == "HTTP/1.1" && ["200", "302"].contains(words[5]), "\(line)")
                 #expect(line.hasSuffix("detail=saved-offline\""), "\(line)")
             }
         }

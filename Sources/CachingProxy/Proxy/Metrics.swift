@@ -147,6 +147,13 @@ final class Metrics: Sendable {
             "httpcache_requests_rejected_total", "counter",
             "Requests refused as malformed or over a limit (4xx/5xx before the cache saw them).",
             [("", String(server.requestsRejected))])
+        metric(
+            "httpcache_tls_handshakes_total", "counter",
+            "TLS handshakes with clients: completed, or failed (refused, garbage, or not done within the header timeout).",
+            [
+                ("{result=\"completed\"}", String(server.tlsHandshakes)),
+                ("{result=\"failed\"}", String(server.tlsHandshakesFailed)),
+            ])
         for extra in more {
             metric(
                 extra.name, extra.kind.rawValue, extra.help,

@@ -144,11 +144,12 @@ final class ProxyHandler: RequestHandler {
             let method = request.method
             let target = request.target
             let client = request.peerIsLoopback ? "loopback" : "remote"
+            let protocolName = request.protocolName
             let clock = configuration.clock
             responder.observeHead { head in
                 let status = head.fields[.cacheStatus].map { "\"\($0)\"" } ?? "-"
                 let time = HTTPDate.iso8601(Timestamp(secondsSince1970: clock()))
-                accessLog("\(time) \(client) \(method) \(target) \(head.status) \(status)")
+                accessLog("\(time) \(client) \(method) \(target) \(protocolName) \(head.status) \(status)")
             }
         }
         let target: Target

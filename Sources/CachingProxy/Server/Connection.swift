@@ -3,10 +3,13 @@
 // except `shared`, which writers on other threads use under its lock.
 @_spi(Wire) import HTTPWire
 import CacheSystem
+import CacheTLS
 import Glibc
 
 /// What a connection is doing (RFC 9112 §9: one request at a time, responses in order).
 enum ConnectionPhase {
+    /// A TLS connection's handshake, before its first request (RFC 8446 §2).
+    case handshake
     /// Waiting for, or reading, a request head.
     case head
     /// Reading a request body.
@@ -118,6 +121,14 @@ struct ConnectionState {
     var lingerBytes = 0
 
     var tunnel: Tunnel?
+    /// TLS on the connection: every byte read and written goes through it; nil for plain HTTP.
+    var tls: TLSConnection?
+    /// A TLS read waits for the socket to be writable (`canRead` comes back with `EPOLLOUT`),
+    /// a TLS write for it to be readable (`canWrite` comes back with `EPOLLIN`).
+    var readWaitsForWrite = false
+    var writeWaitsForRead = false
+    /// The first byte from the client was looked at before the handshake (plain HTTP to the TLS port).
+    var firstByteChecked = false
     /// Queued on the loop's list of connections to drive.
     var isDirty = false
     var closed = false

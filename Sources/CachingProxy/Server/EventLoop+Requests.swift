@@ -20,6 +20,8 @@ extension EventLoop {
                 guard flush(connection) else { return }
             }
             switch connection.state.phase {
+            case .handshake:
+                guard advanceHandshake(connection) else { return }
             case .head, .body:
                 if connection.state.output.count > Self.pipelineOutputLimit { return }
                 if connection.state.bufferedInput > 0 && processInput(connection) { continue }
@@ -38,6 +40,7 @@ extension EventLoop {
                 // The client has closed its side already: nothing left to drain.
                 if connection.state.inputClosed || shuttingDown { return close(connection) }
                 if !connection.state.writeShut {
+                    guard sendCloseNotify(connection) else { return }
                     connection.state.writeShut = true
                     Glibc.shutdown(connection.fd, Int32(SHUT_WR))
                     connection.state.deadline = now + Self.lingerMilliseconds
@@ -53,7 +56,12 @@ extension EventLoop {
     func flush(_ connection: Connection) -> Bool {
         var accountedSent = 0
         let before = connection.state.output.count
-        let result = connection.state.output.flush(connection.fd, vectors, accountedSent: &accountedSent)
+        let result =
+            if let tls = connection.state.tls {
+                flushTLS(connection, tls, accountedSent: &accountedSent)
+            } else {
+                connection.state.output.flush(connection.fd, vectors, accountedSent: &accountedSent)
+            }
         if accountedSent > 0 { releaseAccounted(connection, accountedSent) }
         switch result {
         case .done:
@@ -90,8 +98,8 @@ extension EventLoop {
         let limit = max(maxHeaderBytes + 1, connection.state.phase == .head ? 16 * 1024 : 64 * 1024)
         let space = connection.state.prepareInput(limit: limit)
         guard space > 0 else { return false }
-        let received = recv(connection.fd, connection.state.input! + connection.state.inputEnd, space, 0)
-        if received > 0 {
+        switch receive(connection, into: connection.state.input! + connection.state.inputEnd, count: space) {
+        case .bytes(let received):
             if connection.state.phase == .body {
                 connection.state.deadline = now + bodyMilliseconds
             } else if connection.state.bufferedInput == 0 && !connection.state.parser.hasStarted {
@@ -99,24 +107,17 @@ extension EventLoop {
                 connection.state.deadline = now + headerMilliseconds
             }
             connection.state.inputEnd += received
-            if received < space { connection.state.canRead = false }
             return true
-        }
-        if received == 0 {
+        case .closed:
             connection.state.canRead = false
             connection.state.inputClosed = true
             // No complete request can follow: send what is queued, then close.
             connection.state.phase = .closing
             connection.state.keepAlive = false
             connection.state.deadline = now + Self.lingerMilliseconds
-            return false
-        }
-        switch errno {
-        case EAGAIN, EWOULDBLOCK:
-            connection.state.canRead = false
-        case EINTR:
-            return true
-        default:
+        case .wouldBlock:
+            break
+        case .failed:
             close(connection)
         }
         return false
@@ -161,14 +162,15 @@ extension EventLoop {
             }
         case .body:
             return readBody(connection)
-        case .handling, .closing, .tunnel:
+        case .handshake, .handling, .closing, .tunnel:
             return false
         }
     }
 
     private func headComplete(_ connection: Connection) {
         let base = UnsafePointer(connection.state.input! + connection.state.inputStart)
-        connection.state.request = connection.state.parser.makeRequest(base, peerIsLoopback: connection.peerIsLoopback)
+        connection.state.request = connection.state.parser.makeRequest(
+            base, peerIsLoopback: connection.peerIsLoopback, isTLS: connection.state.tls != nil)
         connection.state.keepAlive = connection.state.parser.keepAlive
         connection.state.minorVersion = connection.state.parser.minorVersion
         connection.state.requestIsHead = connection.state.parser.isHead

@@ -17,6 +17,12 @@ extension EventLoop {
             return
         }
         let connection = target.connection
+        guard connection.state.tls == nil else {
+            // The relay reads and writes the client's socket directly: not under TLS.
+            log("HTTP server: CONNECT is not relayed over a TLS connection; closing it")
+            Glibc.close(fd)
+            return close(connection)
+        }
         let flags = fcntl(fd, F_GETFL)
         guard fd >= 0, flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
             log("HTTP server: cannot relay to descriptor \(fd): \(errnoText(errno)); closing the connection")

@@ -4,6 +4,7 @@
 @_spi(Wire) import HTTPWire
 import CEpollHTTPCache
 import CacheSystem
+import CacheTLS
 import Glibc
 
 /// Which loop, if any, runs on the current thread.
@@ -71,6 +72,7 @@ final class EventLoop: @unchecked Sendable {
     static let backPressureLimit = 256 << 10
     private static let listenerToken = UInt64.max
     private static let wakeToken = UInt64.max - 1
+    private static let tlsListenerToken = UInt64.max - 2
 
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
@@ -82,6 +84,9 @@ final class EventLoop: @unchecked Sendable {
     let maxFieldCount: Int
     let maxBodyBytes: Int64
     private let listenFD: Int32
+    /// The TLS listener and the certificates its connections present; -1 and nil without TLS.
+    private let tlsListenFD: Int32
+    let certificates: ServerCertificates?
     private let acceptBatch: Int
     let epollFD: Int32
     private let wakeFD: Int32
@@ -112,17 +117,19 @@ final class EventLoop: @unchecked Sendable {
 
     private let mailbox = Locked(Mailbox())
     private var applying: [LoopCommand] = []
-    /// Requests read and rejected, read by `HTTPServer.statistics`.
-    private let requestCounts = Locked((requests: 0, rejected: 0))
+    /// Requests read and rejected, TLS handshakes done and failed, read by `HTTPServer.statistics`.
+    private let requestCounts = Locked(LoopCounts())
 
     init(
-        configuration: HTTPServer.Configuration, listenFD: Int32, shareListener: Bool,
+        configuration: HTTPServer.Configuration, listenFD: Int32, tlsListenFD: Int32, shareListener: Bool,
         handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
     ) {
         self.handler = handler
         self.log = log
         self.counters = counters
         self.listenFD = listenFD
+        self.tlsListenFD = tlsListenFD
+        certificates = configuration.tls?.certificates
         headerMilliseconds = milliseconds(configuration.headerTimeout)
         idleMilliseconds = milliseconds(configuration.idleTimeout)
         bodyMilliseconds = milliseconds(configuration.bodyTimeout)
@@ -160,13 +167,21 @@ final class EventLoop: @unchecked Sendable {
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | (exclusive ? EPOLLEXCLUSIVE.rawValue : 0)
         event.data.u64 = Self.listenerToken
-        return epoll_ctl(epollFD, EPOLL_CTL_ADD, listenFD, &event) == 0
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, listenFD, &event) == 0 else { return false }
+        guard tlsListenFD >= 0 else { return true }
+        event.data.u64 = Self.tlsListenerToken
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, tlsListenFD, &event) == 0 else {
+            epoll_ctl(epollFD, EPOLL_CTL_DEL, listenFD, &event)
+            return false
+        }
+        return true
     }
 
     private func removeListener() {
         if listening {
             var event = epoll_event()
             epoll_ctl(epollFD, EPOLL_CTL_DEL, listenFD, &event)
+            if tlsListenFD >= 0 { epoll_ctl(epollFD, EPOLL_CTL_DEL, tlsListenFD, &event) }
             listening = false
         }
     }
@@ -212,7 +227,8 @@ final class EventLoop: @unchecked Sendable {
 
     private func handle(_ event: epoll_event) {
         let token = event.data.u64
-        if token == Self.listenerToken { return acceptConnections() }
+        if token == Self.listenerToken { return acceptConnections(from: listenFD) }
+        if token == Self.tlsListenerToken { return acceptConnections(from: tlsListenFD) }
         if token == Self.wakeToken { return drainMailbox() }
         let fd = Int32(truncatingIfNeeded: token & 0xFFFF_FFFF)
         guard fd >= 0, Int(fd) < connections.count, let connection = connections[Int(fd)],
@@ -221,8 +237,19 @@ final class EventLoop: @unchecked Sendable {
         let flags = event.events
         let failed = flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
         if fd == connection.fd {
-            if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { connection.state.canRead = true }
-            if flags & EPOLLOUT.rawValue != 0 || failed { connection.state.canWrite = true }
+            let readable = flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed
+            let writable = flags & EPOLLOUT.rawValue != 0 || failed
+            if readable { connection.state.canRead = true }
+            if writable { connection.state.canWrite = true }
+            // TLS: a read that had to send waits for EPOLLOUT, a write that had to read for EPOLLIN.
+            if writable && connection.state.readWaitsForWrite {
+                connection.state.readWaitsForWrite = false
+                connection.state.canRead = true
+            }
+            if readable && connection.state.writeWaitsForRead {
+                connection.state.writeWaitsForRead = false
+                connection.state.canWrite = true
+            }
             // While the handler works nothing is read, so a reset would go unnoticed: close now.
             if failed && connection.state.phase == .handling { return close(connection) }
         } else if let tunnel = connection.state.tunnel {
@@ -252,13 +279,14 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: accepting
 
-    private func acceptConnections() {
+    /// Accepts from `listener`: plain HTTP, or TLS when it is the TLS listener.
+    private func acceptConnections(from listener: Int32) {
         for _ in 0..<acceptBatch {
             var address = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    accept4(listenFD, $0, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                    accept4(listener, $0, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
                 }
             }
             if fd < 0 {
@@ -285,6 +313,18 @@ final class EventLoop: @unchecked Sendable {
                 parser: RequestHeadParser(
                     maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
             connection.state.deadline = now + headerMilliseconds
+            if listener == tlsListenFD, let certificates {
+                do {
+                    connection.state.tls = try certificates.context.connection(fd: fd)
+                } catch {
+                    log("HTTP server: cannot start TLS on a new connection: \(error); closing it")
+                    Glibc.close(fd)
+                    counters.closed()
+                    continue
+                }
+                // The handshake, like a request head, has --header-timeout from the connection's start.
+                connection.state.phase = .handshake
+            }
             guard register(fd, connection) else {
                 Glibc.close(fd)
                 counters.closed()
@@ -358,6 +398,10 @@ final class EventLoop: @unchecked Sendable {
             if connection.state.phase != .tunnel && !connection.state.output.isEmpty { continue }
             guard now >= connection.state.deadline else { continue }
             switch connection.state.phase {
+            case .handshake:
+                // Slowloris on the handshake (or a client that never starts one).
+                countHandshake(failed: true)
+                close(connection)
             case .head:
                 if connection.state.bufferedInput > 0 || connection.state.parser.hasStarted {
                     reject(
@@ -388,6 +432,11 @@ final class EventLoop: @unchecked Sendable {
     func close(_ connection: Connection) {
         guard !connection.state.closed else { return }
         connection.state.closed = true
+        if let tls = connection.state.tls {
+            // close_notify (RFC 8446 §6.1) if the socket takes it now; nothing after a failure.
+            if !connection.state.writeShut { _ = tls.shutdown() }
+            connection.state.tls = nil
+        }
         Glibc.close(connection.fd)
         connections[Int(connection.fd)] = nil
         if let tunnel = connection.state.tunnel {
@@ -486,6 +535,8 @@ final class EventLoop: @unchecked Sendable {
             defer { slot += 1 }
             guard let connection = connections[slot], Int(connection.fd) == slot else { continue }
             switch connection.state.phase {
+            case .handshake:
+                close(connection)
             case .head, .body:
                 // Idle, or a request not complete yet: nothing is in flight.
                 if connection.state.output.isEmpty {
@@ -520,8 +571,20 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: statistics
 
+    struct LoopCounts {
+        var requests = 0
+        var rejected = 0
+        var handshakes = 0
+        var failedHandshakes = 0
+    }
+
     func countRequest() { requestCounts.withLock { $0.requests += 1 } }
     func countRejection() { requestCounts.withLock { $0.rejected += 1 } }
-    var counts: (requests: Int, rejected: Int) { requestCounts.withLock { $0 } }
+    func countHandshake(failed: Bool) {
+        requestCounts.withLock { counts in
+            if failed { counts.failedHandshakes += 1 } else { counts.handshakes += 1 }
+        }
+    }
+    var counts: LoopCounts { requestCounts.withLock { $0 } }
 }
 #endif

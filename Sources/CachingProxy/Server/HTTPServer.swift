@@ -43,11 +43,30 @@ package final class HTTPServer: Sendable {
         package var idleTimeout = 60.0
         /// Seconds without a body byte before the request is cut (`408`).
         package var bodyTimeout = 30.0
-        /// Open connections beyond which new ones get `503` and are closed at once.
+        /// Open connections beyond which new ones get `503` and are closed at once (plain and
+        /// TLS together).
         package var maxConnections = 4096
+        /// HTTPS: a second listener whose connections speak HTTP/1.1 over TLS; nil for none.
+        package var tls: TLSListener?
         /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
         /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
+    }
+
+    /// Where the TLS listener is and what it presents.
+    package struct TLSListener: Sendable {
+        /// An IPv4 or IPv6 address literal, or `localhost`.
+        package var host: String
+        /// `0` lets the system pick a free port; ``HTTPServer/tlsPort`` tells which.
+        package var port: UInt16
+        /// The certificates; replace them in place to reload.
+        package var certificates: ServerCertificates
+
+        package init(host: String, port: UInt16, certificates: ServerCertificates) {
+            self.host = host
+            self.port = port
+            self.certificates = certificates
+        }
     }
 
     /// Counters since the server was created.
@@ -62,7 +81,15 @@ package final class HTTPServer: Sendable {
         package var requests = 0
         /// Requests the server answered itself with an error (malformed, too large, timed out).
         package var requestsRejected = 0
+        /// TLS handshakes completed.
+        package var tlsHandshakes = 0
+        /// TLS handshakes that failed or did not finish within the header timeout.
+        package var tlsHandshakesFailed = 0
     }
+
+    /// The protocols ALPN may choose toward clients on the TLS listener (RFC 7301), most
+    /// preferred first: the one list, where `h2` will join.
+    package static let applicationProtocols = ["http/1.1"]
 
     private let core: ServerCore
 
@@ -80,8 +107,18 @@ package final class HTTPServer: Sendable {
         configuration: Configuration, handler: any RequestHandler, log: @escaping @Sendable (String) -> Void
     ) throws(ServerError) {
         let listener = try openListener(host: configuration.host, port: configuration.port)
+        var tlsListener: (fd: Int32, port: UInt16)?
+        if let tls = configuration.tls {
+            do {
+                tlsListener = try openListener(host: tls.host, port: tls.port, option: "--tls-listen")
+            } catch {
+                Glibc.close(listener.fd)
+                throw error
+            }
+        }
         core = ServerCore(
-            configuration: configuration, handler: handler, log: log, listenFD: listener.fd, port: listener.port)
+            configuration: configuration, handler: handler, log: log, listenFD: listener.fd, port: listener.port,
+            tlsListener: tlsListener)
     }
 
     deinit {
@@ -90,6 +127,9 @@ package final class HTTPServer: Sendable {
 
     /// The port the server listens on (the one the system chose when configured with 0).
     package var port: UInt16 { core.port }
+
+    /// The port the TLS listener listens on; nil without one.
+    package var tlsPort: UInt16? { core.tlsListener?.port }
 
     /// Starts the event-loop threads; they accept, read and answer until ``shutdown(timeout:)``.
     /// Calling it again does nothing.
@@ -119,6 +159,7 @@ private final class ServerCore: @unchecked Sendable {
     let log: @Sendable (String) -> Void
     let listenFD: Int32
     let port: UInt16
+    let tlsListener: (fd: Int32, port: UInt16)?
     let counters: ConnectionCounters
     private struct Loops {
         var loops: [EventLoop] = []
@@ -131,13 +172,15 @@ private final class ServerCore: @unchecked Sendable {
 
     init(
         configuration: HTTPServer.Configuration, handler: any RequestHandler,
-        log: @escaping @Sendable (String) -> Void, listenFD: Int32, port: UInt16
+        log: @escaping @Sendable (String) -> Void, listenFD: Int32, port: UInt16,
+        tlsListener: (fd: Int32, port: UInt16)?
     ) {
         self.configuration = configuration
         self.handler = handler
         self.log = log
         self.listenFD = listenFD
         self.port = port
+        self.tlsListener = tlsListener
         counters = ConnectionCounters(maxConnections: configuration.maxConnections)
     }
 
@@ -148,7 +191,8 @@ private final class ServerCore: @unchecked Sendable {
             let count = max(1, configuration.loops)
             for index in 0..<count {
                 let loop = EventLoop(
-                    configuration: configuration, listenFD: listenFD, shareListener: count > 1,
+                    configuration: configuration, listenFD: listenFD, tlsListenFD: tlsListener?.fd ?? -1,
+                    shareListener: count > 1,
                     handler: handler, log: log, counters: counters)
                 let thread: SystemThread
                 do throws(SystemError) {
@@ -182,6 +226,7 @@ private final class ServerCore: @unchecked Sendable {
         }
         for thread in threads { thread.join() }
         Glibc.close(listenFD)
+        if let tlsListener { Glibc.close(tlsListener.fd) }
     }
 
     var statistics: HTTPServer.Statistics {
@@ -195,6 +240,8 @@ private final class ServerCore: @unchecked Sendable {
             let counts = loop.counts
             statistics.requests += counts.requests
             statistics.requestsRejected += counts.rejected
+            statistics.tlsHandshakes += counts.handshakes
+            statistics.tlsHandshakesFailed += counts.failedHandshakes
         }
         return statistics
     }

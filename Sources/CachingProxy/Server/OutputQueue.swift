@@ -217,6 +217,47 @@ struct OutputQueue {
         return .done
     }
 
+    /// What a writer of one piece did with it.
+    enum PieceResult {
+        /// Took this many bytes (at least one).
+        case wrote(Int)
+        /// Took nothing now; the same bytes go again later.
+        case blocked
+        /// The connection is broken (`errno`).
+        case failed(Int32)
+    }
+
+    /// Sends as much as `write` takes, one contiguous piece at a time: a run of owned bytes or
+    /// one large body (TLS, where each piece becomes records, rather than `sendmsg`). A piece
+    /// offered again after ``PieceResult/blocked`` starts at the same byte and is no shorter.
+    mutating func flush(
+        accountedSent: inout Int, through write: (UnsafeRawBufferPointer) -> PieceResult
+    ) -> FlushResult {
+        while count > 0 {
+            let result: PieceResult
+            if firstSegment < segments.count, let array = segments[firstSegment].array {
+                let (offset, length) = (segments[firstSegment].offset, segments[firstSegment].count)
+                result = array.withUnsafeBytes { write(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length])) }
+            } else {
+                // Owned bytes: the run of owned segments (and trailing bytes) up to the next array.
+                var length = 0
+                var index = firstSegment
+                while index < segments.count && segments[index].array == nil {
+                    length += segments[index].count
+                    index += 1
+                }
+                if index == segments.count { length += trailingOwned }
+                result = write(UnsafeRawBufferPointer(start: buffer! + readIndex, count: length))
+            }
+            switch result {
+            case .wrote(let sent): consume(sent, accountedSent: &accountedSent)
+            case .blocked: return .blocked
+            case .failed(let code): return .failed(code)
+            }
+        }
+        return .done
+    }
+
     private static func send(_ fd: Int32, _ vectors: UnsafeMutablePointer<iovec>, _ used: Int) -> Int {
         if used == 1 {
             return Glibc.send(fd, vectors[0].iov_base, vectors[0].iov_len, Int32(MSG_NOSIGNAL))

@@ -17,10 +17,12 @@ package struct ServerRequest: Sendable {
     package var body: [UInt8]
     /// Whether the client connected from 127.0.0.0/8 or ::1.
     package var peerIsLoopback: Bool
+    /// Whether the request came over TLS (the server's TLS listener).
+    package var isTLS: Bool
 
     package init(
         method: String, target: String, minorVersion: Int = 1, fields: HeaderFields, body: [UInt8] = [],
-        peerIsLoopback: Bool = true
+        peerIsLoopback: Bool = true, isTLS: Bool = false
     ) {
         self.method = method
         self.target = target
@@ -28,6 +30,12 @@ package struct ServerRequest: Sendable {
         self.fields = fields
         self.body = body
         self.peerIsLoopback = peerIsLoopback
+        self.isTLS = isTLS
+    }
+
+    /// The protocol as the access log names it: `HTTP/1.1`, `HTTP/1.0`, with `+TLS` over TLS.
+    package var protocolName: String {
+        (minorVersion == 0 ? "HTTP/1.0" : "HTTP/1.1") + (isTLS ? "+TLS" : "")
     }
 }
 
@@ -70,11 +78,11 @@ package protocol RequestHandler: AnyObject, Sendable {
 extension RequestHeadParser {
     /// The complete head as a ``ServerRequest`` (without its body); `base` is the start of
     /// the request the head was parsed from.
-    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool) -> ServerRequest {
+    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool, isTLS: Bool) -> ServerRequest {
         let head = parsedHead(base)
         return ServerRequest(
             method: head.method, target: head.target, minorVersion: head.minorVersion, fields: head.fields,
-            peerIsLoopback: peerIsLoopback)
+            peerIsLoopback: peerIsLoopback, isTLS: isTLS)
     }
 }
 #endif

@@ -12,7 +12,10 @@ func milliseconds(_ seconds: Double) -> Int {
 }
 
 /// Opens a nonblocking listening socket on `host:port`; returns it with the port it got.
-func openListener(host: String, port: UInt16) throws(ServerError) -> (fd: Int32, port: UInt16) {
+/// `option` names the flag to change in the error.
+func openListener(host: String, port: UInt16, option: String = "--listen") throws(ServerError) -> (
+    fd: Int32, port: UInt16
+) {
     guard let address = SocketAddress(host: host, port: port) else {
         throw ServerError(
             description: "cannot listen on \(host):\(port): \(host) is not an IPv4 or IPv6 address (or localhost)")
@@ -21,7 +24,7 @@ func openListener(host: String, port: UInt16) throws(ServerError) -> (fd: Int32,
         return try Socket.listening(on: address, backlog: 4096, nonblocking: true)
     } catch {
         throw ServerError(
-            description: "cannot listen on \(host):\(port): \(error.reason); choose another --listen port")
+            description: "cannot listen on \(host):\(port): \(error.reason); choose another \(option) port")
     }
 }
 

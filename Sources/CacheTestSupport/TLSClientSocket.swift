@@ -8,18 +8,19 @@ import Darwin
 #endif
 
 /// A TLS client connection to a loopback server through the blocking layer, as a client
-/// thread uses it: connect, handshake, send, read.
-final class TLSClientSocket {
-    let fd: Int32
-    let tls: TLSConnection
+/// thread uses it: connect, handshake, send, read (CacheTLS's tests, and the proxy's TLS
+/// listener's).
+public final class TLSClientSocket {
+    public let fd: Int32
+    public let tls: TLSConnection
 
-    struct ConnectError: Error, CustomStringConvertible {
-        var description: String
+    public struct ConnectError: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// Connects to 127.0.0.1:`port` and does the handshake, asking for `host`.
     /// - Throws: ``TLSError`` when the handshake fails, ``ConnectError`` when the connect does.
-    init(port: UInt16, host: String = "127.0.0.1", context: TLSClientContext) throws {
+    public init(port: UInt16, host: String = "127.0.0.1", context: TLSClientContext) throws {
         switch Socket.connected(host: "127.0.0.1", port: port, timeout: 10, blocking: false) {
         case .success(let fd): self.fd = fd
         case .failure(let failure): throw ConnectError(description: "connect to port \(port): \(failure)")
@@ -36,12 +37,12 @@ final class TLSClientSocket {
     deinit { close(fd) }
 
     /// Sends `text` whole; false when sending failed.
-    func send(_ text: String) -> Bool {
+    public func send(_ text: String) -> Bool {
         Array(text.utf8).withUnsafeBytes { tls.send($0, stallTimeout: 20) } == nil
     }
 
     /// Reads until the connection ends: the bytes, and how it ended.
-    func readToEnd() -> (bytes: [UInt8], end: TLSConnection.Received) {
+    public func readToEnd() -> (bytes: [UInt8], end: TLSConnection.Received) {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -53,8 +54,26 @@ final class TLSClientSocket {
         }
     }
 
+    /// The next response with a `Content-Length` body (its head read a byte at a time, so what
+    /// follows stays for the next call), as text; nil when the connection ended first.
+    public func response() -> String? {
+        var head = ""
+        while !head.hasSuffix("\r\n\r\n") {
+            guard let byte = read(exactly: 1) else { return nil }
+            head += byte
+        }
+        let length =
+            head.split(separator: "\r\n").lazy.compactMap { line -> Int? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                return Int(parts[1].filter { $0 != " " && $0 != "\t" })
+            }.first ?? 0
+        guard length > 0 else { return head }
+        return read(exactly: length).map { head + $0 }
+    }
+
     /// Reads exactly `count` bytes (never more), or nil when the connection ended first.
-    func read(exactly count: Int) -> String? {
+    public func read(exactly count: Int) -> String? {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: count)
         while received.count < count {
@@ -69,7 +88,7 @@ final class TLSClientSocket {
     }
 
     /// Waits up to `milliseconds` for the server to send something (or close).
-    func waitReadable(milliseconds: Int32) -> Bool {
+    public func waitReadable(milliseconds: Int32) -> Bool {
         if tls.hasBufferedBytes { return true }
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&poller, 1, milliseconds) > 0

@@ -1,0 +1,164 @@
+#if os(Linux)
+// TLS toward clients on the loop thread: the handshake, then every read and write of the
+// connection through OpenSSL, never blocking. OpenSSL's want-read / want-write become the
+// connection's readiness flags; bytes OpenSSL has already decrypted are read before waiting
+// for the socket (a read stops only when OpenSSL says it needs the socket).
+import CEpollHTTPCache
+import CacheSystem
+import CacheTLS
+@_spi(Wire) import HTTPWire
+import Glibc
+
+/// The certificates a TLS listener presents, replaced as a whole while the server runs
+/// (`SIGHUP`): new handshakes use the new context, connections keep the one they began with.
+package final class ServerCertificates: Sendable {
+    private let current: Locked<TLSServerContext>
+
+    package init(_ context: TLSServerContext) { current = Locked(context) }
+
+    /// The context for the next handshake.
+    package var context: TLSServerContext { current.withLock { $0 } }
+
+    /// Makes `context` the one new handshakes use.
+    package func replace(with context: TLSServerContext) { current.withLock { $0 = context } }
+}
+
+/// What one read of a connection gave.
+enum Received {
+    /// This many bytes are at the buffer's start.
+    case bytes(Int)
+    /// The client closed its side (EOF, or TLS `close_notify`).
+    case closed
+    /// Nothing now: wait for readiness (the flags say which).
+    case wouldBlock
+    /// Broken: close the connection.
+    case failed
+}
+
+extension EventLoop {
+    /// Advances a TLS connection's handshake; `true` once it is done and requests may be read.
+    /// A client whose first byte is an upper-case letter speaks plain HTTP to the TLS port: it
+    /// gets a plain `400` saying so (as nginx does) and the connection is closed.
+    func advanceHandshake(_ connection: Connection) -> Bool {
+        guard let tls = connection.state.tls else {
+            connection.state.phase = .head
+            return true
+        }
+        if !connection.state.firstByteChecked {
+            guard connection.state.canRead else { return false }
+            var first: UInt8 = 0
+            let peeked = recv(connection.fd, &first, 1, Int32(MSG_PEEK))
+            if peeked < 0 {
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    connection.state.canRead = false
+                } else if errno != EINTR {
+                    close(connection)
+                }
+                return false
+            }
+            if peeked == 0 {
+                close(connection)
+                return false
+            }
+            connection.state.firstByteChecked = true
+            if (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first) {
+                connection.state.tls = nil
+                reject(
+                    connection,
+                    Rejection(status: 400, reason: "plain HTTP was sent to the TLS port; use https:// for this port"))
+                return true
+            }
+        }
+        switch tls.handshake() {
+        case .done:
+            connection.state.phase = .head
+            // The request head has its own header timeout from now on.
+            connection.state.deadline = now + headerMilliseconds
+            countHandshake(failed: false)
+            return true
+        case .wantRead:
+            connection.state.canRead = false
+        case .wantWrite:
+            connection.state.canWrite = false
+        case .failed:
+            // A scanner, an old client (TLS 1.0) or garbage: counted, not logged line by line.
+            countHandshake(failed: true)
+            close(connection)
+        }
+        return false
+    }
+
+    /// Reads into `buffer` (`count` bytes of room) through TLS or from the socket, setting the
+    /// readiness flags.
+    func receive(_ connection: Connection, into buffer: UnsafeMutablePointer<UInt8>, count: Int) -> Received {
+        guard let tls = connection.state.tls else {
+            while true {
+                let received = recv(connection.fd, buffer, count, 0)
+                if received > 0 {
+                    // The socket had no more than this.
+                    if received < count { connection.state.canRead = false }
+                    return .bytes(received)
+                }
+                if received == 0 { return .closed }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK:
+                    connection.state.canRead = false
+                    return .wouldBlock
+                default: return .failed
+                }
+            }
+        }
+        // A short TLS read says nothing about the socket (one record at a time, others may
+        // wait decrypted inside OpenSSL): reading stops only at want-read.
+        switch tls.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: count)) {
+        case .bytes(let read):
+            return .bytes(read)
+        case .closed, .closedWithoutNotify:
+            return .closed
+        case .wantRead:
+            connection.state.canRead = false
+            return .wouldBlock
+        case .wantWrite:
+            connection.state.canRead = false
+            connection.state.canWrite = false
+            connection.state.readWaitsForWrite = true
+            return .wouldBlock
+        case .failed:
+            return .failed
+        }
+    }
+
+    /// Sends queued output through TLS, one piece per `SSL_write`.
+    func flushTLS(_ connection: Connection, _ tls: TLSConnection, accountedSent: inout Int) -> OutputQueue.FlushResult {
+        var waitsForRead = false
+        let result = connection.state.output.flush(accountedSent: &accountedSent) { piece in
+            switch tls.write(piece) {
+            case .wrote(let count): return .wrote(count)
+            case .wantWrite: return .blocked
+            case .wantRead:
+                waitsForRead = true
+                return .blocked
+            case .failed: return .failed(EPIPE)
+            }
+        }
+        if waitsForRead {
+            connection.state.writeWaitsForRead = true
+        }
+        return result
+    }
+
+    /// Sends TLS `close_notify` (RFC 8446 §6.1) before the connection's write side is shut;
+    /// `false` while the socket cannot take it yet (EPOLLOUT brings the connection back).
+    func sendCloseNotify(_ connection: Connection) -> Bool {
+        guard let tls = connection.state.tls else { return true }
+        switch tls.shutdown() {
+        case .wantWrite:
+            connection.state.canWrite = false
+            return false
+        case .done, .wantRead, .failed:
+            return true
+        }
+    }
+}
+#endif
