@@ -146,7 +146,14 @@ struct HTTPSOriginTests {
             // The same address now presents an expired certificate.
             first.stop()
             let certificates = try TestCertificates.shared()
-            let second = try LoopbackOrigin(port: first.port, tls: certificates.serverContext(certificates.expired))
+            // Another process (a Redis test's bus port) may take the freed port for a moment.
+            let expired = try certificates.serverContext(certificates.expired)
+            var replacement: LoopbackOrigin?
+            for _ in 0..<50 where replacement == nil {
+                replacement = try? LoopbackOrigin(port: first.port, tls: expired)
+                if replacement == nil { usleep(100_000) }
+            }
+            let second = try #require(replacement, "port \(first.port) stayed taken for 5 s")
             defer { second.stop() }
             clock.advance(by: 10)
             let stale = try client.send("GET", proxy.baseURL + "/s")
