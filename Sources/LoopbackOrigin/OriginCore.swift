@@ -181,7 +181,7 @@ final class OriginCore: Sendable {
         let connection: OriginStream
         if let tls {
             // A client that refuses the certificate ends here, as it would with any server.
-            guard let secured = OriginStream(fd: fd, tls: tls) else { return }
+            guard let secured = try? OriginStream(fd: fd, tls: tls) else { return }
             connection = secured
         } else {
             connection = OriginStream(fd: fd)

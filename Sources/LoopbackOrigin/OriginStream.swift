@@ -22,15 +22,20 @@ final class OriginStream {
     }
 
     /// TLS over `fd` with `context`, once the handshake is done: `fd` becomes non-blocking (the
-    /// TLS layer waits with `poll`). nil when the handshake failed (the client refused the
-    /// certificate, or went away).
-    init?(fd: Int32, tls context: TLSServerContext) {
+    /// TLS layer waits with `poll`).
+    /// - Throws: Why the handshake failed (the client refused the certificate, or went away).
+    init(fd: Int32, tls context: TLSServerContext) throws(TLSError) {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        guard let connection = try? context.connection(fd: fd), (try? connection.handshake(timeout: 0)) != nil
-        else { return nil }
+        let connection = try context.connection(fd: fd)
+        try connection.handshake(timeout: 0)
         self.fd = fd
         tls = connection
     }
+
+    /// The name the client asked for with SNI (RFC 6066 §3); nil over plain HTTP or without SNI.
+    var serverName: String? { tls?.serverName }
+    /// Whether the TLS handshake resumed an earlier session (RFC 8446 §2.2).
+    var isResumed: Bool { tls?.isResumed ?? false }
 
     /// Reads what is available into `buffer`, waiting until something is: the count, 0 at the
     /// end of the stream (a close, with or without `close_notify`, or a shutdown), -1 on error.

@@ -29,8 +29,21 @@ public final class RawOrigin: Sendable {
         public var text: String
     }
 
+    /// One TLS handshake the origin took part in.
+    public struct Handshake: Sendable, Equatable {
+        /// 0 for the first connection accepted, 1 for the next…
+        public var connection: Int
+        /// The name the client sent with SNI (RFC 6066 §3); nil when it sent none.
+        public var serverName: String?
+        /// Whether an earlier session was resumed (RFC 8446 §2.2).
+        public var resumed: Bool
+        /// Why it failed, in CacheTLS's words; nil when it succeeded.
+        public var failure: String?
+    }
+
     private struct State {
         var received: [Received] = []
+        var handshakes: [Handshake] = []
         var connections = 0
         var open: Set<Int32> = []
         var stopped = false
@@ -88,8 +101,9 @@ public final class RawOrigin: Sendable {
                     continue
                 }
                 let spawned = POSIX.spawnThread { [self] in
-                    let stream = tls.map { OriginStream(fd: fd, tls: $0) } ?? OriginStream(fd: fd)
-                    if let stream { script(RawConnection(stream: stream, index: index, origin: self)) }
+                    if let stream = stream(fd: fd, index: index, tls: tls) {
+                        script(RawConnection(stream: stream, index: index, origin: self))
+                    }
                     state.withLock { state in
                         state.open.remove(fd)
                         POSIX.closeDescriptor(fd)
@@ -175,6 +189,28 @@ public final class RawOrigin: Sendable {
 
     /// Every request read so far, in the order they were read.
     public var received: [Received] { state.withLock { $0.received } }
+    /// Every TLS handshake so far, in order (empty over HTTP).
+    public var handshakes: [Handshake] { state.withLock { $0.handshakes } }
+
+    /// The stream of an accepted connection: the socket, or TLS over it once the handshake is
+    /// done (recorded either way); nil when the handshake failed.
+    private func stream(fd: Int32, index: Int, tls: TLSServerContext?) -> OriginStream? {
+        guard let tls else { return OriginStream(fd: fd) }
+        do throws(TLSError) {
+            let stream = try OriginStream(fd: fd, tls: tls)
+            state.withLock {
+                $0.handshakes.append(
+                    Handshake(connection: index, serverName: stream.serverName, resumed: stream.isResumed, failure: nil)
+                )
+            }
+            return stream
+        } catch {
+            state.withLock {
+                $0.handshakes.append(Handshake(connection: index, serverName: nil, resumed: false, failure: "\(error)"))
+            }
+            return nil
+        }
+    }
     /// How many connections were accepted.
     public var connections: Int { state.withLock { $0.connections } }
 

@@ -33,11 +33,11 @@ struct TLSClientTests {
     /// An origin presenting `leaf` that answers every request with `steps`.
     static func origin(
         _ leaf: KeyPath<TestCertificates, TestCertificates.Leaf> = \.localhost, others: [TestCertificates.Leaf] = [],
-        answer: @escaping @Sendable (TLSScriptedOrigin.Request) -> [TLSScriptedOrigin.Step] = { _ in [.send(ok)] }
-    ) throws -> TLSScriptedOrigin {
+        answer: @escaping @Sendable (RawOrigin.Request) -> [RawOrigin.Step] = { _ in [.send(ok)] }
+    ) throws -> RawOrigin {
         let certificates = try TestCertificates.shared()
-        return try TLSScriptedOrigin(
-            certificates.serverContext(certificates[keyPath: leaf], others: others), answer: answer)
+        return try RawOrigin(
+            tls: certificates.serverContext(certificates[keyPath: leaf], others: others), answer: answer)
     }
 
     // MARK: Verification
@@ -55,7 +55,7 @@ struct TLSClientTests {
             }
             // Origin-form with the URL's Host, as over http (RFC 9112 §3.2); one connection, one handshake.
             #expect(
-                origin.requests.map(\.text) == [
+                origin.received.map(\.text) == [
                     "GET /a HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n",
                     "GET /b HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n",
                 ])
@@ -87,7 +87,7 @@ struct TLSClientTests {
             #expect(error.description.hasPrefix("could not connect securely to \(url): 127.0.0.1:\(origin.port): "))
             #expect(error.description.contains(cause), "\(error.description)")
             #expect(!error.description.contains("\n"))
-            #expect(origin.requests.isEmpty, "nothing is sent to an origin whose certificate was refused")
+            #expect(origin.received.isEmpty, "nothing is sent to an origin whose certificate was refused")
         }
     }
 
@@ -141,7 +141,7 @@ struct TLSClientTests {
             let client = try Self.client()
             for host in ["sni.test", "localhost"] {
                 let outcome = await fetch(
-                    client, UpstreamRequest(method: "GET", url: origin.url("/", host: host), fields: [:]))
+                    client, UpstreamRequest(method: "GET", url: "https://\(host):\(origin.port)/", fields: [:]))
                 #expect(outcome.error == nil, "\(host): \(outcome.error?.description ?? "")")
             }
             // An IP literal is never sent as SNI (RFC 6066 §3); its certificate names the address.
@@ -149,7 +149,7 @@ struct TLSClientTests {
             #expect(literal.error == nil)
             #expect(origin.handshakes.map(\.serverName) == ["sni.test", "localhost", nil])
             #expect(
-                origin.requests.map { $0.text.split(separator: "\r\n")[1] } == [
+                origin.received.map { $0.text.split(separator: "\r\n")[1] } == [
                     "Host: sni.test:\(origin.port)", "Host: localhost:\(origin.port)", "Host: 127.0.0.1:\(origin.port)",
                 ])
         }
@@ -166,7 +166,7 @@ struct TLSClientTests {
         ])
     func cutWithoutCloseNotify(response: String) async throws {
         try await offPool {
-            let origin = try Self.origin { _ in [.send(response), .close(notify: false)] }
+            let origin = try Self.origin { _ in [.send(response), .close] }
             defer { origin.stop() }
             let outcome = await fetch(
                 try Self.client(), UpstreamRequest(method: "GET", url: origin.url("/c"), fields: [:]))
@@ -183,7 +183,7 @@ struct TLSClientTests {
         try await offPool {
             let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
             let origin = try Self.origin { request in
-                [.send(head + "the whole body"), .close(notify: request.target == "/notified")]
+                [.send(head + "the whole body"), request.target == "/notified" ? .closeNotify : .close]
             }
             defer { origin.stop() }
             let client = try Self.client()
@@ -207,7 +207,7 @@ struct TLSClientTests {
     func knownLengthThenCutIsComplete() async throws {
         try await offPool {
             let origin = try Self.origin { _ in
-                [.send("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nfull"), .close(notify: false)]
+                [.send("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nfull"), .close]
             }
             defer { origin.stop() }
             let outcome = await fetch(
@@ -236,7 +236,7 @@ struct TLSClientTests {
             #expect(a.bodyText == "A")
             #expect(b.error == nil)
             #expect(b.bodyText == "B")
-            #expect(origin.requests.map(\.connection) == [0, 1])
+            #expect(origin.received.map(\.connection) == [0, 1])
         }
     }
 
@@ -258,7 +258,7 @@ struct TLSClientTests {
             let b = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/b"), fields: [:]))
             #expect(a.bodyText == "A")
             #expect(b.bodyText == "B")
-            #expect(origin.requests.map(\.connection) == [0, 1])
+            #expect(origin.received.map(\.connection) == [0, 1])
         }
     }
 
@@ -281,7 +281,7 @@ struct TLSClientTests {
                 #expect(outcome.error == nil)
                 #expect(outcome.bodyText == "hello world")
             }
-            #expect(origin.requests.map(\.connection) == [0, 0])
+            #expect(origin.received.map(\.connection) == [0, 0])
         }
     }
 
@@ -309,7 +309,7 @@ struct TLSClientTests {
         try await offPool {
             // The first connection answers once, then closes properly as its next request arrives.
             let origin = try Self.origin { request in
-                request.connection == 0 && request.target == "/second" ? [.close(notify: true)] : [.send(Self.ok)]
+                request.connection == 0 && request.target == "/second" ? [.closeNotify] : [.send(Self.ok)]
             }
             defer { origin.stop() }
             let client = try Self.client()
@@ -317,7 +317,7 @@ struct TLSClientTests {
             let second = await fetch(client, UpstreamRequest(method: "GET", url: origin.url("/second"), fields: [:]))
             #expect(first.error == nil)
             #expect(second.error == nil, "\(second.error?.description ?? "")")
-            #expect(origin.requests.map(\.connection) == [0, 0, 1])
+            #expect(origin.received.map(\.connection) == [0, 0, 1])
         }
     }
 
