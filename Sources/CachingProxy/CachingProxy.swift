@@ -178,10 +178,7 @@ public final class CachingProxy: Sendable {
                 )
             }
             do {
-                certificates = ServerCertificates(
-                    try TLSServerContext(
-                        default: first, others: Array(tlsIdentities.dropFirst()),
-                        applicationProtocols: HTTPServer.applicationProtocols))
+                certificates = ServerCertificates(try Self.serverContext(first, tlsIdentities))
             } catch {
                 throw ConfigurationError(description: error.description)
             }
@@ -209,6 +206,16 @@ public final class CachingProxy: Sendable {
         handler.setServerStatistics { [weak server] in server?.statistics ?? HTTPServer.Statistics() }
     }
 
+    /// A context presenting `identities` (`first` among them) by SNI, the first by default,
+    /// with the ALPN protocols the server speaks: at start and at each reload.
+    private static func serverContext(
+        _ first: TLSServerContext.Identity, _ identities: [TLSServerContext.Identity]
+    ) throws(TLSError) -> TLSServerContext {
+        try TLSServerContext(
+            default: first, others: Array(identities.dropFirst()), applicationProtocols: HTTPServer.applicationProtocols
+        )
+    }
+
     /// The port the proxy listens on.
     public var port: UInt16 { server.port }
 
@@ -224,10 +231,7 @@ public final class CachingProxy: Sendable {
     public func reloadCertificates() -> Bool {
         guard let certificates, let first = tlsIdentities.first else { return false }
         do {
-            certificates.replace(
-                with: try TLSServerContext(
-                    default: first, others: Array(tlsIdentities.dropFirst()),
-                    applicationProtocols: HTTPServer.applicationProtocols))
+            certificates.replace(with: try Self.serverContext(first, tlsIdentities))
         } catch {
             log("certificates not reloaded, the ones loaded before stay in use: \(error.description)")
             return false
