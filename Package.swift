@@ -43,6 +43,11 @@ let package = Package(
         // OpenSSL 3 (Debian's libssl-dev, Homebrew's openssl@3) for CacheTLS. Never in public API.
         .systemLibrary(
             name: "COpenSSLHTTPCache", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // libnghttp2 (Debian's libnghttp2-dev, the library curl and Apache httpd use) for the proxy's
+        // HTTP/2 server and the tests' HTTP/2 client. Never in public API.
+        .systemLibrary(
+            name: "CNGHTTP2HTTPCache", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"]), .brew(["libnghttp2"])]),
         // TLS on OpenSSL 3 over a connected non-blocking socket, client and server side: chain and
         // host verification, SNI, ALPN, session resumption, close_notify told from a cut. Non-blocking
         // calls with a poll(2) layer on top, for our HTTP client and the tests' HTTPS origin.
@@ -123,7 +128,7 @@ let package = Package(
                 .target(name: "CBrotliHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
-        // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 server on epoll, an
+        // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 and HTTP/2 server on epoll, an
         // HTTP/1.1 upstream client of its own over POSIX sockets, and the engine and store in
         // shared mode.
         .target(
@@ -131,6 +136,7 @@ let package = Package(
             dependencies: [
                 "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire", "HTTPClient", "CacheTLS",
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
+                .target(name: "CNGHTTP2HTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // The CLI links HTTPCacheCore, not HTTPCaching: on Linux it fetches with the package's own
@@ -151,8 +157,8 @@ let package = Package(
         .target(
             name: "CacheTestSupport",
             dependencies: [
-                "CacheSemantics", "CacheStorage", "CacheSystem", "CacheTLS", "COpenSSLHTTPCache", "LoopbackOrigin",
-                "OfflinePages",
+                "CacheSemantics", "CacheStorage", "CacheSystem", "CacheTLS", "COpenSSLHTTPCache", "CNGHTTP2HTTPCache",
+                "LoopbackOrigin", "OfflinePages",
             ],
             swiftSettings: strictSettings),
         // Tools/: executables of this repository, never products (a package that depends on this one
