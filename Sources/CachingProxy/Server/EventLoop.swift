@@ -529,7 +529,7 @@ final class EventLoop: @unchecked Sendable {
             close(target.connection)
         case .goAway:
             for case let connection? in connections where connection.state.phase == .http2 {
-                connection.state.h2?.goAway()
+                connection.state.h2?.goAway(notice: true)
                 markDirty(connection)
             }
         }
@@ -571,7 +571,7 @@ final class EventLoop: @unchecked Sendable {
                 connection.state.keepAlive = false
             case .http2:
                 // RFC 9113 §6.8: streams begun finish, no new ones; the session ends after them.
-                connection.state.h2?.goAway()
+                connection.state.h2?.goAway(notice: true)
                 markDirty(connection)
             case .closing, .tunnel:
                 break

@@ -134,6 +134,13 @@ private final class SessionCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
             HTTP2Session.from(user).streamClosed(stream)
         }
+        nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
+            // Every GOAWAY that leaves, ours or nghttp2's (a protocol error it found), is counted.
+            if frame!.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+                HTTP2Session.from(user).loop.countGoAway(frame!.pointee.goaway.error_code)
+            }
+            return 0
+        }
     }
 }
 
@@ -180,8 +187,8 @@ final class HTTP2Session {
     private(set) var lastDataSent = 0
     /// The GOAWAY code sent, once one was.
     private(set) var goAwaySent: UInt32?
-    /// Set while nghttp2 is inside `mem_recv` or `send`: the session must not be deleted then.
-    private var busy = false
+    /// When the final GOAWAY follows the shutdown notice (loop ms); 0 when none is due.
+    private var finalGoAwayAt = 0
 
     static func from(_ user: UnsafeMutableRawPointer?) -> HTTP2Session {
         Unmanaged<HTTP2Session>.fromOpaque(user!).takeUnretainedValue()
@@ -223,8 +230,6 @@ final class HTTP2Session {
     /// Feeds bytes read from the client; `false` when the session failed beyond repair (the
     /// connection is to be closed once what is queued has gone).
     func receive(_ bytes: UnsafePointer<UInt8>, count: Int) -> Bool {
-        busy = true
-        defer { busy = false }
         let result = nghttp2_session_mem_recv(session, bytes, count)
         guard result < 0 else { return true }
         let code: nghttp2_error_code =
@@ -238,8 +243,6 @@ final class HTTP2Session {
     /// Has nghttp2 write what it can into the connection's output queue (until the queue is
     /// past its high-water mark).
     func send() -> Bool {
-        busy = true
-        defer { busy = false }
         return nghttp2_session_send(session) == 0
     }
 
@@ -251,16 +254,27 @@ final class HTTP2Session {
     func terminate(_ code: nghttp2_error_code) {
         guard goAwaySent == nil || goAwaySent == NGHTTP2_NO_ERROR.rawValue else { return }
         goAwaySent = code.rawValue
-        loop.countGoAway(code.rawValue)
         nghttp2_session_terminate_session(session, code.rawValue)
     }
 
     /// A graceful GOAWAY(NO_ERROR) (shutdown, reload, idle): streams already begun finish, no
-    /// new ones are taken (RFC 9113 §6.8).
-    func goAway() {
+    /// new ones are taken (RFC 9113 §6.8). With `notice` (a connection that may be busy) it
+    /// goes in two steps: first a GOAWAY naming the largest stream id, so that requests the
+    /// client is sending at this moment are still taken, then a second later the one naming
+    /// the last stream taken.
+    func goAway(notice: Bool) {
         guard goAwaySent == nil else { return }
         goAwaySent = NGHTTP2_NO_ERROR.rawValue
-        loop.countGoAway(NGHTTP2_NO_ERROR.rawValue)
+        if notice {
+            nghttp2_submit_shutdown_notice(session)
+            finalGoAwayAt = loop.now + 1000
+        } else {
+            finalGoAway()
+        }
+    }
+
+    private func finalGoAway() {
+        finalGoAwayAt = 0
         nghttp2_submit_goaway(
             session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
             NGHTTP2_NO_ERROR.rawValue, nil, 0)
@@ -286,13 +300,14 @@ final class HTTP2Session {
     /// Timeouts, from the loop's sweep: the idle connection, a header block or a body that does
     /// not come, data stalled on a closed window.
     func sweep(now: Int, header: Int, body: Int, idle: Int) {
+        if finalGoAwayAt > 0 && now >= finalGoAwayAt { finalGoAway() }
         if headerBlockSince > 0 && now - headerBlockSince >= header {
             return terminate(NGHTTP2_ENHANCE_YOUR_CALM)
         }
         // Zero-window stall: answers wait and the client has not let a byte go for idle ms.
         if pendingBytes > 0 && now - lastDataSent >= idle { return terminate(NGHTTP2_ENHANCE_YOUR_CALM) }
         if streams.isEmpty {
-            if now >= connection.state.deadline { goAway() }
+            if now >= connection.state.deadline { goAway(notice: false) }
             return
         }
         for stream in streams.values where stream.headersDone && !stream.dispatched && stream.refusal == nil {
