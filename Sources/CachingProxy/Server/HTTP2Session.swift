@@ -757,7 +757,8 @@ final class HTTP2Session {
         switch name.count {
         case 7: return HTTPBytes.equalsLowercase(base, 7, "upgrade")
         case 10:
-            return HTTPBytes.equalsLowercase(base, 10, "connection") || HTTPBytes.equalsLowercase(base, 10, "keep-alive")
+            return HTTPBytes.equalsLowercase(base, 10, "connection")
+                || HTTPBytes.equalsLowercase(base, 10, "keep-alive")
         case 14: return !keepContentLength && HTTPBytes.equalsLowercase(base, 14, "content-length")
         case 16: return HTTPBytes.equalsLowercase(base, 16, "proxy-connection")
         case 17: return HTTPBytes.equalsLowercase(base, 17, "transfer-encoding")
