@@ -23,6 +23,8 @@ let wire = ["FuzzRequestHead", "FuzzChunkedBody"]
 /// sockets, plain and with TLS (HTTPClient's `@_spi(Fuzzing) FuzzingUpstreamClient`, CacheTLS
 /// serving), checked by ResponseOracle.
 let upstream = ["FuzzResponseStream"]
+/// The proxy's HTTP/2 server (CachingProxy's `@_spi(Fuzzing) FuzzingHTTP2Server`) over a socket.
+let http2 = ["FuzzHTTP2Server"]
 /// The Redis store's RESP parser (CacheStorageRedis' `@_spi(Fuzzing)` RESP types).
 let redis = ["FuzzRESP"]
 /// OfflinePages' parsers: HTML and CSS references, stylesheet decoding, WARC files and the HTTP
@@ -51,6 +53,7 @@ let package = Package(
                     .product(name: "CacheSemantics", package: rootIdentity), "ResponseOracle",
                 ])
         }
+        + http2.map { fuzzer($0, [.product(name: "CachingProxy", package: rootIdentity)]) }
         + redis.map { fuzzer($0, [.product(name: "CacheStorageRedis", package: rootIdentity)]) }
         + offline.map { fuzzer($0, [.product(name: "OfflinePages", package: rootIdentity)]) }
         + [

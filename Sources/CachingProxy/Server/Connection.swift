@@ -101,6 +101,9 @@ struct ConnectionState {
     var canWrite = true
     /// The client sent FIN.
     var inputClosed = false
+    /// epoll said the client's side is shut (EPOLLRDHUP): a short read then leaves the end still
+    /// to be read, so reading goes on until it is (no further edge would bring it).
+    var hungUp = false
 
     var phase = ConnectionPhase.head
     /// When the current phase times out (monotonic ms).

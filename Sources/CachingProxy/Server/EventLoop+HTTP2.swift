@@ -47,6 +47,7 @@ extension EventLoop {
             case .closed:
                 connection.state.canRead = false
                 connection.state.inputClosed = true
+                session.clientEnded()
             case .wouldBlock:
                 break
             case .failed:
@@ -60,9 +61,16 @@ extension EventLoop {
             close(connection)
             return false
         }
-        if connection.state.inputClosed || session.isFinished {
-            // The client is gone, or the session ended (GOAWAY exchanged, streams done): send
-            // what is queued, then close (RFC 9113 §6.8).
+        if connection.state.inputClosed && session.pendingBytes > 0 {
+            session.resetStalledAfterClientEnded()
+            guard session.send() else {
+                close(connection)
+                return false
+            }
+        }
+        if session.isFinished || (connection.state.inputClosed && session.streams.isEmpty) {
+            // The session ended (GOAWAY exchanged, streams done), or the client sent its last
+            // byte and every stream is answered: send what is queued, then close (RFC 9113 §6.8).
             enterClosing(connection)
             return true
         }

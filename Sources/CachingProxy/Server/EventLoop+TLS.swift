@@ -97,8 +97,8 @@ extension EventLoop {
             while true {
                 let received = recv(connection.fd, buffer, count, 0)
                 if received > 0 {
-                    // The socket had no more than this.
-                    if received < count { connection.state.canRead = false }
+                    // The socket had no more than this (but the end, when it came with the bytes).
+                    if received < count && !connection.state.hungUp { connection.state.canRead = false }
                     return .bytes(received)
                 }
                 if received == 0 { return .closed }

@@ -245,6 +245,7 @@ final class EventLoop: @unchecked Sendable {
             let readable = flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed
             let writable = flags & EPOLLOUT.rawValue != 0 || failed
             if readable { connection.state.canRead = true }
+            if flags & EPOLLRDHUP.rawValue != 0 { connection.state.hungUp = true }
             if writable { connection.state.canWrite = true }
             // TLS: a read that had to send waits for EPOLLOUT, a write that had to read for EPOLLIN.
             if writable && connection.state.readWaitsForWrite {

@@ -12,8 +12,14 @@ import Glibc
 
 /// The server's HTTP/2 settings and limits (RFC 9113 §6.5.2, §10.5).
 enum HTTP2Limits {
-    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams a client may have open at once.
-    static let maxConcurrentStreams: UInt32 = 100
+    /// Streams a client may have open at once; more are refused with RST_STREAM
+    /// REFUSED_STREAM, which a client retries (RFC 9113 §8.7).
+    static let maxConcurrentStreams = 100
+    /// SETTINGS_MAX_CONCURRENT_STREAMS as sent. Above the streams served: nghttp2 treats a
+    /// stream past the advertised limit as a connection error, where RFC 9113 §5.1.2 requires a
+    /// stream error, so the server refuses streams itself (REFUSED_STREAM) before nghttp2's
+    /// count is reached.
+    static let advertisedConcurrentStreams: UInt32 = 128
     /// CONTINUATION frames one header block may take (CVE-2024-27316); a header block of
     /// 16 KiB fits in the HEADERS frame and at most one CONTINUATION at the default frame size.
     static let maxContinuations = 8
@@ -77,6 +83,8 @@ final class HTTP2Stream {
     /// When a body byte last arrived (loop ms).
     var lastInput = 0
     var headersDone = false
+    /// The client ended the request (END_STREAM).
+    var requestEnded = false
     var dispatched = false
 
     // The answer.
@@ -135,11 +143,7 @@ private final class SessionCallbacks: @unchecked Sendable {
             HTTP2Session.from(user).streamClosed(stream)
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
-            // Every GOAWAY that leaves, ours or nghttp2's (a protocol error it found), is counted.
-            if frame!.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
-                HTTP2Session.from(user).loop.countGoAway(frame!.pointee.goaway.error_code)
-            }
-            return 0
+            HTTP2Session.from(user).frameSent(frame!)
         }
     }
 }
@@ -219,7 +223,7 @@ final class HTTP2Session {
         var settings = [
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                value: HTTP2Limits.maxConcurrentStreams),
+                value: HTTP2Limits.advertisedConcurrentStreams),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(maxHeaderListSize)),
         ]
@@ -353,6 +357,11 @@ final class HTTP2Session {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let id = frame.pointee.hd.stream_id
+        guard streams.count < HTTP2Limits.maxConcurrentStreams else {
+            // RFC 9113 §5.1.2: a stream error; REFUSED_STREAM tells the client it may retry.
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_REFUSED_STREAM.rawValue)
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
         streams[id] = HTTP2Stream(id: id, now: loop.now)
         return 0
     }
@@ -418,10 +427,14 @@ final class HTTP2Session {
         case Int(NGHTTP2_HEADERS.rawValue):
             headerBlockSince = 0
             guard let stream = streams[header.stream_id] else { return 0 }
+            stream.requestEnded = endStream
             if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST { headersComplete(stream) }
             if endStream { requestComplete(stream) }
         case Int(NGHTTP2_DATA.rawValue):
-            if endStream, let stream = streams[header.stream_id] { requestComplete(stream) }
+            if endStream, let stream = streams[header.stream_id] {
+                stream.requestEnded = true
+                requestComplete(stream)
+            }
         case Int(NGHTTP2_RST_STREAM.rawValue):
             // CVE-2023-44487: streams opened and reset at once, each one work for the server.
             if !resets.take(now: loop.now) { terminate(NGHTTP2_ENHANCE_YOUR_CALM) }
@@ -434,6 +447,42 @@ final class HTTP2Session {
             break
         }
         return 0
+    }
+
+    fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let header = frame.pointee.hd
+        switch Int(header.type) {
+        case Int(NGHTTP2_GOAWAY.rawValue):
+            // Every GOAWAY that leaves, ours or nghttp2's (a protocol error it found), is counted.
+            loop.countGoAway(frame.pointee.goaway.error_code)
+        case Int(NGHTTP2_HEADERS.rawValue), Int(NGHTTP2_DATA.rawValue):
+            // The server's own answer (431, 413, 408) went out before the request ended: the
+            // rest of it is not wanted (RFC 9113 §8.1: RST_STREAM NO_ERROR after a complete response).
+            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let stream = streams[header.stream_id],
+                stream.refusal != nil, !stream.requestEnded
+            else { return 0 }
+            reset(stream, NGHTTP2_NO_ERROR)
+        default:
+            break
+        }
+        return 0
+    }
+
+    /// The client's side of the connection ended (FIN): requests not ended yet never will be.
+    /// They are reset (CANCEL); the ones handed on are still answered.
+    func clientEnded() {
+        for stream in streams.values where !stream.requestEnded { reset(stream, NGHTTP2_CANCEL) }
+    }
+
+    /// After the client's FIN no WINDOW_UPDATE can come: answers waiting on a shut window never
+    /// leave, so their streams are reset (CANCEL) rather than held until the stall timeout.
+    func resetStalledAfterClientEnded() {
+        let connectionWindow = nghttp2_session_get_remote_window_size(session)
+        for stream in streams.values where stream.pendingBytes > 0 {
+            if connectionWindow <= 0 || nghttp2_session_get_stream_remote_window_size(session, stream.id) <= 0 {
+                reset(stream, NGHTTP2_CANCEL)
+            }
+        }
     }
 
     private func headersComplete(_ stream: HTTP2Stream) {
