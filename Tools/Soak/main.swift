@@ -295,8 +295,8 @@ func soak(directory: String, logs: String) throws -> Bool {
         (\(served.misbehaviours.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")))
           late strays sent on a quiet connection \(served.lateStraysSent); crossed by the proxy's next request on \
         that connection \(served.strayFollowUps.count) (limit a quarter), answers that were such a stray \(tally.strayRaces)
-          the clients saw: 502/503/504 blamed on the origin \(tally.gatewayErrors), connections cut before the end \
-        \(tally.visibleCuts)
+          the clients saw: 502/503/504 blamed on the origin \(tally.gatewayErrors), \
+        \(http2 ? "streams reset (INTERNAL_ERROR, CANCEL) or cut" : "connections cut") before the end \(tally.visibleCuts)
           mismatches (another URL's bytes, another version's bytes, or a cut body that looked complete): \(tally.mismatches)
           stalls (60 s without a byte): \(tally.stalls); malformed responses: \(tally.malformed); \
         unexpected statuses: \(tally.unexpectedStatus); 502/503/504 not blamed on the origin: \(tally.storeErrors)
