@@ -153,6 +153,10 @@ public final class HTTP2Client {
     private let defaultScheme: String
     /// Set once the connection failed or the server closed it.
     private var closedBecause: String?
+    /// The bytes of submitted header fields, which nghttp2 reads when it sends the HEADERS
+    /// (it is told not to copy them, so that it does not lower-case the names): freed once
+    /// no stream is open, else with the client.
+    private var fieldStorage: [UnsafeMutablePointer<UInt8>] = []
 
     /// Connects to 127.0.0.1:`port` and sends the connection preface and our SETTINGS
     /// (RFC 9113 §3.4): ENABLE_PUSH 0, and `windowSize` as INITIAL_WINDOW_SIZE and as the
@@ -212,6 +216,7 @@ public final class HTTP2Client {
     deinit {
         nghttp2_session_del(session)
         close(transport.fd)
+        fieldStorage.forEach { $0.deallocate() }
     }
 
     /// The GOAWAY the server sent, if it sent one: its error code and last stream identifier
@@ -252,6 +257,10 @@ public final class HTTP2Client {
             }
         }
         let unfinished = exchange(timeout: timeout)
+        if state.openStreams == 0 {
+            fieldStorage.forEach { $0.deallocate() }
+            fieldStorage = []
+        }
         for index in state.responses.indices {
             if case .unfinished("") = state.responses[index].end {
                 state.responses[index].end = .unfinished(unfinished ?? "the stream did not end")
@@ -261,8 +270,9 @@ public final class HTTP2Client {
         return state.responses
     }
 
-    /// One request: its bytes given to nghttp2, which copies them (RFC 9113 §8.3.1 order:
-    /// pseudo-header fields first). Returns the stream identifier, or nghttp2's error.
+    /// One request: its fields given to nghttp2 as they are, names not lower-cased (RFC 9113
+    /// §8.3.1 order: pseudo-header fields first). Returns the stream identifier, or nghttp2's
+    /// error.
     private func submit(_ request: HTTP2Request) -> Int32 {
         let pairs =
             [
@@ -272,7 +282,7 @@ public final class HTTP2Client {
         let encoded = pairs.map { (Array($0.0.utf8), Array($0.1.utf8)) }
         let storage = UnsafeMutablePointer<UInt8>.allocate(
             capacity: max(1, encoded.reduce(0) { $0 + $1.0.count + $1.1.count }))
-        defer { storage.deallocate() }
+        fieldStorage.append(storage)
         var offset = 0
         var fields: [nghttp2_nv] = []
         for (name, value) in encoded {
@@ -284,7 +294,7 @@ public final class HTTP2Client {
             fields.append(
                 nghttp2_nv(
                     name: namePointer, value: valuePointer, namelen: name.count, valuelen: value.count,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                    flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)))
         }
         guard request.body != nil else {
             return nghttp2_submit_request(session, nil, fields, fields.count, nil, nil)
