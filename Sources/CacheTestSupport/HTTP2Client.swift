@@ -320,9 +320,10 @@ public final class HTTP2Client {
             case .bytes(let count):
                 let taken = buffer.withUnsafeBytes { nghttp2_session_mem_recv(session, $0.baseAddress, count) }
                 if taken < 0 {
+                    // Our GOAWAY with the error goes out first (RFC 9113 §5.4.1).
+                    _ = flush(timeout: 1)
                     closedBecause =
                         "nghttp2 refused what the server sent: \(String(cString: nghttp2_strerror(Int32(taken))))"
-                    _ = flush(timeout: 1)
                     return closedBecause
                 }
             case .ended(let why):
@@ -347,13 +348,6 @@ public final class HTTP2Client {
                 return failure
             }
         }
-    }
-
-    /// Sends GOAWAY(NO_ERROR) (RFC 9113 §6.8) and writes it out; the connection closes with
-    /// the client.
-    public func goAway() {
-        nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
-        _ = flush(timeout: 5)
     }
 
     /// The name of an HTTP/2 error code (RFC 9113 §7): `PROTOCOL_ERROR`, `ENHANCE_YOUR_CALM`…

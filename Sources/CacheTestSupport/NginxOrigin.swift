@@ -15,7 +15,8 @@ import Darwin
 /// Paths under `/fresh/` carry `Cache-Control: max-age=600`, paths under `/revalidate/`
 /// `Cache-Control: no-cache`; every file gets nginx's own `ETag` and `Last-Modified`, so a
 /// conditional request is answered `304` by nginx's rules, not ours. A `PUT` under `/upload/`
-/// stores its body as that file (nginx's dav module), so a request body can be read back.
+/// stores its body as that file (nginx's dav module), so a request body can be read back; files
+/// under `/trailers/` come with a trailer field, `X-Checked: yes`.
 ///
 /// With `http2`, the TLS listener offers `h2` with ALPN, and a second port speaks cleartext
 /// HTTP/2 with prior knowledge (RFC 9113 §3.3): an HTTP/2 server we did not write.
@@ -98,6 +99,7 @@ public final class NginxOrigin {
                     location /fresh/ { add_header Cache-Control "max-age=600"; }
                     location /revalidate/ { add_header Cache-Control "no-cache"; }
                     location /upload/ { dav_methods PUT; create_full_put_path on; }
+                    location /trailers/ { add_trailer X-Checked "yes"; }
                 }
             }
             """

@@ -52,10 +52,13 @@ struct HTTP2ClientTests {
     }
 
     /// RFC 9113 §3.3: prior knowledge in cleartext; §8.1: a HEAD answer has the fields and no
-    /// DATA; a conditional GET with the ETag is answered 304 without DATA (RFC 9110 §13.1.2).
-    @Test func headAndNotModifiedInCleartext() async throws {
+    /// DATA; a conditional GET with the ETag is answered 304 without DATA (RFC 9110 §13.1.2);
+    /// trailers come apart from the head.
+    @Test func headNotModifiedAndTrailersInCleartext() async throws {
         try await offPool {
-            guard let nginx = try Self.nginx(), let port = nginx.cleartextHTTP2Port else { return }
+            guard let nginx = try Self.nginx(extra: ["/trailers/t.txt": Array("with a trailer".utf8)]),
+                let port = nginx.cleartextHTTP2Port
+            else { return }
             defer { nginx.stop() }
             let client = try HTTP2Client(port: port)
             let head = client.send([HTTP2Request("HEAD", "/fresh/3.txt")])[0]
@@ -74,6 +77,11 @@ struct HTTP2ClientTests {
             #expect(conditional[0]["etag"] == etag)
             #expect(conditional[1].status == 200)
             #expect(conditional[1].body == Self.files["/fresh/3.txt"])
+            // RFC 9113 §8.1: a trailer section, a HEADERS frame after the DATA.
+            let trailed = client.send([HTTP2Request("GET", "/trailers/t.txt")])[0]
+            #expect(trailed.text == "with a trailer")
+            #expect(trailed.trailers == [HTTP2Field("x-checked", "yes")], "\(trailed)")
+            #expect(trailed.end == .endStream)
         }
     }
 
