@@ -313,7 +313,13 @@ public final class HTTP2Client {
             if state.openStreams == 0 { return nil }
             if let closedBecause { return closedBecause }
             if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-                return "the session ended after GOAWAY"
+                // Without the server's GOAWAY, nghttp2 ended the session itself: what came was
+                // not HTTP/2 (a connection error, RFC 9113 §5.4.1).
+                closedBecause =
+                    state.goaway == nil
+                    ? "our nghttp2 ended the session: the server's bytes are not HTTP/2"
+                    : "the session ended after the server's GOAWAY"
+                return closedBecause
             }
             let received = buffer.withUnsafeMutableBytes { transport.read(into: $0, timeout: timeout) }
             switch received {

@@ -118,15 +118,13 @@ public final class NginxOrigin {
         } catch {
             throw Failure(description: "cannot start \(Self.command): \(error)")
         }
-        // Listening once a TCP connection succeeds (10 s at most); exited: it could not bind.
+        // Listening once it has written its pid file (nginx does after binding every port) and
+        // a TCP connection succeeds (10 s at most); exited: it could not bind. A connection alone
+        // proves nothing: another listener of this process may hold the port (the kernel picks
+        // its ports from the same range), and nginx, failing to bind it, exits a moment later.
         for _ in 0..<200 {
             guard process.isRunning else { break }
-            if Self.accepts(port) {
-                // Another process may hold the port; nginx, failing to bind it, exits at once.
-                usleep(100_000)
-                if process.isRunning { return }
-                break
-            }
+            if FileManager.default.fileExists(atPath: directory.path + "/nginx.pid"), Self.accepts(port) { return }
             usleep(50_000)
         }
         stop()

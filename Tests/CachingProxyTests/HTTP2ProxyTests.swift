@@ -236,5 +236,78 @@ struct HTTP2ProxyTests {
             #expect(!client.isUsable)
         }
     }
+
+    /// RFC 9113 §5.1.2: 150 requests at once on one connection: past the proxy's
+    /// MAX_CONCURRENT_STREAMS (100) the client waits for streams to close, and every one is
+    /// answered with its own body.
+    @Test func moreRequestsThanConcurrentStreams() async throws {
+        try await offPool {
+            let setup = try Setup()
+            setup.origin.route("/n") { request in .init(body: "answer to \(request.target)", delay: 0.05) }
+            let client = try setup.client()
+            let answers = client.send((0..<150).map { HTTP2Request("GET", "/n?\($0)") })
+            #expect(answers.map(\.text) == (0..<150).map { "answer to /n?\($0)" })
+            #expect(answers.allSatisfy { $0.end == .endStream })
+            #expect(setup.origin.count("/n") == 150)
+        }
+    }
+
+    /// RFC 9113 §6.8: a certificate reload sends GOAWAY(NO_ERROR): the stream in flight
+    /// finishes, the connection takes no new stream, and a new connection is served.
+    @Test func reloadSendsGoawayAndStreamsFinish() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/slow") { _ in .init(body: "late but whole", delay: 1) }
+            var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
+            configuration.port = 0
+            configuration.tlsPort = 0
+            configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
+            configuration.log = { _ in }
+            let proxy = try CachingProxy(configuration)
+            proxy.start()
+            defer { proxy.shutdown(timeout: 5) }
+            let port = try #require(proxy.tlsPort)
+            let client = try HTTP2Client(port: port, tls: .testCA())
+            Thread.detachNewThread {
+                usleep(300_000)
+                proxy.reloadCertificates()
+            }
+            let slow = client.send([HTTP2Request("GET", "/slow")])[0]
+            #expect(slow.text == "late but whole", "\(slow)")
+            #expect(slow.end == .endStream)
+            #expect(client.goaway?.code == 0, "\(slow)")
+            #expect(!client.isUsable)
+            let fresh = try HTTP2Client(port: port, tls: .testCA())
+            #expect(fresh.send([HTTP2Request("GET", "/slow")])[0].text == "late but whole")
+        }
+    }
+
+    /// `--no-http2`: the cleartext preface is not taken for HTTP/2, and ALPN chooses
+    /// http/1.1 for a client offering both.
+    @Test func http2TurnedOff() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            origin.route("/r") { _ in .init(body: "fine") }
+            var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
+            configuration.port = 0
+            configuration.tlsPort = 0
+            configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
+            configuration.http2 = false
+            configuration.log = { _ in }
+            let proxy = try CachingProxy(configuration)
+            proxy.start()
+            defer { proxy.shutdown(timeout: 5) }
+            let cleartext = try HTTP2Client(port: proxy.port)
+            let answer = cleartext.send([HTTP2Request("GET", "/r")])[0]
+            #expect(answer.status == 0, "\(answer)")
+            #expect(cleartext.closeReason == "our nghttp2 ended the session: the server's bytes are not HTTP/2")
+            let both = HTTP2Client.TLSOptions(
+                context: try TestCertificates.shared().clientContext(applicationProtocols: ["h2", "http/1.1"]))
+            #expect(throws: HTTP2Client.Failure.self) { try HTTP2Client(port: try #require(proxy.tlsPort), tls: both) }
+            #expect(origin.count("/r") == 0)
+        }
+    }
 }
 #endif
