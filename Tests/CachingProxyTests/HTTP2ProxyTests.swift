@@ -32,6 +32,22 @@ struct HTTP2ProxyTests {
         func client() throws -> HTTP2Client { try HTTP2Client(port: proxy.port) }
     }
 
+    /// A proxy in this process in front of `origin`, with a TLS listener too (the tests'
+    /// certificate for localhost), configured by `configure`.
+    static func proxyWithTLS(
+        _ origin: LoopbackOrigin, configure: (inout CachingProxy.Configuration) -> Void = { _ in }
+    ) throws -> CachingProxy {
+        var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
+        configuration.port = 0
+        configuration.tlsPort = 0
+        configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
+        configuration.log = { _ in }
+        configure(&configuration)
+        let proxy = try CachingProxy(configuration)
+        proxy.start()
+        return proxy
+    }
+
     /// RFC 9113 §8.3.1: a request with `:authority` and no `host` is served, the origin getting
     /// the `Host` a reverse proxy names it with (RFC 9112 §3.2.2), as over HTTP/1.1; §8.2.3:
     /// cookie crumbs are joined with "; "; §8.1: a request body in DATA frames past the
@@ -151,14 +167,7 @@ struct HTTP2ProxyTests {
             defer { origin.stop() }
             origin.route("/r") { _ in .init(headers: [("Cache-Control", "max-age=60")], body: "over tls") }
             let log = Locked<[String]>([])
-            var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
-            configuration.port = 0
-            configuration.tlsPort = 0
-            configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
-            configuration.log = { _ in }
-            configuration.accessLog = { line in log.withLock { $0.append(line) } }
-            let proxy = try CachingProxy(configuration)
-            proxy.start()
+            let proxy = try Self.proxyWithTLS(origin) { $0.accessLog = { line in log.withLock { $0.append(line) } } }
             defer { proxy.shutdown(timeout: 5) }
             let client = try HTTP2Client(port: try #require(proxy.tlsPort), tls: .testCA())
             let answers = client.send([HTTP2Request("GET", "/r"), HTTP2Request("GET", "/r")])
@@ -259,13 +268,7 @@ struct HTTP2ProxyTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             origin.route("/slow") { _ in .init(body: "late but whole", delay: 1) }
-            var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
-            configuration.port = 0
-            configuration.tlsPort = 0
-            configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
-            configuration.log = { _ in }
-            let proxy = try CachingProxy(configuration)
-            proxy.start()
+            let proxy = try Self.proxyWithTLS(origin)
             defer { proxy.shutdown(timeout: 5) }
             let port = try #require(proxy.tlsPort)
             let client = try HTTP2Client(port: port, tls: .testCA())
@@ -290,14 +293,7 @@ struct HTTP2ProxyTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             origin.route("/r") { _ in .init(body: "fine") }
-            var configuration = CachingProxy.Configuration(mode: .reverse(origin: origin.baseURL))
-            configuration.port = 0
-            configuration.tlsPort = 0
-            configuration.tlsIdentities = [try TestCertificates.shared().localhost.identity]
-            configuration.http2 = false
-            configuration.log = { _ in }
-            let proxy = try CachingProxy(configuration)
-            proxy.start()
+            let proxy = try Self.proxyWithTLS(origin) { $0.http2 = false }
             defer { proxy.shutdown(timeout: 5) }
             let cleartext = try HTTP2Client(port: proxy.port)
             let answer = cleartext.send([HTTP2Request("GET", "/r")])[0]
