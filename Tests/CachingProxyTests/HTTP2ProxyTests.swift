@@ -75,6 +75,25 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// RFC 9113 §6.9: bodies of 3 MiB, one of known length and one chunked by the origin, go
+    /// to a client that keeps the default 65,535-byte windows, as its WINDOW_UPDATEs come;
+    /// `content-length` only for the known length (§8.1).
+    @Test func bodiesLargerThanTheDefaultWindows() async throws {
+        try await offPool {
+            let setup = try Setup()
+            let body = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 12) }
+            setup.origin.route("/big") { _ in .init(body: body) }
+            setup.origin.route("/big-chunked") { _ in .init(body: body, chunked: true) }
+            let client = try setup.client()
+            let answers = client.send([HTTP2Request("GET", "/big"), HTTP2Request("GET", "/big-chunked")])
+            #expect(answers.allSatisfy { $0.end == .endStream }, "\(answers)")
+            #expect(answers[0].body == body)
+            #expect(answers[1].body == body)
+            #expect(answers[0]["content-length"] == String(3 << 20))
+            #expect(answers[1]["content-length"] == nil)
+        }
+    }
+
     /// RFC 9113 §8.1.1: no DATA after HEAD, 204 or 304; `content-length` for a known length;
     /// §8.2.2: no connection-specific fields in a response.
     @Test func responsesWithoutContent() async throws {
