@@ -128,6 +128,29 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// RFC 9113 §8.2.2: the origin's connection-specific fields, and the ones its `Connection`
+    /// names (RFC 9110 §7.6.1), never reach an HTTP/2 client; nghttp2 would reset a response
+    /// carrying them.
+    @Test func connectionSpecificResponseFieldsAreDropped() async throws {
+        try await offPool {
+            let origin = try RawOrigin(answer: { _ in
+                [
+                    .send(
+                        "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\n"
+                            + "Proxy-Connection: keep-alive\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 5\r\n\r\nhello")
+                ]
+            })
+            let proxy = try InProcessProxy(origin: origin.url(""))
+            let client = try HTTP2Client(port: proxy.port)
+            let response = client.send([HTTP2Request("GET", "/page")])[0]
+            #expect(response.end == .endStream, "\(response)")
+            #expect(response.text == "hello")
+            #expect(response["x-end"] == "2")
+            let dropped = ["connection", "keep-alive", "proxy-connection", "x-hop", "transfer-encoding", "upgrade"]
+            #expect(!response.fields.contains { dropped.contains($0.name) }, "\(response.fields)")
+        }
+    }
+
     /// RFC 9113 §8.1: a 103 from the origin goes out as HEADERS without END_STREAM before the
     /// final response.
     @Test func earlyHintsComeFirst() async throws {
