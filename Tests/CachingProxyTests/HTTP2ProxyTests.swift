@@ -32,6 +32,16 @@ struct HTTP2ProxyTests {
         func client() throws -> HTTP2Client { try HTTP2Client(port: proxy.port) }
     }
 
+    /// Runs `action` on a thread of its own once `origin` has a request for `path` (10 s at
+    /// most): the stream that asked for it is then in flight.
+    static func whenInFlight(_ origin: LoopbackOrigin, _ path: String, _ action: @escaping @Sendable () -> Void) {
+        Thread.detachNewThread {
+            let deadline = MonotonicClock.seconds() + 10
+            while origin.count(path) == 0 && MonotonicClock.seconds() < deadline { usleep(10_000) }
+            action()
+        }
+    }
+
     /// A proxy in this process in front of `origin`, with a TLS listener too (the tests'
     /// certificate for localhost), configured by `configure`.
     static func proxyWithTLS(
@@ -260,10 +270,7 @@ struct HTTP2ProxyTests {
             let setup = try Setup()
             setup.origin.route("/slow") { _ in .init(body: "late but whole", delay: 1) }
             let client = try setup.client()
-            Thread.detachNewThread {
-                usleep(300_000)
-                setup.proxy.terminate(timeout: 10)
-            }
+            Self.whenInFlight(setup.origin, "/slow") { setup.proxy.terminate(timeout: 10) }
             let response = client.send([HTTP2Request("GET", "/slow")])[0]
             #expect(response.status == 200, "\(response)")
             #expect(response.text == "late but whole")
@@ -314,13 +321,11 @@ struct HTTP2ProxyTests {
             defer { proxy.shutdown(timeout: 5) }
             let port = try #require(proxy.tlsPort)
             let client = try HTTP2Client(port: port, tls: .testCA())
-            Thread.detachNewThread {
-                usleep(300_000)
-                proxy.reloadCertificates()
-            }
+            Self.whenInFlight(origin, "/slow") { proxy.reloadCertificates() }
             let slow = client.send([HTTP2Request("GET", "/slow")])[0]
             #expect(slow.text == "late but whole", "\(slow)")
             #expect(slow.end == .endStream)
+            #expect(slow.goawayCode == 0, "the notice came while the stream was open: \(slow)")
             #expect(client.goaway?.code == 0, "\(slow)")
             #expect(!client.isUsable)
             let fresh = try HTTP2Client(port: port, tls: .testCA())
@@ -340,6 +345,7 @@ struct HTTP2ProxyTests {
             let cleartext = try HTTP2Client(port: proxy.port)
             let answer = cleartext.send([HTTP2Request("GET", "/r")])[0]
             #expect(answer.status == 0, "\(answer)")
+            #expect(answer.end == .unfinished("our nghttp2 ended the session: the server's bytes are not HTTP/2"))
             #expect(cleartext.closeReason == "our nghttp2 ended the session: the server's bytes are not HTTP/2")
             let both = HTTP2Client.TLSOptions(
                 context: try TestCertificates.shared().clientContext(applicationProtocols: ["h2", "http/1.1"]))
