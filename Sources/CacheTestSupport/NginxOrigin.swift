@@ -14,13 +14,20 @@ import Darwin
 ///
 /// Paths under `/fresh/` carry `Cache-Control: max-age=600`, paths under `/revalidate/`
 /// `Cache-Control: no-cache`; every file gets nginx's own `ETag` and `Last-Modified`, so a
-/// conditional request is answered `304` by nginx's rules, not ours.
+/// conditional request is answered `304` by nginx's rules, not ours. A `PUT` under `/upload/`
+/// stores its body as that file (nginx's dav module), so a request body can be read back; files
+/// under `/trailers/` come with a trailer field, `X-Checked: yes`.
+///
+/// With `http2`, the TLS listener offers `h2` with ALPN, and a second port speaks cleartext
+/// HTTP/2 with prior knowledge (RFC 9113 §3.3): an HTTP/2 server we did not write.
 public final class NginxOrigin {
     /// Where the tests expect nginx.
     public static let command = "/usr/sbin/nginx"
 
     /// Its TLS port on 127.0.0.1.
     public let port: UInt16
+    /// With `http2`: its cleartext HTTP/2 port on 127.0.0.1 (the TLS port + 1); else nil.
+    public let cleartextHTTP2Port: UInt16?
     private let directory: TemporaryDirectory
     private let process: Process
 
@@ -29,10 +36,12 @@ public final class NginxOrigin {
         public var description: String
     }
 
-    /// Starts nginx with `leaf`'s certificate, serving `files` (path → body).
+    /// Starts nginx with `leaf`'s certificate, serving `files` (path → body); with `http2`,
+    /// HTTP/2 too (see above).
     /// - Returns: nil, after saying so, when nginx is not installed.
-    public static func start(tls leaf: TestCertificates.Leaf, files: [String: [UInt8]]) throws(Failure) -> NginxOrigin?
-    {
+    public static func start(
+        tls leaf: TestCertificates.Leaf, files: [String: [UInt8]], http2: Bool = false
+    ) throws(Failure) -> NginxOrigin? {
         guard FileManager.default.isExecutableFile(atPath: command) else {
             print("skipped: \(command) is missing (scripts/setup --tests installs nginx-light)")
             return nil
@@ -42,7 +51,7 @@ public final class NginxOrigin {
         for _ in 0..<10 {
             let port = UInt16.random(in: 30_000..<40_000)
             do {
-                return try NginxOrigin(port: port, leaf: leaf, files: files)
+                return try NginxOrigin(port: port, leaf: leaf, files: files, http2: http2)
             } catch {
                 lastError = error.description
             }
@@ -50,8 +59,9 @@ public final class NginxOrigin {
         throw Failure(description: lastError)
     }
 
-    private init(port: UInt16, leaf: TestCertificates.Leaf, files: [String: [UInt8]]) throws(Failure) {
+    private init(port: UInt16, leaf: TestCertificates.Leaf, files: [String: [UInt8]], http2: Bool) throws(Failure) {
         self.port = port
+        cleartextHTTP2Port = http2 ? port + 1 : nil
         directory = TemporaryDirectory("nginx-origin")
         let root = directory.path + "/www"
         for (path, body) in files {
@@ -79,7 +89,8 @@ public final class NginxOrigin {
                 scgi_temp_path \(temporary)/scgi;
                 default_type application/octet-stream;
                 server {
-                    listen 127.0.0.1:\(port) ssl;
+                    listen 127.0.0.1:\(port) ssl\(http2 ? " http2" : "");
+                    \(cleartextHTTP2Port.map { "listen 127.0.0.1:\($0) http2;" } ?? "")
                     server_name localhost;
                     ssl_certificate \(leaf.certificateFile);
                     ssl_certificate_key \(leaf.keyFile);
@@ -87,6 +98,8 @@ public final class NginxOrigin {
                     root \(root);
                     location /fresh/ { add_header Cache-Control "max-age=600"; }
                     location /revalidate/ { add_header Cache-Control "no-cache"; }
+                    location /upload/ { dav_methods PUT; create_full_put_path on; }
+                    location /trailers/ { add_trailer X-Checked "yes"; }
                 }
             }
             """
@@ -105,15 +118,13 @@ public final class NginxOrigin {
         } catch {
             throw Failure(description: "cannot start \(Self.command): \(error)")
         }
-        // Listening once a TCP connection succeeds (10 s at most); exited: it could not bind.
+        // Listening once it has written its pid file (nginx does after binding every port) and
+        // a TCP connection succeeds (10 s at most); exited: it could not bind. A connection alone
+        // proves nothing: another listener of this process may hold the port (the kernel picks
+        // its ports from the same range), and nginx, failing to bind it, exits a moment later.
         for _ in 0..<200 {
             guard process.isRunning else { break }
-            if Self.accepts(port) {
-                // Another process may hold the port; nginx, failing to bind it, exits at once.
-                usleep(100_000)
-                if process.isRunning { return }
-                break
-            }
+            if FileManager.default.fileExists(atPath: directory.path + "/nginx.pid"), Self.accepts(port) { return }
             usleep(50_000)
         }
         stop()

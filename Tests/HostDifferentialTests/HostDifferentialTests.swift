@@ -17,14 +17,16 @@ import FoundationNetworking
 /// the caching proxy (in process), each in front of an origin of its own scripted alike, on a
 /// clock moved by hand. Each request's status, body, `Cache-Status` and `Age` presence, and the
 /// requests each origin received, must be the same for both; each case also states what it
-/// expects, so both cannot agree on something wrong.
-@Suite("Both hosts answer alike: HTTPCache (shared mode) and httpcache serve", .serialized)
+/// expects, so both cannot agree on something wrong. The proxy is asked over HTTP/1.1 and over
+/// HTTP/2 (cleartext, prior knowledge: RFC 9113 §3.3), so one table holds both protocols to the
+/// same answers.
+@Suite("Both hosts answer alike: HTTPCache (shared mode) and httpcache serve over HTTP/1.1 and HTTP/2", .serialized)
 struct HostDifferentialTests {
-    @Test(arguments: DifferentialCase.all + DifferentialCase.standards)
-    func bothHostsAnswerAlike(_ testCase: DifferentialCase) async throws {
+    @Test(arguments: DifferentialCase.all + DifferentialCase.standards, ProxyHost.Wire.allCases)
+    func bothHostsAnswerAlike(_ testCase: DifferentialCase, _ wire: ProxyHost.Wire) async throws {
         try await offPool {
             let viaLibrary = try await LibraryHost().run(testCase)
-            let viaProxy = try await ProxyHost().run(testCase)
+            let viaProxy = try await ProxyHost(wire).run(testCase)
             #expect(
                 viaLibrary.answers == viaProxy.answers,
                 "answers: HTTPCache \(viaLibrary.answers), proxy \(viaProxy.answers)")
@@ -153,6 +155,8 @@ struct DifferentialCase: Sendable, CustomTestStringConvertible {
 protocol Host: AnyObject, Sendable {
     func start(_ world: World) async throws
     func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer
+    /// `count` GETs of `path` at once, their answers in any order.
+    func sendConcurrently(_ path: String, count: Int) async -> [Answer]
     func waitForBackgroundWork() async
     func stop()
 }
@@ -172,12 +176,7 @@ extension Host {
             case .request(let path, let method, let headers):
                 transcript.answers.append(await send(path, method: method, headers: headers))
             case .concurrent(let path, let count):
-                let answers = await withTaskGroup(of: Answer.self) { group in
-                    for _ in 0..<count { group.addTask { await self.send(path, method: "GET", headers: []) } }
-                    var answers: [Answer] = []
-                    for await answer in group { answers.append(answer) }
-                    return answers
-                }
+                let answers = await sendConcurrently(path, count: count)
                 // Which one led is a race: compare them in a fixed order.
                 transcript.answers += answers.sorted { $0.description < $1.description }
             case .advance(let seconds):
@@ -196,6 +195,16 @@ extension Host {
             return line
         }
         return transcript
+    }
+
+    /// `count` GETs of `path`, each sent by a task of its own.
+    func sendInTasks(_ path: String, count: Int) async -> [Answer] {
+        await withTaskGroup(of: Answer.self) { group in
+            for _ in 0..<count { group.addTask { await self.send(path, method: "GET", headers: []) } }
+            var answers: [Answer] = []
+            for await answer in group { answers.append(answer) }
+            return answers
+        }
     }
 }
 
@@ -239,13 +248,27 @@ final class LibraryHost: Host, @unchecked Sendable {
             metadata: Answer.metadata { fields.value(forHTTPHeaderField: $0) })
     }
 
+    func sendConcurrently(_ path: String, count: Int) async -> [Answer] { await sendInTasks(path, count: count) }
+
     func waitForBackgroundWork() async { await cache?.waitForBackgroundWork() }
 
     func stop() {}
 }
 
-/// The caching proxy in process, in reverse mode, in memory, reached with URLSession.
+/// The caching proxy in process, in reverse mode, in memory, reached over HTTP/1.1 with
+/// URLSession or over HTTP/2 with ``HTTP2Client``.
 final class ProxyHost: Host, @unchecked Sendable {
+    /// The protocol the proxy is asked in.
+    enum Wire: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case http1 = "HTTP/1.1"
+        /// Cleartext with prior knowledge (RFC 9113 §3.3), a connection per request; concurrent
+        /// requests go on streams of one connection.
+        case http2 = "HTTP/2"
+
+        var testDescription: String { rawValue }
+    }
+
+    private let wire: Wire
     private var proxy: CachingProxy?
     private let session: URLSession = {
         let configuration = URLSessionConfiguration.ephemeral
@@ -254,6 +277,10 @@ final class ProxyHost: Host, @unchecked Sendable {
         configuration.connectionProxyDictionary = [:]
         return URLSession(configuration: configuration, delegate: RedirectsReturned(), delegateQueue: nil)
     }()
+
+    init(_ wire: Wire) {
+        self.wire = wire
+    }
 
     func start(_ world: World) async throws {
         var configuration = CachingProxy.Configuration(mode: .reverse(origin: world.origin.baseURL))
@@ -269,24 +296,51 @@ final class ProxyHost: Host, @unchecked Sendable {
 
     func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer {
         guard let proxy else { return .failed }
+        if wire == .http2 { return sendOverHTTP2([HTTP2Request(method, path, fields: headers)])[0] }
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(proxy.port)\(path)")!)
         request.httpMethod = method
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         guard let (data, response) = try? await session.data(for: request), let http = response as? HTTPURLResponse
         else { return .failed }
-        let cacheStatus = http.value(forHTTPHeaderField: "Cache-Status")
-        // The proxy answers for a transport error with 502/504 of its own.
-        if [502, 504].contains(http.statusCode),
+        return Self.answer(status: http.statusCode, body: data) { http.value(forHTTPHeaderField: $0) }
+    }
+
+    func sendConcurrently(_ path: String, count: Int) async -> [Answer] {
+        switch wire {
+        case .http1: await sendInTasks(path, count: count)
+        case .http2: sendOverHTTP2(Array(repeating: HTTP2Request("GET", path), count: count))
+        }
+    }
+
+    /// `requests` at once on streams of a new connection; a stream that did not end with
+    /// END_STREAM is an issue of its own (the server broke HTTP/2) and a failed answer.
+    private func sendOverHTTP2(_ requests: [HTTP2Request]) -> [Answer] {
+        guard let proxy, let client = try? HTTP2Client(port: proxy.port) else {
+            Issue.record("no HTTP/2 connection to the proxy")
+            return requests.map { _ in .failed }
+        }
+        return client.send(requests).map { response in
+            guard response.end == .endStream else {
+                Issue.record("HTTP/2 stream: \(response)")
+                return .failed
+            }
+            return Self.answer(status: response.status, body: Data(response.body)) { response[$0] }
+        }
+    }
+
+    /// What the client saw; the proxy's own 502/504 for a transport error is no answer, as
+    /// the library's transport error is none.
+    private static func answer(status: Int, body: Data, field: (String) -> String?) -> Answer {
+        let cacheStatus = field("Cache-Status")
+        if [502, 504].contains(status),
             cacheStatus?.contains("detail=origin-unreachable") == true
                 || cacheStatus?.contains("detail=origin-timeout") == true
         {
             return .failed
         }
         return Answer(
-            status: http.statusCode,
-            body: normalizedBody(data, contentType: http.value(forHTTPHeaderField: "Content-Type")),
-            cacheStatus: cacheStatus, hasAge: http.value(forHTTPHeaderField: "Age") != nil,
-            metadata: Answer.metadata { http.value(forHTTPHeaderField: $0) })
+            status: status, body: normalizedBody(body, contentType: field("Content-Type")), cacheStatus: cacheStatus,
+            hasAge: field("Age") != nil, metadata: Answer.metadata(field))
     }
 
     func waitForBackgroundWork() async { _ = proxy?.waitForBackgroundWork(timeout: 10) }

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTestSupport
 import Foundation
 import Glibc
 
@@ -70,22 +71,37 @@ struct Tally: Sendable {
     }
 }
 
+/// One request a worker makes, and what its answer is checked against.
+struct SoakRequest {
+    var index: Int
+    var method = "GET"
+    var fields: [(String, String)] = []
+    var range: (first: Int64, last: Int64)?
+    var target: String { "/r/\(index)" }
+}
+
 /// One client thread: requests on a keep-alive connection to one proxy, every response checked.
+/// Over HTTP/1.1 one request at a time; over HTTP/2 (SoakHTTP2.swift) 1 to 4 at once, on
+/// streams of one connection.
 final class SoakWorker: @unchecked Sendable {
     let origin: SoakOrigin
     let proxyPort: UInt16
     let big: Bool
+    /// Set: the worker speaks HTTP/2 over TLS to `proxyPort` (the proxy's TLS port).
+    let http2: HTTP2Client.TLSOptions?
     /// Cleared to end the run early (a proxy exited).
     let running: Locked<Bool>
     private var connection: SoakConnection?
-    private(set) var tally = Tally()
+    var http2Client: HTTP2Client?
+    var tally = Tally()
     /// Shared with the reporter, which reads it once a second.
     let published = Locked(Tally())
 
-    init(origin: SoakOrigin, proxyPort: UInt16, big: Bool, running: Locked<Bool>) {
+    init(origin: SoakOrigin, proxyPort: UInt16, big: Bool, http2: HTTP2Client.TLSOptions?, running: Locked<Bool>) {
         self.origin = origin
         self.proxyPort = proxyPort
         self.big = big
+        self.http2 = http2
         self.running = running
     }
 
@@ -93,11 +109,14 @@ final class SoakWorker: @unchecked Sendable {
         var sincePublished = 0
         while MonotonicClock.seconds() < deadline && running.withLock({ $0 }) {
             if big {
-                exchange(
-                    index: [99, 199].filter { $0 < origin.urls }.randomElement() ?? 0, kind: Int.random(in: 0..<70))
+                send([
+                    request(
+                        index: [99, 199].filter { $0 < origin.urls }.randomElement() ?? 0, kind: Int.random(in: 0..<70))
+                ])
                 usleep(200_000)
             } else {
-                exchange(index: smallIndex(), kind: Int.random(in: 0..<100))
+                let count = http2 == nil ? 1 : Int.random(in: 1...4)
+                send((0..<count).map { _ in request(index: smallIndex(), kind: Int.random(in: 0..<100)) })
             }
             sincePublished += 1
             if sincePublished >= 50 {
@@ -120,33 +139,45 @@ final class SoakWorker: @unchecked Sendable {
 
     /// One request of the kind `kind` picks (0..<100): GET, GET with no-cache, a conditional
     /// GET, HEAD, a range, or PURGE.
-    private func exchange(index: Int, kind: Int) {
-        let target = "/r/\(index)"
-        var method = "GET"
-        var fields = ""
-        var range: (first: Int64, last: Int64)?
+    private func request(index: Int, kind: Int) -> SoakRequest {
+        var request = SoakRequest(index: index)
         switch kind {
         case 0..<70: break
-        case 70..<78: fields = "Cache-Control: no-cache\r\n"
+        case 70..<78: request.fields = [("Cache-Control", "no-cache")]
         case 78..<84:
             let version = origin.currentVersion(index)
-            fields = "If-None-Match: \(SoakOrigin.etag(index, version &- UInt32.random(in: 0...1)))\r\n"
-        case 84..<89: method = "HEAD"
+            request.fields = [("If-None-Match", SoakOrigin.etag(index, version &- UInt32.random(in: 0...1)))]
+        case 84..<89: request.method = "HEAD"
         case 89..<97:
             let size = origin.size(index)
             let first = Int64.random(in: 0..<size)
             let last = min(size - 1, first + Int64.random(in: 0..<(64 << 10)))
-            range = (first, last)
-            fields = "Range: bytes=\(first)-\(last)\r\n"
-        default: method = "PURGE"
+            request.range = (first, last)
+            request.fields = [("Range", "bytes=\(first)-\(last)")]
+        default: request.method = "PURGE"
         }
+        return request
+    }
+
+    private func send(_ requests: [SoakRequest]) {
+        if http2 != nil {
+            exchangeOverHTTP2(requests)
+        } else {
+            requests.forEach(exchange)
+        }
+    }
+
+    /// One request over the worker's HTTP/1.1 connection, its answer checked.
+    private func exchange(_ request: SoakRequest) {
+        let (method, target) = (request.method, request.target)
         tally.requests += 1
         do {
             if connection == nil { connection = try SoakConnection(port: proxyPort, timeoutSeconds: 60) }
             guard let connection else { return }
+            let fields = request.fields.map { "\($0.0): \($0.1)\r\n" }.joined()
             try connection.send("\(method) \(target) HTTP/1.1\r\nHost: soak.test\r\n\(fields)\r\n")
             let head = try connection.readHead()
-            try check(head, method: method, index: index, range: range, on: connection)
+            try check(head, request, body: HTTP1Body(connection: connection, head: head, method: method))
             if head.field("Connection")?.lowercased() == "close" { self.connection = nil }
         } catch {
             connection = nil
@@ -162,11 +193,10 @@ final class SoakWorker: @unchecked Sendable {
         }
     }
 
-    private func check(
-        _ head: ResponseHead, method: String, index: Int, range: (first: Int64, last: Int64)?,
-        on connection: SoakConnection
-    ) throws(ReadFailure) {
-        let target = "/r/\(index)"
+    /// Checks a response to `request`: its status, its ETag's URL and version, and its body
+    /// byte for byte.
+    func check(_ head: ResponseHead, _ request: SoakRequest, body: some CheckedBody) throws(ReadFailure) {
+        let (method, index, range, target) = (request.method, request.index, request.range, request.target)
         let cacheStatus = head.field("Cache-Status") ?? ""
         if cacheStatus.contains("; hit") {
             tally.hits += 1
@@ -176,7 +206,7 @@ final class SoakWorker: @unchecked Sendable {
             tally.forwarded += 1
         }
         if method == "PURGE" {
-            let text = try connection.readText(head, method: method)
+            let text = try body.text()
             if head.status == 200 || head.status == 404 {
                 tally.purges += 1
             } else if head.status == 500 && text.contains("could not purge") && text.contains("Redis") {
@@ -189,7 +219,7 @@ final class SoakWorker: @unchecked Sendable {
             return
         }
         if [502, 503, 504].contains(head.status) {
-            let text = try connection.readText(head, method: method)
+            let text = try body.text()
             if cacheStatus.contains("detail=origin-") || cacheStatus.contains("detail=stale-not-allowed") {
                 tally.gatewayErrors += 1
             } else {
@@ -199,17 +229,17 @@ final class SoakWorker: @unchecked Sendable {
             return
         }
         guard [200, 206, 304].contains(head.status) else {
-            try connection.readBody(head, method: method) { _ in }
+            try body.discard()
             unexpected(head, method, target)
             return
         }
         guard let etag = head.field("ETag"), let named = SoakOrigin.parse(etag: etag) else {
-            try connection.readBody(head, method: method) { _ in }
+            try body.discard()
             mismatch("\(method) \(target): \(head.status) without an ETag of this origin")
             return
         }
         guard named.index == index else {
-            try connection.readBody(head, method: method) { _ in }
+            try body.discard()
             let stray = head.field("Soak-Stray")
             // A late stray the proxy's next request on that connection crossed: the proxy found
             // the connection idle, then sent its request as the stray came (on a busy machine a
@@ -247,27 +277,23 @@ final class SoakWorker: @unchecked Sendable {
             tally.partial += 1
             let contentRange = head.field("Content-Range") ?? ""
             guard let range, contentRange == "bytes \(range.first)-\(range.last)/\(size)" else {
-                try connection.readBody(head, method: method) { _ in }
+                try body.discard()
                 mismatch("GET \(target) \(range.map { "\($0.first)-\($0.last)" } ?? ""): Content-Range \(contentRange)")
                 return
             }
             try verifyBody(
-                head, target: target, seed: SoakOrigin.seed(index, named.version), from: range.first,
-                length: range.last - range.first + 1, on: connection)
+                body, target: target, seed: SoakOrigin.seed(index, named.version), from: range.first,
+                length: range.last - range.first + 1)
         default:
             if size == origin.bigSize { tally.bigBodies += 1 }
-            try verifyBody(
-                head, target: target, seed: SoakOrigin.seed(index, named.version), from: 0, length: size,
-                on: connection)
+            try verifyBody(body, target: target, seed: SoakOrigin.seed(index, named.version), from: 0, length: size)
         }
     }
 
     private func verifyBody(
-        _ head: ResponseHead, target: String, seed: UInt64, from first: Int64, length: Int64,
-        on connection: SoakConnection
+        _ body: some CheckedBody, target: String, seed: UInt64, from first: Int64, length: Int64
     ) throws(ReadFailure) {
-        var comparison = GeneratedComparison(seed: seed, from: first)
-        try connection.readBody(head, method: "GET") { comparison.consume($0) }
+        let comparison = try body.compare(seed: seed, from: first)
         let received = comparison.offset - first
         tally.verifiedBytes += received
         if received != length {
@@ -277,7 +303,7 @@ final class SoakWorker: @unchecked Sendable {
         }
     }
 
-    private func mismatch(_ text: String) {
+    func mismatch(_ text: String) {
         tally.mismatches += 1
         tally.problem(text)
     }
@@ -293,6 +319,8 @@ final class SoakWorker: @unchecked Sendable {
 final class ProxyProcess {
     let process = Process()
     let port: UInt16
+    /// The TLS listener's port, when it was started with `--tls-listen`.
+    let tlsPort: UInt16?
     /// Where its standard error (its log) goes; nil: to the soak's standard error.
     let logPath: String?
 
@@ -315,6 +343,7 @@ final class ProxyProcess {
         Self.register(process.processIdentifier)
         do {
             port = try Self.readPort(from: output.fileHandleForReading)
+            tlsPort = arguments.contains("--tls-listen") ? try Self.readPort(from: output.fileHandleForReading) : nil
         } catch {
             process.terminate()
             process.waitUntilExit()
@@ -350,7 +379,8 @@ final class ProxyProcess {
         }
     }
 
-    /// The port in the first line `httpcache serve` prints ("listening on http://127.0.0.1:PORT").
+    /// The port in the next line `httpcache serve` prints ("listening on http://127.0.0.1:PORT",
+    /// then "listening on https://127.0.0.1:PORT" with a TLS listener).
     private static func readPort(from output: FileHandle) throws -> UInt16 {
         var line = Data()
         while !line.contains(0x0A) {

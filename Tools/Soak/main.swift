@@ -4,7 +4,8 @@
 // mismatch, one stall, one proxy exit, or proxy memory above the bound. With --redis-cluster,
 // several proxies share a Redis Cluster the soak starts and damages on purpose (masters
 // killed, body chunks deleted). With --tls, the origin serves HTTPS and the proxies reach it
-// over TLS. Run by `scripts/soak`.
+// over TLS. With --http2, the clients speak HTTP/2 to the proxies' TLS listener (ALPN h2),
+// several requests at once on a connection's streams. Run by `scripts/soak`.
 // `soak memory-bound` measures the proxy's memory under distinct URLs instead
 // (MemoryBound.swift, run by `scripts/memory-bound`).
 #if os(Linux)
@@ -19,7 +20,7 @@ if CommandLine.arguments.dropFirst().first == "memory-bound" {
 
 let usage = """
     Usage: soak [--seconds N] [--clients N] [--urls N] [--big-mb N] [--misbehave RATE]
-                [--memory BYTES] [--max-rss-mb N] [--httpcache PATH] [--tls]
+                [--memory BYTES] [--max-rss-mb N] [--httpcache PATH] [--tls] [--http2]
                 [--redis-cluster [NODES] [--kill-every S] [--delete-chunks R] [--redis-timeout MS]]
 
       --seconds N       how long to run (default 600)
@@ -34,6 +35,12 @@ let usage = """
       --tls             the origin serves HTTPS (a certificate for 127.0.0.1 from a CA made for
                         the run) and the proxies reach it with --origin https://127.0.0.1:PORT
                         --origin-cacert CA; its cuts and resets end without close_notify
+      --http2           the clients speak HTTP/2 over TLS (ALPN h2) to the proxies, started with
+                        --tls-cert/--tls-key (a certificate for localhost from the run's CA);
+                        each small-resource client sends 1 to 4 requests at once on streams of
+                        one connection. A stream the proxy resets with INTERNAL_ERROR or CANCEL
+                        counts as a cut; any other reset, a response nghttp2 finds malformed, or
+                        a GOAWAY with an error code fails the run
 
       --redis-cluster [NODES]
                         NODES proxies (default 3), the clients spread over them, sharing one
@@ -58,8 +65,8 @@ nonisolated(unsafe) var options: [String: String] = {
             print(usage)
             exit(0)
         }
-        if name == "--tls" {
-            options["tls"] = "yes"
+        if name == "--tls" || name == "--http2" {
+            options[String(name.dropFirst(2))] = "yes"
             continue
         }
         // The one option whose value may be left out.
@@ -87,6 +94,7 @@ func option<Value>(_ name: String, _ fallback: Value, _ parse: (String) -> Value
 let clusterNodes = option("redis-cluster", 0, { Int($0).flatMap { $0 >= 1 && $0 <= 16 ? $0 : nil } })
 let clustered = clusterNodes > 0
 let tls = option("tls", false, { $0 == "yes" })
+let http2 = option("http2", false, { $0 == "yes" })
 if !clustered, let chaos = ["kill-every", "delete-chunks", "redis-timeout"].first(where: { options[$0] != nil }) {
     FileHandle.standardError.write(Data("soak: --\(chaos) goes with --redis-cluster\n\(usage)\n".utf8))
     exit(2)
@@ -152,13 +160,20 @@ func soak(directory: String, logs: String) throws -> Bool {
     // The CA of the origin's certificate, trusted by the proxies for it alone.
     let originArguments =
         ["--origin", originURL] + (tls ? ["--origin-cacert", try TestCertificates.shared().caFile] : [])
-    let overTLS = tls ? ", the origin over TLS" : ""
+    let overTLS = (tls ? ", the origin over TLS" : "") + (http2 ? ", the clients over HTTP/2 (TLS, ALPN h2)" : "")
+    // With --http2, every proxy also listens for TLS, and the clients speak HTTP/2 there.
+    var listeners: [String] = []
+    if http2 {
+        let leaf = try TestCertificates.shared().localhost
+        listeners = ["--tls-cert", leaf.certificateFile, "--tls-key", leaf.keyFile, "--tls-listen", "127.0.0.1:0"]
+    }
+    let clientTLS = http2 ? try HTTP2Client.TLSOptions.testCA() : nil
     if let cluster {
         for node in 1...clusterNodes {
             proxies.append(
                 try ProxyProcess(
                     executable: httpcache,
-                    arguments: originArguments + [
+                    arguments: originArguments + listeners + [
                         "--memory-only", "--redis-cluster", cluster.seeds, "--redis-prefix",
                         redisPrefix, "--redis-timeout", String(redisTimeout), "--local-memory", memory,
                         "--redis-required",
@@ -175,12 +190,13 @@ func soak(directory: String, logs: String) throws -> Bool {
         proxies.append(
             try ProxyProcess(
                 executable: httpcache,
-                arguments: originArguments + ["--cache-dir", directory, "--memory", memory],
+                arguments: originArguments + listeners + ["--cache-dir", directory, "--memory", memory],
                 logPath: "\(logs)/proxy.log"))
         say(
             "soak: \(Int(seconds)) s, \(clients)+2 clients, \(urls) resources (big ones \(megabytes(bigSize))), "
                 + "\(misbehave * 100)% of small responses framed wrongly; proxy pid \(proxies[0].process.processIdentifier) "
-                + "on port \(proxies[0].port), memory tier \(memory)\(overTLS); its log in \(logs)")
+                + "on port \(proxies[0].tlsPort ?? proxies[0].port), memory tier \(memory)\(overTLS); its log in \(logs)"
+        )
     }
 
     let deadline = MonotonicClock.seconds() + seconds
@@ -199,7 +215,10 @@ func soak(directory: String, logs: String) throws -> Bool {
     }
     // Worker i talks to proxy i mod N (the two big ones included).
     let workers = (0..<clients + 2).map {
-        SoakWorker(origin: origin, proxyPort: proxies[$0 % proxies.count].port, big: $0 >= clients, running: running)
+        let proxy = proxies[$0 % proxies.count]
+        return SoakWorker(
+            origin: origin, proxyPort: http2 ? proxy.tlsPort ?? 0 : proxy.port, big: $0 >= clients, http2: clientTLS,
+            running: running)
     }
     let finished = Locked(0)
     for worker in workers {
@@ -276,8 +295,8 @@ func soak(directory: String, logs: String) throws -> Bool {
         (\(served.misbehaviours.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")))
           late strays sent on a quiet connection \(served.lateStraysSent); crossed by the proxy's next request on \
         that connection \(served.strayFollowUps.count) (limit a quarter), answers that were such a stray \(tally.strayRaces)
-          the clients saw: 502/503/504 blamed on the origin \(tally.gatewayErrors), connections cut before the end \
-        \(tally.visibleCuts)
+          the clients saw: 502/503/504 blamed on the origin \(tally.gatewayErrors), \
+        \(http2 ? "streams reset (INTERNAL_ERROR, CANCEL) or cut" : "connections cut") before the end \(tally.visibleCuts)
           mismatches (another URL's bytes, another version's bytes, or a cut body that looked complete): \(tally.mismatches)
           stalls (60 s without a byte): \(tally.stalls); malformed responses: \(tally.malformed); \
         unexpected statuses: \(tally.unexpectedStatus); 502/503/504 not blamed on the origin: \(tally.storeErrors)
@@ -313,10 +332,13 @@ func soak(directory: String, logs: String) throws -> Bool {
         // read: …" after, when all the proxy can do is cut the response.
         let midBody = unreadable.count { $0.contains("could not be read: ") }
         var figures = ""
+        let metrics = proxy.process.isRunning && (clustered || http2) ? proxy.metrics() : [:]
+        func count(_ name: String) -> String { metrics[name].map { String(Int($0)) } ?? "?" }
+        if http2 {
+            figures += "; HTTP/2 streams \(count("httpcache_http2_streams_total"))"
+        }
         if clustered && proxy.process.isRunning {
-            let metrics = proxy.metrics()
-            func count(_ name: String) -> String { metrics[name].map { String(Int($0)) } ?? "?" }
-            figures =
+            figures +=
                 "; Redis round trips \(count("httpcache_redis_round_trips_total")), errors "
                 + "\(count("httpcache_redis_errors_total")), timeouts \(count("httpcache_redis_timeouts_total")), "
                 + "invalidations received \(count("httpcache_redis_invalidations_received_total"))"
