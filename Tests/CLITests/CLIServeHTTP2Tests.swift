@@ -76,10 +76,11 @@ struct CLIServeHTTP2Tests {
     /// Runs attack `name` against a fresh `serve` (started with `serveArguments`), then checks
     /// that a normal request on a new connection is answered 200 and that the server's peak
     /// memory grew by less than ``memoryGrowthBoundKiB``.
+    /// - Returns: The checker's report, and the server's metrics afterwards.
     func attack(
         _ name: String, tls: Bool = true, _ more: [String] = [], serve serveArguments: [String] = [],
         timeout: Double = 15, sourceLocation: SourceLocation = #_sourceLocation
-    ) async throws -> H2Report {
+    ) async throws -> (report: H2Report, metrics: String) {
         let proxy = try await serve(serveArguments)
         let warm = try await check("normal", proxy, tls: tls, ["--path", "/warm"])
         #expect(warm.statuses["1"] == [200], "before \(name): \(warm.text)", sourceLocation: sourceLocation)
@@ -93,7 +94,7 @@ struct CLIServeHTTP2Tests {
         #expect(
             peak - before < Self.memoryGrowthBoundKiB,
             "\(name): peak RSS \(before) KiB before, \(peak) KiB after", sourceLocation: sourceLocation)
-        return report
+        return (report, try CLITLSTests.get("/_httpcache/metrics", port: proxy.port))
     }
 
     // MARK: Clients we did not write
@@ -324,7 +325,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func requestBodyIsFlowControlled() async throws {
         try await offPool {
-            let report = try await attack("flow-control", tls: false, ["--path", "/upload"])
+            let report = try await attack("flow-control", tls: false, ["--path", "/upload"]).report
             #expect(report.statuses["1"] == [200] && report.windowUpdates > 0, "\(report.text)")
             let upload = try #require(origin.requests.first { $0.path == "/upload" })
             #expect(upload.body == (0..<200_000).map { UInt8($0 % 251) })
@@ -336,11 +337,52 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func requestTrailersAreIgnored() async throws {
         try await offPool {
-            let report = try await attack("trailers", ["--path", "/posted"])
+            let report = try await attack("trailers", ["--path", "/posted"]).report
             #expect(report.statuses["1"] == [200], "\(report.text)")
             let posted = try #require(origin.requests.first { $0.path == "/posted" })
             #expect(posted.body == Array("posted body".utf8))
             #expect(posted.header("x-request-trailer") == nil)
+        }
+    }
+
+    @Test(
+        "HEAD is answered without DATA, a miss and a hit; cookie crumbs reach the origin joined with \"; \" (RFC 9113 §8.1, §8.2.3)",
+        .enabled(if: H2Checker.isInstalled, H2Checker.missing))
+    func headAndCookieCrumbs() async throws {
+        try await offPool {
+            let proxy = try await serve()
+            // A HEAD miss (not stored), a GET that stores, then a HEAD answered from the entry.
+            for (method, expected) in [("HEAD", "fwd=uri-miss"), ("GET", "stored"), ("HEAD", "hit")] {
+                let head = try await check("normal", proxy, ["--method", method, "--path", "/head"])
+                #expect(head.statuses["1"] == [200], "\(head.text)")
+                #expect(head.bytes.isEmpty == (method == "HEAD"), "\(head.text)")
+                #expect(head.headers["1"]?["cache-status"]?.contains(expected) == true, "\(head.text)")
+                #expect(head.headers["1"]?["content-length"] == "13", "the GET's length: \(head.text)")
+            }
+            let cookies = ["--header", "cookie:a=1", "--header", "cookie:b=2", "--path", "/cookies"]
+            let crumbs = try await check("normal", proxy, tls: false, cookies)
+            #expect(crumbs.statuses["1"] == [200], "\(crumbs.text)")
+            let request = try #require(origin.requests.first { $0.path == "/cookies" })
+            #expect(request.headers.filter { $0.name.lowercased() == "cookie" }.map(\.value) == ["a=1; b=2"])
+        }
+    }
+
+    @Test(
+        "103 Early Hints from the origin is relayed as HEADERS without END_STREAM before the final response (RFC 9113 §8.1, RFC 8297)",
+        .enabled(if: H2Checker.isInstalled, H2Checker.missing))
+    func earlyHintsAreRelayed() async throws {
+        try await offPool {
+            let hinting = try RawOrigin(answer: { _ in
+                [
+                    .send("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"),
+                    .send("HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nhello"),
+                ]
+            })
+            defer { hinting.stop() }
+            let proxy = try await https.serve([certificates.localhost], originURL: hinting.url(""))
+            let report = try await check("normal", proxy, ["--path", "/hinted"])
+            #expect(report.statuses["1"] == [103, 200] && report.bytes["1"] == 5, "\(report.text)")
+            #expect(report.ended == [1], "END_STREAM once, after the body: \(report.text)")
         }
     }
 
@@ -350,6 +392,7 @@ struct CLIServeHTTP2Tests {
     func slowStreamDoesNotHoldOthers() async throws {
         try await offPool {
             let report = try await attack("multiplexing", tls: false, ["--path", "/slow", "--second-path", "/fast"])
+                .report
             #expect(report.statuses["1"] == [200] && report.statuses["3"] == [200], "\(report.text)")
             let slow = try #require(report.endedSeconds["1"], "\(report.text)")
             let fast = try #require(report.endedSeconds["3"], "\(report.text)")
@@ -363,11 +406,11 @@ struct CLIServeHTTP2Tests {
     func idleConnectionIsClosed() async throws {
         try await offPool {
             let timeouts = ["--idle-timeout", "2", "--header-timeout", "4"]
-            let idle = try await attack("idle", ["--path", "/idle"], serve: timeouts)
+            let idle = try await attack("idle", ["--path", "/idle"], serve: timeouts).report
             #expect(idle.goawayCode == 0 && idle.closed && idle.statuses["1"] == [200], "\(idle.text)")
             let idleFor = idle.closedSeconds ?? 99
             #expect(idleFor > 1.5 && idleFor < 3.9, "closed after \(idleFor) s")
-            let silent = try await attack("idle", ["--count", "0"], serve: timeouts)
+            let silent = try await attack("idle", ["--count", "0"], serve: timeouts).report
             #expect(silent.goawayCode == 0 && silent.closed, "\(silent.text)")
             let silentFor = silent.closedSeconds ?? 99
             #expect(silentFor > 3.9 && silentFor < 8, "closed after \(silentFor) s")
@@ -381,7 +424,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func uppercaseFieldName() async throws {
         try await offPool {
-            let report = try await attack("uppercase", tls: false)
+            let report = try await attack("uppercase", tls: false).report
             #expect(report.resets["1"] == 0x1 && report.statuses.isEmpty, "\(report.text)")
             #expect(origin.requests.allSatisfy { $0.path != "/" })
         }
@@ -395,7 +438,7 @@ struct CLIServeHTTP2Tests {
         ])
     func connectionSpecificField(field: String) async throws {
         try await offPool {
-            let report = try await attack("connection-field", ["--field", field])
+            let report = try await attack("connection-field", ["--field", field]).report
             if field == "te=trailers" {
                 #expect(report.statuses["1"] == [200], "\(report.text)")
             } else {
@@ -409,7 +452,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func authorityAndHostDiffer() async throws {
         try await offPool {
-            let report = try await attack("authority-host", ["--path", "/mismatch"])
+            let report = try await attack("authority-host", ["--path", "/mismatch"]).report
             #expect(report.resets["1"] == 0x1 && report.statuses.isEmpty, "\(report.text)")
             #expect(!origin.requests.contains { $0.path == "/mismatch" })
         }
@@ -420,7 +463,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func headerListOverTheLimit() async throws {
         try await offPool {
-            let report = try await attack("oversized-headers", tls: false, ["--path", "/large"])
+            let report = try await attack("oversized-headers", tls: false, ["--path", "/large"]).report
             #expect(report.statuses["1"] == [431], "\(report.text)")
             #expect(report.serverSettings["6"] == 16384, "MAX_HEADER_LIST_SIZE advertised: \(report.text)")
             #expect(!origin.requests.contains { $0.path == "/large" })
@@ -432,7 +475,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func concurrentStreamsOverTheLimit() async throws {
         try await offPool {
-            let report = try await attack("concurrent-streams")
+            let report = try await attack("concurrent-streams").report
             #expect(report.serverSettings["3"] == 100, "MAX_CONCURRENT_STREAMS: \(report.text)")
             // A stream error on the 101st (§5.1.2), or, as nghttp2 does once the client has
             // acknowledged the limit, a connection error naming stream 199 the last one taken.
@@ -451,9 +494,13 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func rapidReset() async throws {
         try await offPool {
-            let report = try await attack("rapid-reset", ["--count", "1000"])
+            let (report, metrics) = try await attack("rapid-reset", ["--count", "1000"])
             #expect(report.goawayCode == 0xB, "\(report.text.prefix(1000))")
             #expect(report.closed, "closed after the GOAWAY")
+            #expect(
+                metrics.contains("httpcache_http2_goaways_sent_total{code=\"ENHANCE_YOUR_CALM\"} 1\n"), "\(metrics)")
+            // The normal request's connection before, the attack's, the normal one after.
+            #expect(metrics.contains("httpcache_http2_connections_total 3\n"), "\(metrics)")
         }
     }
 
@@ -462,7 +509,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func continuationFlood() async throws {
         try await offPool {
-            let report = try await attack("continuation-flood", tls: false)
+            let report = try await attack("continuation-flood", tls: false).report
             #expect([0xB, 0x9, 0x1].contains(report.goawayCode ?? -1) && report.closed, "\(report.text)")
             #expect((report.sent["continuations"] ?? .max) < 10000, "cut before the end: \(report.text)")
         }
@@ -473,7 +520,7 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func hpackBomb() async throws {
         try await offPool {
-            let report = try await attack("hpack-bomb")
+            let report = try await attack("hpack-bomb").report
             #expect(report.statuses["1"] == [431] || report.resets["1"] != nil, "\(report.text)")
         }
     }
@@ -483,8 +530,10 @@ struct CLIServeHTTP2Tests {
         .enabled(if: H2Checker.isInstalled, H2Checker.missing), arguments: ["settings-flood", "ping-flood"])
     func controlFrameFlood(name: String) async throws {
         try await offPool {
-            let report = try await attack(name)
+            let (report, metrics) = try await attack(name)
             #expect(report.goawayCode == 0xB && report.closed, "\(report.text)")
+            #expect(
+                metrics.contains("httpcache_http2_goaways_sent_total{code=\"ENHANCE_YOUR_CALM\"} 1\n"), "\(metrics)")
         }
     }
 
@@ -494,6 +543,7 @@ struct CLIServeHTTP2Tests {
     func pingFloodNeverRead() async throws {
         try await offPool {
             let report = try await attack("ping-flood-unread", ["--count", "300000"], serve: ["--idle-timeout", "5"])
+                .report
             #expect(report.closed, "\(report.text)")
         }
     }
@@ -505,7 +555,8 @@ struct CLIServeHTTP2Tests {
         try await offPool {
             // 20 streams of 3 MB: 60 MB held if answers waited whole, 5 MiB at 256 KiB a stream.
             let report = try await attack(
-                "zero-window", ["--path", "/big", "--count", "20"], serve: ["--idle-timeout", "2"], timeout: 20)
+                "zero-window", ["--path", "/big", "--count", "20"], serve: ["--idle-timeout", "2"], timeout: 20
+            ).report
             #expect(report.goawayCode == 0xB && report.closed, "\(report.text)")
             #expect(report.bytes.isEmpty, "nothing sent into a zero window: \(report.text)")
             let closedAfter = report.closedSeconds ?? 99
@@ -575,6 +626,10 @@ struct H2Report {
     var statuses: [String: [Int]] { json["statuses"] as? [String: [Int]] ?? [:] }
     /// DATA octets by stream.
     var bytes: [String: Int] { numbers("bytes") }
+    /// The final response's fields (without pseudo-fields) by stream.
+    var headers: [String: [String: String]] { json["headers"] as? [String: [String: String]] ?? [:] }
+    /// The streams that ended (END_STREAM), in order, each time it came.
+    var ended: [Int] { json["ended"] as? [Int] ?? [] }
     /// Seconds from the start until each stream ended.
     var endedSeconds: [String: Double] { json["ended_seconds"] as? [String: Double] ?? [:] }
     /// The server's SETTINGS, by identifier.

@@ -333,12 +333,13 @@ def answered(stream):
 
 
 def case_normal(args, report):
-    """One GET; the status, fields and body bytes. Frames read one by one: h2's H2Connection
+    """One request (--method, default GET, with each --header); the status, fields and body bytes. Frames read one by one: h2's H2Connection
     ends the connection at the first GOAWAY, even the NO_ERROR notice naming stream 2^31-1 that
     a server shutting down gracefully sends first (RFC 9113 §6.8), so it could not see the
     stream finish."""
     raw = RawConnection(args, report)
-    stream = raw.request(args)
+    fields = [tuple(field.split(":", 1)) for field in args.header]
+    stream = raw.request(args, request_fields(args, method=args.method, extra=fields))
     raw.pump(args.timeout, answered(stream))
 
 
@@ -585,6 +586,8 @@ def main():
     parser.add_argument("--server-name", default="localhost", help="SNI and the certificate's name")
     parser.add_argument("--authority", help=":authority (default: server name:port)")
     parser.add_argument("--path", default="/")
+    parser.add_argument("--method", default="GET", help="normal: the request method")
+    parser.add_argument("--header", action="append", default=[], help="normal: a field NAME:VALUE (repeatable)")
     parser.add_argument("--second-path", default="/fast", help="multiplexing: the fast path")
     parser.add_argument("--other-host", default="other.example", help="authority-host: the Host field")
     parser.add_argument("--field", default="connection", help="connection-field: NAME[=VALUE]")
