@@ -189,6 +189,11 @@ final class HTTP2Session {
     private(set) var goAwaySent: UInt32?
     /// When the final GOAWAY follows the shutdown notice (loop ms); 0 when none is due.
     private var finalGoAwayAt = 0
+    /// A response head's names and values, and where each starts (name, value, name, …, end):
+    /// kept between responses so that a head costs no allocation.
+    private var fieldBytes: [UInt8] = []
+    private var fieldOffsets: [Int] = []
+    private var pairs: [nghttp2_nv] = []
 
     static func from(_ user: UnsafeMutableRawPointer?) -> HTTP2Session {
         Unmanaged<HTTP2Session>.fromOpaque(user!).takeUnretainedValue()
@@ -258,14 +263,14 @@ final class HTTP2Session {
     }
 
     /// A graceful GOAWAY(NO_ERROR) (shutdown, reload, idle): streams already begun finish, no
-    /// new ones are taken (RFC 9113 §6.8). With `notice` (a connection that may be busy) it
+    /// new ones are taken (RFC 9113 §6.8). With `notice`, on a connection with streams open, it
     /// goes in two steps: first a GOAWAY naming the largest stream id, so that requests the
     /// client is sending at this moment are still taken, then a second later the one naming
     /// the last stream taken.
     func goAway(notice: Bool) {
         guard goAwaySent == nil else { return }
         goAwaySent = NGHTTP2_NO_ERROR.rawValue
-        if notice {
+        if notice && !streams.isEmpty {
             nghttp2_submit_shutdown_notice(session)
             finalGoAwayAt = loop.now + 1000
         } else {
@@ -369,27 +374,37 @@ final class HTTP2Session {
             return 0
         }
         let valueText = String(decoding: value, as: UTF8.self)
+        // nghttp2 has checked the names (lower case, §8.2.1) and the pseudo-header fields (known,
+        // once, before the others, §8.3): plain byte comparisons tell them apart.
         if name.first == UInt8(ascii: ":") {
-            // nghttp2 has checked the pseudo-header fields (RFC 9113 §8.3): known, once, first.
-            switch String(decoding: name, as: UTF8.self) {
-            case ":method": stream.method = valueText
-            case ":path": stream.path = valueText
-            case ":authority": stream.authority = valueText
-            default: break
+            if Self.equals(name, ":method") {
+                stream.method = valueText
+            } else if Self.equals(name, ":path") {
+                stream.path = valueText
+            } else if Self.equals(name, ":authority") {
+                stream.authority = valueText
+                // The origin gets it as Host (RFC 9113 §8.3.1), first as HTTP/1.1 has it.
+                stream.fields.append(name: .host, value: valueText)
             }
             return 0
         }
-        let nameText = String(decoding: name, as: UTF8.self)
-        if nameText == "cookie" {
+        if Self.equals(name, "cookie") {
             stream.cookies.append(valueText)
-        } else if nameText == "host", let authority = stream.authority, !Self.sameHost(authority, valueText) {
-            // RFC 9113 §8.3.1: a Host naming another entity than :authority is malformed.
-            reset(stream, NGHTTP2_PROTOCOL_ERROR)
-            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        } else if Self.equals(name, "host"), let authority = stream.authority {
+            // RFC 9113 §8.3.1: a Host naming another entity than :authority is malformed; the
+            // same one is already there.
+            guard Self.sameHost(authority, valueText) else {
+                reset(stream, NGHTTP2_PROTOCOL_ERROR)
+                return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+            }
         } else {
-            stream.fields.append(name: nameText, value: valueText)
+            stream.fields.append(name: String(decoding: name, as: UTF8.self), value: valueText)
         }
         return 0
+    }
+
+    private static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ text: StaticString) -> Bool {
+        bytes.count == text.utf8CodeUnitCount && memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0
     }
 
     private static func sameHost(_ authority: String, _ host: String) -> Bool {
@@ -487,10 +502,7 @@ final class HTTP2Session {
         }
         acknowledgeBodies()
         var fields = HeaderFields()
-        if let authority = stream.authority { fields.append(name: .host, value: authority) }
-        for field in stream.fields where !(stream.authority != nil && field.name.lowercased() == "host") {
-            fields.append(name: field.name, value: field.value)
-        }
+        swap(&fields, &stream.fields)
         // RFC 9113 §8.2.3: cookie crumbs are joined before the request goes on as HTTP/1.1.
         if !stream.cookies.isEmpty { fields.append(name: "cookie", value: stream.cookies.joined(separator: "; ")) }
         // The length DATA frames gave (nghttp2 checked a content-length against them, §8.1.1),
@@ -498,7 +510,6 @@ final class HTTP2Session {
         if !stream.body.isEmpty && !fields.contains(.contentLength) {
             fields.append(name: .contentLength, value: String(stream.body.count))
         }
-        stream.fields = HeaderFields()
         var body: [UInt8] = []
         swap(&body, &stream.body)
         stream.bodyAllowed = stream.method != "HEAD"
@@ -561,7 +572,7 @@ final class HTTP2Session {
             stream.remaining = nil
             stream.bodyAllowed = bodyAllowed
         }
-        Self.withFields(status, head.fields, contentLength: contentLength, keepContentLength: framing == .none) {
+        withFields(status, head.fields, contentLength: contentLength, keepContentLength: framing == .none) {
             fields, count in
             if stream.bodyAllowed {
                 var provider = nghttp2_data_provider(
@@ -578,7 +589,7 @@ final class HTTP2Session {
 
     /// Submits an interim response (RFC 9113 §8.1: HEADERS without END_STREAM before the final ones).
     func interim(_ stream: HTTP2Stream, _ head: ServerResponseHead) {
-        Self.withFields(head.status, head.fields, contentLength: nil, keepContentLength: false) { fields, count in
+        withFields(head.status, head.fields, contentLength: nil, keepContentLength: false) { fields, count in
             nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, nil, fields, count, nil)
         }
     }
@@ -683,47 +694,75 @@ final class HTTP2Session {
 
     /// Calls `body` with the response's fields as nghttp2 name-value pairs: `:status` first,
     /// names lower-cased (RFC 9113 §8.2.1), connection-specific fields dropped (§8.2.2), and the
-    /// ones that could not be sent safely left out.
-    private static func withFields(
+    /// ones that could not be sent safely left out. The bytes go into buffers the session keeps.
+    private func withFields(
         _ status: Int, _ fields: HeaderFields, contentLength: Int64?, keepContentLength: Bool,
         _ body: (UnsafePointer<nghttp2_nv>, Int) -> Void
     ) {
-        var bytes: [UInt8] = []
-        var ranges: [(name: Range<Int>, value: Range<Int>)] = []
-        func add(_ name: some Sequence<UInt8>, _ value: some Sequence<UInt8>) {
-            let nameStart = bytes.count
-            bytes.append(contentsOf: name)
-            let valueStart = bytes.count
-            bytes.append(contentsOf: value)
-            ranges.append((nameStart..<valueStart, valueStart..<bytes.count))
+        fieldBytes.removeAll(keepingCapacity: true)
+        fieldOffsets.removeAll(keepingCapacity: true)
+        func add(_ name: StaticString, _ value: Int64) {
+            fieldOffsets.append(fieldBytes.count)
+            fieldBytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            fieldOffsets.append(fieldBytes.count)
+            fieldBytes.append(contentsOf: String(value).utf8)
         }
-        add(":status".utf8, String(status).utf8)
+        add(":status", Int64(status))
         fields.withLines { lines in
             for line in lines {
-                let name = line.name.lowercased()
-                switch name {
-                case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": continue
-                case "content-length" where !keepContentLength: continue
-                default: break
-                }
-                guard !name.isEmpty, name.utf8.allSatisfy(HTTPBytes.isToken) else { continue }
+                var name = line.name
                 var value = line.value
-                let safe = value.withUTF8 { value in
-                    guard let base = value.baseAddress else { return true }
-                    return !HTTPBytes.hasInvalidFieldValueByte(base, value.count)
+                name.withUTF8 { name in
+                    value.withUTF8 { value in
+                        guard !name.isEmpty, !Self.isDropped(name, keepContentLength: keepContentLength),
+                            value.isEmpty || !HTTPBytes.hasInvalidFieldValueByte(value.baseAddress!, value.count)
+                        else { return }
+                        let start = fieldBytes.count
+                        for byte in name {
+                            guard HTTPBytes.isToken(byte) else {
+                                fieldBytes.removeSubrange(start...)
+                                return
+                            }
+                            fieldBytes.append(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0))
+                        }
+                        fieldOffsets.append(start)
+                        fieldOffsets.append(fieldBytes.count)
+                        fieldBytes.append(contentsOf: value)
+                    }
                 }
-                if safe { add(name.utf8, line.value.utf8) }
             }
         }
-        if let contentLength { add("content-length".utf8, String(contentLength).utf8) }
-        bytes.withUnsafeMutableBufferPointer { storage in
+        if let contentLength { add("content-length", contentLength) }
+        fieldOffsets.append(fieldBytes.count)
+        pairs.removeAll(keepingCapacity: true)
+        fieldBytes.withUnsafeMutableBufferPointer { storage in
             let base = storage.baseAddress ?? UnsafeMutablePointer<UInt8>(bitPattern: 1)!
-            let pairs = ranges.map { range in
-                nghttp2_nv(
-                    name: base + range.name.lowerBound, value: base + range.value.lowerBound,
-                    namelen: range.name.count, valuelen: range.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            var index = 0
+            while index + 2 < fieldOffsets.count {
+                let (name, value, end) = (fieldOffsets[index], fieldOffsets[index + 1], fieldOffsets[index + 2])
+                pairs.append(
+                    nghttp2_nv(
+                        name: base + name, value: base + value, namelen: value - name, valuelen: end - value,
+                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                index += 2
             }
             pairs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+        }
+    }
+
+    /// Whether a handler's field is one the server leaves out: connection-specific fields
+    /// (RFC 9113 §8.2.2), and `Content-Length` unless the head keeps its own.
+    private static func isDropped(_ name: UnsafeBufferPointer<UInt8>, keepContentLength: Bool) -> Bool {
+        let base = name.baseAddress!
+        switch name.count {
+        case 7: return HTTPBytes.equalsLowercase(base, 7, "upgrade")
+        case 10:
+            return HTTPBytes.equalsLowercase(base, 10, "connection")
+                || HTTPBytes.equalsLowercase(base, 10, "keep-alive")
+        case 14: return !keepContentLength && HTTPBytes.equalsLowercase(base, 14, "content-length")
+        case 16: return HTTPBytes.equalsLowercase(base, 16, "proxy-connection")
+        case 17: return HTTPBytes.equalsLowercase(base, 17, "transfer-encoding")
+        default: return false
         }
     }
 }
