@@ -309,6 +309,22 @@ struct CLIServeHTTP2Tests {
         }
     }
 
+    @Test(
+        "SIGTERM: an open HTTP/2 connection gets GOAWAY(NO_ERROR), its stream in flight finishes, serve exits 0 (RFC 9113 §6.8)",
+        .enabled(if: H2Checker.isInstalled, H2Checker.missing))
+    func shutdownFinishesStreams() async throws {
+        try await offPool {
+            let proxy = try await serve()
+            let open = Task { try await checkerRun("normal", proxy, tls: false, ["--path", "/slow"]) }
+            try await Task.sleep(for: .seconds(1))
+            proxy.run.signal(SIGTERM)
+            let finished = try H2Report(try await open.value)
+            #expect(finished.goawayCode == 0, "\(finished.text)")
+            #expect(finished.statuses["1"] == [200] && finished.bytes["1"] == 9, "\(finished.text)")
+            #expect(await proxy.run.exitStatus(seconds: 20) == 0, "\(proxy.log)")
+        }
+    }
+
     /// Waits until `proxy` has logged `count` reloads; whether it did within 10 s.
     func reloads(of proxy: CLIServeHTTPSTests.Proxy, reach count: Int) async -> Bool {
         for _ in 0..<500 {
