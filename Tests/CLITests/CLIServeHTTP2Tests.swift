@@ -18,7 +18,7 @@ import Testing
 struct CLIServeHTTP2Tests {
     /// How much the server's peak RSS (VmHWM) may grow during one attack: 32 MiB. Each attack
     /// would cost more than that where it is not bounded: the HPACK bomb decodes to 40 MB, the
-    /// unread PING flood's 300 000 ACKs queued are over 40 MB of nghttp2 items, and the
+    /// unread PING flood's 300 000 ACKs queued are tens of MB of nghttp2 items, and the
     /// zero-window stall's 20 answers of 3 MB held whole are 60 MB (bounded: 256 KiB each). A
     /// bounded server grows by a few MiB (buffers, a connection, a 3 MB body in the store).
     static let memoryGrowthBoundKiB = 32 * 1024
