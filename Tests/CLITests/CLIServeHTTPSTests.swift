@@ -46,12 +46,13 @@ struct CLIServeHTTPSTests {
         }
     }
 
-    /// Starts `serve` with `identities` (certificate, key) on a TLS port the system picks.
+    /// Starts `serve` with `identities` (certificate, key) on a TLS port the system picks, in
+    /// front of `originURL` (the test's origin when nil).
     func serve(
-        _ identities: [TestCertificates.Leaf], _ more: [String] = [], name: String = "serve"
+        _ identities: [TestCertificates.Leaf], _ more: [String] = [], name: String = "serve", originURL: String? = nil
     ) async throws -> Proxy {
         let errors = cli.directory.path + "/\(name).log"
-        var arguments = ["serve", "--origin", origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only"]
+        var arguments = ["serve", "--origin", originURL ?? origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only"]
         arguments += ["--tls-listen", "127.0.0.1:0"] + more
         for leaf in identities { arguments += ["--tls-cert", leaf.certificateFile, "--tls-key", leaf.keyFile] }
         let run = try PipedRun(arguments, standardError: errors)

@@ -172,6 +172,9 @@ final class PipedRun: @unchecked Sendable {
 
     var isRunning: Bool { process.isRunning }
 
+    /// The process's id (for /proc/PID/status).
+    var processIdentifier: Int32 { process.processIdentifier }
+
     /// Sends signal `number` to the process.
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
