@@ -1,12 +1,15 @@
 import CacheSystem
 import CacheTLS
 import CacheTestSupport
+import Foundation
+import LoopbackOrigin
 import Testing
 
-/// Session tickets under keys rotated in memory (RFC 8446 §4.6.1): a ticket resumes while its
-/// key is current or the one before, never after that, and across contexts sharing the ring
-/// (a certificate reload). The ring's clock is the test's: rotations happen without waiting.
-@Suite("TLS session ticket keys")
+/// Session tickets under keys rotated in memory (RFC 8446 §4.6.1; RFC 5077 for TLS 1.2): a
+/// ticket resumes while its key is current or the one before, never after that, and across
+/// contexts sharing the ring (a certificate reload). The ring's clock is the test's: rotations
+/// happen without waiting.
+@Suite("TLS session ticket keys", .timeLimit(.minutes(5)))
 struct TLSTicketKeyTests {
     let certificates: TestCertificates
     let client: TLSClientContext
@@ -77,5 +80,54 @@ struct TLSTicketKeyTests {
         let otherKeys = try TLSServerContext(
             default: certificates.localhost.identity, ticketKeys: TLSTicketKeys(rotation: 3600))
         #expect(try !connect(to: otherKeys))
+    }
+
+    /// RFC 5077 §3.3: under TLS 1.2 (`openssl s_client -tls1_2`, its session kept in a file) a
+    /// ticket resumes and is kept while its key is current; under the previous key it resumes
+    /// and the server sends a new one; two rotations after its key, it is refused.
+    @Test func aTLS12TicketResumesUntilItsKeyIsTwoRotationsOld() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin(tls: server)
+            defer { origin.stop() }
+            let directory = TemporaryDirectory()
+            let file = directory.path + "/session.pem"
+            let first = try sClient(origin.port, ["-sess_out", file])
+            #expect(first.contains("New, TLSv1.2,"))
+            let issued = try #require(ticket(in: first))
+            let resumed = try sClient(origin.port, ["-sess_in", file])
+            #expect(resumed.contains("Reused, TLSv1.2,"))
+            #expect(ticket(in: resumed) == issued)
+            advance(rotations: 1)
+            let renewed = try sClient(origin.port, ["-sess_in", file])
+            #expect(renewed.contains("Reused, TLSv1.2,"))
+            #expect(ticket(in: renewed).map { $0 != issued } == true)
+            advance(rotations: 1)
+            #expect(try sClient(origin.port, ["-sess_in", file]).contains("New, TLSv1.2,"))
+        }
+    }
+
+    /// The ticket `openssl s_client` prints with the session it ends with: its hex dump.
+    func ticket(in output: String) -> Substring? {
+        guard let start = output.range(of: "TLS session ticket:"), let end = output.range(of: "Start Time:") else {
+            return nil
+        }
+        return output[start.upperBound..<end.lowerBound]
+    }
+
+    /// What `openssl s_client -tls1_2` connecting to `port` with `arguments` prints: the
+    /// handshake and the session; it leaves at once (its input is empty).
+    func sClient(_ port: UInt16, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: OpenSSLServer.command)
+        process.arguments =
+            ["s_client", "-tls1_2", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.caFile] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text
     }
 }
