@@ -93,17 +93,23 @@ public final class CachingProxy: Sendable {
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         /// Receives one line per request answered, for an access log:
         /// `TIME CLIENT METHOD TARGET PROTOCOL STATUS "CACHE-STATUS"` (time in ISO 8601 UTC; client
-        /// `loopback` or `remote`; protocol `HTTP/1.1`, `HTTP/1.0`, with `+TLS` over TLS; `-`
+        /// `loopback` or `remote`; protocol `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`, with `+TLS` over TLS; `-`
         /// when the response has no `Cache-Status`), such as
         /// `2026-12-02T10:00:00Z loopback GET http://127.0.0.1:8081/a.css HTTP/1.1 200 "httpcache; hit; detail=saved-offline"`.
         /// `nil` (the default): no access log.
         public var accessLog: (@Sendable (String) -> Void)?
         /// HTTPS toward clients: certificates and keys (PEM files) presented on a second
-        /// listener (``tlsHost``:``tlsPort``), which speaks HTTP/1.1 over TLS 1.2 or 1.3. A
+        /// listener (``tlsHost``:``tlsPort``), which speaks HTTP/2 or HTTP/1.1 over TLS 1.2 or 1.3. A
         /// client's certificate is chosen by the name it asks for with SNI (RFC 6066 §3) among
         /// those the certificates cover, the first one otherwise. Empty (the default): no TLS
         /// listener. Reverse mode only: a forward proxy's `CONNECT` relay is plain.
         public var tlsIdentities: [TLSServerContext.Identity] = []
+        /// HTTP/2 toward clients ([RFC 9113](https://www.rfc-editor.org/rfc/rfc9113)): offered
+        /// with ALPN `h2` on the TLS listener (§3.2), and spoken in cleartext to a client that
+        /// opens with the connection preface on the plain one (prior knowledge, §3.3). Each
+        /// stream is one exchange, cached like an HTTP/1.1 request. Reverse mode only: a forward
+        /// proxy speaks HTTP/1.1 (and relays `CONNECT`). On by default.
+        public var http2 = true
         /// The TLS listener's address.
         public var tlsHost = "127.0.0.1"
         /// The TLS listener's port; `0` picks a free one (see ``CachingProxy/tlsPort``).
@@ -162,6 +168,7 @@ public final class CachingProxy: Sendable {
     private let server: HTTPServer
     private let certificates: ServerCertificates?
     private let tlsIdentities: [TLSServerContext.Identity]
+    private let http2: Bool
     private let log: @Sendable (String) -> Void
 
     /// Opens the store and listens; call ``start()`` to serve.
@@ -170,6 +177,7 @@ public final class CachingProxy: Sendable {
     public init(_ configuration: Configuration) throws {
         tlsIdentities = configuration.tlsIdentities
         log = configuration.log
+        if case .reverse = configuration.mode { http2 = configuration.http2 } else { http2 = false }
         if let first = tlsIdentities.first {
             guard case .reverse = configuration.mode else {
                 throw ConfigurationError(
@@ -178,7 +186,7 @@ public final class CachingProxy: Sendable {
                 )
             }
             do {
-                certificates = ServerCertificates(try Self.serverContext(first, tlsIdentities))
+                certificates = ServerCertificates(try Self.serverContext(first, tlsIdentities, http2: http2))
             } catch {
                 throw ConfigurationError(description: error.description)
             }
@@ -195,6 +203,7 @@ public final class CachingProxy: Sendable {
         settings.headerTimeout = configuration.headerTimeout
         settings.idleTimeout = configuration.idleTimeout
         settings.maxBodyBytes = configuration.maxRequestBodyBytes
+        settings.http2 = http2
         if let certificates {
             settings.tls = .init(host: configuration.tlsHost, port: configuration.tlsPort, certificates: certificates)
         }
@@ -211,12 +220,11 @@ public final class CachingProxy: Sendable {
     /// encrypts session tickets with the process's keys, rotated hourly in memory, so a client
     /// resumes across a reload rather than doing a full handshake.
     private static func serverContext(
-        _ first: TLSServerContext.Identity, _ identities: [TLSServerContext.Identity]
+        _ first: TLSServerContext.Identity, _ identities: [TLSServerContext.Identity], http2: Bool
     ) throws(TLSError) -> TLSServerContext {
         try TLSServerContext(
             default: first, others: Array(identities.dropFirst()),
-            applicationProtocols: HTTPServer.applicationProtocols,
-            ticketKeys: .shared)
+            applicationProtocols: HTTPServer.applicationProtocols(http2: http2), ticketKeys: .shared)
     }
 
     /// The port the proxy listens on.
@@ -234,12 +242,15 @@ public final class CachingProxy: Sendable {
     public func reloadCertificates() -> Bool {
         guard let certificates, let first = tlsIdentities.first else { return false }
         do {
-            certificates.replace(with: try Self.serverContext(first, tlsIdentities))
+            certificates.replace(with: try Self.serverContext(first, tlsIdentities, http2: http2))
         } catch {
             log("certificates not reloaded, the ones loaded before stay in use: \(error.description)")
             return false
         }
         Self.keyFileWarnings(tlsIdentities).forEach(log)
+        // HTTP/2 clients keep a connection for long: GOAWAY sends them to a new one, which
+        // presents the new certificates, once their streams have finished.
+        server.goAwayHTTP2()
         log(
             "certificates reloaded: new TLS handshakes present \(tlsIdentities.map(\.certificateFile).joined(separator: ", "))"
         )

@@ -20,7 +20,7 @@ struct ServeCommand {
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
             .value("--allow-destination"), .value("--access-log"), .value("--tls-cert"), .value("--tls-key"),
-            .value("--tls-listen"),
+            .value("--tls-listen"), .flag("--no-http2"),
         ] + RedisOptions.specs
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin, http or https)
@@ -43,16 +43,25 @@ struct ServeCommand {
           --origin-cacert FILE    also trust the certificate authorities in FILE (PEM) for an
                                   https origin, e.g. one with a private CA (repeat for more)
           --listen HOST:PORT      where to listen for plain HTTP (default 127.0.0.1:8080; port 0
-                                  picks one, printed on standard output)
+                                  picks one, printed on standard output); a reverse proxy
+                                  also speaks cleartext HTTP/2 there to clients that open
+                                  with its preface (prior knowledge, e.g. curl
+                                  --http2-prior-knowledge)
           --tls-cert FILE --tls-key FILE
                                   also serve https: the certificate (PEM, its intermediates
                                   after it) and its private key; repeat the pair for more
                                   names: a client gets the certificate covering the name it
-                                  asks for (SNI), else the first. TLS 1.2 and 1.3, HTTP/1.1.
-                                  SIGHUP reads the files again (a failed reload keeps the
-                                  certificates in use); a key others can read is warned about
+                                  asks for (SNI), else the first. TLS 1.2 and 1.3; HTTP/2
+                                  (ALPN h2) or HTTP/1.1. SIGHUP reads the files again (a
+                                  failed reload keeps the certificates in use; HTTP/2
+                                  clients get GOAWAY and reconnect); a key others can read
+                                  is warned about
           --tls-listen HOST:PORT  where to listen for https (default 127.0.0.1:8443; port 0
                                   picks one, printed on standard output)
+          --no-http2              speak HTTP/1.1 only (HTTP/2 is on for a reverse proxy: at
+                                  most 100 streams per connection, header lists up to 16 KiB,
+                                  GOAWAY ENHANCE_YOUR_CALM to floods of resets, SETTINGS,
+                                  PING or CONTINUATION frames)
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
@@ -76,7 +85,7 @@ struct ServeCommand {
                                   brackets); others get 403 before any lookup or connection
           --access-log FILE       one line per request answered, appended to FILE (- for
                                   standard error): TIME CLIENT METHOD TARGET PROTOCOL STATUS
-                                  "CACHE-STATUS" (PROTOCOL HTTP/1.1, or HTTP/1.1+TLS over https)
+                                  "CACHE-STATUS" (PROTOCOL HTTP/1.1, HTTP/2, with +TLS over https)
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -90,7 +99,8 @@ struct ServeCommand {
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
         allowed from loopback, or with the admin token.
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
-        SIGHUP (with --tls-cert): reload the certificates and keys; open connections stay.
+        SIGHUP (with --tls-cert): reload the certificates and keys; open HTTP/1.1 connections
+        stay, HTTP/2 ones get GOAWAY once their streams finish.
         """
 
     #if os(Linux)
@@ -121,6 +131,7 @@ struct ServeCommand {
         configuration.loops = ProcessInfo.processInfo.activeProcessorCount
         (configuration.host, configuration.port) = try Self.address("--listen", default: "127.0.0.1:8080", arguments)
         configuration.tlsIdentities = try Self.tlsIdentities(arguments, mode: mode)
+        configuration.http2 = !arguments.has("--no-http2")
         (configuration.tlsHost, configuration.tlsPort) = try Self.address(
             "--tls-listen", default: "127.0.0.1:8443", arguments)
         if arguments.value("--tls-listen") != nil && configuration.tlsIdentities.isEmpty {
@@ -320,6 +331,8 @@ struct ServeCommand {
         }
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
+        // Before the address is printed: whoever waits for it may send SIGHUP at once.
+        if proxy.tlsPort != nil { Self.reloadOnHangUp(proxy) }
         proxy.start()
         let destination: String
         switch configuration.mode {
@@ -337,7 +350,6 @@ struct ServeCommand {
         Console.out("listening on http://\(configuration.host):\(proxy.port)\n")
         if let tlsPort = proxy.tlsPort {
             Console.out("listening on https://\(configuration.tlsHost):\(tlsPort)\n")
-            Self.reloadOnHangUp(proxy)
         }
         await Self.waitForTermination()
         Console.error("httpcache serve: stopping: finishing the responses in flight\n")

@@ -37,7 +37,7 @@ struct MessagesTests {
     @Test("Via gets this proxy's received protocol and pseudonym (RFC 9110 §7.6.3)")
     func via() {
         var fields = HeaderFields([("Via", "1.1 upstream")])
-        Messages.addingVia(&fields, minorVersion: 0, name: "edge")
+        Messages.addingVia(&fields, version: "1.0", name: "edge")
         #expect(fields.values(named: "Via") == ["1.1 upstream", "1.0 edge"])
     }
 }

@@ -15,7 +15,9 @@ struct ProxyHardeningTests {
         try await offPool {
             let harness = try ProxyHarness(process: [])
             harness.serve("/ok", [("Cache-Control", "max-age=60")], body: "fine")
-            for request in HTTPServerTests.malformed {
+            // The HTTP/2 preface starts HTTP/2 on a reverse proxy (CLIServeHTTP2Tests); the
+            // in-process server without HTTP/2 answers it 505 (HTTPServerTests).
+            for request in HTTPServerTests.malformed where !request.bytes.starts(with: Array("PRI ".utf8)) {
                 let client = try RawHTTPClient(port: harness.proxy.port)
                 defer { client.close() }
                 try client.send(request.bytes)

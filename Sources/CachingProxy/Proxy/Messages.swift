@@ -15,9 +15,9 @@ enum Messages {
     }
 
     /// Appends this proxy to `Via` (RFC 9110 §7.6.3): `1.1 name` for a message received
-    /// over HTTP/1.1.
-    static func addingVia(_ fields: inout HeaderFields, minorVersion: Int, name: String) {
-        fields.append(name: .via, value: "1.\(minorVersion) \(name)")
+    /// over HTTP/1.1, `2 name` over HTTP/2.
+    static func addingVia(_ fields: inout HeaderFields, version: String, name: String) {
+        fields.append(name: .via, value: "\(version) \(name)")
     }
 
     /// A path as the most lenient origin might read it, for telling the proxy's own paths and

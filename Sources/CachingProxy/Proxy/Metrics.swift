@@ -154,6 +154,19 @@ final class Metrics: Sendable {
                 ("{result=\"completed\"}", String(server.tlsHandshakes)),
                 ("{result=\"failed\"}", String(server.tlsHandshakesFailed)),
             ])
+        metric(
+            "httpcache_http2_connections_total", "counter", "Client connections that spoke HTTP/2.",
+            [("", String(server.http2Connections))])
+        metric(
+            "httpcache_http2_streams_total", "counter",
+            "HTTP/2 streams handed to the cache (each also counted in httpcache_requests_total).",
+            [("", String(server.http2Streams))])
+        metric(
+            "httpcache_http2_goaways_sent_total", "counter",
+            "GOAWAY frames sent to HTTP/2 clients, by error code (RFC 9113 §7: NO_ERROR on shutdown, reload and idle; ENHANCE_YOUR_CALM to floods).",
+            Self.goAwayCodes.map { code, name in
+                ("{code=\"\(name)\"}", String(server.http2GoAways[code, default: 0]))
+            })
         for extra in more {
             metric(
                 extra.name, extra.kind.rawValue, extra.help,
@@ -168,5 +181,11 @@ final class Metrics: Sendable {
         }
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// The HTTP/2 error codes (RFC 9113 §7) the server's GOAWAY frames carry, by name.
+    private static let goAwayCodes: [(UInt32, String)] = [
+        (0x0, "NO_ERROR"), (0x1, "PROTOCOL_ERROR"), (0x2, "INTERNAL_ERROR"), (0x3, "FLOW_CONTROL_ERROR"),
+        (0x6, "FRAME_SIZE_ERROR"), (0x9, "COMPRESSION_ERROR"), (0xB, "ENHANCE_YOUR_CALM"),
+    ]
 }
 #endif

@@ -173,7 +173,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             fields = HeaderFields([HeaderField(name: .host, value: request.target.authority)] + Array(fields))
         }
         for field in forwarded.fields { fields[field.name] = field.value }
-        Messages.addingVia(&fields, minorVersion: client.minorVersion, name: configuration.name)
+        Messages.addingVia(&fields, version: client.version, name: configuration.name)
         let hasBody = client.fields.contains(.contentLength) || client.fields.contains(.transferEncoding)
         return UpstreamRequest(
             method: client.method, url: request.target.url, fields: fields, body: hasBody ? client.body : nil)
@@ -190,7 +190,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         guard let responder, head.status != 100, head.status != 101 else { return }
         var fields = Messages.removingHopByHop(head.fields)
         fields.removeAll(named: .contentLength)
-        Messages.addingVia(&fields, minorVersion: 1, name: configuration.name)
+        Messages.addingVia(&fields, version: "1.1", name: configuration.name)
         responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
     }
 
@@ -220,7 +220,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         case nil: framing = .streamed
         }
         var outgoing = Messages.removingHopByHop(relay.fields)
-        Messages.addingVia(&outgoing, minorVersion: 1, name: configuration.name)
+        Messages.addingVia(&outgoing, version: "1.1", name: configuration.name)
         outgoing[.cacheStatus] = relay.cacheStatus.appended(to: outgoing[.cacheStatus])
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
         responder?.start(

@@ -104,7 +104,7 @@ final class ProxyHandler: RequestHandler {
         let name = configuration.name
         exchange.storedFieldsTransform = { fields in
             var fields = fields
-            Messages.addingVia(&fields, minorVersion: 1, name: name)
+            Messages.addingVia(&fields, version: "1.1", name: name)
             return fields
         }
         exchange.memoCapacity = Self.rememberedKeyLimit

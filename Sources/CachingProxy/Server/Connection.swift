@@ -20,6 +20,8 @@ enum ConnectionPhase {
     case closing
     /// Relaying bytes after a CONNECT.
     case tunnel
+    /// Speaking HTTP/2 (RFC 9113): streams instead of one request at a time.
+    case http2
 }
 
 /// How the current response's body goes on the wire.
@@ -45,10 +47,15 @@ struct ConnectionShared {
     var gone = false
 }
 
-/// A request's responder and the connection it answers on.
+/// A request's responder and the connection it answers on: the request `sequence` of an
+/// HTTP/1.1 connection, or one `stream` of an HTTP/2 one.
 struct ResponseTarget {
     let connection: Connection
     let sequence: UInt64
+    var stream: HTTP2Stream?
+
+    /// What writers on other threads share with the loop for this answer.
+    var shared: Locked<ConnectionShared> { stream?.shared ?? connection.shared }
 }
 
 final class Connection {
@@ -121,6 +128,8 @@ struct ConnectionState {
     var lingerBytes = 0
 
     var tunnel: Tunnel?
+    /// The HTTP/2 session, once the connection speaks HTTP/2.
+    var h2: HTTP2Session?
     /// TLS on the connection: every byte read and written goes through it; nil for plain HTTP.
     var tls: TLSConnection?
     /// A TLS read waits for the socket to be writable (`canRead` comes back with `EPOLLOUT`),
@@ -181,6 +190,8 @@ struct ConnectionState {
         inputStart = 0
         inputEnd = 0
         output.release()
+        h2?.closeAll()
+        h2 = nil
         request = nil
         body = []
         chunkedDecoder = nil

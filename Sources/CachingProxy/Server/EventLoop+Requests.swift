@@ -48,6 +48,8 @@ extension EventLoop {
                 return linger(connection)
             case .tunnel:
                 return driveTunnel(connection)
+            case .http2:
+                guard driveHTTP2(connection) else { return }
             }
         }
     }
@@ -84,8 +86,10 @@ extension EventLoop {
     }
 
     /// Gives writers on other threads back the room their bytes took.
-    func releaseAccounted(_ connection: Connection, _ count: Int) {
-        let shared = connection.shared
+    func releaseAccounted(_ connection: Connection, _ count: Int) { releaseAccounted(connection.shared, count) }
+
+    /// Gives writers of one answer (an HTTP/1.1 connection's, an HTTP/2 stream's) back room.
+    func releaseAccounted(_ shared: Locked<ConnectionShared>, _ count: Int) {
         let roomAgain = shared.withLock { shared in
             shared.queuedBytes -= count
             return shared.queuedBytes < Self.backPressureLimit
@@ -148,6 +152,18 @@ extension EventLoop {
     private func processInput(_ connection: Connection) -> Bool {
         switch connection.state.phase {
         case .head:
+            if http2 && connection.state.sequence == 0 && connection.state.tls == nil
+                && !connection.state.parser.hasStarted
+            {
+                // RFC 9113 §3.3: a cleartext client with prior knowledge opens with the preface.
+                switch HTTP2Preface.match(
+                    connection.state.input! + connection.state.inputStart, count: connection.state.bufferedInput)
+                {
+                case .yes: return startHTTP2(connection)
+                case .partial: return false
+                case .no: break
+                }
+            }
             switch connection.state.parser.parse(
                 connection.state.input! + connection.state.inputStart, count: connection.state.bufferedInput)
             {
@@ -162,7 +178,7 @@ extension EventLoop {
             }
         case .body:
             return readBody(connection)
-        case .handshake, .handling, .closing, .tunnel:
+        case .handshake, .handling, .closing, .tunnel, .http2:
             return false
         }
     }

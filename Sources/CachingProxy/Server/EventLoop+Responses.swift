@@ -8,6 +8,7 @@ import Glibc
 
 extension EventLoop {
     func respond(_ target: ResponseTarget, _ head: ServerResponseHead, _ body: [UInt8], _ framing: BodyFraming) {
+        if target.stream != nil { return respondHTTP2(target, head, body, framing) }
         guard isCurrent(target), !target.connection.state.responseStarted else { return }
         let connection = target.connection
         beginResponse(connection, head, framing)
@@ -16,6 +17,7 @@ extension EventLoop {
     }
 
     func start(_ target: ResponseTarget, _ head: ServerResponseHead, _ framing: BodyFraming) {
+        if target.stream != nil { return startHTTP2(target, head, framing) }
         guard isCurrent(target), !target.connection.state.responseStarted else { return }
         beginResponse(target.connection, head, framing)
         markDirty(target.connection)
@@ -25,6 +27,7 @@ extension EventLoop {
     /// ("A server MUST NOT send a 1xx response to an HTTP/1.0 client"), never `101` (an
     /// upgrade this server does not make), never after the final response started.
     func interim(_ target: ResponseTarget, _ head: ServerResponseHead) {
+        if target.stream != nil { return interimHTTP2(target, head) }
         let connection = target.connection
         guard isCurrent(target), !connection.state.responseStarted, connection.state.minorVersion == 1,
             (100...199).contains(head.status), head.status != 101
@@ -38,6 +41,7 @@ extension EventLoop {
     /// Appends body bytes (kept as the array when large); `false` when the request is no
     /// longer being answered on this connection.
     func write(_ target: ResponseTarget, _ bytes: [UInt8], accounted: Bool) -> Bool {
+        if target.stream != nil { return writeHTTP2(target, bytes, accounted: accounted) }
         guard isCurrent(target), target.connection.state.responseStarted else {
             if accounted { releaseAccounted(target.connection, bytes.count) }
             return false
@@ -49,6 +53,7 @@ extension EventLoop {
 
     /// Appends body bytes, copied.
     func write(_ target: ResponseTarget, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        if target.stream != nil { return writeHTTP2(target, Array(bytes), accounted: false) }
         guard isCurrent(target), target.connection.state.responseStarted else { return false }
         let connection = target.connection
         switch connection.state.responseBody {
@@ -73,6 +78,7 @@ extension EventLoop {
     }
 
     func finish(_ target: ResponseTarget) {
+        if target.stream != nil { return finishHTTP2(target) }
         guard isCurrent(target) else { return }
         let connection = target.connection
         guard connection.state.responseStarted else {
@@ -83,6 +89,7 @@ extension EventLoop {
     }
 
     func abort(_ target: ResponseTarget) {
+        if target.stream != nil { return abortHTTP2(target) }
         guard isCurrent(target) else { return }
         close(target.connection)
     }

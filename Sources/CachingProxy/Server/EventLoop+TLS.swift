@@ -71,10 +71,12 @@ extension EventLoop {
         }
         switch tls.handshake() {
         case .done:
+            countHandshake(failed: false)
+            // RFC 9113 §3.2: a client that chose h2 with ALPN speaks HTTP/2 from its first byte.
+            if http2 && tls.applicationProtocol == "h2" { return startHTTP2(connection) }
             connection.state.phase = .head
             // The request head has its own header timeout from now on.
             connection.state.deadline = now + headerMilliseconds
-            countHandshake(failed: false)
             return true
         case .wantRead:
             connection.state.canRead = false

@@ -12,6 +12,12 @@ extension EventLoop {
     private static var tunnelReadSize: Int { 64 * 1024 }
 
     func tunnel(_ target: ResponseTarget, to fd: Int32) {
+        if target.stream != nil {
+            // Forward mode, the only one that tunnels, speaks HTTP/1.1 alone (no extended CONNECT).
+            log("HTTP server: CONNECT is not relayed over HTTP/2; resetting the stream")
+            Glibc.close(fd)
+            return abortHTTP2(target)
+        }
         guard isCurrent(target), !target.connection.state.responseStarted else {
             Glibc.close(fd)
             return

@@ -57,6 +57,8 @@ enum LoopCommand {
     case abandoned(ResponseTarget)
     case tunnel(ResponseTarget, Int32)
     case shutdown(deadline: Int)
+    /// HTTP/2 connections get GOAWAY(NO_ERROR) and end once their streams have (a reload).
+    case goAway
 }
 
 final class EventLoop: @unchecked Sendable {
@@ -83,6 +85,8 @@ final class EventLoop: @unchecked Sendable {
     let maxHeaderBytes: Int
     let maxFieldCount: Int
     let maxBodyBytes: Int64
+    /// Whether HTTP/2 is spoken: by ALPN on the TLS listener, by the preface on the plain one.
+    let http2: Bool
     private let listenFD: Int32
     /// The TLS listener and the certificates its connections present; -1 and nil without TLS.
     private let tlsListenFD: Int32
@@ -136,6 +140,7 @@ final class EventLoop: @unchecked Sendable {
         maxHeaderBytes = max(64, configuration.maxHeaderBytes)
         maxFieldCount = max(1, configuration.maxFieldCount)
         maxBodyBytes = max(0, configuration.maxBodyBytes)
+        http2 = configuration.http2
         // With several loops on one listener each accepts one connection per wake-up, so that
         // EPOLLEXCLUSIVE spreads them; alone it takes what is waiting.
         acceptBatch = shareListener ? 1 : 64
@@ -395,6 +400,12 @@ final class EventLoop: @unchecked Sendable {
                 close(connection)
                 continue
             }
+            if connection.state.phase == .http2, let session = connection.state.h2 {
+                session.sweep(
+                    now: now, header: headerMilliseconds, body: bodyMilliseconds, idle: idleMilliseconds)
+                drive(connection)
+                continue
+            }
             if connection.state.phase != .tunnel && !connection.state.output.isEmpty { continue }
             guard now >= connection.state.deadline else { continue }
             switch connection.state.phase {
@@ -418,7 +429,7 @@ final class EventLoop: @unchecked Sendable {
                     connection,
                     Rejection(status: 408, reason: "no body byte arrived for \(Double(bodyMilliseconds) / 1000) s"))
                 drive(connection)
-            case .handling:
+            case .handling, .http2:
                 break
             case .closing, .tunnel:
                 close(connection)
@@ -508,17 +519,29 @@ final class EventLoop: @unchecked Sendable {
             tunnel(target, to: fd)
         case .abandoned(let target):
             guard isCurrent(target) else { return }
+            if target.stream != nil {
+                log(
+                    "HTTP server: a request was never answered (its responder was released); resetting its HTTP/2 stream"
+                )
+                return abortHTTP2(target)
+            }
             log("HTTP server: a request was never answered (its responder was released); closing the connection")
             close(target.connection)
+        case .goAway:
+            for case let connection? in connections where connection.state.phase == .http2 {
+                connection.state.h2?.goAway(notice: true)
+                markDirty(connection)
+            }
         }
     }
 
     private func appliedFromMailbox(_ target: ResponseTarget) {
-        target.connection.shared.withLock { $0.inMailbox -= 1 }
+        target.shared.withLock { $0.inMailbox -= 1 }
     }
 
     /// Whether `target` is the request its connection is answering now.
     func isCurrent(_ target: ResponseTarget) -> Bool {
+        if target.stream != nil { return http2Stream(target) != nil }
         let connection = target.connection
         return !connection.state.closed && connection.state.sequence == target.sequence
             && connection.state.phase == .handling
@@ -546,6 +569,10 @@ final class EventLoop: @unchecked Sendable {
                 }
             case .handling:
                 connection.state.keepAlive = false
+            case .http2:
+                // RFC 9113 §6.8: streams begun finish, no new ones; the session ends after them.
+                connection.state.h2?.goAway(notice: true)
+                markDirty(connection)
             case .closing, .tunnel:
                 break
             }
@@ -576,9 +603,20 @@ final class EventLoop: @unchecked Sendable {
         var rejected = 0
         var handshakes = 0
         var failedHandshakes = 0
+        var http2Connections = 0
+        var http2Streams = 0
+        /// GOAWAY frames sent, by error code (RFC 9113 §7).
+        var goAways: [UInt32: Int] = [:]
     }
 
-    func countRequest() { requestCounts.withLock { $0.requests += 1 } }
+    func countRequest(http2: Bool = false) {
+        requestCounts.withLock { counts in
+            counts.requests += 1
+            if http2 { counts.http2Streams += 1 }
+        }
+    }
+    func countHTTP2Connection() { requestCounts.withLock { $0.http2Connections += 1 } }
+    func countGoAway(_ code: UInt32) { requestCounts.withLock { $0.goAways[code, default: 0] += 1 } }
     func countRejection() { requestCounts.withLock { $0.rejected += 1 } }
     func countHandshake(failed: Bool) {
         requestCounts.withLock { counts in

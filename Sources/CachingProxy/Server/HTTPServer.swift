@@ -46,8 +46,11 @@ package final class HTTPServer: Sendable {
         /// Open connections beyond which new ones get `503` and are closed at once (plain and
         /// TLS together).
         package var maxConnections = 4096
-        /// HTTPS: a second listener whose connections speak HTTP/1.1 over TLS; nil for none.
+        /// HTTPS: a second listener whose connections speak HTTP/1.1 or HTTP/2 over TLS; nil for none.
         package var tls: TLSListener?
+        /// HTTP/2 (RFC 9113): chosen by ALPN `h2` on the TLS listener, and in cleartext by a client
+        /// opening with the connection preface (prior knowledge, §3.3) on the plain one.
+        package var http2 = false
         /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
         /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
@@ -85,11 +88,18 @@ package final class HTTPServer: Sendable {
         package var tlsHandshakes = 0
         /// TLS handshakes that failed or did not finish within the header timeout.
         package var tlsHandshakesFailed = 0
+        /// Connections that spoke HTTP/2.
+        package var http2Connections = 0
+        /// HTTP/2 streams handed to the handler (also counted in `requests`).
+        package var http2Streams = 0
+        /// GOAWAY frames sent, by error code (RFC 9113 §7: 0 NO_ERROR, 1 PROTOCOL_ERROR, 11
+        /// ENHANCE_YOUR_CALM, …).
+        package var http2GoAways: [UInt32: Int] = [:]
     }
 
     /// The protocols ALPN may choose toward clients on the TLS listener (RFC 7301), most
-    /// preferred first: the one list, where `h2` will join.
-    package static let applicationProtocols = ["http/1.1"]
+    /// preferred first: `h2` when the server speaks HTTP/2, then `http/1.1`.
+    package static func applicationProtocols(http2: Bool) -> [String] { http2 ? ["h2", "http/1.1"] : ["http/1.1"] }
 
     private let core: ServerCore
 
@@ -144,6 +154,10 @@ package final class HTTPServer: Sendable {
 
     /// The counters now.
     package var statistics: Statistics { core.statistics }
+
+    /// Sends GOAWAY(NO_ERROR) on every HTTP/2 connection (RFC 9113 §6.8): their streams finish,
+    /// new ones go to new connections (after a certificate reload, with the new certificates).
+    package func goAwayHTTP2() { core.goAway() }
 }
 
 /// Why ``HTTPServer`` could not be created.
@@ -229,6 +243,10 @@ private final class ServerCore: @unchecked Sendable {
         if let tlsListener { Glibc.close(tlsListener.fd) }
     }
 
+    func goAway() {
+        for loop in state.withLock({ $0.loops }) { _ = loop.post(.goAway) }
+    }
+
     var statistics: HTTPServer.Statistics {
         let loops = state.withLock { $0.loops }
         let connections = counters.snapshot
@@ -242,6 +260,9 @@ private final class ServerCore: @unchecked Sendable {
             statistics.requestsRejected += counts.rejected
             statistics.tlsHandshakes += counts.handshakes
             statistics.tlsHandshakesFailed += counts.failedHandshakes
+            statistics.http2Connections += counts.http2Connections
+            statistics.http2Streams += counts.http2Streams
+            statistics.http2GoAways.merge(counts.goAways, uniquingKeysWith: +)
         }
         return statistics
     }

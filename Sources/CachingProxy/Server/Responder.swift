@@ -33,7 +33,7 @@ package final class Responder: @unchecked Sendable {
     init(loop: EventLoop, target: ResponseTarget) {
         self.loop = loop
         self.target = target
-        self.shared = target.connection.shared
+        self.shared = target.shared
     }
 
     deinit {

@@ -9,7 +9,9 @@ package struct ServerRequest: Sendable {
     /// The request-target, as sent: origin-form (`/a?b`), absolute-form (`http://h/a`),
     /// authority-form (`h:443`, CONNECT only) or `*` (RFC 9112 §3.2).
     package var target: String
-    /// `1` for HTTP/1.1, `0` for HTTP/1.0.
+    /// `2` for HTTP/2 (one stream), `1` for HTTP/1.x.
+    package var majorVersion: Int
+    /// `1` for HTTP/1.1, `0` for HTTP/1.0 (and HTTP/2).
     package var minorVersion: Int
     /// Field lines in the order received, repeated names kept, values trimmed of OWS.
     package var fields: HeaderFields
@@ -21,11 +23,12 @@ package struct ServerRequest: Sendable {
     package var isTLS: Bool
 
     package init(
-        method: String, target: String, minorVersion: Int = 1, fields: HeaderFields, body: [UInt8] = [],
-        peerIsLoopback: Bool = true, isTLS: Bool = false
+        method: String, target: String, majorVersion: Int = 1, minorVersion: Int = 1, fields: HeaderFields,
+        body: [UInt8] = [], peerIsLoopback: Bool = true, isTLS: Bool = false
     ) {
         self.method = method
         self.target = target
+        self.majorVersion = majorVersion
         self.minorVersion = minorVersion
         self.fields = fields
         self.body = body
@@ -33,10 +36,12 @@ package struct ServerRequest: Sendable {
         self.isTLS = isTLS
     }
 
-    /// The protocol as the access log names it: `HTTP/1.1`, `HTTP/1.0`, with `+TLS` over TLS.
-    package var protocolName: String {
-        (minorVersion == 0 ? "HTTP/1.0" : "HTTP/1.1") + (isTLS ? "+TLS" : "")
-    }
+    /// The protocol as the access log names it: `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`, with `+TLS`
+    /// over TLS.
+    package var protocolName: String { "HTTP/" + version + (isTLS ? "+TLS" : "") }
+
+    /// The version as `Via` names it (RFC 9110 §7.6.3): `1.0`, `1.1` or `2`.
+    package var version: String { majorVersion == 2 ? "2" : minorVersion == 0 ? "1.0" : "1.1" }
 }
 
 /// How a response's body is delimited on the wire.
