@@ -114,13 +114,15 @@ public final class TLSTicketKeys: Sendable {
 
     /// The key new tickets are made with, rotating the ring when its time has come (the key
     /// before it stays for tickets made under it; older keys go); nil when no key can be made.
+    /// A thread that read the clock just before another rotated the ring never turns it back.
     func current() -> Key? {
         let epoch = Int(((clock() - start) / rotation).rounded(.down))
         return ring.withLock { ring in
-            if let current = ring.current, current.epoch == epoch { return current }
+            if let current = ring.current, current.epoch >= epoch { return current }
+            guard let made = Key(epoch: epoch) else { return nil }
             ring.previous = ring.current.flatMap { $0.epoch == epoch - 1 ? $0 : nil }
-            ring.current = Key(epoch: epoch)
-            return ring.current
+            ring.current = made
+            return made
         }
     }
 
