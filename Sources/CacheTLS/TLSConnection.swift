@@ -292,6 +292,12 @@ public final class TLSConnection {
 
     // MARK: Callbacks
 
+    /// The context of a server connection; nil on a client.
+    var serverContext: TLSServerContext? {
+        guard case .server(let context) = role else { return nil }
+        return context
+    }
+
     /// The connection `ssl` belongs to.
     static func owner(of ssl: OpaquePointer) -> TLSConnection? {
         SSL_get_ex_data(ssl, 0).map { Unmanaged<TLSConnection>.fromOpaque($0).takeUnretainedValue() }

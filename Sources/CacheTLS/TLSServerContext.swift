@@ -20,6 +20,10 @@ import Darwin
 /// try tls.handshake(timeout: 10)
 /// ```
 ///
+/// Session tickets (RFC 8446 §4.6.1) are encrypted with the keys of a ``TLSTicketKeys`` ring,
+/// rotated in memory; OpenSSL's server-side session cache is off, so a ticket is the only way
+/// to resume, and a context keeps no state per client.
+///
 /// Sendable: its `SSL_CTX` and identities are only read after `init`.
 public final class TLSServerContext: @unchecked Sendable {
     /// A certificate (with its chain) and its private key, as PEM files.
@@ -50,17 +54,24 @@ public final class TLSServerContext: @unchecked Sendable {
     private var loaded: [Loaded] = []
     /// The protocols this server can choose, in ALPN's wire form, most preferred first.
     private let alpn: [UInt8]
+    /// The keys of the session tickets.
+    let ticketKeys: TLSTicketKeys
 
     /// Makes a context presenting `defaultIdentity`, or one of `others` to a client whose SNI
     /// names a host its certificate covers.
-    /// - Parameter applicationProtocols: The protocols ALPN may choose (RFC 7301 §3.2), most
-    ///   preferred first; a client that offers none of them gets no ALPN answer.
+    /// - Parameters:
+    ///   - applicationProtocols: The protocols ALPN may choose (RFC 7301 §3.2), most
+    ///     preferred first; a client that offers none of them gets no ALPN answer.
+    ///   - ticketKeys: The keys of the session tickets: the process's ring unless the
+    ///     contexts that should resume each other's tickets share another.
     /// - Throws: ``TLSError/unusableIdentity(path:reason:)`` when a file cannot be read, holds
     ///   no certificate or key, or the key is not the certificate's; ``TLSError/setupFailed(reason:)``.
     public init(
-        default defaultIdentity: Identity, others: [Identity] = [], applicationProtocols: [String] = ["http/1.1"]
+        default defaultIdentity: Identity, others: [Identity] = [], applicationProtocols: [String] = ["http/1.1"],
+        ticketKeys: TLSTicketKeys = .shared
     ) throws(TLSError) {
         alpn = try Configure.alpnWire(applicationProtocols)
+        self.ticketKeys = ticketKeys
         OpenSSLErrorQueue.clear()
         guard let context = SSL_CTX_new(TLS_server_method()) else {
             throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))
@@ -69,6 +80,15 @@ public final class TLSServerContext: @unchecked Sendable {
         try Configure.common(context, applicationProtocols: [], client: false)
         for identity in [defaultIdentity] + others {
             loaded.append(try Self.load(identity))
+        }
+        _ = copenssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(context) { ssl, name, iv, cipher, mac, encrypt in
+            guard let ssl, let name, let iv, let cipher, let mac,
+                let server = TLSConnection.owner(of: ssl)?.serverContext
+            else { return 0 }
+            return server.ticketKeys.ticket(
+                name: name, iv: iv, cipher: cipher, mac: mac, encrypt: encrypt == 1,
+                renewing: SSL_version(ssl) == TLS1_3_VERSION)
         }
         let this = Unmanaged.passUnretained(self).toOpaque()
         SSL_CTX_set_cert_cb(

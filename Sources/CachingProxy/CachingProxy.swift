@@ -216,13 +216,15 @@ public final class CachingProxy: Sendable {
     }
 
     /// A context presenting `identities` (`first` among them) by SNI, the first by default,
-    /// with the ALPN protocols the server speaks: at start and at each reload.
+    /// with the ALPN protocols the server speaks: at start and at each reload. Every context
+    /// encrypts session tickets with the process's keys, rotated hourly in memory, so a client
+    /// resumes across a reload rather than doing a full handshake.
     private static func serverContext(
         _ first: TLSServerContext.Identity, _ identities: [TLSServerContext.Identity], http2: Bool
     ) throws(TLSError) -> TLSServerContext {
         try TLSServerContext(
             default: first, others: Array(identities.dropFirst()),
-            applicationProtocols: HTTPServer.applicationProtocols(http2: http2))
+            applicationProtocols: HTTPServer.applicationProtocols(http2: http2), ticketKeys: .shared)
     }
 
     /// The port the proxy listens on.

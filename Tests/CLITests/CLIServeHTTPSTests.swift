@@ -306,6 +306,21 @@ struct CLIServeHTTPSTests {
         }
     }
 
+    @Test("SIGHUP keeps the session ticket keys: a client resumes its session across the reload (RFC 8446 §4.6.1)")
+    func sessionResumesAcrossAReload() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost])
+            let client = try certificates.clientContext()
+            let before = try TLSClientSocket(port: proxy.tlsPort, host: "localhost", context: client)
+            #expect(before.send("GET /a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+            #expect(before.readToEnd().end == .closed, "the tickets came before the response")
+            proxy.run.signal(SIGHUP)
+            #expect(await proxy.waitForLog("certificates reloaded"), "\(proxy.log)")
+            let after = try TLSClientSocket(port: proxy.tlsPort, host: "localhost", context: client)
+            #expect(after.tls.isResumed, "the ticket issued before the reload resumes after it")
+        }
+    }
+
     // MARK: Start-up
 
     @Test("A key file readable by others is warned about in one line at start and at reload; a 0600 one is not")
