@@ -101,7 +101,24 @@ public struct BlockingCallOnPool: Error, CustomStringConvertible {
     }
 }
 
+/// One process launch at a time in this process (``Foundation/Process/runSerialized()``).
+private let launches = Locked(())
+
 extension Process {
+    /// `run()`, one launch at a time among every caller in this process.
+    ///
+    /// swift-corelibs-foundation learns of a child's exit when a socket it gives the child is
+    /// closed, and creates that socket without close-on-exec: a process launched on another
+    /// thread while `run()` is under way inherits it and keeps it open for its own life
+    /// (swiftlang/swift-corelibs-foundation#4795). The first child's exit then goes unseen:
+    /// `isRunning` stays true, `waitUntilExit()` never returns and the child stays a zombie, as a
+    /// CachingProxyTests run showed with redis-server launched beside `httpcache serve`. Launched
+    /// one at a time, no child is born holding another's socket. Every launch in the tests, the
+    /// soak and the benchmarks goes through here.
+    public func runSerialized() throws {
+        try launches.withLock { _ in try run() }
+    }
+
     /// Starts the process and waits for its exit without holding a thread (its termination
     /// handler resumes the caller), unlike `waitUntilExit()`, which blocks one.
     /// - Parameters:
@@ -112,7 +129,7 @@ extension Process {
         try await withCheckedThrowingContinuation { continuation in
             terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
             do {
-                try run()
+                try runSerialized()
             } catch {
                 terminationHandler = nil
                 continuation.resume(throwing: error)

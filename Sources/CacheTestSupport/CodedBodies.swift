@@ -70,7 +70,7 @@ public enum CodedBodies {
         process.standardInput = try FileHandle(forReadingFrom: inputURL)
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let errors = (try? String(contentsOf: errorURL, encoding: .utf8)) ?? ""

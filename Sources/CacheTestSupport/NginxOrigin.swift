@@ -114,7 +114,7 @@ public final class NginxOrigin {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         do {
-            try process.run()
+            try process.runSerialized()
         } catch {
             throw Failure(description: "cannot start \(Self.command): \(error)")
         }

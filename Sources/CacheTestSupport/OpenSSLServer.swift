@@ -94,7 +94,7 @@ private final class LineReadingChild {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = input
-        try process.run()
+        try process.runSerialized()
     }
 
     /// The first line of its output starting with `prefix`, waiting up to `seconds`; nil when

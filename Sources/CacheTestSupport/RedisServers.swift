@@ -49,7 +49,7 @@ public final class RedisServer: @unchecked Sendable {
             ] + arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         Self.watch(process.processIdentifier)
         self.process.withLock { $0 = process }
         let deadline = Date().addingTimeInterval(10)
@@ -142,7 +142,7 @@ public final class RedisServer: @unchecked Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try process.runSerialized()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return String(decoding: data, as: UTF8.self)
@@ -158,7 +158,7 @@ public final class RedisServer: @unchecked Sendable {
         ]
         watchdog.standardOutput = FileHandle.nullDevice
         watchdog.standardError = FileHandle.nullDevice
-        try? watchdog.run()
+        try? watchdog.runSerialized()
     }
 
     /// A port free on 127.0.0.1, whose cluster bus port (port + 10000) is free too.

@@ -132,7 +132,7 @@ struct CLIPackTests {
         refresh.arguments = ["packs", "refresh", "article", "--cache-dir", h.cacheDirectory]
         refresh.standardOutput = FileHandle.nullDevice
         refresh.standardError = FileHandle.nullDevice
-        try refresh.run()
+        try refresh.runSerialized()
         // Half way: the changed image is downloaded, the held-back resource is not.
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline,

@@ -203,7 +203,7 @@ struct CLIResumeTests {
             let stderrPath = cli.directory.path + "/first-stderr"
             _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
-            try process.run()
+            try process.runSerialized()
             let threshold: Int64 = 200_000_000
             let deadline = clock.now + .seconds(180)
             while (Self.size(partial) ?? 0) <= threshold {

@@ -210,7 +210,7 @@ struct CLIServeHTTP2Tests {
         ]
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
+        try process.runSerialized()
         let hash = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return try #require(process.terminationStatus == 0 && hash.count == 44 ? hash : nil, "openssl: \(hash)")
@@ -607,7 +607,7 @@ enum H2Checker {
         process.arguments = ["-c", "import h2"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
+        guard (try? process.runSerialized()) != nil else { return false }
         process.waitUntilExit()
         return process.terminationStatus == 0
     }()

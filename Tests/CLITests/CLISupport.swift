@@ -162,7 +162,7 @@ final class PipedRun: @unchecked Sendable {
                 received.withLock { $0.append(data) }
             }
         }
-        try process.run()
+        try process.runSerialized()
     }
 
     deinit { if process.isRunning { process.terminate() } }

@@ -249,7 +249,7 @@ enum StressChild {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         let ready = waitForReady(output.fileHandleForReading.fileDescriptor, timeoutMilliseconds: 20_000)
         if ready {
             usleep(useconds_t(delayMicroseconds))

@@ -60,7 +60,7 @@ enum StoreTestSupport {
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try process.runSerialized()
         return RunningChild(process: process, output: output, errors: errors)
     }
 

@@ -374,7 +374,7 @@ private struct HeadlessChromium {
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
         let started = Date()
-        try process.run()
+        try process.runSerialized()
         let deadline = started.addingTimeInterval(60)
         while process.isRunning, Date() < deadline { usleep(20_000) }
         if process.isRunning {
@@ -626,7 +626,7 @@ private enum PackTool {
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -715,7 +715,7 @@ private struct ScreenshotComparison: CustomStringConvertible {
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let numbers = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }

@@ -135,7 +135,7 @@ struct ProxyModesTests {
             pin.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
             pin.arguments = ["pin", origin.url("/kept").absoluteString, "--cache-dir", cacheDirectory]
             pin.standardOutput = FileHandle.nullDevice
-            try pin.run()
+            try pin.runSerialized()
             pin.waitUntilExit()
             #expect(pin.terminationStatus == 0)
             origin.stop()
@@ -163,7 +163,7 @@ struct ProxyModesTests {
                 let output = Pipe()
                 process.standardOutput = output
                 process.standardError = FileHandle.nullDevice
-                try process.run()
+                try process.runSerialized()
                 let data = output.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
                 return (process.terminationStatus, data)

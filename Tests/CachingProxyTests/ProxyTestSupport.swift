@@ -45,7 +45,7 @@ final class ServeProcess: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         // Read the first line on another thread, bounded.
         let line = Locked<String?>(nil)
         let done = DispatchSemaphore(value: 0)

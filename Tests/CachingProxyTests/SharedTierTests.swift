@@ -305,7 +305,7 @@ struct SharedTierTests {
             let errors = Pipe()
             required.standardError = errors
             required.standardOutput = FileHandle.nullDevice
-            try required.run()
+            try required.runSerialized()
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             required.waitUntilExit()
             #expect(required.terminationStatus != 0)

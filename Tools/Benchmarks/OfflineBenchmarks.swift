@@ -117,7 +117,7 @@ private func run(_ executable: String, _ arguments: [String]) throws -> (output:
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
     let started = offlineClock.now
-    try process.run()
+    try process.runSerialized()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (String(decoding: data, as: UTF8.self), seconds(offlineClock.now - started), process.terminationStatus)
@@ -185,7 +185,7 @@ func runOfflineBenchmarks() async throws {
     let proxyOutput = Pipe()
     proxy.standardOutput = proxyOutput
     proxy.standardError = FileHandle.nullDevice
-    try proxy.run()
+    try proxy.runSerialized()
     defer { proxy.terminate() }
     var first: [UInt8] = []
     while let byte = try proxyOutput.fileHandleForReading.read(upToCount: 1)?.first, byte != 0x0A { first.append(byte) }
@@ -246,7 +246,7 @@ func runImportBenchmarks() throws {
         process.standardOutput = output
         process.standardError = errors
         let started = offlineClock.now
-        try process.run()
+        try process.runSerialized()
         // time writes its report after the command's output ends: read both to their ends.
         let printed = Locked(Data())
         let reader = Thread { printed.withLock { $0 = output.fileHandleForReading.readDataToEndOfFile() } }

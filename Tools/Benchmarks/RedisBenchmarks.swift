@@ -1,5 +1,6 @@
 import CacheStorage
 import CacheStorageRedis
+import CacheTestSupport
 import Foundation
 
 /// This package's RESP client against `redis-benchmark` (C, on hiredis) on the same server:
@@ -50,7 +51,7 @@ private func redisBenchmarkGets(port: Int, size: Int, requests: Int) -> Double? 
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
+    guard (try? process.runSerialized()) != nil else { return nil }
     let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     // "test","rps",...  then  "GET","71428.57",...

@@ -338,7 +338,7 @@ final class ProxyProcess {
         let output = Pipe()
         process.standardOutput = output
         if let log { process.standardError = log }
-        try process.run()
+        try process.runSerialized()
         try? log?.close()
         Self.register(process.processIdentifier)
         do {
