@@ -14,12 +14,17 @@ private let currentLoopKey: pthread_key_t = {
     return key
 }()
 
-/// Connection counts shared by every loop of a server (the cap is server-wide).
+/// Connection counts shared by every loop of a server (the cap is server-wide), and which
+/// loop serves each new connection.
 final class ConnectionCounters: Sendable {
     struct Counts {
         var open = 0
         var accepted = 0
         var refused = 0
+        /// Connections each loop serves (placed on it, not yet closed), by loop index.
+        var loads: [Int] = []
+        /// The loops, by index, while the server runs.
+        var loops: [EventLoop] = []
     }
 
     let maxConnections: Int
@@ -42,6 +47,41 @@ final class ConnectionCounters: Sendable {
 
     func closed() { counts.withLock { $0.open -= 1 } }
 
+    /// Makes `loop` one the connections are spread over; its index.
+    func join(_ loop: EventLoop) -> Int {
+        counts.withLock { counts in
+            counts.loops.append(loop)
+            counts.loads.append(0)
+            return counts.loops.count - 1
+        }
+    }
+
+    /// Forgets the loops (the server stopped).
+    func forgetLoops() { counts.withLock { $0.loops = [] } }
+
+    /// The loop a connection accepted by loop `index` goes to, counted on it: that one unless
+    /// another serves at least two fewer. One loop often takes the wake-ups of a shared listener
+    /// (EPOLLEXCLUSIVE wakes one waiter, the same one while it waits first): without this a
+    /// burst of connections lands on it and one core does the work of two.
+    func place(acceptedBy index: Int) -> (index: Int, loop: EventLoop?) {
+        counts.withLock { counts in
+            guard index < counts.loads.count else { return (index, nil) }
+            var chosen = index
+            for other in counts.loads.indices where counts.loads[other] < counts.loads[chosen] - 1 {
+                chosen = other
+            }
+            counts.loads[chosen] += 1
+            return (chosen, chosen == index ? nil : counts.loops[chosen])
+        }
+    }
+
+    /// A connection placed on loop `index` is gone (closed, or never taken).
+    func left(_ index: Int) {
+        counts.withLock { counts in
+            if index < counts.loads.count { counts.loads[index] -= 1 }
+        }
+    }
+
     var snapshot: Counts { counts.withLock { $0 } }
 }
 
@@ -56,6 +96,8 @@ enum LoopCommand {
     /// The responder was released without answering.
     case abandoned(ResponseTarget)
     case tunnel(ResponseTarget, Int32)
+    /// A connection another loop accepted, for this one to serve.
+    case adopt(fd: Int32, tls: Bool, peerIsLoopback: Bool)
     case shutdown(deadline: Int)
     /// HTTP/2 connections get GOAWAY(NO_ERROR) and end once their streams have (a reload).
     case goAway
@@ -98,6 +140,8 @@ final class EventLoop: @unchecked Sendable {
     // Loop-thread state.
     var connections: [Connection?] = []
     private var openCount = 0
+    /// This loop's index among the server's loops (ConnectionCounters.place).
+    private var index = Int.max
     private var nextGeneration: UInt32 = 0
     var now = MonotonicClock.coarseMilliseconds()
     private var dirty: [Connection] = []
@@ -199,9 +243,10 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the calling thread is any loop's.
     static var isOnAnyLoop: Bool { pthread_getspecific(currentLoopKey) != nil }
 
-    /// Starts the loop's thread.
+    /// Starts the loop's thread; it takes its share of new connections from then on.
     func spawn() throws(SystemError) -> SystemThread {
-        try SystemThread.joinable { self.run() }
+        index = counters.join(self)
+        return try SystemThread.joinable(name: "httpcache-loop") { self.run() }
     }
 
     private func run() {
@@ -311,33 +356,48 @@ final class EventLoop: @unchecked Sendable {
                 continue
             }
             Socket.setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
-            nextGeneration &+= 1
-            if nextGeneration == 0 { nextGeneration = 1 }
-            let connection = Connection(
-                fd: fd, generation: nextGeneration,
-                peerIsLoopback: withUnsafePointer(to: &address) { isLoopback($0) },
-                parser: RequestHeadParser(
-                    maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
-            connection.state.deadline = now + headerMilliseconds
-            if listener == tlsListenFD, let certificates {
-                do {
-                    connection.state.tls = try certificates.context.connection(fd: fd)
-                } catch {
-                    log("HTTP server: cannot start TLS on a new connection: \(error); closing it")
+            let (tls, loopback) = (listener == tlsListenFD, withUnsafePointer(to: &address) { isLoopback($0) })
+            let placed = counters.place(acceptedBy: index)
+            if let other = placed.loop {
+                if !other.post(.adopt(fd: fd, tls: tls, peerIsLoopback: loopback)) {
                     Glibc.close(fd)
                     counters.closed()
-                    continue
+                    counters.left(placed.index)
                 }
-                // The handshake, like a request head, has --header-timeout from the connection's start.
-                connection.state.phase = .handshake
-            }
-            guard register(fd, connection) else {
-                Glibc.close(fd)
-                counters.closed()
                 continue
             }
-            openCount += 1
+            adopt(fd, tls: tls, peerIsLoopback: loopback)
         }
+    }
+
+    /// Serves the accepted connection `fd` on this loop (counted on it already).
+    private func adopt(_ fd: Int32, tls: Bool, peerIsLoopback: Bool) {
+        func drop() {
+            Glibc.close(fd)
+            counters.closed()
+            counters.left(index)
+        }
+        guard !shuttingDown else { return drop() }
+        nextGeneration &+= 1
+        if nextGeneration == 0 { nextGeneration = 1 }
+        let connection = Connection(
+            fd: fd, generation: nextGeneration, peerIsLoopback: peerIsLoopback,
+            parser: RequestHeadParser(
+                maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
+        connection.state.deadline = now + headerMilliseconds
+        if tls, let certificates {
+            do {
+                connection.state.tls = try certificates.context.connection(fd: fd)
+            } catch {
+                log("HTTP server: cannot start TLS on a new connection: \(error); closing it")
+                return drop()
+            }
+            // The handshake, like a request head, has --header-timeout from the connection's start.
+            connection.state.phase = .handshake
+        }
+        guard register(fd, connection) else { return drop() }
+        // Bytes that came before it was watched are reported by EPOLL_CTL_ADD itself.
+        openCount += 1
     }
 
     /// Adds `fd` (the client's or a tunnel's upstream) to the table and to epoll, edge-triggered.
@@ -457,6 +517,7 @@ final class EventLoop: @unchecked Sendable {
         }
         openCount -= 1
         counters.closed()
+        counters.left(index)
         let shared = connection.shared
         shared.withLock { shared in
             shared.gone = true
@@ -518,6 +579,8 @@ final class EventLoop: @unchecked Sendable {
         case .tunnel(let target, let fd):
             appliedFromMailbox(target)
             tunnel(target, to: fd)
+        case .adopt(let fd, let tls, let peerIsLoopback):
+            adopt(fd, tls: tls, peerIsLoopback: peerIsLoopback)
         case .abandoned(let target):
             guard isCurrent(target) else { return }
             if target.stream != nil {
@@ -587,7 +650,16 @@ final class EventLoop: @unchecked Sendable {
             return mailbox.commands
         }
         for command in left {
-            if case .tunnel(_, let fd) = command { Glibc.close(fd) }
+            switch command {
+            case .tunnel(_, let fd):
+                Glibc.close(fd)
+            case .adopt(let fd, _, _):
+                Glibc.close(fd)
+                counters.closed()
+                counters.left(index)
+            default:
+                break
+            }
         }
         for case let connection? in connections where !connection.state.closed { close(connection) }
         removeListener()

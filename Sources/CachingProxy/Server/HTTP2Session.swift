@@ -12,14 +12,13 @@ import Glibc
 
 /// The server's HTTP/2 settings and limits (RFC 9113 §6.5.2, §10.5).
 enum HTTP2Limits {
-    /// Streams a client may have open at once; more are refused with RST_STREAM
-    /// REFUSED_STREAM, which a client retries (RFC 9113 §8.7).
-    static let maxConcurrentStreams = 100
-    /// SETTINGS_MAX_CONCURRENT_STREAMS as sent. Above the streams served: nghttp2 treats a
-    /// stream past the advertised limit as a connection error, where RFC 9113 §5.1.2 requires a
-    /// stream error, so the server refuses streams itself (REFUSED_STREAM) before nghttp2's
-    /// count is reached.
-    static let advertisedConcurrentStreams: UInt32 = 128
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams a client may have open at once. nghttp2
+    /// enforces it: a stream past it is refused (REFUSED_STREAM) until the client has
+    /// acknowledged the setting, and ends the connection (GOAWAY PROTOCOL_ERROR) after, where
+    /// RFC 9113 §5.1.2 asks for a stream error. Advertising more than is served to get there
+    /// first would refuse streams of clients that keep to the limit; only one that breaks it
+    /// meets the stricter answer.
+    static let maxConcurrentStreams: UInt32 = 100
     /// CONTINUATION frames one header block may take (CVE-2024-27316); a header block of
     /// 16 KiB fits in the HEADERS frame and at most one CONTINUATION at the default frame size.
     static let maxContinuations = 8
@@ -142,6 +141,9 @@ private final class SessionCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
             HTTP2Session.from(user).streamClosed(stream)
         }
+        nghttp2_session_callbacks_set_send_data_callback(pointer) { _, frame, header, length, _, user in
+            HTTP2Session.from(user).sendData(frame!.pointee.hd.stream_id, header!, length)
+        }
         nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
             HTTP2Session.from(user).frameSent(frame!)
         }
@@ -223,7 +225,7 @@ final class HTTP2Session {
         var settings = [
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                value: HTTP2Limits.advertisedConcurrentStreams),
+                value: HTTP2Limits.maxConcurrentStreams),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(maxHeaderListSize)),
         ]
@@ -357,11 +359,6 @@ final class HTTP2Session {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let id = frame.pointee.hd.stream_id
-        guard streams.count < HTTP2Limits.maxConcurrentStreams else {
-            // RFC 9113 §5.1.2: a stream error; REFUSED_STREAM tells the client it may retry.
-            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_REFUSED_STREAM.rawValue)
-            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
-        }
         streams[id] = HTTP2Stream(id: id, now: loop.now)
         return 0
     }
@@ -626,8 +623,8 @@ final class HTTP2Session {
             if stream.bodyAllowed {
                 var provider = nghttp2_data_provider(
                     source: nghttp2_data_source(ptr: nil),
-                    read_callback: { _, id, buffer, length, flags, _, user in
-                        HTTP2Session.from(user).readData(id, buffer!, length, flags!)
+                    read_callback: { _, id, _, length, flags, _, user in
+                        HTTP2Session.from(user).readData(id, length, flags!)
                     })
                 nghttp2_submit_response(session, stream.id, fields, count, &provider)
             } else {
@@ -688,18 +685,45 @@ final class HTTP2Session {
         }
     }
 
-    /// nghttp2 asks for up to `length` bytes of the stream's body for a DATA frame.
-    fileprivate func readData(
-        _ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
-    ) -> Int {
+    /// nghttp2 asks how much of the stream's body the next DATA frame carries (at most
+    /// `length`). The bytes stay where they are (`NO_COPY`): ``sendData(_:_:_:)`` copies them
+    /// once, straight into the connection's output, instead of into nghttp2's frame buffer
+    /// first.
+    fileprivate func readData(_ id: Int32, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let stream = streams[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let count = min(length, stream.pendingBytes)
+        if count == stream.pendingBytes && stream.finished {
+            // A body short of its Content-Length ends in RST_STREAM once what came is sent.
+            if let remaining = stream.remaining, remaining > 0, stream.bodyAllowed {
+                return count > 0 ? count : Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+            }
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+        } else if count == 0 {
+            stream.deferred = true
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
+        flags.pointee |= NGHTTP2_DATA_FLAG_NO_COPY.rawValue
+        return count
+    }
+
+    /// Writes a DATA frame nghttp2 framed (`header`, 9 bytes) with `length` bytes of the
+    /// stream's body into the output (RFC 9113 §6.1; no padding is ever asked for).
+    fileprivate func sendData(_ id: Int32, _ header: UnsafePointer<UInt8>, _ length: Int) -> Int32 {
+        guard connection.state.output.count < HTTP2Limits.outputHighWater else {
+            return Int32(NGHTTP2_ERR_WOULDBLOCK.rawValue)
+        }
+        guard let stream = streams[id], stream.pendingBytes >= length else {
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        let output = connection.state.output.reserve(9 + length)
+        output.update(from: header, count: 9)
         var copied = 0
         var released = 0
-        while copied < length && stream.firstChunk < stream.chunks.count {
+        while copied < length {
             let chunk = stream.chunks[stream.firstChunk]
             let take = min(length - copied, chunk.count - stream.chunkOffset)
             chunk.withUnsafeBufferPointer {
-                (buffer + copied).update(from: $0.baseAddress! + stream.chunkOffset, count: take)
+                (output + 9 + copied).update(from: $0.baseAddress! + stream.chunkOffset, count: take)
             }
             copied += take
             if stream.accounted[stream.firstChunk] { released += take }
@@ -710,27 +734,17 @@ final class HTTP2Session {
                 stream.chunkOffset = 0
             }
         }
+        connection.state.output.commit(9 + length)
         if stream.firstChunk == stream.chunks.count {
             stream.chunks.removeAll(keepingCapacity: true)
             stream.accounted.removeAll(keepingCapacity: true)
             stream.firstChunk = 0
         }
-        stream.pendingBytes -= copied
-        pendingBytes -= copied
+        stream.pendingBytes -= length
+        pendingBytes -= length
         if released > 0 { loop.releaseAccounted(stream.shared, released) }
-        if copied > 0 { lastDataSent = loop.now }
-        if stream.pendingBytes == 0 && stream.finished {
-            if let remaining = stream.remaining, remaining > 0 {
-                return copied > 0 ? copied : Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
-            }
-            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-            return copied
-        }
-        if copied == 0 {
-            stream.deferred = true
-            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
-        }
-        return copied
+        if length > 0 { lastDataSent = loop.now }
+        return 0
     }
 
     private func releaseAccounted(_ stream: HTTP2Stream) {

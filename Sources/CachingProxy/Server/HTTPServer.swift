@@ -239,6 +239,7 @@ private final class ServerCore: @unchecked Sendable {
             return
         }
         for thread in threads { thread.join() }
+        counters.forgetLoops()
         Glibc.close(listenFD)
         if let tlsListener { Glibc.close(tlsListener.fd) }
     }

@@ -444,8 +444,8 @@ def header_block_frames(stream, block, size):
 
 def case_concurrent_streams(args, report):
     """--count streams (default 101) opened and left open (no END_STREAM: they count against
-    the limit even once answered), one more than the 100 the server serves at once (RFC 9113
-    §5.1.2; it advertises 128). Waits until the last one is refused or the connection is closed."""
+    the limit even once answered), one more than the server's MAX_CONCURRENT_STREAMS of
+    100 (RFC 9113 §5.1.2). Waits until the last one is refused or the connection is closed."""
     raw = RawConnection(args, report)
     raw.pump(0.5, lambda r: "3" in r.data["server_settings"])
     streams = [raw.stream() for _ in range(args.count or 101)]
