@@ -185,8 +185,6 @@ final class HTTP2Session {
     private(set) var headerBlockSince = 0
     private var resets: RateLimit
     private var controlFrames: RateLimit
-    /// Request body bytes held for streams not yet handed on (their window not given back).
-    private var bufferedBodyBytes = 0
     /// Response bytes waiting in streams for the client's window or for the socket.
     private(set) var pendingBytes = 0
     /// When DATA last left (or data began to wait): the zero-window stall clock.
@@ -505,15 +503,16 @@ final class HTTP2Session {
         }
         stream.body.append(contentsOf: data)
         stream.unacknowledged += data.count
-        bufferedBodyBytes += data.count
         acknowledgeBodies()
         return 0
     }
 
     /// Gives windows back (RFC 9113 §6.9) for body bytes received while the connection holds
-    /// less than its budget; past it the client waits until bodies are handed on.
+    /// less than its budget; past it the client waits until bodies are handed on. What it holds
+    /// are the bodies of streams not handed on yet (a stream handed on or refused has none left)
+    /// whose windows were given back.
     private func acknowledgeBodies() {
-        let held = bufferedBodyBytes - streams.values.reduce(0) { $0 + $1.unacknowledged }
+        let held = streams.values.reduce(0) { $0 + $1.body.count - $1.unacknowledged }
         var room = HTTP2Limits.bufferedBodyBytes - held
         for stream in streams.values where stream.unacknowledged > 0 && room > 0 {
             let count = min(stream.unacknowledged, room)
@@ -525,7 +524,6 @@ final class HTTP2Session {
 
     fileprivate func streamClosed(_ id: Int32) -> Int32 {
         guard let stream = streams.removeValue(forKey: id) else { return 0 }
-        if !stream.dispatched { bufferedBodyBytes -= stream.body.count }
         pendingBytes -= stream.pendingBytes
         // Windows of bytes received on it stay with the connection: nghttp2 counts them itself.
         releaseAccounted(stream)
@@ -541,11 +539,9 @@ final class HTTP2Session {
     private func requestComplete(_ stream: HTTP2Stream) {
         guard !stream.dispatched, stream.refusal == nil, stream.headersDone else { return }
         stream.dispatched = true
-        bufferedBodyBytes -= stream.body.count
-        if stream.unacknowledged > 0 {
-            nghttp2_session_consume(session, stream.id, stream.unacknowledged)
-            stream.unacknowledged = 0
-        }
+        var body: [UInt8] = []
+        swap(&body, &stream.body)
+        giveBackWindow(stream)
         acknowledgeBodies()
         var fields = HeaderFields()
         swap(&fields, &stream.fields)
@@ -553,11 +549,9 @@ final class HTTP2Session {
         if !stream.cookies.isEmpty { fields.append(name: "cookie", value: stream.cookies.joined(separator: "; ")) }
         // The length DATA frames gave (nghttp2 checked a content-length against them, §8.1.1),
         // for the HTTP/1.1 request to the origin.
-        if !stream.body.isEmpty && !fields.contains(.contentLength) {
-            fields.append(name: .contentLength, value: String(stream.body.count))
+        if !body.isEmpty && !fields.contains(.contentLength) {
+            fields.append(name: .contentLength, value: String(body.count))
         }
-        var body: [UInt8] = []
-        swap(&body, &stream.body)
         stream.bodyAllowed = stream.method != "HEAD"
         let request = ServerRequest(
             method: stream.method, target: stream.method == "CONNECT" ? (stream.authority ?? "") : stream.path,
@@ -573,13 +567,17 @@ final class HTTP2Session {
     private func refuse(_ stream: HTTP2Stream, _ rejection: Rejection) {
         guard stream.refusal == nil else { return }
         stream.refusal = rejection
-        bufferedBodyBytes -= stream.body.count
         stream.body = []
-        if stream.unacknowledged > 0 {
-            nghttp2_session_consume(session, stream.id, stream.unacknowledged)
-            stream.unacknowledged = 0
-        }
+        giveBackWindow(stream)
         if stream.headersDone { respondItself(stream, rejection) }
+    }
+
+    /// Gives back the window of the stream's body bytes not yet acknowledged: the body was
+    /// handed on or refused, so the connection no longer holds them.
+    private func giveBackWindow(_ stream: HTTP2Stream) {
+        guard stream.unacknowledged > 0 else { return }
+        nghttp2_session_consume(session, stream.id, stream.unacknowledged)
+        stream.unacknowledged = 0
     }
 
     private func respondItself(_ stream: HTTP2Stream, _ rejection: Rejection) {
