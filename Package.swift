@@ -108,7 +108,12 @@ let package = Package(
         // integration tests, the benchmarks and `httpcache demo`.
         // With a server context from CacheTLS it serves HTTPS.
         .target(
-            name: "LoopbackOrigin", dependencies: ["CacheSystem", "CacheTLS", "HTTPWire"], swiftSettings: strictSettings
+            name: "LoopbackOrigin",
+            dependencies: [
+                "CacheSystem", "CacheTLS", "HTTPWire",
+                .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strictSettings
         ),
         // epoll and accept4 from glibc, which Swift's Glibc module does not cover. Headers only.
         .systemLibrary(name: "CEpollHTTPCache"),

@@ -114,7 +114,7 @@ extension LoopbackOrigin {
         public static func firstMismatch(inFileAt path: String, seed: UInt64, length: Int64) throws(FileError)
             -> Int64?
         {
-            let fd = open(path, O_RDONLY)
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw FileError(path: path, reason: errnoText()) }
             defer { close(fd) }
             let blockSize = 1 << 20

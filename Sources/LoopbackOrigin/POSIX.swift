@@ -1,6 +1,7 @@
 import CacheSystem
 
 #if canImport(Glibc)
+import CEpollHTTPCache
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -63,11 +64,16 @@ enum POSIX {
 
     /// Accepts one connection and configures it (close-on-exec, no Nagle, no SIGPIPE); -1 and `errno` on failure.
     static func acceptConnection(_ listener: Int32) -> Int32 {
-        // accept4(SOCK_CLOEXEC) is not in Swift's Glibc module; the window before fcntl only matters to
-        // a process that forks and execs at that instant.
+        // Close-on-exec from the start: a process spawned by another thread at this instant must not
+        // inherit the connection (it would keep it open after we close it, and the peer sees no EOF).
+        #if canImport(Glibc)
+        let fd = csocket_accept4(listener, Int32(SOCK_CLOEXEC.rawValue))
+        guard fd >= 0 else { return fd }
+        #else
         let fd = accept(listener, nil, nil)
         guard fd >= 0 else { return fd }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        #endif
         #if canImport(Darwin)
         Socket.setOption(fd, SOL_SOCKET, SO_NOSIGPIPE)
         #endif

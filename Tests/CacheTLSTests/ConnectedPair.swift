@@ -23,10 +23,13 @@ final class ConnectedPair {
         port: UInt16 = 8443
     ) throws {
         var ends: [Int32] = [-1, -1]
+        // Close-on-exec from the start: a process another test spawns at this instant would otherwise
+        // inherit both ends and keep them open, and closing one end would give the other no EOF.
         #if canImport(Glibc)
-        let made = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends)
+        let made = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends)
         #else
         let made = socketpair(AF_UNIX, SOCK_STREAM, 0, &ends)
+        for fd in ends where made == 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         #endif
         guard made == 0 else { throw PairFailure(description: "socketpair: \(String(cString: strerror(errno)))") }
         for fd in ends { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
