@@ -19,7 +19,8 @@ struct ServeCommand {
             .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-            .value("--allow-destination"), .value("--access-log"), .value("--tls-cert"), .value("--tls-key"),
+            .value("--allow-destination"), .value("--access-log"), .value("--access-log-format"), .value("--tls-cert"),
+            .value("--tls-key"),
             .value("--tls-listen"), .flag("--no-http2"),
         ] + RedisOptions.specs
     static let help = """
@@ -83,9 +84,18 @@ struct ServeCommand {
                                   forward proxy: the only destinations to reach (repeat
                                   for more; a HOST alone allows every port; IPv6 in
                                   brackets); others get 403 before any lookup or connection
-          --access-log FILE       one line per request answered, appended to FILE (- for
-                                  standard error): TIME CLIENT METHOD TARGET PROTOCOL STATUS
-                                  "CACHE-STATUS" (PROTOCOL HTTP/1.1, HTTP/2, with +TLS over https)
+          --access-log FILE       one line per request, written when its response ended,
+                                  appended to FILE (- for standard error); SIGUSR1 or SIGHUP
+                                  reopens FILE (for logrotate: rename it, then signal)
+          --access-log-format default|combined|json
+                                  default: TIME CLIENT METHOD TARGET PROTOCOL STATUS
+                                  "CACHE-STATUS" (CLIENT loopback or remote; PROTOCOL HTTP/1.1,
+                                  HTTP/2, with +TLS over https). combined: NCSA combined, as
+                                  Apache and nginx write it, with "CACHE-STATUS" appended in
+                                  quotes (as nginx users append variables). json: one object
+                                  per line: time, client, method, target, protocol, status,
+                                  bytes, duration, completed, cache_status, origin_time,
+                                  user_agent, referer (duration, origin_time in seconds)
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -99,13 +109,16 @@ struct ServeCommand {
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
         allowed from loopback, or with the admin token.
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
-        SIGHUP (with --tls-cert): reload the certificates and keys; open HTTP/1.1 connections
-        stay, HTTP/2 ones get GOAWAY once their streams finish.
+        SIGHUP: reopen the access log; with --tls-cert, reload the certificates and keys too
+        (open HTTP/1.1 connections stay, HTTP/2 ones get GOAWAY once their streams finish).
+        SIGUSR1: reopen the access log.
         """
 
     #if os(Linux)
     let configuration: CachingProxy.Configuration
     let redis: RedisOptions
+    /// The `--access-log` file (not standard error), reopened on SIGUSR1 and SIGHUP.
+    let accessLogFile: AccessLogFile?
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         redis = try RedisOptions(arguments)
@@ -180,9 +193,7 @@ struct ServeCommand {
             }
             configuration.allowedDestinations = destinations
         }
-        if let path = arguments.value("--access-log") {
-            configuration.accessLog = try Self.accessLog(path)
-        }
+        (configuration.accessLog, accessLogFile) = try Self.accessLog(arguments)
         configuration.adminToken =
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
@@ -253,20 +264,30 @@ struct ServeCommand {
         return files
     }
 
-    /// Appends each line to the file at `path` (created when missing) or, for `-`, writes it to
-    /// standard error; one `write` per line, so lines from several threads never interleave.
-    static func accessLog(_ path: String) throws(Failure) -> @Sendable (String) -> Void {
-        if path == "-" { return { line in Console.error(line + "\n") } }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw Failure(
-                .failure,
-                "cannot open the access log \(path): \(errnoText()); choose a writable file")
+    /// `--access-log` in `--access-log-format`: each record's line appended to the file
+    /// (created when missing, returned for reopening) or, for `-`, written to standard error;
+    /// one `write` per line, so lines from several threads never interleave.
+    static func accessLog(_ arguments: ParsedArguments) throws(Failure) -> (
+        (@Sendable (AccessLogRecord) -> Void)?, AccessLogFile?
+    ) {
+        let name = arguments.value("--access-log-format") ?? AccessLogFormat.default.rawValue
+        guard let format = AccessLogFormat(rawValue: name) else {
+            throw .usage(Self.name, "--access-log-format needs default, combined or json, not \"\(name)\"")
         }
-        return { line in
-            let bytes = Array((line + "\n").utf8)
-            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard let path = arguments.value("--access-log") else {
+            if arguments.value("--access-log-format") != nil {
+                throw .usage(Self.name, "--access-log-format goes with --access-log FILE")
+            }
+            return (nil, nil)
         }
+        if path == "-" { return ({ record in Console.error(record.formatted(format) + "\n") }, nil) }
+        let file: AccessLogFile
+        do {
+            file = try AccessLogFile(path: path)
+        } catch {
+            throw Failure(.failure, error.description)
+        }
+        return ({ record in file.write(record.formatted(format)) }, file)
     }
 
     /// `host`, `host:port`, `[v6]` or `[v6]:port`: no scheme, path or white space, an unbracketed
@@ -331,8 +352,9 @@ struct ServeCommand {
         }
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
-        // Before the address is printed: whoever waits for it may send SIGHUP at once.
-        if proxy.tlsPort != nil { Self.reloadOnHangUp(proxy) }
+        // Before the address is printed: whoever waits for it may send SIGHUP or SIGUSR1 at once.
+        Self.reloadOnHangUp(proxy, accessLogFile, log: log)
+        Self.reopenOnUser1(accessLogFile, log: log)
         proxy.start()
         let destination: String
         switch configuration.mode {
@@ -357,14 +379,38 @@ struct ServeCommand {
         Console.error("httpcache serve: stopped\n")
     }
 
-    /// Reloads the proxy's certificates on each SIGHUP.
-    private static func reloadOnHangUp(_ proxy: CachingProxy) {
+    /// Reloads the proxy's certificates and reopens the access log on each SIGHUP.
+    private static func reloadOnHangUp(
+        _ proxy: CachingProxy, _ accessLogFile: AccessLogFile?, log: @escaping @Sendable (String) -> Void
+    ) {
         signal(SIGHUP, SIG_IGN)
         let source = DispatchSource.makeSignalSource(
             signal: SIGHUP, queue: DispatchQueue(label: "httpcache.serve.reload"))
-        source.setEventHandler { proxy.reloadCertificates() }
+        source.setEventHandler {
+            proxy.reloadCertificates()
+            reopen(accessLogFile, log: log)
+        }
         source.resume()
         Signals.sources.append(source)
+    }
+
+    /// Reopens the access log on each SIGUSR1 (logrotate's `postrotate`).
+    private static func reopenOnUser1(_ accessLogFile: AccessLogFile?, log: @escaping @Sendable (String) -> Void) {
+        signal(SIGUSR1, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(
+            signal: SIGUSR1, queue: DispatchQueue(label: "httpcache.serve.reopen"))
+        source.setEventHandler { reopen(accessLogFile, log: log) }
+        source.resume()
+        Signals.sources.append(source)
+    }
+
+    /// Reopens the access log file, if there is one; a failure is one line in the log.
+    private static func reopen(_ accessLogFile: AccessLogFile?, log: @Sendable (String) -> Void) {
+        do {
+            try accessLogFile?.reopen()
+        } catch {
+            log(error.description)
+        }
     }
 
     /// Returns on SIGTERM or SIGINT.

@@ -51,6 +51,9 @@ package final class HTTPServer: Sendable {
         /// HTTP/2 (RFC 9113): chosen by ALPN `h2` on the TLS listener, and in cleartext by a client
         /// opening with the connection preface (prior knowledge, §3.3) on the plain one.
         package var http2 = false
+        /// The name in `Proxy-Status` (RFC 9209 §2) on the answers the server makes itself
+        /// (`400`, `408`, `413`, `431`, `503`); `nil`: none.
+        package var proxyName: String?
         /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
         /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
