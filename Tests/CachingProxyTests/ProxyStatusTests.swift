@@ -175,6 +175,11 @@ struct ProxyStatusTests {
             let rejected = try client.readResponse()
             #expect(rejected.status == 400)
             #expect(rejected.field("Proxy-Status") == "httpcache; error=http_request_error; status-code=400")
+            // HTTP/2's own refusals too: a header list over the limit (RFC 9113 §6.5.2).
+            let big = (0..<40).map { ("x-field-\($0)", String(repeating: "v", count: 500)) }
+            let h2 = try HTTP2Client(port: proxy.port).send([HTTP2Request("GET", "/a", fields: big)])
+            #expect(h2.first?.status == 431)
+            #expect(h2.first?["proxy-status"] == "httpcache; error=http_request_error; status-code=431")
             #expect(origin.requests.isEmpty)
         }
     }

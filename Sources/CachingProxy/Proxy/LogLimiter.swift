@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSemantics
 import CacheSystem
 
 /// Lets at most one line of each kind per second through to the log: an origin that is down
@@ -8,7 +9,7 @@ final class LogLimiter: Sendable {
     /// What a line is about; one line per second each.
     enum Kind: Hashable, Sendable {
         /// An origin request that got no response, by what went wrong.
-        case origin(String)
+        case origin(ProxyStatus.ErrorType)
         /// A response cut off after its head.
         case cutOff
         /// The store failed to read or write.

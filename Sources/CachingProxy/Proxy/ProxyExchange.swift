@@ -262,6 +262,15 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         let proxyError = Messages.proxyError(upstreamError)
         let description = Messages.withAdvice(upstreamError?.description ?? "\(error)", proxyError)
         let what = "\(request.method) \(request.target.url)"
+        /// One line for the failure: how the client was answered, or that a background
+        /// revalidation (no client) failed.
+        func logFailure(_ answered: String) {
+            handler.limitedLog(
+                .origin(proxyError),
+                responder == nil
+                    ? "could not revalidate \(what) in the background: \(description)"
+                    : "answered \(what) \(answered): \(description)")
+        }
         // No head came: the whole wait was the origin's.
         if relay == nil { responder?.addOriginTime(MonotonicClock.seconds() - sentAt) }
         if let relay {
@@ -275,22 +284,16 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         switch driver.originFailed(&machine) {
         case .serve(let served):
             // Something stored stands in for the origin (RFC 9111 §4.2.4).
-            handler.limitedLog(
-                .origin(proxyError.rawValue),
-                "answered \(what) with a stored response, the origin failed: \(description)")
+            logFailure("with a stored response, the origin failed")
             serve(served)
         case .answer(let answer):
             // A 504 the exchange makes (stale not allowed).
-            handler.limitedLog(
-                .origin(proxyError.rawValue),
-                "answered \(what) with \(answer.status) (Proxy-Status error=\(proxyError.rawValue)): \(description)")
+            logFailure("with \(answer.status) (Proxy-Status error=\(proxyError.rawValue))")
             self.answer(answer, error: proxyError)
         case .fail:
             // Nothing may answer: a 502, or a 504 when the origin timed out.
             let status = upstreamError?.kind == .timeout ? 504 : 502
-            handler.limitedLog(
-                .origin(proxyError.rawValue),
-                "answered \(what) with \(status) (Proxy-Status error=\(proxyError.rawValue)): \(description)")
+            logFailure("with \(status) (Proxy-Status error=\(proxyError.rawValue))")
             defer { finished() }
             guard let responder else { return nil }
             let kind = upstreamError?.kind

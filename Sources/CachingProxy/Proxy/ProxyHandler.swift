@@ -556,7 +556,7 @@ final class ProxyHandler: RequestHandler {
             case .failure(let error):
                 let proxyError = Messages.proxyError(connecting: error.kind)
                 limitedLog(
-                    .origin(proxyError.rawValue),
+                    .origin(proxyError),
                     "answered CONNECT \(host):\(port) with 502 (Proxy-Status error=\(proxyError.rawValue)): "
                         + "could not connect: \(error.description)")
                 answer(

@@ -40,10 +40,6 @@ package struct ServerRequest: Sendable {
         self.isTLS = isTLS
     }
 
-    /// The protocol as the access log names it: `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`, with `+TLS`
-    /// over TLS.
-    package var protocolName: String { "HTTP/" + version + (isTLS ? "+TLS" : "") }
-
     /// The version as `Via` names it (RFC 9110 §7.6.3): `1.0`, `1.1` or `2`.
     package var version: String { majorVersion == 2 ? "2" : minorVersion == 0 ? "1.0" : "1.1" }
 }
