@@ -164,7 +164,8 @@ struct ProxyStatusTests {
         try await offPool {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
-            let proxy = try Self.proxy(origin.baseURL, log: Locked([]))
+            let log = Locked<[String]>([])
+            let proxy = try Self.proxy(origin.baseURL, log: log)
             let client = try RawHTTPClient(port: proxy.port)
             try client.send("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n")
             let fragment = try client.readResponse()
@@ -175,6 +176,13 @@ struct ProxyStatusTests {
             let rejected = try client.readResponse()
             #expect(rejected.status == 400)
             #expect(rejected.field("Proxy-Status") == "httpcache; error=http_request_error; status-code=400")
+            // More of them within the second: logged once, not once each.
+            for _ in 0..<3 {
+                let again = try RawHTTPClient(port: proxy.port)
+                try again.send("GET /a HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n")
+                #expect(try again.readResponse().status == 400)
+            }
+            #expect(log.withLock { $0 }.filter { $0.contains("rejected a request from") }.count == 1, "\(log)")
             // HTTP/2's own refusals too: a header list over the limit (RFC 9113 §6.5.2).
             let big = (0..<40).map { ("x-field-\($0)", String(repeating: "v", count: 500)) }
             let h2 = try HTTP2Client(port: proxy.port).send([HTTP2Request("GET", "/a", fields: big)])

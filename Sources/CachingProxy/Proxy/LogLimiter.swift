@@ -16,6 +16,8 @@ final class LogLimiter: Sendable {
         case store
         /// A destination the allow-list refuses, by authority.
         case refusedDestination(String)
+        /// A request the server's parser refused (a malformed or oversized head or body).
+        case rejectedRequest
     }
 
     private let log: @Sendable (String) -> Void

@@ -258,7 +258,9 @@ extension EventLoop {
     func reject(_ connection: Connection, _ rejection: Rejection) {
         countRejection()
         let phrase = reasonPhrase(rejection.status) ?? "Error"
-        log(
+        // A client can send malformed requests as fast as it likes: one line a second.
+        limitedLog(
+            .rejectedRequest,
             "HTTP server: rejected a request from \(peerDescription(connection.fd)): \(rejection.status) \(phrase): \(rejection.reason)"
         )
         let body = "\(rejection.status) \(phrase): \(rejection.reason); the connection is closed\n"

@@ -121,6 +121,8 @@ final class EventLoop: @unchecked Sendable {
 
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
+    /// The log for what can come with every request: one line per kind and second.
+    let limitedLog: LogLimiter
     let counters: ConnectionCounters
     let headerMilliseconds: Int
     let idleMilliseconds: Int
@@ -175,10 +177,12 @@ final class EventLoop: @unchecked Sendable {
 
     init(
         configuration: HTTPServer.Configuration, listenFD: Int32, tlsListenFD: Int32, shareListener: Bool,
-        handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
+        handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, limitedLog: LogLimiter,
+        counters: ConnectionCounters
     ) {
         self.handler = handler
         self.log = log
+        self.limitedLog = limitedLog
         self.counters = counters
         self.listenFD = listenFD
         self.tlsListenFD = tlsListenFD
@@ -352,7 +356,9 @@ final class EventLoop: @unchecked Sendable {
                 if code == EINTR || code == ECONNABORTED { continue }
                 if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
                     // The listener stays readable: stop watching it for a moment instead of spinning.
-                    log("HTTP server: cannot accept connections: \(errnoText(code)); pausing accept for 100 ms")
+                    log(
+                        "HTTP server: cannot accept connections: \(errnoText(code)); pausing accept for 100 ms; "
+                            + "raise the open-file limit (ulimit -n, LimitNOFILE= in a systemd unit)")
                     removeListener()
                     acceptPausedUntil = now + 100
                 }
@@ -458,7 +464,8 @@ final class EventLoop: @unchecked Sendable {
     private func logRefusals() {
         let reason =
             shuttingDown
-            ? "the server is shutting down" : "\(counters.maxConnections) connections are open (maxConnections)"
+            ? "the server is shutting down"
+            : "\(counters.maxConnections) connections are open; raise --max-connections if the machine can take more"
         log("HTTP server: refused \(refusedSinceLog) connection\(refusedSinceLog == 1 ? "" : "s"): \(reason)")
         refusedSinceLog = 0
         lastRefusalLog = now

@@ -174,6 +174,8 @@ private final class ServerCore: @unchecked Sendable {
     let configuration: HTTPServer.Configuration
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
+    /// Shared by the loops: lines that can come with every request, one per kind and second.
+    private let limitedLog: LogLimiter
     let listenFD: Int32
     let port: UInt16
     let tlsListener: (fd: Int32, port: UInt16)?
@@ -195,6 +197,7 @@ private final class ServerCore: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.log = log
+        limitedLog = LogLimiter(log)
         self.listenFD = listenFD
         self.port = port
         self.tlsListener = tlsListener
@@ -210,7 +213,7 @@ private final class ServerCore: @unchecked Sendable {
                 let loop = EventLoop(
                     configuration: configuration, listenFD: listenFD, tlsListenFD: tlsListener?.fd ?? -1,
                     shareListener: count > 1,
-                    handler: handler, log: log, counters: counters)
+                    handler: handler, log: log, limitedLog: limitedLog, counters: counters)
                 let thread: SystemThread
                 do throws(SystemError) {
                     guard loop.isUsable else { throw SystemError("epoll_create1 or eventfd", code: errno) }
