@@ -106,7 +106,9 @@ public struct AccessLogRecord: Sendable {
 
     /// One JSON object (RFC 8259): times in RFC 3339 with milliseconds, durations in seconds.
     private var jsonLine: String {
-        var line = "{\"time\":" + Self.json(HTTPDate.iso8601(Timestamp(secondsSince1970: time), milliseconds: true))
+        var line = ""
+        line.reserveCapacity(320 + target.utf8.count + (userAgent?.utf8.count ?? 0) + (referer?.utf8.count ?? 0))
+        line += "{\"time\":" + Self.json(HTTPDate.iso8601(Timestamp(secondsSince1970: time), milliseconds: true))
         line += ",\"client\":" + Self.json(client)
         line += ",\"method\":" + Self.json(method)
         line += ",\"target\":" + Self.json(target)
@@ -125,6 +127,10 @@ public struct AccessLogRecord: Sendable {
     /// `"-"` for `nil`.
     private static func quoted(_ value: String?) -> String {
         guard let value else { return "\"-\"" }
+        // Most values need no escape: copied whole.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            return "\"" + value + "\""
+        }
         var out = "\""
         for byte in value.utf8 {
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x7F {
@@ -141,6 +147,10 @@ public struct AccessLogRecord: Sendable {
     /// arrive here as U+FFFD.
     private static func json(_ value: String?) -> String {
         guard let value else { return "null" }
+        // Most values need no escape: copied whole.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            return "\"" + value + "\""
+        }
         var out = "\""
         for scalar in value.unicodeScalars {
             switch scalar {
