@@ -528,9 +528,11 @@ struct ServeCommand {
     /// answered: a loop stuck in one connection's work starves the watchdog, and the service
     /// manager restarts the proxy.
     private static func keepWatchdogFed(_ proxy: CachingProxy, every interval: Double) {
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcache.serve.watchdog"))
+        let queue = DispatchQueue(label: "httpcache.serve.watchdog")
+        let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(100))
-        timer.setEventHandler { proxy.whenLoopsAnswer { ServiceManager.notify(["WATCHDOG=1"]) } }
+        // The last loop to answer hands the sending back to the queue: a loop never waits on it.
+        timer.setEventHandler { proxy.whenLoopsAnswer { queue.async { ServiceManager.notify(["WATCHDOG=1"]) } } }
         timer.activate()
         Signals.watchdog = timer
     }

@@ -15,7 +15,8 @@ enum ServiceManager {
         return name
     }()
 
-    /// Sends `lines` (such as `["READY=1", "STATUS=serving"]`) in one datagram, without waiting.
+    /// Sends `lines` (such as `["READY=1", "STATUS=serving"]`) in one datagram, waiting at most
+    /// a second for room in the receiver's queue (never call it on an event loop).
     /// - Returns: whether the datagram went out (false without `$NOTIFY_SOCKET`).
     @discardableResult
     static func notify(_ lines: [String]) -> Bool {
@@ -34,12 +35,14 @@ enum ServiceManager {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let message = Array((lines.joined(separator: "\n") + "\n").utf8)
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
                 message.withUnsafeBytes { bytes in
                     sendto(
-                        descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), socketAddress,
+                        descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), socketAddress,
                         socklen_t(length))
                 }
             }
