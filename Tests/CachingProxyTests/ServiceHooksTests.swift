@@ -1,4 +1,5 @@
 #if os(Linux)
+import CacheSemantics
 import CacheSystem
 import CacheTestSupport
 import Foundation
@@ -60,6 +61,24 @@ struct ServiceHooksTests {
                 "\(String(describing: seen.withLock { $0 }))")
             #expect(!accepts(port), "the listener is closed with the failed start")
         }
+    }
+
+    @Test("A replaced admin token is the one a client off loopback must send from then on; nil leaves loopback only")
+    func adminTokenIsReplaced() throws {
+        var configuration = configuration()
+        configuration.adminToken = "old"
+        let handler = try ProxyHandler(configuration)
+        func allowed(_ token: String?, loopback: Bool = false) -> Bool {
+            var fields: HeaderFields = [:]
+            if let token { fields[.authorization] = "Bearer \(token)" }
+            return handler.mayAdminister(
+                ServerRequest(method: "PURGE", target: "/a", fields: fields, peerIsLoopback: loopback))
+        }
+        #expect(allowed("old") && !allowed("new") && !allowed(nil))
+        handler.adminToken.withLock { $0 = "new" }
+        #expect(allowed("new") && !allowed("old"))
+        handler.adminToken.withLock { $0 = nil }
+        #expect(!allowed("new") && !allowed(nil) && allowed(nil, loopback: true))
     }
 
     @Test("whenLoopsAnswer is called once every loop has taken a turn; never before start or after shutdown")

@@ -355,7 +355,8 @@ final class ProxyHandler: RequestHandler {
             framing: request.method == "HEAD" ? BodyFraming.none : nil)
     }
 
-    private func mayAdminister(_ request: ServerRequest) -> Bool {
+    /// Whether `request` may PURGE and read the metrics: from loopback, or with the admin token.
+    func mayAdminister(_ request: ServerRequest) -> Bool {
         if request.peerIsLoopback { return true }
         guard let token = adminToken.withLock({ $0 }), !token.isEmpty else { return false }
         return request.fields.values(named: .authorization).contains("Bearer \(token)")
