@@ -82,6 +82,18 @@ struct ConfigFile: Sendable, Equatable {
     }
 }
 
+extension ConfigFile {
+    /// A TOML integer: decimal, an optional sign, `_` between digits.
+    static func integer(_ word: String) -> Int64? {
+        let digits = word.first == "+" || word.first == "-" ? word.dropFirst() : Substring(word)
+        guard let first = digits.first, first.isASCII, first.isNumber, digits.last?.isNumber == true,
+            !digits.contains("__"), digits.allSatisfy({ $0 == "_" || ($0.isASCII && $0.isNumber) }),
+            first != "0" || digits.count == 1
+        else { return nil }
+        return Int64(word.filter { $0 != "_" && $0 != "+" })
+    }
+}
+
 /// Reads settings from bytes, one after another, counting lines.
 private struct Reader {
     let bytes: [UInt8]
@@ -181,22 +193,12 @@ private struct Reader {
             let word = String(decoding: bytes[start..<index], as: UTF8.self)
             if word == "true" { return .boolean(true) }
             if word == "false" { return .boolean(false) }
-            if let number = Self.integer(word) { return .integer(number) }
+            if let number = ConfigFile.integer(word) { return .integer(number) }
             let shown = word.isEmpty ? Self.describe(byte) : word
             throw problem(
                 "\(key) = \(shown) is not a value: quote text (\(key) = \"\(word)\"); numbers are integers, switches true or false"
             )
         }
-    }
-
-    /// A TOML integer: decimal, an optional sign, `_` between digits.
-    static func integer(_ word: String) -> Int64? {
-        let digits = word.first == "+" || word.first == "-" ? word.dropFirst() : Substring(word)
-        guard let first = digits.first, first.isASCII, first.isNumber, digits.last?.isNumber == true,
-            !digits.contains("__"), digits.allSatisfy({ $0 == "_" || ($0.isASCII && $0.isNumber) }),
-            first != "0" || digits.count == 1
-        else { return nil }
-        return Int64(word.filter { $0 != "_" && $0 != "+" })
     }
 
     private mutating func strings(for key: String) throws(ConfigFile.Problem) -> [String] {

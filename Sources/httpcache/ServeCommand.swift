@@ -291,7 +291,8 @@ struct ServeCommand {
             if !spec.takesValue {
                 value = .boolean(effective.has(option))
             } else if let given = effective.values[option] {
-                value = spec.repeats ? .strings(given) : .string(given.last ?? "")
+                let last = given.last ?? ""
+                value = spec.repeats ? .strings(given) : ConfigFile.integer(last).map { .integer($0) } ?? .string(last)
             } else {
                 value = defaultValue(option)
             }
