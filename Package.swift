@@ -232,6 +232,9 @@ let package = Package(
             // The HTTP/2 checker the tests run with PyPI's h2 (Checkers/h2_attacks.py).
             exclude: ["Checkers"],
             swiftSettings: strictSettings),
+        // The CLI's own parts, reached with `@testable import httpcache`: the configuration file of
+        // `serve` (its parser over any bytes, its mapping onto the options).
+        .testTarget(name: "httpcacheTests", dependencies: ["httpcache"], swiftSettings: strictSettings),
         .testTarget(
             name: "OfflinePagesTests",
             dependencies: ["OfflinePages", "HTTPCaching", "LoopbackOrigin", "CacheTestSupport", "CacheStorage"],

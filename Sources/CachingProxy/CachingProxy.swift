@@ -114,6 +114,10 @@ public final class CachingProxy: Sendable {
         public var tlsHost = "127.0.0.1"
         /// The TLS listener's port; `0` picks a free one (see ``CachingProxy/tlsPort``).
         public var tlsPort: UInt16 = 8443
+        /// Called once the listeners are bound, before the store is opened: `httpcache serve
+        /// --user` gives up root there, so that the store's files belong to the user it runs as.
+        /// An error it throws is the proxy's (the listeners are closed).
+        public var afterListening: (@Sendable () throws -> Void)?
         /// Receives what the proxy reports (rejected requests, origin failures, storage errors).
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("httpcache serve: \(message)\n".utf8))
@@ -167,15 +171,18 @@ public final class CachingProxy: Sendable {
     private let handler: ProxyHandler
     private let server: HTTPServer
     private let certificates: ServerCertificates?
-    private let tlsIdentities: [TLSServerContext.Identity]
+    /// The certificate and key files presented, replaced by a reload that names others.
+    private let tlsIdentities: Locked<[TLSServerContext.Identity]>
     private let http2: Bool
     private let log: @Sendable (String) -> Void
 
-    /// Opens the store and listens; call ``start()`` to serve.
+    /// Listens, calls ``Configuration/afterListening``, then opens the store; call ``start()``
+    /// to serve.
     /// - Throws: ``ConfigurationError`` when a port cannot be listened on, a certificate or key
     ///   cannot be used (naming the file and why), or TLS is asked of a forward proxy.
     public init(_ configuration: Configuration) throws {
-        tlsIdentities = configuration.tlsIdentities
+        let tlsIdentities = configuration.tlsIdentities
+        self.tlsIdentities = Locked(tlsIdentities)
         log = configuration.log
         if case .reverse = configuration.mode { http2 = configuration.http2 } else { http2 = false }
         if let first = tlsIdentities.first {
@@ -194,7 +201,6 @@ public final class CachingProxy: Sendable {
         } else {
             certificates = nil
         }
-        handler = try ProxyHandler(configuration)
         var settings = HTTPServer.Configuration()
         settings.host = configuration.host
         settings.port = configuration.port
@@ -208,11 +214,20 @@ public final class CachingProxy: Sendable {
         if let certificates {
             settings.tls = .init(host: configuration.tlsHost, port: configuration.tlsPort, certificates: certificates)
         }
+        let listeners: HTTPServer.Listeners
         do {
-            server = try HTTPServer(configuration: settings, handler: handler, log: configuration.log)
+            listeners = try HTTPServer.listen(settings)
         } catch {
             throw ConfigurationError(description: error.description)
         }
+        do {
+            try configuration.afterListening?()
+            handler = try ProxyHandler(configuration)
+        } catch {
+            listeners.close()
+            throw error
+        }
+        server = HTTPServer(configuration: settings, listeners: listeners, handler: handler, log: configuration.log)
         handler.setServerStatistics { [weak server] in server?.statistics ?? HTTPServer.Statistics() }
     }
 
@@ -238,25 +253,39 @@ public final class CachingProxy: Sendable {
     /// `SIGHUP`): new handshakes present them, open connections keep going on the ones they
     /// began with. When one cannot be used, the ones in use stay and one line saying why goes
     /// to the log. A key file readable by group or others is warned about, as at start.
-    /// - Returns: whether the new certificates are in use; false too without TLS.
+    /// - Parameter identities: other files to present from now on (at least one pair); `nil`
+    ///   reads the same files again.
+    /// - Returns: whether the new certificates are in use; false too without TLS (a proxy
+    ///   started without certificates has no TLS listener to present them on).
     @discardableResult
-    public func reloadCertificates() -> Bool {
-        guard let certificates, let first = tlsIdentities.first else { return false }
+    public func reloadCertificates(_ identities: [TLSServerContext.Identity]? = nil) -> Bool {
+        let identities = identities ?? tlsIdentities.withLock { $0 }
+        guard let certificates, let first = identities.first else { return false }
         do {
-            certificates.replace(with: try Self.serverContext(first, tlsIdentities, http2: http2))
+            certificates.replace(with: try Self.serverContext(first, identities, http2: http2))
         } catch {
             log("certificates not reloaded, the ones loaded before stay in use: \(error.description)")
             return false
         }
-        Self.keyFileWarnings(tlsIdentities).forEach(log)
+        tlsIdentities.withLock { $0 = identities }
+        Self.keyFileWarnings(identities).forEach(log)
         // HTTP/2 clients keep a connection for long: GOAWAY sends them to a new one, which
         // presents the new certificates, once their streams have finished.
         server.goAwayHTTP2()
         log(
-            "certificates reloaded: new TLS handshakes present \(tlsIdentities.map(\.certificateFile).joined(separator: ", "))"
+            "certificates reloaded: new TLS handshakes present \(identities.map(\.certificateFile).joined(separator: ", "))"
         )
         return true
     }
+
+    /// Replaces ``Configuration/adminToken`` for the requests that come next (`nil`: loopback
+    /// clients only).
+    public func replaceAdminToken(_ token: String?) { handler.adminToken.withLock { $0 = token } }
+
+    /// Calls `answered` (on an event-loop thread) once every event loop has taken a turn after
+    /// this call; never when one is stuck or has stopped. `httpcache serve` sends systemd's
+    /// watchdog keep-alive only then.
+    public func whenLoopsAnswer(_ answered: @escaping @Sendable () -> Void) { server.whenLoopsAnswer(answered) }
 
     /// One line for each key file that group or others may read.
     static func keyFileWarnings(_ identities: [TLSServerContext.Identity]) -> [String] {

@@ -5,11 +5,16 @@ struct OptionSpec: Sendable {
     var names: [String]
     /// Whether the option takes a value (`-H 'Name: value'`) or is a flag (`-i`).
     var takesValue: Bool
+    /// Whether every value given counts (`--tls-cert A --tls-cert B`), rather than the last; a
+    /// configuration file gives them as an array.
+    var repeats = false
 
     /// A flag such as `-i` or `--json`.
     static func flag(_ names: String...) -> OptionSpec { OptionSpec(names: names, takesValue: false) }
     /// An option with a value such as `-o FILE`.
     static func value(_ names: String...) -> OptionSpec { OptionSpec(names: names, takesValue: true) }
+    /// An option given once per value, such as `--tls-cert FILE`.
+    static func values(_ names: String...) -> OptionSpec { OptionSpec(names: names, takesValue: true, repeats: true) }
 }
 
 /// A subcommand's arguments, parsed by hand: options (in any order, before or after the

@@ -56,7 +56,9 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLitera
         }
     }
 
-    private static func quote(_ text: String, into output: inout String) {
+    /// Appends `text` as a quoted string: `"`, `\` and control characters (DEL too) escaped. A
+    /// TOML basic string too (`serve --check-config` writes values so).
+    static func quote(_ text: String, into output: inout String) {
         output += "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -65,7 +67,7 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLitera
             case "\n": output += "\\n"
             case "\r": output += "\\r"
             case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
                 output +=
                     "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
                     + String(scalar.value, radix: 16)

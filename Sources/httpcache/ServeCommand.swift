@@ -15,17 +15,21 @@ struct ServeCommand {
     static let summary = "run a shared caching proxy (reverse, or forward with --forward)"
     static let specs: [OptionSpec] =
         [
-            .value("--origin"), .value("--origin-cacert"), .flag("--forward"), .value("--listen"),
+            .value("--origin"), .values("--origin-cacert"), .flag("--forward"), .value("--listen"),
             .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-            .value("--allow-destination"), .value("--access-log"), .value("--access-log-format"), .value("--tls-cert"),
-            .value("--tls-key"),
-            .value("--tls-listen"), .flag("--no-http2"),
+            .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
+            .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
+            .value("--config"), .value("--check-config"),
         ] + RedisOptions.specs
+    /// The options a configuration file cannot hold.
+    static let commandLineOnly: Set<String> = ["--config", "--check-config"]
     static let help = """
         Usage: httpcache serve --origin URL [options]     (reverse proxy to one origin, http or https)
                httpcache serve --forward [options]        (forward proxy; CONNECT tunnelled)
+               httpcache serve --config FILE [options]    (the options from FILE, flags over them)
+               httpcache serve --check-config FILE [options]   (check, print what is in effect, exit)
 
         A shared HTTP cache (RFC 9111 shared-cache rules: s-maxage, private never stored,
         Authorization, CDN-Cache-Control) in front of an origin. Adds Age, Via and
@@ -96,6 +100,18 @@ struct ServeCommand {
                                   per line: time, client, method, target, protocol, status,
                                   bytes, duration, completed, cache_status, origin_time,
                                   user_agent, referer (duration, origin_time in seconds)
+          --user NAME             once listening, run as NAME (initgroups, setgid, setuid;
+                                  started as root): e.g. to listen on port 80 or 443. The
+                                  cache directory is created for NAME, or must be NAME's
+          --config FILE           every option above from FILE, a TOML subset: one
+                                  `key = value` a line, the key an option's name without --
+                                  (origin = "http://127.0.0.1:8081", tls-cert = ["a.pem",
+                                  "b.pem"], no-http2 = true, loops = 4), # comments; an
+                                  option on the command line replaces the file's
+          --check-config FILE     check FILE (and the options given) as a start would,
+                                  print every option in effect and where it comes from (the
+                                  file, the command line, the default), and exit: 0 when
+                                  valid, 2 otherwise; nothing is bound or opened
         \(RedisOptions.help)
 
         With --redis or --redis-cluster, several proxies share one store: what one stores is a
@@ -109,19 +125,77 @@ struct ServeCommand {
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
         allowed from loopback, or with the admin token.
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
-        SIGHUP: reopen the access log; with --tls-cert, reload the certificates and keys too
-        (open HTTP/1.1 connections stay, HTTP/2 ones get GOAWAY once their streams finish).
+        SIGHUP: read the --config file again, reload the certificates and keys (open HTTP/1.1
+        connections stay, HTTP/2 ones get GOAWAY once their streams finish) and reopen the
+        access log. Applied at once: tls-cert and tls-key (when started with TLS), admin-token.
+        Any other option changed in the file is logged and kept as it is until a restart; a file
+        that no longer parses changes nothing.
         SIGUSR1: reopen the access log.
+        Under systemd (Type=notify): READY=1 once listening, RELOADING=1 and READY=1 around a
+        reload, STOPPING=1, and WATCHDOG=1 while every event loop answers (WatchdogSec).
         """
 
     #if os(Linux)
     let configuration: CachingProxy.Configuration
     let redis: RedisOptions
-    /// The `--access-log` file (not standard error), reopened on SIGUSR1 and SIGHUP.
-    let accessLogFile: AccessLogFile?
+    /// The command line as given: a reload puts it over the file again.
+    let commandLine: ParsedArguments
+    /// The options in effect: the command line over the configuration file.
+    let effective: ParsedArguments
+    /// Where each option in ``effective`` comes from.
+    let sources: [String: OptionSource]
+    /// The `--config` or `--check-config` file.
+    let configPath: String?
+    /// `--check-config`: print what is in effect and exit.
+    let checkOnly: Bool
+    let user: ServiceUser?
+    /// Lines for the log: what in the configuration is unsafe.
+    let warnings: [String]
 
-    init(_ arguments: ParsedArguments) throws(Failure) {
-        redis = try RedisOptions(arguments)
+    /// Reads the configuration file named on `commandLine`, puts the command line over it and
+    /// checks the result as a start would (certificates loaded, names resolved to users).
+    /// - Throws: a usage ``Failure``; one about a value from the file names its line.
+    init(_ commandLine: ParsedArguments) throws(Failure) {
+        self.commandLine = commandLine
+        switch (commandLine.value("--config"), commandLine.value("--check-config")) {
+        case (let path?, nil): (configPath, checkOnly) = (path, false)
+        case (nil, let path?): (configPath, checkOnly) = (path, true)
+        case (nil, nil): (configPath, checkOnly) = (nil, false)
+        case (_?, _?):
+            throw .usage(Self.name, "give --config FILE to run with it or --check-config FILE to check it, not both")
+        }
+        var sources: [String: OptionSource] = [:]
+        for option in commandLine.values.keys { sources[option] = .flag }
+        for option in commandLine.flags { sources[option] = .flag }
+        var effective = commandLine
+        var warnings: [String] = []
+        if let configPath {
+            let file = try ConfigFile.load(configPath, command: Self.name)
+            (effective, sources) = commandLine.overlaying(
+                try file.options(Self.specs, path: configPath, command: Self.name), path: configPath)
+            if let warning = file.secretWarning(path: configPath) { warnings.append(warning) }
+        }
+        if effective.value("--admin-token") == nil, ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"] != nil
+        {
+            sources["--admin-token"] = .environment("HTTPCACHE_ADMIN_TOKEN")
+        }
+        do {
+            (configuration, redis) = try Self.configuration(effective)
+            user = try effective.value("--user").map { name throws(Failure) in try ServiceUser(name, command: Self.name)
+            }
+        } catch {
+            throw Self.located(error, sources)
+        }
+        self.effective = effective
+        self.sources = sources
+        self.warnings = warnings
+    }
+
+    /// The proxy's configuration and the Redis options from `arguments`.
+    private static func configuration(_ arguments: ParsedArguments) throws(Failure) -> (
+        CachingProxy.Configuration, RedisOptions
+    ) {
+        let redis = try RedisOptions(arguments)
         _ = try arguments.positionals("", minimum: 0, maximum: 0)
         let mode: CachingProxy.Mode
         switch (arguments.value("--origin"), arguments.has("--forward")) {
@@ -193,11 +267,82 @@ struct ServeCommand {
             }
             configuration.allowedDestinations = destinations
         }
-        (configuration.accessLog, accessLogFile) = try Self.accessLog(arguments)
+        _ = try Self.accessLogFormat(arguments)
         configuration.adminToken =
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
-        self.configuration = configuration
+        return (configuration, redis)
+    }
+
+    /// `failure` with the file and line of the option it is about, when that came from the file.
+    private static func located(_ failure: Failure, _ sources: [String: OptionSource]) -> Failure {
+        let prefix = "\(name): "
+        guard failure.code == .usage, failure.message.hasPrefix(prefix) else { return failure }
+        let message = failure.message.dropFirst(prefix.count)
+        // The option named first; of two starting there (--redis, --redis-cluster), the longer.
+        let named = specs.map { $0.names[0] }.compactMap { option -> (String, String.Index)? in
+            guard let range = message.range(of: option) else { return nil }
+            let next = message[range.upperBound...].first
+            guard next.map({ !($0.isLetter || $0 == "-") }) ?? true else { return nil }
+            return (option, range.lowerBound)
+        }
+        guard let option = named.min(by: { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0.count > $1.0.count) })?.0,
+            case .file(let path, let line)? = sources[option]
+        else { return failure }
+        return Failure(.usage, "\(prefix)\(path):\(line): \(message)")
+    }
+
+    /// Every option in effect, one `key = value` line each as a configuration file writes it,
+    /// followed by where it comes from; the admin token hidden.
+    var effectiveConfiguration: String {
+        var rows: [(String, String)] = []
+        for spec in Self.specs where !Self.commandLineOnly.contains(spec.names[0]) {
+            let option = spec.names[0]
+            let key = String(option.dropFirst(2))
+            let value: ConfigFile.Value?
+            if !spec.takesValue {
+                value = .boolean(effective.has(option))
+            } else if let given = effective.values[option] {
+                let last = given.last ?? ""
+                value = spec.repeats ? .strings(given) : ConfigFile.integer(last).map { .integer($0) } ?? .string(last)
+            } else {
+                value = defaultValue(option)
+            }
+            let shown: String
+            switch (option, value) {
+            case ("--admin-token", _) where configuration.adminToken != nil:
+                shown = "\(key) = \"(hidden, \(configuration.adminToken?.count ?? 0) characters)\""
+            case (_, let value?): shown = "\(key) = \(value.written)"
+            case (_, nil): shown = "# \(key) is not set"
+            }
+            rows.append((shown, (sources[option] ?? .default).description))
+        }
+        let width = min(60, rows.map(\.0.count).max() ?? 0)
+        return rows.map { row in
+            row.0 + String(repeating: " ", count: max(1, width - row.0.count + 2)) + "# " + row.1
+        }.joined(separator: "\n") + "\n"
+    }
+
+    /// What `option` is when nothing gives it, read from the configuration built without it;
+    /// nil for an option that is then off or unset.
+    private func defaultValue(_ option: String) -> ConfigFile.Value? {
+        switch option {
+        case "--listen": return .string("\(configuration.host):\(configuration.port)")
+        case "--tls-listen": return .string("\(configuration.tlsHost):\(configuration.tlsPort)")
+        case "--cache-dir": return configuration.cacheDirectory.map(ConfigFile.Value.string)
+        case "--memory": return .integer(configuration.memoryCapacity)
+        case "--disk": return .integer(configuration.diskCapacity)
+        case "--name": return .string(configuration.name)
+        case "--loops": return .integer(Int64(configuration.loops))
+        case "--max-connections": return .integer(Int64(configuration.maxConnections))
+        case "--header-timeout": return .integer(Int64(configuration.headerTimeout))
+        case "--idle-timeout": return .integer(Int64(configuration.idleTimeout))
+        case "--max-body": return .integer(configuration.maxRequestBodyBytes)
+        case "--redis-prefix": return redis.configuration.map { .string($0.keyPrefix) }
+        case "--redis-timeout": return redis.configuration.map { .integer(Int64($0.commandTimeout * 1000)) }
+        case "--local-memory": return redis.configuration.map { _ in .integer(configuration.memoryCapacity) }
+        default: return nil
+        }
     }
 
     /// `option`'s HOST:PORT, or `fallback`'s.
@@ -264,20 +409,29 @@ struct ServeCommand {
         return files
     }
 
+    /// `--access-log-format`, checked: a known name, given with `--access-log`; `nil` without
+    /// an access log.
+    static func accessLogFormat(_ arguments: ParsedArguments) throws(Failure) -> AccessLogFormat? {
+        let name = arguments.value("--access-log-format") ?? AccessLogFormat.default.rawValue
+        guard let format = AccessLogFormat(rawValue: name) else {
+            throw .usage(Self.name, "--access-log-format needs default, combined or json, not \"\(name)\"")
+        }
+        guard arguments.value("--access-log") != nil else {
+            if arguments.value("--access-log-format") != nil {
+                throw .usage(Self.name, "--access-log-format goes with --access-log FILE")
+            }
+            return nil
+        }
+        return format
+    }
+
     /// `--access-log` in `--access-log-format`: each record's line appended to the file
     /// (created when missing, returned for reopening) or, for `-`, written to standard error;
     /// one `write` per line, so lines from several threads never interleave.
     static func accessLog(_ arguments: ParsedArguments) throws(Failure) -> (
         (@Sendable (AccessLogRecord) -> Void)?, AccessLogFile?
     ) {
-        let name = arguments.value("--access-log-format") ?? AccessLogFormat.default.rawValue
-        guard let format = AccessLogFormat(rawValue: name) else {
-            throw .usage(Self.name, "--access-log-format needs default, combined or json, not \"\(name)\"")
-        }
-        guard let path = arguments.value("--access-log") else {
-            if arguments.value("--access-log-format") != nil {
-                throw .usage(Self.name, "--access-log-format goes with --access-log FILE")
-            }
+        guard let path = arguments.value("--access-log"), let format = try accessLogFormat(arguments) else {
             return (nil, nil)
         }
         if path == "-" { return ({ record in Console.error(record.formatted(format) + "\n") }, nil) }
@@ -332,10 +486,28 @@ struct ServeCommand {
     }
 
     func run() async throws(Failure) {
+        for warning in warnings { Console.error("httpcache serve: \(warning)\n") }
+        if checkOnly {
+            Console.out(effectiveConfiguration)
+            return
+        }
         CachingProxy.boundAllocatorArenas()
         CachingProxy.returnFreedMemoryPeriodically()
         var configuration = self.configuration
         let log = configuration.log
+        let accessLogFile: AccessLogFile?
+        (configuration.accessLog, accessLogFile) = try Self.accessLog(effective)
+        if let user {
+            guard geteuid() == 0 else {
+                throw Failure(
+                    .failure, "--user \(user.name) needs root to change users; start as root, or leave out --user")
+            }
+            let directory = configuration.cacheDirectory
+            configuration.afterListening = {
+                if let directory { try user.prepare(cacheDirectory: directory) }
+                try user.become()
+            }
+        }
         if let shared = try redis.openStore(
             defaultLocalMemory: configuration.memoryCapacity, listens: true, mustReach: false,
             log: { message in log(message) })
@@ -347,13 +519,15 @@ struct ServeCommand {
         let proxy: CachingProxy
         do {
             proxy = try CachingProxy(configuration)
+        } catch let failure as Failure {
+            throw failure
         } catch {
             throw Failure(.failure, "\(error)")
         }
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
         // Before the address is printed: whoever waits for it may send SIGHUP or SIGUSR1 at once.
-        Self.reloadOnHangUp(proxy, accessLogFile, log: log)
+        Reloader(proxy: proxy, running: self, accessLogFile: accessLogFile).reloadOnHangUp()
         Self.reopenOnUser1(accessLogFile, log: log)
         proxy.start()
         let destination: String
@@ -368,30 +542,31 @@ struct ServeCommand {
             } else {
                 configuration.cacheDirectory.map { "store in \($0)" } ?? "memory only"
             }
-        Console.error("httpcache serve: \(destination), \(store)\n")
-        Console.out("listening on http://\(configuration.host):\(proxy.port)\n")
-        if let tlsPort = proxy.tlsPort {
-            Console.out("listening on https://\(configuration.tlsHost):\(tlsPort)\n")
-        }
+        Console.error("httpcache serve: \(destination), \(store)\(user.map { ", running as \($0.name)" } ?? "")\n")
+        var listening = ["http://\(configuration.host):\(proxy.port)"]
+        if let tlsPort = proxy.tlsPort { listening.append("https://\(configuration.tlsHost):\(tlsPort)") }
+        for address in listening { Console.out("listening on \(address)\n") }
+        let status = "STATUS=\(destination), listening on \(listening.joined(separator: " and "))"
+        ServiceManager.notify(["READY=1", status, "MAINPID=\(getpid())"])
+        if let interval = ServiceManager.watchdogInterval { Self.keepWatchdogFed(proxy, every: interval) }
         await Self.waitForTermination()
+        ServiceManager.notify(["STOPPING=1", "STATUS=finishing the responses in flight"])
         Console.error("httpcache serve: stopping: finishing the responses in flight\n")
         proxy.shutdown(timeout: 30)
         Console.error("httpcache serve: stopped\n")
     }
 
-    /// Reloads the proxy's certificates and reopens the access log on each SIGHUP.
-    private static func reloadOnHangUp(
-        _ proxy: CachingProxy, _ accessLogFile: AccessLogFile?, log: @escaping @Sendable (String) -> Void
-    ) {
-        signal(SIGHUP, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(
-            signal: SIGHUP, queue: DispatchQueue(label: "httpcache.serve.reload"))
-        source.setEventHandler {
-            proxy.reloadCertificates()
-            reopen(accessLogFile, log: log)
-        }
-        source.resume()
-        Signals.sources.append(source)
+    /// Sends `WATCHDOG=1` every `interval` seconds, each time once every event loop has
+    /// answered: a loop stuck in one connection's work starves the watchdog, and the service
+    /// manager restarts the proxy.
+    private static func keepWatchdogFed(_ proxy: CachingProxy, every interval: Double) {
+        let queue = DispatchQueue(label: "httpcache.serve.watchdog")
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(100))
+        // The last loop to answer hands the sending back to the queue: a loop never waits on it.
+        timer.setEventHandler { proxy.whenLoopsAnswer { queue.async { ServiceManager.notify(["WATCHDOG=1"]) } } }
+        timer.activate()
+        Signals.watchdog = timer
     }
 
     /// Reopens the access log on each SIGUSR1 (logrotate's `postrotate`).
@@ -405,7 +580,7 @@ struct ServeCommand {
     }
 
     /// Reopens the access log file, if there is one; a failure is one line in the log.
-    private static func reopen(_ accessLogFile: AccessLogFile?, log: @Sendable (String) -> Void) {
+    static func reopen(_ accessLogFile: AccessLogFile?, log: (String) -> Void) {
         do {
             try accessLogFile?.reopen()
         } catch {
@@ -437,10 +612,107 @@ struct ServeCommand {
     #endif
 }
 
-/// Keeps the signal sources alive for the process's life (touched on one queue only).
+/// Keeps the signal sources and the watchdog's timer alive for the process's life (each set
+/// before it can fire, from the serving task).
 private enum Signals {
     nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
+    nonisolated(unsafe) static var watchdog: (any DispatchSourceTimer)?
 }
+
+#if os(Linux)
+/// What SIGHUP does: read the configuration file again, apply what can change while serving,
+/// reload the certificates and reopen the access log. Its state is touched on its signal queue
+/// only.
+private final class Reloader: @unchecked Sendable {
+    let proxy: CachingProxy
+    /// The command as started.
+    let running: ServeCommand
+    /// The options in use: those started with, and the changes applied since.
+    var applied: ParsedArguments
+    /// The `--access-log` file, reopened at each reload (for logrotate).
+    let accessLogFile: AccessLogFile?
+
+    init(proxy: CachingProxy, running: ServeCommand, accessLogFile: AccessLogFile?) {
+        self.proxy = proxy
+        self.running = running
+        self.accessLogFile = accessLogFile
+        applied = running.effective
+    }
+
+    func reloadOnHangUp() {
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(
+            signal: SIGHUP, queue: DispatchQueue(label: "httpcache.serve.reload"))
+        source.setEventHandler { self.reload() }
+        source.resume()
+        Signals.sources.append(source)
+    }
+
+    private func log(_ message: String) { running.configuration.log(message) }
+
+    func reload() {
+        ServiceManager.notify(["RELOADING=1", ServiceManager.monotonicMicroseconds])
+        defer { ServiceManager.notify(["READY=1", "STATUS=reloaded"]) }
+        ServeCommand.reopen(accessLogFile, log: log)
+        guard let path = running.configPath else {
+            if running.configuration.tlsIdentities.isEmpty && accessLogFile == nil {
+                log("SIGHUP: nothing to reload (no --config file, no --tls-cert, no --access-log file)")
+            }
+            proxy.reloadCertificates()
+            return
+        }
+        let next: ServeCommand
+        do {
+            next = try ServeCommand(running.commandLine)
+        } catch {
+            // The message without the command's name and its pointer to --help, which a log needs not.
+            var reason = Substring(error.message)
+            if reason.hasPrefix("\(ServeCommand.name): ") { reason = reason.dropFirst(ServeCommand.name.count + 2) }
+            if let help = reason.range(of: " (see `httpcache") { reason = reason[..<help.lowerBound] }
+            log("\(path) not reloaded: \(reason); the configuration in use stays")
+            proxy.reloadCertificates()
+            return
+        }
+        for warning in next.warnings { log(warning) }
+        var newCertificates = false
+        for spec in ServeCommand.specs where !ServeCommand.commandLineOnly.contains(spec.names[0]) {
+            let option = spec.names[0]
+            let key = option.dropFirst(2)
+            let wanted = next.effective
+            guard applied.values[option] != wanted.values[option] || applied.has(option) != wanted.has(option) else {
+                continue
+            }
+            switch option {
+            case "--admin-token":
+                proxy.replaceAdminToken(next.configuration.adminToken)
+                applied.values[option] = wanted.values[option]
+                log("admin-token changed in \(path): in use from now on")
+            case "--tls-cert", "--tls-key":
+                // New files for a TLS listener that stays: presented from now on. Turning TLS on
+                // or off opens or closes a listener: a restart.
+                if !running.configuration.tlsIdentities.isEmpty && !next.configuration.tlsIdentities.isEmpty {
+                    newCertificates = true
+                    continue
+                }
+                fallthrough
+            default:
+                let kept =
+                    spec.takesValue
+                    ? applied.values[option].map { $0.joined(separator: ", ") } ?? "the default"
+                    : String(applied.has(option))
+                log("\(key) changed in \(path): restart to apply it; keeping \(kept)")
+            }
+        }
+        if newCertificates {
+            if proxy.reloadCertificates(next.configuration.tlsIdentities) {
+                for option in ["--tls-cert", "--tls-key"] { applied.values[option] = next.effective.values[option] }
+            }
+        } else {
+            proxy.reloadCertificates()
+        }
+    }
+}
+#endif
 
 /// Resumes a continuation the first time it is asked to.
 private final class SingleResumption: @unchecked Sendable {

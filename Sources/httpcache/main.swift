@@ -1,5 +1,13 @@
 // The `httpcache` command-line tool: fetch through the cache, explain its decisions, inspect
 // and manage what is stored, and a self-contained demo. See `httpcache --help`.
+//
+// The main is synchronous on purpose: the command runs in a task the main thread waits for.
+// An async main on Linux parks the main thread inside libdispatch's `dispatch_main`, half-way
+// through `pthread_exit`, where glibc's `setuid` no longer reaches it: after `serve --user`
+// gave up root, that thread (the one /proc/PID/status and `ps` show) would still be root's.
+import CacheSystem
+import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -7,5 +15,12 @@ import Darwin
 #endif
 
 Console.ignoreBrokenPipes()
-let status = await Commands.run(Array(CommandLine.arguments.dropFirst()))
-exit(status.rawValue)
+let finished = DispatchSemaphore(value: 0)
+let status = Locked(ExitCode.success)
+Task.detached {
+    let code = await Commands.run(Array(CommandLine.arguments.dropFirst()))
+    status.withLock { $0 = code }
+    finished.signal()
+}
+finished.wait()
+exit(status.withLock { $0 }.rawValue)

@@ -139,12 +139,12 @@ final class PipedRun: @unchecked Sendable {
     private let process = Process()
     private let received = Locked(Data())
 
-    /// Starts `httpcache arguments`; its standard error goes to the file `standardError`
-    /// (created), or nowhere.
-    init(_ arguments: [String], standardError: String? = nil) throws {
+    /// Starts `httpcache arguments` with `environment` added; its standard error goes to the
+    /// file `standardError` (created), or nowhere.
+    init(_ arguments: [String], standardError: String? = nil, environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
-        process.environment = CLIProcess.loopbackEnvironment()
+        process.environment = CLIProcess.loopbackEnvironment(adding: environment)
         let pipe = Pipe()
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = pipe

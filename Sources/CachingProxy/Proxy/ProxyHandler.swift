@@ -39,6 +39,8 @@ final class ProxyHandler: RequestHandler {
     /// allows (`nil`: every port).
     private let allowedDestinations: [(host: String, port: UInt16?)]?
     private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
+    /// `configuration.adminToken`, replaced by ``CachingProxy/replaceAdminToken(_:)``.
+    let adminToken: Locked<String?>
     /// What each request-target means (``route(_:)``).
     private let routes: Locked<LRUCache<String, Route>>
     /// How many request-targets, keys and entries the proxy remembers what it worked out
@@ -57,6 +59,7 @@ final class ProxyHandler: RequestHandler {
 
     init(_ configuration: CachingProxy.Configuration) throws {
         self.configuration = configuration
+        adminToken = Locked(configuration.adminToken)
         switch configuration.mode {
         case .reverse(let url):
             guard var target = try? Target.absolute(url) else {
@@ -372,9 +375,10 @@ final class ProxyHandler: RequestHandler {
             framing: request.method == "HEAD" ? BodyFraming.none : nil)
     }
 
-    private func mayAdminister(_ request: ServerRequest) -> Bool {
+    /// Whether `request` may PURGE and read the metrics: from loopback, or with the admin token.
+    func mayAdminister(_ request: ServerRequest) -> Bool {
         if request.peerIsLoopback { return true }
-        guard let token = configuration.adminToken, !token.isEmpty else { return false }
+        guard let token = adminToken.withLock({ $0 }), !token.isEmpty else { return false }
         return request.fields.values(named: .authorization).contains("Bearer \(token)")
     }
 

@@ -102,6 +102,8 @@ enum LoopCommand {
     case shutdown(deadline: Int)
     /// HTTP/2 connections get GOAWAY(NO_ERROR) and end once their streams have (a reload).
     case goAway
+    /// Called on the loop when it gets to it: the loop is alive (the service watchdog).
+    case ping(@Sendable () -> Void)
 }
 
 final class EventLoop: @unchecked Sendable {
@@ -623,6 +625,8 @@ final class EventLoop: @unchecked Sendable {
                 connection.state.h2?.goAway(notice: true)
                 markDirty(connection)
             }
+        case .ping(let answer):
+            answer()
         }
     }
 

@@ -106,19 +106,24 @@ package final class HTTPServer: Sendable {
 
     private let core: ServerCore
 
-    /// Binds and listens on `configuration.host:configuration.port`; nothing is accepted
-    /// before ``start()``.
-    ///
-    /// - Parameters:
-    ///   - configuration: address, threads, limits and timeouts.
-    ///   - handler: called for every complete request, on the connection's loop thread.
-    ///   - log: called with a line for each rejected request and for rare server events
-    ///     (refused connections are summed up once a second); from any thread.
+    /// The listening sockets of a server not made yet: bound first, so that a process can give
+    /// up its privileges (`httpcache serve --user`) between binding and opening anything else.
+    package struct Listeners: Sendable {
+        fileprivate let plain: (fd: Int32, port: UInt16)
+        fileprivate let tls: (fd: Int32, port: UInt16)?
+
+        /// Closes the sockets of a server that will not be made.
+        package func close() {
+            Glibc.close(plain.fd)
+            if let tls { Glibc.close(tls.fd) }
+        }
+    }
+
+    /// Binds and listens on `configuration.host:configuration.port` (and the TLS listener's
+    /// address); nothing is accepted before a server made with them is started.
     /// - Throws: ``ServerError`` when the address cannot be used, e.g. "cannot listen on
     ///   127.0.0.1:8080: Address already in use; choose another --listen port".
-    package init(
-        configuration: Configuration, handler: any RequestHandler, log: @escaping @Sendable (String) -> Void
-    ) throws(ServerError) {
+    package static func listen(_ configuration: Configuration) throws(ServerError) -> Listeners {
         let listener = try openListener(host: configuration.host, port: configuration.port)
         var tlsListener: (fd: Int32, port: UInt16)?
         if let tls = configuration.tls {
@@ -129,9 +134,32 @@ package final class HTTPServer: Sendable {
                 throw error
             }
         }
+        return Listeners(plain: listener, tls: tlsListener)
+    }
+
+    /// Binds and listens on `configuration.host:configuration.port`; nothing is accepted
+    /// before ``start()``.
+    ///
+    /// - Parameters:
+    ///   - configuration: address, threads, limits and timeouts.
+    ///   - handler: called for every complete request, on the connection's loop thread.
+    ///   - log: called with a line for each rejected request and for rare server events
+    ///     (refused connections are summed up once a second); from any thread.
+    /// - Throws: ``ServerError`` when the address cannot be used (see ``listen(_:)``).
+    package convenience init(
+        configuration: Configuration, handler: any RequestHandler, log: @escaping @Sendable (String) -> Void
+    ) throws(ServerError) {
+        self.init(configuration: configuration, listeners: try Self.listen(configuration), handler: handler, log: log)
+    }
+
+    /// A server accepting on `listeners`, bound by ``listen(_:)`` with the same configuration.
+    package init(
+        configuration: Configuration, listeners: Listeners, handler: any RequestHandler,
+        log: @escaping @Sendable (String) -> Void
+    ) {
         core = ServerCore(
-            configuration: configuration, handler: handler, log: log, listenFD: listener.fd, port: listener.port,
-            tlsListener: tlsListener)
+            configuration: configuration, handler: handler, log: log, listenFD: listeners.plain.fd,
+            port: listeners.plain.port, tlsListener: listeners.tls)
     }
 
     deinit {
@@ -161,6 +189,11 @@ package final class HTTPServer: Sendable {
     /// Sends GOAWAY(NO_ERROR) on every HTTP/2 connection (RFC 9113 §6.8): their streams finish,
     /// new ones go to new connections (after a certificate reload, with the new certificates).
     package func goAwayHTTP2() { core.goAway() }
+
+    /// Calls `answered` once every event loop has taken a turn after this call: the loops are
+    /// alive and not stuck in one connection's work (the watchdog of `httpcache serve`). Never
+    /// called when a loop does not answer, or has stopped.
+    package func whenLoopsAnswer(_ answered: @escaping @Sendable () -> Void) { core.whenLoopsAnswer(answered) }
 }
 
 /// Why ``HTTPServer`` could not be created.
@@ -252,6 +285,21 @@ private final class ServerCore: @unchecked Sendable {
 
     func goAway() {
         for loop in state.withLock({ $0.loops }) { _ = loop.post(.goAway) }
+    }
+
+    func whenLoopsAnswer(_ answered: @escaping @Sendable () -> Void) {
+        let loops = state.withLock { $0.loops }
+        guard !loops.isEmpty else { return }
+        let waiting = Locked(loops.count)
+        let answer: @Sendable () -> Void = {
+            if waiting.withLock({ count -> Bool in
+                count -= 1
+                return count == 0
+            }) {
+                answered()
+            }
+        }
+        for loop in loops { _ = loop.post(.ping(answer)) }
     }
 
     var statistics: HTTPServer.Statistics {
