@@ -96,6 +96,7 @@ struct CLIStatusTests {
             let dump = try await chromium(["--virtual-time-budget=5000", "--dump-dom", proxy + "/_httpcache/status"])
             let dom = dump.stdout
             #expect(dump.status == 0, "\(dump.stderr.suffix(2000))")
+            // The script says "updating" when it starts and "live" once it has drawn what it fetched.
             #expect(dom.contains("(live, every 2 s)"), "the script did not update the page: \(dom.suffix(3000))")
             #expect(figure("totals.requests", in: dom) == String(metrics.requests))
             #expect(figure("totals.hits", in: dom) == String(metrics.hits))

@@ -360,13 +360,17 @@ final class ProxyHandler: RequestHandler {
             return responder.respond(ServerResponseHead(status: 405, fields: fields), body: body)
         }
         metrics.count(.admin)
-        let (contentType, body) =
-            path == metricsReading
-            ? ("text/plain; version=0.0.4; charset=utf-8", Array(metricsText.utf8)) : statusDocument(path)
-        let fields: HeaderFields = ["Content-Type": contentType, "Cache-Control": "no-store"]
-        responder.respond(
-            ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
-            framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        let send = { @Sendable [self] in
+            let (contentType, body) =
+                path == metricsReading
+                ? ("text/plain; version=0.0.4; charset=utf-8", Array(metricsText.utf8)) : statusDocument(path)
+            let fields: HeaderFields = ["Content-Type": contentType, "Cache-Control": "no-store"]
+            responder.respond(
+                ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
+                framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        }
+        // The status takes milliseconds to make (an hour of seconds): a worker makes it, not the loop.
+        if path == metricsReading { send() } else { workers.submit(send) }
     }
 
     /// Whether `request` may PURGE and read the metrics: from loopback, or with the admin token.

@@ -337,7 +337,7 @@ package enum StatusPage {
         async function refresh(){try{const r=await fetch(document.body.dataset.json,{cache:'no-store'});
         if(!r.ok)throw new Error('HTTP '+r.status);draw(await r.json());live.textContent='(live, every 2 s)'}
         catch(e){live.textContent='(live updates stopped: '+e.message+'; reload the page)'}}
-        live.textContent='(live, every 2 s)';setInterval(refresh,2000)})();
+        live.textContent='(updating every 2 s)';setInterval(refresh,2000)})();
         """
 }
 #endif
