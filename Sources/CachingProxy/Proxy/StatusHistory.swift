@@ -184,36 +184,27 @@ final class StatusHistory: Sendable {
             return sum
         }
 
-        /// The `kind` histogram merged over the seconds at `offsets`.
-        func histogram(_ kind: Kind, over offsets: Range<Int>) -> [Int] {
-            var merged = [Int](repeating: 0, count: StatusHistory.bucketCount)
-            for offset in offsets {
-                let base = offset * StatusHistory.latencyWidth + kind.rawValue * StatusHistory.bucketCount
-                for bucket in 0..<StatusHistory.bucketCount { merged[bucket] += Int(latency[base + bucket]) }
-            }
-            return merged
+        /// How many `kind` latencies fell in `bucket` over the seconds at `offsets`.
+        private func count(_ kind: Kind, bucket: Int, over offsets: Range<Int>) -> Int {
+            let column = kind.rawValue * StatusHistory.bucketCount + bucket
+            return offsets.reduce(0) { $0 + Int(latency[$1 * StatusHistory.latencyWidth + column]) }
         }
 
         /// The `quantile` (0.5 for p50) of the `kind` latencies over `offsets`, in microseconds:
-        /// the upper bound of the bucket holding it (the last bound for the bucket above it);
-        /// `nil` without any.
+        /// the upper bound of the bucket where the cumulative count first reaches `quantile` of
+        /// the whole (the last bound for the bucket above it); `nil` without any. Nothing is
+        /// allocated: the page asks it of every second of the hour.
         func percentile(_ quantile: Double, _ kind: Kind, over offsets: Range<Int>) -> Int? {
-            StatusHistory.percentile(quantile, of: histogram(kind, over: offsets))
+            let total = (0..<StatusHistory.bucketCount).reduce(0) { $0 + count(kind, bucket: $1, over: offsets) }
+            guard total > 0 else { return nil }
+            let rank = max(1, Int((quantile * Double(total)).rounded(.up)))
+            var cumulative = 0
+            for bucket in 0..<StatusHistory.bucketCount {
+                cumulative += count(kind, bucket: bucket, over: offsets)
+                if cumulative >= rank { return latencyBounds[min(bucket, latencyBounds.count - 1)] }
+            }
+            return latencyBounds[latencyBounds.count - 1]
         }
-    }
-
-    /// The `quantile` of a histogram over ``latencyBounds``: the bound of the bucket where the
-    /// cumulative count first reaches `quantile` of the whole; `nil` when it is empty.
-    static func percentile(_ quantile: Double, of histogram: [Int]) -> Int? {
-        let total = histogram.reduce(0, +)
-        guard total > 0 else { return nil }
-        let rank = max(1, Int((quantile * Double(total)).rounded(.up)))
-        var cumulative = 0
-        for (bucket, count) in histogram.enumerated() {
-            cumulative += count
-            if cumulative >= rank { return latencyBounds[min(bucket, latencyBounds.count - 1)] }
-        }
-        return latencyBounds[latencyBounds.count - 1]
     }
 }
 #endif
