@@ -134,7 +134,7 @@ struct TopCommand {
         if let redis = status.redis {
             lines.append(
                 "\(bold)Redis\(plain)  \(redis.roundTrips) round trips, \(redis.errors) errors, \(redis.timeouts) timeouts, "
-                    + "mean \(f(redis.meanRoundTripSeconds * 1e6, .micros)), slowest \(f(redis.slowestRoundTripSeconds * 1e6, .micros))"
+                    + "mean \(f(redis.meanRoundTripSeconds, .seconds)), slowest \(f(redis.slowestRoundTripSeconds, .seconds))"
             )
         }
         lines += ["", "\(bold)Busiest URLs\(plain) (recent; counts halve every minute)"]

@@ -21,9 +21,9 @@ struct CLIStatusTests {
     }
 
     /// A running `serve` and its base URL.
-    func serve() async throws -> (run: PipedRun, url: String) {
+    func serve(_ more: [String] = []) async throws -> (run: PipedRun, url: String) {
         let run = try PipedRun(
-            ["serve", "--origin", cli.origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only"],
+            ["serve", "--origin", cli.origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only"] + more,
             standardError: cli.directory.path + "/serve.log")
         let listening = await run.waitForOutput(seconds: 30) { $0.contains(UInt8(ascii: "\n")) }
         let line = String(decoding: run.stdout, as: UTF8.self).split(separator: "\n").first ?? ""
@@ -157,6 +157,32 @@ struct CLIStatusTests {
             #expect(unreachable.stderr.contains("is `httpcache serve` running?"))
             let usage = try await CLIProcess.run(["top", "--interval", "0"], in: cli.directory.path)
             #expect(usage.status == 2 && usage.stderr.contains("--interval"), "\(usage.stderr)")
+        }
+    }
+
+    @Test("With a shared Redis store: the status has Redis's figures and its local tier, and top shows them")
+    func redisFigures() async throws {
+        try await offPool {
+            let redis = [
+                "--redis", try RedisServer.shared().url, "--redis-prefix",
+                "status-\(UInt64.random(in: 0...UInt64.max)):",
+                "--redis-timeout", "1000",
+            ]
+            let (run, proxy) = try await serve(redis)
+            defer { run.signal(SIGTERM) }
+            try await traffic(proxy, ["/r", "/r"])
+            let json = try await CLIProcess.run(
+                executable: "/usr/bin/curl", ["-sS", proxy + "/_httpcache/status.json"], in: cli.directory.path)
+            let status = try #require(try JSONSerialization.jsonObject(with: json.stdoutData) as? [String: Any])
+            let figures = try #require(status["redis"] as? [String: Any], "\(json.stdout.prefix(500))")
+            #expect((figures["roundTrips"] as? Int ?? 0) > 0)
+            #expect((status["tiers"] as? [[String: Any]])?.map { $0["name"] as? String } == ["redis-local"])
+            let once = try await CLIProcess.run(["top", "--once", "--proxy", proxy], in: cli.directory.path)
+            #expect(
+                once.stdout.split(separator: "\n").contains {
+                    $0.hasPrefix("Redis  ") && $0.contains(" round trips, 0 errors")
+                }, "\(once.stdout)")
+            #expect(once.stdout.contains("  redis-local "), "\(once.stdout)")
         }
     }
 

@@ -12,7 +12,7 @@ package enum StatusPage {
 
     /// How a figure is written.
     package enum Format: String {
-        case int, rate, pct, bytes, byteRate, micros, duration, time, text
+        case int, rate, pct, bytes, byteRate, micros, seconds, duration, time, text
     }
 
     /// A chart: its series are fields of ``ProxyStatus/History``.
@@ -74,6 +74,7 @@ package enum StatusPage {
         case .micros:
             if value < 1000 { return "\(Int(value)) µs" }
             return value < 1_000_000 ? String(format: "%.1f ms", value / 1000) : String(format: "%.1f s", value / 1e6)
+        case .seconds: return formatted(value * 1e6, .micros)
         case .duration:
             let seconds = Int(value)
             let (days, hours, minutes) = (seconds / 86400, seconds / 3600 % 24, seconds / 60 % 60)
@@ -265,8 +266,8 @@ package enum StatusPage {
             \(row(["Round trips", figure("redis.roundTrips", redis.map { Double($0.roundTrips) }, .int)]))
             \(row(["Errors", figure("redis.errors", redis.map { Double($0.errors) }, .int)]))
             \(row(["Timeouts", figure("redis.timeouts", redis.map { Double($0.timeouts) }, .int)]))
-            \(row(["Mean round trip", figure("redis.meanRoundTripSeconds", redis.map { $0.meanRoundTripSeconds * 1e6 }, .micros)]))
-            \(row(["Slowest", figure("redis.slowestRoundTripSeconds", redis.map { $0.slowestRoundTripSeconds * 1e6 }, .micros)]))
+            \(row(["Mean round trip", figure("redis.meanRoundTripSeconds", redis.map(\.meanRoundTripSeconds), .seconds)]))
+            \(row(["Slowest", figure("redis.slowestRoundTripSeconds", redis.map(\.slowestRoundTripSeconds), .seconds)]))
             </table></section>
             <section class="wide"><h2>Busiest URLs <small>(recent; counts halve every minute)</small></h2>\
             <table><thead><tr><th>Count</th><th>Request target</th></tr></thead><tbody id="busiest">\
@@ -307,7 +308,7 @@ package enum StatusPage {
         function fmt(v,f){if(v===null||v===undefined)return '–';switch(f){
         case 'int':return String(Math.trunc(v));case 'rate':return v.toFixed(1);case 'pct':return (v*100).toFixed(1)+' %';
         case 'bytes':return bytes(v);case 'byteRate':return bytes(v)+'/s';
-        case 'micros':return v<1000?Math.trunc(v)+' µs':v<1e6?(v/1000).toFixed(1)+' ms':(v/1e6).toFixed(1)+' s';
+        case 'micros':return v<1000?Math.trunc(v)+' µs':v<1e6?(v/1000).toFixed(1)+' ms':(v/1e6).toFixed(1)+' s';case 'seconds':return fmt(v*1e6,'micros');
         case 'duration':{const s=Math.trunc(v),d=Math.trunc(s/86400),h=Math.trunc(s/3600)%24,m=Math.trunc(s/60)%60;
         return d>0?d+'d '+h+'h':h>0?h+'h '+m+'m':m>0?m+'m '+(s%60)+'s':s+'s'}
         case 'time':return new Date(Math.floor(v)*1000).toISOString().replace(/\\.\\d+Z$/,'Z');
@@ -323,7 +324,7 @@ package enum StatusPage {
         if(c.code){const e=document.createElement('code');e.textContent=c.code;td.append(e)}else td.textContent=c;tr.append(td)});return tr}))}
         function draw(s){
         document.querySelectorAll('[data-k]').forEach(e=>{const v=get(s,e.dataset.k),f=e.dataset.f;
-        e.textContent=e.dataset.k==='origin.lastError'?(v||'none'):fmt(e.dataset.k.startsWith('redis.')&&e.dataset.k.endsWith('Seconds')&&v!==null?v*1e6:v,f)});
+        e.textContent=e.dataset.k==='origin.lastError'?(v||'none'):fmt(v,f)});
         document.querySelectorAll('svg[data-series]').forEach(svg=>{const lat=svg.dataset.latency==='true';
         const ps=svg.dataset.series.split(',').map(k=>stepped(s.history[k],lat));
         const t=top(Math.max(0,...ps.flat().filter(x=>x!==null)));
