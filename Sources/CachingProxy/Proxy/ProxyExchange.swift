@@ -223,6 +223,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         Messages.addingVia(&outgoing, version: "1.1", name: configuration.name)
         outgoing[.cacheStatus] = relay.cacheStatus.appended(to: outgoing[.cacheStatus])
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
+        if responder != nil {
+            handler.metrics.history.recordLatency(MonotonicClock.seconds() - request.receivedAt, .miss)
+        }
         responder?.start(
             ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
         return true
@@ -250,8 +253,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             // was stopped on purpose.
             return perform(afterHead)
         }
-        handler.metrics.originErrors.add(1, ordering: .relaxed)
         let description = (error as? UpstreamError)?.description ?? "\(error)"
+        handler.metrics.originFailed(description, at: handler.now.secondsSince1970)
         if let relay {
             // The head is out: the client can only be told by a cut connection.
             relay.recorder?.cut()
