@@ -337,6 +337,7 @@ public final class CachingProxy: Sendable {
     public func shutdown(timeout: Double = 30) {
         let deadline = Date().addingTimeInterval(timeout)
         server.shutdown(timeout: timeout)
+        handler.stopStatusTimer()
         handler.workers.waitUntilIdle(timeout: max(0.1, deadline.timeIntervalSinceNow))
         handler.workers.stop()
     }
@@ -355,5 +356,11 @@ public final class CachingProxy: Sendable {
     /// The proxy's counters in the Prometheus text format, as served on
     /// ``Configuration/metricsPath``.
     public var metricsText: String { handler.metricsText }
+
+    /// The figures of the status page (`/_httpcache/status.json`).
+    public var status: ProxyStatus { handler.status() }
+
+    /// The version the status page and `httpcache top` show.
+    public static let version = "0.1.0-dev"
 }
 #endif

@@ -59,6 +59,9 @@ enum Commands {
             help: ServeCommand.help, specs: ServeCommand.specs,
             run: { arguments throws(Failure) in try await ServeCommand(arguments).run() }),
         Entry(
+            name: TopCommand.name, synopsis: "top [--proxy URL]", summary: TopCommand.summary, help: TopCommand.help,
+            specs: TopCommand.specs, run: { arguments throws(Failure) in try TopCommand(arguments).run() }),
+        Entry(
             name: DemoCommand.name, synopsis: "demo", summary: DemoCommand.summary, help: DemoCommand.help,
             specs: DemoCommand.specs, run: { arguments throws(Failure) in try await DemoCommand(arguments).run() }),
     ]

@@ -9,7 +9,7 @@ final class LogLimiter: Sendable {
     /// What a line is about; one line per second each.
     enum Kind: Hashable, Sendable {
         /// An origin request that got no response, by what went wrong.
-        case origin(ProxyStatus.ErrorType)
+        case origin(ProxyStatusMember.ErrorType)
         /// A response cut off after its head.
         case cutOff
         /// The store failed to read or write.

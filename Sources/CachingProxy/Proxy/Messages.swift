@@ -79,7 +79,7 @@ enum Messages {
 
     /// The RFC 9209 §2.3 error type of an origin request that got no response: what the
     /// proxy's `502` or `504` says in `Proxy-Status`.
-    static func proxyError(_ error: UpstreamError?) -> ProxyStatus.ErrorType {
+    static func proxyError(_ error: UpstreamError?) -> ProxyStatusMember.ErrorType {
         guard let error else { return .proxyInternalError }
         switch error.kind {
         case .connect:
@@ -103,7 +103,7 @@ enum Messages {
     }
 
     /// `description` of an origin's failure, with what to do when it does not say already.
-    static func withAdvice(_ description: String, _ error: ProxyStatus.ErrorType) -> String {
+    static func withAdvice(_ description: String, _ error: ProxyStatusMember.ErrorType) -> String {
         let advice: String? =
             switch error {
             case .connectionReadTimeout: "check the origin's load and logs"
@@ -117,7 +117,7 @@ enum Messages {
     }
 
     /// The RFC 9209 §2.3 error type of a connection to an origin that was not made.
-    static func proxyError(connecting failure: ConnectFailure.Kind?) -> ProxyStatus.ErrorType {
+    static func proxyError(connecting failure: ConnectFailure.Kind?) -> ProxyStatusMember.ErrorType {
         switch failure {
         case .unresolved?: .dnsError  // §2.3.2
         case .timedOut?: .connectionTimeout  // §2.3.9

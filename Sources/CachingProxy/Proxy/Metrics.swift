@@ -28,6 +28,12 @@ final class Metrics: Sendable {
     let originErrors = Atomic<Int>(0)
     let collapsed = Atomic<Int>(0)
     let stored = Atomic<Int>(0)
+    /// The last hour per second (the status page), fed from ``statusTotals`` each second.
+    let history = StatusHistory()
+    /// The busiest request-targets of late (the status page).
+    let busiest = BusiestTargets()
+    /// The last origin error and when it happened (seconds since 1970).
+    let lastOriginError = Locked<(text: String, time: Double)?>(nil)
     /// Per bucket (the last one above every bound), and the sum in seconds.
     private let latency = Locked((counts: [Int](repeating: 0, count: Metrics.latencyBounds.count + 1), sum: 0.0))
 
@@ -56,6 +62,25 @@ final class Metrics: Sendable {
         case .purge: purges.load(ordering: .relaxed)
         case .admin: adminRequests.load(ordering: .relaxed)
         }
+    }
+
+    /// Counts an origin request that got no complete response, and why.
+    func originFailed(_ description: String, at time: Double) {
+        originErrors.add(1, ordering: .relaxed)
+        lastOriginError.withLock { $0 = (description, time) }
+    }
+
+    /// The counts the status history samples: requests are hits, misses and the proxy's own
+    /// errors; hits are `hit` and `stale`; misses `miss`, `revalidated` and `pass`.
+    var statusTotals: StatusHistory.Totals {
+        let hits = total(.hit) + total(.stale)
+        let misses = total(.miss) + total(.revalidated) + total(.pass)
+        return StatusHistory.Totals(
+            requests: hits + misses + total(.error), hits: hits, misses: misses,
+            originRequests: originRequests.load(ordering: .relaxed),
+            originErrors: originErrors.load(ordering: .relaxed),
+            bytesFromCache: bytesFromCache.load(ordering: .relaxed),
+            bytesFromOrigin: bytesFromOrigin.load(ordering: .relaxed))
     }
 
     /// Records the time an origin took to answer with its head.

@@ -106,11 +106,11 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
 
     /// Sends an answer the exchange made, with this proxy's `Proxy-Status` member saying why
     /// (RFC 9209 §2).
-    private func answer(_ answer: CacheAnswer, error: ProxyStatus.ErrorType) {
+    private func answer(_ answer: CacheAnswer, error: ProxyStatusMember.ErrorType) {
         if let responder {
             handler.metrics.count(.error)
             var fields = answer.fields
-            fields[.proxyStatus] = ProxyStatus(proxy: configuration.name, error: error).fieldValue
+            fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: error).fieldValue
             responder.respond(ServerResponseHead(status: answer.status, fields: fields), body: answer.body)
         }
         finished()
@@ -230,6 +230,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         Messages.addingVia(&outgoing, version: "1.1", name: configuration.name)
         outgoing[.cacheStatus] = relay.cacheStatus.appended(to: outgoing[.cacheStatus])
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
+        if responder != nil {
+            handler.metrics.history.recordLatency(MonotonicClock.seconds() - request.receivedAt, .miss)
+        }
         responder?.start(
             ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
         return true
@@ -257,8 +260,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             // was stopped on purpose.
             return perform(afterHead)
         }
-        handler.metrics.originErrors.add(1, ordering: .relaxed)
         let upstreamError = error as? UpstreamError
+        handler.metrics.originFailed(upstreamError?.description ?? "\(error)", at: handler.now.secondsSince1970)
         let proxyError = Messages.proxyError(upstreamError)
         let description = Messages.withAdvice(upstreamError?.description ?? "\(error)", proxyError)
         let what = "\(request.method) \(request.target.url)"
@@ -311,7 +314,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 }
             fields[.cacheStatus] = cacheStatus.fieldValue
             // What failed, in RFC 9209 §2.3's terms.
-            fields[.proxyStatus] = ProxyStatus(proxy: configuration.name, error: proxyError).fieldValue
+            fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: proxyError).fieldValue
             handler.metrics.count(.error)
             responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
         }

@@ -14,6 +14,9 @@ struct ProxyRequest: Sendable {
     /// Whether a stored body found damaged as it is read sends the request through the cache
     /// again (once: not on that second pass).
     var readsAgain = true
+    /// When the handler began to look it up (``MonotonicClock``): the status page's latencies
+    /// run from there to the response head.
+    var receivedAt: Double
 
     var method: String { server.method }
 }
@@ -22,7 +25,7 @@ struct ProxyRequest: Sendable {
 final class ProxyHandler: RequestHandler {
     let configuration: CachingProxy.Configuration
     let store: any CacheStore
-    private let memory: MemoryStore?
+    let memory: MemoryStore?
     /// One request's way through the cache, shared with HTTPCache.
     let driver: ExchangeDriver
     let upstream: UpstreamClient
@@ -38,11 +41,15 @@ final class ProxyHandler: RequestHandler {
     /// `configuration.allowedDestinations` parsed once: lower-cased hosts, with the port each
     /// allows (`nil`: every port).
     private let allowedDestinations: [(host: String, port: UInt16?)]?
-    private let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
+    let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// `configuration.adminToken`, replaced by ``CachingProxy/replaceAdminToken(_:)``.
     let adminToken: Locked<String?>
     /// What each request-target means (``route(_:)``).
     private let routes: Locked<LRUCache<String, Route>>
+    /// When the handler was made (``MonotonicClock``): the status page's uptime.
+    let startedAt = MonotonicClock.seconds()
+    /// The status history's once-a-second tick (``startStatusTimer()``).
+    let statusTimer = Locked<(any DispatchSourceTimer)?>(nil)
     /// How many request-targets, keys and entries the proxy remembers what it worked out
     /// for (their routes, candidates, decoded facts and served fields): enough for a working
     /// set of this many URLs to cost no re-reading or re-parsing.
@@ -130,7 +137,10 @@ final class ProxyHandler: RequestHandler {
             throw CachingProxy.ConfigurationError(description: "\(error.description) (--origin-cacert)")
         }
         workers = Workers(limit: configuration.maxOriginThreads)
+        startStatusTimer()
     }
+
+    deinit { stopStatusTimer() }
 
     func setServerStatistics(_ statistics: @escaping @Sendable () -> HTTPServer.Statistics) {
         serverStatistics.withLock { $0 = statistics }
@@ -236,13 +246,16 @@ final class ProxyHandler: RequestHandler {
         _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
         targetKey: String? = nil, readsAgain: Bool = true, _ responder: Responder
     ) {
+        let receivedAt = MonotonicClock.seconds()
+        if readsAgain { metrics.busiest.record(request.target) }
         var exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
             bypassReasons: bypassReasons)
         exchange.targetKey = targetKey
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
-        let proxyRequest = ProxyRequest(server: request, target: target, readsAgain: readsAgain)
+        let proxyRequest = ProxyRequest(
+            server: request, target: target, readsAgain: readsAgain, receivedAt: receivedAt)
         if case .serve(let served, let revalidation) = first {
             // A hit is answered here, on the loop: it needs no exchange object.
             if let revalidation { revalidateInBackground(revalidation, proxyRequest) }
@@ -350,29 +363,34 @@ final class ProxyHandler: RequestHandler {
         return .forward(target, primaryKey: key.primaryKey)
     }
 
-    /// The proxy's own paths: metrics for `GET` and `HEAD`, from loopback or with the admin
-    /// token; `404` for any other path under ``adminPrefix``.
+    /// The proxy's own paths: metrics, the status page and its JSON for `GET` and `HEAD`, from
+    /// loopback or with the admin token; `404` for any other path under ``adminPrefix``.
     private func administer(_ request: ServerRequest, path: String, _ responder: Responder) {
         guard mayAdminister(request) else { return forbidden("use \(path)", responder) }
-        guard path == metricsReading else {
+        guard path == metricsReading || path == Self.statusPath || path == Self.statusJSONPath else {
             return answer(
-                404, "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath))",
+                404,
+                "404 Not Found: \(path) is not one of the proxy's paths (metrics: \(configuration.metricsPath), status: \(Self.statusPath))",
                 responder)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
-            var (fields, body) = Messages.plainText("405 Method Not Allowed: the metrics are read with GET")
+            var (fields, body) = Messages.plainText("405 Method Not Allowed: \(path) is read with GET")
             fields[.allow] = "GET, HEAD"
             metrics.count(.error)
             return responder.respond(ServerResponseHead(status: 405, fields: fields), body: body)
         }
         metrics.count(.admin)
-        let body = Array(metricsText.utf8)
-        let fields: HeaderFields = [
-            "Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store",
-        ]
-        responder.respond(
-            ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
-            framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        let send = { @Sendable [self] in
+            let (contentType, body) =
+                path == metricsReading
+                ? ("text/plain; version=0.0.4; charset=utf-8", Array(metricsText.utf8)) : statusDocument(path)
+            let fields: HeaderFields = ["Content-Type": contentType, "Cache-Control": "no-store"]
+            responder.respond(
+                ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
+                framing: request.method == "HEAD" ? BodyFraming.none : nil)
+        }
+        // The status takes milliseconds to make (an hour of seconds): a worker makes it, not the loop.
+        if path == metricsReading { send() } else { workers.submit(send) }
     }
 
     /// Whether `request` may PURGE and read the metrics: from loopback, or with the admin token.
@@ -397,14 +415,17 @@ final class ProxyHandler: RequestHandler {
         let head = ServerResponseHead(status: served.status, fields: served.fields)
         switch served.body {
         case .none:
+            recordLatency(request, served)
             responder.respond(head, body: [], framing: BodyFraming.none)
         case .bytes(let bytes):
             metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
+            recordLatency(request, served)
             responder.respond(head, body: bytes)
         case .stored(let body, let range) where Int64(range.count) <= Self.inlineBodyLimit:
             do {
                 let bytes = range.isEmpty ? [] : try body.read(range.lowerBound...(range.upperBound - 1))
                 metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
+                recordLatency(request, served)
                 responder.respond(head, body: bytes)
             } catch {
                 // Damaged (the store dropped it) before the head went out: handled again, now
@@ -424,6 +445,7 @@ final class ProxyHandler: RequestHandler {
             }
         case .stored(let body, let range):
             workers.submit { [self] in
+                recordLatency(request, served)
                 responder.start(head, framing: .length(Int64(range.count)))
                 var offset = range.lowerBound
                 do {
@@ -445,6 +467,13 @@ final class ProxyHandler: RequestHandler {
         }
     }
 
+    /// Counts the latency of a stored response as its head goes out (a `304`-freshened one
+    /// with the misses: the origin was asked).
+    private func recordLatency(_ request: ProxyRequest, _ served: ServedResponse) {
+        metrics.history.recordLatency(
+            MonotonicClock.seconds() - request.receivedAt, served.outcome == .revalidated ? .miss : .hit)
+    }
+
     /// Validates a response served stale-while-revalidate, on a worker (RFC 5861 §3).
     func revalidateInBackground(_ revalidation: ExchangeDriver.BackgroundRevalidation, _ request: ProxyRequest) {
         workers.submit { [self] in
@@ -455,12 +484,12 @@ final class ProxyHandler: RequestHandler {
     /// Answers with a short plain-text explanation (the proxy's own errors) and this proxy's
     /// `Proxy-Status` member (RFC 9209 §2): `error`, by default `http_request_error` with the
     /// status for a 4xx (§2.3.16), `proxy_internal_error` for a 5xx (§2.3.30).
-    func answer(_ status: Int, _ text: String, _ responder: Responder, error: ProxyStatus.ErrorType? = nil) {
+    func answer(_ status: Int, _ text: String, _ responder: Responder, error: ProxyStatusMember.ErrorType? = nil) {
         metrics.count(.error)
         var (fields, body) = Messages.plainText(text)
         let error = error ?? (status < 500 ? .httpRequestError : .proxyInternalError)
         fields[.proxyStatus] =
-            ProxyStatus(
+            ProxyStatusMember(
                 proxy: configuration.name, error: error, statusCode: error == .httpRequestError ? status : nil
             ).fieldValue
         responder.respond(ServerResponseHead(status: status, fields: fields), body: body)

@@ -438,7 +438,8 @@ final class EventLoop: @unchecked Sendable {
         let body = "503 Service Unavailable: too many connections are open; try again later\n"
         var head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
         if let proxyName {
-            let status = ProxyStatus(proxy: proxyName, error: .proxyInternalResponse, details: "too many connections")
+            let status = ProxyStatusMember(
+                proxy: proxyName, error: .proxyInternalResponse, details: "too many connections")
             head += "Proxy-Status: \(status.fieldValue)\r\n"
         }
         head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
@@ -448,7 +449,7 @@ final class EventLoop: @unchecked Sendable {
     /// The `Proxy-Status` value of an error status the server answers itself (`400`, `408`,
     /// `413`, `431`): `http_request_error` with the status (RFC 9209 §2.3.16).
     func proxyStatus(rejecting status: Int) -> String? {
-        proxyName.map { ProxyStatus(proxy: $0, error: .httpRequestError, statusCode: status).fieldValue }
+        proxyName.map { ProxyStatusMember(proxy: $0, error: .httpRequestError, statusCode: status).fieldValue }
     }
 
     /// Answers a connection over the cap with 503 and closes it at once.

@@ -3,10 +3,10 @@
 /// and, for one it made itself, what went wrong.
 ///
 /// ```swift
-/// let status = ProxyStatus(proxy: "edge-1", error: .connectionRefused)
+/// let status = ProxyStatusMember(proxy: "edge-1", error: .connectionRefused)
 /// status.fieldValue  // "edge-1; error=connection_refused"
 /// ```
-public struct ProxyStatus: Hashable, Sendable {
+public struct ProxyStatusMember: Hashable, Sendable {
     /// The proxy error types of RFC 9209 §2.3 that a caching proxy can meet.
     public enum ErrorType: String, Hashable, Sendable, CaseIterable {
         /// §2.3.2: the next hop's name did not resolve.
