@@ -563,6 +563,9 @@ public final class ExchangeDriver: Sendable {
                 relay.recorder = recorder(writer, storage, plan, exchange)
             } catch {
                 // The store refused it: the response is relayed all the same, and says why.
+                configuration.log(
+                    "could not store the response for \(head.url): \(error) (it is served, not stored); "
+                        + ResponseRecorder.storeAdvice)
                 relay.reasons.append(.configured("not stored: \(error)"))
             }
         }

@@ -37,6 +37,9 @@ public final class ResponseRecorder: @unchecked Sendable {
     /// Whether the body is still being stored (not committed, dropped or refused yet).
     public var isStoring: Bool { writer != nil }
 
+    /// What to do when the store fails to write, for log lines.
+    static let storeAdvice = "check the store's free space and permissions, or that it is reachable"
+
     /// Stores the next bytes, ahead of the origin's (a stored part being completed, RFC 9111
     /// §3.4) or from it. Past the expected length nothing more is stored; reaching it commits.
     public func record(_ bytes: UnsafeRawBufferPointer) {
@@ -48,7 +51,7 @@ public final class ResponseRecorder: @unchecked Sendable {
         do {
             try current.append(Array(bytes))
         } catch {
-            log("stopped storing \(url): \(error)")
+            log("stopped storing \(url): \(error) (it is served, not stored); \(Self.storeAdvice)")
             return drop()
         }
         written += Int64(bytes.count)
@@ -77,7 +80,7 @@ public final class ResponseRecorder: @unchecked Sendable {
             do {
                 try current.commitIncomplete(facts: incompleteFacts)
             } catch {
-                log("could not keep the incomplete response for \(url): \(error)")
+                log("could not keep the incomplete response for \(url): \(error); \(Self.storeAdvice)")
             }
         } else {
             current.abort()
@@ -92,7 +95,7 @@ public final class ResponseRecorder: @unchecked Sendable {
             try current.commit()
             settle(committed: true)
         } catch {
-            log("could not store the response for \(url): \(error) (it was served, not stored)")
+            log("could not store the response for \(url): \(error) (it was served, not stored); \(Self.storeAdvice)")
             settle(committed: false)
         }
     }

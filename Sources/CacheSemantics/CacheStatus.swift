@@ -76,18 +76,13 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
         if let detail {
             parameters.append(("detail", StructuredFields.isToken(detail) ? .token(detail) : .string(detail)))
         }
-        let name = StructuredFields.isToken(cache) ? cache : StructuredFields.serialize(.string(cache))
-        // "; " between parameters, the spacing RFC 9211's examples use (RFC 9651 §4.2.3.2 allows it).
-        return parameters.reduce(name) { text, parameter in
-            text + "; " + StructuredFields.serialize([parameter]).dropFirst()
-        }
+        return StructuredFields.member(cache, parameters)
     }
 
     /// `existing` with this member appended: caches closer to the user come last
     /// (RFC 9211 §2).
     public func appended(to existing: String?) -> String {
-        guard let existing, !ASCII.trimmed(Substring(existing)).isEmpty else { return fieldValue }
-        return existing + ", " + fieldValue
+        StructuredFields.appending(fieldValue, to: existing)
     }
 
     public var description: String { fieldValue }

@@ -122,8 +122,12 @@ extension HeaderField.Name {
     @inlinable public static var proxyAuthorization: Self {
         .init(registered: "Proxy-Authorization", lowercased: "proxy-authorization")
     }
+    /// `Proxy-Status` ([RFC 9209 §2](https://www.rfc-editor.org/rfc/rfc9209#section-2)).
+    @inlinable public static var proxyStatus: Self { .init(registered: "Proxy-Status", lowercased: "proxy-status") }
     /// `Range` ([RFC 9110 §14.2](https://www.rfc-editor.org/rfc/rfc9110#section-14.2)).
     @inlinable public static var range: Self { .init(registered: "Range", lowercased: "range") }
+    /// `Referer` ([RFC 9110 §10.1.3](https://www.rfc-editor.org/rfc/rfc9110#section-10.1.3)).
+    @inlinable public static var referer: Self { .init(registered: "Referer", lowercased: "referer") }
     /// `Server` ([RFC 9110 §10.2.4](https://www.rfc-editor.org/rfc/rfc9110#section-10.2.4)).
     @inlinable public static var server: Self { .init(registered: "Server", lowercased: "server") }
     /// `TE` ([RFC 9110 §10.1.4](https://www.rfc-editor.org/rfc/rfc9110#section-10.1.4)).

@@ -153,20 +153,41 @@ public enum HTTPDate {
         let (year, month, day) = civil(fromDays: days)
         let weekday = ((days % 7) + 7 + 3) % 7  // 1970-01-01 was a Thursday (index 3 from Monday)
         let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        return "\(names[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
+        return "\(names[weekday]), \(pad(day, 2)) \(writtenMonthNames[month - 1]) \(pad(year, 4)) "
             + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)) GMT"
     }
 
     /// Formats `time` as ISO 8601 in UTC to the second, rounding down: `2026-12-02T10:00:00Z`
-    /// (W3C-ISO8601, as `WARC-Date` and access logs write it). Times outside years 0–9999 are
-    /// clamped to that range.
-    public static func iso8601(_ time: Timestamp) -> String {
+    /// (W3C-ISO8601, as `WARC-Date` and access logs write it), or to the millisecond with
+    /// `milliseconds`: `2026-12-02T10:00:00.250Z` (RFC 3339 §5.6 `time-secfrac`). Times outside
+    /// years 0–9999 are clamped to that range.
+    public static func iso8601(_ time: Timestamp, milliseconds: Bool = false) -> String {
         let (days, secondsOfDay) = dayAndSecond(time, from: -62_167_219_200)  // 0000-01-01T00:00:00Z
         let (year, month, day) = civil(fromDays: days)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T"
-            + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+        var text =
+            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T"
+            + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2))"
+        if milliseconds {
+            let seconds = time.secondsSince1970
+            let fraction = seconds.isFinite ? seconds - seconds.rounded(.down) : 0
+            text += "." + pad(min(999, Int(fraction * 1000)), 3)
+        }
+        return text + "Z"
     }
+
+    /// Formats `time` in UTC as the Common Log Format writes it (Apache's and nginx's
+    /// `%d/%b/%Y:%H:%M:%S %z`), rounding down: `02/Dec/2026:10:00:00 +0000`. Times outside years
+    /// 0–9999 are clamped to that range.
+    public static func commonLogFormat(_ time: Timestamp) -> String {
+        let (days, secondsOfDay) = dayAndSecond(time, from: -62_167_219_200)
+        let (year, month, day) = civil(fromDays: days)
+        return "\(pad(day, 2))/\(writtenMonthNames[month - 1])/\(pad(year, 4)):"
+            + "\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)) +0000"
+    }
+
+    private static let writtenMonthNames = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
 
     /// The day since 1970-01-01 and the second of that day of `time` (rounded down), clamped
     /// to `start` … 9999-12-31T23:59:59Z.

@@ -125,6 +125,21 @@ public enum StructuredFields {
         }.joined()
     }
 
+    /// A List member naming an intermediary, as `Cache-Status` (RFC 9211 §2) and
+    /// `Proxy-Status` (RFC 9209 §2) have them: `name` as a Token when it is one, else as a
+    /// String, then `parameters`, separated by "; " (the spacing both RFCs' examples use; RFC
+    /// 9651 §4.2.3.2 allows it).
+    public static func member(_ name: String, _ parameters: [(String, StructuredItem)]) -> String {
+        let item = isToken(name) ? name : serialize(.string(name))
+        return parameters.reduce(item) { text, parameter in text + "; " + serialize([parameter]).dropFirst() }
+    }
+
+    /// `existing` (a List, possibly empty or absent) with `member` appended as its last member.
+    public static func appending(_ member: String, to existing: String?) -> String {
+        guard let existing, !ASCII.trimmed(Substring(existing)).isEmpty else { return member }
+        return existing + ", " + member
+    }
+
     /// Whether `text` can be serialized as a Token (RFC 9651 §3.3.4).
     public static func isToken(_ text: String) -> Bool {
         guard let first = text.utf8.first, ASCII.isAlpha(first) || first == UInt8(ascii: "*") else { return false }

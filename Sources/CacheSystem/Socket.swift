@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// An IPv4 or IPv6 socket address: what a listener binds and a peer is.
-public enum SocketAddress: CustomStringConvertible {
+public enum SocketAddress: CustomStringConvertible, Sendable {
     case v4(sockaddr_in)
     case v6(sockaddr_in6)
 

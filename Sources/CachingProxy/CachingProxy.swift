@@ -91,13 +91,13 @@ public final class CachingProxy: Sendable {
         public var originTrustRoots: [String] = []
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
-        /// Receives one line per request answered, for an access log:
-        /// `TIME CLIENT METHOD TARGET PROTOCOL STATUS "CACHE-STATUS"` (time in ISO 8601 UTC; client
-        /// `loopback` or `remote`; protocol `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`, with `+TLS` over TLS; `-`
-        /// when the response has no `Cache-Status`), such as
-        /// `2026-12-02T10:00:00Z loopback GET http://127.0.0.1:8081/a.css HTTP/1.1 200 "httpcache; hit; detail=saved-offline"`.
-        /// `nil` (the default): no access log.
-        public var accessLog: (@Sendable (String) -> Void)?
+        /// Receives a record of each request once its response ended (completed or cut off),
+        /// for an access log: ``AccessLogRecord/formatted(_:)`` makes its line in one of the
+        /// ``AccessLogFormat``s, and ``AccessLogFile`` appends lines to a file that can be
+        /// reopened for logrotate. A complete response is reported before the client can have
+        /// its last byte. Called on the thread that ended the response: keep it short.
+        /// `nil` (the default): no access log, and nothing is measured for one.
+        public var accessLog: (@Sendable (AccessLogRecord) -> Void)?
         /// HTTPS toward clients: certificates and keys (PEM files) presented on a second
         /// listener (``tlsHost``:``tlsPort``), which speaks HTTP/2 or HTTP/1.1 over TLS 1.2 or 1.3. A
         /// client's certificate is chosen by the name it asks for with SNI (RFC 6066 §3) among
@@ -210,6 +210,7 @@ public final class CachingProxy: Sendable {
         settings.idleTimeout = configuration.idleTimeout
         settings.maxBodyBytes = configuration.maxRequestBodyBytes
         settings.http2 = http2
+        settings.proxyName = configuration.name
         if let certificates {
             settings.tls = .init(host: configuration.tlsHost, port: configuration.tlsPort, certificates: certificates)
         }

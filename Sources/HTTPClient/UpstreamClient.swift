@@ -312,7 +312,7 @@ package final class UpstreamClient: Sendable {
         } catch {
             throw UpstreamError(
                 kind: .tls, description: "could not connect securely to \(request.url): \(error)", receivedHead: false,
-                connectFailure: error.description)
+                connectFailure: error.description, tlsFailure: error)
         }
     }
 

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTLS
 
 /// Why ``UpstreamClient/perform(_:_:)`` failed: a kind to act on, and a sentence for people
 /// saying what happened and to what URL.
@@ -50,16 +51,19 @@ package struct UpstreamError: Error, CustomStringConvertible, Sendable {
     /// For ``Kind/connect`` and a ``Kind/timeout`` while connecting: whether the name did not
     /// resolve, the connection timed out, or was refused or unreachable.
     package var connectFailureKind: ConnectFailure.Kind? = nil
+    /// For ``Kind/tls`` while connecting: the cause (a certificate refused, a handshake failed).
+    package var tlsFailure: TLSError? = nil
 
     package init(
         kind: Kind, description: String, receivedHead: Bool, connectFailure: String? = nil,
-        connectFailureKind: ConnectFailure.Kind? = nil
+        connectFailureKind: ConnectFailure.Kind? = nil, tlsFailure: TLSError? = nil
     ) {
         self.kind = kind
         self.description = description
         self.receivedHead = receivedHead
         self.connectFailure = connectFailure
         self.connectFailureKind = connectFailureKind
+        self.tlsFailure = tlsFailure
     }
 }
 #endif

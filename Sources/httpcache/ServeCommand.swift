@@ -19,8 +19,9 @@ struct ServeCommand {
             .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
-            .values("--allow-destination"), .value("--access-log"), .values("--tls-cert"), .values("--tls-key"),
-            .value("--tls-listen"), .flag("--no-http2"), .value("--user"), .value("--config"), .value("--check-config"),
+            .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
+            .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
+            .value("--config"), .value("--check-config"),
         ] + RedisOptions.specs
     /// The options a configuration file cannot hold.
     static let commandLineOnly: Set<String> = ["--config", "--check-config"]
@@ -87,9 +88,18 @@ struct ServeCommand {
                                   forward proxy: the only destinations to reach (repeat
                                   for more; a HOST alone allows every port; IPv6 in
                                   brackets); others get 403 before any lookup or connection
-          --access-log FILE       one line per request answered, appended to FILE (- for
-                                  standard error): TIME CLIENT METHOD TARGET PROTOCOL STATUS
-                                  "CACHE-STATUS" (PROTOCOL HTTP/1.1, HTTP/2, with +TLS over https)
+          --access-log FILE       one line per request, written when its response ended,
+                                  appended to FILE (- for standard error); SIGUSR1 or SIGHUP
+                                  reopens FILE (for logrotate: rename it, then signal)
+          --access-log-format default|combined|json
+                                  default: TIME CLIENT METHOD TARGET PROTOCOL STATUS
+                                  "CACHE-STATUS" (CLIENT loopback or remote; PROTOCOL HTTP/1.1,
+                                  HTTP/2, with +TLS over https). combined: NCSA combined, as
+                                  Apache and nginx write it, with "CACHE-STATUS" appended in
+                                  quotes (as nginx users append variables). json: one object
+                                  per line: time, client, method, target, protocol, status,
+                                  bytes, duration, completed, cache_status, origin_time,
+                                  user_agent, referer (duration, origin_time in seconds)
           --user NAME             once listening, run as NAME (initgroups, setgid, setuid;
                                   started as root): e.g. to listen on port 80 or 443. The
                                   cache directory is created for NAME, or must be NAME's
@@ -115,11 +125,12 @@ struct ServeCommand {
         http://HOST:PORT URL`); GET /_httpcache/metrics gives Prometheus metrics. Both are
         allowed from loopback, or with the admin token.
         SIGTERM or SIGINT: stop accepting, finish responses in flight (30 s at most), exit 0.
-        SIGHUP: read the --config file again and reload the certificates and keys (open HTTP/1.1
-        connections stay, HTTP/2 ones get GOAWAY once their streams finish). Applied at once:
-        tls-cert and tls-key (when started with TLS), admin-token. Any other option changed in
-        the file is logged and kept as it is until a restart; a file that no longer parses
-        changes nothing.
+        SIGHUP: read the --config file again, reload the certificates and keys (open HTTP/1.1
+        connections stay, HTTP/2 ones get GOAWAY once their streams finish) and reopen the
+        access log. Applied at once: tls-cert and tls-key (when started with TLS), admin-token.
+        Any other option changed in the file is logged and kept as it is until a restart; a file
+        that no longer parses changes nothing.
+        SIGUSR1: reopen the access log.
         Under systemd (Type=notify): READY=1 once listening, RELOADING=1 and READY=1 around a
         reload, STOPPING=1, and WATCHDOG=1 while every event loop answers (WatchdogSec).
         """
@@ -256,6 +267,7 @@ struct ServeCommand {
             }
             configuration.allowedDestinations = destinations
         }
+        _ = try Self.accessLogFormat(arguments)
         configuration.adminToken =
             arguments.value("--admin-token") ?? ProcessInfo.processInfo.environment["HTTPCACHE_ADMIN_TOKEN"]
         configuration.log = { message in Console.error("httpcache serve: \(message)\n") }
@@ -397,20 +409,39 @@ struct ServeCommand {
         return files
     }
 
-    /// Appends each line to the file at `path` (created when missing) or, for `-`, writes it to
-    /// standard error; one `write` per line, so lines from several threads never interleave.
-    static func accessLog(_ path: String) throws(Failure) -> @Sendable (String) -> Void {
-        if path == "-" { return { line in Console.error(line + "\n") } }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw Failure(
-                .failure,
-                "cannot open the access log \(path): \(errnoText()); choose a writable file")
+    /// `--access-log-format`, checked: a known name, given with `--access-log`; `nil` without
+    /// an access log.
+    static func accessLogFormat(_ arguments: ParsedArguments) throws(Failure) -> AccessLogFormat? {
+        let name = arguments.value("--access-log-format") ?? AccessLogFormat.default.rawValue
+        guard let format = AccessLogFormat(rawValue: name) else {
+            throw .usage(Self.name, "--access-log-format needs default, combined or json, not \"\(name)\"")
         }
-        return { line in
-            let bytes = Array((line + "\n").utf8)
-            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard arguments.value("--access-log") != nil else {
+            if arguments.value("--access-log-format") != nil {
+                throw .usage(Self.name, "--access-log-format goes with --access-log FILE")
+            }
+            return nil
         }
+        return format
+    }
+
+    /// `--access-log` in `--access-log-format`: each record's line appended to the file
+    /// (created when missing, returned for reopening) or, for `-`, written to standard error;
+    /// one `write` per line, so lines from several threads never interleave.
+    static func accessLog(_ arguments: ParsedArguments) throws(Failure) -> (
+        (@Sendable (AccessLogRecord) -> Void)?, AccessLogFile?
+    ) {
+        guard let path = arguments.value("--access-log"), let format = try accessLogFormat(arguments) else {
+            return (nil, nil)
+        }
+        if path == "-" { return ({ record in Console.error(record.formatted(format) + "\n") }, nil) }
+        let file: AccessLogFile
+        do {
+            file = try AccessLogFile(path: path)
+        } catch {
+            throw Failure(.failure, error.description)
+        }
+        return ({ record in file.write(record.formatted(format)) }, file)
     }
 
     /// `host`, `host:port`, `[v6]` or `[v6]:port`: no scheme, path or white space, an unbracketed
@@ -464,9 +495,8 @@ struct ServeCommand {
         CachingProxy.returnFreedMemoryPeriodically()
         var configuration = self.configuration
         let log = configuration.log
-        if let path = effective.value("--access-log") {
-            configuration.accessLog = try Self.accessLog(path)
-        }
+        let accessLogFile: AccessLogFile?
+        (configuration.accessLog, accessLogFile) = try Self.accessLog(effective)
         if let user {
             guard geteuid() == 0 else {
                 throw Failure(
@@ -496,8 +526,9 @@ struct ServeCommand {
         }
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
-        // Before the address is printed: whoever waits for it may send SIGHUP at once.
-        Reloader(proxy: proxy, running: self).reloadOnHangUp()
+        // Before the address is printed: whoever waits for it may send SIGHUP or SIGUSR1 at once.
+        Reloader(proxy: proxy, running: self, accessLogFile: accessLogFile).reloadOnHangUp()
+        Self.reopenOnUser1(accessLogFile, log: log)
         proxy.start()
         let destination: String
         switch configuration.mode {
@@ -538,6 +569,25 @@ struct ServeCommand {
         Signals.watchdog = timer
     }
 
+    /// Reopens the access log on each SIGUSR1 (logrotate's `postrotate`).
+    private static func reopenOnUser1(_ accessLogFile: AccessLogFile?, log: @escaping @Sendable (String) -> Void) {
+        signal(SIGUSR1, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(
+            signal: SIGUSR1, queue: DispatchQueue(label: "httpcache.serve.reopen"))
+        source.setEventHandler { reopen(accessLogFile, log: log) }
+        source.resume()
+        Signals.sources.append(source)
+    }
+
+    /// Reopens the access log file, if there is one; a failure is one line in the log.
+    static func reopen(_ accessLogFile: AccessLogFile?, log: (String) -> Void) {
+        do {
+            try accessLogFile?.reopen()
+        } catch {
+            log(error.description)
+        }
+    }
+
     /// Returns on SIGTERM or SIGINT.
     private static func waitForTermination() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -570,18 +620,22 @@ private enum Signals {
 }
 
 #if os(Linux)
-/// What SIGHUP does: read the configuration file again, apply what can change while serving
-/// and reload the certificates. Its state is touched on its signal queue only.
+/// What SIGHUP does: read the configuration file again, apply what can change while serving,
+/// reload the certificates and reopen the access log. Its state is touched on its signal queue
+/// only.
 private final class Reloader: @unchecked Sendable {
     let proxy: CachingProxy
     /// The command as started.
     let running: ServeCommand
     /// The options in use: those started with, and the changes applied since.
     var applied: ParsedArguments
+    /// The `--access-log` file, reopened at each reload (for logrotate).
+    let accessLogFile: AccessLogFile?
 
-    init(proxy: CachingProxy, running: ServeCommand) {
+    init(proxy: CachingProxy, running: ServeCommand, accessLogFile: AccessLogFile?) {
         self.proxy = proxy
         self.running = running
+        self.accessLogFile = accessLogFile
         applied = running.effective
     }
 
@@ -599,9 +653,10 @@ private final class Reloader: @unchecked Sendable {
     func reload() {
         ServiceManager.notify(["RELOADING=1", ServiceManager.monotonicMicroseconds])
         defer { ServiceManager.notify(["READY=1", "STATUS=reloaded"]) }
+        ServeCommand.reopen(accessLogFile, log: log)
         guard let path = running.configPath else {
-            if running.configuration.tlsIdentities.isEmpty {
-                log("SIGHUP: nothing to reload (no --config file, no --tls-cert)")
+            if running.configuration.tlsIdentities.isEmpty && accessLogFile == nil {
+                log("SIGHUP: nothing to reload (no --config file, no --tls-cert, no --access-log file)")
             }
             proxy.reloadCertificates()
             return

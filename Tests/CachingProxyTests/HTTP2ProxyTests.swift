@@ -22,7 +22,7 @@ struct HTTP2ProxyTests {
             origin = try LoopbackOrigin()
             let log = log
             proxy = try InProcessProxy(origin: origin.baseURL) {
-                $0.accessLog = { line in log.withLock { $0.append(line) } }
+                $0.accessLog = { record in log.withLock { $0.append(record.formatted(.default)) } }
                 configure(&$0)
             }
         }
@@ -219,7 +219,9 @@ struct HTTP2ProxyTests {
             defer { origin.stop() }
             origin.route("/r") { _ in .init(headers: [("Cache-Control", "max-age=60")], body: "over tls") }
             let log = Locked<[String]>([])
-            let proxy = try Self.proxyWithTLS(origin) { $0.accessLog = { line in log.withLock { $0.append(line) } } }
+            let proxy = try Self.proxyWithTLS(origin) {
+                $0.accessLog = { record in log.withLock { $0.append(record.formatted(.default)) } }
+            }
             defer { proxy.shutdown(timeout: 5) }
             let client = try HTTP2Client(port: try #require(proxy.tlsPort), tls: .testCA())
             let answers = client.send([HTTP2Request("GET", "/r"), HTTP2Request("GET", "/r")])

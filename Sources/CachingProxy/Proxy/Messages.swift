@@ -1,5 +1,9 @@
 #if os(Linux)
 import CacheSemantics
+import CacheSystem
+import CacheTLS
+import Glibc
+import HTTPClient
 
 enum Messages {
     /// Fields that describe one connection, never forwarded or stored (RFC 9110 §7.6.1):
@@ -71,6 +75,57 @@ enum Messages {
     /// text saying what happened, never stored.
     static func plainText(_ text: String) -> (fields: HeaderFields, body: [UInt8]) {
         (["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"], Array((text + "\n").utf8))
+    }
+
+    /// The RFC 9209 §2.3 error type of an origin request that got no response: what the
+    /// proxy's `502` or `504` says in `Proxy-Status`.
+    static func proxyError(_ error: UpstreamError?) -> ProxyStatusMember.ErrorType {
+        guard let error else { return .proxyInternalError }
+        switch error.kind {
+        case .connect:
+            return proxyError(connecting: error.connectFailureKind)
+        case .timeout:
+            // While connecting (TCP or the TLS handshake, §2.3.9), else no byte within the
+            // stall time once connected (§2.3.10).
+            return error.connectFailure != nil ? .connectionTimeout : .connectionReadTimeout
+        case .tls:
+            switch error.tlsFailure {
+            case .certificateExpired?, .certificateNotYetValid?, .wrongHost?, .unknownIssuer?, .untrustedCertificate?:
+                return .tlsCertificateError  // §2.3.14
+            default:
+                return .tlsProtocolError  // §2.3.13
+            }
+        // Closed before any response (§2.3.8), or a part came and the rest did not (§2.3.18).
+        case .closed: return error.receivedHead ? .httpResponseIncomplete : .connectionTerminated
+        case .protocolError: return .httpProtocolError  // §2.3.28
+        case .aborted, .other: return .proxyInternalError  // §2.3.30
+        }
+    }
+
+    /// `description` of an origin's failure, with what to do when it does not say already.
+    static func withAdvice(_ description: String, _ error: ProxyStatusMember.ErrorType) -> String {
+        let advice: String? =
+            switch error {
+            case .connectionReadTimeout: "check the origin's load and logs"
+            case .connectionTerminated, .httpResponseIncomplete, .httpProtocolError: "check the origin's logs"
+            case .tlsProtocolError: "check that the origin speaks TLS 1.2 or later on that port"
+            case .tlsCertificateError: "fix the origin's certificate, or trust its CA with --origin-cacert FILE"
+            default: nil
+            }
+        guard let advice, !description.contains(advice) else { return description }
+        return description + "; " + advice
+    }
+
+    /// The RFC 9209 §2.3 error type of a connection to an origin that was not made.
+    static func proxyError(connecting failure: ConnectFailure.Kind?) -> ProxyStatusMember.ErrorType {
+        switch failure {
+        case .unresolved?: .dnsError  // §2.3.2
+        case .timedOut?: .connectionTimeout  // §2.3.9
+        case .failed(ECONNREFUSED)?: .connectionRefused  // §2.3.7
+        case .failed(ENETUNREACH)?, .failed(EHOSTUNREACH)?: .destinationIPUnroutable  // §2.3.6
+        // Another reason no connection was made: the origin counts as unavailable (§2.3.4).
+        case .failed?, nil: .destinationUnavailable
+        }
     }
 }
 #endif

@@ -78,8 +78,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 if let revalidation { handler.revalidateInBackground(revalidation, request) }
                 return serve(served)
             case .answer(let answer):
-                // The proxy answers itself (a 504 for only-if-cached).
-                return self.answer(answer)
+                // The proxy answers itself (a 504 for only-if-cached), without asking the origin
+                // (RFC 9209 §2.3.29).
+                return self.answer(answer, error: .proxyInternalResponse)
             case .join(let identity):
                 let leads = driver.join(identity) { [self] turn in
                     // On the leader's thread, once its response is stored (or is not going to be),
@@ -103,10 +104,14 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         finished()
     }
 
-    private func answer(_ answer: CacheAnswer) {
+    /// Sends an answer the exchange made, with this proxy's `Proxy-Status` member saying why
+    /// (RFC 9209 §2).
+    private func answer(_ answer: CacheAnswer, error: ProxyStatusMember.ErrorType) {
         if let responder {
             handler.metrics.count(.error)
-            responder.respond(ServerResponseHead(status: answer.status, fields: answer.fields), body: answer.body)
+            var fields = answer.fields
+            fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: error).fieldValue
+            responder.respond(ServerResponseHead(status: answer.status, fields: fields), body: answer.body)
         }
         finished()
     }
@@ -195,7 +200,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     }
 
     func receive(head: UpstreamResponseHead) -> Bool {
-        handler.metrics.recordOriginLatency(MonotonicClock.seconds() - sentAt)
+        let waited = MonotonicClock.seconds() - sentAt
+        handler.metrics.recordOriginLatency(waited)
+        responder?.addOriginTime(waited)
         let relay: ExchangeDriver.Relay
         switch driver.originResponded(
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
@@ -253,12 +260,26 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             // was stopped on purpose.
             return perform(afterHead)
         }
-        let description = (error as? UpstreamError)?.description ?? "\(error)"
-        handler.metrics.originFailed(description, at: handler.now.secondsSince1970)
+        let upstreamError = error as? UpstreamError
+        handler.metrics.originFailed(upstreamError?.description ?? "\(error)", at: handler.now.secondsSince1970)
+        let proxyError = Messages.proxyError(upstreamError)
+        let description = Messages.withAdvice(upstreamError?.description ?? "\(error)", proxyError)
+        let what = "\(request.method) \(request.target.url)"
+        /// One line for the failure: how the client was answered, or that a background
+        /// revalidation (no client) failed.
+        func logFailure(_ answered: String) {
+            handler.limitedLog(
+                .origin(proxyError),
+                responder == nil
+                    ? "could not revalidate \(what) in the background: \(description)"
+                    : "answered \(what) \(answered): \(description)")
+        }
+        // No head came: the whole wait was the origin's.
+        if relay == nil { responder?.addOriginTime(MonotonicClock.seconds() - sentAt) }
         if let relay {
             // The head is out: the client can only be told by a cut connection.
             relay.recorder?.cut()
-            configuration.log("the response for \(request.target.url) was cut off: \(description)")
+            handler.limitedLog(.cutOff, "the response to \(what) was cut off: \(description)")
             responder?.abort()
             finished()
             return nil
@@ -266,18 +287,20 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         switch driver.originFailed(&machine) {
         case .serve(let served):
             // Something stored stands in for the origin (RFC 9111 §4.2.4).
+            logFailure("with a stored response, the origin failed")
             serve(served)
         case .answer(let answer):
             // A 504 the exchange makes (stale not allowed).
-            self.answer(answer)
+            logFailure("with \(answer.status) (Proxy-Status error=\(proxyError.rawValue))")
+            self.answer(answer, error: proxyError)
         case .fail:
             // Nothing may answer: a 502, or a 504 when the origin timed out.
-            configuration.log("no response for \(request.method) \(request.target.url): \(description)")
+            let status = upstreamError?.kind == .timeout ? 504 : 502
+            logFailure("with \(status) (Proxy-Status error=\(proxyError.rawValue))")
             defer { finished() }
             guard let responder else { return nil }
-            let kind = (error as? UpstreamError)?.kind
-            let timeout = kind == .timeout
-            let text = (timeout ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
+            let kind = upstreamError?.kind
+            let text = (status == 504 ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
             var (fields, body) = Messages.plainText(text)
             var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
             // What failed, for the client (RFC 9211 §2.8): the origin timed out, its TLS failed
@@ -290,8 +313,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 default: "origin-unreachable"
                 }
             fields[.cacheStatus] = cacheStatus.fieldValue
+            // What failed, in RFC 9209 §2.3's terms.
+            fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: proxyError).fieldValue
             handler.metrics.count(.error)
-            responder.respond(ServerResponseHead(status: timeout ? 504 : 502, fields: fields), body: body)
+            responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
         }
         return nil
     }

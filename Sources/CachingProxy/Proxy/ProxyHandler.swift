@@ -31,6 +31,9 @@ final class ProxyHandler: RequestHandler {
     let upstream: UpstreamClient
     let workers: Workers
     let metrics = Metrics()
+    /// The log, at most one line per kind and second (errors that come with every request
+    /// while an origin or the store is failing).
+    let limitedLog: LogLimiter
     /// Reverse mode: the origin's URL without a trailing slash, and its authority.
     private let origin: Target?
     /// The metrics path as ``Messages/lenientReading(ofPath:)`` reads it.
@@ -85,6 +88,9 @@ final class ProxyHandler: RequestHandler {
             return ((bracketed ? String(entry.dropFirst().dropLast()) : entry).lowercased(), nil)
         }
         let clock = configuration.clock
+        let limitedLog = LogLimiter(configuration.log)
+        self.limitedLog = limitedLog
+        let storeLog: @Sendable (String) -> Void = { message in limitedLog(.store, message) }
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
         routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
@@ -94,7 +100,7 @@ final class ProxyHandler: RequestHandler {
             do {
                 let disk = try DiskStore(
                     DiskStore.Configuration(
-                        directory: directory, capacity: configuration.diskCapacity, log: configuration.log),
+                        directory: directory, capacity: configuration.diskCapacity, log: storeLog),
                     clock: clock)
                 store = TieredStore(memory: memory, disk: disk)
             } catch {
@@ -109,7 +115,7 @@ final class ProxyHandler: RequestHandler {
         var exchange = ExchangeDriver.Configuration(
             engine: CacheEngine(configuration: .sharedCache(named: configuration.name)), name: configuration.name,
             clock: clock,
-            log: configuration.log)
+            log: storeLog)
         // Every answer from the store carries this proxy's Via (RFC 9110 §7.6.3).
         let name = configuration.name
         exchange.storedFieldsTransform = { fields in
@@ -153,18 +159,7 @@ final class ProxyHandler: RequestHandler {
     // MARK: Routing
 
     func handle(_ request: ServerRequest, _ responder: Responder) {
-        if let accessLog = configuration.accessLog {
-            let method = request.method
-            let target = request.target
-            let client = request.peerIsLoopback ? "loopback" : "remote"
-            let protocolName = request.protocolName
-            let clock = configuration.clock
-            responder.observeHead { head in
-                let status = head.fields[.cacheStatus].map { "\"\($0)\"" } ?? "-"
-                let time = HTTPDate.iso8601(Timestamp(secondsSince1970: clock()))
-                accessLog("\(time) \(client) \(method) \(target) \(protocolName) \(head.status) \(status)")
-            }
-        }
+        if let accessLog = configuration.accessLog { observe(request, responder, accessLog) }
         let target: Target
         let primaryKey: String
         switch route(request.target).meaning {
@@ -205,6 +200,31 @@ final class ProxyHandler: RequestHandler {
             run(
                 request, target: target, primaryKey: key.primaryKey, bypassReasons: [],
                 targetKey: request.method == "POST" ? primaryKey : nil, responder)
+        }
+    }
+
+    /// Has the access log receive a record of `request` once its response ended: one closure
+    /// per request, called once.
+    private func observe(
+        _ request: ServerRequest, _ responder: Responder, _ accessLog: @escaping @Sendable (AccessLogRecord) -> Void
+    ) {
+        let began = MonotonicClock.seconds()
+        let clock = configuration.clock
+        let request = AccessLogRecord(
+            time: 0, client: request.peerAddress?.host ?? "-", clientIsLoopback: request.peerIsLoopback,
+            method: request.method, target: request.target, version: request.version, isTLS: request.isTLS,
+            userAgent: request.fields[.userAgent], referer: request.fields[.referer])
+        responder.observeCompletion(requestIsHead: request.method == "HEAD") { completion in
+            var record = request
+            record.time = clock()
+            record.duration = MonotonicClock.seconds() - began
+            // As nginx logs it: 499 when no response was sent (the client left first).
+            record.status = completion.head?.status ?? 499
+            record.bodyBytes = completion.bodyBytes
+            record.completed = completion.completed
+            record.cacheStatus = completion.head?.fields[.cacheStatus]
+            record.originTime = completion.originTime
+            accessLog(record)
         }
     }
 
@@ -410,7 +430,8 @@ final class ProxyHandler: RequestHandler {
             } catch {
                 // Damaged (the store dropped it) before the head went out: handled again, now
                 // without it.
-                configuration.log(
+                limitedLog(
+                    .store,
                     "the stored body of \(request.target.url) could not be read (\(error)); the request is handled "
                         + "again without it")
                 guard request.readsAgain, case .forward(_, let primaryKey) = route(request.server.target).meaning else {
@@ -436,7 +457,10 @@ final class ProxyHandler: RequestHandler {
                         offset += Int64(chunk.count)
                     }
                 } catch {
-                    configuration.log("the stored body of \(request.target.url) could not be read: \(error)")
+                    limitedLog(
+                        .store,
+                        "the stored body of \(request.target.url) could not be read (\(error)); its response was cut off"
+                    )
                 }
                 if offset == range.upperBound { responder.finish() } else { responder.abort() }
             }
@@ -457,18 +481,26 @@ final class ProxyHandler: RequestHandler {
         }
     }
 
-    /// Answers with a short plain-text explanation (the proxy's own errors).
-    func answer(_ status: Int, _ text: String, _ responder: Responder) {
+    /// Answers with a short plain-text explanation (the proxy's own errors) and this proxy's
+    /// `Proxy-Status` member (RFC 9209 §2): `error`, by default `http_request_error` with the
+    /// status for a 4xx (§2.3.16), `proxy_internal_error` for a 5xx (§2.3.30).
+    func answer(_ status: Int, _ text: String, _ responder: Responder, error: ProxyStatusMember.ErrorType? = nil) {
         metrics.count(.error)
-        let (fields, body) = Messages.plainText(text)
+        var (fields, body) = Messages.plainText(text)
+        let error = error ?? (status < 500 ? .httpRequestError : .proxyInternalError)
+        fields[.proxyStatus] =
+            ProxyStatusMember(
+                proxy: configuration.name, error: error, statusCode: error == .httpRequestError ? status : nil
+            ).fieldValue
         responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
     }
 
+    /// Access control refused the request: RFC 9209 §2.3.17.
     private func forbidden(_ action: String, _ responder: Responder) {
         answer(
             403,
             "403 Forbidden: only clients on loopback, or with Authorization: Bearer <token> when the proxy has an admin token, may \(action)",
-            responder)
+            responder, error: .httpRequestDenied)
     }
 
     // MARK: Purge and CONNECT
@@ -530,10 +562,15 @@ final class ProxyHandler: RequestHandler {
 
     private func refuseDestination(_ authority: String, _ responder: Responder) {
         metrics.count(.error)
-        configuration.log("refused a request for \(authority): not an allowed destination (--allow-destination)")
+        limitedLog(
+            .refusedDestination(authority),
+            "refused a request for \(authority): not an allowed destination; add it with --allow-destination if it should be"
+        )
+        // Refused by the allow-list, on the request's text before any lookup: access control
+        // (RFC 9209 §2.3.17), not an address found prohibited (§2.3.5, which needs the IP).
         answer(
             403, "403 Forbidden: \(authority) is not a destination this proxy may reach (--allow-destination)",
-            responder)
+            responder, error: .httpRequestDenied)
     }
 
     /// `CONNECT host:port` (forward mode): a tunnel, never cached (RFC 9110 §9.3.6).
@@ -550,7 +587,14 @@ final class ProxyHandler: RequestHandler {
             switch OriginSocket.connect(host: host, port: port, timeout: configuration.originConnectTimeout) {
             case .success(let fd): responder.tunnel(to: fd)
             case .failure(let error):
-                answer(502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder)
+                let proxyError = Messages.proxyError(connecting: error.kind)
+                limitedLog(
+                    .origin(proxyError),
+                    "answered CONNECT \(host):\(port) with 502 (Proxy-Status error=\(proxyError.rawValue)): "
+                        + "could not connect: \(error.description)")
+                answer(
+                    502, "502 Bad Gateway: could not connect to \(host):\(port): \(error.description)", responder,
+                    error: proxyError)
             }
         }
     }

@@ -62,14 +62,17 @@ final class Connection {
     let fd: Int32
     let generation: UInt32
     let peerIsLoopback: Bool
+    /// The client's address (for access logs).
+    let peerAddress: SocketAddress?
     /// Writers on other threads wait on it while too much of their response is queued.
     let shared = Locked(ConnectionShared())
     private let storage: UnsafeMutablePointer<ConnectionState>
 
-    init(fd: Int32, generation: UInt32, peerIsLoopback: Bool, parser: RequestHeadParser) {
+    init(fd: Int32, generation: UInt32, peerIsLoopback: Bool, peerAddress: SocketAddress?, parser: RequestHeadParser) {
         self.fd = fd
         self.generation = generation
         self.peerIsLoopback = peerIsLoopback
+        self.peerAddress = peerAddress
         storage = .allocate(capacity: 1)
         storage.initialize(to: ConnectionState(parser: parser))
     }

@@ -186,7 +186,7 @@ extension EventLoop {
     private func headComplete(_ connection: Connection) {
         let base = UnsafePointer(connection.state.input! + connection.state.inputStart)
         connection.state.request = connection.state.parser.makeRequest(
-            base, peerIsLoopback: connection.peerIsLoopback, isTLS: connection.state.tls != nil)
+            base, peer: connection, isTLS: connection.state.tls != nil)
         connection.state.keepAlive = connection.state.parser.keepAlive
         connection.state.minorVersion = connection.state.parser.minorVersion
         connection.state.requestIsHead = connection.state.parser.isHead
@@ -258,11 +258,14 @@ extension EventLoop {
     func reject(_ connection: Connection, _ rejection: Rejection) {
         countRejection()
         let phrase = reasonPhrase(rejection.status) ?? "Error"
-        log(
+        // A client can send malformed requests as fast as it likes: one line a second.
+        limitedLog(
+            .rejectedRequest,
             "HTTP server: rejected a request from \(peerDescription(connection.fd)): \(rejection.status) \(phrase): \(rejection.reason)"
         )
         let body = "\(rejection.status) \(phrase): \(rejection.reason); the connection is closed\n"
         var head = "HTTP/1.1 \(rejection.status) \(phrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        if let proxyStatus = proxyStatus(rejecting: rejection.status) { head += "Proxy-Status: \(proxyStatus)\r\n" }
         head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n"
         head += "Date: \(HTTPDate.format(Timestamp(secondsSince1970: Double(time(nil)))))\r\n\r\n"
         connection.state.output.append(head + body)

@@ -3,6 +3,7 @@
 // eventfd for work posted from other threads, and a sweep every 250 ms for timeouts.
 @_spi(Wire) import HTTPWire
 import CEpollHTTPCache
+import CacheSemantics
 import CacheSystem
 import CacheTLS
 import Glibc
@@ -97,7 +98,7 @@ enum LoopCommand {
     case abandoned(ResponseTarget)
     case tunnel(ResponseTarget, Int32)
     /// A connection another loop accepted, for this one to serve.
-    case adopt(fd: Int32, tls: Bool, peerIsLoopback: Bool)
+    case adopt(fd: Int32, tls: Bool, peerIsLoopback: Bool, peer: SocketAddress?)
     case shutdown(deadline: Int)
     /// HTTP/2 connections get GOAWAY(NO_ERROR) and end once their streams have (a reload).
     case goAway
@@ -122,6 +123,8 @@ final class EventLoop: @unchecked Sendable {
 
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
+    /// The log for what can come with every request: one line per kind and second.
+    let limitedLog: LogLimiter
     let counters: ConnectionCounters
     let headerMilliseconds: Int
     let idleMilliseconds: Int
@@ -131,6 +134,10 @@ final class EventLoop: @unchecked Sendable {
     let maxBodyBytes: Int64
     /// Whether HTTP/2 is spoken: by ALPN on the TLS listener, by the preface on the plain one.
     let http2: Bool
+    /// The name in `Proxy-Status` on the server's own answers.
+    let proxyName: String?
+    /// The answer to a connection over the cap.
+    private let refusal: [UInt8]
     private let listenFD: Int32
     /// The TLS listener and the certificates its connections present; -1 and nil without TLS.
     private let tlsListenFD: Int32
@@ -172,10 +179,12 @@ final class EventLoop: @unchecked Sendable {
 
     init(
         configuration: HTTPServer.Configuration, listenFD: Int32, tlsListenFD: Int32, shareListener: Bool,
-        handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, counters: ConnectionCounters
+        handler: any RequestHandler, log: @escaping @Sendable (String) -> Void, limitedLog: LogLimiter,
+        counters: ConnectionCounters
     ) {
         self.handler = handler
         self.log = log
+        self.limitedLog = limitedLog
         self.counters = counters
         self.listenFD = listenFD
         self.tlsListenFD = tlsListenFD
@@ -187,6 +196,8 @@ final class EventLoop: @unchecked Sendable {
         maxFieldCount = max(1, configuration.maxFieldCount)
         maxBodyBytes = max(0, configuration.maxBodyBytes)
         http2 = configuration.http2
+        proxyName = configuration.proxyName
+        refusal = Self.refusal(proxyName: configuration.proxyName)
         // With several loops on one listener each accepts one connection per wake-up, so that
         // EPOLLEXCLUSIVE spreads them; alone it takes what is waiting.
         acceptBatch = shareListener ? 1 : 64
@@ -347,7 +358,9 @@ final class EventLoop: @unchecked Sendable {
                 if code == EINTR || code == ECONNABORTED { continue }
                 if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
                     // The listener stays readable: stop watching it for a moment instead of spinning.
-                    log("HTTP server: cannot accept connections: \(errnoText(code)); pausing accept for 100 ms")
+                    log(
+                        "HTTP server: cannot accept connections: \(errnoText(code)); pausing accept for 100 ms; "
+                            + "raise the open-file limit (ulimit -n, LimitNOFILE= in a systemd unit)")
                     removeListener()
                     acceptPausedUntil = now + 100
                 }
@@ -359,21 +372,22 @@ final class EventLoop: @unchecked Sendable {
             }
             Socket.setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
             let (tls, loopback) = (listener == tlsListenFD, withUnsafePointer(to: &address) { isLoopback($0) })
+            let peer = SocketAddress(address)
             let placed = counters.place(acceptedBy: index)
             if let other = placed.loop {
-                if !other.post(.adopt(fd: fd, tls: tls, peerIsLoopback: loopback)) {
+                if !other.post(.adopt(fd: fd, tls: tls, peerIsLoopback: loopback, peer: peer)) {
                     Glibc.close(fd)
                     counters.closed()
                     counters.left(placed.index)
                 }
                 continue
             }
-            adopt(fd, tls: tls, peerIsLoopback: loopback)
+            adopt(fd, tls: tls, peerIsLoopback: loopback, peer: peer)
         }
     }
 
     /// Serves the accepted connection `fd` on this loop (counted on it already).
-    private func adopt(_ fd: Int32, tls: Bool, peerIsLoopback: Bool) {
+    private func adopt(_ fd: Int32, tls: Bool, peerIsLoopback: Bool, peer: SocketAddress?) {
         func drop() {
             Glibc.close(fd)
             counters.closed()
@@ -383,7 +397,7 @@ final class EventLoop: @unchecked Sendable {
         nextGeneration &+= 1
         if nextGeneration == 0 { nextGeneration = 1 }
         let connection = Connection(
-            fd: fd, generation: nextGeneration, peerIsLoopback: peerIsLoopback,
+            fd: fd, generation: nextGeneration, peerIsLoopback: peerIsLoopback, peerAddress: peer,
             parser: RequestHeadParser(
                 maxHeaderBytes: maxHeaderBytes, maxFieldCount: maxFieldCount, maxBodyBytes: maxBodyBytes))
         connection.state.deadline = now + headerMilliseconds
@@ -417,19 +431,32 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
-    private static let refusal: [UInt8] = {
+    /// `503` to a connection over the cap. Its `Proxy-Status` says `proxy_internal_response`
+    /// (RFC 9209 §2.3.29: made without trying the next hop): `connection_limit_reached`
+    /// (§2.3.12) is about connections to the next hop, and the proxy has no fault to report.
+    private static func refusal(proxyName: String?) -> [UInt8] {
         let body = "503 Service Unavailable: too many connections are open; try again later\n"
-        let head =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+        var head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        if let proxyName {
+            let status = ProxyStatusMember(
+                proxy: proxyName, error: .proxyInternalResponse, details: "too many connections")
+            head += "Proxy-Status: \(status.fieldValue)\r\n"
+        }
+        head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
         return Array((head + body).utf8)
-    }()
+    }
+
+    /// The `Proxy-Status` value of an error status the server answers itself (`400`, `408`,
+    /// `413`, `431`): `http_request_error` with the status (RFC 9209 §2.3.16).
+    func proxyStatus(rejecting status: Int) -> String? {
+        proxyName.map { ProxyStatusMember(proxy: $0, error: .httpRequestError, statusCode: status).fieldValue }
+    }
 
     /// Answers a connection over the cap with 503 and closes it at once.
     private func refuse(_ fd: Int32) {
         refusedSinceLog += 1
         if now - lastRefusalLog >= 1000 { logRefusals() }
-        Self.refusal.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        refusal.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         Glibc.shutdown(fd, Int32(SHUT_WR))
         // Read what already arrived so that closing sends FIN rather than a reset.
         var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
@@ -440,7 +467,8 @@ final class EventLoop: @unchecked Sendable {
     private func logRefusals() {
         let reason =
             shuttingDown
-            ? "the server is shutting down" : "\(counters.maxConnections) connections are open (maxConnections)"
+            ? "the server is shutting down"
+            : "\(counters.maxConnections) connections are open; raise --max-connections if the machine can take more"
         log("HTTP server: refused \(refusedSinceLog) connection\(refusedSinceLog == 1 ? "" : "s"): \(reason)")
         refusedSinceLog = 0
         lastRefusalLog = now
@@ -581,8 +609,8 @@ final class EventLoop: @unchecked Sendable {
         case .tunnel(let target, let fd):
             appliedFromMailbox(target)
             tunnel(target, to: fd)
-        case .adopt(let fd, let tls, let peerIsLoopback):
-            adopt(fd, tls: tls, peerIsLoopback: peerIsLoopback)
+        case .adopt(let fd, let tls, let peerIsLoopback, let peer):
+            adopt(fd, tls: tls, peerIsLoopback: peerIsLoopback, peer: peer)
         case .abandoned(let target):
             guard isCurrent(target) else { return }
             if target.stream != nil {
@@ -657,7 +685,7 @@ final class EventLoop: @unchecked Sendable {
             switch command {
             case .tunnel(_, let fd):
                 Glibc.close(fd)
-            case .adopt(let fd, _, _):
+            case .adopt(let fd, _, _, _):
                 Glibc.close(fd)
                 counters.closed()
                 counters.left(index)

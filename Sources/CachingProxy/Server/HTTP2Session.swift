@@ -556,7 +556,7 @@ final class HTTP2Session {
         let request = ServerRequest(
             method: stream.method, target: stream.method == "CONNECT" ? (stream.authority ?? "") : stream.path,
             majorVersion: 2, minorVersion: 0, fields: fields, body: body, peerIsLoopback: connection.peerIsLoopback,
-            isTLS: isTLS)
+            peerAddress: connection.peerAddress, isTLS: isTLS)
         loop.countRequest(http2: true)
         let responder = Responder(
             loop: loop, target: ResponseTarget(connection: connection, sequence: 0, stream: stream))
@@ -585,10 +585,10 @@ final class HTTP2Session {
         let phrase = reasonPhrase(rejection.status) ?? "Error"
         let text = Array("\(rejection.status) \(phrase): \(rejection.reason)\n".utf8)
         stream.dispatched = true
+        var fields: HeaderFields = ["content-type": "text/plain; charset=utf-8"]
+        if let proxyStatus = loop.proxyStatus(rejecting: rejection.status) { fields[.proxyStatus] = proxyStatus }
         submit(
-            stream,
-            ServerResponseHead(status: rejection.status, fields: ["content-type": "text/plain; charset=utf-8"]),
-            framing: .length(Int64(text.count)))
+            stream, ServerResponseHead(status: rejection.status, fields: fields), framing: .length(Int64(text.count)))
         append(stream, text, accounted: false)
         finish(stream)
     }

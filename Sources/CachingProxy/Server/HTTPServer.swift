@@ -51,6 +51,9 @@ package final class HTTPServer: Sendable {
         /// HTTP/2 (RFC 9113): chosen by ALPN `h2` on the TLS listener, and in cleartext by a client
         /// opening with the connection preface (prior knowledge, §3.3) on the plain one.
         package var http2 = false
+        /// The name in `Proxy-Status` (RFC 9209 §2) on the answers the server makes itself
+        /// (`400`, `408`, `413`, `431`, `503`); `nil`: none.
+        package var proxyName: String?
         /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
         /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
@@ -204,6 +207,8 @@ private final class ServerCore: @unchecked Sendable {
     let configuration: HTTPServer.Configuration
     let handler: any RequestHandler
     let log: @Sendable (String) -> Void
+    /// Shared by the loops: lines that can come with every request, one per kind and second.
+    private let limitedLog: LogLimiter
     let listenFD: Int32
     let port: UInt16
     let tlsListener: (fd: Int32, port: UInt16)?
@@ -225,6 +230,7 @@ private final class ServerCore: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.log = log
+        limitedLog = LogLimiter(log)
         self.listenFD = listenFD
         self.port = port
         self.tlsListener = tlsListener
@@ -240,7 +246,7 @@ private final class ServerCore: @unchecked Sendable {
                 let loop = EventLoop(
                     configuration: configuration, listenFD: listenFD, tlsListenFD: tlsListener?.fd ?? -1,
                     shareListener: count > 1,
-                    handler: handler, log: log, counters: counters)
+                    handler: handler, log: log, limitedLog: limitedLog, counters: counters)
                 let thread: SystemThread
                 do throws(SystemError) {
                     guard loop.isUsable else { throw SystemError("epoll_create1 or eventfd", code: errno) }

@@ -28,7 +28,9 @@ package final class Responder: @unchecked Sendable {
     // Guarded by shared's lock.
     private var started = false
     private var finished = false
-    private var headObserver: (@Sendable (ServerResponseHead) -> Void)?
+    /// What an access log learns of this response; `nil` when nobody asked. Set on the loop
+    /// before the responder is handed to any other thread, changed under shared's lock.
+    private var observation: Observation?
 
     init(loop: EventLoop, target: ResponseTarget) {
         self.loop = loop
@@ -38,6 +40,7 @@ package final class Responder: @unchecked Sendable {
 
     deinit {
         // No lock for the common case: the last release orders every earlier write before this.
+        if let observation, let completion = observation.end(completed: false) { observation.report(completion) }
         guard !finished else { return }
         if !isClientGone { _ = loop.post(.abandoned(target)) }
     }
@@ -62,10 +65,32 @@ package final class Responder: @unchecked Sendable {
         }
     }
 
-    /// Has `observer` called with the head of the final response as it is handed to the
-    /// connection, before the client can read it (for an access log); set before answering.
-    package func observeHead(_ observer: @escaping @Sendable (ServerResponseHead) -> Void) {
-        shared.withLock { _ in headObserver = observer }
+    /// Has `report` called once, when the response ended, with its head, the body bytes
+    /// handed to the connection and whether it was complete (for an access log). A complete
+    /// response is reported before its last byte reaches the connection, so lines come in the
+    /// order clients see the ends of their responses. Call it before answering, on the thread
+    /// that got the request.
+    /// - Parameter requestIsHead: the request was a `HEAD`: its answer has no body.
+    package func observeCompletion(
+        requestIsHead: Bool, _ report: @escaping @Sendable (ResponseCompletion) -> Void
+    ) {
+        observation = Observation(report: report, requestIsHead: requestIsHead)
+    }
+
+    /// Adds `seconds` to the time this request waited for an origin (an access log's origin
+    /// time); nothing unless ``observeCompletion(requestIsHead:_:)`` was called.
+    package func addOriginTime(_ seconds: Double) {
+        guard let observation else { return }
+        shared.withLock { _ in observation.completion.originTime = (observation.completion.originTime ?? 0) + seconds }
+    }
+
+    /// Ends the observation when a call came too late (the client is gone, or the response
+    /// was over): reported as incomplete unless it was reported already.
+    private func endIgnored() {
+        guard let observation else { return }
+        if let completion = shared.withLock({ _ in observation.end(completed: false) }) {
+            observation.report(completion)
+        }
     }
 
     /// Sends a complete response: `body` with `Content-Length`, or no body when `framing` is
@@ -79,20 +104,23 @@ package final class Responder: @unchecked Sendable {
     ///     close-delimited to HTTP/1.0 clients).
     package func respond(_ head: ServerResponseHead, body: [UInt8], framing: BodyFraming? = nil) {
         let framing = framing ?? .length(Int64(body.count))
-        var observer: (@Sendable (ServerResponseHead) -> Void)?
+        var completion: ResponseCompletion?
         let routed = route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
-            observer = headObserver
+            if let observation {
+                observation.begin(head, framing)
+                completion = observation.sent(body.count) ?? observation.end(completed: true)
+            }
             return true
         })
         // Before the client can have the answer, so lines come in the order clients see them.
-        observer?(head)
+        if let completion { observation?.report(completion) }
         switch routed {
         case .direct: loop.respond(target, head, body, framing)
         case .mailbox: _ = loop.post(.respond(target, head, body, framing))
-        case .ignored: break
+        case .ignored: endIgnored()
         }
     }
 
@@ -112,18 +140,15 @@ package final class Responder: @unchecked Sendable {
     /// closes the connection); `.streamed` is chunked for HTTP/1.1 clients and delimited by
     /// closing the connection for HTTP/1.0 clients (RFC 9112 §6.3, §7.1).
     package func start(_ head: ServerResponseHead, framing: BodyFraming) {
-        var observer: (@Sendable (ServerResponseHead) -> Void)?
-        let routed = route({ () -> Bool in
+        switch route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
-            observer = headObserver
+            observation?.begin(head, framing)
             return true
-        })
-        observer?(head)
-        switch routed {
+        }) {
         case .direct: loop.start(target, head, framing)
         case .mailbox: _ = loop.post(.start(target, head, framing))
-        case .ignored: break
+        case .ignored: endIgnored()
         }
     }
 
@@ -133,7 +158,7 @@ package final class Responder: @unchecked Sendable {
     /// The bytes are copied before the call returns.
     @discardableResult package func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard loop.isCurrentThread else { return writeFromOtherThread(Array(bytes)) }
-        switch route({ started && !finished }) {
+        switch routeWrite(bytes.count) {
         case .direct: return loop.write(target, bytes)
         case .mailbox: return loop.post(.write(target, Array(bytes), accounted: false))
         case .ignored: return false
@@ -144,17 +169,31 @@ package final class Responder: @unchecked Sendable {
     /// blocks while too much waits to be sent. `false` once the client is gone.
     @discardableResult package func write(_ bytes: [UInt8]) -> Bool {
         guard loop.isCurrentThread else { return writeFromOtherThread(bytes) }
-        switch route({ started && !finished }) {
+        switch routeWrite(bytes.count) {
         case .direct: return loop.write(target, bytes, accounted: false)
         case .mailbox: return loop.post(.write(target, bytes, accounted: false))
         case .ignored: return false
         }
     }
 
+    /// Routes a write of `count` bytes from the loop thread, counted for the observation (and
+    /// reported, before they reach the connection, when they end a body of known length).
+    private func routeWrite(_ count: Int) -> Route {
+        var completion: ResponseCompletion?
+        let routed = route({ () -> Bool in
+            guard started && !finished else { return false }
+            completion = observation?.sent(count)
+            return true
+        })
+        if let completion { observation?.report(completion) }
+        return routed
+    }
+
     /// Back-pressure: waits while 256 KiB or more of this response is queued, then posts. The
     /// thread of another loop never waits (a loop must not stall on a client it does not serve).
     private func writeFromOtherThread(_ bytes: [UInt8]) -> Bool {
         let mayWait = !EventLoop.isOnAnyLoop
+        var completion: ResponseCompletion?
         let queued =
             shared.withLock(
                 when: { [self] shared in
@@ -166,35 +205,45 @@ package final class Responder: @unchecked Sendable {
                 guard !bytes.isEmpty else { return false }
                 shared.queuedBytes += bytes.count
                 shared.inMailbox += 1
+                completion = observation?.sent(bytes.count)
                 return true
             } ?? nil
+        if let completion { observation?.report(completion) }
         guard let queued else { return false }
         return queued ? loop.post(.write(target, bytes, accounted: true)) : true
     }
 
     /// Ends the body.
     package func finish() {
-        switch route({ () -> Bool in
+        var completion: ResponseCompletion?
+        let routed = route({ () -> Bool in
             guard started && !finished else { return false }
             finished = true
+            completion = observation?.end(completed: true)
             return true
-        }) {
+        })
+        if let completion { observation?.report(completion) }
+        switch routed {
         case .direct: loop.finish(target)
         case .mailbox: _ = loop.post(.finish(target))
-        case .ignored: break
+        case .ignored: endIgnored()
         }
     }
 
     /// Ends the response early by closing the connection.
     package func abort() {
-        switch route({ () -> Bool in
+        var completion: ResponseCompletion?
+        let routed = route({ () -> Bool in
             guard !finished else { return false }
             finished = true
+            completion = observation?.end(completed: false)
             return true
-        }) {
+        })
+        if let completion { observation?.report(completion) }
+        switch routed {
         case .direct: loop.abort(target)
         case .mailbox: _ = loop.post(.abort(target))
-        case .ignored: break
+        case .ignored: endIgnored()
         }
     }
 
@@ -208,19 +257,76 @@ package final class Responder: @unchecked Sendable {
     /// its stream the other is half-closed (`shutdown(SHUT_WR)`); both are closed once both
     /// are done, on an error, after `idleTimeout` without traffic, or at shutdown.
     package func tunnel(to fd: Int32) {
-        var observer: (@Sendable (ServerResponseHead) -> Void)?
+        var completion: ResponseCompletion?
         let routed = route({ () -> Bool in
             guard !started && !finished else { return false }
             started = true
             finished = true
-            observer = headObserver
+            if let observation {
+                observation.begin(ServerResponseHead(status: 200), .none)
+                completion = observation.end(completed: true)
+            }
             return true
         })
-        observer?(ServerResponseHead(status: 200))
+        if let completion { observation?.report(completion) }
         switch routed {
         case .direct: loop.tunnel(target, to: fd)
         case .mailbox: if !loop.post(.tunnel(target, fd)) { Glibc.close(fd) }
-        case .ignored: Glibc.close(fd)
+        case .ignored:
+            Glibc.close(fd)
+            endIgnored()
+        }
+    }
+
+    /// One response as an access log sees it, while it is being sent. Changed under the
+    /// responder's lock (or in its `deinit`).
+    private final class Observation: @unchecked Sendable {
+        let report: @Sendable (ResponseCompletion) -> Void
+        let requestIsHead: Bool
+        var completion = ResponseCompletion()
+        /// Body bytes the framing still takes; `nil`: no bound (streamed).
+        var remaining: Int64?
+        /// The status, method and framing allow a body.
+        var bodyAllowed = false
+        var reported = false
+
+        init(report: @escaping @Sendable (ResponseCompletion) -> Void, requestIsHead: Bool) {
+            self.report = report
+            self.requestIsHead = requestIsHead
+        }
+
+        func begin(_ head: ServerResponseHead, _ framing: BodyFraming) {
+            completion.head = head
+            // RFC 9112 §6.3: no body after HEAD, 1xx, 204, 304.
+            bodyAllowed = !requestIsHead && head.status >= 200 && head.status != 204 && head.status != 304
+            switch framing {
+            case .none: bodyAllowed = false
+            case .length(let length): remaining = length
+            case .streamed: remaining = nil
+            }
+        }
+
+        /// Counts `count` bytes written; the completion to report when they end a body of
+        /// known length.
+        func sent(_ count: Int) -> ResponseCompletion? {
+            guard bodyAllowed, !reported else { return nil }
+            guard let left = remaining else {
+                completion.bodyBytes += Int64(count)
+                return nil
+            }
+            let taken = min(Int64(count), left)
+            completion.bodyBytes += taken
+            remaining = left - taken
+            return taken > 0 && left == taken ? end(completed: true) : nil
+        }
+
+        /// The completion to report, once: `completed` only when no byte the framing
+        /// announced is missing.
+        func end(completed: Bool) -> ResponseCompletion? {
+            guard !reported else { return nil }
+            reported = true
+            completion.completed = completed && (!bodyAllowed || (remaining ?? 0) == 0)
+            return completion
         }
     }
 }

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSemantics
+import CacheSystem
 @_spi(Wire) import HTTPWire
 
 /// A request as ``HTTPServer`` parsed it: head in wire order and the whole body.
@@ -19,12 +20,14 @@ package struct ServerRequest: Sendable {
     package var body: [UInt8]
     /// Whether the client connected from 127.0.0.0/8 or ::1.
     package var peerIsLoopback: Bool
+    /// The client's address, as the connection was accepted from it; `nil` when unknown.
+    package var peerAddress: SocketAddress?
     /// Whether the request came over TLS (the server's TLS listener).
     package var isTLS: Bool
 
     package init(
         method: String, target: String, majorVersion: Int = 1, minorVersion: Int = 1, fields: HeaderFields,
-        body: [UInt8] = [], peerIsLoopback: Bool = true, isTLS: Bool = false
+        body: [UInt8] = [], peerIsLoopback: Bool = true, peerAddress: SocketAddress? = nil, isTLS: Bool = false
     ) {
         self.method = method
         self.target = target
@@ -33,12 +36,9 @@ package struct ServerRequest: Sendable {
         self.fields = fields
         self.body = body
         self.peerIsLoopback = peerIsLoopback
+        self.peerAddress = peerAddress
         self.isTLS = isTLS
     }
-
-    /// The protocol as the access log names it: `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`, with `+TLS`
-    /// over TLS.
-    package var protocolName: String { "HTTP/" + version + (isTLS ? "+TLS" : "") }
 
     /// The version as `Via` names it (RFC 9110 §7.6.3): `1.0`, `1.1` or `2`.
     package var version: String { majorVersion == 2 ? "2" : minorVersion == 0 ? "1.0" : "1.1" }
@@ -72,6 +72,20 @@ package struct ServerResponseHead: Sendable {
     }
 }
 
+/// How one response ended, as ``Responder/observeCompletion(requestIsHead:_:)`` reports it.
+package struct ResponseCompletion: Sendable {
+    /// The final response's head; `nil` when none was sent (the client went away first, or the
+    /// request was never answered).
+    package var head: ServerResponseHead?
+    /// Body bytes handed to the connection (none for HEAD, 1xx, 204, 304; at most the
+    /// announced length).
+    package var bodyBytes: Int64 = 0
+    /// Every byte of the response was handed to the connection while the client was there.
+    package var completed = false
+    /// Seconds spent waiting for an origin's response head; `nil` when no origin was asked.
+    package var originTime: Double?
+}
+
 /// What the server calls for every complete request.
 package protocol RequestHandler: AnyObject, Sendable {
     /// Called on the connection's event-loop thread once the request's body has been read in
@@ -83,11 +97,11 @@ package protocol RequestHandler: AnyObject, Sendable {
 extension RequestHeadParser {
     /// The complete head as a ``ServerRequest`` (without its body); `base` is the start of
     /// the request the head was parsed from.
-    func makeRequest(_ base: UnsafePointer<UInt8>, peerIsLoopback: Bool, isTLS: Bool) -> ServerRequest {
+    func makeRequest(_ base: UnsafePointer<UInt8>, peer: Connection, isTLS: Bool) -> ServerRequest {
         let head = parsedHead(base)
         return ServerRequest(
             method: head.method, target: head.target, minorVersion: head.minorVersion, fields: head.fields,
-            peerIsLoopback: peerIsLoopback, isTLS: isTLS)
+            peerIsLoopback: peer.peerIsLoopback, peerAddress: peer.peerAddress, isTLS: isTLS)
     }
 }
 #endif

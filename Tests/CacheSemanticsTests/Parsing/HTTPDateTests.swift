@@ -214,6 +214,28 @@ struct HTTPDateFormattingTests {
     }
 }
 
+@Suite("Access-log times: RFC 3339 with milliseconds, the Common Log Format")
+struct AccessLogTimeTests {
+    @Test("RFC 3339 §5.6: time-secfrac to the millisecond, rounded down, UTC")
+    func milliseconds() {
+        #expect(HTTPDate.iso8601(Timestamp(secondsSince1970: 1_796_205_600.2509)) == "2026-12-02T10:00:00Z")
+        #expect(
+            HTTPDate.iso8601(Timestamp(secondsSince1970: 1_796_205_600.2509), milliseconds: true)
+                == "2026-12-02T10:00:00.250Z")
+        #expect(HTTPDate.iso8601(Timestamp(secondsSince1970: 0), milliseconds: true) == "1970-01-01T00:00:00.000Z")
+        #expect(
+            HTTPDate.iso8601(Timestamp(secondsSince1970: 951_782_399.9999), milliseconds: true)
+                == "2000-02-28T23:59:59.999Z")
+    }
+
+    @Test("Common Log Format: %d/%b/%Y:%H:%M:%S %z in UTC, as Apache and nginx write it")
+    func commonLogFormat() {
+        #expect(HTTPDate.commonLogFormat(Timestamp(secondsSince1970: 1_796_205_600.9)) == "02/Dec/2026:10:00:00 +0000")
+        #expect(HTTPDate.commonLogFormat(Timestamp(secondsSince1970: 951_782_400)) == "29/Feb/2000:00:00:00 +0000")
+        #expect(HTTPDate.commonLogFormat(rfcExample) == "06/Nov/1994:08:49:37 +0000")
+    }
+}
+
 @Suite("RFC 9111 §5.3 invalid Expires in CacheEngine.makeFacts")
 struct ExpiresParsingTests {
     func facts(_ fields: HeaderFields) -> (facts: StoredResponseFacts, notes: [Reason]) {
