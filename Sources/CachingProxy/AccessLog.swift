@@ -108,18 +108,19 @@ public struct AccessLogRecord: Sendable {
     private var jsonLine: String {
         var line = ""
         line.reserveCapacity(320 + target.utf8.count + (userAgent?.utf8.count ?? 0) + (referer?.utf8.count ?? 0))
-        line += "{\"time\":" + Self.json(HTTPDate.iso8601(Timestamp(secondsSince1970: time), milliseconds: true))
-        line += ",\"client\":" + Self.json(client)
-        line += ",\"method\":" + Self.json(method)
-        line += ",\"target\":" + Self.json(target)
-        line += ",\"protocol\":" + Self.json(protocolName)
+        line +=
+            "{\"time\":" + JSONString.quoted(HTTPDate.iso8601(Timestamp(secondsSince1970: time), milliseconds: true))
+        line += ",\"client\":" + JSONString.quoted(client)
+        line += ",\"method\":" + JSONString.quoted(method)
+        line += ",\"target\":" + JSONString.quoted(target)
+        line += ",\"protocol\":" + JSONString.quoted(protocolName)
         line += ",\"status\":\(status),\"bytes\":\(bodyBytes)"
         line += ",\"duration\":" + Self.seconds(duration)
         line += ",\"completed\":\(completed)"
-        line += ",\"cache_status\":" + Self.json(cacheStatus)
+        line += ",\"cache_status\":" + JSONString.quoted(cacheStatus)
         line += ",\"origin_time\":" + (originTime.map(Self.seconds) ?? "null")
-        line += ",\"user_agent\":" + Self.json(userAgent)
-        line += ",\"referer\":" + Self.json(referer)
+        line += ",\"user_agent\":" + JSONString.quoted(userAgent)
+        line += ",\"referer\":" + JSONString.quoted(referer)
         return line + "}"
     }
 
@@ -137,30 +138,6 @@ public struct AccessLogRecord: Sendable {
                 out += "\\x" + hex(byte)
             } else {
                 out.unicodeScalars.append(Unicode.Scalar(byte))
-            }
-        }
-        return out + "\""
-    }
-
-    /// A JSON string (RFC 8259 §7): `"` and `\` escaped, control characters as `\u00XX`;
-    /// `null` for `nil`. Swift strings hold valid Unicode only: bytes that were not UTF-8
-    /// arrive here as U+FFFD.
-    private static func json(_ value: String?) -> String {
-        guard let value else { return "null" }
-        // Most values need no escape: copied whole.
-        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            return "\"" + value + "\""
-        }
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u00" + hex(UInt8(scalar.value))
-            default: out.unicodeScalars.append(scalar)
             }
         }
         return out + "\""

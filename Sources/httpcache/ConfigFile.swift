@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// A configuration file for `httpcache serve --config FILE`: a subset of TOML (v1.0.0).
 ///
 /// One `key = value` per line; `#` starts a comment; values are strings (`"…"` with TOML's
@@ -39,7 +41,7 @@ struct ConfigFile: Sendable, Equatable {
         /// `text` as a TOML basic string.
         static func quoted(_ text: String) -> String {
             var result = ""
-            JSONValue.quote(text, into: &result)
+            JSONString.append(text, to: &result)
             return result
         }
     }

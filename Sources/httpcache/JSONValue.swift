@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 
 /// A JSON value whose objects keep their keys in the order written, so `--json` output reads
@@ -30,7 +31,7 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLitera
 
     private func write(to output: inout String) {
         switch self {
-        case .string(let value): Self.quote(value, into: &output)
+        case .string(let value): JSONString.append(value, to: &output)
         case .integer(let value): output += String(value)
         case .number(let value):
             // JSON has no NaN or infinity.
@@ -48,32 +49,11 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLitera
             output += "{"
             for (index, (key, value)) in members.enumerated() {
                 if index > 0 { output += "," }
-                Self.quote(key, into: &output)
+                JSONString.append(key, to: &output)
                 output += ":"
                 value.write(to: &output)
             }
             output += "}"
         }
-    }
-
-    /// Appends `text` as a quoted string: `"`, `\` and control characters (DEL too) escaped. A
-    /// TOML basic string too (`serve --check-config` writes values so).
-    static func quote(_ text: String, into output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                output +=
-                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
     }
 }
