@@ -127,21 +127,44 @@ extension ProxyHandler {
         return ("text/html; charset=utf-8", Array(StatusPage.html(status, jsonPath: Self.statusJSONPath).utf8))
     }
 
-    /// Starts the once-a-second tick; it stops with ``stopStatusTimer()`` or when the handler
-    /// is released.
-    func startStatusTimer() {
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(50))
-        timer.setEventHandler { [weak self] in self?.tickStatus() }
-        timer.activate()
-        statusTimer.withLock { $0 = timer }
+    /// Starts the once-a-second tick of the status history; it stops with
+    /// ``stopStatusTimer()`` or when the handler is released.
+    func startStatusTimer() { StatusTicker.add(self) }
+
+    func stopStatusTimer() { StatusTicker.remove(self) }
+}
+
+/// The once-a-second tick of every proxy's status history in the process: one timer for all
+/// of them, made with the first proxy and never cancelled, rather than a dispatch timer made
+/// and cancelled for each proxy (a program, or a test run, may make and drop hundreds).
+private enum StatusTicker {
+    private final class Entry: Sendable {
+        weak let handler: ProxyHandler?
+        init(_ handler: ProxyHandler) { self.handler = handler }
     }
 
-    func stopStatusTimer() {
-        statusTimer.withLock { timer in
-            timer?.cancel()
-            timer = nil
+    private static let handlers = Locked<[ObjectIdentifier: Entry]>([:])
+    private static let timer = Locked<(any DispatchSourceTimer)?>(nil)
+
+    static func add(_ handler: ProxyHandler) {
+        handlers.withLock { $0[ObjectIdentifier(handler)] = Entry(handler) }
+        timer.withLock { timer in
+            guard timer == nil else { return }
+            let made = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcache.status.tick"))
+            made.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(50))
+            made.setEventHandler { tick() }
+            made.activate()
+            timer = made
         }
+    }
+
+    static func remove(_ handler: ProxyHandler) {
+        _ = handlers.withLock { $0.removeValue(forKey: ObjectIdentifier(handler)) }
+    }
+
+    private static func tick() {
+        let live = handlers.withLock { $0.values.compactMap(\.handler) }
+        for handler in live { handler.tickStatus() }
     }
 }
 #endif

@@ -48,8 +48,6 @@ final class ProxyHandler: RequestHandler {
     private let routes: Locked<LRUCache<String, Route>>
     /// When the handler was made (``MonotonicClock``): the status page's uptime.
     let startedAt = MonotonicClock.seconds()
-    /// The status history's once-a-second tick (``startStatusTimer()``).
-    let statusTimer = Locked<(any DispatchSourceTimer)?>(nil)
     /// How many request-targets, keys and entries the proxy remembers what it worked out
     /// for (their routes, candidates, decoded facts and served fields): enough for a working
     /// set of this many URLs to cost no re-reading or re-parsing.
