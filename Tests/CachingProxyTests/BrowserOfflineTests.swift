@@ -240,6 +240,10 @@ struct BrowserOfflineTests {
             if let onlineStatus, onlineStatus >= 400, status >= 400 {
                 continue  // The origin had nothing for it online either (a 404): nothing to save.
             }
+            // Chromium asks for /favicon.ico by itself, after the page, when it has time: the
+            // page never named it, so saving the page does not save it, and whether the online
+            // load got to ask for it first is a matter of timing.
+            if URL(string: exchange.target)?.path == "/favicon.ico", status >= 400 { continue }
             problems.append("\(exchange): not in the pack")
         }
         let targets = Set(requested.map(\.target))
