@@ -42,6 +42,28 @@ extension HTTPCache {
         return try await perform(&exchange, first, prepared)
     }
 
+    /// Answers `prepared` when the exchange does so on its first step without the origin or a
+    /// wait: a stored response it may serve (a stale-while-revalidate one's validation starts
+    /// behind it, as in ``respond(to:)``), or its own `504` for only-if-cached. `nil` when it
+    /// would send the request or wait for an identical one in flight (the exchange is then
+    /// abandoned, nothing done), or when `declines` a stored response's status, `Location` and
+    /// body size.
+    func respondFromStore(
+        to prepared: PreparedRequest, declining declines: (_ status: Int, _ location: String?, _ size: Int64) -> Bool
+    ) -> PendingResponse? {
+        var exchange = driver.exchange(for: prepared.exchange, advisor: storage(for: prepared))
+        switch driver.start(&exchange) {
+        case .serve(let served, let background):
+            if let background { revalidateInBackground(background, prepared) }
+            return declines(served.status, served.fields[.location], served.body.count) ? nil : response(served)
+        case .answer(let answer):
+            return response(answer)
+        case .join, .forward:
+            driver.abandon(&exchange)
+            return nil
+        }
+    }
+
     /// Performs `first` and the host work that follows until the response is known.
     private func perform(
         _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.HostWork, _ prepared: PreparedRequest

@@ -196,6 +196,40 @@ public final class HTTPCache: Sendable {
         }
     }
 
+    /// What ``data(for:)`` returns, when the cache answers at once from the store (a response
+    /// it may serve, or its `504` for only-if-cached) without contacting the origin or waiting
+    /// for an identical request in flight, its body is at most `limit` bytes (read whole, at
+    /// once) and it is not a redirect the cache would follow; `nil` otherwise, with nothing
+    /// done: ask ``data(for:)``. For callers that answer synchronously when they can
+    /// (`CachingURLProtocol.startLoading`).
+    package func storedData(for request: FetchRequest, upTo limit: Int64) -> CachedResponse? {
+        let started = configuration.clock()
+        guard let prepared = try? prepare(request) else { return nil }
+        let response = respondFromStore(to: prepared) { status, location, size in
+            size > limit
+                || (configuration.followsRedirects && configuration.maximumRedirects > 0
+                    && redirected(request, status: status, location: location, follow: HTTPCache.redirectTarget) != nil)
+        }
+        guard let response else { return nil }
+        let data: Data
+        switch response.body {
+        case .stored(let body, let range):
+            if prepared.method == "HEAD" || range.isEmpty {
+                data = Data()
+            } else {
+                // A corrupted body (the store has dropped it) is left to data(for:), which says so.
+                guard let bytes = try? body.read(range.lowerBound...(range.upperBound - 1)) else { return nil }
+                data = Data(bytes)
+            }
+        case .source(let source):
+            guard let whole = source as? DataSource else { return nil }
+            data = whole.remaining
+        }
+        let answer = CachedResponse(data: data, head: response.responseHead(url: prepared.url))
+        record(answer.head, method: prepared.method, url: prepared.urlString, started: started)
+        return answer
+    }
+
     /// The body of `response`; `nil` when its stored body cannot be read (the store has
     /// dropped a corrupted entry).
     private func wholeBody(of response: PendingResponse, _ prepared: PreparedRequest) async throws -> Data? {
@@ -306,12 +340,7 @@ public final class HTTPCache: Sendable {
                 throw error
             }
             let answer = head(result)
-            state.withLock { $0.statistics.count(answer.outcome) }
-            configuration.onEvent?(
-                CacheEvent(
-                    method: prepared.method, url: prepared.urlString, status: answer.statusCode,
-                    outcome: answer.outcome, cacheStatus: answer.cacheStatus.fieldValue, error: nil,
-                    duration: configuration.clock() - started, reasons: answer.reasons))
+            record(answer, method: prepared.method, url: prepared.urlString, started: started)
             if configuration.followsRedirects, redirects < configuration.maximumRedirects,
                 let next = redirected(
                     current, status: answer.statusCode, location: answer.fields[.location], follow: follow)
@@ -323,6 +352,16 @@ public final class HTTPCache: Sendable {
             }
             return result
         }
+    }
+
+    /// Counts `answer` in the statistics and tells ``Configuration/onEvent`` about it.
+    private func record(_ answer: CachedResponseHead, method: String, url: String, started: Double) {
+        state.withLock { $0.statistics.count(answer.outcome) }
+        configuration.onEvent?(
+            CacheEvent(
+                method: method, url: url, status: answer.statusCode, outcome: answer.outcome,
+                cacheStatus: answer.cacheStatus.fieldValue, error: nil, duration: configuration.clock() - started,
+                reasons: answer.reasons))
     }
 
     /// Where a redirect from `base` with `location` leads: an `http` or `https` URL, or `nil`.

@@ -41,6 +41,9 @@ final class DataSource: BodySource, @unchecked Sendable {
 
     init(_ data: Data) { self.data = data.isEmpty ? nil : data }
 
+    /// The bytes not handed out yet, without taking them.
+    var remaining: Data { data ?? Data() }
+
     func next() async throws -> Data? {
         defer { data = nil }
         return data

@@ -91,6 +91,11 @@ public final class CachingURLProtocol: URLProtocol {
             request.httpBody = Self.read(stream)
             request.httpBodyStream = nil
         }
+        // What the store answers at once with a body of at most 1 MiB is answered here, as a
+        // URLProtocol answering from memory does (no hop to a task: a hit costs little more
+        // than URLSession itself); a larger one streams from a task, in pieces.
+        guard let fetch = fetchRequest(request) else { return }
+        if let stored = cache.storedData(for: fetch, upTo: 1 << 20) { return answer(stored) }
         // Never start network work synchronously inside startLoading (it traps in
         // swift-corelibs-foundation): a task runs it elsewhere.
         let this = Unchecked(self)
@@ -98,10 +103,9 @@ public final class CachingURLProtocol: URLProtocol {
             let protocolInstance = this.value
             let client = protocolInstance.client
             do {
-                let (head, body) = try await cache.bytes(for: request)
+                let (head, body) = try await cache.bytes(for: fetch)
                 if head.statusCode == 504, head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
-                    throw protocolInstance.resourceUnavailable(
-                        "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it")
+                    throw protocolInstance.resourceUnavailable(CachingURLProtocol.nothingStored)
                 }
                 client?.urlProtocol(protocolInstance, didReceive: head.response, cacheStoragePolicy: .notAllowed)
                 try await protocolInstance.deliver(body, to: client)
@@ -112,6 +116,29 @@ public final class CachingURLProtocol: URLProtocol {
             }
         }
         loading.withLock { $0 = task }
+    }
+
+    /// `request` as the cache takes it; `nil` when it cannot be (the load has failed with why).
+    private func fetchRequest(_ request: URLRequest) -> FetchRequest? {
+        do {
+            return try FetchRequest(fetching: request)
+        } catch {
+            client?.urlProtocol(self, didFailWithError: error)
+            return nil
+        }
+    }
+
+    /// Hands `stored` to the client now: the response, its body in one piece, the end.
+    private func answer(_ stored: CachedResponse) {
+        if stored.head.statusCode == 504, stored.head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
+            client?.urlProtocol(
+                self,
+                didFailWithError: resourceUnavailable(Self.nothingStored))
+            return
+        }
+        client?.urlProtocol(self, didReceive: stored.head.response, cacheStoragePolicy: .notAllowed)
+        if !stored.data.isEmpty { client?.urlProtocol(self, didLoad: stored.data) }
+        client?.urlProtocolDidFinishLoading(self)
     }
 
     override public func stopLoading() {
@@ -150,6 +177,9 @@ public final class CachingURLProtocol: URLProtocol {
         client?.urlProtocolDidFinishLoading(self)
         #endif
     }
+
+    private static let nothingStored =
+        "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it"
 
     /// How a `returnCacheDataDontLoad` load with nothing to use fails on Apple platforms.
     private func resourceUnavailable(_ why: String) -> URLError {

@@ -270,7 +270,7 @@ extension FetchRequest {
     /// `request` as the cache handles it.
     ///
     /// - Throws: `URLError(.unsupportedURL)` when it has no URL.
-    init(fetching request: URLRequest) throws {
+    package init(fetching request: URLRequest) throws {
         guard let url = request.url else {
             throw URLError(
                 .unsupportedURL,

@@ -99,6 +99,34 @@ private func timeRequests<R>(
     return RequestTimes(name: name, samples: samples, failures: failures)
 }
 
+/// Times `a` and `b` in turn, one request of each at a time, `count` of each after `warmup` of
+/// each.
+private func timeAlternating<R>(
+    _ a: (name: String, operation: () async throws -> R), _ b: (name: String, operation: () async throws -> R),
+    count: Int, warmup: Int, checkA: (R) -> Bool, checkB: (R) -> Bool
+) async throws -> (RequestTimes, RequestTimes) {
+    for _ in 0..<warmup {
+        blackHole(try await a.operation())
+        blackHole(try await b.operation())
+    }
+    var samples: ([Double], [Double]) = ([], [])
+    var failures = (0, 0)
+    for _ in 0..<count {
+        var start = now()
+        let first = try await a.operation()
+        samples.0.append(Double(now() - start))
+        if !checkA(first) { failures.0 += 1 }
+        start = now()
+        let second = try await b.operation()
+        samples.1.append(Double(now() - start))
+        if !checkB(second) { failures.1 += 1 }
+    }
+    return (
+        RequestTimes(name: a.name, samples: samples.0, failures: failures.0),
+        RequestTimes(name: b.name, samples: samples.1, failures: failures.1)
+    )
+}
+
 /// A response body and head from a URLSession.
 private struct Fetched: @unchecked Sendable {
     var data: Data
@@ -204,52 +232,49 @@ func runHTTPBenchmarks() async throws -> Bool {
         times.report()
     }
 
-    // 2a. The floor URLSession sets: a bare URLProtocol answering from a dictionary.
+    // 2. Hits through a plain URLSession with CachingURLProtocol installed, against the floor
+    // URLSession sets: a bare URLProtocol answering from a dictionary. Their requests alternate,
+    // one of each in turn, so that the machine's ups and downs fall on both alike.
     var floorHit: RequestTimes?
-    if runs("protocol") {
-        let url = origin.url("/floor")
-        let response = HTTPURLResponse(
-            url: url, statusCode: 200, httpVersion: "HTTP/1.1",
-            headerFields: ["Content-Length": String(body.count), "Cache-Control": "max-age=3600"])!
-        DictionaryProtocol.answers.withLock { $0[url] = (response, Data(body)) }
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.protocolClasses = [DictionaryProtocol.self]
-        sessionConfiguration.urlCache = nil
-        let session = URLSession(configuration: sessionConfiguration)
-        defer { session.invalidateAndCancel() }
-        let request = URLRequest(url: url)
-        var times = try await timeRequests(
-            "URLSession + URLProtocol from a dictionary", count: count, warmup: warmup
-        ) {
-            try await fetch(session, request)
-        } check: { result in
-            result.response?.statusCode == 200 && result.data.count == body.count
-        }
-        times.note = "no cache: the least a URLProtocol answer costs through URLSession"
-        floorHit = times
-        times.report()
-    }
-
-    // 2. Hits through a plain URLSession with CachingURLProtocol installed.
     var protocolHit: RequestTimes?
     if runs("protocol") {
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.useHTTPCache(cache)
-        let session = URLSession(configuration: sessionConfiguration)
-        defer { session.invalidateAndCancel() }
-        let request = URLRequest(url: origin.url("/protocol"))
-        _ = try await fetch(session, request)
-        var times = try await timeRequests("URLSession + CachingURLProtocol hit", count: count, warmup: warmup) {
-            try await fetch(session, request)
-        } check: { result in
+        let floorURL = origin.url("/floor")
+        let response = HTTPURLResponse(
+            url: floorURL, statusCode: 200, httpVersion: "HTTP/1.1",
+            headerFields: ["Content-Length": String(body.count), "Cache-Control": "max-age=3600"])!
+        DictionaryProtocol.answers.withLock { $0[floorURL] = (response, Data(body)) }
+        let floorConfiguration = URLSessionConfiguration.ephemeral
+        floorConfiguration.protocolClasses = [DictionaryProtocol.self]
+        floorConfiguration.urlCache = nil
+        let floorSession = URLSession(configuration: floorConfiguration)
+        defer { floorSession.invalidateAndCancel() }
+        let floorRequest = URLRequest(url: floorURL)
+
+        let cachingConfiguration = URLSessionConfiguration.ephemeral
+        cachingConfiguration.useHTTPCache(cache)
+        let cachingSession = URLSession(configuration: cachingConfiguration)
+        defer { cachingSession.invalidateAndCancel() }
+        let cachingRequest = URLRequest(url: origin.url("/protocol"))
+        _ = try await fetch(cachingSession, cachingRequest)
+
+        var (floor, ours) = try await timeAlternating(
+            ("URLSession + URLProtocol from a dictionary", { try await fetch(floorSession, floorRequest) }),
+            ("URLSession + CachingURLProtocol hit", { try await fetch(cachingSession, cachingRequest) }),
+            count: count, warmup: warmup
+        ) { result in
+            result.response?.statusCode == 200 && result.data.count == body.count
+        } checkB: { result in
             let status = result.response?.value(forHTTPHeaderField: "Cache-Status") ?? ""
             return result.response?.statusCode == 200 && status.contains("hit") && result.data.count == body.count
         }
-        times.originSaw(
+        floor.note = "no cache: the least a URLProtocol answer costs through URLSession"
+        ours.originSaw(
             origin.count("/protocol"), expected: 1,
             "origin saw 1 request (the priming one); every timed response had Cache-Status ...hit")
-        protocolHit = times
-        times.report()
+        floorHit = floor
+        protocolHit = ours
+        floor.report()
+        ours.report()
     }
 
     // 3. URLSession with Foundation's URLCache.
