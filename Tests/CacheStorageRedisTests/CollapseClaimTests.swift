@@ -15,6 +15,7 @@ struct CollapseClaimTests {
         var redis = try RedisConfiguration(url: try RedisServer.shared().url)
         redis.keyPrefix = "claim-\(UInt64.random(in: 0...UInt64.max)):"
         redis.commandTimeout = 1
+        redis.connectTimeout = 1
         func store() -> SharedStore {
             SharedStore(redis: RedisStore(redis), localCapacity: 0, listens: true, claimLease: lease)
         }

@@ -55,7 +55,11 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
             ? try RedisConfiguration(clusterNodes: RedisCluster.shared().seeds)
             : try RedisConfiguration(url: RedisServer.shared().url)
         configuration.keyPrefix = "test-\(UInt64.random(in: 0...UInt64.max)):"
+        // The defaults (50 ms a command, 100 ms a connection) are a cache's; what these tests
+        // check is the store's behaviour, so a busy machine must not turn a slow connection into
+        // a node marked unreachable (then every command on it fails for the backoff time).
         configuration.commandTimeout = 2
+        configuration.connectTimeout = 2
         configuration.maximumEntrySize = maximumEntrySize
         return configuration
     }

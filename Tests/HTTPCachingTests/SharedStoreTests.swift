@@ -20,6 +20,7 @@ private func testRedis(_ prefix: String) async throws -> RedisConfiguration {
     // Beside other suites and stress-ng on two cores, 50 ms and even 1 s are sometimes passed;
     // these tests are about sharing, not timeouts.
     redis.commandTimeout = 10
+    redis.connectTimeout = 10
     return redis
 }
 
@@ -84,6 +85,7 @@ struct SharedStoreLocalTierTests {
         // A freshening Redis did not take in time is kept in the writer's local tier only (and
         // nobody is told), so a timeout here would be a failure of the machine, not the store.
         redis.commandTimeout = 10
+        redis.connectTimeout = 10
         let first = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
         let second = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20)
         defer {
