@@ -128,7 +128,10 @@ struct CLIServiceTests {
             return received
         }
         #expect(fed.allSatisfy { $0 == ["WATCHDOG=1"] }, "\(fed)")
-        #expect((2...6).contains(fed.count), "about 4 keep-alives 0.5 s apart in 2.2 s: \(fed.count)")
+        // About 4, 0.5 s apart. A loaded machine delays some and then delivers them together
+        // (each waits for every loop to take a turn), so a few more arrive in one window; a
+        // flood would be many more.
+        #expect((2...10).contains(fed.count), "about 4 keep-alives 0.5 s apart in 2.2 s: \(fed.count)")
         proxy.run.signal(SIGTERM)
         #expect(await proxy.run.exitStatus(seconds: 30) == 0)
     }
