@@ -72,7 +72,7 @@ struct StatusTests {
 
     @Test("The busiest targets: memory bounded by the counters whatever the traffic, the heavy hitters found")
     func busiestFindsHeavyHitters() {
-        let busiest = BusiestTargets(shards: 1)
+        let busiest = BusiestTargets(shards: 1, sampling: 1)
         for index in 0..<60_000 {
             if index % 5 == 0 {
                 busiest.record("/hot")
@@ -93,9 +93,28 @@ struct StatusTests {
         #expect(busiest.top(1000).allSatisfy { $0.target.utf8.count <= BusiestTargets.maxTargetBytes })
     }
 
+    @Test("The busiest targets past their first 256 requests: one in 8 counted as 8, the heavy hitters found, counts near the truth")
+    func busiestSampled() {
+        let busiest = BusiestTargets(shards: 1, sampling: 8)
+        var generator = SystemRandomNumberGenerator()
+        var hot = 0
+        for _ in 0..<16_000 {
+            if Int.random(in: 0..<4, using: &generator) == 0 {
+                hot += 1
+                busiest.record("/hot")
+            } else {
+                busiest.record("/other/\(Int.random(in: 0..<997, using: &generator))")
+            }
+        }
+        let top = busiest.top(3)
+        #expect(top.first?.target == "/hot")
+        // 500 counted of about 4,000: the estimate is within a fifth of the truth.
+        #expect(top.first.map { abs($0.count - hot) < hot / 5 } == true, "\(top), truly \(hot)")
+    }
+
     @Test("The busiest targets halve at each new minute; a count of one is dropped")
     func busiestDecays() {
-        let busiest = BusiestTargets(shards: 2)
+        let busiest = BusiestTargets(shards: 2, sampling: 1)
         busiest.tick(second: 120)
         for _ in 0..<8 { busiest.record("/a") }
         busiest.record("/b")

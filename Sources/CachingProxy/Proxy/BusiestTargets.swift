@@ -7,10 +7,12 @@ import Synchronization
 /// the space-saving algorithm (Metwally, Agrawal, El Abbadi, 2005) over a fixed number of
 /// counters, halved every minute by ``decay()`` so that the list follows what is busy now.
 ///
-/// A target asked for more than 1/``tracked`` of the requests a shard saw is always listed;
-/// its count is at most the ``Entry/error`` over what it really had. Each thread records
-/// into a shard of its own (event loops do not share one), so no lock is shared by every
-/// request; ``top(_:)`` adds the shards up.
+/// A shard's first ``exactRequests`` requests are each counted; after them, one in
+/// ``sampling``, as that many: the busiest targets stand out all the same, and a hit pays for
+/// the count an eighth of the time (counting every one was an eighth of a hot hit's
+/// instructions). A target asked for more than 1/``tracked`` of what a shard counted is always
+/// listed; its count is an estimate, at most the ``Entry/error`` over what was counted. Each thread records into a shard of its own (event loops do not share one),
+/// so no lock is shared by every request; ``top(_:)`` adds the shards up.
 final class BusiestTargets: Sendable {
     /// Counters per shard.
     static let tracked = 32
@@ -28,15 +30,15 @@ final class BusiestTargets: Sendable {
     private struct SpaceSaving {
         var entries: [String: (count: Int, error: Int)] = [:]
 
-        mutating func add(_ target: String) {
+        mutating func add(_ target: String, weight: Int) {
             if let known = entries[target] {
-                entries[target] = (known.count + 1, known.error)
+                entries[target] = (known.count + weight, known.error)
             } else if entries.count < BusiestTargets.tracked {
-                entries[target] = (1, 0)
+                entries[target] = (weight, 0)
             } else if let least = entries.min(by: { $0.value.count < $1.value.count }) {
                 // The least counted one makes room; the newcomer may have had up to its count.
                 entries[least.key] = nil
-                entries[target] = (least.value.count + 1, least.value.count)
+                entries[target] = (least.value.count + weight, least.value.count)
             }
         }
 
@@ -47,20 +49,36 @@ final class BusiestTargets: Sendable {
         }
     }
 
-    private let shards: [Locked<SpaceSaving>]
-    private let decayedMinute = Atomic<Int>(.min)
-
-    init(shards: Int = 8) {
-        self.shards = (0..<max(1, shards)).map { _ in Locked(SpaceSaving()) }
+    /// Requests seen by a shard, for ``sampling``.
+    private final class Seen: Sendable {
+        let count = Atomic<Int>(0)
     }
 
-    /// Counts one request for `target`.
+    /// Past ``exactRequests``, one request in this many is counted.
+    let sampling: Int
+    /// The requests of a shard each counted before sampling begins (small traffic is exact).
+    static let exactRequests = 256
+    private let shards: [Locked<SpaceSaving>]
+    private let seen: [Seen]
+    private let decayedMinute = Atomic<Int>(.min)
+
+    init(shards: Int = 8, sampling: Int = 8) {
+        self.sampling = max(1, sampling)
+        self.shards = (0..<max(1, shards)).map { _ in Locked(SpaceSaving()) }
+        seen = (0..<max(1, shards)).map { _ in Seen() }
+    }
+
+    /// Counts one request for `target` (past ``exactRequests``, one in ``sampling`` as that many).
     func record(_ target: String) {
+        let shard = Self.shardOfThisThread() % shards.count
+        let seen = self.seen[shard].count.add(1, ordering: .relaxed).oldValue
+        let weight = seen < Self.exactRequests ? 1 : sampling
+        guard weight == 1 || seen % sampling == 0 else { return }
         var target = target
         if target.utf8.count > Self.maxTargetBytes {
             target = String(decoding: target.utf8.prefix(Self.maxTargetBytes), as: UTF8.self)
         }
-        shards[Self.shardOfThisThread() % shards.count].withLock { $0.add(target) }
+        shards[shard].withLock { $0.add(target, weight: weight) }
     }
 
     /// Called each second (since 1970): the first call in a new minute halves every count
