@@ -93,7 +93,7 @@ struct StatusTests {
         #expect(busiest.top(1000).allSatisfy { $0.target.utf8.count <= BusiestTargets.maxTargetBytes })
     }
 
-    @Test("The busiest targets past their first 256 requests: one in 8 counted as 8, the heavy hitters found, counts near the truth")
+    @Test("Busiest targets past 256 requests: one in 8 counted as 8, the heavy hitters found, counts near the truth")
     func busiestSampled() {
         let busiest = BusiestTargets(shards: 1, sampling: 8)
         var generator = SystemRandomNumberGenerator()
