@@ -214,13 +214,9 @@ public final class HTTPCache: Sendable {
         let data: Data
         switch response.body {
         case .stored(let body, let range):
-            if prepared.method == "HEAD" || range.isEmpty {
-                data = Data()
-            } else {
-                // A corrupted body (the store has dropped it) is left to data(for:), which says so.
-                guard let bytes = try? body.read(range.lowerBound...(range.upperBound - 1)) else { return nil }
-                data = Data(bytes)
-            }
+            // A corrupted body (the store has dropped it) is left to data(for:), which says so.
+            guard let bytes = Self.storedBytes(body, range, prepared) else { return nil }
+            data = bytes
         case .source(let source):
             guard let whole = source as? DataSource else { return nil }
             data = whole.remaining
@@ -234,13 +230,18 @@ public final class HTTPCache: Sendable {
     /// dropped a corrupted entry).
     private func wholeBody(of response: PendingResponse, _ prepared: PreparedRequest) async throws -> Data? {
         switch response.body {
-        case .stored(let body, let range):
-            if prepared.method == "HEAD" || range.isEmpty { return Data() }
-            // Only a corrupted body fails to read (the store has removed it).
-            return (try? body.read(range.lowerBound...(range.upperBound - 1))).map { Data($0) }
-        case .source(let source):
-            return try await ResponseBody(source: source).collect()
+        case .stored(let body, let range): return Self.storedBytes(body, range, prepared)
+        case .source(let source): return try await ResponseBody(source: source).collect()
         }
+    }
+
+    /// Bytes `range` of a stored body (none for `HEAD`); `nil` when it cannot be read, which
+    /// only a corrupted body does (the store has removed it).
+    private static func storedBytes(_ body: any StoredBody, _ range: Range<Int64>, _ prepared: PreparedRequest)
+        -> Data?
+    {
+        if prepared.method == "HEAD" || range.isEmpty { return Data() }
+        return (try? body.read(range.lowerBound...(range.upperBound - 1))).map { Data($0) }
     }
 
     /// Fetches `request` through the cache and returns as soon as the response head is

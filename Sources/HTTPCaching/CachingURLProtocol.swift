@@ -104,9 +104,7 @@ public final class CachingURLProtocol: URLProtocol {
             let client = protocolInstance.client
             do {
                 let (head, body) = try await cache.bytes(for: fetch)
-                if head.statusCode == 504, head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
-                    throw protocolInstance.resourceUnavailable(CachingURLProtocol.nothingStored)
-                }
+                if let failure = protocolInstance.nothingStored(head) { throw failure }
                 client?.urlProtocol(protocolInstance, didReceive: head.response, cacheStoragePolicy: .notAllowed)
                 try await protocolInstance.deliver(body, to: client)
             } catch is CancellationError {
@@ -130,10 +128,8 @@ public final class CachingURLProtocol: URLProtocol {
 
     /// Hands `stored` to the client now: the response, its body in one piece, the end.
     private func answer(_ stored: CachedResponse) {
-        if stored.head.statusCode == 504, stored.head.reasons.contains(.policy(.returnCacheDataDontLoad)) {
-            client?.urlProtocol(
-                self,
-                didFailWithError: resourceUnavailable(Self.nothingStored))
+        if let failure = nothingStored(stored.head) {
+            client?.urlProtocol(self, didFailWithError: failure)
             return
         }
         client?.urlProtocol(self, didReceive: stored.head.response, cacheStoragePolicy: .notAllowed)
@@ -178,8 +174,13 @@ public final class CachingURLProtocol: URLProtocol {
         #endif
     }
 
-    private static let nothingStored =
-        "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it"
+    /// The error a `returnCacheDataDontLoad` load with nothing stored fails with, when `head`
+    /// is the cache's `504` for it; nil for any other answer.
+    private func nothingStored(_ head: CachedResponseHead) -> URLError? {
+        guard head.statusCode == 504, head.reasons.contains(.policy(.returnCacheDataDontLoad)) else { return nil }
+        return resourceUnavailable(
+            "nothing is stored for this URL, and the cache policy returnCacheDataDontLoad never loads it")
+    }
 
     /// How a `returnCacheDataDontLoad` load with nothing to use fails on Apple platforms.
     private func resourceUnavailable(_ why: String) -> URLError {
