@@ -172,9 +172,13 @@ extension DiskStore {
         max(1, Int((size + Int64(checksumBlockSize) - 1) / Int64(checksumBlockSize)))
     }
 
-    /// Whether the index still has a row for `id` (`true` when that cannot be told).
-    func isIndexed(_ id: EntryID) -> Bool {
+    /// Whether the index still has a row for `id` (`true` when that cannot be told). With
+    /// `countingPendingRemovals`, also when an entry of the open batch replaced or evicted it:
+    /// the committed index, which other processes read and a crash returns to, names it until
+    /// the batch commits (a sweep must keep its file).
+    func isIndexed(_ id: EntryID, countingPendingRemovals: Bool = false) -> Bool {
         (try? state.withLock { state throws(StorageError) -> Bool in
+            if countingPendingRemovals, state.batching.obsoleteFiles.contains(id.rawValue) { return true }
             let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = :id")
             try query.bind(id.rawValue, to: ":id")
             defer { query.reset() }

@@ -94,7 +94,7 @@ extension DiskStore {
             defer { changes?.bump() }
             // A page save pins each resource it stores: in the batch its entry is in.
             if pinned { try openBatchIfWanted(&state) }
-            return try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
+            let (changed, evicted) = try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in
                 let update = try state.connection.statement(
                     "UPDATE entries SET pinned = :pinned WHERE primary_key = :primary_key AND pinned != :pinned")
                 try update.bind(pinned, to: ":pinned")
@@ -103,12 +103,17 @@ extension DiskStore {
                 let changed = state.connection.changes
                 return (changed, pinned ? [] : try evict(state.connection))
             }
+            // Evicted inside an open batch: the committed index names them until it commits.
+            guard state.batching.open != nil else { return (changed, evicted) }
+            state.batching.obsoleteFiles += evicted
+            return (changed, [])
         }
         unlinkBodies(files)
         return changed
     }
 
-    /// Writes buffered access times now (they are otherwise written in the background about
+    /// Commits the open batch (``Configuration/writesBehind``, ``beginBatchedWrites()``) and
+    /// writes buffered access times now (they are otherwise written in the background about
     /// once a second, and when the store is released).
     public func flush() throws(StorageError) {
         try flushAccess()
@@ -142,7 +147,7 @@ extension DiskStore {
             guard let id = EntryID(rawValue: idText) else { continue }  // not ours: leave it
             // A live writer holds an exclusive lock on its file until its commit is done.
             let orphaned = FileIO.removeIfUnlocked(name, in: directory) {
-                isTemporary || !isIndexed(id)
+                isTemporary || !isIndexed(id, countingPendingRemovals: true)
             }
             if orphaned { removed += 1 }
         }

@@ -43,7 +43,8 @@ extension DiskStore {
 
     /// Opens a batch when a scope wants one and none is open, and schedules its commit.
     func openBatchIfWanted(_ state: inout State) throws(StorageError) {
-        guard state.batching.scopes > 0, state.batching.open == nil, configuration.durability != .powerLossSafe
+        guard state.batching.scopes > 0 || configuration.writesBehind, state.batching.open == nil,
+            configuration.durability != .powerLossSafe
         else { return }
         try state.connection.beginBatch()
         state.batching.count += 1

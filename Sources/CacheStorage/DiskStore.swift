@@ -70,6 +70,15 @@ public final class DiskStore: CacheStore {
         /// crash loses no more than that of its writes, and other processes wait no longer to
         /// write or to see them. 0.05 s by default.
         public var batchLatency = 0.05
+        /// Whether every commit joins a batch (as inside ``DiskStore/beginBatchedWrites()``
+        /// scopes), so that no writer waits for the index's commit: it is written behind, at
+        /// most ``batchLatency`` seconds or 64 entries later. This process sees each entry at
+        /// once, and a removal made meanwhile, in the same transaction, can never be undone by
+        /// the commit; other processes see both when the batch commits, and their writes wait
+        /// for it. A crash loses the open batch's entries (never a body under a wrong entry).
+        /// A caching proxy's misses then do not wait for the disk. Off by default; ignored
+        /// with ``Durability/powerLossSafe``.
+        public var writesBehind = false
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
 

@@ -332,14 +332,23 @@ public final class CachingProxy: Sendable {
     private static let trimTimer = Locked<(any DispatchSourceTimer)?>(nil)
 
     /// Stops accepting connections, lets responses in flight finish (at most `timeout`
-    /// seconds) and waits for background revalidations. Entries being written when the
-    /// time runs out are discarded, never left half-written.
+    /// seconds), waits for background revalidations and commits the index writes still
+    /// queued. Entries being written when the time runs out are discarded, never left
+    /// half-written.
     public func shutdown(timeout: Double = 30) {
         let deadline = Date().addingTimeInterval(timeout)
         server.shutdown(timeout: timeout)
         handler.stopStatusTimer()
         handler.workers.waitUntilIdle(timeout: max(0.1, deadline.timeIntervalSinceNow))
         handler.workers.stop()
+        // The index commits written behind, and access times, before the process goes.
+        if let disk = (handler.store as? TieredStore)?.disk {
+            do {
+                try disk.flush()
+            } catch {
+                handler.configuration.log("could not write the last index changes at shutdown: \(error)")
+            }
+        }
     }
 
     /// Waits until no stale-while-revalidate revalidation runs in the background (RFC 5861 §3),

@@ -13,9 +13,10 @@ struct BatchedWriteTests {
     let directory = StoreTestSupport.makeDirectory("batch")
 
     /// A store on the test's directory whose batches stay open for `latency` seconds.
-    func openStore(latency: Double = 600) throws -> DiskStore {
+    func openStore(latency: Double = 600, writesBehind: Bool = false) throws -> DiskStore {
         var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
         configuration.batchLatency = latency
+        configuration.writesBehind = writesBehind
         return try DiskStore(configuration)
     }
 
@@ -90,5 +91,69 @@ struct BatchedWriteTests {
         #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
         try store.endBatchedWrites()
         #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+    }
+
+    // MARK: Written behind (the caching proxy's store)
+
+    @Test("Written behind: a commit joins a batch with no scope open; its store reads it at once, others after flush()")
+    func writesBehindWithoutAScope() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let other = try openStore()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
+        try store.flush()
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+    }
+
+    @Test("Written behind: a removal racing the queued commit in the same store is never undone by it")
+    func removalInTheSameStoreWins() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let kept = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let removed = try StoreTestSupport.write(store, key: 2, generation: 0, size: 200_000)
+        #expect(try store.remove(primaryKey: removed.head.primaryKey) == 1)
+        // A write queued after the removal is queued again, then the batch commits.
+        let later = try StoreTestSupport.write(store, key: 3, generation: 0, size: 100)
+        try store.flush()
+        let reopened = try openStore()
+        #expect(try reopened.variants(of: removed.head.primaryKey).isEmpty)
+        #expect(try reopened.variants(of: kept.head.primaryKey).map(\.id) == [kept.id])
+        #expect(try reopened.variants(of: later.head.primaryKey).map(\.id) == [later.id])
+        #expect(StoreCheck.files(in: directory + "/bodies").contains(removed.id.rawValue) == false)
+    }
+
+    @Test("Written behind: another store's removal waits for the queued commit, then wins: the entry never comes back")
+    func removalByAnotherStoreWins() async throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(latency: 0.2, writesBehind: true)
+        let other = try openStore()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
+        // Blocks on the index's write lock, which the open batch holds, until the batch commits.
+        #expect(try other.remove(primaryKey: entry.head.primaryKey) == 1)
+        #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+        try store.flush()
+        #expect(try openStore().variants(of: entry.head.primaryKey).isEmpty)
+    }
+
+    @Test("A sweep while a batch is open keeps the body file the batch replaced: the committed index names it")
+    func sweepKeepsWhatTheOpenBatchReplaced() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let other = try openStore()
+        let old = try StoreTestSupport.write(store, key: 1, generation: 0, size: 200_000)
+        try store.flush()
+        let new = try StoreTestSupport.write(store, key: 1, generation: 1, size: 200_000)
+        #expect(try store.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        #expect(store.sweep() == 0)
+        // What another process reads (and what a crash now would leave) is still whole.
+        #expect(try other.variants(of: old.head.primaryKey).map(\.id) == [old.id])
+        #expect(try other.body(of: old.id) == StoreTestSupport.expectedBody(old))
+        try store.flush()
+        #expect(try other.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        #expect(StoreCheck.files(in: directory + "/bodies").contains(old.id.rawValue) == false)
     }
 }

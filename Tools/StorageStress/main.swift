@@ -17,17 +17,26 @@ func fail(_ message: String, status: Int32 = 1) -> Never {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count >= 2 else { fail("usage: StorageStress write-loop|mixed|verify DIR [...]", status: 2) }
+guard arguments.count >= 2 else {
+    fail("usage: StorageStress write-loop|write-behind-loop|mixed|verify DIR [...]", status: 2)
+}
 let directory = arguments[1]
-let configuration = DiskStore.Configuration(
-    directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
+/// `write-behind-loop` writes as `write-loop` does, with every index commit written behind
+/// (`DiskStore.Configuration.writesBehind`, as the caching proxy's store does).
+let configuration = {
+    var configuration = DiskStore.Configuration(
+        directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
+    configuration.writesBehind = arguments.first == "write-behind-loop"
+    return configuration
+}()
+let writeLoops = ["write-loop", "write-behind-loop"]
 
 /// Sizes that exercise inline bodies, one block, several blocks and a partial last block.
 /// MAXSIZE (the last argument of write-loop and mixed) drops the larger ones.
 let allSizes = [0, 1, 100, 4_000, 16_384, 20_000, 65_536, 70_000, 200_000, 400_000]
 let sizes: [Int] = {
-    guard ["write-loop", "mixed"].contains(arguments.first ?? ""), arguments.count >= 4,
-        let limit = Int(arguments[arguments.count - 1]), arguments[0] == "write-loop" || arguments.count == 5
+    guard (writeLoops + ["mixed"]).contains(arguments.first ?? ""), arguments.count >= 4,
+        let limit = Int(arguments[arguments.count - 1]), writeLoops.contains(arguments[0]) || arguments.count == 5
     else { return allSizes }
     return allSizes.filter { $0 <= limit }
 }()
@@ -108,9 +117,9 @@ func mixed(seconds: Double, seed: UInt64) {
 }
 
 switch arguments[0] {
-case "write-loop":
+case "write-loop", "write-behind-loop":
     guard arguments.count == 3 || arguments.count == 4, let seed = UInt64(arguments[2]) else {
-        fail("usage: write-loop DIR SEED [MAXSIZE]", status: 2)
+        fail("usage: \(arguments[0]) DIR SEED [MAXSIZE]", status: 2)
     }
     writeLoop(seed: seed)
 case "mixed":

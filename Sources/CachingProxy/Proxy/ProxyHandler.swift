@@ -96,10 +96,12 @@ final class ProxyHandler: RequestHandler {
             store = given
         } else if let directory = configuration.cacheDirectory {
             do {
-                let disk = try DiskStore(
-                    DiskStore.Configuration(
-                        directory: directory, capacity: configuration.diskCapacity, log: storeLog),
-                    clock: clock)
+                var diskConfiguration = DiskStore.Configuration(
+                    directory: directory, capacity: configuration.diskCapacity, log: storeLog)
+                // A miss's client does not wait for the index commit (the entry is this
+                // process's at once; other processes see it within the batch latency).
+                diskConfiguration.writesBehind = true
+                let disk = try DiskStore(diskConfiguration, clock: clock)
                 store = TieredStore(memory: memory, disk: disk)
             } catch {
                 throw CachingProxy.ConfigurationError(
