@@ -49,6 +49,13 @@ extension StoredBody {
     }
 }
 
+extension StoredBody {
+    /// The whole body, taken without a copy, when its bytes are already in memory (the memory
+    /// tier's bodies, small ones read from the index); `nil` for a body read from a file or
+    /// another server as it is asked for.
+    package var bytesInMemory: [UInt8]? { (self as? BytesBody)?.bytes }
+}
+
 /// A body whose bytes are in memory (the memory tier, or a small body inline in the index).
 final class BytesBody: StoredBody {
     let bytes: [UInt8]

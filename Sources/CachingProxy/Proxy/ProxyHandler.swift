@@ -59,7 +59,7 @@ final class ProxyHandler: RequestHandler {
         Int(clamping: max(4 << 20, memoryCapacity / 4))
     }
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
-    /// streamed from a worker thread.
+    /// streamed from a worker thread, unless they are in memory whole (sent from there).
     static let inlineBodyLimit: Int64 = 1 << 20
 
     init(_ configuration: CachingProxy.Configuration) throws {
@@ -444,6 +444,13 @@ final class ProxyHandler: RequestHandler {
                     readsAgain: false, responder)
             }
         case .stored(let body, let range):
+            if range.lowerBound == 0, range.upperBound == body.size, let bytes = body.bytesInMemory {
+                // Whole and in memory, however large: the connection sends the stored array
+                // itself, at the client's pace, with no copy and no worker.
+                metrics.bytesFromCache.add(bytes.count, ordering: .relaxed)
+                recordLatency(request, served)
+                return responder.respond(head, body: bytes)
+            }
             workers.submit { [self] in
                 recordLatency(request, served)
                 responder.start(head, framing: .length(Int64(range.count)))
