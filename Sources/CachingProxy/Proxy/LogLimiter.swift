@@ -22,19 +22,26 @@ final class LogLimiter: Sendable {
 
     private let log: @Sendable (String) -> Void
     private let interval: Double
+    private let clock: @Sendable () -> Double
     /// Per kind: when its last line went out, and how many were held back since.
     private let state = Locked<[Kind: (last: Double, heldBack: Int)]>([:])
 
-    init(interval: Double = 1, _ log: @escaping @Sendable (String) -> Void) {
+    /// - Parameter clock: seconds; the proxy's clock (a test's manual one). A clock set back
+    ///   lets the next line through rather than holding lines back until it catches up.
+    init(
+        interval: Double = 1, clock: @escaping @Sendable () -> Double = MonotonicClock.seconds,
+        _ log: @escaping @Sendable (String) -> Void
+    ) {
         self.log = log
         self.interval = interval
+        self.clock = clock
     }
 
     /// Writes `message` unless a line of `kind` went out less than a second ago.
     func callAsFunction(_ kind: Kind, _ message: @autoclosure () -> String) {
-        let now = MonotonicClock.seconds()
+        let now = clock()
         let heldBack = state.withLock { state -> Int? in
-            if let entry = state[kind], now - entry.last < interval {
+            if let entry = state[kind], now >= entry.last, now - entry.last < interval {
                 state[kind] = (entry.last, entry.heldBack + 1)
                 return nil
             }

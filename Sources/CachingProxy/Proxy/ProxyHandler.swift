@@ -86,7 +86,7 @@ final class ProxyHandler: RequestHandler {
             return ((bracketed ? String(entry.dropFirst().dropLast()) : entry).lowercased(), nil)
         }
         let clock = configuration.clock
-        let limitedLog = LogLimiter(configuration.log)
+        let limitedLog = LogLimiter(clock: clock, configuration.log)
         self.limitedLog = limitedLog
         let storeLog: @Sendable (String) -> Void = { message in limitedLog(.store, message) }
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
