@@ -15,7 +15,9 @@ import Glibc
 // whole just before) and dropped from it (cold: posix_fadvise(POSIX_FADV_DONTNEED) after writing
 // them out, which needs no root; mincore says how much of the index was still cached; the
 // executable and its libraries stay cached), through a plain DiskStore and through a TieredStore
-// (HTTPCache's default: 32 MiB of memory in front of the disk).
+// (HTTPCache's default: 32 MiB of memory in front of the disk). Then a store of 100,000 entries
+// whose bodies are in files: the first hit while the sweep that every open starts in the
+// background goes through them, and how long one sweep takes.
 
 /// The URL group of the stored entries.
 private let group = "open"
@@ -24,15 +26,18 @@ private let bodySize = 100
 /// The files of a store that an open reads.
 private let indexFiles = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"]
 
-/// The directory of the store of `count` entries, built first when it is missing or was built
-/// by another index format (a file `built` says what it holds once the build has finished).
-func builtStore(count: Int, corpus: inout Corpus, say: (String) -> Void) throws -> String {
+/// The directory of the store of `count` entries (`inFiles`: each body in a file of its own),
+/// built first when it is missing or was built by another index format (a file `built` says
+/// what it holds once the build has finished).
+func builtStore(count: Int, inFiles: Bool = false, corpus: inout Corpus, say: (String) -> Void) throws -> String {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    let directory = executable.deletingLastPathComponent().appendingPathComponent("benchmark-stores/\(count)").path
+    let name = "\(count)\(inFiles ? "-files" : "")"
+    let directory = executable.deletingLastPathComponent().appendingPathComponent("benchmark-stores/\(name)").path
     let marker = directory + "/built"
-    let expected = "\(count) entries, index format \(DiskStore.formatVersion)"
+    let expected = "\(count) entries\(inFiles ? ", bodies in files" : ""), index format \(DiskStore.formatVersion)"
+    let what = "store of \(count) entries" + (inFiles ? " (bodies in files)" : "")
     if (try? String(contentsOfFile: marker, encoding: .utf8)) == expected {
-        say(label("store of \(count) entries") + "reused from an earlier run: \(directory)")
+        say(label(what) + "reused from an earlier run: \(directory)")
         return directory
     }
     try? FileManager.default.removeItem(atPath: directory)
@@ -41,7 +46,8 @@ func builtStore(count: Int, corpus: inout Corpus, say: (String) -> Void) throws 
     do {
         weak var released: DiskStore?
         do {
-            let store = try DiskStore(DiskStore.Configuration(directory: directory))
+            let store = try DiskStore(
+                DiskStore.Configuration(directory: directory, inlineBodyLimit: inFiles ? 0 : 32 * 1024))
             released = store
             store.beginBatchedWrites()
             for key in 0..<count { try put(store, corpus.head(group, key), corpus.body(key, size: bodySize)) }
@@ -53,7 +59,7 @@ func builtStore(count: Int, corpus: inout Corpus, say: (String) -> Void) throws 
     let seconds = nanoseconds(start.duration(to: benchClock.now)) / 1e9
     try expected.write(toFile: marker, atomically: true, encoding: .utf8)
     say(
-        label("store of \(count) entries")
+        label(what)
             + String(
                 format: "built in %.1f s (%.0f puts/s, batched writes): %@", seconds, Double(count) / seconds,
                 directory))
@@ -114,17 +120,19 @@ private struct OpenRun {
     var hit: Double
     var process: Double
     var peakMiB: Double
+    /// How long the sweep took that the open's own had to finish for (`sweep` mode).
+    var sweep: Double
 }
 
 /// Runs `benchmarks large-store-open directory key mode` in a new process.
 private func openInChild(_ directory: String, key: Int, mode: String) throws -> OpenRun {
     let child = try run(CommandLine.arguments[0], ["large-store-open", directory, String(key), mode])
     let fields = child.output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
-    guard child.status == 0, fields.count == 3 else {
+    guard child.status == 0, fields.count == 4 else {
         throw LargeStoreFailure(
             description: "the open of \(directory) (\(mode), key \(key)) failed: exit \(child.status), \(child.output)")
     }
-    return OpenRun(open: fields[0], hit: fields[1], process: child.seconds * 1e9, peakMiB: fields[2])
+    return OpenRun(open: fields[0], hit: fields[1], process: child.seconds * 1e9, peakMiB: fields[2], sweep: fields[3])
 }
 
 private struct LargeStoreFailure: Error, CustomStringConvertible {
@@ -132,11 +140,13 @@ private struct LargeStoreFailure: Error, CustomStringConvertible {
 }
 
 /// In the child process: opens the store in `directory` (plainly, or `tiered` behind a memory
-/// tier) and answers one hit of `key`; prints the open's and the hit's nanoseconds and the peak
-/// RSS in MiB. `none` opens nothing: the process's own peak RSS. Throws when the body is wrong.
+/// tier) and answers one hit of `key`; prints the open's and the hit's nanoseconds, the peak
+/// RSS in MiB, and in `sweep` mode the nanoseconds a sweep then takes (it waits for the one the
+/// open started, then sweeps again), else 0. `none` opens nothing: the process's own peak RSS.
+/// Throws when the body is wrong.
 func runLargeStoreOpenChild(directory: String, key: Int, mode: String) throws {
     guard mode != "none" else {
-        print("0 0 \(peakResidentMiB())")
+        print("0 0 \(peakResidentMiB()) 0")
         return
     }
     var corpus = Corpus()
@@ -149,8 +159,10 @@ func runLargeStoreOpenChild(directory: String, key: Int, mode: String) throws {
     let body = hit(store, Corpus.url(group, key), now: Date().timeIntervalSince1970)
     let answered = benchClock.now
     guard body == expected else { throw LargeStoreFailure(description: "key \(key): a wrong or missing body") }
+    if mode == "sweep" { disk.sweep() }
     print(
-        "\(nanoseconds(start.duration(to: opened))) \(nanoseconds(opened.duration(to: answered))) \(peakResidentMiB())")
+        "\(nanoseconds(start.duration(to: opened))) \(nanoseconds(opened.duration(to: answered))) \(peakResidentMiB()) "
+            + "\(mode == "sweep" ? nanoseconds(answered.duration(to: benchClock.now)) : 0)")
 }
 
 /// Builds (or reuses) a store of each of `counts` entries and opens each in new processes, warm
@@ -195,5 +207,14 @@ func runLargeStoreOpens(counts: [Int], corpus: inout Corpus, say: (String) -> Vo
             }
         }
     }
+    let files = try builtStore(count: 100_000, inFiles: true, corpus: &corpus, say: say)
+    var random = SplitMix64(seed: 100_000)
+    let sweeps = try (0..<3).map { _ in try openInChild(files, key: Int(random.next() % 100_000), mode: "sweep") }
+    say(
+        label("  open + first hit, warm, while the sweep runs")
+            + String(
+                format: "median %.1f ms (open %.1f + hit %.1f); then the open's sweep and one more: %.2f s median",
+                Latency(sweeps.map { $0.open + $0.hit }).p50 / 1e6, Latency(sweeps.map(\.open)).p50 / 1e6,
+                Latency(sweeps.map(\.hit)).p50 / 1e6, Latency(sweeps.map(\.sweep)).p50 / 1e9))
     return warmMedians
 }
