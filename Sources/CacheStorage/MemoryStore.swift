@@ -17,21 +17,48 @@ public final class MemoryStore: CacheStore {
     public let maximumEntrySize: Int64
 
     /// One entry in the recency list. Nodes live in an array and link by slot number, so
-    /// moving an entry to the front changes a few integers in place.
+    /// moving an entry to the front changes a few integers in place; the variants of a key
+    /// link the same way, oldest first.
     private struct Node {
-        var entry: StoredEntry
+        var id: EntryID
+        var head: EntryHead
         var body: [UInt8]
+        var storedAt: Double
+        var lastAccess: Double
+        var hits: Int
         /// What the entry is charged against the capacity (``cost(of:body:)``).
         var cost: Int64
-        var newer = -1
-        var older = -1
+        var newer: Int32 = -1
+        var older: Int32 = -1
+        /// The next variant of the same primary key.
+        var nextVariant: Int32 = -1
+        var isPinned: Bool
+
+        init(_ entry: StoredEntry, body: [UInt8], cost: Int64) {
+            id = entry.id
+            head = entry.head
+            self.body = body
+            storedAt = entry.storedAt
+            lastAccess = entry.lastAccess
+            hits = entry.hits
+            self.cost = cost
+            isPinned = entry.isPinned
+        }
+
+        var entry: StoredEntry {
+            StoredEntry(
+                id: id, head: head, bodySize: Int64(body.count), storedAt: storedAt, lastAccess: lastAccess,
+                hits: hits, isPinned: isPinned)
+        }
     }
 
     private struct State {
         var nodes: [Node] = []
         var freeSlots: [Int] = []
-        var slots: [EntryID: Int] = [:]
-        var byKey: [String: [Int]] = [:]
+        /// The slot of each entry, by identity.
+        var slots = SlotIndex()
+        /// The slot of each primary key's first variant (the others follow ``Node/nextVariant``).
+        var byKey = SlotIndex()
         /// The slots of the entries carrying each tag.
         var byTag: [String: Set<Int>] = [:]
         var newest = -1
@@ -44,9 +71,24 @@ public final class MemoryStore: CacheStore {
         /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry.
         var memoryOnlyChanges: UInt64 = 0
 
-        mutating func changed(_ entry: StoredEntry) {
+        mutating func changed(_ head: EntryHead) {
             changes &+= 1
-            if entry.head.storagePolicy == .memoryOnly { memoryOnlyChanges &+= 1 }
+            if head.storagePolicy == .memoryOnly { memoryOnlyChanges &+= 1 }
+        }
+
+        func slot(of id: EntryID) -> Int? {
+            slots.slot(hash: id.hashValue) { nodes[$0].id == id }
+        }
+
+        /// The slots of the variants of `primaryKey`, oldest first.
+        func variants(of primaryKey: String) -> [Int] {
+            var result: [Int] = []
+            var cursor = byKey.slot(hash: primaryKey.hashValue) { nodes[$0].head.primaryKey == primaryKey } ?? -1
+            while cursor >= 0 {
+                result.append(cursor)
+                cursor = Int(nodes[cursor].nextVariant)
+            }
+            return result
         }
     }
 
@@ -75,13 +117,11 @@ public final class MemoryStore: CacheStore {
     public var accountedBytes: Int64 { state.withLock { $0.accounted } }
 
     /// What each entry costs besides its head's and body's heap memory: its node (the array
-    /// of nodes grows by doubling, so twice its size), its entries in the identity and key
-    /// indexes (hash tables at most three quarters full that grow by doubling: three times
-    /// key and value), its slot in its key's array and, once removed, in the free list.
+    /// of nodes grows by doubling, so twice its size), its buckets in the identity and key
+    /// indexes (``SlotIndex``: at most three quarters full, growing by doubling, so three
+    /// times a bucket each) and, once removed, its slot in the free list.
     static let entryOverhead =
-        2 * MemoryLayout<Node>.stride + 3 * (MemoryLayout<EntryID>.stride + MemoryLayout<Int>.stride)
-        + 3 * (MemoryLayout<String>.stride + MemoryLayout<[Int]>.stride) + MemoryCost.allocation(32 + 8)
-        + 2 * MemoryLayout<Int>.stride
+        2 * MemoryLayout<Node>.stride + 2 * 3 * MemoryLayout<UInt64>.stride + MemoryLayout<Int>.stride
     /// What each of an entry's tags costs in the tag index: its member in the tag's set and a
     /// share of the set and its entry in the index.
     static let tagOverhead = 3 * MemoryLayout<Int>.stride + MemoryCost.allocation(32 + 8)
@@ -99,11 +139,11 @@ public final class MemoryStore: CacheStore {
     var memoryOnlyChangeCount: UInt64 { state.withLock { $0.memoryOnlyChanges } }
 
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
-        state.withLock { state in (state.byKey[primaryKey] ?? []).map { state.nodes[$0].entry } }
+        state.withLock { state in state.variants(of: primaryKey).map { state.nodes[$0].entry } }
     }
 
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
-        guard let body = state.withLock({ state in state.slots[id].map { state.nodes[$0].body } }) else {
+        guard let body = state.withLock({ state in state.slot(of: id).map { state.nodes[$0].body } }) else {
             throw Self.notFound(id)
         }
         return BytesBody(body)
@@ -161,14 +201,14 @@ public final class MemoryStore: CacheStore {
         _ entry: StoredEntry, body: [UInt8], cost: Int64, to state: inout State, capacity: Int64, keepingPin: Bool
     ) -> StoredEntry {
         var entry = entry
-        if let existing = state.slots[entry.id] { unlink(existing, &state) }
-        if let sameVariant = state.byKey[entry.head.primaryKey]?.first(where: {
-            state.nodes[$0].entry.head.variantKey == entry.head.variantKey
+        if let existing = state.slot(of: entry.id) { unlink(existing, &state) }
+        if let sameVariant = state.variants(of: entry.head.primaryKey).first(where: {
+            state.nodes[$0].head.variantKey == entry.head.variantKey
         }) {
-            if keepingPin && state.nodes[sameVariant].entry.isPinned { entry.isPinned = true }
+            if keepingPin && state.nodes[sameVariant].isPinned { entry.isPinned = true }
             unlink(sameVariant, &state)
         }
-        let node = Node(entry: entry, body: body, cost: cost)
+        let node = Node(entry, body: body, cost: cost)
         let slot: Int
         if let free = state.freeSlots.popLast() {
             slot = free
@@ -177,10 +217,15 @@ public final class MemoryStore: CacheStore {
             slot = state.nodes.count
             state.nodes.append(node)
         }
-        state.slots[entry.id] = slot
-        state.byKey[entry.head.primaryKey, default: []].append(slot)
+        state.slots.insert(slot, hash: entry.id.hashValue)
+        // The last of its key's variants.
+        if let last = state.variants(of: entry.head.primaryKey).last {
+            state.nodes[last].nextVariant = Int32(slot)
+        } else {
+            state.byKey.insert(slot, hash: entry.head.primaryKey.hashValue)
+        }
         for tag in entry.head.tags { state.byTag[tag, default: []].insert(slot) }
-        state.changed(entry)
+        state.changed(entry.head)
         makeNewest(slot, &state)
         state.totals.add(entry)
         state.accounted += cost
@@ -190,10 +235,10 @@ public final class MemoryStore: CacheStore {
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let found = state.withLock { state -> Bool in
-            guard let slot = state.slots[id] else { return false }
-            state.nodes[slot].entry.head.fields = fields
-            state.nodes[slot].entry.head.facts = facts
-            state.changed(state.nodes[slot].entry)
+            guard let slot = state.slot(of: id) else { return false }
+            state.nodes[slot].head.fields = fields
+            state.nodes[slot].head.facts = facts
+            state.changed(state.nodes[slot].head)
             let cost = Self.cost(of: state.nodes[slot].entry, body: state.nodes[slot].body)
             state.accounted += cost - state.nodes[slot].cost
             state.nodes[slot].cost = cost
@@ -205,9 +250,9 @@ public final class MemoryStore: CacheStore {
 
     public func recordAccess(_ id: EntryID, at time: Double) {
         state.withLock { state in
-            guard let slot = state.slots[id] else { return }
-            state.nodes[slot].entry.lastAccess = time
-            state.nodes[slot].entry.hits += 1
+            guard let slot = state.slot(of: id) else { return }
+            state.nodes[slot].lastAccess = time
+            state.nodes[slot].hits += 1
             if state.newest != slot {
                 Self.detach(slot, &state)
                 Self.makeNewest(slot, &state)
@@ -217,13 +262,13 @@ public final class MemoryStore: CacheStore {
 
     public func remove(_ id: EntryID) throws(StorageError) {
         state.withLock { state in
-            if let slot = state.slots[id] { Self.unlink(slot, &state) }
+            if let slot = state.slot(of: id) { Self.unlink(slot, &state) }
         }
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
         state.withLock { state in
-            let slots = state.byKey[primaryKey] ?? []
+            let slots = state.variants(of: primaryKey)
             for slot in slots { Self.unlink(slot, &state) }
             return slots.count
         }
@@ -231,7 +276,12 @@ public final class MemoryStore: CacheStore {
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
         state.withLock { state in
-            let slots = state.slots.values.filter { state.nodes[$0].entry.head.url.hasPrefix(prefix) }
+            var slots: [Int] = []
+            var cursor = state.newest
+            while cursor >= 0 {
+                if state.nodes[cursor].head.url.hasPrefix(prefix) { slots.append(cursor) }
+                cursor = Int(state.nodes[cursor].older)
+            }
             for slot in slots { Self.unlink(slot, &state) }
             return slots.count
         }
@@ -266,7 +316,7 @@ public final class MemoryStore: CacheStore {
             var cursor = state.newest
             while cursor >= 0 {
                 result.append(state.nodes[cursor].entry)
-                cursor = state.nodes[cursor].older
+                cursor = Int(state.nodes[cursor].older)
             }
             return result
         }
@@ -277,10 +327,10 @@ public final class MemoryStore: CacheStore {
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         state.withLock { state in
             var changed = 0
-            for slot in state.byKey[primaryKey] ?? [] where state.nodes[slot].entry.isPinned != pinned {
-                state.nodes[slot].entry.isPinned = pinned
-                state.changed(state.nodes[slot].entry)
-                let size = state.nodes[slot].entry.bodySize
+            for slot in state.variants(of: primaryKey) where state.nodes[slot].isPinned != pinned {
+                state.nodes[slot].isPinned = pinned
+                state.changed(state.nodes[slot].head)
+                let size = Int64(state.nodes[slot].body.count)
                 state.totals.pinnedBytes += pinned ? size : -size
                 changed += 1
             }
@@ -295,8 +345,8 @@ public final class MemoryStore: CacheStore {
         var cursor = state.oldest
         while state.accounted > capacity, cursor >= 0 {
             let slot = cursor
-            cursor = state.nodes[slot].newer
-            if !state.nodes[slot].entry.isPinned { unlink(slot, &state) }
+            cursor = Int(state.nodes[slot].newer)
+            if !state.nodes[slot].isPinned { unlink(slot, &state) }
         }
     }
 
@@ -310,34 +360,45 @@ public final class MemoryStore: CacheStore {
     }
 
     private static func makeNewest(_ slot: Int, _ state: inout State) {
-        state.nodes[slot].older = state.newest
+        state.nodes[slot].older = Int32(state.newest)
         state.nodes[slot].newer = -1
-        if state.newest >= 0 { state.nodes[state.newest].newer = slot }
+        if state.newest >= 0 { state.nodes[state.newest].newer = Int32(slot) }
         state.newest = slot
         if state.oldest < 0 { state.oldest = slot }
     }
 
     private static func detach(_ slot: Int, _ state: inout State) {
-        let newer = state.nodes[slot].newer
-        let older = state.nodes[slot].older
-        if newer >= 0 { state.nodes[newer].older = older } else { state.newest = older }
-        if older >= 0 { state.nodes[older].newer = newer } else { state.oldest = newer }
+        let newer = Int(state.nodes[slot].newer)
+        let older = Int(state.nodes[slot].older)
+        if newer >= 0 { state.nodes[newer].older = Int32(older) } else { state.newest = older }
+        if older >= 0 { state.nodes[older].newer = Int32(newer) } else { state.oldest = newer }
     }
 
     private static func unlink(_ slot: Int, _ state: inout State) {
         detach(slot, &state)
         let entry = state.nodes[slot].entry
-        state.changed(entry)
+        state.changed(entry.head)
+        state.slots.remove(slot, hash: entry.id.hashValue)
+        // Out of its key's variants: the first is indexed, the others linked from the one before.
+        let variants = state.variants(of: entry.head.primaryKey)
+        let next = state.nodes[slot].nextVariant
+        if variants.first == slot {
+            let keyHash = entry.head.primaryKey.hashValue
+            if next >= 0 {
+                state.byKey.replace(slot, with: Int(next), hash: keyHash)
+            } else {
+                state.byKey.remove(slot, hash: keyHash)
+            }
+        } else if let index = variants.firstIndex(of: slot) {
+            state.nodes[variants[index - 1]].nextVariant = next
+        }
         // A free slot holds nothing of the entry (its cost is no longer charged).
         state.nodes[slot].body = []
-        state.nodes[slot].entry.head = vacantHead
+        state.nodes[slot].head = vacantHead
+        state.nodes[slot].nextVariant = -1
         state.accounted -= state.nodes[slot].cost
         state.nodes[slot].cost = 0
         state.freeSlots.append(slot)
-        state.slots[entry.id] = nil
-        let key = entry.head.primaryKey
-        state.byKey[key]?.removeAll { $0 == slot }
-        if state.byKey[key]?.isEmpty == true { state.byKey[key] = nil }
         for tag in entry.head.tags {
             state.byTag[tag]?.remove(slot)
             if state.byTag[tag]?.isEmpty == true { state.byTag[tag] = nil }

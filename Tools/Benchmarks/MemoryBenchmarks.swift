@@ -8,13 +8,20 @@ import Glibc
 #endif
 
 // The memory suite: what an entry of the memory tier really costs, against what its capacity
-// charges for it (MemoryStore.accountedBytes, from MemoryCost's estimates).
+// charges for it (MemoryStore.accountedBytes, from MemoryCost's estimates), and what the disk
+// store keeps in memory per entry.
 //   1. 200,000 entries with one-byte bodies in a store large enough to keep them all, with a
 //      small head (the few fields a loopback origin sends) and a typical one (ten fields):
 //      resident memory grown per entry, measured, against the bytes charged per entry. The
-//      suite fails when an entry is charged less than it takes.
+//      suite fails when an entry is charged less than it takes. Then the bytes beyond the key
+//      and the body (aim <= 200 B), and where they go: the same heads kept alone in an array,
+//      measured the same way, are the head's share; the rest is the store's bookkeeping.
 //   2. The same 200,000 entries through a store of 1 MiB: the bytes charged stay within it, and
 //      resident memory stays flat once it is full.
+//   3. The disk store: the heads it remembers per key (read 10,000 keys of a store of typical
+//      entries: anonymous memory grown per key), and a store of 1,000,000 entries (the storage
+//      suite's, built once and kept under .build) opened and read at 100,000 random keys: what
+//      grows with the entries stored, per entry (aim <= 200 B), its index on disk per entry.
 // `scripts/memory-bound` measures the same through `httpcache serve --memory-only --memory 1M`.
 
 /// glibc's `malloc_trim`, which Glibc's module map leaves out (`<malloc.h>`).
@@ -27,16 +34,20 @@ private let mallocTrim: (@convention(c) (Int) -> Int32)? = {
     #endif
 }()
 
-/// The resident memory of this process in bytes (VmRSS), after handing back what malloc
-/// holds free.
-private func residentBytes() -> Int64 {
+/// The resident memory of this process in bytes, after handing back what malloc holds free:
+/// all of it (`VmRSS`), or the part `field` of /proc/self/status names (`RssAnon`: the heap
+/// and other private memory; `RssFile`: mapped files' pages).
+private func residentBytes(_ field: String = "VmRSS") -> Int64 {
     _ = mallocTrim?(0)
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return (Int64(line.dropFirst(6).filter(\.isNumber)) ?? 0) * 1024
+    for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+        return (Int64(line.dropFirst(field.count + 1).filter(\.isNumber)) ?? 0) * 1024
     }
     return 0
 }
+
+/// The verdict on a figure of bytes per entry.
+private func aim(_ bytes: Double) -> String { "aim <= 200 B: \(bytes <= 200 ? "met" : "not met")" }
 
 /// A head like the ones `httpcache serve` stores for `/u/<number>`: every string and array
 /// made anew, as parsing each response does.
@@ -91,6 +102,21 @@ func runMemoryBenchmarks() throws -> Bool {
             passed = false
         }
         store = nil
+        // The same heads alone, made the same way: what holding the head takes.
+        let headsBefore = residentBytes()
+        var heads: [EntryHead]? = (0..<count).map { head($0, typical: typical) }
+        let headPerEntry = Double(residentBytes() - headsBefore) / Double(count)
+        let sample = heads?[count / 2]
+        heads = nil
+        let key = Double(sample?.primaryKey.utf8.count ?? 0)
+        let serialized = Double((sample?.fields.serialized().count ?? 0) + (sample?.facts.count ?? 0))
+        let beyond = measuredPerEntry - key - 1
+        let bookkeeping = measuredPerEntry - headPerEntry - 1
+        print(
+            "  beyond the key (\(Int(key)) B) and the body (1 B): \(Int(beyond)) B per entry, \(aim(beyond)); "
+                + "of which the head as kept (its fields, facts and URL; \(Int(serialized)) B serialized) "
+                + "\(Int(headPerEntry - key)) B, and the store's bookkeeping (its node, indexes, the body's "
+                + "allocation) \(Int(bookkeeping)) B: \(aim(bookkeeping))")
     }
 
     let capacity: Int64 = 1 << 20
@@ -109,5 +135,45 @@ func runMemoryBenchmarks() throws -> Bool {
         print("  FAILED: more charged than the capacity")
         passed = false
     }
+    try measureDiskStore()
     return passed
+}
+
+/// What a disk store keeps in memory: the heads it remembers per key, and what grows with the
+/// entries it stores.
+private func measureDiskStore() throws {
+    let directory = TemporaryDirectory("memory-bench")
+    let keys = 10_000
+    var corpus = Corpus()
+    do {
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        store.beginBatchedWrites()
+        for key in 0..<keys { try put(store, corpus.head("memo", key), corpus.body(key, size: 100)) }
+        try store.endBatchedWrites()
+        let before = residentBytes("RssAnon")
+        for key in 0..<keys { blackHole(try store.variants(of: Corpus.url("memo", key))) }
+        let perKey = Double(residentBytes("RssAnon") - before) / Double(keys)
+        print(
+            "disk store, typical heads: the heads remembered per key read (\(keys) keys): +\(Int(perKey)) B of "
+                + "memory each (the key \(Corpus.url("memo", 0).utf8.count) B and the head as kept, as in the memory "
+                + "tier); at most 16,384 keys and 16 MiB whatever the store holds")
+    }
+
+    let count = 1_000_000
+    let large = try builtStore(count: count, corpus: &corpus) { print($0) }
+    let anonymous = residentBytes("RssAnon")
+    let mapped = residentBytes("RssFile")
+    let store = try DiskStore(DiskStore.Configuration(directory: large))
+    var random = SplitMix64(seed: 30)
+    let now = Date().timeIntervalSince1970
+    for _ in 0..<100_000 { blackHole(hit(store, Corpus.url("open", Int(random.next() % UInt64(count))), now: now)) }
+    try store.flush()
+    let perEntry = Double(residentBytes("RssAnon") - anonymous) / Double(count)
+    print(
+        "disk store of \(count) entries, opened and read at 100,000 random keys: memory +\(Int(perEntry)) B per "
+            + "stored entry (the remembered heads, SQLite's page caches (at most 16 MiB for reads, SQLite's "
+            + "2 MB default for the access times' writer) and the access times not yet written: bounded, not per entry), \(aim(perEntry)); "
+            + "index pages mapped from the page cache +\((residentBytes("RssFile") - mapped) >> 20) MiB "
+            + "(SQLite maps at most 256 MiB of the index; the kernel reclaims them as it needs)")
+    print(indexLine(large, count: count))
 }

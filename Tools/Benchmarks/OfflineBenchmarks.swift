@@ -105,8 +105,7 @@ func runOfflineSaveChild(url: String, directory: String, jobs: Int) async throws
 }
 
 /// Runs `executable arguments`, returning its standard output and wall time.
-private func run(_ executable: String, _ arguments: [String]) throws -> (output: String, seconds: Double, status: Int32)
-{
+func run(_ executable: String, _ arguments: [String]) throws -> (output: String, seconds: Double, status: Int32) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments

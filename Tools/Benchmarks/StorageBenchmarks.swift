@@ -8,8 +8,9 @@ import FoundationNetworking
 #endif
 
 // The storage suite: per-operation latency of hits (each operation timed on its own with
-// ContinuousClock, many samples, random keys), put throughput, open time with 100k and 1M
-// entries, peak RSS, and the same operations on Foundation's URLCache in the same run.
+// ContinuousClock, many samples, random keys), put throughput, the open of stores of 100k and 1M
+// entries in a new process (LargeStoreBenchmarks.swift), peak RSS, and the same operations on
+// Foundation's URLCache in the same run.
 //
 // Environment knobs (for profiling; the defaults are the reported configuration):
 //   STORAGE_BENCH_OPEN_ENTRIES=100000,1000000   entry counts for the open-time figures
@@ -19,9 +20,9 @@ import FoundationNetworking
 
 // MARK: - Timing
 
-private let benchClock = ContinuousClock()
+let benchClock = ContinuousClock()
 
-private func nanoseconds(_ duration: Duration) -> Double {
+func nanoseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
 }
 
@@ -60,11 +61,7 @@ private func microseconds(_ nanoseconds: Double) -> String {
     return String(format: "%.2f µs", value)
 }
 
-private func seconds(_ nanoseconds: Double) -> String { String(format: "%.2f s", nanoseconds / 1e9) }
-
-private func milliseconds(_ nanoseconds: Double) -> String { String(format: "%.2f ms", nanoseconds / 1e6) }
-
-private func label(_ text: String) -> String { text.padding(toLength: 56, withPad: " ", startingAt: 0) }
+func label(_ text: String) -> String { text.padding(toLength: 56, withPad: " ", startingAt: 0) }
 
 /// Times each call of `operation` on its own. `keys` picks the argument of each sample;
 /// `check` validates the result outside the timed region and counts failures.
@@ -100,7 +97,7 @@ private func randomKeys(count: Int, range: Int, seed: UInt64) -> [Int] {
 /// Heads and bodies the benchmarks store: typical response fields, real serialized facts,
 /// and bodies that are one random buffer per size with the key's number stamped in front
 /// (so every body differs and can be checked byte for byte without keeping copies).
-private struct Corpus {
+struct Corpus {
     let facts: [UInt8]
     let fields: HeaderFields
     private var bases: [Int: [UInt8]] = [:]
@@ -146,7 +143,7 @@ private struct Corpus {
 }
 
 /// One put through the public writer API, in chunks of at most 64 KiB.
-private func put(_ store: some CacheStore, _ head: EntryHead, _ body: [UInt8]) throws(StorageError) {
+func put(_ store: some CacheStore, _ head: EntryHead, _ body: [UInt8]) throws(StorageError) {
     let writer = try store.makeWriter(for: head)
     var offset = 0
     repeat {
@@ -160,7 +157,7 @@ private func put(_ store: some CacheStore, _ head: EntryHead, _ body: [UInt8]) t
 /// A hit as a cache performs it: the variants of the key, the body of the (only) variant,
 /// and recording the access.
 @inline(never)
-private func hit(_ store: some CacheStore, _ primaryKey: String, now: Double) -> [UInt8]? {
+func hit(_ store: some CacheStore, _ primaryKey: String, now: Double) -> [UInt8]? {
     guard let variants = try? store.variants(of: primaryKey), let entry = variants.first,
         let body = try? store.body(of: entry.id)
     else { return nil }
@@ -359,90 +356,18 @@ func runStorageBenchmarks() -> [String] {
 
     // MARK: open time
     if runs("open"), !openCounts.isEmpty {
-        say("== Open time (DiskStore init + first lookup of a random key and its body; 100-byte inline bodies)")
-        // The fill is not a figure to optimize: it runs in tmpfs (/dev/shm, where fsync costs
-        // nothing) when available, and the store is then copied to the temp directory on disk,
-        // where it is opened.
-        let shm = URL(fileURLWithPath: "/dev/shm", isDirectory: true)
-        let fillRoot =
-            FileManager.default.fileExists(atPath: shm.path)
-            ? shm.appendingPathComponent("storage-bench-fill-\(ProcessInfo.processInfo.processIdentifier)") : root
-        defer { if fillRoot != root { try? FileManager.default.removeItem(at: fillRoot) } }
-        let fillDirectory = fillRoot.appendingPathComponent("open-fill")
-        let openDirectory = root.appendingPathComponent("open")
-        var openMedians: [Int: Double] = [:]
-        let name = "open"
-        var filled = 0
-        var fillTime = 0.0
-        var putTimes: [Double] = []
-        for count in openCounts.sorted() {
-            do {
-                weak var released: DiskStore?
-                do {
-                    let store: DiskStore
-                    do {
-                        store = try DiskStore(
-                            DiskStore.Configuration(directory: fillDirectory.path, capacity: 64 << 30))
-                    } catch { fatalError("cannot open the fill store: \(error)") }
-                    released = store
-                    let start = benchClock.now
-                    for key in filled..<count {
-                        let head = corpus.head(name, key)
-                        let body = corpus.body(key, size: 100)
-                        let putStart = benchClock.now
-                        do { try put(store, head, body) } catch { fatalError("fill \(key): \(error)") }
-                        putTimes.append(nanoseconds(putStart.duration(to: benchClock.now)))
-                    }
-                    fillTime += nanoseconds(start.duration(to: benchClock.now))
-                    filled = count
-                    try? store.flush()
-                }
-                // Wait until the store (held by its background sweep too) is closed.
-                for _ in 0..<200 where released != nil { Thread.sleep(forTimeInterval: 0.01) }
+        say(
+            "== Open time (a new process opens a DiskStore and answers a hit of a random key and its body; typical "
+                + "heads, 100-byte inline bodies; aim for 1,000,000 entries: <= 1 s)")
+        do {
+            let medians = try runLargeStoreOpens(counts: openCounts, corpus: &corpus, say: say)
+            if let small = medians[100_000], let large = medians[1_000_000] {
+                say(
+                    "target open time does not grow with entries (1M median <= 2x 100k median, warm): "
+                        + String(format: "ratio %.2f ", large / small) + verdict(large <= 2 * small))
             }
-            say(
-                label("fill to \(count) entries (public writer, 1 put/txn)")
-                    + "\(seconds(fillTime)) cumulative, \(formatRate(Double(count) / (fillTime / 1e9))) puts/s"
-                    + (fillRoot == root ? "" : " in tmpfs") + "; per put " + Latency(putTimes).text)
-            try? FileManager.default.removeItem(at: openDirectory)
-            do { try FileManager.default.copyItem(at: fillDirectory, to: openDirectory) } catch {
-                fatalError("cannot copy the filled store: \(error)")
-            }
-            var totals: [Double] = []
-            var inits: [Double] = []
-            var firstLookups: [Double] = []
-            var wrong = 0
-            let keys = randomKeys(count: 15, range: count, seed: UInt64(count))
-            for key in keys {
-                weak var released: DiskStore?
-                do {
-                    let start = benchClock.now
-                    let store = openDisk(name)
-                    let opened = benchClock.now
-                    let body = hit(store, Corpus.url(name, key), now: now)
-                    let end = benchClock.now
-                    released = store
-                    inits.append(nanoseconds(start.duration(to: opened)))
-                    firstLookups.append(nanoseconds(opened.duration(to: end)))
-                    totals.append(nanoseconds(start.duration(to: end)))
-                    if body.map({ corpus.matches($0, key: key, size: 100) }) != true { wrong += 1 }
-                }
-                for _ in 0..<200 where released != nil { Thread.sleep(forTimeInterval: 0.01) }
-            }
-            let total = Latency(totals)
-            openMedians[count] = total.p50
-            say(
-                label("open with \(count) entries (on disk)")
-                    + "median \(milliseconds(total.p50)) (init \(milliseconds(Latency(inits).p50)) + first lookup "
-                    + "\(milliseconds(Latency(firstLookups).p50))), first \(milliseconds(totals[0])), "
-                    + "min \(milliseconds(totals.min() ?? .nan)), max \(milliseconds(total.max)), n=\(totals.count)"
-                    + failureNote(wrong))
-        }
-        try? FileManager.default.removeItem(at: openDirectory)
-        if let small = openMedians[100_000], let large = openMedians[1_000_000] {
-            say(
-                "target open time does not grow with entries (1M median <= 2x 100k median): "
-                    + String(format: "ratio %.2f ", large / small) + verdict(large <= 2 * small))
+        } catch {
+            say("open time: \(error)")
         }
     }
 

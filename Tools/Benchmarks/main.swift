@@ -33,6 +33,17 @@ if suites.first == "offline-save-child" {
     }
     exit(0)
 }
+if suites.first == "large-store-open" {
+    // One open of a large store, in a process of its own (the storage suite's open time).
+    guard suites.count == 4, let key = Int(suites[2]) else { exit(2) }
+    do {
+        try runLargeStoreOpenChild(directory: suites[1], key: key, mode: suites[3])
+    } catch {
+        print("benchmarks: the open failed: \(error)")
+        exit(1)
+    }
+    exit(0)
+}
 for suite in suites {
     switch suite {
     case "semantics":
