@@ -105,6 +105,9 @@ public final class HTTPCache: Sendable {
     /// One request's way through the cache, shared with the caching proxy.
     let driver: ExchangeDriver
     let state = Locked(State())
+    /// What request URLs are sent and keyed as, by URL string (``target(of:)``): 4,096 URLs in
+    /// at most 1 MiB, the least recently used going first.
+    let targets = Locked(LRUCache<String, RequestTarget>(capacity: 4096, byteLimit: 1 << 20))
 
     struct State {
         var statistics = CacheStatistics()
