@@ -67,13 +67,15 @@ public struct CachedResponseHead: Sendable {
     /// The body length when known in advance.
     public var expectedLength: Int64?
     /// The head in a platform's own type (HTTPCaching's `HTTPURLResponse`), made on first use
-    /// and shared by the copies of this head.
-    package let platformResponse = Memo()
+    /// and shared by the copies of this head, and by the heads of later answers from the same
+    /// stored entry with the same status, URL and fields (``PlatformResponses``).
+    package let platformResponse: Memo
 
     init(
         head: ResponseHeadParts, outcome: CacheOutcome, cacheStatus: CacheStatus, userInfo: Data?, reasons: [Reason],
-        expectedLength: Int64?
+        expectedLength: Int64?, platformResponse: Memo = Memo()
     ) {
+        self.platformResponse = platformResponse
         statusCode = head.status
         fields = head.fields
         url = head.url
@@ -125,6 +127,45 @@ package final class Memo: @unchecked Sendable {
             made = value
             return value
         }
+    }
+}
+
+/// The platform response (``Memo``) of the last answer from each stored entry, so that the next
+/// answer from it with the same status, URL and fields shares it rather than making its own:
+/// an `HTTPURLResponse` costs more to make than the rest of a hit. Answers differ in `Age`
+/// (RFC 9111 §4.2.3, §5.1) and in `Cache-Status`'s `ttl` each second, and an entry replaced or
+/// freshened has other fields: the whole head is compared, so an answer never gets a response
+/// made for other fields. Bounded in count and bytes, least recently used first out.
+final class PlatformResponses: Sendable {
+    private struct Answer {
+        var status: Int
+        var url: URL
+        var fields: HeaderFields
+        var memo: Memo
+    }
+
+    private let answers: Locked<LRUCache<EntryID, Answer>>
+
+    init(capacity: Int, byteLimit: Int) {
+        answers = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
+    }
+
+    /// The memo of the last answer from `entry` when it had this status, URL and fields; else a
+    /// new one, kept as that of `entry`'s last answer.
+    func memo(for entry: EntryID, status: Int, url: URL, fields: HeaderFields) -> Memo {
+        if let last = answers.withLock({ $0.value(for: entry) }), last.status == status, last.fields == fields,
+            last.url == url
+        {
+            return last.memo
+        }
+        let memo = Memo()
+        // The fields twice (they are held, and the platform response holds them as it wants),
+        // the URL and the response object.
+        let cost = 2 * MemoryCost.fields(fields) + MemoryCost.string(url.absoluteString) + MemoryCost.allocation(256)
+        answers.withLock {
+            $0.set(Answer(status: status, url: url, fields: fields, memo: memo), for: entry, cost: cost)
+        }
+        return memo
     }
 }
 

@@ -23,13 +23,8 @@ struct PendingResponse: Sendable {
     var reasons: [Reason]
     var body: Body
     var expectedLength: Int64?
-
-    /// The head the caller sees.
-    func responseHead(url: URL) -> CachedResponseHead {
-        CachedResponseHead(
-            head: ResponseHeadParts(status: status, fields: fields, url: url), outcome: outcome,
-            cacheStatus: cacheStatus, userInfo: userInfo, reasons: reasons, expectedLength: expectedLength)
-    }
+    /// The stored entry it is served from, when it is.
+    var entry: EntryID?
 }
 
 /// The cache as a host of the exchange: it performs the host work the driver hands it over the
@@ -147,6 +142,19 @@ extension HTTPCache {
             engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStoreResponse)
     }
 
+    /// The head the caller sees of `response`, for a request for `url`: one served from a stored
+    /// entry shares its platform response with the last one like it (``PlatformResponses``).
+    func responseHead(_ response: PendingResponse, url: URL) -> CachedResponseHead {
+        let memo =
+            response.entry.map {
+                platformResponses.memo(for: $0, status: response.status, url: url, fields: response.fields)
+            } ?? Memo()
+        return CachedResponseHead(
+            head: ResponseHeadParts(status: response.status, fields: response.fields, url: url),
+            outcome: response.outcome, cacheStatus: response.cacheStatus, userInfo: response.userInfo,
+            reasons: response.reasons, expectedLength: response.expectedLength, platformResponse: memo)
+    }
+
     /// A response the cache made itself (a `504`).
     private func response(_ answer: CacheAnswer) -> PendingResponse {
         PendingResponse(
@@ -171,7 +179,7 @@ extension HTTPCache {
         return PendingResponse(
             status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
             userInfo: served.entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
-            expectedLength: served.body.count)
+            expectedLength: served.body.count, entry: served.entry.id)
     }
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a

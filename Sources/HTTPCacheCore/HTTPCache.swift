@@ -108,6 +108,9 @@ public final class HTTPCache: Sendable {
     /// What request URLs are sent and keyed as, by URL string (``target(of:)``): 4,096 URLs in
     /// at most 1 MiB, the least recently used going first.
     let targets = Locked(LRUCache<String, RequestTarget>(capacity: 4096, byteLimit: 1 << 20))
+    /// The platform response of the last answer from each stored entry: 1,024 entries in at
+    /// most 1 MiB.
+    let platformResponses = PlatformResponses(capacity: 1024, byteLimit: 1 << 20)
 
     struct State {
         var statistics = CacheStatistics()
@@ -193,7 +196,7 @@ public final class HTTPCache: Sendable {
             guard let data = body else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return CachedResponse(data: data, head: response.responseHead(url: prepared.url))
+            return CachedResponse(data: data, head: responseHead(response, url: prepared.url))
         } head: {
             $0.head
         }
@@ -224,7 +227,7 @@ public final class HTTPCache: Sendable {
             guard let whole = source as? DataSource else { return nil }
             data = whole.remaining
         }
-        let answer = CachedResponse(data: data, head: response.responseHead(url: prepared.url))
+        let answer = CachedResponse(data: data, head: responseHead(response, url: prepared.url))
         record(answer.head, method: prepared.method, url: prepared.urlString, started: started)
         return answer
     }
@@ -276,7 +279,7 @@ public final class HTTPCache: Sendable {
             guard let source else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return (response.responseHead(url: prepared.url), ResponseBody(source: source))
+            return (responseHead(response, url: prepared.url), ResponseBody(source: source))
         } head: {
             $0.0
         } leaving: { hop in
