@@ -165,9 +165,11 @@ extension HTTPCache {
 
     /// A stored response served.
     private func response(_ served: ServedResponse) -> PendingResponse {
+        // Read once: `entry` is a copy of the stored entry each time.
+        let entry = served.entry
         state.withLock { state in
             if served.cacheStatus.collapsed == true { state.statistics.collapsed += 1 }
-            if served.outcome == .revalidated { state.statistics.bytesSavedByRevalidation += served.entry.bodySize }
+            if served.outcome == .revalidated { state.statistics.bytesSavedByRevalidation += entry.bodySize }
             state.statistics.bytesServedFromCache += served.body.count
         }
         let body: PendingResponse.Body
@@ -178,8 +180,8 @@ extension HTTPCache {
         }
         return PendingResponse(
             status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
-            userInfo: served.entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
-            expectedLength: served.body.count, entry: served.entry.id)
+            userInfo: entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
+            expectedLength: served.body.count, entry: entry.id)
     }
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a

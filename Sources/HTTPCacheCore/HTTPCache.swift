@@ -209,7 +209,7 @@ public final class HTTPCache: Sendable {
     /// done: ask ``data(for:)``. For callers that answer synchronously when they can
     /// (`CachingURLProtocol.startLoading`).
     package func storedData(for request: FetchRequest, upTo limit: Int64) -> CachedResponse? {
-        let started = configuration.clock()
+        let started = eventStart
         guard let prepared = try? prepare(request) else { return nil }
         let response = respondFromStore(to: prepared) { status, location, size in
             size > limit
@@ -329,7 +329,7 @@ public final class HTTPCache: Sendable {
         var current = request
         var redirects = 0
         while true {
-            let started = configuration.clock()
+            let started = eventStart
             let prepared: PreparedRequest
             let result: Result
             do {
@@ -360,6 +360,10 @@ public final class HTTPCache: Sendable {
             return result
         }
     }
+
+    /// When a request began, for its event's duration: the clock is read only when
+    /// ``Configuration/onEvent`` is set (a hit reads it once less).
+    private var eventStart: Double { configuration.onEvent == nil ? 0 : configuration.clock() }
 
     /// Counts `answer` in the statistics and tells ``Configuration/onEvent`` about it.
     private func record(_ answer: CachedResponseHead, method: String, url: String, started: Double) {
