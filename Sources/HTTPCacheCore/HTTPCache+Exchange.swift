@@ -145,14 +145,11 @@ extension HTTPCache {
     /// The head the caller sees of `response`, for a request for `url`: one served from a stored
     /// entry shares its platform response with the last one like it (``PlatformResponses``).
     func responseHead(_ response: PendingResponse, url: URL) -> CachedResponseHead {
-        let memo =
-            response.entry.map {
-                platformResponses.memo(for: $0, status: response.status, url: url, fields: response.fields)
-            } ?? Memo()
-        return CachedResponseHead(
+        CachedResponseHead(
             head: ResponseHeadParts(status: response.status, fields: response.fields, url: url),
             outcome: response.outcome, cacheStatus: response.cacheStatus, userInfo: response.userInfo,
-            reasons: response.reasons, expectedLength: response.expectedLength, platformResponse: memo)
+            reasons: response.reasons, expectedLength: response.expectedLength,
+            entry: response.entry, responses: platformResponses)
     }
 
     /// A response the cache made itself (a `504`).
