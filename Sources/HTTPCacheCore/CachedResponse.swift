@@ -156,8 +156,8 @@ package final class Memo: @unchecked Sendable {
 
 /// The platform response (``Memo``) of the last answer from each stored entry whose platform
 /// response was asked for, so that the next answer from it with the same status, URL and fields
-/// shares it rather than making its own:
-/// an `HTTPURLResponse` costs more to make than the rest of a hit. Answers differ in `Age`
+/// shares it rather than making its own: an `HTTPURLResponse` costs more to make than the rest
+/// of a hit. Answers differ in `Age`
 /// (RFC 9111 §4.2.3, §5.1) and in `Cache-Status`'s `ttl` each second, and an entry replaced or
 /// freshened has other fields: the whole head is compared, so an answer never gets a response
 /// made for other fields. Bounded in count and bytes, least recently used first out.
