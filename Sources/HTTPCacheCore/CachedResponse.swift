@@ -66,14 +66,40 @@ public struct CachedResponseHead: Sendable {
     public var reasons: [Reason]
     /// The body length when known in advance.
     public var expectedLength: Int64?
-    /// The head in a platform's own type (HTTPCaching's `HTTPURLResponse`), made on first use
-    /// and shared by the copies of this head.
-    package let platformResponse = Memo()
+    /// Where the head in a platform's own type comes from (``platformResponse``).
+    private let platformSource: PlatformSource
 
+    private enum PlatformSource: Sendable {
+        /// A memo of its own, shared by the copies of this head.
+        case own(Memo)
+        /// The memo `PlatformResponses` keeps for answers from the stored entry `EntryID`, looked
+        /// up when asked for, so an answer whose platform response no one asks for costs nothing.
+        case stored(EntryID, PlatformResponses)
+    }
+
+    /// The head in a platform's own type (HTTPCaching's `HTTPURLResponse`), made on first use
+    /// and shared by the copies of this head; an answer from a stored entry shares it with the
+    /// other answers from that entry with the same status, URL and fields (``PlatformResponses``).
+    package var platformResponse: Memo {
+        switch platformSource {
+        case .own(let memo): memo
+        case .stored(let entry, let responses):
+            responses.memo(for: entry, status: statusCode, url: url, fields: fields)
+        }
+    }
+
+    /// - Parameters:
+    ///   - entry: The stored entry the head is an answer from, if it is one.
+    ///   - responses: Where the platform responses of that entry's answers are kept.
     init(
         head: ResponseHeadParts, outcome: CacheOutcome, cacheStatus: CacheStatus, userInfo: Data?, reasons: [Reason],
-        expectedLength: Int64?
+        expectedLength: Int64?, entry: EntryID? = nil, responses: PlatformResponses? = nil
     ) {
+        if let entry, let responses {
+            platformSource = .stored(entry, responses)
+        } else {
+            platformSource = .own(Memo())
+        }
         statusCode = head.status
         fields = head.fields
         url = head.url
@@ -125,6 +151,46 @@ package final class Memo: @unchecked Sendable {
             made = value
             return value
         }
+    }
+}
+
+/// The platform response (``Memo``) of the last answer from each stored entry whose platform
+/// response was asked for, so that the next answer from it with the same status, URL and fields
+/// shares it rather than making its own: an `HTTPURLResponse` costs more to make than the rest
+/// of a hit. Answers differ in `Age`
+/// (RFC 9111 §4.2.3, §5.1) and in `Cache-Status`'s `ttl` each second, and an entry replaced or
+/// freshened has other fields: the whole head is compared, so an answer never gets a response
+/// made for other fields. Bounded in count and bytes, least recently used first out.
+final class PlatformResponses: Sendable {
+    private struct Answer {
+        var status: Int
+        var url: URL
+        var fields: HeaderFields
+        var memo: Memo
+    }
+
+    private let answers: Locked<LRUCache<EntryID, Answer>>
+
+    init(capacity: Int, byteLimit: Int) {
+        answers = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
+    }
+
+    /// The memo of the last answer from `entry` when it had this status, URL and fields; else a
+    /// new one, kept as that of `entry`'s last answer.
+    func memo(for entry: EntryID, status: Int, url: URL, fields: HeaderFields) -> Memo {
+        if let last = answers.withLock({ $0.value(for: entry) }), last.status == status, last.fields == fields,
+            last.url == url
+        {
+            return last.memo
+        }
+        let memo = Memo()
+        // The fields twice (they are held, and the platform response holds them as it wants),
+        // the URL and the response object.
+        let cost = 2 * MemoryCost.fields(fields) + MemoryCost.string(url.absoluteString) + MemoryCost.allocation(256)
+        answers.withLock {
+            $0.set(Answer(status: status, url: url, fields: fields, memo: memo), for: entry, cost: cost)
+        }
+        return memo
     }
 }
 

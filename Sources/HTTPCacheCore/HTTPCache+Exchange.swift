@@ -23,13 +23,8 @@ struct PendingResponse: Sendable {
     var reasons: [Reason]
     var body: Body
     var expectedLength: Int64?
-
-    /// The head the caller sees.
-    func responseHead(url: URL) -> CachedResponseHead {
-        CachedResponseHead(
-            head: ResponseHeadParts(status: status, fields: fields, url: url), outcome: outcome,
-            cacheStatus: cacheStatus, userInfo: userInfo, reasons: reasons, expectedLength: expectedLength)
-    }
+    /// The stored entry it is served from, when it is.
+    var entry: EntryID?
 }
 
 /// The cache as a host of the exchange: it performs the host work the driver hands it over the
@@ -147,6 +142,16 @@ extension HTTPCache {
             engine: driver.configuration.engine, prepared: prepared, willStore: configuration.willStoreResponse)
     }
 
+    /// The head the caller sees of `response`, for a request for `url`: one served from a stored
+    /// entry shares its platform response with the last one like it (``PlatformResponses``).
+    func responseHead(_ response: PendingResponse, url: URL) -> CachedResponseHead {
+        CachedResponseHead(
+            head: ResponseHeadParts(status: response.status, fields: response.fields, url: url),
+            outcome: response.outcome, cacheStatus: response.cacheStatus, userInfo: response.userInfo,
+            reasons: response.reasons, expectedLength: response.expectedLength,
+            entry: response.entry, responses: platformResponses)
+    }
+
     /// A response the cache made itself (a `504`).
     private func response(_ answer: CacheAnswer) -> PendingResponse {
         PendingResponse(
@@ -157,9 +162,11 @@ extension HTTPCache {
 
     /// A stored response served.
     private func response(_ served: ServedResponse) -> PendingResponse {
+        // Read once: `entry` is a copy of the stored entry each time.
+        let entry = served.entry
         state.withLock { state in
             if served.cacheStatus.collapsed == true { state.statistics.collapsed += 1 }
-            if served.outcome == .revalidated { state.statistics.bytesSavedByRevalidation += served.entry.bodySize }
+            if served.outcome == .revalidated { state.statistics.bytesSavedByRevalidation += entry.bodySize }
             state.statistics.bytesServedFromCache += served.body.count
         }
         let body: PendingResponse.Body
@@ -170,8 +177,8 @@ extension HTTPCache {
         }
         return PendingResponse(
             status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
-            userInfo: served.entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
-            expectedLength: served.body.count)
+            userInfo: entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
+            expectedLength: served.body.count, entry: entry.id)
     }
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a

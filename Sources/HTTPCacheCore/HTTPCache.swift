@@ -105,6 +105,12 @@ public final class HTTPCache: Sendable {
     /// One request's way through the cache, shared with the caching proxy.
     let driver: ExchangeDriver
     let state = Locked(State())
+    /// What request URLs are sent and keyed as, by URL string (``target(of:)``): 4,096 URLs in
+    /// at most 1 MiB, the least recently used going first.
+    let targets = Locked(LRUCache<String, RequestTarget>(capacity: 4096, byteLimit: 1 << 20))
+    /// The platform response of the last answer from each stored entry: 1,024 entries in at
+    /// most 1 MiB.
+    let platformResponses = PlatformResponses(capacity: 1024, byteLimit: 1 << 20)
 
     struct State {
         var statistics = CacheStatistics()
@@ -190,7 +196,7 @@ public final class HTTPCache: Sendable {
             guard let data = body else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return CachedResponse(data: data, head: response.responseHead(url: prepared.url))
+            return CachedResponse(data: data, head: responseHead(response, url: prepared.url))
         } head: {
             $0.head
         }
@@ -203,7 +209,7 @@ public final class HTTPCache: Sendable {
     /// done: ask ``data(for:)``. For callers that answer synchronously when they can
     /// (`CachingURLProtocol.startLoading`).
     package func storedData(for request: FetchRequest, upTo limit: Int64) -> CachedResponse? {
-        let started = configuration.clock()
+        let started = eventStart
         guard let prepared = try? prepare(request) else { return nil }
         let response = respondFromStore(to: prepared) { status, location, size in
             size > limit
@@ -221,7 +227,7 @@ public final class HTTPCache: Sendable {
             guard let whole = source as? DataSource else { return nil }
             data = whole.remaining
         }
-        let answer = CachedResponse(data: data, head: response.responseHead(url: prepared.url))
+        let answer = CachedResponse(data: data, head: responseHead(response, url: prepared.url))
         record(answer.head, method: prepared.method, url: prepared.urlString, started: started)
         return answer
     }
@@ -273,7 +279,7 @@ public final class HTTPCache: Sendable {
             guard let source else {
                 throw StorageError(.readFailed, "the stored body of \(prepared.urlString) could not be read twice")
             }
-            return (response.responseHead(url: prepared.url), ResponseBody(source: source))
+            return (responseHead(response, url: prepared.url), ResponseBody(source: source))
         } head: {
             $0.0
         } leaving: { hop in
@@ -323,7 +329,7 @@ public final class HTTPCache: Sendable {
         var current = request
         var redirects = 0
         while true {
-            let started = configuration.clock()
+            let started = eventStart
             let prepared: PreparedRequest
             let result: Result
             do {
@@ -354,6 +360,10 @@ public final class HTTPCache: Sendable {
             return result
         }
     }
+
+    /// When a request began, for its event's duration: the clock is read only when
+    /// ``Configuration/onEvent`` is set (a hit reads it once less).
+    private var eventStart: Double { configuration.onEvent == nil ? 0 : configuration.clock() }
 
     /// Counts `answer` in the statistics and tells ``Configuration/onEvent`` about it.
     private func record(_ answer: CachedResponseHead, method: String, url: String, started: Double) {

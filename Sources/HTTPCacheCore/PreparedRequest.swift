@@ -1,6 +1,7 @@
 import CacheExchange
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import Foundation
 
 /// A request as the cache handles it: its key (from the key hook), the rules that match it,
@@ -25,6 +26,16 @@ struct PreparedRequest: Sendable {
     var primaryKey: String? { exchange.primaryKey }
 }
 
+/// What a request's URL is sent and keyed as (``HTTPCache/target(of:)``).
+struct RequestTarget: Sendable {
+    /// The URL sent when it is not the request's own: without dot segments (``HTTPCache/sentURI(_:)``).
+    var sentURL: URL?
+    /// The URL sent, as a string.
+    var urlString: String
+    /// The key of a `GET` of it; `nil` when it cannot be parsed as a URI.
+    var key: CacheKey?
+}
+
 extension HTTPCache {
     var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
 
@@ -33,13 +44,14 @@ extension HTTPCache {
     /// written, as URLSession leaves them; ``CacheKey`` then folds only scheme, host and port.
     static func sentURI(_ url: URL) -> String { CacheKey.removingDotSegments(url.absoluteString) }
 
-    /// Works out the key, the policy and the rules of `request`.
+    /// What `url` is sent and keyed as, remembered per URL string (bounded): working it out
+    /// (the scheme and host read from `URL`, dot segments, the key's normalization) cost more
+    /// than the rest of a memory hit together.
     ///
-    /// The request is sent with its URL as ``sentURI(_:)`` gives it, whatever the transport, so
-    /// that what is keyed is what goes on the wire.
-    func prepare(_ request: FetchRequest) throws -> PreparedRequest {
-        var request = request
-        var url = request.url
+    /// - Throws: `URLError` when `url` is not an `http` or `https` URL with a host.
+    func target(of url: URL) throws -> RequestTarget {
+        let string = url.absoluteString
+        if let known = targets.withLock({ $0.value(for: string) }) { return known }
         guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
             throw URLError(
                 .unsupportedURL,
@@ -48,17 +60,34 @@ extension HTTPCache {
         guard let host = url.host, !host.isEmpty else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL has no host: \(url)"])
         }
+        var target = RequestTarget(sentURL: nil, urlString: string, key: nil)
+        let sent = Self.sentURI(url)
+        if sent != string, let sentURL = URL(string: sent) {
+            target.sentURL = sentURL
+            target.urlString = sentURL.absoluteString
+        }
+        target.key = CacheKey(method: "GET", uri: target.urlString)
+        let cost =
+            MemoryCost.string(string) + MemoryCost.string(target.urlString) + MemoryCost.string(target.key?.uri ?? "")
+            + (target.sentURL == nil ? 0 : MemoryCost.allocation(128))
+        targets.withLock { $0.set(target, for: string, cost: cost) }
+        return target
+    }
+
+    /// Works out the key, the policy and the rules of `request`.
+    ///
+    /// The request is sent with its URL as ``sentURI(_:)`` gives it, whatever the transport, so
+    /// that what is keyed is what goes on the wire.
+    func prepare(_ request: FetchRequest) throws -> PreparedRequest {
+        var request = request
+        let target = try target(of: request.url)
+        if let sentURL = target.sentURL { request.url = sentURL }
+        let url = request.url
+        let urlString = target.urlString
         let method = request.method.uppercased()
         let fields = request.fields
         var policy = request.cachePolicy
         if policy == .useProtocolCachePolicy { policy = configuration.defaultPolicy }
-        var urlString = url.absoluteString
-        let sent = Self.sentURI(url)
-        if sent != urlString, let sentURL = URL(string: sent) {
-            url = sentURL
-            request.url = sentURL
-            urlString = sentURL.absoluteString
-        }
         var prepared = PreparedRequest(
             request: request, url: url, urlString: urlString, method: method,
             exchange: ExchangeRequest(
@@ -94,10 +123,12 @@ extension HTTPCache {
         let keyedByBody = key.includesBody && method == "POST"
         let keyMethod = keyedByBody || method == "HEAD" ? "GET" : method
         // Without a key hook the key is the request's URL, in the form it is sent already.
-        let keyURI = configuration.keyForRequest == nil ? urlString : Self.sentURI(key.url)
-        guard let cacheKey = CacheKey(method: keyMethod, uri: keyURI) else {
+        let keyed =
+            configuration.keyForRequest == nil ? target.key : CacheKey(method: "GET", uri: Self.sentURI(key.url))
+        guard var cacheKey = keyed else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
         }
+        cacheKey.method = keyMethod
         if keyedByBody {
             // A POST used as a query (GraphQL, search): keyed by its body, stored and reused as
             // a GET would be, and it invalidates nothing.

@@ -257,10 +257,14 @@ extension FetchRequest {
     /// `URLRequest` keeps them in a dictionary), the content from `httpBody` or, left in the
     /// request, its `httpBodyStream`.
     init(_ request: URLRequest, url: URL) {
+        // Most requests have no fields: HeaderFields' generic initializer is not specialized here.
+        let dictionary = request.allHTTPHeaderFields ?? [:]
         self.init(
             url: url, method: request.httpMethod ?? "GET",
-            fields: HeaderFields(
-                (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
+            fields: dictionary.isEmpty
+                ? HeaderFields()
+                : HeaderFields(
+                    dictionary.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }),
             body: request.httpBody, cachePolicy: CachePolicy(request.cachePolicy),
             timeoutInterval: request.timeoutInterval)
         platformRequest = HeldURLRequest(request)

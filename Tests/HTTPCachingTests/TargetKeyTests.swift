@@ -49,10 +49,12 @@ struct TargetKeyTests {
         let first = try await h.get("/d/x/../t")
         #expect(first.text == "target=/d/t")
         #expect(first.outcome == .miss)
-        for path in ["/d/t", "/d/./t", "/d/y/../t"] {
+        // Each spelling twice: the second time what the URL is sent and keyed as is remembered.
+        for path in ["/d/t", "/d/./t", "/d/y/../t", "/d/x/../t", "/d/./t"] {
             let response = try await h.get(path)
             #expect(response.outcome == .hit, "\(path)")
             #expect(response.text == "target=/d/t", "\(path)")
+            #expect(response.url == h.origin.url("/d/t"), "\(path)")
         }
         // An escaped dot is no dot segment to URLSession: sent, and keyed, as written.
         let escaped = try await h.get("/d/x/%2e%2e/t")

@@ -42,6 +42,24 @@ struct URLProtocolTests {
         #expect(h.origin.count("/p") == 1)
     }
 
+    /// Hits answered inside startLoading carry the current Age each time (RFC 9111 §5.1),
+    /// however the response object is reused between them.
+    @Test("Age through URLSession advances with the clock (RFC 9111 §5.1)")
+    func ageAdvancesThroughURLSession() async throws {
+        let h = try Harness()
+        h.serve("/aged", [("Cache-Control", "max-age=600")], body: "aged")
+        let session = session(h)
+        _ = try await fetch(session, h.request("/aged"))
+        for (advance, age) in [(0, "0"), (0, "0"), (7, "7"), (0, "7"), (60, "67")] {
+            h.clock.advance(by: Double(advance))
+            let (body, response) = try await fetch(session, h.request("/aged"))
+            #expect(body == "aged")
+            #expect(response.value(forHTTPHeaderField: "Age") == age)
+            #expect(response.value(forHTTPHeaderField: "Cache-Status") == "HTTPCache; hit; ttl=\(600 - Int(age)!)")
+        }
+        #expect(h.origin.count("/aged") == 1)
+    }
+
     /// A 304 reaches the app as the stored 200 body, never empty.
     @Test("Revalidation through URLSession (RFC 9111 §4.3.4)")
     func revalidation() async throws {
