@@ -12,11 +12,11 @@ struct EntryRecord {
     enum BodyLayout: Equatable {
         /// In chunks of ``RedisStore/chunkSize`` under keys of their own, with the XXH64 of each.
         case chunked(checksums: [UInt64])
-        /// In the hash: its first `headLength` bytes in a field of their own
-        /// (``RedisStore/bodyField(_:)``), the rest (`tail`) in the record's own value after the
-        /// record; `checksum` is the XXH64 of the whole body. Where the cut falls is
-        /// ``InlineLayout/headLength(bodySize:recordSize:)``'s choice.
-        case inline(checksum: UInt64, headLength: Int, tail: [UInt8])
+        /// In the hash: its first bytes in pieces of these lengths, each in a field of its own
+        /// (``RedisStore/bodyField(_:_:)``), the rest (`tail`) in the record's own value after
+        /// the record; `checksum` is the XXH64 of the whole body. Where the cuts fall is
+        /// ``InlineLayout/pieces(bodySize:recordSize:)``'s choice.
+        case inline(checksum: UInt64, pieces: [Int], tail: [UInt8])
     }
 
     /// Version 3: the layout with the body in the hash and no description key. Records of
@@ -52,10 +52,11 @@ struct EntryRecord {
             writer.byte(0)
             writer.varint(UInt64(checksums.count))
             for checksum in checksums { writer.fixed64(checksum) }
-        case .inline(let checksum, let headLength, _):
+        case .inline(let checksum, let pieces, _):
             writer.byte(1)
             writer.fixed64(checksum)
-            writer.varint(UInt64(headLength))
+            writer.varint(UInt64(pieces.count))
+            for piece in pieces { writer.varint(UInt64(piece)) }
         }
         return writer
     }
@@ -121,10 +122,16 @@ struct EntryRecord {
             }
             body = .chunked(checksums: checksums)
         case 1:
-            guard let checksum = reader.fixed64(), let headLength = reader.varint(), headLength <= bodySize,
-                let tail = reader.blob(), UInt64(tail.count) == bodySize - headLength
-            else { return nil }
-            body = .inline(checksum: checksum, headLength: Int(headLength), tail: tail)
+            guard let checksum = reader.fixed64(), let count = reader.varint(), count <= bodySize else { return nil }
+            var pieces: [Int] = []
+            var total: UInt64 = 0
+            for _ in 0..<count {
+                guard let piece = reader.varint(), piece > 0, piece <= bodySize - total else { return nil }
+                pieces.append(Int(piece))
+                total += piece
+            }
+            guard let tail = reader.blob(), UInt64(tail.count) == bodySize - total else { return nil }
+            body = .inline(checksum: checksum, pieces: pieces, tail: tail)
         default:
             return nil
         }
@@ -161,15 +168,18 @@ struct BodyDescription {
     var checksums: [UInt64]
 }
 
-/// Where an inline body is cut between its own hash field and the record's value, so that
-/// Redis allocates as little as it can for the two.
+/// Where an inline body is cut into fields of the entry's hash, so that Redis allocates and
+/// keeps resident as little as it can for it.
 ///
 /// Redis keeps a hash field's value as an SDS string (a header of 1 to 17 bytes, the bytes, a
 /// NUL) in one jemalloc allocation, and jemalloc rounds an allocation up to its size class:
-/// four classes per doubling (16 KiB, 20 KiB, 24 KiB, 28 KiB, 32 KiB, …). A 16,384-byte body
-/// with its 6 bytes of SDS is a 20 KiB allocation: a quarter more than the body. Cut so that
-/// the body's field fills its class exactly, and the few bytes left over ride with the record
-/// in a small allocation, the entry takes 16 KiB plus the record.
+/// four classes per doubling (8 KiB, 10 KiB, 12 KiB, 14 KiB, 16 KiB, 20 KiB, …). A 16,384-byte
+/// body with its 6 bytes of SDS is a 20 KiB allocation, a quarter more than the body, and what
+/// `maxmemory` counts. Past 14 KiB, allocations are runs of pages, each padded with a page of
+/// its own (jemalloc's cache-oblivious large allocations): resident memory grows by another
+/// quarter that `maxmemory` does not count. So a body is cut into pieces of at most 14,330
+/// bytes (a 14 KiB allocation, exactly), the last piece as long as fills a smaller class
+/// exactly, and the few bytes left over ride with the record.
 enum InlineLayout {
     /// The jemalloc size class an allocation of `size` bytes takes (64-bit, 16-byte quantum,
     /// 4 KiB pages: jemalloc 5's defaults on x86-64 and arm64 Linux).
@@ -193,17 +203,24 @@ enum InlineLayout {
         return sizeClass(header + length + 1)
     }
 
-    /// A field of its own: its name (a NUL and 32 hex digits) and Redis' dictionary entry.
-    private static let fieldCost = allocation(33) + sizeClass(24)
+    /// The longest piece: its string fills jemalloc's largest small class (14 KiB) exactly.
+    static let pieceLimit = 14_330
 
-    /// How many of a body's `bodySize` bytes go in a field of their own, the rest after a
-    /// record of `recordSize` bytes: none (the body follows the record), all, or as many as
-    /// fill a size class exactly, whichever Redis allocates least for.
-    static func headLength(bodySize: Int, recordSize: Int) -> Int {
-        func cost(_ head: Int) -> Int {
-            allocation(recordSize + bodySize - head) + (head > 0 ? allocation(head) + fieldCost : 0)
-        }
-        return [0, filling(bodySize), bodySize].min { cost($0) < cost($1) }!
+    /// A field of its own: its name (a NUL, 32 hex digits, a colon, an index) and Redis'
+    /// dictionary entry.
+    private static let fieldCost = allocation(36) + sizeClass(24)
+
+    /// The lengths of the pieces a body of `bodySize` bytes is cut into, in order, each in a
+    /// field of its own; the rest follows a record of `recordSize` bytes. Full pieces of
+    /// ``pieceLimit``; of what is left, a piece that fills a size class exactly when Redis
+    /// allocates less that way than with all of it after the record.
+    static func pieces(bodySize: Int, recordSize: Int) -> [Int] {
+        let full = [Int](repeating: pieceLimit, count: bodySize / pieceLimit)
+        let rest = bodySize % pieceLimit
+        let last = filling(rest)
+        guard last > 0 else { return full }
+        let apart = allocation(last) + fieldCost + allocation(recordSize + rest - last)
+        return apart < allocation(recordSize + rest) ? full + [last] : full
     }
 
     /// The largest length below `length` whose string fills its allocation exactly (0: none).
@@ -213,9 +230,7 @@ enum InlineLayout {
         size -= size <= 128 ? 16 : 1 << (Int.bitWidth - (size - 1).leadingZeroBitCount - 3)
         for header in [1, 3, 5, 9, 17] where size - header - 1 > 0 {
             let candidate = size - header - 1
-            if candidate < length && allocation(candidate) == size && candidate + header + 1 == size {
-                return candidate
-            }
+            if candidate < length && allocation(candidate) == size { return candidate }
         }
         return 0
     }

@@ -11,9 +11,10 @@ import Foundation
 /// `{T}`, so a Cluster keeps them in one slot and one transaction commits them):
 /// - `P{T}e:H`, a hash: variant key → the entry's record (head, facts, size, times, expiry,
 ///   where the body is and its XXH64); a body of at most ``inlineLimit`` bytes is in this hash
-///   too, cut so that Redis allocates as little as it can (``InlineLayout``): its first bytes
-///   in a field named by the entry's identity, the rest after the record in the record's own
-///   value. Such an entry is one key with one TTL, evicted whole or not at all.
+///   too, cut so that Redis allocates and keeps resident as little as it can
+///   (``InlineLayout``): pieces of at most 14 KiB in fields named by the entry's identity and
+///   the piece's index, the rest after the record in the record's own value. Such an entry is
+///   one key with one TTL, evicted whole or not at all.
 /// - `P{T}c:ID:N`, a larger body in chunks of at most 1 MiB, with the XXH64 of each in the record.
 ///
 /// An entry's identity is `H` and 16 random hex digits, so its hash is found from the identity
@@ -136,9 +137,9 @@ public final class RedisStore: CacheStore {
     private func chunkKey(_ id: EntryID, _ index: Int) -> [UInt8] {
         key(id.rawValue.prefix(16).suffix(4), "c", "\(id.rawValue):\(index)")
     }
-    /// The hash field of the first bytes of `id`'s inline body (a NUL first: no variant key
+    /// The hash field of piece `index` of `id`'s inline body (a NUL first: no variant key
     /// starts with one).
-    static func bodyField(_ id: EntryID) -> [UInt8] { [0] + Array(id.rawValue.utf8) }
+    static func bodyField(_ id: EntryID, _ index: Int) -> [UInt8] { [0] + Array("\(id.rawValue):\(index)".utf8) }
     var channel: [UInt8] { prefix + Array("invalidate".utf8) }
 
     /// A new identity: `primaryKey`'s XXH64, then 64 random bits.
@@ -233,9 +234,12 @@ public final class RedisStore: CacheStore {
     /// whole already).
     private func retire(_ record: EntryRecord) -> [[[UInt8]]] {
         switch record.body {
-        case .inline(_, let headLength, _):
-            guard headLength > 0 else { return [] }
-            return [[bytes("HDEL"), entryKey(of: record.entry.id), Self.bodyField(record.entry.id)]]
+        case .inline(_, let pieces, _):
+            guard !pieces.isEmpty else { return [] }
+            return [
+                [bytes("HDEL"), entryKey(of: record.entry.id)]
+                    + pieces.indices.map { Self.bodyField(record.entry.id, $0) }
+            ]
         case .chunked(let checksums):
             return checksums.indices.map { index in
                 [bytes("PEXPIRE"), chunkKey(record.entry.id, index), bytes(String(Self.graceSeconds * 1000))]
@@ -292,14 +296,20 @@ public final class RedisStore: CacheStore {
         var found: [EntryRecord] = []
         for (name, record) in candidates {
             var inline: [UInt8]?
-            if case .inline(_, let headLength, let tail) = record.body {
-                let field = Self.bodyField(record.entry.id)
-                let head = headLength > 0 ? bodyFields.removeValue(forKey: field) : []
-                guard let head, head.count == headLength else {
-                    unusable += [name, field]
+            if case .inline(_, let pieces, let tail) = record.body {
+                let names = pieces.indices.map { Self.bodyField(record.entry.id, $0) }
+                var body: [UInt8] = []
+                body.reserveCapacity(Int(record.entry.bodySize))
+                for (field, length) in zip(names, pieces) {
+                    guard let piece = bodyFields.removeValue(forKey: field), piece.count == length else { break }
+                    body += piece
+                }
+                body += tail
+                guard body.count == record.entry.bodySize else {
+                    unusable += [name] + names
                     continue
                 }
-                inline = head + tail
+                inline = body
             }
             recentRecords.keep(record, inline: inline)
             found.append(record)
@@ -398,12 +408,17 @@ public final class RedisStore: CacheStore {
         case .inline(let body):
             let checksum = XXH64.hash(body)
             var record = EntryRecord(
-                entry: entry, expiresAt: expiresAt, body: .inline(checksum: checksum, headLength: 0, tail: []))
-            let headLength = InlineLayout.headLength(bodySize: body.count, recordSize: record.recordSize)
-            record.body = .inline(checksum: checksum, headLength: headLength, tail: Array(body[headLength...]))
-            commands.append(
-                [bytes("HSET"), key, variant, record.serialized()]
-                    + (headLength > 0 ? [Self.bodyField(entry.id), Array(body[..<headLength])] : []))
+                entry: entry, expiresAt: expiresAt, body: .inline(checksum: checksum, pieces: [], tail: []))
+            let pieces = InlineLayout.pieces(bodySize: body.count, recordSize: record.recordSize)
+            var hset = [bytes("HSET"), key, variant, []]
+            var start = 0
+            for (index, length) in pieces.enumerated() {
+                hset += [Self.bodyField(entry.id, index), Array(body[start..<start + length])]
+                start += length
+            }
+            record.body = .inline(checksum: checksum, pieces: pieces, tail: Array(body[start...]))
+            hset[3] = record.serialized()
+            commands.append(hset)
         case .chunked(let checksums, let last):
             if let last { commands.append([bytes("SET"), chunkKey(entry.id, last.index), last.bytes]) }
             for index in checksums.indices { commands.append(expiry(chunkKey(entry.id, index), lifetime)) }

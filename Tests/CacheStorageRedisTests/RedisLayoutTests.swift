@@ -44,29 +44,30 @@ struct RedisLayoutTests {
 
     private static func body(_ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) } }
 
-    @Test("jemalloc's size classes, and where a body is cut so that its field fills one")
+    @Test("jemalloc's size classes, and where a body is cut so that each piece fills one of at most 14 KiB")
     func sizeClasses() {
         #expect(
             [1, 8, 9, 16, 17, 128, 129, 160, 161].map(InlineLayout.sizeClass) == [8, 8, 16, 16, 32, 128, 160, 160, 192])
         #expect(
-            [16_384, 16_385, 20_480, 20_481, 32_769].map(InlineLayout.sizeClass) == [
-                16_384, 20_480, 20_480, 24_576, 40_960,
+            [14_336, 16_384, 16_385, 20_480, 20_481, 32_769].map(InlineLayout.sizeClass) == [
+                14_336, 16_384, 20_480, 20_480, 24_576, 40_960,
             ])
-        // A 16,384-byte string needs 16,390 bytes (a 5-byte header, a NUL): 20 KiB. Cut at
-        // 16,378 bytes, its field is 16 KiB exactly and 6 bytes go with the record.
+        // A 16,384-byte string needs 16,390 bytes (a 5-byte header, a NUL): 20 KiB. Cut into
+        // 14,330 bytes (14 KiB exactly) and 2,042 (2 KiB exactly), 12 bytes go with the record.
         #expect(InlineLayout.allocation(16_384) == 20_480)
-        #expect(InlineLayout.allocation(16_378) == 16_384)
-        #expect(InlineLayout.headLength(bodySize: 16_384, recordSize: 300) == 16_378)
-        // A body that fits its class already stays whole; a small one goes with the record,
-        // as does one whose cut would leave more than the cut saves.
-        #expect(InlineLayout.headLength(bodySize: 16_378, recordSize: 300) == 16_378)
-        #expect(InlineLayout.headLength(bodySize: 100, recordSize: 300) == 0)
-        #expect(InlineLayout.headLength(bodySize: 20_000, recordSize: 300) == 0)
-        #expect(InlineLayout.headLength(bodySize: 40_000, recordSize: 300) == 0)
-        for size in [0, 1, 100, 5_000, 16_384, 100_000, 262_144] {
-            let head = InlineLayout.headLength(bodySize: size, recordSize: 300)
-            let cost = InlineLayout.allocation(300 + size - head) + (head > 0 ? InlineLayout.allocation(head) : 0)
-            #expect(head <= size && cost <= InlineLayout.allocation(300 + size), "\(size): \(head)")
+        #expect(InlineLayout.allocation(InlineLayout.pieceLimit) == 14_336)
+        #expect(InlineLayout.allocation(2_042) == 2_048)
+        #expect(InlineLayout.pieces(bodySize: 16_384, recordSize: 300) == [14_330, 2_042])
+        // A small body goes with the record, as does a rest whose cut would save nothing.
+        #expect(InlineLayout.pieces(bodySize: 100, recordSize: 300) == [])
+        #expect(InlineLayout.pieces(bodySize: 14_330, recordSize: 300) == [14_330])
+        #expect(InlineLayout.pieces(bodySize: 14_340, recordSize: 300) == [14_330])
+        for size in [0, 1, 100, 5_000, 16_384, 20_000, 100_000, 262_144] {
+            let pieces = InlineLayout.pieces(bodySize: size, recordSize: 300)
+            let rest = size - pieces.reduce(0, +)
+            let cost = InlineLayout.allocation(300 + rest) + pieces.map(InlineLayout.allocation).reduce(0, +)
+            #expect(rest >= 0 && pieces.allSatisfy { $0 <= InlineLayout.pieceLimit }, "\(size): \(pieces)")
+            #expect(Double(cost) <= Double(size + 300) * 1.06 + 64, "\(size): \(pieces), \(cost) bytes")
         }
     }
 
@@ -83,10 +84,12 @@ struct RedisLayoutTests {
             #expect(try server.command("TYPE", key) == "+hash")
             let ttl = Self.integer(try server.command("PTTL", key)) ?? -1
             #expect(ttl > 290_000 && ttl <= (300 + 86_400) * 1000, "PTTL \(ttl)")
-            // The record (with the body's last 6 bytes) and the first 16,378 bytes.
-            #expect(try server.command("HLEN", key) == ":2")
-            let field = String(decoding: RedisStore.bodyField(stored.id), as: UTF8.self)
-            #expect(try server.command("HSTRLEN", key, field) == ":16378")
+            // The record (with the body's last 12 bytes) and two pieces.
+            #expect(try server.command("HLEN", key) == ":3")
+            for (index, length) in [14_330, 2_042].enumerated() {
+                let field = RedisStore.bodyField(stored.id, index)
+                #expect(try server.command([Array("HSTRLEN".utf8), Array(key.utf8), field]) == ":\(length)")
+            }
             let usage = Self.integer(try server.command("MEMORY", "USAGE", key)) ?? .max
             #expect(usage < 17_500, "MEMORY USAGE \(usage)")
 
@@ -199,10 +202,11 @@ struct RedisLayoutTests {
                 #expect(try server.command([Array("HSET".utf8), hash, name, value]) == ":1")
             }
             #expect(try RedisStore(store.configuration).variants(of: key).map(\.id) == [good.id])
-            #expect(try server.command([Array("HLEN".utf8), hash]) == ":2", "the bad fields were not removed")
+            #expect(try server.command([Array("HLEN".utf8), hash]) == ":3", "the bad fields were not removed")
 
             #expect(
-                try server.command([Array("HSET".utf8), hash, RedisStore.bodyField(good.id), Array("cut".utf8)]) == ":0"
+                try server.command([Array("HSET".utf8), hash, RedisStore.bodyField(good.id, 1), Array("cut".utf8)])
+                    == ":0"
             )
             #expect(try RedisStore(store.configuration).variants(of: key).isEmpty)
             #expect(try server.command([Array("EXISTS".utf8), hash]) == ":0", "the broken entry was not removed")
@@ -210,7 +214,7 @@ struct RedisLayoutTests {
             // A whole record and body copied under another URL's key: not that URL's entry.
             let copied = try Self.write(store, key, Self.body(16_384))
             let other = store.entryKey("https://a.example/other")
-            for field in [[], RedisStore.bodyField(copied.id)] {
+            for field in [[], RedisStore.bodyField(copied.id, 0), RedisStore.bodyField(copied.id, 1)] {
                 let value = try #require(try store.command([Array("HGET".utf8), hash, field]))
                 #expect(try server.command([Array("HSET".utf8), other, field, value]) == ":1")
             }
@@ -226,10 +230,11 @@ struct RedisLayoutTests {
         try await offPool {
             let (store, server, prefix) = try Self.store()
             let stored = try Self.write(store, "https://a.example/x", Self.body(16_384))
-            var altered = Self.body(16_378)
+            var altered = Array(Self.body(16_384).prefix(InlineLayout.pieceLimit))
             altered[5_000] ^= 0xFF
             let hash = store.entryKey("https://a.example/x")
-            #expect(try server.command([Array("HSET".utf8), hash, RedisStore.bodyField(stored.id), altered]) == ":0")
+            #expect(
+                try server.command([Array("HSET".utf8), hash, RedisStore.bodyField(stored.id, 0), altered]) == ":0")
             let reader = RedisStore(store.configuration)
             #expect(try reader.variants(of: "https://a.example/x").count == 1)
             let error = #expect(throws: StorageError.self) { try reader.openBody(of: stored.id) }

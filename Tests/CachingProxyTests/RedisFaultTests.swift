@@ -22,7 +22,8 @@ struct RedisFaultTests {
         var testDescription: String { rawValue }
 
         /// Bodies of more than 256 KiB are stored in chunks of 1 MiB; smaller ones in the
-        /// entry's hash (16,384 bytes: 16,378 in a field of their own, 6 after the record).
+        /// entry's hash (16,384 bytes: pieces of 14,330 and 2,042 bytes in fields of their own,
+        /// 12 bytes after the record).
         var bodySize: Int {
             switch self {
             case .inlineDeleted, .inlineAltered: 16_384
@@ -81,15 +82,15 @@ struct RedisFaultTests {
         case .recordDeleted:
             #expect(try server.command([Array("HDEL".utf8), Array(hash.utf8), []]) == ":1")
         case .inlineDeleted, .inlineAltered:
-            // The body's first bytes are the field named by a NUL and the entry's identity,
-            // which the record holds.
+            // The body's first piece is the field named by a NUL, the entry's identity (which
+            // the record holds) and ":0".
             let text = try server.command(record)
             let id = try #require(text.firstMatch(of: /[0-9a-f]{32}/).map { String($0.output) }, "\(text.prefix(80))")
-            let field = [UInt8(0)] + Array(id.utf8)
+            let field = [UInt8(0)] + Array("\(id):0".utf8)
             if fault == .inlineDeleted {
                 #expect(try server.command([Array("HDEL".utf8), Array(hash.utf8), field]) == ":1")
             } else {
-                var altered = Array(StressBodies.body(for: "/damaged", size: fault.bodySize).prefix(16_378))
+                var altered = Array(StressBodies.body(for: "/damaged", size: fault.bodySize).prefix(14_330))
                 altered[100] ^= 0xFF
                 #expect(try server.command([Array("HSET".utf8), Array(hash.utf8), field, altered]) == ":0")
             }
