@@ -79,7 +79,7 @@ struct EntryRecord {
 
     /// `nil` for bytes of another version or damaged ones (read as a miss). A body the record
     /// describes is checked against it: chunk counts and inline lengths must add up to the
-    /// entry's size.
+    /// entry's size, and an inline body is at most ``RedisStore/inlineLimit`` bytes.
     init?(serialized bytes: [UInt8]) {
         var reader = ByteReader(bytes)
         guard reader.byte() == Self.formatVersion, let idText = reader.string(), let id = EntryID(rawValue: idText),
@@ -122,7 +122,9 @@ struct EntryRecord {
             }
             body = .chunked(checksums: checksums)
         case 1:
-            guard let checksum = reader.fixed64(), let count = reader.varint(), count <= bodySize else { return nil }
+            guard bodySize <= UInt64(RedisStore.inlineLimit), let checksum = reader.fixed64(),
+                let count = reader.varint(), count <= bodySize
+            else { return nil }
             var pieces: [Int] = []
             var total: UInt64 = 0
             for _ in 0..<count {

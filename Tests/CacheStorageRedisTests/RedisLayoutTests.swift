@@ -191,7 +191,8 @@ struct RedisLayoutTests {
             #expect(try store.entries().isEmpty)
 
             // Under the current key: a record of version 2, junk, a body field of no record, a
-            // record whose body field is cut short, and one that belongs to another URL.
+            // record claiming a huge inline body, one whose body field is cut short, and one
+            // that belongs to another URL.
             let key = "https://a.example/new"
             let hash = store.entryKey(key)
             let good = try Self.write(store, key, Self.body(16_384))
@@ -201,6 +202,15 @@ struct RedisLayoutTests {
             ] {
                 #expect(try server.command([Array("HSET".utf8), hash, name, value]) == ":1")
             }
+            // A record that says its inline body is 2^60 bytes, almost all of it in one piece.
+            let hashText = String(decoding: hash, as: UTF8.self).suffix(16)
+            let huge = EntryRecord(
+                entry: StoredEntry(
+                    id: try #require(EntryID(rawValue: hashText + String(repeating: "0", count: 16))),
+                    head: EntryHead(primaryKey: key, variantKey: "huge", url: key, status: 200, fields: [], facts: []),
+                    bodySize: 1 << 60, storedAt: 0, lastAccess: 0),
+                expiresAt: nil, body: .inline(checksum: 0, pieces: [(1 << 60) - 5], tail: [1, 2, 3, 4, 5]))
+            #expect(try server.command([Array("HSET".utf8), hash, Array("huge".utf8), huge.serialized()]) == ":1")
             #expect(try RedisStore(store.configuration).variants(of: key).map(\.id) == [good.id])
             #expect(try server.command([Array("HLEN".utf8), hash]) == ":3", "the bad fields were not removed")
 
