@@ -74,9 +74,10 @@ final class RedisBody: StoredBody {
     }
 }
 
-/// Writes one entry to Redis: full chunks go out as they fill (unreachable until the
-/// commit, and expiring by themselves if it never comes); the commit writes the rest, the
-/// body's description and the entry in one transaction.
+/// Writes one entry to Redis. A body of at most ``RedisStore/inlineLimit`` bytes is kept until
+/// the commit writes it into the entry's hash with its record; of a larger one, full chunks go
+/// out as they fill (unreachable until the commit, and expiring by themselves if it never
+/// comes), and the commit writes the last one and the record in one transaction.
 final class RedisWriter: EntryWriter {
     private let store: RedisStore
     private let head: EntryHead
@@ -131,20 +132,15 @@ final class RedisWriter: EntryWriter {
     private func finish(_ head: EntryHead) throws(StorageError) -> StoredEntry {
         guard !closed else { throw StorageError(.writerClosed, "the Redis writer was already committed or aborted") }
         closed = true
-        var last: [(index: Int, bytes: [UInt8])] = []
-        var checksums = self.checksums
-        if !pending.isEmpty {
-            last.append((checksums.count, pending))
-            checksums.append(XXH64.hash(pending))
-        }
         let size = Int64(written + pending.count)
+        let last = pending
         pending = []
         let entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: storedAt, lastAccess: storedAt)
+        if size <= Int64(RedisStore.inlineLimit) { return try store.commit(entry, .inline(last)) }
+        var checksums = self.checksums
+        if !last.isEmpty { checksums.append(XXH64.hash(last)) }
         return try store.commit(
-            entry, chunks: last,
-            description: BodyDescription(
-                primaryKey: head.primaryKey, variantKey: head.variantKey, size: size, checksums: checksums,
-                isInline: size <= Int64(RedisStore.inlineLimit)))
+            entry, .chunked(checksums: checksums, last: last.isEmpty ? nil : (checksums.count - 1, last)))
     }
 
     func abort() {
@@ -153,30 +149,37 @@ final class RedisWriter: EntryWriter {
     }
 }
 
-/// The inline bodies a lookup just read with their variants, for the `openBody` that follows
-/// (the hit then costs one round trip). A body never changes under its identity, so one kept
-/// here is always right; the few most recent are kept.
-final class RecentBodies: Sendable {
+/// The records a lookup just read, with their inline bodies, for the `openBody` that follows
+/// (a hit then costs one round trip). A record never changes its body under its identity, so
+/// one kept here is always right about the body; the few most recent are kept.
+final class RecentRecords: Sendable {
     private struct State {
-        var bodies: [EntryID: (description: BodyDescription, bytes: [UInt8])] = [:]
+        var records: [EntryID: (record: EntryRecord, inline: [UInt8]?)] = [:]
         var order: [EntryID] = []
     }
 
     private let state = Locked(State())
     private let capacity = 64
 
-    func keep(_ bytes: [UInt8], for record: EntryRecord) {
-        let entry = record.entry
-        let description = BodyDescription(
-            primaryKey: entry.head.primaryKey, variantKey: entry.head.variantKey, size: entry.bodySize,
-            checksums: entry.bodySize > 0 ? [record.inlineChecksum ?? 0] : [], isInline: true)
+    func keep(_ record: EntryRecord, inline: [UInt8]?) {
+        let id = record.entry.id
         state.withLock { state in
-            if state.bodies.updateValue((description, bytes), forKey: entry.id) == nil { state.order.append(entry.id) }
-            if state.order.count > capacity { state.bodies.removeValue(forKey: state.order.removeFirst()) }
+            if state.records.updateValue((record, inline), forKey: id) == nil { state.order.append(id) }
+            if state.order.count > capacity { state.records.removeValue(forKey: state.order.removeFirst()) }
         }
     }
 
-    func body(of id: EntryID) -> (description: BodyDescription, bytes: [UInt8])? {
-        state.withLock { $0.bodies[id] }
+    /// Forgets entries this store removed: their bodies are not opened again.
+    func forget(_ ids: some Sequence<EntryID>) {
+        state.withLock { state in
+            for id in ids { state.records.removeValue(forKey: id) }
+            state.order.removeAll { state.records[$0] == nil }
+        }
+    }
+
+    func forgetAll() { state.withLock { $0 = State() } }
+
+    func record(of id: EntryID) -> (record: EntryRecord, inline: [UInt8]?)? {
+        state.withLock { $0.records[id] }
     }
 }

@@ -6,21 +6,27 @@ import Foundation
 /// A store in Redis, standalone or a Redis Cluster: the shared tier several caches on several
 /// machines read and write.
 ///
-/// Layout, for a key prefix `P` and a primary key `K` whose 16-bit tag is `T` (every key of
-/// one primary key carries the hash tag `{T}`, so a Cluster keeps them in one slot and one
-/// transaction commits them):
-/// - `P{T}v:K`, a hash: variant key → the entry (its head, facts, size and times);
-/// - `P{T}m:ID`, the body's description (its primary and variant key, size, chunk checksums);
-/// - `P{T}c:ID:N`, the body in chunks of at most 1 MiB.
+/// Layout, for a key prefix `P` and a primary key `K` whose XXH64 is `H` (16 hex digits) and
+/// whose last 4 hex digits are its tag `T` (every key of one primary key carries the hash tag
+/// `{T}`, so a Cluster keeps them in one slot and one transaction commits them):
+/// - `P{T}e:H`, a hash: variant key → the entry's record (head, facts, size, times, expiry,
+///   where the body is and its XXH64); a body of at most ``inlineLimit`` bytes is in this hash
+///   too, cut so that Redis allocates and keeps resident as little as it can
+///   (``InlineLayout``): pieces of at most 14 KiB in fields named by the entry's identity and
+///   the piece's index, the rest after the record in the record's own value. Such an entry is
+///   one key with one TTL, evicted whole or not at all.
+/// - `P{T}c:ID:N`, a larger body in chunks of at most 1 MiB, with the XXH64 of each in the record.
 ///
-/// An entry's identity starts with its tag, so a body is found from the identity alone.
-/// A commit writes the description, the last chunks and the hash entry in one `MULTI`/`EXEC`:
-/// a reader sees a head only with its whole body. Every key expires when the entry can no
+/// An entry's identity is `H` and 16 random hex digits, so its hash is found from the identity
+/// alone. A commit writes the record with its body (or its last chunk) in one `MULTI`/`EXEC`:
+/// a reader sees a record only with its whole body. Every key expires when the entry can no
 /// longer be of use (freshness, `stale-while-revalidate`, `stale-if-error`, plus
 /// ``RedisConfiguration/keepTime`` for revalidation; pinned entries do not expire), so Redis
 /// frees memory by itself; and since Redis may also evict any key at any time (`maxmemory`),
-/// a body is checked chunk by chunk (presence, length, XXH64) and one with a part missing or
-/// wrong reads as a miss, never as a short or wrong body.
+/// a body is checked (presence, length, XXH64) and one with a part missing or wrong reads as
+/// a miss, never as a short or wrong body. Records Redis holds are input like any other: one
+/// that does not parse, whose body does not add up, or that sits under another key is a miss
+/// and is removed. Keys of earlier layouts (`P{T}v:K`, `P{T}m:ID`) are never read: they expire.
 ///
 /// Every change is announced on the channel `Pinvalidate` (``SharedStore`` listens there).
 /// What fails in Redis is thrown as a `StorageError` (a timeout as `.readFailed` or
@@ -82,35 +88,63 @@ public final class RedisStore: CacheStore {
         try run([arguments], slotKey: arguments.count > 1 ? arguments[1] : nil, failing: .readFailed)[0].bytes
     }
 
+    /// The keys of `primaryKey`'s entries and what Redis says they take (`MEMORY USAGE`, every
+    /// field counted): for the benchmarks that print what an entry costs.
+    package func memoryUsage(of primaryKey: String) throws(StorageError) -> (keys: Int, bytes: Int) {
+        let records = try records(of: primaryKey)
+        let keys =
+            [entryKey(primaryKey)]
+            + records.flatMap { record in (0..<record.chunkCount).map { chunkKey(record.entry.id, $0) } }
+        let replies = try run(
+            keys.map { [bytes("MEMORY"), bytes("USAGE"), $0, bytes("SAMPLES"), bytes("0")] }, slotKey: keys[0],
+            failing: .readFailed)
+        return (keys.count, replies.reduce(0) { $0 + Int($1.integer ?? 0) })
+    }
+
     /// Redis cannot tell when another cache changed a key.
     public var changeCount: UInt64? { nil }
 
     // MARK: Keys
 
-    /// The 4 hex digits every key of `primaryKey` is tagged with.
-    static func tag(of primaryKey: String) -> String {
-        let value = UInt16(truncatingIfNeeded: XXH64.hash(Array(primaryKey.utf8)))
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: 4 - text.count) + text
+    /// The 16 hex digits of `text`'s XXH64.
+    private static func hashText(_ text: String) -> String {
+        let digits = String(XXH64.hash(Array(text.utf8)), radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
-    private func key(_ tag: some StringProtocol, _ kind: String, _ rest: String) -> [UInt8] {
+    /// The 4 hex digits every key of `primaryKey` is tagged with.
+    static func tag(of primaryKey: String) -> String { String(hashText(primaryKey).suffix(4)) }
+
+    private func key(_ tag: some StringProtocol, _ kind: String, _ rest: some StringProtocol) -> [UInt8] {
         prefix + Array("{\(tag)}\(kind):".utf8) + Array(rest.utf8)
     }
 
-    func variantsKey(_ primaryKey: String) -> [UInt8] { key(Self.tag(of: primaryKey), "v", primaryKey) }
+    /// The hash of `primaryKey`'s entries.
+    func entryKey(_ primaryKey: String) -> [UInt8] {
+        let hash = Self.hashText(primaryKey)
+        return key(hash.suffix(4), "e", hash)
+    }
+
+    /// The hash `id`'s entry is in (its identity starts with its primary key's XXH64).
+    func entryKey(of id: EntryID) -> [UInt8] {
+        let hash = id.rawValue.prefix(16)
+        return key(hash.suffix(4), "e", hash)
+    }
+
     func lockKey(_ identity: String) -> [UInt8] { key(Self.tag(of: identity), "l", identity) }
     /// The set of the primary keys with an entry tagged `tag` (``EntryHead/tags``).
     private func tagKey(_ tag: String) -> [UInt8] { key(Self.tag(of: tag), "t", tag) }
-    private func metaKey(_ id: EntryID) -> [UInt8] { key(id.rawValue.prefix(4), "m", id.rawValue) }
     private func chunkKey(_ id: EntryID, _ index: Int) -> [UInt8] {
-        key(id.rawValue.prefix(4), "c", "\(id.rawValue):\(index)")
+        key(id.rawValue.prefix(16).suffix(4), "c", "\(id.rawValue):\(index)")
     }
+    /// The hash field of piece `index` of `id`'s inline body (a NUL first: no variant key
+    /// starts with one).
+    static func bodyField(_ id: EntryID, _ index: Int) -> [UInt8] { [0] + Array("\(id.rawValue):\(index)".utf8) }
     var channel: [UInt8] { prefix + Array("invalidate".utf8) }
 
-    /// A new identity that starts with `primaryKey`'s tag.
+    /// A new identity: `primaryKey`'s XXH64, then 64 random bits.
     private static func newID(for primaryKey: String) -> EntryID {
-        EntryID(rawValue: tag(of: primaryKey) + EntryID.random().rawValue.dropFirst(4))!
+        EntryID(rawValue: hashText(primaryKey) + EntryID.random().rawValue.prefix(16))!
     }
 
     // MARK: Running commands
@@ -186,8 +220,8 @@ public final class RedisStore: CacheStore {
         milliseconds.map { [bytes("PEXPIRE"), key, bytes(String($0))] } ?? [bytes("PERSIST"), key]
     }
 
-    /// Makes the variants hash live at least as long as `milliseconds` (`nil`: for ever).
-    private func extendVariants(_ key: [UInt8], _ milliseconds: Int?) -> [[[UInt8]]] {
+    /// Makes a hash or set live at least as long as `milliseconds` (`nil`: for ever).
+    private func extendLife(_ key: [UInt8], _ milliseconds: Int?) -> [[[UInt8]]] {
         guard let milliseconds else { return [[bytes("PERSIST"), key]] }
         return [
             [bytes("PEXPIRE"), key, bytes(String(milliseconds)), bytes("NX")],
@@ -195,19 +229,22 @@ public final class RedisStore: CacheStore {
         ]
     }
 
-    /// Lets a body's keys go after the grace time (removed or replaced; readers finish); an
-    /// inline body goes at once (a reader has it whole already).
+    /// Lets a replaced or removed entry's body go: chunks after the grace time (responses
+    /// being served from them finish), an inline body's own field at once (a reader has it
+    /// whole already).
     private func retire(_ record: EntryRecord) -> [[[UInt8]]] {
-        var commands: [[[UInt8]]] = [[bytes("DEL"), metaKey(record.entry.id)]]
-        if record.inlineChecksum != nil {
-            commands.append([bytes("HDEL"), variantsKey(record.entry.head.primaryKey), inlineField(record.entry.id)])
+        switch record.body {
+        case .inline(_, let pieces, _):
+            guard !pieces.isEmpty else { return [] }
+            return [
+                [bytes("HDEL"), entryKey(of: record.entry.id)]
+                    + pieces.indices.map { Self.bodyField(record.entry.id, $0) }
+            ]
+        case .chunked(let checksums):
+            return checksums.indices.map { index in
+                [bytes("PEXPIRE"), chunkKey(record.entry.id, index), bytes(String(Self.graceSeconds * 1000))]
+            }
         }
-        for index in 0..<record.chunkCount {
-            commands.append([
-                bytes("PEXPIRE"), chunkKey(record.entry.id, index), bytes(String(Self.graceSeconds * 1000)),
-            ])
-        }
-        return commands
     }
 
     // MARK: CacheStore
@@ -216,95 +253,112 @@ public final class RedisStore: CacheStore {
         try records(of: primaryKey).map(\.entry)
     }
 
-    /// The entries in `primaryKey`'s hash that have not expired.
+    /// The entries of `primaryKey` that have not expired.
     func records(of primaryKey: String) throws(StorageError) -> [EntryRecord] {
-        let key = variantsKey(primaryKey)
+        try records(in: entryKey(primaryKey)).filter { $0.entry.head.primaryKey == primaryKey }
+    }
+
+    /// The record of `id`, found in the hash its identity names.
+    private func record(of id: EntryID) throws(StorageError) -> EntryRecord? {
+        try records(in: entryKey(of: id)).first { $0.entry.id == id }
+    }
+
+    /// The records in the hash `key` that have not expired and whose inline bodies are whole,
+    /// kept with those bodies for the `openBody` that follows. What cannot be used is removed
+    /// from the hash: records that do not parse, that belong in another hash, that expired or
+    /// whose body's field is missing or of the wrong length, and body fields of no record.
+    private func records(in key: [UInt8]) throws(StorageError) -> [EntryRecord] {
         let reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0]
         guard let fields = reply.array else {
             if let message = reply.errorMessage { throw StorageError(.readFailed, "Redis: \(message)") }
             return []
         }
         let now = clock()
-        var found: [EntryRecord] = []
-        var expired: [[UInt8]] = []
-        var inline: [[UInt8]: [UInt8]] = [:]
+        var candidates: [(name: [UInt8], record: EntryRecord)] = []
+        var bodyFields: [[UInt8]: [UInt8]] = [:]
+        var unusable: [[UInt8]] = []
         for index in stride(from: 1, to: fields.count, by: 2) {
             guard let name = fields[index - 1].bytes else { continue }
             if name.first == 0 {
-                inline[name] = fields[index].bytes
+                bodyFields[name] = fields[index].bytes
                 continue
             }
             guard let value = fields[index].bytes, let record = EntryRecord(serialized: value),
-                record.entry.head.primaryKey == primaryKey
+                entryKey(of: record.entry.id) == key, entryKey(record.entry.head.primaryKey) == key,
+                Array(record.entry.head.variantKey.utf8) == name,
+                record.expiresAt.map({ $0 > now }) ?? true
             else {
-                expired.append(name)
+                unusable.append(name)
                 continue
             }
-            if let expiresAt = record.expiresAt, expiresAt <= now {
-                expired.append(name)
-                if record.inlineChecksum != nil { expired.append(inlineField(record.entry.id)) }
-            } else {
-                found.append(record)
+            candidates.append((name, record))
+        }
+        var found: [EntryRecord] = []
+        for (name, record) in candidates {
+            var inline: [UInt8]?
+            if case .inline(_, let pieces, let tail) = record.body {
+                let names = pieces.indices.map { Self.bodyField(record.entry.id, $0) }
+                var body: [UInt8] = []
+                body.reserveCapacity(Int(record.entry.bodySize))
+                for (field, length) in zip(names, pieces) {
+                    guard let piece = bodyFields.removeValue(forKey: field), piece.count == length else { break }
+                    body += piece
+                }
+                body += tail
+                guard body.count == record.entry.bodySize else {
+                    unusable += [name] + names
+                    continue
+                }
+                inline = body
             }
+            recentRecords.keep(record, inline: inline)
+            found.append(record)
         }
-        // Bodies in the hash came with it: kept for the `openBody` that follows a lookup.
-        for record in found where record.inlineChecksum != nil {
-            if let body = inline[inlineField(record.entry.id)] { recentBodies.keep(body, for: record) }
-        }
-        if !expired.isEmpty { _ = try? run([[bytes("HDEL"), key] + expired], slotKey: key, failing: .writeFailed) }
+        unusable += bodyFields.keys
+        if !unusable.isEmpty { _ = try? run([[bytes("HDEL"), key] + unusable], slotKey: key, failing: .writeFailed) }
         return found
     }
-
-    /// The hash field of an inline body (a NUL byte first: no variant key starts with one).
-    private func inlineField(_ id: EntryID) -> [UInt8] { [0] + Array("b:\(id.rawValue)".utf8) }
 
     /// Bodies larger than this are stored in chunks of their own; smaller ones in the hash.
     static let inlineLimit = 256 << 10
 
-    /// Inline bodies just read with their variants.
-    private let recentBodies = RecentBodies()
+    /// Records just read, with their inline bodies.
+    private let recentRecords = RecentRecords()
 
-    /// Opens a body: its description and its chunks in one round trip, all of them verified
-    /// before anything is served, so a body Redis evicted a part of reads as a miss (not as a
-    /// response cut off half way). Of a body of more than 8 chunks (8 MiB), the first 8 are read
-    /// and the others are checked to exist; those are read as they are served.
+    /// Opens a body, all of it verified before anything is served, so that a body Redis evicted
+    /// a part of reads as a miss (not as a response cut off half way). An inline body came
+    /// with its record (the lookup before this one read it); of a chunked one, the first 8
+    /// chunks (8 MiB) are read and the others checked to exist, in one round trip, and those
+    /// are read as they are served.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
-        if let recent = recentBodies.body(of: id) { return try inlineBody(id, recent.description, recent.bytes) }
-        let meta = metaKey(id)
+        let known: (record: EntryRecord, inline: [UInt8]?)
+        if let recent = recentRecords.record(of: id) {
+            known = recent
+        } else {
+            guard try record(of: id) != nil, let read = recentRecords.record(of: id) else {
+                throw StorageError(.notFound, "no entry \(id) in Redis (removed, expired or evicted)")
+            }
+            known = read
+        }
+        let body = RedisBody(store: self, id: id, description: known.record.bodyDescription)
+        guard case .chunked(let checksums) = known.record.body else {
+            if let inline = known.inline, !inline.isEmpty { try body.accept(inline, chunk: 0) }
+            return body
+        }
+        let eager = min(checksums.count, Self.eagerChunks)
+        let rest = (eager..<checksums.count).map { chunkKey(id, $0) }
+        let first = chunkKey(id, 0)
         let replies = try run(
-            [[bytes("MGET"), meta] + (0..<Self.eagerChunks).map { chunkKey(id, $0) }], slotKey: meta,
-            failing: .readFailed)
-        guard let values = replies[0].array, values.count == Self.eagerChunks + 1 else {
+            [[bytes("MGET")] + (0..<eager).map { chunkKey(id, $0) }] + (rest.isEmpty ? [] : [[bytes("EXISTS")] + rest]),
+            slotKey: first, failing: .readFailed)
+        guard let values = replies[0].array, values.count == eager else {
             throw StorageError(.readFailed, "Redis: \(replies[0].errorMessage ?? "an unexpected reply to MGET")")
         }
-        guard let metaBytes = values[0].bytes, let description = BodyDescription(serialized: metaBytes) else {
-            throw StorageError(.notFound, "no body for \(id) in Redis (removed, expired or evicted)")
-        }
-        if description.isInline {
-            let key = variantsKey(description.primaryKey)
-            let reply = try run([[bytes("HGET"), key, inlineField(id)]], slotKey: key, failing: .readFailed)[0]
-            guard let bytes = reply.bytes else { throw evicted(id) }
-            return try inlineBody(id, description, bytes)
-        }
-        let body = RedisBody(store: self, id: id, description: description)
-        let count = description.checksums.count
-        for index in 0..<min(count, Self.eagerChunks) {
-            guard let chunk = values[index + 1].bytes else { throw evicted(id) }
+        for (index, value) in values.enumerated() {
+            guard let chunk = value.bytes else { throw evicted(id) }
             try body.accept(chunk, chunk: index)
         }
-        if count > Self.eagerChunks {
-            let rest = (Self.eagerChunks..<count).map { chunkKey(id, $0) }
-            let reply = try run([[bytes("EXISTS")] + rest], slotKey: meta, failing: .readFailed)[0]
-            guard reply.integer == Int64(rest.count) else { throw evicted(id) }
-        }
-        return body
-    }
-
-    private func inlineBody(_ id: EntryID, _ description: BodyDescription, _ bytes: [UInt8]) throws(StorageError)
-        -> any StoredBody
-    {
-        let body = RedisBody(store: self, id: id, description: description)
-        if description.size > 0 { try body.accept(bytes, chunk: 0) }
+        if !rest.isEmpty, replies[1].integer != Int64(rest.count) { throw evicted(id) }
         return body
     }
 
@@ -319,49 +373,62 @@ public final class RedisStore: CacheStore {
         RedisWriter(store: self, head: head, id: Self.newID(for: head.primaryKey), storedAt: clock())
     }
 
-    /// Commits a written entry: the rest of its chunks, its description and its hash field in
-    /// one transaction; the variant it replaces is retired.
-    func commit(
-        _ entry: StoredEntry, chunks: [(index: Int, bytes: [UInt8])], description: BodyDescription
-    ) throws(StorageError) -> StoredEntry {
-        let key = variantsKey(entry.head.primaryKey)
+    /// A body as its writer hands it to the commit.
+    enum WrittenBody {
+        /// The whole body, to be kept in the entry's hash.
+        case inline([UInt8])
+        /// The XXH64 of each chunk, and the last chunk when it is not written yet.
+        case chunked(checksums: [UInt64], last: (index: Int, bytes: [UInt8])?)
+    }
+
+    /// Commits a written entry: its record with an inline body (or a chunked body's last
+    /// chunk) in one transaction; the variant it replaces is retired.
+    func commit(_ entry: StoredEntry, _ written: WrittenBody) throws(StorageError) -> StoredEntry {
+        let key = entryKey(entry.head.primaryKey)
         let variant = Array(entry.head.variantKey.utf8)
         let previous = try run([[bytes("HGET"), key, variant]], slotKey: key, failing: .writeFailed)[0].bytes
-            .flatMap(EntryRecord.init(serialized:))
+            .flatMap(EntryRecord.init(serialized:)).flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
         var entry = entry
         if previous?.entry.isPinned == true { entry.isPinned = true }
         let expiresAt = expiresAt(facts: entry.head.facts, pinned: entry.isPinned)
         let lifetime = milliseconds(until: expiresAt)
-        let inline = description.isInline
-        let record = EntryRecord(
-            entry: entry, chunkCount: inline ? 0 : description.checksums.count, expiresAt: expiresAt,
-            inlineChecksum: inline ? description.checksums.first ?? XXH64.hash([]) : nil)
         // The tags' sets first: a failure there stores nothing, so no entry is ever out of
         // its tags' reach. A member left behind by a failed commit is skipped on removal.
         for tag in Set(entry.head.tags) {
             let setKey = tagKey(tag)
             let replies = try run(
-                [[bytes("SADD"), setKey, Array(entry.head.primaryKey.utf8)]] + extendVariants(setKey, lifetime),
+                [[bytes("SADD"), setKey, Array(entry.head.primaryKey.utf8)]] + extendLife(setKey, lifetime),
                 slotKey: setKey, failing: .writeFailed)
             if let message = replies.lazy.compactMap(\.errorMessage).first {
                 throw StorageError(.writeFailed, "Redis refused a write: \(message)")
             }
         }
         var commands: [[[UInt8]]] = []
-        if !inline {
-            commands = chunks.map { [bytes("SET"), chunkKey(entry.id, $0.index), $0.bytes] }
-            for index in 0..<description.checksums.count {
-                commands.append(expiry(chunkKey(entry.id, index), lifetime))
+        switch written {
+        case .inline(let body):
+            let checksum = XXH64.hash(body)
+            var record = EntryRecord(
+                entry: entry, expiresAt: expiresAt, body: .inline(checksum: checksum, pieces: [], tail: []))
+            let pieces = InlineLayout.pieces(bodySize: body.count, recordSize: record.recordSize)
+            var hset = [bytes("HSET"), key, variant, []]
+            var start = 0
+            for (index, length) in pieces.enumerated() {
+                hset += [Self.bodyField(entry.id, index), Array(body[start..<start + length])]
+                start += length
             }
+            record.body = .inline(checksum: checksum, pieces: pieces, tail: Array(body[start...]))
+            hset[3] = record.serialized()
+            commands.append(hset)
+        case .chunked(let checksums, let last):
+            if let last { commands.append([bytes("SET"), chunkKey(entry.id, last.index), last.bytes]) }
+            for index in checksums.indices { commands.append(expiry(chunkKey(entry.id, index), lifetime)) }
+            let record = EntryRecord(entry: entry, expiresAt: expiresAt, body: .chunked(checksums: checksums))
+            commands.append([bytes("HSET"), key, variant, record.serialized()])
         }
-        commands.append([bytes("SET"), metaKey(entry.id), description.serialized()])
-        commands.append(expiry(metaKey(entry.id), lifetime))
-        commands.append(
-            [bytes("HSET"), key, variant, record.serialized()]
-                + (inline ? [inlineField(entry.id), chunks.first?.bytes ?? []] : []))
-        commands += extendVariants(key, lifetime)
+        commands += extendLife(key, lifetime)
         if let previous, previous.entry.id != entry.id { commands += retire(previous) }
         _ = try transaction(commands, slotKey: key, then: [publishCommand(entry.head.primaryKey)])
+        if let previous { recentRecords.forget([previous.entry.id]) }
         return entry
     }
 
@@ -385,21 +452,6 @@ public final class RedisStore: CacheStore {
         return values.map(\.bytes)
     }
 
-    /// The record of `id`, found through its body description.
-    private func record(of id: EntryID) throws(StorageError) -> EntryRecord? {
-        let meta = metaKey(id)
-        guard let metaBytes = try run([[bytes("GET"), meta]], slotKey: meta, failing: .readFailed)[0].bytes,
-            let description = BodyDescription(serialized: metaBytes)
-        else { return nil }
-        let key = variantsKey(description.primaryKey)
-        let reply = try run(
-            [[bytes("HGET"), key, Array(description.variantKey.utf8)]], slotKey: key, failing: .readFailed)[0]
-        guard let value = reply.bytes, let record = EntryRecord(serialized: value), record.entry.id == id else {
-            return nil
-        }
-        return record
-    }
-
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         guard var record = try record(of: id) else {
             throw StorageError(.notFound, "no entry \(id) in Redis (removed, expired or evicted)")
@@ -414,18 +466,17 @@ public final class RedisStore: CacheStore {
     /// then lives at least as long as the longest of them.
     private func rewrite(_ records: [EntryRecord]) throws(StorageError) {
         guard let primaryKey = records.first?.entry.head.primaryKey else { return }
-        let key = variantsKey(primaryKey)
+        let key = entryKey(primaryKey)
         var commands: [[[UInt8]]] = []
         for record in records {
             commands.append([bytes("HSET"), key, Array(record.entry.head.variantKey.utf8), record.serialized()])
             let lifetime = milliseconds(until: record.expiresAt)
-            commands.append(expiry(metaKey(record.entry.id), lifetime))
             for index in 0..<record.chunkCount {
                 commands.append(expiry(chunkKey(record.entry.id, index), lifetime))
             }
         }
         let longest = records.contains { $0.expiresAt == nil } ? nil : records.compactMap(\.expiresAt).max()
-        commands += extendVariants(key, milliseconds(until: longest))
+        commands += extendLife(key, milliseconds(until: longest))
         _ = try transaction(commands, slotKey: key, then: [publishCommand(primaryKey)])
     }
 
@@ -439,9 +490,10 @@ public final class RedisStore: CacheStore {
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
         let records = try records(of: primaryKey)
-        let key = variantsKey(primaryKey)
+        let key = entryKey(primaryKey)
         _ = try transaction(
             [[bytes("DEL"), key]] + records.flatMap(retire), slotKey: key, then: [publishCommand(primaryKey)])
+        recentRecords.forget(records.map(\.entry.id))
         return records.count
     }
 
@@ -458,10 +510,11 @@ public final class RedisStore: CacheStore {
     /// Removes `records`, variants of `primaryKey`, in one transaction; returns how many.
     private func remove(_ records: [EntryRecord], of primaryKey: String) throws(StorageError) -> Int {
         guard !records.isEmpty else { return 0 }
-        let key = variantsKey(primaryKey)
+        let key = entryKey(primaryKey)
         _ = try transaction(
             [[bytes("HDEL"), key] + records.map { Array($0.entry.head.variantKey.utf8) }] + records.flatMap(retire),
             slotKey: key, then: [publishCommand(primaryKey)])
+        recentRecords.forget(records.map(\.entry.id))
         return records.count
     }
 
@@ -483,12 +536,13 @@ public final class RedisStore: CacheStore {
             _ = try run(keys.map { [bytes("UNLINK"), $0] }, on: node, failing: .writeFailed)
         }
         _ = try? run([publishCommand("*")], slotKey: nil, failing: .writeFailed)
+        recentRecords.forgetAll()
     }
 
     public func entries() throws(StorageError) -> [StoredEntry] {
         var found: [StoredEntry] = []
         let now = clock()
-        try forEachKey(matching: Self.globEscaped(prefix) + Array("{*}v:*".utf8)) { node, keys throws(StorageError) in
+        try forEachKey(matching: Self.globEscaped(prefix) + Array("{*}e:*".utf8)) { node, keys throws(StorageError) in
             // The field names first: the records are read, not the inline bodies beside them.
             let names = try run(keys.map { [bytes("HKEYS"), $0] }, on: node, failing: .readFailed)
             var reads: [[[UInt8]]] = []

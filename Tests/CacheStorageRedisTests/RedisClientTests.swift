@@ -126,7 +126,7 @@ struct RedisClientTests {
                         primaryKey: "https://evil.example/", url: "https://evil.example/", status: 200, fields: [],
                         facts: []),
                     bodySize: 0, storedAt: 0, lastAccess: 0),
-                chunkCount: 0, expiresAt: nil, inlineChecksum: nil)
+                expiresAt: nil, body: .inline(checksum: 0, pieces: [], tail: []))
             let writer = try store.makeWriter(
                 for: EntryHead(
                     primaryKey: "https://a.example/", url: "https://a.example/", status: 200, fields: [], facts: []))

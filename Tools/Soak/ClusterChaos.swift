@@ -9,8 +9,8 @@ import Glibc
 ///   started again (`restartDelay` seconds later) and rejoins as a replica; the next kill waits
 ///   until every server says `cluster_state:ok` again;
 /// - every second `deletionsPerSecond` random body chunks (`P{T}c:ID:N`) are deleted from the
-///   masters, and every 5 s one body description (`P{T}m:ID`) is replaced by junk: the store
-///   keeps the record whose body can no longer be read.
+///   masters, and every 5 s one entry's record (the field of its hash `P{T}e:H` named by the
+///   variant key, empty here) is replaced by junk: the store reads a record it cannot parse.
 final class ClusterChaos: Sendable {
     /// What the chaos did.
     struct Counters: Sendable {
@@ -23,7 +23,7 @@ final class ClusterChaos: Sendable {
         /// The longest time from a kill to the cluster whole again, in seconds.
         var longestRecovery = 0.0
         var chunksDeleted = 0
-        var descriptionsJunked = 0
+        var recordsJunked = 0
         /// Chaos that could not be done as asked (the cluster did not recover in time).
         var problems: [String] = []
     }
@@ -228,12 +228,12 @@ final class ClusterChaos: Sendable {
                 }
             }
             if junk {
-                let descriptions = masters.flatMap { master in scan(master, "*}m:*").map { (master, $0) } }
-                // XX: only a description that is still there; KEEPTTL: it expires as it would have.
-                if let (master, key) = descriptions.randomElement(),
-                    (try? master.command("SET", key, "junk", "XX", "KEEPTTL")) == "+OK"
+                let entries = masters.flatMap { master in scan(master, "*}e:*").map { (master, $0) } }
+                // Only a record that is still there (HSET answers 0 when it replaces a field).
+                if let (master, key) = entries.randomElement(),
+                    (try? master.command([Array("HSET".utf8), Array(key.utf8), [], Array("junk".utf8)])) == ":0"
                 {
-                    counters.withLock { $0.descriptionsJunked += 1 }
+                    counters.withLock { $0.recordsJunked += 1 }
                 }
             }
             let rest = started + 1 - MonotonicClock.seconds()

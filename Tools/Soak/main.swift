@@ -50,7 +50,7 @@ let usage = """
       --kill-every S    a master SIGKILLed every S seconds (default 60; 0: never); its replica
                         takes over, and it is started again 3 s later and rejoins as a replica
       --delete-chunks R body chunks deleted per second (default 2; 0: none), and every 5 s a
-                        body's description replaced by junk: bodies that cannot be read
+                        entry's record replaced by junk: entries that cannot be read
       --redis-timeout MS
                         the proxies' --redis-timeout (default 250: on a busy machine a read of
                         8 MiB often takes longer than httpcache's default of 50)
@@ -315,7 +315,7 @@ func soak(directory: String, logs: String) throws -> Bool {
               chaos: \(counted.kills) masters SIGKILLed, \(counted.failovers) replicas took over, \
             \(counted.restarts) restarted, \(counted.rejoined) rejoined as replicas (longest kill to \
             cluster_state:ok \(String(format: "%.1f", counted.longestRecovery)) s); \(counted.chunksDeleted) body \
-            chunks deleted, \(counted.descriptionsJunked) body descriptions replaced by junk
+            chunks deleted, \(counted.recordsJunked) records replaced by junk
               Redis at the end: \(redisSummary(cluster))
             """)
         for problem in counted.problems { say("  - chaos: \(problem)") }
