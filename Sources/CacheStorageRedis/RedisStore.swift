@@ -10,9 +10,9 @@ import Foundation
 /// whose last 4 hex digits are its tag `T` (every key of one primary key carries the hash tag
 /// `{T}`, so a Cluster keeps them in one slot and one transaction commits them):
 /// - `P{T}e:H`, a hash: variant key → the entry's record (head, facts, size, times, expiry,
-///   where the body is and its XXH64); a body of at most ``inlineLimit`` bytes is in this hash
+///   where the body is and its XXH64); a body of at most `inlineLimit` (256 KiB) bytes is in this hash
 ///   too, cut so that Redis allocates and keeps resident as little as it can
-///   (``InlineLayout``): pieces of at most 14 KiB in fields named by the entry's identity and
+///   (`InlineLayout`): pieces of at most 14 KiB in fields named by the entry's identity and
 ///   the piece's index, the rest after the record in the record's own value. Such an entry is
 ///   one key with one TTL, evicted whole or not at all.
 /// - `P{T}c:ID:N`, a larger body in chunks of at most 1 MiB, with the XXH64 of each in the record.
