@@ -346,7 +346,9 @@ public final class CachingProxy: Sendable {
             do {
                 try disk.flush()
             } catch {
-                handler.configuration.log("could not write the last index changes at shutdown: \(error)")
+                handler.configuration.log(
+                    "could not commit the last stored entries at shutdown: \(error); "
+                        + "those entries are not kept and will be fetched from the origin again")
             }
         }
     }
