@@ -80,10 +80,15 @@ public final class MemoryStore: CacheStore {
             slots.slot(hash: id.hashValue) { nodes[$0].id == id }
         }
 
+        /// The slot of the oldest variant of `primaryKey` (the others follow ``Node/nextVariant``).
+        func firstVariant(of primaryKey: String) -> Int? {
+            byKey.slot(hash: primaryKey.hashValue) { nodes[$0].head.primaryKey == primaryKey }
+        }
+
         /// The slots of the variants of `primaryKey`, oldest first.
         func variants(of primaryKey: String) -> [Int] {
             var result: [Int] = []
-            var cursor = byKey.slot(hash: primaryKey.hashValue) { nodes[$0].head.primaryKey == primaryKey } ?? -1
+            var cursor = firstVariant(of: primaryKey) ?? -1
             while cursor >= 0 {
                 result.append(cursor)
                 cursor = Int(nodes[cursor].nextVariant)
@@ -218,8 +223,9 @@ public final class MemoryStore: CacheStore {
             state.nodes.append(node)
         }
         state.slots.insert(slot, hash: entry.id.hashValue)
-        // The last of its key's variants.
-        if let last = state.variants(of: entry.head.primaryKey).last {
+        // The last of its key's variants (found by walking the links: no array made).
+        if var last = state.firstVariant(of: entry.head.primaryKey) {
+            while state.nodes[last].nextVariant >= 0 { last = Int(state.nodes[last].nextVariant) }
             state.nodes[last].nextVariant = Int32(slot)
         } else {
             state.byKey.insert(slot, hash: entry.head.primaryKey.hashValue)
