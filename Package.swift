@@ -52,9 +52,16 @@ let package = Package(
         // host verification, SNI, ALPN, session resumption, close_notify told from a cut. Non-blocking
         // calls with a poll(2) layer on top, for our HTTP client and the tests' HTTPS origin.
         .target(name: "CacheTLS", dependencies: ["CacheSystem", "COpenSSLHTTPCache"], swiftSettings: strictSettings),
+        // Hashes, HMAC and AES-256-GCM behind one small interface: OpenSSL's libcrypto on Linux (the
+        // library TLS already links), CryptoKit on Apple platforms. Digest fields (RFC 9530) and
+        // encryption at rest.
+        .target(
+            name: "CacheCrypto",
+            dependencies: [.target(name: "COpenSSLHTTPCache", condition: .when(platforms: [.linux]))],
+            swiftSettings: strictSettings),
         // Where responses live: memory tier, SQLite index + body files.
         .target(
-            name: "CacheStorage", dependencies: ["CacheSemantics", "CacheSystem", "CSQLiteHTTPCache"],
+            name: "CacheStorage", dependencies: ["CacheSemantics", "CacheSystem", "CacheCrypto", "CSQLiteHTTPCache"],
             swiftSettings: strictSettings),
         // The same store on Redis or a Redis Cluster (its own RESP client): the shared tier of
         // several caches. A target of its own so that only those who want it link it.
@@ -206,6 +213,8 @@ let package = Package(
             swiftSettings: strictSettings),
         // The floor's own tests: the lock, the LRU, the clock, sockets, errno texts, threads.
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strictSettings),
+        // Known answers from the standards' own vectors, and every way a sealed block can be refused.
+        .testTarget(name: "CacheCryptoTests", dependencies: ["CacheCrypto"], swiftSettings: strictSettings),
         .testTarget(
             name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "CacheTestSupport"],
             swiftSettings: strictSettings),

@@ -1,4 +1,4 @@
-// OpenSSL 3 (libssl and libcrypto) for CacheTLS, from Debian's libssl-dev or Homebrew's
+// OpenSSL 3 (libssl and libcrypto) for CacheTLS and CacheCrypto, from Debian's libssl-dev or Homebrew's
 // openssl@3. The function-like macros Swift cannot import are wrapped here as functions; no
 // logic lives in this file.
 #ifndef COPENSSL_HTTPCACHE_SHIM_H
@@ -7,6 +7,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>

@@ -1,0 +1,144 @@
+import Testing
+
+@testable import CacheCrypto
+
+private func hex(_ bytes: [UInt8]) -> String {
+    bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+}
+
+private func bytes(hex text: String) -> [UInt8] {
+    var result: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        result.append(UInt8(text[index..<next], radix: 16)!)
+        index = next
+    }
+    return result
+}
+
+@Suite struct DigestTests {
+    /// FIPS 180-4's examples ("abc", and the 448-bit two-block message).
+    @Test func knownAnswers() {
+        #expect(
+            hex(DigestAlgorithm.sha256.hash(Array("abc".utf8)))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            hex(DigestAlgorithm.sha512.hash(Array("abc".utf8)))
+                == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
+                + "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f")
+        #expect(
+            hex(DigestAlgorithm.sha256.hash([]))
+                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    /// Bytes given in pieces hash as the same bytes given at once, whatever the cut.
+    @Test(arguments: DigestAlgorithm.allCases) func piecesHashLikeTheWhole(_ algorithm: DigestAlgorithm) {
+        let body = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        for cut in [0, 1, 63, 64, 65, 4_096, 9_999, 10_000] {
+            var hasher = DigestHasher(algorithm)
+            hasher.update(Array(body[..<cut]))
+            hasher.update(Array(body[cut...]))
+            #expect(hasher.finalize() == algorithm.hash(body), "cut at \(cut)")
+        }
+        #expect(algorithm.hash(body).count == algorithm.byteCount)
+    }
+}
+
+@Suite struct SymmetricKeyTests {
+    private let key = SymmetricKey(bytes: Array(0..<32))!
+
+    /// HMAC-SHA-256 (RFC 2104) against Python's hmac module on the same key and message.
+    @Test func authenticationCodeMatchesAnIndependentImplementation() {
+        #expect(
+            hex(key.authenticationCode(Array("what do ya want for nothing?".utf8)))
+                == "099805f4ac310786968565c098db515cc50862b420ae31e20238312344bed36a")
+        #expect(hex(key.derived("index").bytes) == "c401e9a95ddbdf38f28fc9bc6285ce24b2c0f87484bae8b7d459ca995ef3b0aa")
+    }
+
+    @Test func onlyThirtyTwoBytesMakeAKey() {
+        #expect(SymmetricKey(bytes: Array(repeating: 1, count: 31)) == nil)
+        #expect(SymmetricKey(bytes: Array(repeating: 1, count: 33)) == nil)
+        #expect(SymmetricKey.random() != SymmetricKey.random())
+        #expect(key.derived("body") != key.derived("index"))
+    }
+}
+
+@Suite struct AESGCMTests {
+    private let zeroKey = SymmetricKey(bytes: Array(repeating: 0, count: 32))!
+    private let zeroNonce = [UInt8](repeating: 0, count: 12)
+
+    /// The GCM specification's test cases 13 and 14 (AES-256, zero key and nonce).
+    @Test func knownAnswers() {
+        let empty = [UInt8]().withUnsafeBytes { plain in
+            AESGCM.seal(
+                plain, key: zeroKey, nonce: zeroNonce, authenticating: UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        #expect(hex(empty) == "530f8afbc74536b9a963b4f1c4cb738b")
+        let block = [UInt8](repeating: 0, count: 16).withUnsafeBytes { plain in
+            AESGCM.seal(
+                plain, key: zeroKey, nonce: zeroNonce, authenticating: UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        #expect(hex(block) == "cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919")
+    }
+
+    private func seal(_ plain: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8] {
+        plain.withUnsafeBytes { plain in
+            aad.withUnsafeBytes { AESGCM.seal(plain, key: key, nonce: nonce, authenticating: $0) }
+        }
+    }
+
+    private func open(_ sealed: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8]? {
+        sealed.withUnsafeBytes { sealed in
+            aad.withUnsafeBytes { AESGCM.open(sealed, key: key, nonce: nonce, authenticating: $0) }
+        }
+    }
+
+    /// Authenticated encryption: anything but the exact sealed bytes under the same key, nonce and
+    /// associated data is refused, never decrypted into other bytes.
+    @Test func everyAlterationIsRefused() {
+        let key = SymmetricKey.random()
+        let nonce = SecureRandom.bytes(12)
+        let plain = Array("a stored body, block 3 of entry 17".utf8)
+        let aad = Array("entry 17 block 3".utf8)
+        let sealed = seal(plain, key: key, nonce: nonce, aad: aad)
+        #expect(sealed.count == plain.count + AESGCM.tagByteCount)
+        #expect(open(sealed, key: key, nonce: nonce, aad: aad) == plain)
+        #expect(open(sealed, key: SymmetricKey.random(), nonce: nonce, aad: aad) == nil)
+        #expect(open(sealed, key: key, nonce: SecureRandom.bytes(12), aad: aad) == nil)
+        #expect(open(sealed, key: key, nonce: nonce, aad: Array("entry 18 block 3".utf8)) == nil)
+        #expect(open(Array(sealed.dropLast()), key: key, nonce: nonce, aad: aad) == nil)
+        #expect(open(Array(sealed.prefix(AESGCM.tagByteCount - 1)), key: key, nonce: nonce, aad: aad) == nil)
+        #expect(open(sealed, key: key, nonce: Array(nonce.prefix(11)), aad: aad) == nil)
+        for position in [0, 5, plain.count, sealed.count - 1] {
+            var flipped = sealed
+            flipped[position] ^= 0x01
+            #expect(open(flipped, key: key, nonce: nonce, aad: aad) == nil, "bit flipped at \(position)")
+        }
+        let emptySealed = seal([], key: key, nonce: nonce, aad: aad)
+        #expect(open(emptySealed, key: key, nonce: nonce, aad: aad) == [])
+    }
+}
+
+@Suite struct Base64Tests {
+    /// RFC 4648 §10's test vectors, both ways.
+    @Test func rfc4648Section10Vectors() {
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=",
+            "foobar": "Zm9vYmFy",
+        ]
+        for (plain, encoded) in vectors {
+            #expect(Base64.encode(Array(plain.utf8)) == encoded)
+            #expect(Base64.decode(Substring(encoded)) == Array(plain.utf8))
+        }
+        let all = (0...255).map { UInt8($0) }
+        #expect(Base64.decode(Substring(Base64.encode(all))) == all)
+    }
+
+    /// What is not base64 is refused (RFC 4648 §3.3, §3.5), never decoded to something.
+    @Test func malformedIsRefused() {
+        for text in ["Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zm-v", "Zm9v\n", "=Zm9", "Zg==Zg==", "Zm 9v", "é123"] {
+            #expect(Base64.decode(Substring(text)) == nil, "\(text)")
+        }
+    }
+}
