@@ -189,6 +189,10 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
         /// another user (its owner or mode, or a symbolic link in place of a file); the message
         /// says which and how to fix it (``DiskStore/prepareDirectory(_:)``).
         case unsafeDirectory
+        /// The store is encrypted and no key or another key was given, a key was given for a
+        /// store made without one, or a key file cannot be used; the message says which and
+        /// what to do (``EncryptionKey``).
+        case encryption
     }
 
     /// The kind of failure.

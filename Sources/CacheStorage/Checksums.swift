@@ -109,6 +109,12 @@ struct BlockChecksums {
         }
     }
 
+    /// Counts `bytes` without checksumming them (an encrypted store's blocks authenticate
+    /// themselves).
+    mutating func count(_ bytes: [UInt8]) {
+        totalBytes += Int64(bytes.count)
+    }
+
     /// The checksums, with the last partial block closed: eight little-endian bytes each.
     func finished() -> [UInt8] {
         var all = sums

@@ -60,19 +60,34 @@ extension DiskStore {
     }
 
     func entry(from row: Statement, _ column: EntryColumns) -> StoredEntry? {
-        guard let id = EntryID(rawValue: row.text(column.id)),
-            let fields = row.blob(column.fields).flatMap({ HeaderFields(serialized: $0) }),
-            let policy = StoragePolicy(rawValue: UInt8(clamping: row.int(column.storagePolicy)))
-        else { return nil }
-        let head = EntryHead(
-            primaryKey: row.text(column.primaryKey), variantKey: row.text(column.variantKey), url: row.text(column.url),
-            status: Int(row.int(column.status)), fields: fields, facts: row.blob(column.facts) ?? [],
-            storagePolicy: policy, userInfo: row.blob(column.userInfo), isComplete: row.bool(column.complete),
-            tags: Self.tags(serialized: row.blob(column.tags)))
+        guard let id = EntryID(rawValue: row.text(column.id)) else { return nil }
+        let head: EntryHead
+        if let sealing {
+            // A row that does not open (altered, or sealed for another entry) is skipped: a miss.
+            guard let sealed = row.blob(column.fields), let opened = sealing.openHead(sealed, id: id) else {
+                return nil
+            }
+            head = opened
+        } else {
+            guard let fields = row.blob(column.fields).flatMap({ HeaderFields(serialized: $0) }),
+                let policy = StoragePolicy(rawValue: UInt8(clamping: row.int(column.storagePolicy)))
+            else { return nil }
+            head = EntryHead(
+                primaryKey: row.text(column.primaryKey), variantKey: row.text(column.variantKey),
+                url: row.text(column.url), status: Int(row.int(column.status)), fields: fields,
+                facts: row.blob(column.facts) ?? [], storagePolicy: policy, userInfo: row.blob(column.userInfo),
+                isComplete: row.bool(column.complete), tags: Self.tags(serialized: row.blob(column.tags)))
+        }
         return StoredEntry(
             id: id, head: head, bodySize: row.int(column.bodySize), storedAt: row.double(column.storedAt),
             lastAccess: row.double(column.lastAccess), hits: Int(row.int(column.hits)),
             isPinned: row.bool(column.pinned))
+    }
+
+    /// What the index's `primary_key` column holds for `primaryKey`: itself, or in an encrypted
+    /// store its keyed hash.
+    static func indexed(primaryKey: String, _ sealing: StoreSealing?) -> String {
+        sealing?.lookupKey("p", primaryKey) ?? primaryKey
     }
 
     /// A number that changes after every write to the index by any process (not after access
@@ -93,8 +108,11 @@ extension DiskStore {
             }
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
-            try query.bind(primaryKey, to: ":primary_key")
-            let result = try entries(from: query)
+            try query.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
+            var result = try entries(from: query)
+            // A sealed head says which key it was stored under: a lookup column moved to another
+            // row finds nothing.
+            if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
             if let count {
                 let cost =
                     MemoryCost.string(primaryKey)
@@ -126,19 +144,21 @@ extension DiskStore {
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
-        let found = try state.withLock { state throws(StorageError) -> BodyLocation? in
-            let query = try state.connection.statement(
-                "SELECT body_size, checksums, body, in_file FROM entries WHERE id = :id")
-            let column = try query.columns(BodyLocation.Columns.self)
-            try query.bind(id.rawValue, to: ":id")
-            defer { query.reset() }
-            guard try query.step() else { return nil }
-            return BodyLocation(
-                size: query.int(column.bodySize), checksums: query.blob(column.checksums) ?? [],
-                inline: query.bool(column.inFile) ? nil : query.blob(column.body) ?? [])
-        }
+        let found = try state.withLock { state throws(StorageError) in try Self.location(of: id, state.connection) }
         guard let found else { throw MemoryStore.notFound(id) }
         return found
+    }
+
+    /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row.
+    static func location(of id: EntryID, _ connection: SQLiteConnection) throws(StorageError) -> BodyLocation? {
+        let query = try connection.statement("SELECT body_size, checksums, body, in_file FROM entries WHERE id = :id")
+        let column = try query.columns(BodyLocation.Columns.self)
+        try query.bind(id.rawValue, to: ":id")
+        defer { query.reset() }
+        guard try query.step() else { return nil }
+        return BodyLocation(
+            size: query.int(column.bodySize), checksums: query.blob(column.checksums) ?? [],
+            inline: query.bool(column.inFile) ? nil : query.blob(column.body) ?? [])
     }
 
     /// Opens the body of `id`: read later, it is still this version even when the entry is
@@ -148,7 +168,29 @@ extension DiskStore {
         let corrupted: @Sendable (String) -> StorageError = { [weak self] detail in
             self?.corrupted(id, detail) ?? StorageError(.corrupted, "entry \(id) was corrupted on disk (\(detail))")
         }
+        do {
+            return try body(of: id, at: location, corrupted: corrupted)
+        } catch  where error.kind == .notFound {
+            // Removed or replaced (here or by another process) since its row was read.
+            if !isIndexed(id) { throw error }
+            throw corrupted("its body file is missing")
+        }
+    }
+
+    /// The body of `id` at `location`, its blocks checked (or opened, in an encrypted store) as
+    /// they are read; a body that fails throws what `corrupted` makes of it. A missing body
+    /// file throws ``StorageError/Kind/notFound``.
+    func body(
+        of id: EntryID, at location: BodyLocation, corrupted: @escaping @Sendable (String) -> StorageError
+    ) throws(StorageError) -> any StoredBody {
         if let inline = location.inline {
+            if let sealing {
+                guard let body = sealing.body.openAll(inline, size: location.size, owner: Array(id.rawValue.utf8))
+                else {
+                    throw corrupted("its inline body does not authenticate")
+                }
+                return BytesBody(body)
+            }
             guard Int64(inline.count) == location.size else { throw corrupted("inline body has the wrong length") }
             try BlockChecksums.verify(
                 inline, blocks: 0...(blockCount(location.size) - 1), against: location.checksums, corrupted)
@@ -157,11 +199,14 @@ extension DiskStore {
         let path = bodiesDirectory + "/" + id.rawValue
         guard let descriptor = FileIO.openRegular(path) else {
             let code = errno
-            // Removed or replaced (here or by another process) since its row was read.
-            if code == ENOENT && !isIndexed(id) { throw MemoryStore.notFound(id) }
-            if code == ENOENT { throw corrupted("its body file is missing") }
+            if code == ENOENT { throw MemoryStore.notFound(id) }
             if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
             throw StorageError(.readFailed, "cannot open \(path): \(errnoText(code))")
+        }
+        if let sealing {
+            return SealedFileBody(
+                descriptor: descriptor, path: path, size: location.size, sealing: sealing.body,
+                owner: Array(id.rawValue.utf8), corrupted: corrupted)
         }
         return FileBody(
             descriptor: descriptor, path: path, size: location.size, checksums: location.checksums,

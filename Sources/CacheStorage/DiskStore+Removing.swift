@@ -14,18 +14,26 @@ import Darwin
 extension DiskStore {
     // MARK: - Removing
 
-    /// Deletes the rows `whereClause` selects (binding `argument` to `:argument`) and unlinks their files
-    /// after the commit. Returns how many rows.
-    func delete(where whereClause: String, _ argument: String?) throws(StorageError) -> Int {
+    /// Deletes the rows `whereClause` selects (binding `argument` to `:argument`) and, when
+    /// `matching` is given, whose entry it accepts; unlinks their files after the commit.
+    /// Returns how many rows.
+    func delete(
+        where whereClause: String, _ argument: String?, matching: ((StoredEntry) -> Bool)? = nil
+    ) throws(StorageError) -> Int {
         try flushAccess()
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
-                let select = try state.connection.statement("SELECT id, in_file FROM entries \(whereClause)")
+                let select = try state.connection.statement(
+                    "SELECT \(Self.entryColumns), in_file FROM \(Self.entrySource) \(whereClause)")
                 if let argument { try select.bind(argument, to: ":argument") }
-                let (id, inFile) = (try select.column("id"), try select.column("in_file"))
+                let columns = try select.columns(EntryColumns.self)
+                let (id, inFile) = (columns.id, try select.column("in_file"))
                 var rows: [(id: String, inFile: Bool)] = []
-                while try select.step() { rows.append((select.text(id), select.bool(inFile))) }
+                while try select.step() {
+                    if let matching, !(entry(from: select, columns).map(matching) ?? false) { continue }
+                    rows.append((select.text(id), select.bool(inFile)))
+                }
                 for row in rows { try Self.deleteRow(row.id, state.connection) }
                 return rows
             }
@@ -35,19 +43,25 @@ extension DiskStore {
     }
 
     public func remove(_ id: EntryID) throws(StorageError) {
-        _ = try delete(where: "WHERE id = :argument", id.rawValue)
+        _ = try delete(where: "WHERE entries.id = :argument", id.rawValue)
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE primary_key = :argument", primaryKey)
+        try delete(where: "WHERE primary_key = :argument", Self.indexed(primaryKey: primaryKey, sealing))
     }
 
+    /// In an encrypted store the index holds no URL to compare: every head is opened and its
+    /// URL compared, a scan of the whole index.
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE substr(url, 1, length(:argument)) = :argument", prefix)
+        guard sealing != nil else {
+            return try delete(where: "WHERE substr(url, 1, length(:argument)) = :argument", prefix)
+        }
+        return try delete(where: "", nil) { $0.head.url.utf8.starts(with: prefix.utf8) }
     }
 
     public func remove(tag: String) throws(StorageError) -> Int {
-        try delete(where: "WHERE id IN (SELECT id FROM tags WHERE tag = :argument)", tag)
+        try delete(
+            where: "WHERE entries.id IN (SELECT id FROM tags WHERE tag = :argument)", Self.indexed(tag: tag, sealing))
     }
 
     public func removeAll() throws(StorageError) {
@@ -98,7 +112,7 @@ extension DiskStore {
                 let update = try state.connection.statement(
                     "UPDATE entries SET pinned = :pinned WHERE primary_key = :primary_key AND pinned != :pinned")
                 try update.bind(pinned, to: ":pinned")
-                try update.bind(primaryKey, to: ":primary_key")
+                try update.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
                 try update.run()
                 let changed = state.connection.changes
                 return (changed, pinned ? [] : try evict(state.connection))

@@ -114,49 +114,17 @@ extension DiskStore {
                     SELECT id, in_file, pinned FROM entries
                     WHERE primary_key = :primary_key AND variant_key = :variant_key
                     """)
-                try existing.bind(head.primaryKey, to: ":primary_key")
-                try existing.bind(head.variantKey, to: ":variant_key")
+                try existing.bind(Self.indexed(primaryKey: head.primaryKey, sealing), to: ":primary_key")
+                try existing.bind(Self.indexed(head, sealing), to: ":variant_key")
                 if try existing.step() {
                     let oldID = existing.text(try existing.column("id"))
                     if existing.bool(try existing.column("in_file")) { obsolete.append(oldID) }
                     entry.isPinned = existing.bool(try existing.column("pinned"))
                     try Self.deleteRow(oldID, state.connection)
                 }
-                let insert = try state.connection.statement(
-                    """
-                    INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
-                        body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete,
-                        tags)
-                    VALUES (:id, :primary_key, :variant_key, :url, :status, :fields, :facts, :facts_version,
-                        :body_size, :checksums, :body, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
-                        :complete, :tags)
-                    """)
-                try insert.bind(id.rawValue, to: ":id")
-                try insert.bind(head.primaryKey, to: ":primary_key")
-                try insert.bind(head.variantKey, to: ":variant_key")
-                try insert.bind(head.url, to: ":url")
-                try insert.bind(Int64(head.status), to: ":status")
-                try insert.bind(head.fields.serialized(), to: ":fields")
-                try insert.bind(head.facts, to: ":facts")
-                try insert.bind(Int64(head.facts.first ?? 0), to: ":facts_version")
-                try insert.bind(size, to: ":body_size")
-                try insert.bind(checksums, to: ":checksums")
-                try insert.bind(inline, to: ":body")
-                try insert.bind(inline == nil, to: ":in_file")
-                try insert.bind(now, to: ":stored_at")
-                try insert.bind(entry.isPinned, to: ":pinned")
-                try insert.bind(Int64(head.storagePolicy.rawValue), to: ":storage_policy")
-                try insert.bind(head.userInfo, to: ":user_info")
-                try insert.bind(head.isComplete, to: ":complete")
-                try insert.bind(head.tags.isEmpty ? nil : Self.serialized(tags: head.tags), to: ":tags")
-                try insert.run()
-                for tag in Set(head.tags) {
-                    let row = try state.connection.statement(
-                        "INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")
-                    try row.bind(tag, to: ":tag")
-                    try row.bind(id.rawValue, to: ":id")
-                    try row.run()
-                }
+                try Self.insertRow(
+                    state.connection, id: id, head: head, size: size, checksums: checksums, inline: inline,
+                    storedAt: now, pinned: entry.isPinned, sealing: sealing)
                 let access = try state.connection.statement(
                     "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
                 try access.bind(id.rawValue, to: ":id")
@@ -177,6 +145,68 @@ extension DiskStore {
         unlinkBodies(obsolete)
         return entry
     }
+
+    /// What the index's `variant_key` column holds for `head`: its variant key, or in an
+    /// encrypted store a keyed hash of its primary and variant keys.
+    static func indexed(_ head: EntryHead, _ sealing: StoreSealing?) -> String {
+        sealing?.lookupKey("v", head.primaryKey + "\0" + head.variantKey) ?? head.variantKey
+    }
+
+    /// Inserts the row of entry `id` and its tags. In an encrypted store (``sealing``) the row
+    /// keeps keyed hashes of its keys and tags, and its head sealed in `fields`; `inline` is
+    /// then already sealed.
+    static func insertRow(
+        _ connection: SQLiteConnection, id: EntryID, head: EntryHead, size: Int64, checksums: [UInt8],
+        inline: [UInt8]?, storedAt: Double, pinned: Bool, sealing: StoreSealing?
+    ) throws(StorageError) {
+        let insert = try connection.statement(
+            """
+            INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
+                body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete, tags)
+            VALUES (:id, :primary_key, :variant_key, :url, :status, :fields, :facts, :facts_version,
+                :body_size, :checksums, :body, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
+                :complete, :tags)
+            """)
+        try insert.bind(id.rawValue, to: ":id")
+        try insert.bind(Self.indexed(primaryKey: head.primaryKey, sealing), to: ":primary_key")
+        try insert.bind(Self.indexed(head, sealing), to: ":variant_key")
+        try insert.bind(Int64(head.facts.first ?? 0), to: ":facts_version")
+        try insert.bind(size, to: ":body_size")
+        try insert.bind(checksums, to: ":checksums")
+        try insert.bind(inline, to: ":body")
+        try insert.bind(inline == nil, to: ":in_file")
+        try insert.bind(storedAt, to: ":stored_at")
+        try insert.bind(pinned, to: ":pinned")
+        if let sealing {
+            try insert.bind("", to: ":url")
+            try insert.bind(Int64(0), to: ":status")
+            try insert.bind(sealing.seal(head, id: id), to: ":fields")
+            try insert.bind([], to: ":facts")
+            try insert.bind(Int64(0), to: ":storage_policy")
+            try insert.bind(nil, to: ":user_info")
+            try insert.bind(true, to: ":complete")
+            try insert.bind(nil, to: ":tags")
+        } else {
+            try insert.bind(head.url, to: ":url")
+            try insert.bind(Int64(head.status), to: ":status")
+            try insert.bind(head.fields.serialized(), to: ":fields")
+            try insert.bind(head.facts, to: ":facts")
+            try insert.bind(Int64(head.storagePolicy.rawValue), to: ":storage_policy")
+            try insert.bind(head.userInfo, to: ":user_info")
+            try insert.bind(head.isComplete, to: ":complete")
+            try insert.bind(head.tags.isEmpty ? nil : Self.serialized(tags: head.tags), to: ":tags")
+        }
+        try insert.run()
+        for tag in Set(head.tags) {
+            let row = try connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")
+            try row.bind(Self.indexed(tag: tag, sealing), to: ":tag")
+            try row.bind(id.rawValue, to: ":id")
+            try row.run()
+        }
+    }
+
+    /// What the `tags` table holds for `tag`: itself, or in an encrypted store its keyed hash.
+    static func indexed(tag: String, _ sealing: StoreSealing?) -> String { sealing?.lookupKey("t", tag) ?? tag }
 
     /// Deletes least recently used unpinned entries while the bodies exceed the capacity.
     /// Returns the body files to unlink once the transaction has committed.
@@ -232,14 +262,31 @@ extension DiskStore {
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let changed = try state.withLock { state throws(StorageError) -> Int in
             defer { changes?.bump() }
-            let update = try state.connection.statement(
-                "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id")
-            try update.bind(fields.serialized(), to: ":fields")
-            try update.bind(facts, to: ":facts")
-            try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
-            try update.bind(id.rawValue, to: ":id")
-            try update.run()
-            return state.connection.changes
+            return try state.connection.transaction { () throws(StorageError) -> Int in
+                let update = try state.connection.statement(
+                    sealing == nil
+                        ? "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id"
+                        : "UPDATE entries SET fields = :fields, facts_version = :facts_version WHERE id = :id")
+                if let sealing {
+                    // The head is sealed whole: opened, changed and sealed again.
+                    let query = try state.connection.statement(
+                        "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = :id")
+                    let columns = try query.columns(EntryColumns.self)
+                    try query.bind(id.rawValue, to: ":id")
+                    defer { query.reset() }
+                    guard try query.step(), var head = entry(from: query, columns)?.head else { return 0 }
+                    head.fields = fields
+                    head.facts = facts
+                    try update.bind(sealing.seal(head, id: id), to: ":fields")
+                } else {
+                    try update.bind(fields.serialized(), to: ":fields")
+                    try update.bind(facts, to: ":facts")
+                }
+                try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
+                try update.bind(id.rawValue, to: ":id")
+                try update.run()
+                return state.connection.changes
+            }
         }
         if changed == 0 { throw MemoryStore.notFound(id) }
     }

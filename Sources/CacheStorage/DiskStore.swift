@@ -35,6 +35,19 @@ import Darwin
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
 /// (`index.sqlite.unusable-<time>`) and a new one started, with the reason logged.
+///
+/// ## Encryption at rest
+///
+/// With ``Configuration/encryptionKey`` every body is sealed in AES-256-GCM blocks of 64 KiB
+/// (``BodySealing``: a random nonce and a tag per block, each block bound to its entry, its
+/// index and whether it is the last), inline bodies too; a block that does not authenticate is
+/// a miss and the entry is removed, as a checksum mismatch is. Each row keeps its head (keys,
+/// URL, status, fields, facts, `userInfo`, tags) sealed, and HMAC-SHA-256 of its primary key,
+/// variant key and tags as the columns lookups go by; a purge by URL prefix then opens every
+/// head (a scan). The index's `meta` table keeps a check value of the key (an HMAC of a fixed
+/// label), so another key, no key, or a key for a store made without one is refused with
+/// ``StorageError/Kind/encryption``; ``rekey(_:to:)`` changes it. Not hidden: the number of
+/// entries, body sizes (to the block), file names, access times and the index's page layout.
 public final class DiskStore: CacheStore {
     /// How much a commit waits for the disk.
     public enum Durability: Hashable, Sendable {
@@ -81,6 +94,11 @@ public final class DiskStore: CacheStore {
         public var writesBehind = false
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
+        /// The key bodies and the index are encrypted with, or `nil` for a store in the clear.
+        /// A store keeps what it was made with: opening it with another key, without its key,
+        /// or with a key when it was made without one throws ``StorageError/Kind/encryption``.
+        /// See "Encryption at rest" in ``DiskStore``.
+        public var encryptionKey: EncryptionKey?
 
         /// The default capacity: 1 GiB.
         public static let defaultCapacity: Int64 = 1 << 30
@@ -129,6 +147,8 @@ public final class DiskStore: CacheStore {
     /// The configuration.
     public let configuration: Configuration
     let bodiesDirectory: String
+    /// The keys derived from ``Configuration/encryptionKey``, when the store is encrypted.
+    let sealing: StoreSealing?
     let clock: @Sendable () -> Double
 
     struct State {
@@ -222,6 +242,7 @@ public final class DiskStore: CacheStore {
         self.configuration = configuration
         self.clock = clock
         bodiesDirectory = configuration.directory + "/bodies"
+        sealing = configuration.encryptionKey.map(StoreSealing.init)
         let connection = try Self.openIndex(configuration)
         state = Locked(State(connection: connection))
         accessLog = Locked(AccessLog(lastFlush: clock()))
@@ -449,7 +470,8 @@ public final class DiskStore: CacheStore {
         } catch {
             // A read-only directory, a full disk or a lock held too long says nothing about
             // the index: keep it.
-            if error.kind == .writeFailed || error.kind == .busy { throw error }
+            // Nor does a key that does not fit it.
+            if [.writeFailed, .busy, .encryption].contains(error.kind) { throw error }
             let aside = path + ".unusable-\(Int(Date().timeIntervalSince1970))"
             configuration.log(
                 "the cache index \(path) cannot be used (\(error.message)); moved it to \(aside) and started an "
@@ -482,10 +504,13 @@ public final class DiskStore: CacheStore {
         let tables = try connection.statement("SELECT count(*) AS tables FROM sqlite_master")
         let tableCount = try tables.column("tables")
         guard try tables.step() else { throw StorageError(.index, "no schema") }
-        if version == 0 && tables.int(tableCount) == 0 {
+        let isNew = version == 0 && tables.int(tableCount) == 0
+        tables.reset()
+        if isNew {
             try connection.transaction { () throws(StorageError) in
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
+                if let key = configuration.encryptionKey { try setKeyCheck(key.checkValue, connection) }
             }
         } else if (1...3).contains(version) {
             try connection.transaction { () throws(StorageError) in
@@ -499,6 +524,8 @@ public final class DiskStore: CacheStore {
         // Reading the totals row proves the schema is usable.
         let totals = try connection.statement("SELECT entries FROM totals WHERE id = 0")
         guard try totals.step() else { throw StorageError(.index, "the totals row is missing") }
+        totals.reset()
+        try checkKey(configuration, connection)
         for file in ["-wal", "-shm"] { FileIO.restrictMode(path + file, 0o600) }
         return connection
     }

@@ -9,13 +9,18 @@ import Glibc
 import Darwin
 #endif
 
-/// Writes one entry: small bodies in memory, larger ones to a locked temporary file.
+/// Writes one entry: small bodies in memory, larger ones to a locked temporary file. In an
+/// encrypted store the file gets sealed blocks (``BlockSealer``) and an inline body is sealed
+/// at the commit; its identity is then final.
 final class DiskWriter: EntryWriter {
     private let store: DiskStore
     private var head: EntryHead
     private var id = EntryID.random()
     private var buffer: [UInt8] = []
+    /// The checksums of a body in the clear; only its byte count when the store is encrypted.
     private var checksums = BlockChecksums()
+    /// Seals the body file's blocks, from its creation on, in an encrypted store.
+    private var sealer: BlockSealer?
     private var fd: Int32 = -1
     private var closed = false
 
@@ -38,21 +43,34 @@ final class DiskWriter: EntryWriter {
                 "not stored: the body exceeds the maximum entry size of \(store.configuration.maximumEntrySize) "
                     + "bytes; raise the disk capacity or maximumEntrySize")
         }
-        checksums.add(chunk)
+        if store.sealing == nil { checksums.add(chunk) } else { checksums.count(chunk) }
         do {
             if fd < 0 {
                 buffer += chunk
                 if buffer.count > store.configuration.inlineBodyLimit {
                     fd = try createTemporaryFile()
-                    try FileIO.writeAll(fd, buffer, path: temporaryPath)
+                    if let sealing = store.sealing {
+                        sealer = BlockSealer(sealing.body, owner: Array(id.rawValue.utf8))
+                    }
+                    try writeToFile(buffer)
                     buffer = []
                 }
             } else {
-                try FileIO.writeAll(fd, chunk, path: temporaryPath)
+                try writeToFile(chunk)
             }
         } catch {
             abort()
             throw error
+        }
+    }
+
+    /// Writes body bytes to the temporary file, sealed in an encrypted store.
+    private func writeToFile(_ bytes: [UInt8]) throws(StorageError) {
+        if sealer != nil {
+            let sealed = sealer!.add(bytes)
+            if !sealed.isEmpty { try FileIO.writeAll(fd, sealed, path: temporaryPath) }
+        } else {
+            try FileIO.writeAll(fd, bytes, path: temporaryPath)
         }
     }
 
@@ -71,9 +89,19 @@ final class DiskWriter: EntryWriter {
     func commit() throws(StorageError) -> StoredEntry {
         guard !closed else { throw StorageError(.writerClosed, "commit after commit or abort") }
         closed = true
-        let sums = checksums.finished()
+        let sums = store.sealing == nil ? checksums.finished() : []
         guard fd >= 0 else {
-            return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: buffer)
+            let inline =
+                store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: Array(id.rawValue.utf8)) } ?? buffer
+            return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: inline)
+        }
+        if sealer != nil {
+            do {
+                try FileIO.writeAll(fd, sealer!.finish(), path: temporaryPath)
+            } catch {
+                abort()
+                throw error
+            }
         }
         // The lock is held until the index commit is done, so a sweep never takes the file: the
         // store closes the descriptor then.

@@ -117,3 +117,56 @@ final class FileBody: StoredBody {
         return offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<(offset + count)])
     }
 }
+
+/// A body in a file of an encrypted disk store (``BodySealing``'s blocks), opened once and read
+/// with `pread`: a range reads and opens the blocks that cover it. A block that does not
+/// authenticate is never handed out.
+final class SealedFileBody: StoredBody {
+    let size: Int64
+    private let descriptor: Int32
+    private let path: String
+    private let sealing: BodySealing
+    private let owner: [UInt8]
+    /// Describes a failure for the caller and removes the entry.
+    private let corrupted: @Sendable (String) -> StorageError
+
+    /// Takes ownership of `descriptor`, which it closes when released.
+    init(
+        descriptor: Int32, path: String, size: Int64, sealing: BodySealing, owner: [UInt8],
+        corrupted: @escaping @Sendable (String) -> StorageError
+    ) {
+        self.descriptor = descriptor
+        self.path = path
+        self.size = size
+        self.sealing = sealing
+        self.owner = owner
+        self.corrupted = corrupted
+    }
+
+    deinit { close(descriptor) }
+
+    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
+        let lower = max(0, range.lowerBound)
+        let upper = min(range.upperBound, size - 1)
+        guard lower <= upper else { return [] }
+        let block = Int64(BodySealing.blockSize)
+        let blocks = Int(lower / block)...Int(upper / block)
+        let start = BodySealing.sealedOffset(ofBlock: blocks.lowerBound)
+        let end = min(BodySealing.sealedSize(size), BodySealing.sealedOffset(ofBlock: blocks.upperBound + 1))
+        let sealed: [UInt8]
+        do {
+            sealed = try FileIO.read(descriptor, count: Int(end - start), at: start, path: path)
+        } catch  where error.kind == .corrupted {
+            throw corrupted(error.message)
+        }
+        let bytes: [UInt8]
+        switch sealed.withUnsafeBytes({ sealing.open($0, blocks: blocks, size: size, owner: owner) }) {
+        case .success(let opened): bytes = opened
+        case .failure(let failure):
+            throw corrupted("block \(failure.block) does not authenticate: altered, moved or sealed with another key")
+        }
+        let offset = Int(lower - Int64(blocks.lowerBound) * block)
+        let count = Int(upper - lower) + 1
+        return offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<(offset + count)])
+    }
+}

@@ -136,6 +136,62 @@ struct CrashTests {
         }
     }
 
+    /// Issue 32: a rekey killed at any moment leaves a store that opens with the old key (killed
+    /// before its commit) or the new one (after), every entry intact and no file left over.
+    /// `CRASH_TEST_REKEY_KILLS` sets the number of kills (default 30).
+    @Test("every SIGKILL during a rekey leaves a store that opens with the old or the new key, no entry lost")
+    func killDuringRekey() async throws {
+        try await offPool {
+            let kills = ProcessInfo.processInfo.environment["CRASH_TEST_REKEY_KILLS"].flatMap { Int($0) } ?? 30
+            let stress = URL(fileURLWithPath: try StoreTestSupport.stressExecutable())
+            let directory = TemporaryDirectory("cachestorage-rekey-crash")
+            let store = directory.path + "/store"
+            var keys: [(path: String, key: EncryptionKey)] = []
+            for name in ["a", "b"] {
+                let bytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
+                let path = directory.path + "/key-" + name
+                #expect(
+                    FileManager.default.createFile(
+                        atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+                keys.append((path, try EncryptionKey(contentsOfFile: path)))
+            }
+            let sizes = [0, 100, 16_384, 20_000, 65_536, 70_000, 200_000]
+            do {
+                let writer = try DiskStore(StoreCheck.configuration(store, key: keys[0].key))
+                for key in 0..<40 {
+                    try StressBodies.write(into: writer, key: key, generation: key, size: sizes[key % sizes.count])
+                }
+            }
+            // How long a whole rekey takes here: the kills land anywhere within it.
+            let started = Date()
+            let whole = try StoreTestSupport.run(stress.path, ["rekey", store, keys[0].path, keys[1].path])
+            #expect(whole.exited && whole.status == 0, "the rekey failed: \(whole.errors)")
+            let span = UInt64(Date().timeIntervalSince(started) * 1_000_000)
+            var current = 1
+            var (interrupted, switched) = (0, 0)
+            for kill in 1...kills {
+                let delay = UInt64.random(in: 0...(span / 2))
+                let (old, new) = (keys[current], keys[1 - current])
+                _ = try StressChild.runAndKill(
+                    stress, arguments: ["rekey", store, old.path, new.path], delayMicroseconds: delay)
+                let opensWithNew = (try? DiskStore(StoreCheck.configuration(store, key: new.key))) != nil
+                let report = StoreCheck.check(directory: store, key: opensWithNew ? new.key : old.key)
+                let context = "kill \(kill) after \(delay) µs (the key \(opensWithNew ? "after" : "before") the rekey)"
+                #expect(report.problems.isEmpty, "\(context): \(report.problems.joined(separator: "; "))")
+                #expect(report.entriesChecked == 40, "\(context): \(report.entriesChecked) entries")
+                guard report.problems.isEmpty else { break }
+                if opensWithNew {
+                    current = 1 - current
+                    switched += 1
+                } else {
+                    interrupted += 1
+                }
+            }
+            print("CrashTests: \(kills) rekeys killed, \(interrupted) before their switch, \(switched) after")
+            #expect(interrupted > 0, "no kill landed before a rekey's switch")
+        }
+    }
+
     private static func put(_ store: DiskStore, url: String, key: Int, body: [UInt8]) throws {
         let head = EntryHead(
             primaryKey: StressBodies.primaryKey(key: key), url: url, status: 200, fields: [:], facts: [1])
@@ -152,19 +208,22 @@ enum StoreCheck {
     }
 
     /// What `StorageStress` uses.
-    static func configuration(_ directory: String) -> DiskStore.Configuration {
-        DiskStore.Configuration(directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
+    static func configuration(_ directory: String, key: EncryptionKey? = nil) -> DiskStore.Configuration {
+        var configuration = DiskStore.Configuration(
+            directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
+        configuration.encryptionKey = key
+        return configuration
     }
 
     static func files(in directory: String) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
     }
 
-    static func check(directory: String) -> Report {
+    static func check(directory: String, key: EncryptionKey? = nil) -> Report {
         var report = Report()
         let store: DiskStore
         do {
-            store = try DiskStore(configuration(directory))
+            store = try DiskStore(configuration(directory, key: key))
         } catch {
             report.problems.append("the store does not open: \(error)")
             return report
@@ -244,9 +303,18 @@ enum StressChild {
         _ executable: URL, directory: String, seed: UInt64, maximumSize: Int, delayMicroseconds: UInt64,
         writesBehind: Bool
     ) throws -> Outcome {
+        try runAndKill(
+            executable,
+            arguments: [writesBehind ? "write-behind-loop" : "write-loop", directory, "\(seed)", "\(maximumSize)"],
+            delayMicroseconds: delayMicroseconds)
+    }
+
+    /// Runs `executable` with `arguments` and kills it `delayMicroseconds` after it said "ready"
+    /// (unless it ended first: then ``Outcome/killedBySIGKILL`` is `false`).
+    static func runAndKill(_ executable: URL, arguments: [String], delayMicroseconds: UInt64) throws -> Outcome {
         let process = Process()
         process.executableURL = executable
-        process.arguments = [writesBehind ? "write-behind-loop" : "write-loop", directory, "\(seed)", "\(maximumSize)"]
+        process.arguments = arguments
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

@@ -11,6 +11,8 @@ import Testing
 /// and tiered stores alike.
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case memory, disk, tiered
+    /// The disk store encrypted at rest (`DiskStore.Configuration.encryptionKey`).
+    case encryptedDisk
     /// `RedisStore` on a real standalone Redis, and on a real Redis Cluster of three masters.
     case redis, redisCluster
     /// `SharedStore`: a local memory tier in front of the standalone Redis.
@@ -27,6 +29,10 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         switch self {
         case .memory: return MemoryStore(capacity: capacity, maximumEntrySize: capacity / 2, clock: clock.now)
         case .disk: return try DiskStore(configuration, clock: clock.now)
+        case .encryptedDisk:
+            var encrypted = configuration
+            encrypted.encryptionKey = EncryptionKey(bytes: Array(repeating: 7, count: 32))
+            return try DiskStore(encrypted, clock: clock.now)
         case .tiered:
             return TieredStore(
                 memory: MemoryStore(capacity: capacity, maximumEntrySize: capacity / 2, clock: clock.now),
@@ -46,7 +52,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     }
 
     /// The stores that keep to a byte capacity of their own (Redis' is its `maxmemory`).
-    static let bounded: [StoreKind] = [.memory, .disk, .tiered]
+    static let bounded: [StoreKind] = [.memory, .disk, .encryptedDisk, .tiered]
 
     /// A configuration with a key prefix no other test uses.
     static func redisConfiguration(cluster: Bool, maximumEntrySize: Int64 = 1 << 30) throws -> RedisConfiguration {

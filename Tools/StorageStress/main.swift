@@ -3,6 +3,10 @@
 //   StorageStress write-loop DIR SEED [MAXSIZE]  writes entries until killed
 //   StorageStress mixed DIR SECONDS SEED [MAXSIZE]  mixed put/get/remove, verifying every body
 //   StorageStress verify DIR                     opens the store, checks every entry, reports
+//   StorageStress rekey DIR OLDKEY NEWKEY       rekeys the store (key files; "-" for none) once
+//
+// With $HTTPCACHE_ENCRYPTION_KEY_FILE set, every mode but rekey opens the store encrypted with
+// that key.
 //
 // Bodies are derived from their URLs (StressBodies), so any reader can verify them. Exit
 // status: 0 on success, 1 when a wrong body was read, 2 for usage errors.
@@ -27,8 +31,14 @@ let configuration = {
     var configuration = DiskStore.Configuration(
         directory: directory, capacity: 64 << 20, inlineBodyLimit: 16 * 1024, log: { _ in })
     configuration.writesBehind = arguments.first == "write-behind-loop"
+    configuration.encryptionKey = ProcessInfo.processInfo.environment["HTTPCACHE_ENCRYPTION_KEY_FILE"].map(key)
     return configuration
 }()
+
+/// The key in the file `path`.
+func key(_ path: String) -> EncryptionKey {
+    do { return try EncryptionKey(contentsOfFile: path) } catch { fail("\(error)", status: 2) }
+}
 let writeLoops = ["write-loop", "write-behind-loop"]
 
 /// Sizes that exercise inline bodies, one block, several blocks and a partial last block.
@@ -134,6 +144,18 @@ case "verify":
     let checked = verifyAll(store)
     store.sweep()
     print("verified \(checked)")
+case "rekey":
+    guard arguments.count == 4 else { fail("usage: rekey DIR OLDKEY NEWKEY (key files, - for none)", status: 2) }
+    let (old, new) = (arguments[2] == "-" ? nil : key(arguments[2]), arguments[3] == "-" ? nil : key(arguments[3]))
+    var from = configuration
+    from.encryptionKey = old
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
+    do {
+        let result = try DiskStore.rekey(from, to: new)
+        print("rekeyed \(result.entries), dropped \(result.dropped)")
+    } catch {
+        fail("rekey: \(error)")
+    }
 default:
     fail("unknown mode \(arguments[0])", status: 2)
 }
