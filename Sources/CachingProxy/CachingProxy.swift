@@ -56,6 +56,9 @@ public final class CachingProxy: Sendable {
         public var memoryCapacity: Int64 = 256 << 20
         /// Bytes of bodies kept on disk.
         public var diskCapacity: Int64 = 1 << 30
+        /// The key the store in ``cacheDirectory`` is encrypted with at rest (see
+        /// `DiskStore.Configuration.encryptionKey`); `nil` keeps it in the clear.
+        public var encryptionKey: EncryptionKey?
         /// The name in `Cache-Status` (RFC 9211 §2) and `Via` (RFC 9110 §7.6.3).
         public var name = "httpcache"
         /// Clients not on loopback may `PURGE` and read metrics when they send

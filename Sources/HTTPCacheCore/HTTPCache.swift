@@ -47,6 +47,16 @@ public final class HTTPCache: Sendable {
         /// let cache = try HTTPCache(configuration: configuration)
         /// ```
         public var store: (any CacheStore)?
+        /// The key the disk store in ``directory`` is encrypted with at rest (AES-256-GCM): its
+        /// bodies, URLs, fields and keys. `nil` (the default) keeps it in the clear. A directory
+        /// made with a key opens only with that key, one made without a key refuses one (both a
+        /// `StorageError` of kind `encryption` from the initializer); `httpcache rekey` changes
+        /// it. The memory tier holds plaintext: it is RAM. Ignored with ``store``.
+        ///
+        /// ```swift
+        /// configuration.encryptionKey = try EncryptionKey(contentsOfFile: "/run/secrets/cache-key")
+        /// ```
+        public var encryptionKey: EncryptionKey?
         /// The largest body stored; larger responses are passed on and not stored (the
         /// response's ``CachedResponse/reasons`` say so). Default: 1/8 of the disk capacity.
         public var maximumEntrySize: Int64?
@@ -137,11 +147,11 @@ public final class HTTPCache: Sendable {
         if let given = configuration.store {
             store = given
         } else if let directory = configuration.directory {
-            let disk = try DiskStore(
-                DiskStore.Configuration(
-                    directory: directory, capacity: configuration.diskCapacity, maximumEntrySize: maximum,
-                    log: configuration.log),
-                clock: clock)
+            var diskConfiguration = DiskStore.Configuration(
+                directory: directory, capacity: configuration.diskCapacity, maximumEntrySize: maximum,
+                log: configuration.log)
+            diskConfiguration.encryptionKey = configuration.encryptionKey
+            let disk = try DiskStore(diskConfiguration, clock: clock)
             let memory = MemoryStore(
                 capacity: configuration.memoryCapacity,
                 maximumEntrySize: min(maximum ?? configuration.memoryCapacity / 4, configuration.memoryCapacity),

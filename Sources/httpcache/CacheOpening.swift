@@ -1,11 +1,12 @@
 import CacheStorage
+import CacheSystem
 import Foundation
 import HTTPCacheCore
 
 /// The options every subcommand that uses the cache accepts, and opening it.
 struct CacheOptions: Sendable {
-    /// The option specs: `--cache-dir DIR`.
-    static let specs: [OptionSpec] = [.value("--cache-dir")] + RedisOptions.specs
+    /// The option specs: `--cache-dir DIR`, `--encryption-key-file FILE`, the Redis tier's.
+    static let specs: [OptionSpec] = [.value("--cache-dir"), EncryptionKeyOption.spec] + RedisOptions.specs
 
     /// The cache directory: `--cache-dir`, else `$HTTPCACHE_DIR`, else the user's cache
     /// directory (`DiskStore.defaultDirectory()`).
@@ -16,9 +17,12 @@ struct CacheOptions: Sendable {
     var trustedCertificateFiles: [String]
     /// The subcommand, for messages.
     var command: String
+    /// The key of an encrypted cache (``EncryptionKeyOption``).
+    var encryptionKey: EncryptionKey?
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         redis = try RedisOptions(arguments)
+        encryptionKey = try EncryptionKeyOption.key(arguments)
         trustedCertificateFiles = arguments.all("--cacert")
         command = arguments.command
         if let given = arguments.value("--cache-dir") {
@@ -43,12 +47,16 @@ struct CacheOptions: Sendable {
         var configuration = HTTPCache.Configuration()
         configuration.directory = directory
         configuration.isShared = isShared
+        configuration.encryptionKey = encryptionKey
         configuration.log = { message in Console.error("httpcache: \(message)\n") }
         // Inspection commands read only the shared store: without Redis they have nothing to show.
         configuration.store = try redis.openStore(
             defaultLocalMemory: 0, listens: false, mustReach: !network, log: configuration.log)
         let failure = { (error: StorageError) in
-            Failure(
+            guard error.kind != .encryption else {
+                return Failure(.failure, "could not open the cache: \(error) (\(EncryptionKeyOption.given))")
+            }
+            return Failure(
                 .failure,
                 "could not open the cache in \(directory): \(error)"
                     + (error.kind == .unsafeDirectory ? "; or" : "; check that it is a writable directory, or")
@@ -60,6 +68,32 @@ struct CacheOptions: Sendable {
             return try HTTPCache(configuration: configuration, transport: transport)
         } catch {
             throw failure(error)
+        }
+    }
+}
+
+/// `--encryption-key-file FILE`, else `$HTTPCACHE_ENCRYPTION_KEY_FILE`: the key of an encrypted
+/// cache, for every command that opens one and for `serve`.
+enum EncryptionKeyOption {
+    static let spec = OptionSpec.value("--encryption-key-file")
+    /// How a key is given, for messages.
+    static let given = "a key is given with --encryption-key-file FILE or $HTTPCACHE_ENCRYPTION_KEY_FILE"
+    /// The key in the file `option` names (else, for the default option, the one
+    /// `$HTTPCACHE_ENCRYPTION_KEY_FILE` names); `nil` when neither is given.
+    /// - Throws: ``Failure`` with ``ExitCode/failure`` when the file cannot be read or holds no key.
+    static func key(_ arguments: ParsedArguments, option: String = "--encryption-key-file") throws(Failure)
+        -> EncryptionKey?
+    {
+        let environment =
+            option == spec.names[0] ? FileDescriptor.environment("HTTPCACHE_ENCRYPTION_KEY_FILE") : nil
+        guard let path = arguments.value(option) ?? environment else { return nil }
+        guard !path.isEmpty else { throw .usage(arguments.command, "\(option) needs a file") }
+        do {
+            return try EncryptionKey(contentsOfFile: path) { warning in
+                Console.error("httpcache: warning: \(warning)\n")
+            }
+        } catch {
+            throw Failure(.failure, "\(arguments.command): \(error)")
         }
     }
 }

@@ -59,6 +59,10 @@ enum Commands {
             help: ServeCommand.help, specs: ServeCommand.specs,
             run: { arguments throws(Failure) in try await ServeCommand(arguments).run() }),
         Entry(
+            name: RekeyCommand.name, synopsis: "rekey --new-key-file F", summary: RekeyCommand.summary,
+            help: RekeyCommand.help, specs: RekeyCommand.specs,
+            run: { arguments throws(Failure) in try RekeyCommand(arguments).run() }),
+        Entry(
             name: TopCommand.name, synopsis: "top [--proxy URL]", summary: TopCommand.summary, help: TopCommand.help,
             specs: TopCommand.specs, run: { arguments throws(Failure) in try TopCommand(arguments).run() }),
         Entry(
@@ -77,7 +81,9 @@ enum Commands {
             \(Format.table(rows))
             The cache directory: --cache-dir DIR, else $HTTPCACHE_DIR, else $XDG_CACHE_HOME/httpcache
             or ~/.cache/httpcache. `get` and `explain` add their outcome counts to
-            <cache directory>/cli-stats.json, which `stats` reads.
+            <cache directory>/cli-stats.json, which `stats` reads. An encrypted cache: every
+            command takes --encryption-key-file FILE (else $HTTPCACHE_ENCRYPTION_KEY_FILE); a new
+            cache given a key is made encrypted; `rekey` changes the key.
 
             Exit status:
               0  done; for get and explain: an HTTP response was obtained, whatever its status

@@ -16,7 +16,8 @@ struct ServeCommand {
     static let specs: [OptionSpec] =
         [
             .value("--origin"), .values("--origin-cacert"), .flag("--forward"), .value("--listen"),
-            .value("--cache-dir"), .flag("--memory-only"), .value("--memory"), .value("--disk"), .value("--name"),
+            .value("--cache-dir"), EncryptionKeyOption.spec, .flag("--memory-only"), .value("--memory"),
+            .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
             .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
@@ -70,6 +71,9 @@ struct ServeCommand {
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
+          --encryption-key-file FILE  encrypt the store at rest with this key (32 bytes, or
+                                  64 hex digits; default $HTTPCACHE_ENCRYPTION_KEY_FILE); read
+                                  before --user drops privileges
           --memory-only           keep nothing on disk
           --memory BYTES          memory tier size, each entry's head counted too
                                   (default 256M; K, M and G suffixes)
@@ -226,6 +230,7 @@ struct ServeCommand {
         }
         if !arguments.has("--memory-only") {
             configuration.cacheDirectory = arguments.value("--cache-dir") ?? DiskStore.defaultDirectory() + "-proxy"
+            configuration.encryptionKey = try EncryptionKeyOption.key(arguments)
         }
         func bytes(_ option: String) throws(Failure) -> Int64? {
             guard let text = arguments.value(option) else { return nil }

@@ -103,12 +103,14 @@ final class ProxyHandler: RequestHandler {
                 // A miss's client does not wait for the index commit (the entry is this
                 // process's at once; other processes see it within the batch latency).
                 diskConfiguration.writesBehind = true
+                diskConfiguration.encryptionKey = configuration.encryptionKey
                 let disk = try DiskStore(diskConfiguration, clock: clock)
                 store = TieredStore(memory: memory, disk: disk)
             } catch {
                 throw CachingProxy.ConfigurationError(
-                    description:
-                        "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
+                    description: error.kind == .encryption
+                        ? "cannot open the cache: \(error) (a key is given with --encryption-key-file FILE)"
+                        : "cannot use the cache directory \(directory): \(error); choose another with --cache-dir")
             }
         } else {
             store = memory
