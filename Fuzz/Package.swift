@@ -27,6 +27,8 @@ let upstream = ["FuzzResponseStream"]
 let http2 = ["FuzzHTTP2Server"]
 /// The Redis store's RESP parser (CacheStorageRedis' `@_spi(Fuzzing)` RESP types).
 let redis = ["FuzzRESP"]
+/// The disk store's encrypted block reader (CacheStorage's `@_spi(Fuzzing) SealedBodyFuzzing`).
+let storage = ["FuzzSealedBlocks"]
 /// OfflinePages' parsers: HTML and CSS references, stylesheet decoding, WARC files and the HTTP
 /// responses in their records.
 let offline = ["FuzzPageReferences", "FuzzWARCReader"]
@@ -55,6 +57,7 @@ let package = Package(
         }
         + http2.map { fuzzer($0, [.product(name: "CachingProxy", package: rootIdentity)]) }
         + redis.map { fuzzer($0, [.product(name: "CacheStorageRedis", package: rootIdentity)]) }
+        + storage.map { fuzzer($0, [.product(name: "CacheStorage", package: rootIdentity)]) }
         + offline.map { fuzzer($0, [.product(name: "OfflinePages", package: rootIdentity)]) }
         + [
             .target(name: "FuzzSupport", dependencies: [.product(name: "CacheSemantics", package: rootIdentity)]),

@@ -59,7 +59,7 @@ package struct BodySealing: Sendable {
         let last = Self.blockCount(size) - 1
         guard blocks.lowerBound >= 0, blocks.upperBound <= last else { return .failure(BlockFailure(block: last + 1)) }
         var plaintext: [UInt8] = []
-        plaintext.reserveCapacity(blocks.count * Self.blockSize)
+        if blocks.count > 1 { plaintext.reserveCapacity(blocks.count * Self.blockSize) }
         var offset = 0
         for block in blocks {
             let length = Self.plaintextCount(ofBlock: block, size: size) + Self.overhead
@@ -70,8 +70,10 @@ package struct BodySealing: Sendable {
                 AESGCM.open(body, key: key, nonce: nonce, authenticating: aad)
             }
             guard let opened else { return .failure(BlockFailure(block: block)) }
-            plaintext += opened
             offset += length
+            // One block (every inline body, most ranges): its plaintext as it is, not copied.
+            if blocks.count == 1 && offset == sealed.count { return .success(opened) }
+            plaintext += opened
         }
         guard offset == sealed.count else { return .failure(BlockFailure(block: blocks.upperBound)) }
         return .success(plaintext)

@@ -87,7 +87,7 @@ private func timeEach<R>(
     return (Latency(times), failures)
 }
 
-private func randomKeys(count: Int, range: Int, seed: UInt64) -> [Int] {
+func randomKeys(count: Int, range: Int, seed: UInt64) -> [Int] {
     var random = SplitMix64(seed: seed)
     return (0..<count).map { _ in Int(random.next() % UInt64(range)) }
 }
@@ -166,7 +166,7 @@ func hit(_ store: some CacheStore, _ primaryKey: String, now: Double) -> [UInt8]
 }
 
 /// Fills `store` with `count` entries of `size` bytes; returns each put's time.
-private func fill(
+func fill(
     _ store: some CacheStore, group: String, count: Int, size: Int, corpus: inout Corpus
 ) -> [Double] {
     var times: [Double] = []

@@ -1,6 +1,6 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline] [memory] [import] [transport]`. With no argument every suite but groups,
-// partial, offline, memory, import and transport runs. Each line names its units.
+// [partial] [offline] [memory] [import] [transport] [encryption]`. With no argument every suite
+// but groups, partial, offline, memory, import, transport and encryption runs. Each line names its units.
 // `benchmarks redis PORT` compares the Redis store's client with redis-benchmark on a running
 // redis-server (scripts/redis-bench starts one).
 
@@ -49,6 +49,8 @@ for suite in suites {
     case "semantics":
         print("== CacheSemantics (lookup target: median <= 200 ns)")
         for measurement in runSemanticsBenchmarks() { print(measurement.line) }
+    case "encryption":
+        runEncryptionBenchmarks()
     case "storage":
         print(
             "== CacheStorage (targets: memory hit <= 2 µs, disk hit <= 30 µs up to 16 KiB, >= 10x URLCache on disk "
