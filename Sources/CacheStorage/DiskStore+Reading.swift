@@ -203,13 +203,10 @@ extension DiskStore {
             if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
             throw StorageError(.readFailed, "cannot open \(path): \(errnoText(code))")
         }
-        if let sealing {
-            return SealedFileBody(
-                descriptor: descriptor, path: path, size: location.size, sealing: sealing.body,
-                owner: Array(id.rawValue.utf8), corrupted: corrupted)
-        }
         return FileBody(
-            descriptor: descriptor, path: path, size: location.size, checksums: location.checksums,
+            descriptor: descriptor, path: path, size: location.size,
+            blocks: sealing.map { .sealed($0.body, owner: Array(id.rawValue.utf8)) }
+                ?? .checksummed(location.checksums),
             corrupted: corrupted)
     }
 

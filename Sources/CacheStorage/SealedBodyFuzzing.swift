@@ -9,7 +9,7 @@ import Darwin
 /// The encrypted block reader under damage, for the fuzz target `FuzzSealedBlocks`: a body of
 /// four blocks and a half, sealed for one entry, is cut, reordered, spliced with another entry's
 /// blocks, flipped or given another length as the input says, then read whole and by ranges,
-/// from memory and through ``SealedFileBody``. Nothing may trap, and whatever reads must be the
+/// from memory and through the disk store's file reader. Nothing may trap, and whatever reads must be the
 /// original plaintext: any other outcome is a miss.
 @_spi(Fuzzing) public enum SealedBodyFuzzing {
     private static let sealing = BodySealing(key: SymmetricKey(bytes: Array(repeating: 0x5A, count: 32))!)
@@ -55,6 +55,7 @@ import Darwin
             case 2:  // a block replayed from another entry, in the same place
                 guard whole >= 1 else { continue }
                 let block = range(argument % whole)
+                guard block.upperBound <= other.count else { continue }
                 bytes.replaceSubrange(block, with: other[block])
             case 3:  // flip a bit
                 guard !bytes.isEmpty else { continue }
@@ -83,8 +84,8 @@ import Darwin
         let descriptor = file.descriptor
         precondition(ftruncate(descriptor, 0) == 0)
         precondition(bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
-        let body = SealedFileBody(
-            descriptor: dup(descriptor), path: file.path, size: claimed, sealing: sealing, owner: owner
+        let body = FileBody(
+            descriptor: dup(descriptor), path: file.path, size: claimed, blocks: .sealed(sealing, owner: owner)
         ) { StorageError(.corrupted, $0) }
         for _ in 0..<3 {
             let lower = Int64(next() << 8 | next()) * 7 % max(1, claimed)

@@ -73,24 +73,33 @@ final class BytesBody: StoredBody {
 }
 
 /// A body in a file of the disk store, opened once and read with `pread`; each
-/// ``checksumBlockSize`` block is verified before it is handed out.
+/// ``checksumBlockSize`` block is verified (or, in an encrypted store, opened: ``BodySealing``)
+/// before it is handed out, and a range reads only the blocks that cover it.
 final class FileBody: StoredBody {
+    /// How a body's blocks are checked.
+    enum Blocks: Sendable {
+        /// Against these checksums (``BlockChecksums``).
+        case checksummed([UInt8])
+        /// Sealed for `owner`: a block that does not authenticate is never handed out.
+        case sealed(BodySealing, owner: [UInt8])
+    }
+
     let size: Int64
     private let descriptor: Int32
     private let path: String
-    private let checksums: [UInt8]
+    private let blocks: Blocks
     /// Describes a corruption for the caller and removes the entry.
     private let corrupted: @Sendable (String) -> StorageError
 
     /// Takes ownership of `descriptor`, which it closes when released.
     init(
-        descriptor: Int32, path: String, size: Int64, checksums: [UInt8],
+        descriptor: Int32, path: String, size: Int64, blocks: Blocks,
         corrupted: @escaping @Sendable (String) -> StorageError
     ) {
         self.descriptor = descriptor
         self.path = path
         self.size = size
-        self.checksums = checksums
+        self.blocks = blocks
         self.corrupted = corrupted
     }
 
@@ -101,71 +110,33 @@ final class FileBody: StoredBody {
         let upper = min(range.upperBound, size - 1)
         guard lower <= upper else { return [] }
         let block = Int64(checksumBlockSize)
-        let firstBlock = Int(lower / block)
-        let lastBlock = Int(upper / block)
-        let start = Int64(firstBlock) * block
-        let end = min(size, Int64(lastBlock + 1) * block)
-        let bytes: [UInt8]
+        let covering = Int(lower / block)...Int(upper / block)
+        let (start, end): (Int64, Int64)
+        switch blocks {
+        case .checksummed:
+            (start, end) = (Int64(covering.lowerBound) * block, min(size, Int64(covering.upperBound + 1) * block))
+        case .sealed:
+            start = BodySealing.sealedOffset(ofBlock: covering.lowerBound)
+            end = min(BodySealing.sealedSize(size), BodySealing.sealedOffset(ofBlock: covering.upperBound + 1))
+        }
+        var bytes: [UInt8]
         do {
             bytes = try FileIO.read(descriptor, count: Int(end - start), at: start, path: path)
         } catch  where error.kind == .corrupted {
             throw corrupted(error.message)
         }
-        try BlockChecksums.verify(bytes, blocks: firstBlock...lastBlock, against: checksums, corrupted)
-        let offset = Int(lower - start)
-        let count = Int(upper - lower) + 1
-        return offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<(offset + count)])
-    }
-}
-
-/// A body in a file of an encrypted disk store (``BodySealing``'s blocks), opened once and read
-/// with `pread`: a range reads and opens the blocks that cover it. A block that does not
-/// authenticate is never handed out.
-final class SealedFileBody: StoredBody {
-    let size: Int64
-    private let descriptor: Int32
-    private let path: String
-    private let sealing: BodySealing
-    private let owner: [UInt8]
-    /// Describes a failure for the caller and removes the entry.
-    private let corrupted: @Sendable (String) -> StorageError
-
-    /// Takes ownership of `descriptor`, which it closes when released.
-    init(
-        descriptor: Int32, path: String, size: Int64, sealing: BodySealing, owner: [UInt8],
-        corrupted: @escaping @Sendable (String) -> StorageError
-    ) {
-        self.descriptor = descriptor
-        self.path = path
-        self.size = size
-        self.sealing = sealing
-        self.owner = owner
-        self.corrupted = corrupted
-    }
-
-    deinit { close(descriptor) }
-
-    func read(_ range: ClosedRange<Int64>) throws(StorageError) -> [UInt8] {
-        let lower = max(0, range.lowerBound)
-        let upper = min(range.upperBound, size - 1)
-        guard lower <= upper else { return [] }
-        let block = Int64(BodySealing.blockSize)
-        let blocks = Int(lower / block)...Int(upper / block)
-        let start = BodySealing.sealedOffset(ofBlock: blocks.lowerBound)
-        let end = min(BodySealing.sealedSize(size), BodySealing.sealedOffset(ofBlock: blocks.upperBound + 1))
-        let sealed: [UInt8]
-        do {
-            sealed = try FileIO.read(descriptor, count: Int(end - start), at: start, path: path)
-        } catch  where error.kind == .corrupted {
-            throw corrupted(error.message)
+        switch blocks {
+        case .checksummed(let checksums):
+            try BlockChecksums.verify(bytes, blocks: covering, against: checksums, corrupted)
+        case .sealed(let sealing, let owner):
+            switch bytes.withUnsafeBytes({ sealing.open($0, blocks: covering, size: size, owner: owner) }) {
+            case .success(let opened): bytes = opened
+            case .failure(let failure):
+                throw corrupted(
+                    "block \(failure.block) does not authenticate: altered, moved or sealed with another key")
+            }
         }
-        let bytes: [UInt8]
-        switch sealed.withUnsafeBytes({ sealing.open($0, blocks: blocks, size: size, owner: owner) }) {
-        case .success(let opened): bytes = opened
-        case .failure(let failure):
-            throw corrupted("block \(failure.block) does not authenticate: altered, moved or sealed with another key")
-        }
-        let offset = Int(lower - Int64(blocks.lowerBound) * block)
+        let offset = Int(lower - Int64(covering.lowerBound) * block)
         let count = Int(upper - lower) + 1
         return offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<(offset + count)])
     }

@@ -197,6 +197,29 @@ struct EncryptionTests {
         }
     }
 
+    @Test("a body being streamed when a later block fails to authenticate ends there: the blocks before are served")
+    func streamedBodyEndsAtTheFailingBlock() throws {
+        let directory = TemporaryDirectory("encrypted-stream")
+        let store = try DiskStore(Self.configuration(directory.path, key: Self.keyA))
+        let body = Self.body("streamed", size: 3 * BodySealing.blockSize)
+        let entry = try writeEntry(store, Self.head("https://s.example/", tag: "t"), body)
+        let streamed = try store.openBody(of: entry.id)
+        let path = directory.path + "/bodies/" + entry.id.rawValue
+        // In place: the body already open reads the same file.
+        let file = open(path, O_RDWR)
+        try #require(file >= 0)
+        let offset = off_t(2 * (BodySealing.blockSize + BodySealing.overhead) + 5)
+        var byte: UInt8 = 0
+        #expect(pread(file, &byte, 1, offset) == 1)
+        byte ^= 0x80
+        #expect(pwrite(file, &byte, 1, offset) == 1)
+        close(file)
+        let block = Int64(BodySealing.blockSize)
+        #expect(try streamed.read(0...(2 * block - 1)) == Array(body[..<(2 * BodySealing.blockSize)]))
+        #expect(throws: StorageError.self) { try streamed.read((2 * block)...(3 * block - 1)) }
+        #expect(try store.variants(of: "https://s.example/").isEmpty)
+    }
+
     @Test("a sealed head or inline body moved to another row does not open there")
     func rowsAreBoundToTheirEntry() throws {
         let directory = TemporaryDirectory("encrypted-rows")
