@@ -231,6 +231,7 @@ struct ServeCommand {
         if !arguments.has("--memory-only") {
             configuration.cacheDirectory = arguments.value("--cache-dir") ?? DiskStore.defaultDirectory() + "-proxy"
             configuration.encryptionKey = try EncryptionKeyOption.key(arguments)
+            try EncryptionKeyOption.refuseWithRedis(configuration.encryptionKey, redis, command: Self.name)
         }
         func bytes(_ option: String) throws(Failure) -> Int64? {
             guard let text = arguments.value(option) else { return nil }
