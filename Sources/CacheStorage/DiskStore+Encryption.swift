@@ -46,11 +46,6 @@ extension DiskStore {
         try statement.run()
     }
 
-    /// A new store's check value.
-    static func setKeyCheck(_ value: [UInt8], _ connection: SQLiteConnection) throws(StorageError) {
-        try setMeta("key_check", value, connection)
-    }
-
     /// Throws ``StorageError/Kind/encryption`` unless the store behind `connection` was made
     /// with the key of `configuration` (or, both, without one), saying which key it wants.
     static func checkKey(_ configuration: Configuration, _ connection: SQLiteConnection) throws(StorageError) {

@@ -510,7 +510,7 @@ public final class DiskStore: CacheStore {
             try connection.transaction { () throws(StorageError) in
                 try connection.execute(schema)
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
-                if let key = configuration.encryptionKey { try setKeyCheck(key.checkValue, connection) }
+                if let key = configuration.encryptionKey { try setMeta("key_check", key.checkValue, connection) }
             }
         } else if (1...3).contains(version) {
             try connection.transaction { () throws(StorageError) in

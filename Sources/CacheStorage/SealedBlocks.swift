@@ -149,13 +149,11 @@ struct StoreSealing: Sendable {
     let body: BodySealing
     let index: SymmetricKey
     let lookup: SymmetricKey
-    let checkValue: [UInt8]
 
     init(_ key: EncryptionKey) {
         body = BodySealing(key: key.key.derived("body"))
         index = key.key.derived("index")
         lookup = key.key.derived("hmac")
-        checkValue = key.checkValue
     }
 
     /// The index's column value for `text` of kind `kind` (one letter, so a primary key and a
