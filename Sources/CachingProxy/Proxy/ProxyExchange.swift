@@ -38,6 +38,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// A transfer begun on a loop whose rest a worker takes.
     private var handedOff: UpstreamTransfer?
     private var clientGone = false
+    /// The `Link` members this exchange sent in its own `103`, not to be sent again.
+    private var sentHints: [String] = []
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
     private var forwardReason = CacheStatus.ForwardReason.miss
 
@@ -94,6 +96,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 // This one fetches it for all.
                 work = driver.joinedAsLeader(&machine)
             case .forward(let forwarded):
+                sendEarlyHints()
                 // On a kept-alive connection from this loop when one is idle; else on a worker,
                 // which may block (a connect, a TLS handshake): the event loop never does.
                 if let loop = EventLoop.current, sendOnLoop(forwarded, loop) { return }
@@ -101,6 +104,16 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 return
             }
         }
+    }
+
+    /// Sends `103 Early Hints` with what the last stored response for this URL linked to
+    /// (RFC 8297), once per exchange, before the request goes to the origin.
+    private func sendEarlyHints() {
+        guard configuration.earlyHints, sentHints.isEmpty, let responder, request.method == "GET",
+            let hints = handler.earlyHints.hints(for: request.target.url)
+        else { return }
+        sentHints = hints
+        responder.interim(ServerResponseHead(status: 103, fields: HeaderFields(hints.map { ("Link", $0) })))
     }
 
     private func serve(_ served: ServedResponse) {
@@ -291,6 +304,15 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     func receive(interim head: UpstreamResponseHead) {
         guard let responder, head.status != 100, head.status != 101 else { return }
         var fields = Messages.removingHopByHop(head.fields)
+        if head.status == 103 && !sentHints.isEmpty {
+            // Merged with the hints the proxy sent (RFC 8297 §2 allows several 103s): only the
+            // links the client has not had; nothing when it had them all.
+            let links = fields.values(named: "Link").flatMap { EarlyHints.members(of: Substring($0)) }
+            let new = links.filter { !sentHints.contains(String($0)) }
+            guard !new.isEmpty else { return }
+            fields.removeAll(named: "Link")
+            for link in new { fields.append(HeaderField(name: "Link", value: String(link))) }
+        }
         fields.removeAll(named: .contentLength)
         Messages.addingVia(&fields, version: "1.1", name: configuration.name)
         responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
@@ -317,6 +339,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             return head.status == 304
         }
         self.relay = relay
+        if relay.recorder != nil && head.status == 200 && request.method == "GET" {
+            // Stored: its links are what the next wait for this URL is hinted with.
+            handler.earlyHints.learn(url: request.target.url, fields: head.fields)
+        }
         let framing: BodyFraming
         switch relay.expectedLength {
         case 0?: framing = .none
