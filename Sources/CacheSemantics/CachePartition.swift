@@ -28,7 +28,9 @@ public enum CachePartition {
         return nil
     }
 
-    /// `key` (a primary key or an index tag) as stored in `partition`; `key` itself for none.
+    /// `key` (a primary key or an index tag) as stored in `partition`; `key` itself for none
+    /// (inlined: an unpartitioned request's key costs nothing more).
+    @inlinable
     public static func key(_ key: String, in partition: String?) -> String {
         guard let partition else { return key }
         return prefix(of: partition) + key
