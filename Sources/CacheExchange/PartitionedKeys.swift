@@ -1,7 +1,7 @@
 import CacheSemantics
 
 /// Index keys the exchange derives from a stored response's URI, in the partition of the key
-/// it is stored under (``CachePartition``).
+/// it is stored under (`CachePartition`).
 enum PartitionedKeys {
     /// The cache-group tags of a response for `uri` with `fields` (RFC 9875 §2.1), stored under
     /// `primaryKey`: a group invalidated in one partition leaves the others' responses alone.

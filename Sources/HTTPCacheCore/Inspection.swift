@@ -3,7 +3,7 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
-/// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:)``
+/// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:partition:)``
 /// show it: what is stored, and what it means now.
 public struct CacheEntryInfo: Hashable, Sendable {
     /// The entry's identity in the store.
@@ -58,7 +58,7 @@ extension HTTPCache {
     package func storedKey(of url: URL) -> String? { (try? prepare(FetchRequest(url: url)))?.primaryKey }
 
     /// Every stored response whose URL starts with `urlPrefix` (all when `nil`), most
-    /// recently used first.
+    /// recently used first, in every partition (``CacheEntryInfo/partition`` says which).
     public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
         let time = now
         return try store.entries()
@@ -100,7 +100,8 @@ extension HTTPCache {
         try store.remove(primaryKeyPrefix: CachePartition.prefix(of: name))
     }
 
-    /// Removes every stored response whose URL starts with `prefix`; returns how many.
+    /// Removes every stored response whose URL starts with `prefix`, in every partition;
+    /// returns how many.
     @discardableResult
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
         try store.remove(urlPrefix: prefix)

@@ -25,7 +25,7 @@ public struct FetchRequest: Sendable {
     /// Default 60, as `URLRequest`'s.
     public var timeoutInterval: Double
     /// The cache partition the request is answered in: responses stored in one partition are
-    /// never served in another, nor to a request in none (``CachePartition``). `nil` takes
+    /// never served in another, nor to a request in none (`CachePartition`). `nil` takes
     /// ``HTTPCache/Configuration/partition``. A name is a non-empty UTF-8 string of at most
     /// 512 bytes without control characters; the request fails with ``InvalidPartition``
     /// otherwise. It is never sent.

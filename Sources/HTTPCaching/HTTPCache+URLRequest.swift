@@ -255,7 +255,7 @@ private final class HeldURLRequest: StreamedContent, @unchecked Sendable {
 extension FetchRequest {
     /// `request`, whose URL is `url`, as the cache handles it: fields sorted by name (a
     /// `URLRequest` keeps them in a dictionary) without `HTTPCache-Partition`, which names its
-    /// ``partition`` (``Foundation/URLRequest/httpCachePartition``) and is never sent; the
+    /// ``partition`` (`URLRequest.httpCachePartition`) and is never sent; the
     /// content from `httpBody` or, left in the request, its `httpBodyStream`.
     init(_ request: URLRequest, url: URL) {
         // Most requests have no fields: HeaderFields' generic initializer is not specialized here.
