@@ -47,7 +47,7 @@ import Darwin
 /// head (a scan). The index's `meta` table keeps a check value of the key (an HMAC of a fixed
 /// label), so another key, no key, or a key for a store made without one is refused with
 /// ``StorageError/Kind/encryption``; ``rekey(_:to:)`` changes it. Not hidden: the number of
-/// entries, body sizes (to the block), file names, access times and the index's page layout.
+/// entries, body sizes, file names, access times and the index's page layout.
 public final class DiskStore: CacheStore {
     /// How much a commit waits for the disk.
     public enum Durability: Hashable, Sendable {
