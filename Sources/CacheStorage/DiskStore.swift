@@ -39,7 +39,7 @@ import Darwin
 /// ## Encryption at rest
 ///
 /// With ``Configuration/encryptionKey`` every body is sealed in AES-256-GCM blocks of 64 KiB
-/// (``BodySealing``: a random nonce and a tag per block, each block bound to its entry, its
+/// (`BodySealing`: a random nonce and a tag per block, each block bound to its entry, its
 /// index and whether it is the last), inline bodies too; a block that does not authenticate is
 /// a miss and the entry is removed, as a checksum mismatch is. Each row keeps its head (keys,
 /// URL, status, fields, facts, `userInfo`, tags) sealed, and HMAC-SHA-256 of its primary key,

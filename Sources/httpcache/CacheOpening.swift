@@ -95,8 +95,10 @@ enum EncryptionKeyOption {
     static func key(_ arguments: ParsedArguments, option: String = "--encryption-key-file") throws(Failure)
         -> EncryptionKey?
     {
+        // An empty variable is as good as none.
         let environment =
-            option == spec.names[0] ? FileDescriptor.environment("HTTPCACHE_ENCRYPTION_KEY_FILE") : nil
+            option == spec.names[0]
+            ? FileDescriptor.environment("HTTPCACHE_ENCRYPTION_KEY_FILE").flatMap { $0.isEmpty ? nil : $0 } : nil
         guard let path = arguments.value(option) ?? environment else { return nil }
         guard !path.isEmpty else { throw .usage(arguments.command, "\(option) needs a file") }
         do {
