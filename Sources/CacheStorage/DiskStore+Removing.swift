@@ -24,14 +24,17 @@ extension DiskStore {
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
+                // Whole entries only for `matching`: otherwise their identities and where their bodies are.
                 let select = try state.connection.statement(
-                    "SELECT \(Self.entryColumns), in_file FROM \(Self.entrySource) \(whereClause)")
+                    matching == nil
+                        ? "SELECT entries.id AS id, in_file FROM entries \(whereClause)"
+                        : "SELECT \(Self.entryColumns), in_file FROM \(Self.entrySource) \(whereClause)")
                 if let argument { try select.bind(argument, to: ":argument") }
-                let columns = try select.columns(EntryColumns.self)
-                let (id, inFile) = (columns.id, try select.column("in_file"))
+                let columns = matching == nil ? nil : try select.columns(EntryColumns.self)
+                let (id, inFile) = (try select.column("id"), try select.column("in_file"))
                 var rows: [(id: String, inFile: Bool)] = []
                 while try select.step() {
-                    if let matching, !(entry(from: select, columns).map(matching) ?? false) { continue }
+                    if let matching, let columns, !(entry(from: select, columns).map(matching) ?? false) { continue }
                     rows.append((select.text(id), select.bool(inFile)))
                 }
                 for row in rows { try Self.deleteRow(row.id, state.connection) }
