@@ -19,7 +19,7 @@ import Darwin
 /// configuration.encryptionKey = try EncryptionKey(contentsOfFile: "/etc/httpcache/key")
 /// ```
 public struct EncryptionKey: Sendable, Equatable {
-    let key: SymmetricKey
+    package let key: SymmetricKey
 
     /// The key of these 32 bytes; `nil` for any other count.
     public init?(bytes: [UInt8]) {

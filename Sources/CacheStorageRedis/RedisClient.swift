@@ -1,3 +1,4 @@
+import CacheStorage
 import CacheSystem
 
 /// Where a Redis store connects and how it behaves towards Redis.
@@ -28,6 +29,11 @@ public struct RedisConfiguration: Sendable {
     public var database: Int
     /// Put before every key, so several caches can share one Redis.
     public var keyPrefix: String
+    /// The key entries are sealed with in Redis (AES-256-GCM): records, bodies, and keyed hashes
+    /// (HMAC-SHA-256) in key and field names instead of hashes of URLs, so a `DUMP` of the keys
+    /// holds neither URLs nor bodies. `nil` (the default) stores them in the clear. Every cache
+    /// sharing the prefix must use the same key: to another key, entries are misses.
+    public var encryptionKey: EncryptionKey?
     /// A command that takes longer is given up for that request (seconds); the cache goes on
     /// without Redis for it.
     public var commandTimeout: Double

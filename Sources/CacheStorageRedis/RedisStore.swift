@@ -1,3 +1,4 @@
+import CacheCrypto
 import CacheSemantics
 import CacheStorage
 import CacheSystem
@@ -37,6 +38,8 @@ public final class RedisStore: CacheStore {
     private let clock: @Sendable () -> Double
     /// Identifies this process's messages on the invalidation channel.
     let senderID = EntryID.random().rawValue
+    /// Seals what is written, with ``RedisConfiguration/encryptionKey``.
+    private let sealing: RedisSealing?
 
     /// The largest value written: bodies are cut into chunks of this size.
     static let chunkSize = 1 << 20
@@ -50,6 +53,7 @@ public final class RedisStore: CacheStore {
         client = RedisClient(configuration: configuration)
         prefix = Array(configuration.keyPrefix.utf8)
         self.clock = clock
+        sealing = configuration.encryptionKey.map(RedisSealing.init)
     }
 
     /// Where it connects.
@@ -106,14 +110,40 @@ public final class RedisStore: CacheStore {
 
     // MARK: Keys
 
-    /// The 16 hex digits of `text`'s XXH64.
-    private static func hashText(_ text: String) -> String {
+    /// The 16 hex digits of `text`'s XXH64, or with an encryption key of its keyed hash.
+    private func hashText(_ text: String) -> String {
+        if let sealing { return sealing.hash("k", text) }
         let digits = String(XXH64.hash(Array(text.utf8)), radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
     /// The 4 hex digits every key of `primaryKey` is tagged with.
-    static func tag(of primaryKey: String) -> String { String(hashText(primaryKey).suffix(4)) }
+    func tag(of primaryKey: String) -> String { String(hashText(primaryKey).suffix(4)) }
+
+    /// What names a text in a key: itself, or with an encryption key its keyed hash.
+    private func named(_ text: String) -> String { sealing == nil ? text : hashText(text) }
+
+    /// The hash field of `head`'s record: its variant key, or with an encryption key a keyed
+    /// hash of its primary and variant keys.
+    private func field(_ head: EntryHead) -> [UInt8] {
+        Array((sealing?.hash("v", head.primaryKey + "\0" + head.variantKey) ?? head.variantKey).utf8)
+    }
+
+    /// `value` as stored at `place` (a key, or a key, a NUL and a field): sealed for it with an
+    /// encryption key.
+    private func sealed(_ value: [UInt8], at place: [UInt8]) -> [UInt8] {
+        sealing?.seal(value, for: place) ?? value
+    }
+
+    /// What a value read from `place` holds; `nil` when it does not authenticate there.
+    private func opened(_ value: [UInt8], at place: [UInt8]) -> [UInt8]? {
+        sealing.map { $0.open(value, for: place) } ?? value
+    }
+
+    /// The record read from field `field` of the hash `key`.
+    private func record(_ value: [UInt8], key: [UInt8], field: [UInt8]) -> EntryRecord? {
+        opened(value, at: key + [0] + field).flatMap(EntryRecord.init(serialized:))
+    }
 
     private func key(_ tag: some StringProtocol, _ kind: String, _ rest: some StringProtocol) -> [UInt8] {
         prefix + Array("{\(tag)}\(kind):".utf8) + Array(rest.utf8)
@@ -121,7 +151,7 @@ public final class RedisStore: CacheStore {
 
     /// The hash of `primaryKey`'s entries.
     func entryKey(_ primaryKey: String) -> [UInt8] {
-        let hash = Self.hashText(primaryKey)
+        let hash = hashText(primaryKey)
         return key(hash.suffix(4), "e", hash)
     }
 
@@ -131,9 +161,9 @@ public final class RedisStore: CacheStore {
         return key(hash.suffix(4), "e", hash)
     }
 
-    func lockKey(_ identity: String) -> [UInt8] { key(Self.tag(of: identity), "l", identity) }
+    func lockKey(_ identity: String) -> [UInt8] { key(tag(of: identity), "l", named(identity)) }
     /// The set of the primary keys with an entry tagged `tag` (``EntryHead/tags``).
-    private func tagKey(_ tag: String) -> [UInt8] { key(Self.tag(of: tag), "t", tag) }
+    private func tagKey(_ tag: String) -> [UInt8] { key(self.tag(of: tag), "t", named(tag)) }
     private func chunkKey(_ id: EntryID, _ index: Int) -> [UInt8] {
         key(id.rawValue.prefix(16).suffix(4), "c", "\(id.rawValue):\(index)")
     }
@@ -142,8 +172,8 @@ public final class RedisStore: CacheStore {
     static func bodyField(_ id: EntryID, _ index: Int) -> [UInt8] { [0] + Array("\(id.rawValue):\(index)".utf8) }
     var channel: [UInt8] { prefix + Array("invalidate".utf8) }
 
-    /// A new identity: `primaryKey`'s XXH64, then 64 random bits.
-    private static func newID(for primaryKey: String) -> EntryID {
+    /// A new identity: `primaryKey`'s XXH64 (or keyed hash), then 64 random bits.
+    private func newID(for primaryKey: String) -> EntryID {
         EntryID(rawValue: hashText(primaryKey) + EntryID.random().rawValue.prefix(16))!
     }
 
@@ -191,7 +221,18 @@ public final class RedisStore: CacheStore {
     /// Tells the other caches that `primaryKey`'s variants changed (`*`: everything did).
     func publishCommand(_ primaryKey: String) -> [[UInt8]] {
         client.count { $0.invalidationsSent += 1 }
-        return [bytes("PUBLISH"), channel, Array("\(senderID) \(primaryKey)".utf8)]
+        // With an encryption key the key goes out sealed (base64) too: subscribers see no URL.
+        let named = sealing.map { Base64.encode($0.seal(Array(primaryKey.utf8), for: channel)) } ?? primaryKey
+        return [bytes("PUBLISH"), channel, Array("\(senderID) \(named)".utf8)]
+    }
+
+    /// The primary key an invalidation names (what follows the sender's identity); `nil` for one
+    /// sealed under another key.
+    func primaryKey(inInvalidation text: Substring) -> String? {
+        guard let sealing else { return String(text) }
+        return Base64.decode(text).flatMap { sealing.open($0, for: channel) }.map {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
     // MARK: Expiry
@@ -283,9 +324,9 @@ public final class RedisStore: CacheStore {
                 bodyFields[name] = fields[index].bytes
                 continue
             }
-            guard let value = fields[index].bytes, let record = EntryRecord(serialized: value),
+            guard let value = fields[index].bytes, let record = record(value, key: key, field: name),
                 entryKey(of: record.entry.id) == key, entryKey(record.entry.head.primaryKey) == key,
-                Array(record.entry.head.variantKey.utf8) == name,
+                field(record.entry.head) == name,
                 record.expiresAt.map({ $0 > now }) ?? true
             else {
                 unusable.append(name)
@@ -301,7 +342,9 @@ public final class RedisStore: CacheStore {
                 var body: [UInt8] = []
                 body.reserveCapacity(Int(record.entry.bodySize))
                 for (field, length) in zip(names, pieces) {
-                    guard let piece = bodyFields.removeValue(forKey: field), piece.count == length else { break }
+                    guard let stored = bodyFields.removeValue(forKey: field),
+                        let piece = opened(stored, at: key + [0] + field), piece.count == length
+                    else { break }
                     body += piece
                 }
                 body += tail
@@ -355,7 +398,7 @@ public final class RedisStore: CacheStore {
             throw StorageError(.readFailed, "Redis: \(replies[0].errorMessage ?? "an unexpected reply to MGET")")
         }
         for (index, value) in values.enumerated() {
-            guard let chunk = value.bytes else { throw evicted(id) }
+            guard let chunk = value.bytes.flatMap({ opened($0, at: chunkKey(id, index)) }) else { throw evicted(id) }
             try body.accept(chunk, chunk: index)
         }
         if !rest.isEmpty, replies[1].integer != Int64(rest.count) { throw evicted(id) }
@@ -370,7 +413,7 @@ public final class RedisStore: CacheStore {
     }
 
     public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
-        RedisWriter(store: self, head: head, id: Self.newID(for: head.primaryKey), storedAt: clock())
+        RedisWriter(store: self, head: head, id: newID(for: head.primaryKey), storedAt: clock())
     }
 
     /// A body as its writer hands it to the commit.
@@ -385,9 +428,9 @@ public final class RedisStore: CacheStore {
     /// chunk) in one transaction; the variant it replaces is retired.
     func commit(_ entry: StoredEntry, _ written: WrittenBody) throws(StorageError) -> StoredEntry {
         let key = entryKey(entry.head.primaryKey)
-        let variant = Array(entry.head.variantKey.utf8)
+        let variant = field(entry.head)
         let previous = try run([[bytes("HGET"), key, variant]], slotKey: key, failing: .writeFailed)[0].bytes
-            .flatMap(EntryRecord.init(serialized:)).flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
+            .flatMap { record($0, key: key, field: variant) }.flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
         var entry = entry
         if previous?.entry.isPinned == true { entry.isPinned = true }
         let expiresAt = expiresAt(facts: entry.head.facts, pinned: entry.isPinned)
@@ -397,7 +440,7 @@ public final class RedisStore: CacheStore {
         for tag in Set(entry.head.tags) {
             let setKey = tagKey(tag)
             let replies = try run(
-                [[bytes("SADD"), setKey, Array(entry.head.primaryKey.utf8)]] + extendLife(setKey, lifetime),
+                [[bytes("SADD"), setKey, member(entry.head.primaryKey, of: setKey)]] + extendLife(setKey, lifetime),
                 slotKey: setKey, failing: .writeFailed)
             if let message = replies.lazy.compactMap(\.errorMessage).first {
                 throw StorageError(.writeFailed, "Redis refused a write: \(message)")
@@ -413,17 +456,21 @@ public final class RedisStore: CacheStore {
             var hset = [bytes("HSET"), key, variant, []]
             var start = 0
             for (index, length) in pieces.enumerated() {
-                hset += [Self.bodyField(entry.id, index), Array(body[start..<start + length])]
+                let field = Self.bodyField(entry.id, index)
+                hset += [field, sealed(Array(body[start..<start + length]), at: key + [0] + field)]
                 start += length
             }
             record.body = .inline(checksum: checksum, pieces: pieces, tail: Array(body[start...]))
-            hset[3] = record.serialized()
+            hset[3] = sealed(record.serialized(), at: key + [0] + variant)
             commands.append(hset)
         case .chunked(let checksums, let last):
-            if let last { commands.append([bytes("SET"), chunkKey(entry.id, last.index), last.bytes]) }
+            if let last {
+                let chunk = chunkKey(entry.id, last.index)
+                commands.append([bytes("SET"), chunk, sealed(last.bytes, at: chunk)])
+            }
             for index in checksums.indices { commands.append(expiry(chunkKey(entry.id, index), lifetime)) }
             let record = EntryRecord(entry: entry, expiresAt: expiresAt, body: .chunked(checksums: checksums))
-            commands.append([bytes("HSET"), key, variant, record.serialized()])
+            commands.append([bytes("HSET"), key, variant, sealed(record.serialized(), at: key + [0] + variant)])
         }
         commands += extendLife(key, lifetime)
         if let previous, previous.entry.id != entry.id { commands += retire(previous) }
@@ -437,7 +484,12 @@ public final class RedisStore: CacheStore {
     func writeEarly(_ id: EntryID, index: Int, _ chunk: [UInt8]) throws(StorageError) {
         let key = chunkKey(id, index)
         let reply = try run(
-            [[bytes("SET"), key, chunk, bytes("PX"), bytes(String(Int(client.configuration.keepTime * 1000)))]],
+            [
+                [
+                    bytes("SET"), key, sealed(chunk, at: key), bytes("PX"),
+                    bytes(String(Int(client.configuration.keepTime * 1000))),
+                ]
+            ],
             slotKey: key, failing: .writeFailed)[0]
         if let message = reply.errorMessage { throw StorageError(.writeFailed, "Redis refused a write: \(message)") }
     }
@@ -449,7 +501,7 @@ public final class RedisStore: CacheStore {
         guard let values = reply.array, values.count == indices.count else {
             throw StorageError(.readFailed, "Redis: \(reply.errorMessage ?? "an unexpected reply to MGET")")
         }
-        return values.map(\.bytes)
+        return zip(keys, values).map { key, value in value.bytes.flatMap { opened($0, at: key) } }
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
@@ -469,7 +521,8 @@ public final class RedisStore: CacheStore {
         let key = entryKey(primaryKey)
         var commands: [[[UInt8]]] = []
         for record in records {
-            commands.append([bytes("HSET"), key, Array(record.entry.head.variantKey.utf8), record.serialized()])
+            let variant = field(record.entry.head)
+            commands.append([bytes("HSET"), key, variant, sealed(record.serialized(), at: key + [0] + variant)])
             let lifetime = milliseconds(until: record.expiresAt)
             for index in 0..<record.chunkCount {
                 commands.append(expiry(chunkKey(record.entry.id, index), lifetime))
@@ -521,7 +574,7 @@ public final class RedisStore: CacheStore {
         guard !records.isEmpty else { return 0 }
         let key = entryKey(primaryKey)
         _ = try transaction(
-            [[bytes("HDEL"), key] + records.map { Array($0.entry.head.variantKey.utf8) }] + records.flatMap(retire),
+            [[bytes("HDEL"), key] + records.map { field($0.entry.head) }] + records.flatMap(retire),
             slotKey: key, then: [publishCommand(primaryKey)])
         recentRecords.forget(records.map(\.entry.id))
         return records.count
@@ -532,12 +585,19 @@ public final class RedisStore: CacheStore {
         let members = try run([[bytes("SMEMBERS"), setKey]], slotKey: setKey, failing: .readFailed)[0].array ?? []
         var removed = 0
         for member in members.compactMap(\.bytes) {
-            let primaryKey = String(decoding: member, as: UTF8.self)
-            removed += try remove(
-                try records(of: primaryKey).filter { $0.entry.head.tags.contains(tag) }, of: primaryKey)
+            if let primaryKey = opened(member, at: setKey).map({ String(decoding: $0, as: UTF8.self) }) {
+                removed += try remove(
+                    try records(of: primaryKey).filter { $0.entry.head.tags.contains(tag) }, of: primaryKey)
+            }
             _ = try run([[bytes("SREM"), setKey, member]], slotKey: setKey, failing: .writeFailed)
         }
         return removed
+    }
+
+    /// How `primaryKey` is kept in the set `setKey` of a tag: itself, or with an encryption key
+    /// sealed so that the same key always seals alike there (a member is found again).
+    private func member(_ primaryKey: String, of setKey: [UInt8]) -> [UInt8] {
+        sealing?.sealDeterministically(Array(primaryKey.utf8), for: setKey) ?? Array(primaryKey.utf8)
     }
 
     public func removeAll() throws(StorageError) {
@@ -555,14 +615,18 @@ public final class RedisStore: CacheStore {
             // The field names first: the records are read, not the inline bodies beside them.
             let names = try run(keys.map { [bytes("HKEYS"), $0] }, on: node, failing: .readFailed)
             var reads: [[[UInt8]]] = []
+            var places: [(key: [UInt8], fields: [[UInt8]])] = []
             for (key, reply) in zip(keys, names) {
                 let fields = (reply.array ?? []).compactMap(\.bytes).filter { $0.first != 0 }
-                if !fields.isEmpty { reads.append([bytes("HMGET"), key] + fields) }
+                if !fields.isEmpty {
+                    reads.append([bytes("HMGET"), key] + fields)
+                    places.append((key, fields))
+                }
             }
             let records = reads.isEmpty ? [] : try run(reads, on: node, failing: .readFailed)
-            for reply in records {
-                for value in reply.array ?? [] {
-                    guard let bytes = value.bytes, let record = EntryRecord(serialized: bytes),
+            for (reply, place) in zip(records, places) {
+                for (value, field) in zip(reply.array ?? [], place.fields) {
+                    guard let bytes = value.bytes, let record = record(bytes, key: place.key, field: field),
                         record.expiresAt.map({ $0 > now }) ?? true
                     else { continue }
                     found.append(record.entry)

@@ -525,7 +525,8 @@ final class Subscriber: Sendable {
             let text = String(decoding: payload, as: UTF8.self)
             guard !text.hasPrefix(ownPrefix), let space = text.firstIndex(of: " ") else { continue }
             guard let store = store() else { return }
-            store.invalidated(String(text[text.index(after: space)...]))
+            guard let primaryKey = redis.primaryKey(inInvalidation: text[text.index(after: space)...]) else { continue }
+            store.invalidated(primaryKey)
         }
     }
 }

@@ -51,7 +51,8 @@ public final class HTTPCache: Sendable {
         /// bodies, URLs, fields and keys. `nil` (the default) keeps it in the clear. A directory
         /// made with a key opens only with that key, one made without a key refuses one (both a
         /// `StorageError` of kind `encryption` from the initializer); `httpcache rekey` changes
-        /// it. The memory tier holds plaintext: it is RAM. Ignored with ``store``.
+        /// it. The memory tier holds plaintext: it is RAM. Ignored with ``store``: a `RedisStore`
+        /// takes its own key (`RedisConfiguration.encryptionKey`).
         ///
         /// ```swift
         /// configuration.encryptionKey = try EncryptionKey(contentsOfFile: "/run/secrets/cache-key")

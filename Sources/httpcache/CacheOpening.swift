@@ -1,4 +1,5 @@
 import CacheStorage
+import CacheStorageRedis
 import CacheSystem
 import Foundation
 import HTTPCacheCore
@@ -23,7 +24,7 @@ struct CacheOptions: Sendable {
     init(_ arguments: ParsedArguments) throws(Failure) {
         redis = try RedisOptions(arguments)
         encryptionKey = try EncryptionKeyOption.key(arguments)
-        try EncryptionKeyOption.refuseWithRedis(encryptionKey, redis, command: arguments.command)
+        redis.configuration?.encryptionKey = encryptionKey
         trustedCertificateFiles = arguments.all("--cacert")
         command = arguments.command
         if let given = arguments.value("--cache-dir") {
@@ -74,21 +75,12 @@ struct CacheOptions: Sendable {
 }
 
 /// `--encryption-key-file FILE`, else `$HTTPCACHE_ENCRYPTION_KEY_FILE`: the key of an encrypted
-/// cache, for every command that opens one and for `serve`.
+/// cache (its disk store, and its Redis tier when there is one), for every command that opens
+/// one and for `serve`.
 enum EncryptionKeyOption {
     static let spec = OptionSpec.value("--encryption-key-file")
     /// How a key is given, for messages.
     static let given = "a key is given with --encryption-key-file FILE or $HTTPCACHE_ENCRYPTION_KEY_FILE"
-    /// Refuses a key with the Redis tier, which it would not encrypt: entries would go to Redis
-    /// in the clear while the user believes them encrypted.
-    static func refuseWithRedis(_ key: EncryptionKey?, _ redis: RedisOptions, command: String) throws(Failure) {
-        guard key != nil, redis.configuration != nil else { return }
-        throw .usage(
-            command,
-            "an encryption key encrypts the disk store, not the Redis tier (not yet supported): leave out "
-                + "--encryption-key-file (and $HTTPCACHE_ENCRYPTION_KEY_FILE) or --redis/--redis-cluster")
-    }
-
     /// The key in the file `option` names (else, for the default option, the one
     /// `$HTTPCACHE_ENCRYPTION_KEY_FILE` names); `nil` when neither is given.
     /// - Throws: ``Failure`` with ``ExitCode/failure`` when the file cannot be read or holds no key.

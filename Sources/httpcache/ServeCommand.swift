@@ -77,8 +77,9 @@ struct ServeCommand {
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
           --encryption-key-file FILE  encrypt the store at rest with this key (32 bytes, or
-                                  64 hex digits; default $HTTPCACHE_ENCRYPTION_KEY_FILE); read
-                                  before --user drops privileges
+                                  64 hex digits; default $HTTPCACHE_ENCRYPTION_KEY_FILE), the
+                                  disk store and what goes to Redis; read before --user drops
+                                  privileges
           --memory-only           keep nothing on disk
           --memory BYTES          memory tier size, each entry's head counted too
                                   (default 256M; K, M and G suffixes)
@@ -204,7 +205,7 @@ struct ServeCommand {
     private static func configuration(_ arguments: ParsedArguments) throws(Failure) -> (
         CachingProxy.Configuration, RedisOptions
     ) {
-        let redis = try RedisOptions(arguments)
+        var redis = try RedisOptions(arguments)
         _ = try arguments.positionals("", minimum: 0, maximum: 0)
         let mode: CachingProxy.Mode
         switch (arguments.value("--origin"), arguments.has("--forward")) {
@@ -234,10 +235,10 @@ struct ServeCommand {
         if arguments.value("--tls-listen") != nil && configuration.tlsIdentities.isEmpty {
             throw .usage(Self.name, "--tls-listen needs a certificate: --tls-cert FILE --tls-key FILE")
         }
+        configuration.encryptionKey = try EncryptionKeyOption.key(arguments)
+        redis.configuration?.encryptionKey = configuration.encryptionKey
         if !arguments.has("--memory-only") {
             configuration.cacheDirectory = arguments.value("--cache-dir") ?? DiskStore.defaultDirectory() + "-proxy"
-            configuration.encryptionKey = try EncryptionKeyOption.key(arguments)
-            try EncryptionKeyOption.refuseWithRedis(configuration.encryptionKey, redis, command: Self.name)
         }
         func bytes(_ option: String) throws(Failure) -> Int64? {
             guard let text = arguments.value(option) else { return nil }

@@ -113,8 +113,6 @@ struct CLIEncryptionTests {
             let warned = try await cli.run(["ls", "--encryption-key-file", open])
             #expect(warned.status == 0, "\(warned.stderr)")
             #expect(warned.stderr.contains("may be read by group or others"), "\(warned.stderr)")
-            let redis = try await cli.run(["ls", "--encryption-key-file", open, "--redis", "redis://127.0.0.1:1"])
-            #expect(redis.status == 2 && redis.stderr.contains("not the Redis tier"), "\(redis.stderr)")
             let missing = try await cli.run(["rekey"])
             #expect(missing.status == 2 && missing.stderr.contains("--new-key-file FILE or --decrypt"))
         }

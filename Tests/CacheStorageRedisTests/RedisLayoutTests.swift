@@ -179,7 +179,7 @@ struct RedisLayoutTests {
             let old = "https://a.example/old"
             let body = Self.body(1_000)
             // The earlier layout: a variants hash by URL and a description key.
-            let tag = RedisStore.tag(of: old)
+            let tag = store.tag(of: old)
             let id = tag + String(repeating: "0", count: 28)
             let oldHash = Array("\(prefix){\(tag)}v:\(old)".utf8)
             let record = Self.versionTwoRecord(id: id, key: old, size: body.count, checksum: XXH64.hash(body))

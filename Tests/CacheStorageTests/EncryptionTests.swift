@@ -1,5 +1,6 @@
 import CacheCrypto
 import CacheSemantics
+import CacheStorageRedis
 import CacheTestSupport
 import Foundation
 import Testing
@@ -283,6 +284,65 @@ struct EncryptionTests {
             _ = try DiskStore(Self.configuration(directory.path, key: Self.keyA))
         } throws: { error in
             (error as? StorageError)?.message.contains("before it was rekeyed: give its new key") == true
+        }
+    }
+
+    @Test("with a key, a DUMP of every Redis key (and the key names) holds no URL, field, tag or body text")
+    func redisHoldsNothingInTheClear() async throws {
+        try await offPool {
+            let server = try RedisServer.shared()
+            var configuration = try StoreKind.redisConfiguration(cluster: false)
+            configuration.encryptionKey = Self.keyA
+            let store = RedisStore(configuration)
+            // Inline in the hash (small, and in pieces), and in chunks of their own.
+            for (path, size) in [("small", 600), ("pieces", 100_000), ("chunks", 2_500_000)] {
+                try writeEntry(
+                    store, Self.head("https://secret.example/\(path)", tag: "tag-\(path)"),
+                    Self.body("REDIS-BODY-TEXT ", size: size))
+                let entry = try #require(try store.variants(of: "https://secret.example/\(path)").first)
+                #expect(try store.body(of: entry.id) == Self.body("REDIS-BODY-TEXT ", size: size))
+            }
+            let keys = try server.cli(["--raw", "KEYS", configuration.keyPrefix + "*"]).split(separator: "\n")
+            #expect(keys.count >= 5, "\(keys)")
+            for key in keys {
+                let dump = try server.command("DUMP", String(key))
+                for needle in ["secret.example", "REDIS-BODY-TEXT", "X-Secret-Header", "user-info", "tag-"] {
+                    #expect(!dump.contains(needle) && !key.contains(needle), "\(needle) in \(key)")
+                }
+            }
+            #expect(try store.remove(tag: "tag-pieces") == 1)
+            #expect(try store.remove(urlPrefix: "https://secret.example/sm") == 1)
+            #expect(try store.entries().map(\.head.url) == ["https://secret.example/chunks"])
+            // Another key reads nothing.
+            var other = configuration
+            other.encryptionKey = Self.keyB
+            #expect(try RedisStore(other).variants(of: "https://secret.example/chunks").isEmpty)
+        }
+    }
+
+    @Test("caches sharing an encrypted Redis tier hear each other's invalidations (sealed on the channel)")
+    func sharedStoresInvalidateEachOther() async throws {
+        try await offPool {
+            var configuration = try StoreKind.redisConfiguration(cluster: false)
+            configuration.encryptionKey = Self.keyA
+            let writer = SharedStore(redis: RedisStore(configuration), localCapacity: 1 << 20)
+            let reader = SharedStore(redis: RedisStore(configuration), localCapacity: 1 << 20)
+            let url = "https://shared.example/page"
+            try writeEntry(writer, Self.head(url, tag: "t"), Self.body("shared", size: 500))
+            // Listening: the reader's local tier answers for Redis until an invalidation says otherwise.
+            var heard = false
+            for _ in 0..<100 where !heard {
+                heard = try reader.variants(of: url).count == 1
+                if !heard { usleep(50_000) }
+            }
+            #expect(heard)
+            #expect(try writer.remove(primaryKey: url) == 1)
+            var invalidated = false
+            for _ in 0..<100 where !invalidated {
+                invalidated = try reader.variants(of: url).isEmpty
+                if !invalidated { usleep(50_000) }
+            }
+            #expect(invalidated, "the reader still answers with the removed entry")
         }
     }
 

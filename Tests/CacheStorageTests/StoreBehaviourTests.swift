@@ -17,6 +17,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case redis, redisCluster
     /// `SharedStore`: a local memory tier in front of the standalone Redis.
     case redisShared
+    /// `RedisStore` on the standalone Redis with an encryption key.
+    case encryptedRedis
 
     var testDescription: String { rawValue }
 
@@ -43,6 +45,10 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .redisCluster:
             return RedisStore(
                 try Self.redisConfiguration(cluster: true, maximumEntrySize: capacity / 2), clock: clock.now)
+        case .encryptedRedis:
+            var encrypted = try Self.redisConfiguration(cluster: false, maximumEntrySize: capacity / 2)
+            encrypted.encryptionKey = EncryptionKey(bytes: Array(repeating: 9, count: 32))
+            return RedisStore(encrypted, clock: clock.now)
         case .redisShared:
             return SharedStore(
                 redis: RedisStore(
