@@ -112,6 +112,13 @@ public struct StoredResponseFacts: Hashable, Sendable {
     public var varyRawValues: [String?]
     /// `Content-Length`, when valid.
     public var contentLength: Int64?
+    /// What was checked of the body against the response's `Content-Digest` and `Repr-Digest`
+    /// when it was stored (RFC 9530), in words for `explain` and `show` ("sha-256 verified when
+    /// stored (Content-Digest)"); `nil` when the response sent no digest, or was stored before
+    /// digests were checked. A body whose digest did not match is never stored, so there is no
+    /// "failed" here. Serialized last and only when present: facts written without it read
+    /// back as before.
+    public var integrity: String?
 
     /// Creates facts from their parts; the engine normally computes them.
     public init(
@@ -203,6 +210,7 @@ extension StoredResponseFacts {
             }
         }
         writer.optionalInt(contentLength.map(Int.init))
+        if let integrity { writer.string(integrity) }
         return writer.bytes
     }
 
@@ -249,7 +257,13 @@ extension StoredResponseFacts {
             values.append(value)
             rawValues.append(raw)
         }
-        guard let contentLength = reader.optionalInt(), reader.atEnd else { return nil }
+        guard let contentLength = reader.optionalInt() else { return nil }
+        var integrity: String?
+        if !reader.atEnd {
+            guard let text = reader.string() else { return nil }
+            integrity = text
+        }
+        guard reader.atEnd else { return nil }
         self.init(
             status: Int(status), requestTime: Timestamp(secondsSince1970: requestTime),
             responseTime: Timestamp(secondsSince1970: responseTime), date: Timestamp(secondsSince1970: date),
@@ -258,6 +272,7 @@ extension StoredResponseFacts {
             flags: Flags(rawValue: UInt16(flagBits)), entityTag: entityTag, lastModified: lastModified,
             vary: Vary(fieldNames: names, isAny: isAny == 1), varyValues: values, varyRawValues: rawValues,
             contentLength: contentLength.map(Int64.init))
+        self.integrity = integrity
     }
 }
 
