@@ -107,8 +107,8 @@ public final class ResponseRecorder: @unchecked Sendable {
         writer = nil
         if let mismatch = integrity?.verify() {
             // A damaged body is never stored (RFC 9530 §2, §3): what is stored stays as it was.
+            // The host reports it, with what it did about its client.
             self.mismatch = mismatch
-            log("\(mismatch)")
             current.abort()
             return settle(committed: false)
         }

@@ -237,11 +237,12 @@ struct Downloader {
     /// `Want-Repr-Digest` on a resumption (RFC 9530 §4): SHA-256 preferred, SHA-512 accepted.
     static let wantedReprDigest = "sha-256=10, sha-512=3"
 
-    /// Discards the partial file and its record after `mismatch`: the error to throw.
+    /// Empties the partial file after `mismatch` (``run()`` removes it and its record): the
+    /// error to throw, which says so.
     private mutating func discarded(_ mismatch: DigestMismatch) throws(DownloadError) -> DownloadError {
         let size = offset
-        try startOver("it does not match its digest")
-        unlink(recordPath)
+        try file?.truncate()
+        offset = 0
         record = nil
         return DownloadError(
             .digestMismatch,

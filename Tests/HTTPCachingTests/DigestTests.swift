@@ -165,3 +165,48 @@ struct DigestTests {
         #expect(sent.last?.header("If-None-Match") == nil)
     }
 }
+
+/// A resumed download checks the whole file against the representation's `Repr-Digest`.
+@Suite(.timeLimit(.minutes(5)))
+struct ResumedDigestTests {
+    /// A file whose first request is cut after 100 KiB, with `digest` as its `Repr-Digest`, in
+    /// front of a cache that stores nothing (the origin sees the download's own requests).
+    static func setUp(digest: (LoopbackOrigin.GeneratedResource) async throws -> String) async throws -> (
+        DownloadTests.Setup, LoopbackOrigin.GeneratedResource
+    ) {
+        let setup = try DownloadTests.Setup(storing: false)
+        var resource = LoopbackOrigin.GeneratedResource(length: 512 * 1024, seed: 21, etag: "\"f1\"")
+        resource.headers = [("Repr-Digest", try await digest(resource))]
+        setup.serve("/file", resource, cuts: 1)
+        return (setup, resource)
+    }
+
+    @Test("RFC 9530 §3, §4: a resumption sends Want-Repr-Digest and the whole file matches the Repr-Digest")
+    func resumedFileMatches() async throws {
+        let (setup, resource) = try await Self.setUp { try await CodedBodies.digestMember("sha-256", $0.bytes) }
+        let destination = setup.destination()
+        let result = try await setup.cache.download(setup.request("/file"), to: destination).result()
+        #expect(result.resumptions == 1)
+        #expect(try setup.mismatch(destination, resource) == nil)
+        let sent = setup.origin.requests(to: "/file")
+        #expect(sent.count == 2)
+        #expect(sent.first?.header("Want-Repr-Digest") == nil)
+        #expect(sent.last?.header("Range") == "bytes=\(DownloadTests.cut)-")
+        #expect(sent.last?.header("Want-Repr-Digest") == "sha-256=10, sha-512=3")
+    }
+
+    @Test("RFC 9530 §3: a resumed file that does not match its Repr-Digest is discarded and the download fails")
+    func resumedFileMismatchIsDiscarded() async throws {
+        let (setup, _) = try await Self.setUp { _ in
+            try await CodedBodies.digestMember("sha-512", Array("another file".utf8))
+        }
+        let destination = setup.destination()
+        let download = setup.cache.download(setup.request("/file"), to: destination)
+        let error = await #expect(throws: DownloadError.self) { try await download.result() }
+        #expect(error?.kind == .digestMismatch)
+        #expect(error?.message.contains("Repr-Digest (sha-512: expected") == true)
+        #expect(error?.message.contains("were discarded") == true)
+        #expect(!DownloadTests.exists(destination))
+        #expect(!DownloadTests.exists(download.partialFileURL))
+    }
+}

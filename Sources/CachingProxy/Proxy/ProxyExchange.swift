@@ -140,10 +140,11 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
-            if relay.recorder?.mismatch != nil {
+            if let mismatch = relay.recorder?.mismatch {
                 // It failed its digest (RFC 9530) and was not stored: the client must not take
                 // it as complete, so the end (last chunk or bytes) is withheld and the
                 // connection (HTTP/2: the stream) is closed.
+                handler.limitedLog(.cutOff, "closed the response to \(request.method) \(request.target.url) before its end: \(mismatch)")
                 responder?.abort()
             } else {
                 responder?.finish()
