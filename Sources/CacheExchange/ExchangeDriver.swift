@@ -561,8 +561,7 @@ public final class ExchangeDriver: Sendable {
             // The digests the response states are checked as its body is stored (RFC 9530).
             let digests = IntegrityDigests(plan.fields)
             let integrity = IntegrityPlan(
-                digests: digests, contentStart: storedPart?.size ?? 0, checksRepresentation: head.isComplete,
-                decodedCodings: decodedCodings)
+                digests: digests, checksRepresentation: head.isComplete, decodedCodings: decodedCodings)
             integrity.note(in: &head)
             do {
                 if let marker = plan.varianceMarker,

@@ -10,8 +10,9 @@ import CacheStorage
 /// - `Content-Digest` covers the content as sent, after the transfer coding is removed and
 ///   before any content coding is (§2). The proxy never decodes, so the bytes it stores are
 ///   exactly that content; so are the app's when its transport decodes nothing. When a stored
-///   part is completed by a `206` (RFC 9111 §3.4), the stored part's bytes come first and the
-///   digest covers only the origin's bytes after them.
+///   part is completed by a `206` (RFC 9111 §3.4), the `206`'s own `Content-Digest` (of its
+///   part) is not taken into the combined fields; a cut `200`'s, which covers the whole, is
+///   checked over the whole.
 /// - `Repr-Digest` covers the whole selected representation (§3; RFC 9110 §3.2: content codings
 ///   included). A `200` without `Content-Range` carries all of it as its content, so its bytes
 ///   are checked; a stored part completed by a `206` is the whole representation too, and is
@@ -166,25 +167,15 @@ public struct DigestMismatch: Error, Sendable, Equatable, CustomStringConvertibl
 /// Hashes a body as it streams and compares the result with the digests its response stated,
 /// at the end: the hashing of one ``ResponseRecorder``, and of a resumed download's whole file.
 package final class IntegrityCheck {
-    /// One hash of the body from byte `start` on.
+    /// One hash of the body.
     private final class Stream {
         let algorithm: DigestAlgorithm
-        let start: Int64
         var hasher: DigestHasher?
         var digest: [UInt8]?
 
-        init(_ algorithm: DigestAlgorithm, from start: Int64) {
+        init(_ algorithm: DigestAlgorithm) {
             self.algorithm = algorithm
-            self.start = start
             hasher = DigestHasher(algorithm)
-        }
-
-        /// Hashes the part of `bytes` (which begin at body offset `offset`) from `start` on.
-        func update(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
-            let end = offset + Int64(bytes.count)
-            guard end > start else { return }
-            let skip = Int(max(0, start - offset))
-            hasher?.update(UnsafeRawBufferPointer(rebasing: bytes[skip...]))
         }
 
         func finalize() -> [UInt8] {
@@ -196,40 +187,35 @@ package final class IntegrityCheck {
     }
 
     private let url: String
+    private let streams: [Stream]
     private let checks: [(expected: IntegrityDigests.Expected, stream: Stream)]
-    private var offset: Int64 = 0
 
-    /// A check of `digests`: `Content-Digest` over the bytes from `contentStart` on,
-    /// `Repr-Digest` over all of them when `checksRepresentation`; `nil` when nothing is
+    /// A check of `digests`: `Content-Digest` always, `Repr-Digest` when
+    /// `checksRepresentation` (the bytes are the whole representation); `nil` when nothing is
     /// left to check.
-    package init?(_ digests: IntegrityDigests, url: String, contentStart: Int64, checksRepresentation: Bool) {
+    package init?(_ digests: IntegrityDigests, url: String, checksRepresentation: Bool) {
         var streams: [Stream] = []
         var checks: [(IntegrityDigests.Expected, Stream)] = []
         for expected in digests.expected
         where IntegrityDigests.covers(expected, checksRepresentation: checksRepresentation) {
-            let start = expected.field == .contentDigest ? contentStart : 0
-            // One hash per algorithm and start, however many fields state it.
-            if let stream = streams.first(where: { $0.algorithm == expected.algorithm && $0.start == start }) {
+            // One hash per algorithm, however many fields state it.
+            if let stream = streams.first(where: { $0.algorithm == expected.algorithm }) {
                 checks.append((expected, stream))
             } else {
-                let stream = Stream(expected.algorithm, from: start)
+                let stream = Stream(expected.algorithm)
                 streams.append(stream)
                 checks.append((expected, stream))
             }
         }
         guard !checks.isEmpty else { return nil }
         self.url = url
+        self.streams = streams
         self.checks = checks
     }
 
     /// Hashes the next bytes of the body.
     package func update(_ bytes: UnsafeRawBufferPointer) {
-        var seen: [ObjectIdentifier] = []
-        for (_, stream) in checks where !seen.contains(ObjectIdentifier(stream)) {
-            seen.append(ObjectIdentifier(stream))
-            stream.update(bytes, at: offset)
-        }
-        offset += Int64(bytes.count)
+        for stream in streams { stream.hasher?.update(bytes) }
     }
 
     /// The body ended: the first digest that does not match, or `nil` when all do.
@@ -249,8 +235,6 @@ package final class IntegrityCheck {
 /// of that.
 struct IntegrityPlan {
     var digests: IntegrityDigests
-    /// Bytes of a stored part recorded ahead of the origin's content.
-    var contentStart: Int64
     /// Whether the stored bytes are the whole representation.
     var checksRepresentation: Bool
     /// The content codings the host undid before storing.
@@ -270,7 +254,6 @@ struct IntegrityPlan {
     /// The check of the body of `url`'s response; `nil` when nothing is checked.
     func check(url: String) -> IntegrityCheck? {
         guard decodedCodings.isEmpty else { return nil }
-        return IntegrityCheck(
-            digests, url: url, contentStart: contentStart, checksRepresentation: checksRepresentation)
+        return IntegrityCheck(digests, url: url, checksRepresentation: checksRepresentation)
     }
 }

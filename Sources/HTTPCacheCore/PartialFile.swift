@@ -102,7 +102,7 @@ extension PartialFile {
         let path = path
         let outcome = await onThreadOfItsOwn { () -> Result<DigestMismatch?, DownloadError> in
             defer { closeDescriptor(copy) }
-            guard let check = IntegrityCheck(digests, url: url, contentStart: 0, checksRepresentation: true) else {
+            guard let check = IntegrityCheck(digests, url: url, checksRepresentation: true) else {
                 return .success(nil)
             }
             var buffer = [UInt8](repeating: 0, count: 256 * 1024)

@@ -171,14 +171,26 @@ struct DigestTests {
 struct ResumedDigestTests {
     /// A file whose first request is cut after 100 KiB, with `digest` as its `Repr-Digest`, in
     /// front of a cache that stores nothing (the origin sees the download's own requests).
-    static func setUp(digest: (LoopbackOrigin.GeneratedResource) async throws -> String) async throws -> (
-        DownloadTests.Setup, LoopbackOrigin.GeneratedResource
-    ) {
-        let setup = try DownloadTests.Setup(storing: false)
+    static func setUp(
+        storing: Bool = false, digest: (LoopbackOrigin.GeneratedResource) async throws -> String
+    ) async throws -> (DownloadTests.Setup, LoopbackOrigin.GeneratedResource) {
+        let setup = try DownloadTests.Setup(storing: storing)
         var resource = LoopbackOrigin.GeneratedResource(length: 512 * 1024, seed: 21, etag: "\"f1\"")
         resource.headers = [("Repr-Digest", try await digest(resource))]
         setup.serve("/file", resource, cuts: 1)
         return (setup, resource)
+    }
+
+    @Test("RFC 9111 §3.4, RFC 9530 §3: a stored part completed by a 206 is checked whole against its Repr-Digest")
+    func completedPartIsCheckedWhole() async throws {
+        let (setup, resource) = try await Self.setUp(storing: true) {
+            try await CodedBodies.digestMember("sha-256", $0.bytes)
+        }
+        let destination = setup.destination()
+        _ = try await setup.cache.download(setup.request("/file"), to: destination).result()
+        #expect(try setup.mismatch(destination, resource) == nil)
+        let stored = try setup.cache.entries(for: setup.origin.url("/file")).filter { $0.bodySize == resource.length }
+        #expect(stored.first?.facts?.integrity == "sha-256 verified when stored (Repr-Digest)", "\(stored)")
     }
 
     @Test("RFC 9530 §3, §4: a resumption sends Want-Repr-Digest and the whole file matches the Repr-Digest")
