@@ -61,7 +61,8 @@ struct StoredResponseUpdates {
         ).filter {
             // A 304 whose Repr-Digest differs from the stored one's describes another
             // representation than the body stored (RFC 9530 §3): it does not select it.
-            !IntegrityDigests.reprDigestConflicts(stored: candidates[$0].entry.head.fields, notModified: notModified.fields)
+            !IntegrityDigests.reprDigestConflicts(
+                stored: candidates[$0].entry.head.fields, notModified: notModified.fields)
         }
         guard !indexes.isEmpty else { return .selectsNone }
         for index in indexes {

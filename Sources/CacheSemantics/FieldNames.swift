@@ -71,7 +71,9 @@ extension HeaderField.Name {
     /// `Connection` ([RFC 9110 §7.6.1](https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1)).
     @inlinable public static var connection: Self { .init(registered: "Connection", lowercased: "connection") }
     /// `Content-Digest` ([RFC 9530 §2](https://www.rfc-editor.org/rfc/rfc9530#section-2)).
-    @inlinable public static var contentDigest: Self { .init(registered: "Content-Digest", lowercased: "content-digest") }
+    @inlinable public static var contentDigest: Self {
+        .init(registered: "Content-Digest", lowercased: "content-digest")
+    }
     /// `Content-Encoding` ([RFC 9110 §8.4](https://www.rfc-editor.org/rfc/rfc9110#section-8.4)).
     @inlinable public static var contentEncoding: Self {
         .init(registered: "Content-Encoding", lowercased: "content-encoding")

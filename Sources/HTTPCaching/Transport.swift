@@ -119,7 +119,9 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
         }
         let decoded = Self.decoded(http)
         var response = TransportResponse(response: decoded, body: stream)
-        if decoded !== http { response.decodedContentCodings = [http.value(forHTTPHeaderField: "Content-Encoding") ?? ""] }
+        if decoded !== http {
+            response.decodedContentCodings = [http.value(forHTTPHeaderField: "Content-Encoding") ?? ""]
+        }
         head?.resume(returning: response)
         completionHandler(.allow)
     }

@@ -13,7 +13,8 @@ struct DigestProxyTests {
     static let resource = LoopbackOrigin.GeneratedResource(length: 300 * 1024, seed: 9)
 
     /// Routes `path` to ``resource`` with `digest` as `field`.
-    static func serve(_ harness: ProxyHarness, _ path: String, _ field: String, _ digest: String, chunked: Bool = false) {
+    static func serve(_ harness: ProxyHarness, _ path: String, _ field: String, _ digest: String, chunked: Bool = false)
+    {
         harness.origin.route(path) { _ in
             var response = LoopbackOrigin.Response(
                 headers: [("Cache-Control", "max-age=600"), (field, digest)], generatedLength: resource.length,
@@ -27,9 +28,11 @@ struct DigestProxyTests {
         try await CodedBodies.digestMember("sha-256", Array("not this body".utf8))
     }
 
-    @Test("RFC 9530 §2, §3: a body matching its sha-256 or sha-512 digest is stored and served", arguments: [
-        ("Content-Digest", "sha-256"), ("Repr-Digest", "sha-512"),
-    ])
+    @Test(
+        "RFC 9530 §2, §3: a body matching its sha-256 or sha-512 digest is stored and served",
+        arguments: [
+            ("Content-Digest", "sha-256"), ("Repr-Digest", "sha-512"),
+        ])
     func matchingBodyIsStored(field: String, algorithm: String) async throws {
         let digest = try await CodedBodies.digestMember(algorithm, Self.resource.bytes)
         try await offPool {
@@ -77,7 +80,9 @@ struct DigestProxyTests {
             let harness = try ProxyHarness()
             harness.origin.route("/z") { _ in
                 LoopbackOrigin.Response(
-                    headers: [("Cache-Control", "max-age=600"), ("Content-Encoding", "gzip"), ("Content-Digest", digest)],
+                    headers: [
+                        ("Cache-Control", "max-age=600"), ("Content-Encoding", "gzip"), ("Content-Digest", digest),
+                    ],
                     body: coded)
             }
             #expect(try harness.get("/z", [("Accept-Encoding", "gzip")]).body == coded)

@@ -144,7 +144,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 // It failed its digest (RFC 9530) and was not stored: the client must not take
                 // it as complete, so the end (last chunk or bytes) is withheld and the
                 // connection (HTTP/2: the stream) is closed.
-                handler.limitedLog(.cutOff, "closed the response to \(request.method) \(request.target.url) before its end: \(mismatch)")
+                handler.limitedLog(
+                    .cutOff,
+                    "closed the response to \(request.method) \(request.target.url) before its end: \(mismatch)")
                 responder?.abort()
             } else {
                 responder?.finish()
