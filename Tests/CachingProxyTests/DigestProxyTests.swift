@@ -56,15 +56,21 @@ struct DigestProxyTests {
             let client = try RawHTTPClient(port: harness.proxy.port)
             defer { client.close() }
             try client.send("GET /d HTTP/1.1\r\nHost: origin.test\r\n\r\n")
-            let head = try client.readHead()
-            #expect(head.status == 200)
-            let rest = try client.readUntilClosed()
-            if chunked {
-                // The last chunk never comes: the client cannot take the body as complete.
-                #expect(!rest.suffix(7).elementsEqual(Array("\r\n0\r\n\r\n".utf8)))
-            } else {
-                #expect(head.field("Content-Length") == String(Self.resource.length))
-                #expect(rest.count < Int(Self.resource.length))
+            // The connection closes before the response is complete: what was still queued for
+            // the client when the mismatch showed (the head too, on a busy machine) is dropped.
+            let received = try client.readUntilClosed()
+            let separator = Array("\r\n\r\n".utf8)
+            if let end = received.indices.first(where: { received[$0...].starts(with: separator) }) {
+                let head = try RawHTTPClient.parseHead(Array(received[..<(end + 4)]))
+                #expect(head.status == 200)
+                let rest = received[(end + 4)...]
+                if chunked {
+                    // The last chunk never comes: the client cannot take the body as complete.
+                    #expect(!rest.suffix(7).elementsEqual(Array("\r\n0\r\n\r\n".utf8)))
+                } else {
+                    #expect(head.field("Content-Length") == String(Self.resource.length))
+                    #expect(rest.count < Int(Self.resource.length))
+                }
             }
             let next = try harness.get("/d", [("Cache-Control", "only-if-cached")])
             #expect(next.status == 504, "nothing was stored")
