@@ -229,9 +229,13 @@ extension DiskStore {
         return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// Replaces a stored head's fields and facts (a `304` freshened them, RFC 9111 §4.3.4). With
+    /// ``Configuration/writesBehind`` (or inside ``beginBatchedWrites()``) it joins the open
+    /// batch, as commits do: a revalidation does not wait for a transaction of its own.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        let changed = try state.withLock { state throws(StorageError) -> Int in
+        let files = try state.withLock { state throws(StorageError) -> [String] in
             defer { changes?.bump() }
+            try openBatchIfWanted(&state)
             let update = try state.connection.statement(
                 "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id")
             try update.bind(fields.serialized(), to: ":fields")
@@ -239,9 +243,12 @@ extension DiskStore {
             try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
             try update.bind(id.rawValue, to: ":id")
             try update.run()
-            return state.connection.changes
+            guard state.connection.changes > 0 else { throw MemoryStore.notFound(id) }
+            guard state.batching.open != nil else { return [] }
+            state.batching.writes += 1
+            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
         }
-        if changed == 0 { throw MemoryStore.notFound(id) }
+        unlinkBodies(files)
     }
 
     /// Buffers the access; the index gets it from a background flush, queued once a second

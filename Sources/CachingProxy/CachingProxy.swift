@@ -110,6 +110,12 @@ public final class CachingProxy: Sendable {
         /// stream is one exchange, cached like an HTTP/1.1 request. Reverse mode only: a forward
         /// proxy speaks HTTP/1.1 (and relays `CONNECT`). On by default.
         public var http2 = true
+        /// Whether a request that must wait for the origin (a miss, a revalidation, `no-cache`)
+        /// is answered `103 Early Hints` ([RFC 8297](https://www.rfc-editor.org/rfc/rfc8297)) at
+        /// once, with the `Link` members (`rel=preload`, `rel=preconnect`) of the last response
+        /// stored for its URL; a `103` from the origin is merged, not repeated. Never to HTTP/1.0
+        /// clients (RFC 9110 §15.2). On by default.
+        public var earlyHints = true
         /// The TLS listener's address.
         public var tlsHost = "127.0.0.1"
         /// The TLS listener's port; `0` picks a free one (see ``CachingProxy/tlsPort``).

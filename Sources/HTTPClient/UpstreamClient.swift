@@ -71,14 +71,14 @@ package final class UpstreamClient: Sendable {
     /// Opens a connected, non-blocking socket to a host and port within a timeout in seconds.
     typealias Connector = @Sendable (String, UInt16, Double) -> Result<Int32, OriginSocket.Failure>
 
-    private let configuration: Configuration
-    private let pool: ConnectionPool
+    let configuration: Configuration
+    let pool: ConnectionPool
     private let connector: Connector
     /// What every `https` connection of this client shares: the trusted authorities, ALPN
     /// `http/1.1`, the sessions kept for resumption. `nil`: `https` URLs are refused.
     private let tls: TLSClientContext?
     private let limits: ResponseFramer.Limits
-    private let readSize: Int
+    let readSize: Int
 
     /// A client with no connections yet; they are made on first use. Its TLS context reads
     /// ``Configuration/extraTrustRoots`` now, and sets up OpenSSL with the system's trust store
@@ -135,22 +135,45 @@ package final class UpstreamClient: Sendable {
     ///   - receiver: Gets the response.
     /// - Throws: ``UpstreamError``; its ``UpstreamError/receivedHead`` says whether the receiver
     ///   already has the head.
-    package func perform(_ request: UpstreamRequest, _ receiver: some UpstreamReceiver) throws(UpstreamError) {
+    package func perform(_ request: UpstreamRequest, _ receiver: any UpstreamReceiver) throws(UpstreamError) {
         let wire = try request.wire()
         var connection = try connect(wire, request, fresh: false)
-        var outcome = exchange(on: connection, wire, request, receiver)
+        var outcome = exchange(on: connection, wire, request, receiver).run()
         if case .unanswered(let detail) = outcome, connection.reused {
             connection.close()
-            guard Self.isIdempotent(request.method) else {
-                throw UpstreamError(
-                    kind: .closed,
-                    description: "the kept-alive connection to \(request.url) closed before any response (\(detail)); "
-                        + "\(request.method) is not idempotent, so it was not sent again (RFC 9110 §9.2.2)",
-                    receivedHead: false)
-            }
+            try checkIdempotent(request, detail)
             connection = try connect(wire, request, fresh: true)
-            outcome = exchange(on: connection, wire, request, receiver)
+            outcome = exchange(on: connection, wire, request, receiver).run()
         }
+        try conclude(outcome, connection, wire, request)
+    }
+
+    /// An exchange of `request` on `connection`, not started.
+    func exchange(
+        on connection: UpstreamConnection, _ wire: UpstreamRequest.Wire, _ request: UpstreamRequest,
+        _ receiver: any UpstreamReceiver
+    ) -> UpstreamExchange {
+        UpstreamExchange(
+            on: connection, wire, request, receiver, limits: limits, stallTimeout: configuration.stallTimeout)
+    }
+
+    /// Throws unless `request` may be sent again after its kept-alive connection closed before
+    /// any response (RFC 9110 §9.2.2).
+    func checkIdempotent(_ request: UpstreamRequest, _ detail: String) throws(UpstreamError) {
+        guard !Self.isIdempotent(request.method) else { return }
+        throw UpstreamError(
+            kind: .closed,
+            description: "the kept-alive connection to \(request.url) closed before any response (\(detail)); "
+                + "\(request.method) is not idempotent, so it was not sent again (RFC 9110 §9.2.2)",
+            receivedHead: false)
+    }
+
+    /// Ends an exchange: its connection back to the pool when it may carry another request,
+    /// else closed; the error, if it failed.
+    func conclude(
+        _ outcome: UpstreamExchange.Outcome, _ connection: UpstreamConnection, _ wire: UpstreamRequest.Wire,
+        _ request: UpstreamRequest
+    ) throws(UpstreamError) {
         switch outcome {
         case .complete(let reusable):
             if reusable, let stream = connection.detach() {
@@ -313,117 +336,6 @@ package final class UpstreamClient: Sendable {
             throw UpstreamError(
                 kind: .tls, description: "could not connect securely to \(request.url): \(error)", receivedHead: false,
                 connectFailure: error.description, tlsFailure: error)
-        }
-    }
-
-    /// How one exchange on one connection ended.
-    private enum Outcome {
-        /// The response is complete; whether the connection may carry another request.
-        case complete(reusable: Bool)
-        /// Not one byte of a response came before the connection closed or reset, or the
-        /// request could not be sent (the detail says which).
-        case unanswered(String)
-        case failed(UpstreamError)
-    }
-
-    /// Sends the request on `connection` and delivers its response to `receiver`.
-    private func exchange(
-        on connection: UpstreamConnection, _ wire: UpstreamRequest.Wire, _ request: UpstreamRequest,
-        _ receiver: some UpstreamReceiver
-    ) -> Outcome {
-        let url = request.url
-        var receivedHead = false
-        func failure(_ kind: UpstreamError.Kind, _ description: String) -> Outcome {
-            .failed(UpstreamError(kind: kind, description: description, receivedHead: receivedHead))
-        }
-        var sendFailure = wire.head.withUnsafeBytes { connection.send($0) }
-        if sendFailure == nil, wire.sendsBodyApart, let body = request.body {
-            sendFailure = body.withUnsafeBytes { connection.send($0) }
-        }
-        if sendFailure == .stalled {
-            return failure(
-                .timeout,
-                "could not send the request to \(url) for \(OriginSocket.seconds(configuration.stallTimeout)): "
-                    + "the origin is not reading it")
-        }
-        // After a failed send a response may still have arrived (an early 413, say): read it.
-        var framer = ResponseFramer(requestMethod: request.method, limits: limits)
-        var receivedAny = false
-        while true {
-            let (event, consumed) = framer.parse(connection.pending)
-            switch event {
-            case .needMore:
-                connection.consume(consumed)
-                let received = connection.receive { if receivedHead { receiver.willWait() } }
-                switch received {
-                case .bytes:
-                    receivedAny = true
-                    continue
-                case .stalled:
-                    let what = receivedHead ? "the response body" : "a response"
-                    return failure(
-                        .timeout,
-                        "no byte from \(url) for \(OriginSocket.seconds(configuration.stallTimeout)) "
-                            + "while waiting for \(what)")
-                case .closed(let closure):
-                    guard receivedAny else { return .unanswered(sendFailure?.description ?? "EOF") }
-                    switch framer.finish() {
-                    case .end where closure == .withoutCloseNotify:
-                        // Only a body delimited by the close is still open here; under TLS it
-                        // ends with close_notify, or it may have been cut (RFC 9112 §9.8).
-                        return failure(
-                            .closed,
-                            "the response from \(url) ended without TLS close_notify, so its body, delimited by "
-                                + "the close, may be cut short (RFC 9112 §9.8); it is incomplete and must not be "
-                                + "used as complete")
-                    case .error(let error):
-                        return failure(
-                            .closed,
-                            "the response from \(url) was cut off: \(error); "
-                                + "it is incomplete and must not be used as complete")
-                    default:
-                        return .complete(reusable: false)
-                    }
-                case .failed(let reason):
-                    guard receivedAny else { return .unanswered(sendFailure?.description ?? reason.description) }
-                    if case .tls = reason {
-                        return failure(
-                            .tls,
-                            "the TLS connection to \(url) failed before the response was complete (\(reason)); "
-                                + "it is incomplete and must not be used as complete")
-                    }
-                    return failure(
-                        .closed,
-                        "the connection to \(url) was reset (\(reason)) before the response was complete; "
-                            + "it is incomplete and must not be used as complete")
-                }
-            case .interim(let head):
-                connection.consume(consumed)
-                receiver.receive(interim: head)
-            case .head(let head):
-                connection.consume(consumed)
-                receivedHead = true
-                guard receiver.receive(head: head) else {
-                    return failure(.aborted, "the transfer from \(url) was stopped by its receiver")
-                }
-            case .body(let range):
-                let bytes = UnsafeRawBufferPointer(rebasing: connection.pending[range])
-                let wanted = receiver.receive(body: bytes)
-                connection.consume(consumed)
-                guard wanted else { return failure(.aborted, "the transfer from \(url) was stopped by its receiver") }
-            case .end:
-                connection.consume(consumed)
-                // Bytes beyond the response's end are not a response to anything: the
-                // connection is closed rather than reused (RFC 9112 §6.3, last paragraph).
-                let excess = !connection.pending.isEmpty
-                return .complete(
-                    reusable: framer.keepsAlive && !excess && !wire.closesConnection && sendFailure == nil)
-            case .error(let error):
-                return failure(
-                    .protocolError,
-                    "the response from \(url) was refused: \(error); "
-                        + "nothing of it is used or stored, and the connection was closed")
-            }
         }
     }
 

@@ -99,41 +99,53 @@ final class UpstreamConnection {
 
     /// Sends all of `bytes`, waiting while the connection cannot take more.
     func send(_ bytes: UnsafeRawBufferPointer) -> SendFailure? {
-        guard let stream else { return .failed(.system(EBADF)) }
         var offset = 0
         while offset < bytes.count {
-            switch stream.write(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+            switch trySend(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
             case .sent(let count): offset += count
-            case .wait(let events): guard wait(stream.fd, for: events) else { return .stalled }
+            case .wait(let events): guard wait(for: events) else { return .stalled }
             case .failed(let failure): return .failed(failure)
             }
         }
         return nil
     }
 
+    /// Sends some of `bytes` without waiting.
+    func trySend(_ bytes: UnsafeRawBufferPointer) -> StreamWrite {
+        guard let stream else { return .failed(.system(EBADF)) }
+        return stream.write(bytes)
+    }
+
     /// Receives more bytes into ``pending``, waiting for them (after calling `beforeWaiting`
     /// when none are there yet).
     func receive(beforeWaiting: () -> Void = {}) -> Received {
-        guard let stream else { return .failed(.system(EBADF)) }
-        makeRoom()
         while true {
-            let room = UnsafeMutableRawBufferPointer(rebasing: storage[end..<min(storage.count, end + readSize)])
-            switch stream.read(into: room) {
-            case .bytes(let count):
-                end += count
-                return .bytes(count)
+            switch tryReceive() {
+            case .bytes(let count): return .bytes(count)
             case .wait(let events):
                 beforeWaiting()
-                guard wait(stream.fd, for: events) else { return .stalled }
+                guard wait(for: events) else { return .stalled }
             case .closed(let closure): return .closed(closure)
             case .failed(let failure): return .failed(failure)
             }
         }
     }
 
-    /// Waits until `fd` is ready for `events`; false after the stall timeout.
-    private func wait(_ fd: Int32, for events: Int16) -> Bool {
-        var poller = pollfd(fd: fd, events: events, revents: 0)
+    /// Receives more bytes into ``pending`` if some are there, without waiting.
+    func tryReceive() -> StreamRead {
+        guard let stream else { return .failed(.system(EBADF)) }
+        makeRoom()
+        let room = UnsafeMutableRawBufferPointer(rebasing: storage[end..<min(storage.count, end + readSize)])
+        let read = stream.read(into: room)
+        if case .bytes(let count) = read { end += count }
+        return read
+    }
+
+    /// Waits until the connection is ready for `events` (`POLLIN`, `POLLOUT`); false after the
+    /// stall timeout.
+    func wait(for events: Int16) -> Bool {
+        guard let stream else { return true }
+        var poller = pollfd(fd: stream.fd, events: events, revents: 0)
         while true {
             let ready = poll(&poller, 1, pollTimeout)
             if ready < 0 && errno == EINTR { continue }
@@ -141,6 +153,9 @@ final class UpstreamConnection {
             return ready != 0
         }
     }
+
+    /// The socket underneath, for an event loop to watch; -1 once closed or detached.
+    var fd: Int32 { stream?.fd ?? -1 }
 
     /// Room at the end of the storage for another read: pending bytes moved to the front,
     /// or a larger storage when they fill it (a head or chunk line still incomplete).

@@ -21,6 +21,7 @@ struct ServeCommand {
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
             .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
             .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
+            .flag("--no-early-hints"),
             .value("--config"), .value("--check-config"),
         ] + RedisOptions.specs
     /// The options a configuration file cannot hold.
@@ -67,6 +68,10 @@ struct ServeCommand {
                                   most 100 streams per connection, header lists up to 16 KiB,
                                   GOAWAY ENHANCE_YOUR_CALM to floods of resets, SETTINGS,
                                   PING or CONTINUATION frames)
+          --no-early-hints        send no 103 Early Hints of our own (by default a request
+                                  that waits for the origin gets one at once, with the
+                                  rel=preload and rel=preconnect links of the last response
+                                  stored for its URL; an origin's 103 is merged)
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
@@ -219,6 +224,7 @@ struct ServeCommand {
         (configuration.host, configuration.port) = try Self.address("--listen", default: "127.0.0.1:8080", arguments)
         configuration.tlsIdentities = try Self.tlsIdentities(arguments, mode: mode)
         configuration.http2 = !arguments.has("--no-http2")
+        configuration.earlyHints = !arguments.has("--no-early-hints")
         (configuration.tlsHost, configuration.tlsPort) = try Self.address(
             "--tls-listen", default: "127.0.0.1:8443", arguments)
         if arguments.value("--tls-listen") != nil && configuration.tlsIdentities.isEmpty {

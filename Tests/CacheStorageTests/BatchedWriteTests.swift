@@ -108,6 +108,24 @@ struct BatchedWriteTests {
         #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
     }
 
+    @Test(
+        "Written behind: a head a 304 freshened (RFC 9111 §4.3.4) joins the batch: its store reads it at once, others after flush()"
+    )
+    func updateJoinsTheBatch() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let other = try openStore()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        try store.flush()
+        let freshened = HeaderFields([("Cache-Control", "max-age=600"), ("ETag", "\"v2\"")])
+        try store.update(entry.id, fields: freshened, facts: [7])
+        #expect(try store.variants(of: entry.head.primaryKey).first?.head.fields == freshened)
+        #expect(try other.variants(of: entry.head.primaryKey).first?.head.fields == entry.head.fields)
+        try store.flush()
+        #expect(try other.variants(of: entry.head.primaryKey).first?.head.fields == freshened)
+        #expect(throws: StorageError.self) { try store.update(EntryID.random(), fields: freshened, facts: []) }
+    }
+
     @Test("Written behind: a removal racing the queued commit in the same store is never undone by it")
     func removalInTheSameStoreWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }

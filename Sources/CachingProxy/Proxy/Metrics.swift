@@ -25,6 +25,8 @@ final class Metrics: Sendable {
     let bytesFromCache = Atomic<Int>(0)
     let bytesFromOrigin = Atomic<Int>(0)
     let originRequests = Atomic<Int>(0)
+    /// Origin requests an event loop sent itself, on a kept-alive connection.
+    let originRequestsOnLoop = Atomic<Int>(0)
     let originErrors = Atomic<Int>(0)
     let collapsed = Atomic<Int>(0)
     let stored = Atomic<Int>(0)
@@ -128,6 +130,11 @@ final class Metrics: Sendable {
         metric(
             "httpcache_origin_requests_total", "counter", "Requests sent to the origin.",
             [("", String(originRequests.load(ordering: .relaxed)))])
+        metric(
+            "httpcache_origin_requests_on_loop_total", "counter",
+            "Requests sent to the origin by an event loop itself, on a kept-alive connection; the others went "
+                + "through an origin thread (a new connection, a slow client).",
+            [("", String(originRequestsOnLoop.load(ordering: .relaxed)))])
         metric(
             "httpcache_origin_errors_total", "counter", "Origin requests that got no complete response.",
             [("", String(originErrors.load(ordering: .relaxed)))])

@@ -35,7 +35,11 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         case forward(ExchangeStateMachine.ForwardedRequest)
     }
     private var relay: ExchangeDriver.Relay?
+    /// A transfer begun on a loop whose rest a worker takes.
+    private var handedOff: UpstreamTransfer?
     private var clientGone = false
+    /// The `Link` members this exchange sent in its own `103`, not to be sent again.
+    private var sentHints: [String] = []
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
     private var forwardReason = CacheStatus.ForwardReason.miss
 
@@ -92,11 +96,24 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 // This one fetches it for all.
                 work = driver.joinedAsLeader(&machine)
             case .forward(let forwarded):
-                // The origin is asked on a worker: the event loop never blocks.
+                sendEarlyHints()
+                // On a kept-alive connection from this loop when one is idle; else on a worker,
+                // which may block (a connect, a TLS handshake): the event loop never does.
+                if let loop = EventLoop.current, sendOnLoop(forwarded, loop) { return }
                 handler.workers.submit { [self] in send(forwarded) }
                 return
             }
         }
+    }
+
+    /// Sends `103 Early Hints` with what the last stored response for this URL linked to
+    /// (RFC 8297), once per exchange, before the request goes to the origin.
+    private func sendEarlyHints() {
+        guard configuration.earlyHints, sentHints.isEmpty, let responder, request.method == "GET",
+            let hints = handler.earlyHints.hints(for: request.target.url)
+        else { return }
+        sentHints = hints
+        responder.interim(ServerResponseHead(status: 103, fields: HeaderFields(hints.map { ("Link", $0) })))
     }
 
     private func serve(_ served: ServedResponse) {
@@ -126,17 +143,30 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// send next when the exchange asks for another.
     private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest?
     {
+        let request = upstreamRequest(forwarded)
+        willSend(forwarded)
+        do {
+            try handler.upstream.perform(request, self)
+        } catch {
+            return transferEnded(error)
+        }
+        return transferEnded(nil)
+    }
+
+    /// Resets what one transfer learns, as a request goes to the origin.
+    private func willSend(_ forwarded: ExchangeStateMachine.ForwardedRequest) {
         requestTime = handler.now
         sentAt = MonotonicClock.seconds()
         forwardReason = forwarded.reason
         afterHead = nil
         relay = nil
         handler.metrics.originRequests.add(1, ordering: .relaxed)
-        do {
-            try handler.upstream.perform(upstreamRequest(forwarded), self)
-        } catch {
-            return failed(error)
-        }
+    }
+
+    /// Performs what the exchange decides once a transfer ended (with `error`, or complete);
+    /// returns the request to send next when the exchange asks for another.
+    private func transferEnded(_ error: (any Error)?) -> ExchangeStateMachine.ForwardedRequest? {
+        if let error { return failed(error) }
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
@@ -159,6 +189,86 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 UpstreamError(kind: .protocolError, description: "the origin sent no response", receivedHead: false))
         }
         return perform(afterHead)
+    }
+
+    /// Sends the request from `loop` on a kept-alive connection to the origin, advanced as the
+    /// connection is ready: no thread hop, no blocked thread. `false` when none is idle (nothing
+    /// was sent).
+    private func sendOnLoop(_ forwarded: ExchangeStateMachine.ForwardedRequest, _ loop: EventLoop) -> Bool {
+        let request = upstreamRequest(forwarded)
+        // A request that cannot be sent at all fails on the worker, as any other.
+        guard let transfer = try? handler.upstream.transferOnPooledConnection(request, self) else { return false }
+        willSend(forwarded)
+        handler.metrics.originRequestsOnLoop.add(1, ordering: .relaxed)
+        // The watch holds this exchange until the transfer ends; the exchange does not hold it.
+        let watch = LoopWatch(
+            fd: transfer.fd,
+            ready: { [self] in advance(transfer, on: loop, forwarded) },
+            expired: { [self] in
+                transfer.timedOut()
+                advance(transfer, on: loop, forwarded)
+            })
+        advance(transfer, on: loop, forwarded, watch)
+        return true
+    }
+
+    /// Moves the transfer on as far as it goes, then waits for its connection, or hands the rest
+    /// to a worker, or ends it.
+    private func advance(
+        _ transfer: UpstreamTransfer, on loop: EventLoop, _ forwarded: ExchangeStateMachine.ForwardedRequest,
+        _ newWatch: LoopWatch? = nil
+    ) {
+        let watch = newWatch ?? loop.watches[transfer.fd]
+        var step = transfer.advance()
+        // More of the body is buffered: on while the client keeps up (the loop does not flush
+        // its output meanwhile, so a large body soon hands the rest to a worker below).
+        while step == .more && responder?.isBackedUp != true { step = transfer.advance() }
+        switch step {
+        case .more:
+            // The client is backed up (the loop above goes on otherwise).
+            handOff(transfer, from: loop, watch)
+        case .wait(let readable, let writable):
+            if responder?.isBackedUp != true, let watch,
+                loop.watch(watch, readable: readable, writable: writable, for: transfer.stallTimeout)
+            {
+                return
+            }
+            handOff(transfer, from: loop, watch)
+        case .done:
+            if let watch { loop.unwatch(watch) }
+            let next: ExchangeStateMachine.ForwardedRequest?
+            do {
+                if try transfer.finish() == .sendAgain {
+                    // The kept-alive connection closed unanswered: again on a new one (RFC 9110
+                    // §9.2.2), from a worker, which may block connecting.
+                    return handler.workers.submit { [self] in send(forwarded) }
+                }
+                next = transferEnded(nil)
+            } catch {
+                next = transferEnded(error)
+            }
+            if let next { perform(ExchangeDriver.HostWork.forward(next)) }
+        }
+    }
+
+    /// Hands the rest of the transfer to a worker: a client slower than its origin, whose writes
+    /// there wait for the client (bounded memory) where the loop's would pile up; or a
+    /// connection the loop could not watch.
+    private func handOff(_ transfer: UpstreamTransfer, from loop: EventLoop, _ watch: LoopWatch?) {
+        if let watch { loop.unwatch(watch) }
+        handedOff = transfer
+        handler.workers.submit { [self] in
+            guard let transfer = handedOff else { return }
+            handedOff = nil
+            var next: ExchangeStateMachine.ForwardedRequest?
+            do {
+                try transfer.finishBlocking()
+                next = transferEnded(nil)
+            } catch {
+                next = transferEnded(error)
+            }
+            if let next { send(next) }
+        }
     }
 
     /// Performs what the exchange decided instead of relaying: returns the request to send
@@ -204,6 +314,15 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     func receive(interim head: UpstreamResponseHead) {
         guard let responder, head.status != 100, head.status != 101 else { return }
         var fields = Messages.removingHopByHop(head.fields)
+        if head.status == 103 && !sentHints.isEmpty {
+            // Merged with the hints the proxy sent (RFC 8297 §2 allows several 103s): only the
+            // links the client has not had; nothing when it had them all.
+            let links = fields.values(named: "Link").flatMap { EarlyHints.members(of: Substring($0)) }
+            let new = links.filter { !sentHints.contains(String($0)) }
+            guard !new.isEmpty else { return }
+            fields.removeAll(named: "Link")
+            for link in new { fields.append(HeaderField(name: "Link", value: String(link))) }
+        }
         fields.removeAll(named: .contentLength)
         Messages.addingVia(&fields, version: "1.1", name: configuration.name)
         responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
@@ -230,6 +349,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             return head.status == 304
         }
         self.relay = relay
+        if relay.recorder != nil && head.status == 200 && request.method == "GET" {
+            // Stored: its links are what the next wait for this URL is hinted with.
+            handler.earlyHints.learn(url: request.target.url, fields: head.fields)
+        }
         let framing: BodyFraming
         switch relay.expectedLength {
         case 0?: framing = .none

@@ -31,6 +31,8 @@ final class ProxyHandler: RequestHandler {
     let upstream: UpstreamClient
     let workers: Workers
     let metrics = Metrics()
+    /// The `Link` hints of stored responses, sent as `103` while their URL waits for the origin.
+    let earlyHints: EarlyHints
     /// The log, at most one line per kind and second (errors that come with every request
     /// while an origin or the store is failing).
     let limitedLog: LogLimiter
@@ -93,6 +95,7 @@ final class ProxyHandler: RequestHandler {
         let storeLog: @Sendable (String) -> Void = { message in limitedLog(.store, message) }
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
         routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
+        earlyHints = EarlyHints(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 16)
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
         if let given = configuration.store {
             store = given

@@ -40,6 +40,12 @@ extension EventLoop {
 
     /// Appends body bytes (kept as the array when large); `false` when the request is no
     /// longer being answered on this connection.
+    /// The bytes of `target`'s response queued on the loop and not yet sent.
+    func queuedOutput(_ target: ResponseTarget) -> Int {
+        if let stream = target.stream { return stream.pendingBytes }
+        return isCurrent(target) ? target.connection.state.output.count : 0
+    }
+
     func write(_ target: ResponseTarget, _ bytes: [UInt8], accounted: Bool) -> Bool {
         if target.stream != nil { return writeHTTP2(target, bytes, accounted: accounted) }
         guard isCurrent(target), target.connection.state.responseStarted else {

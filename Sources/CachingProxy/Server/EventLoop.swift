@@ -148,6 +148,10 @@ final class EventLoop: @unchecked Sendable {
 
     // Loop-thread state.
     var connections: [Connection?] = []
+    /// Descriptors watched for others than client connections (origin connections of transfers
+    /// run on this loop), by descriptor.
+    var watches: [Int32: LoopWatch] = [:]
+    var watchGenerations: UInt32 = 0
     private var openCount = 0
     /// This loop's index among the server's loops (ConnectionCounters.place).
     private var index = Int.max
@@ -256,6 +260,11 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the calling thread is any loop's.
     static var isOnAnyLoop: Bool { pthread_getspecific(currentLoopKey) != nil }
 
+    /// The loop running on the calling thread, if any.
+    static var current: EventLoop? {
+        pthread_getspecific(currentLoopKey).map { Unmanaged<EventLoop>.fromOpaque($0).takeUnretainedValue() }
+    }
+
     /// Starts the loop's thread; it takes its share of new connections from then on.
     func spawn() throws(SystemError) -> SystemThread {
         index = counters.join(self)
@@ -294,6 +303,7 @@ final class EventLoop: @unchecked Sendable {
         if token == Self.tlsListenerToken { return acceptConnections(from: tlsListenFD) }
         if token == Self.wakeToken { return drainMailbox() }
         let fd = Int32(truncatingIfNeeded: token & 0xFFFF_FFFF)
+        if let watch = watches[fd] { return watchReady(watch, token: token) }
         guard fd >= 0, Int(fd) < connections.count, let connection = connections[Int(fd)],
             connection.generation == UInt32(truncatingIfNeeded: token >> 32)
         else { return }
@@ -478,6 +488,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func sweep() {
         if refusedSinceLog > 0 && now - lastRefusalLog >= 1000 { logRefusals() }
+        expireWatches(all: false)
         if !listening && !shuttingDown && acceptPausedUntil > 0 && now >= acceptPausedUntil {
             acceptPausedUntil = 0
             listening = addListener(exclusive: shareListener)
@@ -694,6 +705,7 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         for case let connection? in connections where !connection.state.closed { close(connection) }
+        expireWatches(all: true)
         removeListener()
         mailbox.withLock { _ in
             Glibc.close(wakeFD)

@@ -213,6 +213,14 @@ package final class Responder: @unchecked Sendable {
         return queued ? loop.post(.write(target, bytes, accounted: true)) : true
     }
 
+    /// Whether at least 256 KiB of this response waits to be sent to the client: a writer on a
+    /// loop thread, which never waits in ``write(_:)-(UnsafeRawBufferPointer)``, stops producing
+    /// (or hands the rest to a thread that may wait) rather than let it grow.
+    package var isBackedUp: Bool {
+        if shared.withLock({ $0.queuedBytes }) >= EventLoop.backPressureLimit { return true }
+        return loop.isCurrentThread && loop.queuedOutput(target) >= EventLoop.backPressureLimit
+    }
+
     /// Ends the body.
     package func finish() {
         var completion: ResponseCompletion?

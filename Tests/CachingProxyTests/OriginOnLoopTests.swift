@@ -1,0 +1,120 @@
+#if os(Linux)
+import CacheSemantics
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import LoopbackOrigin
+import Testing
+
+@testable import CachingProxy
+
+/// Requests on kept-alive origin connections are sent by the event loops themselves (no thread
+/// hop per miss); these show that what clients get is the same as from an origin thread: bytes,
+/// storing, timeouts, the second attempt after a kept-alive connection closed, slow clients.
+@Suite("Origin requests from the event loops")
+struct OriginOnLoopTests {
+    /// The value of a counter in the proxy's metrics.
+    private static func counter(_ name: String, _ harness: ProxyHarness) throws -> Int {
+        let metrics = try harness.get("/_httpcache/metrics").text
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
+    }
+
+    @Test("sequential misses after the first go out from the loop on the kept-alive connection, byte-exact and stored")
+    func missesRideTheKeptAliveConnection() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            for index in 0..<30 {
+                harness.serve(
+                    "/r\(index)", [("Cache-Control", "max-age=600")], body: String(repeating: "\(index),", count: 500))
+            }
+            for index in 0..<30 {
+                let response = try harness.get("/r\(index)")
+                #expect(response.status == 200)
+                #expect(response.text == String(repeating: "\(index),", count: 500))
+                #expect(!response.isHit)
+            }
+            // The first miss connects from an origin thread; every later one finds its connection idle.
+            #expect(try Self.counter("httpcache_origin_requests_on_loop_total", harness) >= 28)
+            #expect(try Self.counter("httpcache_origin_requests_total", harness) == 30)
+            for index in 0..<30 {
+                let again = try harness.get("/r\(index)")
+                #expect(again.isHit)
+                #expect(again.text == String(repeating: "\(index),", count: 500))
+            }
+            #expect(harness.origin.requests.count == 30)
+        }
+    }
+
+    @Test(
+        "RFC 9209 §2.3.10: a kept-alive origin connection that goes quiet times out on the loop: 504 connection_read_timeout"
+    )
+    func stallOnTheLoopTimesOut() async throws {
+        try await offPool {
+            let harness = try ProxyHarness { $0.originStallTimeout = 0.3 }
+            harness.serve("/warm", [("Cache-Control", "max-age=600")], body: "warm")
+            harness.origin.route("/quiet") { _ in
+                LoopbackOrigin.Response(
+                    status: 200, headers: [("Cache-Control", "max-age=600")], body: "late", delay: 5)
+            }
+            _ = try harness.get("/warm")
+            let started = MonotonicClock.seconds()
+            let response = try harness.get("/quiet")
+            #expect(response.status == 504)
+            #expect(response["Proxy-Status"]?.contains("error=connection_read_timeout") == true)
+            #expect(MonotonicClock.seconds() - started < 4)
+            #expect(try Self.counter("httpcache_origin_requests_on_loop_total", harness) >= 1)
+        }
+    }
+
+    @Test(
+        "RFC 9110 §9.2.2: a kept-alive connection the origin closes after reading the request: the GET is sent again on a new connection"
+    )
+    func closedUnansweredIsSentAgain() async throws {
+        try await offPool {
+            let origin = try RawOrigin { connection in
+                var answered = 0
+                while connection.readRequest() != nil {
+                    // The second request on every connection is read, then the connection closed.
+                    guard answered == 0 else { return }
+                    answered += 1
+                    connection.send("HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nfirst")
+                }
+            }
+            defer { origin.stop() }
+            let proxy = try InProcessProxy(origin: origin.url(""))
+            let client = try TestClient()
+            #expect(try client.send("GET", proxy.baseURL + "/a").text == "first")
+            let second = try client.send("GET", proxy.baseURL + "/b")
+            #expect(second.status == 200)
+            #expect(second.text == "first")
+            #expect(origin.connections == 2)
+        }
+    }
+
+    @Test("a 4 MB miss to a client that reads slowly arrives whole and is stored (the rest handed to an origin thread)")
+    func largeBodyToASlowClient() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            let body = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 12) }
+            harness.serve("/warm", [("Cache-Control", "max-age=600")], body: "warm")
+            harness.origin.route("/big") { _ in
+                LoopbackOrigin.Response(status: 200, headers: [("Cache-Control", "max-age=600")], body: body)
+            }
+            _ = try harness.get("/warm")
+            let slow = try RawHTTPClient(port: harness.proxy.port, timeout: 20, receiveBuffer: 8 * 1024)
+            defer { slow.close() }
+            try slow.send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            var head = try slow.readHead()
+            usleep(300_000)  // the proxy's output for this client backs up meanwhile
+            try slow.readBody(into: &head)
+            #expect(head.status == 200)
+            #expect(head.body == body)
+            #expect(try Self.counter("httpcache_origin_requests_on_loop_total", harness) >= 1)
+            let again = try harness.get("/big")
+            #expect(again.isHit)
+            #expect(again.body == body)
+        }
+    }
+}
+#endif
