@@ -47,12 +47,17 @@ struct DigestProxyTests {
 
     @Test(
         "RFC 9530 §2: a mismatching body is cut short of its Content-Length and not stored; the next request is a miss",
-        arguments: [false, true])
-    func mismatchIsCutAndNotStored(chunked: Bool) async throws {
+        arguments: [false, true], [false, true])
+    func mismatchIsCutAndNotStored(chunked: Bool, keptAlive: Bool) async throws {
         let wrong = try await Self.wrongDigest()
         try await offPool {
             let harness = try ProxyHarness()
             Self.serve(harness, "/d", "Content-Digest", wrong, chunked: chunked)
+            if keptAlive {
+                // An origin connection kept alive: the event loop sends the next miss itself.
+                harness.serve("/warm", [("Cache-Control", "no-store")])
+                _ = try harness.get("/warm")
+            }
             let client = try RawHTTPClient(port: harness.proxy.port)
             defer { client.close() }
             try client.send("GET /d HTTP/1.1\r\nHost: origin.test\r\n\r\n")
