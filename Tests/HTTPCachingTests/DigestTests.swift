@@ -25,6 +25,14 @@ struct DigestTests {
         }
     }
 
+    /// The `sha-256` members of `first` and of `second`.
+    static func sha256(_ first: [UInt8], _ second: String) async throws -> (String, String) {
+        (
+            try await CodedBodies.digestMember("sha-256", first),
+            try await CodedBodies.digestMember("sha-256", Array(second.utf8))
+        )
+    }
+
     static func requests(_ harness: Harness, _ path: String) -> Int {
         harness.origin.requests.filter { $0.path == path }.count
     }
@@ -95,8 +103,7 @@ struct DigestTests {
     @Test("RFC 9530 §3: a mismatch leaves the response stored earlier in place")
     func mismatchKeepsTheStoredResponse() async throws {
         let harness = try Harness()
-        let good = try await CodedBodies.digestMember("sha-256", Self.body)
-        let bad = try await CodedBodies.digestMember("sha-256", Array("another body".utf8))
+        let (good, bad) = try await Self.sha256(Self.body, "another body")
         let digest = Locked(good)
         harness.origin.route("/d") { _ in
             LoopbackOrigin.Response(
@@ -144,8 +151,7 @@ struct DigestTests {
     @Test("RFC 9111 §4.3.4, RFC 9530 §3: a 304 whose Repr-Digest differs does not freshen the stored body")
     func notModifiedWithAnotherReprDigestIsNotUsed() async throws {
         let harness = try Harness()
-        let first = try await CodedBodies.digestMember("sha-256", Self.body)
-        let second = try await CodedBodies.digestMember("sha-256", Array("the new body".utf8))
+        let (first, second) = try await Self.sha256(Self.body, "the new body")
         let digest = Locked(first)
         harness.origin.route("/v") { request in
             let current = digest.withLock { $0 }
