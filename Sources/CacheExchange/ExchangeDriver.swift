@@ -541,6 +541,15 @@ public final class ExchangeDriver: Sendable {
                 configuration.log("could not invalidate cache group \(tag): \(error)")
             }
         }
+        // `Clear-Site-Data: "cache"`: the origin's stored responses go (W3C Clear Site Data §4.2).
+        for prefix in plan.clearedKeyPrefixes {
+            do {
+                try store.remove(primaryKeyPrefix: prefix)
+            } catch {
+                configuration.log(
+                    "could not remove the stored responses Clear-Site-Data asked to clear (\(prefix)): \(error)")
+            }
+        }
         // A 200 to HEAD freshens the stored GET response (RFC 9111 §4.3.5).
         if let stored = plan.headFreshens {
             updates.applyHeadResponse(plan.fields, to: stored, request: request.head.fields, times: plan.times)

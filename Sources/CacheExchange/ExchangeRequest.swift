@@ -23,6 +23,12 @@ public struct ExchangeRequest: Sendable {
     /// the `POST` with explicit freshness and a `Content-Location` equal to that URI is
     /// stored there for later `GET` and `HEAD` requests (RFC 9110 §9.3.3); `nil`: never.
     public var targetKey: String?
+    /// The cache partition the request is answered in (`CachePartition`); `nil`: none. The
+    /// host puts it in ``primaryKey`` and ``targetKey``; the exchange in the keys it derives from
+    /// URIs (those a response invalidates, its cache groups, its No-Vary-Search keys) and in
+    /// what a `Clear-Site-Data` response removes, so that nothing done in one partition reaches
+    /// another.
+    public var partition: String?
 
     /// A request.
     public init(

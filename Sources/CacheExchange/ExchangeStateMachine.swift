@@ -167,6 +167,9 @@ public struct ExchangeStateMachine: Sendable {
         public var invalidated: [String]
         /// Tags of the cache groups whose stored responses the response invalidates (RFC 9875 §3).
         public var invalidatedTags: [String] = []
+        /// Prefixes of the primary keys whose stored responses `Clear-Site-Data` removes (W3C
+        /// Clear Site Data §4.2): the response's origin, in the request's partition.
+        public var clearedKeyPrefixes: [String] = []
         /// The No-Vary-Search marker of the stored response's path, stored with it
         /// (`SearchVariance`).
         public var varianceMarker: EntryHead?
@@ -690,9 +693,16 @@ public struct ExchangeStateMachine: Sendable {
         // §4.4), and the cache groups it names (RFC 9875 §3).
         if request.invalidates {
             relay.invalidated = engine.invalidatedURIs(request: request.head, response: head).compactMap {
-                CacheKey(method: "GET", uri: $0)?.primaryKey
+                CacheKey(method: "GET", uri: $0).map { CachePartition.key($0.primaryKey, in: request.partition) }
             }
-            relay.invalidatedTags = engine.invalidatedGroupTags(request: request.head, response: head)
+            relay.invalidatedTags = engine.invalidatedGroupTags(request: request.head, response: head).map {
+                CachePartition.key($0, in: request.partition)
+            }
+        }
+        // `Clear-Site-Data: "cache"` removes what the request's partition holds of the origin
+        // (W3C Clear Site Data §4.2), before the response itself is stored.
+        if let origin = ClearSiteData.clearedOrigin(uri: request.head.uri, fields: head.fields) {
+            relay.clearedKeyPrefixes = CachePartition.keyPrefixes(of: origin, in: request.partition)
         }
         if request.head.method == "HEAD", status == 200, let index = plan.forwarding.candidate,
             candidates.indices.contains(index)
@@ -737,7 +747,7 @@ public struct ExchangeStateMachine: Sendable {
     private func prepared(_ storage: StoragePlan, _ relay: inout RelayPlan) -> StoragePlan {
         guard var head = storage.head else { return storage }
         var storage = storage
-        head.tags = CacheGroups.tags(uri: head.url, fields: head.fields)
+        head.tags = PartitionedKeys.groupTags(uri: head.url, fields: head.fields, primaryKey: head.primaryKey)
         head = StoredParts.placed(head)
         if head.isComplete, head.primaryKey == request.primaryKey {
             relay.supersededParts = StoredParts.superseded(by: head.variantKey, in: candidates)

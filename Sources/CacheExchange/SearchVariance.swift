@@ -19,16 +19,18 @@ enum SearchVariance {
     /// The marker key of `uri`'s path; `nil` when `uri` is not absolute.
     static func markerKey(of uri: String) -> String? { URLVariationConfig.pathKey(uri).map { "NVS " + $0 } }
 
-    /// Whether `key` names stored markers (listed by no inspection).
-    static func isMarker(_ key: String) -> Bool { key.hasPrefix("NVS ") }
+    /// Whether `key` names stored markers (listed by no inspection), in any partition.
+    static func isMarker(_ key: String) -> Bool { CachePartition.split(key).key.hasPrefix("NVS ") }
 
-    /// The marker entry to store beside `head`, which `head`'s fields' config simplified.
-    static func marker(for head: EntryHead, uri: String) -> EntryHead? {
+    /// The marker entry to store beside `head`, which `head`'s fields' config simplified, in
+    /// `partition`.
+    static func marker(for head: EntryHead, uri: String, partition: String?) -> EntryHead? {
         guard let key = markerKey(of: uri) else { return nil }
         var fields: HeaderFields = [:]
         for value in head.fields.values(named: .noVarySearch) { fields.append(name: .noVarySearch, value: value) }
         return EntryHead(
-            primaryKey: key, url: String(key.dropFirst(4)), status: 200, fields: fields, facts: head.facts)
+            primaryKey: CachePartition.key(key, in: partition), url: String(key.dropFirst(4)), status: 200,
+            fields: fields, facts: head.facts)
     }
 
     /// Where a response to `request` is stored: under the simplified URI's key when its
@@ -36,30 +38,33 @@ enum SearchVariance {
     /// store beside it.
     static func placed(_ head: EntryHead, request: ExchangeRequest) -> (head: EntryHead, marker: EntryHead?) {
         guard head.fields.contains(.noVarySearch), request.head.method == "GET",
-            let key = CacheKey(method: "GET", uri: request.head.uri), request.primaryKey == key.primaryKey
+            let key = CacheKey(method: "GET", uri: request.head.uri),
+            request.primaryKey == CachePartition.key(key.primaryKey, in: request.partition)
         else { return (head, nil) }
         let config = URLVariationConfig(fields: head.fields)
         guard !config.isDefault, let simplified = config.simplified(request.head.uri),
             let simplifiedKey = CacheKey(method: "GET", uri: simplified)
         else { return (head, nil) }
         var placed = head
-        placed.primaryKey = simplifiedKey.primaryKey
-        return (placed, marker(for: head, uri: request.head.uri))
+        placed.primaryKey = CachePartition.key(simplifiedKey.primaryKey, in: request.partition)
+        return (placed, marker(for: head, uri: request.head.uri, partition: request.partition))
     }
 
     /// The key equivalent URIs of `primaryKey` are stored under, by the config its path's
-    /// marker (read with `read`) holds; `nil` when there is none, or it is `primaryKey` itself.
+    /// marker (read with `read`) holds, in `primaryKey`'s partition; `nil` when there is none, or
+    /// it is `primaryKey` itself. `uri` is the URI `primaryKey` keys.
     static func simplifiedKey(_ primaryKey: String, read: (String) -> [StoredCandidate]) -> (
         key: String, uri: String
     )? {
-        guard !isMarker(primaryKey), let markerKey = markerKey(of: primaryKey),
-            let marker = read(markerKey).first
+        let (partition, uri) = CachePartition.split(primaryKey)
+        guard !uri.hasPrefix("NVS "), let markerKey = markerKey(of: uri),
+            let marker = read(CachePartition.key(markerKey, in: partition)).first
         else { return nil }
         let config = URLVariationConfig(fields: marker.entry.head.fields)
-        guard !config.isDefault, let simplified = config.simplified(primaryKey),
-            let key = CacheKey(method: "GET", uri: simplified)?.primaryKey, key != primaryKey
+        guard !config.isDefault, let simplified = config.simplified(uri),
+            let key = CacheKey(method: "GET", uri: simplified)?.primaryKey, key != uri
         else { return nil }
-        return (key, primaryKey)
+        return (CachePartition.key(key, in: partition), uri)
     }
 
     /// The stored responses of `simplifiedKey` that answer `uri`: equivalent to it under

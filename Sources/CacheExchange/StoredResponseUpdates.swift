@@ -94,7 +94,7 @@ struct StoredResponseUpdates {
         var entry = candidate.entry
         entry.head.fields = fields
         entry.head.facts = facts.serialized()
-        let tags = CacheGroups.tags(uri: entry.head.url, fields: fields)
+        let tags = PartitionedKeys.groupTags(uri: entry.head.url, fields: fields, primaryKey: entry.head.primaryKey)
         guard tags != candidate.entry.head.tags else {
             try store.update(entry.id, fields: fields, facts: entry.head.facts)
             return entry

@@ -202,6 +202,17 @@ extension HeaderField.Name {
         .init(registered: "No-Vary-Search", lowercased: "no-vary-search")
     }
 
+    /// `Clear-Site-Data` ([W3C Clear Site Data §3.1](https://www.w3.org/TR/clear-site-data/#header)):
+    /// a response's request to remove what is kept for its origin.
+    @inlinable public static var clearSiteData: Self {
+        .init(registered: "Clear-Site-Data", lowercased: "clear-site-data")
+    }
+    /// `HTTPCache-Partition`: a request field that names the cache partition a `URLRequest` is
+    /// answered in. `HTTPCache` takes it out before the request is sent: the origin never sees it.
+    @inlinable public static var httpCachePartition: Self {
+        .init(registered: "HTTPCache-Partition", lowercased: "httpcache-partition")
+    }
+
     // MARK: Cookies (RFC 6265)
 
     /// `Cookie` ([RFC 6265 §5.4](https://www.rfc-editor.org/rfc/rfc6265#section-5.4)).

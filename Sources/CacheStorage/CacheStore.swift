@@ -260,6 +260,10 @@ public protocol CacheStore: AnyObject, Sendable {
     /// Removes every entry whose head carries `tag` (``EntryHead/tags``); returns how many.
     @discardableResult
     func remove(tag: String) throws(StorageError) -> Int
+    /// Removes every entry whose primary key starts with `prefix` (every response of an origin,
+    /// or of a cache partition, whose keys share a prefix); returns how many.
+    @discardableResult
+    func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int
     /// Removes every entry.
     func removeAll() throws(StorageError)
     /// Every entry, most recently used first.
@@ -295,6 +299,18 @@ extension CacheStore {
     public func remove(tag: String) throws(StorageError) -> Int {
         var removed = 0
         for entry in try entries() where entry.head.tags.contains(tag) {
+            try remove(entry.id)
+            removed += 1
+        }
+        return removed
+    }
+
+    /// Reads every entry and removes those whose primary key starts with `prefix`: for stores
+    /// without an ordered index of keys.
+    @discardableResult
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        var removed = 0
+        for entry in try entries() where entry.head.primaryKey.hasPrefix(prefix) {
             try remove(entry.id)
             removed += 1
         }

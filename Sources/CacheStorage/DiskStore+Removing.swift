@@ -46,6 +46,18 @@ extension DiskStore {
         try delete(where: "WHERE substr(url, 1, length(:argument)) = :argument", prefix)
     }
 
+    /// The keys that start with `prefix` sort from it up to `prefix` with its last character's
+    /// successor: a range of the index on `primary_key`, so the other rows are not read.
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        let matches = "substr(primary_key, 1, length(:argument)) = :argument"
+        guard let last = prefix.unicodeScalars.last, last.value < 0xD7FF else {
+            return try delete(where: "WHERE " + matches, prefix)
+        }
+        let successor = "substr(:argument, 1, length(:argument) - 1) || char(unicode(substr(:argument, -1)) + 1)"
+        return try delete(
+            where: "WHERE primary_key >= :argument AND primary_key < \(successor) AND \(matches)", prefix)
+    }
+
     public func remove(tag: String) throws(StorageError) -> Int {
         try delete(where: "WHERE id IN (SELECT id FROM tags WHERE tag = :argument)", tag)
     }

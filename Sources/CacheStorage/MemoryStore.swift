@@ -281,11 +281,21 @@ public final class MemoryStore: CacheStore {
     }
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
+        remove { $0.url.hasPrefix(prefix) }
+    }
+
+    /// Reads every entry's key (in memory, under one lock).
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        remove { $0.primaryKey.hasPrefix(prefix) }
+    }
+
+    /// Removes the entries whose heads `matches`; returns how many.
+    private func remove(where matches: (EntryHead) -> Bool) -> Int {
         state.withLock { state in
             var slots: [Int] = []
             var cursor = state.newest
             while cursor >= 0 {
-                if state.nodes[cursor].head.url.hasPrefix(prefix) { slots.append(cursor) }
+                if matches(state.nodes[cursor].head) { slots.append(cursor) }
                 cursor = Int(state.nodes[cursor].older)
             }
             for slot in slots { Self.unlink(slot, &state) }

@@ -88,6 +88,12 @@ public final class TieredStore: CacheStore {
         return try disk.remove(urlPrefix: prefix) + memoryOnlyCount
     }
 
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        let memoryOnlyCount = memoryOnly(try memory.entries()).filter { $0.head.primaryKey.hasPrefix(prefix) }.count
+        _ = try memory.remove(primaryKeyPrefix: prefix)
+        return try disk.remove(primaryKeyPrefix: prefix) + memoryOnlyCount
+    }
+
     public func remove(tag: String) throws(StorageError) -> Int {
         let memoryOnlyCount = memoryOnly(memory.entries(taggedWith: tag)).count
         _ = try memory.remove(tag: tag)

@@ -507,6 +507,15 @@ public final class RedisStore: CacheStore {
         return removed
     }
 
+    /// Keys are hashed in Redis: every entry's record is read (`SCAN`) to find the keys.
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        var removed = 0
+        for primaryKey in Set(try entries().map(\.head.primaryKey)) where primaryKey.hasPrefix(prefix) {
+            removed += try remove(primaryKey: primaryKey)
+        }
+        return removed
+    }
+
     /// Removes `records`, variants of `primaryKey`, in one transaction; returns how many.
     private func remove(_ records: [EntryRecord], of primaryKey: String) throws(StorageError) -> Int {
         guard !records.isEmpty else { return 0 }

@@ -232,6 +232,11 @@ public final class SharedStore: CollapsingStore {
         return try removeFromBoth { store throws(StorageError) in try store.remove(urlPrefix: prefix) }
     }
 
+    public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
+        state.withLock { $0.synced.removeAll() }
+        return try removeFromBoth { store throws(StorageError) in try store.remove(primaryKeyPrefix: prefix) }
+    }
+
     public func remove(tag: String) throws(StorageError) -> Int {
         state.withLock { $0.synced.removeAll() }
         return try removeFromBoth { store throws(StorageError) in try store.remove(tag: tag) }

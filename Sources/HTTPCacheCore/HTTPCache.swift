@@ -55,6 +55,12 @@ public final class HTTPCache: Sendable {
         public var heuristicFraction = 0.1
         /// The current time in seconds since 1970. Tests pass a manual clock.
         public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// The cache partition of requests that name none (``FetchRequest/partition``): a user id,
+        /// a top-level site. Responses stored in one partition are never served in another, nor
+        /// to a request in none; a `Clear-Site-Data` response clears its origin in its own
+        /// partition only. Default `nil`: the unpartitioned cache, whose entries (those of
+        /// stores made before partitions existed too) are as they always were.
+        public var partition: String?
         /// The policy used for requests whose `cachePolicy` is `.useProtocolCachePolicy`.
         public var defaultPolicy: CachePolicy = .useProtocolCachePolicy
         /// Rules by URL pattern: never cache, force a lifetime, pin. A pattern that starts with

@@ -3,15 +3,17 @@ import CacheSemantics
 import CacheStorage
 import Foundation
 
-/// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:)``
+/// A stored response as ``HTTPCache/entries(urlPrefix:)`` and ``HTTPCache/entries(for:partition:)``
 /// show it: what is stored, and what it means now.
 public struct CacheEntryInfo: Hashable, Sendable {
     /// The entry's identity in the store.
     public var id: EntryID
     /// The URL it was stored for.
     public var url: String
-    /// The key it is stored under (RFC 9111 §4.1).
+    /// The key it is stored under (RFC 9111 §4.1), within its ``partition``.
     public var primaryKey: String
+    /// The cache partition it is stored in (``FetchRequest/partition``); `nil`: none.
+    public var partition: String?
     /// The status code.
     public var status: Int
     /// The stored fields.
@@ -56,7 +58,7 @@ extension HTTPCache {
     package func storedKey(of url: URL) -> String? { (try? prepare(FetchRequest(url: url)))?.primaryKey }
 
     /// Every stored response whose URL starts with `urlPrefix` (all when `nil`), most
-    /// recently used first.
+    /// recently used first, in every partition (``CacheEntryInfo/partition`` says which).
     public func entries(urlPrefix: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
         let time = now
         return try store.entries()
@@ -67,21 +69,39 @@ extension HTTPCache {
             .map { info($0, at: time) }
     }
 
-    /// The stored responses (every `Vary` variant) for `GET url`.
-    public func entries(for url: URL) throws(StorageError) -> [CacheEntryInfo] {
-        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return [] }
+    /// The key `GET url` is stored under in `partition`, or in ``Configuration/partition`` when
+    /// `nil`.
+    private func key(of url: URL, partition: String?) -> String? {
+        CacheKey(method: "GET", uri: Self.sentURI(url)).map {
+            CachePartition.key($0.primaryKey, in: partition ?? configuration.partition)
+        }
+    }
+
+    /// The stored responses (every `Vary` variant) for `GET url` in `partition` (by default
+    /// ``Configuration/partition``).
+    public func entries(for url: URL, partition: String? = nil) throws(StorageError) -> [CacheEntryInfo] {
+        guard let key = key(of: url, partition: partition) else { return [] }
         let time = now
-        return driver.storedEntries(for: key.primaryKey).map { info($0, at: time) }
+        return driver.storedEntries(for: key).map { info($0, at: time) }
     }
 
-    /// Removes the stored responses for `GET url`; returns how many.
+    /// Removes the stored responses for `GET url` in `partition` (by default
+    /// ``Configuration/partition``); returns how many.
     @discardableResult
-    public func remove(url: URL) throws(StorageError) -> Int {
-        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return 0 }
-        return try driver.removeStored(primaryKey: key.primaryKey)
+    public func remove(url: URL, partition: String? = nil) throws(StorageError) -> Int {
+        guard let key = key(of: url, partition: partition) else { return 0 }
+        return try driver.removeStored(primaryKey: key)
     }
 
-    /// Removes every stored response whose URL starts with `prefix`; returns how many.
+    /// Removes every stored response in the partition `name`, with its body; returns how many.
+    /// The keys of a partition share a prefix: a disk store finds them in its index.
+    @discardableResult
+    public func remove(partition name: String) throws(StorageError) -> Int {
+        try store.remove(primaryKeyPrefix: CachePartition.prefix(of: name))
+    }
+
+    /// Removes every stored response whose URL starts with `prefix`, in every partition;
+    /// returns how many.
     @discardableResult
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
         try store.remove(urlPrefix: prefix)
@@ -110,8 +130,8 @@ extension HTTPCache {
     /// many changed.
     @discardableResult
     public func setPinned(_ pinned: Bool, url: URL) throws(StorageError) -> Int {
-        guard let key = CacheKey(method: "GET", uri: Self.sentURI(url)) else { return 0 }
-        return try store.setPinned(pinned, primaryKey: key.primaryKey)
+        guard let key = key(of: url, partition: nil) else { return 0 }
+        return try store.setPinned(pinned, primaryKey: key)
     }
 
     /// Entry counts and body bytes: all, and per tier when the store is tiered.
@@ -137,8 +157,10 @@ extension HTTPCache {
         } else {
             reasons.append(.configured("its facts cannot be read; it will be dropped when next looked up"))
         }
+        let partitioned = CachePartition.split(entry.head.primaryKey)
         return CacheEntryInfo(
-            id: entry.id, url: entry.head.url, primaryKey: entry.head.primaryKey, status: entry.head.status,
+            id: entry.id, url: entry.head.url, primaryKey: partitioned.key, partition: partitioned.partition,
+            status: entry.head.status,
             fields: entry.head.fields, bodySize: entry.bodySize, storedAt: entry.storedAt,
             lastAccess: entry.lastAccess, hits: entry.hits, isPinned: entry.isPinned,
             isMemoryOnly: entry.head.storagePolicy == .memoryOnly, isComplete: entry.head.isComplete,

@@ -24,6 +24,12 @@ public struct FetchRequest: Sendable {
     /// Seconds the transport waits for the origin without progress before it gives up.
     /// Default 60, as `URLRequest`'s.
     public var timeoutInterval: Double
+    /// The cache partition the request is answered in: responses stored in one partition are
+    /// never served in another, nor to a request in none (`CachePartition`). `nil` takes
+    /// ``HTTPCache/Configuration/partition``. A name is a non-empty UTF-8 string of at most
+    /// 512 bytes without control characters; the request fails with ``InvalidPartition``
+    /// otherwise. It is never sent.
+    public var partition: String?
     /// The request of a platform's own type this one was made from (a `URLRequest`), for a
     /// transport that speaks it: what the cache changes is set on it, the rest (cookie and
     /// network-access settings) is kept.
@@ -34,7 +40,7 @@ public struct FetchRequest: Sendable {
     /// Creates a request.
     public init(
         url: URL, method: String = "GET", fields: HeaderFields = [:], body: Data? = nil,
-        cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: Double = 60
+        cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: Double = 60, partition: String? = nil
     ) {
         self.url = url
         self.method = method
@@ -42,6 +48,7 @@ public struct FetchRequest: Sendable {
         self.body = body
         self.cachePolicy = cachePolicy
         self.timeoutInterval = timeoutInterval
+        self.partition = partition
     }
 }
 

@@ -36,6 +36,21 @@ struct RequestTarget: Sendable {
     var key: CacheKey?
 }
 
+/// A partition name that cannot be used (``FetchRequest/partition``,
+/// ``HTTPCache/Configuration/partition``): empty, longer than 512 bytes of UTF-8, or holding
+/// a control character.
+public struct InvalidPartition: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong with the name, and what a name may be.
+    public var message: String
+
+    init(_ problem: String) {
+        message =
+            "\(problem); name a partition with at most \(CachePartition.maximumLength) bytes of UTF-8 and no control characters"
+    }
+
+    public var description: String { message }
+}
+
 extension HTTPCache {
     var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
 
@@ -93,6 +108,11 @@ extension HTTPCache {
             exchange: ExchangeRequest(
                 head: RequestHead(method: method, uri: urlString, fields: fields), policy: policy, primaryKey: nil,
                 resumesIncomplete: true))
+        let partition = request.partition ?? configuration.partition
+        if let partition {
+            if let problem = CachePartition.problem(with: partition) { throw InvalidPartition(problem) }
+            prepared.exchange.partition = partition
+        }
 
         if method == "GET" || method == "HEAD", !(request.body?.isEmpty ?? true) || request.hasBodyStream {
             // Content in a GET or HEAD has no meaning the key could hold (RFC 9110 §9.3.1): such
@@ -134,11 +154,12 @@ extension HTTPCache {
             // a GET would be, and it invalidates nothing.
             let body = Array(request.body ?? Data())
             let digest = [XXH64.hash(body), XXH64.hash(body, seed: 0x9E37_79B9)].map { String($0, radix: 16) }
-            prepared.exchange.primaryKey = "POST \(cacheKey.uri) body=\(body.count):\(digest.joined(separator: ":"))"
+            prepared.exchange.primaryKey = CachePartition.key(
+                "POST \(cacheKey.uri) body=\(body.count):\(digest.joined(separator: ":"))", in: partition)
             prepared.exchange.head.method = "GET"
             prepared.exchange.invalidates = false
         } else {
-            prepared.exchange.primaryKey = cacheKey.primaryKey
+            prepared.exchange.primaryKey = CachePartition.key(cacheKey.primaryKey, in: partition)
             if method == "POST" {
                 // Where a later GET of this URL looks: a response to this POST may be stored
                 // there (RFC 9110 §9.3.3).
@@ -147,9 +168,8 @@ extension HTTPCache {
                 get.body = nil
                 get.hasBodyStream = false
                 let getKey = configuration.keyForRequest.map { $0(get) } ?? RequestKey(url: url)
-                prepared.exchange.targetKey =
-                    getKey.flatMap { CacheKey(method: "GET", uri: Self.sentURI($0.url)) }?
-                    .primaryKey
+                prepared.exchange.targetKey = getKey.flatMap { CacheKey(method: "GET", uri: Self.sentURI($0.url)) }
+                    .map { CachePartition.key($0.primaryKey, in: partition) }
             }
         }
         return prepared

@@ -254,19 +254,26 @@ private final class HeldURLRequest: StreamedContent, @unchecked Sendable {
 
 extension FetchRequest {
     /// `request`, whose URL is `url`, as the cache handles it: fields sorted by name (a
-    /// `URLRequest` keeps them in a dictionary), the content from `httpBody` or, left in the
-    /// request, its `httpBodyStream`.
+    /// `URLRequest` keeps them in a dictionary) without `HTTPCache-Partition`, which names its
+    /// ``partition`` (`URLRequest.httpCachePartition`) and is never sent; the
+    /// content from `httpBody` or, left in the request, its `httpBodyStream`.
     init(_ request: URLRequest, url: URL) {
         // Most requests have no fields: HeaderFields' generic initializer is not specialized here.
         let dictionary = request.allHTTPHeaderFields ?? [:]
+        var fields = HeaderFields()
+        var partition: String?
+        if !dictionary.isEmpty {
+            fields = HeaderFields(
+                dictionary.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) })
+            if let named = fields[.httpCachePartition] {
+                partition = named
+                fields.removeAll(namedAnyOf: [.httpCachePartition])
+            }
+        }
         self.init(
-            url: url, method: request.httpMethod ?? "GET",
-            fields: dictionary.isEmpty
-                ? HeaderFields()
-                : HeaderFields(
-                    dictionary.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }),
-            body: request.httpBody, cachePolicy: CachePolicy(request.cachePolicy),
-            timeoutInterval: request.timeoutInterval)
+            url: url, method: request.httpMethod ?? "GET", fields: fields, body: request.httpBody,
+            cachePolicy: CachePolicy(request.cachePolicy), timeoutInterval: request.timeoutInterval,
+            partition: partition)
         platformRequest = HeldURLRequest(request)
         hasBodyStream = request.httpBody == nil && request.httpBodyStream != nil
     }
@@ -285,6 +292,16 @@ extension FetchRequest {
 }
 
 extension URLRequest {
+    /// The cache partition ``HTTPCache`` answers this request in (`FetchRequest.partition`):
+    /// the `HTTPCache-Partition` field, which the cache takes out before the request is sent,
+    /// so the origin never sees it. It works alike through ``HTTPCache/data(for:)-(URLRequest)``
+    /// and through ``CachingURLProtocol`` (whose `URLProtocol.setProperty` values do not reach
+    /// a protocol on Linux). `nil`: the cache's `Configuration.partition`.
+    public var httpCachePartition: String? {
+        get { value(forHTTPHeaderField: HeaderField.Name.httpCachePartition.rawName) }
+        set { setValue(newValue, forHTTPHeaderField: HeaderField.Name.httpCachePartition.rawName) }
+    }
+
     /// What a transport sends for `request`: the `URLRequest` it was made from, with the URL,
     /// method, fields, content, policy and timeout the cache gave it.
     init(_ request: FetchRequest) {

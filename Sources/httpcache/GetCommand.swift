@@ -15,7 +15,7 @@ struct GetCommand {
     static let specs =
         RequestOptions.specs + CacheOptions.specs + [
             .flag("-i", "--include"), .value("-o", "--output"), .flag("-C", "--continue"), .flag("--json"),
-            .flag("-v", "--verbose"),
+            .flag("-v", "--verbose"), .value("--partition"),
         ]
     static let help = """
         Usage: httpcache get URL [options]
@@ -50,6 +50,8 @@ struct GetCommand {
           --offline              the same as --policy only-cache: never contact the origin; a
                                  miss is the cache's 504 response
           --shared               behave as a shared cache (s-maxage, private, Authorization)
+          --partition NAME       answer in the cache partition NAME (a user, a site): what is
+                                 stored there is never served without it, nor the reverse
           --timeout SECONDS      give up on the origin after this long (default 60)
           --cacert FILE          trust the certificate authorities in FILE (PEM) for https
                                  origins, besides the system's (repeatable)
@@ -73,6 +75,7 @@ struct GetCommand {
           httpcache get https://example.com/big.iso -o big.iso
           httpcache get -C -o big.iso https://example.com/big.iso
           httpcache get https://example.com/ --offline
+          httpcache get --partition alice https://example.com/account
         """
 
     let options: RequestOptions

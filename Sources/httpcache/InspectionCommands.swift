@@ -25,30 +25,36 @@ func storedEntries(_ read: () throws(StorageError) -> [CacheEntryInfo], in direc
     }
 }
 
-/// `httpcache ls [--json] [PREFIX]`.
+/// `httpcache ls [--json] [--partition NAME] [PREFIX]`.
 struct ListCommand {
     static let name = "ls"
     static let summary = "list stored responses, most recently used first"
-    static let specs = CacheOptions.specs + [.flag("--json")]
+    static let specs = CacheOptions.specs + [.flag("--json"), .value("--partition")]
     static let help = """
-        Usage: httpcache ls [PREFIX] [--json] [--cache-dir DIR]
+        Usage: httpcache ls [PREFIX] [--partition NAME] [--json] [--cache-dir DIR]
 
         Lists the stored responses whose URL starts with PREFIX (all when omitted), most
-        recently used first: status, body size, freshness now, hits, pinned, URL.
+        recently used first: status, body size, freshness now, hits, pinned, URL. When any
+        of them is in a cache partition, a PARTITION column names it (- for none).
 
         Options:
-          --json           print one JSON array of objects: url, status, bodyBytes, fresh,
-                           age, freshnessLifetime, storedAt, lastAccess, hits, pinned, memoryOnly
-          --cache-dir DIR  the cache directory (default $HTTPCACHE_DIR, else ~/.cache/httpcache)
-          -h, --help       show this help
+          --partition NAME  list only the responses stored in the partition NAME
+          --json            print one JSON array of objects: url, partition (null for none),
+                            status, bodyBytes, fresh, age, freshnessLifetime, storedAt,
+                            lastAccess, hits, pinned, memoryOnly
+          --cache-dir DIR   the cache directory (default $HTTPCACHE_DIR, else
+                            ~/.cache/httpcache)
+          -h, --help        show this help
         """
 
     let prefix: String?
+    let partition: String?
     let json: Bool
     let cacheOptions: CacheOptions
 
     init(_ arguments: ParsedArguments) throws(Failure) {
         prefix = try arguments.positionals("PREFIX", minimum: 0, maximum: 1).first
+        partition = try RequestOptions.partition(arguments)
         json = arguments.has("--json")
         cacheOptions = try CacheOptions(arguments)
     }
@@ -56,22 +62,26 @@ struct ListCommand {
     func run() throws(Failure) {
         let cache = try cacheOptions.open(network: false)
         let entries = try storedEntries(
-            { () throws(StorageError) in try cache.entries(urlPrefix: prefix) }, in: cacheOptions.directory)
+            { () throws(StorageError) in try cache.entries(urlPrefix: prefix) }, in: cacheOptions.directory
+        )
+        .filter { partition == nil || $0.partition == partition }
         if json {
             Console.out(JSONValue.array(entries.map(Self.json)).text + "\n")
             return
         }
         guard !entries.isEmpty else {
-            let scope = prefix.map { " under \($0)" } ?? ""
+            let scope = (prefix.map { " under \($0)" } ?? "") + (partition.map { " in partition \($0)" } ?? "")
             Console.out("nothing stored\(scope) (cache directory \(cacheOptions.directory))\n")
             return
         }
-        var rows = [["STATUS", "SIZE", "FRESHNESS", "HITS", "PINNED", "URL"]]
+        let partitioned = entries.contains { $0.partition != nil }
+        var rows = [["STATUS", "SIZE", "FRESHNESS", "HITS", "PINNED"] + (partitioned ? ["PARTITION"] : []) + ["URL"]]
         for entry in entries {
-            rows.append([
-                String(entry.status), Format.bytes(entry.bodySize), freshnessSummary(entry), String(entry.hits),
-                entry.isPinned ? "pinned" : "-", entry.url,
-            ])
+            rows.append(
+                [
+                    String(entry.status), Format.bytes(entry.bodySize), freshnessSummary(entry), String(entry.hits),
+                    entry.isPinned ? "pinned" : "-",
+                ] + (partitioned ? [entry.partition ?? "-"] : []) + [entry.url])
         }
         let bytes = entries.reduce(Int64(0)) { $0 + $1.bodySize }
         Console.out(Format.table(rows) + "\(Format.count(entries.count, "entry", "entries")), \(Format.bytes(bytes))\n")
@@ -80,6 +90,7 @@ struct ListCommand {
     static func json(_ entry: CacheEntryInfo) -> JSONValue {
         .object([
             ("url", .string(entry.url)),
+            ("partition", .optional(entry.partition.map { .string($0) })),
             ("status", .int(entry.status)),
             ("bodyBytes", .int(entry.bodySize)),
             ("fresh", .bool(entry.isFresh)),
@@ -170,18 +181,18 @@ struct ShowCommand {
     }
 }
 
-/// `httpcache purge URL | --prefix P | --group NAME | --all`.
+/// `httpcache purge URL | --prefix P | --group NAME | --partition NAME [URL] | --all`.
 struct PurgeCommand {
     static let name = "purge"
     static let summary = "remove stored responses"
     static let specs =
         CacheOptions.specs + [
             .value("--prefix"), .flag("--all"), .value("--proxy"), .value("--admin-token"), .value("--group"),
-            .value("--origin"),
+            .value("--origin"), .value("--partition"),
         ]
     static let help = """
-        Usage: httpcache purge URL | --prefix PREFIX | --group NAME [--origin URL] | --all
-                               [--cache-dir DIR]
+        Usage: httpcache purge URL | --prefix PREFIX | --group NAME [--origin URL]
+                               | --partition NAME [URL] | --all [--cache-dir DIR]
                httpcache purge --proxy http://HOST:PORT URL [--admin-token TOKEN]
                httpcache purge --proxy http://HOST:PORT --group NAME [URL] [--admin-token TOKEN]
 
@@ -189,6 +200,9 @@ struct PurgeCommand {
         starts with PREFIX, or everything, and says how many were removed (0 is not an error).
         --group removes the responses whose Cache-Groups field lists NAME (RFC 9875), of
         every origin, or only of the origin (scheme, host, port) of --origin URL.
+        --partition removes every response stored in the cache partition NAME, with its
+        body files; with URL, only URL's responses in that partition. (URL, --prefix and
+        --group alone act outside partitions, and --all on every partition.)
         With --proxy, asks a running `httpcache serve` to remove URL's responses (a PURGE
         request; allowed from loopback, else with the proxy's admin token, also read from
         $HTTPCACHE_ADMIN_TOKEN); with --group, those of URL's origin in the group (URL
@@ -199,6 +213,8 @@ struct PurgeCommand {
         case url(URL)
         case prefix(String)
         case group(String, origin: URL?)
+        /// A partition's stored responses: all, or those for one URL.
+        case partition(String, url: URL?)
         case all
         /// A running proxy's stored responses for a URL, or for cache groups of its origin.
         case proxy(proxy: String, url: String, token: String?, groups: [String])
@@ -218,7 +234,7 @@ struct PurgeCommand {
         }
         if let proxy = arguments.value("--proxy") {
             guard let url = urls.first ?? group.map({ _ in proxy + "/" }), arguments.value("--prefix") == nil,
-                !arguments.has("--all"), arguments.value("--origin") == nil
+                !arguments.has("--all"), arguments.value("--origin") == nil, arguments.value("--partition") == nil
             else {
                 throw .usage(
                     Self.name,
@@ -233,12 +249,23 @@ struct PurgeCommand {
             return
         }
         let prefix = arguments.value("--prefix")
+        if let partition = try RequestOptions.partition(arguments) {
+            guard prefix == nil, group == nil, !arguments.has("--all"), arguments.value("--origin") == nil else {
+                throw .usage(
+                    Self.name, "--partition NAME goes alone or with a URL: httpcache purge --partition NAME [URL]")
+            }
+            target = .partition(
+                partition,
+                url: try urls.first.map { url throws(Failure) in try RequestOptions.url(url, command: Self.name) })
+            cacheOptions = try CacheOptions(arguments)
+            return
+        }
         let chosen = [!urls.isEmpty, prefix != nil, group != nil, arguments.has("--all")].filter { $0 }.count
         guard chosen == 1 else {
             throw .usage(
                 Self.name,
                 chosen == 0
-                    ? "say what to remove: URL, --prefix PREFIX, --group NAME or --all"
+                    ? "say what to remove: URL, --prefix PREFIX, --group NAME, --partition NAME or --all"
                     : "give only one of URL, --prefix, --group, --all")
         }
         if arguments.value("--origin") != nil && group == nil {
@@ -297,6 +324,16 @@ struct PurgeCommand {
                 let place = origin.flatMap { CacheGroups.origin(of: $0.absoluteString) } ?? "every origin"
                 Console.out(
                     "removed \(Format.count(removed, "stored response")) in cache group \"\(group)\" of \(place)\n")
+            case .partition(let partition, let url):
+                if let url {
+                    let removed = try cache.remove(url: url, partition: partition)
+                    Console.out(
+                        "removed \(Format.count(removed, "stored response")) for \(url.absoluteString) "
+                            + "in partition \(partition)\n")
+                } else {
+                    let removed = try cache.remove(partition: partition)
+                    Console.out("removed \(Format.count(removed, "stored response")) in partition \(partition)\n")
+                }
             case .all:
                 let count = cache.totals.all.entries
                 try cache.removeAll()

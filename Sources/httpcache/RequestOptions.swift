@@ -18,6 +18,8 @@ struct RequestOptions: Sendable {
     var policy: CachePolicy
     var isShared: Bool
     var timeout: Double?
+    /// `--partition NAME` (`get` only): the cache partition the request is answered in.
+    var partition: String?
 
     /// The policy names `--policy` accepts: short ones, then every `URLRequest.CachePolicy` name.
     static let policyNames: [(name: String, policy: CachePolicy)] =
@@ -66,12 +68,24 @@ struct RequestOptions: Sendable {
             policy = .useProtocolCachePolicy
         }
         isShared = arguments.has("--shared")
+        partition = try Self.partition(arguments)
         if let text = arguments.value("--timeout") {
             guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
                 throw .usage(command, "--timeout takes a number of seconds above 0, not '\(text)'")
             }
             timeout = seconds
         }
+    }
+
+    /// The partition `--partition` names, checked; `nil` without the option.
+    ///
+    /// - Throws: ``Failure`` with ``ExitCode/usage`` for a name no partition can have.
+    static func partition(_ arguments: ParsedArguments) throws(Failure) -> String? {
+        guard let name = arguments.value("--partition") else { return nil }
+        if let problem = CachePartition.problem(with: name) {
+            throw .usage(arguments.command, "--partition: \(problem)")
+        }
+        return name
     }
 
     /// The policy called `name` (short or `URLRequest.CachePolicy` name, any case).
@@ -133,6 +147,7 @@ struct RequestOptions: Sendable {
             url: url, method: method, fields: HeaderFields(fields.map { ($0.name, $0.value) }), body: body,
             cachePolicy: policy)
         if let timeout { request.timeoutInterval = timeout }
+        request.partition = partition
         return request
     }
 

@@ -242,6 +242,47 @@ struct StoreBehaviourTests {
     }
 
     @Test(
+        "remove by primary-key prefix removes exactly the keys that start with it, and their body files",
+        arguments: StoreKind.allCases)
+    func removalByPrimaryKeyPrefix(kind: StoreKind) async throws {
+        try await offPool {
+            let directory = TemporaryDirectory()
+            let store = try kind.make(directory: directory)
+            let partition = "\u{1F}café\u{1F}"
+            func keyed(_ key: String, variant: String = "") -> EntryHead {
+                var head = head(key, variant: variant)
+                head.url = String(key.drop { $0 != "h" })
+                return head
+            }
+            let body = [UInt8](repeating: 7, count: 5000)  // above the inline limit: in a file on disk
+            for key in [
+                partition + "https://a.example/1", partition + "https://a.example/\u{10FFFF}",
+                partition + "POST https://a.example/q body=1:2",
+            ] {
+                try put(store, keyed(key), body)
+            }
+            try put(store, keyed(partition + "https://a.example/1", variant: "gzip"), body)
+            let kept = [
+                "https://a.example/1", partition + "https://a.example.org/1", partition + "https://a.example:8080/1",
+                "\u{1F}cafe\u{1F}https://a.example/1", "\u{1F}café2\u{1F}https://a.example/1",
+            ]
+            for key in kept { try put(store, keyed(key), body) }
+            let files = StoreCheck.files(in: directory.path + "/bodies").count
+            #expect(try store.remove(primaryKeyPrefix: partition + "https://a.example/") == 3)
+            #expect(try store.remove(primaryKeyPrefix: partition + "POST https://a.example/") == 1)
+            #expect(try Set(store.entries().map(\.head.primaryKey)) == Set(kept))
+            #expect(store.totals().entries == kept.count)
+            #expect(store.totals().bodyBytes == Int64(kept.count * body.count))
+            if kind == .disk || kind == .tiered {
+                #expect(StoreCheck.files(in: directory.path + "/bodies").count == files - 4)
+            }
+            #expect(try store.remove(primaryKeyPrefix: partition) == 2)
+            #expect(try store.remove(primaryKeyPrefix: "\u{1F}nobody\u{1F}") == 0)
+            #expect(try store.entries().count == kept.count - 2)
+        }
+    }
+
+    @Test(
         "least recently used entries are evicted beyond the capacity; reading an entry keeps it",
         arguments: StoreKind.bounded)
     func leastRecentlyUsedEviction(kind: StoreKind) throws {

@@ -233,6 +233,33 @@ struct ProxyTests {
         }
     }
 
+    @Test(
+        "Clear Site Data §4.2: a \"cache\" response removes the origin's stored responses and is passed on, then stored"
+    )
+    func clearSiteData() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.serve("/a", [("Cache-Control", "max-age=600")], body: "a")
+            harness.serve("/b?x", [("Cache-Control", "max-age=600"), ("Vary", "Accept")], body: "b")
+            harness.serve("/other", [("Cache-Control", "max-age=600"), ("Clear-Site-Data", "\"cookies\"")])
+            harness.serve(
+                "/logout", [("Cache-Control", "max-age=600"), ("Clear-Site-Data", "\"storage\", \"cache\"")],
+                body: "bye")
+            for path in ["/a", "/b?x", "/other"] { _ = try harness.get(path) }
+            #expect(try harness.get("/a").isHit)
+            let logout = try harness.get("/logout")
+            #expect(logout.text == "bye")
+            #expect(logout["Clear-Site-Data"] == "\"storage\", \"cache\"")
+            #expect(!(try harness.get("/a").isHit))
+            #expect(!(try harness.get("/b?x").isHit))
+            #expect(!(try harness.get("/other").isHit))
+            let again = try harness.get("/logout")
+            #expect(again.isHit)
+            #expect(again["Clear-Site-Data"] == "\"storage\", \"cache\"")
+            #expect(harness.origin.count("/logout") == 1)
+        }
+    }
+
     @Test("PURGE of a URI equivalent modulo No-Vary-Search removes the response stored for another (draft §6, §7)")
     func purgeEquivalent() async throws {
         try await offPool {

@@ -27,6 +27,26 @@ struct URLProtocolTests {
         return (String(decoding: data, as: UTF8.self), try #require(response as? HTTPURLResponse))
     }
 
+    /// A request's `HTTPCache-Partition` field names its partition through the protocol too,
+    /// and is taken out before the request is sent.
+    @Test("a URLRequest's partition through CachingURLProtocol: kept apart, never sent (RFC 9111 §2)")
+    func partitionThroughTheProtocol() async throws {
+        let h = try Harness()
+        h.origin.route("/p") { request in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=60")], body: request.header("X-Who") ?? "")
+        }
+        let session = session(h)
+        for (partition, who) in [("A", "A"), ("B", "B"), ("A", "again")] {
+            var request = h.request("/p", headers: ["X-Who": who])
+            request.httpCachePartition = partition
+            #expect(try await fetch(session, request).0 == (who == "again" ? "A" : who))
+        }
+        #expect(try await fetch(session, h.request("/p", headers: ["X-Who": "none"])).0 == "none")
+        let sent = h.origin.requests.filter { $0.path == "/p" }
+        #expect(sent.count == 3)
+        #expect(sent.allSatisfy { $0.header("HTTPCache-Partition") == nil })
+    }
+
     /// Miss then hit; the session sees Cache-Status; the inner request is never intercepted
     /// again (the origin gets exactly one request).
     @Test func missThenHit() async throws {
