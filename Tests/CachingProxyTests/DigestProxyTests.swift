@@ -110,7 +110,8 @@ struct DigestProxyTests {
             Self.serve(harness, "/d", "Content-Digest", wrong)
             let client = try HTTP2Client(port: harness.proxy.port)
             let response = try #require(client.send([HTTP2Request("GET", "/d")], timeout: 10).first)
-            #expect(response.status == 200)
+            // The head may not have gone out before the reset, on a busy machine (status 0).
+            #expect([0, 200].contains(response.status))
             #expect(response.end != .endStream, "\(response)")
             #expect(response.body.count < Int(Self.resource.length))
         }
