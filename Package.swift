@@ -71,7 +71,7 @@ let package = Package(
         // One request's way through a cache, for both hosts: a state machine (events in, actions
         // out), the store work it asks for, coalescing, background revalidation, served responses.
         .target(
-            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage"],
+            name: "CacheExchange", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheCrypto"],
             swiftSettings: strictSettings),
         // The cache users hold, on Foundation alone (no FoundationNetworking, so a program on it
         // starts without libcurl): the exchange over a transport of its own request and response

@@ -244,14 +244,18 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.
+    /// - Parameter decodedCodings: The content codings the host undoes before the body reaches
+    ///   the recorder (an app's transport that decodes gzip): the digests the response states
+    ///   describe the coded bytes, so they are not checked (``IntegrityDigests``).
     public func originResponded(
-        _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp
+        _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp,
+        decodedCodings: [String] = []
     ) -> ResponseHostWork {
         let now = self.now
         let action = feed(&exchange, .originResponded(status: head.status)) {
             $0.originResponded(head, requestTime: requestTime, responseTime: now, now: now)
         }
-        return advance(&exchange, action)
+        return advance(&exchange, action, decodedCodings: decodedCodings)
     }
 
     /// No response came from the origin.
@@ -355,9 +359,9 @@ public final class ExchangeDriver: Sendable {
         }
     }
 
-    private func advance(_ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.ResponseAction)
-        -> ResponseHostWork
-    {
+    private func advance(
+        _ exchange: inout ExchangeStateMachine, _ first: ExchangeStateMachine.ResponseAction, decodedCodings: [String]
+    ) -> ResponseHostWork {
         var action = first
         while true {
             switch action {
@@ -383,7 +387,7 @@ public final class ExchangeDriver: Sendable {
                 // The origin is asked again (without validators, or for the whole response).
                 return .forward(forward(request))
             case .relay(let plan):
-                guard let relay = relay(plan, exchange) else {
+                guard let relay = relay(plan, exchange, decodedCodings: decodedCodings) else {
                     // The stored part this response continues cannot be opened.
                     action = feed(&exchange, .storedPartUnavailable) { $0.storedPartUnavailable() }
                     continue
@@ -511,7 +515,9 @@ public final class ExchangeDriver: Sendable {
 
     /// Performs the store work before a relay and opens what stores the body; `nil` when a
     /// stored part to complete cannot be opened.
-    private func relay(_ plan: ExchangeStateMachine.RelayPlan, _ exchange: ExchangeStateMachine) -> Relay? {
+    private func relay(
+        _ plan: ExchangeStateMachine.RelayPlan, _ exchange: ExchangeStateMachine, decodedCodings: [String]
+    ) -> Relay? {
         let request = exchange.request
         var storedPart: (any StoredBody)?
         if let part = plan.storedPart {
@@ -560,7 +566,12 @@ public final class ExchangeDriver: Sendable {
             reasons: plan.reasons, expectedLength: plan.expectedLength, recorder: nil, storedPart: storedPart,
             userInfo: plan.storage?.head?.userInfo)
         // A storable response: open the writer its body goes to as it is relayed (RFC 9111 §3).
-        if let storage = plan.storage, let head = storage.head {
+        if let storage = plan.storage, var head = storage.head {
+            // The digests the response states are checked as its body is stored (RFC 9530).
+            let digests = IntegrityDigests(plan.fields)
+            let integrity = IntegrityPlan(
+                digests: digests, checksRepresentation: head.isComplete, decodedCodings: decodedCodings)
+            integrity.note(in: &head)
             do {
                 if let marker = plan.varianceMarker,
                     reader.candidates(marker.primaryKey).first?.entry.head.fields != marker.fields
@@ -569,7 +580,7 @@ public final class ExchangeDriver: Sendable {
                     try store.makeWriter(for: marker).commit()
                 }
                 let writer = try store.makeWriter(for: head)
-                relay.recorder = recorder(writer, storage, plan, exchange)
+                relay.recorder = recorder(writer, storage, plan, exchange, integrity: integrity)
             } catch {
                 // The store refused it: the response is relayed all the same, and says why.
                 configuration.log(
@@ -587,7 +598,7 @@ public final class ExchangeDriver: Sendable {
 
     private func recorder(
         _ writer: any EntryWriter, _ storage: StoragePlan, _ plan: ExchangeStateMachine.RelayPlan,
-        _ exchange: ExchangeStateMachine
+        _ exchange: ExchangeStateMachine, integrity: IntegrityPlan
     ) -> ResponseRecorder {
         let leads = exchange.leads
         let collapsed = CollapsedResponse(
@@ -597,7 +608,8 @@ public final class ExchangeDriver: Sendable {
         let part = storage.head.flatMap { $0.isComplete ? nil : $0 }
         return ResponseRecorder(
             writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
-            url: exchange.request.head.uri, log: configuration.log
+            integrity: integrity.check(url: exchange.request.head.uri), url: exchange.request.head.uri,
+            log: configuration.log
         ) { [store, coalescing, reader, configuration] committed in
             // Stored whole: pin it when the manifest says, drop the parts it replaces, and join a
             // part to the parts beside it (RFC 9111 §3.4).

@@ -558,6 +558,9 @@ public struct ExchangeStateMachine: Sendable {
                 combined.status = 200
                 combined.fields = engine.updatedFields(
                     stored: part.entry.head.fields, with: head.fields, responseTime: responseTime)
+                // A stored 206's Content-Digest covered its part only, not the whole now sent
+                // (RFC 9530 §2); a cut 200's covered the whole content, and stays.
+                if part.entry.head.status != 200 { combined.fields.removeAll(named: .contentDigest) }
                 state = .completing(plan)
                 var relay = relayPlan(plan, combined, times)
                 relay.originStatus = status

@@ -5,9 +5,16 @@ import CacheStorage
 /// order, it commits the entry as soon as they are complete (before the last of them reach the
 /// client, so a request right after is a plain hit), and never commits a body that was cut off.
 ///
+/// A response with `Content-Digest` or `Repr-Digest` (RFC 9530) is hashed as it is stored,
+/// and checked before it is committed: a body that does not match is not stored (an entry it
+/// would have replaced stays: it was checked when it was stored, and one damaged transfer
+/// should not turn into misses for every later request), and ``mismatch`` says why; the host
+/// then fails the client's response instead of completing it (see ``IntegrityDigests``).
+///
 /// Used by one thread at a time (the host's reader of the origin's body).
 public final class ResponseRecorder: @unchecked Sendable {
     private var writer: (any EntryWriter)?
+    private let integrity: IntegrityCheck?
     private let expectedLength: Int64?
     private let incompleteFacts: [UInt8]?
     private let url: String
@@ -16,10 +23,12 @@ public final class ResponseRecorder: @unchecked Sendable {
     private var written: Int64 = 0
 
     init(
-        writer: any EntryWriter, expectedLength: Int64?, incompleteFacts: [UInt8]?, url: String,
-        log: @escaping @Sendable (String) -> Void, onSettled: @escaping @Sendable (_ committed: Bool) -> Void
+        writer: any EntryWriter, expectedLength: Int64?, incompleteFacts: [UInt8]?, integrity: IntegrityCheck?,
+        url: String, log: @escaping @Sendable (String) -> Void,
+        onSettled: @escaping @Sendable (_ committed: Bool) -> Void
     ) {
         self.writer = writer
+        self.integrity = integrity
         self.expectedLength = expectedLength
         self.incompleteFacts = incompleteFacts
         self.url = url
@@ -36,6 +45,10 @@ public final class ResponseRecorder: @unchecked Sendable {
 
     /// Whether the body is still being stored (not committed, dropped or refused yet).
     public var isStoring: Bool { writer != nil }
+
+    /// Set when the body's end was reached and it does not match its response's digest
+    /// (RFC 9530): it was not stored, and the client must not get the body as complete.
+    public private(set) var mismatch: DigestMismatch?
 
     /// What to do when the store fails to write, for log lines.
     static let storeAdvice = "check the store's free space and permissions, or that it is reachable"
@@ -54,6 +67,7 @@ public final class ResponseRecorder: @unchecked Sendable {
             log("stopped storing \(url): \(error) (it is served, not stored); \(Self.storeAdvice)")
             return drop()
         }
+        integrity?.update(bytes)
         written += Int64(bytes.count)
         if written == expectedLength { commit() }
     }
@@ -91,6 +105,13 @@ public final class ResponseRecorder: @unchecked Sendable {
     private func commit() {
         guard let current = writer else { return }
         writer = nil
+        if let mismatch = integrity?.verify() {
+            // A damaged body is never stored (RFC 9530 §2, §3): what is stored stays as it was.
+            // The host reports it, with what it did about its client.
+            self.mismatch = mismatch
+            current.abort()
+            return settle(committed: false)
+        }
         do {
             try current.commit()
             settle(committed: true)

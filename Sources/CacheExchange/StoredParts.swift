@@ -80,12 +80,19 @@ enum StoredParts {
         let complete = union == 0...(length - 1)
         var head = mine.entry.head
         var facts = mine.facts
+        // The combined bytes are no one message's content (RFC 9530 §2).
+        head.fields.removeAll(named: .contentDigest)
+        var check: IntegrityCheck?
         if complete || union.lowerBound == 0 {
             head.fields.removeAll(named: .contentRange)
         } else {
             head.fields[.contentRange] = ContentRange(range: union, completeLength: length).fieldValue
         }
         if complete {
+            // The whole representation at last: its Repr-Digest can be checked (RFC 9530 §3).
+            let digests = IntegrityDigests(head.fields, including: [.reprDigest])
+            check = IntegrityCheck(digests, url: committed.head.url, checksRepresentation: true)
+            facts.integrity = digests.storedNote(checksRepresentation: true, decodedCodings: [])
             facts.flags.remove(.incomplete)
             head.facts = facts.serialized()
             head.isComplete = true
@@ -94,13 +101,20 @@ enum StoredParts {
             head.variantKey = key(variant, offset: union.lowerBound)
         }
         do {
-            let writer = try store.makeWriter(for: head)
+            let writer = HashingWriter(try store.makeWriter(for: head), check)
             var next = union.lowerBound
             for part in run where part.held.upperBound >= next {
                 let offset = part.held.lowerBound
                 try store.openBody(of: part.candidate.entry.id)
                     .copy((next - offset)...(part.held.upperBound - offset), to: writer)
                 next = part.held.upperBound + 1
+            }
+            if check?.verify() != nil {
+                // Parts that do not make the representation they claim: none can be trusted. Not
+                // logged: the client reading the whole (a download) is told, once, by its own check.
+                writer.abort()
+                for part in run { try? store.remove(part.candidate.entry.id) }
+                return
             }
             let combined = try writer.commit()
             let replaced = complete ? superseded(by: String(variant), in: candidates) : run.map(\.candidate.entry.id)
@@ -109,4 +123,28 @@ enum StoredParts {
             log("could not combine the stored parts of \(committed.head.url): \(error); they are kept apart")
         }
     }
+}
+
+/// Passes what is written to an entry through an ``IntegrityCheck`` on its way.
+private final class HashingWriter: EntryWriter {
+    private let base: any EntryWriter
+    private let check: IntegrityCheck?
+
+    init(_ base: any EntryWriter, _ check: IntegrityCheck?) {
+        self.base = base
+        self.check = check
+    }
+
+    func append(_ chunk: [UInt8]) throws(StorageError) {
+        chunk.withUnsafeBytes { check?.update($0) }
+        try base.append(chunk)
+    }
+
+    func commit() throws(StorageError) -> StoredEntry { try base.commit() }
+
+    func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
+        try base.commitIncomplete(facts: facts)
+    }
+
+    func abort() { base.abort() }
 }

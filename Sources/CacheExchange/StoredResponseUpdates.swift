@@ -57,7 +57,13 @@ struct StoredResponseUpdates {
         var updated = candidates
         let indexes = engine.responsesToUpdate(
             notModified: notModified.fields, request: request, candidates: candidates.map(\.facts),
-            validated: notModified.validated)
+            validated: notModified.validated
+        ).filter {
+            // A 304 whose Repr-Digest differs from the stored one's describes another
+            // representation than the body stored (RFC 9530 §3): it does not select it.
+            !IntegrityDigests.reprDigestConflicts(
+                stored: candidates[$0].entry.head.fields, notModified: notModified.fields)
+        }
         guard !indexes.isEmpty else { return .selectsNone }
         for index in indexes {
             let candidate = candidates[index]

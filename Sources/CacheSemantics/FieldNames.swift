@@ -70,6 +70,10 @@ extension HeaderField.Name {
     @inlinable public static var authorization: Self { .init(registered: "Authorization", lowercased: "authorization") }
     /// `Connection` ([RFC 9110 §7.6.1](https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1)).
     @inlinable public static var connection: Self { .init(registered: "Connection", lowercased: "connection") }
+    /// `Content-Digest` ([RFC 9530 §2](https://www.rfc-editor.org/rfc/rfc9530#section-2)).
+    @inlinable public static var contentDigest: Self {
+        .init(registered: "Content-Digest", lowercased: "content-digest")
+    }
     /// `Content-Encoding` ([RFC 9110 §8.4](https://www.rfc-editor.org/rfc/rfc9110#section-8.4)).
     @inlinable public static var contentEncoding: Self {
         .init(registered: "Content-Encoding", lowercased: "content-encoding")
@@ -90,6 +94,12 @@ extension HeaderField.Name {
     @inlinable public static var contentRange: Self { .init(registered: "Content-Range", lowercased: "content-range") }
     /// `Content-Type` ([RFC 9110 §8.3](https://www.rfc-editor.org/rfc/rfc9110#section-8.3)).
     @inlinable public static var contentType: Self { .init(registered: "Content-Type", lowercased: "content-type") }
+    /// `Repr-Digest` ([RFC 9530 §3](https://www.rfc-editor.org/rfc/rfc9530#section-3)).
+    @inlinable public static var reprDigest: Self { .init(registered: "Repr-Digest", lowercased: "repr-digest") }
+    /// `Want-Repr-Digest` ([RFC 9530 §4](https://www.rfc-editor.org/rfc/rfc9530#section-4)).
+    @inlinable public static var wantReprDigest: Self {
+        .init(registered: "Want-Repr-Digest", lowercased: "want-repr-digest")
+    }
     /// `Date` ([RFC 9110 §6.6.1](https://www.rfc-editor.org/rfc/rfc9110#section-6.6.1)).
     @inlinable public static var date: Self { .init(registered: "Date", lowercased: "date") }
     /// `ETag` ([RFC 9110 §8.8.3](https://www.rfc-editor.org/rfc/rfc9110#section-8.8.3)).

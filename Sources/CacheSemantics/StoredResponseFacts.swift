@@ -33,8 +33,9 @@ public enum LifetimeSource: UInt8, Hashable, Sendable, CustomStringConvertible {
 /// ``init(serialized:)``, which rejects bytes of another format version so the store can
 /// recompute them from the stored fields.
 public struct StoredResponseFacts: Hashable, Sendable {
-    /// The serialization format version; bump when the layout changes.
-    public static let formatVersion: UInt8 = 1
+    /// The serialization format version; bump when the layout changes. Version 2 added
+    /// ``integrity``; bytes of version 1 still read (without it).
+    public static let formatVersion: UInt8 = 2
 
     /// Boolean facts, packed.
     public struct Flags: OptionSet, Hashable, Sendable {
@@ -112,6 +113,12 @@ public struct StoredResponseFacts: Hashable, Sendable {
     public var varyRawValues: [String?]
     /// `Content-Length`, when valid.
     public var contentLength: Int64?
+    /// What was checked of the body against the response's `Content-Digest` and `Repr-Digest`
+    /// when it was stored (RFC 9530), in words for `explain` and `show` ("sha-256 verified when
+    /// stored (Content-Digest)"); `nil` when the response sent no digest, or was stored before
+    /// digests were checked. A body whose digest did not match is never stored, so there is no
+    /// "failed" here.
+    public var integrity: String?
 
     /// Creates facts from their parts; the engine normally computes them.
     public init(
@@ -203,14 +210,20 @@ extension StoredResponseFacts {
             }
         }
         writer.optionalInt(contentLength.map(Int.init))
+        if let integrity {
+            writer.byte(1)
+            writer.string(integrity)
+        } else {
+            writer.byte(0)
+        }
         return writer.bytes
     }
 
-    /// Reads bytes written by ``serialized()``; `nil` when they are of another format
-    /// version, truncated or otherwise malformed.
+    /// Reads bytes written by ``serialized()`` (or by version 1, which had no ``integrity``);
+    /// `nil` when they are of another format version, truncated or otherwise malformed.
     public init?(serialized bytes: some Collection<UInt8>) {
         var reader = ByteReader(Array(bytes))
-        guard reader.byte() == Self.formatVersion,
+        guard let version = reader.byte(), version == Self.formatVersion || version == 1,
             let status = reader.varint(), status < 1000,
             let requestTime = reader.double(), let responseTime = reader.double(), let date = reader.double(),
             let ageValue = reader.double(), let lifetime = reader.double(),
@@ -249,7 +262,18 @@ extension StoredResponseFacts {
             values.append(value)
             rawValues.append(raw)
         }
-        guard let contentLength = reader.optionalInt(), reader.atEnd else { return nil }
+        guard let contentLength = reader.optionalInt() else { return nil }
+        var integrity: String?
+        if version == Self.formatVersion {
+            switch reader.byte() {
+            case 0: break
+            case 1:
+                guard let text = reader.string() else { return nil }
+                integrity = text
+            default: return nil
+            }
+        }
+        guard reader.atEnd else { return nil }
         self.init(
             status: Int(status), requestTime: Timestamp(secondsSince1970: requestTime),
             responseTime: Timestamp(secondsSince1970: responseTime), date: Timestamp(secondsSince1970: date),
@@ -258,6 +282,7 @@ extension StoredResponseFacts {
             flags: Flags(rawValue: UInt16(flagBits)), entityTag: entityTag, lastModified: lastModified,
             vary: Vary(fieldNames: names, isAny: isAny == 1), varyValues: values, varyRawValues: rawValues,
             contentLength: contentLength.map(Int64.init))
+        self.integrity = integrity
     }
 }
 

@@ -46,8 +46,9 @@ extension CacheEngine {
 
     /// The stored fields updated with those of a newer response, a `304` or a `HEAD`
     /// response (RFC 9111 §3.2): each field the new response has replaces the stored lines
-    /// of that name, except `Content-Length`, `Content-Range` and the fields §3.1 keeps out
-    /// of storage. Those include the fields named by a qualified `no-cache` or, in a shared
+    /// of that name, except `Content-Length`, `Content-Range`, `Content-Digest` (it describes
+    /// the new response's own content, which a `304` or `HEAD` response does not have: RFC 9530
+    /// §2) and the fields §3.1 keeps out of storage. Those include the fields named by a qualified `no-cache` or, in a shared
     /// cache, `private` of the updated response: the newer response's directives when it
     /// has some, else the stored ones, which stay in force (a `304` without `Cache-Control`
     /// must not bring a `Set-Cookie` that the stored `private="Set-Cookie"` keeps out,
@@ -56,7 +57,7 @@ extension CacheEngine {
     public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
         let excluded =
             fieldNamesNotStored(newer, directives: effectiveDirectives(newer).directives)
-            + [HeaderField.Name.contentLength.lowercasedName, HeaderField.Name.contentRange.lowercasedName]
+            + [HeaderField.Name.contentLength, .contentRange, .contentDigest].map(\.lowercasedName)
         var result = stored
         var replaced: [String] = []
         for field in newer where !excluded.contains(field.lowercasedName) {
@@ -88,6 +89,8 @@ extension CacheEngine {
             status: storedFacts.status, fields: fields, requestFields: request, requestTime: requestTime,
             responseTime: responseTime)
         facts.flags.formUnion(storedFacts.flags.intersection(.incomplete))
+        // The body is the one checked when it was stored.
+        facts.integrity = storedFacts.integrity
         return (fields, facts)
     }
 

@@ -12,8 +12,18 @@ public enum CodedBodies {
     /// `body` compressed by python3 with `expression`, in which `data` is the body (e.g.
     /// `gzip.compress(data)`, `zlib.compress(data)`).
     public static func python(_ expression: String, _ body: [UInt8]) async throws -> [UInt8] {
-        let script = "import sys, gzip, zlib\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(\(expression))"
+        let script =
+            "import sys, gzip, zlib, hashlib, base64\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(\(expression))"
         return try await run("/usr/bin/python3", ["-c", script], input: body)
+    }
+
+    /// A `Content-Digest` / `Repr-Digest` member (RFC 9530 §2, §3) for `body`, `sha-256=:…:` or
+    /// `sha-512=:…:`, hashed by python3's `hashlib`, so the check is against another
+    /// implementation than ours.
+    public static func digestMember(_ algorithm: String, _ body: [UInt8]) async throws -> String {
+        let function = algorithm.replacingOccurrences(of: "-", with: "")
+        let digest = try await python("base64.b64encode(hashlib.\(function)(data).digest())", body)
+        return "\(algorithm)=:\(String(decoding: digest, as: UTF8.self)):"
     }
 
     /// `count` zero bytes compressed by python3, streamed (never held whole) through

@@ -127,6 +127,10 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         case unexpectedStatus
         /// The transfer kept failing: ``DownloadError/underlying`` is the last error.
         case interrupted
+        /// The file received does not match the `Repr-Digest` (or a response's
+        /// `Content-Digest`) the origin stated (RFC 9530): the partial file was discarded, and
+        /// ``DownloadError/underlying`` is the ``DigestMismatch``.
+        case digestMismatch
     }
 
     /// What kind of failure.

@@ -24,6 +24,9 @@ struct DownloadRecord: Codable, Equatable {
     var validator: String?
     /// The whole length, when known.
     var expectedLength: Int64?
+    /// The representation's `Repr-Digest` (RFC 9530 §3), as received: the whole file is
+    /// checked against it at the end, when the response that ends it states none.
+    var reprDigest: String?
 
     /// The record for a `200` (or `203`) response to `url`.
     init(url: String, fields: HeaderFields, expectedLength: Int64?) {
@@ -32,6 +35,7 @@ struct DownloadRecord: Codable, Equatable {
         lastModified = fields[.lastModified]
         validator = Self.validator(of: fields)
         self.expectedLength = expectedLength
+        reprDigest = fields[.reprDigest]
     }
 
     /// The value `If-Range` may carry for a response with `fields` (RFC 9110 §13.1.5): a strong

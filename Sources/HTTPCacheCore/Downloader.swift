@@ -137,6 +137,8 @@ struct Downloader {
                 if let validator = record?.validator {
                     outbound.fields[.range] = "bytes=\(offset)-"
                     outbound.fields[.ifRange] = validator
+                    // The whole file is checked at the end: ask for its digest (RFC 9530 §4).
+                    outbound.fields[.wantReprDigest] = Self.wantedReprDigest
                     resumingFrom = offset
                 } else {
                     try startOver("the first response had no strong validator (ETag or Last-Modified) to resume with")
@@ -199,6 +201,9 @@ struct Downloader {
                 // A cancelled task ends the body stream early without an error.
                 try Task.checkCancellation()
                 if let end, offset < end { throw BodyCutShort(received: offset, expected: end) }
+            } catch let mismatch as DigestMismatch {
+                // The body failed its digest: none of it can be trusted, nor resumed.
+                throw try discarded(mismatch)
             } catch let inconsistent as Inconsistent {
                 try startOver(inconsistent.why)
                 record = nil
@@ -227,6 +232,23 @@ struct Downloader {
 
     private struct Inconsistent: Error {
         var why: String
+    }
+
+    /// `Want-Repr-Digest` on a resumption (RFC 9530 §4): SHA-256 preferred, SHA-512 accepted.
+    static let wantedReprDigest = "sha-256=10, sha-512=3"
+
+    /// Empties the partial file after `mismatch` (``run()`` removes it and its record): the
+    /// error to throw, which says so.
+    private mutating func discarded(_ mismatch: DigestMismatch) throws(DownloadError) -> DownloadError {
+        let size = offset
+        try file?.truncate()
+        offset = 0
+        record = nil
+        return DownloadError(
+            .digestMismatch,
+            "\(mismatch.url): the download does not match its \(mismatch.field) (\(mismatch.algorithm): expected "
+                + "\(mismatch.expected.prefix(12))…, got \(mismatch.received.prefix(12))…); the \(size) bytes of "
+                + "\(partialPath) were discarded; download again", underlying: mismatch)
     }
 
     private func validate() throws(DownloadError) {
@@ -404,6 +426,14 @@ struct Downloader {
     /// Flushes the partial file, puts it in place and removes the record.
     private mutating func finish(_ head: CachedResponseHead) async throws -> DownloadResult {
         guard let file else { throw DownloadError(.file, "no partial file") }
+        // The whole file against the representation's digest (RFC 9530 §3): that of the response
+        // that ends it, else that of the first response.
+        var stated = HeaderFields()
+        if let digest = head.fields[.reprDigest] ?? record?.reprDigest { stated[.reprDigest] = digest }
+        let digests = IntegrityDigests(stated, including: [.reprDigest])
+        if !digests.expected.isEmpty, let mismatch = try await file.mismatch(digests, url: urlString) {
+            throw try discarded(mismatch)
+        }
         try await file.sync()
         guard rename(partialPath, destination.path) == 0 else {
             throw DownloadError(

@@ -120,7 +120,9 @@ extension HTTPCache {
                 }
             }
             let head = ResponseHead(status: received.status, fields: received.fields)
-            switch driver.originResponded(&exchange, head, requestTime: requestTime) {
+            switch driver.originResponded(
+                &exchange, head, requestTime: requestTime, decodedCodings: received.decodedContentCodings)
+            {
             case .serve(let served):
                 // A freshened (304) or stale (5xx) stored response answers instead.
                 await Self.discard(received)

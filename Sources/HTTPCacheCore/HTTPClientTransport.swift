@@ -151,8 +151,10 @@ public final class HTTPClientTransport: OriginTransport {
         } catch {
             throw Self.urlError(error, url)
         }
-        return OriginResponse(
+        var origin = OriginResponse(
             status: response.head.status, fields: response.head.fields, url: url, body: Self.stream(response.body, url))
+        origin.decodedContentCodings = response.decodedCodings
+        return origin
     }
 
     // MARK: Request

@@ -63,6 +63,10 @@ public struct OriginResponse: Sendable {
     /// The body, in chunks as they arrive. It ends with an error when the connection fails
     /// before the body is complete.
     public var body: AsyncThrowingStream<Data, any Error>
+    /// The content codings the transport undid (`gzip` …), their `Content-Encoding` dropped:
+    /// the body is not the content its `Content-Digest` and `Repr-Digest` describe, so those
+    /// are not checked (RFC 9530). Empty when the body is as the origin sent it.
+    public var decodedContentCodings: [String] = []
 
     /// Creates a response whose body streams.
     public init(status: Int, fields: HeaderFields, url: URL, body: AsyncThrowingStream<Data, any Error>) {

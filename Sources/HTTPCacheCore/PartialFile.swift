@@ -13,7 +13,7 @@ import Darwin
 /// The partial file, opened for appending and locked (`flock`) against other downloads.
 final class PartialFile {
     let path: String
-    private let fd: Int32
+    fileprivate let fd: Int32
 
     init(path: String) throws(DownloadError) {
         self.path = path
@@ -89,6 +89,36 @@ final class PartialFile {
             return fsync(copy) == 0 ? nil : Self.reason()
         }
         if let failure { throw DownloadError(.file, "cannot flush \(path) to disk: \(failure)") }
+    }
+}
+
+extension PartialFile {
+    /// Checks the whole file against `digests` (the representation's `Repr-Digest`, RFC 9530
+    /// §3), reading it from the start on a thread of its own: the first digest that does not
+    /// match, or `nil`.
+    func mismatch(_ digests: IntegrityDigests, url: String) async throws(DownloadError) -> DigestMismatch? {
+        let copy = dup(fd)
+        guard copy >= 0 else { throw DownloadError(.file, "cannot read \(path): \(Self.reason())") }
+        let path = path
+        let outcome = await onThreadOfItsOwn { () -> Result<DigestMismatch?, DownloadError> in
+            defer { closeDescriptor(copy) }
+            guard let check = IntegrityCheck(digests, url: url, checksRepresentation: true) else {
+                return .success(nil)
+            }
+            var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+            var offset: off_t = 0
+            while true {
+                let count = buffer.withUnsafeMutableBytes { pread(copy, $0.baseAddress, $0.count, offset) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(DownloadError(.file, "cannot read \(path): \(Self.reason())"))
+                }
+                if count == 0 { return .success(check.verify()) }
+                buffer.withUnsafeBytes { check.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                offset += off_t(count)
+            }
+        }
+        return try outcome.get()
     }
 }
 

@@ -92,6 +92,11 @@ final class StoredSource: BodySource, @unchecked Sendable {
     }
 }
 
+/// What reading a body from the origin throws when the body does not match the
+/// `Content-Digest` or `Repr-Digest` its response stated (RFC 9530): it names the URL, the field,
+/// the algorithm and both digests; the body was not stored, and its last bytes are withheld.
+public typealias DigestMismatch = CacheExchange.DigestMismatch
+
 /// A body from the origin, stored (when a recorder is given) while it is passed on. The
 /// recorder commits the entry when the body is complete; a body cut off by the network is an
 /// error for the reader and never a complete entry; one the reader drops is not stored.
@@ -150,11 +155,21 @@ final class TeeSource: BodySource, @unchecked Sendable {
                     ])
             }
             recorder?.finish()
+            try failOnMismatch()
             return nil
         }
         received += Int64(chunk.count)
         store(chunk)
+        try failOnMismatch()
         return chunk
+    }
+
+    /// A body that does not match its digest (RFC 9530) was not stored, and is never handed
+    /// on as complete: its last bytes are withheld and the reader gets the mismatch.
+    private func failOnMismatch() throws {
+        guard let mismatch = recorder?.mismatch else { return }
+        done = true
+        throw mismatch
     }
 }
 

@@ -326,9 +326,11 @@ package struct URLRequestTransport: OriginTransport {
     package func send(_ request: FetchRequest) async throws -> OriginResponse {
         let received = try await base.send(URLRequest(request))
         let response = received.response
-        return OriginResponse(
+        var origin = OriginResponse(
             status: response.statusCode, fields: Self.fields(of: response), url: response.url ?? request.url,
             body: received.body)
+        origin.decodedContentCodings = received.decodedContentCodings
+        return origin
     }
 
     /// A response's fields, sorted by name (`HTTPURLResponse` keeps no order).

@@ -14,6 +14,9 @@ public struct TransportResponse: @unchecked Sendable {
     /// The body, in chunks as they arrive. It ends with an error when the connection fails
     /// before the body is complete.
     public var body: AsyncThrowingStream<Data, any Error>
+    /// The content codings the transport undid (`gzip` …), whose `Content-Encoding` it dropped
+    /// (``OriginResponse/decodedContentCodings``).
+    public var decodedContentCodings: [String] = []
 
     /// Creates a response whose body streams.
     public init(response: HTTPURLResponse, body: AsyncThrowingStream<Data, any Error>) {
@@ -114,7 +117,12 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
             state[identifier] = TaskState(head: nil, body: bodyContinuation)
             return head
         }
-        head?.resume(returning: TransportResponse(response: Self.decoded(http), body: stream))
+        let decoded = Self.decoded(http)
+        var response = TransportResponse(response: decoded, body: stream)
+        if decoded !== http {
+            response.decodedContentCodings = [http.value(forHTTPHeaderField: "Content-Encoding") ?? ""]
+        }
+        head?.resume(returning: response)
         completionHandler(.allow)
     }
 

@@ -53,6 +53,9 @@ package final class StreamingClient: Sendable {
         /// The body, to read with ``StreamingTransfer/next()``; ``StreamingTransfer/cancel()``
         /// stops it.
         package var body: StreamingTransfer
+        /// The `Content-Encoding` tokens of the codings the body is decoded from; empty when
+        /// it is delivered as sent.
+        package var decodedCodings: [String] { body.decodedCodings }
     }
 
     /// A request's own timeouts get a client of their own (its pool too); beyond this many
@@ -159,6 +162,7 @@ private final class TransferReceiver: UpstreamReceiver {
         var head = head
         if decodesContent, head.status != 206, let codings = ContentCoding.applied(in: head.fields), !codings.isEmpty {
             // The fields describe the decoded bytes from here on, as URLSession hands them on.
+            transfer.decodedCodings = head.fields.listMembers(named: .contentEncoding).map(String.init)
             head.fields.removeAll(namedAnyOf: [HeaderField.Name.contentEncoding, .contentLength])
             do { decoder = try ContentDecoder(codings) } catch {
                 decodingError = error

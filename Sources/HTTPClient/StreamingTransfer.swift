@@ -31,6 +31,7 @@ package final class StreamingTransfer: Sendable {
 
     private struct State {
         var head: UpstreamResponseHead?
+        var decodedCodings: [String] = []
         var headWaiter: HeadWaiter?
         var pieces: [[UInt8]] = []
         /// Where the next unread piece is in `pieces` (read pieces are dropped in batches).
@@ -99,6 +100,13 @@ package final class StreamingTransfer: Sendable {
 
     /// Whether the awaiting side went away.
     package var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// The `Content-Encoding` tokens of the codings the body is decoded from, set before the
+    /// head is delivered; empty when the body is delivered as sent.
+    package var decodedCodings: [String] {
+        get { state.withLock { $0.decodedCodings } }
+        set { state.withLock { $0.decodedCodings = newValue } }
+    }
 
     // MARK: The performing thread
 

@@ -99,6 +99,7 @@ struct Explanation {
             rows.append(["Age now:", "\(Format.seconds(age)), \(state)"])
             rows.append(["Validators:", Self.validators(facts)])
             rows.append(["Vary:", Self.vary(facts)])
+            if let entry, entry.facts != nil { rows.append(["Digest:", Self.digest(facts, fields: entry.fields)]) }
             let directives = Self.notableDirectives(facts)
             if !directives.isEmpty { rows.append(["Also:", directives.joined(separator: ", ")]) }
         }
@@ -227,6 +228,13 @@ struct Explanation {
     }
 
     /// `none`, `*`, or the nominated fields with the values this response was stored for.
+    /// What was checked of a stored body against its response's digests (RFC 9530).
+    static func digest(_ facts: StoredResponseFacts, fields: HeaderFields) -> String {
+        if let integrity = facts.integrity { return integrity }
+        guard fields.contains(.contentDigest) || fields.contains(.reprDigest) else { return "no digest sent" }
+        return "not checked (stored before this version checked digests)"
+    }
+
     static func vary(_ facts: StoredResponseFacts) -> String {
         if facts.vary.isAny { return "* (never matches a later request)" }
         if facts.vary.isEmpty { return "none: one stored response answers every request for the URL" }

@@ -164,7 +164,9 @@ struct GetCommand {
     static let jsonBodyLimit = 64 * 1024
 
     private func cutOff(after received: Int64, _ error: any Error) -> Failure {
-        Failure(
+        // A body that failed its digest (RFC 9530) says so itself, in one line.
+        if error is DigestMismatch { return Failure(.failure, "\(error)") }
+        return Failure(
             .failure,
             "the response from \(options.url.absoluteString) was cut off after \(received) bytes (\(error)); "
                 + "it was not stored; try again")

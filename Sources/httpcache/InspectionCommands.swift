@@ -167,6 +167,7 @@ struct ShowCommand {
                 ["ETag:", facts.entityTag?.description ?? "none"],
                 ["Last-Modified:", facts.lastModified.map(HTTPDate.format) ?? "none"],
                 ["Vary:", Explanation.vary(facts)],
+                ["Digest:", Explanation.digest(facts, fields: entry.fields)],
             ]
             let directives = Explanation.notableDirectives(facts)
             if !directives.isEmpty { rows.append(["Directives:", directives.joined(separator: ", ")]) }

@@ -86,7 +86,7 @@ extension GetCommand {
         switch error.kind {
         case .invalidRequest:
             return .usage(Self.name, error.message)
-        case .busy, .file, .unexpectedStatus:
+        case .busy, .file, .unexpectedStatus, .digestMismatch:
             return Failure(.failure, error.message)
         case .interrupted:
             let next =

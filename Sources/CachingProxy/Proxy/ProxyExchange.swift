@@ -170,7 +170,17 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
-            responder?.finish()
+            if let mismatch = relay.recorder?.mismatch {
+                // It failed its digest (RFC 9530) and was not stored: the client must not take
+                // it as complete, so the end (last chunk or bytes) is withheld and the
+                // connection (HTTP/2: the stream) is closed.
+                handler.limitedLog(
+                    .cutOff,
+                    "closed the response to \(request.method) \(request.target.url) before its end: \(mismatch)")
+                responder?.abort()
+            } else {
+                responder?.finish()
+            }
             finished()
             return nil
         }
@@ -367,6 +377,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         // Stored before it goes to the client: the last bytes commit the entry.
         let storing = relay.recorder?.isStoring == true
         relay.recorder?.record(body)
+        // The bytes that end a body failing its digest are withheld (see `sendOnce`).
+        if relay.recorder?.mismatch != nil { return true }
         if let responder, !clientGone, !responder.write(body) { clientGone = true }
         // A response being stored is read to its end even when its client left (or, for a
         // background revalidation, there is none), including the bytes that commit it.

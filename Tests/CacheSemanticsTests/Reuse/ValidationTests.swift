@@ -305,6 +305,17 @@ struct ValidationTests {
         #expect(freshened.flags.contains(.incomplete))
     }
 
+    @Test("§4.3.4, RFC 9530: freshening keeps what was checked of the stored body's digests")
+    func freshenKeepsIntegrity() throws {
+        let stored = try Reuse.storeResponse(["Cache-Control": "max-age=100", "ETag": "\"v1\""])
+        var facts = stored.facts
+        facts.integrity = "sha-256 verified when stored (Repr-Digest)"
+        let (_, freshened) = Self.engine.freshen(
+            storedFields: stored.fields, storedFacts: facts, with: ["ETag": "\"v1\""], request: [:],
+            requestTime: Reuse.time(50), responseTime: Reuse.time(50))
+        #expect(freshened.integrity == "sha-256 verified when stored (Repr-Digest)")
+    }
+
     @Test("§3.1, §3.2: hop-by-hop fields of a 304 and those named by its Connection are not stored")
     func freshenSkipsHopByHop() throws {
         let stored = try Reuse.storeResponse(["Cache-Control": "max-age=100", "ETag": "\"v1\""])

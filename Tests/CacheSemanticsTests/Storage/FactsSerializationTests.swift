@@ -60,6 +60,19 @@ struct StorageFactsSerializationTests {
         #expect(decoded.flags.contains(.targeted) && !decoded.flags.contains(.isPrivate))
     }
 
+    @Test("RFC 9530: what was checked of the body's digests round-trips; facts of version 1 (before it) still read")
+    func integrityRoundTrip() throws {
+        var facts = richFacts()
+        // Version 1 was version 2 without the integrity byte at the end.
+        let versionOne = [1] + facts.serialized().dropFirst().dropLast()
+        facts.integrity = "sha-256 verified when stored (Content-Digest)"
+        let decoded = try #require(StoredResponseFacts(serialized: facts.serialized()))
+        #expect(decoded.integrity == "sha-256 verified when stored (Content-Digest)")
+        #expect(decoded == facts)
+        facts.integrity = nil
+        #expect(StoredResponseFacts(serialized: versionOne) == facts)
+    }
+
     @Test("§4.2: minimal facts (nothing optional, no flags) round-trip")
     func minimalRoundTrip() throws {
         let decoded = try #require(StoredResponseFacts(serialized: minimalFacts.serialized()))
@@ -114,7 +127,9 @@ struct StorageFactsSerializationTests {
 
     @Test("§3: every truncation of the bytes is rejected, and so is a trailing extra byte")
     func everyTruncationRejected() {
-        for facts in [richFacts(), richFacts(entityTag: nil), minimalFacts] {
+        var checked = richFacts()
+        checked.integrity = "sha-512 verified when stored (Repr-Digest)"
+        for facts in [richFacts(), richFacts(entityTag: nil), minimalFacts, checked] {
             let bytes = facts.serialized()
             for length in 0..<bytes.count {
                 #expect(StoredResponseFacts(serialized: bytes.prefix(length)) == nil, "prefix \(length) was accepted")

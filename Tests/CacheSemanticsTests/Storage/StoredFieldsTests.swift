@@ -178,6 +178,18 @@ struct StorageUpdatedFieldsTests {
         #expect(result.values(named: "Content-Range") == ["bytes 0-1023/2048"])
     }
 
+    @Test("§3.2, RFC 9530 §2: a 304's Content-Digest (of its own, empty content) is not taken; its Repr-Digest is")
+    func contentDigestNotUpdated() {
+        var withDigest = stored
+        withDigest.append(name: "Content-Digest", value: "sha-256=:stored:")
+        let newer = HeaderFields([
+            ("Date", Fixtures.httpDate()), ("Content-Digest", "sha-256=:empty:"), ("Repr-Digest", "sha-256=:same:"),
+        ])
+        let result = engine.updatedFields(stored: withDigest, with: newer, responseTime: Fixtures.epoch)
+        #expect(result.values(named: "Content-Digest") == ["sha-256=:stored:"])
+        #expect(result.values(named: "Repr-Digest") == ["sha-256=:same:"])
+    }
+
     @Test("§3.2, §3.1: connection-specific, Connection-named and proxy-specific fields are not taken")
     func hopByHopNotTaken() {
         let newer = HeaderFields([
