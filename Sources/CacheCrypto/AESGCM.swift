@@ -3,6 +3,9 @@ import CryptoKit
 #else
 internal import COpenSSLHTTPCache
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// AES-256 in Galois/Counter Mode ([NIST SP 800-38D](https://csrc.nist.gov/pubs/sp/800/38/d/final)):
 /// authenticated encryption, so that a block altered, truncated, moved to another place or sealed
@@ -27,7 +30,8 @@ package enum AESGCM {
             authenticating: aad)
         return Array(box.ciphertext) + Array(box.tag)
         #else
-        let context = CipherContext(encrypting: true, key: key, nonce: nonce)
+        let context = ThreadCiphers.current().encrypting
+        context.begin(key: key, nonce: nonce, encrypting: true)
         return [UInt8](unsafeUninitializedCapacity: plaintext.count + tagByteCount) { buffer, count in
             var length: Int32 = 0
             context.addAuthenticatedData(aad)
@@ -64,7 +68,8 @@ package enum AESGCM {
         else { return nil }
         return Array(plaintext)
         #else
-        let context = CipherContext(encrypting: false, key: key, nonce: nonce)
+        let context = ThreadCiphers.current().decrypting
+        context.begin(key: key, nonce: nonce, encrypting: false)
         var authentic = false
         // At least one byte of room, so that the buffer has an address even for an empty body.
         let plaintext = [UInt8](unsafeUninitializedCapacity: max(ciphertextCount, 1)) { buffer, count in
@@ -88,27 +93,65 @@ package enum AESGCM {
 }
 
 #if !canImport(CryptoKit)
-/// One EVP cipher context, freed when the call that made it ends.
+/// The calling thread's EVP cipher contexts, one per direction, kept for the thread's life and
+/// keyed once: a call with the key a context already holds only sets the nonce. (A context made
+/// and keyed for each call cost 2–3 µs, more than sealing a small body.)
+private final class ThreadCiphers {
+    let encrypting = CipherContext()
+    let decrypting = CipherContext()
+
+    /// The calling thread's contexts, made on its first call and freed when it exits.
+    static func current() -> ThreadCiphers {
+        if let existing = pthread_getspecific(threadCiphersKey) {
+            return Unmanaged<ThreadCiphers>.fromOpaque(existing).takeUnretainedValue()
+        }
+        let made = ThreadCiphers()
+        pthread_setspecific(threadCiphersKey, Unmanaged.passRetained(made).toOpaque())
+        return made
+    }
+}
+
+/// Which ``ThreadCiphers`` belong to the calling thread; released when it exits.
+private let threadCiphersKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key) { pointer in
+        guard let pointer else { return }
+        Unmanaged<ThreadCiphers>.fromOpaque(pointer).release()
+    }
+    return key
+}()
+
+/// One EVP cipher context, used by one thread for one message at a time.
 private final class CipherContext {
     let pointer: OpaquePointer
+    /// The key the context is set up with; empty before the first message.
+    private var key: [UInt8] = []
 
-    init(encrypting: Bool, key: SymmetricKey, nonce: [UInt8]) {
+    init() {
         guard let pointer = EVP_CIPHER_CTX_new() else {
             fatalError("OpenSSL could not allocate a cipher context (out of memory)")
         }
         self.pointer = pointer
-        // The cipher, a 32-byte key and a 12-byte nonce (GCM's default length) are all this call
-        // checks, and all are fixed by the types above.
-        let started = key.bytes.withUnsafeBufferPointer { key in
-            nonce.withUnsafeBufferPointer { nonce in
-                EVP_CipherInit_ex2(
-                    pointer, OpenSSLAlgorithms.aes256GCM, key.baseAddress, nonce.baseAddress, encrypting ? 1 : 0, nil)
-            }
-        }
-        precondition(started == 1, "OpenSSL refused AES-256-GCM with a 32-byte key and a 12-byte nonce")
     }
 
     deinit { EVP_CIPHER_CTX_free(pointer) }
+
+    /// Starts a message under `key` and `nonce`: the key schedule is kept when the key is the
+    /// one the context already holds.
+    func begin(key: SymmetricKey, nonce: [UInt8], encrypting: Bool) {
+        let rekey = self.key != key.bytes
+        // The cipher, a 32-byte key and a 12-byte nonce (GCM's default length) are all this call
+        // checks, and all are fixed by the types above.
+        let started = key.bytes.withUnsafeBufferPointer { keyBytes in
+            nonce.withUnsafeBufferPointer { nonce in
+                EVP_CipherInit_ex2(
+                    pointer, rekey ? OpenSSLAlgorithms.aes256GCM : nil, rekey ? keyBytes.baseAddress : nil,
+                    nonce.baseAddress, encrypting ? 1 : 0, nil)
+            }
+        }
+        precondition(started == 1, "OpenSSL refused AES-256-GCM with a 32-byte key and a 12-byte nonce")
+        if rekey { self.key = key.bytes }
+    }
 
     func addAuthenticatedData(_ aad: UnsafeRawBufferPointer) {
         guard let base = aad.baseAddress, !aad.isEmpty else { return }

@@ -82,13 +82,13 @@ private func bytes(hex text: String) -> [UInt8] {
         #expect(hex(block) == "cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919")
     }
 
-    private func seal(_ plain: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8] {
+    fileprivate func seal(_ plain: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8] {
         plain.withUnsafeBytes { plain in
             aad.withUnsafeBytes { AESGCM.seal(plain, key: key, nonce: nonce, authenticating: $0) }
         }
     }
 
-    private func open(_ sealed: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8]? {
+    fileprivate func open(_ sealed: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8]? {
         sealed.withUnsafeBytes { sealed in
             aad.withUnsafeBytes { AESGCM.open(sealed, key: key, nonce: nonce, authenticating: $0) }
         }
@@ -117,6 +117,35 @@ private func bytes(hex text: String) -> [UInt8] {
         }
         let emptySealed = seal([], key: key, nonce: nonce, aad: aad)
         #expect(open(emptySealed, key: key, nonce: nonce, aad: aad) == [])
+    }
+}
+
+extension AESGCMTests {
+    /// A thread keeps its cipher contexts keyed: keys alternating on one thread, and several
+    /// threads at once each with its own key, must all seal and open as with fresh contexts.
+    @Test func reusedContextsFollowTheKey() async {
+        let keys = (0..<3).map { _ in SymmetricKey.random() }
+        let nonce = SecureRandom.bytes(12)
+        let plain = Array("the same block under three keys".utf8)
+        let sealed = keys.map { seal(plain, key: $0, nonce: nonce, aad: []) }
+        #expect(Set(sealed).count == 3)
+        for round in 0..<6 {
+            let index = round % 3
+            #expect(seal(plain, key: keys[index], nonce: nonce, aad: []) == sealed[index])
+            #expect(open(sealed[index], key: keys[index], nonce: nonce, aad: []) == plain)
+            #expect(open(sealed[index], key: keys[(index + 1) % 3], nonce: nonce, aad: []) == nil)
+        }
+        await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    let key = keys[index % 3]
+                    return (0..<200).allSatisfy { _ in
+                        open(seal(plain, key: key, nonce: nonce, aad: []), key: key, nonce: nonce, aad: []) == plain
+                    }
+                }
+            }
+            for await roundTripped in group { #expect(roundTripped) }
+        }
     }
 }
 
