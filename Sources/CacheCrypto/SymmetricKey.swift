@@ -3,6 +3,9 @@ import CryptoKit
 #else
 internal import COpenSSLHTTPCache
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A 256-bit secret key: the one a store is encrypted with, and the keys derived from it for each
 /// use (bodies, index fields, lookup hashes), so that no key serves two purposes.
@@ -39,20 +42,7 @@ package struct SymmetricKey: Sendable, Equatable {
         let code = HMAC<SHA256>.authenticationCode(for: message, using: CryptoKit.SymmetricKey(data: bytes))
         return Array(code)
         #else
-        return [UInt8](unsafeUninitializedCapacity: 32) { buffer, count in
-            var length: UInt32 = 0
-            bytes.withUnsafeBytes { key in
-                // HMAC reads `message` only; an empty message still needs a valid pointer.
-                let data = message.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                let empty: UInt8 = 0
-                withUnsafePointer(to: empty) { fallback in
-                    _ = HMAC(
-                        EVP_sha256(), key.baseAddress, Int32(key.count), data ?? fallback, message.count,
-                        buffer.baseAddress, &length)
-                }
-            }
-            count = Int(length)
-        }
+        return ThreadMAC.current().code(key: bytes, message: message)
         #endif
     }
 
@@ -81,3 +71,76 @@ package enum SecureRandom {
         #endif
     }
 }
+
+#if !canImport(CryptoKit)
+/// The calling thread's HMAC-SHA-256 context, kept for the thread's life and keyed once: a code
+/// under the key it already holds only starts the digest again. (`HMAC()` fetched the algorithm
+/// and made a context for each code: most of the cost of an index lookup by keyed hash.)
+private final class ThreadMAC {
+    nonisolated(unsafe) private static let algorithm = EVP_MAC_fetch(nil, "HMAC", nil)
+    private let context: OpaquePointer
+    private var key: [UInt8] = []
+
+    private init() {
+        guard let algorithm = Self.algorithm, let context = EVP_MAC_CTX_new(algorithm) else {
+            fatalError("OpenSSL could not make an HMAC context (out of memory, or no default provider)")
+        }
+        self.context = context
+    }
+
+    deinit { EVP_MAC_CTX_free(context) }
+
+    /// The calling thread's context, made on its first call and freed when it exits.
+    static func current() -> ThreadMAC {
+        if let existing = pthread_getspecific(threadMACKey) {
+            return Unmanaged<ThreadMAC>.fromOpaque(existing).takeUnretainedValue()
+        }
+        let made = ThreadMAC()
+        pthread_setspecific(threadMACKey, Unmanaged.passRetained(made).toOpaque())
+        return made
+    }
+
+    /// `HMAC-SHA-256(key, message)`.
+    func code(key: [UInt8], message: UnsafeRawBufferPointer) -> [UInt8] {
+        let rekey = self.key != key
+        let started: Int32
+        if rekey {
+            // OSSL_PARAM keeps the pointers it is given: the name and the digest stay valid for
+            // the call that reads them.
+            started = "digest".withCString { name in
+                "SHA256".withCString { digest in
+                    var parameters = [
+                        OSSL_PARAM_construct_utf8_string(name, UnsafeMutablePointer(mutating: digest), 0),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    return key.withUnsafeBufferPointer { EVP_MAC_init(context, $0.baseAddress, $0.count, &parameters) }
+                }
+            }
+        } else {
+            // The key (and digest) set before are kept.
+            started = EVP_MAC_init(context, nil, 0, nil)
+        }
+        // A 32-byte key and SHA-256 are all this checks, both fixed by the types.
+        precondition(started == 1, "OpenSSL refused HMAC-SHA-256 with a 32-byte key")
+        if rekey { self.key = key }
+        if let base = message.baseAddress, !message.isEmpty {
+            EVP_MAC_update(context, base.assumingMemoryBound(to: UInt8.self), message.count)
+        }
+        return [UInt8](unsafeUninitializedCapacity: 32) { buffer, count in
+            var length = 0
+            EVP_MAC_final(context, buffer.baseAddress, &length, 32)
+            count = length
+        }
+    }
+}
+
+/// Which ``ThreadMAC`` belongs to the calling thread; released when it exits.
+private let threadMACKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key) { pointer in
+        guard let pointer else { return }
+        Unmanaged<ThreadMAC>.fromOpaque(pointer).release()
+    }
+    return key
+}()
+#endif

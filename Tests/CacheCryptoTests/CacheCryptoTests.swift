@@ -56,6 +56,34 @@ private func bytes(hex text: String) -> [UInt8] {
         #expect(hex(key.derived("index").bytes) == "c401e9a95ddbdf38f28fc9bc6285ce24b2c0f87484bae8b7d459ca995ef3b0aa")
     }
 
+    /// A thread keeps its HMAC context keyed: codes under alternating keys, and on several
+    /// threads at once, are those of a fresh context.
+    @Test func reusedContextFollowsTheKey() async {
+        let other = SymmetricKey(bytes: Array(repeating: 7, count: 32))!
+        let message = Array("what do ya want for nothing?".utf8)
+        let expected = "099805f4ac310786968565c098db515cc50862b420ae31e20238312344bed36a"
+        let otherCode = other.authenticationCode(message)
+        #expect(hex(otherCode) != expected)
+        for _ in 0..<3 {
+            #expect(hex(key.authenticationCode(message)) == expected)
+            #expect(other.authenticationCode(message) == otherCode)
+            #expect(key.authenticationCode([]) != other.authenticationCode([]))
+        }
+        let key = key
+        await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    (0..<200).allSatisfy { _ in
+                        index % 2 == 0
+                            ? hex(key.authenticationCode(message)) == expected
+                            : other.authenticationCode(message) == otherCode
+                    }
+                }
+            }
+            for await agreed in group { #expect(agreed) }
+        }
+    }
+
     @Test func onlyThirtyTwoBytesMakeAKey() {
         #expect(SymmetricKey(bytes: Array(repeating: 1, count: 31)) == nil)
         #expect(SymmetricKey(bytes: Array(repeating: 1, count: 33)) == nil)
