@@ -3,9 +3,6 @@ import CryptoKit
 #else
 internal import COpenSSLHTTPCache
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// AES-256 in Galois/Counter Mode ([NIST SP 800-38D](https://csrc.nist.gov/pubs/sp/800/38/d/final)):
 /// authenticated encryption, so that a block altered, truncated, moved to another place or sealed
@@ -30,7 +27,7 @@ package enum AESGCM {
             authenticating: aad)
         return Array(box.ciphertext) + Array(box.tag)
         #else
-        let context = ThreadCiphers.current().encrypting
+        let context = ThreadCiphers.current.encrypting
         context.begin(key: key, nonce: nonce, encrypting: true)
         return [UInt8](unsafeUninitializedCapacity: plaintext.count + tagByteCount) { buffer, count in
             var length: Int32 = 0
@@ -68,7 +65,7 @@ package enum AESGCM {
         else { return nil }
         return Array(plaintext)
         #else
-        let context = ThreadCiphers.current().decrypting
+        let context = ThreadCiphers.current.decrypting
         context.begin(key: key, nonce: nonce, encrypting: false)
         var authentic = false
         // At least one byte of room, so that the buffer has an address even for an empty body.
@@ -94,32 +91,16 @@ package enum AESGCM {
 
 #if !canImport(CryptoKit)
 /// The calling thread's EVP cipher contexts, one per direction, kept for the thread's life and
-/// keyed once: a call with the key a context already holds only sets the nonce. (A context made
-/// and keyed for each call cost 2–3 µs, more than sealing a small body.)
+/// keyed once: a call with the key a context already holds only sets the nonce, rather than
+/// making a context and its key schedule for every block.
 private final class ThreadCiphers {
     let encrypting = CipherContext()
     let decrypting = CipherContext()
 
     /// The calling thread's contexts, made on its first call and freed when it exits.
-    static func current() -> ThreadCiphers {
-        if let existing = pthread_getspecific(threadCiphersKey) {
-            return Unmanaged<ThreadCiphers>.fromOpaque(existing).takeUnretainedValue()
-        }
-        let made = ThreadCiphers()
-        pthread_setspecific(threadCiphersKey, Unmanaged.passRetained(made).toOpaque())
-        return made
-    }
+    static var current: ThreadCiphers { perThread.current }
+    private static let perThread = PerThread { ThreadCiphers() }
 }
-
-/// Which ``ThreadCiphers`` belong to the calling thread; released when it exits.
-private let threadCiphersKey: pthread_key_t = {
-    var key = pthread_key_t()
-    pthread_key_create(&key) { pointer in
-        guard let pointer else { return }
-        Unmanaged<ThreadCiphers>.fromOpaque(pointer).release()
-    }
-    return key
-}()
 
 /// One EVP cipher context, used by one thread for one message at a time.
 private final class CipherContext {

@@ -3,9 +3,6 @@ import CryptoKit
 #else
 internal import COpenSSLHTTPCache
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A 256-bit secret key: the one a store is encrypted with, and the keys derived from it for each
 /// use (bodies, index fields, lookup hashes), so that no key serves two purposes.
@@ -42,7 +39,7 @@ package struct SymmetricKey: Sendable, Equatable {
         let code = HMAC<SHA256>.authenticationCode(for: message, using: CryptoKit.SymmetricKey(data: bytes))
         return Array(code)
         #else
-        return ThreadMAC.current().code(key: bytes, message: message)
+        return ThreadMAC.current.code(key: bytes, message: message)
         #endif
     }
 
@@ -74,8 +71,8 @@ package enum SecureRandom {
 
 #if !canImport(CryptoKit)
 /// The calling thread's HMAC-SHA-256 context, kept for the thread's life and keyed once: a code
-/// under the key it already holds only starts the digest again. (`HMAC()` fetched the algorithm
-/// and made a context for each code: most of the cost of an index lookup by keyed hash.)
+/// under the key it already holds only starts the digest again, where `HMAC()` fetches the
+/// algorithm and makes a context for every code.
 private final class ThreadMAC {
     nonisolated(unsafe) private static let algorithm = EVP_MAC_fetch(nil, "HMAC", nil)
     private let context: OpaquePointer
@@ -91,14 +88,8 @@ private final class ThreadMAC {
     deinit { EVP_MAC_CTX_free(context) }
 
     /// The calling thread's context, made on its first call and freed when it exits.
-    static func current() -> ThreadMAC {
-        if let existing = pthread_getspecific(threadMACKey) {
-            return Unmanaged<ThreadMAC>.fromOpaque(existing).takeUnretainedValue()
-        }
-        let made = ThreadMAC()
-        pthread_setspecific(threadMACKey, Unmanaged.passRetained(made).toOpaque())
-        return made
-    }
+    static var current: ThreadMAC { perThread.current }
+    private static let perThread = PerThread { ThreadMAC() }
 
     /// `HMAC-SHA-256(key, message)`.
     func code(key: [UInt8], message: UnsafeRawBufferPointer) -> [UInt8] {
@@ -134,13 +125,4 @@ private final class ThreadMAC {
     }
 }
 
-/// Which ``ThreadMAC`` belongs to the calling thread; released when it exits.
-private let threadMACKey: pthread_key_t = {
-    var key = pthread_key_t()
-    pthread_key_create(&key) { pointer in
-        guard let pointer else { return }
-        Unmanaged<ThreadMAC>.fromOpaque(pointer).release()
-    }
-    return key
-}()
 #endif
