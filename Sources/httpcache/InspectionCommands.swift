@@ -388,8 +388,10 @@ struct PinCommand {
         let cache = try cacheOptions.open(network: false)
         let stored: Int
         do {
-            stored = try cache.entries(for: url).count
+            // The write first: it waits for what another process queued (`serve` writes its
+            // index commits behind, up to 50 ms), so an entry it just stored is found.
             _ = try cache.setPinned(pinning, url: url)
+            stored = try cache.entries(for: url).count
         } catch {
             throw Failure(.failure, "could not change the cache in \(cacheOptions.directory): \(error)")
         }

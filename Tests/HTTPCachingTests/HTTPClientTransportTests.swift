@@ -99,7 +99,9 @@ struct HTTPClientTransportTests {
         let origin = try RawOrigin { connection in
             guard connection.readRequest() != nil else { return }
             connection.send("HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: no-store\r\n\r\nhello")
-            let deadline = MonotonicClock.seconds() + 20
+            // Only so that a broken transport cannot hang the run: in a full parallel run on two
+            // busy cores the app's first read once came after 20 s.
+            let deadline = MonotonicClock.seconds() + 120
             while !released.withLock({ $0 }), MonotonicClock.seconds() < deadline { usleep(1_000) }
             connection.send("world")
             sentRest.withLock { $0 = true }
