@@ -111,7 +111,7 @@ public final class ExchangeDriver: Sendable {
         /// Identical requests may share one origin request: ask ``join(_:waiter:)``.
         case join(identity: String)
         /// Send the request to the origin with these fields set; report its head with
-        /// ``originResponded(_:_:requestTime:)`` or its failure with ``originFailed(_:)``.
+        /// ``originResponded(_:_:requestTime:decodedCodings:)`` or its failure with ``originFailed(_:)``.
         indirect case forward(ExchangeStateMachine.ForwardedRequest)
     }
 
@@ -244,9 +244,13 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// The origin's response head arrived (now); the request was sent at `requestTime`.
-    /// - Parameter decodedCodings: The content codings the host undoes before the body reaches
-    ///   the recorder (an app's transport that decodes gzip): the digests the response states
-    ///   describe the coded bytes, so they are not checked (``IntegrityDigests``).
+    /// - Parameters:
+    ///   - exchange: The request's exchange.
+    ///   - head: The origin's response head.
+    ///   - requestTime: When the request was sent (RFC 9111 §4.2.3's `request_time`).
+    ///   - decodedCodings: The content codings the host undoes before the body reaches the
+    ///     recorder (an app's transport that decodes gzip): the digest fields (RFC 9530) the
+    ///     response states describe the coded bytes, so they are not checked.
     public func originResponded(
         _ exchange: inout ExchangeStateMachine, _ head: ResponseHead, requestTime: Timestamp,
         decodedCodings: [String] = []

@@ -9,7 +9,7 @@ import CacheStorage
 /// and checked before it is committed: a body that does not match is not stored (an entry it
 /// would have replaced stays: it was checked when it was stored, and one damaged transfer
 /// should not turn into misses for every later request), and ``mismatch`` says why; the host
-/// then fails the client's response instead of completing it (see ``IntegrityDigests``).
+/// then fails the client's response instead of completing it.
 ///
 /// Used by one thread at a time (the host's reader of the origin's body).
 public final class ResponseRecorder: @unchecked Sendable {

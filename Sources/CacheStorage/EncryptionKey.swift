@@ -36,7 +36,9 @@ public struct EncryptionKey: Sendable, Equatable {
     /// trailing newline (`openssl rand -hex 32 > key`). Anything else throws
     /// ``StorageError/Kind/encryption`` saying what the file holds instead.
     ///
-    /// - Parameter warn: Told when the file may be read by group or others.
+    /// - Parameters:
+    ///   - path: The key file.
+    ///   - warn: Told when the file may be read by group or others.
     public init(contentsOfFile path: String, warn: (String) -> Void = { _ in }) throws(StorageError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
