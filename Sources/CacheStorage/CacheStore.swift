@@ -47,11 +47,24 @@ public struct EntryID: Hashable, Sendable, CustomStringConvertible {
 
     /// 32 lower-case hex digits: the body file's name on disk.
     public var rawValue: String {
-        func hex(_ value: UInt64) -> String {
-            let text = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - text.count) + text
+        // 32 lowercase hex digits, written straight into the string's storage (this is read on
+        // every disk hit: String(_:radix:) and padding cost several times as much).
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            digits.withUTF8Buffer { digits in
+                for index in 0..<32 {
+                    let word = index < 16 ? high : low
+                    let shift = UInt64(60 - 4 * (index % 16))
+                    buffer[index] = digits[Int((word >> shift) & 0xF)]
+                }
+            }
+            return 32
         }
-        return hex(high) + hex(low)
+    }
+
+    /// The identity's 128 bits, big-endian: what binds a block sealed at rest to its entry.
+    package var bytes: [UInt8] {
+        (0..<16).map { index in UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> UInt64(56 - 8 * (index % 8))) }
     }
 
     public var description: String { rawValue }

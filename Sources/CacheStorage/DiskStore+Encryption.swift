@@ -182,7 +182,7 @@ private struct Rekeying {
             return false
         }
         let newID = EntryID.random()
-        let owner = Array(newID.rawValue.utf8)
+        let owner = newID.bytes
         var checksums = BlockChecksums()
         var sealer = sealing.map { BlockSealer($0.body, owner: owner) }
         var stored: [UInt8] = []

@@ -185,7 +185,7 @@ extension DiskStore {
     ) throws(StorageError) -> any StoredBody {
         if let inline = location.inline {
             if let sealing {
-                guard let body = sealing.body.openAll(inline, size: location.size, owner: Array(id.rawValue.utf8))
+                guard let body = sealing.body.openAll(inline, size: location.size, owner: id.bytes)
                 else {
                     throw corrupted("its inline body does not authenticate")
                 }
@@ -205,7 +205,7 @@ extension DiskStore {
         }
         return FileBody(
             descriptor: descriptor, path: path, size: location.size,
-            blocks: sealing.map { .sealed($0.body, owner: Array(id.rawValue.utf8)) }
+            blocks: sealing.map { .sealed($0.body, owner: id.bytes) }
                 ?? .checksummed(location.checksums),
             corrupted: corrupted)
     }

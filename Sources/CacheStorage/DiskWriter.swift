@@ -50,7 +50,7 @@ final class DiskWriter: EntryWriter {
                 if buffer.count > store.configuration.inlineBodyLimit {
                     fd = try createTemporaryFile()
                     if let sealing = store.sealing {
-                        sealer = BlockSealer(sealing.body, owner: Array(id.rawValue.utf8))
+                        sealer = BlockSealer(sealing.body, owner: id.bytes)
                     }
                     try writeToFile(buffer)
                     buffer = []
@@ -92,7 +92,7 @@ final class DiskWriter: EntryWriter {
         let sums = store.sealing == nil ? checksums.finished() : []
         guard fd >= 0 else {
             let inline =
-                store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: Array(id.rawValue.utf8)) } ?? buffer
+                store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: id.bytes) } ?? buffer
             return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: inline)
         }
         if sealer != nil {

@@ -782,3 +782,21 @@ final class MessageLog: Sendable {
     func append(_ message: String) { messages.withLock { $0.append(message) } }
     var all: [String] { messages.withLock { $0 } }
 }
+
+@Suite("EntryID: its text and its bytes")
+struct EntryIDTests {
+    @Test("32 lowercase hex digits that read back as the same identity; 16 bytes, big-endian, the same bits")
+    func textAndBytes() throws {
+        for _ in 0..<200 {
+            let id = EntryID.random()
+            #expect(id.rawValue.utf8.count == 32)
+            #expect(id.rawValue.allSatisfy { "0123456789abcdef".contains($0) })
+            #expect(EntryID(rawValue: id.rawValue) == id)
+            let hex = id.bytes.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+            #expect(hex == id.rawValue)
+        }
+        let known = try #require(EntryID(rawValue: "000102030405060708090a0b0c0d0e0f"))
+        #expect(known.bytes == Array(0..<16))
+        #expect(known.rawValue == "000102030405060708090a0b0c0d0e0f")
+    }
+}

@@ -7,16 +7,20 @@ import Foundation
 /// of the only one and the read of its 16 KiB body, on 1,000 entries visited in a fixed
 /// shuffled order. Filled, then closed and opened again, so the index is checkpointed and no
 /// background checkpoint runs while counting.
-func countDiskHits(iterations: Int) throws {
-    try withScratchDirectory("disk-hit") { try countDiskHits(iterations: iterations, directory: $0) }
+/// With `encrypted`, on a store encrypted at rest (a fixed key).
+func countDiskHits(iterations: Int, encrypted: Bool = false) throws {
+    try withScratchDirectory("disk-hit") {
+        try countDiskHits(iterations: iterations, directory: $0, encrypted: encrypted)
+    }
 }
 
-private func countDiskHits(iterations: Int, directory: String) throws {
+private func countDiskHits(iterations: Int, directory: String, encrypted: Bool) throws {
     let entries = 1_000
     let size = 16 << 10
-    let configuration = DiskStore.Configuration(
+    var configuration = DiskStore.Configuration(
         directory: directory, capacity: 1 << 30,
         log: { message in FileHandle.standardError.write(Data("bench-count: \(message)\n".utf8)) })
+    if encrypted { configuration.encryptionKey = EncryptionKey(bytes: Array(repeating: 0x5A, count: 32)) }
     let urls = (0..<entries).map { "https://bench.example/v1/items/\($0)" }
     let bodies = DiskBodies(size: size)
     try fill(configuration, urls: urls, bodies: bodies)

@@ -4,6 +4,9 @@ enum Operation: String, CaseIterable {
     case memoryHit = "memory-hit"
     /// A disk-tier hit: `DiskStore` variants, `openBody` and the read of a 16 KiB body.
     case diskHit = "disk-hit"
+    /// The same hit on a store encrypted at rest (not in scripts/bench-check's table: for
+    /// comparing the two by hand, `callgrind_annotate` of each).
+    case encryptedDiskHit = "encrypted-disk-hit"
     /// A hit through the caching proxy's request handler, on a working set of 5,000 URLs.
     case proxyHit = "proxy-hit"
     /// `CacheEngine.lookup` on a typical fresh response.
@@ -13,6 +16,7 @@ enum Operation: String, CaseIterable {
         switch self {
         case .memoryHit: try countMemoryHits(iterations: iterations)
         case .diskHit: try countDiskHits(iterations: iterations)
+        case .encryptedDiskHit: try countDiskHits(iterations: iterations, encrypted: true)
         case .proxyHit:
             #if os(Linux)
             try countProxyHits(iterations: iterations)
