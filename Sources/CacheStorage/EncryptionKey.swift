@@ -1,4 +1,5 @@
 import CacheCrypto
+import CacheSemantics
 import CacheSystem
 
 #if canImport(Glibc)
@@ -75,20 +76,13 @@ public struct EncryptionKey: Sendable, Equatable {
         bytes.reserveCapacity(32)
         var index = digits.startIndex
         while index < digits.endIndex {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            guard let high = ASCII.hexValue(digits[index]), let low = ASCII.hexValue(digits[index + 1]) else {
+                return nil
+            }
             bytes.append(high << 4 | low)
             index += 2
         }
         return EncryptionKey(bytes: bytes)
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// What a store keeps to tell its key from another without keeping the key: an HMAC of a

@@ -87,7 +87,7 @@ final class EarlyHints: Sendable {
             index = value.index(after: index)
         }
         result.append(value[start...])
-        return result.map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        return result.map(ASCII.trimmed).filter { !$0.isEmpty }
     }
 
     /// Whether `member` is `<target>` followed by parameters whose `rel` names `preload` or
@@ -96,8 +96,8 @@ final class EarlyHints: Sendable {
         guard member.first == "<", let close = member.firstIndex(of: ">") else { return false }
         for parameter in member[member.index(after: close)...].split(separator: ";") {
             let parts = parameter.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0].trimmingSpaces().lowercased() == "rel" else { continue }
-            var relations = parts[1].trimmingSpaces()
+            guard parts.count == 2, ASCII.trimmed(parts[0]).lowercased() == "rel" else { continue }
+            var relations = ASCII.trimmed(parts[1])
             if relations.first == "\"" && relations.last == "\"" && relations.count >= 2 {
                 relations = relations.dropFirst().dropLast()
             }
@@ -111,12 +111,4 @@ final class EarlyHints: Sendable {
     }
 }
 
-extension Substring {
-    fileprivate func trimmingSpaces() -> Substring {
-        var trimmed = self
-        while let first = trimmed.first, first == " " || first == "\t" { trimmed = trimmed.dropFirst() }
-        while let last = trimmed.last, last == " " || last == "\t" { trimmed = trimmed.dropLast() }
-        return trimmed
-    }
-}
 #endif

@@ -99,8 +99,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                 sendEarlyHints()
                 // On a kept-alive connection from this loop when one is idle; else on a worker,
                 // which may block (a connect, a TLS handshake): the event loop never does.
-                if let loop = EventLoop.current, sendOnLoop(forwarded, loop) { return }
-                handler.workers.submit { [self] in send(forwarded) }
+                let request = upstreamRequest(forwarded)
+                if let loop = EventLoop.current, sendOnLoop(forwarded, request, loop) { return }
+                handler.workers.submit { [self] in send(forwarded, request) }
                 return
             }
         }
@@ -133,17 +134,22 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         finished()
     }
 
-    /// Blocking, on a worker: sends the request and performs what the exchange decides.
-    private func send(_ forwarded: ExchangeStateMachine.ForwardedRequest) {
+    /// Blocking, on a worker: sends the request (`request` when it was built already) and
+    /// performs what the exchange decides.
+    private func send(_ forwarded: ExchangeStateMachine.ForwardedRequest, _ request: UpstreamRequest? = nil) {
         var next = forwarded
-        while let again = sendOnce(next) { next = again }
+        var request = request ?? upstreamRequest(forwarded)
+        while let again = sendOnce(next, request) {
+            next = again
+            request = upstreamRequest(again)
+        }
     }
 
-    /// Sends the request once and performs what the exchange decides; returns the request to
-    /// send next when the exchange asks for another.
-    private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> ExchangeStateMachine.ForwardedRequest?
+    /// Sends `request`, made of `forwarded`, once and performs what the exchange decides;
+    /// returns the request to send next when the exchange asks for another.
+    private func sendOnce(_ forwarded: ExchangeStateMachine.ForwardedRequest, _ request: UpstreamRequest)
+        -> ExchangeStateMachine.ForwardedRequest?
     {
-        let request = upstreamRequest(forwarded)
         willSend(forwarded)
         do {
             try handler.upstream.perform(request, self)
@@ -194,8 +200,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// Sends the request from `loop` on a kept-alive connection to the origin, advanced as the
     /// connection is ready: no thread hop, no blocked thread. `false` when none is idle (nothing
     /// was sent).
-    private func sendOnLoop(_ forwarded: ExchangeStateMachine.ForwardedRequest, _ loop: EventLoop) -> Bool {
-        let request = upstreamRequest(forwarded)
+    private func sendOnLoop(
+        _ forwarded: ExchangeStateMachine.ForwardedRequest, _ request: UpstreamRequest, _ loop: EventLoop
+    ) -> Bool {
         // A request that cannot be sent at all fails on the worker, as any other.
         guard let transfer = try? handler.upstream.transferOnPooledConnection(request, self) else { return false }
         willSend(forwarded)
