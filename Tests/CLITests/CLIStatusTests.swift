@@ -145,9 +145,9 @@ struct CLIStatusTests {
             #expect(lines.contains { $0.hasPrefix("  Misses") && $0.hasSuffix(" 2") }, "\(once.stdout)")
             #expect(lines.contains { $0.hasPrefix("  memory ") }, "\(once.stdout)")
             #expect(lines.contains { $0.hasSuffix("  /x") && $0.hasPrefix("2 ") }, "\(once.stdout)")
-            let stopped = try LoopbackOrigin()
-            let closed = stopped.port
-            stopped.stop()
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }  // held until the test is done
+            let closed = refusing.port
             let unreachable = try await CLIProcess.run(
                 ["top", "--once", "--proxy", "http://127.0.0.1:\(closed)"], in: cli.directory.path)
             #expect(unreachable.status == 1)

@@ -51,20 +51,15 @@ struct ProxyStatusTests {
         }
     }
 
-    /// A port on 127.0.0.1 where nothing listens (one that was listened on, then closed).
-    static func closedPort() throws -> UInt16 {
-        let (fd, port) = try Socket.listening(on: SocketAddress(ipv4: 0x7F00_0001, port: 0), backlog: 1)
-        close(fd)
-        return port
-    }
-
     @Test(
         "RFC 9209 §2.3.7: an origin that refuses the connection is a 502 with error=connection_refused and one log line"
     )
     func connectionRefused() async throws {
         try await offPool {
             let log = Locked<[String]>([])
-            let proxy = try Self.proxy("http://127.0.0.1:\(try Self.closedPort())", log: log)
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }  // held until the test is done
+            let proxy = try Self.proxy("http://127.0.0.1:\(refusing.port)", log: log)
             let response = try TestClient().send("GET", proxy.baseURL + "/a")
             #expect(response.status == 502)
             let member = try Self.member(response)

@@ -200,14 +200,16 @@ struct StatusTests {
             _ = try harness.get("/c")
             let status = try CachingProxy.status(proxy: harness.proxy.baseURL, token: nil)
             #expect(status.totals.misses == 1)
-            let stopped = try LoopbackOrigin()
-            let closed = stopped.port
-            stopped.stop()
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }  // held until the test is done
+            let closed = refusing.port
             let error = #expect(throws: CachingProxy.ConfigurationError.self) {
                 _ = try CachingProxy.status(proxy: "http://127.0.0.1:\(closed)", token: nil, timeout: 2)
             }
-            #expect(error?.description.contains("could not connect to the proxy at http://127.0.0.1:\(closed)") == true)
-            #expect(error?.description.contains("is `httpcache serve` running?") == true)
+            let description = error?.description ?? ""
+            #expect(
+                description.contains("could not connect to the proxy at http://127.0.0.1:\(closed)"), "\(description)")
+            #expect(description.contains("is `httpcache serve` running?"), "\(description)")
         }
     }
 }

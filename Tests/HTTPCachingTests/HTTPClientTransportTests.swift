@@ -244,10 +244,12 @@ struct HTTPClientTransportTests {
         origin.setDefault { _ in
             LoopbackOrigin.Response(headers: [("Cache-Control", "no-store")], body: Array("direct".utf8))
         }
-        // The proxy's port is closed: going through it would fail.
+        // The proxy's port refuses connections: going through it would fail.
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }  // held until the test is done
         let transport = HTTPClientTransport(
             proxies: ProxyEnvironment([
-                "http_proxy": "http://127.0.0.1:\(try Self.closedPort())", "no_proxy": "127.0.0.0/8",
+                "http_proxy": "http://127.0.0.1:\(refusing.port)", "no_proxy": "127.0.0.0/8",
             ]))
         let response = try await Self.cache(transport: transport).data(for: URLRequest(url: origin.url("/d")))
         #expect(response.text == "direct")
@@ -338,7 +340,9 @@ struct HTTPClientTransportTests {
 
     @Test("A refused connection is URLError.cannotConnectToHost, described by the client in one sentence")
     func refused() async throws {
-        let url = URL(string: "http://127.0.0.1:\(try Self.closedPort())/x")!
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }  // held until the test is done
+        let url = URL(string: "http://127.0.0.1:\(refusing.port)/x")!
         let error = await #expect(throws: URLError.self) { try await Self.cache().data(for: URLRequest(url: url)) }
         #expect(error?.code == .cannotConnectToHost)
         #expect(error?.localizedDescription.hasPrefix("could not connect to \(url.absoluteString)") == true)
@@ -358,14 +362,6 @@ struct HTTPClientTransportTests {
         let mapped = try #require(HTTPClientTransport.urlError(error, URL(string: "http://a.test/")!) as? URLError)
         #expect(mapped.code == code)
         #expect(mapped.localizedDescription == "what happened")
-    }
-
-    /// A port on 127.0.0.1 that nothing listens on (bound, then closed).
-    static func closedPort() throws -> UInt16 {
-        let origin = try LoopbackOrigin()
-        let port = origin.port
-        origin.stop()
-        return port
     }
 }
 #endif

@@ -46,13 +46,6 @@ extension RawOrigin {
         return (fd, UInt16(bigEndian: address.sin_port))
     }
 
-    /// A port nothing listens on (bound, then closed).
-    static func unusedPort() throws -> UInt16 {
-        let (fd, port) = try listen(backlog: 1)
-        Glibc.close(fd)
-        return port
-    }
-
     /// A listener with a backlog of 0 and one connection waiting, never accepted: Linux then
     /// drops further SYNs, so a connect to it hangs.
     final class FullListener {

@@ -406,8 +406,9 @@ struct UpstreamClientTests {
 
     @Test func refusedConnectionIsAConnectErrorThatSaysWhy() async throws {
         try await offPool {
-            let port = try RawOrigin.unusedPort()
-            let url = "http://127.0.0.1:\(port)/x"
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }  // held until the test is done
+            let url = "http://127.0.0.1:\(refusing.port)/x"
             let outcome = await fetch(try UpstreamClient(), UpstreamRequest(method: "GET", url: url, fields: [:]))
             let error = try #require(outcome.error)
             #expect(error.kind == .connect)
