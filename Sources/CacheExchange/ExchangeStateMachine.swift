@@ -751,6 +751,10 @@ public struct ExchangeStateMachine: Sendable {
         guard var head = storage.head else { return storage }
         var storage = storage
         head.tags = PartitionedKeys.groupTags(uri: head.url, fields: head.fields, primaryKey: head.primaryKey)
+        if request.head.method == "QUERY", let key = CacheKey(method: "GET", uri: head.url) {
+            head.tags.append(
+                PartitionedKeys.queryTag(getKey: CachePartition.key(key.primaryKey, in: request.partition)))
+        }
         head = StoredParts.placed(head)
         if head.isComplete, head.primaryKey == request.primaryKey {
             relay.supersededParts = StoredParts.superseded(by: head.variantKey, in: candidates)

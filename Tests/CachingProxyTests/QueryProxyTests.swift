@@ -56,6 +56,26 @@ struct QueryProxyTests {
         }
     }
 
+    /// RFC 9111 §4.4: a POST to the URI invalidates its stored QUERY responses too, whose keys
+    /// hold their content; a PURGE of the URI removes them.
+    @Test func rfc9111Section4_4InvalidatingOrPurgingTheURIRemovesItsQueryResponses() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            Self.queryOrigin(harness.origin)
+            let plain = [("Content-Type", "text/plain")]
+            func query() throws -> Received {
+                try harness.get("/contacts", plain, method: "QUERY", body: Array("all".utf8))
+            }
+            _ = try query()
+            #expect(try query().isHit)
+            #expect(try harness.get("/contacts", plain, method: "POST", body: Array("x".utf8)).status == 200)
+            #expect(try !query().isHit)
+            #expect(try query().isHit)
+            #expect(try harness.get("/contacts", method: "PURGE").status == 200)
+            #expect(try !query().isHit)
+        }
+    }
+
     /// §2.7: content above `--max-query-content` goes to the origin uncached, and the
     /// `Cache-Status` says why (a real `httpcache serve`).
     @Test func rfc10008Section2_7ContentAboveTheLimitIsSentOnUncached() async throws {

@@ -74,6 +74,22 @@ struct QueryTests {
         #expect(get.outcome == .hit && get.text == "GET ")
     }
 
+    /// RFC 9111 §4.4: a successful POST to the URI invalidates its stored QUERY responses, whose
+    /// keys hold their content; `remove(url:)` removes them, and so does `Clear-Site-Data: "cache"`
+    /// from the origin (W3C Clear Site Data §4.2).
+    @Test func rfc9111Section4_4InvalidationAndRemovalReachQueryResponses() async throws {
+        let h = try Self.harness()
+        h.serve("/logout", [("Clear-Site-Data", "\"cache\"")])
+        _ = try await Self.query(h, "{}")
+        _ = try await h.get("/search", method: "POST", body: Data("x".utf8))
+        #expect(try await Self.query(h, "{}").outcome == .miss)
+        #expect(try h.cache.remove(url: h.origin.url("/search")) == 1)
+        #expect(try await Self.query(h, "{}").outcome == .miss)
+        _ = try await h.get("/logout")
+        #expect(try await Self.query(h, "{}").outcome == .miss)
+        #expect(h.origin.requests(to: "/search").filter { $0.method == "QUERY" }.count == 4)
+    }
+
     /// Content over 1 MiB is not keyed: the QUERY is sent on and its response not stored.
     @Test func contentOverOneMebibyteIsSentOnUncached() async throws {
         let h = try Self.harness()
