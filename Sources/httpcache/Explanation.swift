@@ -432,11 +432,12 @@ struct ExplainCommand {
         let entries = (try? cache.entries(answering: fetch)) ?? []
         var request = options.head
         request.uri = result.url.absoluteString
+        request.method = options.method.uppercased()  // as the cache sends and keys it
         let explanation = Explanation(
             request: request, result: result, entries: entries,
             engine: CacheEngine(configuration: options.isShared ? .sharedCache : .privateCache),
             now: Timestamp(secondsSince1970: Date().timeIntervalSince1970), elapsed: elapsed,
-            contentKey: options.method.uppercased() == "QUERY"
+            contentKey: request.method == "QUERY"
                 ? QueryContentKey(content: Array(options.body ?? Data()), fields: request.fields) : nil)
         Console.out(explanation.text)
     }
