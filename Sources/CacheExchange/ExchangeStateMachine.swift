@@ -404,7 +404,7 @@ public struct ExchangeStateMachine: Sendable {
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
             if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil,
-                storedMethods.contains(request.head.method),
+                isStoredMethod(request.head.method),
                 !request.head.fields.contains(.range), collapsible.contains(forwarding.reason),
                 let primaryKey = request.primaryKey
             {
@@ -719,7 +719,7 @@ public struct ExchangeStateMachine: Sendable {
         }
         // A GET (or QUERY, RFC 10008 §2.7) response is stored as far as the advisor and RFC
         // 9111 §3 allow.
-        if plan.caching, storedMethods.contains(request.head.method) {
+        if plan.caching, isStoredMethod(request.head.method) {
             let storage = prepared(
                 advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime),
                 &relay)

@@ -19,7 +19,7 @@ public struct CacheRequest: Hashable, Sendable {
         ifNoneMatch = EntityTagList(fields: head.fields, name: .ifNoneMatch)
         // If-Modified-Since is ignored with If-None-Match, and for methods other than GET
         // and HEAD (RFC 9110 §13.1.3) and QUERY, whose conditional form RFC 10008 §2.6 defines.
-        if ifNoneMatch == nil, storedMethods.contains(head.method) || head.method == "HEAD",
+        if ifNoneMatch == nil, isStoredMethod(head.method) || head.method == "HEAD",
             let text = head.fields[.ifModifiedSince]
         {
             ifModifiedSince = HTTPDate.parse(text)
@@ -194,7 +194,7 @@ extension CacheEngine {
     ///   - now: The current time.
     public func lookup(_ request: CacheRequest, candidates: [StoredResponseFacts], now: Timestamp) -> LookupDecision {
         let method = request.head.method
-        guard storedMethods.contains(method) || method == "HEAD" else {
+        guard isStoredMethod(method) || method == "HEAD" else {
             return .forward(Forwarding(reason: .method, reasons: [.uncacheableMethod(method)]))
         }
         let directives = request.cacheControl

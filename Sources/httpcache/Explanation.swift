@@ -21,7 +21,7 @@ struct Explanation {
     /// The stored response that answers ``request`` (its `Vary` fields match), if any.
     var entry: CacheEntryInfo? {
         let readable = entries.filter { $0.facts != nil }
-        guard storedMethods.contains(request.method) || request.method == "HEAD",
+        guard isStoredMethod(request.method) || request.method == "HEAD",
             let index = engine.selectVariant(request.fields, candidates: readable.compactMap(\.facts))
         else { return nil }
         return readable[index]
@@ -114,7 +114,7 @@ struct Explanation {
             let others = entries.count > 1 ? " (\(entries.count) variants stored for this URL)" : ""
             for line in timeline(stored) { text += "  - \(line)\n" }
             if !others.isEmpty { text += "  -\(others)\n" }
-        } else if !storedMethods.contains(request.method) && request.method != "HEAD" {
+        } else if !isStoredMethod(request.method) && request.method != "HEAD" {
             text += "  - go to the origin: \(request.method) requests are not answered from the cache\n"
         } else {
             text += "  - go to the origin: nothing stored answers them\n"
