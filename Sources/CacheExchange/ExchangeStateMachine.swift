@@ -358,7 +358,10 @@ public struct ExchangeStateMachine: Sendable {
         case .serve(let use):
             // A stored response may be used (fresh, or stale as the request or policy allows,
             // RFC 9111 §4.2.4): serve it without asking the origin.
-            var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            let candidate = candidates[use.candidate]
+            let hit = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            // A hit No-Vary-Search made says so (RFC 9211 §2.8).
+            var status = SearchVariance.noted(hit, entry: candidate.entry.head, request: request)
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
             if let collapsed {
                 // Answered from what the request it waited for stored (RFC 9211 §2.5).
@@ -367,13 +370,13 @@ public struct ExchangeStateMachine: Sendable {
                 status.collapsed = true
                 outcome = collapsed.outcome
             }
-            return serve(
-                StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
+            return serve(StoredAnswer(candidate: candidate, use: use, cacheStatus: status, outcome: outcome))
         case .serveStaleWhileRevalidate(let use, let revalidation):
             // Stale, but within stale-while-revalidate: serve it now and validate it in the
             // background (RFC 5861 §3).
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
+            status = SearchVariance.noted(status, entry: candidates[use.candidate].entry.head, request: request)
             return serve(
                 StoredAnswer(
                     candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,
