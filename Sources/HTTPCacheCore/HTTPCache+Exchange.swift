@@ -25,6 +25,8 @@ struct PendingResponse: Sendable {
     var expectedLength: Int64?
     /// The stored entry it is served from, when it is.
     var entry: EntryID?
+    /// The stale-while-revalidate refresh running behind it, when it was served stale.
+    var refresh: BackgroundRefresh?
 }
 
 /// The cache as a host of the exchange: it performs the host work the driver hands it over the
@@ -49,8 +51,11 @@ extension HTTPCache {
         var exchange = driver.exchange(for: prepared.exchange, advisor: storage(for: prepared))
         switch driver.start(&exchange) {
         case .serve(let served, let background):
-            if let background { revalidateInBackground(background, prepared) }
-            return declines(served.status, served.fields[.location], served.body.count) ? nil : response(served)
+            let refresh = refreshing(served, background, prepared)
+            if declines(served.status, served.fields[.location], served.body.count) { return nil }
+            var pending = response(served)
+            pending.refresh = refresh
+            return pending
         case .answer(let answer):
             return response(answer)
         case .join, .forward:
@@ -59,8 +64,17 @@ extension HTTPCache {
         }
     }
 
+    /// The refresh behind `served`: `background`, started now, or the one running for its key
+    /// when another request's refresh runs (RFC 5861 §3); `nil` when it was not served stale.
+    private func refreshing(
+        _ served: ServedResponse, _ background: ExchangeDriver.BackgroundRevalidation?, _ prepared: PreparedRequest
+    ) -> BackgroundRefresh? {
+        guard let background else { return runningRefresh(prepared, served: served) }
+        return revalidateInBackground(background, prepared, served: served)
+    }
+
     /// Performs `first` and the host work that follows until the response is known.
-    private func perform(
+    func perform(
         _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.HostWork, _ prepared: PreparedRequest
     ) async throws -> PendingResponse {
         var work = first
@@ -68,8 +82,9 @@ extension HTTPCache {
             switch work {
             case .serve(let served, let background):
                 // Served from the store; a stale-while-revalidate hit is validated behind it.
-                if let background { revalidateInBackground(background, prepared) }
-                return response(served)
+                var pending = response(served)
+                pending.refresh = refreshing(served, background, prepared)
+                return pending
             case .answer(let answer):
                 // The cache answers itself (a 504 for only-if-cached).
                 return response(answer)
@@ -151,7 +166,7 @@ extension HTTPCache {
             head: ResponseHeadParts(status: response.status, fields: response.fields, url: url),
             outcome: response.outcome, cacheStatus: response.cacheStatus, userInfo: response.userInfo,
             reasons: response.reasons, expectedLength: response.expectedLength,
-            entry: response.entry, responses: platformResponses)
+            entry: response.entry, responses: platformResponses, refresh: response.refresh)
     }
 
     /// A response the cache made itself (a `504`).
@@ -217,24 +232,5 @@ extension HTTPCache {
             value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return nil }
         return Int64(value)
-    }
-
-    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3).
-    private func revalidateInBackground(
-        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest
-    ) {
-        Task { [self] in
-            var exchange = background.exchange
-            do {
-                let first = driver.start(&exchange)
-                let response = try await perform(&exchange, first, prepared)
-                if case .source(let source) = response.body {
-                    while try await source.next() != nil {}
-                }
-            } catch {
-                configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
-            }
-            driver.finish(background)
-        }
     }
 }
