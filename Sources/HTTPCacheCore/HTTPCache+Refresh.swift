@@ -104,17 +104,19 @@ extension HTTPCache {
         guard case .source(let source) = response.body else { return false }
         var change =
             response.entry == nil && response.cacheStatus.stored == true
-            ? RepresentationChange(from: served, to: response.status, response.fields) : nil
+            ? RepresentationChange(from: served, to: response.status, response.fields, store: store) : nil
         while let chunk = try await source.next() { change?.compare(chunk) }
         return change?.isDifferent ?? false
     }
 
-    /// What the store now holds for `prepared`, as ``storedAnswer(_:declining:)`` gives it
-    /// without sending anything (so never another refresh), unless it is still the entry
-    /// `replaced` (the new one could not be stored).
+    /// What the store now holds for `prepared`, whole, as ``storedAnswer(_:declining:)`` gives
+    /// it without sending anything (so never another refresh), unless it is still the entry
+    /// `replaced` (the new one could not be stored). The request's own validators and range are
+    /// left out: they would make a `304` or a part of it.
     func refreshedResponse(_ prepared: PreparedRequest, excluding replaced: EntryID) -> CachedResponse? {
         var lookup = prepared
         lookup.exchange.policy = .returnCacheDataDontLoad
+        lookup.exchange.head.fields.removeAll(namedAnyOf: [.ifNoneMatch, .ifModifiedSince, .ifRange, .range])
         guard let (answer, entry) = storedAnswer(lookup, declining: { _, _, _ in false }), let entry,
             entry != replaced
         else { return nil }
@@ -156,14 +158,21 @@ struct RepresentationChange {
     private var offset: Int64 = 0
     private var differs: Bool
 
-    init(from served: ServedResponse, to status: Int, _ fields: HeaderFields) {
+    /// - Parameter store: Where the body served is read from when none of it was served (a
+    ///   `304` to the client's own validators, a `HEAD`).
+    init(from served: ServedResponse, to status: Int, _ fields: HeaderFields, store: any CacheStore) {
         let old = served.entry.head
         if let tag = fields[.eTag].flatMap(EntityTag.init), let oldTag = old.fields[.eTag].flatMap(EntityTag.init) {
             differs = !tag.weakMatches(oldTag)
             return
         }
-        differs = status != old.status
-        if case .stored(let body, _) = served.body { stored = body } else { differs = true }
+        if case .stored(let body, _) = served.body {
+            stored = body
+        } else {
+            // Still stored: the new response replaces it only once its body is read.
+            stored = try? store.openBody(for: served.entry)
+        }
+        differs = status != old.status || stored == nil
     }
 
     /// Compares the next piece of the new body with the stored body at the same place.

@@ -124,6 +124,28 @@ struct RefreshTests {
         #expect(try await o.h.get("/u").text == after)
     }
 
+    /// A client's own `If-Modified-Since` is answered `304` from the stale response (RFC 9111
+    /// §4.3.2), so no body is served: the refresh compares with the one stored.
+    @Test(
+        "RFC 5861 §3: after a 304 to the client's own validators, the refresh compares with the stored body",
+        arguments: [("v1", false), ("v2", true)])
+    func comparisonAfterNotModified(after: String, lands: Bool) async throws {
+        let h = try Harness(memoryOnly: true)
+        let lastModified = HTTPDate.format(Timestamp(secondsSince1970: h.clock.now() - 3600))
+        let body = Locked("v1")
+        h.origin.route("/m") { [clock = h.clock] _ in
+            let date = ("Date", HTTPDate.format(Timestamp(secondsSince1970: clock.now())))
+            return LoopbackOrigin.Response(
+                headers: [date, ("Last-Modified", lastModified)] + Self.lifetime, body: body.withLock { $0 })
+        }
+        #expect(try await h.get("/m").outcome == .miss)
+        h.clock.advance(by: 120)
+        body.withLock { $0 = after }
+        let notModified = try await h.get("/m", headers: ["If-Modified-Since": lastModified])
+        #expect(notModified.statusCode == 304 && notModified.outcome == .stale)
+        #expect(await notModified.refreshed?.text == (lands ? after : nil))
+    }
+
     @Test("RFC 5861 §3: a response served stale while another's refresh runs gets that refresh")
     func staleWhileRefreshRuns() async throws {
         let o = try Origin(etag: "\"1\"", body: "v1")
