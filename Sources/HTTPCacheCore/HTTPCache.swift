@@ -80,7 +80,9 @@ public final class HTTPCache: Sendable {
         public var rules: [CacheRule] = []
         /// Chooses the key a request is cached under; `nil` returned means "do not cache this
         /// request". Default: the request's URL. (HTTPCaching's `cacheKey` is this hook, given a
-        /// `URLRequest`.)
+        /// `URLRequest`.) No-Vary-Search (draft-ietf-httpbis-no-vary-search §6) applies after
+        /// it: the hook maps the URL, then the query parameters a stored response's
+        /// `No-Vary-Search` names are ignored in the URL the hook returned.
         public var keyForRequest: (@Sendable (FetchRequest) -> RequestKey?)?
         /// Sees every response the cache could store and decides: store as is, store with
         /// other fields, memory only, or not at all; with `userInfo` to keep. (HTTPCaching's

@@ -84,7 +84,8 @@ extension HTTPCache {
 
 extension HTTPCache.Configuration {
     /// Chooses the key a request is cached under; `nil` returned means "do not cache this
-    /// request". Default: the request's URL (`RequestKey.standard(_:)`).
+    /// request". Default: the request's URL (`RequestKey.standard(_:)`). A response's
+    /// `No-Vary-Search` applies after it, to the URL it returns.
     /// (``keyForRequest``, given the request as a `URLRequest`.)
     public var cacheKey: (@Sendable (URLRequest) -> RequestKey?)? {
         get {
