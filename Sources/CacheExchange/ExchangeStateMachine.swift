@@ -359,9 +359,10 @@ public struct ExchangeStateMachine: Sendable {
             // A stored response may be used (fresh, or stale as the request or policy allows,
             // RFC 9111 §4.2.4): serve it without asking the origin.
             let candidate = candidates[use.candidate]
-            let hit = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             // A hit No-Vary-Search made says so (RFC 9211 §2.8).
-            var status = SearchVariance.noted(hit, entry: candidate.entry.head, request: request)
+            var status = CacheStatus(
+                cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)),
+                detail: SearchVariance.madeMatch(candidate, for: request) ? SearchVariance.detail : nil)
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
             if let collapsed {
                 // Answered from what the request it waited for stored (RFC 9211 §2.5).
@@ -376,7 +377,7 @@ public struct ExchangeStateMachine: Sendable {
             // background (RFC 5861 §3).
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
-            status = SearchVariance.noted(status, entry: candidates[use.candidate].entry.head, request: request)
+            if SearchVariance.madeMatch(candidates[use.candidate], for: request) { SearchVariance.note(&status) }
             return serve(
                 StoredAnswer(
                     candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,

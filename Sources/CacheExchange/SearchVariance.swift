@@ -63,17 +63,23 @@ enum SearchVariance {
         return key
     }
 
-    /// `status` for a hit on `entry`, with `detail=no-vary-search` (RFC 9211 §2.8) when
-    /// No-Vary-Search made the match: the response, stored for another URL than the request's,
-    /// has a config that is not the default. A detail already there is kept, the two separated
+    /// Whether No-Vary-Search made `candidate` answer `request` (for `Cache-Status`'s
+    /// `detail=no-vary-search`, RFC 9211 §2.8): the response, stored for another URL than the
+    /// request's, has a config that is not the default. A hit on the URL it was stored for
+    /// costs one comparison of the two.
+    @inline(__always)
+    static func madeMatch(_ candidate: StoredCandidate, for request: ExchangeRequest) -> Bool {
+        candidate.url != request.head.uri && hasConfig(candidate.entry.head.fields)
+    }
+
+    private static func hasConfig(_ fields: HeaderFields) -> Bool {
+        fields.contains(.noVarySearch) && !URLVariationConfig(fields: fields).isDefault
+    }
+
+    /// `status` with `detail=no-vary-search`; a detail already there is kept, the two separated
     /// by a space.
-    static func noted(_ status: CacheStatus, entry: EntryHead, request: ExchangeRequest) -> CacheStatus {
-        guard entry.url != request.head.uri, entry.fields.contains(.noVarySearch),
-            !URLVariationConfig(fields: entry.fields).isDefault
-        else { return status }
-        var noted = status
-        noted.detail = status.detail.map { $0 + " " + detail } ?? detail
-        return noted
+    static func note(_ status: inout CacheStatus) {
+        status.detail = status.detail.map { $0 + " " + detail } ?? detail
     }
 
     /// The `Cache-Status` detail of a hit that No-Vary-Search made.

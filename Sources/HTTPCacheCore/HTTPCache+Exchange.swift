@@ -52,10 +52,8 @@ extension HTTPCache {
         switch driver.start(&exchange) {
         case .serve(let served, let background):
             let refresh = refreshing(served, background, prepared)
-            if declines(served.status, served.fields[.location], served.body.count) { return nil }
-            var pending = response(served)
-            pending.refresh = refresh
-            return pending
+            return declines(served.status, served.fields[.location], served.body.count)
+                ? nil : response(served, refresh: refresh)
         case .answer(let answer):
             return response(answer)
         case .join, .forward:
@@ -69,12 +67,12 @@ extension HTTPCache {
     private func refreshing(
         _ served: ServedResponse, _ background: ExchangeDriver.BackgroundRevalidation?, _ prepared: PreparedRequest
     ) -> BackgroundRefresh? {
-        guard let background else { return runningRefresh(prepared, served: served) }
+        guard let background else { return served.outcome == .stale ? runningRefresh(prepared, served: served) : nil }
         return revalidateInBackground(background, prepared, served: served)
     }
 
     /// Performs `first` and the host work that follows until the response is known.
-    func perform(
+    private func perform(
         _ exchange: inout ExchangeStateMachine, _ first: ExchangeDriver.HostWork, _ prepared: PreparedRequest
     ) async throws -> PendingResponse {
         var work = first
@@ -82,9 +80,7 @@ extension HTTPCache {
             switch work {
             case .serve(let served, let background):
                 // Served from the store; a stale-while-revalidate hit is validated behind it.
-                var pending = response(served)
-                pending.refresh = refreshing(served, background, prepared)
-                return pending
+                return response(served, refresh: refreshing(served, background, prepared))
             case .answer(let answer):
                 // The cache answers itself (a 504 for only-if-cached).
                 return response(answer)
@@ -177,8 +173,8 @@ extension HTTPCache {
             expectedLength: Int64(answer.body.count))
     }
 
-    /// A stored response served.
-    private func response(_ served: ServedResponse) -> PendingResponse {
+    /// A stored response served, with the stale-while-revalidate refresh behind it.
+    private func response(_ served: ServedResponse, refresh: BackgroundRefresh? = nil) -> PendingResponse {
         // Read once: `entry` is a copy of the stored entry each time.
         let entry = served.entry
         state.withLock { state in
@@ -195,7 +191,7 @@ extension HTTPCache {
         return PendingResponse(
             status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
             userInfo: entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
-            expectedLength: served.body.count, entry: entry.id)
+            expectedLength: served.body.count, entry: entry.id, refresh: refresh)
     }
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a
@@ -232,5 +228,38 @@ extension HTTPCache {
             value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return nil }
         return Int64(value)
+    }
+
+    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3),
+    /// and tells subscribers when what it stores is another representation than `served`.
+    private func revalidateInBackground(
+        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest, served: ServedResponse
+    ) -> BackgroundRefresh? {
+        guard let key = prepared.primaryKey else {
+            // Never: the exchange revalidates in the background only what it stores under a key.
+            driver.finish(background)
+            return nil
+        }
+        let token = refreshes.begin(key)
+        let task = Task { [self] in
+            var exchange = background.exchange
+            var landed = false
+            do {
+                let first = driver.start(&exchange)
+                let response = try await perform(&exchange, first, prepared)
+                landed = try await readLanded(response, replacing: served)
+            } catch {
+                configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
+            }
+            // Subscribers are told before the refresh counts as over (waitForBackgroundWork).
+            let listeners = refreshes.end(key, token)
+            if landed, !listeners.isEmpty, let update = refreshedResponse(prepared, excluding: served.entry.id) {
+                listeners.tell(update)
+            }
+            driver.finish(background)
+            return landed
+        }
+        refreshes.started(task, key, token)
+        return BackgroundRefresh(task: task, cache: self, prepared: prepared, replaced: served.entry.id)
     }
 }

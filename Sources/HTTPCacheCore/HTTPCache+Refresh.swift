@@ -58,39 +58,10 @@ extension HTTPCache {
         try prepare(request).primaryKey.map(refreshes.subscriberCount) ?? 0
     }
 
-    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3),
-    /// and tells subscribers when what it stores is another representation than `served`.
-    func revalidateInBackground(
-        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest, served: ServedResponse
-    ) -> BackgroundRefresh? {
-        guard let key = prepared.primaryKey else { return nil }
-        let token = refreshes.begin(key)
-        let task = Task { [self] in
-            var exchange = background.exchange
-            var landed = false
-            do {
-                let first = driver.start(&exchange)
-                let response = try await perform(&exchange, first, prepared)
-                landed = try await readLanded(response, replacing: served)
-            } catch {
-                configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
-            }
-            // Subscribers are told before the refresh counts as over (waitForBackgroundWork).
-            let listeners = refreshes.end(key, token)
-            if landed, !listeners.isEmpty, let update = refreshedResponse(prepared, excluding: served.entry.id) {
-                listeners.tell(update)
-            }
-            driver.finish(background)
-            return landed
-        }
-        refreshes.started(task, key, token)
-        return BackgroundRefresh(task: task, cache: self, prepared: prepared, replaced: served.entry.id)
-    }
-
-    /// The refresh running for `prepared`'s key, when `served` was served stale-while-revalidate
-    /// while another request's refresh runs (one runs per key at a time).
+    /// The refresh running for `prepared`'s key, when `served`, stale, was served
+    /// stale-while-revalidate while another request's refresh runs (one runs per key at a time).
     func runningRefresh(_ prepared: PreparedRequest, served: ServedResponse) -> BackgroundRefresh? {
-        guard served.outcome == .stale, let key = prepared.primaryKey,
+        guard let key = prepared.primaryKey,
             served.reasons.contains(where: { if case .staleWhileRevalidate = $0 { true } else { false } }),
             let task = refreshes.running(key)
         else { return nil }
@@ -99,7 +70,7 @@ extension HTTPCache {
 
     /// Reads `response`, a background refresh's answer, to its end (which stores it) and says
     /// whether it landed: stored from the origin, and another representation than `served`.
-    private func readLanded(_ response: PendingResponse, replacing served: ServedResponse) async throws -> Bool {
+    func readLanded(_ response: PendingResponse, replacing served: ServedResponse) async throws -> Bool {
         // A stored response answered (a 304 freshened it, or it stands in for an error).
         guard case .source(let source) = response.body else { return false }
         var change =
