@@ -358,7 +358,11 @@ public struct ExchangeStateMachine: Sendable {
         case .serve(let use):
             // A stored response may be used (fresh, or stale as the request or policy allows,
             // RFC 9111 §4.2.4): serve it without asking the origin.
-            var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+            let candidate = candidates[use.candidate]
+            // A hit No-Vary-Search made says so (RFC 9211 §2.8).
+            var status = CacheStatus(
+                cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)),
+                detail: SearchVariance.madeMatch(candidate, for: request) ? SearchVariance.detail : nil)
             var outcome: CacheOutcome = use.isStale ? .stale : .hit
             if let collapsed {
                 // Answered from what the request it waited for stored (RFC 9211 §2.5).
@@ -367,13 +371,13 @@ public struct ExchangeStateMachine: Sendable {
                 status.collapsed = true
                 outcome = collapsed.outcome
             }
-            return serve(
-                StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: outcome))
+            return serve(StoredAnswer(candidate: candidate, use: use, cacheStatus: status, outcome: outcome))
         case .serveStaleWhileRevalidate(let use, let revalidation):
             // Stale, but within stale-while-revalidate: serve it now and validate it in the
             // background (RFC 5861 §3).
             var status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
             status.detail = "stale-while-revalidate"
+            if SearchVariance.madeMatch(candidates[use.candidate], for: request) { SearchVariance.note(&status) }
             return serve(
                 StoredAnswer(
                     candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,

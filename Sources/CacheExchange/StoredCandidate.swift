@@ -29,6 +29,9 @@ public struct StoredCandidate: Sendable {
         }
     }
 
+    /// The URL of ``entry``'s response, read without copying the entry.
+    var url: String { storage.entry.head.url }
+
     /// The decoded `StoredResponseFacts` of ``entry``.
     public var facts: StoredResponseFacts {
         get { storage.facts }

@@ -44,6 +44,11 @@ public struct CachedResponse: Sendable {
     /// Whether this request waited for an identical one already in flight instead of making
     /// its own origin request (RFC 9211 `collapsed`).
     public var collapsed: Bool { cacheStatus.collapsed == true }
+    /// For a response served stale-while-revalidate, the response the refresh behind it stored
+    /// once it ends (see ``CachedResponseHead/refreshed``); `nil` at once otherwise.
+    public var refreshed: CachedResponse? {
+        get async { await head.refreshed }
+    }
 }
 
 /// The head of a streamed response (``HTTPCache/bytes(for:)-(FetchRequest)``).
@@ -66,6 +71,8 @@ public struct CachedResponseHead: Sendable {
     public var reasons: [Reason]
     /// The body length when known in advance.
     public var expectedLength: Int64?
+    /// The stale-while-revalidate refresh running behind this response, when it was served stale.
+    private let refresh: BackgroundRefresh?
     /// Where the head in a platform's own type comes from (``platformResponse``).
     private let platformSource: PlatformSource
 
@@ -88,13 +95,33 @@ public struct CachedResponseHead: Sendable {
         }
     }
 
+    /// For a response served stale-while-revalidate (RFC 5861 §3), the response the refresh
+    /// running behind it stored, once the refresh ends: the new representation as the store now
+    /// holds it (read without sending anything). `nil` when the refresh landed nothing (the
+    /// origin answered `304`, or sent the same `ETag` or, without one, the same bytes; the
+    /// response was not stored; the refresh failed), and at once for a response not served
+    /// stale-while-revalidate. The refresh runs whether or not this is awaited; awaiting it
+    /// does not keep the new body in memory after it returns.
+    ///
+    /// ```swift
+    /// let response = try await cache.data(for: request)
+    /// show(response.data)
+    /// if let newer = await response.refreshed { show(newer.data) }
+    /// ```
+    public var refreshed: CachedResponse? {
+        get async { await refresh?.response }
+    }
+
     /// - Parameters:
     ///   - entry: The stored entry the head is an answer from, if it is one.
     ///   - responses: Where the platform responses of that entry's answers are kept.
+    ///   - refresh: The stale-while-revalidate refresh running behind it.
     init(
         head: ResponseHeadParts, outcome: CacheOutcome, cacheStatus: CacheStatus, userInfo: Data?, reasons: [Reason],
-        expectedLength: Int64?, entry: EntryID? = nil, responses: PlatformResponses? = nil
+        expectedLength: Int64?, entry: EntryID? = nil, responses: PlatformResponses? = nil,
+        refresh: BackgroundRefresh? = nil
     ) {
+        self.refresh = refresh
         if let entry, let responses {
             platformSource = .stored(entry, responses)
         } else {

@@ -25,6 +25,8 @@ struct PendingResponse: Sendable {
     var expectedLength: Int64?
     /// The stored entry it is served from, when it is.
     var entry: EntryID?
+    /// The stale-while-revalidate refresh running behind it, when it was served stale.
+    var refresh: BackgroundRefresh?
 }
 
 /// The cache as a host of the exchange: it performs the host work the driver hands it over the
@@ -49,14 +51,24 @@ extension HTTPCache {
         var exchange = driver.exchange(for: prepared.exchange, advisor: storage(for: prepared))
         switch driver.start(&exchange) {
         case .serve(let served, let background):
-            if let background { revalidateInBackground(background, prepared) }
-            return declines(served.status, served.fields[.location], served.body.count) ? nil : response(served)
+            let refresh = refreshing(served, background, prepared)
+            return declines(served.status, served.fields[.location], served.body.count)
+                ? nil : response(served, refresh: refresh)
         case .answer(let answer):
             return response(answer)
         case .join, .forward:
             driver.abandon(&exchange)
             return nil
         }
+    }
+
+    /// The refresh behind `served`: `background`, started now, or the one running for its key
+    /// when another request's refresh runs (RFC 5861 §3); `nil` when it was not served stale.
+    private func refreshing(
+        _ served: ServedResponse, _ background: ExchangeDriver.BackgroundRevalidation?, _ prepared: PreparedRequest
+    ) -> BackgroundRefresh? {
+        guard let background else { return served.outcome == .stale ? runningRefresh(prepared, served: served) : nil }
+        return revalidateInBackground(background, prepared, served: served)
     }
 
     /// Performs `first` and the host work that follows until the response is known.
@@ -68,8 +80,7 @@ extension HTTPCache {
             switch work {
             case .serve(let served, let background):
                 // Served from the store; a stale-while-revalidate hit is validated behind it.
-                if let background { revalidateInBackground(background, prepared) }
-                return response(served)
+                return response(served, refresh: refreshing(served, background, prepared))
             case .answer(let answer):
                 // The cache answers itself (a 504 for only-if-cached).
                 return response(answer)
@@ -151,7 +162,7 @@ extension HTTPCache {
             head: ResponseHeadParts(status: response.status, fields: response.fields, url: url),
             outcome: response.outcome, cacheStatus: response.cacheStatus, userInfo: response.userInfo,
             reasons: response.reasons, expectedLength: response.expectedLength,
-            entry: response.entry, responses: platformResponses)
+            entry: response.entry, responses: platformResponses, refresh: response.refresh)
     }
 
     /// A response the cache made itself (a `504`).
@@ -162,8 +173,8 @@ extension HTTPCache {
             expectedLength: Int64(answer.body.count))
     }
 
-    /// A stored response served.
-    private func response(_ served: ServedResponse) -> PendingResponse {
+    /// A stored response served, with the stale-while-revalidate refresh behind it.
+    private func response(_ served: ServedResponse, refresh: BackgroundRefresh? = nil) -> PendingResponse {
         // Read once: `entry` is a copy of the stored entry each time.
         let entry = served.entry
         state.withLock { state in
@@ -180,7 +191,7 @@ extension HTTPCache {
         return PendingResponse(
             status: served.status, fields: served.fields, outcome: served.outcome, cacheStatus: served.cacheStatus,
             userInfo: entry.head.userInfo.map { Data($0) }, reasons: served.reasons, body: body,
-            expectedLength: served.body.count, entry: entry.id)
+            expectedLength: served.body.count, entry: entry.id, refresh: refresh)
     }
 
     /// The origin's response, passed on while it is stored (when the exchange stores it): a
@@ -219,22 +230,36 @@ extension HTTPCache {
         return Int64(value)
     }
 
-    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3).
+    /// Validates a response served stale-while-revalidate in the background (RFC 5861 §3),
+    /// and tells subscribers when what it stores is another representation than `served`.
     private func revalidateInBackground(
-        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest
-    ) {
-        Task { [self] in
+        _ background: ExchangeDriver.BackgroundRevalidation, _ prepared: PreparedRequest, served: ServedResponse
+    ) -> BackgroundRefresh? {
+        guard let key = prepared.primaryKey else {
+            // Never: the exchange revalidates in the background only what it stores under a key.
+            driver.finish(background)
+            return nil
+        }
+        let token = refreshes.begin(key)
+        let task = Task { [self] in
             var exchange = background.exchange
+            var landed = false
             do {
                 let first = driver.start(&exchange)
                 let response = try await perform(&exchange, first, prepared)
-                if case .source(let source) = response.body {
-                    while try await source.next() != nil {}
-                }
+                landed = try await readLanded(response, replacing: served)
             } catch {
                 configuration.log("background revalidation of \(prepared.urlString) failed: \(error)")
             }
+            // Subscribers are told before the refresh counts as over (waitForBackgroundWork).
+            let listeners = refreshes.end(key, token)
+            if landed, !listeners.isEmpty, let update = refreshedResponse(prepared, excluding: served.entry.id) {
+                listeners.tell(update)
+            }
             driver.finish(background)
+            return landed
         }
+        refreshes.started(task, key, token)
+        return BackgroundRefresh(task: task, cache: self, prepared: prepared, replaced: served.entry.id)
     }
 }

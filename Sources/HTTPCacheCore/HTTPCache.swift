@@ -80,7 +80,9 @@ public final class HTTPCache: Sendable {
         public var rules: [CacheRule] = []
         /// Chooses the key a request is cached under; `nil` returned means "do not cache this
         /// request". Default: the request's URL. (HTTPCaching's `cacheKey` is this hook, given a
-        /// `URLRequest`.)
+        /// `URLRequest`.) No-Vary-Search (draft-ietf-httpbis-no-vary-search §6) applies after
+        /// it: the hook maps the URL, then the query parameters a stored response's
+        /// `No-Vary-Search` names are ignored in the URL the hook returned.
         public var keyForRequest: (@Sendable (FetchRequest) -> RequestKey?)?
         /// Sees every response the cache could store and decides: store as is, store with
         /// other fields, memory only, or not at all; with `userInfo` to keep. (HTTPCaching's
@@ -128,6 +130,8 @@ public final class HTTPCache: Sendable {
     /// The platform response of the last answer from each stored entry: 1,024 entries in at
     /// most 1 MiB.
     let platformResponses = PlatformResponses(capacity: 1024, byteLimit: 1 << 20)
+    /// Who hears of stale-while-revalidate refreshes that land (``updates(for:)``).
+    let refreshes = RefreshListeners()
 
     struct State {
         var statistics = CacheStatistics()
@@ -228,25 +232,34 @@ public final class HTTPCache: Sendable {
     package func storedData(for request: FetchRequest, upTo limit: Int64) -> CachedResponse? {
         let started = eventStart
         guard let prepared = try? prepare(request) else { return nil }
-        let response = respondFromStore(to: prepared) { status, location, size in
+        let stored = storedAnswer(prepared) { status, location, size in
             size > limit
                 || (configuration.followsRedirects && configuration.maximumRedirects > 0
                     && redirected(request, status: status, location: location, follow: HTTPCache.redirectTarget) != nil)
         }
-        guard let response else { return nil }
+        guard let (answer, _) = stored else { return nil }
+        record(answer.head, method: prepared.method, url: prepared.urlString, started: started)
+        return answer
+    }
+
+    /// What the exchange answers `prepared` with at once from the store, body read whole, and the
+    /// entry it came from (`nil` for the cache's own `504`); `nil` when it would send or wait,
+    /// when `declines` the stored response (``respondFromStore(to:declining:)``), or when its
+    /// body is corrupted (left to ``data(for:)``, which says so).
+    func storedAnswer(
+        _ prepared: PreparedRequest, declining declines: (_ status: Int, _ location: String?, _ size: Int64) -> Bool
+    ) -> (CachedResponse, entry: EntryID?)? {
+        guard let response = respondFromStore(to: prepared, declining: declines) else { return nil }
         let data: Data
         switch response.body {
         case .stored(let body, let range):
-            // A corrupted body (the store has dropped it) is left to data(for:), which says so.
             guard let bytes = Self.storedBytes(body, range, prepared) else { return nil }
             data = bytes
         case .source(let source):
             guard let whole = source as? DataSource else { return nil }
             data = whole.remaining
         }
-        let answer = CachedResponse(data: data, head: responseHead(response, url: prepared.url))
-        record(answer.head, method: prepared.method, url: prepared.urlString, started: started)
-        return answer
+        return (CachedResponse(data: data, head: responseHead(response, url: prepared.url)), response.entry)
     }
 
     /// The body of `response`; `nil` when its stored body cannot be read (the store has

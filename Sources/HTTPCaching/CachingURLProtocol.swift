@@ -61,10 +61,22 @@ public final class CachingURLProtocol: URLProtocol {
     private let delegated = Locked<URLProtocol?>(nil)
 
     /// The cache requests are answered through; `nil` lets every request pass to the next
-    /// protocol.
+    /// protocol. Its stale-while-revalidate refreshes that land post
+    /// ``HTTPCache/didRefreshNotification``.
     public static var cache: HTTPCache? {
         get { installed.withLock { $0 } }
-        set { installed.withLock { $0 = newValue } }
+        set {
+            let previous = installed.withLock { installed in
+                defer { installed = newValue }
+                return installed
+            }
+            if previous !== newValue { previous?.observeRefreshes(nil) }
+            newValue?.observeRefreshes { [weak newValue] response in
+                NotificationCenter.default.post(
+                    name: HTTPCache.didRefreshNotification, object: newValue,
+                    userInfo: [HTTPCache.refreshedURLKey: response.url, HTTPCache.refreshedResponseKey: response])
+            }
+        }
     }
 
     override public class func canInit(with request: URLRequest) -> Bool {
@@ -260,6 +272,28 @@ private final class WholeBody: URLProtocol {
 private struct Unchecked<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+extension HTTPCache {
+    /// Posted on `NotificationCenter.default` when a stale-while-revalidate refresh (RFC 5861
+    /// §3) of the cache ``CachingURLProtocol`` answers through lands: the origin sent another
+    /// representation than the one served stale, and it is stored (as for
+    /// ``HTTPCache/updates(for:)-(URLRequest)``; a `304` posts nothing). The `object` is the
+    /// cache; `userInfo` holds the response's `URL` under ``refreshedURLKey`` and the
+    /// ``CachedResponse`` as now stored under ``refreshedResponseKey``. It is posted from the
+    /// task that ran the refresh, not the main thread: hop to the main actor to update a view.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.addObserver(forName: HTTPCache.didRefreshNotification, object: nil, queue: .main) {
+    ///     guard let response = $0.userInfo?[HTTPCache.refreshedResponseKey] as? CachedResponse else { return }
+    ///     reload(response.url, with: response.data)
+    /// }
+    /// ```
+    public static let didRefreshNotification = Notification.Name("HTTPCacheDidRefresh")
+    /// The `userInfo` key of the refreshed response's `URL` in ``didRefreshNotification``.
+    public static let refreshedURLKey = "url"
+    /// The `userInfo` key of the refreshed ``CachedResponse`` in ``didRefreshNotification``.
+    public static let refreshedResponseKey = "response"
 }
 
 extension URLSessionConfiguration {

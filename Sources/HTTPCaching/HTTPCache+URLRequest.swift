@@ -61,6 +61,14 @@ extension HTTPCache {
         try await bytes(for: try FetchRequest(fetching: request))
     }
 
+    /// The new responses stale-while-revalidate refreshes store for `request`'s key
+    /// (``updates(for:)-(FetchRequest)``, given a `URLRequest`).
+    ///
+    /// - Throws: `URLError` when the URL is not an `http` or `https` URL with a host.
+    public func updates(for request: URLRequest) throws -> AsyncStream<CachedResponse> {
+        try updates(for: try FetchRequest(fetching: request))
+    }
+
     /// Downloads `request`'s response body to the file `destination`, resuming where an earlier
     /// attempt stopped: the download of a `FetchRequest` (see ResumableDownloads) for a
     /// `URLRequest`.
@@ -76,7 +84,8 @@ extension HTTPCache {
 
 extension HTTPCache.Configuration {
     /// Chooses the key a request is cached under; `nil` returned means "do not cache this
-    /// request". Default: the request's URL (`RequestKey.standard(_:)`).
+    /// request". Default: the request's URL (`RequestKey.standard(_:)`). A response's
+    /// `No-Vary-Search` applies after it, to the URL it returns.
     /// (``keyForRequest``, given the request as a `URLRequest`.)
     public var cacheKey: (@Sendable (URLRequest) -> RequestKey?)? {
         get {
