@@ -2,7 +2,7 @@ import CacheCrypto
 import CacheSemantics
 
 /// The primary key of a `QUERY` request (RFC 10008 §2.7): its method and target URI, as for any
-/// request (RFC 9111 §2), and the SHA-256 of its content as ``QueryContent`` normalizes it, with
+/// request (RFC 9111 §2), and the SHA-256 of its content as `QueryContent` (CacheSemantics) normalizes it, with
 /// the content's media type and codings. Two requests share an entry only when they send the
 /// same query: the same JSON with other white space does, the same text as another media
 /// type does not.
@@ -17,9 +17,9 @@ import CacheSemantics
 /// larger ones on without the cache (`HTTPCache` above 1 MiB, the proxy above its
 /// `maxQueryContentBytes`).
 public struct QueryContentKey: Hashable, Sendable, CustomStringConvertible {
-    /// The media type, normalized (``QueryContent/mediaType``).
+    /// The media type, normalized (`QueryContent.mediaType`).
     public var mediaType: String
-    /// The content codings (``QueryContent/contentCoding``).
+    /// The content codings (`QueryContent.contentCoding`).
     public var contentCoding: String
     /// How the content was normalized before it was hashed.
     public var normalization: QueryContent.Normalization
