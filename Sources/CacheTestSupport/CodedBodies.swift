@@ -81,8 +81,9 @@ public enum CodedBodies {
         }
     }
 
-    /// The Python of the checkers' environment (`HTTPCACHE_CHECKERS`, or `.build/checkers`).
-    private static var checkersPython: String {
+    /// The Python of the checkers' environment that `scripts/setup --tests` makes:
+    /// `HTTPCACHE_CHECKERS`, or `.build/checkers`.
+    public static var checkersPython: String {
         var checkers = ProcessInfo.processInfo.environment["HTTPCACHE_CHECKERS"] ?? ""
         if checkers.isEmpty {
             // Sources/CacheTestSupport/ is two levels below the repository.

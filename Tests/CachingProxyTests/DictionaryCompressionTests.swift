@@ -117,6 +117,33 @@ struct DictionaryCompressionTests {
         #expect(try await CodedBodies.zstandardDecoded(delta.body, dictionary: Self.v1) == Self.v2)
     }
 
+    @Test(
+        "Memory stays bounded: a body over maxBodyBytes is relayed as the origin sends it, whether its length is announced or it is chunked",
+        arguments: [false, true])
+    func largeBodiesAreRelayed(chunked: Bool) async throws {
+        let large = Self.v2 + Self.v2
+        let harness = try ProxyHarness {
+            var settings = CachingProxy.DictionaryCompression()
+            settings.maxBodyBytes = 150_000
+            $0.dictionaryCompression = settings
+        }
+        harness.origin.route("/app/v1/main.js") { _ in
+            LoopbackOrigin.Response(headers: Self.dictionaryFields, body: Self.v1)
+        }
+        harness.origin.route("/app/v2/main.js") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=3600")], body: Self.v2, chunked: chunked)
+        }
+        harness.origin.route("/app/v3/main.js") { _ in
+            LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=3600")], body: large, chunked: chunked)
+        }
+        _ = try await offPool { try harness.get("/app/v1/main.js") }
+        let plain = try await offPool { try harness.get("/app/v3/main.js", Self.offering(Self.v1)) }
+        #expect(plain["Content-Encoding"] == nil)
+        #expect(plain.body == large)
+        let delta = try await offPool { try harness.get("/app/v2/main.js", Self.offering(Self.v1)) }
+        #expect(delta["Content-Encoding"] == "dcz", "within the limit")
+    }
+
     @Test("RFC 9110 §7.7: content marked no-transform is sent as the origin coded it, dictionary or not")
     func noTransformIsLeftAlone() async throws {
         let harness = try Self.harness(v2Headers: [("Cache-Control", "max-age=3600, no-transform")])

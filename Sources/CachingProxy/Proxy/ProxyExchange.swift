@@ -394,7 +394,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if relaying, let registry, let content, self.relay?.recorder != nil {
             registry.store.record(url: request.target.url, fields: head.fields, content: content)
         }
-        if relaying, !sentBody.isEmpty { _ = sentBody.withUnsafeBytes { relayBody($0) } }
+        if relaying, !sentBody.isEmpty { _ = sentBody.withUnsafeBytes { relayBody($0, fromOrigin: false) } }
         return transferEnded(nil)
     }
 
@@ -449,25 +449,27 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         if held != nil {
+            handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
             held!.body += body
             guard let limit = handler.dictionaries?.settings.maxBodyBytes, held!.body.count > limit else { return true }
             // Too large to hold: relayed as the origin sends it, from here on.
             let (head, bytes) = held!
             held = nil
             guard relay(head) else { return false }
-            return bytes.withUnsafeBytes { relayBody($0) }
+            return bytes.withUnsafeBytes { relayBody($0, fromOrigin: false) }
         }
         return relayBody(body)
     }
 
-    /// Relays body bytes as the exchange decided (stored, sent to the client).
-    private func relayBody(_ body: UnsafeRawBufferPointer) -> Bool {
+    /// Relays body bytes as the exchange decided (stored, sent to the client); `fromOrigin`:
+    /// they are not yet counted as the origin's (those of a held response are).
+    private func relayBody(_ body: UnsafeRawBufferPointer, fromOrigin: Bool = true) -> Bool {
         guard let relay else { return true }
         if dictionaryBody != nil {
             dictionaryBody! += body
             if dictionaryBody!.count > handler.dictionaries?.settings.maxBodyBytes ?? 0 { dictionaryBody = nil }
         }
-        handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
+        if fromOrigin { handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed) }
         // Stored before it goes to the client: the last bytes commit the entry.
         let storing = relay.recorder?.isStoring == true
         relay.recorder?.record(body)
