@@ -196,7 +196,9 @@ let package = Package(
             name: "benchmarks",
             dependencies: [
                 "CacheSystem", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
-                "LoopbackOrigin", "OfflinePages",
+                "LoopbackOrigin", "OfflinePages", "CacheCrypto", "CacheZstd", "CBrotliHTTPCache", "CZlibHTTPCache",
+                "HTTPWire", .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+                .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             path: "Tools/Benchmarks", swiftSettings: strictSettings),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
