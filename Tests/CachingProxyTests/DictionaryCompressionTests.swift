@@ -118,6 +118,30 @@ struct DictionaryCompressionTests {
     }
 
     @Test(
+        "RFC 9111 §4.3, RFC 9110 §8.8.3.2: a stale delta is revalidated with its weak tag and, whatever the origin answers, the client gets a dcz body of the current content"
+    )
+    func staleDeltaIsRevalidated() async throws {
+        let harness = try Self.harness(v2Headers: [])
+        harness.origin.route("/app/v2/main.js") { request in
+            let headers = [("Cache-Control", "max-age=60"), ("ETag", "\"v2\"")]
+            guard request.header("If-None-Match")?.contains("\"v2\"") == true else {
+                return LoopbackOrigin.Response(headers: headers, body: Self.v2)
+            }
+            return LoopbackOrigin.Response(status: 304, headers: headers, body: "")
+        }
+        _ = try await offPool { try harness.get("/app/v1/main.js") }
+        let first = try await offPool { try harness.get("/app/v2/main.js", Self.offering(Self.v1)) }
+        #expect(first["Content-Encoding"] == "dcz")
+        harness.clock.advance(by: 120)
+        let again = try await offPool { try harness.get("/app/v2/main.js", Self.offering(Self.v1)) }
+        #expect(again.status == 200)
+        #expect(again["Content-Encoding"] == "dcz")
+        #expect(try await CodedBodies.zstandardDecoded(again.body, dictionary: Self.v1) == Self.v2)
+        let revalidation = try #require(harness.origin.requests(to: "/app/v2/main.js").dropFirst().first)
+        #expect(revalidation.header("If-None-Match") == "W/\"v2\"", "the stored delta's tag")
+    }
+
+    @Test(
         "Memory stays bounded: a body over maxBodyBytes is relayed as the origin sends it, whether its length is announced or it is chunked",
         arguments: [false, true])
     func largeBodiesAreRelayed(chunked: Bool) async throws {
