@@ -166,8 +166,8 @@ let package = Package(
         .executableTarget(
             name: "httpcache",
             dependencies: [
-                "CacheSystem", "CacheSemantics", "CacheStorage", "HTTPCacheCore", "HTTPWire", "CacheStorageRedis",
-                "LoopbackOrigin", "OfflinePages",
+                "CacheSystem", "CacheSemantics", "CacheStorage", "CacheExchange", "HTTPCacheCore", "HTTPWire",
+                "CacheStorageRedis", "LoopbackOrigin", "OfflinePages",
                 .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CacheTLS", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),

@@ -14,6 +14,7 @@ let rootIdentity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
 let semantics = [
     "FuzzCacheControl", "FuzzHTTPDate", "FuzzEntityTag", "FuzzVaryAndAge", "FuzzByteRanges", "FuzzStructuredFields",
     "FuzzURI", "FuzzStoredFacts", "FuzzEngine", "FuzzTargetedFields", "FuzzCacheGroups", "FuzzNoVarySearch",
+    "FuzzQueryContent",
 ]
 /// The proxy's server-side wire parsers (HTTPWire's `@_spi(Wire)` codec, driven by
 /// RequestOracle's `WireFuzzing`), checked by RequestOracle, a reading of RFC 9112 that lives

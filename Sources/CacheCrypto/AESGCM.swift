@@ -8,60 +8,92 @@ internal import COpenSSLHTTPCache
 /// authenticated encryption, so that a block altered, truncated, moved to another place or sealed
 /// under another key is refused rather than decrypted into wrong bytes.
 package enum AESGCM {
-    /// The length of a nonce. A nonce must never be used twice with one key.
-    package static let nonceByteCount = 12
+    /// A nonce: 12 bytes (GCM's own length), never to be used twice with one key. Made only as
+    /// random bytes, derived from what it seals, or read from a sealed box, so that its length is
+    /// never wrong.
+    package struct Nonce: Sendable, Equatable {
+        fileprivate let bytes: [UInt8]
+
+        /// The length of a nonce.
+        package static let byteCount = 12
+
+        private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
+
+        /// `bytes` as a nonce; nil unless there are exactly 12.
+        package init?(_ bytes: [UInt8]) {
+            guard bytes.count == Self.byteCount else { return nil }
+            self.bytes = bytes
+        }
+
+        /// 12 random bytes: the nonce for anything sealed under a long-lived key (2^32 seals
+        /// keep the chance of a repeat below 2^-32, NIST SP 800-38D §8.3).
+        package static func random() -> Nonce { Nonce(unchecked: SecureRandom.bytes(byteCount)) }
+
+        /// The first 12 bytes of HMAC-SHA-256 of `message` under `key` (which must be another key
+        /// than the one sealing): the same message always seals to the same bytes, and two
+        /// messages share a nonce only if they are the same (a synthetic nonce, as in RFC 5297).
+        package static func derived(from message: [UInt8], key: SymmetricKey) -> Nonce {
+            Nonce(unchecked: Array(key.authenticationCode(message).prefix(byteCount)))
+        }
+    }
+
     /// The length of the authentication tag that follows the ciphertext.
     package static let tagByteCount = 16
+    /// What sealing adds to a plaintext: the nonce before it and the tag after it.
+    package static let overhead = Nonce.byteCount + tagByteCount
 
-    /// `plaintext` encrypted under `key` and `nonce`, followed by the 16-byte tag that also covers
-    /// `aad` (data authenticated, not stored: what binds the block to its place).
+    /// `plaintext` encrypted under `key`, as one box: the nonce, the ciphertext, then the 16-byte
+    /// tag that also covers `aad` (data authenticated, not stored: what binds the box to its place).
     package static func seal(
-        _ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, nonce: [UInt8],
+        _ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, nonce: Nonce = .random(),
         authenticating aad: UnsafeRawBufferPointer
     ) -> [UInt8] {
-        precondition(nonce.count == nonceByteCount, "an AES-GCM nonce is 12 bytes")
         #if canImport(CryptoKit)
-        // The nonce is 12 bytes (checked above), the only thing AES.GCM.Nonce or seal refuse.
+        // A 12-byte nonce (which Nonce guarantees) is the only thing AES.GCM.Nonce or seal refuse.
         let box = try! AES.GCM.seal(
-            plaintext, using: CryptoKit.SymmetricKey(data: key.bytes), nonce: AES.GCM.Nonce(data: nonce),
+            plaintext, using: CryptoKit.SymmetricKey(data: key.bytes), nonce: AES.GCM.Nonce(data: nonce.bytes),
             authenticating: aad)
-        return Array(box.ciphertext) + Array(box.tag)
+        return nonce.bytes + Array(box.ciphertext) + Array(box.tag)
         #else
         let context = ThreadCiphers.current.encrypting
-        context.begin(key: key, nonce: nonce, encrypting: true)
-        return [UInt8](unsafeUninitializedCapacity: plaintext.count + tagByteCount) { buffer, count in
+        context.begin(key: key, nonce: nonce.bytes, encrypting: true)
+        return [UInt8](unsafeUninitializedCapacity: overhead + plaintext.count) { buffer, count in
+            let base = buffer.baseAddress!
+            nonce.bytes.withUnsafeBufferPointer { base.update(from: $0.baseAddress!, count: Nonce.byteCount) }
+            let ciphertext = base + Nonce.byteCount
             var length: Int32 = 0
             context.addAuthenticatedData(aad)
             if let input = plaintext.baseAddress, !plaintext.isEmpty {
                 EVP_EncryptUpdate(
-                    context.pointer, buffer.baseAddress, &length, input.assumingMemoryBound(to: UInt8.self),
+                    context.pointer, ciphertext, &length, input.assumingMemoryBound(to: UInt8.self),
                     Int32(plaintext.count))
             }
             var final: Int32 = 0
-            EVP_EncryptFinal_ex(context.pointer, buffer.baseAddress! + Int(length), &final)
+            EVP_EncryptFinal_ex(context.pointer, ciphertext + Int(length), &final)
             let written = Int(length + final)
-            EVP_CIPHER_CTX_ctrl(
-                context.pointer, EVP_CTRL_AEAD_GET_TAG, Int32(tagByteCount), buffer.baseAddress! + written)
-            count = written + tagByteCount
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_AEAD_GET_TAG, Int32(tagByteCount), ciphertext + written)
+            count = Nonce.byteCount + written + tagByteCount
         }
         #endif
     }
 
-    /// The plaintext of `sealed` (ciphertext then tag) under `key`, `nonce` and `aad`; nil when
-    /// the tag does not authenticate: another key, nonce or `aad`, or any byte changed or missing.
+    /// The plaintext of `box` (nonce, ciphertext, tag, as ``seal(_:key:nonce:authenticating:)``
+    /// makes it) under `key` and `aad`; nil when it is too short to be a box or does not
+    /// authenticate: another key or `aad`, or any byte changed or missing.
     package static func open(
-        _ sealed: UnsafeRawBufferPointer, key: SymmetricKey, nonce: [UInt8],
-        authenticating aad: UnsafeRawBufferPointer
+        _ box: UnsafeRawBufferPointer, key: SymmetricKey, authenticating aad: UnsafeRawBufferPointer
     ) -> [UInt8]? {
-        guard nonce.count == nonceByteCount, sealed.count >= tagByteCount else { return nil }
-        let ciphertextCount = sealed.count - tagByteCount
+        guard box.count >= overhead else { return nil }
+        let nonce = Array(box[..<Nonce.byteCount])
+        let ciphertextCount = box.count - overhead
+        let sealed = UnsafeRawBufferPointer(rebasing: box[Nonce.byteCount...])
         #if canImport(CryptoKit)
         guard
-            let box = try? AES.GCM.SealedBox(
+            let sealedBox = try? AES.GCM.SealedBox(
                 nonce: AES.GCM.Nonce(data: nonce), ciphertext: sealed[..<ciphertextCount],
                 tag: sealed[ciphertextCount...]),
             let plaintext = try? AES.GCM.open(
-                box, using: CryptoKit.SymmetricKey(data: key.bytes), authenticating: aad)
+                sealedBox, using: CryptoKit.SymmetricKey(data: key.bytes), authenticating: aad)
         else { return nil }
         return Array(plaintext)
         #else

@@ -289,11 +289,13 @@ public final class ExchangeDriver: Sendable {
     /// stored response to list.
     public func isInternal(_ entry: StoredEntry) -> Bool { SearchVariance.isMarker(entry.head.primaryKey) }
 
-    /// Removes the stored responses of `primaryKey`, and those that answer it by
-    /// No-Vary-Search (invalidation, RFC 9111 §4.4, and purging); returns how many.
+    /// Removes the stored responses of `primaryKey`, the `QUERY` responses of its URI (RFC 10008),
+    /// and those that answer it by No-Vary-Search (invalidation, RFC 9111 §4.4, and purging);
+    /// returns how many.
     @discardableResult
     public func removeStored(primaryKey: String) throws(StorageError) -> Int {
-        var removed = try store.remove(primaryKey: primaryKey)
+        var removed =
+            try store.remove(primaryKey: primaryKey) + store.remove(tag: PartitionedKeys.queryTag(getKey: primaryKey))
         if let simplified = SearchVariance.simplifiedKey(primaryKey, read: reader.candidates) {
             for entry in SearchVariance.equivalent(reader.candidates(simplified.key), to: simplified.uri).map(\.entry) {
                 try store.remove(entry.id)

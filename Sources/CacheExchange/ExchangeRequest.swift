@@ -13,6 +13,9 @@ public struct ExchangeRequest: Sendable {
     public var primaryKey: String?
     /// Why the cache is bypassed, when ``primaryKey`` is `nil`.
     public var bypassReasons: [Reason]
+    /// The `detail` of the response's `Cache-Status` when the cache is bypassed (RFC 9211 §2.8),
+    /// e.g. `query-content-too-large`; `nil`: none.
+    public var bypassDetail: String?
     /// Whether a response to an unsafe method removes the stored responses it invalidates
     /// (RFC 9111 §4.4); `false` for a `POST` used as a query.
     public var invalidates: Bool

@@ -403,12 +403,13 @@ public struct ExchangeStateMachine: Sendable {
             var plan = ForwardPlan(forwarding: forwarding, caching: forwarding.reason != .method)
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
             let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
-            if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil, request.head.method == "GET",
+            if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil,
+                isStoredMethod(request.head.method),
                 !request.head.fields.contains(.range), collapsible.contains(forwarding.reason),
                 let primaryKey = request.primaryKey
             {
-                // A plain GET miss others may be making too: one request goes to the origin,
-                // the rest wait for what it stores.
+                // A plain GET (or QUERY) miss others may be making too: one request goes to the
+                // origin, the rest wait for what it stores.
                 state = .joining(plan)
                 return .join(identity: primaryKey)
             }
@@ -689,6 +690,7 @@ public struct ExchangeStateMachine: Sendable {
             reasons: plan.forwarding.reasons, storage: nil, invalidated: [], headFreshens: nil,
             notModifiedFreshens: [], storedPart: nil, expectedLength: Self.expectedLength(request.head.method, head),
             times: times)
+        if !plan.caching { relay.cacheStatus.detail = request.bypassDetail }
         // An unsafe method that succeeded makes what is stored for its URIs stale (RFC 9111
         // §4.4), and the cache groups it names (RFC 9875 §3).
         if request.invalidates {
@@ -715,8 +717,9 @@ public struct ExchangeStateMachine: Sendable {
             // freshens the stored responses it selects (RFC 9111 §4.3.4).
             relay.notModifiedFreshens = candidates
         }
-        // A GET response is stored as far as the advisor and RFC 9111 §3 allow.
-        if plan.caching, request.head.method == "GET" {
+        // A GET (or QUERY, RFC 10008 §2.7) response is stored as far as the advisor and RFC
+        // 9111 §3 allow.
+        if plan.caching, isStoredMethod(request.head.method) {
             let storage = prepared(
                 advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime),
                 &relay)
@@ -748,6 +751,10 @@ public struct ExchangeStateMachine: Sendable {
         guard var head = storage.head else { return storage }
         var storage = storage
         head.tags = PartitionedKeys.groupTags(uri: head.url, fields: head.fields, primaryKey: head.primaryKey)
+        if request.head.method == "QUERY", let key = CacheKey(method: "GET", uri: head.url) {
+            head.tags.append(
+                PartitionedKeys.queryTag(getKey: CachePartition.key(key.primaryKey, in: request.partition)))
+        }
         head = StoredParts.placed(head)
         if head.isComplete, head.primaryKey == request.primaryKey {
             relay.supersededParts = StoredParts.superseded(by: head.variantKey, in: candidates)

@@ -10,4 +10,12 @@ enum PartitionedKeys {
         guard !tags.isEmpty, let partition = CachePartition.split(primaryKey).partition else { return tags }
         return tags.map { CachePartition.key($0, in: partition) }
     }
+
+    /// The tag every stored `QUERY` response for a URI carries, from the URI's `GET` key
+    /// `getKey` (in its partition): a `QUERY`'s key holds its content, so what invalidates or
+    /// purges the URI (RFC 9111 §4.4) finds its `QUERY` responses by this tag.
+    static func queryTag(getKey: String) -> String {
+        let (partition, key) = CachePartition.split(getKey)
+        return CachePartition.key("query " + key, in: partition)
+    }
 }

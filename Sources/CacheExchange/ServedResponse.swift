@@ -265,7 +265,7 @@ struct MultipartByteRanges {
         _ body: any StoredBody, _ ranges: [ClosedRange<Int64>], offset: Int64, completeLength: Int64,
         contentType: String?
     ) throws(StorageError) {
-        boundary = "httpcache-" + EntryID.random().rawValue
+        boundary = "httpcache-" + EntryID().rawValue
         var bytes: [UInt8] = []
         for range in ranges {
             var part = "--\(boundary)\r\n"

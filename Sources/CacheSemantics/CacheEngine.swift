@@ -114,8 +114,15 @@ let understoodStatuses: Set<Int> = [
     409, 410, 411, 412, 413, 414, 415, 416, 417, 421, 422, 426, 500, 501, 502, 503, 504, 505,
 ]
 
-/// Methods known to be safe (RFC 9110 §9.2.1); every other method invalidates (RFC 9111 §4.4).
-let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE"]
+/// Methods known to be safe (RFC 9110 §9.2.1, RFC 10008 §2 for `QUERY`); every other method
+/// invalidates (RFC 9111 §4.4).
+let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "QUERY"]
+
+/// Whether responses to `method` are stored and reused for the same method: `GET` (RFC 9110
+/// §9.3.1) and `QUERY` (RFC 10008 §2.7), keyed by its content as well. (`HEAD` reuses `GET`'s.)
+/// Two comparisons, not a set: every lookup asks.
+@inlinable
+package func isStoredMethod(_ method: String) -> Bool { method == "GET" || method == "QUERY" }
 
 /// The connection-specific fields (RFC 9110 §7.6.1), lowercased: never forwarded by a proxy,
 /// never stored, never taken from a `304` (RFC 9111 §3.1, §3.2). Fields `Connection` names are

@@ -51,9 +51,10 @@ public enum CachePartition {
 
     /// The prefixes of every primary key under which a response of `origin` (`scheme://host[:port]`,
     /// as ``CacheGroups/origin(of:)`` gives it) is stored in `partition`: its `GET` key, a
-    /// `POST` keyed by its body, and the exchange's No-Vary-Search marker of its paths.
+    /// `POST` keyed by its body, a `QUERY` (keyed by its content), and the exchange's
+    /// No-Vary-Search marker of its paths.
     public static func keyPrefixes(of origin: String, in partition: String?) -> [String] {
-        ["", "POST ", "NVS "].map { key($0 + origin + "/", in: partition) }
+        ["", "POST ", "NVS ", "QUERY "].map { key($0 + origin + "/", in: partition) }
     }
 }
 

@@ -18,8 +18,8 @@ public struct CacheRequest: Hashable, Sendable {
         cacheControl = RequestCacheControl(fields: head.fields)
         ifNoneMatch = EntityTagList(fields: head.fields, name: .ifNoneMatch)
         // If-Modified-Since is ignored with If-None-Match, and for methods other than GET
-        // and HEAD (RFC 9110 §13.1.3).
-        if ifNoneMatch == nil, head.method == "GET" || head.method == "HEAD",
+        // and HEAD (RFC 9110 §13.1.3) and QUERY, whose conditional form RFC 10008 §2.6 defines.
+        if ifNoneMatch == nil, isStoredMethod(head.method) || head.method == "HEAD",
             let text = head.fields[.ifModifiedSince]
         {
             ifModifiedSince = HTTPDate.parse(text)
@@ -194,7 +194,7 @@ extension CacheEngine {
     ///   - now: The current time.
     public func lookup(_ request: CacheRequest, candidates: [StoredResponseFacts], now: Timestamp) -> LookupDecision {
         let method = request.head.method
-        guard method == "GET" || method == "HEAD" else {
+        guard isStoredMethod(method) || method == "HEAD" else {
             return .forward(Forwarding(reason: .method, reasons: [.uncacheableMethod(method)]))
         }
         let directives = request.cacheControl

@@ -89,7 +89,7 @@ extension CacheEngine {
                 for: request, response: part, requestTime: requestTime, responseTime: responseTime)
         }
         var refusals: [Reason] = []
-        if request.method != "GET" { refusals.append(.methodNotStored(request.method)) }
+        if !isStoredMethod(request.method) { refusals.append(.methodNotStored(request.method)) }
         let status = response.status
         if status < 200 {
             refusals.append(.statusNotFinal(status))

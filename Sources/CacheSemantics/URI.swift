@@ -166,6 +166,12 @@ struct URIParts: Hashable {
 extension ASCII {
     static func upperHex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x41 + nibble - 10 }
 
+    /// unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~" (RFC 3986 §2.3).
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        isAlpha(byte) || isDigit(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+    }
+
     /// The value of a hex digit of either case (`HEXDIG`, RFC 3986 §2.1); `nil` for any other byte.
     package static func hexValue(_ byte: UInt8) -> UInt8? {
         if isDigit(byte) { return byte - 0x30 }

@@ -87,7 +87,7 @@ package struct URIAuthority: Hashable, Sendable {
                     index += 3
                     continue
                 }
-                guard isUnreserved(byte) || isSubDelimiter(byte) else {
+                guard ASCII.isUnreserved(byte) || isSubDelimiter(byte) else {
                     return .failure(
                         Invalid(
                             description:
@@ -191,13 +191,9 @@ package struct URIAuthority: Hashable, Sendable {
             let dot = bytes.firstIndex(of: UInt8(ascii: ".")), dot > 1, dot + 1 < bytes.count
         else { return false }
         return bytes[1..<dot].allSatisfy { ASCII.hexValue($0) != nil }
-            && bytes[(dot + 1)...].allSatisfy { isUnreserved($0) || isSubDelimiter($0) || $0 == UInt8(ascii: ":") }
-    }
-
-    /// unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~" (RFC 3986 §2.3).
-    private static func isUnreserved(_ byte: UInt8) -> Bool {
-        ASCII.isAlpha(byte) || ASCII.isDigit(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
-            || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+            && bytes[(dot + 1)...].allSatisfy {
+                ASCII.isUnreserved($0) || isSubDelimiter($0) || $0 == UInt8(ascii: ":")
+            }
     }
 
     /// sub-delims = "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "=" (RFC 3986 §2.2).

@@ -1,5 +1,11 @@
 import CacheSemantics
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Where an entry may live (the `URLCache.StoragePolicy` choices that store something).
 public enum StoragePolicy: UInt8, Hashable, Sendable, CustomStringConvertible {
     /// In memory and on disk.
@@ -10,10 +16,15 @@ public enum StoragePolicy: UInt8, Hashable, Sendable, CustomStringConvertible {
     public var description: String { self == .allowed ? "allowed" : "memory-only" }
 }
 
-/// An entry's identity: random, never derived from its URL, the same in every tier. Body
+/// An entry's identity: unique, never derived from its URL, the same in every tier. Body
 /// files on disk are named after it.
+///
+/// A new identity begins with the time it was made, in milliseconds, and ends with 80 random
+/// bits (as a UUIDv7 does): identities made one after another sort together, so the index's
+/// trees keyed by identity take new entries on their last pages and lose evicted ones (the
+/// oldest) from their first, instead of rewriting a page anywhere in a large index for each.
 public struct EntryID: Hashable, Sendable, CustomStringConvertible {
-    // 128 random bits, kept as numbers so that hashing and comparing an identity is cheap.
+    // 128 bits, kept as numbers so that hashing and comparing an identity is cheap.
     private let high: UInt64
     private let low: UInt64
 
@@ -39,10 +50,13 @@ public struct EntryID: Hashable, Sendable, CustomStringConvertible {
         self.init(high: values[0], low: values[1])
     }
 
-    /// A new random identifier.
-    public static func random() -> EntryID {
+    /// A new identity: 48 bits of the time in milliseconds since 1970, then 80 random bits.
+    public init() {
         var generator = SystemRandomNumberGenerator()
-        return EntryID(high: generator.next(), low: generator.next())
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let milliseconds = UInt64(max(0, now.tv_sec)) &* 1000 &+ UInt64(max(0, now.tv_nsec) / 1_000_000)
+        self.init(high: milliseconds << 16 | generator.next() & 0xFFFF, low: generator.next())
     }
 
     /// 32 lower-case hex digits: the body file's name on disk.

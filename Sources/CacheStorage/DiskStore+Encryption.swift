@@ -181,7 +181,7 @@ private struct Rekeying {
         } catch {
             return false
         }
-        let newID = EntryID.random()
+        let newID = EntryID()
         let owner = newID.bytes
         var checksums = BlockChecksums()
         var sealer = sealing.map { BlockSealer($0.body, owner: owner) }

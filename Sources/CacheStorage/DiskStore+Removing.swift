@@ -173,16 +173,31 @@ extension DiskStore {
             return 0
         }
         defer { close(directory) }
+        var started = timespec()
+        clock_gettime(CLOCK_REALTIME, &started)
         var removed = 0
         for name in FileIO.names(in: directory) {
             let isTemporary = name.hasSuffix(".tmp")
             let idText = isTemporary ? String(name.dropLast(4)) : name
             guard let id = EntryID(rawValue: idText) else { continue }  // not ours: leave it
-            // A live writer holds an exclusive lock on its file until its commit is done.
-            let orphaned = FileIO.removeIfUnlocked(name, in: directory) {
-                isTemporary || !isIndexed(id, countingPendingRemovals: true)
+            // A live writer holds an exclusive lock on its file until its commit is done. A
+            // temporary file written since this sweep began is a live writer's, taken between its
+            // creation and its lock: the writer starts again under another name (see
+            // DiskWriter.createTemporaryFile), and nothing was left by an interrupted write.
+            var leftBehind = false
+            let taken = FileIO.removeIfUnlocked(name, in: directory) { status in
+                guard isTemporary || !isIndexed(id, countingPendingRemovals: true) else { return false }
+                #if canImport(Darwin)
+                let written = status.st_mtimespec
+                #else
+                let written = status.st_mtim
+                #endif
+                leftBehind =
+                    !isTemporary || written.tv_sec < started.tv_sec
+                    || (written.tv_sec == started.tv_sec && written.tv_nsec < started.tv_nsec)
+                return true
             }
-            if orphaned { removed += 1 }
+            if taken && leftBehind { removed += 1 }
         }
         if removed > 0 { configuration.log("removed \(removed) orphaned body file(s) left by an interrupted write") }
         return removed

@@ -21,7 +21,7 @@ import Darwin
 /// - `index.sqlite-wal`, `index.sqlite-shm`: SQLite's WAL and its index, left in place when
 ///   the store closes, so that a short-lived process neither checkpoints nor creates them
 ///   again; releasing a store empties a WAL of more than 100 pages.
-/// - `bodies/<id>`: larger bodies, named by a random ``EntryID``, never by URL. A body is
+/// - `bodies/<id>`: larger bodies, named by their ``EntryID``, never by URL. A body is
 ///   written to `bodies/<id>.tmp` under an exclusive `flock`, renamed, and only then does
 ///   the index transaction that makes it visible commit. A crash leaves at most an
 ///   unreferenced file, which the sweep on the next open removes (off the caller's path).

@@ -15,7 +15,7 @@ import Darwin
 final class DiskWriter: EntryWriter {
     private let store: DiskStore
     private var head: EntryHead
-    private var id = EntryID.random()
+    private var id = EntryID()
     private var buffer: [UInt8] = []
     /// The checksums of a body in the clear; only its byte count when the store is encrypted.
     private var checksums = BlockChecksums()
@@ -79,7 +79,7 @@ final class DiskWriter: EntryWriter {
     private func createTemporaryFile() throws(StorageError) -> Int32 {
         for _ in 0..<8 {
             if let locked = try FileIO.createLocked(temporaryPath) { return locked }
-            id = EntryID.random()
+            id = EntryID()
         }
         throw StorageError(
             .writeFailed,

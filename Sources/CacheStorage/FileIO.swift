@@ -83,13 +83,14 @@ enum FileIO {
     /// lock on it and `shouldRemove` agrees, deciding and unlinking while holding the lock, so a
     /// writer that locks the file just after sees it unlinked (see ``createLocked(_:)``). A
     /// link, a directory or anything else is left alone. Returns whether it was removed.
-    static func removeIfUnlocked(_ name: String, in directory: Int32, _ shouldRemove: () -> Bool) -> Bool {
+    /// `shouldRemove` is given the file's status (its times, its size).
+    static func removeIfUnlocked(_ name: String, in directory: Int32, _ shouldRemove: (stat) -> Bool) -> Bool {
         let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return false }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0, shouldRemove() else { return false }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, shouldRemove(status) else { return false }
         return unlinkat(directory, name, 0) == 0
     }
 

@@ -168,7 +168,7 @@ public final class MemoryStore: CacheStore {
                     + "\(min(maximumEntrySize, capacity)); raise the memory capacity or maximum entry size")
         }
         let now = clock()
-        let entry = StoredEntry(id: .random(), head: head, bodySize: Int64(body.count), storedAt: now, lastAccess: now)
+        let entry = StoredEntry(id: EntryID(), head: head, bodySize: Int64(body.count), storedAt: now, lastAccess: now)
         let body = Self.compacted(body)
         let cost = Self.cost(of: entry, body: body)
         guard cost <= capacity else {

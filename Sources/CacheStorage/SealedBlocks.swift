@@ -12,7 +12,7 @@ package struct BodySealing: Sendable {
     /// Plaintext bytes per block: the checksum blocks' size, so a range reads the same blocks.
     package static let blockSize = checksumBlockSize
     /// What sealing adds to each block: its nonce and its tag.
-    package static let overhead = AESGCM.nonceByteCount + AESGCM.tagByteCount
+    package static let overhead = AESGCM.overhead
 
     package init(key: SymmetricKey) { self.key = key }
 
@@ -43,11 +43,9 @@ package struct BodySealing: Sendable {
 
     /// Block `block` of `owner`'s body, sealed: nonce, ciphertext, tag.
     func seal(_ plaintext: UnsafeRawBufferPointer, owner: [UInt8], block: Int, isLast: Bool) -> [UInt8] {
-        let nonce = SecureRandom.bytes(AESGCM.nonceByteCount)
-        let sealed = Self.additionalData(owner: owner, block: block, isLast: isLast).withUnsafeBytes { aad in
-            AESGCM.seal(plaintext, key: key, nonce: nonce, authenticating: aad)
+        Self.additionalData(owner: owner, block: block, isLast: isLast).withUnsafeBytes { aad in
+            AESGCM.seal(plaintext, key: key, authenticating: aad)
         }
-        return nonce + sealed
     }
 
     /// Opens blocks `blocks` of `owner`'s body of `size` bytes from `sealed`, which holds exactly
@@ -64,10 +62,9 @@ package struct BodySealing: Sendable {
         for block in blocks {
             let length = Self.plaintextCount(ofBlock: block, size: size) + Self.overhead
             guard offset + length <= sealed.count else { return .failure(BlockFailure(block: block)) }
-            let nonce = Array(sealed[offset..<(offset + AESGCM.nonceByteCount)])
-            let body = UnsafeRawBufferPointer(rebasing: sealed[(offset + AESGCM.nonceByteCount)..<(offset + length)])
+            let box = UnsafeRawBufferPointer(rebasing: sealed[offset..<(offset + length)])
             let opened = Self.additionalData(owner: owner, block: block, isLast: block == last).withUnsafeBytes { aad in
-                AESGCM.open(body, key: key, nonce: nonce, authenticating: aad)
+                AESGCM.open(box, key: key, authenticating: aad)
             }
             guard let opened else { return .failure(BlockFailure(block: block)) }
             offset += length
@@ -174,26 +171,18 @@ struct StoreSealing: Sendable {
         }
         appendLength(head.status, to: &plain)
         plain += [head.storagePolicy.rawValue, head.isComplete ? 1 : 0, head.userInfo == nil ? 0 : 1]
-        let nonce = SecureRandom.bytes(AESGCM.nonceByteCount)
         let aad = Array("head \(id.rawValue)".utf8)
-        return nonce
-            + plain.withUnsafeBytes { plain in
-                aad.withUnsafeBytes { AESGCM.seal(plain, key: index, nonce: nonce, authenticating: $0) }
-            }
+        return plain.withUnsafeBytes { plain in
+            aad.withUnsafeBytes { AESGCM.seal(plain, key: index, authenticating: $0) }
+        }
     }
 
     /// The head sealed in `sealed` for `id`; `nil` when it does not open or does not decode.
     func openHead(_ sealed: [UInt8], id: EntryID) -> EntryHead? {
-        guard sealed.count >= AESGCM.nonceByteCount + AESGCM.tagByteCount else { return nil }
-        let nonce = Array(sealed[..<AESGCM.nonceByteCount])
         let aad = Array("head \(id.rawValue)".utf8)
         guard
-            let plain = sealed.withUnsafeBytes({ bytes in
-                aad.withUnsafeBytes {
-                    AESGCM.open(
-                        UnsafeRawBufferPointer(rebasing: bytes[AESGCM.nonceByteCount...]), key: index, nonce: nonce,
-                        authenticating: $0)
-                }
+            let plain = sealed.withUnsafeBytes({ box in
+                aad.withUnsafeBytes { AESGCM.open(box, key: index, authenticating: $0) }
             })
         else { return nil }
         var offset = 0

@@ -13,9 +13,6 @@ struct RedisSealing: Sendable {
         naming = key.key.derived("redis names")
     }
 
-    /// What sealing adds to a value.
-    static let overhead = AESGCM.nonceByteCount + AESGCM.tagByteCount
-
     /// The first 8 bytes of HMAC-SHA-256 of `text` under `kind`, as 16 hex digits.
     func hash(_ kind: Character, _ text: String) -> String {
         let code = naming.authenticationCode(Array("\(kind)\0\(text)".utf8))
@@ -23,33 +20,20 @@ struct RedisSealing: Sendable {
     }
 
     /// `value` sealed for the place `place` (its key and field).
-    func seal(_ value: [UInt8], for place: [UInt8], nonce: [UInt8] = SecureRandom.bytes(AESGCM.nonceByteCount))
-        -> [UInt8]
-    {
-        nonce
-            + value.withUnsafeBytes { plain in
-                place.withUnsafeBytes { AESGCM.seal(plain, key: sealing, nonce: nonce, authenticating: $0) }
-            }
+    func seal(_ value: [UInt8], for place: [UInt8], nonce: AESGCM.Nonce = .random()) -> [UInt8] {
+        value.withUnsafeBytes { plain in
+            place.withUnsafeBytes { AESGCM.seal(plain, key: sealing, nonce: nonce, authenticating: $0) }
+        }
     }
 
     /// `value` sealed for `place` with a nonce derived from it: the same value always seals to the
     /// same bytes there (a set's member, which must be found again to be removed).
     func sealDeterministically(_ value: [UInt8], for place: [UInt8]) -> [UInt8] {
-        seal(
-            value, for: place,
-            nonce: Array(naming.authenticationCode(place + [0] + value).prefix(AESGCM.nonceByteCount)))
+        seal(value, for: place, nonce: .derived(from: place + [0] + value, key: naming))
     }
 
     /// What `sealed` holds for `place`; `nil` when it does not authenticate there.
     func open(_ sealed: [UInt8], for place: [UInt8]) -> [UInt8]? {
-        guard sealed.count >= Self.overhead else { return nil }
-        let nonce = Array(sealed[..<AESGCM.nonceByteCount])
-        return sealed.withUnsafeBytes { bytes in
-            place.withUnsafeBytes {
-                AESGCM.open(
-                    UnsafeRawBufferPointer(rebasing: bytes[AESGCM.nonceByteCount...]), key: sealing, nonce: nonce,
-                    authenticating: $0)
-            }
-        }
+        sealed.withUnsafeBytes { box in place.withUnsafeBytes { AESGCM.open(box, key: sealing, authenticating: $0) } }
     }
 }

@@ -37,7 +37,7 @@ public final class RedisStore: CacheStore {
     private let prefix: [UInt8]
     private let clock: @Sendable () -> Double
     /// Identifies this process's messages on the invalidation channel.
-    let senderID = EntryID.random().rawValue
+    let senderID = EntryID().rawValue
     /// Seals what is written, with ``RedisConfiguration/encryptionKey``.
     private let sealing: RedisSealing?
 
@@ -174,7 +174,7 @@ public final class RedisStore: CacheStore {
 
     /// A new identity: `primaryKey`'s XXH64 (or keyed hash), then 64 random bits.
     private func newID(for primaryKey: String) -> EntryID {
-        EntryID(rawValue: hashText(primaryKey) + EntryID.random().rawValue.prefix(16))!
+        EntryID(rawValue: hashText(primaryKey) + EntryID().rawValue.suffix(16))!
     }
 
     // MARK: Running commands

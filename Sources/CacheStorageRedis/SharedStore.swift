@@ -302,7 +302,7 @@ public final class SharedStore: CollapsingStore {
     /// if claimed, so ``endFill(_:)`` releases what Redis may hold, and the lease bounds it
     /// otherwise.
     private func claim(_ primaryKey: String) -> Claim {
-        let token = Array(EntryID.random().rawValue.utf8)
+        let token = Array(EntryID().rawValue.utf8)
         let key = redis.lockKey(primaryKey)
         let script = """
             local held = redis.call('GET', KEYS[1])

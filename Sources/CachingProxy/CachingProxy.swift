@@ -81,6 +81,9 @@ public final class CachingProxy: Sendable {
         public var idleTimeout = 60.0
         /// The largest request body accepted (`413` beyond).
         public var maxRequestBodyBytes: Int64 = 8 << 20
+        /// The largest `QUERY` content keyed and cached (RFC 10008 §2.7): a larger `QUERY` is sent
+        /// to the origin uncached, with `detail=query-content-too-large` in its `Cache-Status`.
+        public var maxQueryContentBytes = 64 << 10
         /// Threads that may wait for origins at once.
         public var maxOriginThreads = 256
         /// Seconds to connect to an origin.

@@ -9,7 +9,8 @@ public struct RequestKey: Hashable, Sendable {
     public var url: URL
     /// Keys a `POST` by its body as well as its URL, and makes it cacheable like a `GET`:
     /// for query APIs (GraphQL and the like) that use `POST` to send a query, not to change
-    /// anything. Such a `POST` invalidates nothing. Ignored for other methods.
+    /// anything. Such a `POST` invalidates nothing. Ignored for other methods (a `QUERY` is
+    /// always keyed by its content, RFC 10008 §2.7).
     public var includesBody: Bool
 
     /// Creates a key.

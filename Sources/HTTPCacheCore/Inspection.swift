@@ -85,6 +85,14 @@ extension HTTPCache {
         return driver.storedEntries(for: key).map { info($0, at: time) }
     }
 
+    /// The stored responses (every `Vary` variant) under the key `request` is answered from: its
+    /// URL's, or for a `QUERY` its URL's and content's (RFC 10008 §2.7).
+    public func entries(answering request: FetchRequest) throws(StorageError) -> [CacheEntryInfo] {
+        guard let key = (try? prepare(request))?.primaryKey else { return [] }
+        let time = now
+        return driver.storedEntries(for: key).map { info($0, at: time) }
+    }
+
     /// Removes the stored responses for `GET url` in `partition` (by default
     /// ``Configuration/partition``); returns how many.
     @discardableResult

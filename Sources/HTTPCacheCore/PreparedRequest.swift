@@ -140,14 +140,12 @@ extension HTTPCache {
             prepared.exchange.bypassReasons = [.configured("the cache-key hook chose not to cache this request")]
             return prepared
         }
+        if method == "QUERY" {
+            return keyedByContent(prepared, key: try keyed(key, target: target), partition: partition)
+        }
         let keyedByBody = key.includesBody && method == "POST"
         let keyMethod = keyedByBody || method == "HEAD" ? "GET" : method
-        // Without a key hook the key is the request's URL, in the form it is sent already.
-        let keyed =
-            configuration.keyForRequest == nil ? target.key : CacheKey(method: "GET", uri: Self.sentURI(key.url))
-        guard var cacheKey = keyed else {
-            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
-        }
+        var cacheKey = try keyed(key, target: target)
         cacheKey.method = keyMethod
         if keyedByBody {
             // A POST used as a query (GraphQL, search): keyed by its body, stored and reused as
@@ -172,6 +170,42 @@ extension HTTPCache {
                     .map { CachePartition.key($0.primaryKey, in: partition) }
             }
         }
+        return prepared
+    }
+
+    /// The `GET` key of `key`: without a key hook the request's URL, in the form it is sent already.
+    private func keyed(_ key: RequestKey, target: RequestTarget) throws -> CacheKey {
+        let keyed =
+            configuration.keyForRequest == nil ? target.key : CacheKey(method: "GET", uri: Self.sentURI(key.url))
+        guard let keyed else {
+            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "the URL cannot be parsed: \(key.url)"])
+        }
+        return keyed
+    }
+
+    /// The largest `QUERY` content the cache keys (RFC 10008 §2.7); a larger one is sent on, and
+    /// its response neither stored nor served from the store.
+    static let maximumQueryContentLength = 1 << 20
+
+    /// Keys a `QUERY` by its URL and its content (``QueryContentKey``): stored and reused like a
+    /// `GET`, and, being safe (RFC 10008 §2), invalidating nothing.
+    private func keyedByContent(_ prepared: PreparedRequest, key: CacheKey, partition: String?) -> PreparedRequest {
+        var prepared = prepared
+        let request = prepared.request
+        let content = request.body ?? Data()
+        if request.hasBodyStream || content.count > Self.maximumQueryContentLength {
+            let what = request.hasBodyStream ? "a body stream" : "\(content.count) bytes of content"
+            prepared.exchange.bypassReasons = [
+                .configured(
+                    "a QUERY with \(what) is sent on and never stored: its key needs the content, and the cache keys at most \(Self.maximumQueryContentLength) bytes of it (RFC 10008 §2.7)"
+                )
+            ]
+            return prepared
+        }
+        var queryKey = key
+        queryKey.method = "QUERY"
+        let contentKey = QueryContentKey(content: Array(content), fields: prepared.exchange.head.fields)
+        prepared.exchange.primaryKey = CachePartition.key(contentKey.primaryKey(for: queryKey), in: partition)
         return prepared
     }
 }

@@ -1,3 +1,4 @@
+import CacheExchange
 import CacheSemantics
 import Foundation
 import HTTPCacheCore
@@ -14,11 +15,13 @@ struct Explanation {
     var engine: CacheEngine
     var now: Timestamp
     var elapsed: Duration
+    /// For a `QUERY`: the part of its key its content makes (RFC 10008 §2.7).
+    var contentKey: QueryContentKey?
 
     /// The stored response that answers ``request`` (its `Vary` fields match), if any.
     var entry: CacheEntryInfo? {
         let readable = entries.filter { $0.facts != nil }
-        guard request.method == "GET" || request.method == "HEAD",
+        guard isStoredMethod(request.method) || request.method == "HEAD",
             let index = engine.selectVariant(request.fields, candidates: readable.compactMap(\.facts))
         else { return nil }
         return readable[index]
@@ -60,6 +63,7 @@ struct Explanation {
             response: ResponseHead(status: status, fields: fields), requestTime: now, responseTime: now)
         var facts: StoredResponseFacts?
         var rows: [[String]] = []
+        if let contentKey { rows.append(["Content key:", contentKey.description]) }
         // A response the cache made itself (the 504 of only-cache) says nothing about the origin.
         let madeByCache = !result.cacheStatus.hit && result.cacheStatus.forward == nil
         if madeByCache {
@@ -110,7 +114,7 @@ struct Explanation {
             let others = entries.count > 1 ? " (\(entries.count) variants stored for this URL)" : ""
             for line in timeline(stored) { text += "  - \(line)\n" }
             if !others.isEmpty { text += "  -\(others)\n" }
-        } else if request.method != "GET" && request.method != "HEAD" {
+        } else if !isStoredMethod(request.method) && request.method != "HEAD" {
             text += "  - go to the origin: \(request.method) requests are not answered from the cache\n"
         } else {
             text += "  - go to the origin: nothing stored answers them\n"
@@ -423,14 +427,18 @@ struct ExplainCommand {
             (try? fetched.get()).map { [.miss, .bypass].contains($0.outcome) ? Int64($0.data.count) : 0 } ?? 0
         PersistentStatistics.add(cache.statistics, bytesFromOrigin: fromOrigin, in: cacheOptions.directory)
         let result = try fetched.get()
-        let url = result.url
-        let entries = (try? cache.entries(for: url)) ?? []
+        var fetch = options.request
+        fetch.url = result.url
+        let entries = (try? cache.entries(answering: fetch)) ?? []
         var request = options.head
-        request.uri = url.absoluteString
+        request.uri = result.url.absoluteString
+        request.method = options.method.uppercased()  // as the cache sends and keys it
         let explanation = Explanation(
             request: request, result: result, entries: entries,
             engine: CacheEngine(configuration: options.isShared ? .sharedCache : .privateCache),
-            now: Timestamp(secondsSince1970: Date().timeIntervalSince1970), elapsed: elapsed)
+            now: Timestamp(secondsSince1970: Date().timeIntervalSince1970), elapsed: elapsed,
+            contentKey: request.method == "QUERY"
+                ? QueryContentKey(content: Array(options.body ?? Data()), fields: request.fields) : nil)
         Console.out(explanation.text)
     }
 }

@@ -27,7 +27,9 @@ struct GetCommand {
         Options:
           -X, --request METHOD   the method (default GET, or POST with -d)
           -H, --header 'N: v'    a request field; repeat for more
-          -d, --data DATA        a request body; @FILE reads it from FILE
+          -d, --data DATA        a request body; @FILE reads it from FILE. With -X QUERY
+                                 (RFC 10008) the response is cached under the URL and the
+                                 content; send its type too (-H 'Content-Type: ...')
           -i, --include          print the status line and fields (with Cache-Status) first
           -o, --output FILE      write the body to FILE; - is stdout. A file is replaced only
                                  when the body is complete and keeps its mode and owner; a

@@ -20,6 +20,7 @@ struct ServeCommand {
             .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
             .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
+            .value("--max-query-content"),
             .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
             .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
             .flag("--no-early-hints"), .flag("--dictionary-compress"),
@@ -99,6 +100,9 @@ struct ServeCommand {
           --header-timeout SEC    time to send a request head (default 10)
           --idle-timeout SEC      keep-alive idle time (default 60)
           --max-body BYTES        largest request body (default 8M)
+          --max-query-content BYTES
+                                  largest QUERY content keyed and cached (default 64K);
+                                  a larger QUERY goes to the origin uncached
           --allow-destination HOST[:PORT]
                                   forward proxy: the only destinations to reach (repeat
                                   for more; a HOST alone allows every port; IPv6 in
@@ -263,6 +267,7 @@ struct ServeCommand {
         if let value = try bytes("--memory") { configuration.memoryCapacity = value }
         if let value = try bytes("--disk") { configuration.diskCapacity = value }
         if let value = try bytes("--max-body") { configuration.maxRequestBodyBytes = value }
+        if let value = try bytes("--max-query-content") { configuration.maxQueryContentBytes = Int(value) }
         if let value = try number("--loops") { configuration.loops = Int(value) }
         if let value = try number("--max-connections") { configuration.maxConnections = Int(value) }
         if let value = try number("--header-timeout") { configuration.headerTimeout = value }
@@ -357,6 +362,7 @@ struct ServeCommand {
         case "--header-timeout": return .integer(Int64(configuration.headerTimeout))
         case "--idle-timeout": return .integer(Int64(configuration.idleTimeout))
         case "--max-body": return .integer(configuration.maxRequestBodyBytes)
+        case "--max-query-content": return .integer(Int64(configuration.maxQueryContentBytes))
         case "--redis-prefix": return redis.configuration.map { .string($0.keyPrefix) }
         case "--redis-timeout": return redis.configuration.map { .integer(Int64($0.commandTimeout * 1000)) }
         case "--local-memory": return redis.configuration.map { _ in .integer(configuration.memoryCapacity) }

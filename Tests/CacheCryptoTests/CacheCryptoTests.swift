@@ -94,57 +94,68 @@ private func bytes(hex text: String) -> [UInt8] {
 
 @Suite struct AESGCMTests {
     private let zeroKey = SymmetricKey(bytes: Array(repeating: 0, count: 32))!
-    private let zeroNonce = [UInt8](repeating: 0, count: 12)
+    private let zeroNonce = AESGCM.Nonce([UInt8](repeating: 0, count: 12))!
 
-    /// The GCM specification's test cases 13 and 14 (AES-256, zero key and nonce).
+    /// The GCM specification's test cases 13 and 14 (AES-256, zero key and nonce): the box is
+    /// the nonce, then the ciphertext and tag the specification gives.
     @Test func knownAnswers() {
-        let empty = [UInt8]().withUnsafeBytes { plain in
-            AESGCM.seal(
-                plain, key: zeroKey, nonce: zeroNonce, authenticating: UnsafeRawBufferPointer(start: nil, count: 0))
-        }
-        #expect(hex(empty) == "530f8afbc74536b9a963b4f1c4cb738b")
-        let block = [UInt8](repeating: 0, count: 16).withUnsafeBytes { plain in
-            AESGCM.seal(
-                plain, key: zeroKey, nonce: zeroNonce, authenticating: UnsafeRawBufferPointer(start: nil, count: 0))
-        }
-        #expect(hex(block) == "cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919")
+        let empty = seal([], key: zeroKey, nonce: zeroNonce, aad: [])
+        #expect(hex(empty) == String(repeating: "00", count: 12) + "530f8afbc74536b9a963b4f1c4cb738b")
+        let block = seal([UInt8](repeating: 0, count: 16), key: zeroKey, nonce: zeroNonce, aad: [])
+        #expect(
+            hex(block) == String(repeating: "00", count: 12) + "cea7403d4d606b6e074ec5d3baf39d18"
+                + "d0d1c8a799996bf0265b98b5d48ab919")
+        #expect(open(block, key: zeroKey, aad: []) == [UInt8](repeating: 0, count: 16))
     }
 
-    fileprivate func seal(_ plain: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8] {
+    /// A nonce is 12 bytes or nothing; random ones differ; a derived one depends on the message
+    /// and the key only.
+    @Test func nonces() {
+        #expect(AESGCM.Nonce(Array(repeating: 1, count: 11)) == nil)
+        #expect(AESGCM.Nonce(Array(repeating: 1, count: 13)) == nil)
+        #expect(AESGCM.Nonce.random() != AESGCM.Nonce.random())
+        let (key, other) = (SymmetricKey.random(), SymmetricKey.random())
+        let message = Array("a set member".utf8)
+        #expect(AESGCM.Nonce.derived(from: message, key: key) == AESGCM.Nonce.derived(from: message, key: key))
+        #expect(AESGCM.Nonce.derived(from: message, key: key) != AESGCM.Nonce.derived(from: message, key: other))
+        #expect(AESGCM.Nonce.derived(from: message, key: key) != AESGCM.Nonce.derived(from: message + [0], key: key))
+    }
+
+    fileprivate func seal(
+        _ plain: [UInt8], key: SymmetricKey, nonce: AESGCM.Nonce = .random(), aad: [UInt8]
+    ) -> [UInt8] {
         plain.withUnsafeBytes { plain in
             aad.withUnsafeBytes { AESGCM.seal(plain, key: key, nonce: nonce, authenticating: $0) }
         }
     }
 
-    fileprivate func open(_ sealed: [UInt8], key: SymmetricKey, nonce: [UInt8], aad: [UInt8]) -> [UInt8]? {
-        sealed.withUnsafeBytes { sealed in
-            aad.withUnsafeBytes { AESGCM.open(sealed, key: key, nonce: nonce, authenticating: $0) }
-        }
+    fileprivate func open(_ box: [UInt8], key: SymmetricKey, aad: [UInt8]) -> [UInt8]? {
+        box.withUnsafeBytes { box in aad.withUnsafeBytes { AESGCM.open(box, key: key, authenticating: $0) } }
     }
 
-    /// Authenticated encryption: anything but the exact sealed bytes under the same key, nonce and
+    /// Authenticated encryption: anything but the exact sealed bytes under the same key and
     /// associated data is refused, never decrypted into other bytes.
     @Test func everyAlterationIsRefused() {
         let key = SymmetricKey.random()
-        let nonce = SecureRandom.bytes(12)
         let plain = Array("a stored body, block 3 of entry 17".utf8)
         let aad = Array("entry 17 block 3".utf8)
-        let sealed = seal(plain, key: key, nonce: nonce, aad: aad)
-        #expect(sealed.count == plain.count + AESGCM.tagByteCount)
-        #expect(open(sealed, key: key, nonce: nonce, aad: aad) == plain)
-        #expect(open(sealed, key: SymmetricKey.random(), nonce: nonce, aad: aad) == nil)
-        #expect(open(sealed, key: key, nonce: SecureRandom.bytes(12), aad: aad) == nil)
-        #expect(open(sealed, key: key, nonce: nonce, aad: Array("entry 18 block 3".utf8)) == nil)
-        #expect(open(Array(sealed.dropLast()), key: key, nonce: nonce, aad: aad) == nil)
-        #expect(open(Array(sealed.prefix(AESGCM.tagByteCount - 1)), key: key, nonce: nonce, aad: aad) == nil)
-        #expect(open(sealed, key: key, nonce: Array(nonce.prefix(11)), aad: aad) == nil)
-        for position in [0, 5, plain.count, sealed.count - 1] {
+        let sealed = seal(plain, key: key, aad: aad)
+        #expect(sealed.count == plain.count + AESGCM.overhead)
+        #expect(open(sealed, key: key, aad: aad) == plain)
+        #expect(open(sealed, key: SymmetricKey.random(), aad: aad) == nil)
+        #expect(open(sealed, key: key, aad: Array("entry 18 block 3".utf8)) == nil)
+        #expect(open(Array(sealed.dropLast()), key: key, aad: aad) == nil)
+        #expect(open(Array(sealed.dropFirst()), key: key, aad: aad) == nil)
+        #expect(open(Array(sealed.prefix(AESGCM.overhead - 1)), key: key, aad: aad) == nil)
+        // The nonce is covered too: a box with another nonce does not open.
+        for position in [0, 11, 12, 12 + 5, 12 + plain.count, sealed.count - 1] {
             var flipped = sealed
             flipped[position] ^= 0x01
-            #expect(open(flipped, key: key, nonce: nonce, aad: aad) == nil, "bit flipped at \(position)")
+            #expect(open(flipped, key: key, aad: aad) == nil, "bit flipped at \(position)")
         }
-        let emptySealed = seal([], key: key, nonce: nonce, aad: aad)
-        #expect(open(emptySealed, key: key, nonce: nonce, aad: aad) == [])
+        #expect(seal(plain, key: key, aad: aad) != sealed, "a random nonce each time")
+        let emptySealed = seal([], key: key, aad: aad)
+        #expect(open(emptySealed, key: key, aad: aad) == [])
     }
 }
 
@@ -153,22 +164,21 @@ extension AESGCMTests {
     /// threads at once each with its own key, must all seal and open as with fresh contexts.
     @Test func reusedContextsFollowTheKey() async {
         let keys = (0..<3).map { _ in SymmetricKey.random() }
-        let nonce = SecureRandom.bytes(12)
+        let nonce = AESGCM.Nonce.random()
         let plain = Array("the same block under three keys".utf8)
         let sealed = keys.map { seal(plain, key: $0, nonce: nonce, aad: []) }
         #expect(Set(sealed).count == 3)
         for round in 0..<6 {
             let index = round % 3
             #expect(seal(plain, key: keys[index], nonce: nonce, aad: []) == sealed[index])
-            #expect(open(sealed[index], key: keys[index], nonce: nonce, aad: []) == plain)
-            #expect(open(sealed[index], key: keys[(index + 1) % 3], nonce: nonce, aad: []) == nil)
+            #expect(open(sealed[index], key: keys[index], aad: []) == plain)
+            #expect(open(sealed[index], key: keys[(index + 1) % 3], aad: []) == nil)
         }
         await withTaskGroup(of: Bool.self) { group in
             for index in 0..<8 {
                 group.addTask {
                     let key = keys[index % 3]
-                    return (0..<200).allSatisfy { _ in
-                        open(seal(plain, key: key, nonce: nonce, aad: []), key: key, nonce: nonce, aad: []) == plain
+                    return (0..<200).allSatisfy { _ in open(seal(plain, key: key, aad: []), key: key, aad: []) == plain
                     }
                 }
             }

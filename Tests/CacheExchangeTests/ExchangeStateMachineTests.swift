@@ -25,7 +25,7 @@ struct ExchangeStateMachineTests {
             responseTime: received)
         guard case .store(let storable) = decision else { preconditionFailure("not storable: \(decision)") }
         let entry = StoredEntry(
-            id: .random(),
+            id: EntryID(),
             head: EntryHead(
                 primaryKey: url, variantKey: storable.facts.variantKey, url: url, status: status,
                 fields: storable.fields, facts: storable.facts.serialized()),

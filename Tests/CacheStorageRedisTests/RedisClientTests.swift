@@ -121,7 +121,7 @@ struct RedisClientTests {
             let store = RedisStore(configuration)
             let fake = EntryRecord(
                 entry: StoredEntry(
-                    id: .random(),
+                    id: EntryID(),
                     head: EntryHead(
                         primaryKey: "https://evil.example/", url: "https://evil.example/", status: 200, fields: [],
                         facts: []),

@@ -198,7 +198,7 @@ struct RedisLayoutTests {
             let good = try Self.write(store, key, Self.body(16_384))
             for (name, value) in [
                 (Array("v2".utf8), record), (Array("junk".utf8), Array("junk".utf8)),
-                ([0] + Array(EntryID.random().rawValue.utf8), Self.body(100)),
+                ([0] + Array(EntryID().rawValue.utf8), Self.body(100)),
             ] {
                 #expect(try server.command([Array("HSET".utf8), hash, name, value]) == ":1")
             }

@@ -98,8 +98,8 @@ struct CrashTests {
             let goodURL = StressBodies.url(key: 1, generation: 1, size: 20_000)
             let wrongBodyURL = StressBodies.url(key: 2, generation: 2, size: 20_000)
             let wrongSizeURL = StressBodies.url(key: 3, generation: 3, size: 300)
-            let lockedTemporary = EntryID.random().rawValue + ".tmp"
-            let orphan = EntryID.random().rawValue
+            let lockedTemporary = EntryID().rawValue + ".tmp"
+            let orphan = EntryID().rawValue
             do {
                 let store = try DiskStore(StoreCheck.configuration(directory.path))
                 try Self.put(store, url: goodURL, key: 1, body: StressBodies.body(for: goodURL, size: 20_000))

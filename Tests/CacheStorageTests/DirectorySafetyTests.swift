@@ -38,7 +38,7 @@ private func resolved(_ path: String) -> String {
         var elsewhere: String { path + "/elsewhere" }
         static let victimBytes = Data("precious bytes: not a cache's".utf8)
         /// Names the sweep would remove from `bodies/` (an orphan and a temporary file).
-        static let bodyNames = [EntryID.random().rawValue, EntryID.random().rawValue + ".tmp"]
+        static let bodyNames = [EntryID().rawValue, EntryID().rawValue + ".tmp"]
 
         init() throws {
             try Self.victimBytes.write(to: URL(fileURLWithPath: victim))

@@ -227,7 +227,7 @@ struct StoreBehaviourTests {
             #expect(found.head.fields == ["ETag": "\"v2\""])
             #expect(found.head.facts == [9, 9])
             #expect(try store.body(of: stored.id) == body)
-            #expect(throws: StorageError.self) { try store.update(EntryID.random(), fields: [:], facts: []) }
+            #expect(throws: StorageError.self) { try store.update(EntryID(), fields: [:], facts: []) }
         }
     }
 
@@ -304,7 +304,7 @@ struct StoreBehaviourTests {
         // for that of the five entries besides 10,000 bytes of bodies.
         let overhead = MemoryStore.cost(
             of: StoredEntry(
-                id: .random(), head: head("https://example.com/0"), bodySize: 0, storedAt: 0, lastAccess: 0),
+                id: EntryID(), head: head("https://example.com/0"), bodySize: 0, storedAt: 0, lastAccess: 0),
             body: [])
         let store = try kind.make(
             capacity: 10_000 + (kind == .memory ? 5 * overhead : 0), directory: directory, clock: clock)
@@ -788,7 +788,7 @@ struct EntryIDTests {
     @Test("32 lowercase hex digits that read back as the same identity; 16 bytes, big-endian, the same bits")
     func textAndBytes() throws {
         for _ in 0..<200 {
-            let id = EntryID.random()
+            let id = EntryID()
             #expect(id.rawValue.utf8.count == 32)
             #expect(id.rawValue.allSatisfy { "0123456789abcdef".contains($0) })
             #expect(EntryID(rawValue: id.rawValue) == id)
@@ -798,5 +798,24 @@ struct EntryIDTests {
         let known = try #require(EntryID(rawValue: "000102030405060708090a0b0c0d0e0f"))
         #expect(known.bytes == Array(0..<16))
         #expect(known.rawValue == "000102030405060708090a0b0c0d0e0f")
+    }
+
+    @Test(
+        "A new identity begins with the time in milliseconds: ones made in turn sort in turn across milliseconds; 10,000 differ"
+    )
+    func timeOrdered() throws {
+        let before = UInt64(Date().timeIntervalSince1970 * 1000)
+        var ids = (0..<5_000).map { _ in EntryID() }
+        Thread.sleep(forTimeInterval: 0.002)
+        ids += (0..<5_000).map { _ in EntryID() }
+        let after = UInt64(Date().timeIntervalSince1970 * 1000)
+        #expect(Set(ids).count == ids.count)
+        let times = ids.map { UInt64($0.rawValue.prefix(12), radix: 16) ?? 0 }
+        #expect(times.allSatisfy { $0 + 1 >= before && $0 <= after + 1 }, "\(before)…\(after): \(times.prefix(3))")
+        #expect(times == times.sorted())
+        // Within one millisecond the rest is random; across milliseconds the text sorts as made.
+        let pairs = zip(zip(ids, times), zip(ids, times).dropFirst())
+        #expect(pairs.allSatisfy { earlier, later in earlier.1 == later.1 || earlier.0.rawValue < later.0.rawValue })
+        #expect(times.first! < times.last!)
     }
 }

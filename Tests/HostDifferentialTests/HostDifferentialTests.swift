@@ -125,7 +125,7 @@ struct World: Sendable {
 /// One step of a case.
 enum Step: Sendable {
     /// A request; `Content-Length` etc. are the client's business.
-    case request(String, method: String = "GET", headers: [(String, String)] = [])
+    case request(String, method: String = "GET", headers: [(String, String)] = [], body: String? = nil)
     /// `count` identical requests at once.
     case concurrent(String, count: Int)
     case advance(Double)
@@ -154,7 +154,7 @@ struct DifferentialCase: Sendable, CustomTestStringConvertible {
 /// Something that answers requests through a cache in front of a world's origin.
 protocol Host: AnyObject, Sendable {
     func start(_ world: World) async throws
-    func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer
+    func send(_ path: String, method: String, headers: [(String, String)], body: String?) async -> Answer
     /// `count` GETs of `path` at once, their answers in any order.
     func sendConcurrently(_ path: String, count: Int) async -> [Answer]
     func waitForBackgroundWork() async
@@ -173,8 +173,8 @@ extension Host {
         var transcript = Transcript()
         for step in testCase.steps {
             switch step {
-            case .request(let path, let method, let headers):
-                transcript.answers.append(await send(path, method: method, headers: headers))
+            case .request(let path, let method, let headers, let body):
+                transcript.answers.append(await send(path, method: method, headers: headers, body: body))
             case .concurrent(let path, let count):
                 let answers = await sendConcurrently(path, count: count)
                 // Which one led is a race: compare them in a fixed order.
@@ -200,7 +200,7 @@ extension Host {
     /// `count` GETs of `path`, each sent by a task of its own.
     func sendInTasks(_ path: String, count: Int) async -> [Answer] {
         await withTaskGroup(of: Answer.self) { group in
-            for _ in 0..<count { group.addTask { await self.send(path, method: "GET", headers: []) } }
+            for _ in 0..<count { group.addTask { await self.send(path, method: "GET", headers: [], body: nil) } }
             var answers: [Answer] = []
             for await answer in group { answers.append(answer) }
             return answers
@@ -233,10 +233,11 @@ final class LibraryHost: Host, @unchecked Sendable {
         self.world = world
     }
 
-    func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer {
+    func send(_ path: String, method: String, headers: [(String, String)], body: String?) async -> Answer {
         guard let cache, let world else { return .failed }
         var request = URLRequest(url: world.origin.url(path))
         request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         guard let response = try? await cache.data(for: request) else { return .failed }
         let fields = response.response
@@ -294,11 +295,14 @@ final class ProxyHost: Host, @unchecked Sendable {
         self.proxy = proxy
     }
 
-    func send(_ path: String, method: String, headers: [(String, String)]) async -> Answer {
+    func send(_ path: String, method: String, headers: [(String, String)], body: String?) async -> Answer {
         guard let proxy else { return .failed }
-        if wire == .http2 { return sendOverHTTP2([HTTP2Request(method, path, fields: headers)])[0] }
+        if wire == .http2 {
+            return sendOverHTTP2([HTTP2Request(method, path, fields: headers, body: body.map { Array($0.utf8) })])[0]
+        }
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(proxy.port)\(path)")!)
         request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         guard let (data, response) = try? await session.data(for: request), let http = response as? HTTPURLResponse
         else { return .failed }

@@ -5,8 +5,28 @@ import LoopbackOrigin
 extension DifferentialCase {
     /// The rest of the standards, through both hosts: strict targeted fields (RFC 9213), the
     /// client's own conditionals (RFC 9110 §13.2.2, §15.4.5), POST reuse (RFC 9110 §9.3.3),
-    /// Vary normalisation (RFC 9111 §4.1), Cache Groups (RFC 9875).
+    /// Vary normalisation (RFC 9111 §4.1), Cache Groups (RFC 9875), QUERY (RFC 10008).
     static let standards: [DifferentialCase] = [
+        // MARK: QUERY (RFC 10008)
+        make(
+            "a QUERY is answered from the store for the same content only, JSON white space aside, and never a GET (RFC 10008 §2.7)",
+            { world in
+                world.route("/r") { request, number in
+                    .init(
+                        headers: [("Cache-Control", "max-age=60")],
+                        body: Array(
+                            "\(request.method) \(String(decoding: request.body, as: UTF8.self)) #\(number)".utf8))
+                }
+            },
+            [
+                query(#"{"q": 1}"#), query(#"{ "q":1 }"#), query(#"{"q": 2}"#), get, query(#"{"q":1}"#),
+                .request("/r", method: "POST", body: "x"), query(#"{"q": 1}"#),
+            ]
+        ) {
+            $0.originRequests == 5 && $0.isHit(1) && $0.isHit(4) && !$0.isHit(2) && !$0.isHit(3) && !$0.isHit(6)
+                && $0.answers[4].body == #"QUERY {"q": 1} #1"# && $0.answers[3].body == "GET  #3"
+        },
+
         // MARK: Targeted fields (RFC 9213)
         make(
             "a CDN-Cache-Control max-age given as a String is not consumed: Cache-Control applies (RFC 9213 §2.1)",
@@ -382,6 +402,11 @@ extension DifferentialCase {
                     body: Array(body[Int(part.lowerBound)...Int(part.upperBound)]))
             }
         }
+    }
+
+    /// A QUERY of /r with JSON `content`.
+    static func query(_ content: String) -> Step {
+        .request("/r", method: "QUERY", headers: [("Content-Type", "application/json")], body: content)
     }
 
     /// A case whose origin answers every request of /r with `No-Vary-Search: value` and a body

@@ -17,6 +17,7 @@ import FoundationNetworking
 //   STORAGE_BENCH_URLCACHE_ENTRIES=500          entries in the URLCache disk stores
 //   STORAGE_BENCH_ONLY=memory|disk|open|urlcache   run one part
 //   STORAGE_BENCH_SAMPLE_SCALE=0.01             fewer hit samples (for valgrind)
+//   STORAGE_BENCH_INLINE=4096                   the disk stores' inline body limit (default 32 KiB)
 
 // MARK: - Timing
 
@@ -252,9 +253,13 @@ func runStorageBenchmarks() -> [String] {
     try? FileManager.default.removeItem(at: root)
     try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: root) }
+    let inlineBodyLimit = ProcessInfo.processInfo.environment["STORAGE_BENCH_INLINE"].flatMap(Int.init)
     func diskConfiguration(_ name: String) -> DiskStore.Configuration {
         // Large enough that nothing is evicted while measuring.
-        DiskStore.Configuration(directory: root.appendingPathComponent(name).path, capacity: 64 << 30)
+        var configuration = DiskStore.Configuration(
+            directory: root.appendingPathComponent(name).path, capacity: 64 << 30)
+        if let inlineBodyLimit { configuration.inlineBodyLimit = inlineBodyLimit }
+        return configuration
     }
     func openDisk(_ name: String) -> DiskStore {
         do { return try DiskStore(diskConfiguration(name)) } catch { fatalError("cannot open \(name): \(error)") }

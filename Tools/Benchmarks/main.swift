@@ -66,6 +66,14 @@ for suite in suites {
         for measurement in runSemanticsBenchmarks() { print(measurement.line) }
     case "encryption":
         runEncryptionBenchmarks()
+    case "full-store":
+        print("== New entries into a full disk store (each put evicts) against an empty one, bodies inline or in files")
+        do {
+            try runFullStoreBenchmarks()
+        } catch {
+            print("benchmarks: the full-store suite failed: \(error)")
+            exit(1)
+        }
     case "storage":
         print(
             "== CacheStorage (targets: memory hit <= 2 µs, disk hit <= 30 µs up to 16 KiB, >= 10x URLCache on disk "

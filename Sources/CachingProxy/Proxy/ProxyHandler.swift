@@ -212,6 +212,8 @@ final class ProxyHandler: RequestHandler {
             proceed(request, target: target, primaryKey: primaryKey, responder)
         case "PURGE":
             purge(request, primaryKey: primaryKey, url: target.url, responder)
+        case "QUERY":
+            query(request, target: target, responder)
         default:
             guard let key = CacheKey(method: request.method, uri: target.url) else {
                 return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
@@ -260,16 +262,42 @@ final class ProxyHandler: RequestHandler {
             responder)
     }
 
+    /// Answers a `QUERY` as a `GET` is answered, under a key that holds its content (RFC 10008
+    /// §2.7); content larger than `maxQueryContentBytes` is sent on uncached.
+    private func query(
+        _ request: ServerRequest, target: Target, readsAgain: Bool = true, _ responder: Responder
+    ) {
+        guard let key = CacheKey(method: "QUERY", uri: target.url) else {
+            return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
+        }
+        let limit = configuration.maxQueryContentBytes
+        guard request.body.count <= limit else {
+            return run(
+                request, target: target, primaryKey: nil,
+                bypassReasons: [
+                    .configured(
+                        "a QUERY with \(request.body.count) bytes of content is sent on uncached: the proxy keys at most \(limit) (maxQueryContentBytes, RFC 10008 §2.7)"
+                    )
+                ], bypassDetail: "query-content-too-large", readsAgain: readsAgain, responder)
+        }
+        let contentKey = QueryContentKey(content: request.body, fields: request.fields)
+        run(
+            request, target: target, primaryKey: contentKey.primaryKey(for: key), bypassReasons: [],
+            readsAgain: readsAgain, responder)
+    }
+
     /// `targetKey`: for a `POST`, the key its response may be stored under (RFC 9110 §9.3.3).
     private func run(
         _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
-        targetKey: String? = nil, readsAgain: Bool = true, delta: DeltaPlan? = nil, _ responder: Responder
+        bypassDetail: String? = nil, targetKey: String? = nil, readsAgain: Bool = true, delta: DeltaPlan? = nil,
+        _ responder: Responder
     ) {
         let receivedAt = MonotonicClock.seconds()
         if readsAgain { metrics.busiest.record(request.target) }
         var exchange = ExchangeRequest(
             head: RequestHead(method: request.method, uri: target.url, fields: request.fields), primaryKey: primaryKey,
             bypassReasons: bypassReasons)
+        exchange.bypassDetail = bypassDetail
         exchange.targetKey = targetKey
         exchange.partition = delta?.partition
         var machine = driver.exchange(for: exchange)
@@ -462,6 +490,9 @@ final class ProxyHandler: RequestHandler {
                     return answer(
                         502, "502 Bad Gateway: the stored response for \(request.target.url) is damaged: \(error)",
                         responder)
+                }
+                if request.server.method == "QUERY" {
+                    return query(request.server, target: request.target, readsAgain: false, responder)
                 }
                 run(
                     request.server, target: request.target, primaryKey: primaryKey, bypassReasons: [],
