@@ -97,10 +97,17 @@ let package = Package(
         .systemLibrary(name: "CZlibHTTPCache", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         // zlib's inflate, once, for OfflinePages (WARC's gzip members) and HTTPClient (content codings).
         .target(name: "CacheZlib", dependencies: ["CZlibHTTPCache"], swiftSettings: strictSettings),
-        // Brotli's decoder (Debian's libbrotli-dev): the `br` content coding HTTPClient decodes for apps.
+        // Brotli (Debian's libbrotli-dev): the decoder for the `br` content coding HTTPClient decodes
+        // for apps, the encoder for the dictionaries benchmark's `br` column.
         .systemLibrary(
             name: "CBrotliHTTPCache", pkgConfig: "libbrotlidec",
             providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
+        // Zstandard (Debian's libzstd-dev): the `dcz` content coding of Compression Dictionary
+        // Transport (RFC 9842 §5), which the proxy makes and HTTPClient decodes. Never in public API.
+        .systemLibrary(
+            name: "CZstdHTTPCache", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        // libzstd with a raw dictionary as prefix, in and out of RFC 9842's `dcz` framing.
+        .target(name: "CacheZstd", dependencies: ["CZstdHTTPCache"], swiftSettings: strictSettings),
         // Whole pages for offline reading: what a page needs (HTML through libxml2, CSS through a
         // CSS Syntax tokenizer), saved as named packs in the store, exported and imported as WARC.
         // A library of its own so that only apps that save pages link libxml2 and zlib.
@@ -135,9 +142,10 @@ let package = Package(
         .target(
             name: "HTTPClient",
             dependencies: [
-                "CacheSemantics", "CacheSystem", "CacheTLS", "HTTPWire",
+                "CacheSemantics", "CacheSystem", "CacheTLS", "HTTPWire", "CacheCrypto",
                 .target(name: "CacheZlib", condition: .when(platforms: [.linux])),
                 .target(name: "CBrotliHTTPCache", condition: .when(platforms: [.linux])),
+                .target(name: "CacheZstd", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // The shared-cache HTTP proxy (`httpcache serve`): an HTTP/1.1 and HTTP/2 server on epoll, an
@@ -147,6 +155,7 @@ let package = Package(
             name: "CachingProxy",
             dependencies: [
                 "CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPWire", "HTTPClient", "CacheTLS",
+                .target(name: "CacheZstd", condition: .when(platforms: [.linux])),
                 .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
                 .target(name: "CNGHTTP2HTTPCache", condition: .when(platforms: [.linux])),
             ],
@@ -187,7 +196,9 @@ let package = Package(
             name: "benchmarks",
             dependencies: [
                 "CacheSystem", "CacheSemantics", "CacheStorage", "CacheStorageRedis", "CacheTestSupport", "HTTPCaching",
-                "LoopbackOrigin", "OfflinePages",
+                "LoopbackOrigin", "OfflinePages", "CacheCrypto", "CacheZstd", "CBrotliHTTPCache", "CZlibHTTPCache",
+                "HTTPWire", .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
+                .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
             path: "Tools/Benchmarks", swiftSettings: strictSettings),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
@@ -280,7 +291,7 @@ let package = Package(
         .testTarget(
             name: "CachingProxyTests",
             dependencies: [
-                "LoopbackOrigin", "CacheTestSupport", "HTTPWire",
+                "LoopbackOrigin", "CacheTestSupport", "HTTPWire", "CacheCrypto", "CacheZstd",
                 .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],

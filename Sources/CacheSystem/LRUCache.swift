@@ -52,6 +52,9 @@ public struct LRUCache<Key: Hashable, Value> {
     /// How many values are held.
     @inlinable public var count: Int { slots.count }
 
+    /// Every value held, in no order; none becomes more recently used.
+    @inlinable public var values: [Value] { slots.values.map { nodes[$0].value } }
+
     /// The bytes each value is charged besides its cost: its node in the recency list and its
     /// entry in the key index (both grow by doubling, so twice their size; the index up to
     /// three times, a hash table being at most three quarters full).

@@ -48,6 +48,62 @@ public enum CodedBodies {
         return try await run("/usr/bin/brotli", ["-c", "-"], input: body)
     }
 
+    /// The content of `body`, a `dcz` body (RFC 9842 §5) for `dictionary`, as PyPI's
+    /// zstandard decodes it, after python's `hashlib` checked its header names the dictionary's
+    /// SHA-256. Run by the checkers' Python (`scripts/setup --tests` makes it).
+    public static func zstandardDecoded(_ body: [UInt8], dictionary: [UInt8]) async throws -> [UInt8] {
+        try await withDictionary(dictionary) { path in
+            let script = """
+                import sys, hashlib, zstandard
+                dictionary = open(sys.argv[1], "rb").read()
+                data = sys.stdin.buffer.read()
+                if data[:8] != bytes([0x5e, 0x2a, 0x4d, 0x18, 0x20, 0, 0, 0]): sys.exit("no dcz magic")
+                if data[8:40] != hashlib.sha256(dictionary).digest(): sys.exit("the header names another dictionary")
+                raw = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                sys.stdout.buffer.write(zstandard.ZstdDecompressor(dict_data=raw).decompressobj().decompress(data[40:]))
+                """
+            return try await run(checkersPython, ["-c", script, path], input: body)
+        }
+    }
+
+    /// `content` as a `dcz` body for `dictionary` (RFC 9842 §5), made by PyPI's zstandard.
+    public static func zstandardCompressed(_ content: [UInt8], dictionary: [UInt8]) async throws -> [UInt8] {
+        try await withDictionary(dictionary) { path in
+            let script = """
+                import sys, hashlib, zstandard
+                dictionary = open(sys.argv[1], "rb").read()
+                raw = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                frame = zstandard.ZstdCompressor(level=19, dict_data=raw).compress(sys.stdin.buffer.read())
+                header = bytes([0x5e, 0x2a, 0x4d, 0x18, 0x20, 0, 0, 0]) + hashlib.sha256(dictionary).digest()
+                sys.stdout.buffer.write(header + frame)
+                """
+            return try await run(checkersPython, ["-c", script, path], input: content)
+        }
+    }
+
+    /// The Python of the checkers' environment that `scripts/setup --tests` makes:
+    /// `HTTPCACHE_CHECKERS`, or `.build/checkers`.
+    public static var checkersPython: String {
+        var checkers = ProcessInfo.processInfo.environment["HTTPCACHE_CHECKERS"] ?? ""
+        if checkers.isEmpty {
+            // Sources/CacheTestSupport/ is two levels below the repository.
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
+            checkers = root.appendingPathComponent(".build/checkers").path
+        }
+        return checkers + "/bin/python"
+    }
+
+    /// Runs `body` with the path of a file that holds `dictionary`.
+    private static func withDictionary(
+        _ dictionary: [UInt8], _ body: (String) async throws -> [UInt8]
+    ) async throws -> [UInt8] {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("dictionary-\(UUID().uuidString)").path
+        try Data(dictionary).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try await body(path)
+    }
+
     /// Text that compresses as real pages do: words repeated with variation.
     public static func text(_ count: Int) -> [UInt8] {
         var bytes: [UInt8] = []

@@ -122,6 +122,11 @@ public final class CachingProxy: Sendable {
         /// stored for its URL; a `103` from the origin is merged, not repeated. Never to HTTP/1.0
         /// clients (RFC 9110 §15.2). On by default.
         public var earlyHints = true
+        /// Compression Dictionary Transport (RFC 9842): dictionaries kept from responses with
+        /// `Use-As-Dictionary`, and `dcz` deltas made for clients that offer one (see
+        /// ``DictionaryCompression``). `nil` (the default): off; the fields pass through, and a
+        /// response that varies on them is stored by its `Vary` as any other.
+        public var dictionaryCompression: DictionaryCompression?
         /// The TLS listener's address.
         public var tlsHost = "127.0.0.1"
         /// The TLS listener's port; `0` picks a free one (see ``CachingProxy/tlsPort``).

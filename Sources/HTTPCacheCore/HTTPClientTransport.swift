@@ -19,8 +19,9 @@ import HTTPClient
 ///   `httpBodyStream`), nothing
 ///   cached, cookies only as the request carries them, redirects returned rather than
 ///   followed (``HTTPCache`` follows them, caching each hop), interim `1xx` responses skipped.
-/// - `Accept-Encoding: gzip, deflate, br` when the request has none (and no `Range`): bodies
-///   in those codings (RFC 9110 §8.4.1), several too, are decoded as they stream, and
+/// - `Accept-Encoding: gzip, deflate, br` when the request has none (and no `Range`), with `dcz`
+///   when a dictionary is offered (``Configuration/usesCompressionDictionaries``): bodies
+///   in those codings (RFC 9110 §8.4.1, RFC 9842 §5), several too, are decoded as they stream, and
 ///   `Content-Encoding` and `Content-Length` are dropped from the fields, which then describe
 ///   the bytes delivered. Content in another coding is left as it came, its fields intact.
 /// - `User-Agent: <process name> swift-http-cache` when the request has none (RFC 9110 §10.1.5:
@@ -60,6 +61,13 @@ public final class HTTPClientTransport: OriginTransport {
         /// How the user trusts another authority, named in the error about a certificate
         /// from an unknown one (`--cacert FILE` for the command-line tool).
         public var trustAdvice = "trustedCertificateFiles"
+        /// Compression Dictionary Transport ([RFC 9842](https://www.rfc-editor.org/rfc/rfc9842)),
+        /// for `https` and loopback origins (§8): a fresh response sent with `Use-As-Dictionary`
+        /// and `max-age` is kept (in memory: at most 32 dictionaries of up to 8 MiB, 32 MiB in
+        /// all) and offered for the URLs it matches (`Available-Dictionary`, `Dictionary-ID`,
+        /// `dcz` added to the default `Accept-Encoding`), and a `dcz` response is decoded with it.
+        /// On by default.
+        public var usesCompressionDictionaries = true
 
         /// 64 requests at once, 256 KiB held per body, the system's trust store alone.
         public init() {}
@@ -69,6 +77,8 @@ public final class HTTPClientTransport: OriginTransport {
     /// request then fails with that reason.
     private let client: Result<StreamingClient, UpstreamError>
     private let proxies: ProxyEnvironment
+    /// The dictionaries kept (RFC 9842); `nil` when they are not used.
+    private let dictionaries: CompressionDictionaryStore?
 
     /// Why this transport cannot send anything (a file in
     /// ``Configuration/trustedCertificateFiles`` that cannot be read or holds no certificate),
@@ -96,6 +106,9 @@ public final class HTTPClientTransport: OriginTransport {
         settings.client.trustAdvice = configuration.trustAdvice
         client = Result { () throws(UpstreamError) in try StreamingClient(configuration: settings) }
         self.proxies = proxies
+        dictionaries =
+            configuration.usesCompressionDictionaries
+            ? CompressionDictionaryStore(maxCount: 32, maxBytes: 32 << 20, maxContentBytes: 8 << 20) : nil
     }
 
     /// `<process name> swift-http-cache`, the name's token characters only: made on the first
@@ -120,8 +133,11 @@ public final class HTTPClientTransport: OriginTransport {
         var upstream = UpstreamRequest(
             method: request.method, url: url.absoluteString, fields: request.fields, body: try Self.body(of: request))
         let fields = upstream.fields
+        let dictionaries = offerDictionary(&upstream)
         if !fields.contains(.acceptEncoding), !fields.contains(.range) {
-            upstream.fields.append(name: .acceptEncoding, value: "gzip, deflate, br")
+            upstream.fields.append(
+                name: .acceptEncoding,
+                value: dictionaries?.offered == nil ? "gzip, deflate, br" : "gzip, deflate, br, dcz")
         }
         if !fields.contains(.userAgent) { upstream.fields.append(name: .userAgent, value: Self.userAgent) }
         switch route {
@@ -147,7 +163,8 @@ public final class HTTPClientTransport: OriginTransport {
         let timeouts = timeout > 0 ? StreamingClient.Timeouts(connect: timeout, stall: timeout) : nil
         let response: StreamingClient.Response
         do {
-            response = try await client.send(upstream, timeouts: timeouts, decodesContent: true)
+            response = try await client.send(
+                upstream, timeouts: timeouts, decodesContent: true, dictionaries: dictionaries)
         } catch {
             throw Self.urlError(error, url)
         }
@@ -158,6 +175,28 @@ public final class HTTPClientTransport: OriginTransport {
     }
 
     // MARK: Request
+
+    /// Offers the best dictionary kept for the request's URL (RFC 9842 §2.2, §2.3) when the
+    /// request leaves content codings to the transport (no `Accept-Encoding`, no `Range`, no
+    /// `Available-Dictionary` of its own) and its URL is a secure context (§8); returns what the
+    /// response is decoded with and where a dictionary it carries is kept.
+    private func offerDictionary(_ upstream: inout UpstreamRequest) -> StreamingClient.Dictionaries? {
+        guard let dictionaries, CompressionDictionaries.isSecureContext(upstream.url) else { return nil }
+        let now = Date().timeIntervalSince1970
+        var use = StreamingClient.Dictionaries(offered: nil, store: dictionaries, url: upstream.url, now: now)
+        let fields = upstream.fields
+        guard !fields.contains(.acceptEncoding), !fields.contains(.range),
+            !fields.contains(CompressionDictionaries.availableDictionary),
+            let best = dictionaries.best(for: upstream.url, now: now)
+        else { return use }
+        use.offered = best
+        upstream.fields.append(name: CompressionDictionaries.availableDictionary, value: best.fieldValue)
+        if !best.offer.id.isEmpty {
+            upstream.fields.append(
+                name: CompressionDictionaries.dictionaryID, value: StructuredFields.serialize(.string(best.offer.id)))
+        }
+        return use
+    }
 
     /// The request's content: ``FetchRequest/body``, or all of the stream the platform's
     /// request holds (HTTPCaching's `httpBodyStream`).

@@ -2,6 +2,7 @@
 import CBrotliHTTPCache
 import CacheSemantics
 import CacheZlib
+import CacheZstd
 
 /// A content coding (RFC 9110 §8.4.1) that ``ContentDecoder`` undoes, for apps: the proxy
 /// never decodes, it passes bodies through as the origin sent them.
@@ -13,6 +14,9 @@ package enum ContentCoding: Sendable, Equatable {
     case deflate
     /// `br`, Brotli (RFC 7932).
     case brotli
+    /// `dcz`, Dictionary-Compressed Zstandard (RFC 9842 §5): decoded only with the dictionary
+    /// the request offered.
+    case dictionaryZstandard
 
     /// The coding named `token`, compared without regard to case (RFC 9110 §8.4.1); nil for a
     /// coding not decoded here.
@@ -21,6 +25,7 @@ package enum ContentCoding: Sendable, Equatable {
         case "gzip", "x-gzip": self = .gzip
         case "deflate": self = .deflate
         case "br": self = .brotli
+        case "dcz": self = .dictionaryZstandard
         default: return nil
         }
     }
@@ -93,15 +98,18 @@ package final class ContentDecoder {
     /// The decoders, the last coding applied first.
     private let stages: [any DecodingStage]
 
-    /// A decoder for content to which `codings` were applied, in that order.
-    /// - Throws: ``ContentDecodingError/Kind/resources`` when a decoder cannot be made.
-    package init(_ codings: [ContentCoding]) throws(ContentDecodingError) {
+    /// A decoder for content to which `codings` were applied, in that order; `dictionary` is
+    /// the one a `dcz` coding was made with (RFC 9842 §5).
+    /// - Throws: ``ContentDecodingError/Kind/resources`` when a decoder cannot be made;
+    ///   ``ContentDecodingError/Kind/corrupt`` for `dcz` without a dictionary.
+    package init(_ codings: [ContentCoding], dictionary: CompressionDictionary? = nil) throws(ContentDecodingError) {
         var stages: [any DecodingStage] = []
         for coding in codings.reversed() {
             switch coding {
             case .gzip: stages.append(try ZlibStage(coding: .gzip))
             case .deflate: stages.append(try ZlibStage(coding: .deflate))
             case .brotli: stages.append(try BrotliStage())
+            case .dictionaryZstandard: stages.append(try DictionaryZstandardStage(dictionary))
             }
         }
         self.stages = stages
@@ -322,6 +330,48 @@ private final class BrotliStage: DecodingStage {
 
     private func corrupt(_ reason: String) -> ContentDecodingError {
         ContentDecodingError(kind: .corrupt, description: "the br-coded body is corrupt (\(reason))")
+    }
+}
+/// `dcz` through libzstd with the offered dictionary (RFC 9842 §5): the header must name it.
+private final class DictionaryZstandardStage: DecodingStage {
+    private let decoder: DictionaryZstandardDecoder
+    private var started = false
+
+    init(_ dictionary: CompressionDictionary?) throws(ContentDecodingError) {
+        guard let dictionary else {
+            throw ContentDecodingError(
+                kind: .corrupt, description: "the dcz-coded body cannot be decoded: no dictionary was offered for it")
+        }
+        do {
+            decoder = try DictionaryZstandardDecoder(
+                dictionary: dictionary.content, hash: dictionary.hash, pieceSize: ContentDecoder.pieceSize)
+        } catch {
+            throw ContentDecodingError(kind: .resources, description: "libzstd could not make a decoder: \(error)")
+        }
+    }
+
+    func decode(_ input: UnsafeRawBufferPointer, _ output: StageOutput) throws(ContentDecodingError) -> Bool {
+        guard !input.isEmpty else { return true }
+        started = true
+        do {
+            return try decoder.decode(input) { piece in try output(piece) }
+        } catch let error as ContentDecodingError {
+            throw error
+        } catch let DictionaryZstandardDecoder.Failure.corrupt(reason) {
+            throw ContentDecodingError(kind: .corrupt, description: "the dcz-coded body is corrupt (\(reason))")
+        } catch {
+            throw ContentDecodingError(kind: .corrupt, description: "the dcz-coded body is corrupt (\(error))")
+        }
+    }
+
+    func finish(_ output: StageOutput) throws(ContentDecodingError) -> Bool {
+        guard started else { return true }
+        do { try decoder.finish() } catch {
+            throw ContentDecodingError(
+                kind: .truncated,
+                description: "the dcz-coded body ends before its Zstandard frame does; it was cut short")
+        }
+        return true
     }
 }
 #endif

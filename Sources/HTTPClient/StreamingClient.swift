@@ -58,6 +58,25 @@ package final class StreamingClient: Sendable {
         package var decodedCodings: [String] { body.decodedCodings }
     }
 
+    /// Compression Dictionary Transport for one request (RFC 9842).
+    package struct Dictionaries: Sendable {
+        /// The dictionary the request offers (`Available-Dictionary`): a `dcz` body is decoded
+        /// with it. Without one, a `dcz` body is delivered as sent.
+        package var offered: CompressionDictionary?
+        /// Where a response with `Use-As-Dictionary` is kept (its decoded content) for later
+        /// requests, fresh for its `max-age` from `now` (seconds since 1970).
+        package var store: CompressionDictionaryStore
+        package var url: String
+        package var now: Double
+
+        package init(offered: CompressionDictionary?, store: CompressionDictionaryStore, url: String, now: Double) {
+            self.offered = offered
+            self.store = store
+            self.url = url
+            self.now = now
+        }
+    }
+
     /// A request's own timeouts get a client of their own (its pool too); beyond this many
     /// sets of timeouts, a request gets a client that keeps no connection.
     static let pooledTimeoutSets = 8
@@ -90,16 +109,17 @@ package final class StreamingClient: Sendable {
     ///     deflate, br, RFC 9110 §8.4.1) is decoded; a `206` is never decoded (a range of coded
     ///     bytes cannot be decoded alone), nor is content in a coding not decoded here (its
     ///     fields stay as they are).
+    ///   - dictionaries: The dictionary offered and where new ones are kept (RFC 9842).
     /// - Throws: ``UpstreamError`` or ``ContentDecodingError`` when no head came;
     ///   `CancellationError`.
-    package func send(_ request: UpstreamRequest, timeouts: Timeouts? = nil, decodesContent: Bool) async throws
-        -> Response
-    {
+    package func send(
+        _ request: UpstreamRequest, timeouts: Timeouts? = nil, decodesContent: Bool, dictionaries: Dictionaries? = nil
+    ) async throws -> Response {
         let transfer = StreamingTransfer(capacity: configuration.bufferedBodyBytes)
         let client = client(for: timeouts)
         do {
             try threads.run {
-                Self.perform(request, on: client, transfer, decodesContent: decodesContent)
+                Self.perform(request, on: client, transfer, decodesContent: decodesContent, dictionaries: dictionaries)
             }
         } catch {
             throw UpstreamError(
@@ -113,10 +133,11 @@ package final class StreamingClient: Sendable {
 
     /// The blocking exchange, on its thread.
     private static func perform(
-        _ request: UpstreamRequest, on client: UpstreamClient, _ transfer: StreamingTransfer, decodesContent: Bool
+        _ request: UpstreamRequest, on client: UpstreamClient, _ transfer: StreamingTransfer, decodesContent: Bool,
+        dictionaries: Dictionaries?
     ) {
         guard !transfer.isCancelled else { return }
-        let receiver = TransferReceiver(transfer, decodesContent: decodesContent)
+        let receiver = TransferReceiver(transfer, decodesContent: decodesContent, dictionaries: dictionaries)
         do {
             try client.perform(request, receiver)
             transfer.finish(receiver.finishDecoding())
@@ -150,36 +171,66 @@ private final class TransferReceiver: UpstreamReceiver {
     private let transfer: StreamingTransfer
     private let decodesContent: Bool
     private var decoder: ContentDecoder?
+    private let dictionaries: StreamingClient.Dictionaries?
+    /// The decoded content of a response offered as a dictionary (RFC 9842 §2.1), with its
+    /// fields and when it stops being fresh; dropped past the store's limit.
+    private var dictionary: (fields: HeaderFields, expires: Double, content: [UInt8])?
     /// Why decoding failed, when it did (the exchange was then stopped).
     private(set) var decodingError: ContentDecodingError?
 
-    init(_ transfer: StreamingTransfer, decodesContent: Bool) {
+    init(_ transfer: StreamingTransfer, decodesContent: Bool, dictionaries: StreamingClient.Dictionaries?) {
         self.transfer = transfer
         self.decodesContent = decodesContent
+        self.dictionaries = dictionaries
     }
 
     func receive(head: UpstreamResponseHead) -> Bool {
         var head = head
-        if decodesContent, head.status != 206, let codings = ContentCoding.applied(in: head.fields), !codings.isEmpty {
+        var codings = decodesContent && head.status != 206 ? ContentCoding.applied(in: head.fields) : nil
+        // dcz is decoded with the dictionary offered, or not at all (delivered as sent).
+        if codings?.contains(.dictionaryZstandard) == true && dictionaries?.offered == nil { codings = nil }
+        if let codings, !codings.isEmpty {
             // The fields describe the decoded bytes from here on, as URLSession hands them on.
             transfer.decodedCodings = head.fields.listMembers(named: .contentEncoding).map(String.init)
             head.fields.removeAll(namedAnyOf: [HeaderField.Name.contentEncoding, .contentLength])
-            do { decoder = try ContentDecoder(codings) } catch {
+            do { decoder = try ContentDecoder(codings, dictionary: dictionaries?.offered) } catch {
                 decodingError = error
                 return false
             }
+        }
+        // A dictionary is kept for as long as its response is fresh (RFC 9842 §2.2.1): its
+        // max-age less its Age (RFC 9111 §4.2.1, §4.2.3).
+        if let dictionaries, codings != nil, head.status == 200,
+            head.fields.contains(CompressionDictionaries.useAsDictionary),
+            let maxAge = ResponseCacheControl(fields: head.fields).maxAge
+        {
+            let age = head.fields[.age].flatMap { Double($0) } ?? 0
+            dictionary = (head.fields, dictionaries.now + Double(maxAge) - age, [])
         }
         return transfer.deliver(head: head)
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
-        guard let decoder else { return transfer.push(body) }
+        guard let decoder else {
+            keep(body)
+            return transfer.push(body)
+        }
         do {
-            return try decoder.decode(body) { transfer.push($0) }
+            return try decoder.decode(body) { piece in
+                keep(piece)
+                return transfer.push(piece)
+            }
         } catch {
             decodingError = error
             return false
         }
+    }
+
+    /// Adds decoded bytes to the dictionary being received, if one is.
+    private func keep(_ piece: UnsafeRawBufferPointer) {
+        guard dictionary != nil, let limit = dictionaries?.store.maxContentBytes else { return }
+        dictionary!.content += piece
+        if dictionary!.content.count > limit { dictionary = nil }
     }
 
     func willWait() { transfer.publish() }
@@ -188,11 +239,19 @@ private final class TransferReceiver: UpstreamReceiver {
     /// end is the error returned.
     func finishDecoding() -> ContentDecodingError? {
         do {
-            try decoder?.finish { transfer.push($0) }
-            return nil
+            try decoder?.finish { piece in
+                keep(piece)
+                return transfer.push(piece)
+            }
         } catch {
             return error
         }
+        if let dictionaries, let dictionary {
+            dictionaries.store.record(
+                url: dictionaries.url, fields: dictionary.fields, content: dictionary.content,
+                expires: dictionary.expires)
+        }
+        return nil
     }
 }
 

@@ -23,7 +23,7 @@ struct ServeCommand {
             .value("--max-query-content"),
             .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
             .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
-            .flag("--no-early-hints"),
+            .flag("--no-early-hints"), .flag("--dictionary-compress"),
             .value("--config"), .value("--check-config"),
         ] + RedisOptions.specs
     /// The options a configuration file cannot hold.
@@ -74,6 +74,11 @@ struct ServeCommand {
                                   that waits for the origin gets one at once, with the
                                   rel=preload and rel=preconnect links of the last response
                                   stored for its URL; an origin's 103 is merged)
+          --dictionary-compress   keep responses sent with Use-As-Dictionary as dictionaries,
+                                  and answer a client that offers one (Available-Dictionary,
+                                  Accept-Encoding: dcz) with a dcz delta of the origin's
+                                  identity or gzip response, stored as a variant of its own
+                                  (RFC 9842; bodies up to 8 MiB, 64 dictionaries, 64 MiB)
           --cache-dir DIR         the store (default: the cache directory with -proxy appended,
                                   never the directory `httpcache get` uses: a private cache's
                                   responses must not be served to many users)
@@ -234,6 +239,7 @@ struct ServeCommand {
         configuration.tlsIdentities = try Self.tlsIdentities(arguments, mode: mode)
         configuration.http2 = !arguments.has("--no-http2")
         configuration.earlyHints = !arguments.has("--no-early-hints")
+        if arguments.has("--dictionary-compress") { configuration.dictionaryCompression = .init() }
         (configuration.tlsHost, configuration.tlsPort) = try Self.address(
             "--tls-listen", default: "127.0.0.1:8443", arguments)
         if arguments.value("--tls-listen") != nil && configuration.tlsIdentities.isEmpty {

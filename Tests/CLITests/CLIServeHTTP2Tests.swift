@@ -603,16 +603,7 @@ enum H2Checker {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Checkers/h2_attacks.py").path
 
-    static var python: String {
-        var checkers = ProcessInfo.processInfo.environment["HTTPCACHE_CHECKERS"] ?? ""
-        if checkers.isEmpty {
-            // Tests/CLITests/ is two levels below the repository.
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent()
-            checkers = root.appendingPathComponent(".build/checkers").path
-        }
-        return checkers + "/bin/python"
-    }
+    static var python: String { CodedBodies.checkersPython }
 
     /// Whether that Python imports h2.
     static let isInstalled: Bool = {

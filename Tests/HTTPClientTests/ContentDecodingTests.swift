@@ -11,9 +11,12 @@ import Testing
 struct ContentDecodingTests {
     static let body = CodedBodies.text(300_000)
 
-    /// Feeds `coded` to a decoder for `codings` in pieces of `pieceSize` bytes.
-    static func decode(_ coded: [UInt8], _ codings: [ContentCoding], pieceSize: Int = 4096) throws -> [UInt8] {
-        let decoder = try ContentDecoder(codings)
+    /// Feeds `coded` to a decoder for `codings` (with `dictionary` for dcz) in pieces of
+    /// `pieceSize` bytes.
+    static func decode(
+        _ coded: [UInt8], _ codings: [ContentCoding], pieceSize: Int = 4096, dictionary: CompressionDictionary? = nil
+    ) throws -> [UInt8] {
+        let decoder = try ContentDecoder(codings, dictionary: dictionary)
         var output: [UInt8] = []
         var offset = 0
         while offset < coded.count {

@@ -1,6 +1,7 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
 // [partial] [offline] [memory] [import] [transport] [encryption]`. With no argument every suite
 // but groups, partial, offline, memory, import, transport and encryption runs. Each line names its units.
+// `benchmarks dictionaries OLD NEW` prints the sizes of NEW in each coding, dcz against OLD.
 // `benchmarks redis PORT` compares the Redis store's client with redis-benchmark on a running
 // redis-server (scripts/redis-bench starts one).
 
@@ -18,6 +19,20 @@ if suites.first == "redis" {
         try runRedisBenchmarks(port: port)
     } catch {
         print("benchmarks: the redis suite failed: \(error)")
+        exit(1)
+    }
+    suites = []
+}
+if suites.first == "dictionaries" {
+    guard suites.count == 3 else {
+        print("benchmarks: usage: benchmarks dictionaries OLD NEW (two releases of one file; scripts/dictionary-sizes)")
+        exit(2)
+    }
+    print("== Compression Dictionary Transport (RFC 9842): the new release's size in each coding, same run")
+    do {
+        try await runDictionaryBenchmarks(oldPath: suites[1], newPath: suites[2])
+    } catch {
+        print("benchmarks: the dictionaries suite failed: \(error)")
         exit(1)
     }
     suites = []

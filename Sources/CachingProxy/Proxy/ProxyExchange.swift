@@ -42,6 +42,11 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     private var sentHints: [String] = []
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
     private var forwardReason = CacheStatus.ForwardReason.miss
+    /// The origin's response held whole, to be delta-coded once it ends (``ProxyRequest/delta``).
+    private var held: (head: UpstreamResponseHead, body: [UInt8])?
+    /// The body of a relayed response that offers itself as a dictionary (RFC 9842 §2.1), kept
+    /// to be recorded once it ends; `nil` when there is none or it grew past the limit.
+    private var dictionaryBody: [UInt8]?
 
     init(_ handler: ProxyHandler, _ request: ProxyRequest, _ machine: ExchangeStateMachine, responder: Responder?) {
         self.handler = handler
@@ -166,6 +171,8 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         forwardReason = forwarded.reason
         afterHead = nil
         relay = nil
+        held = nil
+        dictionaryBody = nil
         handler.metrics.originRequests.add(1, ordering: .relaxed)
     }
 
@@ -173,6 +180,15 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// returns the request to send next when the exchange asks for another.
     private func transferEnded(_ error: (any Error)?) -> ExchangeStateMachine.ForwardedRequest? {
         if let error { return failed(error) }
+        if let held {
+            self.held = nil
+            // Compressing takes a while: never on the event loop.
+            guard EventLoop.current == nil else {
+                handler.workers.submit { [self] in if let next = relayDelta(held.head, held.body) { send(next) } }
+                return nil
+            }
+            return relayDelta(held.head, held.body)
+        }
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
@@ -185,6 +201,14 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
                     "closed the response to \(request.method) \(request.target.url) before its end: \(mismatch)")
                 responder?.abort()
             } else {
+                if let dictionaryBody, let registry = handler.dictionaries {
+                    let fields = relay.fields
+                    if let content = DeltaCoding.content(
+                        of: dictionaryBody, fields: fields, limit: registry.settings.maxBodyBytes)
+                    {
+                        registry.store.record(url: request.target.url, fields: fields, content: content)
+                    }
+                }
                 responder?.finish()
             }
             finished()
@@ -339,6 +363,44 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         let waited = MonotonicClock.seconds() - sentAt
         handler.metrics.recordOriginLatency(waited)
         responder?.addOriginTime(waited)
+        if request.delta != nil, let registry = handler.dictionaries,
+            DeltaCoding.mayCode(status: head.status, fields: head.fields, limit: registry.settings.maxBodyBytes)
+        {
+            held = (head, [])
+            return true
+        }
+        return relay(head)
+    }
+
+    /// Relays the delta of a held response (RFC 9842 §5), or the response as the origin sent
+    /// it when no delta can be made; returns the request to send next when the exchange asks
+    /// for another.
+    private func relayDelta(_ head: UpstreamResponseHead, _ body: [UInt8]) -> ExchangeStateMachine.ForwardedRequest? {
+        var sent = head
+        var sentBody = body
+        let registry = handler.dictionaries
+        let content = registry.flatMap {
+            DeltaCoding.content(of: body, fields: head.fields, limit: $0.settings.maxBodyBytes)
+        }
+        if let plan = request.delta, let registry, let content,
+            let coded = DeltaCoding.coded(
+                content, fields: head.fields, plan: plan, level: registry.settings.level, plainSize: body.count)
+        {
+            (sent.fields, sentBody) = coded
+        }
+        let relaying = relay(sent, delta: sent.fields[.contentEncoding] == "dcz")
+        // What the client decodes may be its next dictionary: recorded here, from the content.
+        dictionaryBody = nil
+        if relaying, let registry, let content, self.relay?.recorder != nil {
+            registry.store.record(url: request.target.url, fields: head.fields, content: content)
+        }
+        if relaying, !sentBody.isEmpty { _ = sentBody.withUnsafeBytes { relayBody($0, fromOrigin: false) } }
+        return transferEnded(nil)
+    }
+
+    /// Hands the origin's response head to the exchange and starts relaying it as decided;
+    /// `false` when its body is not wanted. `delta`: it is the proxy's `dcz` delta.
+    private func relay(_ head: UpstreamResponseHead, delta: Bool = false) -> Bool {
         let relay: ExchangeDriver.Relay
         switch driver.originResponded(
             &machine, ResponseHead(status: head.status, fields: head.fields), requestTime: requestTime)
@@ -368,7 +430,14 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
         var outgoing = Messages.removingHopByHop(relay.fields)
         Messages.addingVia(&outgoing, version: "1.1", name: configuration.name)
-        outgoing[.cacheStatus] = relay.cacheStatus.appended(to: outgoing[.cacheStatus])
+        var cacheStatus = relay.cacheStatus
+        if delta { cacheStatus.detail = DeltaCoding.detail }
+        outgoing[.cacheStatus] = cacheStatus.appended(to: outgoing[.cacheStatus])
+        if !delta, handler.dictionaries != nil, relay.recorder != nil, relay.status == 200, request.method == "GET",
+            relay.fields.contains(CompressionDictionaries.useAsDictionary)
+        {
+            dictionaryBody = []
+        }
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
         if responder != nil {
             handler.metrics.history.recordLatency(MonotonicClock.seconds() - request.receivedAt, .miss)
@@ -379,8 +448,28 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
+        if held != nil {
+            handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
+            held!.body += body
+            guard let limit = handler.dictionaries?.settings.maxBodyBytes, held!.body.count > limit else { return true }
+            // Too large to hold: relayed as the origin sends it, from here on.
+            let (head, bytes) = held!
+            held = nil
+            guard relay(head) else { return false }
+            return bytes.withUnsafeBytes { relayBody($0, fromOrigin: false) }
+        }
+        return relayBody(body)
+    }
+
+    /// Relays body bytes as the exchange decided (stored, sent to the client); `fromOrigin`:
+    /// they are not yet counted as the origin's (those of a held response are).
+    private func relayBody(_ body: UnsafeRawBufferPointer, fromOrigin: Bool = true) -> Bool {
         guard let relay else { return true }
-        handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
+        if dictionaryBody != nil {
+            dictionaryBody! += body
+            if dictionaryBody!.count > handler.dictionaries?.settings.maxBodyBytes ?? 0 { dictionaryBody = nil }
+        }
+        if fromOrigin { handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed) }
         // Stored before it goes to the client: the last bytes commit the entry.
         let storing = relay.recorder?.isStoring == true
         relay.recorder?.record(body)

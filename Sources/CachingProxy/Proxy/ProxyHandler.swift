@@ -17,6 +17,9 @@ struct ProxyRequest: Sendable {
     /// When the handler began to look it up (``MonotonicClock``): the status page's latencies
     /// run from there to the response head.
     var receivedAt: Double
+    /// The `dcz` delta this request is answered with when the origin's response allows it
+    /// (``DictionaryRegistry/plan(for:url:)``).
+    var delta: DeltaPlan?
 
     var method: String { server.method }
 }
@@ -33,6 +36,8 @@ final class ProxyHandler: RequestHandler {
     let metrics = Metrics()
     /// The `Link` hints of stored responses, sent as `103` while their URL waits for the origin.
     let earlyHints: EarlyHints
+    /// The dictionaries kept for `dcz` deltas (RFC 9842); `nil` when that is off.
+    let dictionaries: DictionaryRegistry?
     /// The log, at most one line per kind and second (errors that come with every request
     /// while an origin or the store is failing).
     let limitedLog: LogLimiter
@@ -96,6 +101,7 @@ final class ProxyHandler: RequestHandler {
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
         routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
         earlyHints = EarlyHints(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 16)
+        dictionaries = configuration.dictionaryCompression.map(DictionaryRegistry.init)
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
         if let given = configuration.store {
             store = given
@@ -197,6 +203,12 @@ final class ProxyHandler: RequestHandler {
                 // did not send.
                 return bypass(request, target: target, primaryKey: primaryKey, responder)
             }
+            if request.method == "GET", let plan = dictionaries?.plan(for: request.fields, url: target.url) {
+                // Answered in the dictionary's partition, where its delta variant is stored.
+                return run(
+                    request, target: target, primaryKey: CachePartition.key(primaryKey, in: plan.partition),
+                    bypassReasons: [], delta: plan, responder)
+            }
             proceed(request, target: target, primaryKey: primaryKey, responder)
         case "PURGE":
             purge(request, primaryKey: primaryKey, url: target.url, responder)
@@ -277,7 +289,8 @@ final class ProxyHandler: RequestHandler {
     /// `targetKey`: for a `POST`, the key its response may be stored under (RFC 9110 §9.3.3).
     private func run(
         _ request: ServerRequest, target: Target, primaryKey: String?, bypassReasons: [Reason],
-        bypassDetail: String? = nil, targetKey: String? = nil, readsAgain: Bool = true, _ responder: Responder
+        bypassDetail: String? = nil, targetKey: String? = nil, readsAgain: Bool = true, delta: DeltaPlan? = nil,
+        _ responder: Responder
     ) {
         let receivedAt = MonotonicClock.seconds()
         if readsAgain { metrics.busiest.record(request.target) }
@@ -286,10 +299,11 @@ final class ProxyHandler: RequestHandler {
             bypassReasons: bypassReasons)
         exchange.bypassDetail = bypassDetail
         exchange.targetKey = targetKey
+        exchange.partition = delta?.partition
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
         let proxyRequest = ProxyRequest(
-            server: request, target: target, readsAgain: readsAgain, receivedAt: receivedAt)
+            server: request, target: target, readsAgain: readsAgain, receivedAt: receivedAt, delta: delta)
         if case .serve(let served, let revalidation) = first {
             // A hit is answered here, on the loop: it needs no exchange object.
             if let revalidation { revalidateInBackground(revalidation, proxyRequest) }
@@ -446,7 +460,11 @@ final class ProxyHandler: RequestHandler {
         } else {
             metrics.count(served.outcome == .stale ? .stale : served.outcome == .revalidated ? .revalidated : .hit)
         }
-        let head = ServerResponseHead(status: served.status, fields: served.fields)
+        var fields = served.fields
+        if request.delta != nil, fields[.contentEncoding] == "dcz" {
+            DeltaCoding.namingDelta(&fields, ours: served.cacheStatus)
+        }
+        let head = ServerResponseHead(status: served.status, fields: fields)
         switch served.body {
         case .none:
             recordLatency(request, served)
