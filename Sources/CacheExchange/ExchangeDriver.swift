@@ -289,13 +289,14 @@ public final class ExchangeDriver: Sendable {
     /// stored response to list.
     public func isInternal(_ entry: StoredEntry) -> Bool { SearchVariance.isMarker(entry.head.primaryKey) }
 
-    /// Removes the stored responses of `primaryKey`, the `QUERY` responses of its URI (RFC 10008),
-    /// and those that answer it by No-Vary-Search (invalidation, RFC 9111 §4.4, and purging);
+    /// Removes the stored responses of `primaryKey`, the `QUERY` responses of its URI (RFC 10008)
+    /// and the variants kept apart for it (dictionary-compressed deltas), and those that answer it
+    /// by No-Vary-Search (invalidation, RFC 9111 §4.4, and purging);
     /// returns how many.
     @discardableResult
     public func removeStored(primaryKey: String) throws(StorageError) -> Int {
         var removed =
-            try store.remove(primaryKey: primaryKey) + store.remove(tag: PartitionedKeys.queryTag(getKey: primaryKey))
+            try store.remove(primaryKey: primaryKey) + store.remove(tag: PartitionedKeys.aliasTag(getKey: primaryKey))
         if let simplified = SearchVariance.simplifiedKey(primaryKey, read: reader.candidates) {
             for entry in SearchVariance.equivalent(reader.candidates(simplified.key), to: simplified.uri).map(\.entry) {
                 try store.remove(entry.id)
@@ -547,13 +548,21 @@ public final class ExchangeDriver: Sendable {
                 configuration.log("could not invalidate cache group \(tag): \(error)")
             }
         }
-        // `Clear-Site-Data: "cache"`: the origin's stored responses go (W3C Clear Site Data §4.2).
+        // `Clear-Site-Data: "cache"`: the origin's stored responses go (W3C Clear Site Data §4.2),
+        // and the variants kept apart for them.
         for prefix in plan.clearedKeyPrefixes {
             do {
                 try store.remove(primaryKeyPrefix: prefix)
             } catch {
                 configuration.log(
                     "could not remove the stored responses Clear-Site-Data asked to clear (\(prefix)): \(error)")
+            }
+        }
+        for tag in plan.clearedTags {
+            do {
+                try store.remove(tag: tag)
+            } catch {
+                configuration.log("could not remove the variants Clear-Site-Data asked to clear (\(tag)): \(error)")
             }
         }
         // A 200 to HEAD freshens the stored GET response (RFC 9111 §4.3.5).

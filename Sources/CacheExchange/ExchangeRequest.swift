@@ -32,6 +32,11 @@ public struct ExchangeRequest: Sendable {
     /// what a `Clear-Site-Data` response removes, so that nothing done in one partition reaches
     /// another.
     public var partition: String?
+    /// Whether ``partition`` holds variants of the unpartitioned cache's responses rather than
+    /// responses of its own (the proxy keeps each dictionary's `dcz` deltas in a partition, RFC
+    /// 9842): the responses stored there are then removed when their URI is invalidated (RFC 9111
+    /// §4.4) or purged without a partition, as the responses they are variants of are.
+    public var partitionHoldsVariants = false
 
     /// A request.
     public init(

@@ -170,6 +170,9 @@ public struct ExchangeStateMachine: Sendable {
         /// Prefixes of the primary keys whose stored responses `Clear-Site-Data` removes (W3C
         /// Clear Site Data §4.2): the response's origin, in the request's partition.
         public var clearedKeyPrefixes: [String] = []
+        /// The tag of the origin's variants kept in partitions of their own
+        /// (``ExchangeRequest/partitionHoldsVariants``), which `Clear-Site-Data` removes too.
+        public var clearedTags: [String] = []
         /// The No-Vary-Search marker of the stored response's path, stored with it
         /// (`SearchVariance`).
         public var varianceMarker: EntryHead?
@@ -709,6 +712,7 @@ public struct ExchangeStateMachine: Sendable {
         // (W3C Clear Site Data §4.2), before the response itself is stored.
         if let origin = ClearSiteData.clearedOrigin(uri: request.head.uri, fields: head.fields) {
             relay.clearedKeyPrefixes = CachePartition.keyPrefixes(of: origin, in: request.partition)
+            relay.clearedTags = [PartitionedKeys.originAliasTag(origin, in: request.partition)]
         }
         if request.head.method == "HEAD", status == 200, let index = plan.forwarding.candidate,
             candidates.indices.contains(index)
@@ -754,10 +758,19 @@ public struct ExchangeStateMachine: Sendable {
     private func prepared(_ storage: StoragePlan, _ relay: inout RelayPlan) -> StoragePlan {
         guard var head = storage.head else { return storage }
         var storage = storage
-        head.tags = PartitionedKeys.groupTags(uri: head.url, fields: head.fields, primaryKey: head.primaryKey)
-        if request.head.method == "QUERY", let key = CacheKey(method: "GET", uri: head.url) {
-            head.tags.append(
-                PartitionedKeys.queryTag(getKey: CachePartition.key(key.primaryKey, in: request.partition)))
+        // A variant kept apart is tagged as the responses it is a variant of: outside its partition.
+        let taggedKey = request.partitionHoldsVariants ? CachePartition.split(head.primaryKey).key : head.primaryKey
+        head.tags = PartitionedKeys.groupTags(uri: head.url, fields: head.fields, primaryKey: taggedKey)
+        if request.partitionHoldsVariants, let origin = CacheGroups.origin(of: head.url) {
+            head.tags.append(PartitionedKeys.originAliasTag(origin, in: nil))
+        }
+        if request.head.method == "QUERY" || request.partitionHoldsVariants,
+            let key = CacheKey(method: "GET", uri: head.url)
+        {
+            // Found again by what invalidates or purges the URI where it is not partitioned
+            // apart: in the request's partition, or, for variants, outside any.
+            let partition = request.partitionHoldsVariants ? nil : request.partition
+            head.tags.append(PartitionedKeys.aliasTag(getKey: CachePartition.key(key.primaryKey, in: partition)))
         }
         head = StoredParts.placed(head)
         if head.isComplete, head.primaryKey == request.primaryKey {

@@ -46,6 +46,38 @@ struct DictionaryCompressionTests {
         return harness
     }
 
+    /// What removes a URL's stored responses, other than their expiry.
+    enum Removal: String, CaseIterable, Sendable {
+        case purge, post, cacheGroup, clearSiteData
+    }
+
+    @Test(
+        "RFC 9111 §4.4, RFC 9875 §3, W3C Clear Site Data §4.2: what removes a URL's stored responses removes its dcz delta too (PURGE, a POST, its cache group, Clear-Site-Data)",
+        arguments: Removal.allCases)
+    func deltaGoesWithItsURL(removal: Removal) async throws {
+        try await offPool {
+            let harness = try Self.harness(v2Headers: [
+                ("Cache-Control", "max-age=3600"), ("ETag", "\"v2\""), ("Cache-Groups", "\"app\""),
+            ])
+            harness.serve("/admin", [("Cache-Group-Invalidation", "\"app\"")])
+            harness.serve("/clear", [("Clear-Site-Data", "\"cache\"")])
+            _ = try harness.get("/app/v1/main.js")
+            _ = try harness.get("/app/v2/main.js", Self.offering(Self.v1))
+            #expect(try harness.get("/app/v2/main.js", Self.offering(Self.v1)).isHit)
+            switch removal {
+            case .purge: #expect(try harness.get("/app/v2/main.js", method: "PURGE").status == 200)
+            case .post: #expect(try harness.get("/app/v2/main.js", method: "POST", body: []).status == 200)
+            case .cacheGroup: #expect(try harness.get("/admin", method: "POST", body: []).status == 200)
+            case .clearSiteData: #expect(try harness.get("/clear").status == 200)
+            }
+            let before = harness.origin.count("/app/v2/main.js")
+            let after = try harness.get("/app/v2/main.js", Self.offering(Self.v1))
+            #expect(!after.isHit, "\(removal): \(after.cacheStatus ?? "")")
+            #expect(harness.origin.count("/app/v2/main.js") == before + 1)
+            #expect(after["Content-Encoding"] == "dcz")
+        }
+    }
+
     @Test(
         "RFC 9842 §2.1, §5, §6.2: a kept dictionary makes the next release a dcz delta that zstandard decodes to the origin's bytes, stored as its own variant (a hit next)"
     )

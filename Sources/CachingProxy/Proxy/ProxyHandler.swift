@@ -300,6 +300,7 @@ final class ProxyHandler: RequestHandler {
         exchange.bypassDetail = bypassDetail
         exchange.targetKey = targetKey
         exchange.partition = delta?.partition
+        exchange.partitionHoldsVariants = delta != nil
         var machine = driver.exchange(for: exchange)
         let first = driver.start(&machine)
         let proxyRequest = ProxyRequest(
