@@ -46,6 +46,49 @@ struct DictionaryCompressionTests {
         return harness
     }
 
+    @Test(
+        "Memory: what all requests hold to delta-code is bounded (maxHeldBytes); past it a response is relayed as the origin sent it, and what a delta held is given back"
+    )
+    func heldBytesAreBounded() async throws {
+        try await offPool {
+            // Room for one response (each is about 120 KB), not two.
+            let harness = try ProxyHarness {
+                $0.dictionaryCompression = .init()
+                $0.dictionaryCompression?.maxHeldBytes = 150_000
+            }
+            harness.origin.route("/app/v1/main.js") { _ in
+                LoopbackOrigin.Response(headers: Self.dictionaryFields, body: Self.v1)
+            }
+            for release in 2...4 {
+                harness.origin.route("/app/v\(release)/main.js") { _ in
+                    LoopbackOrigin.Response(
+                        headers: [("Cache-Control", "max-age=3600")], body: Self.v2 + Array("// \(release)\n".utf8))
+                }
+            }
+            _ = try harness.get("/app/v1/main.js")
+            // One after another: each delta gives back what it held, so the next one fits too.
+            for release in 2...3 {
+                let delta = try harness.get("/app/v\(release)/main.js", Self.offering(Self.v1))
+                #expect(delta["Content-Encoding"] == "dcz", "release \(release): \(delta.cacheStatus ?? "")")
+            }
+            let small = try ProxyHarness {
+                $0.dictionaryCompression = .init()
+                $0.dictionaryCompression?.maxHeldBytes = 50_000
+            }
+            small.origin.route("/app/v1/main.js") { _ in
+                LoopbackOrigin.Response(headers: Self.dictionaryFields, body: Self.v1)
+            }
+            small.origin.route("/app/v2/main.js") { _ in
+                LoopbackOrigin.Response(headers: [("Cache-Control", "max-age=3600")], body: Self.v2)
+            }
+            _ = try small.get("/app/v1/main.js")
+            let relayed = try small.get("/app/v2/main.js", Self.offering(Self.v1))
+            #expect(relayed.status == 200 && relayed["Content-Encoding"] == nil)
+            #expect(relayed.body == Self.v2, "relayed whole, the bytes held first included")
+            #expect(relayed.cacheStatus?.contains("dcz-delta") == false, "\(relayed.cacheStatus ?? "")")
+        }
+    }
+
     /// What removes a URL's stored responses, other than their expiry.
     enum Removal: String, CaseIterable, Sendable {
         case purge, post, cacheGroup, clearSiteData

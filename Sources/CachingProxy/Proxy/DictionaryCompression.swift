@@ -3,6 +3,7 @@ import CacheSemantics
 import CacheSystem
 import CacheZstd
 import HTTPClient
+@_spi(Wire) import HTTPWire
 
 extension CachingProxy {
     /// Compression Dictionary Transport ([RFC 9842](https://www.rfc-editor.org/rfc/rfc9842)) made
@@ -15,6 +16,11 @@ extension CachingProxy {
         /// Bodies (and dictionaries) larger than this are sent as the origin sent them: the
         /// proxy holds a body whole to compress it.
         public var maxBodyBytes = 8 << 20
+        /// How many bytes of origin responses all requests together may hold to delta-code at
+        /// once; past it a response is relayed as the origin sends it. Each one may hold up to
+        /// ``maxBodyBytes``: without this, many misses at once for URLs a dictionary matches
+        /// would hold that much each.
+        public var maxHeldBytes = 64 << 20
         /// How many dictionaries are kept, the least recently used dropped first.
         public var maxDictionaries = 64
         /// How many bytes of dictionaries are kept at most (in memory).
@@ -38,6 +44,9 @@ struct DeltaPlan: Sendable {
 final class DictionaryRegistry: Sendable {
     let settings: CachingProxy.DictionaryCompression
     let store: CompressionDictionaryStore
+    /// The bytes of origin responses held to be delta-coded now, by every request
+    /// (``CachingProxy/DictionaryCompression/maxHeldBytes``).
+    let heldBytes = Locked(0)
 
     init(_ settings: CachingProxy.DictionaryCompression) {
         self.settings = settings
@@ -61,6 +70,41 @@ final class DictionaryRegistry: Sendable {
             return nil
         }
         return DeltaPlan(dictionary: dictionary)
+    }
+}
+
+/// An origin's response held whole to be delta-coded: its bytes count against the registry's
+/// ``CachingProxy/DictionaryCompression/maxHeldBytes`` until it is let go, on every path (it
+/// gives them back when released). Used by one exchange at a time: filled on its event loop,
+/// then handed whole to the worker that codes it.
+final class HeldResponse: @unchecked Sendable {
+    let head: UpstreamResponseHead
+    private(set) var body: [UInt8] = []
+    private let registry: DictionaryRegistry
+
+    init(_ head: UpstreamResponseHead, registry: DictionaryRegistry) {
+        self.head = head
+        self.registry = registry
+    }
+
+    /// Adds `bytes`; false, adding nothing, when they would pass this response's limit or all
+    /// held responses' together.
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let settings = registry.settings
+        guard body.count + bytes.count <= settings.maxBodyBytes,
+            registry.heldBytes.withLock({ held in
+                guard held + bytes.count <= settings.maxHeldBytes else { return false }
+                held += bytes.count
+                return true
+            })
+        else { return false }
+        body += bytes
+        return true
+    }
+
+    deinit {
+        let count = body.count
+        registry.heldBytes.withLock { $0 -= count }
     }
 }
 

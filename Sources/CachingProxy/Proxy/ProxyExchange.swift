@@ -43,7 +43,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
     private var forwardReason = CacheStatus.ForwardReason.miss
     /// The origin's response held whole, to be delta-coded once it ends (``ProxyRequest/delta``).
-    private var held: (head: UpstreamResponseHead, body: [UInt8])?
+    private var held: HeldResponse?
     /// The body of a relayed response that offers itself as a dictionary (RFC 9842 §2.1), kept
     /// to be recorded once it ends; `nil` when there is none or it grew past the limit.
     private var dictionaryBody: [UInt8]?
@@ -366,7 +366,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if request.delta != nil, let registry = handler.dictionaries,
             DeltaCoding.mayCode(status: head.status, fields: head.fields, limit: registry.settings.maxBodyBytes)
         {
-            held = (head, [])
+            held = HeldResponse(head, registry: registry)
             return true
         }
         return relay(head)
@@ -450,13 +450,13 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         if held != nil {
             handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed)
-            held!.body += body
-            guard let limit = handler.dictionaries?.settings.maxBodyBytes, held!.body.count > limit else { return true }
-            // Too large to hold: relayed as the origin sends it, from here on.
-            let (head, bytes) = held!
-            held = nil
-            guard relay(head) else { return false }
-            return bytes.withUnsafeBytes { relayBody($0, fromOrigin: false) }
+            guard let held, !held.append(body) else { return true }
+            // Too large to hold, or the proxy holds too much already: relayed as the origin
+            // sends it, from here on.
+            self.held = nil
+            guard relay(held.head) else { return false }
+            let sentWhole = held.body.withUnsafeBytes { relayBody($0, fromOrigin: false) }
+            return sentWhole && relayBody(body, fromOrigin: false)
         }
         return relayBody(body)
     }
