@@ -219,7 +219,7 @@ public final class DiskStore: CacheStore {
     /// always read from the index).
     let changes: ChangeCounter?
     /// Held while the directory is swept (``sweep()``).
-    let sweeping = Locked(())
+    let sweeping = Locked(0)
     /// The most primary keys whose variants are kept in memory.
     static let headCacheLimit = 16_384
     /// The most bytes the variants kept in memory hold (`MemoryCost`): large heads cannot

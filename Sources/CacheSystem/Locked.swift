@@ -23,6 +23,10 @@ import Darwin
 /// Keep critical sections short: nothing that can block is done inside one, except waiting
 /// for the state to change.
 ///
+/// A lock that guards no state still holds a value (`Locked(0)`), never `Locked(())`:
+/// ThreadSanitizer reports the accesses to a zero-sized state made under the lock as a Swift
+/// access race (it did for `DiskStore`'s sweep lock, and for `Process.runSerialized`'s).
+///
 /// ```swift
 /// let queue = Locked<[Job]>([])
 /// queue.withLock { $0.append(job) }

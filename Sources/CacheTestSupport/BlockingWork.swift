@@ -102,7 +102,7 @@ public struct BlockingCallOnPool: Error, CustomStringConvertible {
 }
 
 /// One process launch at a time in this process (``Foundation/Process/runSerialized()``).
-private let launches = Locked(())
+private let launches = Locked(0)
 
 extension Process {
     /// `run()`, one launch at a time among every caller in this process.

@@ -57,7 +57,7 @@ final class OriginCore: Sendable {
         self.tls = tls
     }
     /// Serialises `start` and `stop` (held while waiting for the accept thread; `state` never is).
-    private let lifecycle = Locked(())
+    private let lifecycle = Locked(0)
 
     // MARK: Lifecycle
 
