@@ -84,39 +84,59 @@ package enum AESGCM {
         _ box: UnsafeRawBufferPointer, key: SymmetricKey, authenticating aad: UnsafeRawBufferPointer
     ) -> [UInt8]? {
         guard box.count >= overhead else { return nil }
-        let nonce = Array(box[..<Nonce.byteCount])
-        let ciphertextCount = box.count - overhead
+        let count = box.count - overhead
+        var authentic = false
+        // At least one byte of room, so that the buffer has an address even for an empty body.
+        let plaintext = [UInt8](unsafeUninitializedCapacity: max(count, 1)) { buffer, initialized in
+            let room = UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[..<count]))
+            authentic = open(box, key: key, authenticating: aad, into: room)
+            initialized = authentic ? count : 0
+        }
+        return authentic ? plaintext : nil
+    }
+
+    /// Opens `box` as ``open(_:key:authenticating:)`` does, writing its plaintext into `plaintext`,
+    /// which must be exactly as long (`box.count - overhead`): many boxes open into one buffer
+    /// without a copy each. `false` when the lengths differ or the box does not authenticate; the
+    /// bytes then written to `plaintext` are not to be used.
+    package static func open(
+        _ box: UnsafeRawBufferPointer, key: SymmetricKey, authenticating aad: UnsafeRawBufferPointer,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        guard box.count >= overhead, plaintext.count == box.count - overhead else { return false }
+        let ciphertextCount = plaintext.count
         let sealed = UnsafeRawBufferPointer(rebasing: box[Nonce.byteCount...])
         #if canImport(CryptoKit)
         guard
             let sealedBox = try? AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: nonce), ciphertext: sealed[..<ciphertextCount],
+                nonce: AES.GCM.Nonce(data: box[..<Nonce.byteCount]), ciphertext: sealed[..<ciphertextCount],
                 tag: sealed[ciphertextCount...]),
-            let plaintext = try? AES.GCM.open(
+            let opened = try? AES.GCM.open(
                 sealedBox, using: CryptoKit.SymmetricKey(data: key.bytes), authenticating: aad)
-        else { return nil }
-        return Array(plaintext)
+        else { return false }
+        opened.copyBytes(to: plaintext)
+        return true
         #else
         let context = ThreadCiphers.current.decrypting
-        context.begin(key: key, nonce: nonce, encrypting: false)
-        var authentic = false
-        // At least one byte of room, so that the buffer has an address even for an empty body.
-        let plaintext = [UInt8](unsafeUninitializedCapacity: max(ciphertextCount, 1)) { buffer, count in
+        context.begin(key: key, nonce: Array(box[..<Nonce.byteCount]), encrypting: false)
+        context.addAuthenticatedData(aad)
+        let input = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        // GCM's final step writes no bytes, but OpenSSL wants an address for them.
+        var spare: UInt8 = 0
+        return withUnsafeMutablePointer(to: &spare) { spare in
+            let output = plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? spare
             var length: Int32 = 0
-            context.addAuthenticatedData(aad)
-            let input = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
             if ciphertextCount > 0 {
-                EVP_DecryptUpdate(context.pointer, buffer.baseAddress, &length, input, Int32(ciphertextCount))
+                EVP_DecryptUpdate(context.pointer, output, &length, input, Int32(ciphertextCount))
             }
             // OpenSSL takes the expected tag through a mutable pointer but only reads it.
             EVP_CIPHER_CTX_ctrl(
                 context.pointer, EVP_CTRL_AEAD_SET_TAG, Int32(tagByteCount),
                 UnsafeMutableRawPointer(mutating: input + ciphertextCount))
             var final: Int32 = 0
-            authentic = EVP_DecryptFinal_ex(context.pointer, buffer.baseAddress! + Int(length), &final) == 1
-            count = authentic ? Int(length + final) : 0
+            return EVP_DecryptFinal_ex(context.pointer, output + Int(length), &final) == 1
+                && Int(length + final) == ciphertextCount
         }
-        return authentic ? plaintext : nil
         #endif
     }
 }

@@ -55,24 +55,41 @@ package struct BodySealing: Sendable {
         _ sealed: UnsafeRawBufferPointer, blocks: ClosedRange<Int>, size: Int64, owner: [UInt8]
     ) -> Result<[UInt8], BlockFailure> {
         let last = Self.blockCount(size) - 1
-        guard blocks.lowerBound >= 0, blocks.upperBound <= last else { return .failure(BlockFailure(block: last + 1)) }
-        var plaintext: [UInt8] = []
-        if blocks.count > 1 { plaintext.reserveCapacity(blocks.count * Self.blockSize) }
-        var offset = 0
-        for block in blocks {
-            let length = Self.plaintextCount(ofBlock: block, size: size) + Self.overhead
-            guard offset + length <= sealed.count else { return .failure(BlockFailure(block: block)) }
-            let box = UnsafeRawBufferPointer(rebasing: sealed[offset..<(offset + length)])
-            let opened = Self.additionalData(owner: owner, block: block, isLast: block == last).withUnsafeBytes { aad in
-                AESGCM.open(box, key: key, authenticating: aad)
-            }
-            guard let opened else { return .failure(BlockFailure(block: block)) }
-            offset += length
-            // One block (every inline body, most ranges): its plaintext as it is, not copied.
-            if blocks.count == 1 && offset == sealed.count { return .success(opened) }
-            plaintext += opened
+        guard size >= 0, blocks.lowerBound >= 0, blocks.upperBound <= last else {
+            return .failure(BlockFailure(block: last + 1))
         }
-        guard offset == sealed.count else { return .failure(BlockFailure(block: blocks.upperBound)) }
+        // Every block opens straight into its place in the plaintext: one buffer, no copy per block.
+        let start = Int64(blocks.lowerBound) * Int64(Self.blockSize)
+        let end = min(size, Int64(blocks.upperBound + 1) * Int64(Self.blockSize))
+        var failed: Int?
+        var input = 0
+        let plaintext = [UInt8](unsafeUninitializedCapacity: max(1, Int(end - start))) { buffer, initialized in
+            var output = 0
+            for block in blocks {
+                let count = Self.plaintextCount(ofBlock: block, size: size)
+                guard input + count + Self.overhead <= sealed.count else {
+                    failed = block
+                    break
+                }
+                let box = UnsafeRawBufferPointer(rebasing: sealed[input..<(input + count + Self.overhead)])
+                let room = UnsafeMutableRawBufferPointer(
+                    UnsafeMutableBufferPointer(rebasing: buffer[output..<(output + count)]))
+                let opened = Self.additionalData(owner: owner, block: block, isLast: block == last).withUnsafeBytes {
+                    aad in AESGCM.open(box, key: key, authenticating: aad, into: room)
+                }
+                guard opened else {
+                    failed = block
+                    break
+                }
+                input += count + Self.overhead
+                output += count
+            }
+            // Nothing of a body with a block that does not authenticate is handed out.
+            initialized = failed == nil ? output : 0
+        }
+        if let failed { return .failure(BlockFailure(block: failed)) }
+        // Bytes left over after the last block: the body does not end where it should.
+        guard input == sealed.count else { return .failure(BlockFailure(block: blocks.upperBound)) }
         return .success(plaintext)
     }
 

@@ -157,6 +157,34 @@ private func bytes(hex text: String) -> [UInt8] {
         let emptySealed = seal([], key: key, aad: aad)
         #expect(open(emptySealed, key: key, aad: aad) == [])
     }
+
+    /// Opening into a caller's buffer (how a body's blocks open into one plaintext): the same
+    /// bytes as ``AESGCM/open(_:key:authenticating:)``, and a buffer of any other length is
+    /// refused rather than written short or past its end.
+    @Test func opensIntoABufferOfExactlyItsLength() {
+        let key = SymmetricKey.random()
+        let plain = Array("two boxes, one buffer".utf8)
+        let sealed = seal(plain, key: key, aad: [7])
+        func openInto(_ length: Int, aad: [UInt8] = [7]) -> [UInt8]? {
+            var room = [UInt8](repeating: 0, count: length)
+            let opened = sealed.withUnsafeBytes { box in
+                aad.withUnsafeBytes { aad in
+                    room.withUnsafeMutableBytes { AESGCM.open(box, key: key, authenticating: aad, into: $0) }
+                }
+            }
+            return opened ? room : nil
+        }
+        #expect(openInto(plain.count) == plain)
+        #expect(openInto(plain.count - 1) == nil)
+        #expect(openInto(plain.count + 1) == nil)
+        #expect(openInto(plain.count, aad: [8]) == nil)
+        let empty = seal([], key: key, aad: [])
+        #expect(
+            empty.withUnsafeBytes {
+                AESGCM.open(
+                    $0, key: key, authenticating: .init(start: nil, count: 0), into: .init(start: nil, count: 0))
+            })
+    }
 }
 
 extension AESGCMTests {
