@@ -101,7 +101,8 @@ let package = Package(
         // zlib's inflate, once, for OfflinePages (WARC's gzip members) and HTTPClient (content codings).
         .target(name: "CacheZlib", dependencies: ["CZlibHTTPCache"], swiftSettings: strictSettings),
         // Brotli (Debian's libbrotli-dev): the decoder for the `br` content coding HTTPClient decodes
-        // for apps, the encoder for the dictionaries benchmark's `br` column.
+        // for apps (linked with it); the encoder's header for the dictionaries benchmark's `br` column,
+        // which links libbrotlienc itself.
         .systemLibrary(
             name: "CBrotliHTTPCache", pkgConfig: "libbrotlidec",
             providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
@@ -207,7 +208,9 @@ let package = Package(
                 "HTTPWire", .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
-            path: "Tools/Benchmarks", swiftSettings: strictSettings),
+            path: "Tools/Benchmarks", swiftSettings: strictSettings,
+            // Brotli's encoder, for the dictionaries benchmark's `br` column; nothing else links it.
+            linkerSettings: [.linkedLibrary("brotlienc")]),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
         // bench-count. Headers only; every call is a no-op when the headers are missing.
         .systemLibrary(name: "CCallgrindHTTPCache", path: "Tools/CCallgrindHTTPCache"),
