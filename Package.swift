@@ -90,15 +90,19 @@ let package = Package(
             dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheExchange", "HTTPCacheCore"],
             swiftSettings: strictSettings),
         // libxml2's tolerant HTML parser (Debian's libxml2-dev; in Apple's SDKs), for OfflinePages.
+        // Its headers only: headers.pc asks for libxml-2.0's C flags and not its library, which
+        // OfflinePages opens when it first parses a page (Linux) or links (Apple platforms).
         .systemLibrary(
-            name: "CLibXML2HTTPCache", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]),
+            name: "CLibXML2HTTPCache", pkgConfig: Context.packageDirectory + "/Sources/CLibXML2HTTPCache/headers.pc",
+            providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]),
         // zlib (Debian's zlib1g-dev; in Apple's SDKs): the gzip members of WARC files, the gzip and
         // deflate content codings.
         .systemLibrary(name: "CZlibHTTPCache", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         // zlib's inflate, once, for OfflinePages (WARC's gzip members) and HTTPClient (content codings).
         .target(name: "CacheZlib", dependencies: ["CZlibHTTPCache"], swiftSettings: strictSettings),
         // Brotli (Debian's libbrotli-dev): the decoder for the `br` content coding HTTPClient decodes
-        // for apps, the encoder for the dictionaries benchmark's `br` column.
+        // for apps (linked with it); the encoder's header for the dictionaries benchmark's `br` column,
+        // which links libbrotlienc itself.
         .systemLibrary(
             name: "CBrotliHTTPCache", pkgConfig: "libbrotlidec",
             providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
@@ -110,14 +114,18 @@ let package = Package(
         .target(name: "CacheZstd", dependencies: ["CZstdHTTPCache"], swiftSettings: strictSettings),
         // Whole pages for offline reading: what a page needs (HTML through libxml2, CSS through a
         // CSS Syntax tokenizer), saved as named packs in the store, exported and imported as WARC.
-        // A library of its own so that only apps that save pages link libxml2 and zlib.
+        // A library of its own so that only apps that save pages link zlib and, on Apple platforms,
+        // libxml2 (on Linux it is loaded when the first page is parsed).
         .target(
             name: "OfflinePages",
             dependencies: [
                 "CacheSemantics", "CacheSystem", "CacheStorage", "HTTPCacheCore", "CLibXML2HTTPCache", "CZlibHTTPCache",
                 "CacheZlib",
             ],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings,
+            linkerSettings: [
+                .linkedLibrary("xml2", .when(platforms: [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]))
+            ]),
         // A scriptable HTTP/1.1 origin on 127.0.0.1 that records every request: used by the
         // integration tests, the benchmarks and `httpcache demo`.
         // With a server context from CacheTLS it serves HTTPS.
@@ -200,7 +208,9 @@ let package = Package(
                 "HTTPWire", .target(name: "HTTPClient", condition: .when(platforms: [.linux])),
                 .target(name: "CachingProxy", condition: .when(platforms: [.linux])),
             ],
-            path: "Tools/Benchmarks", swiftSettings: strictSettings),
+            path: "Tools/Benchmarks", swiftSettings: strictSettings,
+            // Brotli's encoder, for the dictionaries benchmark's `br` column; nothing else links it.
+            linkerSettings: [.linkedLibrary("brotlienc")]),
         // Callgrind's client requests (valgrind/callgrind.h, from Debian's valgrind package) for
         // bench-count. Headers only; every call is a no-op when the headers are missing.
         .systemLibrary(name: "CCallgrindHTTPCache", path: "Tools/CCallgrindHTTPCache"),

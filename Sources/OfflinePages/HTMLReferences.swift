@@ -61,27 +61,29 @@ public struct HTMLReferences: Sendable, Hashable {
     ///   - charset: The `charset` parameter of its `Content-Type`, which wins over a `<meta>`
     ///     declaration ([HTML §13.2.3.1](https://html.spec.whatwg.org/multipage/parsing.html#encoding-sniffing-algorithm)).
     ///     Without it, a BOM or `<meta charset>` decides, else Latin-1/UTF-8 detection.
-    public init(parsing html: [UInt8], url: URL, charset: String? = nil) {
+    /// - Throws: ``HTMLParserUnavailable`` when libxml2 cannot be loaded (Linux: it is opened
+    ///   when the first page is parsed).
+    public init(parsing html: [UInt8], url: URL, charset: String? = nil) throws(HTMLParserUnavailable) {
+        let libxml2 = try LibXML2.functions()
         baseURL = url
         guard !html.isEmpty, html.count <= Int(Int32.max) else { return }
-        _ = libxml2Initialized
-        httpcache_libxml2_quiet()
+        httpcache_libxml2_quiet(libxml2)
         let options = Int32(
             HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue
                 | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOBLANKS.rawValue)
         let parse = { (encoding: String?) -> htmlDocPtr? in
             html.withUnsafeBufferPointer { buffer in
                 buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { bytes in
-                    htmlReadMemory(bytes, Int32(buffer.count), url.absoluteString, encoding, options)
+                    libxml2.readMemory!(bytes, Int32(buffer.count), url.absoluteString, encoding, options)
                 }
             }
         }
         // An encoding libxml2 does not know fails the parse: sniff instead.
         guard let document = charset.flatMap(parse) ?? parse(nil) else { return }
-        defer { xmlFreeDoc(document) }
+        defer { libxml2.freeDoc!(document) }
         encoding = document.pointee.encoding.map { String(cString: $0) } ?? charset
         var collector = Collector(documentURL: url)
-        collector.walk(xmlDocGetRootElement(document))
+        collector.walk(libxml2.rootElement!(document))
         self = collector.references(encoding: encoding)
     }
 
@@ -94,9 +96,41 @@ public struct HTMLReferences: Sendable, Hashable {
     }
 }
 
-/// libxml2 asks for `xmlInitParser()` once, before threads parse at the same time; Swift runs a
-/// global's initializer exactly once, whichever thread gets there first.
-private let libxml2Initialized: Void = xmlInitParser()
+/// Why HTML cannot be parsed: libxml2, which parses it, cannot be loaded.
+public struct HTMLParserUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What the dynamic loader said, which names the file (`libxml2.so.2: cannot open shared
+    /// object file: No such file or directory`).
+    public var loaderError: String
+
+    public var description: String {
+        "cannot load libxml2, which parses HTML (\(loaderError)): install it with `apt-get install libxml2`"
+    }
+}
+
+/// libxml2's functions, looked up when the first page is parsed: a program that links
+/// OfflinePages and parses nothing (the CLI getting a URL) does not load libxml2 and what it
+/// needs (on Debian ICU, liblzma, libstdc++).
+enum LibXML2 {
+    /// The file opened on Linux: the name Debian's libxml2 package installs the library as.
+    static let file = "libxml2.so.2"
+
+    /// The functions, or why they cannot be had.
+    static func functions() throws(HTMLParserUnavailable) -> httpcache_libxml2 { try loaded.get() }
+
+    /// Opens `file` and looks the functions up, then initialises the parser (libxml2 asks for
+    /// `xmlInitParser()` once, before threads parse at the same time).
+    static func load(_ file: String) -> Result<httpcache_libxml2, HTMLParserUnavailable> {
+        var functions = httpcache_libxml2()
+        if let error = httpcache_libxml2_load(file, &functions) {
+            return .failure(HTMLParserUnavailable(loaderError: String(cString: error)))
+        }
+        return .success(functions)
+    }
+}
+
+/// Loaded once: Swift runs a global's initializer exactly once, whichever thread gets there
+/// first. A failure is kept too (installing libxml2 takes a new process).
+private let loaded = LibXML2.load(LibXML2.file)
 
 /// The URLs of a `srcset` attribute ([HTML §4.8.4.3.10](https://html.spec.whatwg.org/multipage/images.html#parsing-a-srcset-attribute)):
 /// image candidates separated by commas, each a URL and optional descriptors (`2x`, `300w`),

@@ -50,7 +50,8 @@ extension HTTPCache {
     /// are (revalidated as usual while the origin is reachable).
     ///
     /// - Throws: `StorageError` when the store fails; ``SavePageError`` when the page itself
-    ///   cannot be fetched or there is no pack `name`.
+    ///   cannot be fetched or there is no pack `name`; ``HTMLParserUnavailable`` when libxml2
+    ///   cannot be loaded.
     public func refreshPack(named name: String) async throws -> PackRefresh {
         try await finishPendingSwitch(name)
         guard let old = try PackRecord.read(name, in: store), let page = URL(string: old.page) else {

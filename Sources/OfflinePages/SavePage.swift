@@ -20,8 +20,8 @@ public struct PageSave: Sendable {
     public let progress: AsyncStream<SaveProgress>
     let task: Task<OfflinePack, any Error>
 
-    /// The pack saved. Throws when the page itself cannot be saved, or the save was
-    /// cancelled.
+    /// The pack saved. Throws when the page itself cannot be saved (``SavePageError``;
+    /// ``HTMLParserUnavailable`` when libxml2 cannot be loaded), or the save was cancelled.
     public var pack: OfflinePack {
         get async throws { try await task.value }
     }
@@ -165,13 +165,13 @@ struct PageSaver {
     private(set) var staged: [StagedResponse] = []
     private(set) var unchanged: [String] = []
 
-    /// - Throws: ``SavePageError`` when `page` is not an `http` or `https` URL.
-    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job, SaveScope) async -> Fetched)
-        throws(SavePageError)
-    {
+    /// - Throws: ``SavePageError`` when `page` is not an `http` or `https` URL;
+    ///   ``HTMLParserUnavailable`` when libxml2 cannot be loaded, before anything is fetched.
+    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job, SaveScope) async -> Fetched) throws {
         guard case .url(let parsed, let url) = ReferenceTarget(page.absoluteString, base: nil) else {
             throw SavePageError(url: page.absoluteString, reason: "only http and https pages can be saved")
         }
+        _ = try LibXML2.functions()
         self.page = url
         scope = SaveScope(page: parsed, includesThirdParty: options.includesThirdParty)
         self.options = options
@@ -201,7 +201,7 @@ struct PageSaver {
                     group.cancelAll()
                     throw SavePageError(url: first.absoluteString, reason: fetched.problem?.reason ?? "not stored")
                 }
-                record(fetched)
+                try record(fetched)
                 report(progress)
             }
         }
@@ -239,7 +239,7 @@ struct PageSaver {
         skip(reference, reason)
     }
 
-    private mutating func record(_ fetched: Fetched) {
+    private mutating func record(_ fetched: Fetched) throws(HTMLParserUnavailable) {
         progress.done += 1
         progress.bytes += fetched.bytes
         for resource in fetched.stored where storedURLs.insert(resource.url).inserted {
@@ -250,8 +250,8 @@ struct PageSaver {
         unchanged += fetched.unchanged
         guard let document = fetched.document else { return }
         switch fetched.job.role {
-        case .page(let depth): readPage(document, depth: depth)
-        case .frame: readPage(document, depth: 0)
+        case .page(let depth): try readPage(document, depth: depth)
+        case .frame: try readPage(document, depth: 0)
         case .stylesheet(let referrerCharset):
             let text = CSSReferences.decodeStylesheet(
                 document.bytes, contentTypeCharset: document.charset, referrerCharset: referrerCharset)
@@ -269,9 +269,9 @@ struct PageSaver {
     }
 
     /// Queues what a page or frame needs, and its links while `depth` remains.
-    private mutating func readPage(_ document: Document, depth: Int) {
+    private mutating func readPage(_ document: Document, depth: Int) throws(HTMLParserUnavailable) {
         guard document.isHTML else { return }
-        let references = HTMLReferences(parsing: document.bytes, url: document.url, charset: document.charset)
+        let references = try HTMLReferences(parsing: document.bytes, url: document.url, charset: document.charset)
         for reference in references.subresources {
             switch reference.kind {
             case .stylesheet: enqueue(reference.url, .stylesheet(referrerCharset: references.encoding))

@@ -111,8 +111,11 @@ struct PersistentStatistics: Sendable {
     /// The counts `text` (``json``, or what JSONEncoder wrote before) holds; `nil` when a
     /// number is missing or the version is not 1.
     init?(parsing text: String) {
-        // Every name is unique in the file, nested or not: a flat look-up by name suffices.
-        var numbers: [Substring: Substring] = [:]
+        // Every name is unique in the file, nested or not: a flat look-up by name suffices. A
+        // list of a dozen names, not a dictionary: one keyed by Substring made the parse cost a
+        // `get` 0.57M instructions rather than 0.23M (callgrind), most of it the Swift
+        // runtime's first look-up of Substring's Hashable conformance.
+        var numbers: [(name: Substring, number: Substring)] = []
         var rest = Substring(text)
         while let quote = rest.firstIndex(of: "\"") {
             let name = rest[rest.index(after: quote)...].prefix { $0 != "\"" }
@@ -121,11 +124,12 @@ struct PersistentStatistics: Sendable {
             guard value.first == ":" else { continue }
             let number = value.dropFirst().drop { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }
                 .prefix { "0123456789+-.eE".contains($0) }
-            if !number.isEmpty { numbers[name] = number }
+            if !number.isEmpty { numbers.append((name, number)) }
             rest = number.isEmpty ? value.dropFirst() : rest[number.endIndex...]
         }
-        func integer(_ name: Substring) -> Int? { numbers[name].flatMap { Int($0) } }
-        guard integer("version") == 1, let since = numbers["since"].flatMap({ Double($0) }),
+        func field(_ name: Substring) -> Substring? { numbers.last { $0.name == name }?.number }
+        func integer(_ name: Substring) -> Int? { field(name).flatMap { Int($0) } }
+        guard integer("version") == 1, let since = field("since").flatMap({ Double($0) }),
             let hits = integer("hits"), let misses = integer("misses"), let revalidated = integer("revalidated"),
             let stale = integer("stale"), let bypassed = integer("bypassed"), let errors = integer("errors"),
             let collapsed = integer("collapsed"), let served = integer("bytesServedFromCache"),

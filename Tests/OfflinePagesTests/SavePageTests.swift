@@ -196,7 +196,7 @@ struct SavePageTests {
             <a href="p.html#frag">p</a><a href="p.html">again</a><img src="#only-fragment"><img src=" ">
             <img src="blob:http://x/1"><img src="javascript:alert(1)"><img src="mailto:a@b">
             """.utf8)
-        let references = HTMLReferences(
+        let references = try HTMLReferences(
             parsing: html, url: try #require(URL(string: "http://127.0.0.1:9/dir/page.html")),
             charset: "no-such-charset")
         #expect(references.baseURL.absoluteString == "http://127.0.0.1:9/dir/sub/")

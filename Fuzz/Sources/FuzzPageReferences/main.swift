@@ -75,16 +75,25 @@ func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () ->
 
 // MARK: - HTML
 
+/// What `html` refers to; traps when libxml2 cannot be loaded (there would be nothing to fuzz).
+func parseHTML(_ html: [UInt8], charset: String?) -> HTMLReferences {
+    do {
+        return try HTMLReferences(parsing: html, url: documentURL, charset: charset)
+    } catch {
+        fatalError("\(error)")
+    }
+}
+
 func checkHTML(_ html: [UInt8], charset: String?) {
-    let references = HTMLReferences(parsing: html, url: documentURL, charset: charset)
+    let references = parseHTML(html, charset: charset)
     let context = "\(String(decoding: html, as: UTF8.self).debugDescription) (charset \(charset ?? "none"))"
     checkURLs(references.subresources.map(\.url), "subresource", context)
     checkURLs(references.links, "link", context)
     guard parsesAlike(html, charset: charset) else { return }
-    let again = HTMLReferences(parsing: html, url: documentURL, charset: charset)
+    let again = parseHTML(html, charset: charset)
     require(again == references, "\(context): parsed \(references), then \(again)")
     if charset == unknownCharset {
-        let sniffed = HTMLReferences(parsing: html, url: documentURL, charset: nil)
+        let sniffed = parseHTML(html, charset: nil)
         require(
             sniffed.subresources == references.subresources && sniffed.links == references.links
                 && sniffed.baseURL == references.baseURL,
