@@ -504,6 +504,31 @@ struct DiskStoreTests {
         }
     }
 
+    /// Each flush is a commit of another connection, after which the reading connection drops
+    /// its page cache and its mapping of the index: hits must not cause one every second.
+    @Test("access times reach the index in the background every 30 s, not sooner; the next hit after that sends them")
+    func accessTimesAreFlushedEveryThirtySeconds() async throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path), clock: clock.now)
+        let other = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let stored = try put(store, head("https://example.com/hit"), [1, 2, 3])
+        let indexed = { () throws -> StoredEntry? in try other.entries().first }
+        clock.advance(10)
+        store.recordAccess(stored.id, at: clock.now())
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try indexed()?.hits == 0)
+        #expect(try indexed()?.lastAccess == stored.storedAt)
+        clock.advance(DiskStore.accessFlushInterval)
+        store.recordAccess(stored.id, at: clock.now())
+        let deadline = MonotonicClock.seconds() + 10
+        while try indexed()?.hits == 0, MonotonicClock.seconds() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try indexed()?.hits == 2)
+        #expect(try indexed()?.lastAccess == clock.now())
+    }
+
     @Test("two store instances on one directory see each other's writes and removals")
     func twoInstances() throws {
         let directory = TemporaryDirectory()
