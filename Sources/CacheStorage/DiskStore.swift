@@ -229,10 +229,12 @@ public final class DiskStore: CacheStore {
     /// Held while the directory is swept (``sweep()``).
     let sweeping = Locked(0)
     /// The most primary keys whose variants are kept in memory.
-    static let headCacheLimit = 16_384
+    static let headCacheLimit = 32_768
     /// The most bytes the variants kept in memory hold (`MemoryCost`): large heads cannot
-    /// make 16,384 keys take more.
-    static let headCacheByteLimit = 16 << 20
+    /// make 32,768 keys take more. Typical heads cost about 1.5 KB each, so this holds some
+    /// 21,000 keys: a variant not held costs a hit a query of the index and the eviction of
+    /// another key's variants.
+    static let headCacheByteLimit = 32 << 20
 
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used: it cannot be created or written,
