@@ -645,6 +645,29 @@ struct TieredStoreTests {
         #expect(try store.memory.body(of: entry.id) == body)
         #expect(try store.memory.variants(of: "https://example.com/p").map(\.id) == [entry.id])
     }
+
+    @Test(
+        "a body the index holds inline goes to memory as it is opened and is handed out as memory's; a file's when read",
+        arguments: [false, true])
+    func inlineBodiesArePromotedWhenOpened(withEntry: Bool) throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        let inline = [UInt8](repeating: 5, count: disk.configuration.inlineBodyLimit)
+        let inFile = [UInt8](repeating: 6, count: disk.configuration.inlineBodyLimit + 1)
+        let inlineEntry = try put(disk, head("https://example.com/inline"), inline)
+        let fileEntry = try put(disk, head("https://example.com/file"), inFile)
+        let open = { (entry: StoredEntry) throws in
+            try withEntry ? store.openBody(for: entry) : store.openBody(of: entry.id)
+        }
+        #expect(try open(inlineEntry).bytesInMemory == inline)
+        #expect(store.memory.heldBody(of: inlineEntry.id) == inline)
+        let opened = try open(fileEntry)
+        #expect(opened.bytesInMemory == nil)
+        #expect(store.memory.heldBody(of: fileEntry.id) == nil)
+        #expect(try opened.readAll() == inFile)
+        #expect(store.memory.heldBody(of: fileEntry.id) == inFile)
+    }
 }
 
 @Suite("CacheStorage: index format version")
