@@ -146,8 +146,8 @@ extension DiskStore {
     }
 
     /// Commits the open batch (``Configuration/writesBehind``, ``beginBatchedWrites()``) and
-    /// writes buffered access times now (they are otherwise written in the background about
-    /// once a second, and when the store is released).
+    /// writes buffered access times now (they are otherwise written in the background every
+    /// ``accessFlushInterval``, and when the store is released).
     public func flush() throws(StorageError) {
         try flushAccess()
     }

@@ -298,16 +298,19 @@ extension DiskStore {
         unlinkBodies(files)
     }
 
-    /// Buffers the access; the index gets it from a background flush, queued once a second
-    /// or after 16,384 buffered entries, so no hit waits for SQLite. ``entries()``,
-    /// removals, ``flush()`` and releasing the store write what is buffered first.
+    /// Buffers the access; the index gets it from a background flush, queued every
+    /// ``accessFlushInterval`` (30 s) or after 65,536 buffered entries, so no hit waits for
+    /// SQLite. ``entries()``, removals, ``flush()`` and releasing the store write what is
+    /// buffered first.
     public func recordAccess(_ id: EntryID, at time: Double) {
         let due = accessLog.withLock { log -> Bool in
             var access = log.pending[id] ?? (time, 0)
             access.time = max(access.time, time)
             access.hits += 1
             log.pending[id] = access
-            guard !log.flushQueued, log.pending.count >= Self.accessBatchLimit || time - log.lastFlush >= 1 else {
+            guard !log.flushQueued,
+                log.pending.count >= Self.accessBatchLimit || time - log.lastFlush >= Self.accessFlushInterval
+            else {
                 return false
             }
             log.flushQueued = true

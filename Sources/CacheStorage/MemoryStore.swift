@@ -148,10 +148,14 @@ public final class MemoryStore: CacheStore {
     }
 
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
-        guard let body = state.withLock({ state in state.slot(of: id).map { state.nodes[$0].body } }) else {
-            throw Self.notFound(id)
-        }
+        guard let body = heldBody(of: id) else { throw Self.notFound(id) }
         return BytesBody(body)
+    }
+
+    /// The body of `id`, or `nil` when it is not held: a tiered store asks this on every hit,
+    /// and a miss there is no error (nothing to describe).
+    func heldBody(of id: EntryID) -> [UInt8]? {
+        state.withLock { state in state.slot(of: id).map { state.nodes[$0].body } }
     }
 
     public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {

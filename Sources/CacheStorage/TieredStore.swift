@@ -31,22 +31,29 @@ public final class TieredStore: CacheStore {
     }
 
     /// Opens the body from memory when it is there, from disk otherwise; a disk body read
-    /// whole is then put in memory, with its entry, for the next hit.
+    /// whole is then put in memory, with its entry, for the next hit. A body the index holds
+    /// inline is read whole as it is opened: it goes to memory at once, and is handed out as
+    /// memory's bodies are (``StoredBody/bytesInMemory``), the bytes read being the bytes kept.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
-        try open(id) { [disk] in try? disk.entry(id) }
+        if let bytes = memory.heldBody(of: id) { return BytesBody(bytes) }
+        return try promoting(disk.openBody(of: id)) { [disk] in try? disk.entry(id) }
     }
 
     /// As ``openBody(of:)``, promoting a disk body with `entry` (no second index read).
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
-        try open(entry.id) { entry }
+        if let bytes = memory.heldBody(of: entry.id) { return BytesBody(bytes) }
+        return try promoting(disk.openBody(of: entry.id)) { entry }
     }
 
-    private func open(
-        _ id: EntryID, promotedAs entry: @escaping @Sendable () -> StoredEntry?
-    ) throws(StorageError) -> any StoredBody {
-        if let body = try? memory.openBody(of: id) { return body }
-        let body = try disk.openBody(of: id)
+    /// `body`, opened from disk, put in memory as `entry` once it has been read whole.
+    private func promoting(
+        _ body: any StoredBody, as entry: @escaping @Sendable () -> StoredEntry?
+    ) -> any StoredBody {
         guard body.size <= memory.maximumEntrySize else { return body }
+        if let bytes = body.bytesInMemory {
+            if let entry = entry() { memory.insert(entry, body: bytes) }
+            return body
+        }
         return PromotingBody(body) { [memory] bytes in
             if let entry = entry() { memory.insert(entry, body: bytes) }
         }

@@ -504,6 +504,31 @@ struct DiskStoreTests {
         }
     }
 
+    /// Each flush is a commit of another connection, after which the reading connection drops
+    /// its page cache and its mapping of the index: hits must not cause one every second.
+    @Test("access times reach the index in the background every 30 s, not sooner; the next hit after that sends them")
+    func accessTimesAreFlushedEveryThirtySeconds() async throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path), clock: clock.now)
+        let other = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let stored = try put(store, head("https://example.com/hit"), [1, 2, 3])
+        let indexed = { () throws -> StoredEntry? in try other.entries().first }
+        clock.advance(10)
+        store.recordAccess(stored.id, at: clock.now())
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try indexed()?.hits == 0)
+        #expect(try indexed()?.lastAccess == stored.storedAt)
+        clock.advance(DiskStore.accessFlushInterval)
+        store.recordAccess(stored.id, at: clock.now())
+        let deadline = MonotonicClock.seconds() + 10
+        while try indexed()?.hits == 0, MonotonicClock.seconds() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try indexed()?.hits == 2)
+        #expect(try indexed()?.lastAccess == clock.now())
+    }
+
     @Test("two store instances on one directory see each other's writes and removals")
     func twoInstances() throws {
         let directory = TemporaryDirectory()
@@ -619,6 +644,29 @@ struct TieredStoreTests {
         #expect(try opened.readAll() == body)
         #expect(try store.memory.body(of: entry.id) == body)
         #expect(try store.memory.variants(of: "https://example.com/p").map(\.id) == [entry.id])
+    }
+
+    @Test(
+        "a body the index holds inline goes to memory as it is opened and is handed out as memory's; a file's when read",
+        arguments: [false, true])
+    func inlineBodiesArePromotedWhenOpened(withEntry: Bool) throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        let inline = [UInt8](repeating: 5, count: disk.configuration.inlineBodyLimit)
+        let inFile = [UInt8](repeating: 6, count: disk.configuration.inlineBodyLimit + 1)
+        let inlineEntry = try put(disk, head("https://example.com/inline"), inline)
+        let fileEntry = try put(disk, head("https://example.com/file"), inFile)
+        let open = { (entry: StoredEntry) throws in
+            try withEntry ? store.openBody(for: entry) : store.openBody(of: entry.id)
+        }
+        #expect(try open(inlineEntry).bytesInMemory == inline)
+        #expect(store.memory.heldBody(of: inlineEntry.id) == inline)
+        let opened = try open(fileEntry)
+        #expect(opened.bytesInMemory == nil)
+        #expect(store.memory.heldBody(of: fileEntry.id) == nil)
+        #expect(try opened.readAll() == inFile)
+        #expect(store.memory.heldBody(of: fileEntry.id) == inFile)
     }
 }
 
