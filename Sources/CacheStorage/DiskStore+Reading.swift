@@ -151,7 +151,11 @@ extension DiskStore {
 
     /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row.
     static func location(of id: EntryID, _ connection: SQLiteConnection) throws(StorageError) -> BodyLocation? {
-        let query = try connection.statement("SELECT body_size, checksums, body, in_file FROM entries WHERE id = :id")
+        let query = try connection.statement(
+            """
+            SELECT body_size, checksums, inline_bodies.body AS body, in_file
+            FROM entries LEFT JOIN inline_bodies ON inline_bodies.id = entries.id WHERE entries.id = :id
+            """)
         let column = try query.columns(BodyLocation.Columns.self)
         try query.bind(id.rawValue, to: ":id")
         defer { query.reset() }

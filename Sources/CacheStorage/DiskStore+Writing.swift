@@ -152,9 +152,9 @@ extension DiskStore {
         sealing?.lookupKey("v", head.primaryKey + "\0" + head.variantKey) ?? head.variantKey
     }
 
-    /// Inserts the row of entry `id` and its tags. In an encrypted store (``sealing``) the row
-    /// keeps keyed hashes of its keys and tags, and its head sealed in `fields`; `inline` is
-    /// then already sealed.
+    /// Inserts the row of entry `id`, its inline body and its tags. In an encrypted store
+    /// (``sealing``) the row keeps keyed hashes of its keys and tags, and its head sealed in
+    /// `fields`; `inline` is then already sealed.
     static func insertRow(
         _ connection: SQLiteConnection, id: EntryID, head: EntryHead, size: Int64, checksums: [UInt8],
         inline: [UInt8]?, storedAt: Double, pinned: Bool, sealing: StoreSealing?
@@ -162,9 +162,9 @@ extension DiskStore {
         let insert = try connection.statement(
             """
             INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
-                body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete, tags)
+                body_size, checksums, in_file, stored_at, pinned, storage_policy, user_info, complete, tags)
             VALUES (:id, :primary_key, :variant_key, :url, :status, :fields, :facts, :facts_version,
-                :body_size, :checksums, :body, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
+                :body_size, :checksums, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
                 :complete, :tags)
             """)
         try insert.bind(id.rawValue, to: ":id")
@@ -173,7 +173,6 @@ extension DiskStore {
         try insert.bind(Int64(head.facts.first ?? 0), to: ":facts_version")
         try insert.bind(size, to: ":body_size")
         try insert.bind(checksums, to: ":checksums")
-        try insert.bind(inline, to: ":body")
         try insert.bind(inline == nil, to: ":in_file")
         try insert.bind(storedAt, to: ":stored_at")
         try insert.bind(pinned, to: ":pinned")
@@ -197,6 +196,12 @@ extension DiskStore {
             try insert.bind(head.tags.isEmpty ? nil : Self.serialized(tags: head.tags), to: ":tags")
         }
         try insert.run()
+        if let inline {
+            let body = try connection.statement("INSERT INTO inline_bodies (id, body) VALUES (:id, :body)")
+            try body.bind(id.rawValue, to: ":id")
+            try body.bind(inline, to: ":body")
+            try body.run()
+        }
         for tag in Set(head.tags) {
             let row = try connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")
             try row.bind(Self.indexed(tag: tag, sealing), to: ":tag")

@@ -15,8 +15,9 @@ import Darwin
 /// Layout of ``Configuration/directory`` (created 0700; files 0600):
 /// - `index.sqlite`: one row per variant (keys, status, fields, facts and their format
 ///   version, sizes, block checksums, the time stored, storage policy, `userInfo`, pinned),
-///   with bodies up to ``Configuration/inlineBodyLimit`` bytes inline; and, in a narrow table
-///   of its own, each variant's last access and hit count, so that recording accesses
+///   and in tables of their own: bodies up to ``Configuration/inlineBodyLimit`` bytes (inline
+///   bodies), so that freshening a head (a `304`) reads and rewrites a few small pages, never
+///   a body's; and each variant's last access and hit count, so that recording accesses
 ///   rewrites a few small pages, never the rows that hold heads and bodies.
 /// - `index.sqlite-wal`, `index.sqlite-shm`: SQLite's WAL and its index, left in place when
 ///   the store closes, so that a short-lived process neither checkpoints nor creates them
@@ -123,9 +124,9 @@ public final class DiskStore: CacheStore {
     }
 
     /// The index format version, kept in `PRAGMA user_version`. Versions 1 (access times in
-    /// the entries' rows), 2 (no tags) and 3 (variant keys cut off at an absent field) are
-    /// migrated when opened.
-    public static let formatVersion: Int32 = 4
+    /// the entries' rows), 2 (no tags), 3 (variant keys cut off at an absent field) and 4
+    /// (inline bodies in the entries' rows) are migrated when opened.
+    public static let formatVersion: Int32 = 5
 
     /// `$HTTPCACHE_DIR`, else the XDG cache directory (`$XDG_CACHE_HOME` or `~/.cache`) on
     /// Linux, the Caches directory on Apple platforms; with `httpcache` appended.
@@ -341,9 +342,9 @@ public final class DiskStore: CacheStore {
             tags BLOB,
             -- Large values last: reading a row's head never walks a body's overflow pages.
             checksums BLOB NOT NULL,
-            body BLOB,
             UNIQUE (primary_key, variant_key)
         );
+        \(inlineBodiesSchema)
         \(accessSchema)
         \(tagsSchema)
         CREATE TABLE IF NOT EXISTS totals (
@@ -361,6 +362,17 @@ public final class DiskStore: CacheStore {
         CREATE TRIGGER IF NOT EXISTS entries_pinned AFTER UPDATE OF pinned ON entries BEGIN
             UPDATE totals SET pinned_bytes = pinned_bytes + (NEW.pinned - OLD.pinned) * NEW.body_size WHERE id = 0;
         END;
+        """
+
+    /// The bodies kept in the index (``Configuration/inlineBodyLimit``), apart from the rows
+    /// that hold heads: SQLite reads and writes a whole row to change one column, so a `304`
+    /// that freshens a head would otherwise read the body's overflow pages and, when the head
+    /// changes size, write them again. Rows go with their entry (``removalTrigger``).
+    static let inlineBodiesSchema = """
+        CREATE TABLE IF NOT EXISTS inline_bodies (
+            id TEXT PRIMARY KEY NOT NULL,
+            body BLOB NOT NULL
+        );
         """
 
     /// Each entry's last access and hit count: rows of a few dozen bytes, written in batches
@@ -397,6 +409,7 @@ public final class DiskStore: CacheStore {
             UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
                 pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
             DELETE FROM access WHERE id = OLD.id;
+            DELETE FROM inline_bodies WHERE id = OLD.id;
         END;
         """
 
@@ -451,6 +464,28 @@ public final class DiskStore: CacheStore {
             }
         }
         try connection.execute("PRAGMA user_version = 4")
+    }
+
+    /// Version 4 kept inline bodies in the entries' rows: moves them to `inline_bodies` and
+    /// gives the removal trigger its new statement. An `entries` table without the column
+    /// (nothing to move) is left as it is.
+    static func migrateFromVersion4(_ connection: SQLiteConnection) throws(StorageError) {
+        try connection.execute(inlineBodiesSchema)
+        let columns = try connection.statement(
+            "SELECT count(*) AS found FROM pragma_table_info('entries') WHERE name = 'body'")
+        let found = try columns.column("found")
+        let hasBodies = try columns.step() && columns.int(found) > 0
+        columns.reset()
+        if hasBodies {
+            try connection.execute(
+                """
+                INSERT INTO inline_bodies (id, body) SELECT id, body FROM entries WHERE in_file = 0 AND body IS NOT NULL;
+                ALTER TABLE entries DROP COLUMN body;
+                """)
+        }
+        try connection.execute("DROP TRIGGER IF EXISTS entries_removed")
+        try connection.execute(removalTrigger)
+        try connection.execute("PRAGMA user_version = 5")
     }
 
     /// Opens the index, creating it when new. Opening is serialized across processes (and
@@ -512,11 +547,12 @@ public final class DiskStore: CacheStore {
                 try connection.execute("PRAGMA user_version = \(formatVersion)")
                 if let key = configuration.encryptionKey { try setMeta("key_check", key.checkValue, connection) }
             }
-        } else if (1...3).contains(version) {
+        } else if (1...4).contains(version) {
             try connection.transaction { () throws(StorageError) in
                 if version == 1 { try connection.execute(migrationFromVersion1) }
                 if version <= 2 { try connection.execute(migrationFromVersion2) }
-                try migrateFromVersion3(connection)
+                if version <= 3 { try migrateFromVersion3(connection) }
+                try migrateFromVersion4(connection)
             }
         } else if version != formatVersion {
             throw StorageError(.index, "index format version \(version), this build reads \(formatVersion)")

@@ -819,3 +819,85 @@ struct EntryIDTests {
         #expect(times.first! < times.last!)
     }
 }
+
+extension IndexFormatVersionTests {
+    @Test("a version 4 index (inline bodies in the entries' rows) is migrated: the bodies move to a table of their own")
+    func version4IsMigrated() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        let inline = [UInt8](repeating: 4, count: 3_000)
+        let inFile = [UInt8](repeating: 5, count: 40_000)
+        let (small, large): (StoredEntry, StoredEntry)
+        do {
+            let store = try DiskStore(configuration)
+            small = try put(store, head("https://example.com/small"), inline)
+            large = try put(store, head("https://example.com/large"), inFile)
+        }
+        // What version 4 wrote: the inline body in its entry's row, a removal trigger that
+        // knows nothing else.
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            try connection.execute(
+                """
+                ALTER TABLE entries ADD COLUMN body BLOB;
+                UPDATE entries SET body = (SELECT body FROM inline_bodies WHERE inline_bodies.id = entries.id);
+                DROP TRIGGER entries_removed;
+                DROP TABLE inline_bodies;
+                CREATE TRIGGER entries_removed AFTER DELETE ON entries BEGIN
+                    UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
+                        pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
+                    DELETE FROM access WHERE id = OLD.id;
+                END;
+                PRAGMA user_version = 4;
+                """)
+            connection.close()
+        }
+        let reopened = try DiskStore(configuration)
+        #expect(try reopened.body(of: small.id) == inline)
+        #expect(try reopened.body(of: large.id) == inFile)
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        defer { connection.close() }
+        func count(_ sql: String) throws -> Int64 {
+            let query = try connection.statement("SELECT count(*) AS found FROM \(sql)")
+            let found = try query.column("found")
+            defer { query.reset() }
+            return try query.step() ? query.int(found) : -1
+        }
+        #expect(try count("pragma_table_info('entries') WHERE name = 'body'") == 0)
+        #expect(try count("inline_bodies") == 1)
+        let version = try connection.statement("PRAGMA user_version")
+        let userVersion = try version.column("user_version")
+        #expect(try version.step() && version.int(userVersion) == Int64(DiskStore.formatVersion))
+        version.reset()
+        // Removing the entry removes its inline body too (the new trigger).
+        try reopened.remove(small.id)
+        #expect(try count("inline_bodies") == 0)
+    }
+}
+
+@Suite("CacheStorage: freshening a stored head")
+struct HeadUpdateTests {
+    @Test(
+        "a head update (a 304's, RFC 9111 §4.3.4) writes a few pages of the index, never the inline body's, even when the head grows"
+    )
+    func headUpdateLeavesTheBody() throws {
+        let directory = TemporaryDirectory()
+        let store = try DiskStore(.init(directory: directory.path, log: { _ in }))
+        let body = [UInt8](repeating: 9, count: 30_000)
+        let entry = try put(store, head("https://example.com/inline"), body)
+        #expect(try store.location(of: entry.id).inline != nil, "30,000 bytes should be inline")
+        func walBytes() -> Int64 {
+            var status = stat()
+            return lstat(directory.path + "/index.sqlite-wal", &status) == 0 ? Int64(status.st_size) : -1
+        }
+        let before = walBytes()
+        var fields = entry.head.fields
+        fields["X-Freshened"] = String(repeating: "y", count: 200)
+        try store.update(entry.id, fields: fields, facts: [1, 2, 3, 4])
+        let written = walBytes() - before
+        #expect(written > 0 && written < 16_384, "the update wrote \(written) bytes to the WAL")
+        #expect(try store.variants(of: entry.head.primaryKey).first?.head.fields["X-Freshened"]?.count == 200)
+        #expect(try store.body(of: entry.id) == body)
+    }
+}
