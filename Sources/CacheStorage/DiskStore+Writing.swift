@@ -50,8 +50,13 @@ extension DiskStore {
         state.batching.count += 1
         let number = state.batching.count
         state.batching.open = number
-        let latency = configuration.batchLatency
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + latency) { [weak self] in
+        commitInBackground(number, after: configuration.batchLatency)
+    }
+
+    /// Commits batch `number` on a background thread `delay` seconds from now, unless it was
+    /// committed by then.
+    private func commitInBackground(_ number: Int, after delay: Double) {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
             do {
                 let files = try self.state.withLock { state throws(StorageError) -> [String] in
@@ -59,9 +64,24 @@ extension DiskStore {
                 }
                 unlinkBodies(files)
             } catch {
-                configuration.log("\(error); the entries written in the last \(latency) s are not stored")
+                configuration.log(
+                    "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
             }
         }
+    }
+
+    /// Counts a write into the open batch, if any; at ``batchLimit`` writes the batch commits:
+    /// here inside ``beginBatchedWrites()`` scopes, on a background thread when written behind
+    /// (``Configuration/writesBehind``), whose writers never wait for a commit. Returns the
+    /// body files to unlink now.
+    func countBatchedWrite(_ state: inout State) throws(StorageError) -> [String] {
+        guard let open = state.batching.open else { return [] }
+        state.batching.writes += 1
+        guard state.batching.writes >= Self.batchLimit else { return [] }
+        if state.batching.scopes > 0 { return try commitBatch(&state) }
+        // Queued once; the batch takes what comes meanwhile.
+        if state.batching.writes == Self.batchLimit { commitInBackground(open, after: 0) }
+        return []
     }
 
     /// Commits the open batch, if any, and releases its body files' locks; returns the body
@@ -134,13 +154,12 @@ extension DiskStore {
                 return obsolete
             }
             guard state.batching.open != nil else { return obsolete }
-            state.batching.writes += 1
             state.batching.obsoleteFiles += obsolete
             if let lockedFile {
                 state.batching.lockedFiles.append(lockedFile)
                 batched = true
             }
-            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
+            return try countBatchedWrite(&state)
         }
         unlinkBodies(obsolete)
         return entry
@@ -296,9 +315,7 @@ extension DiskStore {
             try update.bind(id.rawValue, to: ":id")
             try update.run()
             guard state.connection.changes > 0 else { throw MemoryStore.notFound(id) }
-            guard state.batching.open != nil else { return [] }
-            state.batching.writes += 1
-            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
+            return try countBatchedWrite(&state)
         }
         unlinkBodies(files)
     }

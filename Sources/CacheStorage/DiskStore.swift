@@ -203,6 +203,12 @@ public final class DiskStore: CacheStore {
     /// otherwise run it inside the commit that crosses it, so one miss in a thousand would
     /// wait for it.
     static let checkpointPages: Int32 = 1000
+    /// The WAL a store that writes behind (``Configuration/writesBehind``) keeps when a commit
+    /// starts it over: cutting it back to nothing after every checkpoint freed megabytes of page
+    /// cache inside that commit (17 ms for 1.6 MB measured on the 2-core machine), holding the
+    /// index meanwhile, so a caching proxy's event loop waited for it; rewriting the file in
+    /// place costs nothing of the kind. Releasing the store still empties it.
+    static let writtenBehindWALBytes = 64 << 20
     /// A background checkpoint is queued or running.
     let checkpointQueued = Locked(false)
     /// Releasing the store checkpoints a WAL longer than this and empties it. Closing a
@@ -309,7 +315,8 @@ public final class DiskStore: CacheStore {
 
     /// The pages the WAL file holds: its size less its 32-byte header, in frames of a page and a
     /// 24-byte header (SQLite's file format, §4.1). With `journal_size_limit` 0, the first commit
-    /// after a checkpoint starts the file over, so its size follows what it holds.
+    /// after a checkpoint starts the file over, so its size follows what it holds (written
+    /// behind, it may count pages already copied: the release then checkpoints for nothing).
     func walPages(_ connection: SQLiteConnection) -> Int {
         var status = stat()
         guard lstat(configuration.directory + "/index.sqlite-wal", &status) == 0,
@@ -599,13 +606,13 @@ public final class DiskStore: CacheStore {
     /// What every connection to the index sets for itself: how long it waits for another
     /// writer, whether a commit waits for the disk (``Configuration/durability``), that
     /// closing it leaves the WAL in place, and that the WAL file is cut back to what the first
-    /// commit after a checkpoint writes.
+    /// commit after a checkpoint writes; written behind, only to ``writtenBehindWALBytes``.
     private static func applyConnectionSettings(
         _ connection: SQLiteConnection, _ configuration: Configuration
     ) throws(StorageError) {
         sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
         try connection.leavesWriteAheadLogOnClose()
-        try connection.execute("PRAGMA journal_size_limit = 0")
+        try connection.execute("PRAGMA journal_size_limit = \(configuration.writesBehind ? writtenBehindWALBytes : 0)")
         try connection.execute("PRAGMA synchronous = \(configuration.durability == .powerLossSafe ? "FULL" : "NORMAL")")
     }
 }
