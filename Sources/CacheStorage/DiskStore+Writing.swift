@@ -348,42 +348,93 @@ extension DiskStore {
     }
 
     /// Writes buffered access times and hit counts in one transaction on the access writer's
-    /// connection; when that fails they stay buffered for the next flush. Never called inside
-    /// a write transaction of ``state``'s connection (it would wait for itself).
+    /// connection; when that fails they stay buffered for the next flush. Written behind
+    /// (``Configuration/writesBehind``), they join the open batch instead, on the index's own
+    /// connection, ``accessChunkRows`` at a time: the other connection would hold SQLite's write
+    /// lock for the whole flush, and a write meanwhile (a proxy's event loop storing a response
+    /// or freshening a head) would sleep in SQLite's busy handler until it ended, tens of
+    /// milliseconds for a second of hits; a chunk keeps ``state`` for well under one. Never
+    /// called inside a write transaction of ``state``'s connection (it would wait for itself).
     func flushAccess() throws(StorageError) {
+        if configuration.writesBehind && configuration.durability != .powerLossSafe {
+            // Under the access writer's lock all the same: flushes one at a time, so that one
+            // returns only once what an earlier one took is written too.
+            try accessWriter.withLock { _ throws(StorageError) in
+                var rest = takePendingAccess()[...]
+                while !rest.isEmpty {
+                    let chunk = rest.prefix(Self.accessChunkRows)
+                    try keepingPending(rest) { () throws(StorageError) in
+                        try state.withLock { state throws(StorageError) in
+                            try openBatchIfWanted(&state)
+                            try state.connection.transaction { () throws(StorageError) in
+                                try Self.writeAccess(chunk, state.connection)
+                            }
+                        }
+                    }
+                    rest = rest.dropFirst(chunk.count)
+                }
+                unlinkBodies(try state.withLock { state throws(StorageError) in try commitBatch(&state) })
+            }
+            return
+        }
         // The open batch holds the index's write lock, which this connection waits for.
         unlinkBodies(try state.withLock { state throws(StorageError) in try commitBatch(&state) })
         try withAccessWriter { connection throws(StorageError) in
-            let pending = accessLog.withLock { log in
-                log.lastFlush = clock()
-                log.flushQueued = false
-                defer { log.pending = [:] }
-                return log.pending
-            }
+            let pending = takePendingAccess()
             guard !pending.isEmpty else { return }
-            do throws(StorageError) {
-                // Not counted as a change: remembered variants keep their access time and hit
-                // count until the next real write (they decide nothing).
-                try connection.transaction { () throws(StorageError) in
-                    for (id, access) in pending {
-                        let statement = try connection.statement(
-                            """
-                            UPDATE access SET last_access = max(last_access, :last_access), hits = hits + :hits
-                            WHERE id = :id
-                            """)
-                        try statement.bind(access.time, to: ":last_access")
-                        try statement.bind(Int64(access.hits), to: ":hits")
-                        try statement.bind(id.rawValue, to: ":id")
-                        try statement.run()
-                    }
-                }
-            } catch {
-                accessLog.withLock { log in
-                    log.pending.merge(pending) { newer, older in (max(newer.time, older.time), newer.hits + older.hits)
-                    }
-                }
-                throw error
+            try keepingPending(pending[...]) { () throws(StorageError) in
+                try connection.transaction { () throws(StorageError) in try Self.writeAccess(pending, connection) }
             }
+        }
+    }
+
+    /// The buffered accesses, taken for a flush.
+    private func takePendingAccess() -> [EntryID: (time: Double, hits: Int)] {
+        accessLog.withLock { log in
+            log.lastFlush = clock()
+            log.flushQueued = false
+            defer { log.pending = [:] }
+            return log.pending
+        }
+    }
+
+    /// Access rows a written-behind flush writes per hold of ``state``.
+    static let accessChunkRows = 256
+
+    /// Runs `write`; when it fails, `pending` is buffered again for the next flush.
+    private func keepingPending(
+        _ pending: Dictionary<EntryID, (time: Double, hits: Int)>.SubSequence,
+        _ write: () throws(StorageError) -> Void
+    ) throws(StorageError) {
+        do {
+            try write()
+        } catch {
+            accessLog.withLock { log in
+                for (id, access) in pending {
+                    log.pending[id] =
+                        log.pending[id].map { (max($0.time, access.time), $0.hits + access.hits) } ?? access
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Adds access times and hit counts to their rows. Not counted as a change: remembered
+    /// variants keep their access time and hit count until the next real write (they decide
+    /// nothing).
+    static func writeAccess(
+        _ pending: some Sequence<(key: EntryID, value: (time: Double, hits: Int))>, _ connection: SQLiteConnection
+    ) throws(StorageError) {
+        for (id, access) in pending {
+            let statement = try connection.statement(
+                """
+                UPDATE access SET last_access = max(last_access, :last_access), hits = hits + :hits
+                WHERE id = :id
+                """)
+            try statement.bind(access.time, to: ":last_access")
+            try statement.bind(Int64(access.hits), to: ":hits")
+            try statement.bind(id.rawValue, to: ":id")
+            try statement.run()
         }
     }
 

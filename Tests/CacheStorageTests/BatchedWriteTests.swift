@@ -164,6 +164,26 @@ struct BatchedWriteTests {
         #expect(walBytes() == checkpointed)
     }
 
+    @Test(
+        "Written behind: access times join the batch on the store's own connection, never SQLite's write lock on another; others read them after flush()"
+    )
+    func writesBehindRecordsAccessInTheBatch() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let entries = try (0..<(DiskStore.accessChunkRows + 10)).map {
+            try StoreTestSupport.write(store, key: $0, generation: 0, size: 100)
+        }
+        for entry in entries { store.recordAccess(entry.id, at: 4_000_000_000) }
+        store.recordAccess(entries[0].id, at: 4_000_000_001)
+        try store.flush()
+        #expect(store.accessWriter.withLock { $0 == nil }, "a second connection was opened to write access times")
+        let other = try openStore()
+        let read = try other.entries()
+        #expect(read.count == entries.count)
+        #expect(read.allSatisfy { $0.lastAccess >= 4_000_000_000 })
+        #expect(read.first { $0.id == entries[0].id }?.hits == 2)
+    }
+
     @Test("Written behind: a removal racing the queued commit in the same store is never undone by it")
     func removalInTheSameStoreWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
