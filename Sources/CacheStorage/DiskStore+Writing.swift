@@ -93,13 +93,16 @@ extension DiskStore {
         state.batching.writes = 0
         state.batching.lockedFiles = []
         state.batching.obsoleteFiles = []
+        var committed = false
         defer {
             for file in batch.lockedFiles { close(file) }
             // Other processes read again: what their memos hold was read before the commit.
-            changes?.bump()
+            // This store too when it failed: what it remembers of the batch was rolled back.
+            if committed { countOwnWrite(&state) } else { changes?.bump() }
         }
         do {
             try state.connection.commitBatch()
+            committed = true
         } catch {
             throw StorageError(
                 error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
@@ -125,7 +128,23 @@ extension DiskStore {
         var batched = false
         defer { if !batched, let lockedFile { close(lockedFile) } }
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
-            defer { changes?.bump() }
+            // Counted as this store's own write when it changed no other key than its own.
+            var othersChanged = true
+            defer {
+                if othersChanged {
+                    changes?.bump()
+                } else {
+                    countOwnWrite(&state, primaryKey: head.primaryKey) { entries in
+                        entries.removeAll { $0.head.variantKey == head.variantKey }
+                        entries.append(entry)
+                        // In the index's order (the variant key column's bytes).
+                        entries.sort {
+                            Self.indexed($0.head, sealing).utf8.lexicographicallyPrecedes(
+                                Self.indexed($1.head, sealing).utf8)
+                        }
+                    }
+                }
+            }
             try openBatchIfWanted(&state)
             let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
@@ -150,8 +169,9 @@ extension DiskStore {
                 try access.bind(id.rawValue, to: ":id")
                 try access.bind(now, to: ":last_access")
                 try access.run()
-                obsolete += try evict(state.connection)
-                return obsolete
+                let evicted = try evict(state.connection)
+                othersChanged = evicted.count > 0
+                return obsolete + evicted.files
             }
             guard state.batching.open != nil else { return obsolete }
             state.batching.obsoleteFiles += obsolete
@@ -233,9 +253,11 @@ extension DiskStore {
     static func indexed(tag: String, _ sealing: StoreSealing?) -> String { sealing?.lookupKey("t", tag) ?? tag }
 
     /// Deletes least recently used unpinned entries while the bodies exceed the capacity.
-    /// Returns the body files to unlink once the transaction has committed.
-    func evict(_ connection: SQLiteConnection) throws(StorageError) -> [String] {
+    /// Returns the body files to unlink once the transaction has committed, and how many
+    /// entries went.
+    func evict(_ connection: SQLiteConnection) throws(StorageError) -> (files: [String], count: Int) {
         var files: [String] = []
+        var count = 0
         while try Self.bodyBytes(connection) > configuration.capacity {
             let oldest = try connection.statement(
                 """
@@ -248,11 +270,12 @@ extension DiskStore {
             if victims.isEmpty { break }  // only pinned entries are left
             for victim in victims {
                 try Self.deleteRow(victim.id, connection)
+                count += 1
                 if victim.inFile { files.append(victim.id) }
                 if try Self.bodyBytes(connection) <= configuration.capacity { break }
             }
         }
-        return files
+        return (files, count)
     }
 
     /// The bytes of all bodies, from the totals row the triggers maintain.
@@ -288,11 +311,27 @@ extension DiskStore {
     /// batch, as commits do: a revalidation does not wait for a transaction of its own.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let files = try state.withLock { state throws(StorageError) -> [String] in
-            defer { changes?.bump() }
+            // The key whose variants the update changed, once known: counted as an own write.
+            var primaryKey: String?
+            defer {
+                if let primaryKey {
+                    countOwnWrite(&state, primaryKey: primaryKey) { entries in
+                        for index in entries.indices where entries[index].id == id {
+                            entries[index].head.fields = fields
+                            entries[index].head.facts = facts
+                        }
+                    }
+                } else {
+                    changes?.bump()
+                }
+            }
             try openBatchIfWanted(&state)
             let update = try state.connection.statement(
                 sealing == nil
-                    ? "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id"
+                    ? """
+                    UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id
+                    RETURNING primary_key
+                    """
                     : "UPDATE entries SET fields = :fields, facts_version = :facts_version WHERE id = :id")
             if let sealing {
                 // The head is sealed whole: opened, changed and sealed again.
@@ -307,14 +346,25 @@ extension DiskStore {
                 head.fields = fields
                 head.facts = facts
                 try update.bind(sealing.seal(head, id: id), to: ":fields")
+                primaryKey = head.primaryKey
             } else {
                 try update.bind(fields.serialized(), to: ":fields")
                 try update.bind(facts, to: ":facts")
             }
             try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
             try update.bind(id.rawValue, to: ":id")
-            try update.run()
-            guard state.connection.changes > 0 else { throw MemoryStore.notFound(id) }
+            if sealing == nil {
+                // Its row's changes are made by the first step, which returns its key.
+                let updated = try update.step()
+                if updated { primaryKey = update.text(try update.column("primary_key")) }
+                update.reset()
+            } else {
+                try update.run()
+            }
+            guard state.connection.changes > 0 else {
+                primaryKey = nil
+                throw MemoryStore.notFound(id)
+            }
             return try countBatchedWrite(&state)
         }
         unlinkBodies(files)

@@ -157,6 +157,10 @@ public final class DiskStore: CacheStore {
         /// Variants read from the index, with the change count they were read at.
         var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
             capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
+        /// Change counts this store's own writes moved the counter through, one after another,
+        /// each applied to ``heads`` as it was made (``countOwnWrite(_:primaryKey:_:)``):
+        /// variants read at any of them are what the index holds while the count is the last.
+        var ownCounts: ClosedRange<UInt64>?
         /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
         var batching = Batching()
     }

@@ -900,4 +900,47 @@ struct HeadUpdateTests {
         #expect(try store.variants(of: entry.head.primaryKey).first?.head.fields["X-Freshened"]?.count == 200)
         #expect(try store.body(of: entry.id) == body)
     }
+
+    @Test(
+        "a disk store's own commits and head updates keep the variants it remembers of other keys (no index read), and apply to their own; another store's write makes it read again"
+    )
+    func ownWritesKeepRememberedVariants() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        let store = try DiskStore(configuration)
+        let first = try put(store, head("https://example.com/1"), [1])
+        let second = try put(store, head("https://example.com/2"), [2])
+        // Remembered: the second's head, and the first's and an empty third's to change below.
+        for key in ["https://example.com/1", "https://example.com/2", "https://example.com/3"] {
+            _ = try store.variants(of: key)
+        }
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == second.head.url)
+        // The index changed behind the store's back, its change counter left alone: only a read
+        // of the index shows it.
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            try connection.execute("UPDATE entries SET url = 'https://example.com/edited' WHERE id = '\(second.id)'")
+            connection.close()
+        }
+        var fields = first.head.fields
+        fields["ETag"] = "\"v2\""
+        try store.update(first.id, fields: fields, facts: [9])
+        let third = try put(store, head("https://example.com/3"), [3])
+        let replaced = try put(store, head("https://example.com/1", variant: "gzip"), [4])
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == second.head.url)
+        let keys = [first.head.primaryKey, third.head.primaryKey]
+        let remembered = try keys.map { try store.variants(of: $0) }
+        #expect(remembered[0].map(\.id) == [first.id, replaced.id])
+        #expect(remembered[0].first?.head.fields["ETag"] == "\"v2\"")
+        // Their own keys as the index has them (opening a store counts as a write).
+        let fresh = try DiskStore(configuration)
+        for (key, remembered) in zip(keys, remembered) {
+            let read = try fresh.variants(of: key)
+            #expect(remembered.map(\.id) == read.map(\.id))
+            #expect(remembered.map(\.head) == read.map(\.head))
+        }
+        // Another store's write moves the count past this store's own: it reads the index again.
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == "https://example.com/edited")
+    }
 }
