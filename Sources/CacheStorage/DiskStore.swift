@@ -543,6 +543,9 @@ public final class DiskStore: CacheStore {
         // memory copies, not several pread calls.
         try connection.execute("PRAGMA mmap_size = 268435456")
         try connection.execute("PRAGMA cache_size = -16384")
+        // The journal of each commit's savepoint in an open batch, in memory: past 64 KiB SQLite
+        // spilled it to a temporary file, nine pwrite calls a miss on the proxy's event loop.
+        try connection.execute("PRAGMA temp_store = MEMORY")
         let versionQuery = try connection.statement("PRAGMA user_version")
         let userVersion = try versionQuery.column("user_version")
         guard try versionQuery.step() else { throw StorageError(.index, "no user_version") }

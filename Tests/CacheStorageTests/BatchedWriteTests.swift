@@ -184,6 +184,19 @@ struct BatchedWriteTests {
         #expect(read.first { $0.id == entries[0].id }?.hits == 2)
     }
 
+    @Test("The savepoint journals of a batch's commits stay in memory (temp_store MEMORY), never a temporary file")
+    func batchJournalsInMemory() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let tempStore = try store.state.withLock { state throws(StorageError) -> Int64 in
+            let pragma = try state.connection.statement("PRAGMA temp_store")
+            let column = try pragma.column("temp_store")
+            defer { pragma.reset() }
+            return try pragma.step() ? pragma.int(column) : -1
+        }
+        #expect(tempStore == 2)
+    }
+
     @Test("Written behind: a removal racing the queued commit in the same store is never undone by it")
     func removalInTheSameStoreWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
