@@ -10,12 +10,12 @@
 static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }
 
 /// The change counter DiskStore shares between processes through a memory-mapped file: read
-/// before a cached head is trusted, bumped after every index write.
+/// before a cached head is trusted, bumped after every index write (returning the count before).
 static inline uint64_t csqlite_counter_load(const uint64_t *counter) {
     return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
 }
-static inline void csqlite_counter_bump(uint64_t *counter) {
-    __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
+static inline uint64_t csqlite_counter_bump(uint64_t *counter) {
+    return __atomic_fetch_add(counter, 1, __ATOMIC_ACQ_REL);
 }
 
 /// Whether closing the last connection checkpoints the WAL (and deletes it unless it is

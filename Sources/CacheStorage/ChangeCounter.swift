@@ -45,6 +45,7 @@ final class ChangeCounter: @unchecked Sendable {
     /// The current count.
     var value: UInt64 { csqlite_counter_load(counter) }
 
-    /// Counts a write.
-    func bump() { csqlite_counter_bump(counter) }
+    /// Counts a write; returns the count before it.
+    @discardableResult
+    func bump() -> UInt64 { csqlite_counter_bump(counter) }
 }

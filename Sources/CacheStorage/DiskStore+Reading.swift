@@ -103,7 +103,9 @@ extension DiskStore {
         try state.withLock { state throws(StorageError) in
             // Read before the query: a write that lands during it bumps the count past this.
             let count = changes?.value
-            if let count, let cached = state.heads.value(for: primaryKey), cached.changes == count {
+            if let count, let cached = state.heads.value(for: primaryKey),
+                Self.isCurrent(cached.changes, at: count, state)
+            {
                 return cached.entries
             }
             let query = try state.connection.statement(
@@ -113,15 +115,44 @@ extension DiskStore {
             // A sealed head says which key it was stored under: a lookup column moved to another
             // row finds nothing.
             if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
-            if let count {
-                let cost =
-                    MemoryCost.string(primaryKey)
-                    + MemoryCost.array(count: result.count, stride: MemoryLayout<StoredEntry>.stride)
-                    + result.reduce(0) { $0 + MemoryCost.head($1.head) }
-                state.heads.set((count, result), for: primaryKey, cost: cost)
-            }
+            if let count { state.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
             return result
         }
+    }
+
+    /// The memory the variants of `primaryKey` take in ``State/heads``.
+    static func cost(_ primaryKey: String, _ entries: [StoredEntry]) -> Int {
+        MemoryCost.string(primaryKey) + MemoryCost.array(count: entries.count, stride: MemoryLayout<StoredEntry>.stride)
+            + entries.reduce(0) { $0 + MemoryCost.head($1.head) }
+    }
+
+    /// Whether variants read at change count `read` are what the index holds at `count`: the
+    /// same count, or only this store's own writes since (``State/ownCounts``).
+    static func isCurrent(_ read: UInt64, at count: UInt64, _ state: State) -> Bool {
+        read == count || state.ownCounts.map { $0.contains(read) && count == $0.upperBound } == true
+    }
+
+    /// Counts one of this store's own writes, made under ``state``'s lock, and applies it with
+    /// `change` to the variants remembered for `primaryKey`, if current, or forgets them: other
+    /// remembered keys stay current (a proxy's revalidations and misses then read the index
+    /// only for the key they change). A count another store or process moved meanwhile starts
+    /// the run of own counts over.
+    func countOwnWrite(
+        _ state: inout State, primaryKey: String? = nil, _ change: (inout [StoredEntry]) -> Void = { _ in }
+    ) {
+        guard let changes else { return }
+        let before = changes.bump()
+        if let primaryKey {
+            if var cached = state.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: before, state) {
+                change(&cached.entries)
+                state.heads.set(
+                    (before &+ 1, cached.entries), for: primaryKey, cost: Self.cost(primaryKey, cached.entries))
+            } else {
+                state.heads.removeValue(for: primaryKey)
+            }
+        }
+        let start = state.ownCounts?.upperBound == before ? state.ownCounts?.lowerBound ?? before : before
+        state.ownCounts = start...(before &+ 1)
     }
 
     /// Where an entry's body is.
@@ -151,7 +182,11 @@ extension DiskStore {
 
     /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row.
     static func location(of id: EntryID, _ connection: SQLiteConnection) throws(StorageError) -> BodyLocation? {
-        let query = try connection.statement("SELECT body_size, checksums, body, in_file FROM entries WHERE id = :id")
+        let query = try connection.statement(
+            """
+            SELECT body_size, checksums, inline_bodies.body AS body, in_file
+            FROM entries LEFT JOIN inline_bodies ON inline_bodies.id = entries.id WHERE entries.id = :id
+            """)
         let column = try query.columns(BodyLocation.Columns.self)
         try query.bind(id.rawValue, to: ":id")
         defer { query.reset() }

@@ -134,7 +134,7 @@ extension DiskStore {
                 try update.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
                 try update.run()
                 let changed = state.connection.changes
-                return (changed, pinned ? [] : try evict(state.connection))
+                return (changed, pinned ? [] : try evict(state.connection).files)
             }
             // Evicted inside an open batch: the committed index names them until it commits.
             guard state.batching.open != nil else { return (changed, evicted) }

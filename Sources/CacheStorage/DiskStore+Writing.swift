@@ -50,8 +50,13 @@ extension DiskStore {
         state.batching.count += 1
         let number = state.batching.count
         state.batching.open = number
-        let latency = configuration.batchLatency
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + latency) { [weak self] in
+        commitInBackground(number, after: configuration.batchLatency)
+    }
+
+    /// Commits batch `number` on a background thread `delay` seconds from now, unless it was
+    /// committed by then.
+    private func commitInBackground(_ number: Int, after delay: Double) {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
             do {
                 let files = try self.state.withLock { state throws(StorageError) -> [String] in
@@ -59,9 +64,24 @@ extension DiskStore {
                 }
                 unlinkBodies(files)
             } catch {
-                configuration.log("\(error); the entries written in the last \(latency) s are not stored")
+                configuration.log(
+                    "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
             }
         }
+    }
+
+    /// Counts a write into the open batch, if any; at ``batchLimit`` writes the batch commits:
+    /// here inside ``beginBatchedWrites()`` scopes, on a background thread when written behind
+    /// (``Configuration/writesBehind``), whose writers never wait for a commit. Returns the
+    /// body files to unlink now.
+    func countBatchedWrite(_ state: inout State) throws(StorageError) -> [String] {
+        guard let open = state.batching.open else { return [] }
+        state.batching.writes += 1
+        guard state.batching.writes >= Self.batchLimit else { return [] }
+        if state.batching.scopes > 0 { return try commitBatch(&state) }
+        // Queued once; the batch takes what comes meanwhile.
+        if state.batching.writes == Self.batchLimit { commitInBackground(open, after: 0) }
+        return []
     }
 
     /// Commits the open batch, if any, and releases its body files' locks; returns the body
@@ -73,13 +93,16 @@ extension DiskStore {
         state.batching.writes = 0
         state.batching.lockedFiles = []
         state.batching.obsoleteFiles = []
+        var committed = false
         defer {
             for file in batch.lockedFiles { close(file) }
             // Other processes read again: what their memos hold was read before the commit.
-            changes?.bump()
+            // This store too when it failed: what it remembers of the batch was rolled back.
+            if committed { countOwnWrite(&state) } else { changes?.bump() }
         }
         do {
             try state.connection.commitBatch()
+            committed = true
         } catch {
             throw StorageError(
                 error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
@@ -105,7 +128,23 @@ extension DiskStore {
         var batched = false
         defer { if !batched, let lockedFile { close(lockedFile) } }
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
-            defer { changes?.bump() }
+            // Counted as this store's own write when it changed no other key than its own.
+            var othersChanged = true
+            defer {
+                if othersChanged {
+                    changes?.bump()
+                } else {
+                    countOwnWrite(&state, primaryKey: head.primaryKey) { entries in
+                        entries.removeAll { $0.head.variantKey == head.variantKey }
+                        entries.append(entry)
+                        // In the index's order (the variant key column's bytes).
+                        entries.sort {
+                            Self.indexed($0.head, sealing).utf8.lexicographicallyPrecedes(
+                                Self.indexed($1.head, sealing).utf8)
+                        }
+                    }
+                }
+            }
             try openBatchIfWanted(&state)
             let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
                 var obsolete: [String] = []
@@ -130,17 +169,17 @@ extension DiskStore {
                 try access.bind(id.rawValue, to: ":id")
                 try access.bind(now, to: ":last_access")
                 try access.run()
-                obsolete += try evict(state.connection)
-                return obsolete
+                let evicted = try evict(state.connection)
+                othersChanged = evicted.count > 0
+                return obsolete + evicted.files
             }
             guard state.batching.open != nil else { return obsolete }
-            state.batching.writes += 1
             state.batching.obsoleteFiles += obsolete
             if let lockedFile {
                 state.batching.lockedFiles.append(lockedFile)
                 batched = true
             }
-            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
+            return try countBatchedWrite(&state)
         }
         unlinkBodies(obsolete)
         return entry
@@ -152,9 +191,9 @@ extension DiskStore {
         sealing?.lookupKey("v", head.primaryKey + "\0" + head.variantKey) ?? head.variantKey
     }
 
-    /// Inserts the row of entry `id` and its tags. In an encrypted store (``sealing``) the row
-    /// keeps keyed hashes of its keys and tags, and its head sealed in `fields`; `inline` is
-    /// then already sealed.
+    /// Inserts the row of entry `id`, its inline body and its tags. In an encrypted store
+    /// (``sealing``) the row keeps keyed hashes of its keys and tags, and its head sealed in
+    /// `fields`; `inline` is then already sealed.
     static func insertRow(
         _ connection: SQLiteConnection, id: EntryID, head: EntryHead, size: Int64, checksums: [UInt8],
         inline: [UInt8]?, storedAt: Double, pinned: Bool, sealing: StoreSealing?
@@ -162,9 +201,9 @@ extension DiskStore {
         let insert = try connection.statement(
             """
             INSERT INTO entries (id, primary_key, variant_key, url, status, fields, facts, facts_version,
-                body_size, checksums, body, in_file, stored_at, pinned, storage_policy, user_info, complete, tags)
+                body_size, checksums, in_file, stored_at, pinned, storage_policy, user_info, complete, tags)
             VALUES (:id, :primary_key, :variant_key, :url, :status, :fields, :facts, :facts_version,
-                :body_size, :checksums, :body, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
+                :body_size, :checksums, :in_file, :stored_at, :pinned, :storage_policy, :user_info,
                 :complete, :tags)
             """)
         try insert.bind(id.rawValue, to: ":id")
@@ -173,7 +212,6 @@ extension DiskStore {
         try insert.bind(Int64(head.facts.first ?? 0), to: ":facts_version")
         try insert.bind(size, to: ":body_size")
         try insert.bind(checksums, to: ":checksums")
-        try insert.bind(inline, to: ":body")
         try insert.bind(inline == nil, to: ":in_file")
         try insert.bind(storedAt, to: ":stored_at")
         try insert.bind(pinned, to: ":pinned")
@@ -197,6 +235,12 @@ extension DiskStore {
             try insert.bind(head.tags.isEmpty ? nil : Self.serialized(tags: head.tags), to: ":tags")
         }
         try insert.run()
+        if let inline {
+            let body = try connection.statement("INSERT INTO inline_bodies (id, body) VALUES (:id, :body)")
+            try body.bind(id.rawValue, to: ":id")
+            try body.bind(inline, to: ":body")
+            try body.run()
+        }
         for tag in Set(head.tags) {
             let row = try connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")
             try row.bind(Self.indexed(tag: tag, sealing), to: ":tag")
@@ -209,9 +253,11 @@ extension DiskStore {
     static func indexed(tag: String, _ sealing: StoreSealing?) -> String { sealing?.lookupKey("t", tag) ?? tag }
 
     /// Deletes least recently used unpinned entries while the bodies exceed the capacity.
-    /// Returns the body files to unlink once the transaction has committed.
-    func evict(_ connection: SQLiteConnection) throws(StorageError) -> [String] {
+    /// Returns the body files to unlink once the transaction has committed, and how many
+    /// entries went.
+    func evict(_ connection: SQLiteConnection) throws(StorageError) -> (files: [String], count: Int) {
         var files: [String] = []
+        var count = 0
         while try Self.bodyBytes(connection) > configuration.capacity {
             let oldest = try connection.statement(
                 """
@@ -224,11 +270,12 @@ extension DiskStore {
             if victims.isEmpty { break }  // only pinned entries are left
             for victim in victims {
                 try Self.deleteRow(victim.id, connection)
+                count += 1
                 if victim.inFile { files.append(victim.id) }
                 if try Self.bodyBytes(connection) <= configuration.capacity { break }
             }
         }
-        return files
+        return (files, count)
     }
 
     /// The bytes of all bodies, from the totals row the triggers maintain.
@@ -264,11 +311,27 @@ extension DiskStore {
     /// batch, as commits do: a revalidation does not wait for a transaction of its own.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let files = try state.withLock { state throws(StorageError) -> [String] in
-            defer { changes?.bump() }
+            // The key whose variants the update changed, once known: counted as an own write.
+            var primaryKey: String?
+            defer {
+                if let primaryKey {
+                    countOwnWrite(&state, primaryKey: primaryKey) { entries in
+                        for index in entries.indices where entries[index].id == id {
+                            entries[index].head.fields = fields
+                            entries[index].head.facts = facts
+                        }
+                    }
+                } else {
+                    changes?.bump()
+                }
+            }
             try openBatchIfWanted(&state)
             let update = try state.connection.statement(
                 sealing == nil
-                    ? "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id"
+                    ? """
+                    UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id
+                    RETURNING primary_key
+                    """
                     : "UPDATE entries SET fields = :fields, facts_version = :facts_version WHERE id = :id")
             if let sealing {
                 // The head is sealed whole: opened, changed and sealed again.
@@ -283,17 +346,26 @@ extension DiskStore {
                 head.fields = fields
                 head.facts = facts
                 try update.bind(sealing.seal(head, id: id), to: ":fields")
+                primaryKey = head.primaryKey
             } else {
                 try update.bind(fields.serialized(), to: ":fields")
                 try update.bind(facts, to: ":facts")
             }
             try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
             try update.bind(id.rawValue, to: ":id")
-            try update.run()
-            guard state.connection.changes > 0 else { throw MemoryStore.notFound(id) }
-            guard state.batching.open != nil else { return [] }
-            state.batching.writes += 1
-            return state.batching.writes >= Self.batchLimit ? try commitBatch(&state) : []
+            if sealing == nil {
+                // Its row's changes are made by the first step, which returns its key.
+                let updated = try update.step()
+                if updated { primaryKey = update.text(try update.column("primary_key")) }
+                update.reset()
+            } else {
+                try update.run()
+            }
+            guard state.connection.changes > 0 else {
+                primaryKey = nil
+                throw MemoryStore.notFound(id)
+            }
+            return try countBatchedWrite(&state)
         }
         unlinkBodies(files)
     }
@@ -329,42 +401,93 @@ extension DiskStore {
     }
 
     /// Writes buffered access times and hit counts in one transaction on the access writer's
-    /// connection; when that fails they stay buffered for the next flush. Never called inside
-    /// a write transaction of ``state``'s connection (it would wait for itself).
+    /// connection; when that fails they stay buffered for the next flush. Written behind
+    /// (``Configuration/writesBehind``), they join the open batch instead, on the index's own
+    /// connection, ``accessChunkRows`` at a time: the other connection would hold SQLite's write
+    /// lock for the whole flush, and a write meanwhile (a proxy's event loop storing a response
+    /// or freshening a head) would sleep in SQLite's busy handler until it ended, tens of
+    /// milliseconds for a second of hits; a chunk keeps ``state`` for well under one. Never
+    /// called inside a write transaction of ``state``'s connection (it would wait for itself).
     func flushAccess() throws(StorageError) {
+        if configuration.writesBehind && configuration.durability != .powerLossSafe {
+            // Under the access writer's lock all the same: flushes one at a time, so that one
+            // returns only once what an earlier one took is written too.
+            try accessWriter.withLock { _ throws(StorageError) in
+                var rest = takePendingAccess()[...]
+                while !rest.isEmpty {
+                    let chunk = rest.prefix(Self.accessChunkRows)
+                    try keepingPending(rest) { () throws(StorageError) in
+                        try state.withLock { state throws(StorageError) in
+                            try openBatchIfWanted(&state)
+                            try state.connection.transaction { () throws(StorageError) in
+                                try Self.writeAccess(chunk, state.connection)
+                            }
+                        }
+                    }
+                    rest = rest.dropFirst(chunk.count)
+                }
+                unlinkBodies(try state.withLock { state throws(StorageError) in try commitBatch(&state) })
+            }
+            return
+        }
         // The open batch holds the index's write lock, which this connection waits for.
         unlinkBodies(try state.withLock { state throws(StorageError) in try commitBatch(&state) })
         try withAccessWriter { connection throws(StorageError) in
-            let pending = accessLog.withLock { log in
-                log.lastFlush = clock()
-                log.flushQueued = false
-                defer { log.pending = [:] }
-                return log.pending
-            }
+            let pending = takePendingAccess()
             guard !pending.isEmpty else { return }
-            do throws(StorageError) {
-                // Not counted as a change: remembered variants keep their access time and hit
-                // count until the next real write (they decide nothing).
-                try connection.transaction { () throws(StorageError) in
-                    for (id, access) in pending {
-                        let statement = try connection.statement(
-                            """
-                            UPDATE access SET last_access = max(last_access, :last_access), hits = hits + :hits
-                            WHERE id = :id
-                            """)
-                        try statement.bind(access.time, to: ":last_access")
-                        try statement.bind(Int64(access.hits), to: ":hits")
-                        try statement.bind(id.rawValue, to: ":id")
-                        try statement.run()
-                    }
-                }
-            } catch {
-                accessLog.withLock { log in
-                    log.pending.merge(pending) { newer, older in (max(newer.time, older.time), newer.hits + older.hits)
-                    }
-                }
-                throw error
+            try keepingPending(pending[...]) { () throws(StorageError) in
+                try connection.transaction { () throws(StorageError) in try Self.writeAccess(pending, connection) }
             }
+        }
+    }
+
+    /// The buffered accesses, taken for a flush.
+    private func takePendingAccess() -> [EntryID: (time: Double, hits: Int)] {
+        accessLog.withLock { log in
+            log.lastFlush = clock()
+            log.flushQueued = false
+            defer { log.pending = [:] }
+            return log.pending
+        }
+    }
+
+    /// Access rows a written-behind flush writes per hold of ``state``.
+    static let accessChunkRows = 256
+
+    /// Runs `write`; when it fails, `pending` is buffered again for the next flush.
+    private func keepingPending(
+        _ pending: Dictionary<EntryID, (time: Double, hits: Int)>.SubSequence,
+        _ write: () throws(StorageError) -> Void
+    ) throws(StorageError) {
+        do {
+            try write()
+        } catch {
+            accessLog.withLock { log in
+                for (id, access) in pending {
+                    log.pending[id] =
+                        log.pending[id].map { (max($0.time, access.time), $0.hits + access.hits) } ?? access
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Adds access times and hit counts to their rows. Not counted as a change: remembered
+    /// variants keep their access time and hit count until the next real write (they decide
+    /// nothing).
+    static func writeAccess(
+        _ pending: some Sequence<(key: EntryID, value: (time: Double, hits: Int))>, _ connection: SQLiteConnection
+    ) throws(StorageError) {
+        for (id, access) in pending {
+            let statement = try connection.statement(
+                """
+                UPDATE access SET last_access = max(last_access, :last_access), hits = hits + :hits
+                WHERE id = :id
+                """)
+            try statement.bind(access.time, to: ":last_access")
+            try statement.bind(Int64(access.hits), to: ":hits")
+            try statement.bind(id.rawValue, to: ":id")
+            try statement.run()
         }
     }
 

@@ -126,6 +126,77 @@ struct BatchedWriteTests {
         #expect(throws: StorageError.self) { try store.update(EntryID(), fields: freshened, facts: []) }
     }
 
+    @Test("Written behind: the 64th write of a batch queues its commit, long before its latency: others read them")
+    func writesBehindCommitAtTheLimit() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(latency: 600, writesBehind: true)
+        let other = try openStore()
+        let entries = try (0..<DiskStore.batchLimit).map {
+            try StoreTestSupport.write(store, key: $0, generation: 0, size: 100)
+        }
+        let deadline = MonotonicClock.seconds() + 10
+        while try other.variants(of: entries[entries.count - 1].head.primaryKey).isEmpty
+            && MonotonicClock.seconds() < deadline
+        {
+            usleep(1_000)
+        }
+        for entry in entries { #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id]) }
+    }
+
+    @Test("Written behind: a commit after a checkpoint reuses the WAL file, never cutting it back inside the commit")
+    func writesBehindKeepsTheWAL() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        for key in 0..<20 { _ = try StoreTestSupport.write(store, key: key, generation: 0, size: 20_000) }
+        try store.flush()
+        try store.withAccessWriter { connection throws(StorageError) in
+            try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        }
+        func walBytes() -> Int64 {
+            var status = stat()
+            return lstat(directory + "/index.sqlite-wal", &status) == 0 ? Int64(status.st_size) : -1
+        }
+        let checkpointed = walBytes()
+        #expect(checkpointed > 300_000)
+        // Starts the WAL over (everything was copied): with no limit to keep, the commit would cut it to what it wrote.
+        _ = try StoreTestSupport.write(store, key: 100, generation: 0, size: 100)
+        try store.flush()
+        #expect(walBytes() == checkpointed)
+    }
+
+    @Test(
+        "Written behind: access times join the batch on the store's own connection, never SQLite's write lock on another; others read them after flush()"
+    )
+    func writesBehindRecordsAccessInTheBatch() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let entries = try (0..<(DiskStore.accessChunkRows + 10)).map {
+            try StoreTestSupport.write(store, key: $0, generation: 0, size: 100)
+        }
+        for entry in entries { store.recordAccess(entry.id, at: 4_000_000_000) }
+        store.recordAccess(entries[0].id, at: 4_000_000_001)
+        try store.flush()
+        #expect(store.accessWriter.withLock { $0 == nil }, "a second connection was opened to write access times")
+        let other = try openStore()
+        let read = try other.entries()
+        #expect(read.count == entries.count)
+        #expect(read.allSatisfy { $0.lastAccess >= 4_000_000_000 })
+        #expect(read.first { $0.id == entries[0].id }?.hits == 2)
+    }
+
+    @Test("The savepoint journals of a batch's commits stay in memory (temp_store MEMORY), never a temporary file")
+    func batchJournalsInMemory() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(writesBehind: true)
+        let tempStore = try store.state.withLock { state throws(StorageError) -> Int64 in
+            let pragma = try state.connection.statement("PRAGMA temp_store")
+            let column = try pragma.column("temp_store")
+            defer { pragma.reset() }
+            return try pragma.step() ? pragma.int(column) : -1
+        }
+        #expect(tempStore == 2)
+    }
+
     @Test("Written behind: a removal racing the queued commit in the same store is never undone by it")
     func removalInTheSameStoreWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }

@@ -231,8 +231,10 @@ struct EncryptionTests {
         let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
         try connection.execute(
             """
-            UPDATE entries SET (primary_key, fields, body) = (SELECT primary_key, fields, body FROM entries
-                WHERE id = '\(second.id.rawValue)') WHERE id = '\(first.id.rawValue)'
+            UPDATE entries SET (primary_key, fields) = (SELECT primary_key, fields FROM entries
+                WHERE id = '\(second.id.rawValue)') WHERE id = '\(first.id.rawValue)';
+            UPDATE inline_bodies SET body = (SELECT body FROM inline_bodies WHERE id = '\(second.id.rawValue)')
+                WHERE id = '\(first.id.rawValue)';
             """)
         connection.close()
         store.changes?.bump()

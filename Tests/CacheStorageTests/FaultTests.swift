@@ -130,7 +130,7 @@ extension DiskStoreProcessTests {
                 let flipped = String(body[100] ^ 0x5A, radix: 16)
                 let hex = flipped.count == 1 ? "0" + flipped : flipped
                 let sql =
-                    "UPDATE entries SET body = CAST(substr(body, 1, 100) || X'\(hex)' || substr(body, 102) AS BLOB) "
+                    "UPDATE inline_bodies SET body = CAST(substr(body, 1, 100) || X'\(hex)' || substr(body, 102) AS BLOB) "
                     + "WHERE id = '\(entry.id.rawValue)'; SELECT changes();"
                 let edit = try StoreTestSupport.run(sqlite3, [directory + "/index.sqlite", sql])
                 #expect(

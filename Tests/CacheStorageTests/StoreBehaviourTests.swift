@@ -867,3 +867,128 @@ struct EntryIDTests {
         #expect(times.first! < times.last!)
     }
 }
+
+extension IndexFormatVersionTests {
+    @Test("a version 4 index (inline bodies in the entries' rows) is migrated: the bodies move to a table of their own")
+    func version4IsMigrated() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        let inline = [UInt8](repeating: 4, count: 3_000)
+        let inFile = [UInt8](repeating: 5, count: 40_000)
+        let (small, large): (StoredEntry, StoredEntry)
+        do {
+            let store = try DiskStore(configuration)
+            small = try put(store, head("https://example.com/small"), inline)
+            large = try put(store, head("https://example.com/large"), inFile)
+        }
+        // What version 4 wrote: the inline body in its entry's row, a removal trigger that
+        // knows nothing else.
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            try connection.execute(
+                """
+                ALTER TABLE entries ADD COLUMN body BLOB;
+                UPDATE entries SET body = (SELECT body FROM inline_bodies WHERE inline_bodies.id = entries.id);
+                DROP TRIGGER entries_removed;
+                DROP TABLE inline_bodies;
+                CREATE TRIGGER entries_removed AFTER DELETE ON entries BEGIN
+                    UPDATE totals SET entries = entries - 1, body_bytes = body_bytes - OLD.body_size,
+                        pinned_bytes = pinned_bytes - OLD.pinned * OLD.body_size WHERE id = 0;
+                    DELETE FROM access WHERE id = OLD.id;
+                END;
+                PRAGMA user_version = 4;
+                """)
+            connection.close()
+        }
+        let reopened = try DiskStore(configuration)
+        #expect(try reopened.body(of: small.id) == inline)
+        #expect(try reopened.body(of: large.id) == inFile)
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        defer { connection.close() }
+        func count(_ sql: String) throws -> Int64 {
+            let query = try connection.statement("SELECT count(*) AS found FROM \(sql)")
+            let found = try query.column("found")
+            defer { query.reset() }
+            return try query.step() ? query.int(found) : -1
+        }
+        #expect(try count("pragma_table_info('entries') WHERE name = 'body'") == 0)
+        #expect(try count("inline_bodies") == 1)
+        let version = try connection.statement("PRAGMA user_version")
+        let userVersion = try version.column("user_version")
+        #expect(try version.step() && version.int(userVersion) == Int64(DiskStore.formatVersion))
+        version.reset()
+        // Removing the entry removes its inline body too (the new trigger).
+        try reopened.remove(small.id)
+        #expect(try count("inline_bodies") == 0)
+    }
+}
+
+@Suite("CacheStorage: freshening a stored head")
+struct HeadUpdateTests {
+    @Test(
+        "a head update (a 304's, RFC 9111 §4.3.4) writes a few pages of the index, never the inline body's, even when the head grows"
+    )
+    func headUpdateLeavesTheBody() throws {
+        let directory = TemporaryDirectory()
+        let store = try DiskStore(.init(directory: directory.path, log: { _ in }))
+        let body = [UInt8](repeating: 9, count: 30_000)
+        let entry = try put(store, head("https://example.com/inline"), body)
+        #expect(try store.location(of: entry.id).inline != nil, "30,000 bytes should be inline")
+        func walBytes() -> Int64 {
+            var status = stat()
+            return lstat(directory.path + "/index.sqlite-wal", &status) == 0 ? Int64(status.st_size) : -1
+        }
+        let before = walBytes()
+        var fields = entry.head.fields
+        fields["X-Freshened"] = String(repeating: "y", count: 200)
+        try store.update(entry.id, fields: fields, facts: [1, 2, 3, 4])
+        let written = walBytes() - before
+        #expect(written > 0 && written < 16_384, "the update wrote \(written) bytes to the WAL")
+        #expect(try store.variants(of: entry.head.primaryKey).first?.head.fields["X-Freshened"]?.count == 200)
+        #expect(try store.body(of: entry.id) == body)
+    }
+
+    @Test(
+        "a disk store's own commits and head updates keep the variants it remembers of other keys (no index read), and apply to their own; another store's write makes it read again"
+    )
+    func ownWritesKeepRememberedVariants() throws {
+        let directory = TemporaryDirectory()
+        let configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        let store = try DiskStore(configuration)
+        let first = try put(store, head("https://example.com/1"), [1])
+        let second = try put(store, head("https://example.com/2"), [2])
+        // Remembered: the second's head, and the first's and an empty third's to change below.
+        for key in ["https://example.com/1", "https://example.com/2", "https://example.com/3"] {
+            _ = try store.variants(of: key)
+        }
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == second.head.url)
+        // The index changed behind the store's back, its change counter left alone: only a read
+        // of the index shows it.
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            try connection.execute("PRAGMA busy_timeout = 10000")
+            try connection.execute("UPDATE entries SET url = 'https://example.com/edited' WHERE id = '\(second.id)'")
+            connection.close()
+        }
+        var fields = first.head.fields
+        fields["ETag"] = "\"v2\""
+        try store.update(first.id, fields: fields, facts: [9])
+        let third = try put(store, head("https://example.com/3"), [3])
+        let replaced = try put(store, head("https://example.com/1", variant: "gzip"), [4])
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == second.head.url)
+        let keys = [first.head.primaryKey, third.head.primaryKey]
+        let remembered = try keys.map { try store.variants(of: $0) }
+        #expect(remembered[0].map(\.id) == [first.id, replaced.id])
+        #expect(remembered[0].first?.head.fields["ETag"] == "\"v2\"")
+        // Their own keys as the index has them (opening a store counts as a write).
+        let fresh = try DiskStore(configuration)
+        for (key, remembered) in zip(keys, remembered) {
+            let read = try fresh.variants(of: key)
+            #expect(remembered.map(\.id) == read.map(\.id))
+            #expect(remembered.map(\.head) == read.map(\.head))
+        }
+        // Another store's write moves the count past this store's own: it reads the index again.
+        #expect(try store.variants(of: second.head.primaryKey).first?.head.url == "https://example.com/edited")
+    }
+}
