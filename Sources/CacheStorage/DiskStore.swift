@@ -93,6 +93,11 @@ public final class DiskStore: CacheStore {
         /// A caching proxy's misses then do not wait for the disk. Off by default; ignored
         /// with ``Durability/powerLossSafe``.
         public var writesBehind = false
+        /// The most bytes of stored heads (variants read from the index) the store keeps in
+        /// memory, for at most one key per KiB of it: a hit whose key is held reads no index.
+        /// 16 MiB by default (some 10,000 keys of typical heads); a long-lived process serving
+        /// more URLs than that from disk, such as a caching proxy, wants more.
+        public var headMemoryBytes = 16 << 20
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
         /// The key bodies and the index are encrypted with, or `nil` for a store in the clear.
@@ -155,8 +160,7 @@ public final class DiskStore: CacheStore {
     struct State {
         var connection: SQLiteConnection
         /// Variants read from the index, with the change count they were read at.
-        var heads = LRUCache<String, (changes: UInt64, entries: [StoredEntry])>(
-            capacity: DiskStore.headCacheLimit, byteLimit: DiskStore.headCacheByteLimit)
+        var heads: LRUCache<String, (changes: UInt64, entries: [StoredEntry])>
         /// Change counts this store's own writes moved the counter through, one after another,
         /// each applied to ``heads`` as it was made (``countOwnWrite(_:primaryKey:_:)``):
         /// variants read at any of them are what the index holds while the count is the last.
@@ -239,14 +243,6 @@ public final class DiskStore: CacheStore {
     let changes: ChangeCounter?
     /// Held while the directory is swept (``sweep()``).
     let sweeping = Locked(0)
-    /// The most primary keys whose variants are kept in memory.
-    static let headCacheLimit = 32_768
-    /// The most bytes the variants kept in memory hold (`MemoryCost`): large heads cannot
-    /// make 32,768 keys take more. Typical heads cost about 1.5 KB each, so this holds some
-    /// 21,000 keys: a variant not held costs a hit a query of the index and the eviction of
-    /// another key's variants.
-    static let headCacheByteLimit = 32 << 20
-
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used: it cannot be created or written,
     /// or another user could change it (``StorageError/Kind/unsafeDirectory``, see
@@ -265,7 +261,11 @@ public final class DiskStore: CacheStore {
         bodiesDirectory = configuration.directory + "/bodies"
         sealing = configuration.encryptionKey.map(StoreSealing.init)
         let connection = try Self.openIndex(configuration)
-        state = Locked(State(connection: connection))
+        // A key's variants cost about 1.5 KB with typical heads: a key per KiB bounds the count
+        // of small ones.
+        let headBytes = max(1 << 20, configuration.headMemoryBytes)
+        state = Locked(
+            State(connection: connection, heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
         accessLog = Locked(AccessLog(lastFlush: clock()))
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
