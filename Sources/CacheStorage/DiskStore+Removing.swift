@@ -147,7 +147,7 @@ extension DiskStore {
 
     /// Commits the open batch (``Configuration/writesBehind``, ``beginBatchedWrites()``) and
     /// writes buffered access times now (they are otherwise written in the background every
-    /// ``accessFlushInterval``, and when the store is released).
+    /// 30 s, and when the store is released).
     public func flush() throws(StorageError) {
         try flushAccess()
     }

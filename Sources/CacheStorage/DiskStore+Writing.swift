@@ -370,10 +370,9 @@ extension DiskStore {
         unlinkBodies(files)
     }
 
-    /// Buffers the access; the index gets it from a background flush, queued every
-    /// ``accessFlushInterval`` (30 s) or after 65,536 buffered entries, so no hit waits for
-    /// SQLite. ``entries()``, removals, ``flush()`` and releasing the store write what is
-    /// buffered first.
+    /// Buffers the access; the index gets it from a background flush, queued every 30 s or
+    /// after 65,536 buffered entries, so no hit waits for SQLite. ``entries()``, removals,
+    /// ``flush()`` and releasing the store write what is buffered first.
     public func recordAccess(_ id: EntryID, at time: Double) {
         let due = accessLog.withLock { log -> Bool in
             var access = log.pending[id] ?? (time, 0)

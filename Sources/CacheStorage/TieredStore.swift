@@ -33,7 +33,7 @@ public final class TieredStore: CacheStore {
     /// Opens the body from memory when it is there, from disk otherwise; a disk body read
     /// whole is then put in memory, with its entry, for the next hit. A body the index holds
     /// inline is read whole as it is opened: it goes to memory at once, and is handed out as
-    /// memory's bodies are (``StoredBody/bytesInMemory``), the bytes read being the bytes kept.
+    /// memory's bodies are (`bytesInMemory`), the bytes read being the bytes kept.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         if let bytes = memory.heldBody(of: id) { return BytesBody(bytes) }
         return try promoting(disk.openBody(of: id)) { [disk] in try? disk.entry(id) }
