@@ -43,7 +43,7 @@ extension DiskStore {
 
     /// Opens a batch when a scope wants one and none is open, and schedules its commit.
     func openBatchIfWanted(_ state: inout State) throws(StorageError) {
-        guard state.batching.scopes > 0 || configuration.writesBehind, state.batching.open == nil,
+        guard state.batching.scopes > 0 || configuration.isWrittenBehind, state.batching.open == nil,
             configuration.durability != .powerLossSafe
         else { return }
         try state.connection.beginBatch()
@@ -408,7 +408,7 @@ extension DiskStore {
     /// milliseconds for a second of hits; a chunk keeps ``state`` for well under one. Never
     /// called inside a write transaction of ``state``'s connection (it would wait for itself).
     func flushAccess() throws(StorageError) {
-        if configuration.writesBehind && configuration.durability != .powerLossSafe {
+        if configuration.isWrittenBehind {
             // Under the access writer's lock all the same: flushes one at a time, so that one
             // returns only once what an earlier one took is written too.
             try accessWriter.withLock { _ throws(StorageError) in

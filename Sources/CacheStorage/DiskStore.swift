@@ -93,6 +93,9 @@ public final class DiskStore: CacheStore {
         /// A caching proxy's misses then do not wait for the disk. Off by default; ignored
         /// with ``Durability/powerLossSafe``.
         public var writesBehind = false
+        /// Whether commits are written behind: ``writesBehind``, unless ``durability`` is
+        /// ``Durability/powerLossSafe``, which ignores it.
+        var isWrittenBehind: Bool { writesBehind && durability != .powerLossSafe }
         /// The most bytes of stored heads (variants read from the index) the store keeps in
         /// memory, for at most one key per KiB of it: a hit whose key is held reads no index.
         /// 16 MiB by default (some 10,000 keys of typical heads); a long-lived process serving
@@ -629,7 +632,8 @@ public final class DiskStore: CacheStore {
     ) throws(StorageError) {
         sqlite3_busy_timeout(connection.handle, configuration.busyTimeoutMilliseconds)
         try connection.leavesWriteAheadLogOnClose()
-        try connection.execute("PRAGMA journal_size_limit = \(configuration.writesBehind ? writtenBehindWALBytes : 0)")
+        try connection.execute(
+            "PRAGMA journal_size_limit = \(configuration.isWrittenBehind ? writtenBehindWALBytes : 0)")
         try connection.execute("PRAGMA synchronous = \(configuration.durability == .powerLossSafe ? "FULL" : "NORMAL")")
     }
 }

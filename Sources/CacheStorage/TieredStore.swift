@@ -35,20 +35,21 @@ public final class TieredStore: CacheStore {
     /// inline is read whole as it is opened: it goes to memory at once, and is handed out as
     /// memory's bodies are (`bytesInMemory`), the bytes read being the bytes kept.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
-        if let bytes = memory.heldBody(of: id) { return BytesBody(bytes) }
-        return try promoting(disk.openBody(of: id)) { [disk] in try? disk.entry(id) }
+        try open(id) { [disk] in try? disk.entry(id) }
     }
 
     /// As ``openBody(of:)``, promoting a disk body with `entry` (no second index read).
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
-        if let bytes = memory.heldBody(of: entry.id) { return BytesBody(bytes) }
-        return try promoting(disk.openBody(of: entry.id)) { entry }
+        try open(entry.id) { entry }
     }
 
-    /// `body`, opened from disk, put in memory as `entry` once it has been read whole.
-    private func promoting(
-        _ body: any StoredBody, as entry: @escaping @Sendable () -> StoredEntry?
-    ) -> any StoredBody {
+    /// The body of `id` from memory, else from disk, put in memory as `entry` once it has been
+    /// read whole.
+    private func open(
+        _ id: EntryID, promotedAs entry: @escaping @Sendable () -> StoredEntry?
+    ) throws(StorageError) -> any StoredBody {
+        if let bytes = memory.heldBody(of: id) { return BytesBody(bytes) }
+        let body = try disk.openBody(of: id)
         guard body.size <= memory.maximumEntrySize else { return body }
         if let bytes = body.bytesInMemory {
             if let entry = entry() { memory.insert(entry, body: bytes) }
