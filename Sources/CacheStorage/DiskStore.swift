@@ -548,7 +548,7 @@ public final class DiskStore: CacheStore {
         -> SQLiteConnection
     {
         try checkIndexFile(path)
-        let connection = try SQLiteConnection(path: path)
+        let connection = try SQLiteConnection(path: path, creating: true)
         FileIO.restrictMode(path, 0o600)
         try applyConnectionSettings(connection, configuration)
         try connection.execute("PRAGMA journal_mode = WAL")
@@ -618,7 +618,7 @@ public final class DiskStore: CacheStore {
 
     /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
     static func openAccessWriter(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
-        let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite")
+        let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite", creating: false)
         try applyConnectionSettings(connection, configuration)
         return connection
     }

@@ -6,11 +6,15 @@ final class SQLiteConnection {
     private var statements: [String: Statement] = [:]
     let path: String
 
-    /// Opens (creating) the database at `path`, which must not be a symbolic link.
-    init(path: String) throws(StorageError) {
+    /// Opens the database at `path`, which must not be a symbolic link; when `creating`, an
+    /// absent file is made (on first use). A second connection to an index that must already
+    /// exist opens without `creating`: if the file was removed meanwhile (the cache directory
+    /// deleted under a running store), it fails rather than leaving an empty index behind.
+    init(path: String, creating: Bool) throws(StorageError) {
         self.path = path
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+        let flags =
+            SQLITE_OPEN_READWRITE | (creating ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let code = sqlite3_open_v2(path, &db, flags, nil)
         handle = db
         guard code == SQLITE_OK else {

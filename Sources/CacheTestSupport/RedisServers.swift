@@ -50,7 +50,7 @@ public final class RedisServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.runSerialized()
-        Self.watch(process.processIdentifier)
+        Self.watch(process.processIdentifier, directory: directory.path)
         self.process.withLock { $0 = process }
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
@@ -148,13 +148,23 @@ public final class RedisServer: @unchecked Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Kills `pid` when this process is gone (a test runner killed mid-run leaves no server).
-    private static func watch(_ pid: Int32) {
+    /// Kills `pid` when this process is gone (a test runner killed mid-run leaves no server),
+    /// and then removes `directory`: a server shared by the tests of a process
+    /// (``shared()``, ``RedisCluster/shared()``) is never released, so only this cleans up its
+    /// directory (cluster state, a replica's RDB). First the children it forked (an RDB save
+    /// for a replica), which would otherwise write on into the directory.
+    private static func watch(_ pid: Int32, directory: String) {
         let watchdog = Process()
         watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
         watchdog.arguments = [
             "-c",
-            "while kill -0 \(getpid()) 2>/dev/null && kill -0 \(pid) 2>/dev/null; do sleep 1; done; kill -9 \(pid) 2>/dev/null",
+            """
+            while kill -0 \(getpid()) 2>/dev/null && kill -0 \(pid) 2>/dev/null; do sleep 1; done
+            kill -0 \(getpid()) 2>/dev/null && exit 0
+            pkill -9 -P \(pid) 2>/dev/null; kill -9 \(pid) 2>/dev/null
+            i=0; while kill -0 \(pid) 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+            rm -rf '\(directory)'
+            """,
         ]
         watchdog.standardOutput = FileHandle.nullDevice
         watchdog.standardError = FileHandle.nullDevice

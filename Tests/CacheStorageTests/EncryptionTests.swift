@@ -228,7 +228,7 @@ struct EncryptionTests {
         let first = try writeEntry(store, Self.head("https://1.example/", tag: "t"), Self.body("one", size: 100))
         let second = try writeEntry(store, Self.head("https://2.example/", tag: "t"), Self.body("two", size: 100))
         // Another process's connection rewrites the first row with the second's sealed values.
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
         try connection.execute(
             """
             UPDATE entries SET (primary_key, fields) = (SELECT primary_key, fields FROM entries

@@ -7,7 +7,7 @@ import Testing
 /// every failure (a bind too) an error that carries the SQL it came from.
 @Suite struct SQLiteStatementTests {
     private func connection(_ directory: TemporaryDirectory) throws -> SQLiteConnection {
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: true)
         try connection.execute("CREATE TABLE t (key TEXT UNIQUE, size INTEGER)")
         return connection
     }

@@ -529,6 +529,20 @@ struct DiskStoreTests {
         #expect(try indexed()?.lastAccess == clock.now())
     }
 
+    /// The access writer is a second connection to an index that exists; were it to create one,
+    /// a store whose index was deleted under it would leave an empty `index.sqlite` behind (and a
+    /// directory removed while the store flushed could not be removed).
+    @Test("access times flushed after the index file was deleted fail and create no empty index")
+    func accessFlushAfterTheIndexIsDeletedCreatesNoIndex() throws {
+        let directory = TemporaryDirectory()
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let stored = try put(store, head("https://example.com/deleted"), [1, 2, 3])
+        for suffix in ["", "-wal", "-shm"] { unlink(directory.path + "/index.sqlite" + suffix) }
+        store.recordAccess(stored.id, at: 2_000_000_000)
+        #expect(throws: StorageError.self) { try store.flush() }
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/index.sqlite"))
+    }
+
     @Test("two store instances on one directory see each other's writes and removals")
     func twoInstances() throws {
         let directory = TemporaryDirectory()
@@ -682,7 +696,7 @@ struct IndexFormatVersionTests {
             try put(store, head("https://example.com/old"), [1, 2, 3])
         }
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             // The released store's background sweep may still hold the index for a moment.
             try connection.execute("PRAGMA busy_timeout = 10000")
             try connection.execute("PRAGMA user_version = \(DiskStore.formatVersion + 1)")
@@ -720,7 +734,7 @@ struct IndexFormatVersionTests {
         // Turn it into what version 1 wrote: the access columns in `entries`, its recency
         // index and removal trigger, no `access` table.
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             try connection.execute("PRAGMA busy_timeout = 10000")
             try connection.execute(
                 """
@@ -753,7 +767,7 @@ struct IndexFormatVersionTests {
             Set(try reopened.entries().map(\.head.url)) == [
                 "https://example.com/0", "https://example.com/2", "https://example.com/3",
             ])
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
         let version = try connection.statement("PRAGMA user_version")
         let userVersion = try version.column("user_version")
         #expect(try version.step() && version.int(userVersion) == Int64(DiskStore.formatVersion))
@@ -796,7 +810,7 @@ extension IndexFormatVersionTests {
             }
         }
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             try connection.execute("PRAGMA busy_timeout = 10000")
             for (index, row) in rows.enumerated() {
                 let update = try connection.statement(
@@ -884,7 +898,7 @@ extension IndexFormatVersionTests {
         // What version 4 wrote: the inline body in its entry's row, a removal trigger that
         // knows nothing else.
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             try connection.execute("PRAGMA busy_timeout = 10000")
             try connection.execute(
                 """
@@ -904,7 +918,7 @@ extension IndexFormatVersionTests {
         let reopened = try DiskStore(configuration)
         #expect(try reopened.body(of: small.id) == inline)
         #expect(try reopened.body(of: large.id) == inFile)
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
         defer { connection.close() }
         func count(_ sql: String) throws -> Int64 {
             let query = try connection.statement("SELECT count(*) AS found FROM \(sql)")
@@ -966,7 +980,7 @@ struct HeadUpdateTests {
         // The index changed behind the store's back, its change counter left alone: only a read
         // of the index shows it.
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             try connection.execute("PRAGMA busy_timeout = 10000")
             try connection.execute("UPDATE entries SET url = 'https://example.com/edited' WHERE id = '\(second.id)'")
             connection.close()

@@ -79,7 +79,7 @@ struct TagTests {
             try put(store, tagged("https://a.example/old", []), Array("old".utf8))
         }
         do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
             try connection.execute(
                 "DROP TABLE tags; ALTER TABLE entries DROP COLUMN tags; PRAGMA user_version = 2;")
             connection.close()
@@ -98,7 +98,7 @@ struct TagTests {
         for index in 0..<2_000 {
             try put(store, tagged("https://a.example/\(index)", ["g\(index % 100)"]), Array("x".utf8))
         }
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite")
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
         defer { connection.close() }
         let plan = try connection.statement(
             "EXPLAIN QUERY PLAN SELECT id FROM entries WHERE id IN (SELECT id FROM tags WHERE tag = 'g7')")
