@@ -69,9 +69,9 @@ let package = Package(
         .target(
             name: "CacheTLS", dependencies: ["CacheSystem", "COpenSSLHTTPCache", "COpenSSLLoaderHTTPCache"],
             swiftSettings: strictSettings),
-        // Hashes, HMAC and AES-256-GCM behind one small interface: OpenSSL's libcrypto on Linux (the
-        // library TLS already links), CryptoKit on Apple platforms. Digest fields (RFC 9530) and
-        // encryption at rest.
+        // Hashes, HMAC and AES-256-GCM behind one small interface: OpenSSL's libcrypto on Linux (opened
+        // by the first of them, as for TLS), CryptoKit on Apple platforms. Digest fields (RFC 9530)
+        // and encryption at rest.
         .target(
             name: "CacheCrypto",
             dependencies: [
