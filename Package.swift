@@ -8,6 +8,14 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// OpenSSL's pkg-config: on Linux its C flags alone (its libraries are opened at run time, see
+// COpenSSLLoaderHTTPCache), elsewhere its libraries too.
+#if os(Linux)
+let openSSLPackageConfig = Context.packageDirectory + "/Sources/COpenSSLHTTPCache/headers.pc"
+#else
+let openSSLPackageConfig = "openssl"
+#endif
+
 let package = Package(
     name: "swift-http-cache",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
@@ -40,9 +48,16 @@ let package = Package(
         // SQLite from Debian's libsqlite3-dev, for CacheStorage's index. Never in public API.
         .systemLibrary(
             name: "CSQLiteHTTPCache", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
-        // OpenSSL 3 (Debian's libssl-dev, Homebrew's openssl@3) for CacheTLS. Never in public API.
+        // OpenSSL 3's headers (Debian's libssl-dev, Homebrew's openssl@3) for CacheTLS and CacheCrypto.
+        // Never in public API. On Linux its libraries are not linked (headers.pc asks pkg-config for
+        // openssl's C flags alone): COpenSSLLoaderHTTPCache opens them when they are first called.
         .systemLibrary(
-            name: "COpenSSLHTTPCache", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+            name: "COpenSSLHTTPCache", pkgConfig: openSSLPackageConfig,
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // The OpenSSL functions the package calls, under their own names, each opening libssl.so.3
+        // or libcrypto.so.3 on its first call (Linux), so that a program starts without them and
+        // loads them only for TLS, a digest or an encrypted store. Apple platforms link OpenSSL.
+        .target(name: "COpenSSLLoaderHTTPCache", dependencies: ["COpenSSLHTTPCache"]),
         // libnghttp2 (Debian's libnghttp2-dev, the library curl and Apache httpd use) for the proxy's
         // HTTP/2 server and the tests' HTTP/2 client. Never in public API.
         .systemLibrary(
@@ -51,13 +66,18 @@ let package = Package(
         // TLS on OpenSSL 3 over a connected non-blocking socket, client and server side: chain and
         // host verification, SNI, ALPN, session resumption, close_notify told from a cut. Non-blocking
         // calls with a poll(2) layer on top, for our HTTP client and the tests' HTTPS origin.
-        .target(name: "CacheTLS", dependencies: ["CacheSystem", "COpenSSLHTTPCache"], swiftSettings: strictSettings),
-        // Hashes, HMAC and AES-256-GCM behind one small interface: OpenSSL's libcrypto on Linux (the
-        // library TLS already links), CryptoKit on Apple platforms. Digest fields (RFC 9530) and
-        // encryption at rest.
+        .target(
+            name: "CacheTLS", dependencies: ["CacheSystem", "COpenSSLHTTPCache", "COpenSSLLoaderHTTPCache"],
+            swiftSettings: strictSettings),
+        // Hashes, HMAC and AES-256-GCM behind one small interface: OpenSSL's libcrypto on Linux (opened
+        // by the first of them, as for TLS), CryptoKit on Apple platforms. Digest fields (RFC 9530)
+        // and encryption at rest.
         .target(
             name: "CacheCrypto",
-            dependencies: [.target(name: "COpenSSLHTTPCache", condition: .when(platforms: [.linux]))],
+            dependencies: [
+                .target(name: "COpenSSLHTTPCache", condition: .when(platforms: [.linux])),
+                .target(name: "COpenSSLLoaderHTTPCache", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // Where responses live: memory tier, SQLite index + body files.
         .target(

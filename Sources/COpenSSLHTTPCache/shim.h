@@ -1,6 +1,7 @@
 // OpenSSL 3 (libssl and libcrypto) for CacheTLS and CacheCrypto, from Debian's libssl-dev or Homebrew's
-// openssl@3. The function-like macros Swift cannot import are wrapped here as functions; no
-// logic lives in this file.
+// openssl@3. The function-like macros Swift cannot import are wrapped here as functions, and
+// nothing else lives in this file. On Linux the functions called are COpenSSLLoaderHTTPCache's, which
+// open OpenSSL on first use: every function called here must be one it defines.
 #ifndef COPENSSL_HTTPCACHE_SHIM_H
 #define COPENSSL_HTTPCACHE_SHIM_H
 
@@ -38,7 +39,16 @@ static inline int copenssl_set_tlsext_host_name(SSL *ssl, const char *name) {
 /// SSL_OP_NO_RENEGOTIATION, a macro built with SSL_OP_BIT.
 static inline uint64_t copenssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
 
-/// EVP_EC_gen: a new key on the named curve (e.g. "P-256"), or NULL.
-static inline EVP_PKEY *copenssl_ec_generate(const char *curve) { return EVP_EC_gen(curve); }
+/// A new key on the named curve (e.g. "P-256"), or NULL: EVP_EC_gen's steps, since the variadic
+/// EVP_PKEY_Q_keygen it expands to cannot be wrapped.
+static inline EVP_PKEY *copenssl_ec_generate(const char *curve) {
+    EVP_PKEY *key = NULL;
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (context != NULL && EVP_PKEY_keygen_init(context) == 1 && EVP_PKEY_CTX_set_group_name(context, curve) == 1) {
+        EVP_PKEY_generate(context, &key);
+    }
+    EVP_PKEY_CTX_free(context);
+    return key;
+}
 
 #endif

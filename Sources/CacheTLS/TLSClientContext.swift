@@ -1,4 +1,5 @@
 internal import COpenSSLHTTPCache
+internal import COpenSSLLoaderHTTPCache
 import CacheSystem
 
 #if canImport(Glibc)
@@ -107,6 +108,9 @@ public final class TLSClientContext: @unchecked Sendable {
     /// A new OpenSSL context: TLS 1.2 at least, ALPN, the default trust store and the extra
     /// roots, verification, sessions through ``remember(_:for:)``.
     private func makeContext() throws(TLSError) -> OpaquePointer {
+        if let unavailable = httpcache_openssl_unavailable() {
+            throw .setupFailed(reason: String(cString: unavailable))
+        }
         OpenSSLErrorQueue.clear()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))

@@ -41,7 +41,8 @@ public enum TLSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A server's certificate or key file cannot be read, holds no certificate or key, or
     /// the key does not belong to the certificate.
     case unusableIdentity(path: String, reason: String)
-    /// OpenSSL could not make a context or connection (out of memory, a bad setting).
+    /// OpenSSL could not make a context or connection (out of memory, a bad setting), or cannot
+    /// be loaded (Linux: libssl.so.3 and libcrypto.so.3 are opened by the first context).
     case setupFailed(reason: String)
 
     /// One line: the peer or file, then the cause and what to do about it.
