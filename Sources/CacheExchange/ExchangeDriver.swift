@@ -71,6 +71,11 @@ public final class ExchangeDriver: Sendable {
         /// Applied once per stored entry to the fields every answer from it starts with (a
         /// proxy adds its `Via` there).
         public var storedFieldsTransform: (@Sendable (HeaderFields) -> HeaderFields)?
+        /// Applied once per stored entry to those fields (transformed): the bytes the host sends
+        /// for them, without `Content-Length` (the host writes the length of what it sends).
+        /// Plain hits carry them (``ServedResponse/serializedFields``), so a host writes a stored
+        /// head once, not field by field on every hit.
+        public var storedFieldsSerializer: (@Sendable (HeaderFields) -> [UInt8])?
         /// What to store of responses; `nil`: what RFC 9111 §3 allows.
         public var advisor: (any StorageAdvisor)?
         /// How many keys (and entries) the exchange remembers at most.
@@ -191,8 +196,8 @@ public final class ExchangeDriver: Sendable {
         updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
         builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
-            transform: configuration.storedFieldsTransform, capacity: configuration.memoCapacity,
-            byteLimit: configuration.memoByteLimit / 3)
+            transform: configuration.storedFieldsTransform, serializer: configuration.storedFieldsSerializer,
+            capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }

@@ -59,6 +59,22 @@ public struct ServedResponse: Sendable {
     /// response served after a `5xx`, a freshened response after a `304`): what the origin
     /// sent is dropped.
     public var replacesOriginResponse: Bool
+    /// The stored fields as the host's serializer wrote them, when ``fields`` are those fields
+    /// followed only by the ones each answer adds (`Age`, `Cache-Status`, a corrected
+    /// `Content-Length`, which the serializer leaves out) and the whole stored body goes out:
+    /// a host may send these bytes, then the fields after the first
+    /// ``ServedResponse/SerializedFields/count``. `nil` otherwise (a `304`, a range, `HEAD`, a
+    /// changed field); a host that changes ``fields`` drops it.
+    public var serializedFields: SerializedFields?
+
+    /// The bytes a host made of a stored entry's fields once, kept for every answer from the
+    /// same version of the entry (``ExchangeDriver/Configuration/storedFieldsSerializer``).
+    public struct SerializedFields: Sendable {
+        /// The fields' bytes, as the host sends them.
+        public let bytes: [UInt8]
+        /// How many of ``ServedResponse/fields`` the bytes stand for (the first ones).
+        public let count: Int
+    }
 }
 
 /// A response the cache makes itself, with no stored body: a `504` when nothing stored may
@@ -102,6 +118,7 @@ final class ServedResponseBuilder: Sendable {
     private let name: String
     private let addsCacheStatus: Bool
     private let transform: (@Sendable (HeaderFields) -> HeaderFields)?
+    private let serializer: (@Sendable (HeaderFields) -> [UInt8])?
     /// `NAME; hit; ttl=` when the name is a token (serialized as is, RFC 9211 §2).
     private let hitStatusPrefix: String?
 
@@ -114,23 +131,29 @@ final class ServedResponseBuilder: Sendable {
         var declaredLength: Int64?
         /// The same in ``fields`` (after the host's transform).
         var fieldsLength: Int64?
+        /// ``fields`` as the host's serializer writes them.
+        var serialized: ServedResponse.SerializedFields?
     }
 
     private let bases: Locked<LRUCache<EntryID, BaseFields>>
 
     init(
         engine: CacheEngine, name: String, addsCacheStatus: Bool,
-        transform: (@Sendable (HeaderFields) -> HeaderFields)?, capacity: Int, byteLimit: Int
+        transform: (@Sendable (HeaderFields) -> HeaderFields)?,
+        serializer: (@Sendable (HeaderFields) -> [UInt8])?, capacity: Int, byteLimit: Int
     ) {
         self.engine = engine
         self.name = name
         self.addsCacheStatus = addsCacheStatus
         self.transform = transform
+        self.serializer = serializer
         hitStatusPrefix = CacheStatus(cache: name).fieldValue.hasPrefix(name + ";") ? name + "; hit; ttl=" : nil
         bases = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
     }
 
-    /// The stored fields as every answer starts: without `Age`, transformed.
+    /// The stored fields as every answer starts: without `Age`, transformed (and serialized,
+    /// when the host serializes). Remembered with the stored facts they came with: a stored
+    /// head that changed (a `304` freshened it) has other facts, and is made again.
     private func base(_ entry: StoredEntry) -> BaseFields {
         if let known = bases.withLock({ $0.value(for: entry.id) }), known.facts == entry.head.facts { return known }
         var fields = entry.head.fields
@@ -139,8 +162,11 @@ final class ServedResponseBuilder: Sendable {
         let base = BaseFields(
             facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains(.cacheStatus),
             declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
-            fieldsLength: fields[.contentLength].map { Int64($0) ?? -1 })
-        let cost = MemoryCost.bytes(base.facts) + MemoryCost.fields(base.fields)
+            fieldsLength: fields[.contentLength].map { Int64($0) ?? -1 },
+            serialized: serializer.map { ServedResponse.SerializedFields(bytes: $0(fields), count: fields.count) })
+        let cost =
+            MemoryCost.bytes(base.facts) + MemoryCost.fields(base.fields)
+            + (base.serialized.map { MemoryCost.bytes($0.bytes) } ?? 0)
         bases.withLock { $0.set(base, for: entry.id, cost: cost) }
         return base
     }
@@ -201,12 +227,15 @@ final class ServedResponseBuilder: Sendable {
             status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
             outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
             replacesOriginResponse: answer.replacesOriginResponse)
+        // Age and Cache-Status went after the stored fields, which are unchanged so far.
+        if !base.hasCacheStatus { served.serializedFields = base.serialized }
         if use.notModified {
             // The client's own validators match (RFC 9111 §4.3.2): 304, no body, and of the
             // representation metadata only what RFC 9110 §15.4.5 lists: Content-Location,
             // ETag, Vary, Cache-Control, Expires (and Date), with Last-Modified only when
             // there is no ETag to guide the client's cache update.
             served.status = 304
+            served.serializedFields = nil
             for name in ServedResponse.notModifiedOmits { served.fields.removeAll(named: name) }
             if served.fields.contains(.eTag) { served.fields.removeAll(named: .lastModified) }
             served.body = .none
@@ -222,6 +251,7 @@ final class ServedResponseBuilder: Sendable {
         case .whole:
             if incomplete { return nil }
         case .partial(let ranges) where ranges.count == 1:
+            served.serializedFields = nil
             let range = ranges[0]
             served.status = 206
             served.fields[.contentRange] = ContentRange(range: range, completeLength: size).fieldValue
@@ -234,15 +264,20 @@ final class ServedResponseBuilder: Sendable {
                 return nil
             }
             served.status = 206
+            served.serializedFields = nil
             served.fields[.contentType] = "multipart/byteranges; boundary=\(parts.boundary)"
             served.body = .bytes(parts.bytes)
         case .unsatisfiable(let length):
             served.status = 416
+            served.serializedFields = nil
             served.fields[.contentRange] = ContentRange(range: nil, completeLength: length).fieldValue
             served.body = .bytes([])
         }
         if base.fieldsLength != served.body.count { served.fields[.contentLength] = String(served.body.count) }
-        if request.method == "HEAD" { served.body = .none }
+        if request.method == "HEAD" {
+            served.body = .none
+            served.serializedFields = nil
+        }
         return served
     }
 }

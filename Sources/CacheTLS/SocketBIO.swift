@@ -15,6 +15,10 @@ struct SocketState {
     /// Whether `recv` met the end of the stream (what `BIO_eof` reports, and OpenSSL 3 turns
     /// into `SSL_R_UNEXPECTED_EOF_WHILE_READING` when no close_notify came first).
     var sawEOF = false
+    /// Whether a `recv` since the connection's last read began gave fewer bytes than asked for
+    /// (or none): the socket held nothing more at that moment, so an edge-triggered reader may
+    /// wait for its next readiness.
+    var drained = false
 }
 
 /// OpenSSL's I/O over a socket, as its own socket BIO does it, but sending with `MSG_NOSIGNAL`:
@@ -57,6 +61,7 @@ enum SocketBIO {
             SocketBIO.transfer(bio, count: count, retry: BIO_FLAGS_READ) { state in
                 let received = recv(state.pointee.fd, bytes, Int(count), 0)
                 if received == 0 { state.pointee.sawEOF = true }
+                state.pointee.drained = received < Int(count)
                 return received
             }
         }

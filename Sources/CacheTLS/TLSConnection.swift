@@ -129,6 +129,8 @@ public final class TLSConnection {
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .bytes(0) }
         var count = 0
+        // Only a recv of this read says how the socket stands now (hasDrainedSocket).
+        socket.pointee.drained = false
         guard let error = perform({ SSL_read_ex($0, base, buffer.count, &count) }) else { return .bytes(count) }
         switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
@@ -190,6 +192,16 @@ public final class TLSConnection {
     /// waiting for the socket, which will not signal them.
     public var hasBufferedBytes: Bool {
         SSL_pending(ssl) > 0 || SSL_has_pending(ssl) == 1
+    }
+
+    /// Whether a read may stop here without asking the socket again: the last ``read(into:)``
+    /// called `recv`, which got fewer bytes than asked for (read-ahead asks for a whole
+    /// buffer), and nothing waits inside OpenSSL. An edge-triggered reader then waits for the
+    /// socket's next readiness instead of a read that would only return `EAGAIN`: one `recv`
+    /// per request, not two. A read served from OpenSSL's buffer alone says nothing of the
+    /// socket (bytes that came since its last `recv` may have been signalled already).
+    public var hasDrainedSocket: Bool {
+        socket.pointee.drained && !hasBufferedBytes
     }
 
     /// Whether a kept connection can carry another request: nothing has arrived on it (an

@@ -178,6 +178,34 @@ struct TLSConnectionTests {
         #expect(!pair.client.hasBufferedBytes)
     }
 
+    /// A read that took everything the socket held says so (an event loop then waits for the
+    /// next readiness instead of reading again); one that leaves bytes on the socket or inside
+    /// OpenSSL does not.
+    @Test func aReadSaysWhenTheSocketIsDrained() throws {
+        let pair = try ConnectedPair(client: client, server: server)
+        #expect(pair.handshake() == (.done, .done))
+        #expect(pair.write("GET / HTTP/1.1\r\nHost: a\r\n\r\n", from: pair.client) == .wrote(27))
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        #expect(buffer.withUnsafeMutableBytes { pair.server.read(into: $0) } == .bytes(27))
+        #expect(pair.server.hasDrainedSocket)
+        let large = String(repeating: "0123456789abcdef", count: 4_000)  // 64,000 bytes: four records
+        #expect(pair.write(large, from: pair.client) == .wrote(64_000))
+        #expect(buffer.withUnsafeMutableBytes { pair.server.read(into: $0) } == .bytes(16 * 1024))
+        #expect(!pair.server.hasDrainedSocket, "records still wait on the socket or inside OpenSSL")
+        let (rest, end) = pair.readAll(pair.server)
+        #expect(rest.utf8.count == 64_000 - 16 * 1024)
+        #expect(end == .wantRead)
+        // Pipelined requests, a record each, taken in by one recv: the last one read comes from
+        // OpenSSL's buffer, with no recv, so it says nothing of the socket (what came since
+        // may have been signalled already, while the first was being answered).
+        for request in ["GET /1", "GET /2", "GET /3"] { #expect(pair.write(request, from: pair.client) == .wrote(6)) }
+        for _ in 1...3 {
+            #expect(buffer.withUnsafeMutableBytes { pair.server.read(into: $0) } == .bytes(6))
+            #expect(!pair.server.hasDrainedSocket)
+        }
+        #expect(buffer.withUnsafeMutableBytes { pair.server.read(into: $0) } == .wantRead)
+    }
+
     /// RFC 9112 §6.3: bytes after a complete response make a kept connection unusable; an
     /// idle one stays usable after the check.
     @Test func aConnectionWithStrayBytesIsNotIdle() throws {

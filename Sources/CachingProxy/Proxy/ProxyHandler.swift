@@ -139,6 +139,7 @@ final class ProxyHandler: RequestHandler {
             Messages.addingVia(&fields, version: "1.1", name: name)
             return fields
         }
+        exchange.storedFieldsSerializer = { EventLoop.serializedFields($0) }
         exchange.memoCapacity = Self.rememberedKeyLimit
         exchange.memoByteLimit = remembered - remembered / 4
         driver = ExchangeDriver(store: store, configuration: exchange)
@@ -465,10 +466,17 @@ final class ProxyHandler: RequestHandler {
             metrics.count(served.outcome == .stale ? .stale : served.outcome == .revalidated ? .revalidated : .hit)
         }
         var fields = served.fields
+        var serialized = served.serializedFields
         if request.delta != nil, fields[.contentEncoding] == "dcz" {
             DeltaCoding.namingDelta(&fields, ours: served.cacheStatus)
+            serialized = nil
         }
-        let head = ServerResponseHead(status: served.status, fields: fields)
+        var written = ServerResponseHead(status: served.status, fields: fields)
+        if let serialized {
+            written.serializedFields = serialized.bytes
+            written.serializedFieldCount = serialized.count
+        }
+        let head = written
         switch served.body {
         case .none:
             recordLatency(request, served)

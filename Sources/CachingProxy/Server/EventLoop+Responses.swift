@@ -158,8 +158,15 @@ extension EventLoop {
         let framing = framing.framing
         writeStatusLine(&output, status, head.reason)
         var sawContentLength = false
+        var first = 0
+        if case .length = framing, head.serializedFieldCount > 0 {
+            // The handler's fields as serializedFields(_:) wrote them, without Content-Length.
+            head.serializedFields.withUnsafeBytes { output.append($0) }
+            first = head.serializedFieldCount
+        }
         head.fields.withLines { lines in
-            for index in lines.indices where appendField(&output, lines[index], keepContentLength: framing == .none) {
+            for index in first..<lines.count
+            where appendField(&output, lines[index], keepContentLength: framing == .none) {
                 sawContentLength = true
             }
         }
@@ -179,6 +186,17 @@ extension EventLoop {
             if chunked { output.append("Transfer-Encoding: chunked\r\n" as StaticString) }
         }
         output.append(ending)
+    }
+
+    /// `fields` as a response head carries them when its body has a length: what
+    /// ``ServerResponseHead/serializedFields`` holds (no Content-Length, no hop-by-hop framing
+    /// fields, none that could not be sent safely).
+    static func serializedFields(_ fields: HeaderFields) -> [UInt8] {
+        var output = OutputQueue()
+        fields.withLines { lines in
+            for line in lines { _ = appendField(&output, line, keepContentLength: false) }
+        }
+        return output.takeOwnedBytes()
     }
 
     private static func writeStatusLine(_ output: inout OutputQueue, _ status: Int, _ reason: String?) {

@@ -112,9 +112,12 @@ extension EventLoop {
             }
         }
         // A short TLS read says nothing about the socket (one record at a time, others may
-        // wait decrypted inside OpenSSL): reading stops only at want-read.
+        // wait decrypted inside OpenSSL): reading stops at want-read, or when OpenSSL's own
+        // read of the socket came up short and nothing waits inside it (the end read on
+        // regardless, as above).
         switch tls.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: count)) {
         case .bytes(let read):
+            if tls.hasDrainedSocket && !connection.state.hungUp { connection.state.canRead = false }
             return .bytes(read)
         case .closed, .closedWithoutNotify:
             return .closed

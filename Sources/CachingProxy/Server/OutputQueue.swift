@@ -112,6 +112,16 @@ struct OutputQueue {
         count += bytes.count
     }
 
+    /// The queued bytes, all of them owned (no array appended by reference), and the queue
+    /// emptied.
+    mutating func takeOwnedBytes() -> [UInt8] {
+        precondition(segments.isEmpty, "takeOwnedBytes on a queue holding arrays")
+        let bytes =
+            buffer.map { Array(UnsafeBufferPointer(start: $0 + readIndex, count: writeIndex - readIndex)) } ?? []
+        release()
+        return bytes
+    }
+
     /// Appends `value` in decimal.
     mutating func appendDecimal(_ value: Int64) {
         let destination = reserve(20)
