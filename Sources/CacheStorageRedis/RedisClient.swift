@@ -168,6 +168,9 @@ public struct RedisMetrics: Hashable, Sendable {
     public var invalidationsSent: Int = 0
     /// Misses that waited for another cache's origin request instead of making their own.
     public var collapsedAcrossNodes: Int = 0
+    /// Lookups the event loops sent on connections of their own, several to a round trip
+    /// (``roundTrips`` counts each of their writes once).
+    public var lookupsOnLoops: Int = 0
     /// Failures by kind: `timeout`, `connection`, `protocol`, and each error reply by its first
     /// word (`NOPERM`, `OOM`, `CLUSTERDOWN`, `READONLY`, …; at most 32 kinds, then `other`).
     public var errorsByKind: [String: Int] = [:]
@@ -339,31 +342,40 @@ final class RedisClient: Sendable {
         }
         do {
             let replies = try connection.execute(commands, timeout: configuration.commandTimeout)
-            let elapsed = MonotonicClock.seconds() - start
-            let refusals = Self.errorReplies(replies)
-            let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
-                state.nodes[node, default: NodeState()].idle.append(connection)
-                state.nodes[node]!.failures = 0
-                state.nodes[node]!.reachable = true
-                state.metrics.roundTrips += 1
-                var toLog: [String] = []
-                if refusals.isEmpty {
-                    state.metrics.roundTripSeconds += elapsed
-                    state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
-                } else {
-                    state.metrics.errors += 1
-                    toLog = refusals.compactMap { counted(&state, refusal: $0, now: start) }
-                }
-                defer { state.reachable = true }
-                return (!state.reachable && state.logs, toLog)
-            }
-            if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
-            for line in toLog { configuration.log("redis: \(node) \(line)") }
+            answered(
+                node, startedAt: start, elapsed: MonotonicClock.seconds() - start,
+                refusals: Self.errorReplies(replies), returning: connection)
             return replies
         } catch {
             failed(node, error)
             throw error
         }
+    }
+
+    /// Counts a round trip to `node` that was answered (`refusals`: its error replies) and puts
+    /// `connection` back in the pool; logs when Redis answers again, and the refusals.
+    func answered(
+        _ node: RedisConfiguration.Node, startedAt start: Double, elapsed: Double, refusals: [String],
+        returning connection: RedisConnection? = nil
+    ) {
+        let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
+            if let connection { state.nodes[node, default: NodeState()].idle.append(connection) }
+            state.nodes[node, default: NodeState()].failures = 0
+            state.nodes[node]!.reachable = true
+            state.metrics.roundTrips += 1
+            var toLog: [String] = []
+            if refusals.isEmpty {
+                state.metrics.roundTripSeconds += elapsed
+                state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
+            } else {
+                state.metrics.errors += 1
+                toLog = refusals.compactMap { counted(&state, refusal: $0, now: start) }
+            }
+            defer { state.reachable = true }
+            return (!state.reachable && state.logs, toLog)
+        }
+        if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
+        for line in toLog { configuration.log("redis: \(node) \(line)") }
     }
 
     private func checkOut(_ node: RedisConfiguration.Node, now: Double) throws(RedisFailure) -> RedisConnection {
@@ -375,7 +387,27 @@ final class RedisClient: Sendable {
         }
         if let pooled { return pooled }
         guard mayConnect else { throw RedisFailure(.unavailable, "Redis at \(node) is unreachable; retrying later") }
-        return try RedisConnection(
+        return try connect(node)
+    }
+
+    /// A new connection to `node`, authenticated and on the configured database; a failure is
+    /// counted, and a server that failed a moment ago is not tried before its backoff passed.
+    func newConnection(to node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+        let now = MonotonicClock.seconds()
+        let mayConnect = state.withLock { state in
+            state.nodes[node].map { $0.reachable || now >= $0.retryAt } ?? true
+        }
+        guard mayConnect else { throw RedisFailure(.unavailable, "Redis at \(node) is unreachable; retrying later") }
+        do {
+            return try connect(node)
+        } catch {
+            failed(node, error)
+            throw error
+        }
+    }
+
+    private func connect(_ node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+        try RedisConnection(
             host: node.host, port: node.port, user: configuration.user, password: configuration.password,
             database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
     }
@@ -396,7 +428,7 @@ final class RedisClient: Sendable {
 
     /// Counts a failure; a broken or refused connection marks the server unreachable for a
     /// backoff time (0.1 s doubling to 5 s). Logs only when Redis' state changes.
-    private func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
+    func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
         guard error.kind != .unavailable else { return }
         let changed = state.withLock { state -> Bool in
             state.metrics.roundTrips += 1

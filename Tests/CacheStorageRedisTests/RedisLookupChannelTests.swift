@@ -1,0 +1,180 @@
+import CacheSemantics
+import CacheStorage
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import Testing
+
+@testable import CacheStorageRedis
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An event loop's lookup channel (``RedisLookupChannel``), driven here as a loop drives it
+/// (`poll` on its socket, ``LookupChannel/expire()``): lookups pipelined on one connection to a
+/// real Redis, each resumed with its records and inline body in hand; and against a server that
+/// answers wrongly (a cut or garbled reply, a reply too many, none at all), each lookup resumed
+/// with an error, never with another key's records.
+@Suite("RedisStore: lookups pipelined on an event loop's own connection")
+struct RedisLookupChannelTests {
+    private static func configuration(_ url: String, timeout: Double) throws -> RedisConfiguration {
+        var configuration = try RedisConfiguration(url: url)
+        configuration.keyPrefix = "channel-\(UInt64.random(in: 0...UInt64.max)):"
+        configuration.commandTimeout = timeout
+        configuration.connectTimeout = 5
+        return configuration
+    }
+
+    private static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
+        let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
+        let facts = StoredResponseFacts(
+            status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
+            lifetimeSource: .maxAge)
+        let writer = try store.makeWriter(
+            for: EntryHead(primaryKey: key, url: key, status: 200, fields: [:], facts: facts.serialized()))
+        try writer.append(body)
+        try writer.commit()
+    }
+
+    private static func body(_ index: Int) -> [UInt8] {
+        (0..<(100 + index * 997)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ index) }
+    }
+
+    /// Drives `channel` as a loop would until `finished` or `seconds` passed.
+    private static func drive(_ channel: any LookupChannel, seconds: Double = 10, until finished: () -> Bool) {
+        let deadline = MonotonicClock.seconds() + seconds
+        while !finished() && MonotonicClock.seconds() < deadline {
+            if channel.descriptor >= 0 {
+                var events = Int16(POLLIN)
+                if channel.wantsToWrite { events |= Int16(POLLOUT) }
+                var entry = pollfd(fd: channel.descriptor, events: events, revents: 0)
+                if poll(&entry, 1, 5) > 0 { channel.descriptorReady() }
+            } else {
+                usleep(1_000)
+            }
+            channel.expire()
+        }
+    }
+
+    @Test(
+        "60 lookups queued in one pass go out in one write: one round trip, each resumed with its own records and body")
+    func pipelinedLookups() async throws {
+        try await offPool {
+            let server = try RedisServer.shared()
+            let store = RedisStore(try Self.configuration(server.url, timeout: 5))
+            let keys = (0..<60).map { "https://example.com/pipelined/\($0)" }
+            for (index, key) in keys.enumerated() where index % 6 != 5 { try Self.write(store, key, Self.body(index)) }
+            let channel = try #require(store.makeLookupChannel())
+            let before = store.metrics
+            var answered: [Int] = []
+            var wrong: [String] = []
+            for (index, key) in keys.enumerated() {
+                let queued = channel.lookUp(key) {
+                    answered.append(index)
+                    do {
+                        // Answered from the reply: neither read makes a round trip of its own.
+                        let entries = try store.variants(of: key)
+                        if index % 6 == 5 {
+                            if !entries.isEmpty { wrong.append("\(key): \(entries.count) entries, none stored") }
+                            return
+                        }
+                        guard entries.count == 1, entries[0].head.primaryKey == key else {
+                            return wrong.append("\(key): \(entries.map(\.head.primaryKey))")
+                        }
+                        if try store.openBody(for: entries[0]).readAll() != Self.body(index) {
+                            wrong.append("\(key): another body")
+                        }
+                    } catch {
+                        wrong.append("\(key): \(error)")
+                    }
+                }
+                #expect(queued)
+            }
+            #expect(channel.wantsToWrite)
+            Self.drive(channel) { answered.count == keys.count }
+            #expect(answered == Array(keys.indices), "answered out of order or not at all")
+            #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+            let after = store.metrics
+            #expect(after.lookupsOnLoops - before.lookupsOnLoops == 60)
+            #expect(after.roundTrips - before.roundTrips == 1)
+            #expect(after.errors == before.errors)
+            channel.close()
+            #expect(channel.descriptor == -1)
+        }
+    }
+
+    /// What the fake server does with the connection once a lookup arrived.
+    enum Misbehaviour: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        /// Half a reply, then the connection closes.
+        case cut
+        /// A reply with a byte no RESP type starts with.
+        case garbled
+        /// Three replies for two lookups: the third is no lookup's.
+        case oneTooMany
+        /// Nothing: the lookup times out.
+        case silent
+
+        var testDescription: String { rawValue }
+
+        var reply: String {
+            switch self {
+            case .cut: "*2\r\n$3\r\nab"
+            case .garbled: "*2\r\n$1\r\na\r\n?junk\r\n"
+            case .oneTooMany: "*0\r\n*0\r\n*0\r\n"
+            case .silent: ""
+            }
+        }
+
+        /// The failure kind counted (`RedisMetrics.errorsByKind`).
+        var kind: String {
+            switch self {
+            case .cut: "connection"
+            case .garbled, .oneTooMany: "protocol"
+            case .silent: "timeout"
+            }
+        }
+    }
+
+    @Test(
+        "a reply cut, garbled or one too many, or none in time: the lookups resume with an error (a miss), the connection closes",
+        arguments: Misbehaviour.allCases)
+    func misbehavingServer(_ misbehaviour: Misbehaviour) async throws {
+        try await offPool {
+            let (listener, port) = try Socket.listening(on: SocketAddress(ipv4: 0x7F00_0001, port: 0), backlog: 4)
+            defer { close(listener) }
+            let reply = Array(misbehaviour.reply.utf8)
+            let served = try SystemThread.joinable {
+                let fd = accept(listener, nil, nil)
+                guard fd >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = recv(fd, &buffer, buffer.count, 0)
+                if !reply.isEmpty { _ = send(fd, reply, reply.count, Int32(MSG_NOSIGNAL)) }
+                if misbehaviour == .silent { usleep(500_000) }
+                close(fd)
+            }
+            defer { served.join() }
+            let store = RedisStore(try Self.configuration("redis://127.0.0.1:\(port)", timeout: 0.1))
+            let channel = try #require(store.makeLookupChannel())
+            let started = MonotonicClock.seconds()
+            var outcomes: [String] = []
+            for key in ["https://example.com/a", "https://example.com/b"] {
+                #expect(
+                    channel.lookUp(key) {
+                        do throws(StorageError) {
+                            outcomes.append("\(try store.variants(of: key).count) entries")
+                        } catch {
+                            outcomes.append(error.kind == .readFailed ? "failed" : "\(error)")
+                        }
+                    })
+            }
+            Self.drive(channel) { outcomes.count == 2 }
+            // Both lookups of `oneTooMany` have their (empty) replies before the third arrives.
+            let expected = misbehaviour == .oneTooMany ? ["0 entries", "0 entries"] : ["failed", "failed"]
+            #expect(outcomes == expected)
+            #expect(MonotonicClock.seconds() - started < 3, "the lookups waited for the server")
+            #expect(channel.descriptor == -1)
+            #expect(store.metrics.errorsByKind[misbehaviour.kind] == 1, "\(store.metrics.errorsByKind)")
+        }
+    }
+}
