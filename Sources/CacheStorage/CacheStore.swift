@@ -439,8 +439,7 @@ public protocol LookupChannel: AnyObject {
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool
     /// Writes what is queued and reads what arrived, calling `done` of each lookup answered.
     func descriptorReady()
-    /// Gives up the lookups past their time: the connection closes (its replies would be out of
-    /// step) and each is answered as failed.
+    /// Gives up the lookups past their time: each is answered as failed.
     func expire()
     /// Closes the connection; the lookups in flight are answered as failed.
     func close()

@@ -12,12 +12,14 @@ import Darwin
 /// (pipelining), and the replies, which come back in order, resume their lookups one by one with
 /// the reply staged in the store (``RedisStore/answering(_:with:_:)``).
 ///
-/// Faults as on the blocking path: a lookup not answered within the command timeout, a broken
-/// connection or a reply that does not parse closes the connection (what follows would be out of
-/// step) and every lookup in flight resumes with the error (a miss); each is counted in
-/// ``RedisMetrics`` and logged as the client does, and a server that refused a connection is
-/// not tried again before its backoff passed. A byte that arrives with no lookup waiting for it
-/// is a broken protocol too: no reply is ever matched to another key's lookup.
+/// Faults as on the blocking path, each counted in ``RedisMetrics`` and logged as the client
+/// does: a lookup not answered within the command timeout resumes as failed (a miss), and its
+/// reply, should it come, is dropped, so the others on the connection go on; a connection that
+/// breaks, a reply that does not parse, or a server that leaves a lookup unanswered for
+/// ``hangLimit`` closes the connection (what follows would be out of step) and every lookup in
+/// flight resumes as failed. A server that refused a connection is not tried again before its
+/// backoff passed. A byte that arrives with no lookup waiting for it is a broken protocol too: no
+/// reply is ever matched to another key's lookup.
 final class RedisLookupChannel: LookupChannel {
     private let store: RedisStore
     private let node: RedisConfiguration.Node
@@ -29,14 +31,17 @@ final class RedisLookupChannel: LookupChannel {
     private struct Lookup {
         /// The hash asked for.
         var key: [UInt8]
-        var done: () -> Void
+        /// `nil` once it resumed as timed out: its reply is dropped.
+        var done: (() -> Void)?
         /// When it times out (``MonotonicClock`` seconds).
         var deadline: Double
     }
 
-    /// Lookups in the order they were queued; those before `head` are answered.
+    /// Lookups in the order they were queued; those before `head` are answered, those before
+    /// `live` resumed (timed out).
     private var lookups: [Lookup] = []
     private var head = 0
+    private var live = 0
     /// Commands not yet written: those of `lookups` from `unsent` on.
     private var output: [UInt8] = []
     private var written = 0
@@ -60,7 +65,15 @@ final class RedisLookupChannel: LookupChannel {
 
     var wantsToWrite: Bool { written < output.count }
 
-    var deadline: Double? { head < lookups.count ? lookups[head].deadline : nil }
+    /// Seconds a lookup may wait for its reply before the server is taken to hang: the
+    /// connection then closes (ten command timeouts, at least one second).
+    private var hangLimit: Double { max(1, 10 * store.configuration.commandTimeout) }
+
+    var deadline: Double? {
+        let next = live < lookups.count ? lookups[live].deadline : nil
+        guard head < live else { return next }
+        return min(lookups[head].deadline + hangLimit, next ?? .infinity)
+    }
 
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
         guard !answersLocally(primaryKey), descriptor >= 0 || connect() else { return false }
@@ -141,6 +154,7 @@ final class RedisLookupChannel: LookupChannel {
             }
             let lookup = lookups[head]
             head += 1
+            live = max(live, head)
             if let refusal = reply.errorMessage { batches[0].refusals.append(refusal) }
             if head == batches[0].end {
                 let batch = batches.removeFirst()
@@ -149,7 +163,7 @@ final class RedisLookupChannel: LookupChannel {
                     node, startedAt: batch.sentAt, elapsed: now - batch.sentAt, refusals: batch.refusals)
             }
             if head == lookups.count { forgetAnswered() }
-            store.answering(lookup.key, with: .success(reply), lookup.done)
+            if let done = lookup.done { store.answering(lookup.key, with: .success(reply), done) }
         }
     }
 
@@ -157,12 +171,28 @@ final class RedisLookupChannel: LookupChannel {
     private func forgetAnswered() {
         lookups.removeAll(keepingCapacity: lookups.capacity <= 1024)
         head = 0
+        live = 0
         unsent = 0
     }
 
     func expire() {
-        guard let deadline, deadline <= MonotonicClock.seconds() else { return }
-        fail(RedisFailure(.timeout, "Redis at \(node) did not answer in time"))
+        let now = MonotonicClock.seconds()
+        if head < lookups.count, lookups[head].deadline + hangLimit <= now {
+            return fail(
+                RedisFailure(.timeout, "Redis at \(node) left a lookup unanswered for \(hangLimit) s; reconnecting"))
+        }
+        var late: [Lookup] = []
+        while live < lookups.count, lookups[live].deadline <= now {
+            late.append(lookups[live])
+            lookups[live].done = nil
+            live += 1
+        }
+        let failure = RedisFailure(.timeout, "Redis at \(node) did not answer in time")
+        let error = StorageError(.readFailed, "Redis: \(failure)")
+        for lookup in late {
+            store.client.failed(node, failure)
+            if let done = lookup.done { store.answering(lookup.key, with: .failure(error), done) }
+        }
     }
 
     func close() {
@@ -173,9 +203,10 @@ final class RedisLookupChannel: LookupChannel {
     /// client does), or as closed when `nil`.
     private func fail(_ failure: RedisFailure?) {
         if let failure { store.client.failed(node, failure) }
-        let waiting = lookups[head...]
+        let waiting = lookups[live...]
         lookups = []
         head = 0
+        live = 0
         unsent = 0
         output = []
         written = 0
@@ -188,7 +219,7 @@ final class RedisLookupChannel: LookupChannel {
         }
         let error = StorageError(
             .readFailed, "Redis: \(failure.map { "\($0)" } ?? "the event loop's connection to \(node) was closed")")
-        for lookup in waiting { store.answering(lookup.key, with: .failure(error), lookup.done) }
+        for lookup in waiting { store.answering(lookup.key, with: .failure(error), lookup.done!) }
     }
 }
 

@@ -104,7 +104,7 @@ struct RedisLookupChannelTests {
         }
     }
 
-    /// What the fake server does with the connection once a lookup arrived.
+    /// What the fake server does with the connection once the lookups arrived.
     enum Misbehaviour: String, CaseIterable, CustomTestStringConvertible, Sendable {
         /// Half a reply, then the connection closes.
         case cut
@@ -112,7 +112,9 @@ struct RedisLookupChannelTests {
         case garbled
         /// Three replies for two lookups: the third is no lookup's.
         case oneTooMany
-        /// Nothing: the lookup times out.
+        /// The replies, after the timeout.
+        case late
+        /// Nothing, for longer than the channel waits before it takes the server to hang.
         case silent
 
         var testDescription: String { rawValue }
@@ -121,23 +123,33 @@ struct RedisLookupChannelTests {
             switch self {
             case .cut: "*2\r\n$3\r\nab"
             case .garbled: "*2\r\n$1\r\na\r\n?junk\r\n"
-            case .oneTooMany: "*0\r\n*0\r\n*0\r\n"
+            case .oneTooMany, .late: "*0\r\n*0\r\n*0\r\n".dropLast(self == .late ? 4 : 0).description
             case .silent: ""
             }
         }
 
-        /// The failure kind counted (`RedisMetrics.errorsByKind`).
-        var kind: String {
+        /// Seconds before the reply, and after it before the connection closes.
+        var pause: (before: Double, after: Double) {
             switch self {
-            case .cut: "connection"
-            case .garbled, .oneTooMany: "protocol"
-            case .silent: "timeout"
+            case .late: (0.5, 1.5)
+            case .silent: (0, 2.5)
+            default: (0, 0)
+            }
+        }
+
+        /// The failures counted (`RedisMetrics.errorsByKind`).
+        var counted: [String: Int] {
+            switch self {
+            case .cut: ["connection": 1]
+            case .garbled, .oneTooMany: ["protocol": 1]
+            case .late: ["timeout": 2]
+            case .silent: ["timeout": 3]
             }
         }
     }
 
     @Test(
-        "a reply cut, garbled or one too many, or none in time: the lookups resume with an error (a miss), the connection closes",
+        "a reply cut, garbled, one too many, late or never: the lookups resume with an error (a miss), the connection closes unless only late",
         arguments: Misbehaviour.allCases)
     func misbehavingServer(_ misbehaviour: Misbehaviour) async throws {
         try await offPool {
@@ -149,8 +161,9 @@ struct RedisLookupChannelTests {
                 guard fd >= 0 else { return }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 _ = recv(fd, &buffer, buffer.count, 0)
+                usleep(UInt32(misbehaviour.pause.before * 1e6))
                 if !reply.isEmpty { _ = send(fd, reply, reply.count, Int32(MSG_NOSIGNAL)) }
-                if misbehaviour == .silent { usleep(500_000) }
+                usleep(UInt32(misbehaviour.pause.after * 1e6))
                 close(fd)
             }
             defer { served.join() }
@@ -172,9 +185,23 @@ struct RedisLookupChannelTests {
             // Both lookups of `oneTooMany` have their (empty) replies before the third arrives.
             let expected = misbehaviour == .oneTooMany ? ["0 entries", "0 entries"] : ["failed", "failed"]
             #expect(outcomes == expected)
-            #expect(MonotonicClock.seconds() - started < 3, "the lookups waited for the server")
-            #expect(channel.descriptor == -1)
-            #expect(store.metrics.errorsByKind[misbehaviour.kind] == 1, "\(store.metrics.errorsByKind)")
+            #expect(MonotonicClock.seconds() - started < 0.45, "the lookups waited for the server")
+            switch misbehaviour {
+            case .late:
+                // The replies come: dropped, and the connection is kept for the lookups that follow.
+                Self.drive(channel, seconds: 0.6) { false }
+                #expect(channel.descriptor >= 0)
+            case .silent:
+                // Kept past the timeouts, closed once the first lookup waited for a second more.
+                #expect(channel.descriptor >= 0)
+                Self.drive(channel, seconds: 3) { channel.descriptor == -1 }
+                #expect(MonotonicClock.seconds() - started < 2.4, "closed by the server, not by the channel")
+                #expect(channel.descriptor == -1)
+            default:
+                #expect(channel.descriptor == -1)
+            }
+            #expect(outcomes.count == 2)
+            #expect(store.metrics.errorsByKind == misbehaviour.counted)
         }
     }
 }

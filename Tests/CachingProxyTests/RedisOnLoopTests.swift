@@ -30,6 +30,27 @@ struct RedisOnLoopTests {
 
     static func body(_ path: String) -> [UInt8] { StressBodies.body(for: path, size: 16_384) }
 
+    /// An origin that sends each path's ``body(_:)``, fresh for five minutes.
+    static func origin() throws -> LoopbackOrigin {
+        let origin = try LoopbackOrigin()
+        origin.setDefault { request in
+            .init(headers: [("Cache-Control", "max-age=300")], body: Self.body(request.path))
+        }
+        return origin
+    }
+
+    /// A node (command timeout `timeout` ms) on a Redis of its own that holds `paths`, then
+    /// paused for 30 s (`CLIENT PAUSE`): a lookup sent now is not answered.
+    static func pausedRedis(holding paths: [String], timeout: Int, _ origin: LoopbackOrigin) throws -> (
+        RedisServer, ServeProcess
+    ) {
+        let redis = try RedisServer()
+        let node = try Self.node(origin, redis, prefix: "paused:", timeout: timeout)
+        #expect(Self.load(node, paths, clients: 1).wrong.isEmpty)
+        try redis.cli(["CLIENT", "PAUSE", "30000", "ALL"])
+        return (redis, node)
+    }
+
     /// `clients` threads each getting every path of `paths` from `node`; what did not come back
     /// byte-exact, and how many were hits.
     static func load(_ node: ServeProcess, _ paths: [String], clients: Int, body: (String) -> [UInt8] = body)
@@ -65,11 +86,8 @@ struct RedisOnLoopTests {
     func pipelinedHits() async throws {
         try await offPool {
             let redis = try RedisServer.shared()
-            let origin = try LoopbackOrigin()
+            let origin = try Self.origin()
             defer { origin.stop() }
-            origin.setDefault { request in
-                .init(headers: [("Cache-Control", "max-age=300")], body: Self.body(request.path))
-            }
             let prefix = "loop\(UInt32.random(in: 0...UInt32.max)):"
             let paths = (0..<40).map { "/hit/\($0)" }
             let writer = try Self.node(origin, redis, prefix: prefix, timeout: 5000)
@@ -115,17 +133,11 @@ struct RedisOnLoopTests {
     @Test("Redis killed while requests are parked on its replies: each is answered from the origin at once, none hangs")
     func redisKilledMidFlight() async throws {
         try await offPool {
-            let redis = try RedisServer()
-            let origin = try LoopbackOrigin()
+            let origin = try Self.origin()
             defer { origin.stop() }
-            origin.setDefault { request in
-                .init(headers: [("Cache-Control", "max-age=300")], body: Self.body(request.path))
-            }
             let paths = (0..<8).map { "/parked/\($0)" }
             // A timeout far past the test: an answer that waited for it would come after 30 s.
-            let node = try Self.node(origin, redis, prefix: "killed:", timeout: 30_000)
-            #expect(Self.load(node, paths, clients: 1).wrong.isEmpty)
-            try redis.cli(["CLIENT", "PAUSE", "30000", "ALL"])
+            let (redis, node) = try Self.pausedRedis(holding: paths, timeout: 30_000, origin)
             let started = Date()
             let answers = Locked<[(Int, Bool, Double)]>([])
             let threads = paths.map { path in
@@ -156,16 +168,11 @@ struct RedisOnLoopTests {
         "a Redis slower than --redis-timeout: parked requests are answered from the origin after the timeout, counted")
     func slowRedis() async throws {
         try await offPool {
-            let redis = try RedisServer()
-            let origin = try LoopbackOrigin()
+            let origin = try Self.origin()
             defer { origin.stop() }
-            origin.setDefault { request in
-                .init(headers: [("Cache-Control", "max-age=300")], body: Self.body(request.path))
-            }
             let paths = (0..<4).map { "/slow/\($0)" }
-            let node = try Self.node(origin, redis, prefix: "slow:", timeout: 200)
-            #expect(Self.load(node, paths, clients: 1).wrong.isEmpty)
-            try redis.cli(["CLIENT", "PAUSE", "30000", "ALL"])
+            let (redis, node) = try Self.pausedRedis(holding: paths, timeout: 200, origin)
+            defer { redis.kill() }
             let client = try TestClient()
             for path in paths {
                 let started = Date()
