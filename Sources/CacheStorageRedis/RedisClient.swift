@@ -333,13 +333,7 @@ final class RedisClient: Sendable {
     /// One pipeline on one server, over a pooled connection.
     func execute(_ commands: [[[UInt8]]], on node: RedisConfiguration.Node) throws(RedisFailure) -> [RESPValue] {
         let start = MonotonicClock.seconds()
-        let connection: RedisConnection
-        do {
-            connection = try checkOut(node, now: start)
-        } catch {
-            failed(node, error)
-            throw error
-        }
+        let connection = try checkOut(node)
         do {
             let replies = try connection.execute(commands, timeout: configuration.commandTimeout)
             answered(
@@ -378,16 +372,11 @@ final class RedisClient: Sendable {
         for line in toLog { configuration.log("redis: \(node) \(line)") }
     }
 
-    private func checkOut(_ node: RedisConfiguration.Node, now: Double) throws(RedisFailure) -> RedisConnection {
-        let (pooled, mayConnect) = state.withLock { state -> (RedisConnection?, Bool) in
-            // In place: the pool's array is not copied.
-            if let connection = state.nodes[node]?.idle.popLast() { return (connection, true) }
-            let entry = state.nodes[node] ?? NodeState()
-            return (nil, entry.reachable || now >= entry.retryAt)
-        }
-        if let pooled { return pooled }
-        guard mayConnect else { throw RedisFailure(.unavailable, "Redis at \(node) is unreachable; retrying later") }
-        return try connect(node)
+    /// An idle connection to `node` from the pool, or a new one (``newConnection(to:)``).
+    private func checkOut(_ node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+        // In place: the pool's array is not copied.
+        if let pooled = state.withLock({ $0.nodes[node]?.idle.popLast() }) { return pooled }
+        return try newConnection(to: node)
     }
 
     /// A new connection to `node`, authenticated and on the configured database; a failure is
@@ -399,17 +388,13 @@ final class RedisClient: Sendable {
         }
         guard mayConnect else { throw RedisFailure(.unavailable, "Redis at \(node) is unreachable; retrying later") }
         do {
-            return try connect(node)
+            return try RedisConnection(
+                host: node.host, port: node.port, user: configuration.user, password: configuration.password,
+                database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
         } catch {
             failed(node, error)
             throw error
         }
-    }
-
-    private func connect(_ node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
-        try RedisConnection(
-            host: node.host, port: node.port, user: configuration.user, password: configuration.password,
-            database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
     }
 
     /// Counts an error reply; the lines to log about it: the first of its kind, then one a
