@@ -153,6 +153,7 @@ final class RedisLookupChannel: LookupChannel {
                 return fail(RedisFailure(.reply, "Redis at \(node) broke the protocol: \(error)"))
             }
             let lookup = lookups[head]
+            lookups[head].done = nil
             head += 1
             live = max(live, head)
             if let refusal = reply.errorMessage { batches[0].refusals.append(refusal) }
@@ -162,7 +163,11 @@ final class RedisLookupChannel: LookupChannel {
                 store.client.answered(
                     node, startedAt: batch.sentAt, elapsed: now - batch.sentAt, refusals: batch.refusals)
             }
-            if head == lookups.count { forgetAnswered() }
+            if head == lookups.count {
+                forgetAnswered()
+            } else if head >= 256 && head * 2 >= lookups.count {
+                dropAnswered()
+            }
             if let done = lookup.done { store.answering(lookup.key, with: .success(reply), done) }
         }
     }
@@ -173,6 +178,16 @@ final class RedisLookupChannel: LookupChannel {
         head = 0
         live = 0
         unsent = 0
+    }
+
+    /// Drops the answered lookups while others are in flight: under a load that always has some,
+    /// the queue would grow without end otherwise.
+    private func dropAnswered() {
+        lookups.removeFirst(head)
+        live -= head
+        unsent -= head
+        for index in batches.indices { batches[index].end -= head }
+        head = 0
     }
 
     func expire() {
