@@ -24,6 +24,8 @@ final class RedisLookupChannel: LookupChannel {
     private let store: RedisStore
     private let node: RedisConfiguration.Node
     private let answersLocally: (String) -> Bool
+    /// The command timeout (seconds).
+    private let timeout: Double
 
     private(set) var descriptor: Int32 = -1
     var willClose: ((Int32) -> Void)?
@@ -56,6 +58,7 @@ final class RedisLookupChannel: LookupChannel {
         self.store = store
         self.node = node
         self.answersLocally = answersLocally
+        timeout = store.configuration.commandTimeout
     }
 
     deinit {
@@ -67,7 +70,7 @@ final class RedisLookupChannel: LookupChannel {
 
     /// Seconds a lookup may wait for its reply before the server is taken to hang: the
     /// connection then closes (ten command timeouts, at least one second).
-    private var hangLimit: Double { max(1, 10 * store.configuration.commandTimeout) }
+    private var hangLimit: Double { max(1, 10 * timeout) }
 
     var deadline: Double? {
         let next = live < lookups.count ? lookups[live].deadline : nil
@@ -79,8 +82,7 @@ final class RedisLookupChannel: LookupChannel {
         guard !answersLocally(primaryKey), descriptor >= 0 || connect() else { return false }
         let key = store.entryKey(primaryKey)
         RESPEncoder.append([bytes("HGETALL"), key], to: &output)
-        lookups.append(
-            Lookup(key: key, done: done, deadline: MonotonicClock.seconds() + store.configuration.commandTimeout))
+        lookups.append(Lookup(key: key, done: done, deadline: MonotonicClock.seconds() + timeout))
         return true
     }
 
