@@ -428,7 +428,7 @@ public protocol LookupChannel: AnyObject {
     var descriptor: Int32 { get }
     /// Whether lookups are queued that are not written yet.
     var wantsToWrite: Bool { get }
-    /// When the oldest lookup in flight times out (``MonotonicClock`` seconds); `nil` when none is.
+    /// When the oldest lookup in flight times out (`MonotonicClock` seconds); `nil` when none is.
     var deadline: Double? { get }
     /// Called with the socket just before the channel closes it (a failure, ``close()``): the
     /// loop stops watching it while the number is still this socket's.

@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-/// One event loop's own connection to a standalone Redis (``CacheStorage/LookupChannel``): each
+/// One event loop's own connection to a standalone Redis (`LookupChannel`): each
 /// lookup appends its `HGETALL` to the output, the loop writes what a pass queued in one `send`
 /// (pipelining), and the replies, which come back in order, resume their lookups one by one with
 /// the reply staged in the store (``RedisStore/answering(_:with:_:)``).
@@ -35,7 +35,7 @@ final class RedisLookupChannel: LookupChannel {
         var key: [UInt8]
         /// `nil` once it resumed as timed out: its reply is dropped.
         var done: (() -> Void)?
-        /// When it times out (``MonotonicClock`` seconds).
+        /// When it times out (`MonotonicClock` seconds).
         var deadline: Double
     }
 

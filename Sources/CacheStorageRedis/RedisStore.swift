@@ -386,7 +386,7 @@ public final class RedisStore: CacheStore {
         try staged.withLock { $0[key] }?.get()
     }
 
-    /// A channel for one event loop (``LookupChannel``). A Cluster's lookups are made where they
+    /// A channel for one event loop (`LookupChannel`). A Cluster's lookups are made where they
     /// are needed, over the pool, which follows its slot map and redirects.
     public func makeLookupChannel() -> (any LookupChannel)? { lookupChannel(answersLocally: { _ in false }) }
 
