@@ -312,6 +312,10 @@ public protocol CacheStore: AnyObject, Sendable {
     /// Ends a scope of ``beginBatchedWrites()``; the last one makes the writes durable.
     /// - Throws: ``StorageError`` when they cannot be: they are not stored.
     func endBatchedWrites() throws(StorageError)
+    /// A channel on which one event loop asks for lookups without waiting for them
+    /// (``LookupChannel``); `nil` (the default) when ``variants(of:)`` never waits for a
+    /// server, or the store has no such channel: lookups are then made where they are needed.
+    func makeLookupChannel() -> (any LookupChannel)?
 }
 
 extension CacheStore {
@@ -323,6 +327,9 @@ extension CacheStore {
     public func beginBatchedWrites() {}
     /// Nothing to group: each write is durable as it is made.
     public func endBatchedWrites() throws(StorageError) {}
+
+    /// No channel: ``variants(of:)`` answers where it is called.
+    public func makeLookupChannel() -> (any LookupChannel)? { nil }
 
     /// Reads every entry and removes those tagged `tag`: for stores without an index of
     /// tags. The stores of this package index them.
@@ -403,4 +410,37 @@ public enum FillWait: Sendable {
     case ended
     /// The other cache vanished without ending its fill; this cache claimed the key and leads.
     case claimed
+}
+
+/// One event loop's non-blocking way to a store's server (``CacheStore/makeLookupChannel()``):
+/// lookups queued in one pass of the loop go out in one write and are answered in order, and
+/// the loop never waits for them.
+///
+/// The loop watches ``descriptor`` for reading, and for writing while ``wantsToWrite``; calls
+/// ``descriptorReady()`` when it is ready and ``expire()`` once ``deadline`` passed. Each
+/// lookup's `done` is called on the loop's thread, from one of those calls, once the store's
+/// ``CacheStore/variants(of:)`` (and ``CacheStore/openBody(for:)`` of an entry it returned) for
+/// that key answers on this thread without a round trip: with what the server sent, or by
+/// throwing what went wrong (a timeout, a broken connection, a reply that does not parse), which
+/// a cache answers as a miss. Not `Sendable`: one loop's own.
+public protocol LookupChannel: AnyObject {
+    /// The connection's socket; -1 while there is none.
+    var descriptor: Int32 { get }
+    /// Whether lookups are queued that are not written yet.
+    var wantsToWrite: Bool { get }
+    /// When the oldest lookup in flight times out (`MonotonicClock` seconds); `nil` when none is.
+    var deadline: Double? { get }
+    /// Called with the socket just before the channel closes it (a failure, ``close()``): the
+    /// loop stops watching it while the number is still this socket's.
+    var willClose: ((Int32) -> Void)? { get set }
+    /// Queues a lookup of `primaryKey`, connecting first when needed; `false` when it is not
+    /// queued (the store answers it without a round trip, or the server cannot be reached now):
+    /// the caller then goes on at once and `done` is never called.
+    func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool
+    /// Writes what is queued and reads what arrived, calling `done` of each lookup answered.
+    func descriptorReady()
+    /// Gives up the lookups past their time: each is answered as failed.
+    func expire()
+    /// Closes the connection; the lookups in flight are answered as failed.
+    func close()
 }

@@ -70,6 +70,9 @@
     /// A parser with nothing buffered.
     public init() {}
 
+    /// Whether every byte fed was returned in a reply.
+    var isDrained: Bool { start == buffer.count }
+
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == buffer.count {
             buffer.removeAll(keepingCapacity: true)

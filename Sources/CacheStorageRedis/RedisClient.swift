@@ -168,6 +168,9 @@ public struct RedisMetrics: Hashable, Sendable {
     public var invalidationsSent: Int = 0
     /// Misses that waited for another cache's origin request instead of making their own.
     public var collapsedAcrossNodes: Int = 0
+    /// Lookups the event loops sent on connections of their own, several to a round trip
+    /// (``roundTrips`` counts each of their writes once).
+    public var lookupsOnLoops: Int = 0
     /// Failures by kind: `timeout`, `connection`, `protocol`, and each error reply by its first
     /// word (`NOPERM`, `OOM`, `CLUSTERDOWN`, `READONLY`, …; at most 32 kinds, then `other`).
     public var errorsByKind: [String: Int] = [:]
@@ -330,35 +333,12 @@ final class RedisClient: Sendable {
     /// One pipeline on one server, over a pooled connection.
     func execute(_ commands: [[[UInt8]]], on node: RedisConfiguration.Node) throws(RedisFailure) -> [RESPValue] {
         let start = MonotonicClock.seconds()
-        let connection: RedisConnection
-        do {
-            connection = try checkOut(node, now: start)
-        } catch {
-            failed(node, error)
-            throw error
-        }
+        let connection = try checkOut(node)
         do {
             let replies = try connection.execute(commands, timeout: configuration.commandTimeout)
-            let elapsed = MonotonicClock.seconds() - start
-            let refusals = Self.errorReplies(replies)
-            let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
-                state.nodes[node, default: NodeState()].idle.append(connection)
-                state.nodes[node]!.failures = 0
-                state.nodes[node]!.reachable = true
-                state.metrics.roundTrips += 1
-                var toLog: [String] = []
-                if refusals.isEmpty {
-                    state.metrics.roundTripSeconds += elapsed
-                    state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
-                } else {
-                    state.metrics.errors += 1
-                    toLog = refusals.compactMap { counted(&state, refusal: $0, now: start) }
-                }
-                defer { state.reachable = true }
-                return (!state.reachable && state.logs, toLog)
-            }
-            if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
-            for line in toLog { configuration.log("redis: \(node) \(line)") }
+            answered(
+                node, startedAt: start, elapsed: MonotonicClock.seconds() - start,
+                refusals: Self.errorReplies(replies), returning: connection)
             return replies
         } catch {
             failed(node, error)
@@ -366,18 +346,55 @@ final class RedisClient: Sendable {
         }
     }
 
-    private func checkOut(_ node: RedisConfiguration.Node, now: Double) throws(RedisFailure) -> RedisConnection {
-        let (pooled, mayConnect) = state.withLock { state -> (RedisConnection?, Bool) in
-            // In place: the pool's array is not copied.
-            if let connection = state.nodes[node]?.idle.popLast() { return (connection, true) }
-            let entry = state.nodes[node] ?? NodeState()
-            return (nil, entry.reachable || now >= entry.retryAt)
+    /// Counts a round trip to `node` that was answered (`refusals`: its error replies) and puts
+    /// `connection` back in the pool; logs when Redis answers again, and the refusals.
+    func answered(
+        _ node: RedisConfiguration.Node, startedAt start: Double, elapsed: Double, refusals: [String],
+        returning connection: RedisConnection? = nil
+    ) {
+        let (changed, toLog) = state.withLock { state -> (Bool, [String]) in
+            if let connection { state.nodes[node, default: NodeState()].idle.append(connection) }
+            state.nodes[node, default: NodeState()].failures = 0
+            state.nodes[node]!.reachable = true
+            state.metrics.roundTrips += 1
+            var toLog: [String] = []
+            if refusals.isEmpty {
+                state.metrics.roundTripSeconds += elapsed
+                state.metrics.slowestRoundTrip = max(state.metrics.slowestRoundTrip, elapsed)
+            } else {
+                state.metrics.errors += 1
+                toLog = refusals.compactMap { counted(&state, refusal: $0, now: start) }
+            }
+            defer { state.reachable = true }
+            return (!state.reachable && state.logs, toLog)
         }
-        if let pooled { return pooled }
+        if changed { configuration.log("redis: \(node) answers again; the shared tier is back in use") }
+        for line in toLog { configuration.log("redis: \(node) \(line)") }
+    }
+
+    /// An idle connection to `node` from the pool, or a new one (``newConnection(to:)``).
+    private func checkOut(_ node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+        // In place: the pool's array is not copied.
+        if let pooled = state.withLock({ $0.nodes[node]?.idle.popLast() }) { return pooled }
+        return try newConnection(to: node)
+    }
+
+    /// A new connection to `node`, authenticated and on the configured database; a failure is
+    /// counted, and a server that failed a moment ago is not tried before its backoff passed.
+    func newConnection(to node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+        let now = MonotonicClock.seconds()
+        let mayConnect = state.withLock { state in
+            state.nodes[node].map { $0.reachable || now >= $0.retryAt } ?? true
+        }
         guard mayConnect else { throw RedisFailure(.unavailable, "Redis at \(node) is unreachable; retrying later") }
-        return try RedisConnection(
-            host: node.host, port: node.port, user: configuration.user, password: configuration.password,
-            database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
+        do {
+            return try RedisConnection(
+                host: node.host, port: node.port, user: configuration.user, password: configuration.password,
+                database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
+        } catch {
+            failed(node, error)
+            throw error
+        }
     }
 
     /// Counts an error reply; the lines to log about it: the first of its kind, then one a
@@ -396,7 +413,7 @@ final class RedisClient: Sendable {
 
     /// Counts a failure; a broken or refused connection marks the server unreachable for a
     /// backoff time (0.1 s doubling to 5 s). Logs only when Redis' state changes.
-    private func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
+    func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
         guard error.kind != .unavailable else { return }
         let changed = state.withLock { state -> Bool in
             state.metrics.roundTrips += 1

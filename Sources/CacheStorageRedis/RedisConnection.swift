@@ -69,6 +69,15 @@ final class RedisConnection {
         readBuffer.deallocate()
     }
 
+    /// Hands the socket over, made non-blocking, for its new owner to read and close; the
+    /// connection is closed to its own use.
+    func detachNonBlocking() -> Int32 {
+        let fd = descriptor
+        descriptor = -1
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        return fd
+    }
+
     func disconnect() {
         if descriptor >= 0 { _ = close(descriptor) }
         descriptor = -1

@@ -205,6 +205,8 @@ public final class RedisStore: CacheStore {
     private func transaction(_ commands: [[[UInt8]]], slotKey: [UInt8], then extra: [[[UInt8]]] = [])
         throws(StorageError) -> [RESPValue]
     {
+        // What is written there is read again, not what a lookup read before.
+        staged.withLock { _ = $0.removeValue(forKey: slotKey) }
         let replies = try run(
             [[bytes("MULTI")]] + commands + [[bytes("EXEC")]] + extra, slotKey: slotKey, failing: .writeFailed)
         let exec = replies[commands.count + 1]
@@ -309,7 +311,9 @@ public final class RedisStore: CacheStore {
     /// from the hash: records that do not parse, that belong in another hash, that expired or
     /// whose body's field is missing or of the wrong length, and body fields of no record.
     private func records(in key: [UInt8]) throws(StorageError) -> [EntryRecord] {
-        let reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0]
+        var reply = try stagedReply(key)
+        if reply == nil { reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0] }
+        guard let reply else { return [] }
         guard let fields = reply.array else {
             if let message = reply.errorMessage { throw StorageError(.readFailed, "Redis: \(message)") }
             return []
@@ -364,6 +368,33 @@ public final class RedisStore: CacheStore {
 
     /// Bodies larger than this are stored in chunks of their own; smaller ones in the hash.
     static let inlineLimit = 256 << 10
+
+    /// `HGETALL` replies (or why there is none) an event loop's channel received, by hash key,
+    /// while the lookup that asked resumes (``answering(_:with:_:)``).
+    private let staged = Locked<[[UInt8]: Result<RESPValue, StorageError>]>([:])
+
+    /// Runs `resume` while `reply` stands for the hash `key`'s `HGETALL`: the reads it makes of
+    /// that hash use it (or throw its error) instead of a round trip.
+    func answering(_ key: [UInt8], with reply: Result<RESPValue, StorageError>, _ resume: () -> Void) {
+        staged.withLock { $0[key] = reply }
+        resume()
+        staged.withLock { _ = $0.removeValue(forKey: key) }
+    }
+
+    /// The staged reply for the hash `key`, if a lookup is being resumed with one.
+    private func stagedReply(_ key: [UInt8]) throws(StorageError) -> RESPValue? {
+        try staged.withLock { $0[key] }?.get()
+    }
+
+    /// A channel for one event loop (`LookupChannel`). A Cluster's lookups are made where they
+    /// are needed, over the pool, which follows its slot map and redirects.
+    public func makeLookupChannel() -> (any LookupChannel)? { lookupChannel(answersLocally: { _ in false }) }
+
+    /// A channel whose lookups of the keys `answersLocally` names are not queued.
+    func lookupChannel(answersLocally: @escaping (String) -> Bool) -> (any LookupChannel)? {
+        guard !configuration.isCluster else { return nil }
+        return RedisLookupChannel(store: self, node: configuration.nodes[0], answersLocally: answersLocally)
+    }
 
     /// Records just read, with their inline bodies.
     private let recentRecords = RecentRecords()

@@ -143,6 +143,15 @@ public final class SharedStore: CollapsingStore {
         return remote
     }
 
+    /// A channel for one event loop's lookups in Redis; the keys the local tier answers for
+    /// (``variants(of:)``) are not looked up there.
+    public func makeLookupChannel() -> (any LookupChannel)? {
+        redis.lookupChannel { [weak self] primaryKey in
+            guard let self, local != nil else { return false }
+            return state.withLock { $0.listening && $0.synced[primaryKey] != nil }
+        }
+    }
+
     /// Makes the local tier agree with what Redis holds for `primaryKey`, and notes when it
     /// holds all of it.
     private func reconcile(_ primaryKey: String, _ remote: [StoredEntry], _ local: MemoryStore) {

@@ -125,6 +125,10 @@ struct RedisOptions: Sendable {
             .init(
                 "httpcache_redis_collapsed_total", .counter, "Misses that waited for another cache's origin request.",
                 Double(metrics.collapsedAcrossNodes)),
+            .init(
+                "httpcache_redis_loop_lookups_total", .counter,
+                "Lookups the event loops sent on connections of their own, several to a round trip.",
+                Double(metrics.lookupsOnLoops)),
         ]
     }
     #endif

@@ -67,6 +67,8 @@ final class ProxyHandler: RequestHandler {
     static func rememberedByteLimit(memoryCapacity: Int64) -> Int {
         Int(clamping: max(4 << 20, memoryCapacity / 2))
     }
+    /// Whether the store looks keys up on the loops' own connections (``CacheStore/makeLookupChannel()``).
+    private let looksUpOnLoops: Bool
     /// Stored bodies up to this size are read at once on the event loop; larger ones are
     /// streamed from a worker thread, unless they are in memory whole (sent from there).
     static let inlineBodyLimit: Int64 = 1 << 20
@@ -128,6 +130,7 @@ final class ProxyHandler: RequestHandler {
             store = memory
         }
         self.memory = configuration.store == nil ? memory : nil
+        looksUpOnLoops = store.makeLookupChannel() != nil
         var exchange = ExchangeDriver.Configuration(
             engine: CacheEngine(configuration: .sharedCache(named: configuration.name)), name: configuration.name,
             clock: clock,
@@ -305,10 +308,25 @@ final class ProxyHandler: RequestHandler {
         exchange.targetKey = targetKey
         exchange.partition = delta?.partition
         exchange.partitionHoldsVariants = delta != nil
-        var machine = driver.exchange(for: exchange)
-        let first = driver.start(&machine)
+        let machine = driver.exchange(for: exchange)
         let proxyRequest = ProxyRequest(
             server: request, target: target, readsAgain: readsAgain, receivedAt: receivedAt, delta: delta)
+        // A lookup that would wait for the store's server (the Redis tier) is sent from the loop
+        // and the request parked until its answer is in: the loop goes on meanwhile.
+        if looksUpOnLoops, request.method == "GET" || request.method == "HEAD", let primaryKey,
+            let loop = EventLoop.current,
+            loop.lookUp(primaryKey, in: store, { [self] in start(machine, proxyRequest, responder) })
+        {
+            return
+        }
+        start(machine, proxyRequest, responder)
+    }
+
+    /// Starts the exchange of `request`: a hit is answered at once, anything else goes on as
+    /// the exchange says.
+    private func start(_ machine: ExchangeStateMachine, _ proxyRequest: ProxyRequest, _ responder: Responder) {
+        var machine = machine
+        let first = driver.start(&machine)
         if case .serve(let served, let revalidation) = first {
             // A hit is answered here, on the loop: it needs no exchange object.
             if let revalidation { revalidateInBackground(revalidation, proxyRequest) }

@@ -152,6 +152,8 @@ final class EventLoop: @unchecked Sendable {
     /// run on this loop), by descriptor.
     var watches: [Int32: LoopWatch] = [:]
     var watchGenerations: UInt32 = 0
+    /// This loop's lookups in the store's server (EventLoop+StoreLookups), made on first use.
+    var storeLookups: LoopLookups?
     private var openCount = 0
     /// This loop's index among the server's loops (ConnectionCounters.place).
     private var index = Int.max

@@ -1,0 +1,249 @@
+import CacheStorage
+import CacheSystem
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One event loop's own connection to a standalone Redis (`LookupChannel`): each
+/// lookup appends its `HGETALL` to the output, the loop writes what a pass queued in one `send`
+/// (pipelining), and the replies, which come back in order, resume their lookups one by one with
+/// the reply staged in the store (``RedisStore/answering(_:with:_:)``).
+///
+/// Faults as on the blocking path, each counted in ``RedisMetrics`` and logged as the client
+/// does: a lookup not answered within the command timeout resumes as failed (a miss), and its
+/// reply, should it come, is dropped, so the others on the connection go on; a connection that
+/// breaks, a reply that does not parse, or a server that leaves a lookup unanswered for
+/// ``hangLimit`` closes the connection (what follows would be out of step) and every lookup in
+/// flight resumes as failed. A server that refused a connection is not tried again before its
+/// backoff passed. A byte that arrives with no lookup waiting for it is a broken protocol too: no
+/// reply is ever matched to another key's lookup.
+final class RedisLookupChannel: LookupChannel {
+    private let store: RedisStore
+    private let node: RedisConfiguration.Node
+    private let answersLocally: (String) -> Bool
+    /// The command timeout (seconds).
+    private let timeout: Double
+
+    private(set) var descriptor: Int32 = -1
+    var willClose: ((Int32) -> Void)?
+
+    private struct Lookup {
+        /// The hash asked for.
+        var key: [UInt8]
+        /// `nil` once it resumed as timed out: its reply is dropped.
+        var done: (() -> Void)?
+        /// When it times out (`MonotonicClock` seconds).
+        var deadline: Double
+    }
+
+    /// Lookups in the order they were queued; those before `head` are answered, those before
+    /// `live` resumed (timed out).
+    private var lookups: [Lookup] = []
+    private var head = 0
+    private var live = 0
+    /// Commands not yet written: those of `lookups` from `unsent` on.
+    private var output: [UInt8] = []
+    private var written = 0
+    private var unsent = 0
+    /// Writes whose replies are not all in: the index of the lookup after its last, when it
+    /// went out, the error replies among its replies so far.
+    private var batches: [(end: Int, sentAt: Double, refusals: [String])] = []
+    private var parser = RESPParser()
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
+
+    init(store: RedisStore, node: RedisConfiguration.Node, answersLocally: @escaping (String) -> Bool) {
+        self.store = store
+        self.node = node
+        self.answersLocally = answersLocally
+        timeout = store.configuration.commandTimeout
+    }
+
+    deinit {
+        if descriptor >= 0 { closeSocket(descriptor) }
+        readBuffer.deallocate()
+    }
+
+    var wantsToWrite: Bool { written < output.count }
+
+    /// Seconds a lookup may wait for its reply before the server is taken to hang: the
+    /// connection then closes (ten command timeouts, at least one second).
+    private var hangLimit: Double { max(1, 10 * timeout) }
+
+    var deadline: Double? {
+        let next = live < lookups.count ? lookups[live].deadline : nil
+        guard head < live else { return next }
+        return min(lookups[head].deadline + hangLimit, next ?? .infinity)
+    }
+
+    func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
+        guard !answersLocally(primaryKey), descriptor >= 0 || connect() else { return false }
+        let key = store.entryKey(primaryKey)
+        RESPEncoder.append([bytes("HGETALL"), key], to: &output)
+        lookups.append(Lookup(key: key, done: done, deadline: MonotonicClock.seconds() + timeout))
+        return true
+    }
+
+    /// Connects (blocking for at most the connect timeout, as the pool does) unless the server
+    /// failed a moment ago.
+    private func connect() -> Bool {
+        guard let connection = try? store.client.newConnection(to: node) else { return false }
+        descriptor = connection.detachNonBlocking()
+        return true
+    }
+
+    func descriptorReady() {
+        guard descriptor >= 0 else { return }
+        if wantsToWrite && !flush() { return }
+        receive()
+    }
+
+    /// Writes what is queued; `false` when the connection failed.
+    private func flush() -> Bool {
+        while written < output.count {
+            let sent = output.withUnsafeBytes {
+                send(descriptor, $0.baseAddress! + written, $0.count - written, sendFlags)
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return true }
+                fail(RedisFailure(.connection, "writing to Redis at \(node) failed: errno \(errno)"))
+                return false
+            }
+            written += sent
+        }
+        let count = lookups.count - unsent
+        batches.append((lookups.count, MonotonicClock.seconds(), []))
+        unsent = lookups.count
+        output.removeAll(keepingCapacity: true)
+        written = 0
+        store.client.count { $0.lookupsOnLoops += count }
+        return true
+    }
+
+    /// Reads what arrived and resumes the lookups whose replies are in.
+    private func receive() {
+        while descriptor >= 0 {
+            let count = recv(descriptor, readBuffer.baseAddress, readBuffer.count, Int32(MSG_DONTWAIT))
+            if count == 0 { return fail(RedisFailure(.connection, "Redis at \(node) closed the connection")) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                return fail(RedisFailure(.connection, "reading from Redis at \(node) failed: errno \(errno)"))
+            }
+            parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+            deliver()
+        }
+    }
+
+    /// Resumes each lookup whose reply is whole, in order.
+    private func deliver() {
+        while descriptor >= 0 {
+            guard head < unsent else {
+                if !parser.isDrained {
+                    fail(RedisFailure(.reply, "Redis at \(node) sent a reply no lookup asked for"))
+                }
+                return
+            }
+            let reply: RESPValue
+            do {
+                guard let next = try parser.next() else { return }
+                reply = next
+            } catch {
+                return fail(RedisFailure(.reply, "Redis at \(node) broke the protocol: \(error)"))
+            }
+            let lookup = lookups[head]
+            lookups[head].done = nil
+            head += 1
+            live = max(live, head)
+            if let refusal = reply.errorMessage { batches[0].refusals.append(refusal) }
+            if head == batches[0].end {
+                let batch = batches.removeFirst()
+                let now = MonotonicClock.seconds()
+                store.client.answered(
+                    node, startedAt: batch.sentAt, elapsed: now - batch.sentAt, refusals: batch.refusals)
+            }
+            if head == lookups.count {
+                forgetAnswered()
+            } else if head >= 256 && head * 2 >= lookups.count {
+                dropAnswered()
+            }
+            if let done = lookup.done { store.answering(lookup.key, with: .success(reply), done) }
+        }
+    }
+
+    /// Drops the answered lookups once none is left in flight (no copy of those still waiting).
+    private func forgetAnswered() {
+        lookups.removeAll(keepingCapacity: lookups.capacity <= 1024)
+        head = 0
+        live = 0
+        unsent = 0
+    }
+
+    /// Drops the answered lookups while others are in flight: under a load that always has some,
+    /// the queue would grow without end otherwise.
+    private func dropAnswered() {
+        lookups.removeFirst(head)
+        live -= head
+        unsent -= head
+        for index in batches.indices { batches[index].end -= head }
+        head = 0
+    }
+
+    func expire() {
+        let now = MonotonicClock.seconds()
+        if head < lookups.count, lookups[head].deadline + hangLimit <= now {
+            return fail(
+                RedisFailure(.timeout, "Redis at \(node) left a lookup unanswered for \(hangLimit) s; reconnecting"))
+        }
+        var late: [Lookup] = []
+        while live < lookups.count, lookups[live].deadline <= now {
+            late.append(lookups[live])
+            lookups[live].done = nil
+            live += 1
+        }
+        let failure = RedisFailure(.timeout, "Redis at \(node) did not answer in time")
+        let error = StorageError(.readFailed, "Redis: \(failure)")
+        for lookup in late {
+            store.client.failed(node, failure)
+            if let done = lookup.done { store.answering(lookup.key, with: .failure(error), done) }
+        }
+    }
+
+    func close() {
+        fail(nil)
+    }
+
+    /// Closes the connection and resumes every lookup with `failure` (counted and logged as the
+    /// client does), or as closed when `nil`.
+    private func fail(_ failure: RedisFailure?) {
+        if let failure { store.client.failed(node, failure) }
+        let waiting = lookups[live...]
+        lookups = []
+        head = 0
+        live = 0
+        unsent = 0
+        output = []
+        written = 0
+        batches = []
+        parser = RESPParser()
+        if descriptor >= 0 {
+            willClose?(descriptor)
+            closeSocket(descriptor)
+            descriptor = -1
+        }
+        let error = StorageError(
+            .readFailed, "Redis: \(failure.map { "\($0)" } ?? "the event loop's connection to \(node) was closed")")
+        for lookup in waiting { store.answering(lookup.key, with: .failure(error), lookup.done!) }
+    }
+}
+
+#if canImport(Glibc)
+private let sendFlags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+private func closeSocket(_ fd: Int32) { _ = Glibc.close(fd) }
+#else
+private let sendFlags = Int32(MSG_DONTWAIT)  // Darwin: SO_NOSIGPIPE is set on the socket instead
+private func closeSocket(_ fd: Int32) { _ = Darwin.close(fd) }
+#endif
