@@ -1,10 +1,22 @@
 internal import COpenSSLHTTPCache
+internal import COpenSSLLoaderHTTPCache
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// libssl and libcrypto, which Linux opens at the first context made (COpenSSLLoaderHTTPCache).
+enum OpenSSLLibraries {
+    /// Opens them unless they are open; when they cannot be, throws the loader's line saying
+    /// which file failed and what to install.
+    static func load() throws(TLSError) {
+        if let unavailable = httpcache_openssl_unavailable() {
+            throw .setupFailed(reason: String(cString: unavailable))
+        }
+    }
+}
 
 /// OpenSSL's error queue, which is per thread: emptied before every call whose failure we read,
 /// and drained after it, so one connection's error never shows up in another's report.

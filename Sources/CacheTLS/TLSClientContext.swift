@@ -1,5 +1,4 @@
 internal import COpenSSLHTTPCache
-internal import COpenSSLLoaderHTTPCache
 import CacheSystem
 
 #if canImport(Glibc)
@@ -108,9 +107,7 @@ public final class TLSClientContext: @unchecked Sendable {
     /// A new OpenSSL context: TLS 1.2 at least, ALPN, the default trust store and the extra
     /// roots, verification, sessions through ``remember(_:for:)``.
     private func makeContext() throws(TLSError) -> OpaquePointer {
-        if let unavailable = httpcache_openssl_unavailable() {
-            throw .setupFailed(reason: String(cString: unavailable))
-        }
+        try OpenSSLLibraries.load()
         OpenSSLErrorQueue.clear()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))

@@ -1,5 +1,4 @@
 internal import COpenSSLHTTPCache
-internal import COpenSSLLoaderHTTPCache
 import CacheSystem
 
 #if canImport(Glibc)
@@ -73,9 +72,7 @@ public final class TLSServerContext: @unchecked Sendable {
     ) throws(TLSError) {
         alpn = try Configure.alpnWire(applicationProtocols)
         self.ticketKeys = ticketKeys
-        if let unavailable = httpcache_openssl_unavailable() {
-            throw .setupFailed(reason: String(cString: unavailable))
-        }
+        try OpenSSLLibraries.load()
         OpenSSLErrorQueue.clear()
         guard let context = SSL_CTX_new(TLS_server_method()) else {
             throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "SSL_CTX_new failed"))

@@ -490,10 +490,7 @@ final class ProxyHandler: RequestHandler {
             serialized = nil
         }
         var written = ServerResponseHead(status: served.status, fields: fields)
-        if let serialized {
-            written.serializedFields = serialized.bytes
-            written.serializedFieldCount = serialized.count
-        }
+        written.serializedFields = serialized.map { ($0.bytes, $0.count) }
         let head = written
         switch served.body {
         case .none:

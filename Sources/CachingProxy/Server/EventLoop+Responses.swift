@@ -159,10 +159,10 @@ extension EventLoop {
         writeStatusLine(&output, status, head.reason)
         var sawContentLength = false
         var first = 0
-        if case .length = framing, head.serializedFieldCount > 0 {
+        if case .length = framing, let serialized = head.serializedFields {
             // The handler's fields as serializedFields(_:) wrote them, without Content-Length.
-            head.serializedFields.withUnsafeBytes { output.append($0) }
-            first = head.serializedFieldCount
+            serialized.bytes.withUnsafeBytes { output.append($0) }
+            first = serialized.count
         }
         head.fields.withLines { lines in
             for index in first..<lines.count

@@ -64,11 +64,9 @@ package struct ServerResponseHead: Sendable {
     /// The reason phrase; the standard one for `status` when `nil`.
     package var reason: String?
     package var fields: HeaderFields
-    /// The first `serializedFieldCount` of `fields` as `EventLoop.serializedFields(_:)` wrote
-    /// them (an HTTP/1.1 answer with a body length sends these bytes in their place); empty
-    /// when none are.
-    package var serializedFields: [UInt8] = []
-    package var serializedFieldCount = 0
+    /// The first `count` of `fields` as `EventLoop.serializedFields(_:)` wrote them (an
+    /// HTTP/1.1 answer with a body length sends these bytes in their place); `nil` when none are.
+    package var serializedFields: (bytes: [UInt8], count: Int)?
 
     package init(status: Int, reason: String? = nil, fields: HeaderFields = [:]) {
         self.status = status
