@@ -86,7 +86,11 @@ let package = Package(
         // The same store on Redis or a Redis Cluster (its own RESP client): the shared tier of
         // several caches. A target of its own so that only those who want it link it.
         .target(
-            name: "CacheStorageRedis", dependencies: ["CacheSemantics", "CacheSystem", "CacheStorage", "CacheCrypto"],
+            name: "CacheStorageRedis",
+            dependencies: [
+                "CacheSemantics", "CacheSystem", "CacheStorage", "CacheCrypto",
+                .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings),
         // One request's way through a cache, for both hosts: a state machine (events in, actions
         // out), the store work it asks for, coalescing, background revalidation, served responses.

@@ -1,5 +1,6 @@
 import CacheStorage
 import CacheSystem
+import Dispatch
 
 /// Where a Redis store connects and how it behaves towards Redis.
 public struct RedisConfiguration: Sendable {
@@ -206,6 +207,8 @@ final class RedisClient: Sendable {
         /// The Cluster's slot map: the master serving each of the 16,384 slots.
         var slots: [RedisConfiguration.Node?] = []
         var lastSlotRefresh = -1e9
+        /// A slot map read runs on a thread of its own (``refreshSlotsInBackground()``).
+        var refreshingInBackground = false
         var metrics = RedisMetrics()
         /// Whether the last round trip anywhere succeeded (for the one log line per change).
         var reachable = true
@@ -253,24 +256,74 @@ final class RedisClient: Sendable {
             var replies = try execute(sent, on: node)
             if asking { replies = stride(from: 1, to: replies.count, by: 2).map { replies[$0] } }
             guard configuration.isCluster,
-                let redirect = replies.lazy.compactMap(\.errorMessage).first(where: isRedirect)
+                let message = replies.lazy.compactMap(\.errorMessage).first(where: Redirect.isRedirect)
             else { return replies }
-            let parts = redirect.split(separator: " ")
-            guard parts.count == 3, let target = try? RedisConfiguration(clusterNodes: String(parts[2])).nodes.first
-            else { throw RedisFailure(.reply, "Redis sent a redirect that could not be read: \(redirect)") }
-            asking = parts[0] == "ASK"
+            guard let redirect = Redirect(message) else {
+                throw RedisFailure(.reply, "Redis sent a redirect that could not be read: \(message)")
+            }
+            asking = redirect.asking
             if !asking {
-                if let slot = Int(parts[1]), (0..<16_384).contains(slot) {
-                    state.withLock { $0.slots[slot] = target }
-                }
+                state.withLock { $0.slots[redirect.slot] = redirect.node }
                 refreshSlots(force: false)
             }
-            node = target
+            node = redirect.node
         }
         throw RedisFailure(.reply, "Redis Cluster kept redirecting; its slots are being moved")
     }
 
-    private func isRedirect(_ message: String) -> Bool { message.hasPrefix("MOVED ") || message.hasPrefix("ASK ") }
+    /// A Cluster's `MOVED slot host:port` or `ASK slot host:port` error reply.
+    struct Redirect: Sendable {
+        /// `ASK`: this one command goes to ``node`` (after `ASKING`); `MOVED`: the slot is there now.
+        var asking: Bool
+        var slot: Int
+        var node: RedisConfiguration.Node
+
+        /// The redirect `message` says; `nil` when it is none, or cannot be read.
+        init?(_ message: String) {
+            let parts = message.split(separator: " ")
+            guard parts.count == 3, parts[0] == "MOVED" || parts[0] == "ASK", let slot = Int(parts[1]),
+                (0..<16_384).contains(slot),
+                let node = try? RedisConfiguration(clusterNodes: String(parts[2])).nodes.first
+            else { return nil }
+            asking = parts[0] == "ASK"
+            self.slot = slot
+            self.node = node
+        }
+
+        static func isRedirect(_ message: String) -> Bool {
+            message.hasPrefix("MOVED ") || message.hasPrefix("ASK ")
+        }
+    }
+
+    /// The master of `key`'s slot in the slot map as it stands, without a round trip; `nil`
+    /// when the map names none (not read yet, or the slot is not served: a failover).
+    func knownMaster(of key: [UInt8]) -> RedisConfiguration.Node? {
+        let slot = Int(HashSlot.slot(of: key))
+        return state.withLock { $0.slots.isEmpty ? nil : $0.slots[slot] }
+    }
+
+    /// Notes a `MOVED` reply an event loop received: the slot's master is the one it names
+    /// from now on, and the whole map is read again off the loop (a slot seldom moves alone).
+    func moved(_ redirect: Redirect) {
+        state.withLock { $0.slots[redirect.slot] = redirect.node }
+        refreshSlotsInBackground()
+    }
+
+    /// Reads the slot map again on a thread of its own (``refreshSlots(force:)``, at most every
+    /// 100 ms; one such read at a time): for an event loop, which never waits for a round trip.
+    func refreshSlotsInBackground() {
+        guard configuration.isCluster else { return }
+        let start = state.withLock { state -> Bool in
+            guard !state.refreshingInBackground else { return false }
+            state.refreshingInBackground = true
+            return true
+        }
+        guard start else { return }
+        DispatchQueue.global().async { [self] in
+            refreshSlots(force: false)
+            state.withLock { $0.refreshingInBackground = false }
+        }
+    }
 
     /// The server for `slotKey`.
     private func route(_ slotKey: [UInt8]?) throws(RedisFailure) -> RedisConfiguration.Node {
@@ -381,7 +434,11 @@ final class RedisClient: Sendable {
 
     /// A new connection to `node`, authenticated and on the configured database; a failure is
     /// counted, and a server that failed a moment ago is not tried before its backoff passed.
-    func newConnection(to node: RedisConfiguration.Node) throws(RedisFailure) -> RedisConnection {
+    /// `onLoop`: the caller is an event loop, which the slot map read a failure asks for does
+    /// not hold (it is made off the loop).
+    func newConnection(to node: RedisConfiguration.Node, onLoop: Bool = false) throws(RedisFailure)
+        -> RedisConnection
+    {
         let now = MonotonicClock.seconds()
         let mayConnect = state.withLock { state in
             state.nodes[node].map { $0.reachable || now >= $0.retryAt } ?? true
@@ -392,7 +449,7 @@ final class RedisClient: Sendable {
                 host: node.host, port: node.port, user: configuration.user, password: configuration.password,
                 database: configuration.isCluster ? 0 : configuration.database, timeout: configuration.connectTimeout)
         } catch {
-            failed(node, error)
+            failed(node, error, onLoop: onLoop)
             throw error
         }
     }
@@ -412,8 +469,9 @@ final class RedisClient: Sendable {
     }
 
     /// Counts a failure; a broken or refused connection marks the server unreachable for a
-    /// backoff time (0.1 s doubling to 5 s). Logs only when Redis' state changes.
-    func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure) {
+    /// backoff time (0.1 s doubling to 5 s), and a Cluster's slot map is read again (off the
+    /// caller's thread when `onLoop`). Logs only when Redis' state changes.
+    func failed(_ node: RedisConfiguration.Node, _ error: RedisFailure, onLoop: Bool = false) {
         guard error.kind != .unavailable else { return }
         let changed = state.withLock { state -> Bool in
             state.metrics.roundTrips += 1
@@ -439,7 +497,9 @@ final class RedisClient: Sendable {
             configuration.log(
                 "redis: \(error); requests are answered from the local tier and the origin until it is back")
         }
-        if configuration.isCluster && error.kind == .connection { refreshSlots(force: false) }
+        if configuration.isCluster && error.kind == .connection {
+            if onLoop { refreshSlotsInBackground() } else { refreshSlots(force: false) }
+        }
     }
 }
 
@@ -450,7 +510,7 @@ extension RedisClient {
         var messages: [String] = []
         for reply in replies {
             if let message = reply.errorMessage {
-                if !message.hasPrefix("MOVED ") && !message.hasPrefix("ASK ") { messages.append(message) }
+                if !Redirect.isRedirect(message) { messages.append(message) }
             } else if let inner = reply.array {
                 messages += inner.compactMap(\.errorMessage)
             }

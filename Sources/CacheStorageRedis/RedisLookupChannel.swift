@@ -7,7 +7,8 @@ import Glibc
 import Darwin
 #endif
 
-/// One event loop's own connection to a standalone Redis (`LookupChannel`): each
+/// One event loop's own connection to a standalone Redis, or to one master of a Cluster
+/// (``RedisClusterLookupChannel``, which routes the lookups) (`LookupChannel`): each
 /// lookup appends its `HGETALL` to the output, the loop writes what a pass queued in one `send`
 /// (pipelining), and the replies, which come back in order, resume their lookups one by one with
 /// the reply staged in the store (``RedisStore/answering(_:with:_:)``).
@@ -20,6 +21,10 @@ import Darwin
 /// flight resumes as failed. A server that refused a connection is not tried again before its
 /// backoff passed. A byte that arrives with no lookup waiting for it is a broken protocol too: no
 /// reply is ever matched to another key's lookup.
+///
+/// In a Cluster, a `MOVED` or `ASK` reply is handed to ``redirected``, which may queue the lookup
+/// on the connection to the master named (`ASKING` first for `ASK`); one it does not follow is
+/// answered with the reply (a miss) and counted by its kind.
 final class RedisLookupChannel: LookupChannel {
     private let store: RedisStore
     private let node: RedisConfiguration.Node
@@ -29,6 +34,9 @@ final class RedisLookupChannel: LookupChannel {
 
     private(set) var descriptor: Int32 = -1
     var willClose: ((Int32) -> Void)?
+    /// Called with a lookup's redirect, its hash, the redirects it followed so far, and its
+    /// `done`: `true` when it queued the lookup elsewhere (this channel is then done with it).
+    var redirected: ((RedisClient.Redirect, _ key: [UInt8], _ hops: Int, _ done: @escaping () -> Void) -> Bool)?
 
     private struct Lookup {
         /// The hash asked for.
@@ -37,6 +45,10 @@ final class RedisLookupChannel: LookupChannel {
         var done: (() -> Void)?
         /// When it times out (`MonotonicClock` seconds).
         var deadline: Double
+        /// Sent after `ASKING`, whose reply comes first and is dropped (until it did).
+        var asking = false
+        /// The redirects it followed to get here.
+        var hops = 0
     }
 
     /// Lookups in the order they were queued; those before `head` are answered, those before
@@ -79,17 +91,25 @@ final class RedisLookupChannel: LookupChannel {
     }
 
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
-        guard !answersLocally(primaryKey), descriptor >= 0 || connect() else { return false }
-        let key = store.entryKey(primaryKey)
+        guard !answersLocally(primaryKey) else { return false }
+        return queue(store.entryKey(primaryKey), done)
+    }
+
+    /// Queues an `HGETALL` of the hash `key` (after `ASKING` when `asking`), connecting first
+    /// when needed; `false` when the server cannot be reached now.
+    func queue(_ key: [UInt8], asking: Bool = false, hops: Int = 0, _ done: @escaping () -> Void) -> Bool {
+        guard descriptor >= 0 || connect() else { return false }
+        if asking { RESPEncoder.append([bytes("ASKING")], to: &output) }
         RESPEncoder.append([bytes("HGETALL"), key], to: &output)
-        lookups.append(Lookup(key: key, done: done, deadline: MonotonicClock.seconds() + timeout))
+        lookups.append(
+            Lookup(key: key, done: done, deadline: MonotonicClock.seconds() + timeout, asking: asking, hops: hops))
         return true
     }
 
     /// Connects (blocking for at most the connect timeout, as the pool does) unless the server
     /// failed a moment ago.
     private func connect() -> Bool {
-        guard let connection = try? store.client.newConnection(to: node) else { return false }
+        guard let connection = try? store.client.newConnection(to: node, onLoop: true) else { return false }
         descriptor = connection.detachNonBlocking()
         return true
     }
@@ -154,11 +174,21 @@ final class RedisLookupChannel: LookupChannel {
             } catch {
                 return fail(RedisFailure(.reply, "Redis at \(node) broke the protocol: \(error)"))
             }
+            if lookups[head].asking {
+                lookups[head].asking = false  // ASKING's +OK
+                continue
+            }
             let lookup = lookups[head]
             lookups[head].done = nil
             head += 1
             live = max(live, head)
-            if let refusal = reply.errorMessage { batches[0].refusals.append(refusal) }
+            var followed = false
+            if let message = reply.errorMessage {
+                if let done = lookup.done, let redirected, let redirect = RedisClient.Redirect(message) {
+                    followed = redirected(redirect, lookup.key, lookup.hops, done)
+                }
+                if !followed { batches[0].refusals.append(message) }
+            }
             if head == batches[0].end {
                 let batch = batches.removeFirst()
                 let now = MonotonicClock.seconds()
@@ -170,7 +200,7 @@ final class RedisLookupChannel: LookupChannel {
             } else if head >= 256 && head * 2 >= lookups.count {
                 dropAnswered()
             }
-            if let done = lookup.done { store.answering(lookup.key, with: .success(reply), done) }
+            if !followed, let done = lookup.done { store.answering(lookup.key, with: .success(reply), done) }
         }
     }
 
@@ -207,7 +237,7 @@ final class RedisLookupChannel: LookupChannel {
         let failure = RedisFailure(.timeout, "Redis at \(node) did not answer in time")
         let error = StorageError(.readFailed, "Redis: \(failure)")
         for lookup in late {
-            store.client.failed(node, failure)
+            store.client.failed(node, failure, onLoop: true)
             if let done = lookup.done { store.answering(lookup.key, with: .failure(error), done) }
         }
     }
@@ -219,7 +249,7 @@ final class RedisLookupChannel: LookupChannel {
     /// Closes the connection and resumes every lookup with `failure` (counted and logged as the
     /// client does), or as closed when `nil`.
     private func fail(_ failure: RedisFailure?) {
-        if let failure { store.client.failed(node, failure) }
+        if let failure { store.client.failed(node, failure, onLoop: true) }
         let waiting = lookups[live...]
         lookups = []
         head = 0

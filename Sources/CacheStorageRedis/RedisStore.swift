@@ -386,14 +386,21 @@ public final class RedisStore: CacheStore {
         try staged.withLock { $0[key] }?.get()
     }
 
-    /// A channel for one event loop (`LookupChannel`). A Cluster's lookups are made where they
-    /// are needed, over the pool, which follows its slot map and redirects.
+    /// A channel for one event loop (`LookupChannel`): a connection of its own to the server, or
+    /// in a Cluster to each master, lookups routed by the slot map (``RedisClusterLookupChannel``;
+    /// on Linux; elsewhere a Cluster's lookups are made where they are needed, over the pool).
     public func makeLookupChannel() -> (any LookupChannel)? { lookupChannel(answersLocally: { _ in false }) }
 
     /// A channel whose lookups of the keys `answersLocally` names are not queued.
     func lookupChannel(answersLocally: @escaping (String) -> Bool) -> (any LookupChannel)? {
-        guard !configuration.isCluster else { return nil }
-        return RedisLookupChannel(store: self, node: configuration.nodes[0], answersLocally: answersLocally)
+        guard configuration.isCluster else {
+            return RedisLookupChannel(store: self, node: configuration.nodes[0], answersLocally: answersLocally)
+        }
+        #if os(Linux)
+        return RedisClusterLookupChannel(store: self, answersLocally: answersLocally)
+        #else
+        return nil
+        #endif
     }
 
     /// Records just read, with their inline bodies.
