@@ -305,8 +305,13 @@ final class RedisClient: Sendable {
     /// Notes a `MOVED` reply an event loop received: the slot's master is the one it names
     /// from now on, and the whole map is read again off the loop (a slot seldom moves alone).
     func moved(_ redirect: Redirect) {
-        state.withLock { $0.slots[redirect.slot] = redirect.node }
+        setMaster(redirect.node, ofSlot: redirect.slot)
         refreshSlotsInBackground()
+    }
+
+    /// Puts `node` in the slot map as the master of `slot`, until the map is read again.
+    func setMaster(_ node: RedisConfiguration.Node, ofSlot slot: Int) {
+        state.withLock { $0.slots[slot] = node }
     }
 
     /// Reads the slot map again on a thread of its own (``refreshSlots(force:)``, at most every

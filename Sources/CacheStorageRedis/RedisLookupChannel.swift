@@ -187,7 +187,11 @@ final class RedisLookupChannel: LookupChannel {
                 if let done = lookup.done, let redirected, let redirect = RedisClient.Redirect(message) {
                     followed = redirected(redirect, lookup.key, lookup.hops, done)
                 }
-                if !followed { batches[0].refusals.append(message) }
+                if !followed {
+                    batches[0].refusals.append(message)
+                    // A Cluster failing over: its slot map is read again (off the loop).
+                    if message.hasPrefix("CLUSTERDOWN") { store.client.refreshSlotsInBackground() }
+                }
             }
             if head == batches[0].end {
                 let batch = batches.removeFirst()

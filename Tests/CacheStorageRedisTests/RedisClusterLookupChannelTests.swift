@@ -1,0 +1,134 @@
+#if os(Linux)
+import CacheSemantics
+import CacheStorage
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import CacheStorageRedis
+
+/// An event loop's lookups in a real Redis Cluster (``RedisClusterLookupChannel``), driven as a
+/// loop drives them (`poll` on the channel's descriptor, ``LookupChannel/expire()``): routed to
+/// each key's master on a connection per master, and with a slot map that names the wrong
+/// master for every key, each lookup following its `MOVED` on the loop; every lookup resumed
+/// with its own records and body.
+@Suite("RedisStore: Cluster lookups on an event loop's connections to the masters")
+struct RedisClusterLookupChannelTests {
+    private static func store() throws -> RedisStore {
+        var configuration = try RedisConfiguration(clusterNodes: try RedisCluster.shared().seeds)
+        configuration.keyPrefix = "cchannel-\(UInt64.random(in: 0...UInt64.max)):"
+        configuration.commandTimeout = 30
+        configuration.connectTimeout = 5
+        return RedisStore(configuration)
+    }
+
+    private static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
+        let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
+        let facts = StoredResponseFacts(
+            status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
+            lifetimeSource: .maxAge)
+        let writer = try store.makeWriter(
+            for: EntryHead(primaryKey: key, url: key, status: 200, fields: [:], facts: facts.serialized()))
+        try writer.append(body)
+        try writer.commit()
+    }
+
+    private static func body(_ index: Int) -> [UInt8] {
+        (0..<(200 + index * 331)).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ index) }
+    }
+
+    /// Drives `channel` as a loop would until `finished` or `seconds` passed.
+    private static func drive(_ channel: any LookupChannel, seconds: Double = 60, until finished: () -> Bool) {
+        let deadline = MonotonicClock.seconds() + seconds
+        while !finished() && MonotonicClock.seconds() < deadline {
+            if channel.descriptor >= 0 {
+                var entry = pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)
+                if poll(&entry, 1, 5) > 0 { channel.descriptorReady() }
+            } else {
+                usleep(1_000)
+            }
+            channel.expire()
+        }
+    }
+
+    /// Looks up every key of `keys` in one pass and checks, as each resumes, that the store
+    /// answers it with its own entry and body (index % 5 == 4: none stored) from the reply.
+    private static func lookUpAll(_ store: RedisStore, _ keys: [String]) throws -> (answered: Int, wrong: [String]) {
+        let channel = try #require(store.makeLookupChannel())
+        var answered = 0
+        var wrong: [String] = []
+        for (index, key) in keys.enumerated() {
+            let queued = channel.lookUp(key) {
+                answered += 1
+                do {
+                    let entries = try store.variants(of: key)
+                    if index % 5 == 4 {
+                        if !entries.isEmpty { wrong.append("\(key): \(entries.count) entries, none stored") }
+                    } else if entries.count != 1 || entries[0].head.primaryKey != key {
+                        wrong.append("\(key): \(entries.map(\.head.primaryKey))")
+                    } else if try store.openBody(for: entries[0]).readAll() != Self.body(index) {
+                        wrong.append("\(key): another body")
+                    }
+                } catch {
+                    wrong.append("\(key): \(error)")
+                }
+            }
+            if !queued { wrong.append("\(key): not queued") }
+        }
+        Self.drive(channel) { answered == keys.count }
+        channel.close()
+        #expect(channel.descriptor == -1)
+        return (answered, wrong)
+    }
+
+    @Test("lookups of keys on all three masters, queued in one pass: one write per master, each resumed with its own")
+    func routedBySlot() async throws {
+        try await offPool {
+            let store = try Self.store()
+            let keys = (0..<45).map { "https://example.com/routed/\($0)" }
+            for (index, key) in keys.enumerated() where index % 5 != 4 { try Self.write(store, key, Self.body(index)) }
+            let masters = Set(keys.compactMap { store.client.knownMaster(of: store.entryKey($0)) })
+            #expect(masters.count == 3, "the keys are on \(masters.count) masters")
+            let before = store.metrics
+            let (answered, wrong) = try Self.lookUpAll(store, keys)
+            #expect(answered == keys.count)
+            #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+            let after = store.metrics
+            #expect(after.lookupsOnLoops - before.lookupsOnLoops == keys.count)
+            #expect(after.roundTrips - before.roundTrips == masters.count, "one write per master")
+            #expect(after.errors == before.errors)
+        }
+    }
+
+    @Test("a slot map naming the wrong master for every key: each lookup follows its MOVED on the loop, none a miss")
+    func movedFollowed() async throws {
+        try await offPool {
+            let store = try Self.store()
+            let keys = (0..<30).map { "https://example.com/moved/\($0)" }
+            for (index, key) in keys.enumerated() where index % 5 != 4 { try Self.write(store, key, Self.body(index)) }
+            let masters = Array(Set(keys.compactMap { store.client.knownMaster(of: store.entryKey($0)) }))
+            try #require(masters.count > 1)
+            // Each key's slot pointed at another master than its own (read again only when a
+            // MOVED comes, by then every lookup is on its way).
+            var misrouted = 0
+            for key in keys {
+                let slot = Int(HashSlot.slot(of: store.entryKey(key)))
+                let own = try #require(store.client.knownMaster(of: store.entryKey(key)))
+                store.client.setMaster(masters.first { $0 != own }!, ofSlot: slot)
+                misrouted += 1
+            }
+            let before = store.metrics
+            let (answered, wrong) = try Self.lookUpAll(store, keys)
+            #expect(answered == keys.count)
+            #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+            let after = store.metrics
+            // Each sent twice: to the wrong master, then to the one its MOVED named.
+            #expect(after.lookupsOnLoops - before.lookupsOnLoops == keys.count + misrouted)
+            #expect(after.errorsByKind["MOVED"] == before.errorsByKind["MOVED"])
+            #expect(after.errors == before.errors)
+        }
+    }
+}
+#endif
