@@ -1,10 +1,8 @@
 #if os(Linux)
-import CacheSemantics
 import CacheStorage
 import CacheSystem
 import CacheTestSupport
 import Foundation
-import Glibc
 import Testing
 
 @testable import CacheStorageRedis
@@ -24,33 +22,20 @@ struct RedisClusterLookupChannelTests {
         return RedisStore(configuration)
     }
 
-    private static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
-        let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
-        let facts = StoredResponseFacts(
-            status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
-            lifetimeSource: .maxAge)
-        let writer = try store.makeWriter(
-            for: EntryHead(primaryKey: key, url: key, status: 200, fields: [:], facts: facts.serialized()))
-        try writer.append(body)
-        try writer.commit()
+    /// A store holding `count` keys (but every fifth), and the masters the keys are on.
+    private static func storeHolding(_ count: Int, named name: String) throws -> (
+        RedisStore, [String], [RedisConfiguration.Node]
+    ) {
+        let store = try Self.store()
+        let keys = (0..<count).map { "https://example.com/\(name)/\($0)" }
+        for (index, key) in keys.enumerated() where index % 5 != 4 {
+            try RedisLookupChannelTests.write(store, key, Self.body(index))
+        }
+        return (store, keys, Array(Set(keys.compactMap { store.client.knownMaster(of: store.entryKey($0)) })))
     }
 
     private static func body(_ index: Int) -> [UInt8] {
         (0..<(200 + index * 331)).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ index) }
-    }
-
-    /// Drives `channel` as a loop would until `finished` or `seconds` passed.
-    private static func drive(_ channel: any LookupChannel, seconds: Double = 60, until finished: () -> Bool) {
-        let deadline = MonotonicClock.seconds() + seconds
-        while !finished() && MonotonicClock.seconds() < deadline {
-            if channel.descriptor >= 0 {
-                var entry = pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)
-                if poll(&entry, 1, 5) > 0 { channel.descriptorReady() }
-            } else {
-                usleep(1_000)
-            }
-            channel.expire()
-        }
     }
 
     /// Looks up every key of `keys` in one pass and checks, as each resumes, that the store
@@ -62,22 +47,12 @@ struct RedisClusterLookupChannelTests {
         for (index, key) in keys.enumerated() {
             let queued = channel.lookUp(key) {
                 answered += 1
-                do {
-                    let entries = try store.variants(of: key)
-                    if index % 5 == 4 {
-                        if !entries.isEmpty { wrong.append("\(key): \(entries.count) entries, none stored") }
-                    } else if entries.count != 1 || entries[0].head.primaryKey != key {
-                        wrong.append("\(key): \(entries.map(\.head.primaryKey))")
-                    } else if try store.openBody(for: entries[0]).readAll() != Self.body(index) {
-                        wrong.append("\(key): another body")
-                    }
-                } catch {
-                    wrong.append("\(key): \(error)")
-                }
+                let body = index % 5 == 4 ? nil : Self.body(index)
+                if let problem = RedisLookupChannelTests.check(store, key, body: body) { wrong.append(problem) }
             }
             if !queued { wrong.append("\(key): not queued") }
         }
-        Self.drive(channel) { answered == keys.count }
+        RedisLookupChannelTests.drive(channel, seconds: 60) { answered == keys.count }
         channel.close()
         #expect(channel.descriptor == -1)
         return (answered, wrong)
@@ -86,10 +61,7 @@ struct RedisClusterLookupChannelTests {
     @Test("lookups of keys on all three masters, queued in one pass: one write per master, each resumed with its own")
     func routedBySlot() async throws {
         try await offPool {
-            let store = try Self.store()
-            let keys = (0..<45).map { "https://example.com/routed/\($0)" }
-            for (index, key) in keys.enumerated() where index % 5 != 4 { try Self.write(store, key, Self.body(index)) }
-            let masters = Set(keys.compactMap { store.client.knownMaster(of: store.entryKey($0)) })
+            let (store, keys, masters) = try Self.storeHolding(45, named: "routed")
             #expect(masters.count == 3, "the keys are on \(masters.count) masters")
             let before = store.metrics
             let (answered, wrong) = try Self.lookUpAll(store, keys)
@@ -105,10 +77,7 @@ struct RedisClusterLookupChannelTests {
     @Test("a slot map naming the wrong master for every key: each lookup follows its MOVED on the loop, none a miss")
     func movedFollowed() async throws {
         try await offPool {
-            let store = try Self.store()
-            let keys = (0..<30).map { "https://example.com/moved/\($0)" }
-            for (index, key) in keys.enumerated() where index % 5 != 4 { try Self.write(store, key, Self.body(index)) }
-            let masters = Array(Set(keys.compactMap { store.client.knownMaster(of: store.entryKey($0)) }))
+            let (store, keys, masters) = try Self.storeHolding(30, named: "moved")
             try #require(masters.count > 1)
             // Each key's slot pointed at another master than its own (read again only when a
             // MOVED comes, by then every lookup is on its way).
@@ -116,7 +85,7 @@ struct RedisClusterLookupChannelTests {
             for key in keys {
                 let slot = Int(HashSlot.slot(of: store.entryKey(key)))
                 let own = try #require(store.client.knownMaster(of: store.entryKey(key)))
-                store.client.setMaster(masters.first { $0 != own }!, ofSlot: slot)
+                store.client.setMaster(try #require(masters.first { $0 != own }), ofSlot: slot)
                 misrouted += 1
             }
             let before = store.metrics

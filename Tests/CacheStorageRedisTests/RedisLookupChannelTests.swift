@@ -26,7 +26,7 @@ struct RedisLookupChannelTests {
         return configuration
     }
 
-    private static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
+    static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
         let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
         let facts = StoredResponseFacts(
             status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
@@ -41,8 +41,23 @@ struct RedisLookupChannelTests {
         (0..<(100 + index * 997)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ index) }
     }
 
+    /// What is wrong with what `store` answers for `key` (inside its lookup's `done`): not the
+    /// one entry with `body`, or an entry when `body` is `nil` (none stored); `nil` when right.
+    static func check(_ store: RedisStore, _ key: String, body: [UInt8]?) -> String? {
+        do {
+            let entries = try store.variants(of: key)
+            guard let body else { return entries.isEmpty ? nil : "\(key): \(entries.count) entries, none stored" }
+            guard entries.count == 1, entries[0].head.primaryKey == key else {
+                return "\(key): \(entries.map(\.head.primaryKey))"
+            }
+            return try store.openBody(for: entries[0]).readAll() == body ? nil : "\(key): another body"
+        } catch {
+            return "\(key): \(error)"
+        }
+    }
+
     /// Drives `channel` as a loop would until `finished` or `seconds` passed.
-    private static func drive(_ channel: any LookupChannel, seconds: Double = 10, until finished: () -> Bool) {
+    static func drive(_ channel: any LookupChannel, seconds: Double = 10, until finished: () -> Bool) {
         let deadline = MonotonicClock.seconds() + seconds
         while !finished() && MonotonicClock.seconds() < deadline {
             if channel.descriptor >= 0 {
@@ -77,18 +92,9 @@ struct RedisLookupChannelTests {
                 let queued = channel.lookUp(key) {
                     answered.append(index)
                     if answered.count == keys.count { roundTripsOfFirstPass = store.metrics.roundTrips }
-                    do {
-                        // Answered from the reply: neither read makes a round trip of its own.
-                        let entries = try store.variants(of: key)
-                        if index % 6 == 5 {
-                            if !entries.isEmpty { wrong.append("\(key): \(entries.count) entries, none stored") }
-                        } else if entries.count != 1 || entries[0].head.primaryKey != key {
-                            wrong.append("\(key): \(entries.map(\.head.primaryKey))")
-                        } else if try store.openBody(for: entries[0]).readAll() != Self.body(index) {
-                            wrong.append("\(key): another body")
-                        }
-                    } catch {
-                        wrong.append("\(key): \(error)")
+                    // Answered from the reply: neither read makes a round trip of its own.
+                    if let problem = Self.check(store, key, body: index % 6 == 5 ? nil : Self.body(index)) {
+                        wrong.append(problem)
                     }
                     // Again, queued behind the lookups still in flight.
                     if !closing && answered.filter({ $0 == index }).count < 6 { lookUp(index) }

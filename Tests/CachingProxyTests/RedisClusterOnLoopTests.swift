@@ -29,7 +29,8 @@ struct RedisClusterOnLoopTests {
         let page = try TestClient().send("GET", node.baseURL + "/_httpcache/metrics").text
         var kinds: [String: Double] = [:]
         for line in page.split(separator: "\n") where line.hasPrefix("httpcache_redis_errors_by_kind_total{") {
-            guard let open = line.firstIndex(of: "\""), let close = line[line.index(after: open)...].firstIndex(of: "\""),
+            guard let open = line.firstIndex(of: "\""),
+                let close = line[line.index(after: open)...].firstIndex(of: "\""),
                 let value = line.split(separator: " ").last.flatMap({ Double($0) })
             else { continue }
             kinds[String(line[line.index(after: open)..<close])] = value
@@ -37,12 +38,10 @@ struct RedisClusterOnLoopTests {
         return kinds
     }
 
-    static func prefix() -> String { "cloop\(UInt32.random(in: 0...UInt32.max)):" }
-
     /// Requests from `clients` threads, each going round `paths` from its own place, until
     /// `stop` is set (at most `seconds`): what was not byte-exact, how many were answered and
     /// how many of those were hits.
-    static func run(
+    private static func run(
         _ node: ServeProcess, _ paths: [String], clients: Int, seconds: Double, stop: Locked<Bool>
     ) -> (wrong: [String], answered: Int, hits: Int) {
         let wrong = Locked<[String]>([])
@@ -77,28 +76,63 @@ struct RedisClusterOnLoopTests {
         return (wrong.withLock { $0 }, answered, hits)
     }
 
+    /// The key prefix and a reader that finds `paths` in `cluster` (found there `warm` times
+    /// each: 0 leaves it cold), stored by a writer (gone now); both with no local tier and one loop.
+    static func proxies(_ cluster: RedisCluster, _ origin: LoopbackOrigin, _ paths: [String], warm: Int) throws -> (
+        prefix: String, reader: ServeProcess
+    ) {
+        let prefix = "cloop\(UInt32.random(in: 0...UInt32.max)):"
+        let writer = try Self.node(origin, cluster, prefix: prefix)
+        #expect(RedisOnLoopTests.load(writer, paths, clients: 1).wrong.isEmpty)
+        let reader = try Self.node(origin, cluster, prefix: prefix)
+        if warm > 0 { #expect(RedisOnLoopTests.load(reader, paths, clients: warm).hits == warm * paths.count) }
+        return (prefix, reader)
+    }
+
+    /// Requests to `node` from four threads, each going round `paths` from its own place, from
+    /// half a second before `change` until a second after it: what was not byte-exact, how many
+    /// were answered and how many of those were hits.
+    static func whileRunning(_ node: ServeProcess, _ paths: [String], _ change: () throws -> Void) throws -> (
+        wrong: [String], answered: Int, hits: Int
+    ) {
+        let stop = Locked(false)
+        let during = Locked<(wrong: [String], answered: Int, hits: Int)?>(nil)
+        let load = Thread { during.withLock { $0 = Self.run(node, paths, clients: 4, seconds: 60, stop: stop) } }
+        load.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        let finish = {
+            stop.withLock { $0 = true }
+            let deadline = Date().addingTimeInterval(90)
+            while during.withLock({ $0 == nil }) && Date() < deadline { usleep(20_000) }
+            return during.withLock { $0 }
+        }
+        do { try change() } catch {
+            _ = finish()
+            throw error
+        }
+        Thread.sleep(forTimeInterval: 1)
+        let result = try #require(finish())
+        #expect(result.wrong.isEmpty, "\(result.wrong.prefix(3))")
+        #expect(result.answered > 0)
+        return result
+    }
+
     @Test("two proxies on one Cluster: hits looked up from the loop on each master's connection, byte-exact, pipelined")
     func hitsThroughTwoProxies() async throws {
         try await offPool {
             let cluster = try RedisCluster.shared()
             let origin = try RedisOnLoopTests.origin()
             defer { origin.stop() }
-            let prefix = Self.prefix()
             let paths = (0..<60).map { "/cluster-hit/\($0)" }
-            let writer = try Self.node(origin, cluster, prefix: prefix)
-            #expect(RedisOnLoopTests.load(writer, paths, clients: 1).wrong.isEmpty)
-            // A proxy that never saw them: each of its hits is a lookup in the Cluster.
-            let reader = try Self.node(origin, cluster, prefix: prefix)
-            let (lookupsBefore, tripsBefore) = (
-                try Self.metric(reader, "httpcache_redis_loop_lookups_total"),
-                try Self.metric(reader, "httpcache_redis_round_trips_total")
-            )
+            // A reader that never saw them: each of its hits is a lookup in the Cluster.
+            let (prefix, reader) = try Self.proxies(cluster, origin, paths, warm: 0)
+            let before = try RedisOnLoopTests.loopCounters(reader)
             let (wrong, hits) = RedisOnLoopTests.load(reader, paths, clients: 24)
             #expect(wrong.isEmpty, "\(wrong.prefix(3))")
             #expect(hits == 24 * paths.count)
             #expect(paths.allSatisfy { origin.count($0) == 1 })
-            let lookups = try Self.metric(reader, "httpcache_redis_loop_lookups_total") - lookupsBefore
-            let trips = try Self.metric(reader, "httpcache_redis_round_trips_total") - tripsBefore
+            let after = try RedisOnLoopTests.loopCounters(reader)
+            let (lookups, trips) = (after.lookups - before.lookups, after.trips - before.trips)
             // At most a few made over the pool while the proxy had not read the slot map yet.
             #expect(lookups >= Double(24 * paths.count - 5), "\(lookups) of \(24 * paths.count) went out from the loop")
             #expect(trips < lookups, "\(trips) round trips for \(lookups) lookups: none were pipelined")
@@ -119,27 +153,12 @@ struct RedisClusterOnLoopTests {
             let cluster = try RedisCluster()
             let origin = try RedisOnLoopTests.origin()
             defer { origin.stop() }
-            let prefix = Self.prefix()
             let paths = (0..<40).map { "/failover/\($0)" }
-            let writer = try Self.node(origin, cluster, prefix: prefix)
-            #expect(RedisOnLoopTests.load(writer, paths, clients: 1).wrong.isEmpty)
-            let reader = try Self.node(origin, cluster, prefix: prefix)
-            #expect(RedisOnLoopTests.load(reader, paths, clients: 4).hits == 4 * paths.count)
-
-            let stop = Locked(false)
-            let during = Locked<(wrong: [String], answered: Int, hits: Int)?>(nil)
-            let load = Thread { during.withLock { $0 = Self.run(reader, paths, clients: 4, seconds: 60, stop: stop) } }
-            load.start()
-            Thread.sleep(forTimeInterval: 0.5)
-            try cluster.master(of: "x").kill()
-            try cluster.waitUntilHealthy()
-            Thread.sleep(forTimeInterval: 1)
-            stop.withLock { $0 = true }
-            let deadline = Date().addingTimeInterval(90)
-            while during.withLock({ $0 == nil }) && Date() < deadline { usleep(20_000) }
-            let result = try #require(during.withLock { $0 })
-            #expect(result.wrong.isEmpty, "\(result.wrong.prefix(3))")
-            #expect(result.answered > 0)
+            let (_, reader) = try Self.proxies(cluster, origin, paths, warm: 4)
+            _ = try Self.whileRunning(reader, paths) {
+                try cluster.master(of: "x").kill()
+                try cluster.waitUntilHealthy()
+            }
 
             // Once the replica is master: the reader's loop finds every path again (those whose
             // write the replica did not get are stored again on their first request).
@@ -166,12 +185,8 @@ struct RedisClusterOnLoopTests {
             let cluster = try RedisCluster()
             let origin = try RedisOnLoopTests.origin()
             defer { origin.stop() }
-            let prefix = Self.prefix()
             let paths = (0..<40).map { "/migrate/\($0)" }
-            let writer = try Self.node(origin, cluster, prefix: prefix)
-            #expect(RedisOnLoopTests.load(writer, paths, clients: 1).wrong.isEmpty)
-            let reader = try Self.node(origin, cluster, prefix: prefix)
-            #expect(RedisOnLoopTests.load(reader, paths, clients: 2).hits == 2 * paths.count)
+            let (prefix, reader) = try Self.proxies(cluster, origin, paths, warm: 2)
 
             // One of the test's entry hashes, its slot and master, and another master to move it to.
             let masters = try cluster.servers.filter { try $0.cli(["ROLE"]).hasPrefix("master") }
@@ -189,33 +204,24 @@ struct RedisClusterOnLoopTests {
             let (sourceID, targetID) = (try id(source), try id(target))
 
             let lookupsBefore = try Self.metric(reader, "httpcache_redis_loop_lookups_total")
-            let stop = Locked(false)
-            let during = Locked<(wrong: [String], answered: Int, hits: Int)?>(nil)
-            let load = Thread { during.withLock { $0 = Self.run(reader, paths, clients: 4, seconds: 60, stop: stop) } }
-            load.start()
-            Thread.sleep(forTimeInterval: 0.5)
-            #expect(try target.cli(["CLUSTER", "SETSLOT", slot, "IMPORTING", sourceID]).contains("OK"))
-            #expect(try source.cli(["CLUSTER", "SETSLOT", slot, "MIGRATING", targetID]).contains("OK"))
-            Thread.sleep(forTimeInterval: 0.5)
-            // The slot's keys moved, the slot not yet: the source answers ASK for them.
-            let keys = try source.cli(["CLUSTER", "GETKEYSINSLOT", slot, "100"]).split(separator: "\n").map(String.init)
-            #expect(keys.contains(key))
-            let host = target.address.split(separator: ":")
-            let migrated = try source.cli(
-                ["MIGRATE", String(host[0]), String(host[1]), "", "0", "5000", "KEYS"] + keys)
-            #expect(migrated.contains("OK"), "\(migrated)")
-            Thread.sleep(forTimeInterval: 1)
-            // Then the slot: every master says where it is, the source answers MOVED.
-            for master in [target, source] + masters.filter({ $0 !== source && $0 !== target }) {
-                _ = try master.cli(["CLUSTER", "SETSLOT", slot, "NODE", targetID])
+            let result = try Self.whileRunning(reader, paths) {
+                #expect(try target.cli(["CLUSTER", "SETSLOT", slot, "IMPORTING", sourceID]).contains("OK"))
+                #expect(try source.cli(["CLUSTER", "SETSLOT", slot, "MIGRATING", targetID]).contains("OK"))
+                Thread.sleep(forTimeInterval: 0.5)
+                // The slot's keys moved, the slot not yet: the source answers ASK for them.
+                let keys = try source.cli(["CLUSTER", "GETKEYSINSLOT", slot, "100"]).split(separator: "\n").map(
+                    String.init)
+                #expect(keys.contains(key))
+                let host = target.address.split(separator: ":")
+                let migrated = try source.cli(
+                    ["MIGRATE", String(host[0]), String(host[1]), "", "0", "5000", "KEYS"] + keys)
+                #expect(migrated.contains("OK"), "\(migrated)")
+                Thread.sleep(forTimeInterval: 1)
+                // Then the slot: every master says where it is, the source answers MOVED.
+                for master in [target, source] + masters.filter({ $0 !== source && $0 !== target }) {
+                    _ = try master.cli(["CLUSTER", "SETSLOT", slot, "NODE", targetID])
+                }
             }
-            Thread.sleep(forTimeInterval: 1)
-            stop.withLock { $0 = true }
-            let deadline = Date().addingTimeInterval(90)
-            while during.withLock({ $0 == nil }) && Date() < deadline { usleep(20_000) }
-            let result = try #require(during.withLock { $0 })
-            #expect(result.wrong.isEmpty, "\(result.wrong.prefix(3))")
-            #expect(result.answered > 0)
             // Every lookup found its entry, in the slot's old master or its new one: none was
             // answered as a miss and fetched again.
             #expect(result.hits == result.answered, "\(result.answered - result.hits) misses")

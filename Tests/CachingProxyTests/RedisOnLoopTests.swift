@@ -28,6 +28,14 @@ struct RedisOnLoopTests {
             .flatMap { Double($0.split(separator: " ")[1]) } ?? 0
     }
 
+    /// The loop lookups and the round trips `node` counted so far.
+    static func loopCounters(_ node: ServeProcess) throws -> (lookups: Double, trips: Double) {
+        (
+            try metric(node, "httpcache_redis_loop_lookups_total"),
+            try metric(node, "httpcache_redis_round_trips_total")
+        )
+    }
+
     static func body(_ path: String) -> [UInt8] { StressBodies.body(for: path, size: 16_384) }
 
     /// An origin that sends each path's ``body(_:)``, fresh for five minutes.
@@ -94,16 +102,13 @@ struct RedisOnLoopTests {
             #expect(Self.load(writer, paths, clients: 1).wrong.isEmpty)
             // A node that never saw them: each of its hits is one lookup in Redis.
             let reader = try Self.node(origin, redis, prefix: prefix, timeout: 5000)
-            let (lookupsBefore, tripsBefore) = (
-                try Self.metric(reader, "httpcache_redis_loop_lookups_total"),
-                try Self.metric(reader, "httpcache_redis_round_trips_total")
-            )
+            let before = try Self.loopCounters(reader)
             let (wrong, hits) = Self.load(reader, paths, clients: 32)
             #expect(wrong.isEmpty, "\(wrong.prefix(3))")
             #expect(hits == 32 * paths.count)
             #expect(origin.count(paths[0]) == 1)
-            let lookups = try Self.metric(reader, "httpcache_redis_loop_lookups_total") - lookupsBefore
-            let trips = try Self.metric(reader, "httpcache_redis_round_trips_total") - tripsBefore
+            let after = try Self.loopCounters(reader)
+            let (lookups, trips) = (after.lookups - before.lookups, after.trips - before.trips)
             #expect(lookups == Double(32 * paths.count), "every hit's lookup went out from the loop")
             #expect(trips < lookups, "\(trips) round trips for \(lookups) lookups: none were pipelined")
             #expect(try Self.metric(reader, "httpcache_redis_errors_total") == 0)
