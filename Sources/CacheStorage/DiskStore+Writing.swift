@@ -320,7 +320,9 @@ extension DiskStore {
     /// joins the open batch, if any, at once, and throws ``StorageError/Kind/notFound`` for an
     /// identity that is not stored.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        guard configuration.isWrittenBehind, sealing == nil else { return try updateNow(id, fields: fields, facts: facts) }
+        guard configuration.isWrittenBehind, sealing == nil else {
+            return try updateNow(id, fields: fields, facts: facts)
+        }
         let due = memo.withLock { memo -> Double? in
             memo.updateCount += 1
             memo.pendingUpdates[id] = PendingUpdate(fields: fields, facts: facts, number: memo.updateCount)

@@ -14,10 +14,7 @@ struct BatchedWriteTests {
 
     /// A store on the test's directory whose batches stay open for `latency` seconds.
     func openStore(latency: Double = 600, writesBehind: Bool = false) throws -> DiskStore {
-        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
-        configuration.batchLatency = latency
-        configuration.writesBehind = writesBehind
-        return try DiskStore(configuration)
+        try StoreTestSupport.openStore(directory, latency: latency, writesBehind: writesBehind)
     }
 
     @Test("A batch's entries are read by their store at once; by another store (its own connection) once it commits")

@@ -12,22 +12,13 @@ import Testing
 struct WrittenBehindUpdateTests {
     let directory = StoreTestSupport.makeDirectory("update-behind")
 
-    /// A store on the test's directory that writes behind; `latency`: how long a queued update
-    /// (and a batch) waits at most before it is written.
-    func openStore(latency: Double = 600, writesBehind: Bool = true) throws -> DiskStore {
-        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
-        configuration.batchLatency = latency
-        configuration.writesBehind = writesBehind
-        return try DiskStore(configuration)
-    }
-
     static let freshened = HeaderFields([("Cache-Control", "max-age=600"), ("ETag", "\"v2\""), ("X-Freshened", "1")])
 
     @Test("A queued update is read by its store at once (variants, entry) and by another once flushed")
     func readAtOnce() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore()
-        let other = try openStore(writesBehind: false)
+        let store = try StoreTestSupport.openStore(directory, writesBehind: true)
+        let other = try StoreTestSupport.openStore(directory)
         let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         try store.flush()
         let count = store.changeCount
@@ -52,8 +43,8 @@ struct WrittenBehindUpdateTests {
     @Test("Queued updates are written by the background writer within the batch latency, unasked")
     func writtenInTheBackground() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore(latency: 0.05)
-        let other = try openStore(writesBehind: false)
+        let store = try StoreTestSupport.openStore(directory, latency: 0.05, writesBehind: true)
+        let other = try StoreTestSupport.openStore(directory)
         let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         try store.update(entry.id, fields: Self.freshened, facts: [7])
         let deadline = MonotonicClock.seconds() + 20
@@ -69,7 +60,7 @@ struct WrittenBehindUpdateTests {
     @Test("The 64th queued update has them written at once, long before the latency")
     func writtenAtTheLimit() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore(latency: 600)
+        let store = try StoreTestSupport.openStore(directory, latency: 600, writesBehind: true)
         let entries = try (0..<DiskStore.batchLimit).map {
             try StoreTestSupport.write(store, key: $0, generation: 0, size: 100)
         }
@@ -89,7 +80,7 @@ struct WrittenBehindUpdateTests {
         defer { StoreTestSupport.removeDirectory(directory) }
         let entry: StoredEntry
         do {
-            let store = try openStore()
+            let store = try StoreTestSupport.openStore(directory, writesBehind: true)
             entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
             let inFile = try StoreTestSupport.write(store, key: 2, generation: 0, size: 100_000)
             try store.update(entry.id, fields: Self.freshened, facts: [7])
@@ -106,7 +97,7 @@ struct WrittenBehindUpdateTests {
             try store.update(entry.id, fields: Self.freshened, facts: [7])
             #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
         }
-        let reopened = try openStore(writesBehind: false)
+        let reopened = try StoreTestSupport.openStore(directory)
         #expect(try reopened.variants(of: entry.head.primaryKey).isEmpty)
         #expect(try reopened.entries().isEmpty)
     }
@@ -114,14 +105,14 @@ struct WrittenBehindUpdateTests {
     @Test("An update queued for a response replaced meanwhile leaves the newer one as it was stored")
     func replacementWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore()
+        let store = try StoreTestSupport.openStore(directory, writesBehind: true)
         let old = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         try store.update(old.id, fields: Self.freshened, facts: [7])
         let newer = try StoreTestSupport.write(store, key: 1, generation: 1, size: 200)
         #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
         #expect(try store.variants(of: newer.head.primaryKey).map(\.head.fields) == [newer.head.fields])
         try store.flush()
-        let other = try openStore(writesBehind: false)
+        let other = try StoreTestSupport.openStore(directory)
         let stored = try other.variants(of: newer.head.primaryKey)
         #expect(stored.map(\.id) == [newer.id])
         #expect(stored.map(\.head.fields) == [newer.head.fields])
@@ -131,13 +122,13 @@ struct WrittenBehindUpdateTests {
     @Test("The last of two queued updates of one entry is the one stored")
     func lastUpdateWins() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore()
+        let store = try StoreTestSupport.openStore(directory, writesBehind: true)
         let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         try store.update(entry.id, fields: ["ETag": "\"a\""], facts: [1])
         try store.update(entry.id, fields: Self.freshened, facts: [2])
         #expect(try store.variants(of: entry.head.primaryKey).map(\.head.facts) == [[2]])
         try store.flush()
-        let other = try openStore(writesBehind: false)
+        let other = try StoreTestSupport.openStore(directory)
         #expect(try other.variants(of: entry.head.primaryKey).map(\.head.fields) == [Self.freshened])
         #expect(try other.variants(of: entry.head.primaryKey).map(\.head.facts) == [[2]])
     }
@@ -147,22 +138,22 @@ struct WrittenBehindUpdateTests {
         defer { StoreTestSupport.removeDirectory(directory) }
         let entry: StoredEntry
         do {
-            let store = try openStore()
+            let store = try StoreTestSupport.openStore(directory, writesBehind: true)
             entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
             try store.update(entry.id, fields: Self.freshened, facts: [7])
         }
-        let reopened = try openStore(writesBehind: false)
+        let reopened = try StoreTestSupport.openStore(directory)
         #expect(try reopened.variants(of: entry.head.primaryKey).map(\.head.fields) == [Self.freshened])
     }
 
     @Test("Not written behind, an update is in the index at once and an unknown one throws notFound")
     func notWrittenBehind() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore(writesBehind: false)
+        let store = try StoreTestSupport.openStore(directory)
         let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         try store.update(entry.id, fields: Self.freshened, facts: [7])
         #expect(store.memo.withLock { $0.pendingUpdates.isEmpty })
-        let other = try openStore(writesBehind: false)
+        let other = try StoreTestSupport.openStore(directory)
         #expect(try other.variants(of: entry.head.primaryKey).map(\.head.fields) == [Self.freshened])
         #expect {
             try store.update(EntryID(), fields: Self.freshened, facts: [])
@@ -174,7 +165,7 @@ struct WrittenBehindUpdateTests {
     @Test("Updates, removals, replacements and reads from several threads: no removed entry comes back")
     func concurrent() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore(latency: 0.01)
+        let store = try StoreTestSupport.openStore(directory, latency: 0.01, writesBehind: true)
         let keys = 32
         let entries = try (0..<keys).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 100) }
         let removed = Locked(Set<Int>())
@@ -203,7 +194,7 @@ struct WrittenBehindUpdateTests {
             }
         }
         try store.flush()
-        let reopened = try openStore(writesBehind: false)
+        let reopened = try StoreTestSupport.openStore(directory)
         for key in removed.withLock({ $0 }) {
             #expect(try store.variants(of: entries[key].head.primaryKey).isEmpty)
             #expect(try reopened.variants(of: entries[key].head.primaryKey).isEmpty)
