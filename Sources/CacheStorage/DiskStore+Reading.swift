@@ -100,14 +100,21 @@ extension DiskStore {
     /// then costs no SQLite read. Their `lastAccess` and `hits` may lag until that write;
     /// ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
-        try state.withLock { state throws(StorageError) in
+        // Remembered and current: read under the memo's lock alone, never waiting for a commit.
+        if let count = changes?.value,
+            let remembered = memo.withLock({ memo -> [StoredEntry]? in
+                guard let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo)
+                else { return nil }
+                return memo.overlaid(cached.entries)
+            })
+        {
+            return remembered
+        }
+        return try state.withLock { state throws(StorageError) in
             // Read before the query: a write that lands during it bumps the count past this.
+            // (This store's own writes wait for ``state``; an update written behind changes
+            // only the memo, which the result is laid under below.)
             let count = changes?.value
-            if let count, let cached = state.heads.value(for: primaryKey),
-                Self.isCurrent(cached.changes, at: count, state)
-            {
-                return cached.entries
-            }
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
             try query.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
@@ -115,8 +122,10 @@ extension DiskStore {
             // A sealed head says which key it was stored under: a lookup column moved to another
             // row finds nothing.
             if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
-            if let count { state.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
-            return result
+            return memo.withLock { memo in
+                if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
+                return memo.overlaid(result)
+            }
         }
     }
 
@@ -128,8 +137,8 @@ extension DiskStore {
 
     /// Whether variants read at change count `read` are what the index holds at `count`: the
     /// same count, or only this store's own writes since (``State/ownCounts``).
-    static func isCurrent(_ read: UInt64, at count: UInt64, _ state: State) -> Bool {
-        read == count || state.ownCounts.map { $0.contains(read) && count == $0.upperBound } == true
+    static func isCurrent(_ read: UInt64, at count: UInt64, _ memo: HeadMemo) -> Bool {
+        read == count || memo.ownCounts.map { $0.contains(read) && count == $0.upperBound } == true
     }
 
     /// Counts one of this store's own writes, made under ``state``'s lock, and applies it with
@@ -137,22 +146,27 @@ extension DiskStore {
     /// remembered keys stay current (a proxy's revalidations and misses then read the index
     /// only for the key they change). A count another store or process moved meanwhile starts
     /// the run of own counts over.
+    func countOwnWrite(primaryKey: String? = nil, _ change: (inout [StoredEntry]) -> Void = { _ in }) {
+        memo.withLock { memo in countOwnWrite(&memo, primaryKey: primaryKey, change) }
+    }
+
+    /// ``countOwnWrite(primaryKey:_:)`` with the memo's lock held.
     func countOwnWrite(
-        _ state: inout State, primaryKey: String? = nil, _ change: (inout [StoredEntry]) -> Void = { _ in }
+        _ memo: inout HeadMemo, primaryKey: String? = nil, _ change: (inout [StoredEntry]) -> Void = { _ in }
     ) {
         guard let changes else { return }
         let before = changes.bump()
         if let primaryKey {
-            if var cached = state.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: before, state) {
+            if var cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: before, memo) {
                 change(&cached.entries)
-                state.heads.set(
+                memo.heads.set(
                     (before &+ 1, cached.entries), for: primaryKey, cost: Self.cost(primaryKey, cached.entries))
             } else {
-                state.heads.removeValue(for: primaryKey)
+                memo.heads.removeValue(for: primaryKey)
             }
         }
-        let start = state.ownCounts?.upperBound == before ? state.ownCounts?.lowerBound ?? before : before
-        state.ownCounts = start...(before &+ 1)
+        let start = memo.ownCounts?.upperBound == before ? memo.ownCounts?.lowerBound ?? before : before
+        memo.ownCounts = start...(before &+ 1)
     }
 
     /// Where an entry's body is.

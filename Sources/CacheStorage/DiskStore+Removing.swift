@@ -88,6 +88,7 @@ extension DiskStore {
     }
 
     public func entries() throws(StorageError) -> [StoredEntry] {
+        try writeHeadUpdates()
         try flushAccess()
         return try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
@@ -104,7 +105,8 @@ extension DiskStore {
             let columns = try query.columns(EntryColumns.self)
             try query.bind(id.rawValue, to: ":id")
             defer { query.reset() }
-            return try query.step() ? entry(from: query, columns) : nil
+            guard try query.step(), let entry = entry(from: query, columns) else { return nil }
+            return memo.withLock { $0.overlaid([entry]) }.first
         }
     }
 
@@ -145,10 +147,11 @@ extension DiskStore {
         return changed
     }
 
-    /// Commits the open batch (``Configuration/writesBehind``, ``beginBatchedWrites()``) and
-    /// writes buffered access times now (they are otherwise written in the background every
+    /// Writes the head updates written behind, commits the open batch
+    /// (``Configuration/writesBehind``, ``beginBatchedWrites()``) and writes buffered access times now (they are otherwise written in the background every
     /// 30 s, and when the store is released).
     public func flush() throws(StorageError) {
+        try writeHeadUpdates()
         try flushAccess()
     }
 

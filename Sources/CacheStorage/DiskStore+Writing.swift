@@ -98,7 +98,7 @@ extension DiskStore {
             for file in batch.lockedFiles { close(file) }
             // Other processes read again: what their memos hold was read before the commit.
             // This store too when it failed: what it remembers of the batch was rolled back.
-            if committed { countOwnWrite(&state) } else { changes?.bump() }
+            if committed { countOwnWrite() } else { changes?.bump() }
         }
         do {
             try state.connection.commitBatch()
@@ -134,7 +134,7 @@ extension DiskStore {
                 if othersChanged {
                     changes?.bump()
                 } else {
-                    countOwnWrite(&state, primaryKey: head.primaryKey) { entries in
+                    countOwnWrite(primaryKey: head.primaryKey) { entries in
                         entries.removeAll { $0.head.variantKey == head.variantKey }
                         entries.append(entry)
                         // In the index's order (the variant key column's bytes).
@@ -306,16 +306,126 @@ extension DiskStore {
         return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Replaces a stored head's fields and facts (a `304` freshened them, RFC 9111 §4.3.4). With
-    /// ``Configuration/writesBehind`` (or inside ``beginBatchedWrites()``) it joins the open
-    /// batch, as commits do: a revalidation does not wait for a transaction of its own.
+    /// Replaces a stored head's fields and facts (a `304` freshened them, RFC 9111 §4.3.4).
+    ///
+    /// With ``Configuration/writesBehind`` (a store in the clear) the update is written behind:
+    /// it is queued and this store's reads see it at once (``HeadMemo/pendingUpdates``), and a
+    /// background writer puts it in the index's open batch within ``Configuration/batchLatency``
+    /// seconds (or at once after 64 updates), where other processes see it when the batch
+    /// commits. The caller waits for no lock a commit holds. It never stores anything but
+    /// `fields` and `facts` in a row that still exists when it is written: an entry removed or
+    /// replaced meanwhile (a `PURGE`, a newer response) stays removed, and the update is
+    /// dropped; so an identity that is not stored throws nothing here. A crash loses a queued
+    /// update, as it loses the open batch. Otherwise (or inside ``beginBatchedWrites()``) it
+    /// joins the open batch, if any, at once, and throws ``StorageError/Kind/notFound`` for an
+    /// identity that is not stored.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        guard configuration.isWrittenBehind, sealing == nil else {
+            return try updateNow(id, fields: fields, facts: facts)
+        }
+        let due = memo.withLock { memo -> Double? in
+            memo.updateCount += 1
+            memo.pendingUpdates[id] = PendingUpdate(fields: fields, facts: facts, number: memo.updateCount)
+            // Counted as an own write: the remembered variants stay current, the update laid over
+            // them; a reader that keys what it derives on ``changeCount`` reads again.
+            countOwnWrite(&memo)
+            if memo.pendingUpdates.count >= Self.batchLimit {
+                guard !memo.updatesQueued || memo.pendingUpdates.count == Self.batchLimit else { return nil }
+                memo.updatesQueued = true
+                return 0
+            }
+            guard !memo.updatesQueued else { return nil }
+            memo.updatesQueued = true
+            return configuration.batchLatency
+        }
+        guard let due else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + due) { [weak self] in
+            guard let self else { return }
+            do {
+                try writeHeadUpdates()
+            } catch {
+                configuration.log("could not write freshened heads to the cache index: \(error)")
+            }
+        }
+    }
+
+    /// Writes the queued head updates (``update(_:fields:facts:)`` written behind) into the
+    /// open batch, in one transaction on the index's connection, and only then takes them out
+    /// of the queue, as their rows' remembered variants take them in: a read sees each update
+    /// throughout. An update whose entry is gone by now changes no row and is dropped. When the
+    /// transaction fails they are dropped too (and reported): what the index holds is read again.
+    func writeHeadUpdates() throws(StorageError) {
+        let files = try state.withLock { state throws(StorageError) -> [String] in
+            let pending = memo.withLock { memo in
+                memo.updatesQueued = false
+                return memo.pendingUpdates
+            }
+            guard !pending.isEmpty else { return [] }
+            var written: [(id: EntryID, primaryKey: String?, update: PendingUpdate)] = []
+            do throws(StorageError) {
+                try openBatchIfWanted(&state)
+                try state.connection.transaction { () throws(StorageError) in
+                    for (id, update) in pending {
+                        let primaryKey = try Self.updateRow(
+                            id, fields: update.fields.serialized(), facts: update.facts, state.connection)
+                        written.append((id, primaryKey, update))
+                    }
+                }
+            } catch {
+                memo.withLock { memo in
+                    for (id, update) in pending where memo.pendingUpdates[id]?.number == update.number {
+                        memo.pendingUpdates[id] = nil
+                    }
+                }
+                changes?.bump()
+                throw error
+            }
+            memo.withLock { memo in
+                for (id, primaryKey, update) in written {
+                    if memo.pendingUpdates[id]?.number == update.number { memo.pendingUpdates[id] = nil }
+                    guard let primaryKey else { continue }
+                    countOwnWrite(&memo, primaryKey: primaryKey) { entries in
+                        for index in entries.indices where entries[index].id == id {
+                            entries[index].head.fields = update.fields
+                            entries[index].head.facts = update.facts
+                        }
+                    }
+                }
+            }
+            var files: [String] = []
+            for _ in written { files += try countBatchedWrite(&state) }
+            return files
+        }
+        unlinkBodies(files)
+    }
+
+    /// Sets the fields and facts of row `id` (in the clear); returns its primary key, or `nil`
+    /// when there is no such row.
+    static func updateRow(
+        _ id: EntryID, fields: [UInt8], facts: [UInt8], _ connection: SQLiteConnection
+    ) throws(StorageError) -> String? {
+        let update = try connection.statement(
+            """
+            UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id
+            RETURNING primary_key
+            """)
+        try update.bind(fields, to: ":fields")
+        try update.bind(facts, to: ":facts")
+        try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
+        try update.bind(id.rawValue, to: ":id")
+        defer { update.reset() }
+        // Its row's changes are made by the first step, which returns its key.
+        return try update.step() ? update.text(try update.column("primary_key")) : nil
+    }
+
+    /// ``update(_:fields:facts:)`` in the index now (in the open batch, if any).
+    private func updateNow(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let files = try state.withLock { state throws(StorageError) -> [String] in
             // The key whose variants the update changed, once known: counted as an own write.
             var primaryKey: String?
             defer {
                 if let primaryKey {
-                    countOwnWrite(&state, primaryKey: primaryKey) { entries in
+                    countOwnWrite(primaryKey: primaryKey) { entries in
                         for index in entries.indices where entries[index].id == id {
                             entries[index].head.fields = fields
                             entries[index].head.facts = facts
@@ -326,13 +436,6 @@ extension DiskStore {
                 }
             }
             try openBatchIfWanted(&state)
-            let update = try state.connection.statement(
-                sealing == nil
-                    ? """
-                    UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id
-                    RETURNING primary_key
-                    """
-                    : "UPDATE entries SET fields = :fields, facts_version = :facts_version WHERE id = :id")
             if let sealing {
                 // The head is sealed whole: opened, changed and sealed again.
                 let query = try state.connection.statement(
@@ -345,25 +448,18 @@ extension DiskStore {
                 }
                 head.fields = fields
                 head.facts = facts
+                let update = try state.connection.statement(
+                    "UPDATE entries SET fields = :fields, facts_version = :facts_version WHERE id = :id")
                 try update.bind(sealing.seal(head, id: id), to: ":fields")
+                try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
+                try update.bind(id.rawValue, to: ":id")
+                try update.run()
+                guard state.connection.changes > 0 else { throw MemoryStore.notFound(id) }
                 primaryKey = head.primaryKey
             } else {
-                try update.bind(fields.serialized(), to: ":fields")
-                try update.bind(facts, to: ":facts")
-            }
-            try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
-            try update.bind(id.rawValue, to: ":id")
-            if sealing == nil {
-                // Its row's changes are made by the first step, which returns its key.
-                let updated = try update.step()
-                if updated { primaryKey = update.text(try update.column("primary_key")) }
-                update.reset()
-            } else {
-                try update.run()
-            }
-            guard state.connection.changes > 0 else {
-                primaryKey = nil
-                throw MemoryStore.notFound(id)
+                guard let key = try Self.updateRow(id, fields: fields.serialized(), facts: facts, state.connection)
+                else { throw MemoryStore.notFound(id) }
+                primaryKey = key
             }
             return try countBatchedWrite(&state)
         }

@@ -162,14 +162,52 @@ public final class DiskStore: CacheStore {
 
     struct State {
         var connection: SQLiteConnection
+        /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
+        var batching = Batching()
+    }
+
+    /// What the store remembers of the index, under a lock of its own (``memo``), so that a
+    /// read of remembered variants and a head update written behind never wait for ``state``,
+    /// which a batch's commit holds while SQLite writes the WAL (tens of milliseconds on a busy
+    /// disk). Taken inside ``state``'s lock when both are needed, never the other way round.
+    struct HeadMemo {
         /// Variants read from the index, with the change count they were read at.
         var heads: LRUCache<String, (changes: UInt64, entries: [StoredEntry])>
         /// Change counts this store's own writes moved the counter through, one after another,
-        /// each applied to ``heads`` as it was made (``countOwnWrite(_:primaryKey:_:)``):
-        /// variants read at any of them are what the index holds while the count is the last.
+        /// each applied to ``heads`` as it was made (``countOwnWrite(primaryKey:_:)``) or held
+        /// in ``pendingUpdates``: variants read at any of them, with the pending updates laid
+        /// over them, are what the index holds (or is about to) while the count is the last.
         var ownCounts: ClosedRange<UInt64>?
-        /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
-        var batching = Batching()
+        /// Heads freshened by a `304` and not yet written to the index (``update(_:fields:facts:)``
+        /// written behind), by entry: every read of this store lays them over what it read
+        /// (``overlaid(_:)``) until ``writeHeadUpdates()`` has written them.
+        var pendingUpdates: [EntryID: PendingUpdate] = [:]
+        /// Updates queued so far: each pending update's number, so that the writer removes only
+        /// the one it wrote, never a newer one for the same entry queued meanwhile.
+        var updateCount = 0
+        /// A background write of ``pendingUpdates`` is queued.
+        var updatesQueued = false
+
+        /// `entries` with the pending updates of their identities applied.
+        func overlaid(_ entries: [StoredEntry]) -> [StoredEntry] {
+            guard !pendingUpdates.isEmpty else { return entries }
+            var entries = entries
+            for index in entries.indices {
+                if let update = pendingUpdates[entries[index].id] {
+                    entries[index].head.fields = update.fields
+                    entries[index].head.facts = update.facts
+                }
+            }
+            return entries
+        }
+    }
+
+    /// A head update written behind (``HeadMemo/pendingUpdates``).
+    struct PendingUpdate {
+        var fields: HeaderFields
+        var facts: [UInt8]
+        /// Its place in the order updates were queued (``HeadMemo/updateCount``).
+        var number: Int
     }
 
     /// Commits grouped into one index transaction (``beginBatchedWrites()``).
@@ -193,6 +231,7 @@ public final class DiskStore: CacheStore {
     static let batchLimit = 64
 
     let state: Locked<State>
+    let memo: Locked<HeadMemo>
 
     /// Access times and hit counts not yet in the index. A hit only adds to this, under its
     /// own lock; they are written in the background (``recordAccess(_:at:)``).
@@ -267,8 +306,8 @@ public final class DiskStore: CacheStore {
         // A key's variants cost about 1.5 KB with typical heads: a key per KiB bounds the count
         // of small ones.
         let headBytes = max(1 << 20, configuration.headMemoryBytes)
-        state = Locked(
-            State(connection: connection, heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
+        state = Locked(State(connection: connection))
+        memo = Locked(HeadMemo(heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
         accessLog = Locked(AccessLog(lastFlush: clock()))
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
@@ -307,6 +346,7 @@ public final class DiskStore: CacheStore {
     }
 
     deinit {
+        try? writeHeadUpdates()
         if let files = try? state.withLock({ state throws(StorageError) in try commitBatch(&state) }) {
             unlinkBodies(files)
         }

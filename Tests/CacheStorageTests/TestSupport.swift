@@ -23,6 +23,17 @@ enum StoreTestSupport {
     /// The `StorageStress` executable built next to the test bundle.
     static func stressExecutable() throws -> String { try BuiltExecutable.path("StorageStress") }
 
+    /// A disk store on `directory` whose batches stay open for `latency` seconds, written
+    /// behind (``DiskStore/Configuration/writesBehind``) or not.
+    static func openStore(_ directory: String, latency: Double = 600, writesBehind: Bool = false) throws
+        -> DiskStore
+    {
+        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
+        configuration.batchLatency = latency
+        configuration.writesBehind = writesBehind
+        return try DiskStore(configuration)
+    }
+
     /// A stress entry's head: its body is derived from its URL.
     static func head(key: Int, generation: Int, size: Int) -> EntryHead {
         StressBodies.head(key: key, generation: generation, size: size)
