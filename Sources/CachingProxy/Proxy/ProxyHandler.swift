@@ -60,10 +60,11 @@ final class ProxyHandler: RequestHandler {
     /// set of this many URLs to cost no re-reading or re-parsing.
     private static let rememberedKeyLimit = 65_536
     /// The bytes what the proxy remembers per URL holds at most (routes a quarter, the
-    /// exchange's memos the rest): half the memory tier's capacity, at least 4 MiB, so that
-    /// `--memory` bounds them too, and distinct URLs cannot grow them past it. A quarter made
-    /// the memos of 20,000 URLs (about 1.5 KB each) forget entries on a uniform workload, and
-    /// each such hit read SQLite again: 12–16% fewer hits a second than with half.
+    /// exchange's memos the rest, of which two thirds for the candidates of each key): half
+    /// the memory tier's capacity, at least 4 MiB, so that `--memory` bounds them too, and
+    /// distinct URLs cannot grow them past it. A quarter made the memos of 20,000 URLs forget
+    /// entries on a uniform workload, and each such hit read SQLite again: 12–16% fewer hits a
+    /// second than with half. `benchmarks memo` prints what a key is charged.
     static func rememberedByteLimit(memoryCapacity: Int64) -> Int {
         Int(clamping: max(4 << 20, memoryCapacity / 2))
     }

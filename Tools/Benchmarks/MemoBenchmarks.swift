@@ -1,0 +1,78 @@
+import CacheExchange
+import CacheSemantics
+import CacheStorage
+import CacheTestSupport
+import Foundation
+
+// The memo suite: what the exchange remembers per key (ExchangeDriver's candidates, their
+// decoded facts and the fields their answers start with), measured against what its byte
+// bound charges, for a working set like scripts/proxy-bench's 20,000 URLs (nginx's heads,
+// the proxy's Via and serializer). `httpcache serve` remembers keys in two thirds of
+// `memoByteLimit`: 64 MiB at its default --memory of 256 MiB (ProxyHandler).
+//   20,000 entries stored in a memory store (their heads are the store's, which the memo
+//   shares), then every key looked up through a driver: anonymous memory grown per key,
+//   measured, against the bytes charged per key, and how many keys the proxy's default bound
+//   holds at that charge.
+
+/// A head as nginx answers `/set20000/N` (the benchmark's origin), as the proxy stores it.
+private func proxyHead(_ number: Int) -> EntryHead {
+    let url = "http://127.0.0.1:28081/set20000/\(number)"
+    var fields: HeaderFields = [
+        "Server": "nginx/1.22.1", "Content-Type": "application/octet-stream", "Content-Length": "16384",
+        "Connection": "keep-alive", "Accept-Ranges": "bytes", "Cache-Control": "max-age=3600",
+    ]
+    fields["Date"] = HTTPDate.format(Timestamp(secondsSince1970: 1_764_000_000 + Double(number % 60)))
+    fields["Last-Modified"] = HTTPDate.format(Timestamp(secondsSince1970: 1_763_000_000))
+    fields["ETag"] = "\"6930c6a0-4000\""
+    let request = RequestHead(uri: url, fields: [:])
+    let response = ResponseHead(status: 200, fields: fields)
+    let now = Timestamp(secondsSince1970: 1_764_000_000)
+    guard case .store(let stored) = CacheEngine(configuration: .sharedCache(named: "httpcache")).storageDecision(
+        for: request, response: response, requestTime: now, responseTime: now)
+    else { fatalError("the benchmark's response must be storable") }
+    return EntryHead(primaryKey: url, url: url, status: 200, fields: fields, facts: stored.facts.serialized())
+}
+
+/// Measures and prints the memo's bytes per key; `false` when a key is charged less than it takes.
+func runMemoBenchmarks() throws -> Bool {
+    let keys = 20_000
+    let store = MemoryStore(capacity: 1 << 40)
+    for number in 0..<keys {
+        let writer = try store.makeWriter(for: proxyHead(number))
+        try writer.append([1])
+        try writer.commit()
+    }
+    var configuration = ExchangeDriver.Configuration(
+        engine: CacheEngine(configuration: .sharedCache(named: "httpcache")), name: "httpcache",
+        clock: { 1_764_000_000 }, log: { print("benchmarks: \($0)") })
+    configuration.trace = nil
+    // As the proxy: its Via on every stored answer, and the fields' bytes kept.
+    configuration.storedFieldsTransform = { fields in
+        var fields = fields
+        fields.append(name: "Via", value: "1.1 httpcache")
+        return fields
+    }
+    configuration.storedFieldsSerializer = { $0.serialized() }
+    configuration.memoCapacity = 65_536
+    configuration.memoByteLimit = 3 << 30
+    let driver = ExchangeDriver(store: store, configuration: configuration)
+    let url = { (number: Int) in "http://127.0.0.1:28081/set20000/\(number)" }
+    let before = residentBytes("RssAnon")
+    for number in 0..<keys { blackHole(driver.candidates(url(number))) }
+    let grown = Double(residentBytes("RssAnon") - before) / Double(keys)
+    let remembered = driver.rememberedKeys
+    let charged = Double(remembered.bytes) / Double(max(1, remembered.count))
+    let keyBytes = url(keys / 2).utf8.count
+    let bound = (128 << 20) - (128 << 20) / 4
+    let held = Int(Double(bound - bound / 3) / charged)
+    print(
+        "the exchange's memo, \(keys) keys of a proxy-bench working set (nginx heads, 16 KB bodies): "
+            + "+\(Int(grown)) B of memory per key remembered (its head shared with the store; the key \(keyBytes) B), "
+            + "charged \(Int(charged)) B per key (\(String(format: "%.2f", charged / grown))x); "
+            + "serve's default --memory 256M remembers up to \(held) keys at that charge")
+    if charged < grown {
+        print("  FAILED: a key is charged less than it takes")
+        return false
+    }
+    return true
+}
