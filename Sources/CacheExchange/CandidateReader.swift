@@ -61,7 +61,7 @@ final class CandidateReader: Sendable {
     private let memo: Locked<Memo>
 
     /// A reader remembering at most `capacity` keys and entries, in at most `byteLimit` bytes
-    /// in all: two thirds for the keys (what a hit reads), a third for the entries.
+    /// in all: three quarters for the keys (what a hit reads), a quarter for the entries.
     init(
         store: any CacheStore, capacity: Int, byteLimit: Int, log: @escaping @Sendable (String) -> Void,
         makeBase: @escaping @Sendable (StoredEntry) -> ServedBase
@@ -69,7 +69,7 @@ final class CandidateReader: Sendable {
         self.store = store
         self.log = log
         self.makeBase = makeBase
-        let forEntries = byteLimit / 3
+        let forEntries = byteLimit / 4
         memo = Locked(
             Memo(
                 keys: LRUCache(capacity: capacity, byteLimit: byteLimit - forEntries),

@@ -81,8 +81,8 @@ public final class ExchangeDriver: Sendable {
         /// How many keys (and entries) the exchange remembers at most.
         public var memoCapacity = 16_384
         /// How many bytes what the exchange remembers (candidates with their decoded facts and
-        /// served fields) holds at most, together: two thirds for the candidates of each key
-        /// (what a hit reads), a third for what was decoded per entry (what a key read again
+        /// served fields) holds at most, together: three quarters for the candidates of each key
+        /// (what a hit reads), a quarter for what was decoded per entry (what a key read again
         /// reuses). ``ExchangeDriver/rememberedKeys`` says what a key costs.
         public var memoByteLimit = 12 << 20
         /// Seconds since 1970, now.
@@ -205,7 +205,7 @@ public final class ExchangeDriver: Sendable {
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
 
     /// How many keys the exchange remembers the candidates of, and the bytes they are charged
-    /// together (of two thirds of ``Configuration/memoByteLimit``).
+    /// together (of three quarters of ``Configuration/memoByteLimit``).
     public var rememberedKeys: (count: Int, bytes: Int) { reader.rememberedKeys }
 
     /// The stored responses of `primaryKey` with their facts (remembered while the store is

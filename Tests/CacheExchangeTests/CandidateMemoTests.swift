@@ -96,14 +96,14 @@ struct CandidateMemoTests {
         #expect(driver.rememberedKeys.count == 2)
     }
 
-    /// The keys' memo stays within two thirds of the byte bound, whatever the working set.
+    /// The keys' memo stays within three quarters of the byte bound, whatever the working set.
     @Test func theMemoStaysWithinItsBytes() throws {
         let store = MemoryStore(capacity: 1 << 20)
         for number in 0..<50 { try Self.store(store, number) }
-        let driver = Self.driver(store, capacity: 1000, bytes: 30_000)
+        let driver = Self.driver(store, capacity: 1000, bytes: 40_000)
         for number in 0..<50 { _ = try Self.hit(driver, number) }
         let remembered = driver.rememberedKeys
-        #expect(remembered.bytes <= 20_000)
+        #expect(remembered.bytes <= 30_000)
         // A key costs more than its strings: nowhere near 50 fit, but some do.
         #expect(remembered.count > 0 && remembered.count < 50)
         for number in (0..<50).reversed() { _ = try Self.hit(driver, number) }
