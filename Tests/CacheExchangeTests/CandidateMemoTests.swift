@@ -31,7 +31,10 @@ struct CandidateMemoTests {
         let body = Array("body of \(number)".utf8)
         let (fields, facts) = stored(
             url(number),
-            ["Cache-Control": "max-age=600", "Content-Length": String(body.count), "ETag": "\"e\(number)\"", "Age": "3"])
+            [
+                "Cache-Control": "max-age=600", "Content-Length": String(body.count), "ETag": "\"e\(number)\"",
+                "Age": "3",
+            ])
         let writer = try store.makeWriter(
             for: EntryHead(primaryKey: key(url(number)), url: url(number), status: 200, fields: fields, facts: facts))
         try writer.append(body)

@@ -27,8 +27,9 @@ private func proxyHead(_ number: Int) -> EntryHead {
     let request = RequestHead(uri: url, fields: [:])
     let response = ResponseHead(status: 200, fields: fields)
     let now = Timestamp(secondsSince1970: 1_764_000_000)
-    guard case .store(let stored) = CacheEngine(configuration: .sharedCache(named: "httpcache")).storageDecision(
-        for: request, response: response, requestTime: now, responseTime: now)
+    guard
+        case .store(let stored) = CacheEngine(configuration: .sharedCache(named: "httpcache")).storageDecision(
+            for: request, response: response, requestTime: now, responseTime: now)
     else { fatalError("the benchmark's response must be storable") }
     return EntryHead(primaryKey: url, url: url, status: 200, fields: fields, facts: stored.facts.serialized())
 }

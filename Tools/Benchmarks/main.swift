@@ -125,7 +125,9 @@ for suite in suites {
             exit(1)
         }
     case "memo":
-        print("== The exchange's memo: bytes per key, measured against what its bound charges (target: charged >= measured)")
+        print(
+            "== The exchange's memo: bytes per key, measured against what its bound charges (target: charged >= measured)"
+        )
         do {
             if try !runMemoBenchmarks() { exit(1) }
         } catch {
