@@ -46,16 +46,11 @@ func runMemoBenchmarks() throws -> Bool {
     var configuration = ExchangeDriver.Configuration(
         engine: CacheEngine(configuration: .sharedCache(named: "httpcache")), name: "httpcache",
         clock: { 1_764_000_000 }, log: { print("benchmarks: \($0)") })
-    configuration.trace = nil
-    // As the proxy: its Via on every stored answer, and the fields' bytes kept.
-    configuration.storedFieldsTransform = { fields in
-        var fields = fields
-        fields.append(name: "Via", value: "1.1 httpcache")
-        return fields
-    }
+    // As the proxy: its Via on every stored answer, and the fields' bytes kept; room for all.
+    (configuration.memoCapacity, configuration.memoByteLimit, configuration.trace) = (65_536, 3 << 30, nil)
+    let via = HeaderField(name: "Via", value: "1.1 httpcache")
+    configuration.storedFieldsTransform = { HeaderFields(Array($0) + [via]) }
     configuration.storedFieldsSerializer = { $0.serialized() }
-    configuration.memoCapacity = 65_536
-    configuration.memoByteLimit = 3 << 30
     let driver = ExchangeDriver(store: store, configuration: configuration)
     let url = { (number: Int) in "http://127.0.0.1:28081/set20000/\(number)" }
     let before = residentBytes("RssAnon")
