@@ -34,13 +34,7 @@ public struct ServedResponse: Sendable {
     /// The status: the stored one, or `304`, `206`, `416`.
     public var status: Int
     /// The fields as they go out.
-    public var fields: HeaderFields {
-        get { parts.all }
-        set { parts.all = newValue }
-    }
-    /// ``fields`` in two parts: on a plain hit, the fields every answer from the entry starts
-    /// with (shared by every such answer, not copied per hit), then its `Age` and `Cache-Status`.
-    package private(set) var parts: SplicedFields
+    public var fields: HeaderFields
     /// What of the body goes out.
     public var body: Body
     /// How the response was obtained.
@@ -73,20 +67,6 @@ public struct ServedResponse: Sendable {
     /// changed field); a host that changes ``fields`` drops it.
     public var serializedFields: SerializedFields?
 
-    init(
-        status: Int, parts: SplicedFields, body: Body, outcome: CacheOutcome, cacheStatus: CacheStatus,
-        use: CachedUse, candidate: StoredCandidate, replacesOriginResponse: Bool
-    ) {
-        self.parts = parts
-        self.status = status
-        self.body = body
-        self.outcome = outcome
-        self.cacheStatus = cacheStatus
-        self.use = use
-        self.candidate = candidate
-        self.replacesOriginResponse = replacesOriginResponse
-    }
-
     /// The bytes a host made of a stored entry's fields once, kept for every answer from the
     /// same version of the entry (``ExchangeDriver/Configuration/storedFieldsSerializer``).
     public struct SerializedFields: Sendable {
@@ -94,34 +74,6 @@ public struct ServedResponse: Sendable {
         public let bytes: [UInt8]
         /// How many of ``ServedResponse/fields`` the bytes stand for (the first ones).
         public let count: Int
-    }
-}
-
-/// Fields in two parts, `leading` then `appended`, neither copied into the other: a hit's
-/// answer is the fields its stored entry's answers share, then its own `Age` and
-/// `Cache-Status`. Setting ``all`` replaces both.
-package struct SplicedFields: Sendable {
-    package private(set) var leading: HeaderFields
-    package private(set) var appended: [HeaderField]
-
-    package init(_ leading: HeaderFields, appended: [HeaderField] = []) {
-        self.leading = leading
-        self.appended = appended
-    }
-
-    /// `leading` followed by `appended`, as one list (made when asked, when there are both).
-    package var all: HeaderFields {
-        get {
-            guard !appended.isEmpty else { return leading }
-            var all = leading
-            all.reserveCapacity(all.count + appended.count)
-            for field in appended { all.append(field) }
-            return all
-        }
-        set {
-            leading = newValue
-            appended = []
-        }
     }
 }
 
@@ -270,25 +222,22 @@ final class ServedResponseBuilder: Sendable {
         // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
         let incomplete = candidate.facts.flags.has(.incomplete)
         if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
-        // The stored fields are shared, not copied: Age and Cache-Status follow them.
-        var appended = [HeaderField(name: .age, value: use.ageFieldValue)]
-        var leading = base.fields
+        var fields = base.fields
+        fields.reserveCapacity(fields.count + 2)
+        fields.append(HeaderField(name: .age, value: use.ageFieldValue))
         if addsCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
                 cacheStatus.forward == nil, cacheStatus.collapsed == nil, !base.hasCacheStatus
             {
-                appended.append(HeaderField(name: .cacheStatus, value: Self.joined(prefix, ttl)))
+                fields.append(HeaderField(name: .cacheStatus, value: Self.joined(prefix, ttl)))
             } else {
-                // The member joins a stored Cache-Status (RFC 9211 §2): the fields are written whole.
-                leading.append(appended[0])
-                leading[.cacheStatus] = cacheStatus.appended(to: leading[.cacheStatus])
-                appended = []
+                fields[.cacheStatus] = cacheStatus.appended(to: fields[.cacheStatus])
             }
         }
         var served = ServedResponse(
-            status: candidate.entry.head.status, parts: SplicedFields(leading, appended: appended),
-            body: .stored(body, range: 0..<body.size), outcome: answer.outcome, cacheStatus: cacheStatus, use: use,
-            candidate: candidate, replacesOriginResponse: answer.replacesOriginResponse)
+            status: candidate.entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
+            outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
+            replacesOriginResponse: answer.replacesOriginResponse)
         // Age and Cache-Status went after the stored fields, which are unchanged so far.
         if !base.hasCacheStatus { served.serializedFields = base.serialized }
         if use.notModified {
@@ -321,7 +270,7 @@ final class ServedResponseBuilder: Sendable {
         case .partial(let ranges):
             guard
                 let parts = try? MultipartByteRanges(
-                    body, ranges, offset: offset, completeLength: size, contentType: base.fields[.contentType])
+                    body, ranges, offset: offset, completeLength: size, contentType: fields[.contentType])
             else {
                 return nil
             }

@@ -486,17 +486,14 @@ final class ProxyHandler: RequestHandler {
         } else {
             metrics.count(served.outcome == .stale ? .stale : served.outcome == .revalidated ? .revalidated : .hit)
         }
-        var written: ServerResponseHead
-        if request.delta != nil, served.fields[.contentEncoding] == "dcz" {
-            var fields = served.fields
+        var fields = served.fields
+        var serialized = served.serializedFields
+        if request.delta != nil, fields[.contentEncoding] == "dcz" {
             DeltaCoding.namingDelta(&fields, ours: served.cacheStatus)
-            written = ServerResponseHead(status: served.status, fields: fields)
-        } else {
-            // The stored fields as the entry's answers share them, then this answer's own.
-            written = ServerResponseHead(status: served.status)
-            written.parts = served.parts
-            written.serializedFields = served.serializedFields.map { ($0.bytes, $0.count) }
+            serialized = nil
         }
+        var written = ServerResponseHead(status: served.status, fields: fields)
+        written.serializedFields = serialized.map { ($0.bytes, $0.count) }
         let head = written
         switch served.body {
         case .none:

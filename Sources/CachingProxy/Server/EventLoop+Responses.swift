@@ -2,7 +2,6 @@
 // Writing responses on the loop thread: the head with the server's own framing fields, the
 // body framed as chosen (RFC 9112 §6, §7.1), and what happens to the connection after it.
 import CEpollHTTPCache
-import CacheExchange
 import CacheSemantics
 @_spi(Wire) import HTTPWire
 import Glibc
@@ -165,14 +164,11 @@ extension EventLoop {
             serialized.bytes.withUnsafeBytes { output.append($0) }
             first = serialized.count
         }
-        head.parts.leading.withLines { lines in
+        head.fields.withLines { lines in
             for index in first..<lines.count
             where appendField(&output, lines[index], keepContentLength: framing == .none) {
                 sawContentLength = true
             }
-        }
-        for field in head.parts.appended where appendField(&output, field, keepContentLength: framing == .none) {
-            sawContentLength = true
         }
         switch framing {
         case .none:

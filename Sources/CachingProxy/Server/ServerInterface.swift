@@ -1,5 +1,4 @@
 #if os(Linux)
-import CacheExchange
 import CacheSemantics
 import CacheSystem
 @_spi(Wire) import HTTPWire
@@ -64,13 +63,7 @@ package struct ServerResponseHead: Sendable {
     package var status: Int
     /// The reason phrase; the standard one for `status` when `nil`.
     package var reason: String?
-    package var fields: HeaderFields {
-        get { parts.all }
-        set { parts.all = newValue }
-    }
-    /// ``fields`` in two parts (a hit's stored fields, shared by its answers, then its own):
-    /// written one after the other, never copied into one list.
-    package var parts: SplicedFields
+    package var fields: HeaderFields
     /// The first `count` of `fields` as `EventLoop.serializedFields(_:)` wrote them (an
     /// HTTP/1.1 answer with a body length sends these bytes in their place); `nil` when none are.
     package var serializedFields: (bytes: [UInt8], count: Int)?
@@ -78,7 +71,7 @@ package struct ServerResponseHead: Sendable {
     package init(status: Int, reason: String? = nil, fields: HeaderFields = [:]) {
         self.status = status
         self.reason = reason
-        parts = SplicedFields(fields)
+        self.fields = fields
     }
 }
 
