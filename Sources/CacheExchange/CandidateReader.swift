@@ -2,35 +2,83 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 
-/// Reads the stored responses of a key with their facts decoded, and remembers them while the
-/// store's change count stands still (``CacheStore/changeCount``): a hit then costs neither a
-/// store read nor decoding. What it remembers is bounded in count and in bytes (least recently
-/// used keys go first): each entry is charged the heap memory it holds (`MemoryCost`),
-/// shared with the store or not, since it is all that is left of an entry the store evicted.
+/// Reads the stored responses of a key with their facts decoded and the fields their answers
+/// start with made (``ServedBase``), and remembers them while the store's change count stands
+/// still (``CacheStore/changeCount``): a hit then costs one lookup, neither a store read nor
+/// decoding nor building fields.
+///
+/// Two memos, bounded in count and in bytes (least recently used go first):
+/// - by primary key, the candidates read at a change count: what a hit looks up;
+/// - by entry, the decoded facts and served base of one version of a stored head (its
+///   serialized facts): what a key read again after a change count moved, or from a store
+///   that counts no changes, reuses instead of decoding and serializing again.
+///
+/// Each is charged the heap memory its values hold (`MemoryCost`), shared with the store or
+/// not, since it is all that is left of an entry the store evicted; what the two memos share
+/// with each other (the facts and base of an entry both hold) is charged to each once.
+/// ``bytesPerKey`` says what a key costs in the first.
 final class CandidateReader: Sendable {
     private let store: any CacheStore
     private let log: @Sendable (String) -> Void
+    /// Makes the fields every answer from an entry starts with (``ServedResponseBuilder``).
+    private let makeBase: @Sendable (StoredEntry) -> ServedBase
+
+    /// The candidates of one key as read at one change count. A class: a hit takes it from the
+    /// memo with one retain.
+    private final class KeyMemo: Sendable {
+        let changes: UInt64
+        let candidates: [StoredCandidate]
+        let facts: [StoredResponseFacts]
+
+        init(changes: UInt64, candidates: [StoredCandidate], facts: [StoredResponseFacts]) {
+            self.changes = changes
+            self.candidates = candidates
+            self.facts = facts
+        }
+    }
+
+    /// What was decoded and made of one version of an entry's head (its serialized facts and fields).
+    private final class EntryMemo: Sendable {
+        let bytes: [UInt8]
+        /// The stored fields the base was made of (shared with the head: no copy).
+        let fields: HeaderFields
+        let facts: StoredResponseFacts
+        let base: ServedBase
+
+        init(bytes: [UInt8], fields: HeaderFields, facts: StoredResponseFacts, base: ServedBase) {
+            self.bytes = bytes
+            self.fields = fields
+            self.facts = facts
+            self.base = base
+        }
+    }
 
     private struct Memo {
-        /// Candidates and their facts by primary key, with the change count they were read at.
-        var candidates: LRUCache<String, (changes: UInt64, candidates: [StoredCandidate], facts: [StoredResponseFacts])>
-        /// Decoded facts by entry, with the bytes they were decoded from (a `304` changes an
-        /// entry's facts in place).
-        var facts: LRUCache<EntryID, (bytes: [UInt8], facts: StoredResponseFacts)>
+        var keys: LRUCache<String, KeyMemo>
+        var entries: LRUCache<EntryID, EntryMemo>
     }
 
     private let memo: Locked<Memo>
 
     /// A reader remembering at most `capacity` keys and entries, in at most `byteLimit` bytes
-    /// for each of the two.
-    init(store: any CacheStore, capacity: Int, byteLimit: Int, log: @escaping @Sendable (String) -> Void) {
+    /// in all: three quarters for the keys (what a hit reads), a quarter for the entries.
+    init(
+        store: any CacheStore, capacity: Int, byteLimit: Int, log: @escaping @Sendable (String) -> Void,
+        makeBase: @escaping @Sendable (StoredEntry) -> ServedBase
+    ) {
         self.store = store
         self.log = log
+        self.makeBase = makeBase
+        let forEntries = byteLimit / 4
         memo = Locked(
             Memo(
-                candidates: LRUCache(capacity: capacity, byteLimit: byteLimit),
-                facts: LRUCache(capacity: capacity, byteLimit: byteLimit)))
+                keys: LRUCache(capacity: capacity, byteLimit: byteLimit - forEntries),
+                entries: LRUCache(capacity: capacity, byteLimit: forEntries)))
     }
+
+    /// How many keys are remembered, and the bytes they are charged together (with the memo's
+    /// own bookkeeping).
+    var rememberedKeys: (count: Int, bytes: Int) { memo.withLock { ($0.keys.count, $0.keys.bytes) } }
 
     /// Every stored variant of `primaryKey` whose facts can be read; one whose facts cannot
     /// be read is removed (and logged), so it is fetched again.
@@ -44,17 +92,18 @@ final class CandidateReader: Sendable {
             let candidates = read(primaryKey)
             return (candidates, candidates.map(\.facts))
         }
-        if let known = memo.withLock({ $0.candidates.value(for: primaryKey) }), known.changes == changes {
+        if let known = memo.withLock({ $0.keys.value(for: primaryKey) }), known.changes == changes {
             return (known.candidates, known.facts)
         }
         let candidates = read(primaryKey)
         let facts = candidates.map(\.facts)
         let cost =
-            MemoryCost.string(primaryKey)
+            MemoryCost.allocation(16 + 8 + 2 * 8) + MemoryCost.string(primaryKey)
             + MemoryCost.array(count: candidates.count, stride: MemoryLayout<StoredCandidate>.stride)
             + MemoryCost.array(count: facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
-            + candidates.reduce(0) { $0 + $1.memoryCost + MemoryCost.facts($1.facts) }
-        memo.withLock { $0.candidates.set((changes, candidates, facts), for: primaryKey, cost: cost) }
+            + candidates.reduce(0) { $0 + $1.memoryCost }
+        let known = KeyMemo(changes: changes, candidates: candidates, facts: facts)
+        memo.withLock { $0.keys.set(known, for: primaryKey, cost: cost) }
         return (candidates, facts)
     }
 
@@ -77,25 +126,33 @@ final class CandidateReader: Sendable {
             return []
         }
         return entries.compactMap { entry in
-            if let known = memo.withLock({ $0.facts.value(for: entry.id) }), known.bytes == entry.head.facts {
-                return StoredCandidate(entry: entry, facts: known.facts)
+            // The same version: the same facts and fields (a head updated in place keeps its id).
+            if let known = memo.withLock({ $0.entries.value(for: entry.id) }), known.bytes == entry.head.facts,
+                known.fields == entry.head.fields
+            {
+                return StoredCandidate(entry: entry, facts: known.facts, base: known.base)
             }
             guard let facts = StoredResponseFacts(serialized: entry.head.facts) else {
                 log("dropped the stored response for \(entry.head.url): its facts cannot be read")
                 try? store.remove(entry.id)
                 return nil
             }
-            let cost = MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts)
-            memo.withLock { $0.facts.set((entry.head.facts, facts), for: entry.id, cost: cost) }
-            return StoredCandidate(entry: entry, facts: facts)
+            let base = makeBase(entry)
+            let known = EntryMemo(bytes: entry.head.facts, fields: entry.head.fields, facts: facts, base: base)
+            let cost =
+                MemoryCost.allocation(16 + 8 + 8 + MemoryLayout<StoredResponseFacts>.stride + 8)
+                + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + base.memoryCost(entry.head.fields)
+            memo.withLock { $0.entries.set(known, for: entry.id, cost: cost) }
+            return StoredCandidate(entry: entry, facts: facts, base: base)
         }
     }
 }
 
 extension StoredCandidate {
-    /// The heap memory the candidate holds: its shared storage, its entry's head and its facts.
+    /// The heap memory the candidate holds: its shared storage, its entry's head, its facts and
+    /// the served base made of them.
     var memoryCost: Int {
-        MemoryCost.allocation(16 + MemoryLayout<StoredEntry>.stride + MemoryLayout<StoredResponseFacts>.stride)
-            + MemoryCost.head(entry.head) + MemoryCost.facts(facts)
+        MemoryCost.allocation(16 + MemoryLayout<StoredEntry>.stride + MemoryLayout<StoredResponseFacts>.stride + 8)
+            + MemoryCost.head(entry.head) + MemoryCost.facts(facts) + (base?.memoryCost(entry.head.fields) ?? 0)
     }
 }

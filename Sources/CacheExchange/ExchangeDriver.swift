@@ -80,8 +80,10 @@ public final class ExchangeDriver: Sendable {
         public var advisor: (any StorageAdvisor)?
         /// How many keys (and entries) the exchange remembers at most.
         public var memoCapacity = 16_384
-        /// How many bytes what the exchange remembers (candidates, decoded facts, served
-        /// fields) holds at most, together: each of the three memos gets a third.
+        /// How many bytes what the exchange remembers (candidates with their decoded facts and
+        /// served fields) holds at most, together: three quarters for the candidates of each key
+        /// (what a hit reads), a quarter for what was decoded per entry (what a key read again
+        /// reuses). ``ExchangeDriver/rememberedKeys`` says what a key costs.
         public var memoByteLimit = 12 << 20
         /// Seconds since 1970, now.
         public var clock: @Sendable () -> Double
@@ -190,17 +192,21 @@ public final class ExchangeDriver: Sendable {
         advisor = configuration.advisor ?? RFC9111Storage(engine: configuration.engine)
         trace = configuration.trace
         coalescing = CoalescingRegistry(shared: store as? any CollapsingStore)
-        reader = CandidateReader(
-            store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3,
-            log: configuration.log)
-        updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
-        builder = ServedResponseBuilder(
+        let builder = ServedResponseBuilder(
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
-            transform: configuration.storedFieldsTransform, serializer: configuration.storedFieldsSerializer,
-            capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit / 3)
+            transform: configuration.storedFieldsTransform, serializer: configuration.storedFieldsSerializer)
+        self.builder = builder
+        reader = CandidateReader(
+            store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit,
+            log: configuration.log, makeBase: builder.base)
+        updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }
+
+    /// How many keys the exchange remembers the candidates of, and the bytes they are charged
+    /// together (of three quarters of ``Configuration/memoByteLimit``).
+    public var rememberedKeys: (count: Int, bytes: Int) { reader.rememberedKeys }
 
     /// The stored responses of `primaryKey` with their facts (remembered while the store is
     /// unchanged).
@@ -450,25 +456,28 @@ public final class ExchangeDriver: Sendable {
     private func serve(_ answer: ExchangeStateMachine.StoredAnswer, _ exchange: ExchangeStateMachine)
         -> ServedResponse?
     {
-        let entry = answer.candidate.entry
+        // The entry is read in place through the candidate, never copied (a retain per string
+        // and array it holds).
+        let candidate = answer.candidate
         let body: any StoredBody
         do {
             // Opened now, so it stays this version even if the entry is replaced while it is sent.
-            body = try store.openBody(for: entry)
+            body = try store.openBody(for: candidate.entry)
         } catch {
-            unreadable(entry, error)
+            unreadable(candidate.entry, error)
             return nil
         }
         guard let served = builder.serve(answer, body: body, request: exchange.request.head) else {
             // A body shorter or longer than its Content-Length is never served: it goes.
+            let head = candidate.entry.head
             configuration.log(
-                "the stored response for \(entry.head.url) is damaged (its Content-Length says "
-                    + "\(entry.head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
-            try? store.remove(entry.id)
+                "the stored response for \(head.url) is damaged (its Content-Length says "
+                    + "\(head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
+            try? store.remove(candidate.entry.id)
             return nil
         }
         // A hit counts for eviction (LRU), and those waiting for this request learn what it got.
-        store.recordAccess(entry.id, at: configuration.clock())
+        store.recordAccess(candidate.entry.id, at: configuration.clock())
         settle(exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
         return served
     }

@@ -50,7 +50,7 @@ public struct ServedResponse: Sendable {
     var use: CachedUse
     /// The stored entry served (its `userInfo`, its URL).
     public var entry: StoredEntry {
-        get { candidate.entry }
+        _read { yield candidate.entry }
         _modify { yield &candidate.entry }
     }
     /// Holds ``entry``: one retain per copy of the response.
@@ -109,10 +109,46 @@ public struct CacheAnswer: Sendable {
     }
 }
 
-/// Builds ``ServedResponse``s. The fields every answer from one entry starts with (the stored
-/// fields without `Age`, transformed by the host, e.g. with its `Via`) are remembered per entry
-/// and facts (bounded in count and bytes), and a plain hit's `Cache-Status` is written without
-/// the structured-field serializer: a hit then costs a few field appends.
+/// The fields every answer from one version of a stored entry starts with (the stored fields
+/// without `Age`, transformed by the host, e.g. with its `Via`), and what a hit checks of them:
+/// made once per version (``CandidateReader`` keeps it with the candidate), so a hit costs a
+/// few field appends. A class: a candidate carries it with one reference.
+final class ServedBase: Sendable {
+    let fields: HeaderFields
+    let hasCacheStatus: Bool
+    /// The stored `Content-Length`, when there is one: `nil` when absent, `-1` when it is
+    /// not a number.
+    let declaredLength: Int64?
+    /// The same in ``fields`` (after the host's transform).
+    let fieldsLength: Int64?
+    /// ``fields`` as the host's serializer writes them.
+    let serialized: ServedResponse.SerializedFields?
+
+    init(
+        fields: HeaderFields, declaredLength: Int64?, serialized: ServedResponse.SerializedFields?
+    ) {
+        self.fields = fields
+        hasCacheStatus = fields.contains(.cacheStatus)
+        self.declaredLength = declaredLength
+        fieldsLength = fields[.contentLength].map { Int64($0) ?? -1 }
+        self.serialized = serialized
+    }
+
+    /// The heap memory the base holds beyond `storedFields`, whose strings its fields share:
+    /// the object, its fields' array, the strings the transform added, the serialized bytes.
+    func memoryCost(_ storedFields: HeaderFields) -> Int {
+        let strings = { (fields: HeaderFields) in
+            MemoryCost.fields(fields) - MemoryCost.array(count: fields.count, stride: MemoryLayout<HeaderField>.stride)
+        }
+        return MemoryCost.allocation(16 + MemoryLayout<HeaderFields>.stride + 2 * 9 + 2 * 9 + 8 + 16)
+            + MemoryCost.array(count: fields.count, stride: MemoryLayout<HeaderField>.stride)
+            + max(0, strings(fields) - strings(storedFields)) + (serialized.map { MemoryCost.bytes($0.bytes) } ?? 0)
+    }
+}
+
+/// Builds ``ServedResponse``s. The fields every answer from one entry starts with are made
+/// once per version of the entry (``base(_:)``, kept with its candidate by ``CandidateReader``),
+/// and a plain hit's `Cache-Status` is written without the structured-field serializer.
 final class ServedResponseBuilder: Sendable {
     private let engine: CacheEngine
     private let name: String
@@ -122,25 +158,10 @@ final class ServedResponseBuilder: Sendable {
     /// `NAME; hit; ttl=` when the name is a token (serialized as is, RFC 9211 §2).
     private let hitStatusPrefix: String?
 
-    private struct BaseFields {
-        var facts: [UInt8]
-        var fields: HeaderFields
-        var hasCacheStatus: Bool
-        /// The stored `Content-Length`, when there is one: `nil` when absent, `-1` when it is
-        /// not a number.
-        var declaredLength: Int64?
-        /// The same in ``fields`` (after the host's transform).
-        var fieldsLength: Int64?
-        /// ``fields`` as the host's serializer writes them.
-        var serialized: ServedResponse.SerializedFields?
-    }
-
-    private let bases: Locked<LRUCache<EntryID, BaseFields>>
-
     init(
         engine: CacheEngine, name: String, addsCacheStatus: Bool,
         transform: (@Sendable (HeaderFields) -> HeaderFields)?,
-        serializer: (@Sendable (HeaderFields) -> [UInt8])?, capacity: Int, byteLimit: Int
+        serializer: (@Sendable (HeaderFields) -> [UInt8])?
     ) {
         self.engine = engine
         self.name = name
@@ -148,27 +169,17 @@ final class ServedResponseBuilder: Sendable {
         self.transform = transform
         self.serializer = serializer
         hitStatusPrefix = CacheStatus(cache: name).fieldValue.hasPrefix(name + ";") ? name + "; hit; ttl=" : nil
-        bases = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
     }
 
     /// The stored fields as every answer starts: without `Age`, transformed (and serialized,
-    /// when the host serializes). Remembered with the stored facts they came with: a stored
-    /// head that changed (a `304` freshened it) has other facts, and is made again.
-    private func base(_ entry: StoredEntry) -> BaseFields {
-        if let known = bases.withLock({ $0.value(for: entry.id) }), known.facts == entry.head.facts { return known }
+    /// when the host serializes).
+    func base(_ entry: StoredEntry) -> ServedBase {
         var fields = entry.head.fields
         fields.removeAll(named: .age)
         if let transform { fields = transform(fields) }
-        let base = BaseFields(
-            facts: entry.head.facts, fields: fields, hasCacheStatus: fields.contains(.cacheStatus),
-            declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
-            fieldsLength: fields[.contentLength].map { Int64($0) ?? -1 },
+        return ServedBase(
+            fields: fields, declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
             serialized: serializer.map { ServedResponse.SerializedFields(bytes: $0(fields), count: fields.count) })
-        let cost =
-            MemoryCost.bytes(base.facts) + MemoryCost.fields(base.fields)
-            + (base.serialized.map { MemoryCost.bytes($0.bytes) } ?? 0)
-        bases.withLock { $0.set(base, for: entry.id, cost: cost) }
-        return base
     }
 
     /// `prefix` followed by `number` in decimal, written at once (`+` on strings goes through
@@ -205,8 +216,8 @@ final class ServedResponseBuilder: Sendable {
         let candidate = answer.candidate
         let use = answer.use
         let cacheStatus = answer.cacheStatus
-        let entry = candidate.entry
-        let base = base(entry)
+        // Made when the candidate was read; one a 304 changed is made again.
+        let base = candidate.base ?? base(candidate.entry)
         // An incomplete response holds fewer bytes than it declares; the lookup chose it for
         // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
         let incomplete = candidate.facts.flags.has(.incomplete)
@@ -224,7 +235,7 @@ final class ServedResponseBuilder: Sendable {
             }
         }
         var served = ServedResponse(
-            status: entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
+            status: candidate.entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
             outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
             replacesOriginResponse: answer.replacesOriginResponse)
         // Age and Cache-Status went after the stored fields, which are unchanged so far.
@@ -243,7 +254,7 @@ final class ServedResponseBuilder: Sendable {
         }
         // A part's bytes start at its offset in the representation (`StoredParts`).
         let size = incomplete ? candidate.facts.contentLength ?? body.size : body.size
-        let offset = incomplete ? StoredParts.offset(entry.head.fields) : 0
+        let offset = incomplete ? StoredParts.offset(candidate.entry.head.fields) : 0
         if incomplete { served.fields.removeAll(named: .contentRange) }
         switch engine.rangeAnswer(
             method: request.method, request: request.fields, stored: candidate.facts, length: size)

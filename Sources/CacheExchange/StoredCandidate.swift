@@ -11,10 +11,14 @@ public struct StoredCandidate: Sendable {
     private final class Storage: @unchecked Sendable {
         var entry: StoredEntry
         var facts: StoredResponseFacts
+        /// The fields every answer from ``entry`` starts with, made once when the candidate was
+        /// read (``CandidateReader``); `nil` once the entry or facts changed.
+        var base: ServedBase?
 
-        init(entry: StoredEntry, facts: StoredResponseFacts) {
+        init(entry: StoredEntry, facts: StoredResponseFacts, base: ServedBase?) {
             self.entry = entry
             self.facts = facts
+            self.base = base
         }
     }
 
@@ -22,9 +26,11 @@ public struct StoredCandidate: Sendable {
 
     /// The stored entry: its identity, head and sizes.
     public var entry: StoredEntry {
-        get { storage.entry }
+        // Read in place: a `get` would copy the entry (a retain per string and array it holds).
+        _read { yield storage.entry }
         _modify {
             makeUnique()
+            storage.base = nil
             yield &storage.entry
         }
     }
@@ -34,19 +40,30 @@ public struct StoredCandidate: Sendable {
 
     /// The decoded `StoredResponseFacts` of ``entry``.
     public var facts: StoredResponseFacts {
-        get { storage.facts }
+        _read { yield storage.facts }
         _modify {
             makeUnique()
+            storage.base = nil
             yield &storage.facts
         }
     }
 
+    /// What every answer from this version of the entry starts with, when the reader made it.
+    var base: ServedBase? { storage.base }
+
     /// A candidate.
     public init(entry: StoredEntry, facts: StoredResponseFacts) {
-        storage = Storage(entry: entry, facts: facts)
+        storage = Storage(entry: entry, facts: facts, base: nil)
+    }
+
+    /// A candidate with the fields its answers start with.
+    init(entry: StoredEntry, facts: StoredResponseFacts, base: ServedBase?) {
+        storage = Storage(entry: entry, facts: facts, base: base)
     }
 
     private mutating func makeUnique() {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(entry: storage.entry, facts: storage.facts) }
+        if !isKnownUniquelyReferenced(&storage) {
+            storage = Storage(entry: storage.entry, facts: storage.facts, base: storage.base)
+        }
     }
 }

@@ -1,6 +1,6 @@
 // Release-mode benchmarks: `swift run -c release benchmarks [semantics] [storage] [http] [groups]
-// [partial] [offline] [memory] [import] [transport] [encryption]`. With no argument every suite
-// but groups, partial, offline, memory, import, transport and encryption runs. Each line names its units.
+// [partial] [offline] [memory] [memo] [import] [transport] [encryption]`. With no argument every suite
+// but groups, partial, offline, memory, memo, import, transport and encryption runs. Each line names its units.
 // `benchmarks dictionaries OLD NEW` prints the sizes of NEW in each coding, dcz against OLD.
 // `benchmarks redis PORT` compares the Redis store's client with redis-benchmark on a running
 // redis-server (scripts/redis-bench starts one).
@@ -124,6 +124,16 @@ for suite in suites {
             print("benchmarks: the memory suite failed: \(error)")
             exit(1)
         }
+    case "memo":
+        print(
+            "== The exchange's memo: bytes per key, measured against what its bound charges (target: charged >= measured)"
+        )
+        do {
+            if try !runMemoBenchmarks() { exit(1) }
+        } catch {
+            print("benchmarks: the memo suite failed: \(error)")
+            exit(1)
+        }
     case "import":
         print(
             "== httpcache import on a gzip bomb and on 1,000,000 tiny records (target: peak RSS <= 128 MiB; "
@@ -145,7 +155,7 @@ for suite in suites {
     default:
         print(
             "benchmarks: unknown suite '\(suite)'; known: semantics, storage, http, groups, partial, offline, memory,"
-                + " import, transport")
+                + " memo, import, transport")
         exit(2)
     }
 }

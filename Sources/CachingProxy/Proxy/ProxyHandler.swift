@@ -59,11 +59,14 @@ final class ProxyHandler: RequestHandler {
     /// for (their routes, candidates, decoded facts and served fields): enough for a working
     /// set of this many URLs to cost no re-reading or re-parsing.
     private static let rememberedKeyLimit = 65_536
-    /// The bytes what the proxy remembers per URL holds at most (routes a quarter, the
-    /// exchange's memos the rest): half the memory tier's capacity, at least 4 MiB, so that
-    /// `--memory` bounds them too, and distinct URLs cannot grow them past it. A quarter made
-    /// the memos of 20,000 URLs (about 1.5 KB each) forget entries on a uniform workload, and
-    /// each such hit read SQLite again: 12–16% fewer hits a second than with half.
+    /// The bytes what the proxy remembers per URL holds at most (routes an eighth, the
+    /// exchange's memos the rest, of which three quarters for the candidates of each key):
+    /// half the memory tier's capacity, at least 4 MiB, so that `--memory` bounds them too, and
+    /// distinct URLs cannot grow them past it. A quarter made the memos of 20,000 URLs forget
+    /// entries on a uniform workload, and each such hit read SQLite again: 12–16% fewer hits a
+    /// second than with half. At the default 256 MiB the keys' memo holds some 27,000 keys of
+    /// nginx-like heads (`benchmarks memo` prints what a key is charged, about 3.2 KB with its
+    /// head), the routes some 38,000 targets (about 440 B each).
     static func rememberedByteLimit(memoryCapacity: Int64) -> Int {
         Int(clamping: max(4 << 20, memoryCapacity / 2))
     }
@@ -101,7 +104,7 @@ final class ProxyHandler: RequestHandler {
         self.limitedLog = limitedLog
         let storeLog: @Sendable (String) -> Void = { message in limitedLog(.store, message) }
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
-        routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 4))
+        routes = Locked(LRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 8))
         earlyHints = EarlyHints(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 16)
         dictionaries = configuration.dictionaryCompression.map(DictionaryRegistry.init)
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
@@ -144,7 +147,7 @@ final class ProxyHandler: RequestHandler {
         }
         exchange.storedFieldsSerializer = { EventLoop.serializedFields($0) }
         exchange.memoCapacity = Self.rememberedKeyLimit
-        exchange.memoByteLimit = remembered - remembered / 4
+        exchange.memoByteLimit = remembered - remembered / 8
         driver = ExchangeDriver(store: store, configuration: exchange)
         var upstreamConfiguration = UpstreamClient.Configuration()
         upstreamConfiguration.connectTimeout = configuration.originConnectTimeout

@@ -1,0 +1,148 @@
+import CacheSemantics
+import CacheStorage
+import CacheTestSupport
+import Testing
+
+@testable import CacheExchange
+
+/// What the driver remembers per key (``CandidateReader``): a key it forgot, a head changed in
+/// place and a tight byte bound all still give the stored response, with the fields the host's
+/// transform and serializer make of its current head.
+@Suite("The exchange's memo: bounded, and never what the store no longer holds")
+struct CandidateMemoTests {
+    static let engine = CacheEngine(configuration: .sharedCache(named: "cache"))
+    static let now = Fixtures.epoch
+
+    static func url(_ number: Int) -> String { "http://origin.test/memo/\(number)" }
+
+    static func key(_ url: String) -> String { CacheKey(method: "GET", uri: url)!.primaryKey }
+
+    /// The head and serialized facts of a `200` for `url` with these fields, as stored now.
+    static func stored(_ url: String, _ fields: HeaderFields) -> (fields: HeaderFields, facts: [UInt8]) {
+        guard
+            case .store(let storable) = engine.storageDecision(
+                for: RequestHead(uri: url), response: ResponseHead(status: 200, fields: fields), requestTime: now,
+                responseTime: now)
+        else { fatalError("the test's response must be storable") }
+        return (fields, storable.facts.serialized())
+    }
+
+    static func store(_ store: MemoryStore, _ number: Int) throws {
+        let body = Array("body of \(number)".utf8)
+        let (fields, facts) = stored(
+            url(number),
+            [
+                "Cache-Control": "max-age=600", "Content-Length": String(body.count), "ETag": "\"e\(number)\"",
+                "Age": "3",
+            ])
+        let writer = try store.makeWriter(
+            for: EntryHead(primaryKey: key(url(number)), url: url(number), status: 200, fields: fields, facts: facts))
+        try writer.append(body)
+        try writer.commit()
+    }
+
+    /// A driver as the proxy makes one: its Via added to stored answers, their fields kept
+    /// serialized.
+    static func driver(_ store: MemoryStore, capacity: Int, bytes: Int) -> ExchangeDriver {
+        var configuration = ExchangeDriver.Configuration(
+            engine: engine, name: "cache", clock: { now.secondsSince1970 }, log: { _ in })
+        configuration.trace = nil
+        configuration.storedFieldsTransform = { fields in
+            var fields = fields
+            fields.append(name: "Via", value: "1.1 cache")
+            return fields
+        }
+        configuration.storedFieldsSerializer = { $0.serialized() }
+        configuration.memoCapacity = capacity
+        configuration.memoByteLimit = bytes
+        return ExchangeDriver(store: store, configuration: configuration)
+    }
+
+    /// Asks `driver` for `url` and returns the hit it serves, checking its fields and bytes.
+    static func hit(_ driver: ExchangeDriver, _ number: Int, sourceLocation: SourceLocation = #_sourceLocation)
+        throws -> ServedResponse?
+    {
+        let request = ExchangeRequest(head: RequestHead(uri: url(number)), primaryKey: key(url(number)))
+        var machine = driver.exchange(for: request)
+        guard case .serve(let served, _) = driver.start(&machine) else {
+            Issue.record("\(url(number)) is not a hit", sourceLocation: sourceLocation)
+            return nil
+        }
+        guard case .stored(let body, let range) = served.body else {
+            Issue.record("\(url(number)) has no stored body", sourceLocation: sourceLocation)
+            return nil
+        }
+        #expect(try body.read(range.lowerBound...(range.upperBound - 1)) == Array("body of \(number)".utf8))
+        #expect(served.fields[.eTag] == "\"e\(number)\"", sourceLocation: sourceLocation)
+        #expect(served.fields[.via] == "1.1 cache", sourceLocation: sourceLocation)
+        // The stored Age is replaced by the cache's own (RFC 9111 §5.1); Cache-Status is a hit.
+        #expect(served.fields.values(named: .age) == ["3"], sourceLocation: sourceLocation)
+        #expect(served.fields[.cacheStatus] == "cache; hit; ttl=597", sourceLocation: sourceLocation)
+        // The kept bytes stand for every field but the two each answer adds.
+        let serialized = try #require(served.serializedFields, sourceLocation: sourceLocation)
+        #expect(serialized.count == served.fields.count - 2, sourceLocation: sourceLocation)
+        #expect(
+            serialized.bytes == HeaderFields(served.fields.prefix(serialized.count)).serialized(),
+            sourceLocation: sourceLocation)
+        return served
+    }
+
+    /// A key that falls out of the memo (more keys than it holds) is read from the store again
+    /// and answered the same.
+    @Test func keysBeyondTheMemoAreAnsweredFromTheStore() throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        for number in 0..<6 { try Self.store(store, number) }
+        let driver = Self.driver(store, capacity: 2, bytes: 1 << 20)
+        for _ in 0..<3 {
+            for number in 0..<6 { _ = try Self.hit(driver, number) }
+        }
+        #expect(driver.rememberedKeys.count == 2)
+    }
+
+    /// The keys' memo stays within three quarters of the byte bound, whatever the working set.
+    @Test func theMemoStaysWithinItsBytes() throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        for number in 0..<50 { try Self.store(store, number) }
+        let driver = Self.driver(store, capacity: 1000, bytes: 40_000)
+        for number in 0..<50 { _ = try Self.hit(driver, number) }
+        let remembered = driver.rememberedKeys
+        #expect(remembered.bytes <= 30_000)
+        // A key costs more than its strings: nowhere near 50 fit, but some do.
+        #expect(remembered.count > 0 && remembered.count < 50)
+        for number in (0..<50).reversed() { _ = try Self.hit(driver, number) }
+    }
+
+    /// A head changed in place (as a `304` freshens it, RFC 9111 §4.3.4) keeps its entry's
+    /// identity: its answers carry the new fields, not those made of the old head.
+    @Test func aHeadChangedInPlaceIsServedAsItIsNow() throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        try Self.store(store, 1)
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        let first = try #require(try Self.hit(driver, 1))
+        var fields = first.entry.head.fields
+        fields[.eTag] = "\"e1\""
+        fields.append(name: "X-Freshened", value: "yes")
+        let (_, facts) = Self.stored(Self.url(1), fields)
+        try store.update(first.entry.id, fields: fields, facts: facts)
+        let second = try #require(try Self.hit(driver, 1))
+        #expect(second.entry.id == first.entry.id)
+        #expect(second.fields["X-Freshened"] == "yes")
+        #expect(first.fields["X-Freshened"] == nil)
+    }
+
+    /// A candidate changed by its holder (a `304` applied to the exchange's copy) drops the
+    /// served fields made of its old head; its other copies keep theirs.
+    @Test func aChangedCandidateDropsItsServedBase() throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        try Self.store(store, 2)
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        let read = driver.candidates(Self.key(Self.url(2)))
+        let original = try #require(read.first)
+        #expect(original.base != nil)
+        var changed = original
+        changed.entry.head.fields[.cacheControl] = "max-age=1"
+        #expect(changed.base == nil)
+        #expect(original.base != nil)
+        #expect(original.entry.head.fields[.cacheControl] == "max-age=600")
+    }
+}
