@@ -148,8 +148,9 @@ extension DiskStore {
     }
 
     /// Writes the head updates written behind, commits the open batch
-    /// (``Configuration/writesBehind``, ``beginBatchedWrites()``) and writes buffered access times now (they are otherwise written in the background every
-    /// 30 s, and when the store is released).
+    /// (``Configuration/writesBehind``, ``beginBatchedWrites()``) and writes buffered access
+    /// times now (they are otherwise written in the background every 30 s, and when the store
+    /// is released).
     public func flush() throws(StorageError) {
         try writeHeadUpdates()
         try flushAccess()

@@ -384,11 +384,8 @@ extension DiskStore {
                 for (id, primaryKey, update) in written {
                     if memo.pendingUpdates[id]?.number == update.number { memo.pendingUpdates[id] = nil }
                     guard let primaryKey else { continue }
-                    countOwnWrite(&memo, primaryKey: primaryKey) { entries in
-                        for index in entries.indices where entries[index].id == id {
-                            entries[index].head.fields = update.fields
-                            entries[index].head.facts = update.facts
-                        }
+                    countOwnWrite(&memo, primaryKey: primaryKey) {
+                        $0.freshen(id, fields: update.fields, facts: update.facts)
                     }
                 }
             }
@@ -425,12 +422,7 @@ extension DiskStore {
             var primaryKey: String?
             defer {
                 if let primaryKey {
-                    countOwnWrite(primaryKey: primaryKey) { entries in
-                        for index in entries.indices where entries[index].id == id {
-                            entries[index].head.fields = fields
-                            entries[index].head.facts = facts
-                        }
-                    }
+                    countOwnWrite(primaryKey: primaryKey) { $0.freshen(id, fields: fields, facts: facts) }
                 } else {
                     changes?.bump()
                 }
@@ -592,6 +584,17 @@ extension DiskStore {
             if writer == nil { writer = try Self.openAccessWriter(configuration) }
             guard let connection = writer else { return }
             try body(connection)
+        }
+    }
+}
+
+extension [StoredEntry] {
+    /// Gives the entry `id`, if it is here, the fields and facts a `304` freshened
+    /// (``DiskStore/update(_:fields:facts:)``).
+    mutating func freshen(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) {
+        for index in indices where self[index].id == id {
+            self[index].head.fields = fields
+            self[index].head.facts = facts
         }
     }
 }

@@ -263,7 +263,7 @@ final class RedisClient: Sendable {
             }
             asking = redirect.asking
             if !asking {
-                state.withLock { $0.slots[redirect.slot] = redirect.node }
+                setMaster(redirect.node, ofSlot: redirect.slot)
                 refreshSlots(force: false)
             }
             node = redirect.node

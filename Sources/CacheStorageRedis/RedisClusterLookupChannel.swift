@@ -64,11 +64,8 @@ final class RedisClusterLookupChannel: LookupChannel {
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
         guard !answersLocally(primaryKey) else { return false }
         let key = store.entryKey(primaryKey)
-        guard let master = store.client.knownMaster(of: key) else {
-            store.client.refreshSlotsInBackground()
-            return false
-        }
-        guard queue(key, on: master, asking: false, hops: 0, done) else {
+        guard let master = store.client.knownMaster(of: key), queue(key, on: master, asking: false, hops: 0, done)
+        else {
             store.client.refreshSlotsInBackground()
             return false
         }
