@@ -309,7 +309,7 @@ extension DiskStore {
     /// Replaces a stored head's fields and facts (a `304` freshened them, RFC 9111 §4.3.4).
     ///
     /// With ``Configuration/writesBehind`` (a store in the clear) the update is written behind:
-    /// it is queued and this store's reads see it at once (``HeadMemo/pendingUpdates``), and a
+    /// it is queued and this store's reads see it at once (`HeadMemo.pendingUpdates`), and a
     /// background writer puts it in the index's open batch within ``Configuration/batchLatency``
     /// seconds (or at once after 64 updates), where other processes see it when the batch
     /// commits. The caller waits for no lock a commit holds. It never stores anything but

@@ -202,11 +202,11 @@ public final class DiskStore: CacheStore {
         }
     }
 
-    /// A head update written behind (``HeadMemo/pendingUpdates``).
+    /// A head update written behind (`HeadMemo.pendingUpdates`).
     struct PendingUpdate {
         var fields: HeaderFields
         var facts: [UInt8]
-        /// Its place in the order updates were queued (``HeadMemo/updateCount``).
+        /// Its place in the order updates were queued (`HeadMemo.updateCount`).
         var number: Int
     }
 

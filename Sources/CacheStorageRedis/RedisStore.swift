@@ -387,7 +387,7 @@ public final class RedisStore: CacheStore {
     }
 
     /// A channel for one event loop (`LookupChannel`): a connection of its own to the server, or
-    /// in a Cluster to each master, lookups routed by the slot map (``RedisClusterLookupChannel``;
+    /// in a Cluster to each master, lookups routed by the slot map (`RedisClusterLookupChannel`;
     /// on Linux; elsewhere a Cluster's lookups are made where they are needed, over the pool).
     public func makeLookupChannel() -> (any LookupChannel)? { lookupChannel(answersLocally: { _ in false }) }
 
