@@ -97,6 +97,21 @@ enum Commands {
             """
     }
 
+    /// Whether the command line `arguments` (without the program name) runs on the main thread
+    /// (``MainThreadExecutor``). Not the commands that run servers, or several transfers and a
+    /// progress display at once, where one job may wait for another: they run on the global pool.
+    static func runsOnMainThread(_ arguments: [String]) -> Bool {
+        // A switch, not a Set: a Set<String>'s metadata, made at run time, costs the runtime a
+        // scan of every protocol conformance in the binary.
+        switch arguments.first {
+        case ServeCommand.name, DemoCommand.name, TopCommand.name, SaveCommand.name, PacksCommand.name,
+            ImportCommand.name:
+            return false
+        default:
+            return true
+        }
+    }
+
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
     static func run(_ arguments: [String]) async -> ExitCode {
         do {

@@ -1,10 +1,13 @@
 // The `httpcache` command-line tool: fetch through the cache, explain its decisions, inspect
 // and manage what is stored, and a self-contained demo. See `httpcache --help`.
 //
-// The main is synchronous on purpose: the command runs in a task the main thread waits for.
-// An async main on Linux parks the main thread inside libdispatch's `dispatch_main`, half-way
-// through `pthread_exit`, where glibc's `setuid` no longer reaches it: after `serve --user`
-// gave up root, that thread (the one /proc/PID/status and `ps` show) would still be root's.
+// The main is synchronous on purpose. A short command runs in a task whose jobs the main thread
+// runs itself (MainThreadExecutor): no thread hands it work and none waits for it. The others
+// (servers, several transfers at once) run in a task on the global pool that the main thread
+// waits for. An async main on Linux would park the main thread inside libdispatch's
+// `dispatch_main`, half-way through `pthread_exit`, where glibc's `setuid` no longer reaches it:
+// after `serve --user` gave up root, that thread (the one /proc/PID/status and `ps` show) would
+// still be root's.
 import CacheSystem
 import Dispatch
 
@@ -15,10 +18,14 @@ import Darwin
 #endif
 
 Console.ignoreBrokenPipes()
+let arguments = Array(CommandLine.arguments.dropFirst())
+if Commands.runsOnMainThread(arguments) {
+    exit(MainThreadExecutor.run { await Commands.run(arguments) }.rawValue)
+}
 let finished = DispatchSemaphore(value: 0)
 let status = Locked(ExitCode.success)
 Task.detached {
-    let code = await Commands.run(Array(CommandLine.arguments.dropFirst()))
+    let code = await Commands.run(arguments)
     status.withLock { $0 = code }
     finished.signal()
 }
