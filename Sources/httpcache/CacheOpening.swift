@@ -65,8 +65,10 @@ struct CacheOptions: Sendable {
                     + " choose another with --cache-dir DIR or HTTPCACHE_DIR")
         }
         do {
-            // Checked even when the store is Redis: the run's statistics are kept in it.
-            configuration.directory = try DiskStore.prepareDirectory(directory)
+            // Checked even when the store is Redis: the run's statistics are kept in it. The disk
+            // store checks it itself as it opens (DiskStore.init): not twice, which cost a hit
+            // some twenty system calls.
+            if configuration.store != nil { configuration.directory = try DiskStore.prepareDirectory(directory) }
             return try HTTPCache(configuration: configuration, transport: transport)
         } catch {
             throw failure(error)
