@@ -308,8 +308,10 @@ final class Statement {
 }
 
 /// A statement's resolved ``ResultColumns``, kept as an object so that finding them again is a
-/// class cast.
-private final class ResolvedColumns<C: ResultColumns> {
+/// class cast. `C` is left unconstrained: the metadata of `ResolvedColumns<C>`, made at run time
+/// for the cast, would otherwise have the Swift runtime check `C: ResultColumns`, one scan of
+/// every protocol conformance in the binary for each `C` (a CLI hit made two).
+private final class ResolvedColumns<C> {
     let columns: C
     init(_ columns: C) { self.columns = columns }
 }
