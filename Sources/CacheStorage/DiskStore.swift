@@ -108,6 +108,11 @@ public final class DiskStore: CacheStore {
         /// or with a key when it was made without one throws ``StorageError/Kind/encryption``.
         /// See "Encryption at rest" in ``DiskStore``.
         public var encryptionKey: EncryptionKey?
+        /// Whether opening the store sweeps its directory on a background thread (``sweep()``:
+        /// body files an interrupted write left). On by default. A short-lived process that
+        /// mostly reads, such as the command-line tool on a hit, turns it off and sweeps itself
+        /// when it has written: the thread cost it more than its whole answer.
+        public var sweepsWhenOpened = true
 
         /// The default capacity: 1 GiB.
         public static let defaultCapacity: Int64 = 1 << 30
@@ -321,7 +326,9 @@ public final class DiskStore: CacheStore {
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())
         // Weakly: a store released before its sweep starts is not kept for it (the next open sweeps).
-        DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
+        if configuration.sweepsWhenOpened {
+            DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
+        }
     }
 
     /// Checkpoints the WAL on a background thread, through the access writer's connection (a

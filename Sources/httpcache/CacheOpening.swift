@@ -65,14 +65,40 @@ struct CacheOptions: Sendable {
                     + " choose another with --cache-dir DIR or HTTPCACHE_DIR")
         }
         do {
-            // Checked even when the store is Redis: the run's statistics are kept in it. The disk
-            // store checks it itself as it opens (DiskStore.init): not twice, which cost a hit
-            // some twenty system calls.
-            if configuration.store != nil { configuration.directory = try DiskStore.prepareDirectory(directory) }
+            if configuration.store != nil {
+                // Checked even when the store is Redis: the run's statistics are kept in it.
+                configuration.directory = try DiskStore.prepareDirectory(directory)
+            } else {
+                // The disk store checks the directory itself as it opens (not twice, which cost
+                // a hit some twenty system calls).
+                configuration.store = try Self.tieredStore(configuration)
+            }
             return try HTTPCache(configuration: configuration, transport: transport)
         } catch {
             throw failure(error)
         }
+    }
+}
+
+extension CacheOptions {
+    /// The store `HTTPCache` opens on `configuration.directory` (its memory tier over the disk
+    /// store), except that the disk store does not sweep its directory on a thread of its own
+    /// as it opens (``DiskStore/Configuration/sweepsWhenOpened``): the thread, and the one
+    /// libdispatch starts beside it, cost a hit more than its answer (5% of its CPU time, and
+    /// two threads to wait for on a busy machine). `get` sweeps after a run that may have
+    /// written a body (``HTTPCache/sweepInBackground()``).
+    static func tieredStore(_ configuration: HTTPCache.Configuration) throws(StorageError) -> TieredStore {
+        var disk = DiskStore.Configuration(
+            directory: configuration.directory ?? DiskStore.defaultDirectory(), capacity: configuration.diskCapacity,
+            maximumEntrySize: configuration.maximumEntrySize, log: configuration.log)
+        disk.encryptionKey = configuration.encryptionKey
+        disk.sweepsWhenOpened = false
+        let memoryCapacity = configuration.memoryCapacity
+        let memory = MemoryStore(
+            capacity: memoryCapacity,
+            maximumEntrySize: min(configuration.maximumEntrySize ?? memoryCapacity / 4, memoryCapacity),
+            clock: configuration.clock)
+        return TieredStore(memory: memory, disk: try DiskStore(disk, clock: configuration.clock))
     }
 }
 
@@ -115,6 +141,17 @@ extension HTTPCache {
         } catch {
             Console.error("httpcache: could not record access times in the cache index: \(error)\n")
         }
+    }
+}
+
+extension HTTPCache {
+    /// Sweeps the disk store's directory on a background thread (``DiskStore/sweep()``), as
+    /// opening it would have (``CacheOptions/tieredStore(_:)``): after a run that may have
+    /// written a body, or been cut off while writing one.
+    func sweepInBackground() {
+        guard let tiered = store as? TieredStore else { return }
+        let disk = tiered.disk
+        DispatchQueue.global(qos: .utility).async { disk.sweep() }
     }
 }
 

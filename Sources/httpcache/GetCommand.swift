@@ -133,6 +133,8 @@ struct GetCommand {
                 Console.error(Report.verbose(received.head, method: options.method, elapsed: received.elapsed))
             }
         }
+        // A hit wrote no body: only another outcome, or a failure, may have left one behind.
+        if received?.head.outcome != .hit { cache.sweepInBackground() }
         await cache.waitForBackgroundWork()
         cache.flushToDisk()
         let fromOrigin = received.map { [.miss, .bypass].contains($0.head.outcome) ? $0.bodyBytes : 0 } ?? 0
