@@ -64,10 +64,14 @@ import Testing
     @Test("A missing count, another version, a number that is not one or a cut file is refused")
     func refused() {
         let text = counts().json.text
-        #expect(PersistentStatistics(parsing: text.replacingOccurrences(of: "\"hits\"", with: "\"hats\"")) == nil)
-        #expect(PersistentStatistics(parsing: text.replacingOccurrences(of: "\"version\":1", with: "\"version\":2")) == nil)
-        #expect(PersistentStatistics(parsing: text.replacingOccurrences(of: "\"misses\":3", with: "\"misses\":3.5")) == nil)
-        #expect(PersistentStatistics(parsing: text.replacingOccurrences(of: "\"errors\":5", with: "\"errors\":\"5\"")) == nil)
+        func changed(_ from: String, _ to: String) -> PersistentStatistics? {
+            #expect(text.contains(from))
+            return PersistentStatistics(parsing: text.replacingOccurrences(of: from, with: to))
+        }
+        #expect(changed("\"hits\"", "\"hats\"") == nil)
+        #expect(changed("\"version\":1", "\"version\":2") == nil)
+        #expect(changed("\"misses\":3", "\"misses\":3.5") == nil)
+        #expect(changed("\"errors\":5", "\"errors\":\"5\"") == nil)
         for length in [0, 1, text.utf8.count / 2, text.utf8.count - 10] {
             #expect(PersistentStatistics(parsing: String(text.utf8.prefix(length))!) == nil)
         }
