@@ -218,6 +218,22 @@ struct CLIServeHTTPSTests {
         }
     }
 
+    @Test(
+        "TLS 1.3 session tickets are sent at once when no request came with the client's Finished: they acknowledge it, which a client with Nagle's algorithm on waits for before it sends its request (RFC 8446 §4.6.1)"
+    )
+    func ticketsLeaveAtOnceWithoutARequest() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost])
+            let connection = try TLSClientSocket(
+                port: proxy.tlsPort, host: "localhost", context: try certificates.clientContext())
+            #expect(connection.tls.protocolVersion == "TLSv1.3")
+            var poller = pollfd(fd: connection.tls.fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&poller, 1, 10_000) == 1, "no session ticket came before a request")
+            #expect(connection.send("GET /t HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+            #expect((connection.response() ?? "").hasSuffix("body of /t"))
+        }
+    }
+
     // MARK: Refusals
 
     @Test("A client offering only TLS 1.0 is refused with a protocol_version alert (RFC 8996 §2)")

@@ -69,10 +69,25 @@ extension EventLoop {
                 return true
             }
         }
-        // TLS 1.3's session tickets, written as the handshake completes, are held: they leave
-        // with the first response (or SETTINGS, on HTTP/2) in one send, or before close_notify.
+        // TLS 1.3's session tickets, written as the handshake completes, are held when the
+        // first request came with the client's Finished: they leave with its response, in one
+        // send. Otherwise they go now: they also acknowledge the Finished, which a client with
+        // Nagle's algorithm on waits for before it sends its request (a delayed ACK, 40 ms).
         switch tls.handshake(holdingLast: true) {
         case .done:
+            if tls.unsentCount > 0 && !tls.hasBufferedBytes {
+                switch tls.uncork() {
+                case .done: break
+                case .wantWrite, .wantRead:
+                    // Sent once the socket is writable, before anything else.
+                    connection.state.output.setSealed(tls.unsentCount)
+                    connection.state.canWrite = false
+                case .failed:
+                    countHandshake(failed: true)
+                    close(connection)
+                    return false
+                }
+            }
             countHandshake(failed: false)
             // RFC 9113 §3.2: a client that chose h2 with ALPN speaks HTTP/2 from its first byte.
             if http2 && tls.applicationProtocol == "h2" { return startHTTP2(connection) }
