@@ -22,22 +22,18 @@ struct SocketState {
     /// Whether writes are being gathered (``SocketBIO`` keeps them in `pending` instead of
     /// sending each record on its own), and flushes wait for the gathering to end.
     var corked = false
-    /// Records written and not yet sent: `pending[pendingStart..<pendingEnd]`, in a buffer of
-    /// `pendingCapacity` bytes (none while nothing waits).
-    var pending: UnsafeMutablePointer<UInt8>?
+    /// Records written and not yet sent: `pending[pendingStart..<pendingEnd]` (no buffer while
+    /// nothing waits).
+    var pending: UnsafeMutableRawBufferPointer?
     var pendingStart = 0
     var pendingEnd = 0
-    var pendingCapacity = 0
 
     var pendingCount: Int { pendingEnd - pendingStart }
 
     /// Gives back the buffer of records gathered (sent or not).
     mutating func releasePending() {
         pending?.deallocate()
-        pending = nil
-        pendingStart = 0
-        pendingEnd = 0
-        pendingCapacity = 0
+        (pending, pendingStart, pendingEnd) = (nil, 0, 0)
     }
 }
 
@@ -94,19 +90,8 @@ enum SocketBIO {
         BIO_meth_set_write(method) { bio, bytes, count in
             guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
             let fits = state.pointee.corked && state.pointee.pendingCount + Int(count) <= SocketBIO.gatherLimit
-            if state.pointee.pendingCount > 0 && !fits {
-                // What waits goes first; this record waits for the socket when it cannot all go.
-                BIO_clear_flags(bio, SocketBIO.retryFlags)
-                switch SocketBIO.sendPending(state) {
-                case .sent: break
-                case .blocked:
-                    BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
-                    return -1
-                case .failed(let code):
-                    state.pointee.lastErrno = code
-                    return -1
-                }
-            }
+            // What waits goes first; this record waits for the socket when it cannot all go.
+            if state.pointee.pendingCount > 0 && !fits && !SocketBIO.drain(bio, state) { return -1 }
             if state.pointee.corked {
                 BIO_clear_flags(bio, SocketBIO.retryFlags)
                 SocketBIO.gather(state, bytes, Int(count))
@@ -161,38 +146,41 @@ enum SocketBIO {
     /// is, -1 (and retry when the socket is full) otherwise.
     private static func flush(_ bio: OpaquePointer, _ state: UnsafeMutablePointer<SocketState>) -> Int {
         guard !state.pointee.corked, state.pointee.pendingCount > 0 else { return 1 }
+        return drain(bio, state) ? 1 : -1
+    }
+
+    /// Sends what waits, for OpenSSL: `true` once all of it is sent; otherwise `false`, with the
+    /// retry flags set when the socket is full, or the `errno` kept when it failed.
+    private static func drain(_ bio: OpaquePointer, _ state: UnsafeMutablePointer<SocketState>) -> Bool {
         BIO_clear_flags(bio, retryFlags)
         switch sendPending(state) {
-        case .sent: return 1
-        case .blocked:
-            BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
-            return -1
-        case .failed(let code):
-            state.pointee.lastErrno = code
-            return -1
+        case .sent: return true
+        case .blocked: BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
+        case .failed(let code): state.pointee.lastErrno = code
         }
+        return false
     }
 
     /// Appends `count` bytes to what waits, moving or growing the buffer as needed.
     private static func gather(_ state: UnsafeMutablePointer<SocketState>, _ bytes: UnsafeRawPointer, _ count: Int) {
         let live = state.pointee.pendingCount
-        if state.pointee.pendingEnd + count > state.pointee.pendingCapacity {
-            if let buffer = state.pointee.pending, live + count <= state.pointee.pendingCapacity {
+        let capacity = state.pointee.pending?.count ?? 0
+        if state.pointee.pendingEnd + count > capacity {
+            if let buffer = state.pointee.pending?.baseAddress, live + count <= capacity {
                 memmove(buffer, buffer + state.pointee.pendingStart, live)
             } else {
-                let capacity = max(live + count, min(gatherLimit, max(4096, (live + count) * 2)))
-                let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+                let grown = UnsafeMutableRawBufferPointer.allocate(
+                    byteCount: max(live + count, min(gatherLimit, max(4096, (live + count) * 2))), alignment: 16)
                 if let old = state.pointee.pending {
-                    buffer.update(from: old + state.pointee.pendingStart, count: live)
+                    memcpy(grown.baseAddress!, old.baseAddress! + state.pointee.pendingStart, live)
                     old.deallocate()
                 }
-                state.pointee.pending = buffer
-                state.pointee.pendingCapacity = capacity
+                state.pointee.pending = grown
             }
             state.pointee.pendingStart = 0
             state.pointee.pendingEnd = live
         }
-        memcpy(state.pointee.pending! + state.pointee.pendingEnd, bytes, count)
+        memcpy(state.pointee.pending!.baseAddress! + state.pointee.pendingEnd, bytes, count)
         state.pointee.pendingEnd += count
     }
 
@@ -200,8 +188,8 @@ enum SocketBIO {
     static func sendPending(_ state: UnsafeMutablePointer<SocketState>) -> PendingSend {
         while state.pointee.pendingCount > 0 {
             let sent = send(
-                state.pointee.fd, state.pointee.pending! + state.pointee.pendingStart, state.pointee.pendingCount,
-                sendFlags)
+                state.pointee.fd, state.pointee.pending!.baseAddress! + state.pointee.pendingStart,
+                state.pointee.pendingCount, sendFlags)
             if sent < 0 {
                 switch errno {
                 case EINTR: continue

@@ -8,22 +8,12 @@ import Glibc
 import Darwin
 #endif
 
+// MARK: Records gathered
+
 /// Records gathered and sent together (``TLSConnection/cork()``), and TLS 1.3's session
 /// tickets held until the first write (``TLSConnection/handshake(holdingLast:)``): nothing
-/// leaves before its time, everything leaves in order, and a full socket loses nothing. Over a
-/// socket pair, both ends driven by this thread.
-@Suite("TLS records gathered")
-struct TLSGatheringTests {
-    let certificates: TestCertificates
-    let client: TLSClientContext
-    let server: TLSServerContext
-
-    init() throws {
-        certificates = try TestCertificates.shared()
-        client = try certificates.clientContext()
-        server = try certificates.serverContext(certificates.localhost)
-    }
-
+/// leaves before its time, everything leaves in order, and a full socket loses nothing.
+extension TLSConnectionTests {
     /// Four records written while corked stay in the connection (nothing reaches the socket)
     /// and leave together at uncork, in order.
     @Test func corkedRecordsLeaveTogetherAtUncork() throws {
