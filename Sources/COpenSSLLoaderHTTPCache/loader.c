@@ -144,6 +144,9 @@ HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_tlsext_ticket_key_evp_cb,
     (SSL_CTX *a0, int (*a1)(SSL *, unsigned char *, unsigned char *, EVP_CIPHER_CTX *, EVP_MAC_CTX *, int)),
     (a0, a1))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_verify, (SSL_CTX *a0, int a1, SSL_verify_cb a2), (a0, a1, a2))
+HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_use_cert_and_key,
+    (SSL_CTX *a0, X509 *a1, EVP_PKEY *a2, struct stack_st_X509 *a3, int a4),
+    (a0, a1, a2, a3, a4))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_SESSION_free, (SSL_SESSION *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_SESSION_is_resumable, (const SSL_SESSION *a0), (a0))

@@ -19,14 +19,49 @@ struct SocketState {
     /// (or none): the socket held nothing more at that moment, so an edge-triggered reader may
     /// wait for its next readiness.
     var drained = false
+    /// Whether writes are being gathered (``SocketBIO`` keeps them in `pending` instead of
+    /// sending each record on its own), and flushes wait for the gathering to end.
+    var corked = false
+    /// Records written and not yet sent: `pending[pendingStart..<pendingEnd]` (no buffer while
+    /// nothing waits).
+    var pending: UnsafeMutableRawBufferPointer?
+    var pendingStart = 0
+    var pendingEnd = 0
+
+    var pendingCount: Int { pendingEnd - pendingStart }
+
+    /// Gives back the buffer of records gathered (sent or not).
+    mutating func releasePending() {
+        pending?.deallocate()
+        (pending, pendingStart, pendingEnd) = (nil, 0, 0)
+    }
+}
+
+/// How sending the gathered records went.
+enum PendingSend: Equatable {
+    /// Everything gathered is sent (or nothing was).
+    case sent
+    /// The socket took part of it, or nothing: wait until it is writable.
+    case blocked
+    /// The socket failed with this `errno`.
+    case failed(Int32)
 }
 
 /// OpenSSL's I/O over a socket, as its own socket BIO does it, but sending with `MSG_NOSIGNAL`:
 /// a peer that went away gives `EPIPE`, never a SIGPIPE that kills the process (OpenSSL's
 /// socket BIO calls `write`). On Apple systems the socket has `SO_NOSIGPIPE` instead.
 ///
+/// Records may be gathered and leave in one `send` (``SocketState/corked``): a response of
+/// several 16 KB records, or the session tickets with the first response, is one system call
+/// and one wake-up of the peer rather than one per record. At most ``gatherLimit`` bytes wait;
+/// a write that would go past it sends what waits first, and waits for the socket (retry) when
+/// that cannot all go. While records wait and the socket is not corked, a write first sends
+/// them, so that bytes never leave out of order.
+///
 /// The BIO never closes the socket: its owner does.
 enum SocketBIO {
+    /// The most bytes gathered before they are sent: four full records and change.
+    static let gatherLimit = 64 * 1024
     #if canImport(Glibc)
     private static let sendFlags = Int32(MSG_NOSIGNAL)
     #else
@@ -53,7 +88,16 @@ enum SocketBIO {
             return nil
         }
         BIO_meth_set_write(method) { bio, bytes, count in
-            SocketBIO.transfer(bio, count: count, retry: BIO_FLAGS_WRITE) { state in
+            guard let bio, let bytes, count > 0, let state = SocketBIO.state(bio) else { return 0 }
+            let fits = state.pointee.corked && state.pointee.pendingCount + Int(count) <= SocketBIO.gatherLimit
+            // What waits goes first; this record waits for the socket when it cannot all go.
+            if state.pointee.pendingCount > 0 && !fits && !SocketBIO.drain(bio, state) { return -1 }
+            if state.pointee.corked {
+                BIO_clear_flags(bio, SocketBIO.retryFlags)
+                SocketBIO.gather(state, bytes, Int(count))
+                return count
+            }
+            return SocketBIO.transfer(bio, count: count, retry: BIO_FLAGS_WRITE) { state in
                 send(state.pointee.fd, bytes, Int(count), SocketBIO.sendFlags)
             }
         }
@@ -67,7 +111,8 @@ enum SocketBIO {
         }
         BIO_meth_set_ctrl(method) { bio, command, _, _ in
             switch command {
-            case BIO_CTRL_FLUSH: 1  // every write goes straight to the socket
+            case BIO_CTRL_FLUSH:
+                if let bio, let state = SocketBIO.state(bio) { SocketBIO.flush(bio, state) } else { 1 }
             case BIO_CTRL_EOF: bio.flatMap(SocketBIO.state).map { $0.pointee.sawEOF ? 1 : 0 } ?? 0
             default: 0  // not supported
             }
@@ -94,6 +139,68 @@ enum SocketBIO {
             }
             return -1
         }
+    }
+
+    /// OpenSSL's flush (the end of a handshake flight): while corked the records stay gathered
+    /// (the owner sends them when it uncorks); otherwise what waits is sent, 1 once all of it
+    /// is, -1 (and retry when the socket is full) otherwise.
+    private static func flush(_ bio: OpaquePointer, _ state: UnsafeMutablePointer<SocketState>) -> Int {
+        guard !state.pointee.corked, state.pointee.pendingCount > 0 else { return 1 }
+        return drain(bio, state) ? 1 : -1
+    }
+
+    /// Sends what waits, for OpenSSL: `true` once all of it is sent; otherwise `false`, with the
+    /// retry flags set when the socket is full, or the `errno` kept when it failed.
+    private static func drain(_ bio: OpaquePointer, _ state: UnsafeMutablePointer<SocketState>) -> Bool {
+        BIO_clear_flags(bio, retryFlags)
+        switch sendPending(state) {
+        case .sent: return true
+        case .blocked: BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
+        case .failed(let code): state.pointee.lastErrno = code
+        }
+        return false
+    }
+
+    /// Appends `count` bytes to what waits, moving or growing the buffer as needed.
+    private static func gather(_ state: UnsafeMutablePointer<SocketState>, _ bytes: UnsafeRawPointer, _ count: Int) {
+        let live = state.pointee.pendingCount
+        let capacity = state.pointee.pending?.count ?? 0
+        if state.pointee.pendingEnd + count > capacity {
+            if let buffer = state.pointee.pending?.baseAddress, live + count <= capacity {
+                memmove(buffer, buffer + state.pointee.pendingStart, live)
+            } else {
+                let grown = UnsafeMutableRawBufferPointer.allocate(
+                    byteCount: max(live + count, min(gatherLimit, max(4096, (live + count) * 2))), alignment: 16)
+                if let old = state.pointee.pending {
+                    memcpy(grown.baseAddress!, old.baseAddress! + state.pointee.pendingStart, live)
+                    old.deallocate()
+                }
+                state.pointee.pending = grown
+            }
+            state.pointee.pendingStart = 0
+            state.pointee.pendingEnd = live
+        }
+        memcpy(state.pointee.pending!.baseAddress! + state.pointee.pendingEnd, bytes, count)
+        state.pointee.pendingEnd += count
+    }
+
+    /// Sends what waits, as much as the socket takes; the buffer is given back once all is sent.
+    static func sendPending(_ state: UnsafeMutablePointer<SocketState>) -> PendingSend {
+        while state.pointee.pendingCount > 0 {
+            let sent = send(
+                state.pointee.fd, state.pointee.pending!.baseAddress! + state.pointee.pendingStart,
+                state.pointee.pendingCount, sendFlags)
+            if sent < 0 {
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK: return .blocked
+                case let code: return .failed(code)
+                }
+            }
+            state.pointee.pendingStart += sent
+        }
+        state.pointee.releasePending()
+        return .sent
     }
 
     private static let retryFlags = BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY

@@ -107,6 +107,7 @@ public final class TLSConnection {
 
     deinit {
         SSL_free(ssl)
+        socket.pointee.releasePending()
         socket.deallocate()
     }
 
@@ -114,8 +115,40 @@ public final class TLSConnection {
 
     /// Advances the handshake: ``Progress/done`` once it is complete (the peer verified, on
     /// a client), else what to wait for, or why it failed.
-    public func handshake() -> Progress {
-        guard let error = perform({ SSL_do_handshake($0) }) else { return .done }
+    ///
+    /// A server's records are gathered while OpenSSL writes them and sent in one `send`. With
+    /// `holdingLast`, under TLS 1.3, what the step that completes the handshake wrote (the
+    /// session tickets, RFC 8446 §4.6.1, which the client does not wait for) is kept instead, to leave with the next ``write(_:)``, or at
+    /// ``uncork()`` or ``shutdown()``: the first response and the tickets then leave together.
+    /// A caller that holds them must send them: write, uncork or shut down before it waits for
+    /// the peer to answer something written.
+    public func handshake(holdingLast: Bool = false) -> Progress {
+        if socket.pointee.pendingCount > 0 {
+            switch SocketBIO.sendPending(socket) {
+            case .sent: break
+            case .blocked: return .wantWrite
+            case .failed(let code): return failHandshake(code)
+            }
+        }
+        let server = serverContext != nil
+        socket.pointee.corked = server
+        let error = perform({ SSL_do_handshake($0) })
+        socket.pointee.corked = false
+        // Under TLS 1.2 the step that completes a full handshake writes the server's Finished,
+        // which the client waits for: only TLS 1.3's tickets may wait.
+        if error == nil && holdingLast && SSL_version(ssl) == TLS1_3_VERSION { return .done }
+        if server {
+            // The flight, or a failure's alert (sent if the socket takes it, not waited for).
+            let sent = SocketBIO.sendPending(socket)
+            if error == nil || error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE {
+                switch sent {
+                case .sent: break
+                case .blocked: return .wantWrite
+                case .failed(let code): return failHandshake(code)
+                }
+            }
+        }
+        guard let error else { return .done }
         switch error {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
@@ -124,6 +157,39 @@ public final class TLSConnection {
             return .failed(handshakeError())
         }
     }
+
+    /// A handshake whose records could not be sent: the socket failed with `code`.
+    private func failHandshake(_ code: Int32) -> Progress {
+        broken = true
+        OpenSSLErrorQueue.clear()
+        return .failed(.handshakeFailed(peer: peer, reason: errnoText(code)))
+    }
+
+    /// Gathers the records of the writes that follow (at most 64 KiB wait) until ``uncork()``,
+    /// which sends them in one `send`: a response of several records leaves in one system call
+    /// and reaches the peer in one wake-up.
+    public func cork() {
+        socket.pointee.corked = true
+    }
+
+    /// Ends gathering and sends what waits (records gathered, or held by
+    /// ``handshake(holdingLast:)``): ``Progress/done`` once all of it is sent,
+    /// ``Progress/wantWrite`` while the socket cannot take the rest (call again when it is
+    /// writable; nothing is lost meanwhile).
+    public func uncork() -> Progress {
+        socket.pointee.corked = false
+        switch SocketBIO.sendPending(socket) {
+        case .sent: return .done
+        case .blocked: return .wantWrite
+        case .failed(let code):
+            broken = true
+            return .failed(.connectionFailed(peer: peer, reason: errnoText(code)))
+        }
+    }
+
+    /// Bytes written through TLS and not yet sent: records gathered (``cork()``) or held
+    /// (``handshake(holdingLast:)``), or left when the socket was full at ``uncork()``.
+    public var unsentCount: Int { socket.pointee.pendingCount }
 
     /// Reads decrypted bytes into `buffer` (at most its size).
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
@@ -169,23 +235,26 @@ public final class TLSConnection {
     /// nothing is sent then).
     public func shutdown() -> Progress {
         guard !broken, SSL_is_init_finished(ssl) == 1 else { return .done }
-        // 0: sent, the peer's not yet received (we do not wait for it); 1: both sent.
-        guard
-            let error = perform({
-                let result = SSL_shutdown($0)
-                return result >= 0 ? 1 : result
-            })
-        else { return .done }
-        switch error {
-        case SSL_ERROR_WANT_READ: return .wantRead
-        case SSL_ERROR_WANT_WRITE: return .wantWrite
-        default:
-            broken = true
-            if case .failed(let reason) = ioFailure(error) {
-                return .failed(.connectionFailed(peer: peer, reason: reason))
+        // 0: sent, the peer's not yet received (we do not wait for it); 1: both sent. Called
+        // again (after wantWrite), OpenSSL does not send a second close_notify.
+        if let error = perform({
+            let result = SSL_shutdown($0)
+            return result >= 0 ? 1 : result
+        }) {
+            switch error {
+            case SSL_ERROR_WANT_READ: return .wantRead
+            case SSL_ERROR_WANT_WRITE: return .wantWrite
+            default:
+                broken = true
+                if case .failed(let reason) = ioFailure(error) {
+                    return .failed(.connectionFailed(peer: peer, reason: reason))
+                }
+                return .done  // the peer is gone: nobody is left to tell
             }
-            return .done  // the peer is gone: nobody is left to tell
         }
+        // Records gathered or held go before the close_notify, which waits behind them.
+        guard socket.pointee.pendingCount > 0 else { return .done }
+        return uncork()
     }
 
     /// Whether decrypted or received bytes wait inside OpenSSL: a reader must read them before

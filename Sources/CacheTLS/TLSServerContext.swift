@@ -91,13 +91,21 @@ public final class TLSServerContext: @unchecked Sendable {
                 name: name, iv: iv, cipher: cipher, mac: mac, encrypt: encrypt == 1,
                 renewing: SSL_version(ssl) == TLS1_3_VERSION)
         }
+        // The default identity is the context's: a handshake presents it with no work of its
+        // own. Only with others does each handshake look at the SNI name.
+        let first = loaded[0]
+        guard SSL_CTX_use_cert_and_key(context, first.certificate, first.key, first.chain, 1) == 1 else {
+            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "the certificate cannot be used"))
+        }
         let this = Unmanaged.passUnretained(self).toOpaque()
-        SSL_CTX_set_cert_cb(
-            context,
-            { ssl, argument in
-                guard let ssl, let argument else { return 0 }
-                return Unmanaged<TLSServerContext>.fromOpaque(argument).takeUnretainedValue().present(on: ssl)
-            }, this)
+        if loaded.count > 1 {
+            SSL_CTX_set_cert_cb(
+                context,
+                { ssl, argument in
+                    guard let ssl, let argument else { return 0 }
+                    return Unmanaged<TLSServerContext>.fromOpaque(argument).takeUnretainedValue().present(on: ssl)
+                }, this)
+        }
         if !alpn.isEmpty {
             SSL_CTX_set_alpn_select_cb(
                 context,
@@ -135,16 +143,15 @@ public final class TLSServerContext: @unchecked Sendable {
         return connection
     }
 
-    /// Sets on `ssl` the identity whose certificate covers the SNI name, else the default: 1,
-    /// or 0 (a failed handshake) when OpenSSL refuses it.
+    /// Sets on `ssl` the identity whose certificate covers the SNI name, the first that does;
+    /// the default (the context's already) when none does or no name came: 1, or 0 (a failed
+    /// handshake) when OpenSSL refuses it.
     private func present(on ssl: OpaquePointer) -> Int32 {
-        var chosen = loaded[0]
-        if let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name),
-            let match = loaded.first(where: { X509_check_host($0.certificate, name, 0, 0, nil) == 1 })
-        {
-            chosen = match
-        }
-        return SSL_use_cert_and_key(ssl, chosen.certificate, chosen.key, chosen.chain, 1) == 1 ? 1 : 0
+        guard let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name),
+            X509_check_host(loaded[0].certificate, name, 0, 0, nil) != 1,
+            let match = loaded.dropFirst().first(where: { X509_check_host($0.certificate, name, 0, 0, nil) == 1 })
+        else { return 1 }
+        return SSL_use_cert_and_key(ssl, match.certificate, match.key, match.chain, 1) == 1 ? 1 : 0
     }
 
     /// ALPN (RFC 7301 §3.2): the first of our protocols the client offers; no answer when it

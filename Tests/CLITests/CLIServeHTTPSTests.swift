@@ -200,6 +200,40 @@ struct CLIServeHTTPSTests {
         }
     }
 
+    @Test(
+        "A TLS 1.2 client is served: the flight that completes its handshake (the server's Finished, which it waits for) is sent at once, not held as TLS 1.3's session tickets are (RFC 5246 §7.3)"
+    )
+    func aTLS12ClientIsServed() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost])
+            let result = try await tool(
+                "/usr/bin/curl",
+                [
+                    "-sS", "-v", "--http1.1", "--tls-max", "1.2", "--max-time", "20", "--cacert", certificates.caFile,
+                    "-w", "%{http_code}", "-o", "/dev/null", "-o", "/dev/null",
+                    "https://localhost:\(proxy.tlsPort)/a", "https://localhost:\(proxy.tlsPort)/a",
+                ])
+            #expect(result.stdout == "200200", "\(result.stderr)")
+            #expect(result.stderr.contains("TLSv1.2"), "\(result.stderr)")
+        }
+    }
+
+    @Test(
+        "TLS 1.3 session tickets are sent at once when no request came with the client's Finished: they acknowledge it, which a client with Nagle's algorithm on waits for before it sends its request (RFC 8446 §4.6.1)"
+    )
+    func ticketsLeaveAtOnceWithoutARequest() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost])
+            let connection = try TLSClientSocket(
+                port: proxy.tlsPort, host: "localhost", context: try certificates.clientContext())
+            #expect(connection.tls.protocolVersion == "TLSv1.3")
+            var poller = pollfd(fd: connection.tls.fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&poller, 1, 10_000) == 1, "no session ticket came before a request")
+            #expect(connection.send("GET /t HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+            #expect((connection.response() ?? "").hasSuffix("body of /t"))
+        }
+    }
+
     // MARK: Refusals
 
     @Test("A client offering only TLS 1.0 is refused with a protocol_version alert (RFC 8996 §2)")

@@ -53,8 +53,9 @@ final class ConnectedPair {
         var description: String
     }
 
-    /// Runs both handshakes until neither can go on: how each ended.
-    func handshake() -> (client: TLSConnection.Progress, server: TLSConnection.Progress) {
+    /// Runs both handshakes until neither can go on: how each ended. With `serverHolds`, the
+    /// server keeps what its last step wrote (``TLSConnection/handshake(holdingLast:)``).
+    func handshake(serverHolds: Bool = false) -> (client: TLSConnection.Progress, server: TLSConnection.Progress) {
         var clientProgress = TLSConnection.Progress.wantWrite
         var serverProgress = TLSConnection.Progress.wantRead
         func waiting(_ progress: TLSConnection.Progress) -> Bool {
@@ -62,7 +63,7 @@ final class ConnectedPair {
         }
         for _ in 0..<64 where waiting(clientProgress) || waiting(serverProgress) {
             if waiting(clientProgress) { clientProgress = client.handshake() }
-            if waiting(serverProgress) { serverProgress = server.handshake() }
+            if waiting(serverProgress) { serverProgress = server.handshake(holdingLast: serverHolds) }
         }
         return (clientProgress, serverProgress)
     }
@@ -101,6 +102,12 @@ final class ConnectedPair {
             }
             received += buffer[0..<count]
         }
+    }
+
+    /// Bytes waiting to be read on the client's socket, below TLS (`FIONREAD`).
+    var bytesOnClientSocket: Int {
+        var count: Int32 = 0
+        return ioctl(clientSocket, UInt(FIONREAD), &count) == 0 ? Int(count) : -1
     }
 
     /// Closes the server's socket without `close_notify`: an EOF to the client.

@@ -69,8 +69,25 @@ extension EventLoop {
                 return true
             }
         }
-        switch tls.handshake() {
+        // TLS 1.3's session tickets, written as the handshake completes, are held when the
+        // first request came with the client's Finished: they leave with its response, in one
+        // send. Otherwise they go now: they also acknowledge the Finished, which a client with
+        // Nagle's algorithm on waits for before it sends its request (a delayed ACK, 40 ms).
+        switch tls.handshake(holdingLast: true) {
         case .done:
+            if tls.unsentCount > 0 && !tls.hasBufferedBytes {
+                switch tls.uncork() {
+                case .done: break
+                case .wantWrite, .wantRead:
+                    // Sent once the socket is writable, before anything else.
+                    connection.state.output.setSealed(tls.unsentCount)
+                    connection.state.canWrite = false
+                case .failed:
+                    countHandshake(failed: true)
+                    close(connection)
+                    return false
+                }
+            }
             countHandshake(failed: false)
             // RFC 9113 §3.2: a client that chose h2 with ALPN speaks HTTP/2 from its first byte.
             if http2 && tls.applicationProtocol == "h2" { return startHTTP2(connection) }
@@ -134,10 +151,16 @@ extension EventLoop {
         }
     }
 
-    /// Sends queued output through TLS, one piece per `SSL_write`.
+    /// Sends queued output through TLS, one piece per `SSL_write`. When more than one record's
+    /// worth waits, the records are gathered and leave in one `send` (at most 64 KiB at a
+    /// time); records the socket could not take yet stay in the TLS connection, counted in the
+    /// queue (``OutputQueue/sealed``) until they are sent.
     func flushTLS(_ connection: Connection, _ tls: TLSConnection, accountedSent: inout Int) -> OutputQueue.FlushResult {
         var waitsForRead = false
-        let result = connection.state.output.flush(accountedSent: &accountedSent) { piece in
+        let gathers =
+            connection.state.output.count - connection.state.output.sealed > Self.tlsRecordSize || tls.unsentCount > 0
+        if gathers { tls.cork() }
+        var result = connection.state.output.flush(accountedSent: &accountedSent) { piece in
             switch tls.write(piece) {
             case .wrote(let count): return .wrote(count)
             case .wantWrite: return .blocked
@@ -147,11 +170,24 @@ extension EventLoop {
             case .failed: return .failed(EPIPE)
             }
         }
+        if gathers || tls.unsentCount > 0 {
+            switch tls.uncork() {
+            case .done: break
+            case .wantWrite, .wantRead:
+                if case .done = result { result = .blocked }
+            case .failed:
+                result = .failed(EPIPE)
+            }
+        }
+        connection.state.output.setSealed(tls.unsentCount)
         if waitsForRead {
             connection.state.writeWaitsForRead = true
         }
         return result
     }
+
+    /// The most plaintext one TLS record carries (RFC 8446 §5.1).
+    static let tlsRecordSize = 16 * 1024
 
     /// Sends TLS `close_notify` (RFC 8446 §6.1) before the connection's write side is shut;
     /// `false` while the socket cannot take it yet (EPOLLOUT brings the connection back).

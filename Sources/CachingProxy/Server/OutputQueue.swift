@@ -30,14 +30,24 @@ struct OutputQueue {
     private var segments: [Segment] = []
     private var firstSegment = 0
     private var trailingOwned = 0
-    /// All bytes waiting.
+    /// All bytes waiting, `sealed` included.
     private(set) var count = 0
+    /// Bytes of this queue already through TLS and waiting in the connection's gathered records
+    /// (the socket was full): counted in `count`, so that the queue is not empty while they wait.
+    private(set) var sealed = 0
 
     var isEmpty: Bool { count == 0 }
     /// Whether it holds a buffer now (an idle connection's queue holds none).
     var holdsBuffer: Bool { buffer != nil }
 
+    /// Records the bytes waiting in the TLS connection, sent or not since the last call.
+    mutating func setSealed(_ bytes: Int) {
+        count += bytes - sealed
+        sealed = bytes
+    }
+
     mutating func release() {
+        sealed = 0
         buffer?.deallocate()
         buffer = nil
         capacity = 0
@@ -243,7 +253,7 @@ struct OutputQueue {
     mutating func flush(
         accountedSent: inout Int, through write: (UnsafeRawBufferPointer) -> PieceResult
     ) -> FlushResult {
-        while count > 0 {
+        while count > sealed {
             let result: PieceResult
             if firstSegment < segments.count, let array = segments[firstSegment].array {
                 let (offset, length) = (segments[firstSegment].offset, segments[firstSegment].count)
@@ -301,7 +311,7 @@ struct OutputQueue {
             readIndex += rest
             trailingOwned -= rest
         }
-        if count == 0 {
+        if count == sealed {
             if !segments.isEmpty { segments.removeAll(keepingCapacity: segments.capacity <= 16) }
             firstSegment = 0
             readIndex = 0
