@@ -93,6 +93,53 @@ struct OriginOnLoopTests {
         }
     }
 
+    @Test(
+        "origin connections that close while pooled and are replaced (their descriptor numbers reused) still carry misses from the loop, byte-exact"
+    )
+    func replacedConnectionsAreWatchedAgain() async throws {
+        try await offPool {
+            // Each connection answers two requests, then closes: the proxy finds it closed when
+            // it takes it from the pool, connects anew (from an origin thread; the kernel gives
+            // the new socket the closed one's number) and sends the next miss on that one from
+            // the loop, whose one-shot watch of the old number went with the old connection.
+            let origin = try RawOrigin { connection in
+                var answered = 0
+                while let request = connection.readRequest() {
+                    let path = request.split(separator: " ").dropFirst().first.map(String.init) ?? "?"
+                    let body = String(repeating: path, count: 300)
+                    connection.send(
+                        "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                            + body)
+                    answered += 1
+                    if answered == 2 { return }
+                }
+            }
+            defer { origin.stop() }
+            let proxy = try InProcessProxy(origin: origin.url(""))
+            let client = try TestClient()
+            for index in 0..<12 {
+                let response = try client.send("GET", proxy.baseURL + "/m\(index)")
+                #expect(response.status == 200)
+                #expect(response.text == String(repeating: "/m\(index)", count: 300))
+                // Time for the origin's close to reach the pooled connection.
+                usleep(50_000)
+            }
+            #expect(origin.connections >= 6)
+            let metrics = try client.send("GET", proxy.baseURL + "/_httpcache/metrics").text
+            let onLoop = metrics.split(separator: "\n").first {
+                $0.hasPrefix("httpcache_origin_requests_on_loop_total ")
+            }
+            // The second miss on each connection (six of them) goes out from the loop, unless the
+            // client asked before the origin thread put the connection back.
+            #expect((onLoop.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0) >= 3)
+            for index in 0..<12 {
+                let again = try client.send("GET", proxy.baseURL + "/m\(index)")
+                #expect(again.text == String(repeating: "/m\(index)", count: 300))
+            }
+            #expect(origin.connections <= 7)
+        }
+    }
+
     @Test("a 4 MB miss to a client that reads slowly arrives whole and is stored (the rest handed to an origin thread)")
     func largeBodyToASlowClient() async throws {
         try await offPool {
