@@ -52,11 +52,11 @@ public struct EntryID: Hashable, Sendable, CustomStringConvertible {
 
     /// A new identity: 48 bits of the time in milliseconds since 1970, then 80 random bits.
     public init() {
-        var generator = SystemRandomNumberGenerator()
+        let (first, second) = EntryIDRandomness.next()
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let milliseconds = UInt64(max(0, now.tv_sec)) &* 1000 &+ UInt64(max(0, now.tv_nsec) / 1_000_000)
-        self.init(high: milliseconds << 16 | generator.next() & 0xFFFF, low: generator.next())
+        self.init(high: milliseconds << 16 | first & 0xFFFF, low: second)
     }
 
     /// 32 lower-case hex digits: the body file's name on disk.

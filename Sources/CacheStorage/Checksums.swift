@@ -98,6 +98,10 @@ struct BlockChecksums {
                 sums.append(
                     bytes.withUnsafeBytes { XXH64.hash(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + take)])) }
                 )
+            } else if pending.isEmpty && offset == 0 && take == bytes.count {
+                // The whole chunk begins a block (a body smaller than a block, in one chunk):
+                // kept as it is, shared with the caller's array, until more comes.
+                pending = bytes
             } else {
                 pending += bytes[offset..<(offset + take)]
                 if pending.count == checksumBlockSize {

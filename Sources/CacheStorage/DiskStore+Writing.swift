@@ -238,8 +238,7 @@ extension DiskStore {
         if let inline {
             let body = try connection.statement("INSERT INTO inline_bodies (id, body) VALUES (:id, :body)")
             try body.bind(id.rawValue, to: ":id")
-            try body.bind(inline, to: ":body")
-            try body.run()
+            try body.run(binding: inline, to: ":body")
         }
         for tag in Set(head.tags) {
             let row = try connection.statement("INSERT OR IGNORE INTO tags (tag, id) VALUES (:tag, :id)")

@@ -46,7 +46,9 @@ final class DiskWriter: EntryWriter {
         if store.sealing == nil { checksums.add(chunk) } else { checksums.count(chunk) }
         do {
             if fd < 0 {
-                buffer += chunk
+                // The first chunk is kept as it is (shared with whoever else keeps it, a tiered
+                // store's memory copy): no copy of a body that comes in one.
+                if buffer.isEmpty { buffer = chunk } else { buffer += chunk }
                 if buffer.count > store.configuration.inlineBodyLimit {
                     fd = try createTemporaryFile()
                     if let sealing = store.sealing {

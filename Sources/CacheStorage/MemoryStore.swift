@@ -190,7 +190,9 @@ public final class MemoryStore: CacheStore {
     package func collect(_ chunk: [UInt8], into body: inout [UInt8]?) {
         guard var collected = body else { return }
         body = nil  // `collected` is then the array's only reference: appended in place
-        collected += chunk
+        // A body that comes in one chunk (a 16 KB response read at once) shares its array with
+        // the writer's: no copy.
+        if collected.isEmpty { collected = chunk } else { collected += chunk }
         body = Int64(collected.count) <= maximumEntrySize ? collected : nil
     }
 

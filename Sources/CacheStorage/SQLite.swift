@@ -253,6 +253,30 @@ final class Statement {
         try check(code, name)
     }
 
+    /// Binds `value` to `name` without SQLite copying it (`SQLITE_STATIC`), runs the statement
+    /// to its end, and unbinds it: SQLite reads the bytes only while this runs. For a body
+    /// kept inline, which a transient binding copied once more.
+    func run(binding value: [UInt8], to name: String) throws(StorageError) {
+        let index = try parameter(name)
+        var failure: StorageError?
+        value.withUnsafeBytes { bytes in
+            // A zero-length blob must not be bound as NULL.
+            let code = sqlite3_bind_blob64(
+                handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(bytes.count), nil)
+            defer {
+                sqlite3_reset(handle)
+                sqlite3_bind_null(handle, index)
+            }
+            do throws(StorageError) {
+                try check(code, name)
+                try run()
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// The result column `name`, found among the columns the SQL produces.
     func column(_ name: String) throws(StorageError) -> Column {
         guard let index = columnNames.firstIndex(of: name) else {

@@ -14,6 +14,25 @@ struct ChecksumTests {
         #expect(XXH64.hash(Array(text.utf8)) == expected)
     }
 
+    @Test(
+        "a body smaller than a block, first in one chunk then grown, sums as if it came whole; the caller's chunk is untouched"
+    )
+    func firstChunkKeptAsItIs() {
+        let first = (0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
+        let second = (0..<60_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var alone = BlockChecksums()
+        alone.add(first)
+        #expect(alone.finished() == withUnsafeBytes(of: XXH64.hash(first).littleEndian) { Array($0) })
+        var grown = BlockChecksums()
+        grown.add(first)
+        grown.add(second)
+        var whole = BlockChecksums()
+        whole.add(first + second)
+        #expect(grown.finished() == whole.finished())
+        #expect(grown.totalBytes == 76_384)
+        #expect(first == (0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
+    }
+
     @Test("block checksums do not depend on how the body was chunked, and every byte counts")
     func chunkingAndSensitivity() {
         let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }

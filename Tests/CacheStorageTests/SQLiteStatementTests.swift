@@ -61,6 +61,41 @@ import Testing
         select.reset()
     }
 
+    @Test func aBlobBoundWithoutACopyIsStoredWholeAndUnboundAfterwards() throws {
+        let directory = TemporaryDirectory()
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: true)
+        defer { connection.close() }
+        try connection.execute("CREATE TABLE b (key TEXT UNIQUE, body BLOB)")
+        let sql = "INSERT INTO b (key, body) VALUES (:key, :body)"
+        for (key, size) in [("empty", 0), ("small", 100), ("pages", 16_384)] {
+            var body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ size) }
+            let insert = try connection.statement(sql)
+            try insert.bind(key, to: ":key")
+            try insert.run(binding: body, to: ":body")
+            // What is stored is SQLite's copy: a change to the array afterwards is not.
+            if !body.isEmpty { body[0] ^= 0xFF }
+            let select = try connection.statement("SELECT body, body IS NULL AS missing FROM b WHERE key = :key")
+            try select.bind(key, to: ":key")
+            #expect(try select.step())
+            #expect(select.int(try select.column("missing")) == 0)  // an empty blob is not NULL
+            let stored = select.blob(try select.column("body"))
+            if !body.isEmpty { body[0] ^= 0xFF }
+            #expect(stored == body)
+        }
+        // The statement kept no pointer to the last array: run again, its parameter is NULL.
+        let again = try connection.statement(sql)
+        try again.bind("unbound", to: ":key")
+        try again.run()
+        let select = try connection.statement("SELECT body IS NULL AS missing FROM b WHERE key = 'unbound'")
+        #expect(try select.step())
+        #expect(select.int(try select.column("missing")) == 1)
+        // A failure while it runs is an error with the SQL, as any other.
+        let duplicate = try connection.statement(sql)
+        try duplicate.bind("small", to: ":key")
+        let error = #expect(throws: StorageError.self) { try duplicate.run(binding: [1, 2, 3], to: ":body") }
+        #expect(error?.message.contains(sql) == true, "\(error?.message ?? "")")
+    }
+
     @Test func aFailedStepIsAnErrorWithItsSQL() throws {
         let directory = TemporaryDirectory()
         let connection = try connection(directory)

@@ -20,6 +20,25 @@ struct OriginOnLoopTests {
         return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
     }
 
+    /// An origin whose connections each answer `answers` requests (`body` of the path, fresh for
+    /// ten minutes), then close: after reading one more request when `readingOneMore`.
+    private static func closingOrigin(
+        answering answers: Int, readingOneMore: Bool, body: @escaping @Sendable (String) -> String
+    ) throws -> RawOrigin {
+        try RawOrigin { connection in
+            var answered = 0
+            while let request = connection.readRequest() {
+                guard answered < answers else { return }
+                let text = body(request.split(separator: " ").dropFirst().first.map(String.init) ?? "?")
+                connection.send(
+                    "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: \(text.utf8.count)\r\n\r\n"
+                        + text)
+                answered += 1
+                if answered == answers && !readingOneMore { return }
+            }
+        }
+    }
+
     @Test("sequential misses after the first go out from the loop on the kept-alive connection, byte-exact and stored")
     func missesRideTheKeptAliveConnection() async throws {
         try await offPool {
@@ -73,15 +92,8 @@ struct OriginOnLoopTests {
     )
     func closedUnansweredIsSentAgain() async throws {
         try await offPool {
-            let origin = try RawOrigin { connection in
-                var answered = 0
-                while connection.readRequest() != nil {
-                    // The second request on every connection is read, then the connection closed.
-                    guard answered == 0 else { return }
-                    answered += 1
-                    connection.send("HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nfirst")
-                }
-            }
+            // The second request on every connection is read, then the connection closed.
+            let origin = try Self.closingOrigin(answering: 1, readingOneMore: true) { _ in "first" }
             defer { origin.stop() }
             let proxy = try InProcessProxy(origin: origin.url(""))
             let client = try TestClient()
@@ -90,6 +102,44 @@ struct OriginOnLoopTests {
             #expect(second.status == 200)
             #expect(second.text == "first")
             #expect(origin.connections == 2)
+        }
+    }
+
+    @Test(
+        "origin connections that close while pooled and are replaced (their descriptor numbers reused) still carry misses from the loop, byte-exact"
+    )
+    func replacedConnectionsAreWatchedAgain() async throws {
+        try await offPool {
+            // Each connection answers two requests, then closes: the proxy finds it closed when
+            // it takes it from the pool, connects anew (from an origin thread; the kernel gives
+            // the new socket the closed one's number) and sends the next miss on that one from
+            // the loop, whose one-shot watch of the old number went with the old connection.
+            let origin = try Self.closingOrigin(answering: 2, readingOneMore: false) {
+                String(repeating: $0, count: 300)
+            }
+            defer { origin.stop() }
+            let proxy = try InProcessProxy(origin: origin.url(""))
+            let client = try TestClient()
+            for index in 0..<12 {
+                let response = try client.send("GET", proxy.baseURL + "/m\(index)")
+                #expect(response.status == 200)
+                #expect(response.text == String(repeating: "/m\(index)", count: 300))
+                // Time for the origin's close to reach the pooled connection.
+                usleep(50_000)
+            }
+            #expect(origin.connections >= 6)
+            let metrics = try client.send("GET", proxy.baseURL + "/_httpcache/metrics").text
+            let onLoop = metrics.split(separator: "\n").first {
+                $0.hasPrefix("httpcache_origin_requests_on_loop_total ")
+            }
+            // The second miss on each connection (six of them) goes out from the loop, unless the
+            // client asked before the origin thread put the connection back.
+            #expect((onLoop.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0) >= 3)
+            for index in 0..<12 {
+                let again = try client.send("GET", proxy.baseURL + "/m\(index)")
+                #expect(again.text == String(repeating: "/m\(index)", count: 300))
+            }
+            #expect(origin.connections <= 7)
         }
     }
 

@@ -232,8 +232,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         willSend(forwarded)
         handler.metrics.originRequestsOnLoop.add(1, ordering: .relaxed)
         // The watch holds this exchange until the transfer ends; the exchange does not hold it.
+        // One-shot: re-armed by each wait; once the response is in, nothing to remove from epoll.
         let watch = LoopWatch(
-            fd: transfer.fd,
+            fd: transfer.fd, oneShot: true,
             ready: { [self] in advance(transfer, on: loop, forwarded) },
             expired: { [self] in
                 transfer.timedOut()

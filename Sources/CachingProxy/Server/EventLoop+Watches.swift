@@ -1,7 +1,14 @@
 #if os(Linux)
 // Descriptors a loop watches for others than its client connections: the origin connections of
-// transfers the loop runs itself (ProxyExchange), level-triggered, each with a deadline the
-// sweep enforces.
+// transfers the loop runs itself (ProxyExchange), one-shot (EPOLLONESHOT), and the store's lookup
+// channel and its timer (EventLoop+StoreLookups), level-triggered; each with a deadline the sweep
+// enforces.
+//
+// One-shot, so that a transfer that ends after the event it waited for (a miss, a revalidation:
+// the response comes in one read) leaves its descriptor in epoll disabled instead of paying an
+// EPOLL_CTL_DEL: a disabled registration reports nothing, and the kernel drops it when the
+// connection is closed. The next watch of that descriptor from this loop (the pooled connection
+// again) re-arms it with EPOLL_CTL_MOD rather than adding it.
 import CEpollHTTPCache
 import CacheSystem
 import Glibc
@@ -16,13 +23,19 @@ final class LoopWatch {
     /// Called once, instead of `ready`, when the deadline passed or the loop stopped; the watch
     /// is already removed.
     let expired: () -> Void
+    /// Reported once per ``EventLoop/watch(_:readable:writable:for:)`` (EPOLLONESHOT), where a
+    /// level-triggered watch reports for as long as the descriptor is ready.
+    let oneShot: Bool
     fileprivate(set) var generation: UInt32 = 0
     fileprivate var events: UInt32 = 0
     fileprivate var deadline = Int.max
     fileprivate var registered = false
+    /// Registered and enabled in epoll: a one-shot watch is not once it reported.
+    fileprivate var armed = false
 
-    init(fd: Int32, ready: @escaping () -> Void, expired: @escaping () -> Void) {
+    init(fd: Int32, oneShot: Bool = false, ready: @escaping () -> Void, expired: @escaping () -> Void) {
         self.fd = fd
+        self.oneShot = oneShot
         self.ready = ready
         self.expired = expired
     }
@@ -38,27 +51,43 @@ extension EventLoop {
     func watch(_ watch: LoopWatch, readable: Bool, writable: Bool, for seconds: Double) -> Bool {
         let events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
         watch.deadline = seconds > 0 && seconds.isFinite ? now + Int(min(seconds, 86_400) * 1000) : Int.max
-        if watch.registered && watch.events == events { return true }
+        if watch.armed && watch.events == events { return true }
         var event = epoll_event()
-        event.events = events
+        event.events = events | (watch.oneShot ? EPOLLONESHOT.rawValue : 0)
         if !watch.registered {
             watch.generation = nextWatchGeneration()
         }
         event.data.u64 = UInt64(watch.generation) << 32 | UInt64(UInt32(bitPattern: watch.fd))
-        guard epoll_ctl(epollFD, watch.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, watch.fd, &event) == 0 else {
-            return false
+        // Registered already: by this watch, or disabled in epoll by an earlier one on the same
+        // connection (`dormantWatches`). Else new. Either guess is checked by epoll: a dormant
+        // descriptor closed since is gone from epoll (ENOENT), and one registered before is
+        // there (EEXIST).
+        let known = watch.registered || dormantWatches.contains(watch.fd)
+        var done = epoll_ctl(epollFD, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, watch.fd, &event) == 0
+        if !done && errno == (known ? ENOENT : EEXIST) {
+            done = epoll_ctl(epollFD, known ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, watch.fd, &event) == 0
         }
+        dormantWatches.remove(watch.fd)
+        guard done else { return false }
         watch.events = events
         watch.registered = true
+        watch.armed = true
         watches[watch.fd] = watch
         return true
     }
 
-    /// Stops watching: before the descriptor is closed or handed to anyone else.
+    /// Stops watching: before the descriptor is closed or handed to anyone else. A one-shot
+    /// registration that reported its event is disabled already and stays in epoll (see the top
+    /// of the file).
     func unwatch(_ watch: LoopWatch) {
         guard watch.registered else { return }
-        var event = epoll_event()
-        epoll_ctl(epollFD, EPOLL_CTL_DEL, watch.fd, &event)
+        if watch.armed {
+            var event = epoll_event()
+            epoll_ctl(epollFD, EPOLL_CTL_DEL, watch.fd, &event)
+            watch.armed = false
+        } else {
+            dormantWatches.insert(watch.fd)
+        }
         watch.registered = false
         if watches[watch.fd] === watch { watches[watch.fd] = nil }
     }
@@ -66,6 +95,8 @@ extension EventLoop {
     /// An event for a watched descriptor (one from before a change of hands is ignored).
     func watchReady(_ watch: LoopWatch, token: UInt64) {
         guard watch.registered, UInt32(truncatingIfNeeded: token >> 32) == watch.generation else { return }
+        // One-shot: epoll reports nothing more until the watch is armed again.
+        if watch.oneShot { watch.armed = false }
         watch.ready()
     }
 

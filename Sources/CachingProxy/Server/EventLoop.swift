@@ -151,6 +151,9 @@ final class EventLoop: @unchecked Sendable {
     /// Descriptors watched for others than client connections (origin connections of transfers
     /// run on this loop), by descriptor.
     var watches: [Int32: LoopWatch] = [:]
+    /// Descriptors whose one-shot watch reported and ended: still in epoll, disabled
+    /// (EventLoop+Watches.swift). Some may have been closed since, which epoll tells.
+    var dormantWatches: Set<Int32> = []
     var watchGenerations: UInt32 = 0
     /// This loop's lookups in the store's server (EventLoop+StoreLookups), made on first use.
     var storeLookups: LoopLookups?
