@@ -174,20 +174,23 @@ public final class TLSServerContext: @unchecked Sendable {
 
     /// Reads an identity's certificate, chain and key, checking that the key is the certificate's.
     private static func load(_ identity: Identity) throws(TLSError) -> Loaded {
-        let certificates = try readPEM(identity.certificateFile, what: "certificate") {
+        let (certificates, certificateError) = try readPEM(identity.certificateFile) {
             PEM_read_bio_X509($0, nil, nil, nil)
         }
         guard let first = certificates.first else {
-            throw .unusableIdentity(path: identity.certificateFile, reason: "holds no PEM certificate")
+            throw .unusableIdentity(
+                path: identity.certificateFile, reason: "holds no PEM certificate (OpenSSL: \(certificateError))")
         }
-        let keys = try readPEM(identity.keyFile, what: "key") { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
+        let (keys, keyError) = try readPEM(identity.keyFile) { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
         func release() {
             certificates.forEach { X509_free($0) }
             keys.forEach { EVP_PKEY_free($0) }
         }
         guard let key = keys.first, keys.count == 1 else {
             release()
-            throw .unusableIdentity(path: identity.keyFile, reason: "holds no PEM private key, or more than one")
+            let reason =
+                keys.isEmpty ? "holds no PEM private key (OpenSSL: \(keyError))" : "holds \(keys.count) private keys, not one"
+            throw .unusableIdentity(path: identity.keyFile, reason: reason)
         }
         guard X509_check_private_key(first, key) == 1 else {
             OpenSSLErrorQueue.clear()
@@ -205,10 +208,12 @@ public final class TLSServerContext: @unchecked Sendable {
         return Loaded(certificate: first, key: key, chain: chain)
     }
 
-    /// Every object `read` takes off the PEM file `path`, in order.
+    /// Every object `read` takes off the PEM file `path`, in order, and what OpenSSL said when
+    /// the last read found none (after objects, only the file's end; with none, why it could
+    /// not decode what it found).
     private static func readPEM(
-        _ path: String, what: String, _ read: (OpaquePointer) -> OpaquePointer?
-    ) throws(TLSError) -> [OpaquePointer] {
+        _ path: String, _ read: (OpaquePointer) -> OpaquePointer?
+    ) throws(TLSError) -> (objects: [OpaquePointer], lastError: String) {
         errno = 0
         OpenSSLErrorQueue.clear()
         guard let file = BIO_new_file(path, "r") else {
@@ -219,7 +224,6 @@ public final class TLSServerContext: @unchecked Sendable {
         defer { BIO_free(file) }
         var objects: [OpaquePointer] = []
         while let object = read(file) { objects.append(object) }
-        OpenSSLErrorQueue.clear()  // the end of the file reads as a "no start line" error
-        return objects
+        return (objects, OpenSSLErrorQueue.drainText(or: "nothing decodable"))
     }
 }

@@ -45,6 +45,28 @@ struct TLSContextTests {
         #expect(pair.handshake().client == .done)
     }
 
+    /// A key file without a key says so with OpenSSL's words for what it found; one with two
+    /// keys says how many: the operator reads which file to fix and why.
+    @Test func aKeyFileWithoutOneKeyIsRefusedInWords() throws {
+        let certificates = try TestCertificates.shared()
+        let directory = TemporaryDirectory()
+        let keyFile = directory.path + "/server.key"
+        func refusal() -> String? {
+            let identity = TLSServerContext.Identity(
+                certificateFile: certificates.localhost.certificateFile, keyFile: keyFile)
+            let error = #expect(throws: TLSError.self) { _ = try TLSServerContext(default: identity) }
+            guard case .unusableIdentity(keyFile, let reason) = error else { return nil }
+            return reason
+        }
+        try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: keyFile))
+        // OpenSSL 3's decoder names its reason ("unsupported", "no start line"): ours is the frame.
+        let noKey = try #require(refusal())
+        #expect(noKey.hasPrefix("holds no PEM private key (OpenSSL: ") && noKey.count > 36, "\(noKey)")
+        let key = try String(contentsOfFile: certificates.localhost.keyFile, encoding: .utf8)
+        try Data((key + key).utf8).write(to: URL(fileURLWithPath: keyFile))
+        #expect(refusal() == "holds 2 private keys, not one")
+    }
+
     /// RFC 7301 §3.1: a protocol name is 1 to 255 bytes.
     @Test func anEmptyALPNNameIsRefused() throws {
         #expect(throws: TLSError.setupFailed(reason: "the ALPN protocol name \"\" is not 1 to 255 bytes")) {
