@@ -1,6 +1,7 @@
 // A child process for the store's crash and multi-process tests.
 //
-//   StorageStress write-loop DIR SEED [MAXSIZE]  writes entries until killed
+//   StorageStress write-loop DIR SEED [MAXSIZE]  writes entries until killed; one operation in
+//                                                five updates a stored entry's head, as a 304 does
 //   StorageStress mixed DIR SECONDS SEED [MAXSIZE]  mixed put/get/remove, verifying every body
 //   StorageStress verify DIR                     opens the store, checks every entry, reports
 //   StorageStress rekey DIR OLDKEY NEWKEY       rekeys the store (key files; "-" for none) once
@@ -59,6 +60,12 @@ func verifyAll(_ store: DiskStore) -> Int {
         guard entry.bodySize == Int64(StressBodies.size(inURL: entry.head.url) ?? -1) else {
             fail("wrong size for \(entry.head.url)")
         }
+        if let updatedFor = entry.head.fields[updatedForField], updatedFor != entry.head.url {
+            fail("\(entry.head.url) carries the head update made for \(updatedFor)")
+        }
+        guard entry.head.fields["Content-Length"] == String(entry.bodySize) else {
+            fail("\(entry.head.url): Content-Length \(entry.head.fields["Content-Length"] ?? "absent") for a body of \(entry.bodySize)")
+        }
         checkBody(store, entry)
     }
     return entries.count
@@ -68,20 +75,44 @@ func openStore() -> DiskStore {
     do { return try DiskStore(configuration) } catch { fail("open: \(error)") }
 }
 
+/// The field a head update adds, naming the URL of the entry it was made for: `verify` checks
+/// that an update (written behind or not) never lands on another entry, such as the one that
+/// replaced it.
+let updatedForField = "X-Stress-Updated-For"
+
 func writeLoop(seed: UInt64) -> Never {
     var random = SplitMix64(seed: seed)
     let store = openStore()
     FileHandle.standardOutput.write(Data("ready\n".utf8))
     var generation = 0
+    // What an earlier child stored can be updated at once, as a 304 for any stored URL.
+    var stored: [Int: StoredEntry] = [:]
+    do {
+        for entry in try store.entries() {
+            guard let key = entry.head.primaryKey.split(separator: "/").last.flatMap({ Int($0) }) else { continue }
+            stored[key] = entry
+        }
+    } catch {
+        fail("cannot list entries: \(error)")
+    }
     while true {
         generation += 1
         let key = Int(random.next() % 64)
         let size = sizes[Int(random.next() % UInt64(sizes.count))]
         do {
-            if random.next() % 10 == 0 {
+            switch (random.next() % 10, stored[key]) {
+            case (0, _):
                 _ = try store.remove(primaryKey: StressBodies.primaryKey(key: key))
-            } else {
-                try StressBodies.write(into: store, key: key, generation: generation, size: size)
+                stored[key] = nil
+            case (1...2, let entry?):
+                // A 304's head update: the stored fields plus one naming the entry, the facts as
+                // they were (written behind in `write-behind-loop`, as the proxy writes them).
+                let fields =
+                    entry.head.fields.filter { $0.name != updatedForField }
+                    + [HeaderField(name: updatedForField, value: entry.head.url)]
+                try store.update(entry.id, fields: HeaderFields(fields), facts: entry.head.facts)
+            default:
+                stored[key] = try StressBodies.write(into: store, key: key, generation: generation, size: size)
             }
         } catch {
             fail("write: \(error)")
