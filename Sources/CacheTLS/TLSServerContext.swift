@@ -189,7 +189,8 @@ public final class TLSServerContext: @unchecked Sendable {
         guard let key = keys.first, keys.count == 1 else {
             release()
             let reason =
-                keys.isEmpty ? "holds no PEM private key (OpenSSL: \(keyError))" : "holds \(keys.count) private keys, not one"
+                keys.isEmpty
+                ? "holds no PEM private key (OpenSSL: \(keyError))" : "holds \(keys.count) private keys, not one"
             throw .unusableIdentity(path: identity.keyFile, reason: reason)
         }
         guard X509_check_private_key(first, key) == 1 else {

@@ -109,9 +109,7 @@ extension TLSConnectionTests {
         #expect(first.server.uncork() == .done)
         #expect(first.server.unsentCount == 0)
         #expect(first.readAll(first.client).text == "response")
-        let second = try ConnectedPair(client: client, server: server, port: 9101)
-        #expect(second.handshake() == (.done, .done))
-        #expect(second.client.isResumed)
+        try expectResumption(port: 9101)
     }
 
     /// An uncorked write after held tickets sends them first: they still arrive, before it.
@@ -122,7 +120,12 @@ extension TLSConnectionTests {
         #expect(first.write("response", from: first.server) == .wrote(8))
         #expect(first.server.unsentCount == 0)
         #expect(first.readAll(first.client).text == "response")
-        let second = try ConnectedPair(client: client, server: server, port: 9102)
+        try expectResumption(port: 9102)
+    }
+
+    /// A second connection to `port` resumes: the held tickets reached the client whole.
+    private func expectResumption(port: UInt16) throws {
+        let second = try ConnectedPair(client: client, server: server, port: port)
         #expect(second.handshake() == (.done, .done))
         #expect(second.client.isResumed)
     }

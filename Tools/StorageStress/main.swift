@@ -64,7 +64,8 @@ func verifyAll(_ store: DiskStore) -> Int {
             fail("\(entry.head.url) carries the head update made for \(updatedFor)")
         }
         guard entry.head.fields["Content-Length"] == String(entry.bodySize) else {
-            fail("\(entry.head.url): Content-Length \(entry.head.fields["Content-Length"] ?? "absent") for a body of \(entry.bodySize)")
+            let length = entry.head.fields["Content-Length"] ?? "absent"
+            fail("\(entry.head.url): Content-Length \(length) for a body of \(entry.bodySize)")
         }
         checkBody(store, entry)
     }
