@@ -83,11 +83,20 @@ final class SoakOrigin: Sendable {
 
     /// For the late stray whose `Soak-Stray` field is `field`: how long after it the next
     /// request on its connection came, if one did.
+    ///
+    /// Waits up to 2 s for the origin to read that request: the proxy had the stray in hand
+    /// when it sent the request, so it may answer its client before the origin's thread (on a
+    /// busy machine) gets to read the request it crossed.
     func followUp(ofStray field: String) -> Double? {
         guard let mark = field.lastIndex(of: "#"), let number = Int(field[field.index(after: mark)...]) else {
             return nil
         }
-        return counters.withLock { $0.strayFollowUps[number] }
+        let deadline = MonotonicClock.seconds() + 2
+        while true {
+            if let followUp = counters.withLock({ $0.strayFollowUps[number] }) { return followUp }
+            if MonotonicClock.seconds() > deadline { return nil }
+            usleep(5_000)
+        }
     }
 
     static func isBig(_ index: Int) -> Bool { index % 100 == 99 }
