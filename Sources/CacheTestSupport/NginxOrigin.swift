@@ -133,9 +133,23 @@ public final class NginxOrigin {
     }
 
     /// The requests nginx answered so far, one access-log line each.
+    ///
+    /// nginx logs a request after it sent the response's last byte, so a client holding the
+    /// response may look before the line is written: to count what a client received, use
+    /// ``requests(atLeast:)``.
     public var requests: [String] {
         let log = (try? String(contentsOfFile: directory.path + "/access.log", encoding: .utf8)) ?? ""
         return log.split(separator: "\n").map(String.init)
+    }
+
+    /// The access log once it holds at least `count` lines, or as it is after 5 s.
+    public func requests(atLeast count: Int) -> [String] {
+        for _ in 0..<500 {
+            let lines = requests
+            if lines.count >= count { return lines }
+            usleep(10_000)
+        }
+        return requests
     }
 
     /// The URL of `path` on this origin, by the name its certificate covers.

@@ -21,13 +21,19 @@ public final class TLSClientSocket {
     /// Connects to 127.0.0.1:`port` and does the handshake, asking for `host`.
     /// - Throws: ``TLSError`` when the handshake fails, ``ConnectError`` when the connect does.
     public init(port: UInt16, host: String = "127.0.0.1", context: TLSClientContext) throws {
+        let fd: Int32
         switch Socket.connected(host: "127.0.0.1", port: port, timeout: 10, blocking: false) {
-        case .success(let fd): self.fd = fd
+        case .success(let connected): fd = connected
         case .failure(let failure): throw ConnectError(description: "connect to port \(port): \(failure)")
         }
+        // The properties are set only once the handshake is done: a fully initialized object
+        // that throws is still deinitialized, and its deinit would close `fd` a second time,
+        // by then perhaps another thread's file (a key file read half-way, in one CI run).
         do {
-            tls = try context.connection(fd: fd, host: host, port: port)
+            let tls = try context.connection(fd: fd, host: host, port: port)
             try tls.handshake(timeout: 20)
+            self.fd = fd
+            self.tls = tls
         } catch {
             close(fd)
             throw error
