@@ -199,6 +199,9 @@ public final class TLSConnection {
         }
     }
 
+    /// Whether the connection holds a buffer for gathered records now (sent or not).
+    package var holdsBuffer: Bool { socket.pointee.pending != nil }
+
     /// Bytes written through TLS and not yet sent: records gathered (``cork()``) or held
     /// (``handshake(holdingLast:)``), or left when the socket was full at ``uncork()``.
     public var unsentCount: Int { socket.pointee.pendingCount }
