@@ -97,6 +97,8 @@ extension EventLoop {
     private func enterClosing(_ connection: Connection) {
         guard connection.state.phase == .http2 else { return }
         connection.state.phase = .closing
+        // No stream follows: buffers go once what is queued has left (no sweep comes now).
+        connection.state.h2?.keepBuffers(false)
         connection.state.deadline = now + Self.lingerMilliseconds
     }
 
