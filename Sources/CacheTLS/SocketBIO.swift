@@ -22,6 +22,9 @@ struct SocketState {
     /// Whether writes are being gathered (``SocketBIO`` keeps them in `pending` instead of
     /// sending each record on its own), and flushes wait for the gathering to end.
     var corked = false
+    /// Whether the buffer of `pending` stays when all of it is sent (more records are sure to
+    /// follow soon; see ``TLSConnection/keepsBuffer``).
+    var keepsBuffer = false
     /// Records written and not yet sent: `pending[pendingStart..<pendingEnd]` (no buffer while
     /// nothing waits).
     var pending: UnsafeMutableRawBufferPointer?
@@ -153,7 +156,8 @@ enum SocketBIO {
     /// retry flags set when the socket is full, or the `errno` kept when it failed.
     private static func drain(_ bio: OpaquePointer, _ state: UnsafeMutablePointer<SocketState>) -> Bool {
         BIO_clear_flags(bio, retryFlags)
-        switch sendPending(state) {
+        // Corked, the buffer stays: records go on being gathered into it until the owner uncorks.
+        switch sendPending(state, keepingBuffer: state.pointee.corked) {
         case .sent: return true
         case .blocked: BIO_set_flags(bio, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY)
         case .failed(let code): state.pointee.lastErrno = code
@@ -169,8 +173,11 @@ enum SocketBIO {
             if let buffer = state.pointee.pending?.baseAddress, live + count <= capacity {
                 memmove(buffer, buffer + state.pointee.pendingStart, live)
             } else {
+                // Whole records (application data) take the limit at once: gathering them
+                // would otherwise grow the buffer, and copy what waits, again and again.
+                let wanted = live + count
                 let grown = UnsafeMutableRawBufferPointer.allocate(
-                    byteCount: max(live + count, min(gatherLimit, max(4096, (live + count) * 2))), alignment: 16)
+                    byteCount: wanted > 8192 ? max(wanted, gatherLimit) : max(4096, wanted * 2), alignment: 16)
                 if let old = state.pointee.pending {
                     memcpy(grown.baseAddress!, old.baseAddress! + state.pointee.pendingStart, live)
                     old.deallocate()
@@ -184,8 +191,9 @@ enum SocketBIO {
         state.pointee.pendingEnd += count
     }
 
-    /// Sends what waits, as much as the socket takes; the buffer is given back once all is sent.
-    static func sendPending(_ state: UnsafeMutablePointer<SocketState>) -> PendingSend {
+    /// Sends what waits, as much as the socket takes; the buffer is given back once all is sent
+    /// unless `keepingBuffer` (more records are about to be gathered).
+    static func sendPending(_ state: UnsafeMutablePointer<SocketState>, keepingBuffer: Bool = false) -> PendingSend {
         while state.pointee.pendingCount > 0 {
             let sent = send(
                 state.pointee.fd, state.pointee.pending!.baseAddress! + state.pointee.pendingStart,
@@ -199,7 +207,11 @@ enum SocketBIO {
             }
             state.pointee.pendingStart += sent
         }
-        state.pointee.releasePending()
+        if keepingBuffer || state.pointee.keepsBuffer {
+            (state.pointee.pendingStart, state.pointee.pendingEnd) = (0, 0)
+        } else {
+            state.pointee.releasePending()
+        }
         return .sent
     }
 

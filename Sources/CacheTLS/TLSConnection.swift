@@ -187,6 +187,21 @@ public final class TLSConnection {
         }
     }
 
+    /// Whether the buffer records are gathered in stays once they are sent: set while a busy
+    /// connection writes response after response (each flush would otherwise allocate it and
+    /// fault it in again); cleared, an empty one is given back at once (an idle connection
+    /// holds none).
+    public var keepsBuffer: Bool {
+        get { socket.pointee.keepsBuffer }
+        set {
+            socket.pointee.keepsBuffer = newValue
+            if !newValue && socket.pointee.pendingCount == 0 { socket.pointee.releasePending() }
+        }
+    }
+
+    /// Whether the connection holds a buffer for gathered records now (sent or not).
+    package var holdsBuffer: Bool { socket.pointee.pending != nil }
+
     /// Bytes written through TLS and not yet sent: records gathered (``cork()``) or held
     /// (``handshake(holdingLast:)``), or left when the socket was full at ``uncork()``.
     public var unsentCount: Int { socket.pointee.pendingCount }

@@ -34,6 +34,28 @@ extension TLSConnectionTests {
         #expect(end == .wantRead)
     }
 
+    /// The buffer records are gathered in is given back once they are sent, unless the
+    /// connection keeps it (a busy HTTP/2 connection): then it stays through several flushes,
+    /// and a long body still leaves whole and in order; cleared, the empty buffer goes at once.
+    @Test func aKeptGatheringBufferStaysUntilReleased() throws {
+        // 128,000 bytes: past the 64 KiB gathered, so some leave before uncork.
+        let long = String(repeating: "fedcba9876543210", count: 8_000)
+        let pair = try ConnectedPair(client: client, server: server)
+        #expect(pair.handshake() == (.done, .done))
+        #expect(pair.readAll(pair.client).end == .wantRead)
+        for keeps in [false, true, true] {
+            pair.server.keepsBuffer = keeps
+            pair.server.cork()
+            #expect(pair.write(long, from: pair.server) == .wrote(128_000))
+            #expect(pair.server.uncork() == .done)
+            #expect(pair.server.unsentCount == 0)
+            #expect(pair.server.holdsBuffer == keeps, keeps ? "the kept buffer was given back" : "a buffer stayed")
+            #expect(pair.readAll(pair.client).text == long, "the bytes arrived in another order")
+        }
+        pair.server.keepsBuffer = false
+        #expect(!pair.server.holdsBuffer, "the empty buffer stayed once no longer kept")
+    }
+
     /// At most 64 KiB wait: a corked write beyond that sends what waits first, so a long body
     /// is not held whole.
     @Test func gatheringSendsOnceItHoldsSixtyFourKiB() throws {

@@ -232,6 +232,38 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// Large answers on many streams at once, over TLS, in two rounds on one connection: the
+    /// second round's hits go through the output and TLS buffers the busy connection kept from
+    /// the first (each flush writes past the 64 KiB TLS gathering), and every body arrives
+    /// whole, its own, in order.
+    @Test func largeAnswersOnManyStreamsInRounds() async throws {
+        try await offPool {
+            let origin = try LoopbackOrigin()
+            defer { origin.stop() }
+            let count = 12
+            let bodies = (0..<count).map { index in
+                (0..<(100_000 + index * 1_001)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+            }
+            for index in 0..<count {
+                origin.route("/big/\(index)") { _ in
+                    .init(headers: [("Cache-Control", "max-age=60")], body: bodies[index])
+                }
+            }
+            let proxy = try Self.proxyWithTLS(origin)
+            defer { proxy.shutdown(timeout: 5) }
+            let client = try HTTP2Client(port: try #require(proxy.tlsPort), tls: .testCA())
+            for round in 0..<2 {
+                let answers = client.send((0..<count).map { HTTP2Request("GET", "/big/\($0)") })
+                #expect(answers.map(\.status) == Array(repeating: 200, count: count), "round \(round)")
+                for (index, answer) in answers.enumerated() {
+                    #expect(answer.body == bodies[index], "round \(round): /big/\(index) arrived changed")
+                }
+            }
+            #expect(origin.count("/big/0") == 1, "the second round was not served from the cache")
+            #expect(client.isUsable)
+        }
+    }
+
     /// RFC 9110 §15.5.14: a request body over the proxy's limit is answered 413 on its stream;
     /// the connection goes on.
     @Test func bodyOverTheLimitIs413() async throws {

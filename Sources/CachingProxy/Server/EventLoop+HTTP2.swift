@@ -57,6 +57,10 @@ extension EventLoop {
         }
         if connection.state.closed { return false }
         connection.state.shrinkInputIfIdle()
+        // While streams are open more output follows: the queue, and TLS's gathering of records,
+        // keep their buffers between flushes (100 KB answers otherwise fault in fresh pages for
+        // every flush). The sweep gives them back once the session has no stream.
+        if !session.streams.isEmpty { session.keepBuffers(true) }
         guard session.send() else {
             close(connection)
             return false
@@ -93,6 +97,8 @@ extension EventLoop {
     private func enterClosing(_ connection: Connection) {
         guard connection.state.phase == .http2 else { return }
         connection.state.phase = .closing
+        // No stream follows: buffers go once what is queued has left (no sweep comes now).
+        connection.state.h2?.keepBuffers(false)
         connection.state.deadline = now + Self.lingerMilliseconds
     }
 

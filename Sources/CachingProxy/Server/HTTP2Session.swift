@@ -7,6 +7,7 @@
 import CNGHTTP2HTTPCache
 import CacheSystem
 import CacheSemantics
+import CacheTLS
 @_spi(Wire) import HTTPWire
 import Glibc
 
@@ -316,6 +317,7 @@ final class HTTP2Session {
         // Zero-window stall: answers wait and the client has not let a byte go for idle ms.
         if pendingBytes > 0 && now - lastDataSent >= idle { return terminate(NGHTTP2_ENHANCE_YOUR_CALM) }
         if streams.isEmpty {
+            keepBuffers(false)
             if now >= connection.state.deadline { goAway(notice: false) }
             return
         }
@@ -324,6 +326,14 @@ final class HTTP2Session {
                 refuse(stream, Rejection(status: 408, reason: "no body byte arrived for \(Double(body) / 1000) s"))
             }
         }
+    }
+
+    /// Whether the connection's output buffers (the queue's, and TLS's records being gathered)
+    /// stay between flushes: while streams are open (set as the connection is driven) and up to
+    /// a sweep after the last one ended, when they are given back (an idle connection holds none).
+    func keepBuffers(_ keep: Bool) {
+        connection.state.output.keepsBuffer = keep
+        connection.state.tls?.keepsBuffer = keep
     }
 
     // MARK: callbacks

@@ -36,6 +36,16 @@ struct OutputQueue {
     /// (the socket was full): counted in `count`, so that the queue is not empty while they wait.
     private(set) var sealed = 0
 
+    /// Whether the buffer stays when everything has been sent: set while more output is sure to
+    /// follow (an HTTP/2 session with open streams), so that a busy connection grows its buffer
+    /// once instead of allocating, faulting in and giving back a fresh one for every flush.
+    /// Cleared, it gives back an empty queue's buffer at once.
+    var keepsBuffer = false {
+        didSet {
+            if !keepsBuffer && count == 0 && buffer != nil { release() }
+        }
+    }
+
     var isEmpty: Bool { count == 0 }
     /// Whether it holds a buffer now (an idle connection's queue holds none).
     var holdsBuffer: Bool { buffer != nil }
@@ -318,9 +328,11 @@ struct OutputQueue {
             writeIndex = 0
             // Given back once sent: an idle keep-alive connection then holds no buffer (10,000
             // of them would otherwise keep 40 MB), for a malloc per response.
-            buffer?.deallocate()
-            buffer = nil
-            capacity = 0
+            if !keepsBuffer {
+                buffer?.deallocate()
+                buffer = nil
+                capacity = 0
+            }
         } else if firstSegment > 32 && firstSegment * 2 > segments.count {
             segments.removeFirst(firstSegment)
             firstSegment = 0
