@@ -137,14 +137,31 @@ final class CandidateReader: Sendable {
                 try? store.remove(entry.id)
                 return nil
             }
-            let base = makeBase(entry)
-            let known = EntryMemo(bytes: entry.head.facts, fields: entry.head.fields, facts: facts, base: base)
-            let cost =
-                MemoryCost.allocation(16 + 8 + 8 + MemoryLayout<StoredResponseFacts>.stride + 8)
-                + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + base.memoryCost(entry.head.fields)
-            memo.withLock { $0.entries.set(known, for: entry.id, cost: cost) }
-            return StoredCandidate(entry: entry, facts: facts, base: base)
+            return remember(entry, facts: facts)
         }
+    }
+
+    /// `candidate`, freshened by a `304` or a `HEAD` response and stored as it is now, with the
+    /// fields its answers start with made and remembered by entry: the answer to the request
+    /// that freshened it and the next read of its key share them, instead of each making them.
+    /// `facts` are remembered as the store will give them back (decoded from the head's bytes),
+    /// and the candidate is returned unchanged when those do not decode.
+    func remembered(_ candidate: StoredCandidate) -> StoredCandidate {
+        guard candidate.base == nil, let facts = StoredResponseFacts(serialized: candidate.entry.head.facts) else {
+            return candidate
+        }
+        return remember(candidate.entry, facts: facts)
+    }
+
+    /// A candidate of `entry` with its served base made, remembered by entry.
+    private func remember(_ entry: StoredEntry, facts: StoredResponseFacts) -> StoredCandidate {
+        let base = makeBase(entry)
+        let known = EntryMemo(bytes: entry.head.facts, fields: entry.head.fields, facts: facts, base: base)
+        let cost =
+            MemoryCost.allocation(16 + 8 + 8 + MemoryLayout<StoredResponseFacts>.stride + 8)
+            + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + base.memoryCost
+        memo.withLock { $0.entries.set(known, for: entry.id, cost: cost) }
+        return StoredCandidate(entry: entry, facts: facts, base: base)
     }
 }
 
@@ -153,6 +170,6 @@ extension StoredCandidate {
     /// the served base made of them.
     var memoryCost: Int {
         MemoryCost.allocation(16 + MemoryLayout<StoredEntry>.stride + MemoryLayout<StoredResponseFacts>.stride + 8)
-            + MemoryCost.head(entry.head) + MemoryCost.facts(facts) + (base?.memoryCost(entry.head.fields) ?? 0)
+            + MemoryCost.head(entry.head) + MemoryCost.facts(facts) + (base?.memoryCost ?? 0)
     }
 }

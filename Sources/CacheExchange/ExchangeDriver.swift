@@ -196,10 +196,12 @@ public final class ExchangeDriver: Sendable {
             engine: configuration.engine, name: configuration.name, addsCacheStatus: configuration.addsCacheStatus,
             transform: configuration.storedFieldsTransform, serializer: configuration.storedFieldsSerializer)
         self.builder = builder
-        reader = CandidateReader(
+        let reader = CandidateReader(
             store: store, capacity: configuration.memoCapacity, byteLimit: configuration.memoByteLimit,
             log: configuration.log, makeBase: builder.base)
-        updates = StoredResponseUpdates(store: store, engine: configuration.engine, log: configuration.log)
+        self.reader = reader
+        updates = StoredResponseUpdates(
+            store: store, engine: configuration.engine, log: configuration.log, remember: reader.remembered)
     }
 
     private var now: Timestamp { Timestamp(secondsSince1970: configuration.clock()) }

@@ -124,23 +124,25 @@ final class ServedBase: Sendable {
     /// ``fields`` as the host's serializer writes them.
     let serialized: ServedResponse.SerializedFields?
 
+    /// The heap memory the base holds beyond the stored fields it was made of, whose strings
+    /// its fields share: the object, its fields' array, the strings the transform added, the
+    /// serialized bytes. Counted once, when made (a memo charges it for each entry and key).
+    let memoryCost: Int
+
     init(
-        fields: HeaderFields, declaredLength: Int64?, serialized: ServedResponse.SerializedFields?
+        fields: HeaderFields, storedFields: HeaderFields, declaredLength: Int64?,
+        serialized: ServedResponse.SerializedFields?
     ) {
         self.fields = fields
         hasCacheStatus = fields.contains(.cacheStatus)
         self.declaredLength = declaredLength
         fieldsLength = fields[.contentLength].map { Int64($0) ?? -1 }
         self.serialized = serialized
-    }
-
-    /// The heap memory the base holds beyond `storedFields`, whose strings its fields share:
-    /// the object, its fields' array, the strings the transform added, the serialized bytes.
-    func memoryCost(_ storedFields: HeaderFields) -> Int {
         let strings = { (fields: HeaderFields) in
             MemoryCost.fields(fields) - MemoryCost.array(count: fields.count, stride: MemoryLayout<HeaderField>.stride)
         }
-        return MemoryCost.allocation(16 + MemoryLayout<HeaderFields>.stride + 2 * 9 + 2 * 9 + 8 + 16)
+        memoryCost =
+            MemoryCost.allocation(16 + MemoryLayout<HeaderFields>.stride + 2 * 9 + 2 * 9 + 8 + 8 + 16)
             + MemoryCost.array(count: fields.count, stride: MemoryLayout<HeaderField>.stride)
             + max(0, strings(fields) - strings(storedFields)) + (serialized.map { MemoryCost.bytes($0.bytes) } ?? 0)
     }
@@ -178,7 +180,8 @@ final class ServedResponseBuilder: Sendable {
         fields.removeAll(named: .age)
         if let transform { fields = transform(fields) }
         return ServedBase(
-            fields: fields, declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
+            fields: fields, storedFields: entry.head.fields,
+            declaredLength: entry.head.fields[.contentLength].map { Int64($0) ?? -1 },
             serialized: serializer.map { ServedResponse.SerializedFields(bytes: $0(fields), count: fields.count) })
     }
 

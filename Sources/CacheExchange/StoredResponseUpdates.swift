@@ -16,6 +16,9 @@ struct StoredResponseUpdates {
     let store: any CacheStore
     let engine: CacheEngine
     let log: @Sendable (String) -> Void
+    /// A candidate as freshened and stored, with the fields its answers start with made and
+    /// remembered (``CandidateReader/remembered(_:)``).
+    let remember: @Sendable (StoredCandidate) -> StoredCandidate
 
     /// Updates the stored responses a `304` selects: the candidates as updated, or `nil` when it
     /// selects none.
@@ -73,13 +76,15 @@ struct StoredResponseUpdates {
                 responseTime: notModified.times.responseTime)
             do {
                 updated[index].entry = try update(candidate, fields: fields, facts: facts)
+                updated[index].facts = facts
+                updated[index] = remember(updated[index])
             } catch  where error.kind == .notFound {
                 return .replaced
             } catch {
                 log("could not freshen the stored response for \(candidate.entry.head.url): \(error)")
                 updated[index].entry.head.fields = fields
+                updated[index].facts = facts
             }
-            updated[index].facts = facts
         }
         return .updated(updated)
     }

@@ -63,9 +63,10 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         try storage.withUnsafeBufferPointer(body)
     }
 
-    public var startIndex: Int { storage.startIndex }
-    public var endIndex: Int { storage.endIndex }
-    public subscript(position: Int) -> HeaderField { storage[position] }
+    // Inlinable: other modules iterate the lines without a call (and its copies) per line.
+    @inlinable public var startIndex: Int { storage.startIndex }
+    @inlinable public var endIndex: Int { storage.endIndex }
+    @inlinable public subscript(position: Int) -> HeaderField { storage[position] }
 
     /// The combined value of every line named `name`, joined with ", " as RFC 9110 §5.3
     /// allows for list-based fields; `nil` when absent. Setting replaces all such lines

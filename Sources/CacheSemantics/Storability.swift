@@ -25,6 +25,10 @@ public enum StorageDecision: Hashable, Sendable {
     }
 }
 
+/// The response directives in force for some fields and the targeted field they came from,
+/// if any (``CacheEngine/effectiveDirectives(_:)`` without its notes).
+typealias DirectivesInForce = (directives: ResponseCacheControl, targetedField: String?)
+
 extension CacheEngine {
     /// The response directives in force for `fields`: the first valid, non-empty targeted
     /// field of the configuration (RFC 9213 §2.2), else `Cache-Control`.
@@ -136,9 +140,15 @@ extension CacheEngine {
             fields.append(name: .date, value: HTTPDate.format(responseTime))
             notes.append(.dateAddedFromResponseTime)
         }
+        // Parsed once: dropping fields changes the directives only when it drops a directive field.
+        var inForce: DirectivesInForce = (directives, targeted)
+        if dropped.contains(where: { isDirectiveFieldName($0.lowercasedName) }) {
+            let parsed = effectiveDirectives(fields)
+            inForce = (parsed.directives, parsed.targetedField)
+        }
         let (facts, factNotes) = makeFacts(
             status: status, fields: fields, requestFields: request.fields, requestTime: requestTime,
-            responseTime: responseTime)
+            responseTime: responseTime, inForce: inForce)
         return .store(StorableResponse(fields: fields, facts: facts, notes: notes + factNotes))
     }
 
@@ -170,6 +180,18 @@ extension CacheEngine {
         responseTime: Timestamp
     ) -> (facts: StoredResponseFacts, notes: [Reason]) {
         let (directives, targeted, _) = effectiveDirectives(fields)
+        return makeFacts(
+            status: status, fields: fields, requestFields: requestFields, requestTime: requestTime,
+            responseTime: responseTime, inForce: (directives, targeted))
+    }
+
+    /// ``makeFacts(status:fields:requestFields:requestTime:responseTime:)`` with the
+    /// directives in force for `fields` already parsed.
+    func makeFacts(
+        status: Int, fields: HeaderFields, requestFields: HeaderFields, requestTime: Timestamp,
+        responseTime: Timestamp, inForce: DirectivesInForce
+    ) -> (facts: StoredResponseFacts, notes: [Reason]) {
+        let (directives, targeted) = inForce
         var notes: [Reason] = []
         let shared = configuration.isShared
 

@@ -55,26 +55,67 @@ extension CacheEngine {
     /// §5.2.2.4, §5.2.2.7). A stored `Age` the new response lacks is removed, since the
     /// response was just validated at the origin (§4.2.3, "age").
     public func updatedFields(stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp) -> HeaderFields {
-        let excluded =
-            fieldNamesNotStored(newer, directives: effectiveDirectives(newer).directives)
-            + [HeaderField.Name.contentLength, .contentRange, .contentDigest].map(\.lowercasedName)
-        var result = stored
+        updatedFieldsInForce(stored: stored, with: newer, responseTime: responseTime).fields
+    }
+
+    /// ``updatedFields(stored:with:responseTime:)`` and the directives in force for the fields
+    /// it returns (as ``effectiveDirectives(_:)`` gives them), parsed once: a `304` that
+    /// brings its own `Cache-Control` (the common case) leaves the stored fields with the same
+    /// directive lines, whose parse is then reused.
+    func updatedFieldsInForce(
+        stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp
+    ) -> (fields: HeaderFields, inForce: DirectivesInForce) {
+        let newerInForce = effectiveDirectives(newer)
+        var excluded = fieldNamesNotStored(newer, directives: newerInForce.directives)
+        excluded += Self.contentDescribingFieldNames
+        // The names the newer response replaces: every line of these is dropped from the
+        // stored fields, and the newer lines follow the stored ones that remain, in order.
         var replaced: [String] = []
-        for field in newer where !excluded.contains(field.lowercasedName) {
-            if !replaced.contains(field.lowercasedName) {
-                result.removeAll(named: field.name)
-                replaced.append(field.lowercasedName)
-            }
-            result.append(name: field.name, value: field.value)
+        for field in newer where !excluded.contains(field.lowercasedName) && !replaced.contains(field.lowercasedName) {
+            replaced.append(field.lowercasedName)
         }
-        if !newer.contains(.age) { result.removeAll(named: .age) }
+        let dropsAge = !newer.contains(.age)
+        let ageName = HeaderField.Name.age.lowercasedName
+        var result = HeaderFields()
+        result.reserveCapacity(stored.count + newer.count + 1)
+        for field in stored where !replaced.contains(field.lowercasedName) {
+            // A stored `Age` the new response lacks goes: it was just validated (§4.2.3).
+            if dropsAge && field.lowercasedName == ageName { continue }
+            result.append(field)
+        }
+        for field in newer where replaced.contains(field.lowercasedName) {
+            result.append(field)
+        }
         if !newer.contains(.date) { result[.date] = HTTPDate.format(responseTime) }
         // The directives now in force may name fields the newer response brought (§3.1).
-        let inForce = effectiveDirectives(result).directives
-        var named = inForce.noCacheFieldNames
-        if configuration.isShared { named += inForce.privateFieldNames }
-        result.removeAll(namedAnyOf: named)
-        return result
+        var inForce = sameDirectiveLines(result, newer) ? newerInForce : effectiveDirectives(result)
+        var named = inForce.directives.noCacheFieldNames
+        if configuration.isShared { named += inForce.directives.privateFieldNames }
+        if !named.isEmpty {
+            result.removeAll(namedAnyOf: named)
+            // Removing a directive field itself changes what is in force.
+            if named.contains(where: isDirectiveFieldName) { inForce = effectiveDirectives(result) }
+        }
+        return (result, (inForce.directives, inForce.targetedField))
+    }
+
+    /// The fields describing a response's own content, which a `304` or `HEAD` response
+    /// does not have (lowered): never taken from them into the stored fields.
+    private static let contentDescribingFieldNames = [HeaderField.Name.contentLength, .contentRange, .contentDigest]
+        .map(\.lowercasedName)
+
+    /// Whether `name` is `Cache-Control` or one of the configuration's targeted fields, the
+    /// fields ``effectiveDirectives(_:)`` reads (case ignored).
+    func isDirectiveFieldName(_ name: String) -> Bool {
+        ASCII.equalsIgnoringCase(name, HeaderField.Name.cacheControl.rawName)
+            || configuration.targetedFieldNames.contains { ASCII.equalsIgnoringCase($0, name) }
+    }
+
+    /// Whether `a` and `b` have the same lines of every field ``effectiveDirectives(_:)``
+    /// reads, so that the directives in force for one are those for the other.
+    private func sameDirectiveLines(_ a: HeaderFields, _ b: HeaderFields) -> Bool {
+        guard a.values(named: .cacheControl) == b.values(named: .cacheControl) else { return false }
+        return configuration.targetedFieldNames.allSatisfy { a.values(named: $0) == b.values(named: $0) }
     }
 
     /// Freshens a stored response with a `304` or a matching `HEAD` response
@@ -84,10 +125,10 @@ extension CacheEngine {
         storedFields: HeaderFields, storedFacts: StoredResponseFacts, with newer: HeaderFields,
         request: HeaderFields, requestTime: Timestamp, responseTime: Timestamp
     ) -> (fields: HeaderFields, facts: StoredResponseFacts) {
-        let fields = updatedFields(stored: storedFields, with: newer, responseTime: responseTime)
+        let (fields, inForce) = updatedFieldsInForce(stored: storedFields, with: newer, responseTime: responseTime)
         var (facts, _) = makeFacts(
             status: storedFacts.status, fields: fields, requestFields: request, requestTime: requestTime,
-            responseTime: responseTime)
+            responseTime: responseTime, inForce: inForce)
         facts.flags.formUnion(storedFacts.flags.intersection(.incomplete))
         // The body is the one checked when it was stored.
         facts.integrity = storedFacts.integrity

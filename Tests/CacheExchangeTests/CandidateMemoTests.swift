@@ -59,9 +59,10 @@ struct CandidateMemoTests {
     }
 
     /// Asks `driver` for `url` and returns the hit it serves, checking its fields and bytes.
-    static func hit(_ driver: ExchangeDriver, _ number: Int, sourceLocation: SourceLocation = #_sourceLocation)
-        throws -> ServedResponse?
-    {
+    static func hit(
+        _ driver: ExchangeDriver, _ number: Int, age: String = "3", ttl: Int = 597,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> ServedResponse? {
         let request = ExchangeRequest(head: RequestHead(uri: url(number)), primaryKey: key(url(number)))
         var machine = driver.exchange(for: request)
         guard case .serve(let served, _) = driver.start(&machine) else {
@@ -76,8 +77,8 @@ struct CandidateMemoTests {
         #expect(served.fields[.eTag] == "\"e\(number)\"", sourceLocation: sourceLocation)
         #expect(served.fields[.via] == "1.1 cache", sourceLocation: sourceLocation)
         // The stored Age is replaced by the cache's own (RFC 9111 §5.1); Cache-Status is a hit.
-        #expect(served.fields.values(named: .age) == ["3"], sourceLocation: sourceLocation)
-        #expect(served.fields[.cacheStatus] == "cache; hit; ttl=597", sourceLocation: sourceLocation)
+        #expect(served.fields.values(named: .age) == [age], sourceLocation: sourceLocation)
+        #expect(served.fields[.cacheStatus] == "cache; hit; ttl=\(ttl)", sourceLocation: sourceLocation)
         // The kept bytes stand for every field but the two each answer adds.
         let serialized = try #require(served.serializedFields, sourceLocation: sourceLocation)
         #expect(serialized.count == served.fields.count - 2, sourceLocation: sourceLocation)
@@ -144,5 +145,49 @@ struct CandidateMemoTests {
         #expect(changed.base == nil)
         #expect(original.base != nil)
         #expect(original.entry.head.fields[.cacheControl] == "max-age=600")
+    }
+
+    /// A `304` that freshens a stored response (RFC 9111 §4.3.4) leaves its new version
+    /// remembered with the fields its answers start with: the answer to the revalidating request
+    /// and the next hit share one served base, made of the updated head (its new field, its
+    /// new lifetime, no stored `Age`), and the store holds that head.
+    @Test func aFreshenedResponseIsRememberedAsStoredNow() throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        let url = Self.url(7)
+        let body = Array("body of 7".utf8)
+        let (fields, facts) = Self.stored(
+            url, ["Cache-Control": "max-age=0", "Content-Length": String(body.count), "ETag": "\"e7\"", "Age": "3"])
+        let writer = try store.makeWriter(
+            for: EntryHead(primaryKey: Self.key(url), url: url, status: 200, fields: fields, facts: facts))
+        try writer.append(body)
+        try writer.commit()
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        var machine = driver.exchange(for: ExchangeRequest(head: RequestHead(uri: url), primaryKey: Self.key(url)))
+        // A request that goes to the origin may be shared: this one leads.
+        guard case .join = driver.start(&machine), case .forward(let forwarded) = driver.joinedAsLeader(&machine)
+        else {
+            Issue.record("a stale response is not revalidated")
+            return
+        }
+        #expect(forwarded.fields[.ifNoneMatch] == "\"e7\"")
+        let notModified: HeaderFields = ["ETag": "\"e7\"", "Cache-Control": "max-age=600", "X-Freshened": "yes"]
+        guard
+            case .serve(let freshened) = driver.originResponded(
+                &machine, ResponseHead(status: 304, fields: notModified), requestTime: Self.now)
+        else {
+            Issue.record("the 304 is not answered from the store")
+            return
+        }
+        #expect(freshened.fields["X-Freshened"] == "yes")
+        #expect(freshened.fields[.cacheControl] == "max-age=600")
+        #expect(freshened.fields.values(named: .age) == ["0"])
+        let storedNow = try #require(try store.variants(of: Self.key(url)).first)
+        #expect(storedNow.head.fields["X-Freshened"] == "yes")
+        #expect(storedNow.head.fields[.age] == nil)
+        let hit = try #require(try Self.hit(driver, 7, age: "0", ttl: 600))
+        #expect(hit.fields["X-Freshened"] == "yes")
+        let base = try #require(hit.candidate.base)
+        #expect(freshened.candidate.base === base)
+        #expect(base.fields == HeaderFields(storedNow.head.fields + [HeaderField(name: "Via", value: "1.1 cache")]))
     }
 }

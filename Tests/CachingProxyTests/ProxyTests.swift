@@ -47,11 +47,13 @@ struct ProxyTests {
                 "/f",
                 [
                     ("Accept", "text/plain"), ("X-One", "a"), ("Connection", "X-Secret"), ("X-Secret", "s"),
-                    ("X-One", "b"),
+                    ("X-One", "b"), ("Proxy-Authorization", "Basic eDp5"),
                 ])
             let request = try #require(harness.origin.requests(to: "/f").first)
             let names = request.headers.map { $0.name.lowercased() }
             #expect(request.header("Host") == "127.0.0.1:\(harness.origin.port)")
+            #expect(names.filter { $0 == "host" }.count == 1)
+            #expect(!names.contains("proxy-authorization"), "the proxy's own credentials go no further")
             #expect(!names.contains("x-secret"), "a field Connection nominates is hop-by-hop")
             #expect(!names.contains("connection") || request.header("Connection")?.lowercased() != "x-secret")
             #expect(request.headers.filter { $0.name == "X-One" }.map(\.value) == ["a", "b"])

@@ -315,19 +315,25 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
     }
 
+    /// Fields of the client's request the origin never gets from the proxy (lowered): the
+    /// proxy frames the body itself, answers `Expect` itself, and `Proxy-Authorization` is for it.
+    private static let notForwarded = [HeaderField.Name.contentLength, .expect, .proxyAuthorization].map(
+        \.lowercasedName)
+
     /// The request as the origin gets it: hop-by-hop fields dropped (RFC 9110 §7.6.1), `Host`
     /// set to the origin's authority (RFC 9112 §3.2.2), the exchange's fields, `Via`.
     private func upstreamRequest(_ forwarded: ExchangeStateMachine.ForwardedRequest) -> UpstreamRequest {
         let client = request.server
-        var fields = Messages.removingHopByHop(client.fields)
-        fields.removeAll(namedAnyOf: [.contentLength, .expect, .proxyAuthorization])
-        fields = HeaderFields(
-            fields.map { field in
-                field.lowercasedName == HeaderField.Name.host.lowercasedName
-                    ? HeaderField(name: field.name, value: request.target.authority) : field
-            })
-        if !fields.contains(.host) {
-            fields = HeaderFields([HeaderField(name: .host, value: request.target.authority)] + Array(fields))
+        let kept = Messages.removingHopByHop(client.fields)
+        // One pass: the lines the origin does not get dropped, `Host` (first when the client
+        // sent none) naming the origin.
+        var fields = HeaderFields()
+        fields.reserveCapacity(kept.count + forwarded.fields.count + 2)
+        let host = HeaderField.Name.host.lowercasedName
+        if !kept.contains(.host) { fields.append(HeaderField(name: .host, value: request.target.authority)) }
+        for field in kept where !Self.notForwarded.contains(field.lowercasedName) {
+            fields.append(
+                field.lowercasedName == host ? HeaderField(name: field.name, value: request.target.authority) : field)
         }
         for field in forwarded.fields { fields[field.name] = field.value }
         Messages.addingVia(&fields, version: client.version, name: configuration.name)

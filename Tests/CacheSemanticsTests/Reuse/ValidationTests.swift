@@ -332,6 +332,81 @@ struct ValidationTests {
         #expect(facts.freshnessLifetime == 300)
     }
 
+    /// A stored response's fields, a `304`'s fields, and whether the cache is shared (obeying
+    /// `CDN-Cache-Control`, RFC 9213), for ``freshenedFactsAreThoseOfTheUpdatedFields(_:)``.
+    struct FresheningCase: Sendable, CustomTestStringConvertible {
+        var stored: HeaderFields
+        var notModified: HeaderFields
+        var shared: Bool = false
+        var testDescription: String { "\(stored) ← \(notModified)\(shared ? " (shared)" : "")" }
+    }
+
+    static let fresheningCases: [FresheningCase] = [
+        // The 304 brings its own Cache-Control: the directives parsed from it are those in force.
+        .init(
+            stored: ["Cache-Control": "max-age=100", "ETag": "\"v1\""], notModified: ["Cache-Control": "max-age=300"]),
+        // None: the stored ones stay in force, and keep out the Set-Cookie it names (§5.2.2.7).
+        .init(
+            stored: ["Cache-Control": "private=\"Set-Cookie\", max-age=50", "ETag": "\"v1\""],
+            notModified: ["Set-Cookie": "a=1", "ETag": "\"v1\""]),
+        // The 304's no-cache names Cache-Control itself: its own line is not stored (§3.1).
+        .init(
+            stored: ["Cache-Control": "max-age=100", "ETag": "\"v1\""],
+            notModified: ["Cache-Control": "no-cache=\"Cache-Control\", max-age=30"]),
+        // The directives in force after the update (the stored targeted field's) name the
+        // Cache-Control the 304 brought: dropping it changes what is in force.
+        .init(
+            stored: ["CDN-Cache-Control": "no-cache=\"Cache-Control\", max-age=100", "ETag": "\"v1\""],
+            notModified: ["Cache-Control": "max-age=10"], shared: true),
+        // A stored targeted field outlives a 304 with Cache-Control only (RFC 9213 §2.2).
+        .init(
+            stored: ["CDN-Cache-Control": "max-age=500", "Cache-Control": "max-age=5"],
+            notModified: ["Cache-Control": "max-age=10"], shared: true),
+        .init(
+            stored: ["Cache-Control": "max-age=5", "Age": "3"],
+            notModified: [
+                "CDN-Cache-Control": "max-age=20", "Cache-Control": "max-age=10, private=\"X-A\"", "X-A": "1",
+            ],
+            shared: true),
+        // Repeated lines, kept in order after the stored lines the 304 does not replace.
+        .init(
+            stored: ["Cache-Control": "max-age=5", "Vary": "Accept", "X-Old": "kept", "Link": "</a>"],
+            notModified: ["Link": "</b>", "Cache-Control": "max-age=7", "Link": "</c>", "Content-Length": "0"]),
+    ]
+
+    @Test(
+        "§3.2, §4.3.4: the fields updated by a 304, and facts that are those of the updated fields",
+        arguments: fresheningCases)
+    func freshenedFactsAreThoseOfTheUpdatedFields(_ example: FresheningCase) throws {
+        let engine = example.shared ? Reuse.sharedEngine : Self.engine
+        let stored = try Reuse.storeResponse(example.stored, engine: engine)
+        let (fields, facts) = engine.freshen(
+            storedFields: stored.fields, storedFacts: stored.facts, with: example.notModified, request: [:],
+            requestTime: Reuse.time(149), responseTime: Reuse.time(150))
+        #expect(
+            fields
+                == engine.updatedFields(stored: stored.fields, with: example.notModified, responseTime: Reuse.time(150))
+        )
+        let (expected, _) = engine.makeFacts(
+            status: 200, fields: fields, requestFields: [:], requestTime: Reuse.time(149),
+            responseTime: Reuse.time(150))
+        #expect(facts == expected)
+        // The fields themselves, per §3.2: each name the 304 has replaces the stored lines of that
+        // name; the stored lines of other names keep their order, the 304's follow in theirs.
+        let (directives, _, _) = engine.effectiveDirectives(example.notModified)
+        var excluded = engine.fieldNamesNotStored(example.notModified, directives: directives)
+        excluded += ["content-length", "content-range", "content-digest"]
+        let replacing = Set(example.notModified.map(\.lowercasedName)).subtracting(excluded)
+        var lines = stored.fields.filter { !replacing.contains($0.lowercasedName) && $0.lowercasedName != "age" }
+        lines += example.notModified.filter { replacing.contains($0.lowercasedName) }
+        let inForce = engine.effectiveDirectives(HeaderFields(lines)).directives
+        let named = Set(
+            (inForce.noCacheFieldNames + (engine.configuration.isShared ? inForce.privateFieldNames : []))
+                .map { $0.lowercased() })
+        let remaining = lines.filter { !named.contains($0.lowercasedName) }
+        #expect(fields.map(\.lowercasedName) == remaining.map(\.lowercasedName))
+    }
+
     // MARK: §4.3.5 Freshening responses with HEAD
 
     static func storedForHead() throws -> StoredResponseFacts {
