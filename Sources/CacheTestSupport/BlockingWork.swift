@@ -115,8 +115,33 @@ extension Process {
     /// CachingProxyTests run showed with redis-server launched beside `httpcache serve`. Launched
     /// one at a time, no child is born holding another's socket. Every launch in the tests, the
     /// soak and the benchmarks goes through here.
+    ///
+    /// Nor is a child born holding another thread's descriptors: every descriptor above
+    /// standard error is made close-on-exec first. `Pipe()` makes its pair without it, so a
+    /// redis-server launched while another thread had made the pipe for `redis-cli`'s output
+    /// held its write end for the rest of the run, and the reader waited for an end of file that
+    /// never came (a whole-suite run hung that way). A child's own standard streams are
+    /// `dup2`'d copies, which never carry the flag.
     public func runSerialized() throws {
-        try launches.withLock { _ in try run() }
+        try launches.withLock { _ in
+            Self.markDescriptorsCloseOnExec()
+            try run()
+        }
+    }
+
+    /// Sets close-on-exec on every open descriptor of this process above 2.
+    private static func markDescriptorsCloseOnExec() {
+        guard let directory = opendir("/proc/self/fd") else { return }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let descriptor = Int32(name), descriptor > 2, descriptor != own else { continue }
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 && flags & FD_CLOEXEC == 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+        }
     }
 
     /// Starts the process and waits for its exit without holding a thread (its termination
