@@ -115,33 +115,8 @@ extension Process {
     /// CachingProxyTests run showed with redis-server launched beside `httpcache serve`. Launched
     /// one at a time, no child is born holding another's socket. Every launch in the tests, the
     /// soak and the benchmarks goes through here.
-    ///
-    /// Nor is a child born holding another thread's descriptors: every descriptor above
-    /// standard error is made close-on-exec first. `Pipe()` makes its pair without it, so a
-    /// redis-server launched while another thread had made the pipe for `redis-cli`'s output
-    /// held its write end for the rest of the run, and the reader waited for an end of file that
-    /// never came (a whole-suite run hung that way). A child's own standard streams are
-    /// `dup2`'d copies, which never carry the flag.
     public func runSerialized() throws {
-        try launches.withLock { _ in
-            Self.markDescriptorsCloseOnExec()
-            try run()
-        }
-    }
-
-    /// Sets close-on-exec on every open descriptor of this process above 2.
-    private static func markDescriptorsCloseOnExec() {
-        guard let directory = opendir("/proc/self/fd") else { return }
-        defer { closedir(directory) }
-        let own = dirfd(directory)
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard let descriptor = Int32(name), descriptor > 2, descriptor != own else { continue }
-            let flags = fcntl(descriptor, F_GETFD)
-            if flags >= 0 && flags & FD_CLOEXEC == 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
-        }
+        try launches.withLock { _ in try run() }
     }
 
     /// Starts the process and waits for its exit without holding a thread (its termination
@@ -166,6 +141,26 @@ extension Process {
                     if isRunning { terminate() }
                 }
             }
+        }
+    }
+}
+
+extension Pipe {
+    /// A pipe for a child's standard stream, both ends close-on-exec, made while no launch can
+    /// happen (the lock of ``Foundation/Process/runSerialized()``).
+    ///
+    /// `Pipe()` makes its pair without close-on-exec, and Foundation closes a child's other
+    /// descriptors by a list made as it launches: a pipe made by another thread meanwhile is
+    /// inherited. A redis-server launched so held the write end of the pipe for a `redis-cli`'s
+    /// output for the rest of the run, and the reader waited for an end of file that never came
+    /// (a whole-suite run hung that way). The child's own streams are `dup2`'d copies, which never
+    /// carry the flag.
+    public static func forChild() -> Pipe {
+        launches.withLock { _ in
+            let pipe = Pipe()
+            _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
+            return pipe
         }
     }
 }

@@ -84,8 +84,8 @@ public final class OpenSSLServer {
 /// (`s_server` and `s_client` end when they read EOF there) until ``stop()``.
 private final class LineReadingChild {
     private let process = Process()
-    private let output = Pipe()
-    private let input = Pipe()
+    private let output = Pipe.forChild()
+    private let input = Pipe.forChild()
     private var buffered: [UInt8] = []
 
     init(_ path: String, _ arguments: [String]) throws {

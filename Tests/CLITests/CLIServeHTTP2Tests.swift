@@ -208,7 +208,7 @@ struct CLIServeHTTP2Tests {
             "openssl x509 -pubkey -noout -in \"$0\" | openssl pkey -pubin -outform der"
                 + " | openssl dgst -sha256 -binary | openssl base64 -A", certificate,
         ]
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         try process.runSerialized()
         let hash = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -145,7 +145,7 @@ final class PipedRun: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
         process.environment = CLIProcess.loopbackEnvironment(adding: environment)
-        let pipe = Pipe()
+        let pipe = Pipe.forChild()
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = pipe
         if let standardError {

@@ -315,8 +315,8 @@ enum StressChild {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
+        let output = Pipe.forChild()
+        let errors = Pipe.forChild()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice

@@ -67,8 +67,8 @@ enum StoreTestSupport {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
+        let output = Pipe.forChild()
+        let errors = Pipe.forChild()
         process.standardOutput = output
         process.standardError = errors
         try process.runSerialized()

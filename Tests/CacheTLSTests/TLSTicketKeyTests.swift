@@ -121,7 +121,7 @@ struct TLSTicketKeyTests {
         process.executableURL = URL(fileURLWithPath: OpenSSLServer.command)
         process.arguments =
             ["s_client", "-tls1_2", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.caFile] + arguments
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

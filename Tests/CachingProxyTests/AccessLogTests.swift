@@ -48,9 +48,9 @@ struct AccessLogTests {
             "import sys, json\nfor line in sys.stdin.read().split('\\n'):\n    if line:\n"
             + "        print(json.dumps(json.loads(line), sort_keys=True))\n"
         process.arguments = ["-c", script]
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
+        let input = Pipe.forChild()
+        let output = Pipe.forChild()
+        let errors = Pipe.forChild()
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors

@@ -631,7 +631,7 @@ private enum PackTool {
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         environment["no_proxy"] = "*"
         process.environment = environment
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
@@ -720,7 +720,7 @@ private struct ScreenshotComparison: CustomStringConvertible {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.python())
         process.arguments = ["-c", Self.script, first, second]
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice

@@ -160,7 +160,7 @@ struct ProxyModesTests {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
                 process.arguments = arguments + ["--cache-dir", cacheDirectory]
-                let output = Pipe()
+                let output = Pipe.forChild()
                 process.standardOutput = output
                 process.standardError = FileHandle.nullDevice
                 try process.runSerialized()

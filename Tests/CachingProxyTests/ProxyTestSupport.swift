@@ -41,7 +41,7 @@ final class ServeProcess: @unchecked Sendable {
         variables["no_proxy"] = "*"
         variables.merge(environment) { $1 }
         process.environment = variables
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         process.standardInput = FileHandle.nullDevice

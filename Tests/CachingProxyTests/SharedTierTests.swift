@@ -303,7 +303,7 @@ struct SharedTierTests {
                 "serve", "--origin", origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only", "--redis",
                 "redis://127.0.0.1:1", "--redis-required",
             ]
-            let errors = Pipe()
+            let errors = Pipe.forChild()
             required.standardError = errors
             required.standardOutput = FileHandle.nullDevice
             try required.runSerialized()

@@ -112,7 +112,7 @@ func run(_ executable: String, _ arguments: [String]) throws -> (output: String,
     var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
     environment["no_proxy"] = ""
     process.environment = environment
-    let output = Pipe()
+    let output = Pipe.forChild()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
     let started = offlineClock.now
@@ -181,7 +181,7 @@ func runOfflineBenchmarks() async throws {
         "serve", "--forward", "--allow-destination", "127.0.0.1", "--listen", "127.0.0.1:0", "--cache-dir",
         saved.path,
     ]
-    let proxyOutput = Pipe()
+    let proxyOutput = Pipe.forChild()
     proxy.standardOutput = proxyOutput
     proxy.standardError = FileHandle.nullDevice
     try proxy.runSerialized()
@@ -240,8 +240,8 @@ func runImportBenchmarks() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
         process.arguments = ["-v", httpcache, "import", path, "--cache-dir", cache]
-        let output = Pipe()
-        let errors = Pipe()
+        let output = Pipe.forChild()
+        let errors = Pipe.forChild()
         process.standardOutput = output
         process.standardError = errors
         let started = offlineClock.now

@@ -72,7 +72,7 @@ private func redisBenchmarkGets(port: Int, size: Int, requests: Int) -> Double? 
         "-h", "127.0.0.1", "-p", String(port), "-t", "get", "-c", "1", "-d", String(size), "-n", String(requests),
         "--csv",
     ]
-    let output = Pipe()
+    let output = Pipe.forChild()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
     guard (try? process.runSerialized()) != nil else { return nil }

@@ -335,7 +335,7 @@ final class ProxyProcess {
         }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
-        let output = Pipe()
+        let output = Pipe.forChild()
         process.standardOutput = output
         if let log { process.standardError = log }
         try process.runSerialized()
