@@ -151,7 +151,11 @@ public final class HTTPCache: Sendable {
 
     /// The store ``Configuration`` describes: ``Configuration/store`` when set, else memory in
     /// front of a disk store in ``Configuration/directory``, or memory alone.
-    static func store(_ configuration: Configuration) throws(StorageError) -> any CacheStore {
+    /// - Parameter diskSweepsWhenOpened: ``DiskStore/Configuration/sweepsWhenOpened`` of the disk
+    ///   store: the command-line tool, which mostly reads and exits, sweeps itself after a write.
+    package static func store(
+        _ configuration: Configuration, diskSweepsWhenOpened: Bool = true
+    ) throws(StorageError) -> any CacheStore {
         let clock = configuration.clock
         let store: any CacheStore
         let maximum = configuration.maximumEntrySize
@@ -162,6 +166,7 @@ public final class HTTPCache: Sendable {
                 directory: directory, capacity: configuration.diskCapacity, maximumEntrySize: maximum,
                 log: configuration.log)
             diskConfiguration.encryptionKey = configuration.encryptionKey
+            diskConfiguration.sweepsWhenOpened = diskSweepsWhenOpened
             let disk = try DiskStore(diskConfiguration, clock: clock)
             let memory = MemoryStore(
                 capacity: configuration.memoryCapacity,

@@ -70,35 +70,16 @@ struct CacheOptions: Sendable {
                 configuration.directory = try DiskStore.prepareDirectory(directory)
             } else {
                 // The disk store checks the directory itself as it opens (not twice, which cost
-                // a hit some twenty system calls).
-                configuration.store = try Self.tieredStore(configuration)
+                // a hit some twenty system calls). It does not sweep its directory on a thread of
+                // its own as it opens: the thread, and the one libdispatch starts beside it, cost
+                // a hit more than its answer (5% of its CPU time, and two threads to wait for on a
+                // busy machine); `get` sweeps after a run that may have written a body.
+                configuration.store = try HTTPCache.store(configuration, diskSweepsWhenOpened: false)
             }
             return try HTTPCache(configuration: configuration, transport: transport)
         } catch {
             throw failure(error)
         }
-    }
-}
-
-extension CacheOptions {
-    /// The store `HTTPCache` opens on `configuration.directory` (its memory tier over the disk
-    /// store), except that the disk store does not sweep its directory on a thread of its own
-    /// as it opens (``DiskStore/Configuration/sweepsWhenOpened``): the thread, and the one
-    /// libdispatch starts beside it, cost a hit more than its answer (5% of its CPU time, and
-    /// two threads to wait for on a busy machine). `get` sweeps after a run that may have
-    /// written a body (``HTTPCache/sweepInBackground()``).
-    static func tieredStore(_ configuration: HTTPCache.Configuration) throws(StorageError) -> TieredStore {
-        var disk = DiskStore.Configuration(
-            directory: configuration.directory ?? DiskStore.defaultDirectory(), capacity: configuration.diskCapacity,
-            maximumEntrySize: configuration.maximumEntrySize, log: configuration.log)
-        disk.encryptionKey = configuration.encryptionKey
-        disk.sweepsWhenOpened = false
-        let memoryCapacity = configuration.memoryCapacity
-        let memory = MemoryStore(
-            capacity: memoryCapacity,
-            maximumEntrySize: min(configuration.maximumEntrySize ?? memoryCapacity / 4, memoryCapacity),
-            clock: configuration.clock)
-        return TieredStore(memory: memory, disk: try DiskStore(disk, clock: configuration.clock))
     }
 }
 
@@ -146,8 +127,8 @@ extension HTTPCache {
 
 extension HTTPCache {
     /// Sweeps the disk store's directory on a background thread (``DiskStore/sweep()``), as
-    /// opening it would have (``CacheOptions/tieredStore(_:)``): after a run that may have
-    /// written a body, or been cut off while writing one.
+    /// opening it would have (the tool opens it without: ``CacheOptions/open(isShared:network:)``):
+    /// after a run that may have written a body, or been cut off while writing one.
     func sweepInBackground() {
         guard let tiered = store as? TieredStore else { return }
         let disk = tiered.disk

@@ -158,15 +158,15 @@ struct PersistentStatistics: Sendable {
         bytesFromOrigin = Int64(fromOrigin)
     }
 
-    /// Adds `run` (one process's counters) and `bytesFromOrigin` to the file in `directory`.
-    ///
-    /// Failures are reported on standard error and otherwise ignored: counting is secondary to
-    /// the response the user asked for.
     /// The bytes a number in the file is made of: digits, signs, the point and exponents.
     private static let numberBytes = Array("0123456789+-.eE".utf8)
     /// JSON's white space (RFC 8259 §2).
     private static let spaceBytes = Array(" \n\t\r".utf8)
 
+    /// Adds `run` (one process's counters) and `bytesFromOrigin` to the file in `directory`.
+    ///
+    /// Failures are reported on standard error and otherwise ignored: counting is secondary to
+    /// the response the user asked for.
     static func add(_ run: CacheStatistics, bytesFromOrigin: Int64, in directory: String) {
         do {
             try update(in: directory) { totals in
