@@ -192,6 +192,7 @@ struct URLProtocolTests {
         case .asyncDataFromURL: (body, response) = try await session.data(from: try #require(request.url))
         case .asyncDownload:
             let (file, answer) = try await session.download(for: request)
+            defer { try? FileManager.default.removeItem(at: file) }  // the caller's to remove
             (body, response) = (try Data(contentsOf: file), answer)
         case .completionHandler:
             (body, response) = try await withCheckedThrowingContinuation { continuation in
@@ -206,7 +207,9 @@ struct URLProtocolTests {
         case .downloadCompletionHandler:
             (body, response) = try await withCheckedThrowingContinuation { continuation in
                 session.downloadTask(with: request) { file, response, error in
-                    // The file is removed when the handler returns.
+                    // Apple's Foundation removes the file when the handler returns;
+                    // swift-corelibs-foundation leaves it in the temporary directory.
+                    defer { if let file { try? FileManager.default.removeItem(at: file) } }
                     if let file, let data = try? Data(contentsOf: file) {
                         continuation.resume(returning: (data, response))
                     } else {
@@ -302,6 +305,7 @@ final class CollectingDelegate: NSObject, URLSessionDataDelegate, URLSessionDown
         _ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL
     ) {
         let data = (try? Data(contentsOf: location)) ?? Data()
+        try? FileManager.default.removeItem(at: location)  // corelibs-foundation leaves it behind
         state.withLock {
             $0.body = data
             $0.pieces = 1
