@@ -17,10 +17,14 @@ package struct Target: Sendable, Equatable {
     /// `http://authority/path?query` or `https://…`, as the origin will be asked for it: the
     /// scheme in lower case, the authority in normal form, the path and query exactly as the
     /// client sent them (RFC 9110 §7.7).
-    package var url: String
+    ///
+    /// Always what ``absolute(_:)`` makes of it: `scheme://`, the authority in normal form, a
+    /// path that begins with `/` and no fragment. Targets are made only by ``absolute(_:)`` and
+    /// ``forwarding(_:)``, so a request made from one is sent without reading its URL again.
+    package private(set) var url: String
     /// The authority (`host[:port]`, the host in lower case, no default port, RFC 9110
     /// §4.2.3), the forwarded `Host` (RFC 9112 §3.2.2).
-    package var authority: String
+    package private(set) var authority: String
 
     /// The scheme of ``url``: `http` and `https` URLs with one authority are different
     /// origins (RFC 9110 §4.3.1), never keyed, pooled or answered as one another.
@@ -31,7 +35,27 @@ package struct Target: Sendable, Equatable {
         Substring(url.utf8.dropFirst(scheme.rawValue.utf8.count + "://".utf8.count + authority.utf8.count))
     }
 
-    package init(url: String, authority: String) {
+    /// ``pathAndQuery`` without its trailing slashes: what a reverse proxy puts the paths it
+    /// forwards under (``forwarding(_:)``); empty for an origin's root.
+    package var basePath: Substring {
+        var path = pathAndQuery
+        while path.utf8.last == UInt8(ascii: "/") { path = path.dropLast() }
+        return path
+    }
+
+    /// The target a reverse proxy in front of this origin forwards `pathAndQuery` (a
+    /// request-target in origin-form, RFC 9112 §3.2.1) to: ``basePath`` then `pathAndQuery`,
+    /// byte for byte (RFC 9110 §7.7), on this scheme and authority. A fragment is dropped and
+    /// an empty path sent as `/`, as ``absolute(_:)`` does.
+    package func forwarding(_ pathAndQuery: Substring) -> Target {
+        var path = basePath + pathAndQuery
+        if let hash = path.utf8.firstIndex(of: UInt8(ascii: "#")) { path = path[..<hash] }
+        if path.utf8.first != UInt8(ascii: "/") { path = "/" + path }
+        return Target(url: scheme.rawValue + "://" + authority + path, authority: authority)
+    }
+
+    /// Only ``absolute(_:)`` and ``forwarding(_:)`` make targets (and tests, to compare with).
+    init(url: String, authority: String) {
         self.url = url
         self.authority = authority
     }

@@ -6,7 +6,10 @@ import CacheSemantics
 package struct UpstreamRequest: Sendable {
     package var method: String
     /// An absolute `http` or `https` URL.
-    package var url: String
+    package var url: String { didSet { target = nil } }
+    /// ``url`` as ``Target/absolute(_:)`` reads it, when the request was made from a target
+    /// (``init(method:target:fields:body:)``); `nil` otherwise, and once ``url`` is set.
+    private(set) var target: Target?
     /// Sent in this order, repeated names kept; nothing is added (no `Accept`, no
     /// `Accept-Encoding`, no `Expect`), `Host` included when given.
     package var fields: HeaderFields
@@ -33,6 +36,13 @@ package struct UpstreamRequest: Sendable {
         self.body = body
         self.proxy = proxy
         self.tunnelsThroughProxy = tunnelsThroughProxy
+    }
+
+    /// A request for `target`'s URL, straight to the origin: the URL, already read, is not
+    /// read again when the request is sent.
+    package init(method: String, target: Target, fields: HeaderFields, body: [UInt8]? = nil) {
+        self.init(method: method, url: target.url, fields: fields, body: body)
+        self.target = target
     }
 }
 

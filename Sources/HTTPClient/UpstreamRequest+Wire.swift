@@ -59,7 +59,11 @@ extension UpstreamRequest {
             throw refusal("CONNECT is not sent as a request; tunnels are opened by the client")
         }
         let parsed: Target?
-        do { parsed = try Target.absolute(url) } catch { throw refusal("the URL's authority: \(error)") }
+        if let target {
+            parsed = target
+        } else {
+            do { parsed = try Target.absolute(url) } catch { throw refusal("the URL's authority: \(error)") }
+        }
         guard let target = parsed else { throw refusal("only http and https URLs are sent") }
         guard
             let (originHost, originPort) = OriginSocket.authority(

@@ -65,6 +65,42 @@ struct TargetTests {
         #expect(try Target.absolute("https:/h/") == nil)
     }
 
+    @Test(
+        "A reverse proxy's target is its origin's base path then the request-target, byte for byte (RFC 9112 §3.2.1, RFC 9110 §7.7): what Target.absolute reads from its URL",
+        arguments: [
+            "http://o.test", "http://o.test/", "http://o.test//", "HTTP://O.test:80/base/", "http://o.test/base",
+            "https://[::1]:8443/a/b//", "https://o.test:443", "http://o.test:8080/q?x=1",
+        ])
+    func forwardingUnderAnOrigin(origin: String) throws {
+        let base = try #require(try Target.absolute(origin))
+        #expect(!base.basePath.hasSuffix("/"))
+        for path in ["/", "/x", "//other.test/x", "/a/../b?c=%2f&d", "/?q", "/x#frag", "/%23?#"] {
+            let target = base.forwarding(Substring(path))
+            #expect(try Target.absolute(target.url) == target, "\(origin) + \(path)")
+            #expect(target.authority == base.authority && target.scheme == base.scheme)
+            let cut = path.prefix { $0 != "#" }
+            #expect(target.pathAndQuery == base.basePath + cut, "\(origin) + \(path)")
+            // What goes out is what the URL alone makes: the target spares reading it again.
+            let fields: HeaderFields = ["Accept": "*/*", "Connection": "close"]
+            let fromTarget = try UpstreamRequest(method: "GET", target: target, fields: fields).wire()
+            let fromURL = try UpstreamRequest(method: "GET", url: target.url, fields: fields).wire()
+            #expect(fromTarget.head == fromURL.head && fromTarget.poolKey == fromURL.poolKey)
+            #expect(fromTarget.host == fromURL.host && fromTarget.port == fromURL.port)
+            #expect(fromTarget.originHost == fromURL.originHost && fromTarget.closesConnection)
+        }
+        #expect(try #require(try Target.absolute("http://o.test/base//")).basePath == "/base")
+        #expect(try #require(try Target.absolute("http://o.test/")).basePath == "")
+    }
+
+    @Test("A request made from a target and then given another URL sends that URL")
+    func settingTheURLForgetsTheTarget() throws {
+        let target = try #require(try Target.absolute("http://a.test/one"))
+        var request = UpstreamRequest(method: "GET", target: target, fields: [:])
+        request.url = "http://b.test/two"
+        let wire = try request.wire()
+        #expect(wire.host == "b.test" && String(decoding: wire.head, as: UTF8.self).hasPrefix("GET /two HTTP/1.1\r\n"))
+    }
+
     @Test("CONNECT targets are host:port (RFC 9110 §9.3.6)")
     func connectAuthority() {
         #expect(OriginSocket.authority("example.test:443")! == ("example.test", 443))

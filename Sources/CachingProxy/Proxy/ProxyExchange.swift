@@ -339,7 +339,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         Messages.addingVia(&fields, version: client.version, name: configuration.name)
         let hasBody = client.fields.contains(.contentLength) || client.fields.contains(.transferEncoding)
         return UpstreamRequest(
-            method: client.method, url: request.target.url, fields: fields, body: hasBody ? client.body : nil)
+            method: client.method, target: request.target, fields: fields, body: hasBody ? client.body : nil)
     }
 
     // MARK: UpstreamReceiver

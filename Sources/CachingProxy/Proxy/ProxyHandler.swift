@@ -81,12 +81,11 @@ final class ProxyHandler: RequestHandler {
         adminToken = Locked(configuration.adminToken)
         switch configuration.mode {
         case .reverse(let url):
-            guard var target = try? Target.absolute(url) else {
+            guard let target = try? Target.absolute(url) else {
                 throw CachingProxy.ConfigurationError(
                     description:
                         "the origin \"\(url)\" is not an http or https URL with a host, e.g. http://127.0.0.1:8081")
             }
-            while target.url.hasSuffix("/") { target.url.removeLast() }
             origin = target
         case .forward:
             origin = nil
@@ -422,12 +421,12 @@ final class ProxyHandler: RequestHandler {
         }
         let target: Target
         if let origin {
-            if reading.climbsAboveRoot && !origin.pathAndQuery.isEmpty {
+            if reading.climbsAboveRoot && !origin.basePath.isEmpty {
                 return .refused(
-                    "climbs above the root with '..' (also %2e%2e, or after %2f): the origin could read it as a path outside \(origin.pathAndQuery), and the proxy forwards paths unchanged (RFC 9110 §7.7)"
+                    "climbs above the root with '..' (also %2e%2e, or after %2f): the origin could read it as a path outside \(origin.basePath), and the proxy forwards paths unchanged (RFC 9110 §7.7)"
                 )
             }
-            target = Target(url: origin.url + pathAndQuery, authority: origin.authority)
+            target = origin.forwarding(pathAndQuery)
         } else if let absolute {
             target = absolute
         } else {
