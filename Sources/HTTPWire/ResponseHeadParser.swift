@@ -32,7 +32,9 @@ import CacheSemantics
     /// - Returns: The head, or why it is malformed.
     public static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
         var lines = Lines(bytes)
-        guard let statusLine = lines.next() else { return .failure(FramingError("an empty response head")) }
+        guard let statusLine = lines.next().map(Array.init) else {
+            return .failure(FramingError("an empty response head"))
+        }
         guard let (minorVersion, status, reason) = Self.statusLine(statusLine) else {
             return .failure(
                 FramingError("the status line \(Self.quoted(statusLine)) is not HTTP/1.x NNN (RFC 9112 §4)"))
@@ -74,8 +76,8 @@ import CacheSemantics
     }
 
     /// Joins a continuation line to the last field's value with one SP (RFC 9112 §5.2).
-    private static func unfold(_ line: [UInt8], into fields: inout [HeaderField]) {
-        let more = text(trimmed(line[...]))
+    private static func unfold(_ line: ArraySlice<UInt8>, into fields: inout [HeaderField]) {
+        let more = text(trimmed(line))
         guard !more.isEmpty, let last = fields.indices.last else { return }
         fields[last].value = fields[last].value.isEmpty ? more : fields[last].value + " " + more
     }
@@ -92,31 +94,41 @@ import CacheSemantics
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
     public static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        if let text = String(validating: bytes, as: UTF8.self) { return text }
-        var result = ""
-        result.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
-        return result
+        bytes.withUnsafeBufferPointer { buffer in
+            // ASCII, as nearly every head is, needs no validation: decoding it replaces nothing.
+            if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
+            if let text = String(validating: buffer, as: UTF8.self) { return text }
+            var result = ""
+            result.unicodeScalars.append(contentsOf: buffer.lazy.map { Unicode.Scalar($0) })
+            return result
+        }
     }
 
     /// At most 80 bytes of `line`, quoted, for an error message.
     public static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
 
     /// The lines of a head: split after each LF, without the LF and a CR before it, with
-    /// every other CR and NUL replaced by SP.
+    /// every other CR and NUL replaced by SP. The head is copied once, not line by line.
     private struct Lines {
-        let bytes: UnsafeRawBufferPointer
+        let bytes: [UInt8]
         var position = 0
 
-        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+        init(_ head: UnsafeRawBufferPointer) {
+            var bytes = [UInt8](head)
+            for index in bytes.indices where bytes[index] == 0 || bytes[index] == HTTPBytes.cr {
+                if bytes[index] == 0 || index + 1 == bytes.count || bytes[index + 1] != HTTPBytes.lf {
+                    bytes[index] = 0x20
+                }
+            }
+            self.bytes = bytes
+        }
 
-        mutating func next() -> [UInt8]? {
+        mutating func next() -> ArraySlice<UInt8>? {
             guard position < bytes.count else { return nil }
             let start = position
-            var end = start
-            while end < bytes.count && bytes[end] != HTTPBytes.lf { end += 1 }
+            let end = bytes[start...].firstIndex(of: HTTPBytes.lf) ?? bytes.count
             position = end + 1
-            if end > start && bytes[end - 1] == HTTPBytes.cr { end -= 1 }
-            return bytes[start..<end].map { $0 == HTTPBytes.cr || $0 == 0 ? 0x20 : $0 }
+            return bytes[start..<(end > start && bytes[end - 1] == HTTPBytes.cr ? end - 1 : end)]
         }
     }
 }
