@@ -23,6 +23,13 @@ public enum HTTPDate {
     ///     finite), years 00–69 mean 20xx.
     /// - Returns: The time, or `nil` when `value` is not a valid HTTP-date.
     public static func parse(_ value: some StringProtocol, now: Timestamp? = nil) -> Timestamp? {
+        // What nearly every server sends, read in place first.
+        if let time = value.utf8.withContiguousStorageIfAvailable(fixdate) ?? nil { return time }
+        return parseAnyForm(value, now: now)
+    }
+
+    /// ``parse(_:now:)`` without its quick reading of an exact IMF-fixdate.
+    static func parseAnyForm(_ value: some StringProtocol, now: Timestamp?) -> Timestamp? {
         var bytes = Array(value.utf8)
         while let last = bytes.last, ASCII.isOWS(last) { bytes.removeLast() }
         var cursor = Cursor(bytes: bytes)
@@ -41,6 +48,40 @@ public enum HTTPDate {
         guard name.count == 3, dayNames.contains(name), cursor.take(0x20) else { return nil }
         return asctime(&cursor)
     }
+
+    /// An IMF-fixdate of exactly 29 bytes between optional white space
+    /// (`Sun, 06 Nov 1994 08:49:37 GMT`), read in place; `nil` for anything else, which
+    /// ``parseAnyForm(_:now:)`` then reads. What this accepts, that reads alike (names in any
+    /// case, the time and date checked the same way), so it changes no result, only the cost
+    /// (an array and several name arrays a date before).
+    private static func fixdate(_ all: UnsafeBufferPointer<UInt8>) -> Timestamp? {
+        let range = ASCII.trimmedRange(all, 0..<all.count)
+        guard range.count == 29 else { return nil }
+        let bytes = UnsafeBufferPointer(rebasing: all[range])
+        func digits(_ start: Int, _ count: Int) -> Int? {
+            var value = 0
+            for index in start..<(start + count) {
+                guard ASCII.isDigit(bytes[index]) else { return nil }
+                value = value * 10 + Int(bytes[index] - 0x30)
+            }
+            return value
+        }
+        /// Whether the three bytes at `start`, lowered, are `name`.
+        func named(_ start: Int, _ name: [UInt8]) -> Bool {
+            ASCII.lower(bytes[start]) == name[0] && ASCII.lower(bytes[start + 1]) == name[1]
+                && ASCII.lower(bytes[start + 2]) == name[2]
+        }
+        guard bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+            bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
+            named(26, Self.gmtName), dayNames.contains(where: { named(0, $0) }),
+            let month = monthNames.firstIndex(where: { named(8, $0) }),
+            let day = digits(5, 2), let year = digits(12, 4), let hour = digits(17, 2), let minute = digits(20, 2),
+            let second = digits(23, 2), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        return make(year: year, month: month + 1, day: day, time: hour * 3600 + minute * 60 + second)
+    }
+
+    private static let gmtName = Array("gmt".utf8)
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT` after the comma and space.
     private static func imfFixdate(_ cursor: inout Cursor) -> Timestamp? {
@@ -97,7 +138,7 @@ public enum HTTPDate {
     }
 
     private static func gmt(_ cursor: inout Cursor) -> Bool {
-        cursor.letters() == Array("gmt".utf8)
+        cursor.letters() == gmtName
     }
 
     private static func timeOfDay(_ cursor: inout Cursor) -> Int? {

@@ -1,5 +1,6 @@
-import CacheSemantics
 import Testing
+
+@testable import CacheSemantics
 
 /// Sun, 06 Nov 1994 08:49:37 GMT, the example date of RFC 9110 §5.6.7.
 private let rfcExample = Timestamp(secondsSince1970: 784_111_777)
@@ -30,6 +31,43 @@ struct HTTPDateParsingTests {
         #expect(HTTPDate.parse("Fri, 31 Dec 1999 23:59:59 GMT") == Timestamp(secondsSince1970: 946_684_799))
         #expect(HTTPDate.parse("Tue, 29 Feb 2000 12:00:00 GMT") == Timestamp(secondsSince1970: 951_825_600))
         #expect(HTTPDate.parse("Wed, 31 Dec 1969 23:59:59 GMT") == Timestamp(secondsSince1970: -1))
+    }
+
+    @Test(
+        "RFC 9110 §5.6.7: an exact IMF-fixdate, read in place, means what the reader of every form makes of it; so does each of its variations"
+    )
+    func quickFixdateAgreesWithTheGeneralReader() {
+        let replacements: [UInt8] = Array(" ,:-0159AGMTZamtz\t".utf8) + [0, 0x7F, 0xC3]
+        var compared = 0
+        var quick = 0
+        for seconds in stride(from: -62_135_596_800.0, through: 253_402_300_799, by: 86_400 * 7919 + 3_607) {
+            let text = HTTPDate.format(Timestamp(secondsSince1970: seconds))
+            var variants = [text, text.uppercased(), text.lowercased(), " \(text)\t", text + "x", "x" + text]
+            var bytes = Array(text.utf8)
+            for index in bytes.indices {
+                let kept = bytes[index]
+                for byte in replacements {
+                    bytes[index] = byte
+                    variants.append(String(decoding: bytes, as: UTF8.self))
+                }
+                bytes[index] = kept
+            }
+            for variant in variants {
+                let general = HTTPDate.parseAnyForm(variant, now: rfcExample)
+                #expect(HTTPDate.parse(variant, now: rfcExample) == general, "\(variant.debugDescription)")
+                compared += 1
+                if general != nil && variant.utf8.count == 29 { quick += 1 }
+            }
+            #expect(HTTPDate.parse(text) == Timestamp(secondsSince1970: seconds))
+        }
+        #expect(compared > 100_000 && quick > 1_000)
+        // Invalid dates are invalid both ways: Nov 31, Feb 29 of a common year, hour 24.
+        let invalid = [
+            "Sun, 31 Nov 1994 08:49:37 GMT", "Mon, 29 Feb 1993 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+        ]
+        for text in invalid {
+            #expect(HTTPDate.parse(text) == nil && HTTPDate.parseAnyForm(text, now: nil) == nil)
+        }
     }
 
     @Test("RFC 9110 §5.6.7: surrounding white space is tolerated")
