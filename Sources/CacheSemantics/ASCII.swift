@@ -187,19 +187,16 @@ package enum ASCII {
     /// Splits a comma-separated list (RFC 9110 §5.6.1) into trimmed, non-empty members, as
     /// ``forEachListMember(_:_:)`` does.
     static func splitList(_ s: Substring) -> [Substring] {
-        var ranges: [Range<Int>] = []
+        var members: [Substring] = []
+        let utf8 = s.utf8
         _ = withUTF8(s) { bytes in
             forEachListMember(bytes) { range in
-                ranges.append(range)
+                let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+                members.append(Substring(utf8[start..<utf8.index(start, offsetBy: range.count)]))
                 return true
             }
         }
-        let utf8 = s.utf8
-        return ranges.map { range in
-            let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
-            let end = utf8.index(start, offsetBy: range.count)
-            return Substring(utf8[start..<end])
-        }
+        return members
     }
 
     /// Parses a `quoted-string` (RFC 9110 §5.6.4) that makes up all of `s`, removing the

@@ -66,6 +66,7 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
     /// The member as Structured Field text (RFC 9651 §4.1), e.g. `HTTPCache; hit; ttl=42`.
     public var fieldValue: String {
         var parameters: [(String, StructuredItem)] = []
+        parameters.reserveCapacity(8)
         if hit { parameters.append(("hit", .boolean(true))) }
         if let forward { parameters.append(("fwd", .token(forward.rawValue))) }
         if let forwardStatus { parameters.append(("fwd-status", .integer(Int64(forwardStatus)))) }

@@ -143,6 +143,7 @@ public enum StructuredFields {
     /// 9651 §4.2.3.2 allows it).
     public static func member(_ name: String, _ parameters: [(String, StructuredItem)]) -> String {
         var text = isToken(name) ? name : serialize(.string(name))
+        text.reserveCapacity(text.utf8.count + 16 * parameters.count)  // one allocation, not one a doubling
         for (key, value) in parameters {
             text += "; "
             appendParameter(key, value, to: &text)
