@@ -141,7 +141,8 @@ extension UpstreamRequest {
 
     /// `host:port`, an IPv6 literal in brackets (RFC 3986 §3.2.2): an authority with its port.
     static func authority(_ host: String, _ port: UInt16) -> String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        // Bytes, not Characters: `String.contains(_:)` walks grapheme clusters.
+        host.utf8.contains(UInt8(ascii: ":")) ? "[" + host + "]:" + String(port) : host + ":" + String(port)
     }
 
     private func refusal(_ reason: String) -> UpstreamError {
