@@ -101,6 +101,14 @@ public final class DiskStore: CacheStore {
         /// 16 MiB by default (some 10,000 keys of typical heads); a long-lived process serving
         /// more URLs than that from disk, such as a caching proxy, wants more.
         public var headMemoryBytes = 16 << 20
+        /// The most connections of its own the store opens, on first need, to read where
+        /// bodies are (``DiskStore/openBody(of:)``) without taking the lock that writes and the
+        /// other reads share: threads that open bodies at once (a caching proxy's event loops
+        /// on hits beyond its memory tier) then neither wait for each other nor for a batch's
+        /// commit. 0 by default: every read goes through the one connection, and a process that
+        /// reads once opens no second one. A body is found through them only once committed;
+        /// one of an open batch is read through the writing connection.
+        public var readingConnections = 0
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
         /// The key bodies and the index are encrypted with, or `nil` for a store in the clear.
@@ -248,6 +256,10 @@ public final class DiskStore: CacheStore {
     }
 
     let accessLog: Locked<AccessLog>
+    /// The reading connections (``Configuration/readingConnections``): those idle, and how
+    /// many are open. A reader takes one out for one query, so this lock is held for a pop or
+    /// a push only, never while SQLite reads.
+    let readers = Locked<(idle: [SQLiteConnection], open: Int)>(([], 0))
     /// The connection that writes access times, opened on first use: its own, so that a flush
     /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
     let accessWriter = Locked<SQLiteConnection?>(nil)
@@ -361,6 +373,10 @@ public final class DiskStore: CacheStore {
         state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()
         accessWriter.withLock { $0?.close() }
+        readers.withLock { readers in
+            for connection in readers.idle { connection.close() }
+            readers.idle = []
+        }
         state.withLock { state in
             if walPages(state.connection) > Self.releaseCheckpointPages {
                 // Copies every frame, then cuts the WAL file to nothing: the next process has
@@ -661,6 +677,16 @@ public final class DiskStore: CacheStore {
             throw StorageError(
                 .index, "its \(status.st_size) bytes are not a whole number of its \(pageSize)-byte pages")
         }
+    }
+
+    /// A connection to the index ``openIndex(_:)`` prepared that only reads
+    /// (``Configuration/readingConnections``), its pages memory-mapped as the main one's are.
+    static func openReader(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
+        let connection = try openAccessWriter(configuration)
+        try connection.execute("PRAGMA query_only = 1")
+        try connection.execute("PRAGMA mmap_size = 268435456")
+        try connection.execute("PRAGMA cache_size = -4096")
+        return connection
     }
 
     /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
