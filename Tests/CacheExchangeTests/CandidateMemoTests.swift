@@ -100,6 +100,19 @@ struct CandidateMemoTests {
         #expect(driver.rememberedKeys.count == 2)
     }
 
+    /// A memo large enough to be cut into shards (`CandidateReader.shardedCapacity`) remembers
+    /// every key of a working set that fits, each in its shard, and answers each from it.
+    @Test func aShardedMemoRemembersEveryKey() throws {
+        let store = MemoryStore(capacity: 8 << 20)
+        for number in 0..<300 { try Self.store(store, number) }
+        let driver = Self.driver(store, capacity: 8_192, bytes: 64 << 20)
+        for _ in 0..<2 {
+            for number in 0..<300 { _ = try Self.hit(driver, number) }
+        }
+        #expect(driver.rememberedKeys.count == 300)
+        #expect(driver.rememberedKeys.bytes > 0)
+    }
+
     /// The keys' memo stays within three quarters of the byte bound, whatever the working set.
     @Test func theMemoStaysWithinItsBytes() throws {
         let store = MemoryStore(capacity: 1 << 20)
