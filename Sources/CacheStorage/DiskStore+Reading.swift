@@ -189,10 +189,14 @@ extension DiskStore {
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
-        // A body never changes under its identity: what any committed snapshot holds for it is
-        // its body. Not found there (written in the open batch, or gone): the writing
-        // connection, which sees the batch, says.
-        if let found = withReader({ connection in try? Self.location(of: id, connection) }) ?? nil {
+        // A body never changes under its identity: what the committed index holds for it is its
+        // body, unless a batch is open (it may have replaced or removed the entry, or written
+        // it). Then, or when not found there, the writing connection, which sees the batch, says.
+        // A batch opened after this check overlaps the read: it may find the body it removes,
+        // as a read made just before it would have.
+        if batchTransitions.value & 1 == 0,
+            let found = withReader({ connection in try? Self.location(of: id, connection) }) ?? nil
+        {
             return found
         }
         let found = try state.withLock { state throws(StorageError) in try Self.location(of: id, state.connection) }

@@ -104,10 +104,11 @@ public final class DiskStore: CacheStore {
         /// The most connections of its own the store opens, on first need, to read where
         /// bodies are (``DiskStore/openBody(of:)``) without taking the lock that writes and the
         /// other reads share: threads that open bodies at once (a caching proxy's event loops
-        /// on hits beyond its memory tier) then neither wait for each other nor for a batch's
-        /// commit. 0 by default: every read goes through the one connection, and a process that
-        /// reads once opens no second one. A body is found through them only once committed;
-        /// one of an open batch is read through the writing connection.
+        /// on hits beyond its memory tier) then do not wait for each other. They see only what
+        /// is committed: while a batch is open (``beginBatchedWrites()``, ``writesBehind``),
+        /// bodies are found through the writing connection, which sees it. 0 by default: every
+        /// read goes through the one connection, and a process that reads once opens no second
+        /// one.
         public var readingConnections = 0
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
@@ -260,6 +261,11 @@ public final class DiskStore: CacheStore {
     /// many are open. A reader takes one out for one query, so this lock is held for a pop or
     /// a push only, never while SQLite reads.
     let readers = Locked<(idle: [SQLiteConnection], open: Int)>(([], 0))
+    /// Bumped when a batch opens and again once it has committed (or rolled back): odd while one
+    /// is open. The reading connections do not see an open batch, whose entries may replace or
+    /// remove the very entry asked for: while it is odd, bodies are found through the writing
+    /// connection (``location(of:)``).
+    let batchTransitions = AtomicCount()
     /// The connection that writes access times, opened on first use: its own, so that a flush
     /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
     let accessWriter = Locked<SQLiteConnection?>(nil)

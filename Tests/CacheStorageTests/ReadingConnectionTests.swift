@@ -28,12 +28,12 @@ struct ReadingConnectionTests {
         store.beginBatchedWrites()
         let inline = try StoreTestSupport.write(store, key: 1, generation: 0, size: 5_000)
         let inFile = try StoreTestSupport.write(store, key: 2, generation: 0, size: 200_000)
-        // The readers do not see the batch: the writing connection finds both.
+        // The readers do not see the batch: while it is open the writing connection finds both.
         for entry in [inline, inFile] {
             #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
         }
         let openedBeforeCommit = store.readers.withLock { $0.open }
-        #expect(openedBeforeCommit == 1)
+        #expect(openedBeforeCommit == 0)
         try store.endBatchedWrites()
         for entry in [inline, inFile] {
             #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
@@ -61,6 +61,39 @@ struct ReadingConnectionTests {
         try store.endBatchedWrites()
         #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
         #expect(try store.body(of: newer.id) == StoreTestSupport.expectedBody(newer))
+    }
+
+    @Test("An entry replaced in an open batch is not opened, though the committed index still has it")
+    func replacedInAnOpenBatch() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(readers: 2)
+        let inline = try StoreTestSupport.write(store, key: 5, generation: 0, size: 5_000)
+        let inFile = try StoreTestSupport.write(store, key: 6, generation: 0, size: 200_000)
+        try store.endBatchedWrites()
+        for entry in [inline, inFile] {
+            #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+        #expect(store.readers.withLock { $0.open } >= 1)
+        // The replacements sit in an open batch.
+        store.beginBatchedWrites()
+        let newer = [
+            try StoreTestSupport.write(store, key: 5, generation: 1, size: 5_000),
+            try StoreTestSupport.write(store, key: 6, generation: 1, size: 200_000),
+        ]
+        // A reader still finds both old rows in the committed index ...
+        for entry in [inline, inFile] {
+            #expect(store.withReader { try? DiskStore.location(of: entry.id, $0) }??.size == entry.bodySize)
+        }
+        // ... but the store answers as its own writes have it.
+        for entry in [inline, inFile] {
+            #expect(throws: StorageError.self) { try store.openBody(of: entry.id) }
+        }
+        for entry in newer { #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry)) }
+        try store.endBatchedWrites()
+        for entry in [inline, inFile] {
+            #expect(throws: StorageError.self) { try store.openBody(of: entry.id) }
+        }
+        for entry in newer { #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry)) }
     }
 
     @Test("Without reading connections none is opened")
