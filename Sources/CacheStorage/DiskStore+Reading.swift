@@ -189,9 +189,40 @@ extension DiskStore {
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
+        // A body never changes under its identity: what the committed index holds for it is its
+        // body, unless a batch is open (it may have replaced or removed the entry, or written
+        // it). Then, or when not found there, the writing connection, which sees the batch, says.
+        // A batch opened after this check overlaps the read: it may find the body it removes,
+        // as a read made just before it would have.
+        if batchTransitions.value & 1 == 0,
+            let found = withReader({ connection in try? Self.location(of: id, connection) }) ?? nil
+        {
+            return found
+        }
         let found = try state.withLock { state throws(StorageError) in try Self.location(of: id, state.connection) }
         guard let found else { throw MemoryStore.notFound(id) }
         return found
+    }
+
+    /// `body` with a reading connection of the store's own (``Configuration/readingConnections``),
+    /// taken from the idle ones or opened; `nil` when none is configured, all are in use, or
+    /// one cannot be opened.
+    func withReader<T>(_ body: (SQLiteConnection) -> T) -> T? {
+        let limit = configuration.readingConnections
+        guard limit > 0 else { return nil }
+        let taken = readers.withLock { readers -> (connection: SQLiteConnection?, opens: Bool) in
+            if let idle = readers.idle.popLast() { return (idle, false) }
+            guard readers.open < limit else { return (nil, false) }
+            readers.open += 1
+            return (nil, true)
+        }
+        var connection = taken.connection
+        // One that cannot be opened still counts: after `limit` failures none is tried again.
+        if taken.opens { connection = try? Self.openReader(configuration) }
+        guard let connection else { return nil }
+        let result = body(connection)
+        readers.withLock { $0.idle.append(connection) }
+        return result
     }
 
     /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row.

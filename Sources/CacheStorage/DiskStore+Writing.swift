@@ -47,6 +47,7 @@ extension DiskStore {
             configuration.durability != .powerLossSafe
         else { return }
         try state.connection.beginBatch()
+        batchTransitions.bump()
         state.batching.count += 1
         let number = state.batching.count
         state.batching.open = number
@@ -95,6 +96,8 @@ extension DiskStore {
         state.batching.obsoleteFiles = []
         var committed = false
         defer {
+            // Committed or rolled back: what the reading connections see is what the store holds.
+            batchTransitions.bump()
             for file in batch.lockedFiles { close(file) }
             // Other processes read again: what their memos hold was read before the commit.
             // This store too when it failed: what it remembers of the batch was rolled back.

@@ -101,6 +101,15 @@ public final class DiskStore: CacheStore {
         /// 16 MiB by default (some 10,000 keys of typical heads); a long-lived process serving
         /// more URLs than that from disk, such as a caching proxy, wants more.
         public var headMemoryBytes = 16 << 20
+        /// The most connections of its own the store opens, on first need, to read where
+        /// bodies are (``DiskStore/openBody(of:)``) without taking the lock that writes and the
+        /// other reads share: threads that open bodies at once (a caching proxy's event loops
+        /// on hits beyond its memory tier) then do not wait for each other. They see only what
+        /// is committed: while a batch is open (``beginBatchedWrites()``, ``writesBehind``),
+        /// bodies are found through the writing connection, which sees it. 0 by default: every
+        /// read goes through the one connection, and a process that reads once opens no second
+        /// one.
+        public var readingConnections = 0
         /// Receives what the store reports (an index moved aside, orphans swept).
         public var log: @Sendable (String) -> Void
         /// The key bodies and the index are encrypted with, or `nil` for a store in the clear.
@@ -248,6 +257,15 @@ public final class DiskStore: CacheStore {
     }
 
     let accessLog: Locked<AccessLog>
+    /// The reading connections (``Configuration/readingConnections``): those idle, and how
+    /// many are open. A reader takes one out for one query, so this lock is held for a pop or
+    /// a push only, never while SQLite reads.
+    let readers = Locked<(idle: [SQLiteConnection], open: Int)>(([], 0))
+    /// Bumped when a batch opens and again once it has committed (or rolled back): odd while one
+    /// is open. The reading connections do not see an open batch, whose entries may replace or
+    /// remove the very entry asked for: while it is odd, bodies are found through the writing
+    /// connection (``location(of:)``).
+    let batchTransitions = AtomicCount()
     /// The connection that writes access times, opened on first use: its own, so that a flush
     /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
     let accessWriter = Locked<SQLiteConnection?>(nil)
@@ -361,6 +379,10 @@ public final class DiskStore: CacheStore {
         state.withLock { _ = sqlite3_wal_hook($0.connection.handle, nil, nil) }
         try? flushAccess()
         accessWriter.withLock { $0?.close() }
+        readers.withLock { readers in
+            for connection in readers.idle { connection.close() }
+            readers.idle = []
+        }
         state.withLock { state in
             if walPages(state.connection) > Self.releaseCheckpointPages {
                 // Copies every frame, then cuts the WAL file to nothing: the next process has
@@ -661,6 +683,18 @@ public final class DiskStore: CacheStore {
             throw StorageError(
                 .index, "its \(status.st_size) bytes are not a whole number of its \(pageSize)-byte pages")
         }
+    }
+
+    /// A connection to the index ``openIndex(_:)`` prepared that only reads
+    /// (``Configuration/readingConnections``), its pages memory-mapped up to 1 GiB: an index of
+    /// inline bodies outgrows the main connection's 256 MiB (20,000 of 16 KB make 353 MB), and
+    /// each page beyond the mapping is a `pread`.
+    static func openReader(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
+        let connection = try openAccessWriter(configuration)
+        try connection.execute("PRAGMA query_only = 1")
+        try connection.execute("PRAGMA mmap_size = 1073741824")
+        try connection.execute("PRAGMA cache_size = -4096")
+        return connection
     }
 
     /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.

@@ -68,12 +68,15 @@ public final class MemoryStore: CacheStore {
         var accounted: Int64 = 0
         /// Bumped by every change to what ``variants(of:)`` returns.
         var changes: UInt64 = 0
-        /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry.
-        var memoryOnlyChanges: UInt64 = 0
+        /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry, under the lock; read
+        /// without it (``MemoryStore/memoryOnlyChangeCount``).
+        let memoryOnlyChanges: AtomicCount
+
+        init(memoryOnlyChanges: AtomicCount) { self.memoryOnlyChanges = memoryOnlyChanges }
 
         mutating func changed(_ head: EntryHead) {
             changes &+= 1
-            if head.storagePolicy == .memoryOnly { memoryOnlyChanges &+= 1 }
+            if head.storagePolicy == .memoryOnly { memoryOnlyChanges.bump() }
         }
 
         func slot(of id: EntryID) -> Int? {
@@ -97,7 +100,9 @@ public final class MemoryStore: CacheStore {
         }
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
+    /// ``State/memoryOnlyChanges``, read without the lock.
+    private let memoryOnlyChanges = AtomicCount()
     private let clock: @Sendable () -> Double
 
     /// Creates a store holding at most `capacity` bytes of entries: their bodies and overhead.
@@ -113,6 +118,7 @@ public final class MemoryStore: CacheStore {
         self.capacity = max(0, capacity)
         self.maximumEntrySize = maximumEntrySize ?? max(0, capacity) / 4
         self.clock = clock
+        state = Locked(State(memoryOnlyChanges: memoryOnlyChanges))
     }
 
     public var changeCount: UInt64? { state.withLock { $0.changes } }
@@ -141,7 +147,9 @@ public final class MemoryStore: CacheStore {
 
     /// Like ``changeCount`` but counting only changes to memory-only entries: a tiered store's
     /// variants change with those and the disk's, not with what the memory tier caches of the disk.
-    var memoryOnlyChangeCount: UInt64 { state.withLock { $0.memoryOnlyChanges } }
+    /// Read without the store's lock: a tiered store's every hit reads it (``TieredStore/changeCount``),
+    /// and the event loops of a caching proxy took turns on the lock for it.
+    var memoryOnlyChangeCount: UInt64 { memoryOnlyChanges.value }
 
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         state.withLock { state in state.variants(of: primaryKey).map { state.nodes[$0].entry } }
@@ -325,10 +333,9 @@ public final class MemoryStore: CacheStore {
     public func removeAll() throws(StorageError) {
         state.withLock { state in
             let changes = state.changes &+ 1
-            let memoryOnlyChanges = state.memoryOnlyChanges &+ 1
-            state = State()
+            state = State(memoryOnlyChanges: memoryOnlyChanges)
             state.changes = changes
-            state.memoryOnlyChanges = memoryOnlyChanges
+            memoryOnlyChanges.bump()
         }
     }
 

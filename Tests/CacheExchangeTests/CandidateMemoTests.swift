@@ -89,15 +89,18 @@ struct CandidateMemoTests {
     }
 
     /// A key that falls out of the memo (more keys than it holds) is read from the store again
-    /// and answered the same.
-    @Test func keysBeyondTheMemoAreAnsweredFromTheStore() throws {
-        let store = MemoryStore(capacity: 1 << 20)
-        for number in 0..<6 { try Self.store(store, number) }
-        let driver = Self.driver(store, capacity: 2, bytes: 1 << 20)
+    /// and answered the same; a memo large enough to be cut into shards
+    /// (`CandidateReader.shardedCapacity`) remembers every key of a working set that fits, each
+    /// in its shard. Arguments: keys hit, the memo's capacity, the keys it then remembers.
+    @Test(arguments: [(6, 2, 2), (300, 8_192, 300)])
+    func theMemoRemembersWhatFits(keys: Int, capacity: Int, remembered: Int) throws {
+        let store = MemoryStore(capacity: 8 << 20)
+        for number in 0..<keys { try Self.store(store, number) }
+        let driver = Self.driver(store, capacity: capacity, bytes: 64 << 20)
         for _ in 0..<3 {
-            for number in 0..<6 { _ = try Self.hit(driver, number) }
+            for number in 0..<keys { _ = try Self.hit(driver, number) }
         }
-        #expect(driver.rememberedKeys.count == 2)
+        #expect(driver.rememberedKeys.count == remembered)
     }
 
     /// The keys' memo stays within three quarters of the byte bound, whatever the working set.

@@ -204,7 +204,7 @@ extension DiskStoreProcessTests {
             }
         }
 
-        @Test("8 threads on one TieredStore for 2 s with StorageStress on the same directory")
+        @Test("8 threads on one TieredStore (written behind, 3 readers), StorageStress on the same directory, 2 s")
         func tieredStore() async throws {
             try await offPool {
                 let stress = try #require(
@@ -213,7 +213,13 @@ extension DiskStoreProcessTests {
                 let directory = StoreTestSupport.makeDirectory("tiered")
                 defer { StoreTestSupport.removeDirectory(directory) }
                 let log = StoreTestSupport.Log()
-                let disk = try DiskStore(Self.configuration(directory, log: log))
+                // As a caching proxy has it: commits written behind, bodies found through
+                // reading connections of the store's own (fewer than the threads: some take turns
+                // on the writing connection).
+                var configuration = Self.configuration(directory, log: log)
+                configuration.writesBehind = true
+                configuration.readingConnections = 3
+                let disk = try DiskStore(configuration)
                 // Small enough that the memory tier evicts too.
                 let store = TieredStore(memory: MemoryStore(capacity: 2 << 20, maximumEntrySize: 256 << 10), disk: disk)
 
