@@ -51,11 +51,10 @@ final class ProxyHandler: RequestHandler {
     let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// `configuration.adminToken`, replaced by ``CachingProxy/replaceAdminToken(_:)``.
     let adminToken: Locked<String?>
-    /// What each request-target means (``route(_:)``).
-    /// What each request-target means, in ``routeShards`` shards under locks of their own, a
-    /// target in the one its hash picks: the event loops, which look one up on every request,
-    /// seldom take the same lock (with one, they waited on it on one request in a hundred and
-    /// fifty on 20,000 URLs, a seventh of their futex calls).
+    /// What each request-target means (``route(_:)``), in ``routeShards`` shards under locks
+    /// of their own, a target in the one its hash picks: the event loops, which look one up on
+    /// every request, seldom take the same lock (with one, they waited on it on one request in
+    /// a hundred and fifty on 20,000 URLs, a seventh of their futex calls).
     private let routes: [Locked<LRUCache<String, Route>>]
     private static let routeShards = 8
     /// When the handler was made (``MonotonicClock``): the status page's uptime.
