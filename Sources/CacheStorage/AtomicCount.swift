@@ -1,21 +1,15 @@
-internal import CSQLiteHTTPCache
+import Synchronization
 
-/// A counter in memory of its own, loaded and bumped atomically (the C11 builtins
-/// ``ChangeCounter`` uses), so that a count read on every hit needs no lock.
-final class AtomicCount: @unchecked Sendable {
-    private let counter: UnsafeMutablePointer<UInt64>
-
-    init() {
-        counter = .allocate(capacity: 1)
-        counter.initialize(to: 0)
-    }
-
-    deinit { counter.deallocate() }
+/// A count loaded and bumped atomically, so that one read on every hit needs no lock. (The
+/// index's change counter, ``ChangeCounter``, is shared between processes through a mapped
+/// file; this one lives in this process only.)
+final class AtomicCount: Sendable {
+    private let count = Atomic<UInt64>(0)
 
     /// The current count.
-    var value: UInt64 { csqlite_counter_load(counter) }
+    var value: UInt64 { count.load(ordering: .acquiring) }
 
     /// Counts one; returns the count before it.
     @discardableResult
-    func bump() -> UInt64 { csqlite_counter_bump(counter) }
+    func bump() -> UInt64 { count.wrappingAdd(1, ordering: .acquiringAndReleasing).oldValue }
 }
