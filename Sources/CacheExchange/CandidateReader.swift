@@ -53,17 +53,11 @@ final class CandidateReader: Sendable {
         }
     }
 
-    private struct Memo {
-        var keys: LRUCache<String, KeyMemo>
-        var entries: LRUCache<EntryID, EntryMemo>
-    }
-
-    /// The memo in shards, each under a lock of its own, a key (and an entry) in the one its
-    /// hash picks: threads looking up different keys at once (a caching proxy's event loops)
-    /// seldom take the same lock. With one lock, the proxy's two loops waited on it on one hit
-    /// in twenty on 20,000 URLs (a fifth of their futex calls). Small memos have one shard, so
+    /// Keys' candidates (what a hit reads) and entries' decoded facts and served bases, each
+    /// in shards when the memo is large (``shardedCapacity``). Small memos have one shard, so
     /// that their bounds hold exactly.
-    private let shards: [Locked<Memo>]
+    private let keys: ShardedLRUCache<String, KeyMemo>
+    private let entries: ShardedLRUCache<EntryID, EntryMemo>
     /// Memos of at least this many keys are cut into ``shardCount`` shards.
     static let shardedCapacity = 4_096
     static let shardCount = 8
@@ -77,30 +71,15 @@ final class CandidateReader: Sendable {
         self.store = store
         self.log = log
         self.makeBase = makeBase
-        let count = capacity >= Self.shardedCapacity ? Self.shardCount : 1
-        let forEntries = byteLimit / 4 / count
-        let forKeys = byteLimit / count - forEntries
-        shards = (0..<count).map { _ in
-            Locked(
-                Memo(
-                    keys: LRUCache(capacity: capacity / count, byteLimit: forKeys),
-                    entries: LRUCache(capacity: capacity / count, byteLimit: forEntries)))
-        }
-    }
-
-    /// The shard that remembers `key`.
-    private func memo(_ key: some Hashable) -> Locked<Memo> {
-        shards.count == 1 ? shards[0] : shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+        let shards = capacity >= Self.shardedCapacity ? Self.shardCount : 1
+        let forEntries = byteLimit / 4
+        keys = ShardedLRUCache(capacity: capacity, byteLimit: byteLimit - forEntries, shards: shards)
+        entries = ShardedLRUCache(capacity: capacity, byteLimit: forEntries, shards: shards)
     }
 
     /// How many keys are remembered, and the bytes they are charged together (with the memo's
     /// own bookkeeping).
-    var rememberedKeys: (count: Int, bytes: Int) {
-        shards.reduce((0, 0)) { sum, shard in
-            let (count, bytes) = shard.withLock { ($0.keys.count, $0.keys.bytes) }
-            return (sum.0 + count, sum.1 + bytes)
-        }
-    }
+    var rememberedKeys: (count: Int, bytes: Int) { keys.totals }
 
     /// Every stored variant of `primaryKey` whose facts can be read; one whose facts cannot
     /// be read is removed (and logged), so it is fetched again.
@@ -114,8 +93,7 @@ final class CandidateReader: Sendable {
             let candidates = read(primaryKey)
             return (candidates, candidates.map(\.facts))
         }
-        let shard = memo(primaryKey)
-        if let known = shard.withLock({ $0.keys.value(for: primaryKey) }), known.changes == changes {
+        if let known = keys.value(for: primaryKey), known.changes == changes {
             return (known.candidates, known.facts)
         }
         let candidates = read(primaryKey)
@@ -126,7 +104,7 @@ final class CandidateReader: Sendable {
             + MemoryCost.array(count: facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
             + candidates.reduce(0) { $0 + $1.memoryCost }
         let known = KeyMemo(changes: changes, candidates: candidates, facts: facts)
-        shard.withLock { $0.keys.set(known, for: primaryKey, cost: cost) }
+        keys.set(known, for: primaryKey, cost: cost)
         return (candidates, facts)
     }
 
@@ -141,17 +119,17 @@ final class CandidateReader: Sendable {
     }
 
     private func readKey(_ primaryKey: String) -> [StoredCandidate] {
-        let entries: [StoredEntry]
+        let variants: [StoredEntry]
         do {
-            entries = try store.variants(of: primaryKey)
+            variants = try store.variants(of: primaryKey)
         } catch {
             log("could not read the stored responses for \(primaryKey): \(error); answered as a miss")
             return []
         }
-        return entries.compactMap { entry in
+        return variants.compactMap { entry in
             // The same version: the same facts and fields (a head updated in place keeps its id).
-            if let known = memo(entry.id).withLock({ $0.entries.value(for: entry.id) }),
-                known.bytes == entry.head.facts, known.fields == entry.head.fields
+            if let known = entries.value(for: entry.id), known.bytes == entry.head.facts,
+                known.fields == entry.head.fields
             {
                 return StoredCandidate(entry: entry, facts: known.facts, base: known.base)
             }
@@ -183,7 +161,7 @@ final class CandidateReader: Sendable {
         let cost =
             MemoryCost.allocation(16 + 8 + 8 + MemoryLayout<StoredResponseFacts>.stride + 8)
             + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + base.memoryCost
-        memo(entry.id).withLock { $0.entries.set(known, for: entry.id, cost: cost) }
+        entries.set(known, for: entry.id, cost: cost)
         return StoredCandidate(entry: entry, facts: facts, base: base)
     }
 }

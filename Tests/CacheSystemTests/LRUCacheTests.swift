@@ -93,3 +93,24 @@ struct LRUCacheByteLimitTests {
         #expect(cache.count == 1)
     }
 }
+
+@Suite("ShardedLRUCache: the same bounds, a lock per shard")
+struct ShardedLRUCacheTests {
+    @Test("one shard keeps LRUCache's exact bounds; several keep a part each and hold every key once")
+    func boundsPerShard() {
+        let single = ShardedLRUCache<String, Int>(capacity: 3, shards: 1)
+        for (value, key) in ["a", "b", "c"].enumerated() { single.set(value, for: key) }
+        #expect(single.value(for: "a") == 0)  // a is now the most recently used
+        single.set(3, for: "d")  // b goes
+        #expect(single.value(for: "b") == nil && single.value(for: "a") == 0 && single.totals.count == 3)
+
+        let sharded = ShardedLRUCache<Int, Int>(capacity: 800, byteLimit: 8 << 20, shards: 8)
+        for key in 0..<10_000 { sharded.set(key, for: key, cost: 100) }
+        let (count, bytes) = sharded.totals
+        #expect(count <= 800 && count >= 700, "\(count) values held")
+        #expect(bytes == count * (100 + LRUCache<Int, Int>.entryOverhead))
+        #expect(sharded.value(for: 9_999) == 9_999, "the last key set is held")
+        sharded.set(-1, for: 9_999)
+        #expect(sharded.value(for: 9_999) == -1 && sharded.totals.count == count, "a key is held once")
+    }
+}

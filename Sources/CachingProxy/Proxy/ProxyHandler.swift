@@ -51,12 +51,10 @@ final class ProxyHandler: RequestHandler {
     let serverStatistics = Locked<(@Sendable () -> HTTPServer.Statistics)?>(nil)
     /// `configuration.adminToken`, replaced by ``CachingProxy/replaceAdminToken(_:)``.
     let adminToken: Locked<String?>
-    /// What each request-target means (``route(_:)``), in ``routeShards`` shards under locks
-    /// of their own, a target in the one its hash picks: the event loops, which look one up on
-    /// every request, seldom take the same lock (with one, they waited on it on one request in
-    /// a hundred and fifty on 20,000 URLs, a seventh of their futex calls).
-    private let routes: [Locked<LRUCache<String, Route>>]
-    private static let routeShards = 8
+    /// What each request-target means (``route(_:)``), in shards: the event loops look one up
+    /// on every request (with one lock they waited on it on one request in a hundred and fifty
+    /// on 20,000 URLs, a seventh of their futex calls).
+    private let routes: ShardedLRUCache<String, Route>
     /// When the handler was made (``MonotonicClock``): the status page's uptime.
     let startedAt = MonotonicClock.seconds()
     /// How many request-targets, keys and entries the proxy remembers what it worked out
@@ -107,11 +105,7 @@ final class ProxyHandler: RequestHandler {
         self.limitedLog = limitedLog
         let storeLog: @Sendable (String) -> Void = { message in limitedLog(.store, message) }
         let remembered = Self.rememberedByteLimit(memoryCapacity: configuration.memoryCapacity)
-        routes = (0..<Self.routeShards).map { _ in
-            Locked(
-                LRUCache(
-                    capacity: Self.rememberedKeyLimit / Self.routeShards, byteLimit: remembered / 8 / Self.routeShards))
-        }
+        routes = ShardedLRUCache(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 8, shards: 8)
         earlyHints = EarlyHints(capacity: Self.rememberedKeyLimit, byteLimit: remembered / 16)
         dictionaries = configuration.dictionaryCompression.map(DictionaryRegistry.init)
         let memory = MemoryStore(capacity: configuration.memoryCapacity, clock: clock)
@@ -387,10 +381,9 @@ final class ProxyHandler: RequestHandler {
     static let adminPrefix = "/_httpcache/"
 
     private func route(_ requestTarget: String) -> Route {
-        let shard = routes[Int(UInt(bitPattern: requestTarget.hashValue) % UInt(routes.count))]
-        if let known = shard.withLock({ $0.value(for: requestTarget) }) { return known }
+        if let known = routes.value(for: requestTarget) { return known }
         let route = Route(meaning(of: requestTarget))
-        shard.withLock { $0.set(route, for: requestTarget, cost: MemoryCost.string(requestTarget) + route.memoryCost) }
+        routes.set(route, for: requestTarget, cost: MemoryCost.string(requestTarget) + route.memoryCost)
         return route
     }
 
