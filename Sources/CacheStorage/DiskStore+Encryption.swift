@@ -121,7 +121,7 @@ extension DiskStore {
         while flock(lock, LOCK_EX) != 0 && errno == EINTR {}
         // No sweep of this process takes the new body files before the rows naming them commit.
         return try old.sweeping.withLock { _ throws(StorageError) in
-            let connection = try openAccessWriter(old.configuration)
+            let connection = try openConnection(old.configuration)
             defer { connection.close() }
             try connection.transaction { () throws(StorageError) in
                 try setMeta("rekey_to", newKey?.checkValue ?? [], connection)

@@ -583,7 +583,7 @@ extension DiskStore {
     /// Runs `body` on the second connection (opened on first use), one caller at a time.
     func withAccessWriter(_ body: (SQLiteConnection) throws(StorageError) -> Void) throws(StorageError) {
         try accessWriter.withLock { writer throws(StorageError) in
-            if writer == nil { writer = try Self.openAccessWriter(configuration) }
+            if writer == nil { writer = try Self.openConnection(configuration) }
             guard let connection = writer else { return }
             try body(connection)
         }

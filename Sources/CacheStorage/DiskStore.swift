@@ -691,15 +691,16 @@ public final class DiskStore: CacheStore {
     /// size again (four readers mapping 1 GiB took a proxy's peak RSS on 20,000 URLs from 383 to
     /// 1,054 MiB, for no CPU a request that could be told from the noise).
     static func openReader(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
-        let connection = try openAccessWriter(configuration)
+        let connection = try openConnection(configuration)
         try connection.execute("PRAGMA query_only = 1")
         try connection.execute("PRAGMA mmap_size = 0")
         try connection.execute("PRAGMA cache_size = -4096")
         return connection
     }
 
-    /// A second connection to the index ``openIndex(_:)`` prepared, for writing access times.
-    static func openAccessWriter(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
+    /// Another connection to the index ``openIndex(_:)`` prepared, with every connection's
+    /// settings: the access-time writer's, the readers' (``openReader(_:)``), a re-key's.
+    static func openConnection(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite", creating: false)
         try applyConnectionSettings(connection, configuration)
         return connection
