@@ -110,10 +110,19 @@ final class ConnectedPair {
         return ioctl(clientSocket, UInt(FIONREAD), &count) == 0 ? Int(count) : -1
     }
 
-    /// Closes the server's socket without `close_notify`: an EOF to the client.
+    /// Closes the server's socket without `close_notify`: an EOF to the client, once no other
+    /// process holds that end. A process another test spawns at this moment holds a copy of
+    /// every descriptor until its `exec` drops the close-on-exec ones (one whole-suite run read
+    /// no EOF here), so this waits up to 10 s for the client's socket to see the hang-up.
     func closeServerSocket() {
-        if serverSocket >= 0 { _ = close(serverSocket) }
+        guard serverSocket >= 0 else { return }
+        _ = close(serverSocket)
         serverSocket = -1
+        guard clientSocket >= 0 else { return }
+        // A stream socket pair's end reports POLLHUP once its peer is closed everywhere.
+        let hangUp = Int16(POLLHUP)
+        var watched = pollfd(fd: clientSocket, events: hangUp, revents: 0)
+        for _ in 0..<100 where watched.revents & hangUp == 0 { _ = poll(&watched, 1, 100) }
     }
 
     /// Closes the client's socket.
