@@ -133,6 +133,62 @@ struct HTTPServerTests {
     }
 
     @Test(
+        "A client's last request, read whole, is answered and the connection closed at once, not in stages (RFC 9112 §9.6)",
+        arguments: [
+            "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            "GET /x HTTP/1.0\r\nHost: a\r\n\r\n",
+            "POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbody",
+        ])
+    func lastRequestClosesAtOnce(request: String) async throws {
+        try await offPool {
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send(request)
+            #expect(try client.readResponse().status == 200)
+            #expect(client.waitForClose())
+            #expect(!client.wasReset)
+            // The client keeps its socket open. A byte it sends now reaches a socket the server
+            // has closed, which resets; a server closing in stages would read and drop it.
+            var byte = UInt8(ascii: "x")
+            #expect(Glibc.send(client.fd, &byte, 1, Int32(MSG_NOSIGNAL)) == 1)
+            #expect(Self.waitForReset(client.fd))
+        }
+    }
+
+    @Test("A last request followed by more bytes is still closed in stages: the response arrives whole (RFC 9112 §9.6)")
+    func bytesAfterTheLastRequestGetAStagedClose() async throws {
+        try await offPool {
+            let test = try TestServer()
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /y HTTP/1.1\r\nHost: a\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.bodyText == "/x")
+            #expect(client.waitForClose())
+            #expect(!client.wasReset)
+            #expect(test.handler.targets == ["/x"])
+        }
+    }
+
+    /// Whether `fd`, past the end of stream, is reset within 5 s. A read there returns the end
+    /// of stream, not the reset; the socket's pending error has it (Linux: `EPIPE` for a socket
+    /// that had read the peer's FIN, `ECONNRESET` otherwise).
+    private static func waitForReset(_ fd: Int32) -> Bool {
+        let deadline = MonotonicClock.seconds() + 5
+        while MonotonicClock.seconds() < deadline {
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && (error == EPIPE || error == ECONNRESET) {
+                return true
+            }
+            usleep(5_000)
+        }
+        return false
+    }
+
+    @Test(
         "Fields keep their order, repetition and spelling; OWS is trimmed; empty lines before the request-line are ignored (RFC 9112 §2.2, §5)"
     )
     func fieldsAsReceived() async throws {

@@ -121,6 +121,10 @@ struct ConnectionState {
     var chunkedDecoder: ChunkedDecoder?
     var body: [UInt8] = []
     var keepAlive = true
+    /// The request being answered came whole and is the client's last: it asked to close
+    /// (`Connection: close`, or HTTP/1.0 without keep-alive), so it sends nothing more on the
+    /// connection (RFC 9112 §9.6), and closing needs no stage for bytes still on their way.
+    var clientSentLast = false
     var minorVersion = 1
     var requestIsHead = false
     /// Counts requests handed to the handler; a responder answers only while it matches.

@@ -42,6 +42,15 @@ extension EventLoop {
                 if !connection.state.writeShut {
                     guard sendCloseNotify(connection) else { return }
                     connection.state.writeShut = true
+                    // RFC 9112 §9.6: the staged close keeps bytes the client still sends from
+                    // turning the close into a reset that destroys the response. A client whose
+                    // last request this was, with nothing of it unread, sends none: close at
+                    // once, as nginx does, rather than wake again for its close.
+                    if connection.state.clientSentLast && connection.state.bufferedInput == 0
+                        && !Self.hasUnreadInput(connection.fd)
+                    {
+                        return close(connection)
+                    }
                     Glibc.shutdown(connection.fd, Int32(SHUT_WR))
                     connection.state.deadline = now + Self.lingerMilliseconds
                 }
@@ -125,6 +134,12 @@ extension EventLoop {
             close(connection)
         }
         return false
+    }
+
+    /// Whether bytes from the client wait in the socket (its end of stream does not count).
+    private static func hasUnreadInput(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0
     }
 
     /// Discards input after the last response until the client closes, 64 KiB or 2 s.
@@ -244,6 +259,7 @@ extension EventLoop {
         connection.state.chunkedDecoder = nil
         swap(&request.body, &connection.state.body)
         connection.state.phase = .handling
+        connection.state.clientSentLast = !connection.state.parser.keepAlive
         connection.state.deadline = Int.max
         connection.state.sequence &+= 1
         connection.state.responseStarted = false
