@@ -2,8 +2,8 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 
-/// Reads the stored responses of a key with their facts decoded and the fields their answers
-/// start with made (``ServedBase``), and remembers them while the store's change count stands
+/// Reads the stored responses of a key with their facts decoded, and remembers them, with the
+/// fields their answers start with (``ServedBase``) once the first answer has made them, while the store's change count stands
 /// still (``CacheStore/changeCount``): a hit then costs one lookup, neither a store read nor
 /// decoding nor building fields.
 ///
@@ -13,14 +13,21 @@ import CacheSystem
 ///   serialized facts): what a key read again after a change count moved, or from a store
 ///   that counts no changes, reuses instead of decoding and serializing again.
 ///
+/// A version read is remembered without a base: its first answer makes one, which ``keep(_:for:primaryKey:)``
+/// adds to both memos, so a stale response read only to be revalidated (whose `304` makes a new
+/// version) never has one made. A version freshened by a `304` is remembered with its base
+/// (``remembered(_:)``): the answer to that request is made of it.
+///
 /// Each is charged the heap memory its values hold (`MemoryCost`), shared with the store or
 /// not, since it is all that is left of an entry the store evicted; what the two memos share
-/// with each other (the facts and base of an entry both hold) is charged to each once.
+/// with each other (the facts and base of an entry both hold) is charged to each once; a base
+/// not yet made is charged as much as the stored fields it will be made of.
 /// ``bytesPerKey`` says what a key costs in the first.
 final class CandidateReader: Sendable {
     private let store: any CacheStore
     private let log: @Sendable (String) -> Void
-    /// Makes the fields every answer from an entry starts with (``ServedResponseBuilder``).
+    /// Makes the fields every answer from an entry starts with (``ServedResponseBuilder``): for a
+    /// version a `304` freshened, whose first answer is being made.
     private let makeBase: @Sendable (StoredEntry) -> ServedBase
 
     /// The candidates of one key as read at one change count. A class: a hit takes it from the
@@ -40,12 +47,13 @@ final class CandidateReader: Sendable {
     /// What was decoded and made of one version of an entry's head (its serialized facts and fields).
     private final class EntryMemo: Sendable {
         let bytes: [UInt8]
-        /// The stored fields the base was made of (shared with the head: no copy).
+        /// The stored fields the base is made of (shared with the head: no copy).
         let fields: HeaderFields
         let facts: StoredResponseFacts
-        let base: ServedBase
+        /// `nil` until an answer from this version made it.
+        let base: ServedBase?
 
-        init(bytes: [UInt8], fields: HeaderFields, facts: StoredResponseFacts, base: ServedBase) {
+        init(bytes: [UInt8], fields: HeaderFields, facts: StoredResponseFacts, base: ServedBase?) {
             self.bytes = bytes
             self.fields = fields
             self.facts = facts
@@ -98,14 +106,18 @@ final class CandidateReader: Sendable {
         }
         let candidates = read(primaryKey)
         let facts = candidates.map(\.facts)
+        remember(KeyMemo(changes: changes, candidates: candidates, facts: facts), for: primaryKey)
+        return (candidates, facts)
+    }
+
+    /// Remembers `known` as the candidates of `primaryKey`, charged what it holds.
+    private func remember(_ known: KeyMemo, for primaryKey: String) {
         let cost =
             MemoryCost.allocation(16 + 8 + 2 * 8) + MemoryCost.string(primaryKey)
-            + MemoryCost.array(count: candidates.count, stride: MemoryLayout<StoredCandidate>.stride)
-            + MemoryCost.array(count: facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
-            + candidates.reduce(0) { $0 + $1.memoryCost }
-        let known = KeyMemo(changes: changes, candidates: candidates, facts: facts)
+            + MemoryCost.array(count: known.candidates.count, stride: MemoryLayout<StoredCandidate>.stride)
+            + MemoryCost.array(count: known.facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
+            + known.candidates.reduce(0) { $0 + $1.memoryCost }
         keys.set(known, for: primaryKey, cost: cost)
-        return (candidates, facts)
     }
 
     /// The candidates of `primaryKey`; when none is stored under it, those stored under the
@@ -128,9 +140,7 @@ final class CandidateReader: Sendable {
         }
         return variants.compactMap { entry in
             // The same version: the same facts and fields (a head updated in place keeps its id).
-            if let known = entries.value(for: entry.id), known.bytes == entry.head.facts,
-                known.fields == entry.head.fields
-            {
+            if let known = entries.value(for: entry.id), Self.isVersion(known, of: entry) {
                 return StoredCandidate(entry: entry, facts: known.facts, base: known.base)
             }
             guard let facts = StoredResponseFacts(serialized: entry.head.facts) else {
@@ -138,7 +148,7 @@ final class CandidateReader: Sendable {
                 try? store.remove(entry.id)
                 return nil
             }
-            return remember(entry, facts: facts)
+            return remember(entry, facts: facts, base: nil)
         }
     }
 
@@ -151,18 +161,49 @@ final class CandidateReader: Sendable {
         guard candidate.base == nil, let facts = StoredResponseFacts(serialized: candidate.entry.head.facts) else {
             return candidate
         }
-        return remember(candidate.entry, facts: facts)
+        return remember(candidate.entry, facts: facts, base: makeBase(candidate.entry))
     }
 
-    /// A candidate of `entry` with its served base made, remembered by entry.
-    private func remember(_ entry: StoredEntry, facts: StoredResponseFacts) -> StoredCandidate {
-        let base = makeBase(entry)
+    /// A candidate of `entry` with `base` (or none yet), remembered by entry.
+    @discardableResult
+    private func remember(_ entry: StoredEntry, facts: StoredResponseFacts, base: ServedBase?) -> StoredCandidate {
         let known = EntryMemo(bytes: entry.head.facts, fields: entry.head.fields, facts: facts, base: base)
         let cost =
             MemoryCost.allocation(16 + 8 + 8 + MemoryLayout<StoredResponseFacts>.stride + 8)
-            + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + base.memoryCost
+            + MemoryCost.bytes(entry.head.facts) + MemoryCost.facts(facts) + Self.cost(of: base, for: entry)
         entries.set(known, for: entry.id, cost: cost)
         return StoredCandidate(entry: entry, facts: facts, base: base)
+    }
+
+    /// Keeps `base`, made for the first answer from `candidate` (read under `primaryKey` without
+    /// one), with its version in both memos: later reads and hits of the key share it. A memo
+    /// that holds another version by now, or a key read again meanwhile, is left as it is.
+    func keep(_ base: ServedBase, for candidate: StoredCandidate, primaryKey: String) {
+        let entry = candidate.entry
+        if let known = entries.value(for: entry.id), known.base == nil, Self.isVersion(known, of: entry) {
+            remember(entry, facts: known.facts, base: base)
+        }
+        guard let known = keys.value(for: primaryKey),
+            let index = known.candidates.firstIndex(where: {
+                $0.base == nil && $0.entry.id == entry.id && $0.entry.head.facts == entry.head.facts
+                    && $0.entry.head.fields == entry.head.fields
+            })
+        else { return }
+        var candidates = known.candidates
+        candidates[index] = StoredCandidate(entry: entry, facts: candidates[index].facts, base: base)
+        remember(KeyMemo(changes: known.changes, candidates: candidates, facts: known.facts), for: primaryKey)
+    }
+
+    /// Whether `known` was made of `entry`'s head as it is (the same facts and fields).
+    private static func isVersion(_ known: EntryMemo, of entry: StoredEntry) -> Bool {
+        known.bytes == entry.head.facts && known.fields == entry.head.fields
+    }
+
+    /// What a served base costs in a memo: its own cost once made; before, as much as the
+    /// stored fields it will be made of (its fields' array and, for a host that serializes them,
+    /// their bytes).
+    static func cost(of base: ServedBase?, for entry: StoredEntry) -> Int {
+        base?.memoryCost ?? MemoryCost.allocation(96) + MemoryCost.fields(entry.head.fields)
     }
 }
 
@@ -171,6 +212,6 @@ extension StoredCandidate {
     /// the served base made of them.
     var memoryCost: Int {
         MemoryCost.allocation(16 + MemoryLayout<StoredEntry>.stride + MemoryLayout<StoredResponseFacts>.stride + 8)
-            + MemoryCost.head(entry.head) + MemoryCost.facts(facts) + (base?.memoryCost ?? 0)
+            + MemoryCost.head(entry.head) + MemoryCost.facts(facts) + CandidateReader.cost(of: base, for: entry)
     }
 }

@@ -469,7 +469,9 @@ public final class ExchangeDriver: Sendable {
             unreadable(candidate.entry, error)
             return nil
         }
-        guard let served = builder.serve(answer, body: body, request: exchange.request.head) else {
+        // Made when this version is first served, then kept with it for the key's next answers.
+        let base = candidate.base ?? builder.base(candidate.entry)
+        guard let served = builder.serve(answer, base: base, body: body, request: exchange.request.head) else {
             // A body shorter or longer than its Content-Length is never served: it goes.
             let head = candidate.entry.head
             configuration.log(
@@ -477,6 +479,9 @@ public final class ExchangeDriver: Sendable {
                     + "\(head.fields[.contentLength] ?? "?") bytes, \(body.size) are stored); it was removed")
             try? store.remove(candidate.entry.id)
             return nil
+        }
+        if candidate.base == nil, let primaryKey = exchange.request.primaryKey {
+            reader.keep(base, for: candidate, primaryKey: primaryKey)
         }
         // A hit counts for eviction (LRU), and those waiting for this request learn what it got.
         store.recordAccess(candidate.entry.id, at: configuration.clock())

@@ -210,17 +210,16 @@ final class ServedResponseBuilder: Sendable {
         }
     }
 
-    /// The response for `answer` to `request` from `body`; `nil` when the stored response is
-    /// damaged: its `Content-Length` disagrees with the body stored (the caller drops it), or a
-    /// part of the body needed now (several ranges) cannot be read (the store has dropped it).
+    /// The response for `answer` to `request` from `body`, its fields starting as `base` (made
+    /// of the answer's entry by ``base(_:)``); `nil` when the stored response is damaged: its
+    /// `Content-Length` disagrees with the body stored (the caller drops it), or a part of the
+    /// body needed now (several ranges) cannot be read (the store has dropped it).
     func serve(
-        _ answer: ExchangeStateMachine.StoredAnswer, body: any StoredBody, request: RequestHead
+        _ answer: ExchangeStateMachine.StoredAnswer, base: ServedBase, body: any StoredBody, request: RequestHead
     ) -> ServedResponse? {
         let candidate = answer.candidate
         let use = answer.use
         let cacheStatus = answer.cacheStatus
-        // Made when the candidate was read; one a 304 changed is made again.
-        let base = candidate.base ?? base(candidate.entry)
         // An incomplete response holds fewer bytes than it declares; the lookup chose it for
         // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
         let incomplete = candidate.facts.flags.has(.incomplete)

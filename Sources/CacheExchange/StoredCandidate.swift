@@ -11,8 +11,9 @@ public struct StoredCandidate: Sendable {
     private final class Storage: @unchecked Sendable {
         var entry: StoredEntry
         var facts: StoredResponseFacts
-        /// The fields every answer from ``entry`` starts with, made once when the candidate was
-        /// read (``CandidateReader``); `nil` once the entry or facts changed.
+        /// The fields every answer from ``entry`` starts with, made when this version was first
+        /// served and kept by the reader (``CandidateReader``); `nil` before, and once the entry
+        /// or facts changed.
         var base: ServedBase?
 
         init(entry: StoredEntry, facts: StoredResponseFacts, base: ServedBase?) {
@@ -48,7 +49,7 @@ public struct StoredCandidate: Sendable {
         }
     }
 
-    /// What every answer from this version of the entry starts with, when the reader made it.
+    /// What every answer from this version of the entry starts with, once an answer made it.
     var base: ServedBase? { storage.base }
 
     /// A candidate.

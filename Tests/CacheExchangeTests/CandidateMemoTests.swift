@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
+import Synchronization
 import Testing
 
 @testable import CacheExchange
@@ -43,11 +44,15 @@ struct CandidateMemoTests {
 
     /// A driver as the proxy makes one: its Via added to stored answers, their fields kept
     /// serialized.
-    static func driver(_ store: MemoryStore, capacity: Int, bytes: Int) -> ExchangeDriver {
+    /// `made` counts the served bases made (each runs the transform once).
+    static func driver(
+        _ store: MemoryStore, capacity: Int, bytes: Int, made: Counter = Counter()
+    ) -> ExchangeDriver {
         var configuration = ExchangeDriver.Configuration(
             engine: engine, name: "cache", clock: { now.secondsSince1970 }, log: { _ in })
         configuration.trace = nil
         configuration.storedFieldsTransform = { fields in
+            made.add()
             var fields = fields
             fields.append(name: "Via", value: "1.1 cache")
             return fields
@@ -135,11 +140,18 @@ struct CandidateMemoTests {
     }
 
     /// A candidate changed by its holder (a `304` applied to the exchange's copy) drops the
-    /// served fields made of its old head; its other copies keep theirs.
+    /// served fields made of its old head; its other copies keep theirs. They are made when a
+    /// version is first served, not when it is read, and kept for every later read.
     @Test func aChangedCandidateDropsItsServedBase() throws {
         let store = MemoryStore(capacity: 1 << 20)
         try Self.store(store, 2)
-        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        let made = Counter()
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20, made: made)
+        #expect(try #require(driver.candidates(Self.key(Self.url(2))).first).base == nil)
+        #expect(made.value == 0)
+        _ = try Self.hit(driver, 2)
+        _ = try Self.hit(driver, 2)
+        #expect(made.value == 1)
         let read = driver.candidates(Self.key(Self.url(2)))
         let original = try #require(read.first)
         #expect(original.base != nil)
@@ -164,7 +176,8 @@ struct CandidateMemoTests {
             for: EntryHead(primaryKey: Self.key(url), url: url, status: 200, fields: fields, facts: facts))
         try writer.append(body)
         try writer.commit()
-        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        let made = Counter()
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20, made: made)
         var machine = driver.exchange(for: ExchangeRequest(head: RequestHead(uri: url), primaryKey: Self.key(url)))
         // A request that goes to the origin may be shared: this one leads.
         guard case .join = driver.start(&machine), case .forward(let forwarded) = driver.joinedAsLeader(&machine)
@@ -192,5 +205,14 @@ struct CandidateMemoTests {
         let base = try #require(hit.candidate.base)
         #expect(freshened.candidate.base === base)
         #expect(base.fields == HeaderFields(storedNow.head.fields + [HeaderField(name: "Via", value: "1.1 cache")]))
+        // Made once: for the freshened version, never for the stale one read to be revalidated.
+        #expect(made.value == 1)
+    }
+
+    /// Counts, from any thread.
+    final class Counter: Sendable {
+        private let count = Mutex(0)
+        func add() { count.withLock { $0 += 1 } }
+        var value: Int { count.withLock { $0 } }
     }
 }
