@@ -105,7 +105,7 @@ extension DiskStore {
             let remembered = memo.withLock({ memo -> [StoredEntry]? in
                 guard let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo)
                 else { return nil }
-                return memo.overlaid(cached.entries)
+                return memo.overlaid(cached.entries, primaryKey: primaryKey)
             })
         {
             return remembered
@@ -124,7 +124,7 @@ extension DiskStore {
             if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
             return memo.withLock { memo in
                 if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
-                return memo.overlaid(result)
+                return memo.overlaid(result, primaryKey: primaryKey)
             }
         }
     }
@@ -189,6 +189,11 @@ extension DiskStore {
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
+        // An entry committed behind is in no index yet: its queued commit says (its body file
+        // is in place, locked). Taken out of the queue only once it is in the open batch.
+        if let pending = memo.withLock({ $0.pendingCommits[id] }) {
+            return BodyLocation(size: pending.entry.bodySize, checksums: pending.checksums, inline: pending.inline)
+        }
         // A body never changes under its identity: what the committed index holds for it is its
         // body, unless a batch is open (it may have replaced or removed the entry, or written
         // it). Then, or when not found there, the writing connection, which sees the batch, says.
@@ -300,6 +305,8 @@ extension DiskStore {
     /// the batch commits (a sweep must keep its file).
     func isIndexed(_ id: EntryID, countingPendingRemovals: Bool = false) -> Bool {
         (try? state.withLock { state throws(StorageError) -> Bool in
+            // Queued behind: in the index once its batch is written (and its file locked till then).
+            if memo.withLock({ $0.pendingCommits[id] != nil }) { return true }
             if countingPendingRemovals, state.batching.obsoleteFiles.contains(id.rawValue) { return true }
             let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = :id")
             try query.bind(id.rawValue, to: ":id")

@@ -201,6 +201,43 @@ public final class DiskStore: CacheStore {
         var updateCount = 0
         /// A background write of ``pendingUpdates`` is queued.
         var updatesQueued = false
+        /// Entries committed and not yet written to the index (``DiskStore/commit(_:id:size:checksums:inline:lockedFile:)``
+        /// written behind), by identity: every read of this store finds them (``overlaid(_:primaryKey:)``,
+        /// ``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) until ``DiskStore/writePendingCommits(_:)``
+        /// has written them into the open batch. Kept apart from ``heads``, whose LRU may drop a key.
+        var pendingCommits: [EntryID: PendingCommit] = [:]
+        /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
+        var pendingKeys: [String: [EntryID]] = [:]
+        /// Commits queued so far: each pending commit's number, the order they are written in.
+        var commitCount = 0
+        /// The open batch's number (``Batching/open``) while commits may be queued in it: from
+        /// its opening until its commit takes the queue.
+        var openBatch: Int?
+        /// ``Batching/scopes``, read here by a commit that decides whether it may be written
+        /// behind without taking ``state``'s lock.
+        var batchScopes = 0
+
+        /// `entries`, the variants of `primaryKey` the index holds, with the pending commits of
+        /// that key laid over them (each replacing the variant of its key) and the pending
+        /// updates of their identities applied.
+        func overlaid(_ entries: [StoredEntry], primaryKey: String) -> [StoredEntry] {
+            guard let queued = pendingKeys[primaryKey] else { return overlaid(entries) }
+            var entries = entries
+            for id in queued {
+                guard let pending = pendingCommits[id] else { continue }
+                entries.removeAll { $0.head.variantKey == pending.entry.head.variantKey }
+                entries.append(pending.entry)
+            }
+            return overlaid(entries.sortedAsIndexed())
+        }
+
+        /// Takes `entry`'s commit out of ``pendingCommits`` (written, or dropped).
+        mutating func dropPendingCommit(_ entry: StoredEntry) {
+            guard pendingCommits.removeValue(forKey: entry.id) != nil else { return }
+            let key = entry.head.primaryKey
+            pendingKeys[key]?.removeAll { $0 == entry.id }
+            if pendingKeys[key]?.isEmpty == true { pendingKeys[key] = nil }
+        }
 
         /// `entries` with the pending updates of their identities applied.
         func overlaid(_ entries: [StoredEntry]) -> [StoredEntry] {
@@ -221,6 +258,17 @@ public final class DiskStore: CacheStore {
         var fields: HeaderFields
         var facts: [UInt8]
         /// Its place in the order updates were queued (`HeadMemo.updateCount`).
+        var number: Int
+    }
+
+    /// An entry committed and written behind (`HeadMemo.pendingCommits`): what its commit
+    /// writes into the index, and the descriptor that holds its body file's lock until then.
+    struct PendingCommit {
+        var entry: StoredEntry
+        var checksums: [UInt8]
+        var inline: [UInt8]?
+        var lockedFile: Int32?
+        /// Its place in the order commits were queued (`HeadMemo.commitCount`).
         var number: Int
     }
 
