@@ -232,7 +232,10 @@ extension DiskStore {
         let (queued, full) = memo.withLock { memo -> (Bool, Int?) in
             guard memo.batchScopes == 0, let batch = memo.openBatch else { return (false, nil) }
             let key = entry.head.primaryKey
-            let remembered = memo.overlaid(memo.heads.value(for: key)?.entries ?? [], primaryKey: key)
+            let cached = memo.heads.value(for: key)
+            let current = cached.flatMap { cached in changes.map { Self.isCurrent(cached.changes, at: $0.value, memo) }
+            }
+            let remembered = memo.overlaid(current == true ? cached?.entries ?? [] : [], primaryKey: key)
             if let replaced = remembered.first(where: { $0.head.variantKey == entry.head.variantKey }) {
                 entry.isPinned = replaced.isPinned
             }
