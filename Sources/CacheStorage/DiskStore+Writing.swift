@@ -133,12 +133,14 @@ extension DiskStore {
     /// store's to close: after the transaction, or after its batch's.
     ///
     /// Written behind (``Configuration/writesBehind``, a store in the clear, no
-    /// ``beginBatchedWrites()`` scope open) the commit is queued and returns at once, taking no
-    /// lock a write to the index holds: this store's reads find the entry from then on
-    /// (`HeadMemo.pendingCommits`), and a background writer puts it into the open batch within
-    /// ``Configuration/batchLatency`` seconds (at once after 64), which other processes see when
-    /// it commits. Every other write to the index writes the queued commits first, so a removal
-    /// made after this returns always removes the entry. A crash loses the queued commits (their
+    /// ``beginBatchedWrites()`` scope open) the commit is queued in the open batch and returns
+    /// at once, taking no lock a write to the index holds (only the first commit after a batch
+    /// committed opens the next one, under ``state``'s lock): this store's reads find the entry
+    /// from then on (`HeadMemo.pendingCommits`), and the batch's commit, within
+    /// ``Configuration/batchLatency`` seconds (at once after 64 queued), writes its row first;
+    /// other processes see it then, and their writes wait for the batch meanwhile. Every other
+    /// write to the index by this store writes the queued commits first, so a removal made
+    /// after this returns always removes the entry. A crash loses the queued commits (their
     /// body files are swept at the next open), never a body under a wrong entry.
     func commit(
         _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32? = nil

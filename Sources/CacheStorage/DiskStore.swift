@@ -90,8 +90,11 @@ public final class DiskStore: CacheStore {
         /// once, and a removal made meanwhile, in the same transaction, can never be undone by
         /// the commit; other processes see both when the batch commits, and their writes wait
         /// for it. A crash loses the open batch's entries (never a body under a wrong entry).
-        /// A caching proxy's misses then do not wait for the disk. Off by default; ignored
-        /// with ``Durability/powerLossSafe``.
+        /// In a store in the clear a commit does not even write its row: it is queued in the
+        /// open batch (opening one when none is) and written when the batch commits, or before
+        /// any other write to the index, so a removal made after the commit returned always
+        /// removes it. A caching proxy's misses then do not wait for the disk, nor spend their
+        /// event loop's time in SQLite. Off by default; ignored with ``Durability/powerLossSafe``.
         public var writesBehind = false
         /// Whether commits are written behind: ``writesBehind``, unless ``durability`` is
         /// ``Durability/powerLossSafe``, which ignores it.
@@ -221,7 +224,7 @@ public final class DiskStore: CacheStore {
         /// that key laid over them (each replacing the variant of its key) and the pending
         /// updates of their identities applied.
         func overlaid(_ entries: [StoredEntry], primaryKey: String) -> [StoredEntry] {
-            guard let queued = pendingKeys[primaryKey] else { return overlaid(entries) }
+            guard !pendingKeys.isEmpty, let queued = pendingKeys[primaryKey] else { return overlaid(entries) }
             var entries = entries
             for id in queued {
                 guard let pending = pendingCommits[id] else { continue }
