@@ -65,7 +65,19 @@ extension DiskStore {
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
             do {
-                let files = try self.state.withLock { state throws(StorageError) -> [String] in
+                // The queued commits' rows a few at a time, each chunk under a hold of its own:
+                // a read that needs the index (an event loop looking up a miss) waits for one
+                // chunk at most, not for the whole batch.
+                var files: [String] = []
+                while let chunk = try self.state.withLock({ state throws(StorageError) -> [String]? in
+                    guard state.batching.open == number,
+                        memo.withLock({ $0.pendingCommits.count }) > Self.pendingCommitChunk
+                    else { return nil }
+                    return try writePendingCommits(&state, limit: Self.pendingCommitChunk)
+                }) {
+                    files += chunk
+                }
+                files += try self.state.withLock { state throws(StorageError) -> [String] in
                     state.batching.open == number ? try commitBatch(&state) : []
                 }
                 unlinkBodies(files)
@@ -254,8 +266,8 @@ extension DiskStore {
     }
 
     /// Writes the queued commits (``commit(_:id:size:checksums:inline:lockedFile:)`` written
-    /// behind) into the open batch, opening one, in one transaction and in the order they were
-    /// queued: each replaces the row of its key (keeping its pin), then the store evicts. Only
+    /// behind; the first `limit` of them) into the open batch, opening one, in one transaction
+    /// and in the order they were queued: each replaces the row of its key (keeping its pin), then the store evicts. Only
     /// then are they taken out of the queue, as the locks on their body files go to the batch:
     /// a read finds each entry throughout. Called under ``state``'s lock by every write to the
     /// index and every read of what only the index knows, before anything else. When the
@@ -263,17 +275,22 @@ extension DiskStore {
     /// and what the index holds is read again: a miss, never a wrong body. Returns the body
     /// files to unlink now; throws only when a batch that reached ``batchLimit`` inside a
     /// ``beginBatchedWrites()`` scope fails to commit.
-    func writePendingCommits(_ state: inout State) throws(StorageError) -> [String] {
-        let files = writePendingCommits(&state, closingBatch: false)
+    func writePendingCommits(_ state: inout State, limit: Int = .max) throws(StorageError) -> [String] {
+        let files = writePendingCommits(&state, closingBatch: false, limit: limit)
         return try files.written + countBatchedWrite(&state, count: files.count)
     }
 
-    /// ``writePendingCommits(_:)``, counting nothing into the batch; `closingBatch` when the
+    /// The most queued commits a batch's background commit writes per hold of ``state``.
+    static let pendingCommitChunk = 8
+
+    /// ``writePendingCommits(_:limit:)``, counting nothing into the batch; `closingBatch` when the
     /// open batch is about to commit: commits come no more into it (they open the next one).
-    private func writePendingCommits(_ state: inout State, closingBatch: Bool) -> (written: [String], count: Int) {
+    private func writePendingCommits(
+        _ state: inout State, closingBatch: Bool, limit: Int = .max
+    ) -> (written: [String], count: Int) {
         let pending = memo.withLock { memo -> [PendingCommit] in
             if closingBatch { memo.openBatch = nil }
-            return memo.pendingCommits.values.sorted { $0.number < $1.number }
+            return Array(memo.pendingCommits.values.sorted { $0.number < $1.number }.prefix(limit))
         }
         guard !pending.isEmpty else { return ([], 0) }
         var written = pending.map(\.entry)

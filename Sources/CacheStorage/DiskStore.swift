@@ -206,7 +206,7 @@ public final class DiskStore: CacheStore {
         var updatesQueued = false
         /// Entries committed and not yet written to the index (``DiskStore/commit(_:id:size:checksums:inline:lockedFile:)``
         /// written behind), by identity: every read of this store finds them (``overlaid(_:primaryKey:)``,
-        /// ``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) until ``DiskStore/writePendingCommits(_:)``
+        /// ``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) until ``DiskStore/writePendingCommits(_:limit:)``
         /// has written them into the open batch. Kept apart from ``heads``, whose LRU may drop a key.
         var pendingCommits: [EntryID: PendingCommit] = [:]
         /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
