@@ -21,33 +21,29 @@ extension DiskStore {
         where whereClause: String, _ argument: String?, matching: ((StoredEntry) -> Bool)? = nil
     ) throws(StorageError) -> Int {
         try flushAccess()
-        let (rows, files) = try state.withLock {
-            state throws(StorageError) -> ([(id: String, inFile: Bool)], [String]) in
+        var files: [String] = []
+        let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
             // Commits queued behind go into the index first, in a batch committed now: the
             // removal then always takes what was committed before it, and stays.
-            let files = try commitBatch(&state)
+            files = try commitBatch(&state)
             defer { changes?.bump() }
-            return (
-                try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
-                    // Whole entries only for `matching`: otherwise their identities and where their bodies are.
-                    let select = try state.connection.statement(
-                        matching == nil
-                            ? "SELECT entries.id AS id, in_file FROM entries \(whereClause)"
-                            : "SELECT \(Self.entryColumns), in_file FROM \(Self.entrySource) \(whereClause)")
-                    if let argument { try select.bind(argument, to: ":argument") }
-                    let columns = matching == nil ? nil : try select.columns(EntryColumns.self)
-                    let (id, inFile) = (try select.column("id"), try select.column("in_file"))
-                    var rows: [(id: String, inFile: Bool)] = []
-                    while try select.step() {
-                        if let matching, let columns, !(entry(from: select, columns).map(matching) ?? false) {
-                            continue
-                        }
-                        rows.append((select.text(id), select.bool(inFile)))
-                    }
-                    for row in rows { try Self.deleteRow(row.id, state.connection) }
-                    return rows
-                }, files
-            )
+            return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
+                // Whole entries only for `matching`: otherwise their identities and where their bodies are.
+                let select = try state.connection.statement(
+                    matching == nil
+                        ? "SELECT entries.id AS id, in_file FROM entries \(whereClause)"
+                        : "SELECT \(Self.entryColumns), in_file FROM \(Self.entrySource) \(whereClause)")
+                if let argument { try select.bind(argument, to: ":argument") }
+                let columns = matching == nil ? nil : try select.columns(EntryColumns.self)
+                let (id, inFile) = (try select.column("id"), try select.column("in_file"))
+                var rows: [(id: String, inFile: Bool)] = []
+                while try select.step() {
+                    if let matching, let columns, !(entry(from: select, columns).map(matching) ?? false) { continue }
+                    rows.append((select.text(id), select.bool(inFile)))
+                }
+                for row in rows { try Self.deleteRow(row.id, state.connection) }
+                return rows
+            }
         }
         unlinkBodies(files)
         for row in rows where row.inFile { unlink(bodiesDirectory + "/" + row.id) }
