@@ -104,9 +104,12 @@ extension DiskStore {
 
     /// The entry with identity `id`, if stored.
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
-        if let pending = memo.withLock({ memo in memo.pendingCommits[id].map { memo.overlaid([$0.entry]) } }) {
-            return pending.first
+        let queued = memo.withLock { memo -> (entry: StoredEntry?, replaced: Bool) in
+            (memo.pendingCommits[id].flatMap { memo.overlaid([$0.entry]).first }, memo.replacedIDs.contains(id))
         }
+        if let entry = queued.entry { return entry }
+        // Replaced by a queued commit: gone, though its row is in the index until that is written.
+        if queued.replaced { return nil }
         return try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = :id")

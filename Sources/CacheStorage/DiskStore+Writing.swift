@@ -166,6 +166,10 @@ extension DiskStore {
             let queued = try state.withLock { state throws(StorageError) -> Bool in
                 guard state.batching.scopes == 0 else { return false }
                 try openBatchIfWanted(&state)
+                if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) { return true }
+                // The key's variants not remembered as the index holds them: read (the entry
+                // this one replaces is then known).
+                _ = try readVariants(of: head.primaryKey, &state)
                 return queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile)
             }
             if queued { return entry }
@@ -244,18 +248,22 @@ extension DiskStore {
         _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
     ) -> Bool {
         let (queued, full) = memo.withLock { memo -> (Bool, Int?) in
-            guard memo.batchScopes == 0, let batch = memo.openBatch else { return (false, nil) }
+            // Only for a key whose variants are remembered as the index holds them (an exchange
+            // looked it up before storing): the entry it replaces is then known, and gone for
+            // reads by identity at once, as it would be with its row deleted.
             let key = entry.head.primaryKey
-            let cached = memo.heads.value(for: key)
-            let current = cached.flatMap { cached in changes.map { Self.isCurrent(cached.changes, at: $0.value, memo) }
+            guard memo.batchScopes == 0, let batch = memo.openBatch, let count = changes?.value,
+                let cached = memo.heads.value(for: key), Self.isCurrent(cached.changes, at: count, memo)
+            else { return (false, nil) }
+            let replaced = memo.overlaid(cached.entries, primaryKey: key).first {
+                $0.head.variantKey == entry.head.variantKey
             }
-            let remembered = memo.overlaid(current == true ? cached?.entries ?? [] : [], primaryKey: key)
-            if let replaced = remembered.first(where: { $0.head.variantKey == entry.head.variantKey }) {
-                entry.isPinned = replaced.isPinned
-            }
+            entry.isPinned = replaced?.isPinned ?? false
+            if let replaced { memo.replacedIDs.insert(replaced.id) }
             memo.commitCount += 1
             memo.pendingCommits[entry.id] = PendingCommit(
-                entry: entry, checksums: checksums, inline: inline, lockedFile: lockedFile, number: memo.commitCount)
+                entry: entry, checksums: checksums, inline: inline, lockedFile: lockedFile, replaces: replaced?.id,
+                number: memo.commitCount)
             memo.pendingKeys[key, default: []].append(entry.id)
             let queued = entry
             countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }

@@ -211,6 +211,10 @@ public final class DiskStore: CacheStore {
         var pendingCommits: [EntryID: PendingCommit] = [:]
         /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
         var pendingKeys: [String: [EntryID]] = [:]
+        /// Entries a pending commit replaces (`PendingCommit/replaces`): gone for every read by
+        /// identity (``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) though their rows are
+        /// in the index until the commit is written, as they are gone from ``overlaid(_:primaryKey:)``.
+        var replacedIDs: Set<EntryID> = []
         /// Commits queued so far: each pending commit's number, the order they are written in.
         var commitCount = 0
         /// The open batch's number (``Batching/open``) while commits may be queued in it: from
@@ -236,7 +240,8 @@ public final class DiskStore: CacheStore {
 
         /// Takes `entry`'s commit out of ``pendingCommits`` (written, or dropped).
         mutating func dropPendingCommit(_ entry: StoredEntry) {
-            guard pendingCommits.removeValue(forKey: entry.id) != nil else { return }
+            guard let dropped = pendingCommits.removeValue(forKey: entry.id) else { return }
+            if let replaced = dropped.replaces { replacedIDs.remove(replaced) }
             let key = entry.head.primaryKey
             pendingKeys[key]?.removeAll { $0 == entry.id }
             if pendingKeys[key]?.isEmpty == true { pendingKeys[key] = nil }
@@ -271,6 +276,8 @@ public final class DiskStore: CacheStore {
         var checksums: [UInt8]
         var inline: [UInt8]?
         var lockedFile: Int32?
+        /// The entry of the same primary and variant key it replaces, if any (`HeadMemo.replacedIDs`).
+        var replaces: EntryID?
         /// Its place in the order commits were queued (`HeadMemo.commitCount`).
         var number: Int
     }

@@ -54,7 +54,7 @@ struct WrittenBehindCommitTests {
         arguments: [0, 2])
     func foundAtOnce(readers: Int) throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore(latency: 0.05, readers: readers)
+        let store = try openStore(latency: 1, readers: readers)
         let other = try openStore()
         let inline = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
         let inFile = try StoreTestSupport.write(store, key: 2, generation: 0, size: 100_000)
@@ -272,6 +272,32 @@ struct WrittenBehindCommitTests {
         #expect(try other.entries().map(\.id) == [newer.id])
         #expect(try other.body(of: newer.id) == StoreTestSupport.expectedBody(newer))
         _ = older
+    }
+
+    @Test(
+        "An entry a queued commit replaces is gone at once for reads by identity, its file kept till the batch commits")
+    func replacedByAQueuedCommit() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try StoreTestSupport.openStore(directory)
+        let old = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+        try store.flush()
+        let new = try StoreTestSupport.write(store, key: 1, generation: 1, size: 100_000)
+        #expect(pending(store) == 1)
+        // A 304 for the old one must not find it (RFC 9111 §4.3.4: it no longer selects a stored response).
+        #expect(try store.entry(old.id) == nil)
+        #expect {
+            _ = try store.openBody(of: old.id)
+        } throws: {
+            ($0 as? StorageError)?.kind == .notFound
+        }
+        #expect(try store.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        // The committed index, which other processes read, still has it whole.
+        #expect(store.sweep() == 0)
+        #expect(try other.body(of: old.id) == StoreTestSupport.expectedBody(old))
+        try store.flush()
+        #expect(try other.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        #expect(bodyFiles() == [new.id.rawValue])
     }
 
     @Test("A commit replacing a pinned entry keeps the pin, queued or written")
