@@ -105,27 +105,30 @@ extension DiskStore {
             let remembered = memo.withLock({ memo -> [StoredEntry]? in
                 guard let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo)
                 else { return nil }
-                return memo.overlaid(cached.entries)
+                return memo.overlaid(cached.entries, primaryKey: primaryKey)
             })
         {
             return remembered
         }
-        return try state.withLock { state throws(StorageError) in
-            // Read before the query: a write that lands during it bumps the count past this.
-            // (This store's own writes wait for ``state``; an update written behind changes
-            // only the memo, which the result is laid under below.)
-            let count = changes?.value
-            let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
-            try query.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
-            var result = try entries(from: query)
-            // A sealed head says which key it was stored under: a lookup column moved to another
-            // row finds nothing.
-            if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
-            return memo.withLock { memo in
-                if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
-                return memo.overlaid(result)
-            }
+        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
+    }
+
+    /// ``variants(of:)`` read from the index, under ``state``'s lock, and remembered.
+    func readVariants(of primaryKey: String, _ state: inout State) throws(StorageError) -> [StoredEntry] {
+        // Read before the query: a write that lands during it bumps the count past this.
+        // (This store's own writes wait for ``state``; an update or a commit written behind
+        // changes only the memo, which the result is laid under below.)
+        let count = changes?.value
+        let query = try state.connection.statement(
+            "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
+        try query.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
+        var result = try entries(from: query)
+        // A sealed head says which key it was stored under: a lookup column moved to another
+        // row finds nothing.
+        if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
+        return memo.withLock { memo in
+            if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
+            return memo.overlaid(result, primaryKey: primaryKey)
         }
     }
 
@@ -189,6 +192,16 @@ extension DiskStore {
     }
 
     func location(of id: EntryID) throws(StorageError) -> BodyLocation {
+        // An entry committed behind is in no index yet: its queued commit says (its body file
+        // is in place, locked). Taken out of the queue only once it is in the open batch.
+        // One a queued commit replaces is gone already.
+        let queued = memo.withLock { memo -> (commit: PendingCommit?, replaced: Bool) in
+            memo.pendingCommits.isEmpty ? (nil, false) : (memo.pendingCommits[id], memo.replacedIDs.contains(id))
+        }
+        if let pending = queued.commit {
+            return BodyLocation(size: pending.entry.bodySize, checksums: pending.checksums, inline: pending.inline)
+        }
+        if queued.replaced { throw MemoryStore.notFound(id) }
         // A body never changes under its identity: what the committed index holds for it is its
         // body, unless a batch is open (it may have replaced or removed the entry, or written
         // it). Then, or when not found there, the writing connection, which sees the batch, says.
@@ -300,6 +313,12 @@ extension DiskStore {
     /// the batch commits (a sweep must keep its file).
     func isIndexed(_ id: EntryID, countingPendingRemovals: Bool = false) -> Bool {
         (try? state.withLock { state throws(StorageError) -> Bool in
+            // Queued behind: in the index once its batch is written (and its file locked till then).
+            // Replaced by one: not stored, though the committed index names it until the batch
+            // commits (the sweep, counting pending removals, keeps its file).
+            let queued = memo.withLock { ($0.pendingCommits[id] != nil, $0.replacedIDs.contains(id)) }
+            if queued.0 { return true }
+            if queued.1 { return countingPendingRemovals }
             if countingPendingRemovals, state.batching.obsoleteFiles.contains(id.rawValue) { return true }
             let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = :id")
             try query.bind(id.rawValue, to: ":id")

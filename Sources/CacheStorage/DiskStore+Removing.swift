@@ -21,7 +21,11 @@ extension DiskStore {
         where whereClause: String, _ argument: String?, matching: ((StoredEntry) -> Bool)? = nil
     ) throws(StorageError) -> Int {
         try flushAccess()
+        var files: [String] = []
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
+            // Commits queued behind go into the index first, in a batch committed now: the
+            // removal then always takes what was committed before it, and stays.
+            files = try commitBatch(&state)
             defer { changes?.bump() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
                 // Whole entries only for `matching`: otherwise their identities and where their bodies are.
@@ -41,6 +45,7 @@ extension DiskStore {
                 return rows
             }
         }
+        unlinkBodies(files)
         for row in rows where row.inFile { unlink(bodiesDirectory + "/" + row.id) }
         return rows.count
     }
@@ -99,7 +104,13 @@ extension DiskStore {
 
     /// The entry with identity `id`, if stored.
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
-        try state.withLock { state throws(StorageError) in
+        let queued = memo.withLock { memo -> (entry: StoredEntry?, replaced: Bool) in
+            (memo.pendingCommits[id].flatMap { memo.overlaid([$0.entry]).first }, memo.replacedIDs.contains(id))
+        }
+        if let entry = queued.entry { return entry }
+        // Replaced by a queued commit: gone, though its row is in the index until that is written.
+        if queued.replaced { return nil }
+        return try state.withLock { state throws(StorageError) in
             let query = try state.connection.statement(
                 "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE entries.id = :id")
             let columns = try query.columns(EntryColumns.self)
@@ -111,21 +122,27 @@ extension DiskStore {
     }
 
     public func totals() -> StoreTotals {
-        (try? state.withLock { state throws(StorageError) -> StoreTotals in
-            let query = try state.connection.statement(
-                "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
-            let (entries, bodyBytes, pinnedBytes) = (
-                try query.column("entries"), try query.column("body_bytes"), try query.column("pinned_bytes")
-            )
-            defer { query.reset() }
-            guard try query.step() else { return StoreTotals() }
-            return StoreTotals(
-                entries: Int(query.int(entries)), bodyBytes: query.int(bodyBytes), pinnedBytes: query.int(pinnedBytes))
-        }) ?? StoreTotals()
+        var files: [String] = []
+        defer { unlinkBodies(files) }
+        return
+            (try? state.withLock { state throws(StorageError) -> StoreTotals in
+                files = try writePendingCommits(&state)
+                let query = try state.connection.statement(
+                    "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
+                let (entries, bodyBytes, pinnedBytes) = (
+                    try query.column("entries"), try query.column("body_bytes"), try query.column("pinned_bytes")
+                )
+                defer { query.reset() }
+                guard try query.step() else { return StoreTotals() }
+                return StoreTotals(
+                    entries: Int(query.int(entries)), bodyBytes: query.int(bodyBytes),
+                    pinnedBytes: query.int(pinnedBytes))
+            }) ?? StoreTotals()
     }
 
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
+            let written = try writePendingCommits(&state)
             defer { changes?.bump() }
             // A page save pins each resource it stores: in the batch its entry is in.
             if pinned { try openBatchIfWanted(&state) }
@@ -139,9 +156,9 @@ extension DiskStore {
                 return (changed, pinned ? [] : try evict(state.connection).files)
             }
             // Evicted inside an open batch: the committed index names them until it commits.
-            guard state.batching.open != nil else { return (changed, evicted) }
+            guard state.batching.open != nil else { return (changed, written + evicted) }
             state.batching.obsoleteFiles += evicted
-            return (changed, [])
+            return (changed, written)
         }
         unlinkBodies(files)
         return changed

@@ -28,7 +28,10 @@ extension DiskStore {
     /// meanwhile joins it. With ``Durability/powerLossSafe`` every commit stays durable when it
     /// returns: nothing is batched.
     public func beginBatchedWrites() {
-        state.withLock { $0.batching.scopes += 1 }
+        state.withLock { state in
+            state.batching.scopes += 1
+            memo.withLock { $0.batchScopes = state.batching.scopes }
+        }
     }
 
     /// Ends a scope of ``beginBatchedWrites()``; the last one commits the open batch.
@@ -36,6 +39,7 @@ extension DiskStore {
     public func endBatchedWrites() throws(StorageError) {
         let files = try state.withLock { state throws(StorageError) -> [String] in
             state.batching.scopes = max(0, state.batching.scopes - 1)
+            memo.withLock { $0.batchScopes = state.batching.scopes }
             return state.batching.scopes == 0 ? try commitBatch(&state) : []
         }
         unlinkBodies(files)
@@ -51,6 +55,7 @@ extension DiskStore {
         state.batching.count += 1
         let number = state.batching.count
         state.batching.open = number
+        memo.withLock { $0.openBatch = number }
         commitInBackground(number, after: configuration.batchLatency)
     }
 
@@ -60,7 +65,19 @@ extension DiskStore {
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
             do {
-                let files = try self.state.withLock { state throws(StorageError) -> [String] in
+                // The queued commits' rows a few at a time, each chunk under a hold of its own:
+                // a read that needs the index (an event loop looking up a miss) waits for one
+                // chunk at most, not for the whole batch.
+                var files: [String] = []
+                while let chunk = try self.state.withLock({ state throws(StorageError) -> [String]? in
+                    guard state.batching.open == number,
+                        memo.withLock({ $0.pendingCommits.count }) > Self.pendingCommitChunk
+                    else { return nil }
+                    return try writePendingCommits(&state, limit: Self.pendingCommitChunk)
+                }) {
+                    files += chunk
+                }
+                files += try self.state.withLock { state throws(StorageError) -> [String] in
                     state.batching.open == number ? try commitBatch(&state) : []
                 }
                 unlinkBodies(files)
@@ -71,24 +88,27 @@ extension DiskStore {
         }
     }
 
-    /// Counts a write into the open batch, if any; at ``batchLimit`` writes the batch commits:
-    /// here inside ``beginBatchedWrites()`` scopes, on a background thread when written behind
-    /// (``Configuration/writesBehind``), whose writers never wait for a commit. Returns the
-    /// body files to unlink now.
-    func countBatchedWrite(_ state: inout State) throws(StorageError) -> [String] {
-        guard let open = state.batching.open else { return [] }
-        state.batching.writes += 1
+    /// Counts `count` writes into the open batch, if any; at ``batchLimit`` writes the batch
+    /// commits: here inside ``beginBatchedWrites()`` scopes, on a background thread when written
+    /// behind (``Configuration/writesBehind``), whose writers never wait for a commit. Returns
+    /// the body files to unlink now.
+    func countBatchedWrite(_ state: inout State, count: Int = 1) throws(StorageError) -> [String] {
+        guard let open = state.batching.open, count > 0 else { return [] }
+        let before = state.batching.writes
+        state.batching.writes += count
         guard state.batching.writes >= Self.batchLimit else { return [] }
         if state.batching.scopes > 0 { return try commitBatch(&state) }
         // Queued once; the batch takes what comes meanwhile.
-        if state.batching.writes == Self.batchLimit { commitInBackground(open, after: 0) }
+        if before < Self.batchLimit { commitInBackground(open, after: 0) }
         return []
     }
 
-    /// Commits the open batch, if any, and releases its body files' locks; returns the body
-    /// files it made obsolete, to unlink now.
+    /// Commits the open batch, if any, with the commits queued behind in it (written first),
+    /// and releases its body files' locks; returns the body files it made obsolete, to unlink
+    /// now.
     func commitBatch(_ state: inout State) throws(StorageError) -> [String] {
         guard state.batching.open != nil else { return [] }
+        let written = writePendingCommits(&state, closingBatch: true).written
         let batch = state.batching
         state.batching.open = nil
         state.batching.writes = 0
@@ -110,7 +130,7 @@ extension DiskStore {
             throw StorageError(
                 error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
         }
-        return batch.obsoleteFiles
+        return written + batch.obsoleteFiles
     }
 
     func unlinkBodies(_ files: [String]) {
@@ -123,69 +143,211 @@ extension DiskStore {
     /// pin) and evicts, in one transaction (or in the open batch). The body file, if any, is
     /// already in its final place, and `lockedFile` (its descriptor, holding its lock) is the
     /// store's to close: after the transaction, or after its batch's.
+    ///
+    /// Written behind (``Configuration/writesBehind``, a store in the clear, no
+    /// ``beginBatchedWrites()`` scope open) the commit is queued in the open batch and returns
+    /// at once, taking no lock a write to the index holds (only the first commit after a batch
+    /// committed opens the next one, under ``state``'s lock): this store's reads find the entry
+    /// from then on (`HeadMemo.pendingCommits`), and the batch's commit, within
+    /// ``Configuration/batchLatency`` seconds (at once after 64 queued), writes its row first;
+    /// other processes see it then, and their writes wait for the batch meanwhile. Every other
+    /// write to the index by this store writes the queued commits first, so a removal made
+    /// after this returns always removes the entry. A crash loses the queued commits (their
+    /// body files are swept at the next open), never a body under a wrong entry.
     func commit(
         _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32? = nil
     ) throws(StorageError) -> StoredEntry {
         let now = clock()
         var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
+        if configuration.isWrittenBehind, sealing == nil {
+            if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) { return entry }
+            // No batch open: one is opened (the index's write lock, so that another process's
+            // write waits for the batch, with what is queued in it), and the commit queued in it.
+            let queued = try state.withLock { state throws(StorageError) -> Bool in
+                guard state.batching.scopes == 0 else { return false }
+                try openBatchIfWanted(&state)
+                if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) { return true }
+                // The key's variants not remembered as the index holds them: read (the entry
+                // this one replaces is then known).
+                _ = try readVariants(of: head.primaryKey, &state)
+                return queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile)
+            }
+            if queued { return entry }
+        }
         var batched = false
         defer { if !batched, let lockedFile { close(lockedFile) } }
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
+            // Queued before: written first, so that this one replaces them, never the other way.
+            let written = try writePendingCommits(&state)
             // Counted as this store's own write when it changed no other key than its own.
             var othersChanged = true
             defer {
                 if othersChanged {
                     changes?.bump()
                 } else {
-                    countOwnWrite(primaryKey: head.primaryKey) { entries in
-                        entries.removeAll { $0.head.variantKey == head.variantKey }
-                        entries.append(entry)
-                        // In the index's order (the variant key column's bytes).
-                        entries.sort {
-                            Self.indexed($0.head, sealing).utf8.lexicographicallyPrecedes(
-                                Self.indexed($1.head, sealing).utf8)
-                        }
-                    }
+                    countOwnWrite(primaryKey: head.primaryKey) { $0.replaceVariant(with: entry, sealing) }
                 }
             }
             try openBatchIfWanted(&state)
             let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
-                var obsolete: [String] = []
-                let existing = try state.connection.statement(
-                    """
-                    SELECT id, in_file, pinned FROM entries
-                    WHERE primary_key = :primary_key AND variant_key = :variant_key
-                    """)
-                try existing.bind(Self.indexed(primaryKey: head.primaryKey, sealing), to: ":primary_key")
-                try existing.bind(Self.indexed(head, sealing), to: ":variant_key")
-                if try existing.step() {
-                    let oldID = existing.text(try existing.column("id"))
-                    if existing.bool(try existing.column("in_file")) { obsolete.append(oldID) }
-                    entry.isPinned = existing.bool(try existing.column("pinned"))
-                    try Self.deleteRow(oldID, state.connection)
-                }
-                try Self.insertRow(
-                    state.connection, id: id, head: head, size: size, checksums: checksums, inline: inline,
-                    storedAt: now, pinned: entry.isPinned, sealing: sealing)
-                let access = try state.connection.statement(
-                    "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
-                try access.bind(id.rawValue, to: ":id")
-                try access.bind(now, to: ":last_access")
-                try access.run()
+                let replaced = try writeRow(&entry, checksums: checksums, inline: inline, state.connection)
                 let evicted = try evict(state.connection)
                 othersChanged = evicted.count > 0
-                return obsolete + evicted.files
+                return (replaced.map { [$0] } ?? []) + evicted.files
             }
-            guard state.batching.open != nil else { return obsolete }
+            guard state.batching.open != nil else { return written + obsolete }
             state.batching.obsoleteFiles += obsolete
             if let lockedFile {
                 state.batching.lockedFiles.append(lockedFile)
                 batched = true
             }
-            return try countBatchedWrite(&state)
+            return try written + countBatchedWrite(&state)
         }
         unlinkBodies(obsolete)
         return entry
+    }
+
+    /// Writes `entry`'s row, its inline body, tags and access row, replacing the row of the same
+    /// primary and variant key and keeping its pin (set in `entry`). Returns the replaced row's
+    /// body file, if it had one, to unlink once the transaction has committed.
+    func writeRow(
+        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, _ connection: SQLiteConnection
+    ) throws(StorageError) -> String? {
+        var obsolete: String?
+        let existing = try connection.statement(
+            """
+            SELECT id, in_file, pinned FROM entries
+            WHERE primary_key = :primary_key AND variant_key = :variant_key
+            """)
+        try existing.bind(Self.indexed(primaryKey: entry.head.primaryKey, sealing), to: ":primary_key")
+        try existing.bind(Self.indexed(entry.head, sealing), to: ":variant_key")
+        if try existing.step() {
+            let oldID = existing.text(try existing.column("id"))
+            if existing.bool(try existing.column("in_file")) { obsolete = oldID }
+            entry.isPinned = existing.bool(try existing.column("pinned"))
+            try Self.deleteRow(oldID, connection)
+        }
+        try Self.insertRow(
+            connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: inline,
+            storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing)
+        let access = try connection.statement(
+            "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
+        try access.bind(entry.id.rawValue, to: ":id")
+        try access.bind(entry.storedAt, to: ":last_access")
+        try access.run()
+        return obsolete
+    }
+
+    /// Queues `entry`'s commit in the open batch, to be written behind
+    /// (``commit(_:id:size:checksums:inline:lockedFile:)``); `false`, queuing nothing, when no
+    /// batch is open or a ``beginBatchedWrites()`` scope is. Counted as this store's own write of
+    /// its key, which its remembered variants take in; the pin of the variant it replaces, when
+    /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
+    /// commit has the batch committed at once.
+    private func queue(
+        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
+    ) -> Bool {
+        let (queued, full) = memo.withLock { memo -> (Bool, Int?) in
+            // Only for a key whose variants are remembered as the index holds them (an exchange
+            // looked it up before storing): the entry it replaces is then known, and gone for
+            // reads by identity at once, as it would be with its row deleted.
+            let key = entry.head.primaryKey
+            guard memo.batchScopes == 0, let batch = memo.openBatch, let count = changes?.value,
+                let cached = memo.heads.value(for: key), Self.isCurrent(cached.changes, at: count, memo)
+            else { return (false, nil) }
+            let replaced = memo.overlaid(cached.entries, primaryKey: key).first {
+                $0.head.variantKey == entry.head.variantKey
+            }
+            entry.isPinned = replaced?.isPinned ?? false
+            if let replaced { memo.replacedIDs.insert(replaced.id) }
+            memo.commitCount += 1
+            memo.pendingCommits[entry.id] = PendingCommit(
+                entry: entry, checksums: checksums, inline: inline, lockedFile: lockedFile, replaces: replaced?.id,
+                number: memo.commitCount)
+            memo.pendingKeys[key, default: []].append(entry.id)
+            let queued = entry
+            countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }
+            return (true, memo.pendingCommits.count == Self.batchLimit ? batch : nil)
+        }
+        if let full { commitInBackground(full, after: 0) }
+        return queued
+    }
+
+    /// Writes the queued commits (``commit(_:id:size:checksums:inline:lockedFile:)`` written
+    /// behind; the first `limit` of them) into the open batch, opening one, in one transaction
+    /// and in the order they were queued: each replaces the row of its key (keeping its pin), then the store evicts. Only
+    /// then are they taken out of the queue, as the locks on their body files go to the batch:
+    /// a read finds each entry throughout. Called under ``state``'s lock by every write to the
+    /// index and every read of what only the index knows, before anything else. When the
+    /// transaction fails the queued entries are dropped (reported, their body files removed),
+    /// and what the index holds is read again: a miss, never a wrong body. Returns the body
+    /// files to unlink now; throws only when a batch that reached ``batchLimit`` inside a
+    /// ``beginBatchedWrites()`` scope fails to commit.
+    func writePendingCommits(_ state: inout State, limit: Int = .max) throws(StorageError) -> [String] {
+        let files = writePendingCommits(&state, closingBatch: false, limit: limit)
+        return try files.written + countBatchedWrite(&state, count: files.count)
+    }
+
+    /// The most queued commits a batch's background commit writes per hold of ``state``.
+    static let pendingCommitChunk = 8
+
+    /// ``writePendingCommits(_:limit:)``, counting nothing into the batch; `closingBatch` when the
+    /// open batch is about to commit: commits come no more into it (they open the next one).
+    private func writePendingCommits(
+        _ state: inout State, closingBatch: Bool, limit: Int = .max
+    ) -> (written: [String], count: Int) {
+        let pending = memo.withLock { memo -> [PendingCommit] in
+            if closingBatch { memo.openBatch = nil }
+            return Array(memo.pendingCommits.values.sorted { $0.number < $1.number }.prefix(limit))
+        }
+        guard !pending.isEmpty else { return ([], 0) }
+        var written = pending.map(\.entry)
+        var evicted = 0
+        var obsolete: [String] = []
+        do throws(StorageError) {
+            try openBatchIfWanted(&state)
+            try state.connection.transaction { () throws(StorageError) in
+                for index in pending.indices {
+                    let replaced = try writeRow(
+                        &written[index], checksums: pending[index].checksums, inline: pending[index].inline,
+                        state.connection)
+                    if let replaced { obsolete.append(replaced) }
+                }
+                let eviction = try evict(state.connection)
+                evicted = eviction.count
+                obsolete += eviction.files
+            }
+        } catch {
+            memo.withLock { memo in
+                for commit in pending { memo.dropPendingCommit(commit.entry) }
+            }
+            for commit in pending {
+                if let file = commit.lockedFile { close(file) }
+                if commit.inline == nil { unlink(bodiesDirectory + "/" + commit.entry.id.rawValue) }
+            }
+            changes?.bump()
+            configuration.log(
+                "could not write \(pending.count) cached entries to the cache index (\(error)); they are not stored")
+            return ([], 0)
+        }
+        let lockedFiles = pending.compactMap(\.lockedFile)
+        if state.batching.open != nil {
+            state.batching.lockedFiles += lockedFiles
+            state.batching.obsoleteFiles += obsolete
+            obsolete = []
+        } else {
+            for file in lockedFiles { close(file) }
+        }
+        memo.withLock { memo in
+            for entry in written {
+                memo.dropPendingCommit(entry)
+                // Evicting changed other keys: everything is read again (below).
+                guard evicted == 0 else { continue }
+                countOwnWrite(&memo, primaryKey: entry.head.primaryKey) { $0.replaceVariant(with: entry, nil) }
+            }
+        }
+        if evicted > 0 { changes?.bump() }
+        return (obsolete, written.count)
     }
 
     /// What the index's `variant_key` column holds for `head`: its variant key, or in an
@@ -357,45 +519,47 @@ extension DiskStore {
     /// throughout. An update whose entry is gone by now changes no row and is dropped. When the
     /// transaction fails they are dropped too (and reported): what the index holds is read again.
     func writeHeadUpdates() throws(StorageError) {
-        let files = try state.withLock { state throws(StorageError) -> [String] in
-            let pending = memo.withLock { memo in
-                memo.updatesQueued = false
-                return memo.pendingUpdates
-            }
-            guard !pending.isEmpty else { return [] }
-            var written: [(id: EntryID, primaryKey: String?, update: PendingUpdate)] = []
-            do throws(StorageError) {
-                try openBatchIfWanted(&state)
-                try state.connection.transaction { () throws(StorageError) in
-                    for (id, update) in pending {
-                        let primaryKey = try Self.updateRow(
-                            id, fields: update.fields.serialized(), facts: update.facts, state.connection)
-                        written.append((id, primaryKey, update))
-                    }
-                }
-            } catch {
-                memo.withLock { memo in
-                    for (id, update) in pending where memo.pendingUpdates[id]?.number == update.number {
-                        memo.pendingUpdates[id] = nil
-                    }
-                }
-                changes?.bump()
-                throw error
-            }
-            memo.withLock { memo in
-                for (id, primaryKey, update) in written {
-                    if memo.pendingUpdates[id]?.number == update.number { memo.pendingUpdates[id] = nil }
-                    guard let primaryKey else { continue }
-                    countOwnWrite(&memo, primaryKey: primaryKey) {
-                        $0.freshen(id, fields: update.fields, facts: update.facts)
-                    }
-                }
-            }
-            var files: [String] = []
-            for _ in written { files += try countBatchedWrite(&state) }
-            return files
+        unlinkBodies(try state.withLock { state throws(StorageError) in try writeHeadUpdates(&state) })
+    }
+
+    /// ``writeHeadUpdates()`` under ``state``'s lock; the queued commits are written first (an
+    /// update of a queued entry needs its row). Returns the body files to unlink now.
+    func writeHeadUpdates(_ state: inout State) throws(StorageError) -> [String] {
+        let files = try writePendingCommits(&state)
+        let pending = memo.withLock { memo in
+            memo.updatesQueued = false
+            return memo.pendingUpdates
         }
-        unlinkBodies(files)
+        guard !pending.isEmpty else { return files }
+        var written: [(id: EntryID, primaryKey: String?, update: PendingUpdate)] = []
+        do throws(StorageError) {
+            try openBatchIfWanted(&state)
+            try state.connection.transaction { () throws(StorageError) in
+                for (id, update) in pending {
+                    let primaryKey = try Self.updateRow(
+                        id, fields: update.fields.serialized(), facts: update.facts, state.connection)
+                    written.append((id, primaryKey, update))
+                }
+            }
+        } catch {
+            memo.withLock { memo in
+                for (id, update) in pending where memo.pendingUpdates[id]?.number == update.number {
+                    memo.pendingUpdates[id] = nil
+                }
+            }
+            changes?.bump()
+            throw error
+        }
+        memo.withLock { memo in
+            for (id, primaryKey, update) in written {
+                if memo.pendingUpdates[id]?.number == update.number { memo.pendingUpdates[id] = nil }
+                guard let primaryKey else { continue }
+                countOwnWrite(&memo, primaryKey: primaryKey) {
+                    $0.freshen(id, fields: update.fields, facts: update.facts)
+                }
+            }
+        }
+        return try files + countBatchedWrite(&state, count: written.count)
     }
 
     /// Sets the fields and facts of row `id` (in the clear); returns its primary key, or `nil`
@@ -420,6 +584,7 @@ extension DiskStore {
     /// ``update(_:fields:facts:)`` in the index now (in the open batch, if any).
     private func updateNow(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         let files = try state.withLock { state throws(StorageError) -> [String] in
+            let written = try writePendingCommits(&state)
             // The key whose variants the update changed, once known: counted as an own write.
             var primaryKey: String?
             defer {
@@ -455,7 +620,7 @@ extension DiskStore {
                 else { throw MemoryStore.notFound(id) }
                 primaryKey = key
             }
-            return try countBatchedWrite(&state)
+            return try written + countBatchedWrite(&state)
         }
         unlinkBodies(files)
     }
@@ -502,6 +667,8 @@ extension DiskStore {
             // Under the access writer's lock all the same: flushes one at a time, so that one
             // returns only once what an earlier one took is written too.
             try accessWriter.withLock { _ throws(StorageError) in
+                // An entry still queued has no access row yet for its hits to go to.
+                unlinkBodies(try state.withLock { state throws(StorageError) in try writePendingCommits(&state) })
                 var rest = takePendingAccess()[...]
                 while !rest.isEmpty {
                     let chunk = rest.prefix(Self.accessChunkRows)
@@ -591,6 +758,22 @@ extension DiskStore {
 }
 
 extension [StoredEntry] {
+    /// These variants of one key, with `entry` in place of the one of its variant key, in the
+    /// index's order (``sortedAsIndexed(_:)``).
+    mutating func replaceVariant(with entry: StoredEntry, _ sealing: StoreSealing?) {
+        removeAll { $0.head.variantKey == entry.head.variantKey }
+        append(entry)
+        self = sortedAsIndexed(sealing)
+    }
+
+    /// These variants of one key in the order the index gives them: by the bytes of their
+    /// `variant_key` column (``DiskStore/indexed(_:_:)``).
+    func sortedAsIndexed(_ sealing: StoreSealing? = nil) -> [StoredEntry] {
+        sorted {
+            DiskStore.indexed($0.head, sealing).utf8.lexicographicallyPrecedes(DiskStore.indexed($1.head, sealing).utf8)
+        }
+    }
+
     /// Gives the entry `id`, if it is here, the fields and facts a `304` freshened
     /// (``DiskStore/update(_:fields:facts:)``).
     mutating func freshen(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) {

@@ -90,8 +90,11 @@ public final class DiskStore: CacheStore {
         /// once, and a removal made meanwhile, in the same transaction, can never be undone by
         /// the commit; other processes see both when the batch commits, and their writes wait
         /// for it. A crash loses the open batch's entries (never a body under a wrong entry).
-        /// A caching proxy's misses then do not wait for the disk. Off by default; ignored
-        /// with ``Durability/powerLossSafe``.
+        /// In a store in the clear a commit does not even write its row: it is queued in the
+        /// open batch (opening one when none is) and written when the batch commits, or before
+        /// any other write to the index, so a removal made after the commit returned always
+        /// removes it. A caching proxy's misses then do not wait for the disk, nor spend their
+        /// event loop's time in SQLite. Off by default; ignored with ``Durability/powerLossSafe``.
         public var writesBehind = false
         /// Whether commits are written behind: ``writesBehind``, unless ``durability`` is
         /// ``Durability/powerLossSafe``, which ignores it.
@@ -201,6 +204,48 @@ public final class DiskStore: CacheStore {
         var updateCount = 0
         /// A background write of ``pendingUpdates`` is queued.
         var updatesQueued = false
+        /// Entries committed and not yet written to the index (``DiskStore/commit(_:id:size:checksums:inline:lockedFile:)``
+        /// written behind), by identity: every read of this store finds them (``overlaid(_:primaryKey:)``,
+        /// ``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) until ``DiskStore/writePendingCommits(_:limit:)``
+        /// has written them into the open batch. Kept apart from ``heads``, whose LRU may drop a key.
+        var pendingCommits: [EntryID: PendingCommit] = [:]
+        /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
+        var pendingKeys: [String: [EntryID]] = [:]
+        /// Entries a pending commit replaces (`PendingCommit/replaces`): gone for every read by
+        /// identity (``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) though their rows are
+        /// in the index until the commit is written, as they are gone from ``overlaid(_:primaryKey:)``.
+        var replacedIDs: Set<EntryID> = []
+        /// Commits queued so far: each pending commit's number, the order they are written in.
+        var commitCount = 0
+        /// The open batch's number (``Batching/open``) while commits may be queued in it: from
+        /// its opening until its commit takes the queue.
+        var openBatch: Int?
+        /// ``Batching/scopes``, read here by a commit that decides whether it may be written
+        /// behind without taking ``state``'s lock.
+        var batchScopes = 0
+
+        /// `entries`, the variants of `primaryKey` the index holds, with the pending commits of
+        /// that key laid over them (each replacing the variant of its key) and the pending
+        /// updates of their identities applied.
+        func overlaid(_ entries: [StoredEntry], primaryKey: String) -> [StoredEntry] {
+            guard !pendingKeys.isEmpty, let queued = pendingKeys[primaryKey] else { return overlaid(entries) }
+            var entries = entries
+            for id in queued {
+                guard let pending = pendingCommits[id] else { continue }
+                entries.removeAll { $0.head.variantKey == pending.entry.head.variantKey }
+                entries.append(pending.entry)
+            }
+            return overlaid(entries.sortedAsIndexed())
+        }
+
+        /// Takes `entry`'s commit out of ``pendingCommits`` (written, or dropped).
+        mutating func dropPendingCommit(_ entry: StoredEntry) {
+            guard let dropped = pendingCommits.removeValue(forKey: entry.id) else { return }
+            if let replaced = dropped.replaces { replacedIDs.remove(replaced) }
+            let key = entry.head.primaryKey
+            pendingKeys[key]?.removeAll { $0 == entry.id }
+            if pendingKeys[key]?.isEmpty == true { pendingKeys[key] = nil }
+        }
 
         /// `entries` with the pending updates of their identities applied.
         func overlaid(_ entries: [StoredEntry]) -> [StoredEntry] {
@@ -221,6 +266,19 @@ public final class DiskStore: CacheStore {
         var fields: HeaderFields
         var facts: [UInt8]
         /// Its place in the order updates were queued (`HeadMemo.updateCount`).
+        var number: Int
+    }
+
+    /// An entry committed and written behind (`HeadMemo.pendingCommits`): what its commit
+    /// writes into the index, and the descriptor that holds its body file's lock until then.
+    struct PendingCommit {
+        var entry: StoredEntry
+        var checksums: [UInt8]
+        var inline: [UInt8]?
+        var lockedFile: Int32?
+        /// The entry of the same primary and variant key it replaces, if any (`HeadMemo.replacedIDs`).
+        var replaces: EntryID?
+        /// Its place in the order commits were queued (`HeadMemo.commitCount`).
         var number: Int
     }
 

@@ -1,0 +1,384 @@
+import CacheSemantics
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import Testing
+
+@testable import CacheStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Commits written behind, as a caching proxy's store writes a miss (issue 30): queued in the
+/// open batch and returned at once, found by their store's every read from then on, written to
+/// the index when the batch commits (or before any other write), and never bringing back an
+/// entry a removal took after the commit returned.
+@Suite("DiskStore: commits written behind")
+struct WrittenBehindCommitTests {
+    let directory = StoreTestSupport.makeDirectory("commit-behind")
+
+    /// A store written behind whose batches stay open `latency` seconds.
+    func openStore(
+        latency: Double = 600, readers: Int = 0, headBytes: Int? = nil, log: StoreTestSupport.Log? = nil
+    ) throws -> DiskStore {
+        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
+        if let log { configuration.log = log.sink }
+        configuration.batchLatency = latency
+        configuration.writesBehind = true
+        configuration.readingConnections = readers
+        if let headBytes { configuration.headMemoryBytes = headBytes }
+        return try DiskStore(configuration)
+    }
+
+    func pending(_ store: DiskStore) -> Int { store.memo.withLock { $0.pendingCommits.count } }
+
+    func bodyFiles() -> [String] { StoreCheck.files(in: directory + "/bodies") }
+
+    /// Polls `condition` every 10 ms for up to 20 s (the machine is shared and busy).
+    func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = MonotonicClock.seconds() + 20
+        while MonotonicClock.seconds() < deadline {
+            if try condition() { return true }
+            usleep(10_000)
+        }
+        return try condition()
+    }
+
+    // MARK: - Reads find a queued entry at once
+
+    @Test(
+        "A queued entry is found at once (variants, entry, openBody inline and in a file, with and without reading connections); another store only once its batch commits",
+        arguments: [0, 2])
+    func foundAtOnce(readers: Int) throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(latency: 1, readers: readers)
+        let other = try openStore()
+        let inline = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let inFile = try StoreTestSupport.write(store, key: 2, generation: 0, size: 100_000)
+        // Both queued, in no index yet: the memo of the entries' keys is forgotten too.
+        #expect(pending(store) == 2)
+        store.memo.withLock { memo in
+            for key in [inline, inFile].map(\.head.primaryKey) { memo.heads.removeValue(for: key) }
+        }
+        for entry in [inline, inFile] {
+            #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try store.entry(entry.id)?.head == entry.head)
+            #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+            #expect(try other.variants(of: entry.head.primaryKey).isEmpty)
+        }
+        #expect(store.totals().entries == 2)
+        // Written by the batch's commit, unasked, within its latency.
+        #expect(try eventually { try other.variants(of: inFile.head.primaryKey).map(\.id) == [inFile.id] })
+        #expect(pending(store) == 0)
+        for entry in [inline, inFile] {
+            #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+            #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+    }
+
+    @Test("The 64th queued commit has the batch written and committed at once, long before its latency")
+    func committedAtTheLimit() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try openStore()
+        let entries = try (0..<DiskStore.batchLimit).map {
+            try StoreTestSupport.write(store, key: $0, generation: 0, size: 100)
+        }
+        #expect(eventually { pending(store) == 0 && other.totals().entries == DiskStore.batchLimit })
+        #expect(try other.variants(of: entries[63].head.primaryKey).map(\.id) == [entries[63].id])
+    }
+
+    @Test("The memo forgetting a queued entry's key (its LRU is full) does not hide the entry")
+    func memoDroppingTheKey() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(headBytes: 0)
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+        // The smallest memo holds 1,024 keys: reading 1,100 others pushes the entry's key out.
+        for key in 2...1_100 { _ = try store.variants(of: StressBodies.primaryKey(key: key)) }
+        #expect(store.memo.withLock { $0.heads.value(for: entry.head.primaryKey) } == nil)
+        #expect(pending(store) == 1)
+        #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+    }
+
+    // MARK: - Removals always win
+
+    @Test("A removal made after a commit returned always removes it, though the commit was still queued")
+    func removalsAfterTheCommit() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let removals: [(String, (DiskStore, StoredEntry) throws -> Void)] = [
+            ("primary key", { _ = try $0.remove(primaryKey: $1.head.primaryKey) }),
+            ("identity", { try $0.remove($1.id) }),
+            ("URL prefix", { _ = try $0.remove(urlPrefix: $1.head.url) }),
+            ("primary-key prefix", { _ = try $0.remove(primaryKeyPrefix: $1.head.primaryKey) }),
+            ("tag", { _ = try $0.remove(tag: "t\($1.head.primaryKey)") }),
+        ]
+        var removed: [StoredEntry] = []
+        for (index, (name, remove)) in removals.enumerated() {
+            var head = StressBodies.head(key: index, generation: 0, size: 50_000)
+            // A key the prefix removal finds, and no other key starts with.
+            head.primaryKey += "?"
+            head.tags = ["t\(head.primaryKey)"]
+            let entry = try writeEntry(store, head, StressBodies.body(for: head.url, size: 50_000))
+            #expect(pending(store) >= 1, "\(name)")
+            try remove(store, entry)
+            #expect(try store.variants(of: head.primaryKey).isEmpty, "\(name)")
+            #expect(try store.entry(entry.id) == nil, "\(name)")
+            removed.append(entry)
+        }
+        try store.flush()
+        for entry in removed {
+            #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+            #expect(!bodyFiles().contains(entry.id.rawValue))
+        }
+        #expect(store.totals().entries == 0)
+        let reopened = try openStore()
+        #expect(try reopened.entries().isEmpty)
+    }
+
+    @Test("removeAll after commits returned removes every one of them, queued or not")
+    func removeAllAfterTheCommits() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let entries = try (0..<20).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 40_000) }
+        #expect(pending(store) == 20)
+        try store.removeAll()
+        for entry in entries { #expect(try store.variants(of: entry.head.primaryKey).isEmpty) }
+        try store.flush()
+        #expect(store.totals().entries == 0)
+        #expect(bodyFiles().isEmpty)
+        #expect(try openStore().entries().isEmpty)
+    }
+
+    @Test("Removals racing commits on two threads: no entry removed after its commit returned ever comes back")
+    func removalsRacingCommits() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(latency: 0.002)
+        let rounds = 300
+        // Entries whose commit returned, handed to the remover.
+        let committed = Locked<[StoredEntry]>([])
+        let removed = Locked<[StoredEntry]>([])
+        let done = Locked(false)
+        DispatchQueue.concurrentPerform(iterations: 2) { worker in
+            do {
+                if worker == 0 {
+                    defer { done.withLock { $0 = true } }
+                    for round in 0..<rounds {
+                        let entry = try StoreTestSupport.write(
+                            store, key: round, generation: 0, size: round % 2 == 0 ? 100 : 40_000)
+                        committed.withLock { $0.append(entry) }
+                        // Kept entries alongside, in the same batches.
+                        try StoreTestSupport.write(store, key: rounds + round, generation: 0, size: 100)
+                    }
+                } else {
+                    var round = 0
+                    while true {
+                        let finished = done.withLock { $0 }
+                        let taken = committed.withLock { list in
+                            defer { list = [] }
+                            return list
+                        }
+                        for entry in taken {
+                            switch round % 3 {
+                            case 0: _ = try store.remove(primaryKey: entry.head.primaryKey)
+                            case 1: try store.remove(entry.id)
+                            default: _ = try store.remove(urlPrefix: entry.head.url)
+                            }
+                            round += 1
+                            if try !store.variants(of: entry.head.primaryKey).isEmpty {
+                                Issue.record("\(entry.head.url) is found right after its removal")
+                            }
+                            removed.withLock { $0.append(entry) }
+                        }
+                        if finished && taken.isEmpty { break }
+                    }
+                }
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        #expect(removed.withLock { $0.count } == rounds)
+        // The batches written behind have all committed: nothing they held comes back.
+        try store.flush()
+        usleep(50_000)
+        let reopened = try openStore()
+        let files = Set(bodyFiles())
+        for entry in removed.withLock({ $0 }) {
+            #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+            #expect(try reopened.variants(of: entry.head.primaryKey).isEmpty)
+            #expect(!files.contains(entry.id.rawValue))
+        }
+        for key in rounds..<(2 * rounds) {
+            let stored = try reopened.variants(of: StressBodies.primaryKey(key: key))
+            #expect(stored.count == 1)
+            if let first = stored.first {
+                #expect(try reopened.body(of: first.id) == StoreTestSupport.expectedBody(first))
+            }
+        }
+    }
+
+    @Test("Another store's removal waits for the batch holding a queued commit, then removes it")
+    func removalByAnotherStore() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(latency: 0.2)
+        let other = try StoreTestSupport.openStore(directory)
+        let first = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let queued = try StoreTestSupport.write(store, key: 2, generation: 0, size: 100_000)
+        #expect(pending(store) == 2)
+        // Blocks on the index's write lock, which the open batch holds, until it commits.
+        #expect(try other.remove(primaryKey: queued.head.primaryKey) == 1)
+        #expect(try other.remove(primaryKey: first.head.primaryKey) == 1)
+        #expect(try store.variants(of: queued.head.primaryKey).isEmpty)
+        try store.flush()
+        #expect(try openStore().entries().isEmpty)
+    }
+
+    // MARK: - Updates and replacements of queued entries
+
+    @Test("A head update of a queued entry is kept: read at once, stored when written")
+    func updateOfAQueuedEntry() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let freshened = HeaderFields([("Cache-Control", "max-age=600"), ("X-Freshened", "1")])
+        try store.update(entry.id, fields: freshened, facts: [9])
+        #expect(pending(store) == 1)
+        #expect(try store.variants(of: entry.head.primaryKey).map(\.head.fields) == [freshened])
+        #expect(try store.entry(entry.id)?.head.facts == [9])
+        try store.flush()
+        let other = try StoreTestSupport.openStore(directory)
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.head.fields) == [freshened])
+        #expect(try other.variants(of: entry.head.primaryKey).map(\.head.facts) == [[9]])
+    }
+
+    @Test("A newer commit of a queued entry's key replaces it: one row, the older body file unlinked")
+    func newerCommitReplacesAQueuedOne() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let older = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+        let newer = try StoreTestSupport.write(store, key: 1, generation: 1, size: 90_000)
+        #expect(pending(store) == 2)
+        #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
+        try store.flush()
+        #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
+        #expect(store.totals().entries == 1)
+        #expect(bodyFiles() == [newer.id.rawValue])
+        let other = try StoreTestSupport.openStore(directory)
+        #expect(try other.entries().map(\.id) == [newer.id])
+        #expect(try other.body(of: newer.id) == StoreTestSupport.expectedBody(newer))
+        _ = older
+    }
+
+    @Test(
+        "An entry a queued commit replaces is gone at once for reads by identity, its file kept till the batch commits")
+    func replacedByAQueuedCommit() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try StoreTestSupport.openStore(directory)
+        let old = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+        try store.flush()
+        let new = try StoreTestSupport.write(store, key: 1, generation: 1, size: 100_000)
+        #expect(pending(store) == 1)
+        // A 304 for the old one must not find it (RFC 9111 §4.3.4: it no longer selects a stored response).
+        #expect(try store.entry(old.id) == nil)
+        #expect {
+            _ = try store.openBody(of: old.id)
+        } throws: {
+            ($0 as? StorageError)?.kind == .notFound
+        }
+        #expect(try store.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        // The committed index, which other processes read, still has it whole.
+        #expect(store.sweep() == 0)
+        #expect(try other.body(of: old.id) == StoreTestSupport.expectedBody(old))
+        try store.flush()
+        #expect(try other.variants(of: old.head.primaryKey).map(\.id) == [new.id])
+        #expect(bodyFiles() == [new.id.rawValue])
+    }
+
+    @Test("A commit replacing a pinned entry keeps the pin, queued or written")
+    func replacementKeepsThePin() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let old = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        #expect(try store.setPinned(true, primaryKey: old.head.primaryKey) == 1)
+        // Read (and remembered) before the commit: the queued entry takes the pin from there.
+        #expect(try store.variants(of: old.head.primaryKey).map(\.isPinned) == [true])
+        let new = try StoreTestSupport.write(store, key: 1, generation: 1, size: 100)
+        #expect(new.isPinned)
+        #expect(try store.variants(of: old.head.primaryKey).map(\.isPinned) == [true])
+        try store.flush()
+        #expect(try StoreTestSupport.openStore(directory).variants(of: old.head.primaryKey).map(\.isPinned) == [true])
+    }
+
+    // MARK: - Sweeps, failures
+
+    @Test("No sweep, of this store or another, takes a queued entry's body file")
+    func sweepKeepsQueuedFiles() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore()
+        let other = try StoreTestSupport.openStore(directory)
+        let entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+        #expect(pending(store) == 1)
+        #expect(store.sweep() == 0)
+        #expect(other.sweep() == 0)
+        #expect(bodyFiles() == [entry.id.rawValue])
+        #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        try store.flush()
+        #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+    }
+
+    @Test("A queued commit the index refuses is logged and dropped: a miss, its body file removed, never a wrong body")
+    func failedWriteIsAMiss() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let log = StoreTestSupport.Log()
+        let store = try openStore(log: log)
+        // Another connection makes the index refuse one URL's row (a real SQLite failure).
+        let connection = try DiskStore.openConnection(store.configuration)
+        try connection.execute(
+            """
+            CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN NEW.url LIKE '%/item/7?%'
+            BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+            """)
+        connection.close()
+        let refused = try StoreTestSupport.write(store, key: 7, generation: 0, size: 100_000)
+        let inline = try StoreTestSupport.write(store, key: 7, generation: 1, size: 100)
+        #expect(pending(store) == 2)
+        #expect(try store.variants(of: refused.head.primaryKey).map(\.id) == [inline.id])
+        try store.flush()
+        #expect(pending(store) == 0)
+        #expect(log.all.contains { $0.contains("not stored") && $0.contains("refused by the test") })
+        #expect(try store.variants(of: refused.head.primaryKey).isEmpty)
+        for id in [refused.id, inline.id] {
+            #expect(try store.entry(id) == nil)
+            #expect {
+                _ = try store.openBody(of: id)
+            } throws: {
+                ($0 as? StorageError)?.kind == .notFound
+            }
+        }
+        #expect(bodyFiles().isEmpty)
+        // Later commits are written as usual.
+        let later = try StoreTestSupport.write(store, key: 8, generation: 0, size: 100)
+        try store.flush()
+        #expect(try StoreTestSupport.openStore(directory).variants(of: later.head.primaryKey).map(\.id) == [later.id])
+    }
+
+    @Test("Releasing the store writes its queued commits")
+    func releaseWrites() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let entry: StoredEntry
+        do {
+            let store = try openStore()
+            entry = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100_000)
+            #expect(pending(store) == 1)
+        }
+        let reopened = try StoreTestSupport.openStore(directory)
+        #expect(try reopened.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        #expect(try reopened.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+    }
+}
