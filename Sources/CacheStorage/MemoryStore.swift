@@ -71,8 +71,30 @@ public final class MemoryStore: CacheStore {
         /// Bumped by every change to a ``StoragePolicy/memoryOnly`` entry, under the lock; read
         /// without it (``MemoryStore/memoryOnlyChangeCount``).
         let memoryOnlyChanges: AtomicCount
+        /// Accesses recorded and not yet applied (``MemoryStore/recordAccess(_:at:)``).
+        let accesses: AccessBuffers
 
-        init(memoryOnlyChanges: AtomicCount) { self.memoryOnlyChanges = memoryOnlyChanges }
+        init(memoryOnlyChanges: AtomicCount, accesses: AccessBuffers) {
+            self.memoryOnlyChanges = memoryOnlyChanges
+            self.accesses = accesses
+        }
+
+        /// Applies the accesses recorded so far: each entry's time and hit count, and its place
+        /// in the recency list.
+        mutating func applyAccesses() { apply(accesses.drain()) }
+
+        mutating func apply(_ recorded: [AccessBuffers.Access]) {
+            for access in recorded {
+                guard let slot = slot(of: access.id) else { continue }
+                // Buffered by thread: one entry's accesses may come in another order than made.
+                nodes[slot].lastAccess = max(nodes[slot].lastAccess, access.time)
+                nodes[slot].hits += 1
+                if newest != slot {
+                    MemoryStore.detach(slot, &self)
+                    MemoryStore.makeNewest(slot, &self)
+                }
+            }
+        }
 
         mutating func changed(_ head: EntryHead) {
             changes &+= 1
@@ -103,6 +125,8 @@ public final class MemoryStore: CacheStore {
     private let state: Locked<State>
     /// ``State/memoryOnlyChanges``, read without the lock.
     private let memoryOnlyChanges = AtomicCount()
+    /// ``State/accesses``, added to without the lock.
+    private let accesses = AccessBuffers()
     private let clock: @Sendable () -> Double
 
     /// Creates a store holding at most `capacity` bytes of entries: their bodies and overhead.
@@ -118,7 +142,7 @@ public final class MemoryStore: CacheStore {
         self.capacity = max(0, capacity)
         self.maximumEntrySize = maximumEntrySize ?? max(0, capacity) / 4
         self.clock = clock
-        state = Locked(State(memoryOnlyChanges: memoryOnlyChanges))
+        state = Locked(State(memoryOnlyChanges: memoryOnlyChanges, accesses: accesses))
     }
 
     public var changeCount: UInt64? { state.withLock { $0.changes } }
@@ -268,16 +292,15 @@ public final class MemoryStore: CacheStore {
         if !found { throw Self.notFound(id) }
     }
 
+    /// Records a hit. It goes into a buffer of the calling thread's own, not under the store's
+    /// lock, which every hit already takes once for the body (a caching proxy's event loops
+    /// took turns on it twice a hit); a buffer is applied when it holds
+    /// ``AccessBuffers/batch`` accesses, and all of them before an eviction (which goes by
+    /// recency) and a listing (``entries()``). Until then ``variants(of:)`` may give an entry's
+    /// `lastAccess` and `hits` a few accesses behind.
     public func recordAccess(_ id: EntryID, at time: Double) {
-        state.withLock { state in
-            guard let slot = state.slot(of: id) else { return }
-            state.nodes[slot].lastAccess = time
-            state.nodes[slot].hits += 1
-            if state.newest != slot {
-                Self.detach(slot, &state)
-                Self.makeNewest(slot, &state)
-            }
-        }
+        guard let full = accesses.add(AccessBuffers.Access(id: id, time: time)) else { return }
+        state.withLock { $0.apply(full) }
     }
 
     public func remove(_ id: EntryID) throws(StorageError) {
@@ -319,7 +342,10 @@ public final class MemoryStore: CacheStore {
 
     /// The entries carrying `tag`.
     package func entries(taggedWith tag: String) -> [StoredEntry] {
-        state.withLock { state in (state.byTag[tag] ?? []).map { state.nodes[$0].entry } }
+        state.withLock { state in
+            state.applyAccesses()
+            return (state.byTag[tag] ?? []).map { state.nodes[$0].entry }
+        }
     }
 
     public func remove(tag: String) throws(StorageError) -> Int {
@@ -333,7 +359,7 @@ public final class MemoryStore: CacheStore {
     public func removeAll() throws(StorageError) {
         state.withLock { state in
             let changes = state.changes &+ 1
-            state = State(memoryOnlyChanges: memoryOnlyChanges)
+            state = State(memoryOnlyChanges: memoryOnlyChanges, accesses: accesses)
             state.changes = changes
             memoryOnlyChanges.bump()
         }
@@ -341,6 +367,7 @@ public final class MemoryStore: CacheStore {
 
     public func entries() throws(StorageError) -> [StoredEntry] {
         state.withLock { state in
+            state.applyAccesses()
             var result: [StoredEntry] = []
             var cursor = state.newest
             while cursor >= 0 {
@@ -371,6 +398,9 @@ public final class MemoryStore: CacheStore {
     // MARK: - Recency list
 
     private static func evict(_ state: inout State, capacity: Int64) {
+        guard state.accounted > capacity else { return }
+        // Recency decides: every access recorded so far counts.
+        state.applyAccesses()
         var cursor = state.oldest
         while state.accounted > capacity, cursor >= 0 {
             let slot = cursor
@@ -481,5 +511,53 @@ final class MemoryWriter: EntryWriter {
     func abort() {
         closed = true
         body = []
+    }
+}
+
+/// Accesses recorded and not yet applied to a ``MemoryStore``'s recency list, in buffers chosen
+/// by the recording thread, each under a lock of its own: two threads recording hits at once
+/// (a caching proxy's event loops) rarely meet on one, and neither waits for the store's lock.
+final class AccessBuffers: Sendable {
+    struct Access {
+        var id: EntryID
+        var time: Double
+    }
+
+    /// Accesses a buffer holds before they are applied.
+    static let batch = 64
+    private let buffers = (0..<8).map { _ in Locked<[Access]>([]) }
+
+    /// Adds `access` to the calling thread's buffer; returns the buffer's accesses, taken out,
+    /// when it is full.
+    func add(_ access: Access) -> [Access]? {
+        buffers[Self.threadIndex % buffers.count].withLock { buffer -> [Access]? in
+            buffer.append(access)
+            guard buffer.count >= Self.batch else { return nil }
+            defer { buffer.removeAll(keepingCapacity: true) }
+            return buffer
+        }
+    }
+
+    /// Every buffer's accesses, taken out.
+    func drain() -> [Access] {
+        var all: [Access] = []
+        for buffer in buffers {
+            buffer.withLock { buffer in
+                guard !buffer.isEmpty else { return }
+                all += buffer
+                buffer.removeAll(keepingCapacity: true)
+            }
+        }
+        return all
+    }
+
+    /// A number for the calling thread (its thread control block's address, whose low bits are
+    /// alignment), stable while it lives.
+    private static var threadIndex: Int {
+        #if canImport(Darwin)
+        Int(bitPattern: UInt(bitPattern: pthread_self()) >> 12)
+        #else
+        Int(bitPattern: UInt(pthread_self()) >> 12)
+        #endif
     }
 }

@@ -122,4 +122,28 @@ import Testing
         #expect(store.accountedBytes == 0)
         #expect(store.totals() == StoreTotals())
     }
+
+    /// Hits are recorded in buffers of the recording thread's own, not under the store's lock
+    /// (`AccessBuffers`): every one counts all the same, in the listing and in what an eviction
+    /// keeps, however many threads record them and whether or not a buffer filled.
+    @Test func accessesRecordedOnManyThreadsAllCount() async throws {
+        let store = MemoryStore(capacity: 1 << 20)
+        let ids = try (0..<8).map { try Self.put(store, Self.head("https://example.com/\($0)", variant: "")).id }
+        // 4 threads × 1,000 hits on the first entry (buffers fill and are applied), and
+        // 5 hits on the second (left in a buffer until the listing).
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask { for time in 1...1_000 { store.recordAccess(ids[0], at: 4e9 + Double(time)) } }
+            }
+            group.addTask { for _ in 0..<5 { store.recordAccess(ids[1], at: 4e9) } }
+        }
+        let listed = try store.entries()
+        let first = try #require(listed.first { $0.id == ids[0] })
+        #expect(first.hits == 4_000)
+        // The latest, whichever thread's buffer was applied last.
+        #expect(first.lastAccess == 4e9 + 1_000)
+        #expect(listed.first { $0.id == ids[1] }?.hits == 5)
+        // The two read are the most recently used; the six never read are older.
+        #expect(Set(listed.prefix(2).map(\.id)) == [ids[0], ids[1]])
+    }
 }
