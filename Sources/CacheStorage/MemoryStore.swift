@@ -294,10 +294,9 @@ public final class MemoryStore: CacheStore {
 
     /// Records a hit. It goes into a buffer of the calling thread's own, not under the store's
     /// lock, which every hit already takes once for the body (a caching proxy's event loops
-    /// took turns on it twice a hit); a buffer is applied when it holds
-    /// ``AccessBuffers/batch`` accesses, and all of them before an eviction (which goes by
-    /// recency) and a listing (``entries()``). Until then ``variants(of:)`` may give an entry's
-    /// `lastAccess` and `hits` a few accesses behind.
+    /// took turns on it twice a hit); a buffer is applied when it holds 64 accesses, and all
+    /// of them before an eviction (which goes by recency) and a listing (``entries()``). Until
+    /// then ``variants(of:)`` may give an entry's `lastAccess` and `hits` a few accesses behind.
     public func recordAccess(_ id: EntryID, at time: Double) {
         guard let full = accesses.add(AccessBuffers.Access(id: id, time: time)) else { return }
         state.withLock { $0.apply(full) }
