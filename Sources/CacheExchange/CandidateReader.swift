@@ -2,10 +2,10 @@ import CacheSemantics
 import CacheStorage
 import CacheSystem
 
-/// Reads the stored responses of a key with their facts decoded, and remembers them, with the
-/// fields their answers start with (``ServedBase``) once the first answer has made them, while the store's change count stands
-/// still (``CacheStore/changeCount``): a hit then costs one lookup, neither a store read nor
-/// decoding nor building fields.
+/// Reads the stored responses of a key with their facts decoded and remembers them, with the
+/// fields their answers start with (``ServedBase``) once the first answer has made them, while
+/// the store's change count stands still (``CacheStore/changeCount``): a hit then costs one
+/// lookup, neither a store read nor decoding nor building fields.
 ///
 /// Two memos, bounded in count and in bytes (least recently used go first):
 /// - by primary key, the candidates read at a change count: what a hit looks up;
@@ -13,10 +13,11 @@ import CacheSystem
 ///   serialized facts): what a key read again after a change count moved, or from a store
 ///   that counts no changes, reuses instead of decoding and serializing again.
 ///
-/// A version read is remembered without a base: its first answer makes one, which ``keep(_:for:primaryKey:)``
-/// adds to both memos, so a stale response read only to be revalidated (whose `304` makes a new
-/// version) never has one made. A version freshened by a `304` is remembered with its base
-/// (``remembered(_:)``): the answer to that request is made of it.
+/// A version read is remembered without a base: its first answer makes one, which
+/// ``keep(_:for:primaryKey:)`` adds to both memos, so a stale response read only to be
+/// revalidated (whose `304` makes a new version) never has one made. A version freshened by a
+/// `304` is remembered with its base (``remembered(_:)``): the answer to that request is made
+/// of it.
 ///
 /// Each is charged the heap memory its values hold (`MemoryCost`), shared with the store or
 /// not, since it is all that is left of an entry the store evicted; what the two memos share
