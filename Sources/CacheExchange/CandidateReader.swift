@@ -186,8 +186,8 @@ final class CandidateReader: Sendable {
         }
         guard let known = keys.value(for: primaryKey),
             let index = known.candidates.firstIndex(where: {
-                $0.base == nil && $0.entry.id == entry.id && $0.entry.head.facts == entry.head.facts
-                    && $0.entry.head.fields == entry.head.fields
+                $0.base == nil && $0.entry.id == entry.id
+                    && Self.isVersion(facts: $0.entry.head.facts, fields: $0.entry.head.fields, of: entry)
             })
         else { return }
         var candidates = known.candidates
@@ -197,7 +197,12 @@ final class CandidateReader: Sendable {
 
     /// Whether `known` was made of `entry`'s head as it is (the same facts and fields).
     private static func isVersion(_ known: EntryMemo, of entry: StoredEntry) -> Bool {
-        known.bytes == entry.head.facts && known.fields == entry.head.fields
+        isVersion(facts: known.bytes, fields: known.fields, of: entry)
+    }
+
+    /// Whether a head of these serialized facts and fields is `entry`'s as it is.
+    private static func isVersion(facts: [UInt8], fields: HeaderFields, of entry: StoredEntry) -> Bool {
+        facts == entry.head.facts && fields == entry.head.fields
     }
 
     /// What a served base costs in a memo: its own cost once made; before, as much as the

@@ -321,10 +321,8 @@ extension DiskStore {
             memo.withLock { memo in
                 for commit in pending { memo.dropPendingCommit(commit.entry) }
             }
-            for commit in pending {
-                if let file = commit.lockedFile { close(file) }
-                if commit.inline == nil { unlink(bodiesDirectory + "/" + commit.entry.id.rawValue) }
-            }
+            for file in pending.compactMap(\.lockedFile) { close(file) }
+            unlinkBodies(pending.filter { $0.inline == nil }.map(\.entry.id.rawValue))
             changes?.bump()
             configuration.log(
                 "could not write \(pending.count) cached entries to the cache index (\(error)); they are not stored")

@@ -550,13 +550,15 @@ final class AccessBuffers: Sendable {
         return all
     }
 
-    /// A number for the calling thread (its thread control block's address, whose low bits are
-    /// alignment), stable while it lives.
+    /// A number for the calling thread, stable while it lives: its thread control block's address,
+    /// hashed (Fibonacci hashing, the top bits of the product), so that the choice of buffer does
+    /// not hang on how far apart the threads' stacks were mapped.
     private static var threadIndex: Int {
         #if canImport(Darwin)
-        Int(bitPattern: UInt(bitPattern: pthread_self()) >> 12)
+        let address = UInt(bitPattern: pthread_self())
         #else
-        Int(bitPattern: UInt(pthread_self()) >> 12)
+        let address = UInt(pthread_self())
         #endif
+        return Int(truncatingIfNeeded: (UInt64(address) &* 0x9E37_79B9_7F4A_7C15) >> 32)
     }
 }
