@@ -2,6 +2,7 @@ internal import CSQLiteHTTPCache
 import CacheSemantics
 import CacheSystem
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -203,11 +204,11 @@ extension DiskStore {
         }
         if queued.replaced { throw MemoryStore.notFound(id) }
         // A body never changes under its identity: what the committed index holds for it is its
-        // body, unless a batch is open (it may have replaced or removed the entry, or written
-        // it). Then, or when not found there, the writing connection, which sees the batch, says.
-        // A batch opened after this check overlaps the read: it may find the body it removes,
-        // as a read made just before it would have.
-        if batchTransitions.value & 1 == 0,
+        // body, unless an open batch has removed rows (it may have replaced or removed the
+        // entry). Then, or when not found there (a batch may have written it), the writing
+        // connection, which sees the batch, says. A removal after this check overlaps the read:
+        // it may find the body it removes, as a read made just before it would have.
+        if batchTransitions.value & 1 == 0 || !openBatchRemovedRows.load(ordering: .sequentiallyConsistent),
             let found = withReader({ connection in try? Self.location(of: id, connection) }) ?? nil
         {
             return found

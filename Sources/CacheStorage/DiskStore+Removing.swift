@@ -41,7 +41,7 @@ extension DiskStore {
                     if let matching, let columns, !(entry(from: select, columns).map(matching) ?? false) { continue }
                     rows.append((select.text(id), select.bool(inFile)))
                 }
-                for row in rows { try Self.deleteRow(row.id, state.connection) }
+                for row in rows { try removeRow(row.id, state.connection) }
                 return rows
             }
         }

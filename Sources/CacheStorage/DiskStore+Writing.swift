@@ -2,6 +2,7 @@ internal import CSQLiteHTTPCache
 import CacheSemantics
 import CacheSystem
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -51,6 +52,7 @@ extension DiskStore {
             configuration.durability != .powerLossSafe
         else { return }
         try state.connection.beginBatch()
+        openBatchRemovedRows.store(false, ordering: .sequentiallyConsistent)
         batchTransitions.bump()
         state.batching.count += 1
         let number = state.batching.count
@@ -225,7 +227,7 @@ extension DiskStore {
             let oldID = existing.text(try existing.column("id"))
             if existing.bool(try existing.column("in_file")) { obsolete = oldID }
             entry.isPinned = existing.bool(try existing.column("pinned"))
-            try Self.deleteRow(oldID, connection)
+            try removeRow(oldID, connection)
         }
         try Self.insertRow(
             connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: inline,
@@ -431,7 +433,7 @@ extension DiskStore {
             while try oldest.step() { victims.append((oldest.text(id), oldest.bool(inFile))) }
             if victims.isEmpty { break }  // only pinned entries are left
             for victim in victims {
-                try Self.deleteRow(victim.id, connection)
+                try removeRow(victim.id, connection)
                 count += 1
                 if victim.inFile { files.append(victim.id) }
                 if try Self.bodyBytes(connection) <= configuration.capacity { break }
@@ -448,7 +450,17 @@ extension DiskStore {
         return try totals.step() ? totals.int(bodyBytes) : 0
     }
 
+    /// Deletes one row of this store's index through `connection` (the writing connection),
+    /// marking an open batch as one the reading connections cannot answer for
+    /// (``openBatchRemovedRows``). Its body file, if any, is the caller's to unlink after the
+    /// commit.
+    func removeRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
+        openBatchRemovedRows.store(true, ordering: .sequentiallyConsistent)
+        try Self.deleteRow(id, connection)
+    }
+
     /// Deletes one row (its body file, if any, is the caller's to unlink after the commit).
+    /// Through a connection of this store's own, ``removeRow(_:_:)``.
     static func deleteRow(_ id: String, _ connection: SQLiteConnection) throws(StorageError) {
         for sql in ["DELETE FROM entries WHERE id = :id", "DELETE FROM tags WHERE id = :id"] {
             let delete = try connection.statement(sql)

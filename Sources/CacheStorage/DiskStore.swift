@@ -2,6 +2,7 @@ internal import CSQLiteHTTPCache
 import CacheSemantics
 import CacheSystem
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -320,10 +321,17 @@ public final class DiskStore: CacheStore {
     /// a push only, never while SQLite reads.
     let readers = Locked<(idle: [SQLiteConnection], open: Int)>(([], 0))
     /// Bumped when a batch opens and again once it has committed (or rolled back): odd while one
-    /// is open. The reading connections do not see an open batch, whose entries may replace or
-    /// remove the very entry asked for: while it is odd, bodies are found through the writing
-    /// connection (``location(of:)``).
+    /// is open. The reading connections do not see an open batch, which may have replaced or
+    /// removed the very entry asked for: while it is odd and the batch has removed a row
+    /// (``openBatchRemovedRows``), bodies are found through the writing connection
+    /// (``location(of:)``).
     let batchTransitions = AtomicCount()
+    /// Whether the open batch has deleted a row (``removeRow(_:_:)``); cleared as a batch opens.
+    /// A batch that has only added rows, freshened heads or written access times (an access
+    /// flush opens one every 30 s) leaves each body the committed index names where it was, so
+    /// the reading connections go on answering for the rows they find, and a hit's body read
+    /// does not wait for the writing connection's lock behind the batch's writes.
+    let openBatchRemovedRows = Atomic<Bool>(false)
     /// The connection that writes access times, opened on first use: its own, so that a flush
     /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
     let accessWriter = Locked<SQLiteConnection?>(nil)

@@ -31,9 +31,8 @@ struct ReadingConnectionTests {
         // The readers do not see the batch: while it is open the writing connection finds both.
         for entry in [inline, inFile] {
             #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+            #expect(store.withReader { try? DiskStore.location(of: entry.id, $0) } ?? nil == nil)
         }
-        let openedBeforeCommit = store.readers.withLock { $0.open }
-        #expect(openedBeforeCommit == 0)
         try store.endBatchedWrites()
         for entry in [inline, inFile] {
             #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
@@ -94,6 +93,41 @@ struct ReadingConnectionTests {
             #expect(throws: StorageError.self) { try store.openBody(of: entry.id) }
         }
         for entry in newer { #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry)) }
+    }
+
+    @Test(
+        "An open batch that has only added rows leaves committed bodies to the readers; one that removed a row does not"
+    )
+    func openBatchWithoutRemovals() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        var committed: [StoredEntry] = []
+        do {
+            let store = try openStore(readers: 1, writesBehind: false)
+            for key in 7...8 {
+                committed.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 5_000))
+            }
+            try store.endBatchedWrites()
+        }
+        // A new process's store: no reading connection open yet.
+        let store = try openStore(readers: 1, writesBehind: false)
+        store.beginBatchedWrites()
+        let added = try StoreTestSupport.write(store, key: 9, generation: 0, size: 5_000)
+        #expect(store.batchTransitions.value & 1 == 1)
+        #expect(store.readers.withLock { $0.open } == 0)
+        // Found by a reader, though the batch is open: it removed nothing.
+        #expect(try store.body(of: committed[0].id) == StoreTestSupport.expectedBody(committed[0]))
+        #expect(store.readers.withLock { ($0.open, $0.idle.count) } == (1, 1))
+        // The entry the batch added is not in the committed index: the writing connection finds it.
+        #expect(try store.body(of: added.id) == StoreTestSupport.expectedBody(added))
+        // Once the batch has removed a row (replaced an entry), the writing connection answers,
+        // though a reader still finds the row in the committed index.
+        let newer = try StoreTestSupport.write(store, key: 8, generation: 1, size: 5_000)
+        #expect(store.withReader { try? DiskStore.location(of: committed[1].id, $0) }??.size == committed[1].bodySize)
+        #expect(throws: StorageError.self) { try store.openBody(of: committed[1].id) }
+        #expect(try store.body(of: newer.id) == StoreTestSupport.expectedBody(newer))
+        try store.endBatchedWrites()
+        #expect(throws: StorageError.self) { try store.openBody(of: committed[1].id) }
+        #expect(try store.body(of: committed[0].id) == StoreTestSupport.expectedBody(committed[0]))
     }
 
     @Test("Without reading connections none is opened")
