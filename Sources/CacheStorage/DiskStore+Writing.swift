@@ -242,7 +242,8 @@ extension DiskStore {
 
     /// Queues `entry`'s commit in the open batch, to be written behind
     /// (``commit(_:id:size:checksums:inline:lockedFile:)``); `false`, queuing nothing, when no
-    /// batch is open or a ``beginBatchedWrites()`` scope is. Counted as this store's own write of
+    /// batch is open, a ``beginBatchedWrites()`` scope is, or ``Configuration/queuedCommitLimit``
+    /// commits are queued already. Counted as this store's own write of
     /// its key, which its remembered variants take in; the pin of the variant it replaces, when
     /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
     /// commit has the batch committed at once.
@@ -254,7 +255,8 @@ extension DiskStore {
             // looked it up before storing): the entry it replaces is then known, and gone for
             // reads by identity at once, as it would be with its row deleted.
             let key = entry.head.primaryKey
-            guard memo.batchScopes == 0, let batch = memo.openBatch, let count = changes?.value,
+            guard memo.batchScopes == 0, let batch = memo.openBatch,
+                memo.pendingCommits.count < configuration.queuedCommitLimit, let count = changes?.value,
                 let cached = memo.heads.value(for: key), Self.isCurrent(cached.changes, at: count, memo)
             else { return (false, nil) }
             let replaced = memo.overlaid(cached.entries, primaryKey: key).first {

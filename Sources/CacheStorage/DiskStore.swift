@@ -97,6 +97,10 @@ public final class DiskStore: CacheStore {
         /// removes it. A caching proxy's misses then do not wait for the disk, nor spend their
         /// event loop's time in SQLite. Off by default; ignored with ``Durability/powerLossSafe``.
         public var writesBehind = false
+        /// The most commits queued behind at once: the commit that finds this many queued
+        /// writes them and itself into the open batch before it returns (its caller waits, as
+        /// without ``writesBehind``), so a background writer that falls behind holds no more.
+        var queuedCommitLimit = 256
         /// Whether commits are written behind: ``writesBehind``, unless ``durability`` is
         /// ``Durability/powerLossSafe``, which ignores it.
         var isWrittenBehind: Bool { writesBehind && durability != .powerLossSafe }

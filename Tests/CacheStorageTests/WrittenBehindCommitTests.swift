@@ -22,10 +22,12 @@ struct WrittenBehindCommitTests {
 
     /// A store written behind whose batches stay open `latency` seconds.
     func openStore(
-        latency: Double = 600, readers: Int = 0, headBytes: Int? = nil, log: StoreTestSupport.Log? = nil
+        latency: Double = 600, readers: Int = 0, headBytes: Int? = nil, queuedLimit: Int? = nil,
+        log: StoreTestSupport.Log? = nil
     ) throws -> DiskStore {
         var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
         if let log { configuration.log = log.sink }
+        if let queuedLimit { configuration.queuedCommitLimit = queuedLimit }
         configuration.batchLatency = latency
         configuration.writesBehind = true
         configuration.readingConnections = readers
@@ -90,6 +92,27 @@ struct WrittenBehindCommitTests {
         }
         #expect(eventually { pending(store) == 0 && other.totals().entries == DiskStore.batchLimit })
         #expect(try other.variants(of: entries[63].head.primaryKey).map(\.id) == [entries[63].id])
+    }
+
+    @Test("A commit that finds the queue full writes it and itself before it returns: queued commits stay bounded")
+    func queueBounded() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(queuedLimit: 3)
+        let other = try openStore()
+        var entries = try (0..<3).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 100) }
+        #expect(pending(store) == 3)
+        entries.append(try StoreTestSupport.write(store, key: 3, generation: 0, size: 100_000))
+        #expect(pending(store) == 0)
+        entries.append(try StoreTestSupport.write(store, key: 4, generation: 0, size: 100))
+        #expect(pending(store) == 1)
+        for entry in entries {
+            #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+        // Written into the open batch, not committed: another process sees them with the batch.
+        #expect(other.totals().entries == 0)
+        try store.endBatchedWrites()
+        #expect(other.totals().entries == 5)
     }
 
     @Test("The memo forgetting a queued entry's key (its LRU is full) does not hide the entry")
