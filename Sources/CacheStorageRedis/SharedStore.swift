@@ -10,9 +10,10 @@ import Foundation
 ///   other cache changed since, is answered locally; otherwise Redis answers and the bodies
 ///   read whole are kept locally. Every change any cache makes in Redis is announced on
 ///   pub/sub, and the other caches drop that key from their local tier when the message
-///   arrives (within a millisecond or two on a LAN). While the subscription is down, the local
-///   tier is not trusted for what Redis holds; once it is back, the local tier is emptied, since
-///   messages may have been missed.
+///   arrives (within a millisecond or two on a LAN); a read of Redis the message overtook (or
+///   this cache's own write of the key) is neither trusted nor kept. While the subscription is
+///   down, the local tier is not trusted for what Redis holds; once it is back, the local tier
+///   is emptied, since messages may have been missed.
 /// - Writes go to Redis and the local tier.
 /// - Redis away (not running, unreachable, slower than the command timeout): requests are
 ///   answered from the local tier, and new responses are stored there only; no request fails
@@ -36,9 +37,16 @@ public final class SharedStore: CollapsingStore {
     /// holds other requests no longer than this.
     public let claimLease: Double
 
-    private struct State {
+    struct State {
         /// Primary keys whose variants the local tier holds exactly as Redis has them: how many.
         var synced: [String: Int] = [:]
+        /// Bumped, for a key (by a hash of it, in 256 buckets), whenever what Redis holds for it
+        /// may have changed: an invalidation heard, a write or removal of this cache's own;
+        /// ``epochOfAll`` for the whole tier. What was read from Redis before a bump may
+        /// predate the change it stands for, so it neither makes the local tier trusted nor is
+        /// put in it (``reconcile(_:_:_:since:)``, a body's promotion).
+        var epochs = [UInt64](repeating: 0, count: 256)
+        var epochOfAll: UInt64 = 0
         /// Whether invalidations are being received (the local tier may answer for Redis).
         var listening = false
         /// Bumped by every change this cache makes or hears of (``changeCount``).
@@ -49,9 +57,32 @@ public final class SharedStore: CollapsingStore {
         /// (the other cache's commit or release publishes one).
         var fillWaiters: [String: [Int: @Sendable () -> Void]] = [:]
         var nextWaiter = 0
+
+        /// The epochs a read from Redis of `primaryKey` starts under.
+        func epoch(of primaryKey: String) -> Epoch { Epoch(key: epochs[Self.bucket(primaryKey)], all: epochOfAll) }
+
+        /// What the local tier says of `primaryKey` is no longer to be trusted.
+        mutating func forget(_ primaryKey: String) {
+            synced.removeValue(forKey: primaryKey)
+            epochs[Self.bucket(primaryKey)] &+= 1
+        }
+
+        /// What the local tier says of every key is no longer to be trusted.
+        mutating func forgetAll() {
+            synced.removeAll()
+            epochOfAll &+= 1
+        }
+
+        private static func bucket(_ primaryKey: String) -> Int { primaryKey.hashValue & 255 }
     }
 
-    private let state = Locked(State())
+    /// The epochs of one key when a read from Redis began (``State/epochs``).
+    struct Epoch: Equatable {
+        let key: UInt64
+        let all: UInt64
+    }
+
+    let state = Locked(State())
     private let subscriber: Subscriber?
 
     /// A shared store over `redis`, with a local memory tier of `localCapacity` bytes (0: none).
@@ -96,13 +127,13 @@ public final class SharedStore: CollapsingStore {
     // MARK: Invalidations
 
     /// Another cache changed `primaryKey` (`*`: everything).
-    fileprivate func invalidated(_ primaryKey: String) {
+    func invalidated(_ primaryKey: String) {
         redis.client.count { $0.invalidationsReceived += 1 }
         if let local {
             if primaryKey == "*" {
                 dropLocalTier()
             } else {
-                state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
+                state.withLock { $0.forget(primaryKey) }
                 _ = try? local.remove(primaryKey: primaryKey)
             }
         }
@@ -120,7 +151,7 @@ public final class SharedStore: CollapsingStore {
     }
 
     private func dropLocalTier() {
-        state.withLock { $0.synced.removeAll() }
+        state.withLock { $0.forgetAll() }
         try? local?.removeAll()
     }
 
@@ -128,7 +159,7 @@ public final class SharedStore: CollapsingStore {
 
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         guard let local else { return try redis.variants(of: primaryKey) }
-        let trusted = state.withLock { $0.listening ? $0.synced[primaryKey] : nil }
+        let (trusted, epoch) = state.withLock { ($0.listening ? $0.synced[primaryKey] : nil, $0.epoch(of: primaryKey)) }
         if let trusted {
             let held = try local.variants(of: primaryKey)
             if held.count == trusted { return held }
@@ -139,7 +170,7 @@ public final class SharedStore: CollapsingStore {
         } catch {
             return try local.variants(of: primaryKey)
         }
-        reconcile(primaryKey, remote, local)
+        reconcile(primaryKey, remote, local, since: epoch)
         return remote
     }
 
@@ -152,29 +183,50 @@ public final class SharedStore: CollapsingStore {
         }
     }
 
-    /// Makes the local tier agree with what Redis holds for `primaryKey`, and notes when it
-    /// holds all of it.
-    private func reconcile(_ primaryKey: String, _ remote: [StoredEntry], _ local: MemoryStore) {
-        let held = (try? local.variants(of: primaryKey)) ?? []
-        var holdsAll = !remote.isEmpty
-        for entry in held {
-            guard let current = remote.first(where: { $0.id == entry.id }) else {
-                try? local.remove(entry.id)
-                changed()
-                continue
+    /// Makes the local tier agree with `remote`, what Redis held for `primaryKey` when read
+    /// under `epoch`, and notes when it holds all of it. A read that a change overtook (the
+    /// epoch moved: an invalidation arrived, or this cache wrote, meanwhile) changes nothing
+    /// and leaves the key untrusted: applied, it could put back an older head or make the local
+    /// tier trusted for what Redis no longer holds, with no message left to correct it. Under
+    /// the state's lock throughout, so that two reads of one key cannot interleave their
+    /// changes.
+    func reconcile(_ primaryKey: String, _ remote: [StoredEntry], _ local: MemoryStore, since epoch: Epoch) {
+        let localChanged = state.withLock { state -> Bool in
+            guard state.epoch(of: primaryKey) == epoch else {
+                state.synced.removeValue(forKey: primaryKey)
+                return false
             }
-            if current.head != entry.head {
-                try? local.update(entry.id, fields: current.head.fields, facts: current.head.facts)
-                changed()
+            var localChanged = false
+            let held = (try? local.variants(of: primaryKey)) ?? []
+            var holdsAll = !remote.isEmpty
+            for entry in held {
+                guard let current = remote.first(where: { $0.id == entry.id }) else {
+                    try? local.remove(entry.id)
+                    localChanged = true
+                    continue
+                }
+                if current.head != entry.head {
+                    try? local.update(entry.id, fields: current.head.fields, facts: current.head.facts)
+                    localChanged = true
+                }
             }
-        }
-        for entry in remote where !held.contains(where: { $0.id == entry.id }) { holdsAll = false }
-        state.withLock { state in
+            for entry in remote where !held.contains(where: { $0.id == entry.id }) { holdsAll = false }
             if holdsAll {
                 state.synced[primaryKey] = remote.count
             } else {
                 state.synced.removeValue(forKey: primaryKey)
             }
+            return localChanged
+        }
+        if localChanged { changed() }
+    }
+
+    /// Puts a body read whole from Redis in the local tier with `entry`, unless what Redis holds
+    /// for its key may have changed since `entry` was read (``State/epochs``).
+    func promote(_ entry: StoredEntry, body: [UInt8], since epoch: Epoch, into local: MemoryStore) {
+        state.withLock { state in
+            guard state.epoch(of: entry.head.primaryKey) == epoch else { return }
+            local.insert(entry, body: body)
         }
     }
 
@@ -185,9 +237,10 @@ public final class SharedStore: CollapsingStore {
 
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         if let body = try? local?.openBody(of: entry.id) { return body }
+        let epoch = state.withLock { $0.epoch(of: entry.head.primaryKey) }
         let body = try redis.openBody(of: entry.id)
         guard let local, body.size <= local.maximumEntrySize else { return body }
-        return PromotingBody(body) { bytes in local.insert(entry, body: bytes) }
+        return PromotingBody(body) { [weak self] bytes in self?.promote(entry, body: bytes, since: epoch, into: local) }
     }
 
     public func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
@@ -198,7 +251,7 @@ public final class SharedStore: CollapsingStore {
     /// A write Redis took: kept locally too.
     fileprivate func committed(_ entry: StoredEntry, body: [UInt8]?) {
         defer { changed() }
-        state.withLock { _ = $0.synced.removeValue(forKey: entry.head.primaryKey) }
+        state.withLock { $0.forget(entry.head.primaryKey) }
         if let body { local?.insert(entry, body: body) }
     }
 
@@ -227,34 +280,46 @@ public final class SharedStore: CollapsingStore {
 
     public func remove(_ id: EntryID) throws(StorageError) {
         defer { changed() }
+        // Its key is not known here: no key's earlier read may put the entry back (rare: a
+        // proxy's removals go by key).
+        defer { state.withLock { $0.forgetAll() } }
         try local?.remove(id)
         try redis.remove(id)
     }
 
     public func remove(primaryKey: String) throws(StorageError) -> Int {
-        state.withLock { _ = $0.synced.removeValue(forKey: primaryKey) }
-        return try removeFromBoth { store throws(StorageError) in try store.remove(primaryKey: primaryKey) }
+        try removeFromBoth(forgetting: { $0.forget(primaryKey) }) { store throws(StorageError) in
+            try store.remove(primaryKey: primaryKey)
+        }
     }
 
     public func remove(urlPrefix prefix: String) throws(StorageError) -> Int {
-        state.withLock { $0.synced.removeAll() }
-        return try removeFromBoth { store throws(StorageError) in try store.remove(urlPrefix: prefix) }
+        try removeFromBoth(forgetting: { $0.forgetAll() }) { store throws(StorageError) in
+            try store.remove(urlPrefix: prefix)
+        }
     }
 
     public func remove(primaryKeyPrefix prefix: String) throws(StorageError) -> Int {
-        state.withLock { $0.synced.removeAll() }
-        return try removeFromBoth { store throws(StorageError) in try store.remove(primaryKeyPrefix: prefix) }
+        try removeFromBoth(forgetting: { $0.forgetAll() }) { store throws(StorageError) in
+            try store.remove(primaryKeyPrefix: prefix)
+        }
     }
 
     public func remove(tag: String) throws(StorageError) -> Int {
-        state.withLock { $0.synced.removeAll() }
-        return try removeFromBoth { store throws(StorageError) in try store.remove(tag: tag) }
+        try removeFromBoth(forgetting: { $0.forgetAll() }) { store throws(StorageError) in try store.remove(tag: tag) }
     }
 
     /// Removes with `removal` from the local tier, then from Redis; Redis' count, or the local
-    /// one when Redis could not be reached and the local tier removed something.
-    private func removeFromBoth(_ removal: (any CacheStore) throws(StorageError) -> Int) throws(StorageError) -> Int {
+    /// one when Redis could not be reached and the local tier removed something. What the local
+    /// tier says of the keys is forgotten (`forget`) before, and again once Redis has removed
+    /// them: a read of Redis between the two still finds them, and must not be trusted or put
+    /// back in the local tier.
+    private func removeFromBoth(
+        forgetting forget: (inout State) -> Void, _ removal: (any CacheStore) throws(StorageError) -> Int
+    ) throws(StorageError) -> Int {
         defer { changed() }
+        state.withLock(forget)
+        defer { state.withLock(forget) }
         let localCount = try local.map { store throws(StorageError) in try removal(store) } ?? 0
         do {
             return try removal(redis)
