@@ -22,11 +22,22 @@ struct SharedStoreEpochTests {
         redis.commandTimeout = 10
         redis.connectTimeout = 10
         let store = SharedStore(redis: RedisStore(redis), localCapacity: 1 << 20, listens: false)
-        let writer = try store.makeWriter(
-            for: EntryHead(primaryKey: key, url: key, status: 200, fields: ["ETag": "\"1\""], facts: []))
-        try writer.append(Array("v1".utf8))
-        let entry = try writer.commit()
+        let entry = try write(store, version: 1)
         return (store, try #require(store.local), entry)
+    }
+
+    /// Version `version` of `key`, written through `store`.
+    static func write(_ store: SharedStore, version: Int) throws -> StoredEntry {
+        let writer = try store.makeWriter(
+            for: EntryHead(primaryKey: key, url: key, status: 200, fields: ["ETag": "\"\(version)\""], facts: []))
+        try writer.append(Array("v\(version)".utf8))
+        return try writer.commit()
+    }
+
+    /// What Redis holds for `key`, read as `variants(of:)` reads it, with the epoch it began under.
+    static func read(_ store: SharedStore) throws -> ([StoredEntry], SharedStore.Epoch) {
+        let epoch = store.state.withLock { $0.epoch(of: key) }
+        return (try store.redis.variants(of: key), epoch)
     }
 
     func trusted(_ store: SharedStore) -> Int? { store.state.withLock { $0.synced[Self.key] } }
@@ -35,8 +46,7 @@ struct SharedStoreEpochTests {
     func overtakenReadIsNotTrusted() async throws {
         try await offPool {
             let (store, local, entry) = try Self.storeWithEntry()
-            let epoch = store.state.withLock { $0.epoch(of: Self.key) }
-            let remote = try store.redis.variants(of: Self.key)
+            let (remote, epoch) = try Self.read(store)
             #expect(remote.map(\.id) == [entry.id])
             // Another cache changed the key: the message arrives while the read is in flight,
             // and something puts the version read back in the local tier meanwhile.
@@ -54,14 +64,9 @@ struct SharedStoreEpochTests {
     func overtakenReadDoesNotRollBack() async throws {
         try await offPool {
             let (store, local, entry) = try Self.storeWithEntry()
-            let epoch = store.state.withLock { $0.epoch(of: Self.key) }
-            let remote = try store.redis.variants(of: Self.key)
+            let (remote, epoch) = try Self.read(store)
             // A newer version of the key is written by this cache before the read is applied.
-            let writer = try store.makeWriter(
-                for: EntryHead(
-                    primaryKey: Self.key, url: Self.key, status: 200, fields: ["ETag": "\"2\""], facts: []))
-            try writer.append(Array("v2".utf8))
-            let newer = try writer.commit()
+            let newer = try Self.write(store, version: 2)
             store.reconcile(Self.key, remote, local, since: epoch)
             // The local tier keeps the newer version; the older read neither removed nor
             // replaced it, nor made it trusted.
