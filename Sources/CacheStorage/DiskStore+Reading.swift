@@ -196,13 +196,12 @@ extension DiskStore {
         // An entry committed behind is in no index yet: its queued commit says (its body file
         // is in place, locked). Taken out of the queue only once it is in the open batch.
         // One a queued commit replaces is gone already.
-        let queued = memo.withLock { memo -> (commit: PendingCommit?, replaced: Bool) in
-            memo.pendingCommits.isEmpty ? (nil, false) : (memo.pendingCommits[id], memo.replacedIDs.contains(id))
-        }
-        if let pending = queued.commit {
+        switch memo.withLock({ $0.queued(id) }) {
+        case .pending(let pending):
             return BodyLocation(size: pending.entry.bodySize, checksums: pending.checksums, inline: pending.inline)
+        case .replaced: throw MemoryStore.notFound(id)
+        case .none: break
         }
-        if queued.replaced { throw MemoryStore.notFound(id) }
         // A body never changes under its identity: what the committed index holds for it is its
         // body, unless an open batch has removed rows (it may have replaced or removed the
         // entry). Then, or when not found there (a batch may have written it), the writing
@@ -317,9 +316,11 @@ extension DiskStore {
             // Queued behind: in the index once its batch is written (and its file locked till then).
             // Replaced by one: not stored, though the committed index names it until the batch
             // commits (the sweep, counting pending removals, keeps its file).
-            let queued = memo.withLock { ($0.pendingCommits[id] != nil, $0.replacedIDs.contains(id)) }
-            if queued.0 { return true }
-            if queued.1 { return countingPendingRemovals }
+            switch memo.withLock({ $0.queued(id) }) {
+            case .pending: return true
+            case .replaced: return countingPendingRemovals
+            case .none: break
+            }
             if countingPendingRemovals, state.batching.obsoleteFiles.contains(id.rawValue) { return true }
             let query = try state.connection.statement("SELECT 1 FROM entries WHERE id = :id")
             try query.bind(id.rawValue, to: ":id")

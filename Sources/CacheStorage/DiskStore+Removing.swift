@@ -105,7 +105,11 @@ extension DiskStore {
     /// The entry with identity `id`, if stored.
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
         let queued = memo.withLock { memo -> (entry: StoredEntry?, replaced: Bool) in
-            (memo.pendingCommits[id].flatMap { memo.overlaid([$0.entry]).first }, memo.replacedIDs.contains(id))
+            switch memo.queued(id) {
+            case .pending(let pending): (memo.overlaid([pending.entry]).first, false)
+            case .replaced: (nil, true)
+            case .none: (nil, false)
+            }
         }
         if let entry = queued.entry { return entry }
         // Replaced by a queued commit: gone, though its row is in the index until that is written.

@@ -243,6 +243,15 @@ public final class DiskStore: CacheStore {
             return overlaid(entries.sortedAsIndexed())
         }
 
+        /// What the queue says of the entry `id`, for a read by identity: its commit is queued
+        /// (which wins: its row is not written yet), a queued commit replaced it (gone, though its
+        /// row is in the index until that commit is written), or nothing (the index says).
+        func queued(_ id: EntryID) -> Queued {
+            guard !pendingCommits.isEmpty else { return .none }
+            if let commit = pendingCommits[id] { return .pending(commit) }
+            return replacedIDs.contains(id) ? .replaced : .none
+        }
+
         /// Takes `entry`'s commit out of ``pendingCommits`` (written, or dropped).
         mutating func dropPendingCommit(_ entry: StoredEntry) {
             guard let dropped = pendingCommits.removeValue(forKey: entry.id) else { return }
@@ -285,6 +294,13 @@ public final class DiskStore: CacheStore {
         var replaces: EntryID?
         /// Its place in the order commits were queued (`HeadMemo.commitCount`).
         var number: Int
+    }
+
+    /// What the write-behind queue says of one entry (`HeadMemo.queued(_:)`).
+    enum Queued {
+        case pending(PendingCommit)
+        case replaced
+        case none
     }
 
     /// Commits grouped into one index transaction (``beginBatchedWrites()``).
