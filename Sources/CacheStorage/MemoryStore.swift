@@ -73,6 +73,11 @@ public final class MemoryStore: CacheStore {
         let memoryOnlyChanges: AtomicCount
         /// Accesses recorded and not yet applied (``MemoryStore/recordAccess(_:at:)``).
         let accesses: AccessBuffers
+        /// How often each identity was used lately, entries held or not: what decides whether a
+        /// body read from a slower tier may take a held entry's place (``MemoryStore/promote(_:body:)``).
+        var frequencies = FrequencySketch()
+        /// A xorshift generator's state, for the few warm bodies admitted at random.
+        var draws = UInt64.random(in: 1...UInt64.max)
 
         init(memoryOnlyChanges: AtomicCount, accesses: AccessBuffers) {
             self.memoryOnlyChanges = memoryOnlyChanges
@@ -85,6 +90,7 @@ public final class MemoryStore: CacheStore {
 
         mutating func apply(_ recorded: [AccessBuffers.Access]) {
             for access in recorded {
+                frequencies.increment(access.id.hashValue)
                 guard let slot = slot(of: access.id) else { continue }
                 // Buffered by thread: one entry's accesses may come in another order than made.
                 nodes[slot].lastAccess = max(nodes[slot].lastAccess, access.time)
@@ -154,9 +160,11 @@ public final class MemoryStore: CacheStore {
     /// What each entry costs besides its head's and body's heap memory: its node (the array
     /// of nodes grows by doubling, so twice its size), its buckets in the identity and key
     /// indexes (``SlotIndex``: at most three quarters full, growing by doubling, so three
-    /// times a bucket each) and, once removed, its slot in the free list.
+    /// times a bucket each), its word in the frequency sketch (``FrequencySketch``: a power of
+    /// two, so two) and, once removed, its slot in the free list.
     static let entryOverhead =
-        2 * MemoryLayout<Node>.stride + 2 * 3 * MemoryLayout<UInt64>.stride + MemoryLayout<Int>.stride
+        2 * MemoryLayout<Node>.stride + 2 * 3 * MemoryLayout<UInt64>.stride + 2 * MemoryLayout<UInt64>.stride
+        + MemoryLayout<Int>.stride
     /// What each of an entry's tags costs in the tag index: its member in the tag's set and a
     /// share of the set and its entry in the index.
     static let tagOverhead = 3 * MemoryLayout<Int>.stride + MemoryCost.allocation(32 + 8)
@@ -213,7 +221,10 @@ public final class MemoryStore: CacheStore {
                 "not stored in memory: with its head and bookkeeping the entry takes \(cost) bytes, more than the "
                     + "memory capacity \(capacity); raise the memory capacity")
         }
-        return state.withLock { Self.add(entry, body: body, cost: cost, to: &$0, capacity: capacity, keepingPin: true) }
+        return state.withLock { state in
+            state.frequencies.increment(entry.id.hashValue)
+            return Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: true)
+        }
     }
 
     /// Adds `chunk` to `body`, the copy of a body being written elsewhere that is kept for this
@@ -228,14 +239,56 @@ public final class MemoryStore: CacheStore {
         body = Int64(collected.count) <= maximumEntrySize ? collected : nil
     }
 
-    /// Inserts an entry that already has an identity and its own pin (a tiered store
-    /// promoting from disk).
+    /// Inserts an entry that already has an identity and its own pin: one just stored in a
+    /// slower tier, kept here too.
     package func insert(_ entry: StoredEntry, body: [UInt8]) {
         guard Int64(body.count) <= maximumEntrySize else { return }
         let body = Self.compacted(body)
         let cost = Self.cost(of: entry, body: body)
         guard cost <= capacity else { return }
-        state.withLock { _ = Self.add(entry, body: body, cost: cost, to: &$0, capacity: capacity, keepingPin: false) }
+        state.withLock { state in
+            state.frequencies.increment(entry.id.hashValue)
+            _ = Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: false)
+        }
+    }
+
+    /// Puts an entry whose body was read from a slower tier in memory, as ``insert(_:body:)``
+    /// does, when there is room for it or it was used more lately than the entry it would
+    /// evict first (TinyLFU's admission, ``FrequencySketch``). A full memory tier then keeps
+    /// what is used most instead of trading one entry for another on every read from the
+    /// slower tier (with uses spread evenly, every such read would evict an entry as likely to
+    /// be asked for next), and one pass over many entries (a crawl) does not push out the
+    /// popular ones. A warm body (used more than five times) that loses is still admitted
+    /// once in 128 tries, so that no one can keep a body out by making a held one look popular.
+    /// Returns whether it was admitted.
+    @discardableResult
+    package func promote(_ entry: StoredEntry, body: [UInt8]) -> Bool {
+        guard Int64(body.count) <= maximumEntrySize else { return false }
+        let body = Self.compacted(body)
+        let cost = Self.cost(of: entry, body: body)
+        guard cost <= capacity else { return false }
+        return state.withLock { state in
+            guard Self.admits(entry.id, cost: cost, &state, capacity: capacity) else { return false }
+            _ = Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: false)
+            return true
+        }
+    }
+
+    /// Whether `id`, charged `cost`, may come in: room without evicting, or more uses counted
+    /// than the first entry eviction would take (every recorded access counted first).
+    private static func admits(_ id: EntryID, cost: Int64, _ state: inout State, capacity: Int64) -> Bool {
+        guard state.accounted + cost > capacity else { return true }
+        state.applyAccesses()
+        var victim = state.oldest
+        while victim >= 0 && state.nodes[victim].isPinned { victim = Int(state.nodes[victim].newer) }
+        guard victim >= 0 else { return true }
+        let candidate = state.frequencies.frequency(id.hashValue)
+        if candidate > state.frequencies.frequency(state.nodes[victim].id.hashValue) { return true }
+        guard candidate > 5 else { return false }
+        state.draws ^= state.draws << 13
+        state.draws ^= state.draws >> 7
+        state.draws ^= state.draws << 17
+        return state.draws & 127 == 0
     }
 
     /// Adds `entry` (charged `cost`) in place of the same primary and variant key; with
@@ -261,6 +314,7 @@ public final class MemoryStore: CacheStore {
             state.nodes.append(node)
         }
         state.slots.insert(slot, hash: entry.id.hashValue)
+        state.frequencies.ensureCapacity(state.slots.count)
         // The last of its key's variants (found by walking the links: no array made).
         if var last = state.firstVariant(of: entry.head.primaryKey) {
             while state.nodes[last].nextVariant >= 0 { last = Int(state.nodes[last].nextVariant) }

@@ -4,7 +4,11 @@ import CacheSemantics
 ///
 /// Heads always come from the disk index, so an entry another process removed or freshened
 /// is never served from memory; bodies, which never change under an identity, are served
-/// from memory when it holds them and promoted there after a disk read. Entries with
+/// from memory when it holds them and promoted there after a disk read. A full memory tier
+/// takes a body read from disk only when it was used more lately than the entry it would
+/// evict (TinyLFU's admission: Einziger, Friedman and Manes, ACM TOS 13(4), 2017), so reads
+/// spread over more entries than memory holds do not trade one entry for another on every
+/// hit, and a crawl does not push out the popular ones. Entries with
 /// ``StoragePolicy/memoryOnly`` live in memory alone and never touch the disk.
 public final class TieredStore: CacheStore {
     /// The memory tier.
@@ -31,7 +35,7 @@ public final class TieredStore: CacheStore {
     }
 
     /// Opens the body from memory when it is there, from disk otherwise; a disk body read
-    /// whole is then put in memory, with its entry, for the next hit. A body the index holds
+    /// whole is then offered to memory, with its entry, for the next hit. A body the index holds
     /// inline is read whole as it is opened: it goes to memory at once, and is handed out as
     /// memory's bodies are (`bytesInMemory`), the bytes read being the bytes kept.
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
@@ -43,8 +47,8 @@ public final class TieredStore: CacheStore {
         try open(entry.id) { entry }
     }
 
-    /// The body of `id` from memory, else from disk, put in memory as `entry` once it has been
-    /// read whole.
+    /// The body of `id` from memory, else from disk, offered to memory as `entry` once it has
+    /// been read whole.
     private func open(
         _ id: EntryID, promotedAs entry: @escaping @Sendable () -> StoredEntry?
     ) throws(StorageError) -> any StoredBody {
@@ -52,11 +56,11 @@ public final class TieredStore: CacheStore {
         let body = try disk.openBody(of: id)
         guard body.size <= memory.maximumEntrySize else { return body }
         if let bytes = body.bytesInMemory {
-            if let entry = entry() { memory.insert(entry, body: bytes) }
+            if let entry = entry() { memory.promote(entry, body: bytes) }
             return body
         }
         return PromotingBody(body) { [memory] bytes in
-            if let entry = entry() { memory.insert(entry, body: bytes) }
+            if let entry = entry() { memory.promote(entry, body: bytes) }
         }
     }
 

@@ -226,7 +226,7 @@ public final class SharedStore: CollapsingStore {
     func promote(_ entry: StoredEntry, body: [UInt8], since epoch: Epoch, into local: MemoryStore) {
         state.withLock { state in
             guard state.epoch(of: entry.head.primaryKey) == epoch else { return }
-            local.insert(entry, body: body)
+            local.promote(entry, body: body)
         }
     }
 
