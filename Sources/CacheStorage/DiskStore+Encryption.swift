@@ -213,7 +213,8 @@ private struct Rekeying {
         try DiskStore.insertRow(
             connection, id: newID, head: entry.head, size: body.size,
             checksums: sealing == nil ? checksums.finished() : [], inline: file >= 0 ? nil : stored,
-            storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing)
+            storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing,
+            inlineChecksums: old.inlineChecksums)
         try access.bind(newID.rawValue, to: ":id")
         try access.bind(entry.lastAccess, to: ":last_access")
         try access.bind(Int64(entry.hits), to: ":hits")

@@ -208,11 +208,14 @@ extension DiskStore {
         // connection, which sees the batch, says. A removal after this check overlaps the read:
         // it may find the body it removes, as a read made just before it would have.
         if batchTransitions.value & 1 == 0 || !openBatchRemovedRows.load(ordering: .sequentiallyConsistent),
-            let found = withReader({ connection in try? Self.location(of: id, connection) }) ?? nil
+            let found = withReader({ connection in try? Self.location(of: id, connection, inlineFirst: inlineFirst) })
+                ?? nil
         {
             return found
         }
-        let found = try state.withLock { state throws(StorageError) in try Self.location(of: id, state.connection) }
+        let found = try state.withLock { state throws(StorageError) in
+            try Self.location(of: id, state.connection, inlineFirst: inlineFirst)
+        }
         guard let found else { throw MemoryStore.notFound(id) }
         return found
     }
@@ -238,11 +241,30 @@ extension DiskStore {
         return result
     }
 
-    /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row.
-    static func location(of id: EntryID, _ connection: SQLiteConnection) throws(StorageError) -> BodyLocation? {
+    /// Whether a body's location may be read from `inline_bodies` alone: its rows keep their
+    /// checksums, and the body's size is its length (a sealed body's is not).
+    var inlineFirst: Bool { inlineChecksums && sealing == nil }
+
+    /// Where the body of `id` is, as `connection` sees it; `nil` when it has no row. With
+    /// `inlineFirst`, an inline body whose row keeps its checksums is read in one lookup
+    /// (`inline_bodies`' key, then its row), not two (the entry's row, then the body's).
+    static func location(of id: EntryID, _ connection: SQLiteConnection, inlineFirst: Bool = false)
+        throws(StorageError) -> BodyLocation?
+    {
+        if inlineFirst {
+            let inline = try connection.statement("SELECT body, checksums FROM inline_bodies WHERE id = :id")
+            let body = try inline.column("body")
+            let checksums = try inline.column("checksums")
+            try inline.bind(id.rawValue, to: ":id")
+            defer { inline.reset() }
+            if try inline.step(), let sums = inline.blob(checksums) {
+                let bytes = inline.blob(body) ?? []
+                return BodyLocation(size: Int64(bytes.count), checksums: sums, inline: bytes)
+            }
+        }
         let query = try connection.statement(
             """
-            SELECT body_size, checksums, inline_bodies.body AS body, in_file
+            SELECT body_size, entries.checksums AS checksums, inline_bodies.body AS body, in_file
             FROM entries LEFT JOIN inline_bodies ON inline_bodies.id = entries.id WHERE entries.id = :id
             """)
         let column = try query.columns(BodyLocation.Columns.self)

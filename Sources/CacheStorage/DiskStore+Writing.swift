@@ -231,7 +231,7 @@ extension DiskStore {
         }
         try Self.insertRow(
             connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: inline,
-            storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing)
+            storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing, inlineChecksums: inlineChecksums)
         let access = try connection.statement(
             "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
         try access.bind(entry.id.rawValue, to: ":id")
@@ -360,10 +360,11 @@ extension DiskStore {
 
     /// Inserts the row of entry `id`, its inline body and its tags. In an encrypted store
     /// (``sealing``) the row keeps keyed hashes of its keys and tags, and its head sealed in
-    /// `fields`; `inline` is then already sealed.
+    /// `fields`; `inline` is then already sealed. With `inlineChecksums` (``DiskStore/inlineChecksums``),
+    /// the inline body's row keeps its checksums too.
     static func insertRow(
         _ connection: SQLiteConnection, id: EntryID, head: EntryHead, size: Int64, checksums: [UInt8],
-        inline: [UInt8]?, storedAt: Double, pinned: Bool, sealing: StoreSealing?
+        inline: [UInt8]?, storedAt: Double, pinned: Bool, sealing: StoreSealing?, inlineChecksums: Bool
     ) throws(StorageError) {
         let insert = try connection.statement(
             """
@@ -403,8 +404,12 @@ extension DiskStore {
         }
         try insert.run()
         if let inline {
-            let body = try connection.statement("INSERT INTO inline_bodies (id, body) VALUES (:id, :body)")
+            let body = try connection.statement(
+                inlineChecksums
+                    ? "INSERT INTO inline_bodies (id, body, checksums) VALUES (:id, :body, :checksums)"
+                    : "INSERT INTO inline_bodies (id, body) VALUES (:id, :body)")
             try body.bind(id.rawValue, to: ":id")
+            if inlineChecksums { try body.bind(checksums, to: ":checksums") }
             try body.run(binding: inline, to: ":body")
         }
         for tag in Set(head.tags) {

@@ -180,6 +180,8 @@ public final class DiskStore: CacheStore {
     let bodiesDirectory: String
     /// The keys derived from ``Configuration/encryptionKey``, when the store is encrypted.
     let sealing: StoreSealing?
+    /// Whether `inline_bodies` has its `checksums` column (``addInlineChecksums(_:)``).
+    let inlineChecksums: Bool
     let clock: @Sendable () -> Double
 
     struct State {
@@ -412,6 +414,7 @@ public final class DiskStore: CacheStore {
         bodiesDirectory = configuration.directory + "/bodies"
         sealing = configuration.encryptionKey.map(StoreSealing.init)
         let connection = try Self.openIndex(configuration)
+        inlineChecksums = Self.addInlineChecksums(connection)
         // A key's variants cost about 1.5 KB with typical heads: a key per KiB bounds the count
         // of small ones.
         let headBytes = max(1 << 20, configuration.headMemoryBytes)
@@ -546,13 +549,36 @@ public final class DiskStore: CacheStore {
     /// The bodies kept in the index (``Configuration/inlineBodyLimit``), apart from the rows
     /// that hold heads: SQLite reads and writes a whole row to change one column, so a `304`
     /// that freshens a head would otherwise read the body's overflow pages and, when the head
-    /// changes size, write them again. Rows go with their entry (``removalTrigger``).
+    /// changes size, write them again. Rows go with their entry (``removalTrigger``). Each
+    /// keeps its body's checksums too (a copy of the entry's), so that a hit reads the body in
+    /// one lookup, not this table's and the entry's (``location(of:_:inlineFirst:)``); rows
+    /// written before the column was added (``addInlineChecksums(_:)``) have none.
     static let inlineBodiesSchema = """
         CREATE TABLE IF NOT EXISTS inline_bodies (
             id TEXT PRIMARY KEY NOT NULL,
-            body BLOB NOT NULL
+            body BLOB NOT NULL,
+            checksums BLOB
         );
         """
+
+    /// Adds `inline_bodies.checksums` to an index made before it (the same format version:
+    /// an index with the column is read and written as before by a build without it, whose
+    /// rows then have none). Whether the table has it (`false` when it could not be added: a
+    /// read-only directory, or another process holding the index).
+    static func addInlineChecksums(_ connection: SQLiteConnection) -> Bool {
+        func hasColumn() -> Bool {
+            guard
+                let columns = try? connection.statement(
+                    "SELECT count(*) AS found FROM pragma_table_info('inline_bodies') WHERE name = 'checksums'"),
+                let found = try? columns.column("found")
+            else { return false }
+            defer { columns.reset() }
+            return (try? columns.step()) == true && columns.int(found) > 0
+        }
+        if hasColumn() { return true }
+        try? connection.execute("ALTER TABLE inline_bodies ADD COLUMN checksums BLOB")
+        return hasColumn()
+    }
 
     /// Each entry's last access and hit count: rows of a few dozen bytes, written in batches
     /// (``recordAccess(_:at:)``), in recency order for eviction.

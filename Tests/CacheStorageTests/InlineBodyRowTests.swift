@@ -1,0 +1,72 @@
+import CacheSemantics
+import CacheTestSupport
+import Testing
+
+@testable import CacheStorage
+
+@Suite("DiskStore: an inline body's row keeps its checksums")
+struct InlineBodyRowTests {
+    static func configuration(_ directory: TemporaryDirectory) -> DiskStore.Configuration {
+        var configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        configuration.sweepsWhenOpened = false
+        return configuration
+    }
+
+    /// The checksums a body is stored with.
+    static func checksums(_ body: [UInt8]) -> [UInt8] {
+        var checksums = BlockChecksums()
+        checksums.add(body)
+        return checksums.finished()
+    }
+
+    /// The `checksums` of `id`'s inline row (`nil` when it has none).
+    static func rowChecksums(_ directory: TemporaryDirectory, _ id: EntryID) throws -> [UInt8]? {
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
+        let query = try connection.statement("SELECT checksums FROM inline_bodies WHERE id = :id")
+        let column = try query.column("checksums")
+        try query.bind(id.rawValue, to: ":id")
+        defer { query.reset() }
+        return try query.step() ? query.blob(column) : nil
+    }
+
+    @Test("a new inline body's row has its entry's checksums, and the body is found from that row alone")
+    func newRowsKeepChecksums() throws {
+        let directory = TemporaryDirectory()
+        let body = [UInt8](repeating: 9, count: 5_000)
+        let entry: StoredEntry
+        do {
+            let store = try DiskStore(Self.configuration(directory))
+            entry = try put(store, head("https://example.com/a"), body)
+        }
+        #expect(try Self.rowChecksums(directory, entry.id) == Self.checksums(body))
+        // The entry's own copy no longer takes part: damaged, the body still reads right.
+        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
+        try connection.execute("UPDATE entries SET checksums = X'00' WHERE id = '\(entry.id.rawValue)'")
+        let reopened = try DiskStore(Self.configuration(directory))
+        #expect(try reopened.body(of: entry.id) == body)
+    }
+
+    @Test(
+        "an index made before rows kept checksums gains the column on opening; its old rows read through their entries")
+    func olderIndexGainsTheColumn() throws {
+        let directory = TemporaryDirectory()
+        let old = [UInt8](repeating: 1, count: 3_000)
+        let entry: StoredEntry
+        do {
+            let store = try DiskStore(Self.configuration(directory))
+            entry = try put(store, head("https://example.com/old"), old)
+        }
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
+            try connection.execute("ALTER TABLE inline_bodies DROP COLUMN checksums")
+        }
+        let store = try DiskStore(Self.configuration(directory))
+        #expect(store.inlineChecksums)
+        #expect(try Self.rowChecksums(directory, entry.id) == nil)
+        #expect(try store.body(of: entry.id) == old)
+        let new = [UInt8](repeating: 2, count: 3_000)
+        let added = try put(store, head("https://example.com/new"), new)
+        #expect(try store.body(of: added.id) == new)
+        #expect(try Self.rowChecksums(directory, added.id) == Self.checksums(new))
+    }
+}
