@@ -133,6 +133,8 @@ public final class MemoryStore: CacheStore {
     private let memoryOnlyChanges = AtomicCount()
     /// ``State/accesses``, added to without the lock.
     private let accesses = AccessBuffers()
+    /// Bodies ``promote(_:body:)`` took in, and those it refused.
+    private let admitted = AtomicCount(), refused = AtomicCount()
     private let clock: @Sendable () -> Double
 
     /// Creates a store holding at most `capacity` bytes of entries: their bodies and overhead.
@@ -267,12 +269,18 @@ public final class MemoryStore: CacheStore {
         let body = Self.compacted(body)
         let cost = Self.cost(of: entry, body: body)
         guard cost <= capacity else { return false }
-        return state.withLock { state in
+        let taken = state.withLock { state in
             guard Self.admits(entry.id, cost: cost, &state, capacity: capacity) else { return false }
             _ = Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: false)
             return true
         }
+        (taken ? admitted : refused).bump()
+        return taken
     }
+
+    /// How many bodies read from a slower tier ``promote(_:body:)`` took in, and how many it
+    /// refused as used less than the entry they would have evicted.
+    package var promotions: (admitted: UInt64, refused: UInt64) { (admitted.value, refused.value) }
 
     /// Whether `id`, charged `cost`, may come in: room without evicting, or more uses counted
     /// than the first entry eviction would take (every recorded access counted first).

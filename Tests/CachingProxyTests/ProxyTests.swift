@@ -296,6 +296,41 @@ struct ProxyTests {
         }
     }
 
+    @Test("A full memory tier refuses a disk body used less than the entry it would evict, and counts it")
+    func memoryPromotions() async throws {
+        try await offPool {
+            // Room for about four 5,000-byte responses with their heads.
+            let harness = try ProxyHarness { $0.memoryCapacity = 26_000 }
+            let body = String(repeating: "p", count: 5_000)
+            for number in 1...8 {
+                harness.serve("/p\(number)", [("Cache-Control", "max-age=60")], body: body)
+                _ = try harness.get("/p\(number)")
+            }
+            func promotions() throws -> Set<String> {
+                Set(try harness.get("/_httpcache/metrics").text.split(separator: "\n").map(String.init))
+                    .filter { $0.hasPrefix("httpcache_memory_promotions_total{") }
+            }
+            #expect(try promotions().contains("httpcache_memory_promotions_total{result=\"admitted\"} 0"))
+            // Stored once, read once from disk: used as much as the entry memory would evict.
+            #expect(try harness.get("/p1").text == body)
+            #expect(
+                try promotions() == [
+                    "httpcache_memory_promotions_total{result=\"admitted\"} 0",
+                    "httpcache_memory_promotions_total{result=\"refused\"} 1",
+                ])
+            // Read again, it has been used more: it takes that entry's place.
+            #expect(try harness.get("/p1").text == body)
+            #expect(
+                try promotions() == [
+                    "httpcache_memory_promotions_total{result=\"admitted\"} 1",
+                    "httpcache_memory_promotions_total{result=\"refused\"} 1",
+                ])
+            #expect(try harness.get("/p1").isHit)
+            #expect(try promotions().contains("httpcache_memory_promotions_total{result=\"admitted\"} 1"))
+            #expect(harness.origin.count("/p1") == 1)
+        }
+    }
+
     @Test("The origin down: a stored response that allows it is served stale, else 502 (RFC 9111 §4.2.4; RFC 5861 §4)")
     func originDown() async throws {
         try await offPool {

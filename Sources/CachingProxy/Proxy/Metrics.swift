@@ -110,7 +110,8 @@ final class Metrics: Sendable {
 
     /// The Prometheus text exposition format (version 0.0.4).
     func text(
-        store: StoreTotals, memory: StoreTotals?, server: HTTPServer.Statistics, more: [CachingProxy.Metric] = []
+        store: StoreTotals, memory: StoreTotals?, promotions: (admitted: UInt64, refused: UInt64)? = nil,
+        server: HTTPServer.Statistics, more: [CachingProxy.Metric] = []
     ) -> String {
         var lines: [String] = []
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
@@ -167,6 +168,16 @@ final class Metrics: Sendable {
         }
         metric("httpcache_store_entries", "gauge", "Stored responses.", entries)
         metric("httpcache_store_body_bytes", "gauge", "Bytes of stored bodies.", bytes)
+        if let promotions {
+            metric(
+                "httpcache_memory_promotions_total", "counter",
+                "Bodies read from the disk or Redis tier and offered to the memory tier: admitted, or refused as used "
+                    + "less lately than the entry they would have evicted (TinyLFU).",
+                [
+                    ("{result=\"admitted\"}", String(promotions.admitted)),
+                    ("{result=\"refused\"}", String(promotions.refused)),
+                ])
+        }
         metric(
             "httpcache_connections_open", "gauge", "Client connections open.", [("", String(server.connectionsOpen))])
         metric(

@@ -179,10 +179,10 @@ final class ProxyHandler: RequestHandler {
 
     var metricsText: String {
         let server = serverStatistics.withLock { $0 }?() ?? HTTPServer.Statistics()
-        let memoryTotals = store === memory ? nil : memory?.totals()
+        let tier = store === memory ? nil : memory
         return metrics.text(
-            store: configuration.storeTotals?() ?? store.totals(), memory: memoryTotals, server: server,
-            more: configuration.storeMetrics?() ?? [])
+            store: configuration.storeTotals?() ?? store.totals(), memory: tier?.totals(),
+            promotions: tier?.promotions, server: server, more: configuration.storeMetrics?() ?? [])
     }
 
     // MARK: Routing
