@@ -46,6 +46,27 @@ struct InlineBodyRowTests {
         #expect(try reopened.body(of: entry.id) == body)
     }
 
+    @Test("a flipped byte in an inline body read from its row alone is caught: the entry is removed, a miss")
+    func flippedByteCaught() throws {
+        let directory = TemporaryDirectory()
+        let body = [UInt8](repeating: 4, count: 5_000)
+        let entry: StoredEntry
+        do {
+            let store = try DiskStore(Self.configuration(directory))
+            entry = try put(store, head("https://example.com/flip"), body)
+        }
+        do {
+            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
+            try connection.execute(
+                "UPDATE inline_bodies SET body = CAST(substr(body, 1, 100) || X'05' || substr(body, 102) AS BLOB) "
+                    + "WHERE id = '\(entry.id.rawValue)'")
+        }
+        let store = try DiskStore(Self.configuration(directory))
+        let error = #expect(throws: StorageError.self) { try store.body(of: entry.id) }
+        #expect(error?.kind == .corrupted)
+        #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+    }
+
     @Test(
         "an index made before rows kept checksums gains the column on opening; its old rows read through their entries")
     func olderIndexGainsTheColumn() throws {
