@@ -88,11 +88,9 @@ struct AdmissionTests {
     @Test("a full tier refuses a body used less than the entry it would evict, and keeps what it holds")
     func lessUsedRefused() throws {
         let (memory, held) = try Self.fullMemory()
-        for entry in held {
-            for second in 0..<3 { memory.recordAccess(entry.id, at: Double(second)) }
-        }
+        for entry in held { memory.use(entry.id, times: 3) }
         let entry = Self.candidate(0)
-        memory.recordAccess(entry.id, at: 10)
+        memory.use(entry.id, times: 1, at: 10)
         #expect(!memory.promote(entry, body: Self.body))
         #expect(!memory.holds(entry.id))
         #expect(held.allSatisfy { memory.holds($0.id) })
@@ -102,9 +100,9 @@ struct AdmissionTests {
     func moreUsedAdmitted() throws {
         let (memory, held) = try Self.fullMemory()
         // The first entry is the least recently used; the others are read after it.
-        for entry in held.dropFirst() { memory.recordAccess(entry.id, at: 5) }
+        for entry in held.dropFirst() { memory.use(entry.id, times: 1, at: 5) }
         let entry = Self.candidate(0)
-        for second in 0..<3 { memory.recordAccess(entry.id, at: Double(second)) }
+        memory.use(entry.id, times: 3)
         #expect(memory.promote(entry, body: Self.body))
         #expect(memory.holds(entry.id, Self.body))
         #expect(!memory.holds(held[0].id))
@@ -114,11 +112,9 @@ struct AdmissionTests {
     @Test("a warm body that loses is still admitted now and then: a held entry made to look popular cannot keep it out")
     func warmAdmittedAtRandom() throws {
         let (memory, held) = try Self.fullMemory()
-        for entry in held {
-            for second in 0..<15 { memory.recordAccess(entry.id, at: Double(second)) }
-        }
+        for entry in held { memory.use(entry.id, times: 15) }
         let entry = Self.candidate(0)
-        for second in 0..<6 { memory.recordAccess(entry.id, at: Double(second)) }
+        memory.use(entry.id, times: 6)
         // One in 128 a try: none in 2,000 tries would happen once in six million runs.
         var tries = 0
         while !memory.promote(entry, body: Self.body) && tries < 2_000 { tries += 1 }
@@ -126,7 +122,7 @@ struct AdmissionTests {
         #expect(memory.holds(entry.id, Self.body))
         // A cold one (used once) never is.
         let cold = Self.candidate(1)
-        memory.recordAccess(cold.id, at: 20)
+        memory.use(cold.id, times: 1, at: 20)
         #expect((0..<500).allSatisfy { _ in !memory.promote(cold, body: Self.body) })
     }
 
@@ -159,6 +155,11 @@ struct AdmissionTests {
 }
 
 extension MemoryStore {
+    /// Records `times` accesses to `id`, a second apart from `time`.
+    fileprivate func use(_ id: EntryID, times: Int, at time: Double = 0) {
+        for second in 0..<times { recordAccess(id, at: time + Double(second)) }
+    }
+
     /// Whether a body of `id` is held, and is `body` when one is given (said without the bytes
     /// when an expectation fails).
     fileprivate func holds(_ id: EntryID, _ body: [UInt8]? = nil) -> Bool {

@@ -19,6 +19,17 @@ struct InlineBodyRowTests {
         return checksums.finished()
     }
 
+    /// `body` stored under `url` by a store on `directory`, released before this returns.
+    static func stored(_ directory: TemporaryDirectory, _ url: String, _ body: [UInt8]) throws -> StoredEntry {
+        let store = try DiskStore(configuration(directory))
+        return try put(store, head(url), body)
+    }
+
+    /// Runs `sql` on the index of `directory` with a connection of its own, as another program would.
+    static func edit(_ directory: TemporaryDirectory, _ sql: String) throws {
+        try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false).execute(sql)
+    }
+
     /// The `checksums` of `id`'s inline row (`nil` when it has none).
     static func rowChecksums(_ directory: TemporaryDirectory, _ id: EntryID) throws -> [UInt8]? {
         let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
@@ -33,15 +44,10 @@ struct InlineBodyRowTests {
     func newRowsKeepChecksums() throws {
         let directory = TemporaryDirectory()
         let body = [UInt8](repeating: 9, count: 5_000)
-        let entry: StoredEntry
-        do {
-            let store = try DiskStore(Self.configuration(directory))
-            entry = try put(store, head("https://example.com/a"), body)
-        }
+        let entry = try Self.stored(directory, "https://example.com/a", body)
         #expect(try Self.rowChecksums(directory, entry.id) == Self.checksums(body))
         // The entry's own copy no longer takes part: damaged, the body still reads right.
-        let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
-        try connection.execute("UPDATE entries SET checksums = X'00' WHERE id = '\(entry.id.rawValue)'")
+        try Self.edit(directory, "UPDATE entries SET checksums = X'00' WHERE id = '\(entry.id.rawValue)'")
         let reopened = try DiskStore(Self.configuration(directory))
         #expect(try reopened.body(of: entry.id) == body)
     }
@@ -50,17 +56,11 @@ struct InlineBodyRowTests {
     func flippedByteCaught() throws {
         let directory = TemporaryDirectory()
         let body = [UInt8](repeating: 4, count: 5_000)
-        let entry: StoredEntry
-        do {
-            let store = try DiskStore(Self.configuration(directory))
-            entry = try put(store, head("https://example.com/flip"), body)
-        }
-        do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
-            try connection.execute(
-                "UPDATE inline_bodies SET body = CAST(substr(body, 1, 100) || X'05' || substr(body, 102) AS BLOB) "
-                    + "WHERE id = '\(entry.id.rawValue)'")
-        }
+        let entry = try Self.stored(directory, "https://example.com/flip", body)
+        try Self.edit(
+            directory,
+            "UPDATE inline_bodies SET body = CAST(substr(body, 1, 100) || X'05' || substr(body, 102) AS BLOB) "
+                + "WHERE id = '\(entry.id.rawValue)'")
         let store = try DiskStore(Self.configuration(directory))
         let error = #expect(throws: StorageError.self) { try store.body(of: entry.id) }
         #expect(error?.kind == .corrupted)
@@ -72,15 +72,8 @@ struct InlineBodyRowTests {
     func olderIndexGainsTheColumn() throws {
         let directory = TemporaryDirectory()
         let old = [UInt8](repeating: 1, count: 3_000)
-        let entry: StoredEntry
-        do {
-            let store = try DiskStore(Self.configuration(directory))
-            entry = try put(store, head("https://example.com/old"), old)
-        }
-        do {
-            let connection = try SQLiteConnection(path: directory.path + "/index.sqlite", creating: false)
-            try connection.execute("ALTER TABLE inline_bodies DROP COLUMN checksums")
-        }
+        let entry = try Self.stored(directory, "https://example.com/old", old)
+        try Self.edit(directory, "ALTER TABLE inline_bodies DROP COLUMN checksums")
         let store = try DiskStore(Self.configuration(directory))
         #expect(store.inlineChecksums)
         #expect(try Self.rowChecksums(directory, entry.id) == nil)
