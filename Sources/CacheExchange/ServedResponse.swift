@@ -33,8 +33,28 @@ public struct ServedResponse: Sendable {
 
     /// The status: the stored one, or `304`, `206`, `416`.
     public var status: Int
-    /// The fields as they go out.
-    public var fields: HeaderFields
+    /// The fields as they go out: the stored ones, then those this answer adds (`Age`, the
+    /// cache's `Cache-Status`). Kept apart until read, so that a plain hit does not copy the
+    /// stored ones; set, they are all taken as stored.
+    public var fields: HeaderFields {
+        get {
+            guard !addedFields.isEmpty else { return storedFields }
+            var all = storedFields
+            all.reserveCapacity(all.count + addedFields.count)
+            for field in addedFields { all.append(field) }
+            return all
+        }
+        set {
+            storedFields = newValue
+            addedFields = []
+        }
+    }
+    /// The fields every answer from this version of the entry starts with, shared with what the
+    /// cache remembers of it: a plain hit does not copy them (a host that writes
+    /// ``serializedFields`` reads only ``addedFields`` besides).
+    package internal(set) var storedFields: HeaderFields
+    /// What this answer adds after ``storedFields``: `Age` and the cache's `Cache-Status`.
+    package internal(set) var addedFields: [HeaderField]
     /// What of the body goes out.
     public var body: Body
     /// How the response was obtained.
@@ -59,8 +79,8 @@ public struct ServedResponse: Sendable {
     /// response served after a `5xx`, a freshened response after a `304`): what the origin
     /// sent is dropped.
     public var replacesOriginResponse: Bool
-    /// The stored fields as the host's serializer wrote them, when ``fields`` are those fields
-    /// followed only by the ones each answer adds (`Age`, `Cache-Status`, a corrected
+    /// The stored fields as the host's serializer wrote them, when ``fields`` are those
+    /// fields followed only by the ones each answer adds (`Age`, `Cache-Status`, a corrected
     /// `Content-Length`, which the serializer leaves out) and the whole stored body goes out:
     /// a host may send these bytes, then the fields after the first
     /// ``ServedResponse/SerializedFields/count``. `nil` otherwise (a `304`, a range, `HEAD`, a
@@ -224,22 +244,25 @@ final class ServedResponseBuilder: Sendable {
         // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
         let incomplete = candidate.facts.flags.has(.incomplete)
         if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
-        var fields = base.fields
-        fields.reserveCapacity(fields.count + 2)
-        fields.append(HeaderField(name: .age, value: use.ageFieldValue))
-        if addsCacheStatus {
+        // The stored fields stay the base's own (no copy); Age and Cache-Status go after them.
+        var added = [HeaderField(name: .age, value: use.ageFieldValue)]
+        if addsCacheStatus && !base.hasCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
-                cacheStatus.forward == nil, cacheStatus.collapsed == nil, !base.hasCacheStatus
+                cacheStatus.forward == nil, cacheStatus.collapsed == nil
             {
-                fields.append(HeaderField(name: .cacheStatus, value: Self.joined(prefix, ttl)))
+                added.append(HeaderField(name: .cacheStatus, value: Self.joined(prefix, ttl)))
             } else {
-                fields[.cacheStatus] = cacheStatus.appended(to: fields[.cacheStatus])
+                added.append(HeaderField(name: .cacheStatus, value: cacheStatus.appended(to: nil)))
             }
         }
         var served = ServedResponse(
-            status: candidate.entry.head.status, fields: fields, body: .stored(body, range: 0..<body.size),
-            outcome: answer.outcome, cacheStatus: cacheStatus, use: use, candidate: candidate,
-            replacesOriginResponse: answer.replacesOriginResponse)
+            status: candidate.entry.head.status, storedFields: base.fields, addedFields: added,
+            body: .stored(body, range: 0..<body.size), outcome: answer.outcome, cacheStatus: cacheStatus, use: use,
+            candidate: candidate, replacesOriginResponse: answer.replacesOriginResponse)
+        // A stored Cache-Status (another cache's members) gets this cache's member appended in place.
+        if addsCacheStatus && base.hasCacheStatus {
+            served.fields[.cacheStatus] = cacheStatus.appended(to: base.fields[.cacheStatus])
+        }
         // Age and Cache-Status went after the stored fields, which are unchanged so far.
         if !base.hasCacheStatus { served.serializedFields = base.serialized }
         if use.notModified {
@@ -272,7 +295,7 @@ final class ServedResponseBuilder: Sendable {
         case .partial(let ranges):
             guard
                 let parts = try? MultipartByteRanges(
-                    body, ranges, offset: offset, completeLength: size, contentType: fields[.contentType])
+                    body, ranges, offset: offset, completeLength: size, contentType: base.fields[.contentType])
             else {
                 return nil
             }

@@ -136,6 +136,29 @@ struct CLIServeHTTP2Tests {
     }
 
     @Test(
+        "A hit over HTTP/2 carries the stored fields, in their order, then age and cache-status (RFC 9111 §5.1, RFC 9113 §8.3.2)",
+        .enabled(if: H2Checker.has("/usr/bin/curl"), "curl is missing: run scripts/setup --tests"))
+    func hitFieldsOverHTTP2() async throws {
+        try await offPool {
+            let proxy = try await serve()
+            var names: [String] = []
+            for _ in 0..<2 {
+                let fetched = try await https.tool(
+                    "/usr/bin/curl",
+                    ["-sS", "--http2", "--cacert", certificates.caFile, "-D", "-", "-o", "/dev/null"]
+                        + ["https://localhost:\(proxy.tlsPort)/page.html"])
+                #expect(fetched.status == 0, "\(fetched.stderr)")
+                names = fetched.stdout.split(separator: "\r\n").dropFirst().compactMap {
+                    $0.split(separator: ":").first.map(String.init)
+                }
+                if fetched.stdout.contains("httpcache; hit") { break }
+            }
+            let kept = names.filter { ["content-type", "cache-control", "age", "cache-status"].contains($0) }
+            #expect(kept == ["content-type", "cache-control", "age", "cache-status"], "\(names)")
+        }
+    }
+
+    @Test(
         "nghttp: three URLs on one connection, each answered 200 on its own stream (RFC 9113 §5)",
         .enabled(if: H2Checker.has("/usr/bin/nghttp"), "nghttp is missing: run scripts/setup --tests (nghttp2-client)"))
     func nghttpSeveralStreamsOnOneConnection() async throws {

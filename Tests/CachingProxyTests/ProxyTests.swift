@@ -296,6 +296,34 @@ struct ProxyTests {
         }
     }
 
+    @Test(
+        "A hit carries the stored fields once, in their order, then Age and Cache-Status; to GET and to HEAD; a stored Cache-Status gets this cache's member appended (RFC 9111 §5.1, RFC 9211 §2)"
+    )
+    func hitFieldsInOrder() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            let stored = [
+                ("Content-Type", "text/plain"), ("Cache-Control", "max-age=60"), ("X-One", "1"), ("X-Two", "2"),
+            ]
+            harness.serve("/f", stored, body: "fields")
+            harness.serve("/c", stored + [("Cache-Status", "upstream; hit")], body: "fields")
+            _ = try harness.get("/f")
+            _ = try harness.get("/c")
+            for method in ["GET", "HEAD"] {
+                let hit = try harness.get("/f", method: method)
+                #expect(hit.isHit, "\(method)")
+                let names = hit.fields.map(\.name).filter {
+                    !["Date", "Via", "Content-Length", "Connection"].contains($0)
+                }
+                #expect(
+                    names == ["Content-Type", "Cache-Control", "X-One", "X-Two", "Age", "Cache-Status"], "\(method)")
+                let chained = try harness.get("/c", method: method)
+                #expect(chained.fields.values(named: "Cache-Status").count == 1, "\(method)")
+                #expect(chained["Cache-Status"]?.hasPrefix("upstream; hit, httpcache; hit") == true, "\(method)")
+            }
+        }
+    }
+
     @Test("A full memory tier refuses a disk body used less than the entry it would evict, and counts it")
     func memoryPromotions() async throws {
         try await offPool {

@@ -259,7 +259,7 @@ final class ProxyHandler: RequestHandler {
             record.status = completion.head?.status ?? 499
             record.bodyBytes = completion.bodyBytes
             record.completed = completion.completed
-            record.cacheStatus = completion.head?.fields[.cacheStatus]
+            record.cacheStatus = completion.head?.value(.cacheStatus)
             record.originTime = completion.originTime
             accessLog(record)
         }
@@ -492,14 +492,17 @@ final class ProxyHandler: RequestHandler {
         } else {
             metrics.count(served.outcome == .stale ? .stale : served.outcome == .revalidated ? .revalidated : .hit)
         }
-        var fields = served.fields
-        var serialized = served.serializedFields
-        if request.delta != nil, fields[.contentEncoding] == "dcz" {
+        var written: ServerResponseHead
+        if request.delta != nil, served.fields[.contentEncoding] == "dcz" {
+            var fields = served.fields
             DeltaCoding.namingDelta(&fields, ours: served.cacheStatus)
-            serialized = nil
+            written = ServerResponseHead(status: served.status, fields: fields)
+        } else {
+            // The stored fields as the cache remembers them, then the few this answer adds.
+            written = ServerResponseHead(status: served.status, fields: HeaderFields(served.addedFields))
+            written.leadingFields = served.storedFields
+            written.serializedFields = served.serializedFields.map { ($0.bytes, $0.count) }
         }
-        var written = ServerResponseHead(status: served.status, fields: fields)
-        written.serializedFields = serialized.map { ($0.bytes, $0.count) }
         let head = written
         switch served.body {
         case .none:

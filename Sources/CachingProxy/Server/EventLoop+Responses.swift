@@ -158,18 +158,24 @@ extension EventLoop {
         let framing = framing.framing
         writeStatusLine(&output, status, head.reason)
         var sawContentLength = false
-        var first = 0
+        var skipped = 0
         if case .length = framing, let serialized = head.serializedFields {
-            // The handler's fields as serializedFields(_:) wrote them, without Content-Length.
+            // The handler's first fields as serializedFields(_:) wrote them, without Content-Length.
             serialized.bytes.withUnsafeBytes { output.append($0) }
-            first = serialized.count
+            skipped = serialized.count
         }
-        head.fields.withLines { lines in
-            for index in first..<lines.count
-            where appendField(&output, lines[index], keepContentLength: framing == .none) {
-                sawContentLength = true
+        func write(_ fields: HeaderFields) {
+            fields.withLines { lines in
+                let first = min(skipped, lines.count)
+                skipped -= first
+                for index in first..<lines.count
+                where appendField(&output, lines[index], keepContentLength: framing == .none) {
+                    sawContentLength = true
+                }
             }
         }
+        write(head.leadingFields)
+        write(head.fields)
         switch framing {
         case .none:
             // A body-bearing status with neither a length nor a body would leave the client

@@ -626,7 +626,9 @@ final class HTTP2Session {
             stream.remaining = nil
             stream.bodyAllowed = bodyAllowed
         }
-        withFields(status, head.fields, contentLength: contentLength, keepContentLength: framing == .none) {
+        withFields(
+            status, head.leadingFields, head.fields, contentLength: contentLength, keepContentLength: framing == .none
+        ) {
             fields, count in
             if stream.bodyAllowed {
                 var provider = nghttp2_data_provider(
@@ -643,7 +645,8 @@ final class HTTP2Session {
 
     /// Submits an interim response (RFC 9113 §8.1: HEADERS without END_STREAM before the final ones).
     func interim(_ stream: HTTP2Stream, _ head: ServerResponseHead) {
-        withFields(head.status, head.fields, contentLength: nil, keepContentLength: false) { fields, count in
+        withFields(head.status, head.leadingFields, head.fields, contentLength: nil, keepContentLength: false) {
+            fields, count in
             nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, nil, fields, count, nil)
         }
     }
@@ -763,11 +766,11 @@ final class HTTP2Session {
         if total > 0 { loop.releaseAccounted(stream.shared, total) }
     }
 
-    /// Calls `body` with the response's fields as nghttp2 name-value pairs: `:status` first,
-    /// names lower-cased (RFC 9113 §8.2.1), connection-specific fields dropped (§8.2.2), and the
+    /// Calls `body` with the response's fields (`leading`, then `fields`) as nghttp2 name-value
+    /// pairs: `:status` first, names lower-cased (RFC 9113 §8.2.1), connection-specific fields dropped (§8.2.2), and the
     /// ones that could not be sent safely left out. The bytes go into buffers the session keeps.
     private func withFields(
-        _ status: Int, _ fields: HeaderFields, contentLength: Int64?, keepContentLength: Bool,
+        _ status: Int, _ leading: HeaderFields, _ fields: HeaderFields, contentLength: Int64?, keepContentLength: Bool,
         _ body: (UnsafePointer<nghttp2_nv>, Int) -> Void
     ) {
         fieldBytes.removeAll(keepingCapacity: true)
@@ -779,30 +782,34 @@ final class HTTP2Session {
             fieldBytes.append(contentsOf: String(value).utf8)
         }
         add(":status", Int64(status))
-        fields.withLines { lines in
-            for line in lines {
-                var name = line.name
-                var value = line.value
-                name.withUTF8 { name in
-                    value.withUTF8 { value in
-                        guard !name.isEmpty, !Self.isDropped(name, keepContentLength: keepContentLength),
-                            value.isEmpty || !HTTPBytes.hasInvalidFieldValueByte(value.baseAddress!, value.count)
-                        else { return }
-                        let start = fieldBytes.count
-                        for byte in name {
-                            guard HTTPBytes.isToken(byte) else {
-                                fieldBytes.removeSubrange(start...)
-                                return
+        func addLines(_ fields: HeaderFields) {
+            fields.withLines { lines in
+                for line in lines {
+                    var name = line.name
+                    var value = line.value
+                    name.withUTF8 { name in
+                        value.withUTF8 { value in
+                            guard !name.isEmpty, !Self.isDropped(name, keepContentLength: keepContentLength),
+                                value.isEmpty || !HTTPBytes.hasInvalidFieldValueByte(value.baseAddress!, value.count)
+                            else { return }
+                            let start = fieldBytes.count
+                            for byte in name {
+                                guard HTTPBytes.isToken(byte) else {
+                                    fieldBytes.removeSubrange(start...)
+                                    return
+                                }
+                                fieldBytes.append(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0))
                             }
-                            fieldBytes.append(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0))
+                            fieldOffsets.append(start)
+                            fieldOffsets.append(fieldBytes.count)
+                            fieldBytes.append(contentsOf: value)
                         }
-                        fieldOffsets.append(start)
-                        fieldOffsets.append(fieldBytes.count)
-                        fieldBytes.append(contentsOf: value)
                     }
                 }
             }
         }
+        addLines(leading)
+        addLines(fields)
         if let contentLength { add("content-length", contentLength) }
         fieldOffsets.append(fieldBytes.count)
         pairs.removeAll(keepingCapacity: true)

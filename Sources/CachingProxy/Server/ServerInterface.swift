@@ -63,10 +63,18 @@ package struct ServerResponseHead: Sendable {
     package var status: Int
     /// The reason phrase; the standard one for `status` when `nil`.
     package var reason: String?
+    /// The fields, after ``leadingFields``.
     package var fields: HeaderFields
-    /// The first `count` of `fields` as `EventLoop.serializedFields(_:)` wrote them (an
-    /// HTTP/1.1 answer with a body length sends these bytes in their place); `nil` when none are.
+    /// Fields that go before ``fields``: a stored response's own, kept apart from the few each
+    /// answer adds so that a hit does not copy them.
+    package var leadingFields = HeaderFields()
+    /// The first `count` of ``leadingFields`` then ``fields`` as `EventLoop.serializedFields(_:)`
+    /// wrote them (an HTTP/1.1 answer with a body length sends these bytes in their place);
+    /// `nil` when none are.
     package var serializedFields: (bytes: [UInt8], count: Int)?
+
+    /// The value of the field `name` in ``fields``, else in ``leadingFields``.
+    package func value(_ name: HeaderField.Name) -> String? { fields[name] ?? leadingFields[name] }
 
     package init(status: Int, reason: String? = nil, fields: HeaderFields = [:]) {
         self.status = status
