@@ -46,7 +46,7 @@ public struct ServedResponse: Sendable {
         }
         set {
             storedFields = newValue
-            addedFields = []
+            addedFields = HeaderFields()
         }
     }
     /// The fields every answer from this version of the entry starts with, shared with what the
@@ -54,7 +54,7 @@ public struct ServedResponse: Sendable {
     /// ``serializedFields`` reads only ``addedFields`` besides).
     package internal(set) var storedFields: HeaderFields
     /// What this answer adds after ``storedFields``: `Age` and the cache's `Cache-Status`.
-    package internal(set) var addedFields: [HeaderField]
+    package internal(set) var addedFields: HeaderFields
     /// What of the body goes out.
     public var body: Body
     /// How the response was obtained.
@@ -245,7 +245,9 @@ final class ServedResponseBuilder: Sendable {
         let incomplete = candidate.facts.flags.has(.incomplete)
         if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
         // The stored fields stay the base's own (no copy); Age and Cache-Status go after them.
-        var added = [HeaderField(name: .age, value: use.ageFieldValue)]
+        var added = HeaderFields()
+        added.reserveCapacity(2)
+        added.append(HeaderField(name: .age, value: use.ageFieldValue))
         if addsCacheStatus && !base.hasCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
                 cacheStatus.forward == nil, cacheStatus.collapsed == nil

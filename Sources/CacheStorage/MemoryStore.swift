@@ -90,8 +90,9 @@ public final class MemoryStore: CacheStore {
 
         mutating func apply(_ recorded: [AccessBuffers.Access]) {
             for access in recorded {
-                frequencies.increment(access.id.hashValue)
-                guard let slot = slot(of: access.id) else { continue }
+                let hash = access.id.hashValue
+                frequencies.increment(hash)
+                guard let slot = slots.slot(hash: hash, where: { nodes[$0].id == access.id }) else { continue }
                 // Buffered by thread: one entry's accesses may come in another order than made.
                 nodes[slot].lastAccess = max(nodes[slot].lastAccess, access.time)
                 nodes[slot].hits += 1

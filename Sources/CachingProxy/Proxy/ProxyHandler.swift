@@ -499,7 +499,7 @@ final class ProxyHandler: RequestHandler {
             written = ServerResponseHead(status: served.status, fields: fields)
         } else {
             // The stored fields as the cache remembers them, then the few this answer adds.
-            written = ServerResponseHead(status: served.status, fields: HeaderFields(served.addedFields))
+            written = ServerResponseHead(status: served.status, fields: served.addedFields)
             written.leadingFields = served.storedFields
             written.serializedFields = served.serializedFields.map { ($0.bytes, $0.count) }
         }
