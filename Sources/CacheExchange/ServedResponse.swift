@@ -244,9 +244,11 @@ final class ServedResponseBuilder: Sendable {
         // a range it holds (RFC 9111 §3.4), so its length is the complete one it declares.
         let incomplete = candidate.facts.flags.has(.incomplete)
         if !incomplete, let declared = base.declaredLength, declared != body.size { return nil }
-        // The stored fields stay the base's own (no copy); Age and Cache-Status go after them.
-        var added = HeaderFields()
-        added.reserveCapacity(2)
+        // Age and Cache-Status go after the stored fields. A host that writes the stored fields
+        // itself (it serializes them once per version) reads the two apart, so the stored ones
+        // stay the base's own, not copied; for any other host they are put together now, once.
+        var added = base.serialized == nil ? base.fields : HeaderFields()
+        added.reserveCapacity(added.count + 2)
         added.append(HeaderField(name: .age, value: use.ageFieldValue))
         if addsCacheStatus && !base.hasCacheStatus {
             if let prefix = hitStatusPrefix, cacheStatus.hit, cacheStatus.detail == nil, let ttl = cacheStatus.ttl,
@@ -257,8 +259,9 @@ final class ServedResponseBuilder: Sendable {
                 added.append(HeaderField(name: .cacheStatus, value: cacheStatus.appended(to: nil)))
             }
         }
+        let (stored, after) = base.serialized == nil ? (added, HeaderFields()) : (base.fields, added)
         var served = ServedResponse(
-            status: candidate.entry.head.status, storedFields: base.fields, addedFields: added,
+            status: candidate.entry.head.status, storedFields: stored, addedFields: after,
             body: .stored(body, range: 0..<body.size), outcome: answer.outcome, cacheStatus: cacheStatus, use: use,
             candidate: candidate, replacesOriginResponse: answer.replacesOriginResponse)
         // A stored Cache-Status (another cache's members) gets this cache's member appended in place.
