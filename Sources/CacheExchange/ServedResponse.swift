@@ -34,8 +34,9 @@ public struct ServedResponse: Sendable {
     /// The status: the stored one, or `304`, `206`, `416`.
     public var status: Int
     /// The fields as they go out: the stored ones, then those this answer adds (`Age`, the
-    /// cache's `Cache-Status`). Kept apart until read, so that a plain hit does not copy the
-    /// stored ones; set, they are all taken as stored.
+    /// cache's `Cache-Status`). For a host that serializes stored fields itself they are kept
+    /// apart until read, so that a plain hit does not copy the stored ones; set, they are all
+    /// taken as stored.
     public var fields: HeaderFields {
         get {
             guard !addedFields.isEmpty else { return storedFields }
@@ -49,11 +50,13 @@ public struct ServedResponse: Sendable {
             addedFields = HeaderFields()
         }
     }
-    /// The fields every answer from this version of the entry starts with, shared with what the
-    /// cache remembers of it: a plain hit does not copy them (a host that writes
-    /// ``serializedFields`` reads only ``addedFields`` besides).
+    /// For a host that serializes stored fields itself (``ExchangeDriver/Configuration/storedFieldsSerializer``),
+    /// the fields every answer from this version of the entry starts with, shared with what the
+    /// cache remembers of it (a plain hit does not copy them; the host writes ``serializedFields``
+    /// and then ``addedFields``); for any other host, all of ``fields``.
     package internal(set) var storedFields: HeaderFields
-    /// What this answer adds after ``storedFields``: `Age` and the cache's `Cache-Status`.
+    /// What this answer adds after ``storedFields`` when they are kept apart: `Age` and the
+    /// cache's `Cache-Status`; empty otherwise.
     package internal(set) var addedFields: HeaderFields
     /// What of the body goes out.
     public var body: Body
