@@ -566,18 +566,20 @@ public final class DiskStore: CacheStore {
     /// rows then have none). Whether the table has it (`false` when it could not be added: a
     /// read-only directory, or another process holding the index).
     static func addInlineChecksums(_ connection: SQLiteConnection) -> Bool {
-        func hasColumn() -> Bool {
-            guard
-                let columns = try? connection.statement(
-                    "SELECT count(*) AS found FROM pragma_table_info('inline_bodies') WHERE name = 'checksums'"),
-                let found = try? columns.column("found")
-            else { return false }
-            defer { columns.reset() }
-            return (try? columns.step()) == true && columns.int(found) > 0
-        }
-        if hasColumn() { return true }
+        if (try? hasColumn("checksums", in: "inline_bodies", connection)) == true { return true }
         try? connection.execute("ALTER TABLE inline_bodies ADD COLUMN checksums BLOB")
-        return hasColumn()
+        return (try? hasColumn("checksums", in: "inline_bodies", connection)) == true
+    }
+
+    /// Whether `table` has a column named `column`.
+    static func hasColumn(_ column: String, in table: String, _ connection: SQLiteConnection) throws(StorageError)
+        -> Bool
+    {
+        let columns = try connection.statement(
+            "SELECT count(*) AS found FROM pragma_table_info('\(table)') WHERE name = '\(column)'")
+        let found = try columns.column("found")
+        defer { columns.reset() }
+        return try columns.step() && columns.int(found) > 0
     }
 
     /// Each entry's last access and hit count: rows of a few dozen bytes, written in batches
@@ -676,12 +678,7 @@ public final class DiskStore: CacheStore {
     /// (nothing to move) is left as it is.
     static func migrateFromVersion4(_ connection: SQLiteConnection) throws(StorageError) {
         try connection.execute(inlineBodiesSchema)
-        let columns = try connection.statement(
-            "SELECT count(*) AS found FROM pragma_table_info('entries') WHERE name = 'body'")
-        let found = try columns.column("found")
-        let hasBodies = try columns.step() && columns.int(found) > 0
-        columns.reset()
-        if hasBodies {
+        if try hasColumn("body", in: "entries", connection) {
             try connection.execute(
                 """
                 INSERT INTO inline_bodies (id, body) SELECT id, body FROM entries WHERE in_file = 0 AND body IS NOT NULL;

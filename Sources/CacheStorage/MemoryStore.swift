@@ -245,10 +245,7 @@ public final class MemoryStore: CacheStore {
     /// Inserts an entry that already has an identity and its own pin: one just stored in a
     /// slower tier, kept here too.
     package func insert(_ entry: StoredEntry, body: [UInt8]) {
-        guard Int64(body.count) <= maximumEntrySize else { return }
-        let body = Self.compacted(body)
-        let cost = Self.cost(of: entry, body: body)
-        guard cost <= capacity else { return }
+        guard let (body, cost) = fitting(entry, body) else { return }
         state.withLock { state in
             state.frequencies.increment(entry.id.hashValue)
             _ = Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: false)
@@ -266,10 +263,7 @@ public final class MemoryStore: CacheStore {
     /// Returns whether it was admitted.
     @discardableResult
     package func promote(_ entry: StoredEntry, body: [UInt8]) -> Bool {
-        guard Int64(body.count) <= maximumEntrySize else { return false }
-        let body = Self.compacted(body)
-        let cost = Self.cost(of: entry, body: body)
-        guard cost <= capacity else { return false }
+        guard let (body, cost) = fitting(entry, body) else { return false }
         let taken = state.withLock { state in
             guard Self.admits(entry.id, cost: cost, &state, capacity: capacity) else { return false }
             _ = Self.add(entry, body: body, cost: cost, to: &state, capacity: capacity, keepingPin: false)
@@ -277,6 +271,15 @@ public final class MemoryStore: CacheStore {
         }
         (taken ? admitted : refused).bump()
         return taken
+    }
+
+    /// `body` compacted and what `entry` with it is charged, when the store takes it at all:
+    /// within the maximum entry size and the capacity.
+    private func fitting(_ entry: StoredEntry, _ body: [UInt8]) -> (body: [UInt8], cost: Int64)? {
+        guard Int64(body.count) <= maximumEntrySize else { return nil }
+        let body = Self.compacted(body)
+        let cost = Self.cost(of: entry, body: body)
+        return cost <= capacity ? (body, cost) : nil
     }
 
     /// How many bodies read from a slower tier ``promote(_:body:)`` took in, and how many it
