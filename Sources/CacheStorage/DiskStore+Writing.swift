@@ -64,29 +64,30 @@ extension DiskStore {
     /// Commits batch `number` on a background thread `delay` seconds from now, unless it was
     /// committed by then.
     private func commitInBackground(_ number: Int, after delay: Double) {
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
-            guard let self else { return }
-            do {
-                // The queued commits' rows a few at a time, each chunk under a hold of its own:
-                // a read that needs the index (an event loop looking up a miss) waits for one
-                // chunk at most, not for the whole batch.
-                var files: [String] = []
-                while let chunk = try self.state.withLock({ state throws(StorageError) -> [String]? in
-                    guard state.batching.open == number,
-                        memo.withLock({ $0.pendingCommits.count }) > Self.pendingCommitChunk
-                    else { return nil }
-                    return try writePendingCommits(&state, limit: Self.pendingCommitChunk)
-                }) {
-                    files += chunk
-                }
-                files += try self.state.withLock { state throws(StorageError) -> [String] in
-                    state.batching.open == number ? try commitBatch(&state) : []
-                }
-                unlinkBodies(files)
-            } catch {
-                configuration.log(
-                    "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
+        inBackground(after: delay) { $0.commitBatch(number: number) }
+    }
+
+    /// Commits batch `number` unless it was committed already: its queued commits' rows a few
+    /// at a time, each chunk under a hold of its own, so that a read that needs the index (an
+    /// event loop looking up a miss) waits for one chunk at most, not for the whole batch.
+    private func commitBatch(number: Int) {
+        do {
+            var files: [String] = []
+            while let chunk = try state.withLock({ state throws(StorageError) -> [String]? in
+                guard state.batching.open == number,
+                    memo.withLock({ $0.pendingCommits.count }) > Self.pendingCommitChunk
+                else { return nil }
+                return try writePendingCommits(&state, limit: Self.pendingCommitChunk)
+            }) {
+                files += chunk
             }
+            files += try state.withLock { state throws(StorageError) -> [String] in
+                state.batching.open == number ? try commitBatch(&state) : []
+            }
+            unlinkBodies(files)
+        } catch {
+            configuration.log(
+                "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
         }
     }
 
@@ -520,12 +521,11 @@ extension DiskStore {
             return configuration.batchLatency
         }
         guard let due else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + due) { [weak self] in
-            guard let self else { return }
+        inBackground(after: due) { store in
             do {
-                try writeHeadUpdates()
+                try store.writeHeadUpdates()
             } catch {
-                configuration.log("could not write freshened heads to the cache index: \(error)")
+                store.configuration.log("could not write freshened heads to the cache index: \(error)")
             }
         }
     }
@@ -660,12 +660,11 @@ extension DiskStore {
             return true
         }
         guard due else { return }
-        DispatchQueue.global(qos: .utility).async { [weak self] in
-            guard let self else { return }
+        inBackground { store in
             do {
-                try flushAccess()
+                try store.flushAccess()
             } catch {
-                configuration.log(
+                store.configuration.log(
                     "could not record access times in the index: \(error); they are kept for the next try")
             }
         }

@@ -434,7 +434,7 @@ public final class DiskStore: CacheStore {
             }, Unmanaged.passUnretained(self).toOpaque())
         // Weakly: a store released before its sweep starts is not kept for it (the next open sweeps).
         if configuration.sweepsWhenOpened {
-            DispatchQueue.global(qos: .utility).async { [weak self] in self?.sweep() }
+            inBackground { $0.sweep() }
         }
     }
 
@@ -446,16 +446,27 @@ public final class DiskStore: CacheStore {
                 defer { queued = true }; return !queued
             })
         else { return }
-        DispatchQueue.global(qos: .utility).async { [weak self] in
-            guard let self else { return }
-            defer { checkpointQueued.withLock { $0 = false } }
+        inBackground { store in
+            defer { store.checkpointQueued.withLock { $0 = false } }
             do {
-                try withAccessWriter { connection throws(StorageError) in
+                try store.withAccessWriter { connection throws(StorageError) in
                     try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 }
             } catch {
-                configuration.log("could not checkpoint the cache index: \(error); it is tried again after more writes")
+                store.configuration.log(
+                    "could not checkpoint the cache index: \(error); it is tried again after more writes")
             }
+        }
+    }
+
+    /// Runs `work` with this store on a background thread `delay` seconds from now, unless the
+    /// store is gone by then: the index written behind, checkpoints, sweeps. Nobody waits for
+    /// that work, so it runs at a lower priority (``SystemThread/yieldingToOthers(_:)``) and
+    /// gives way to the threads answering requests.
+    func inBackground(after delay: Double = 0, _ work: @escaping @Sendable (DiskStore) -> Void) {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self else { return }
+            SystemThread.yieldingToOthers { work(self) }
         }
     }
 
