@@ -129,38 +129,13 @@ extension SystemThread {
     /// How much nicer than the rest of the process ``yieldingToOthers(_:)`` makes its thread.
     public static let backgroundNiceness: Int32 = 10
 
-    /// Whether ``yieldingToOthers(_:)`` lowers a thread's priority here: only where the thread
-    /// may raise it back afterwards (Linux lets a thread lower its nice value only with
-    /// `CAP_SYS_NICE` or within `RLIMIT_NICE`; root in a container often has neither), so that
-    /// a pooled thread is never left slower for the work that runs on it next. Found once, on a
-    /// thread of its own.
-    public static let lowersPriority: Bool = {
-        #if os(Linux)
-        let restored = Locked(false)
-        guard
-            let probe = try? SystemThread.joinable({
-                let which = __priority_which_t(PRIO_PROCESS.rawValue)
-                errno = 0
-                let before = getpriority(which, 0)
-                guard errno == 0, setpriority(which, 0, min(19, before + backgroundNiceness)) == 0 else { return }
-                restored.withLock { $0 = setpriority(which, 0, before) == 0 }
-            })
-        else { return false }
-        probe.join()
-        return restored.withLock { $0 }
-        #else
-        return false
-        #endif
-    }()
-
     /// Runs `body` with the calling thread's scheduling priority lowered by
-    /// ``backgroundNiceness`` (Linux, where ``lowersPriority``: the thread's nice value), then
-    /// puts it back: work nobody waits for (a cache's index written behind, a checkpoint) then
-    /// gives way to the threads answering requests when they want the CPU, and takes whatever
-    /// they leave. Elsewhere it just runs `body`.
+    /// ``backgroundNiceness`` (Linux: the thread's nice value; elsewhere unchanged), then puts
+    /// it back: work nobody waits for (a cache's index written behind, a checkpoint) then gives
+    /// way to the threads answering requests when they want the CPU, and takes whatever they
+    /// leave.
     public static func yieldingToOthers<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         #if os(Linux)
-        guard lowersPriority else { return try body() }
         // Linux keeps a nice value per thread, and `who` 0 names the calling one.
         let which = __priority_which_t(PRIO_PROCESS.rawValue)
         errno = 0

@@ -67,10 +67,7 @@ struct SystemThreadTests {
         thread.join()
         peerThread.join()
         let result = try #require(seen.withLock { $0 })
-        // Lowered only where it can be raised back (root with CAP_SYS_NICE, or RLIMIT_NICE).
-        let lowered =
-            SystemThread.lowersPriority ? min(19, result.before + SystemThread.backgroundNiceness) : result.before
-        #expect(result.inside == lowered)
+        #expect(result.inside == min(19, result.before + SystemThread.backgroundNiceness))
         #expect(result.other == result.before)
         #expect(result.after == result.before)
     }
