@@ -459,14 +459,13 @@ public final class DiskStore: CacheStore {
         }
     }
 
-    /// Runs `work` with this store on a background thread `delay` seconds from now, unless the
-    /// store is gone by then: the index written behind, checkpoints, sweeps. Nobody waits for
-    /// that work, so it runs at a lower priority (``SystemThread/yieldingToOthers(_:)``) and
-    /// gives way to the threads answering requests.
+    /// Runs `work` with this store on a background thread (utility QoS) `delay` seconds from
+    /// now, unless the store is gone by then: the index written behind, checkpoints, access
+    /// flushes, the sweep after open.
     func inBackground(after delay: Double = 0, _ work: @escaping @Sendable (DiskStore) -> Void) {
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
-            SystemThread.yieldingToOthers { work(self) }
+            work(self)
         }
     }
 

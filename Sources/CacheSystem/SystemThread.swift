@@ -124,25 +124,3 @@ private final class ThreadBody {
         body()
     }
 }
-
-extension SystemThread {
-    /// How much nicer than the rest of the process ``yieldingToOthers(_:)`` makes its thread.
-    public static let backgroundNiceness: Int32 = 10
-
-    /// Runs `body` with the calling thread's scheduling priority lowered by
-    /// ``backgroundNiceness`` (Linux: the thread's nice value; elsewhere unchanged), then puts
-    /// it back: work nobody waits for (a cache's index written behind, a checkpoint) then gives
-    /// way to the threads answering requests when they want the CPU, and takes whatever they
-    /// leave.
-    public static func yieldingToOthers<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        #if os(Linux)
-        // Linux keeps a nice value per thread, and `who` 0 names the calling one.
-        let which = __priority_which_t(PRIO_PROCESS.rawValue)
-        errno = 0
-        let before = getpriority(which, 0)
-        guard errno == 0, setpriority(which, 0, min(19, before + backgroundNiceness)) == 0 else { return try body() }
-        defer { _ = setpriority(which, 0, before) }
-        #endif
-        return try body()
-    }
-}

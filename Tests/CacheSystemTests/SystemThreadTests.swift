@@ -41,51 +41,8 @@ struct SystemThreadTests {
         thread.join()
         #expect(seen.withLock { $0 } == "redis-invalidat")
     }
-
-    @Test("work nobody waits for runs nicer on its own thread alone, and the thread's priority comes back after")
-    func yieldingToOthers() throws {
-        // A thread of the process already running, asked for its priority while the other is nicer.
-        let peer = Locked<(asked: Bool, seen: Int32?)>((false, nil))
-        let peerThread = try SystemThread.joinable {
-            peer.withLock(when: { $0.asked }, deadline: MonotonicClock.seconds() + 30) { $0.seen = niceness() }
-            peer.wakeWaiters()
-        }
-        let seen = Locked<(before: Int32, inside: Int32, other: Int32?, after: Int32)?>(nil)
-        let thread = try SystemThread.joinable {
-            let before = niceness()
-            var inside: Int32 = 0
-            var other: Int32?
-            SystemThread.yieldingToOthers {
-                inside = niceness()
-                peer.withLock { $0.asked = true }
-                peer.wakeWaiters()
-                let deadline = MonotonicClock.seconds() + 30
-                other = peer.withLock(when: { $0.seen != nil }, deadline: deadline) { $0.seen } ?? nil
-            }
-            seen.withLock { $0 = (before, inside, other, niceness()) }
-        }
-        thread.join()
-        peerThread.join()
-        let result = try #require(seen.withLock { $0 })
-        #expect(result.inside == min(19, result.before + SystemThread.backgroundNiceness))
-        #expect(result.other == result.before)
-        #expect(result.after == result.before)
-    }
-
-    @Test("a thrown error passes through, with the priority put back")
-    func yieldingToOthersThrows() throws {
-        struct Failure: Error {}
-        let before = niceness()
-        #expect(throws: Failure.self) { try SystemThread.yieldingToOthers { () throws(Failure) in throw Failure() } }
-        #expect(niceness() == before)
-    }
     #endif
 }
-
-#if os(Linux)
-/// The calling thread's nice value (Linux keeps one per thread; `who` 0 is the calling one).
-private func niceness() -> Int32 { getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
-#endif
 
 #if os(Linux)
 /// The calling thread's name, as Linux keeps it (`/proc/thread-self/comm`, newline cut).
