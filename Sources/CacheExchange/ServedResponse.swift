@@ -250,7 +250,8 @@ final class ServedResponseBuilder: Sendable {
         // Age and Cache-Status go after the stored fields. A host that writes the stored fields
         // itself (it serializes them once per version) reads the two apart, so the stored ones
         // stay the base's own, not copied; for any other host they are put together now, once.
-        var added = base.serialized == nil ? base.fields : HeaderFields()
+        let apart = base.serialized != nil
+        var added = apart ? HeaderFields() : base.fields
         added.reserveCapacity(added.count + 2)
         added.append(HeaderField(name: .age, value: use.ageFieldValue))
         if addsCacheStatus && !base.hasCacheStatus {
@@ -262,7 +263,7 @@ final class ServedResponseBuilder: Sendable {
                 added.append(HeaderField(name: .cacheStatus, value: cacheStatus.appended(to: nil)))
             }
         }
-        let (stored, after) = base.serialized == nil ? (added, HeaderFields()) : (base.fields, added)
+        let (stored, after) = apart ? (base.fields, added) : (added, HeaderFields())
         var served = ServedResponse(
             status: candidate.entry.head.status, storedFields: stored, addedFields: after,
             body: .stored(body, range: 0..<body.size), outcome: answer.outcome, cacheStatus: cacheStatus, use: use,

@@ -448,6 +448,13 @@ struct DiskStoreTests {
             func size(_ path: String) -> Int {
                 ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
             }
+            // Waits up to 5 s: the last reference to a store may go on a background thread of
+            // its own (a checkpoint holds it while it runs), and its release, checkpoint
+            // included, then ends there a moment after the weak reference reads nil.
+            func eventually(_ condition: () -> Bool) -> Bool {
+                for _ in 0..<200 where !condition() { usleep(25_000) }
+                return condition()
+            }
             func writeAndRelease(_ keys: Range<Int>) throws {
                 weak var released: DiskStore?
                 do {
@@ -459,15 +466,7 @@ struct DiskStoreTests {
                             [UInt8](repeating: UInt8(key % 256), count: 20_000))
                     }
                 }
-                for _ in 0..<200 where released != nil { usleep(25_000) }
-                #expect(released == nil)
-            }
-            // The last reference may go on a background thread of the store's (a checkpoint
-            // holds it while it runs): the release, and its checkpoint, then end there a
-            // moment after the reference is gone.
-            func eventually(_ condition: () -> Bool) -> Bool {
-                for _ in 0..<200 where !condition() { usleep(25_000) }
-                return condition()
+                #expect(eventually { released == nil })
             }
             try writeAndRelease(0..<3)
             let before = size(index)
