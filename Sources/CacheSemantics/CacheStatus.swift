@@ -63,21 +63,36 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
         self.stored = stored
     }
 
-    /// The member as Structured Field text (RFC 9651 §4.1), e.g. `HTTPCache; hit; ttl=42`.
+    /// The member as Structured Field text (RFC 9651 §4.1), e.g. `HTTPCache; hit; ttl=42`:
+    /// the parameters in this order, a `true` Boolean as the bare key (§4.1.1.2). Written into
+    /// one string (every answer that is not a plain hit makes one).
     public var fieldValue: String {
-        var parameters: [(String, StructuredItem)] = []
-        parameters.reserveCapacity(8)
-        if hit { parameters.append(("hit", .boolean(true))) }
-        if let forward { parameters.append(("fwd", .token(forward.rawValue))) }
-        if let forwardStatus { parameters.append(("fwd-status", .integer(Int64(forwardStatus)))) }
-        if let stored { parameters.append(("stored", .boolean(stored))) }
-        if let collapsed { parameters.append(("collapsed", .boolean(collapsed))) }
-        if let ttl { parameters.append(("ttl", .integer(Int64(ttl)))) }
-        if let key { parameters.append(("key", .string(key))) }
-        if let detail {
-            parameters.append(("detail", StructuredFields.isToken(detail) ? .token(detail) : .string(detail)))
+        var text = StructuredFields.isToken(cache) ? cache : StructuredFields.serialize(.string(cache))
+        text.reserveCapacity(text.utf8.count + 64 + (key?.utf8.count ?? 0) + (detail?.utf8.count ?? 0))
+        if hit { text += "; hit" }
+        if let forward {
+            text += "; fwd="
+            text += forward.rawValue
         }
-        return StructuredFields.member(cache, parameters)
+        if let forwardStatus {
+            text += "; fwd-status="
+            text += String(forwardStatus)
+        }
+        if let stored { text += stored ? "; stored" : "; stored=?0" }
+        if let collapsed { text += collapsed ? "; collapsed" : "; collapsed=?0" }
+        if let ttl {
+            text += "; ttl="
+            text += String(ttl)
+        }
+        if let key {
+            text += "; key="
+            text += StructuredFields.serialize(.string(key))
+        }
+        if let detail {
+            text += "; detail="
+            text += StructuredFields.isToken(detail) ? detail : StructuredFields.serialize(.string(detail))
+        }
+        return text
     }
 
     /// `existing` with this member appended: caches closer to the user come last

@@ -205,8 +205,21 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// Removes every line whose name is in `names` (compared ignoring case).
     public mutating func removeAll(namedAnyOf names: some Collection<String>) {
         guard !names.isEmpty else { return }
-        let keys = Set(names.map(ASCII.lowercased))
-        storage.removeAll { keys.contains($0.lowercasedName) }
+        let keys = names.map(ASCII.lowercased)
+        removeAll(lowercasedNamesIn: keys)
+    }
+
+    /// Removes every line whose lowercased name is in `names` (names already lowercased). A few
+    /// names are compared in turn, many looked up in a set: a response's excluded names (a
+    /// dozen, more when `Connection` lists many) cost no hashing of every name.
+    package mutating func removeAll(lowercasedNamesIn names: [String]) {
+        guard !names.isEmpty else { return }
+        if names.count <= 16 {
+            storage.removeAll { ASCII.contains(names, $0.lowercasedName) }
+        } else {
+            let keys = Set(names)
+            storage.removeAll { keys.contains($0.lowercasedName) }
+        }
     }
 
     /// Removes every line whose name is one of `names` (constants such as `[.range, .ifRange]`).

@@ -131,10 +131,10 @@ extension CacheEngine {
         var fields = response.fields
         var notes = directiveNotes
         let excluded = fieldNamesNotStored(fields, directives: directives)
-        let dropped = fields.filter { excluded.contains($0.lowercasedName) }
+        let dropped = fields.filter { ASCII.contains(excluded, $0.lowercasedName) }
         if !dropped.isEmpty {
             notes.append(.fieldsNotStored(dropped.map(\.name)))
-            fields.removeAll(namedAnyOf: excluded)
+            fields.removeAll(lowercasedNamesIn: excluded)
         }
         if !fields.contains(.date) {
             fields.append(name: .date, value: HTTPDate.format(responseTime))

@@ -71,19 +71,20 @@ extension CacheEngine {
         // The names the newer response replaces: every line of these is dropped from the
         // stored fields, and the newer lines follow the stored ones that remain, in order.
         var replaced: [String] = []
-        for field in newer where !excluded.contains(field.lowercasedName) && !replaced.contains(field.lowercasedName) {
+        for field in newer
+        where !ASCII.contains(excluded, field.lowercasedName) && !ASCII.contains(replaced, field.lowercasedName) {
             replaced.append(field.lowercasedName)
         }
         let dropsAge = !newer.contains(.age)
         let ageName = HeaderField.Name.age.lowercasedName
         var result = HeaderFields()
         result.reserveCapacity(stored.count + newer.count + 1)
-        for field in stored where !replaced.contains(field.lowercasedName) {
+        for field in stored where !ASCII.contains(replaced, field.lowercasedName) {
             // A stored `Age` the new response lacks goes: it was just validated (§4.2.3).
             if dropsAge && field.lowercasedName == ageName { continue }
             result.append(field)
         }
-        for field in newer where replaced.contains(field.lowercasedName) {
+        for field in newer where ASCII.contains(replaced, field.lowercasedName) {
             result.append(field)
         }
         if !newer.contains(.date) { result[.date] = HTTPDate.format(responseTime) }
@@ -92,7 +93,7 @@ extension CacheEngine {
         var named = inForce.directives.noCacheFieldNames
         if configuration.isShared { named += inForce.directives.privateFieldNames }
         if !named.isEmpty {
-            result.removeAll(namedAnyOf: named)
+            result.removeAll(lowercasedNamesIn: named)
             // Removing a directive field itself changes what is in force.
             if named.contains(where: isDirectiveFieldName) { inForce = effectiveDirectives(result) }
         }

@@ -302,6 +302,26 @@ struct CacheStatusTests {
         #expect(list.count == 1)
     }
 
+    @Test("RFC 9651 §4.1.1.2, §4.1.6: a false Boolean is written ?0, a key's quote and backslash escaped")
+    func falseBooleanAndEscapedKey() throws {
+        var status = CacheStatus(cache: "C", forward: .miss, forwardStatus: 200, stored: false)
+        status.collapsed = false
+        status.ttl = 0
+        status.key = #"a"b\c"#
+        let text = status.fieldValue
+        #expect(text == #"C; fwd=miss; fwd-status=200; stored=?0; collapsed=?0; ttl=0; key="a\"b\\c""#)
+        let list = try #require(StructuredFields.parseList(text))
+        #expect(
+            list == [
+                item(
+                    .token("C"),
+                    [
+                        ("fwd", .token("miss")), ("fwd-status", .integer(200)), ("stored", .boolean(false)),
+                        ("collapsed", .boolean(false)), ("ttl", .integer(0)), ("key", .string(#"a"b\c"#)),
+                    ])
+            ])
+    }
+
     @Test("RFC 9211 §2: appended(to:) puts this cache after an existing value")
     func appended() {
         let status = CacheStatus(cache: "ExampleCache")

@@ -54,6 +54,20 @@ struct StorageStoredFieldsTests {
             ])
     }
 
+    @Test("§3.1, RFC 9110 §7.6.1: a Connection naming many fields drops each of them and keeps the rest")
+    func manyConnectionNamedFieldsDropped() throws {
+        let named = (1...12).map { "X-Hop-\($0)" }
+        var fields = HeaderFields([
+            ("Date", Fixtures.httpDate()), ("Connection", named.joined(separator: ", ")),
+            ("Cache-Control", "max-age=60"),
+        ])
+        for name in named { fields.append(name: name.uppercased(), value: "1") }
+        fields.append(name: "X-Kept", value: "2")
+        let response = try #require(storedResponse(fields))
+        #expect(lines(response.fields) == ["Date: \(Fixtures.httpDate())", "Cache-Control: max-age=60", "X-Kept: 2"])
+        #expect(response.notes == [.fieldsNotStored(["Connection"] + named.map { $0.uppercased() })])
+    }
+
     @Test(
         "§3.1: each connection-specific or proxy-specific field is dropped, whatever its case",
         arguments: [
