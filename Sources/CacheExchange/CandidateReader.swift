@@ -4,8 +4,9 @@ import CacheSystem
 
 /// Reads the stored responses of a key with their facts decoded and remembers them, with the
 /// fields their answers start with (``ServedBase``) once the first answer has made them, while
-/// the store's change count stands still (``CacheStore/changeCount``): a hit then costs one
-/// lookup, neither a store read nor decoding nor building fields.
+/// the store's change count stands still (``CacheStore/changeCount``) or the key's own does
+/// (``CacheStore/changeCount(of:)``): a hit then costs one lookup, neither a store read nor
+/// decoding nor building fields, though misses and revalidations of other keys write meanwhile.
 ///
 /// Two memos, bounded in count and in bytes (least recently used go first):
 /// - by primary key, the candidates read at a change count: what a hit looks up;
@@ -35,13 +36,22 @@ final class CandidateReader: Sendable {
     /// memo with one retain.
     private final class KeyMemo: Sendable {
         let changes: UInt64
+        /// The key's own change count (``CacheStore/changeCount(of:)``) when they were read;
+        /// `nil` when other keys were read for them (No-Vary-Search's marker and simplified key).
+        let keyChanges: UInt64?
         let candidates: [StoredCandidate]
         let facts: [StoredResponseFacts]
 
-        init(changes: UInt64, candidates: [StoredCandidate], facts: [StoredResponseFacts]) {
+        init(changes: UInt64, keyChanges: UInt64?, candidates: [StoredCandidate], facts: [StoredResponseFacts]) {
             self.changes = changes
+            self.keyChanges = keyChanges
             self.candidates = candidates
             self.facts = facts
+        }
+
+        /// The same candidates, known to be current at `changes`.
+        func current(at changes: UInt64) -> KeyMemo {
+            KeyMemo(changes: changes, keyChanges: keyChanges, candidates: candidates, facts: facts)
         }
     }
 
@@ -96,25 +106,36 @@ final class CandidateReader: Sendable {
 
     /// The same, with the facts of each candidate in order (what the engine's lookup takes),
     /// remembered with them.
+    ///
+    /// Remembered candidates are current while the store's change count stands still, or,
+    /// once it moved, while the key's own count does (``CacheStore/changeCount(of:)``): a
+    /// hit is not read again because other keys were stored or freshened meanwhile.
     func candidatesWithFacts(_ primaryKey: String) -> (candidates: [StoredCandidate], facts: [StoredResponseFacts]) {
         // Read before the store: a write landing meanwhile moves the count past this.
         guard let changes = store.changeCount else {
-            let candidates = read(primaryKey)
+            let candidates = read(primaryKey).candidates
             return (candidates, candidates.map(\.facts))
         }
-        if let known = keys.value(for: primaryKey), known.changes == changes {
+        let known = keys.value(for: primaryKey)
+        if let known, known.changes == changes { return (known.candidates, known.facts) }
+        let keyChanges = store.changeCount(of: primaryKey)
+        if let known, let keyChanges, known.keyChanges == keyChanges {
+            // Current still: remembered at the store's count, so that the next hit compares one number.
+            remember(known.current(at: changes), for: primaryKey)
             return (known.candidates, known.facts)
         }
-        let candidates = read(primaryKey)
+        let (candidates, ownKeyOnly) = read(primaryKey)
         let facts = candidates.map(\.facts)
-        remember(KeyMemo(changes: changes, candidates: candidates, facts: facts), for: primaryKey)
+        let memo = KeyMemo(
+            changes: changes, keyChanges: ownKeyOnly ? keyChanges : nil, candidates: candidates, facts: facts)
+        remember(memo, for: primaryKey)
         return (candidates, facts)
     }
 
     /// Remembers `known` as the candidates of `primaryKey`, charged what it holds.
     private func remember(_ known: KeyMemo, for primaryKey: String) {
         let cost =
-            MemoryCost.allocation(16 + 8 + 2 * 8) + MemoryCost.string(primaryKey)
+            MemoryCost.allocation(16 + 8 + 16 + 2 * 8) + MemoryCost.string(primaryKey)
             + MemoryCost.array(count: known.candidates.count, stride: MemoryLayout<StoredCandidate>.stride)
             + MemoryCost.array(count: known.facts.count, stride: MemoryLayout<StoredResponseFacts>.stride)
             + known.candidates.reduce(0) { $0 + $1.memoryCost }
@@ -123,12 +144,14 @@ final class CandidateReader: Sendable {
 
     /// The candidates of `primaryKey`; when none is stored under it, those stored under the
     /// key its path's No-Vary-Search simplifies it to, that answer it (``SearchVariance``).
-    private func read(_ primaryKey: String) -> [StoredCandidate] {
+    /// `ownKeyOnly`: no other key was read (none is stored under it, or the key is a marker's).
+    private func read(_ primaryKey: String) -> (candidates: [StoredCandidate], ownKeyOnly: Bool) {
         let own = readKey(primaryKey)
-        guard own.isEmpty, let simplified = SearchVariance.simplifiedKey(primaryKey, read: candidates) else {
-            return own
+        guard own.isEmpty else { return (own, true) }
+        guard let simplified = SearchVariance.simplifiedKey(primaryKey, read: candidates) else {
+            return (own, SearchVariance.isMarker(primaryKey))
         }
-        return SearchVariance.equivalent(readKey(simplified.key), to: simplified.uri)
+        return (SearchVariance.equivalent(readKey(simplified.key), to: simplified.uri), false)
     }
 
     private func readKey(_ primaryKey: String) -> [StoredCandidate] {
@@ -192,7 +215,9 @@ final class CandidateReader: Sendable {
         else { return }
         var candidates = known.candidates
         candidates[index] = StoredCandidate(entry: entry, facts: candidates[index].facts, base: base)
-        remember(KeyMemo(changes: known.changes, candidates: candidates, facts: known.facts), for: primaryKey)
+        let memo = KeyMemo(
+            changes: known.changes, keyChanges: known.keyChanges, candidates: candidates, facts: known.facts)
+        remember(memo, for: primaryKey)
     }
 
     /// Whether `known` was made of `entry`'s head as it is (the same facts and fields).

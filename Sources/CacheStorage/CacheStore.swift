@@ -264,6 +264,12 @@ public protocol CacheStore: AnyObject, Sendable {
     /// a recorded access); `nil` when the store cannot tell. While it stays the same, what was
     /// derived from ``variants(of:)`` is still valid.
     var changeCount: UInt64? { get }
+    /// A number that changes after every change to what ``variants(of:)`` returns for
+    /// `primaryKey`, and never goes back to a value it had; `nil` when the store cannot tell.
+    /// While it stays the same, what was derived from that key's variants is still valid,
+    /// though the store's ``changeCount`` moved for other keys. A store that cannot tell keys
+    /// apart gives its ``changeCount`` (the default).
+    func changeCount(of primaryKey: String) -> UInt64?
     /// Every stored variant of `primaryKey`.
     func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
     /// Opens the body of `id` for reading. What is read from it is this version of the body
@@ -319,6 +325,8 @@ public protocol CacheStore: AnyObject, Sendable {
 }
 
 extension CacheStore {
+    public func changeCount(of primaryKey: String) -> UInt64? { changeCount }
+
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try openBody(of: entry.id)
     }

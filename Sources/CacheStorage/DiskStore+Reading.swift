@@ -96,6 +96,30 @@ extension DiskStore {
     /// from ``variants(of:)`` stays valid while this stays the same.
     public var changeCount: UInt64? { changes?.value }
 
+    /// The change count `primaryKey`'s variants were last read or changed at, while only this
+    /// store's own writes moved the count since (each applied to the variants it remembers,
+    /// ``countOwnWrite(primaryKey:_:)``), or the later count of an update to one of them still
+    /// pending; the store's ``changeCount`` otherwise: another process wrote, the key is not
+    /// remembered, or a commit of it is queued (a read that began before the commit may have
+    /// remembered the key as the index held it, at an earlier count). So a hit on one key is
+    /// not read again because another key was stored or freshened.
+    public func changeCount(of primaryKey: String) -> UInt64? {
+        guard let changes else { return nil }
+        return memo.withLock { memo in
+            let count = changes.value
+            guard memo.pendingKeys[primaryKey] == nil, let cached = memo.heads.value(for: primaryKey),
+                Self.isCurrent(cached.changes, at: count, memo)
+            else { return count }
+            var last = cached.changes
+            if !memo.pendingUpdates.isEmpty {
+                for entry in cached.entries {
+                    if let update = memo.pendingUpdates[entry.id] { last = max(last, update.counted) }
+                }
+            }
+            return last
+        }
+    }
+
     /// The variants of `primaryKey`. They are kept in memory and read again from the index
     /// only after a write to it by any process (a shared change counter says when): a hit
     /// then costs no SQLite read. Their `lastAccess` and `hits` may lag until that write;

@@ -507,10 +507,12 @@ extension DiskStore {
         }
         let due = memo.withLock { memo -> Double? in
             memo.updateCount += 1
-            memo.pendingUpdates[id] = PendingUpdate(fields: fields, facts: facts, number: memo.updateCount)
             // Counted as an own write: the remembered variants stay current, the update laid over
-            // them; a reader that keys what it derives on ``changeCount`` reads again.
+            // them; a reader that keys what it derives on ``changeCount`` reads again, and one
+            // that keys it on ``changeCount(of:)`` does for this entry's key (the update's count).
             countOwnWrite(&memo)
+            memo.pendingUpdates[id] = PendingUpdate(
+                fields: fields, facts: facts, number: memo.updateCount, counted: changes?.value ?? 0)
             if memo.pendingUpdates.count >= Self.batchLimit {
                 guard !memo.updatesQueued || memo.pendingUpdates.count == Self.batchLimit else { return nil }
                 memo.updatesQueued = true
@@ -563,8 +565,10 @@ extension DiskStore {
                 for (id, update) in pending where memo.pendingUpdates[id]?.number == update.number {
                     memo.pendingUpdates[id] = nil
                 }
+                // Under the lock: no read of a key's count sees the update gone and the count
+                // where it was before it (``changeCount(of:)`` never goes back).
+                changes?.bump()
             }
-            changes?.bump()
             throw error
         }
         memo.withLock { memo in

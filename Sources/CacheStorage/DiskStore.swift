@@ -283,6 +283,9 @@ public final class DiskStore: CacheStore {
         var facts: [UInt8]
         /// Its place in the order updates were queued (`HeadMemo.updateCount`).
         var number: Int
+        /// The change count it moved the counter to: its entry's key changed then
+        /// (``DiskStore/changeCount(of:)``).
+        var counted: UInt64
     }
 
     /// An entry committed and written behind (`HeadMemo.pendingCommits`): what its commit

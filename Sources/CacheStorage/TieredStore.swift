@@ -30,6 +30,11 @@ public final class TieredStore: CacheStore {
     /// when either does); what the memory tier caches of the disk does not count.
     public var changeCount: UInt64? { disk.changeCount.map { $0 &+ memory.memoryOnlyChangeCount } }
 
+    /// The disk's count for the key plus the memory-only entries' count, as ``changeCount``.
+    public func changeCount(of primaryKey: String) -> UInt64? {
+        disk.changeCount(of: primaryKey).map { $0 &+ memory.memoryOnlyChangeCount }
+    }
+
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
     }

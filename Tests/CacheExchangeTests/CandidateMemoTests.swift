@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import CacheTestSupport
+import Foundation
 import Synchronization
 import Testing
 
@@ -28,7 +29,7 @@ struct CandidateMemoTests {
         return (fields, storable.facts.serialized())
     }
 
-    static func store(_ store: MemoryStore, _ number: Int) throws {
+    static func store(_ store: any CacheStore, _ number: Int) throws {
         let body = Array("body of \(number)".utf8)
         let (fields, facts) = stored(
             url(number),
@@ -46,7 +47,7 @@ struct CandidateMemoTests {
     /// serialized.
     /// `made` counts the served bases made (each runs the transform once).
     static func driver(
-        _ store: MemoryStore, capacity: Int, bytes: Int, made: Counter = Counter()
+        _ store: any CacheStore, capacity: Int, bytes: Int, made: Counter = Counter()
     ) -> ExchangeDriver {
         var configuration = ExchangeDriver.Configuration(
             engine: engine, name: "cache", clock: { now.secondsSince1970 }, log: { _ in })
@@ -139,6 +140,41 @@ struct CandidateMemoTests {
         #expect(first.fields["X-Freshened"] == nil)
     }
 
+    /// Misses and revalidations of other keys write to the store between two hits of one key:
+    /// a store that counts changes per key (``DiskStore``, as the proxy's tiered store uses it)
+    /// has the second hit answered from the memo, not read again; a change to the key itself
+    /// (a `304`'s update, RFC 9111 §4.3.4) is read, and served as it is now.
+    @Test func otherKeysWritesLeaveAKeyRemembered() throws {
+        let directory = NSTemporaryDirectory() + "/memo-key-changes-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
+        configuration.writesBehind = true
+        let disk = try DiskStore(configuration)
+        let store = CountingStore(disk)
+        try Self.store(store, 1)
+        try Self.store(store, 2)
+        // Written to the index: a key whose commit is still queued has no count of its own.
+        try disk.flush()
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        let first = try #require(try Self.hit(driver, 1))
+        let reads = store.reads
+        try Self.store(store, 3)
+        try disk.update(
+            try #require(try disk.variants(of: Self.key(Self.url(2))).first).id,
+            fields: ["Cache-Control": "max-age=600", "ETag": "\"e2\""], facts: Self.stored(Self.url(2), [:]).facts)
+        try disk.flush()
+        #expect(disk.changeCount != nil)
+        _ = try Self.hit(driver, 1)
+        #expect(store.reads == reads, "the hit was read from the store again")
+
+        var fields = first.entry.head.fields
+        fields.append(name: "X-Freshened", value: "yes")
+        try store.update(first.entry.id, fields: fields, facts: Self.stored(Self.url(1), fields).facts)
+        let freshened = try #require(try Self.hit(driver, 1))
+        #expect(store.reads == reads + 1)
+        #expect(freshened.fields["X-Freshened"] == "yes")
+    }
+
     /// A candidate changed by its holder (a `304` applied to the exchange's copy) drops the
     /// served fields made of its old head; its other copies keep theirs. They are made when a
     /// version is first served, not when it is read, and kept for every later read.
@@ -214,5 +250,41 @@ struct CandidateMemoTests {
         private let count = Mutex(0)
         func add() { count.withLock { $0 += 1 } }
         var value: Int { count.withLock { $0 } }
+    }
+}
+
+/// A store that counts the reads of variants and passes everything to `base`, its per-key
+/// change count too.
+private final class CountingStore: CacheStore, Sendable {
+    private let base: any CacheStore
+    private let count = Atomic<Int>(0)
+
+    init(_ base: any CacheStore) { self.base = base }
+
+    /// How many times ``variants(of:)`` was called.
+    var reads: Int { count.load(ordering: .relaxed) }
+
+    var changeCount: UInt64? { base.changeCount }
+    func changeCount(of primaryKey: String) -> UInt64? { base.changeCount(of: primaryKey) }
+    func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        count.add(1, ordering: .relaxed)
+        return try base.variants(of: primaryKey)
+    }
+    func openBody(of id: EntryID) throws(StorageError) -> any StoredBody { try base.openBody(of: id) }
+    func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody { try base.openBody(for: entry) }
+    func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter { try base.makeWriter(for: head) }
+    func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
+        try base.update(id, fields: fields, facts: facts)
+    }
+    func recordAccess(_ id: EntryID, at time: Double) { base.recordAccess(id, at: time) }
+    func remove(_ id: EntryID) throws(StorageError) { try base.remove(id) }
+    func remove(primaryKey: String) throws(StorageError) -> Int { try base.remove(primaryKey: primaryKey) }
+    func remove(urlPrefix prefix: String) throws(StorageError) -> Int { try base.remove(urlPrefix: prefix) }
+    func remove(tag: String) throws(StorageError) -> Int { try base.remove(tag: tag) }
+    func removeAll() throws(StorageError) { try base.removeAll() }
+    func entries() throws(StorageError) -> [StoredEntry] { try base.entries() }
+    func totals() -> StoreTotals { base.totals() }
+    func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        try base.setPinned(pinned, primaryKey: primaryKey)
     }
 }
