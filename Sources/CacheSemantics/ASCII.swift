@@ -57,7 +57,6 @@ package enum ASCII {
         return true
     }
 
-    /// Whether `a` and `b` are equal ignoring ASCII case.
     /// Whether `names` holds `name`, compared exactly; the lengths first, so that most of a
     /// short list of field names is passed over without comparing strings (`==` between two
     /// different strings takes the standard library's slow path).
@@ -66,6 +65,7 @@ package enum ASCII {
         return names.contains { $0.utf8.count == count && $0 == name }
     }
 
+    /// Whether `a` and `b` are equal ignoring ASCII case.
     package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         a.utf8.count == b.utf8.count && withUTF8(a) { x in withUTF8(b) { y in equalsIgnoringCase(x, y) } }
     }
