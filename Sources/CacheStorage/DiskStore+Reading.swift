@@ -97,12 +97,12 @@ extension DiskStore {
     public var changeCount: UInt64? { changes?.value }
 
     /// The change count `primaryKey`'s variants were last read or changed at, while only this
-    /// store's own writes moved the count since (each applied to the variants it remembers,
-    /// ``countOwnWrite(primaryKey:_:)``), or the later count of an update to one of them still
-    /// pending; the store's ``changeCount`` otherwise: another process wrote, the key is not
-    /// remembered, or a commit of it is queued (a read that began before the commit may have
-    /// remembered the key as the index held it, at an earlier count). So a hit on one key is
-    /// not read again because another key was stored or freshened.
+    /// store's own writes moved the count since (each applied to the variants it remembers of
+    /// its key), or the later count of an update to one of them still pending; the store's
+    /// ``changeCount`` otherwise: another process wrote, the key is not remembered, or a commit
+    /// of it is queued (a read that began before the commit may have remembered the key as the
+    /// index held it, at an earlier count). So a hit on one key is not read again because
+    /// another key was stored or freshened.
     public func changeCount(of primaryKey: String) -> UInt64? {
         guard let changes else { return nil }
         return memo.withLock { memo in
