@@ -255,36 +255,14 @@ struct CandidateMemoTests {
 
 /// A store that counts the reads of variants and passes everything to `base`, its per-key
 /// change count too.
-private final class CountingStore: CacheStore, Sendable {
-    private let base: any CacheStore
+private final class CountingStore: ForwardingStore, @unchecked Sendable {
     private let count = Atomic<Int>(0)
-
-    init(_ base: any CacheStore) { self.base = base }
 
     /// How many times ``variants(of:)`` was called.
     var reads: Int { count.load(ordering: .relaxed) }
 
-    var changeCount: UInt64? { base.changeCount }
-    func changeCount(of primaryKey: String) -> UInt64? { base.changeCount(of: primaryKey) }
-    func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+    override func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         count.add(1, ordering: .relaxed)
         return try base.variants(of: primaryKey)
-    }
-    func openBody(of id: EntryID) throws(StorageError) -> any StoredBody { try base.openBody(of: id) }
-    func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody { try base.openBody(for: entry) }
-    func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter { try base.makeWriter(for: head) }
-    func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        try base.update(id, fields: fields, facts: facts)
-    }
-    func recordAccess(_ id: EntryID, at time: Double) { base.recordAccess(id, at: time) }
-    func remove(_ id: EntryID) throws(StorageError) { try base.remove(id) }
-    func remove(primaryKey: String) throws(StorageError) -> Int { try base.remove(primaryKey: primaryKey) }
-    func remove(urlPrefix prefix: String) throws(StorageError) -> Int { try base.remove(urlPrefix: prefix) }
-    func remove(tag: String) throws(StorageError) -> Int { try base.remove(tag: tag) }
-    func removeAll() throws(StorageError) { try base.removeAll() }
-    func entries() throws(StorageError) -> [StoredEntry] { try base.entries() }
-    func totals() -> StoreTotals { base.totals() }
-    func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
-        try base.setPinned(pinned, primaryKey: primaryKey)
     }
 }

@@ -294,31 +294,9 @@ struct ProxyStatusTests {
 }
 
 /// A store whose writers fail, as a full disk makes them fail; reads go to `base`.
-private final class FailingStore: CacheStore, @unchecked Sendable {
-    private let base: MemoryStore
-
-    init(_ base: MemoryStore) { self.base = base }
-
-    var changeCount: UInt64? { base.changeCount }
-    func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] { try base.variants(of: primaryKey) }
-    func openBody(of id: EntryID) throws(StorageError) -> any StoredBody { try base.openBody(of: id) }
-    func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody { try base.openBody(for: entry) }
-    func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
+private final class FailingStore: ForwardingStore, @unchecked Sendable {
+    override func makeWriter(for head: EntryHead) throws(StorageError) -> any EntryWriter {
         throw StorageError(.writeFailed, "No space left on device")
-    }
-    func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        try base.update(id, fields: fields, facts: facts)
-    }
-    func recordAccess(_ id: EntryID, at time: Double) { base.recordAccess(id, at: time) }
-    func remove(_ id: EntryID) throws(StorageError) { try base.remove(id) }
-    func remove(primaryKey: String) throws(StorageError) -> Int { try base.remove(primaryKey: primaryKey) }
-    func remove(urlPrefix prefix: String) throws(StorageError) -> Int { try base.remove(urlPrefix: prefix) }
-    func remove(tag: String) throws(StorageError) -> Int { try base.remove(tag: tag) }
-    func removeAll() throws(StorageError) { try base.removeAll() }
-    func entries() throws(StorageError) -> [StoredEntry] { try base.entries() }
-    func totals() -> StoreTotals { base.totals() }
-    func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
-        try base.setPinned(pinned, primaryKey: primaryKey)
     }
 }
 #endif
