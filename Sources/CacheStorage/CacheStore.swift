@@ -265,10 +265,10 @@ public protocol CacheStore: AnyObject, Sendable {
     /// derived from ``variants(of:)`` is still valid.
     var changeCount: UInt64? { get }
     /// A number that changes after every change to what ``variants(of:)`` returns for
-    /// `primaryKey`, and never goes back to a value it had; `nil` when the store cannot tell.
-    /// While it stays the same, what was derived from that key's variants is still valid,
-    /// though the store's ``changeCount`` moved for other keys. A store that cannot tell keys
-    /// apart gives its ``changeCount`` (the default).
+    /// `primaryKey`, and never goes back to a value it had. While it stays the same, what was
+    /// derived from that key's variants is still valid, though the store's ``changeCount``
+    /// moved for other keys. `nil` (the default) when the store cannot tell keys apart: only
+    /// ``changeCount`` then says what is still valid.
     func changeCount(of primaryKey: String) -> UInt64?
     /// Every stored variant of `primaryKey`.
     func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
@@ -325,7 +325,7 @@ public protocol CacheStore: AnyObject, Sendable {
 }
 
 extension CacheStore {
-    public func changeCount(of primaryKey: String) -> UInt64? { changeCount }
+    public func changeCount(of primaryKey: String) -> UInt64? { nil }
 
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try openBody(of: entry.id)
