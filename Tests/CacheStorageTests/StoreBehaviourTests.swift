@@ -451,10 +451,7 @@ struct DiskStoreTests {
             // Waits up to 5 s: the last reference to a store may go on a background thread of
             // its own (a checkpoint holds it while it runs), and its release, checkpoint
             // included, then ends there a moment after the weak reference reads nil.
-            func eventually(_ condition: () -> Bool) -> Bool {
-                for _ in 0..<200 where !condition() { usleep(25_000) }
-                return condition()
-            }
+            func eventually(_ condition: () -> Bool) -> Bool { StoreTestSupport.eventually(within: 5, condition) }
             func writeAndRelease(_ keys: Range<Int>) throws {
                 weak var released: DiskStore?
                 do {

@@ -50,6 +50,16 @@ enum StoreTestSupport {
     /// The body an entry must have.
     static func expectedBody(_ entry: StoredEntry) -> [UInt8]? { StressBodies.expectedBody(entry) }
 
+    /// Polls `condition` every 10 ms for up to `seconds`: whether it held by then.
+    static func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = MonotonicClock.seconds() + seconds
+        while MonotonicClock.seconds() < deadline {
+            if try condition() { return true }
+            usleep(10_000)
+        }
+        return try condition()
+    }
+
     /// Collects log messages.
     final class Log: Sendable {
         private let messages = Locked<[String]>([])

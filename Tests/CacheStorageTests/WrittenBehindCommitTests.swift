@@ -39,14 +39,9 @@ struct WrittenBehindCommitTests {
 
     func bodyFiles() -> [String] { StoreCheck.files(in: directory + "/bodies") }
 
-    /// Polls `condition` every 10 ms for up to 20 s (the machine is shared and busy).
+    /// Polls `condition` for up to 20 s (the machine is shared and busy).
     func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = MonotonicClock.seconds() + 20
-        while MonotonicClock.seconds() < deadline {
-            if try condition() { return true }
-            usleep(10_000)
-        }
-        return try condition()
+        try StoreTestSupport.eventually(within: 20, condition)
     }
 
     // MARK: - Reads find a queued entry at once
