@@ -94,7 +94,9 @@ extension CachingProxy {
         } catch  where error.kind == .other {
             throw ConfigurationError(description: error.description)
         } catch  where !error.receivedHead {
-            throw ConfigurationError(description: "the proxy at \(proxy) did not answer with HTTP")
+            throw ConfigurationError(
+                description: "the proxy at \(proxy) did not answer with HTTP (\(error.description)); "
+                    + "is it an httpcache serve, and is it overloaded?")
         } catch {
             // A head arrived: its status counts, with what came of the message.
         }

@@ -119,15 +119,15 @@ struct CLIGetTests {
     @Test func timeoutGivesUpOnASlowOriginWithExitSeven() async throws {
         try await offPool {
             let cli = try CLIHarness()
-            // The origin answers after 30 s; giving up well before proves the timeout, with room
-            // for a loaded machine's process start-up.
-            cli.origin.route("/slow") { _ in LoopbackOrigin.Response(body: "late", delay: 30) }
+            // The origin answers after 120 s; giving up well before proves the timeout, with room
+            // for a loaded machine's process start-up (over 15 s once in CI, the full suite running).
+            cli.origin.route("/slow") { _ in LoopbackOrigin.Response(body: "late", delay: 120) }
             let clock = ContinuousClock()
             let started = clock.now
             let run = try await cli.run(["get", cli.url("/slow"), "--timeout", "0.5"])
             #expect(run.status == 7, "\(run.stderr)")
             #expect(run.stderrLines.count == 1)
-            #expect(clock.now - started < .seconds(15))
+            #expect(clock.now - started < .seconds(60))
         }
     }
 

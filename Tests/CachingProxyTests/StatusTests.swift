@@ -124,6 +124,47 @@ struct StatusTests {
         #expect(busiest.top(10) == [BusiestTargets.Entry(target: "/a", count: 4, error: 0)])
     }
 
+    @Test(
+        "status.json's text: the history written directly reads back as the status JSONEncoder writes, nulls and all, whatever the strings hold"
+    )
+    func jsonText() throws {
+        let seconds = 3600
+        let counts = (0..<seconds).map { $0 % 7 == 0 ? 0 : $0 * 1_000_003 }
+        let latencies = (0..<seconds).map { $0 % 3 == 0 ? nil : Optional($0 * 17) }
+        let history = ProxyStatus.History(
+            end: 1_780_000_000, seconds: seconds, requests: counts, hits: counts.map { $0 / 2 },
+            misses: counts.map { $0 / 3 }, originErrors: counts.map { $0 % 5 }, bytesFromCache: counts.reversed(),
+            bytesFromOrigin: counts.map { Int.max - $0 }, hitP50: latencies, hitP99: latencies.reversed(),
+            missP50: latencies.map { $0.map { -$0 } }, missP99: Array(repeating: nil, count: seconds))
+        // Strings holding the text the history is found by, escaped or not.
+        let hostile = #""history":{"bytesFromCache":[],"bytesFromOrigin":[],"end":1780000000,"seconds":0} \ "#
+        let status = ProxyStatus(
+            version: "1", name: hostile, time: 1.5, uptimeSeconds: 2, connectionsOpen: 3, entries: 4,
+            totals: ProxyStatus.Totals(
+                requests: 1, hits: 1, misses: 0, errors: 0, hitRatio: 1, bytesFromCache: 5, bytesFromOrigin: 0,
+                originRequests: 0, originErrors: 0),
+            recent: ProxyStatus.Recent(
+                seconds: 10, requestsPerSecond: 0.1, hitRatio: nil, bytesFromCachePerSecond: 0,
+                bytesFromOriginPerSecond: 0, originErrorsPerSecond: 0,
+                hitLatency: ProxyStatus.Latency(p50Microseconds: 50, p99Microseconds: nil),
+                missLatency: ProxyStatus.Latency(p50Microseconds: nil, p99Microseconds: nil)),
+            tiers: [ProxyStatus.Tier(name: "memory", entries: 1, bodyBytes: 5, capacityBytes: nil)],
+            busiest: [ProxyStatus.BusyTarget(target: "/" + hostile, count: 1, error: 0)],
+            origin: ProxyStatus.Origin(errorRate: nil, lastError: hostile, lastErrorTime: nil), redis: nil,
+            history: history)
+        let text = status.jsonText()
+        #expect(try JSONDecoder().decode(ProxyStatus.self, from: Data(text)) == status)
+        // The same document as JSONEncoder's, as a JSON value.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let reference = try JSONSerialization.jsonObject(with: try encoder.encode(status)) as? NSDictionary
+        #expect(try JSONSerialization.jsonObject(with: Data(text)) as? NSDictionary == reference)
+        // An hour without traffic: every latency null.
+        let dump = String(decoding: text, as: UTF8.self)
+        #expect(dump.contains(#""missP99":[null,null,"#))
+        #expect(dump.contains(#""seconds":3600}"#))
+    }
+
     @Test("Every text from outside is escaped on the page: a <script> in a URL or an error is inert")
     func pageEscapes() async throws {
         try await offPool {

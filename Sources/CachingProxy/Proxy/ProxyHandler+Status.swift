@@ -119,11 +119,7 @@ extension ProxyHandler {
     /// The body and `Content-Type` of a status path.
     func statusDocument(_ path: String) -> (contentType: String, body: [UInt8]) {
         let status = status()
-        if path == Self.statusJSONPath {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return ("application/json", Array((try? encoder.encode(status)) ?? Data("{}".utf8)))
-        }
+        if path == Self.statusJSONPath { return ("application/json", status.jsonText()) }
         return ("text/html; charset=utf-8", Array(StatusPage.html(status, jsonPath: Self.statusJSONPath).utf8))
     }
 
