@@ -130,16 +130,9 @@ struct SharedTierTests {
             // One origin request while Redis answers in time. A command that times out ends a
             // wait (no request fails because of Redis): then each proxy may fetch once, and the
             // metrics must show it (once in a full suite on a busy machine, cluster topology).
-            let client = try TestClient()
             let missed = try nodes.reduce(0.0) { total, node in
-                let page = try client.send("GET", node.baseURL + "/_httpcache/metrics").text
-                return page.split(separator: "\n").reduce(total) { total, line in
-                    let name = line.split(separator: " ").first ?? ""
-                    guard name == "httpcache_redis_timeouts_total" || name == "httpcache_redis_errors_total" else {
-                        return total
-                    }
-                    return total + (Double(line.split(separator: " ")[1]) ?? 0)
-                }
+                total + (try RedisOnLoopTests.metric(node, "httpcache_redis_timeouts_total"))
+                    + (try RedisOnLoopTests.metric(node, "httpcache_redis_errors_total"))
             }
             #expect(missed > 0 && origins <= 3, "\(origins) origin requests, \(missed) Redis timeouts and errors")
         }
