@@ -148,11 +148,11 @@ extension ProxyStatus {
         shell.history = History(
             end: history.end, seconds: 0, requests: [], hits: [], misses: [], originErrors: [], bytesFromCache: [],
             bytesFromOrigin: [], hitP50: [], hitP99: [], missP50: [], missP99: [])
-        guard let text = try? encoder.encode(shell), let empty = try? encoder.encode(shell.history),
-            let range = Array(text).firstRange(of: Array("\"history\":".utf8) + Array(empty))
+        let name = Array("\"history\":".utf8)
+        guard var json = (try? encoder.encode(shell)).map(Array.init), let empty = try? encoder.encode(shell.history),
+            let range = json.firstRange(of: name + Array(empty))
         else { return Array("{}".utf8) }
-        var json = Array(text)
-        json.replaceSubrange(range, with: Array("\"history\":".utf8) + history.jsonText())
+        json.replaceSubrange(range, with: name + history.jsonText())
         return json
     }
 }
