@@ -218,7 +218,7 @@ let package = Package(
             name: "CacheTestSupport",
             dependencies: [
                 "CacheSemantics", "CacheStorage", "CacheSystem", "CacheTLS", "COpenSSLHTTPCache", "CNGHTTP2HTTPCache",
-                "LoopbackOrigin", "OfflinePages",
+                "LoopbackOrigin", "OfflinePages", .target(name: "CEpollHTTPCache", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings),
         // Tools/: executables of this repository, never products (a package that depends on this one

@@ -25,7 +25,7 @@ import Darwin
 ///
 /// A lock that guards no state still holds a value (`Locked(0)`), never `Locked(())`:
 /// ThreadSanitizer reports the accesses to a zero-sized state made under the lock as a Swift
-/// access race (it did for `DiskStore`'s sweep lock, and for `Process.runSerialized`'s).
+/// access race (it did for `DiskStore`'s sweep lock, and for a lock the tests once held around process launches).
 ///
 /// ```swift
 /// let queue = Locked<[Job]>([])

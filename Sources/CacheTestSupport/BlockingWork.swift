@@ -101,24 +101,7 @@ public struct BlockingCallOnPool: Error, CustomStringConvertible {
     }
 }
 
-/// One process launch at a time in this process (``Foundation/Process/runSerialized()``).
-private let launches = Locked(0)
-
-extension Process {
-    /// `run()`, one launch at a time among every caller in this process.
-    ///
-    /// swift-corelibs-foundation learns of a child's exit when a socket it gives the child is
-    /// closed, and creates that socket without close-on-exec: a process launched on another
-    /// thread while `run()` is under way inherits it and keeps it open for its own life
-    /// (swiftlang/swift-corelibs-foundation#4795). The first child's exit then goes unseen:
-    /// `isRunning` stays true, `waitUntilExit()` never returns and the child stays a zombie, as a
-    /// CachingProxyTests run showed with redis-server launched beside `httpcache serve`. Launched
-    /// one at a time, no child is born holding another's socket. Every launch in the tests, the
-    /// soak and the benchmarks goes through here.
-    public func runSerialized() throws {
-        try launches.withLock { _ in try run() }
-    }
-
+extension ChildProcess {
     /// Starts the process and waits for its exit without holding a thread (its termination
     /// handler resumes the caller), unlike `waitUntilExit()`, which blocks one.
     /// - Parameters:
@@ -129,7 +112,7 @@ extension Process {
         try await withCheckedThrowingContinuation { continuation in
             terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
             do {
-                try runSerialized()
+                try run()
             } catch {
                 terminationHandler = nil
                 continuation.resume(throwing: error)
@@ -141,26 +124,6 @@ extension Process {
                     if isRunning { terminate() }
                 }
             }
-        }
-    }
-}
-
-extension Pipe {
-    /// A pipe for a child's standard stream, both ends close-on-exec, made while no launch can
-    /// happen (the lock of ``Foundation/Process/runSerialized()``).
-    ///
-    /// `Pipe()` makes its pair without close-on-exec, and Foundation closes a child's other
-    /// descriptors by a list made as it launches: a pipe made by another thread meanwhile is
-    /// inherited. A redis-server launched so held the write end of the pipe for a `redis-cli`'s
-    /// output for the rest of the run, and the reader waited for an end of file that never came
-    /// (a whole-suite run hung that way). The child's own streams are `dup2`'d copies, which never
-    /// carry the flag.
-    public static func forChild() -> Pipe {
-        launches.withLock { _ in
-            let pipe = Pipe()
-            _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
-            return pipe
         }
     }
 }

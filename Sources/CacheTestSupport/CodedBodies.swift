@@ -130,13 +130,13 @@ public enum CodedBodies {
         try Data(input).write(to: inputURL)
         _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardInput = try FileHandle(forReadingFrom: inputURL)
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let errors = (try? String(contentsOf: errorURL, encoding: .utf8)) ?? ""

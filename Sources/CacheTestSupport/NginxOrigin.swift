@@ -29,7 +29,7 @@ public final class NginxOrigin {
     /// With `http2`: its cleartext HTTP/2 port on 127.0.0.1 (the TLS port + 1); else nil.
     public let cleartextHTTP2Port: UInt16?
     private let directory: TemporaryDirectory
-    private let process: Process
+    private let process: ChildProcess
 
     /// Why nginx could not be started.
     public struct Failure: Error, CustomStringConvertible {
@@ -108,13 +108,13 @@ public final class NginxOrigin {
         guard FileManager.default.createFile(atPath: file, contents: Data(configuration.utf8)) else {
             throw Failure(description: "cannot write \(file)")
         }
-        process = Process()
+        process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: Self.command)
         process.arguments = ["-c", file, "-p", directory.path, "-e", directory.path + "/error.log"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         do {
-            try process.runSerialized()
+            try process.run()
         } catch {
             throw Failure(description: "cannot start \(Self.command): \(error)")
         }

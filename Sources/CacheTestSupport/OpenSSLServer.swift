@@ -83,9 +83,9 @@ public final class OpenSSLServer {
 /// A child process whose standard output is read line by line, its standard input held open
 /// (`s_server` and `s_client` end when they read EOF there) until ``stop()``.
 private final class LineReadingChild {
-    private let process = Process()
-    private let output = Pipe.forChild()
-    private let input = Pipe.forChild()
+    private let process = ChildProcess()
+    private let output = Pipe()
+    private let input = Pipe()
     private var buffered: [UInt8] = []
 
     init(_ path: String, _ arguments: [String]) throws {
@@ -94,7 +94,7 @@ private final class LineReadingChild {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = input
-        try process.runSerialized()
+        try process.run()
     }
 
     /// The first line of its output starting with `prefix`, waiting up to `seconds`; nil when

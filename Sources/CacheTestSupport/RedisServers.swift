@@ -14,7 +14,7 @@ public final class RedisServer: @unchecked Sendable {
     /// Its working directory (cluster state file).
     public let directory: TemporaryDirectory
     private let arguments: [String]
-    private let process = Locked<Process?>(nil)
+    private let process = Locked<ChildProcess?>(nil)
 
     /// Why a Redis server could not be started.
     public struct StartFailure: Error, CustomStringConvertible {
@@ -40,7 +40,7 @@ public final class RedisServer: @unchecked Sendable {
     public func start() throws {
         try requireOffPool("RedisServer.start()")
         let executable = try Self.find("redis-server")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments =
             [
@@ -49,7 +49,7 @@ public final class RedisServer: @unchecked Sendable {
             ] + arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         Self.watch(process.processIdentifier, directory: directory.path)
         self.process.withLock { $0 = process }
         let deadline = Date().addingTimeInterval(10)
@@ -136,13 +136,13 @@ public final class RedisServer: @unchecked Sendable {
     }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        try process.runSerialized()
+        try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return String(decoding: data, as: UTF8.self)
@@ -154,7 +154,7 @@ public final class RedisServer: @unchecked Sendable {
     /// directory (cluster state, a replica's RDB). First the children it forked (an RDB save
     /// for a replica), which would otherwise write on into the directory.
     private static func watch(_ pid: Int32, directory: String) {
-        let watchdog = Process()
+        let watchdog = ChildProcess()
         watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
         watchdog.arguments = [
             "-c",
@@ -168,7 +168,7 @@ public final class RedisServer: @unchecked Sendable {
         ]
         watchdog.standardOutput = FileHandle.nullDevice
         watchdog.standardError = FileHandle.nullDevice
-        try? watchdog.runSerialized()
+        try? watchdog.run()
     }
 
     /// A port free on 127.0.0.1, whose cluster bus port (port + 10000) is free too.

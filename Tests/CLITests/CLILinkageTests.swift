@@ -118,7 +118,7 @@ struct CLILinkageTests {
 
     /// Whether this process may make a mount namespace (root, in a container that allows it).
     static let canMaskLibraries: Bool = {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         process.arguments = ["--mount", "--", "/bin/true"]
         process.standardError = FileHandle.nullDevice

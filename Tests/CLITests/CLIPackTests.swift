@@ -127,12 +127,12 @@ struct CLIPackTests {
         site.delay("/site/media/sound.ogg", seconds: 60)
         site.origin.clearRecords()
 
-        let refresh = Process()
+        let refresh = ChildProcess()
         refresh.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         refresh.arguments = ["packs", "refresh", "article", "--cache-dir", h.cacheDirectory]
         refresh.standardOutput = FileHandle.nullDevice
         refresh.standardError = FileHandle.nullDevice
-        try refresh.runSerialized()
+        try refresh.run()
         // Half way: the changed image is downloaded, the held-back resource is not.
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline,

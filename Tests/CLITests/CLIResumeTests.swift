@@ -192,7 +192,7 @@ struct CLIResumeTests {
             let arguments = ["get", "--cache-dir", cli.cacheDirectory, "-C", "-o", file, cli.url("/big")]
 
             // First run: killed once the partial file passes 200 MB.
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
             process.arguments = arguments
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
@@ -203,7 +203,7 @@ struct CLIResumeTests {
             let stderrPath = cli.directory.path + "/first-stderr"
             _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
-            try process.runSerialized()
+            try process.run()
             let threshold: Int64 = 200_000_000
             let deadline = clock.now + .seconds(180)
             while (Self.size(partial) ?? 0) <= threshold {

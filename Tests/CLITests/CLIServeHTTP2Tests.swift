@@ -224,16 +224,16 @@ struct CLIServeHTTP2Tests {
     /// The base64 SHA-256 of the certificate's SubjectPublicKeyInfo (what Chromium's
     /// `--ignore-certificate-errors-spki-list` takes), from the openssl command.
     func spkiHash(_ certificate: String) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = [
             "-c",
             "openssl x509 -pubkey -noout -in \"$0\" | openssl pkey -pubin -outform der"
                 + " | openssl dgst -sha256 -binary | openssl base64 -A", certificate,
         ]
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
-        try process.runSerialized()
+        try process.run()
         let hash = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return try #require(process.terminationStatus == 0 && hash.count == 44 ? hash : nil, "openssl: \(hash)")
@@ -317,7 +317,7 @@ struct CLIServeHTTP2Tests {
                 // certificate only (curl exit 60: the peer's certificate failed verification).
                 let after = try await https.curl(proxy, ["/after-reload-\(round)"], host: "sni.test")
                 let expected: Int32 = leaf.certificateFile == certificates.second.certificateFile ? 0 : 60
-                #expect(after.status == expected, "round \(round): \(after.stderr)")
+                #expect(after.status == expected, "round \(round): \(after.stderr)\nthe proxy's log: \(proxy.log)")
             }
             stop.withLock { $0 = true }
             var (runs, connections) = (0, 0)
@@ -631,12 +631,12 @@ enum H2Checker {
     /// Whether that Python imports h2.
     static let isInstalled: Bool = {
         guard has(python) else { return false }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = ["-c", "import h2"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        guard (try? process.runSerialized()) != nil else { return false }
+        guard (try? process.run()) != nil else { return false }
         process.waitUntilExit()
         return process.terminationStatus == 0
     }()

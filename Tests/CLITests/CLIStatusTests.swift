@@ -222,11 +222,11 @@ struct CLIStatusTests {
         /// running while the shell lives).
         func stop() {
             for arguments in [["send-keys", "-t", "top", "exit", "Enter"], ["kill-server"]] {
-                let client = Process()
+                let client = ChildProcess()
                 client.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
                 client.arguments = ["-L", socket] + arguments
                 client.standardError = FileHandle.nullDevice
-                if (try? client.runSerialized()) != nil { client.waitUntilExit() }
+                if (try? client.run()) != nil { client.waitUntilExit() }
             }
         }
 

@@ -96,7 +96,7 @@ enum CLIProcess {
         }
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = loopbackEnvironment(adding: environment)
@@ -136,7 +136,7 @@ func cliHeader(_ object: [String: Any], _ name: String) -> String? {
 /// A running `httpcache` whose standard output is a pipe, read as it arrives (as `| jq` or
 /// `$(…)` read it), with proxies removed so nothing leaves 127.0.0.1.
 final class PipedRun: @unchecked Sendable {
-    private let process = Process()
+    private let process = ChildProcess()
     private let received = Locked(Data())
 
     /// Starts `httpcache arguments` with `environment` added; its standard error goes to the
@@ -145,7 +145,7 @@ final class PipedRun: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
         process.environment = CLIProcess.loopbackEnvironment(adding: environment)
-        let pipe = Pipe.forChild()
+        let pipe = Pipe()
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = pipe
         if let standardError {
@@ -162,7 +162,7 @@ final class PipedRun: @unchecked Sendable {
                 received.withLock { $0.append(data) }
             }
         }
-        try process.runSerialized()
+        try process.run()
     }
 
     deinit { if process.isRunning { process.terminate() } }

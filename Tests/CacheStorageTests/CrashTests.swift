@@ -312,15 +312,15 @@ enum StressChild {
     /// Runs `executable` with `arguments` and kills it `delayMicroseconds` after it said "ready"
     /// (unless it ended first: then ``Outcome/killedBySIGKILL`` is `false`).
     static func runAndKill(_ executable: URL, arguments: [String], delayMicroseconds: UInt64) throws -> Outcome {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
-        let output = Pipe.forChild()
-        let errors = Pipe.forChild()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         let ready = waitForReady(output.fileHandleForReading.fileDescriptor, timeoutMilliseconds: 20_000)
         if ready {
             usleep(useconds_t(delayMicroseconds))

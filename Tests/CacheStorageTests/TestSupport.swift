@@ -74,14 +74,14 @@ enum StoreTestSupport {
     }
 
     static func start(_ path: String, _ arguments: [String]) throws -> RunningChild {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let output = Pipe.forChild()
-        let errors = Pipe.forChild()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.runSerialized()
+        try process.run()
         return RunningChild(process: process, output: output, errors: errors)
     }
 
@@ -93,7 +93,7 @@ enum StoreTestSupport {
     }
 
     struct RunningChild {
-        let process: Process
+        let process: ChildProcess
         let output: Pipe
         let errors: Pipe
 

@@ -117,15 +117,15 @@ struct TLSTicketKeyTests {
     /// What `openssl s_client -tls1_2` connecting to `port` with `arguments` prints: the
     /// handshake and the session; it leaves at once (its input is empty).
     func sClient(_ port: UInt16, _ arguments: [String]) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: OpenSSLServer.command)
         process.arguments =
             ["s_client", "-tls1_2", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.caFile] + arguments
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return text

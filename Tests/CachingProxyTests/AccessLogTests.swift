@@ -42,15 +42,15 @@ struct AccessLogTests {
     /// Lines parsed by Python's `json.loads`, one object each, printed back as JSON with sorted
     /// keys and ASCII only: a parser that is not ours.
     static func pythonParsed(_ lines: [String]) throws -> [[String: Any]] {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         let script =
             "import sys, json\nfor line in sys.stdin.read().split('\\n'):\n    if line:\n"
             + "        print(json.dumps(json.loads(line), sort_keys=True))\n"
         process.arguments = ["-c", script]
-        let input = Pipe.forChild()
-        let output = Pipe.forChild()
-        let errors = Pipe.forChild()
+        let input = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors

@@ -367,7 +367,7 @@ private struct HeadlessChromium {
         let output = base + "-chromium.log"
         try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = Self.arguments(
             url: url, proxyPort: proxy.port, profile: profile, screenshot: screenshot, netLog: netLog)
@@ -383,11 +383,11 @@ private struct HeadlessChromium {
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
         let started = Date()
-        try process.runSerialized()
+        try process.run()
         let deadline = started.addingTimeInterval(60)
         while process.isRunning, Date() < deadline { usleep(20_000) }
         if process.isRunning {
-            // Foundation starts it in a process group of its own: its renderers and zygotes go too.
+            // ChildProcess starts it in a process group of its own: its renderers and zygotes go too.
             kill(-process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             throw BrowserTestFailure("Chromium did not finish loading \(url) in 60 s: \(Self.tail(output))")
@@ -625,17 +625,17 @@ private enum PackTool {
 
     /// Runs `httpcache ARGUMENTS`: its exit status and what it wrote.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         environment["no_proxy"] = "*"
         process.environment = environment
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -717,14 +717,14 @@ private struct ScreenshotComparison: CustomStringConvertible {
 
     /// Compares the PNGs at `first` and `second`.
     init(_ first: String, _ second: String) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try Self.python())
         process.arguments = ["-c", Self.script, first, second]
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let numbers = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }

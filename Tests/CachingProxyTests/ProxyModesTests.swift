@@ -131,11 +131,11 @@ struct ProxyModesTests {
             _ = try client.send("GET", proxy.baseURL + "/kept", [])
             _ = try client.send("GET", proxy.baseURL + "/other", [])
             let cacheDirectory = try #require(proxy.cacheDirectory)
-            let pin = Process()
+            let pin = ChildProcess()
             pin.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
             pin.arguments = ["pin", origin.url("/kept").absoluteString, "--cache-dir", cacheDirectory]
             pin.standardOutput = FileHandle.nullDevice
-            try pin.runSerialized()
+            try pin.run()
             pin.waitUntilExit()
             #expect(pin.terminationStatus == 0)
             origin.stop()
@@ -157,13 +157,13 @@ struct ProxyModesTests {
             let cacheDirectory = try #require(proxy.cacheDirectory)
             let executable = try BuiltExecutable.path("httpcache")
             func httpcache(_ arguments: [String]) throws -> (status: Int32, output: Data) {
-                let process = Process()
+                let process = ChildProcess()
                 process.executableURL = URL(fileURLWithPath: executable)
                 process.arguments = arguments + ["--cache-dir", cacheDirectory]
-                let output = Pipe.forChild()
+                let output = Pipe()
                 process.standardOutput = output
                 process.standardError = FileHandle.nullDevice
-                try process.runSerialized()
+                try process.run()
                 let data = output.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
                 return (process.terminationStatus, data)

@@ -14,7 +14,7 @@ import Testing
 /// A real `httpcache serve` child process in front of a loopback origin, with its own store
 /// directory. SIGTERMed (then SIGKILLed if need be) when released.
 final class ServeProcess: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let directory = TemporaryDirectory("httpcache-serve-test")
     private(set) var port: UInt16 = 0
     private let errorPath: String
@@ -41,11 +41,11 @@ final class ServeProcess: @unchecked Sendable {
         variables["no_proxy"] = "*"
         variables.merge(environment) { $1 }
         process.environment = variables
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         process.standardInput = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         // Read the first line on another thread, bounded.
         let line = Locked<String?>(nil)
         let done = DispatchSemaphore(value: 0)

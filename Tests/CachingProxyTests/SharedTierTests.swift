@@ -306,16 +306,16 @@ struct SharedTierTests {
             #expect(lines.first?.contains("cannot connect to Redis at 127.0.0.1:1") == true)
             #expect(lines.first?.contains("--redis-required") == true)
 
-            let required = Process()
+            let required = ChildProcess()
             required.executableURL = URL(fileURLWithPath: try BuiltExecutable.path("httpcache"))
             required.arguments = [
                 "serve", "--origin", origin.baseURL, "--listen", "127.0.0.1:0", "--memory-only", "--redis",
                 "redis://127.0.0.1:1", "--redis-required",
             ]
-            let errors = Pipe.forChild()
+            let errors = Pipe()
             required.standardError = errors
             required.standardOutput = FileHandle.nullDevice
-            try required.runSerialized()
+            try required.run()
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             required.waitUntilExit()
             #expect(required.terminationStatus != 0)

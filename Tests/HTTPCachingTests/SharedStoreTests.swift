@@ -120,7 +120,8 @@ struct SharedStoreLocalTierTests {
         try first.update(stored.id, fields: ["ETag": "\"1\"", "X-Freshened": "yes"], facts: [])
         #expect(
             try await eventually { try second.variants(of: key).first?.head.fields["X-Freshened"] == "yes" },
-            "the first store's Redis: \(first.metrics)")
+            "the first store's Redis: \(first.metrics); the second's: \(second.metrics), changes seen \(second.changeCount.map(String.init) ?? "none (not subscribed)")"
+        )
 
         _ = try first.remove(primaryKey: key)
         #expect(try await eventually { try second.variants(of: key).isEmpty })

@@ -26,26 +26,3 @@ struct BlockingWorkTests {
         #expect(allowed)
     }
 }
-
-/// A pipe for a child's output is close-on-exec at both ends from the moment it exists: a child
-/// another thread launches meanwhile cannot inherit it (and keep its reader from ever seeing the
-/// end), while the child it is for gets it as its standard output, a `dup2`'d copy.
-@Suite("Test support: pipes for children")
-struct ChildPipeTests {
-    @Test func aChildsPipeIsCloseOnExecAndStillCarriesItsOutput() async throws {
-        try await offPool {
-            let output = Pipe.forChild()
-            for end in [output.fileHandleForReading, output.fileHandleForWriting] {
-                #expect(fcntl(end.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0, "descriptor \(end.fileDescriptor)")
-            }
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: "/bin/echo")
-            child.arguments = ["through the pipe"]
-            child.standardOutput = output
-            try child.runSerialized()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            child.waitUntilExit()
-            #expect(text == "through the pipe\n")
-        }
-    }
-}

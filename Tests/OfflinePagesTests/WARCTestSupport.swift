@@ -67,7 +67,7 @@ func runWARCProcess(_ executable: String, _ arguments: [String]) async throws ->
     _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
     let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.standardOutput = out

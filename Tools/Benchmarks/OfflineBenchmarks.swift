@@ -106,17 +106,17 @@ func runOfflineSaveChild(url: String, directory: String, jobs: Int) async throws
 
 /// Runs `executable arguments`, returning its standard output and wall time.
 func run(_ executable: String, _ arguments: [String]) throws -> (output: String, seconds: Double, status: Int32) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
     environment["no_proxy"] = ""
     process.environment = environment
-    let output = Pipe.forChild()
+    let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
     let started = offlineClock.now
-    try process.runSerialized()
+    try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (String(decoding: data, as: UTF8.self), seconds(offlineClock.now - started), process.terminationStatus)
@@ -175,16 +175,16 @@ func runOfflineBenchmarks() async throws {
         print("offline load: skipped: build the proxy first (swift build -c release --product httpcache)")
         return
     }
-    let proxy = Process()
+    let proxy = ChildProcess()
     proxy.executableURL = URL(fileURLWithPath: httpcache)
     proxy.arguments = [
         "serve", "--forward", "--allow-destination", "127.0.0.1", "--listen", "127.0.0.1:0", "--cache-dir",
         saved.path,
     ]
-    let proxyOutput = Pipe.forChild()
+    let proxyOutput = Pipe()
     proxy.standardOutput = proxyOutput
     proxy.standardError = FileHandle.nullDevice
-    try proxy.runSerialized()
+    try proxy.run()
     defer { proxy.terminate() }
     var first: [UInt8] = []
     while let byte = try proxyOutput.fileHandleForReading.read(upToCount: 1)?.first, byte != 0x0A { first.append(byte) }
@@ -237,15 +237,15 @@ func runImportBenchmarks() throws {
     func importing(_ path: String, _ label: String) throws -> Int {
         let cache = directory.path + "/cache"
         defer { try? FileManager.default.removeItem(atPath: cache) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
         process.arguments = ["-v", httpcache, "import", path, "--cache-dir", cache]
-        let output = Pipe.forChild()
-        let errors = Pipe.forChild()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         let started = offlineClock.now
-        try process.runSerialized()
+        try process.run()
         // time writes its report after the command's output ends: read both to their ends.
         let printed = Locked(Data())
         let reader = Thread { printed.withLock { $0 = output.fileHandleForReading.readDataToEndOfFile() } }

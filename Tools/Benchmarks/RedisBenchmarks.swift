@@ -66,16 +66,16 @@ func printRedisEntryCost(_ configuration: RedisConfiguration) throws {
 
 /// `redis-benchmark -t get -c 1 -d SIZE -n REQUESTS --csv`'s requests per second.
 private func redisBenchmarkGets(port: Int, size: Int, requests: Int) -> Double? {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-benchmark")
     process.arguments = [
         "-h", "127.0.0.1", "-p", String(port), "-t", "get", "-c", "1", "-d", String(size), "-n", String(requests),
         "--csv",
     ]
-    let output = Pipe.forChild()
+    let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    guard (try? process.runSerialized()) != nil else { return nil }
+    guard (try? process.run()) != nil else { return nil }
     let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     // "test","rps",...  then  "GET","71428.57",...

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheSystem
+import CacheTestSupport
 import Foundation
 import Glibc
 import LoopbackOrigin

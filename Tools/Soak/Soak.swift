@@ -317,7 +317,7 @@ final class SoakWorker: @unchecked Sendable {
 /// `httpcache serve` as a child process, its standard error written to a file (or to the soak's
 /// own), its memory read from /proc.
 final class ProxyProcess {
-    let process = Process()
+    let process = ChildProcess()
     let port: UInt16
     /// The TLS listener's port, when it was started with `--tls-listen`.
     let tlsPort: UInt16?
@@ -335,10 +335,10 @@ final class ProxyProcess {
         }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
-        let output = Pipe.forChild()
+        let output = Pipe()
         process.standardOutput = output
         if let log { process.standardError = log }
-        try process.runSerialized()
+        try process.run()
         try? log?.close()
         Self.register(process.processIdentifier)
         do {
