@@ -50,38 +50,37 @@ public protocol HTTPTransport: Sendable {
 /// URLSession decodes `gzip`, `deflate` and `br` content codings itself; for such a response
 /// the fields passed on omit `Content-Encoding` and `Content-Length`, so what is stored and
 /// served describes the bytes it holds.
-public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataDelegate, @unchecked Sendable {
-    // The session and the task table are set once or guarded by `tasks`' lock.
-    private var session: URLSession!
-    private let tasks = Locked([Int: TaskState]())
-
-    private struct TaskState {
-        var head: CheckedContinuation<TransportResponse, any Error>?
-        var body: AsyncThrowingStream<Data, any Error>.Continuation?
-    }
+///
+/// Releasing the transport lets its session go once the requests still running (a body still
+/// being read) have finished: its connections, threads and memory. (A session keeps its
+/// delegate until it is invalidated, so the delegate is an object of its own, not the
+/// transport.)
+public final class URLSessionTransport: HTTPTransport, Sendable {
+    private let session: URLSession
+    private let delegate: SessionDelegate
 
     /// Creates a transport. The configuration's `urlCache` is removed, its request cache
     /// policy set to ignore local data, and ``CachingURLProtocol`` removed from its protocol
     /// classes so requests the cache sends are never intercepted by the cache itself.
     public init(configuration: URLSessionConfiguration = .ephemeral) {
-        super.init()
         let configuration = configuration.copy() as! URLSessionConfiguration
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.protocolClasses = configuration.protocolClasses?.filter { $0 != CachingURLProtocol.self }
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
-        session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
+        delegate = SessionDelegate()
+        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
     }
 
-    deinit { session.invalidateAndCancel() }
+    deinit { session.finishTasksAndInvalidate() }
 
     public func send(_ request: URLRequest) async throws -> TransportResponse {
         let task = session.dataTask(with: request)
         let identifier = task.taskIdentifier
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                tasks.withLock { $0[identifier] = TaskState(head: continuation) }
+                delegate.tasks.withLock { $0[identifier] = SessionDelegate.TaskState(head: continuation) }
                 task.resume()
             }
         } onCancel: {
@@ -89,7 +88,35 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
         }
     }
 
-    public func urlSession(
+    /// URLSession decodes `gzip`, `deflate` and `br` bodies but keeps the fields that
+    /// describe the encoded bytes; the response handed on describes the bytes delivered.
+    static func decoded(_ response: HTTPURLResponse) -> HTTPURLResponse {
+        let coding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
+            .trimmingCharacters(in: .whitespaces)
+        guard let coding, ["gzip", "x-gzip", "deflate", "br"].contains(coding), let url = response.url else {
+            return response
+        }
+        var fields: [String: String] = [:]
+        for case (let name as String, let value as String) in response.allHeaderFields
+        where !["content-encoding", "content-length"].contains(name.lowercased()) {
+            fields[name] = value
+        }
+        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
+            ?? response
+    }
+}
+
+/// The delegate of a ``URLSessionTransport``'s session: hands each task's head and body to the
+/// request waiting for it.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    struct TaskState {
+        var head: CheckedContinuation<TransportResponse, any Error>?
+        var body: AsyncThrowingStream<Data, any Error>.Continuation?
+    }
+
+    let tasks = Locked([Int: TaskState]())
+
+    func urlSession(
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
     ) {
@@ -117,7 +144,7 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
             state[identifier] = TaskState(head: nil, body: bodyContinuation)
             return head
         }
-        let decoded = Self.decoded(http)
+        let decoded = URLSessionTransport.decoded(http)
         var response = TransportResponse(response: decoded, body: stream)
         if decoded !== http {
             response.decodedContentCodings = [http.value(forHTTPHeaderField: "Content-Encoding") ?? ""]
@@ -126,36 +153,19 @@ public final class URLSessionTransport: NSObject, HTTPTransport, URLSessionDataD
         completionHandler(.allow)
     }
 
-    /// URLSession decodes `gzip`, `deflate` and `br` bodies but keeps the fields that
-    /// describe the encoded bytes; the response handed on describes the bytes delivered.
-    static func decoded(_ response: HTTPURLResponse) -> HTTPURLResponse {
-        let coding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
-            .trimmingCharacters(in: .whitespaces)
-        guard let coding, ["gzip", "x-gzip", "deflate", "br"].contains(coding), let url = response.url else {
-            return response
-        }
-        var fields: [String: String] = [:]
-        for case (let name as String, let value as String) in response.allHeaderFields
-        where !["content-encoding", "content-length"].contains(name.lowercased()) {
-            fields[name] = value
-        }
-        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
-            ?? response
-    }
-
-    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let body = tasks.withLock { $0[dataTask.taskIdentifier]?.body }
         body?.yield(data)
     }
 
-    public func urlSession(
+    func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
     ) {
         completionHandler(nil)
     }
 
-    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let state = tasks.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let head = state.head {
             // No response head arrived (a redirect handed back arrives here on some platforms).
