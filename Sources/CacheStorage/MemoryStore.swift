@@ -64,6 +64,9 @@ public final class MemoryStore: CacheStore {
         var newest = -1
         var oldest = -1
         var totals = StoreTotals()
+        /// The part of ``totals`` that is ``StoragePolicy/memoryOnly`` entries
+        /// (``MemoryStore/memoryOnlyTotals``).
+        var memoryOnlyTotals = StoreTotals()
         /// The entries' costs together (``cost(of:body:)``), kept within the capacity.
         var accounted: Int64 = 0
         /// Bumped by every change to what ``variants(of:)`` returns.
@@ -185,6 +188,11 @@ public final class MemoryStore: CacheStore {
     /// Read without the store's lock: a tiered store's every hit reads it (``TieredStore/changeCount``),
     /// and the event loops of a caching proxy took turns on the lock for it.
     var memoryOnlyChangeCount: UInt64 { memoryOnlyChanges.value }
+
+    /// Like ``totals()`` but counting only memory-only entries: what a tiered store adds to the
+    /// disk's totals, kept as entries come and go (the status page and the metrics ask for
+    /// totals at every poll, on an event loop, whatever the number of entries).
+    var memoryOnlyTotals: StoreTotals { state.withLock { $0.memoryOnlyTotals } }
 
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         state.withLock { state in state.variants(of: primaryKey).map { state.nodes[$0].entry } }
@@ -338,6 +346,7 @@ public final class MemoryStore: CacheStore {
         state.changed(entry.head)
         makeNewest(slot, &state)
         state.totals.add(entry)
+        if entry.head.storagePolicy == .memoryOnly { state.memoryOnlyTotals.add(entry) }
         state.accounted += cost
         evict(&state, capacity: capacity)
         return entry
@@ -453,6 +462,9 @@ public final class MemoryStore: CacheStore {
                 state.changed(state.nodes[slot].head)
                 let size = Int64(state.nodes[slot].body.count)
                 state.totals.pinnedBytes += pinned ? size : -size
+                if state.nodes[slot].head.storagePolicy == .memoryOnly {
+                    state.memoryOnlyTotals.pinnedBytes += pinned ? size : -size
+                }
                 changed += 1
             }
             if !pinned { Self.evict(&state, capacity: capacity) }
@@ -528,6 +540,7 @@ public final class MemoryStore: CacheStore {
             if state.byTag[tag]?.isEmpty == true { state.byTag[tag] = nil }
         }
         state.totals.subtract(entry)
+        if entry.head.storagePolicy == .memoryOnly { state.memoryOnlyTotals.subtract(entry) }
     }
 
     private static let vacantHead = EntryHead(primaryKey: "", url: "", status: 0, fields: [:], facts: [])

@@ -126,10 +126,13 @@ public final class TieredStore: CacheStore {
         (try disk.entries() + memoryOnly(try memory.entries())).sorted { $0.lastAccess > $1.lastAccess }
     }
 
-    /// The disk's totals plus the memory-only entries'.
+    /// The disk's totals plus the memory-only entries' (which the memory tier keeps counted).
     public func totals() -> StoreTotals {
         var totals = disk.totals()
-        for entry in memoryOnly((try? memory.entries()) ?? []) { totals.add(entry) }
+        let memoryOnly = memory.memoryOnlyTotals
+        totals.entries += memoryOnly.entries
+        totals.bodyBytes += memoryOnly.bodyBytes
+        totals.pinnedBytes += memoryOnly.pinnedBytes
         return totals
     }
 

@@ -650,6 +650,46 @@ struct DiskStoreTests {
 @Suite("CacheStorage: tiered store")
 struct TieredStoreTests {
     @Test(
+        "a tiered store's totals are the disk's plus the memory-only entries', counted through writes, pins, evictions and removals"
+    )
+    func totalsCountMemoryOnlyEntries() throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        // Room for a few 4,000-byte bodies: memory-only entries are evicted as others come.
+        let memory = MemoryStore(capacity: 20_000)
+        let store = TieredStore(memory: memory, disk: disk)
+        // What the totals must be, counted the slow way: every memory-only entry held.
+        func expected() throws -> StoreTotals {
+            var totals = disk.totals()
+            for entry in try memory.entries() where entry.head.storagePolicy == .memoryOnly { totals.add(entry) }
+            return totals
+        }
+        var checked = 0
+        func check(_ step: String) throws {
+            #expect(store.totals() == (try expected()), "after \(step)")
+            checked += 1
+        }
+        for index in 0..<12 {
+            var entryHead = head("https://example.com/\(index)")
+            if index % 3 != 0 { entryHead.storagePolicy = .memoryOnly }
+            _ = try put(store, entryHead, [UInt8](repeating: UInt8(index), count: 4_000))
+            try check("writing entry \(index)")
+        }
+        #expect(store.totals().entries > disk.totals().entries, "memory-only entries are held")
+        #expect(try memory.entries().count < 12, "some were evicted")
+        #expect(try store.setPinned(true, primaryKey: "https://example.com/11") == 1)
+        try check("pinning")
+        #expect(store.totals().pinnedBytes == 4_000)
+        _ = try store.setPinned(false, primaryKey: "https://example.com/11")
+        try check("unpinning")
+        _ = try store.remove(primaryKey: "https://example.com/10")
+        try check("a removal")
+        try store.removeAll()
+        try check("removing all")
+        #expect(store.totals() == StoreTotals() && checked == 16)
+    }
+
+    @Test(
         "a disk body read whole is promoted to memory, by identity or with the entry just read",
         arguments: [false, true])
     func diskBodiesArePromoted(withEntry: Bool) throws {
