@@ -154,15 +154,20 @@ final class PipedRun: @unchecked Sendable {
         } else {
             process.standardError = FileHandle.nullDevice
         }
-        pipe.fileHandleForReading.readabilityHandler = { [received] handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-            } else {
-                received.withLock { $0.append(data) }
-            }
-        }
         try process.run()
+        // Read by a thread of its own until the end, not by a `readabilityHandler`: that is a
+        // Dispatch read source, which the FileHandle's close (when the run is released) cancels
+        // and then closes the descriptor without waiting for the cancellation, a race with
+        // Dispatch's event loop (a whole-suite run crashed in `_dispatch_event_loop_drain`).
+        let reader = pipe.fileHandleForReading
+        do {
+            try SystemThread.detached(name: "piped-run", stackSize: 256 << 10) { [received] in
+                while case let data = reader.availableData, !data.isEmpty { received.withLock { $0.append(data) } }
+            }
+        } catch {
+            process.terminate()
+            throw error
+        }
     }
 
     deinit { if process.isRunning { process.terminate() } }
