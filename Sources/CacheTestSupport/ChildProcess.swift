@@ -3,6 +3,12 @@ import Foundation
 #if canImport(Darwin)
 /// Apple's `Process` has neither of the faults ``ChildProcess`` avoids on Linux.
 public typealias ChildProcess = Process
+
+extension Process {
+    /// Sends `number` to the process if it runs; whether it was sent (as ``ChildProcess`` on Linux).
+    @discardableResult
+    public func send(signal number: Int32) -> Bool { isRunning && kill(processIdentifier, number) == 0 }
+}
 #else
 import CEpollHTTPCache
 import CacheSystem
@@ -244,14 +250,21 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Sends SIGTERM to the child if it runs.
-    public func terminate() { send(SIGTERM) }
+    public func terminate() { send(signal: SIGTERM) }
 
     /// Sends SIGINT to the child if it runs.
-    public func interrupt() { send(SIGINT) }
+    public func interrupt() { send(signal: SIGINT) }
 
-    private func send(_ number: Int32) {
+    /// Sends `number` to the child if it runs; whether it was sent.
+    ///
+    /// Never `kill(processIdentifier, …)` instead: once the child ended and was reaped, its
+    /// identifier may already be another process's (Linux reuses them, 32,768 by default, and
+    /// every thread of a busy test run takes one too).
+    @discardableResult
+    public func send(signal number: Int32) -> Bool {
         life.withLock { life in
-            if case .running(let pid) = life { kill(pid, number) }
+            guard case .running(let pid) = life else { return false }
+            return kill(pid, number) == 0
         }
     }
 }

@@ -159,7 +159,7 @@ public final class NginxOrigin {
 
     /// Kills nginx and waits for it.
     public func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.send(signal: SIGKILL)
         process.waitUntilExit()
     }
 

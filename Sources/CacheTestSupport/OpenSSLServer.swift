@@ -122,7 +122,7 @@ private final class LineReadingChild {
     /// Kills the process and waits for it. SIGKILL, not `terminate()`'s SIGTERM: a child
     /// started from a thread that blocks signals (as libdispatch's do) inherits the block.
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.send(signal: SIGKILL)
         process.waitUntilExit()
         try? input.fileHandleForWriting.close()
     }

@@ -64,7 +64,7 @@ public final class RedisServer: @unchecked Sendable {
     /// SIGKILL: it dies at once, as in a crash.
     public func kill() {
         guard let running = process.withLock({ $0 }) else { return }
-        Glibc.kill(running.processIdentifier, SIGKILL)
+        running.send(signal: SIGKILL)
         running.waitUntilExit()
         process.withLock { $0 = nil }
     }

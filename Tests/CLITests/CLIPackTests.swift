@@ -142,7 +142,7 @@ struct CLIPackTests {
         }
         try await Task.sleep(for: .milliseconds(300))
         #expect(refresh.isRunning)
-        kill(refresh.processIdentifier, SIGKILL)
+        refresh.send(signal: SIGKILL)
         await offPool { refresh.waitUntilExit() }
         #expect(refresh.terminationReason == .uncaughtSignal)
 

@@ -208,7 +208,7 @@ struct CLIResumeTests {
             let deadline = clock.now + .seconds(180)
             while (Self.size(partial) ?? 0) <= threshold {
                 guard process.isRunning, clock.now < deadline else {
-                    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                    process.send(signal: SIGKILL)
                     let stderr = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
                     Issue.record(
                         "the first run did not pass \(threshold) bytes (\(Self.size(partial) ?? 0)): \(stderr)")
@@ -216,7 +216,7 @@ struct CLIResumeTests {
                 }
                 try await Task.sleep(for: .milliseconds(5))
             }
-            #expect(kill(process.processIdentifier, SIGKILL) == 0)
+            #expect(process.send(signal: SIGKILL))
             while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
             #expect(process.terminationReason == .uncaughtSignal)
             #expect(process.terminationStatus == SIGKILL)

@@ -181,7 +181,7 @@ final class PipedRun: @unchecked Sendable {
     var processIdentifier: Int32 { process.processIdentifier }
 
     /// Sends signal `number` to the process.
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.send(signal: number) }
 
     /// Whether `done(stdout)` became true within `seconds`.
     func waitForOutput(seconds: Double, until done: (Data) -> Bool) async -> Bool {

@@ -325,7 +325,7 @@ enum StressChild {
         if ready {
             usleep(useconds_t(delayMicroseconds))
         }
-        kill(process.processIdentifier, SIGKILL)
+        process.send(signal: SIGKILL)
         process.waitUntilExit()
         let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         try? output.fileHandleForReading.close()

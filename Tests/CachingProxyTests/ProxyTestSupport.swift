@@ -68,10 +68,7 @@ final class ServeProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        if process.send(signal: SIGKILL) { process.waitUntilExit() }
     }
 
     /// What the process wrote on standard error so far.
@@ -82,11 +79,10 @@ final class ServeProcess: @unchecked Sendable {
     /// `SIGTERM`, then waits for the exit (SIGKILL after `timeout` seconds); the exit status.
     @discardableResult func terminate(timeout: Double = 20) -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, SIGTERM)
+        process.send(signal: SIGTERM)
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+        if process.send(signal: SIGKILL) {
             process.waitUntilExit()
             return -1
         }

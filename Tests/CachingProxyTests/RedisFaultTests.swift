@@ -240,7 +240,7 @@ struct RedisCollapseFaultTests {
             }
             threads.forEach { $0.start() }
             usleep(200_000)
-            kill(nodes[0].process.processIdentifier, SIGKILL)
+            nodes[0].process.send(signal: SIGKILL)
             while answers.withLock({ $0.count }) < 20, Date().timeIntervalSince(started) < 30 { usleep(20_000) }
             let got = answers.withLock { $0 }
             #expect(got.count == 20 && got.allSatisfy { $0.status == 200 && $0.exact })

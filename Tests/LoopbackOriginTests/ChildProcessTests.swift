@@ -105,6 +105,8 @@ struct ChildProcessTests {
             sleeper.terminate()
             sleeper.waitUntilExit()
             #expect(sleeper.terminationReason == .uncaughtSignal && sleeper.terminationStatus == SIGTERM)
+            // Ended and reaped: no signal goes to its identifier any more (another process's, maybe).
+            #expect(!sleeper.send(signal: SIGKILL))
             #expect(handled.wait(timeout: .now() + 30) == .success)
         }
     }
