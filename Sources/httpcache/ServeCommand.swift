@@ -549,9 +549,8 @@ struct ServeCommand {
         } catch {
             throw Failure(.failure, "\(error)")
         }
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        // Before the address is printed: whoever waits for it may send SIGHUP or SIGUSR1 at once.
+        // Before the address is printed: whoever waits for it may send a signal at once.
+        let terminated = Self.listenForTermination()
         Reloader(proxy: proxy, running: self, accessLogFile: accessLogFile).reloadOnHangUp()
         Self.reopenOnUser1(accessLogFile, log: log)
         proxy.start()
@@ -574,7 +573,8 @@ struct ServeCommand {
         let status = "STATUS=\(destination), listening on \(listening.joined(separator: " and "))"
         ServiceManager.notify(["READY=1", status, "MAINPID=\(getpid())"])
         if let interval = ServiceManager.watchdogInterval { Self.keepWatchdogFed(proxy, every: interval) }
-        await Self.waitForTermination()
+        var signals = terminated.makeAsyncIterator()
+        _ = await signals.next()
         ServiceManager.notify(["STOPPING=1", "STATUS=finishing the responses in flight"])
         Console.error("httpcache serve: stopping: finishing the responses in flight\n")
         proxy.shutdown(timeout: 30)
@@ -613,18 +613,22 @@ struct ServeCommand {
         }
     }
 
-    /// Returns on SIGTERM or SIGINT.
-    private static func waitForTermination() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "httpcache.serve.signals")
-            let once = SingleResumption(continuation)
-            for number in [SIGTERM, SIGINT] {
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler { once.resume() }
-                source.resume()
-                Signals.sources.append(source)
-            }
+    /// SIGTERM and SIGINT from now on, each an element (kept until it is awaited).
+    ///
+    /// Their dispositions stay the default until Dispatch has installed its handler for the
+    /// sources: a signal before that ends the process at once, as one before the proxy started
+    /// does. (Ignored meanwhile, it was lost: a proxy stopped as soon as it had printed its
+    /// address ran on.)
+    private static func listenForTermination() -> AsyncStream<Int32> {
+        let (signals, continuation) = AsyncStream<Int32>.makeStream()
+        let queue = DispatchQueue(label: "httpcache.serve.signals")
+        for number in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            Signals.sources.append(source)
         }
+        return signals
     }
     #else
     init(_ arguments: ParsedArguments) throws(Failure) {
@@ -738,14 +742,3 @@ private final class Reloader: @unchecked Sendable {
     }
 }
 #endif
-
-/// Resumes a continuation the first time it is asked to.
-private final class SingleResumption: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Void, Never>?
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-    /// Called on one serial queue only.
-    func resume() {
-        continuation?.resume()
-        continuation = nil
-    }
-}

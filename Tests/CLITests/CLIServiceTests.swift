@@ -110,6 +110,22 @@ struct CLIServiceTests {
         #expect(await proxy.run.exitStatus(seconds: 30) == 0)
     }
 
+    /// A service manager may stop the proxy as soon as it is ready: SIGTERM was ignored from
+    /// before the address was printed until the proxy began waiting for it, and lost there.
+    @Test("SIGTERM sent as soon as serve printed its address stops it")
+    func stoppedRightAfterStart() async throws {
+        for _ in 0..<5 {
+            let run = try PipedRun(["serve", "--origin", cli.url(""), "--listen", "127.0.0.1:0", "--memory-only"])
+            let listening = await run.waitForOutput(seconds: 30) {
+                String(decoding: $0, as: UTF8.self).contains("listening on")
+            }
+            #expect(listening, "serve did not print its address")
+            run.signal(SIGTERM)
+            let status = await run.exitStatus(seconds: 30)
+            #expect(status != nil, "serve still ran 30 s after a SIGTERM sent as it printed its address")
+        }
+    }
+
     @Test("The watchdog: WATCHDOG=1 every half of WATCHDOG_USEC, nothing else in between")
     func feedsTheWatchdog() async throws {
         let socket = try NotifySocket(name: cli.directory.path + "/notify")
