@@ -222,7 +222,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     private func waitForEnd(of pid: pid_t) {
-        // Waits without reaping, then reaps under the lock ``send(_:)`` takes: a signal never
+        // Waits without reaping, then reaps under the lock ``send(signal:)`` takes: a signal never
         // reaches a process that was handed the identifier after this child's.
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
