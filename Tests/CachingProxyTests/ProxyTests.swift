@@ -1,5 +1,7 @@
 #if os(Linux)
 import CacheSemantics
+import CacheStorage
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import LoopbackOrigin
@@ -293,6 +295,45 @@ struct ProxyTests {
             #expect(lines.contains("httpcache_origin_latency_seconds_count 1"))
             #expect(lines.contains("httpcache_store_entries{tier=\"all\"} 1"))
             #expect(lines.contains("# TYPE httpcache_origin_latency_seconds histogram"))
+        }
+    }
+
+    @Test("A metrics scrape waiting for the store's totals holds up no other request on its event loop")
+    func metricsWaitOffTheLoop() async throws {
+        try await offPool {
+            let entered = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let harness = try ProxyHarness { configuration in
+                configuration.loops = 1
+                configuration.storeTotals = {
+                    entered.signal()
+                    // A store whose index is held by a long write: bounded, so a failing run ends.
+                    _ = release.wait(timeout: .now() + 30)
+                    return StoreTotals(entries: 7)
+                }
+            }
+            harness.serve("/h", [("Cache-Control", "max-age=60")], body: "hit")
+            _ = try harness.get("/h")
+            let scraper = try TestClient()
+            let scraped = Locked<Received?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                let received = try? scraper.send("GET", harness.proxy.baseURL + "/_httpcache/metrics")
+                scraped.withLock { $0 = received }
+                done.signal()
+            }
+            #expect(entered.wait(timeout: .now() + 20) == .success, "the scrape never read the totals")
+            // The only loop is free while the scrape waits: a hit and a miss are answered.
+            harness.serve("/m", [("Cache-Control", "max-age=60")], body: "miss")
+            let hit = try harness.get("/h")
+            #expect(hit.isHit && hit.text == "hit")
+            #expect(try harness.get("/m").text == "miss")
+            #expect(scraped.withLock { $0 } == nil, "the scrape answered before the totals were given")
+            release.signal()
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            let metrics = try #require(scraped.withLock { $0 })
+            #expect(metrics.status == 200)
+            #expect(metrics.text.contains("httpcache_store_entries{tier=\"all\"} 7"))
         }
     }
 

@@ -33,6 +33,10 @@ final class ProxyHandler: RequestHandler {
     let driver: ExchangeDriver
     let upstream: UpstreamClient
     let workers: Workers
+    /// Makes the metrics and status pages, one at a time: the store's totals they read may
+    /// wait for its index, which no event loop (every connection on it would wait) or origin
+    /// worker (all busy while origins hang, when the figures are wanted) may do.
+    private let administration = DispatchQueue(label: "httpcache.admin")
     let metrics = Metrics()
     /// The `Link` hints of stored responses, sent as `103` while their URL waits for the origin.
     let earlyHints: EarlyHints
@@ -469,8 +473,7 @@ final class ProxyHandler: RequestHandler {
                 ServerResponseHead(status: 200, fields: fields), body: request.method == "HEAD" ? [] : body,
                 framing: request.method == "HEAD" ? BodyFraming.none : nil)
         }
-        // The status takes milliseconds to make (an hour of seconds): a worker makes it, not the loop.
-        if path == metricsReading { send() } else { workers.submit(send) }
+        administration.async(execute: send)
     }
 
     /// Whether `request` may PURGE and read the metrics: from loopback, or with the admin token.
