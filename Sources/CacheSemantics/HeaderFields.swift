@@ -160,6 +160,22 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         return members
     }
 
+    /// Whether `self` and `other` have the same lines among those whose lower-cased name
+    /// `matches`: as many, with equal values, in the same order (names are not compared).
+    package func hasSameLines(as other: HeaderFields, where matches: (String) -> Bool) -> Bool {
+        var (mine, theirs) = (storage.startIndex, other.storage.startIndex)
+        while true {
+            while mine < storage.endIndex, !matches(storage[mine].lowercasedName) { mine += 1 }
+            while theirs < other.storage.endIndex, !matches(other.storage[theirs].lowercasedName) { theirs += 1 }
+            guard mine < storage.endIndex, theirs < other.storage.endIndex else {
+                return mine == storage.endIndex && theirs == other.storage.endIndex
+            }
+            guard storage[mine].value == other.storage[theirs].value else { return false }
+            mine += 1
+            theirs += 1
+        }
+    }
+
     /// Whether at least one line is named `name`.
     public func contains(_ name: String) -> Bool {
         storage.contains { ASCII.isLowercased($0.lowercasedName, of: name) }

@@ -130,11 +130,11 @@ extension CacheEngine {
 
         var fields = response.fields
         var notes = directiveNotes
-        let excluded = fieldNamesNotStored(fields, directives: directives)
-        let dropped = fields.filter { ASCII.contains(excluded, $0.lowercasedName) }
+        let named = namedFieldsNotStored(fields, directives: directives)
+        let dropped = fields.filter { Self.isNotStored($0.lowercasedName, named: named) }
         if !dropped.isEmpty {
             notes.append(.fieldsNotStored(dropped.map(\.name)))
-            fields.removeAll(lowercasedNamesIn: excluded)
+            fields.removeAll(lowercasedNamesIn: fieldNamesNeverStored + named)
         }
         if !fields.contains(.date) {
             fields.append(name: .date, value: HTTPDate.format(responseTime))
@@ -152,19 +152,25 @@ extension CacheEngine {
         return .store(StorableResponse(fields: fields, facts: facts, notes: notes + factNotes))
     }
 
-    /// The names (lowered) of the fields of a response with `fields` that are not stored
-    /// (RFC 9111 §3.1): hop-by-hop fields and those `Connection` names (RFC 9110 §7.6.1),
-    /// the proxy authentication fields, those a qualified `no-cache` names and, in a shared
-    /// cache, those a qualified `private` names. `Trailer` is dropped too: trailer fields
-    /// are not stored (§3.1 allows discarding them), so the field announcing them would lie.
-    func fieldNamesNotStored(_ fields: HeaderFields, directives: ResponseCacheControl) -> [String] {
-        var excluded = fieldNamesNeverStored
+    /// The names (lowered) of the fields a response with `fields` and `directives` keeps out of
+    /// storage besides ``fieldNamesNeverStored`` (RFC 9111 §3.1): those its `Connection` names
+    /// (RFC 9110 §7.6.1), those a qualified `no-cache` names and, in a shared cache, those a
+    /// qualified `private` names. Usually one name or none: the fixed list is not copied in.
+    func namedFieldsNotStored(_ fields: HeaderFields, directives: ResponseCacheControl) -> [String] {
+        var named: [String] = []
         for member in fields.listMembers(named: .connection) where ASCII.isToken(member) {
-            excluded.append(ASCII.lowercased(member))
+            named.append(ASCII.lowercased(member))
         }
-        excluded += directives.noCacheFieldNames
-        if configuration.isShared { excluded += directives.privateFieldNames }
-        return excluded
+        named += directives.noCacheFieldNames
+        if configuration.isShared { named += directives.privateFieldNames }
+        return named
+    }
+
+    /// Whether the field `name` (lowered) is not stored: it is one of ``fieldNamesNeverStored``
+    /// (hop-by-hop fields, `Trailer` among them, and the proxy authentication fields) or of
+    /// `named` (``namedFieldsNotStored(_:directives:)``).
+    static func isNotStored(_ name: String, named: [String]) -> Bool {
+        ASCII.contains(fieldNamesNeverStored, name) || ASCII.contains(named, name)
     }
 
     /// Computes the facts of a response about to be stored or just freshened.

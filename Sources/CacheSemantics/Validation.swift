@@ -66,14 +66,16 @@ extension CacheEngine {
         stored: HeaderFields, with newer: HeaderFields, responseTime: Timestamp
     ) -> (fields: HeaderFields, inForce: DirectivesInForce) {
         let newerInForce = effectiveDirectives(newer)
-        var excluded = fieldNamesNotStored(newer, directives: newerInForce.directives)
-        excluded += Self.contentDescribingFieldNames
+        let keptOut = namedFieldsNotStored(newer, directives: newerInForce.directives)
         // The names the newer response replaces: every line of these is dropped from the
         // stored fields, and the newer lines follow the stored ones that remain, in order.
         var replaced: [String] = []
-        for field in newer
-        where !ASCII.contains(excluded, field.lowercasedName) && !ASCII.contains(replaced, field.lowercasedName) {
-            replaced.append(field.lowercasedName)
+        for field in newer {
+            let name = field.lowercasedName
+            guard !Self.isNotStored(name, named: keptOut), !ASCII.contains(Self.contentDescribingFieldNames, name),
+                !ASCII.contains(replaced, name)
+            else { continue }
+            replaced.append(name)
         }
         let dropsAge = !newer.contains(.age)
         let ageName = HeaderField.Name.age.lowercasedName
@@ -115,8 +117,11 @@ extension CacheEngine {
     /// Whether `a` and `b` have the same lines of every field ``effectiveDirectives(_:)``
     /// reads, so that the directives in force for one are those for the other.
     private func sameDirectiveLines(_ a: HeaderFields, _ b: HeaderFields) -> Bool {
-        guard a.values(named: .cacheControl) == b.values(named: .cacheControl) else { return false }
-        return configuration.targetedFieldNames.allSatisfy { a.values(named: $0) == b.values(named: $0) }
+        let cacheControl = HeaderField.Name.cacheControl.lowercasedName
+        guard a.hasSameLines(as: b, where: { $0 == cacheControl }) else { return false }
+        return configuration.targetedFieldNames.allSatisfy { name in
+            a.hasSameLines(as: b, where: { ASCII.isLowercased($0, of: name) })
+        }
     }
 
     /// Freshens a stored response with a `304` or a matching `HEAD` response

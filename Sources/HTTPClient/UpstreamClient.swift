@@ -261,7 +261,7 @@ package final class UpstreamClient: Sendable {
         }
         // The request-target is the authority, and so is Host (RFC 9110 §9.3.6, RFC 9112 §3.2).
         var head: [UInt8] = []
-        HeadWriter.appendRequestLine(method: "CONNECT", target: target.utf8, to: &head)
+        HeadWriter.appendRequestLine(method: "CONNECT", target: Substring(target), to: &head)
         HeadWriter.appendField(name: "Host", value: target, to: &head)
         HeadWriter.appendEnd(to: &head)
         if let sendFailure = head.withUnsafeBytes({ connection.send($0) }) {

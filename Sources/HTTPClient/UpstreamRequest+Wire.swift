@@ -85,8 +85,8 @@ extension UpstreamRequest {
         let tunnels = via != nil && target.scheme == .https && tunnelsThroughProxy
         // To a proxy, the URL as given is the request-target (RFC 9112 §3.2.2); through a tunnel
         // or to the origin, the path and query (RFC 9112 §3.2.1).
-        let path = via != nil && !tunnels ? Substring(url).utf8 : target.pathAndQuery.utf8
-        guard !path.isEmpty, path.allSatisfy(HTTPBytes.isTarget) else {
+        let path = via != nil && !tunnels ? Substring(url) : target.pathAndQuery
+        guard !path.isEmpty, path.utf8.allSatisfy(HTTPBytes.isTarget) else {
             throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
         }
         var closesConnection = false

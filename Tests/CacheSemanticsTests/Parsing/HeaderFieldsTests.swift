@@ -23,6 +23,40 @@ struct HeaderFieldsTests {
         #expect(more.count == 2)
     }
 
+    @Test("RFC 9110 §5.3: two sections have the same lines of a name when they have as many, equal and in order")
+    func sameLinesOfAName() {
+        let cacheControl: (String) -> Bool = { $0 == "cache-control" }
+        let stored: HeaderFields = HeaderFields([
+            HeaderField(name: "Cache-Control", value: "max-age=1"), HeaderField(name: "ETag", value: "\"a\""),
+            HeaderField(name: "cache-control", value: "public"),
+        ])
+        // Other fields between them and the names' spelling do not matter.
+        let same = HeaderFields([
+            HeaderField(name: "CACHE-CONTROL", value: "max-age=1"), HeaderField(name: "cache-control", value: "public"),
+        ])
+        #expect(stored.hasSameLines(as: same, where: cacheControl))
+        #expect(same.hasSameLines(as: stored, where: cacheControl))
+        // Neither has a line: the same.
+        #expect(HeaderFields().hasSameLines(as: ["ETag": "\"b\""], where: cacheControl))
+        for other: HeaderFields in [
+            ["Cache-Control": "max-age=1"],  // one line fewer
+            ["Cache-Control": "max-age=1, public"],  // combined: another line
+            HeaderFields([
+                HeaderField(name: "Cache-Control", value: "public"),
+                HeaderField(name: "Cache-Control", value: "max-age=1"),
+            ]),  // another order
+            HeaderFields([
+                HeaderField(name: "Cache-Control", value: "max-age=1"),
+                HeaderField(name: "Cache-Control", value: "public"),
+                HeaderField(name: "Cache-Control", value: "public"),
+            ]),  // one line more
+            [:],
+        ] {
+            #expect(!stored.hasSameLines(as: other, where: cacheControl), "\(other)")
+            #expect(!other.hasSameLines(as: stored, where: cacheControl), "\(other)")
+        }
+    }
+
     @Test("RFC 9110 §5.2: field lines keep their order and original name spelling")
     func orderAndSpellingAreKept() {
         let fields = HeaderFields([("B", "2"), ("a", "1"), ("C", "3")])
