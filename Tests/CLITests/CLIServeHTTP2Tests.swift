@@ -337,6 +337,38 @@ struct CLIServeHTTP2Tests {
     }
 
     @Test(
+        "A reload gives a connection with no stream open notice first (GOAWAY naming stream 2^31-1): a request its client sent before reading it is answered (RFC 9113 §6.8)",
+        .enabled(if: H2Checker.isInstalled, H2Checker.missing))
+    func reloadGivesNoticeFirst() async throws {
+        try await offPool {
+            let proxy = try await serve()
+            let (ready, sent) = (directory + "/first-answered", directory + "/goaway-sent")
+            let run = Task {
+                try await checkerRun(
+                    "request-during-goaway", proxy,
+                    ["--path", "/page.html", "--ready-file", ready, "--wait-file", sent])
+            }
+            var answered = false
+            for _ in 0..<1000 where !answered {
+                answered = FileManager.default.fileExists(atPath: ready)
+                if !answered { try? await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(answered, "the first request was not answered")
+            proxy.run.signal(SIGHUP)
+            #expect(await reloads(of: proxy, reach: 1), "\(proxy.log)")
+            // The loop sends its GOAWAY as soon as it takes the reload (a final one, naming
+            // stream 1, would be on the wire well before this).
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(FileManager.default.createFile(atPath: sent, contents: nil))
+            let report = try H2Report(try await run.value)
+            #expect(report.goawayCode == 0 && report.goawayLastStream == Int(Int32.max), "\(report.text)")
+            #expect(report.statuses["3"] == [200], "\(report.text)")
+            // Then the final GOAWAY, and the connection ends once the stream has.
+            #expect(report.closed, "\(report.text)")
+        }
+    }
+
+    @Test(
         "SIGTERM: an open HTTP/2 connection gets GOAWAY(NO_ERROR), its stream in flight finishes, serve exits 0 (RFC 9113 §6.8)",
         .enabled(if: H2Checker.isInstalled, H2Checker.missing))
     func shutdownFinishesStreams() async throws {

@@ -268,14 +268,16 @@ final class HTTP2Session {
     }
 
     /// A graceful GOAWAY(NO_ERROR) (shutdown, reload, idle): streams already begun finish, no
-    /// new ones are taken (RFC 9113 §6.8). With `notice`, on a connection with streams open, it
-    /// goes in two steps: first a GOAWAY naming the largest stream id, so that requests the
-    /// client is sending at this moment are still taken, then a second later the one naming
-    /// the last stream taken.
+    /// new ones are taken (RFC 9113 §6.8). With `notice` it goes in two steps, as §6.8 says a
+    /// server shutting down gracefully should: first a GOAWAY naming the largest stream id, so
+    /// that requests the client is sending at this moment are still taken, then a second later
+    /// the one naming the last stream taken. Also on a connection with no stream open: its
+    /// client may be sending one now, which a single GOAWAY naming the last stream taken would
+    /// refuse (curl 7.88 then fails that transfer: "Error in the HTTP2 framing layer").
     func goAway(notice: Bool) {
         guard goAwaySent == nil else { return }
         goAwaySent = NGHTTP2_NO_ERROR.rawValue
-        if notice && !streams.isEmpty {
+        if notice {
             nghttp2_submit_shutdown_notice(session)
             finalGoAwayAt = loop.now + 1000
         } else {

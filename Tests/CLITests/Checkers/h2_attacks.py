@@ -14,6 +14,7 @@ body bytes, whether the connection was closed, and the seconds that took.
 
 import argparse
 import json
+import os
 import socket
 import ssl
 import sys
@@ -563,6 +564,25 @@ def case_idle(args, report):
     raw.pump(args.timeout)
 
 
+def case_request_during_goaway(args, report):
+    """One GET for --path answered, nothing left open; --ready-file is then written, and once
+    --wait-file exists (the test has had the server send its GOAWAY meanwhile, unread here) a
+    second GET goes out, as from a client that has not read that GOAWAY yet. A server that gives
+    notice first (RFC 9113 §6.8: GOAWAY naming stream 2^31-1, the final one at least a round
+    trip later) still takes it; one whose only GOAWAY named the last stream it had taken does
+    not."""
+    raw = RawConnection(args, report)
+    first = raw.request(args)
+    raw.pump(args.timeout, answered(first))
+    with open(args.ready_file, "w"):
+        pass
+    deadline = time.monotonic() + args.timeout
+    while not os.path.exists(args.wait_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = raw.request(args)
+    raw.pump(args.timeout, lambda r: answered(second)(r) and r.data["closed"])
+
+
 def case_zero_window(args, report):
     """INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE, for --path on --count streams (default
     1): no answer can ever be sent, and a server that held each whole would hold them all
@@ -594,6 +614,8 @@ def main():
     parser.add_argument("--count", type=int, help="how many frames, streams or octets (per case)")
     parser.add_argument("--timeout", type=float, default=10, help="seconds to wait for the server")
     parser.add_argument("--receive-buffer", type=int, help="SO_RCVBUF (ping-flood-unread sets 4096)")
+    parser.add_argument("--ready-file", help="request-during-goaway: written once the first request is answered")
+    parser.add_argument("--wait-file", help="request-during-goaway: the second request waits for it")
     args = parser.parse_args()
     args.authority = args.authority or f"{args.server_name}:{args.port}"
     if args.case == "ping-flood-unread" and not args.receive_buffer:
