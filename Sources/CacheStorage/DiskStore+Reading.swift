@@ -122,19 +122,26 @@ extension DiskStore {
 
     /// The variants of `primaryKey`. They are kept in memory and read again from the index
     /// only after a write to it by any process (a shared change counter says when): a hit
-    /// then costs no SQLite read. Their `lastAccess` and `hits` may lag until that write;
-    /// ``entries()`` always reads the index.
+    /// then costs no SQLite read, nor does a key the index does not hold once the hashes of
+    /// the keys it does are known (``KnownKeys``): a miss. Their `lastAccess` and `hits` may lag
+    /// until that write; ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
-        // Remembered and current: read under the memo's lock alone, never waiting for a commit.
+        // Remembered and current, or a key the index does not hold (``KnownKeys``): read under
+        // the memo's lock alone, never waiting for a commit.
         if let count = changes?.value,
             let remembered = memo.withLock({ memo -> [StoredEntry]? in
-                guard let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo)
-                else { return nil }
-                return memo.overlaid(cached.entries, primaryKey: primaryKey)
+                if let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo) {
+                    return memo.overlaid(cached.entries, primaryKey: primaryKey)
+                }
+                guard let none = countHoldingNone(primaryKey, memo) else { return nil }
+                // Remembered as read, so that the commit of its miss is queued without a read.
+                memo.heads.set((none, []), for: primaryKey, cost: Self.cost(primaryKey, []))
+                return memo.overlaid([], primaryKey: primaryKey)
             })
         {
             return remembered
         }
+        defer { buildKnownKeysIfWanted() }
         return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
     }
 
@@ -184,6 +191,7 @@ extension DiskStore {
     ) {
         guard let changes else { return }
         let before = changes.bump()
+        memo.knownKeys.counted(before)
         if let primaryKey {
             if var cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: before, memo) {
                 change(&cached.entries)

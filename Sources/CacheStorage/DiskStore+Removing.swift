@@ -26,7 +26,7 @@ extension DiskStore {
             // Commits queued behind go into the index first, in a batch committed now: the
             // removal then always takes what was committed before it, and stays.
             files = try commitBatch(&state)
-            defer { changes?.bump() }
+            defer { countWrite() }
             return try state.connection.transaction { () throws(StorageError) -> [(id: String, inFile: Bool)] in
                 // Whole entries only for `matching`: otherwise their identities and where their bodies are.
                 let select = try state.connection.statement(
@@ -147,7 +147,7 @@ extension DiskStore {
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
             let written = try writePendingCommits(&state)
-            defer { changes?.bump() }
+            defer { countWrite() }
             // A page save pins each resource it stores: in the batch its entry is in.
             if pinned { try openBatchIfWanted(&state) }
             let (changed, evicted) = try state.connection.transaction { () throws(StorageError) -> (Int, [String]) in

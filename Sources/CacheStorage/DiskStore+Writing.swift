@@ -124,7 +124,7 @@ extension DiskStore {
             for file in batch.lockedFiles { close(file) }
             // Other processes read again: what their memos hold was read before the commit.
             // This store too when it failed: what it remembers of the batch was rolled back.
-            if committed { countOwnWrite() } else { changes?.bump() }
+            if committed { countOwnWrite() } else { countWrite() }
         }
         do {
             try state.connection.commitBatch()
@@ -186,7 +186,7 @@ extension DiskStore {
             var othersChanged = true
             defer {
                 if othersChanged {
-                    changes?.bump()
+                    countWrite()
                 } else {
                     countOwnWrite(primaryKey: head.primaryKey) { $0.replaceVariant(with: entry, sealing) }
                 }
@@ -217,12 +217,15 @@ extension DiskStore {
         _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, _ connection: SQLiteConnection
     ) throws(StorageError) -> String? {
         var obsolete: String?
+        let primaryKey = Self.indexed(primaryKey: entry.head.primaryKey, sealing)
+        // Known before the row is there: a lookup never takes the key for one the index lacks.
+        noteWrittenKey(primaryKey)
         let existing = try connection.statement(
             """
             SELECT id, in_file, pinned FROM entries
             WHERE primary_key = :primary_key AND variant_key = :variant_key
             """)
-        try existing.bind(Self.indexed(primaryKey: entry.head.primaryKey, sealing), to: ":primary_key")
+        try existing.bind(primaryKey, to: ":primary_key")
         try existing.bind(Self.indexed(entry.head, sealing), to: ":variant_key")
         if try existing.step() {
             let oldID = existing.text(try existing.column("id"))
@@ -328,7 +331,7 @@ extension DiskStore {
             }
             for file in pending.compactMap(\.lockedFile) { close(file) }
             unlinkBodies(pending.filter { $0.inline == nil }.map(\.entry.id.rawValue))
-            changes?.bump()
+            countWrite()
             configuration.log(
                 "could not write \(pending.count) cached entries to the cache index (\(error)); they are not stored")
             return ([], 0)
@@ -349,7 +352,7 @@ extension DiskStore {
                 countOwnWrite(&memo, primaryKey: entry.head.primaryKey) { $0.replaceVariant(with: entry, nil) }
             }
         }
-        if evicted > 0 { changes?.bump() }
+        if evicted > 0 { countWrite() }
         return (obsolete, written.count)
     }
 
@@ -567,7 +570,7 @@ extension DiskStore {
                 }
                 // Under the lock: no read of a key's count sees the update gone and the count
                 // where it was before it (``changeCount(of:)`` never goes back).
-                changes?.bump()
+                countWrite(&memo)
             }
             throw error
         }
@@ -612,7 +615,7 @@ extension DiskStore {
                 if let primaryKey {
                     countOwnWrite(primaryKey: primaryKey) { $0.freshen(id, fields: fields, facts: facts) }
                 } else {
-                    changes?.bump()
+                    countWrite()
                 }
             }
             try openBatchIfWanted(&state)

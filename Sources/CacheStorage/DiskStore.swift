@@ -230,6 +230,8 @@ public final class DiskStore: CacheStore {
         /// ``Batching/scopes``, read here by a commit that decides whether it may be written
         /// behind without taking ``state``'s lock.
         var batchScopes = 0
+        /// The keys the index may hold: a lookup of one it does not is answered from here.
+        var knownKeys = KnownKeys()
 
         /// `entries`, the variants of `primaryKey` the index holds, with the pending commits of
         /// that key laid over them (each replacing the variant of its key) and the pending

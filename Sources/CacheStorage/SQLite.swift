@@ -325,6 +325,12 @@ final class Statement {
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
+    /// Calls `body` with the column's text as bytes, copying nothing.
+    func withText<R>(_ column: Column, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let count = Int(sqlite3_column_bytes(handle, column.index))
+        return body(UnsafeRawBufferPointer(start: sqlite3_column_text(handle, column.index), count: count))
+    }
+
     func blob(_ column: Column) -> [UInt8]? {
         if isNull(column) { return nil }
         let count = Int(sqlite3_column_bytes(handle, column.index))
