@@ -81,10 +81,21 @@ extension DiskStore {
             }) {
                 files += chunk
             }
-            files += try state.withLock { state throws(StorageError) -> [String] in
-                state.batching.open == number ? try commitBatch(&state) : []
+            var failure: StorageError?
+            files += state.withLock { state -> [String] in
+                guard state.batching.open == number else { return [] }
+                // Commits that come while it commits are queued for the next batch, opened in
+                // this same hold: an event loop storing a miss meanwhile does not wait for it.
+                var files: [String] = []
+                do throws(StorageError) {
+                    files = try commitBatch(&state, queueingNext: true)
+                } catch {
+                    failure = error
+                }
+                return files + openBatchForQueued(&state)
             }
             unlinkBodies(files)
+            if let failure { throw failure }
         } catch {
             configuration.log(
                 "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
@@ -108,10 +119,11 @@ extension DiskStore {
 
     /// Commits the open batch, if any, with the commits queued behind in it (written first),
     /// and releases its body files' locks; returns the body files it made obsolete, to unlink
-    /// now.
-    func commitBatch(_ state: inout State) throws(StorageError) -> [String] {
+    /// now. `queueingNext`: commits may be queued meanwhile, for the next batch, which the
+    /// caller opens before it lets go of ``state`` (``openBatchForQueued(_:)``).
+    func commitBatch(_ state: inout State, queueingNext: Bool = false) throws(StorageError) -> [String] {
         guard state.batching.open != nil else { return [] }
-        let written = writePendingCommits(&state, closingBatch: true).written
+        let written = writePendingCommits(&state, closingBatch: true, queueingNext: queueingNext).written
         let batch = state.batching
         state.batching.open = nil
         state.batching.writes = 0
@@ -134,6 +146,27 @@ extension DiskStore {
                 error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
         }
         return written + batch.obsoleteFiles
+    }
+
+    /// After ``commitBatch(_:queueingNext:)`` with `queueingNext`, in the same hold of
+    /// ``state``: opens the next batch for the commits queued while it committed, or leaves
+    /// none open when none was. When no batch can be opened, they are written now (or dropped,
+    /// and reported, when they cannot be). Returns the body files to unlink now.
+    func openBatchForQueued(_ state: inout State) -> [String] {
+        let queued = memo.withLock { memo -> Bool in
+            if memo.pendingCommits.isEmpty { memo.openBatch = nil }
+            return memo.openBatch != nil
+        }
+        guard queued else { return [] }
+        do {
+            try openBatchIfWanted(&state)
+        } catch {
+            configuration.log(
+                "could not start writing the cache index (\(error)); the entries queued are written one by one")
+        }
+        guard state.batching.open == nil else { return [] }
+        memo.withLock { $0.openBatch = nil }
+        return writePendingCommits(&state, closingBatch: false).written
     }
 
     func unlinkBodies(_ files: [String]) {
@@ -300,12 +333,15 @@ extension DiskStore {
     static let pendingCommitChunk = 8
 
     /// ``writePendingCommits(_:limit:)``, counting nothing into the batch; `closingBatch` when the
-    /// open batch is about to commit: commits come no more into it (they open the next one).
+    /// open batch is about to commit: commits come no more into it (they open the next one, or
+    /// with `queueingNext` are queued for the next, which ``openBatchForQueued(_:)`` opens).
     private func writePendingCommits(
-        _ state: inout State, closingBatch: Bool, limit: Int = .max
+        _ state: inout State, closingBatch: Bool, queueingNext: Bool = false, limit: Int = .max
     ) -> (written: [String], count: Int) {
+        let next = state.batching.count + 1
         let pending = memo.withLock { memo -> [PendingCommit] in
-            if closingBatch { memo.openBatch = nil }
+            // The next batch's number: the one ``openBatchIfWanted(_:)`` gives it.
+            if closingBatch { memo.openBatch = queueingNext ? next : nil }
             return Array(memo.pendingCommits.values.sorted { $0.number < $1.number }.prefix(limit))
         }
         guard !pending.isEmpty else { return ([], 0) }
