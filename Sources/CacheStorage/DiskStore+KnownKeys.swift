@@ -26,9 +26,10 @@ struct KnownKeys {
     /// The change count at which ``hashes`` holds every key in the index; `nil` when they cannot
     /// be trusted (not built yet, or written by another since).
     private var completeAt: UInt64?
-    /// A build in progress: the keys scanned so far and those written meanwhile, and the count
-    /// it started at, moved on by own writes (`nil` once another wrote: the build is wasted).
-    private var building: (hashes: Set<UInt64>, from: UInt64?)?
+    /// A build in progress: the keys written since it started (its scan, outside this lock,
+    /// has the others), and the count it started at, moved on by own writes (`nil` once another
+    /// wrote: the build is wasted).
+    private var building: (written: Set<UInt64>, from: UInt64?)?
     /// How many hashes the last build found: at half as many again, it is built anew.
     private var builtCount = 0
     /// When the last build started (``MonotonicClock``), so that a store another process keeps
@@ -68,7 +69,7 @@ struct KnownKeys {
     /// Adds the key a row is about to be written with.
     mutating func insert(_ hash: UInt64) {
         hashes.insert(hash)
-        building?.hashes.insert(hash)
+        building?.written.insert(hash)
     }
 
     /// This store's own write moved the count from `before` to the next: what was complete
@@ -88,7 +89,7 @@ struct KnownKeys {
         if let lastBuild {
             due =
                 completeAt == count
-                ? hashes.count > builtCount + builtCount / 2 + Self.growthAllowance
+                ? hashes.count > Self.capacity(for: builtCount)
                 : time() - lastBuild >= Self.rebuildInterval
         } else {
             due = indexReads >= Self.indexReadsBeforeBuild
@@ -97,34 +98,33 @@ struct KnownKeys {
         return due
     }
 
-    /// Starts a build at `count`; what is written from now on is added to it. `false` when one
-    /// is running.
-    mutating func startBuild(at count: UInt64, time: Double) -> Bool {
-        guard building == nil else { return false }
-        building = (Set(minimumCapacity: max(builtCount, hashes.count)), count)
+    /// Starts a build at `count`; what is written from now on is kept for it. Returns how many
+    /// keys the scan may find (for its set's capacity), `nil` when a build is running.
+    mutating func startBuild(at count: UInt64, time: Double) -> Int? {
+        guard building == nil else { return nil }
+        building = ([], count)
         buildQueued = false
         lastBuild = time
-        return true
+        return max(builtCount, hashes.count)
     }
 
-    /// Adds a chunk of scanned hashes to the build; `false` when it is no longer worth going on:
-    /// another process wrote since it started.
-    mutating func addScanned(_ chunk: [UInt64]) -> Bool {
-        guard building?.from != nil else { return false }
-        building?.hashes.formUnion(chunk)
-        return true
-    }
+    /// Whether the build is still worth going on with: no other process wrote since it started.
+    var buildGoesOn: Bool { building?.from != nil }
 
-    /// Ends the build at `count`: its hashes replace those in use when no other process wrote
-    /// since it started, with room for half as many again; `false` when they do not.
+    /// The room a set of `count` hashes is given: half as many again before a build is due.
+    static func capacity(for count: Int) -> Int { count + count / 2 + growthAllowance }
+
+    /// Ends the build at `count` with the hashes its scan found (`scanned`, given room for
+    /// ``capacity(for:)`` by the caller, outside this lock): they and the keys written meanwhile
+    /// replace those in use when no other process wrote since it started; `false` when not.
     @discardableResult
-    mutating func finishBuild(at count: UInt64) -> Bool {
+    mutating func finishBuild(scanned: inout Set<UInt64>, at count: UInt64) -> Bool {
         guard let built = building else { return false }
         building = nil
         guard built.from == count else { return false }
-        builtCount = built.hashes.count
-        hashes = built.hashes
-        hashes.reserveCapacity(builtCount + builtCount / 2 + Self.growthAllowance)
+        scanned.formUnion(built.written)
+        builtCount = scanned.count
+        swap(&hashes, &scanned)
         completeAt = count
         return true
     }
@@ -203,15 +203,17 @@ extension DiskStore {
         _ store: () -> DiskStore?, chunk: Int = DiskStore.knownKeysChunk, afterChunk: () -> Void = {}
     ) -> Bool {
         guard let first = store(), let changes = first.changes,
-            first.state.withLock({ _ in
+            let expected = first.state.withLock({ _ in
                 first.memo.withLock { $0.knownKeys.startBuild(at: changes.value, time: MonotonicClock.seconds()) }
             })
         else { return false }
+        // Filled outside the memo's lock: a hit never waits for a set of a million to grow.
+        var scanned = Set<UInt64>(minimumCapacity: expected)
         var after: String?
         while let current = store() {
-            let scanned: (hashes: [UInt64], last: String?)
+            let read: (hashes: [UInt64], last: String?)
             do {
-                scanned = try current.scanKeys(after: after, chunk: chunk)
+                read = try current.scanKeys(after: after, chunk: chunk)
             } catch {
                 current.memo.withLock { $0.knownKeys.abandonBuild() }
                 current.configuration.log(
@@ -219,15 +221,15 @@ extension DiskStore {
                 )
                 return false
             }
-            let goesOn = current.memo.withLock { memo -> Bool? in
-                guard memo.knownKeys.addScanned(scanned.hashes), scanned.last != nil else {
-                    return memo.knownKeys.finishBuild(at: changes.value) ? nil : false
-                }
-                return true
+            scanned.formUnion(read.hashes)
+            let goesOn = current.memo.withLock { $0.knownKeys.buildGoesOn }
+            if let last = read.last, goesOn {
+                after = last
+                afterChunk()
+                continue
             }
-            guard goesOn == true, let last = scanned.last else { return goesOn == nil }
-            after = last
-            afterChunk()
+            if goesOn { scanned.reserveCapacity(KnownKeys.capacity(for: scanned.count)) }
+            return current.memo.withLock { $0.knownKeys.finishBuild(scanned: &scanned, at: changes.value) }
         }
         return false
     }

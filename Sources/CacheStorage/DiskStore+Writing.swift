@@ -182,8 +182,9 @@ extension DiskStore {
     ///
     /// Written behind (``Configuration/writesBehind``, a store in the clear, no
     /// ``beginBatchedWrites()`` scope open) the commit is queued in the open batch and returns
-    /// at once, taking no lock a write to the index holds (only the first commit after a batch
-    /// committed opens the next one, under ``state``'s lock): this store's reads find the entry
+    /// at once, taking no lock a write to the index holds (the background writer opens the next
+    /// batch as it commits one, for the commits that came meanwhile; after a quiet spell, the
+    /// first commit opens it, under ``state``'s lock): this store's reads find the entry
     /// from then on (`HeadMemo.pendingCommits`), and the batch's commit, within
     /// ``Configuration/batchLatency`` seconds (at once after 64 queued), writes its row first;
     /// other processes see it then, and their writes wait for the batch meanwhile. Every other

@@ -150,29 +150,34 @@ struct KnownKeysTests {
         #expect(try lookUp(store, key: 60).count == 1)
     }
 
-    @Test("A build is wanted first, then only once they have grown by half, or after another's write and a pause")
+    @Test(
+        "A build is wanted once lookups read the index, then only once grown by half, or after another's write and a pause"
+    )
     func whenBuilt() {
         var keys = KnownKeys()
         var claims = [keys.claimBuild(at: 10, time: 0)]
         keys.indexReads = KnownKeys.indexReadsBeforeBuild
         claims += [keys.claimBuild(at: 10, time: 0), keys.claimBuild(at: 10, time: 0)]
-        #expect(claims == [false, true, false], "wanted after some lookups read the index, claimed once until it starts")
+        #expect(claims == [false, true, false], "wanted after lookups read the index, claimed once until it starts")
         let started = keys.startBuild(at: 10, time: 0)
         claims = [keys.claimBuild(at: 10, time: 100)]
-        #expect(started && claims == [false], "not while one runs")
-        let scanned = keys.addScanned((1...1_000).map(UInt64.init))
+        #expect(started != nil && claims == [false], "not while one runs")
+        keys.insert(2_000)
         keys.counted(10)
-        let finished = keys.finishBuild(at: 11)
-        #expect(scanned && finished)
+        var scanned = Set((1...1_000).map(UInt64.init))
+        let used = keys.finishBuild(scanned: &scanned, at: 11)
+        #expect(used)
+        #expect(!keys.holdsNone(2_000, at: 11), "a key written during the build")
         #expect(keys.holdsNone(5_000, at: 11) && !keys.holdsNone(5, at: 11) && !keys.holdsNone(5_000, at: 12))
-        for hash in 2_000..<(2_000 + 500 + KnownKeys.growthAllowance) { keys.insert(UInt64(hash)) }
+        for hash in 2_001..<(2_000 + 501 + KnownKeys.growthAllowance) { keys.insert(UInt64(hash)) }
         claims = [keys.claimBuild(at: 11, time: 100)]
         keys.insert(1_000_000)
         claims.append(keys.claimBuild(at: 11, time: 100))
         #expect(claims == [false, true], "due once grown by half and the allowance")
         var left = KnownKeys()
         _ = left.startBuild(at: 1, time: 0)
-        left.finishBuild(at: 1)
+        var none = Set<UInt64>()
+        left.finishBuild(scanned: &none, at: 1)
         claims = [left.claimBuild(at: 2, time: KnownKeys.rebuildInterval / 2)]
         claims.append(left.claimBuild(at: 2, time: KnownKeys.rebuildInterval))
         #expect(claims == [false, true], "left behind by another's write: again after a pause")
