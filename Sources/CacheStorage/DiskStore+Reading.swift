@@ -123,7 +123,7 @@ extension DiskStore {
     /// The variants of `primaryKey`. They are kept in memory and read again from the index
     /// only after a write to it by any process (a shared change counter says when): a hit
     /// then costs no SQLite read, nor does a key the index does not hold once the hashes of
-    /// the keys it does are known (``KnownKeys``): a miss. Their `lastAccess` and `hits` may lag
+    /// the keys it does are known (`KnownKeys`): a miss. Their `lastAccess` and `hits` may lag
     /// until that write; ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         // Remembered and current, or a key the index does not hold (``KnownKeys``): read under
