@@ -15,8 +15,9 @@ import Dispatch
 /// (``counted(_:)``, under the memo's lock, as every own write counts): a write by another
 /// process or store moves the count past it, and lookups read the index until it is built
 /// again. Built by a scan of the index's keys, a chunk per hold of ``DiskStore/state``'s lock,
-/// on a background thread, after the first lookup that had to read the index; built again once
-/// it has grown by half (removed keys' hashes stay) or was left behind by another's write.
+/// on a background thread, once ``indexReadsBeforeBuild`` lookups had to read the index; built
+/// again once it has grown by half (removed keys' hashes stay) or was left behind by another's
+/// write.
 ///
 /// A collision (two keys with one hash) only sends the lookup to the index. The seed is random
 /// per store, so nobody can choose keys that collide.
@@ -116,7 +117,8 @@ struct KnownKeys {
 
     /// Ends the build at `count` with the hashes its scan found (`scanned`, given room for
     /// ``capacity(for:)`` by the caller, outside this lock): they and the keys written meanwhile
-    /// replace those in use when no other process wrote since it started; `false` when not.
+    /// replace those in use when no other process wrote since it started, which `scanned` then
+    /// holds, for the caller to free outside the lock; `false` when not.
     @discardableResult
     mutating func finishBuild(scanned: inout Set<UInt64>, at count: UInt64) -> Bool {
         guard let built = building else { return false }
