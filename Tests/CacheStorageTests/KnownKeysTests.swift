@@ -41,29 +41,32 @@ struct KnownKeysTests {
     @Test(
         "A key the index does not hold is looked up while a commit holds the index's lock; one it holds is not taken for missing"
     )
-    func missWithoutTheLock() throws {
-        defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try StoreTestSupport.openStore(directory)
-        let stored = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
-        #expect(build(store))
-        #expect(isComplete(store))
-        // The index's lock held, as a batch's commit holds it, for up to 5 s.
-        let held = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let released = Atomic<Bool>(false)
-        Thread.detachNewThread {
-            store.state.withLock { _ in
-                held.signal()
-                _ = release.wait(timeout: .now() + 5)
-                released.store(true, ordering: .sequentiallyConsistent)
+    func missWithoutTheLock() async throws {
+        // It blocks (a lock held on another thread, a wait for it): off the cooperative pool.
+        try await offPool {
+            defer { StoreTestSupport.removeDirectory(directory) }
+            let store = try StoreTestSupport.openStore(directory)
+            let stored = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+            #expect(build(store))
+            #expect(isComplete(store))
+            // The index's lock held, as a batch's commit holds it, for up to 5 s.
+            let held = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let released = Atomic<Bool>(false)
+            Thread.detachNewThread {
+                store.state.withLock { _ in
+                    held.signal()
+                    _ = release.wait(timeout: .now() + 5)
+                    released.store(true, ordering: .sequentiallyConsistent)
+                }
             }
+            held.wait()
+            #expect(try lookUp(store, key: 2).isEmpty)
+            let waited = released.load(ordering: .sequentiallyConsistent)
+            #expect(!waited, "the lookup of a missing key waited for the lock")
+            release.signal()
+            #expect(try lookUp(store, key: 1).map(\.id) == [stored.id])
         }
-        held.wait()
-        #expect(try lookUp(store, key: 2).isEmpty)
-        let waited = released.load(ordering: .sequentiallyConsistent)
-        #expect(!waited, "the lookup of a missing key waited for the lock")
-        release.signal()
-        #expect(try lookUp(store, key: 1).map(\.id) == [stored.id])
     }
 
     @Test("Keys stored before the store opened, while its keys were scanned, and after, all found; the scan is trusted")

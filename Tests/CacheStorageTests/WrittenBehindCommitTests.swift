@@ -49,48 +49,51 @@ struct WrittenBehindCommitTests {
     @Test(
         "A commit made while a batch commits is queued for the next batch, opened in the same hold of the index's lock: it waits for no lock; with none made, no batch is left open"
     )
-    func queuedWhileCommitting() throws {
-        defer { StoreTestSupport.removeDirectory(directory) }
-        let store = try openStore()
-        let other = try openStore()
-        let first = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
-        // The next key looked up first, as a miss is.
-        #expect(try store.variants(of: StressBodies.primaryKey(key: 2)).isEmpty)
-        let meanwhile = Locked<StoredEntry?>(nil)
-        let waited = Locked(false)
-        // What the background commit does, holding the index's lock throughout.
-        store.unlinkBodies(
-            store.state.withLock { state -> [String] in
+    func queuedWhileCommitting() async throws {
+        // It blocks (a lock held on another thread, a wait for it): off the cooperative pool.
+        try await offPool {
+            defer { StoreTestSupport.removeDirectory(directory) }
+            let store = try openStore()
+            let other = try openStore()
+            let first = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+            // The next key looked up first, as a miss is.
+            #expect(try store.variants(of: StressBodies.primaryKey(key: 2)).isEmpty)
+            let meanwhile = Locked<StoredEntry?>(nil)
+            let waited = Locked(false)
+            // What the background commit does, holding the index's lock throughout.
+            store.unlinkBodies(
+                store.state.withLock { state -> [String] in
+                    let files = (try? store.commitBatch(&state, queueingNext: true)) ?? []
+                    let done = DispatchSemaphore(value: 0)
+                    Thread.detachNewThread {
+                        let entry = try? StoreTestSupport.write(store, key: 2, generation: 0, size: 100)
+                        meanwhile.withLock { $0 = entry }
+                        done.signal()
+                    }
+                    waited.withLock { $0 = done.wait(timeout: .now() + 5) == .timedOut }
+                    return files + store.openBatchForQueued(&state)
+                })
+            #expect(!waited.withLock { $0 }, "the commit waited for the lock the batch's commit holds")
+            let second = try #require(meanwhile.withLock { $0 })
+            #expect(pending(store) == 1)
+            let open = store.state.withLock { $0.batching.open }
+            #expect(open != nil, "the next batch is open for it")
+            #expect(try other.variants(of: first.head.primaryKey).map(\.id) == [first.id])
+            #expect(try other.variants(of: second.head.primaryKey).isEmpty)
+            #expect(try store.variants(of: second.head.primaryKey).map(\.id) == [second.id])
+            try store.flush()
+            #expect(try other.variants(of: second.head.primaryKey).map(\.id) == [second.id])
+            // Nothing queued while it commits: no batch is left open.
+            let third = try StoreTestSupport.write(store, key: 3, generation: 0, size: 100)
+            let left = store.state.withLock { state -> (Int?, [String]) in
                 let files = (try? store.commitBatch(&state, queueingNext: true)) ?? []
-                let done = DispatchSemaphore(value: 0)
-                Thread.detachNewThread {
-                    let entry = try? StoreTestSupport.write(store, key: 2, generation: 0, size: 100)
-                    meanwhile.withLock { $0 = entry }
-                    done.signal()
-                }
-                waited.withLock { $0 = done.wait(timeout: .now() + 5) == .timedOut }
-                return files + store.openBatchForQueued(&state)
-            })
-        #expect(!waited.withLock { $0 }, "the commit waited for the lock the batch's commit holds")
-        let second = try #require(meanwhile.withLock { $0 })
-        #expect(pending(store) == 1)
-        let open = store.state.withLock { $0.batching.open }
-        #expect(open != nil, "the next batch is open for it")
-        #expect(try other.variants(of: first.head.primaryKey).map(\.id) == [first.id])
-        #expect(try other.variants(of: second.head.primaryKey).isEmpty)
-        #expect(try store.variants(of: second.head.primaryKey).map(\.id) == [second.id])
-        try store.flush()
-        #expect(try other.variants(of: second.head.primaryKey).map(\.id) == [second.id])
-        // Nothing queued while it commits: no batch is left open.
-        let third = try StoreTestSupport.write(store, key: 3, generation: 0, size: 100)
-        let left = store.state.withLock { state -> (Int?, [String]) in
-            let files = (try? store.commitBatch(&state, queueingNext: true)) ?? []
-            return (state.batching.open, files + store.openBatchForQueued(&state))
+                return (state.batching.open, files + store.openBatchForQueued(&state))
+            }
+            store.unlinkBodies(left.1)
+            let queuedFor = store.memo.withLock { $0.openBatch }
+            #expect(left.0 == nil && queuedFor == nil)
+            #expect(try other.variants(of: third.head.primaryKey).map(\.id) == [third.id])
         }
-        store.unlinkBodies(left.1)
-        let queuedFor = store.memo.withLock { $0.openBatch }
-        #expect(left.0 == nil && queuedFor == nil)
-        #expect(try other.variants(of: third.head.primaryKey).map(\.id) == [third.id])
     }
 
     // MARK: - Reads find a queued entry at once
