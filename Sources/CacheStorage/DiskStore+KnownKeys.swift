@@ -173,8 +173,8 @@ extension DiskStore {
     /// store moves the count meanwhile.
     func countHoldingNone(_ primaryKey: String, _ memo: HeadMemo) -> UInt64? {
         guard let count = changes?.value else { return nil }
-        let keys = memo.knownKeys
-        return keys.holdsNone(keys.hash(Self.indexed(primaryKey: primaryKey, sealing)), at: count) ? count : nil
+        let hash = memo.knownKeys.hash(Self.indexed(primaryKey: primaryKey, sealing))
+        return memo.knownKeys.holdsNone(hash, at: count) ? count : nil
     }
 
     /// Queues a build of the known keys if one is wanted (``KnownKeys/claimBuild(at:time:)``):
