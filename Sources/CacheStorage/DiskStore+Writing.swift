@@ -123,7 +123,7 @@ extension DiskStore {
     /// caller opens before it lets go of ``state`` (``openBatchForQueued(_:)``).
     func commitBatch(_ state: inout State, queueingNext: Bool = false) throws(StorageError) -> [String] {
         guard state.batching.open != nil else { return [] }
-        let written = writePendingCommits(&state, closingBatch: true, queueingNext: queueingNext).written
+        let pending = writePendingCommits(&state, closingBatch: true, queueingNext: queueingNext)
         let batch = state.batching
         state.batching.open = nil
         state.batching.writes = 0
@@ -143,9 +143,11 @@ extension DiskStore {
             committed = true
         } catch {
             throw StorageError(
-                error.kind, "could not store \(batch.writes) entries written together in the index: \(error.message)")
+                error.kind,
+                "could not store \(batch.writes + pending.count) entries written together in the index: \(error.message)"
+            )
         }
-        return written + batch.obsoleteFiles
+        return pending.written + batch.obsoleteFiles
     }
 
     /// After ``commitBatch(_:queueingNext:)`` with `queueingNext`, in the same hold of
