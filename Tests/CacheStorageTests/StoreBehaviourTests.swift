@@ -417,9 +417,7 @@ struct DiskStoreTests {
         let directory = TemporaryDirectory()
         let store = try DiskStore(DiskStore.Configuration(directory: directory.path, capacity: 100_000_000))
         let index = directory.path + "/index.sqlite"
-        func size(_ path: String) -> Int {
-            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
-        }
+        let size = StoreTestSupport.fileSize
         let before = size(index)
         // 300 inline bodies of 20,000 bytes: about 1,800 pages of commits.
         for key in 0..<300 {
@@ -445,9 +443,7 @@ struct DiskStoreTests {
         try await offPool {
             let directory = TemporaryDirectory()
             let index = directory.path + "/index.sqlite"
-            func size(_ path: String) -> Int {
-                ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
-            }
+            let size = StoreTestSupport.fileSize
             // Waits up to 5 s: the last reference to a store may go on a background thread of
             // its own (a checkpoint holds it while it runs), and its release, checkpoint
             // included, then ends there a moment after the weak reference reads nil.

@@ -34,6 +34,11 @@ enum StoreTestSupport {
         return try DiskStore(configuration)
     }
 
+    /// The size of the file at `path` in bytes; 0 when there is none.
+    static func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
     /// A stress entry's head: its body is derived from its URL.
     static func head(key: Int, generation: Int, size: Int) -> EntryHead {
         StressBodies.head(key: key, generation: generation, size: size)

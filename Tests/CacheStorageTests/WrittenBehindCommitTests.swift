@@ -109,18 +109,11 @@ struct WrittenBehindCommitTests {
                     exit(1)
                 }
             }
-            func size(_ path: String) -> Int {
-                var status = stat()
-                return stat(path, &status) == 0 ? Int(status.st_size) : 0
-            }
             let directory = StoreTestSupport.makeDirectory("commit-fails")
             defer { StoreTestSupport.removeDirectory(directory) }
             do {
-                var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
-                configuration.batchLatency = 600
-                configuration.writesBehind = true
-                let store = try DiskStore(configuration)
-                let other = try DiskStore(.init(directory: directory, log: { _ in }))
+                let store = try StoreTestSupport.openStore(directory, writesBehind: true)
+                let other = try StoreTestSupport.openStore(directory)
                 let kept = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
                 try store.flush()
                 // Queued in the open batch: rows the index has no room for yet (160 KB of
@@ -136,7 +129,7 @@ struct WrittenBehindCommitTests {
                 check(getrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved) == 0, "getrlimit")
                 var limited = saved
                 limited.rlim_cur = rlim_t(
-                    ["", "-wal", "-shm"].map { size(directory + "/index.sqlite" + $0) }.max()!)
+                    ["", "-wal", "-shm"].map { StoreTestSupport.fileSize(directory + "/index.sqlite" + $0) }.max()!)
                 check(setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limited) == 0, "setrlimit")
                 // What the background writer does, holding the index's lock throughout, with a
                 // commit made on another thread meanwhile. What this store remembers of its keys
