@@ -109,7 +109,10 @@ public struct URLVariationConfig: Hashable, Sendable {
 
     /// The normalized URI without its query: where `No-Vary-Search` responses of one path are
     /// looked for.
-    public static func pathKey(_ uri: String) -> String? { URIParts(uri).map(withoutQuery) }
+    public static func pathKey(_ uri: String) -> String? {
+        guard URIParts.isNormalized(uri) else { return URIParts(uri).map(withoutQuery) }
+        return uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(uri[..<$0]) } ?? uri
+    }
 
     private static func withoutQuery(_ parts: URIParts) -> String {
         var parts = parts

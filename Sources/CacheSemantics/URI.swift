@@ -101,6 +101,61 @@ struct URIParts: Hashable {
         return out
     }
 
+    /// Whether `uri` is already in the form ``normalized`` gives it, so that a key is made of it
+    /// as it is, with no string split and built again (most request targets a cache sees,
+    /// every key it made itself): ASCII, a scheme in lower case, then `//` and an authority
+    /// without upper-case letters, userinfo or an IP literal, and with no port or a port of
+    /// digits without a leading zero that is not the scheme's default, a path that is not
+    /// empty, and no fragment. One pass over the bytes; `false` is only "not sure": the URI is
+    /// then split and normalized.
+    static func isNormalized(_ uri: String) -> Bool {
+        ASCII.withUTF8(uri) { bytes in
+            let count = bytes.count
+            guard count > 0, bytes[0] >= UInt8(ascii: "a"), bytes[0] <= UInt8(ascii: "z") else { return false }
+            // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 §3.1), in lower case.
+            var index = 0
+            while index < count, bytes[index] != UInt8(ascii: ":") {
+                let byte = bytes[index]
+                guard
+                    (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || ASCII.isDigit(byte)
+                        || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+                else { return false }
+                index += 1
+            }
+            let scheme = UnsafeBufferPointer(rebasing: bytes[0..<index])
+            guard index + 2 < count, bytes[index + 1] == UInt8(ascii: "/"), bytes[index + 2] == UInt8(ascii: "/")
+            else { return false }
+            index += 3
+            // The authority ends at the path or the query (RFC 3986 §3.2).
+            var colon: Int?
+            while index < count, bytes[index] != UInt8(ascii: "/"), bytes[index] != UInt8(ascii: "?") {
+                switch bytes[index] {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "@"), UInt8(ascii: "["), UInt8(ascii: "#"),
+                    0x80...:
+                    return false
+                case UInt8(ascii: ":") where colon == nil: colon = index
+                default: break
+                }
+                index += 1
+            }
+            // An empty path is written "/".
+            guard index < count, bytes[index] == UInt8(ascii: "/") else { return false }
+            if let colon {
+                let port = UnsafeBufferPointer(rebasing: bytes[(colon + 1)..<index])
+                guard let first = port.first, first != UInt8(ascii: "0"),
+                    let number = ASCII.parseDigits(port, cap: 65536),
+                    number != (scheme.elementsEqual("http".utf8) ? 80 : scheme.elementsEqual("https".utf8) ? 443 : nil)
+                else { return false }
+            }
+            // The path and query as they are; no fragment, and nothing to escape.
+            while index < count {
+                guard bytes[index] != UInt8(ascii: "#"), bytes[index] < 0x80 else { return false }
+                index += 1
+            }
+            return true
+        }
+    }
+
     /// Resolves `reference` against this URI (RFC 3986 §5.2.2).
     func resolve(_ reference: String) -> URIParts? {
         if let absolute = URIParts(reference), !ASCII.startsWith(Substring(reference), "/") { return absolute }
@@ -197,9 +252,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
 
     /// The key of a request for `uri` with `method`; `nil` when `uri` is not an absolute URI.
     public init?(method: String, uri: String) {
-        guard let parts = URIParts(uri) else { return nil }
+        guard let normalized = Self.normalize(uri) else { return nil }
         self.method = method == "HEAD" ? "GET" : method
-        self.uri = parts.normalized
+        self.uri = normalized
     }
 
     /// The key as one string: the URI for `GET`, else `METHOD URI`.
@@ -210,7 +265,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     /// `uri` in the form a key holds, or `nil` when it is not an absolute URI: scheme and host
     /// in lower case, the default port and an empty one left out, an empty path as `/`, the
     /// fragment dropped (RFC 9110 §4.2.3); path and query unchanged.
-    public static func normalize(_ uri: String) -> String? { URIParts(uri)?.normalized }
+    public static func normalize(_ uri: String) -> String? {
+        URIParts.isNormalized(uri) ? uri : URIParts(uri)?.normalized
+    }
 
     /// `uri` with the dot segments of its path removed (RFC 3986 §5.2.4) and without its
     /// fragment: the form a client sends, as URLSession on Linux sends `/a/./b/../c` as `/a/c`.
