@@ -373,9 +373,10 @@ public final class DiskStore: CacheStore {
     /// Eviction goes by the index's access times, so a hot entry's may lag this much there.
     static let accessFlushInterval: Double = 30
     /// A checkpoint (copying the WAL into the index, with an `fdatasync`) is queued in the
-    /// background once the WAL holds this many pages, SQLite's own threshold. SQLite would
-    /// otherwise run it inside the commit that crosses it, so one miss in a thousand would
-    /// wait for it.
+    /// background once the WAL holds this many pages, SQLite's own threshold (written behind,
+    /// the background writer makes it before its next batch: ``checkpointBetweenBatches(_:)``).
+    /// SQLite would otherwise run it inside the commit that crosses it, so one miss in a
+    /// thousand would wait for it.
     static let checkpointPages: Int32 = 1000
     /// The WAL a store that writes behind (``Configuration/writesBehind``) keeps when a commit
     /// starts it over: cutting it back to nothing after every checkpoint freed megabytes of page
@@ -385,6 +386,9 @@ public final class DiskStore: CacheStore {
     static let writtenBehindWALBytes = 64 << 20
     /// A background checkpoint is queued or running.
     let checkpointQueued = Locked(false)
+    /// Written behind, the WAL has grown past ``checkpointPages``: the background writer
+    /// checkpoints before it opens the next batch (``checkpointBetweenBatches(_:)``).
+    let checkpointDue = Atomic<Bool>(false)
     /// Releasing the store checkpoints a WAL longer than this and empties it. Closing a
     /// connection never does (``SQLiteConnection/leavesWriteAheadLogOnClose()``), but the first
     /// connection of a process reads the whole WAL to rebuild SQLite's index of it (`-shm`),
@@ -433,7 +437,12 @@ public final class DiskStore: CacheStore {
             connection.handle,
             { context, _, _, pages in
                 if let context, pages >= DiskStore.checkpointPages {
-                    Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue().queueCheckpoint()
+                    let store = Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue()
+                    if store.configuration.isWrittenBehind {
+                        store.checkpointDue.store(true, ordering: .relaxed)
+                    } else {
+                        store.queueCheckpoint()
+                    }
                 }
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())

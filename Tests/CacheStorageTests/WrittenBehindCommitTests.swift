@@ -539,4 +539,32 @@ struct WrittenBehindCommitTests {
         #expect(try eventually { try reopened.variants(of: entry.head.primaryKey).map(\.id) == [entry.id] })
         #expect(try reopened.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
     }
+
+    @Test(
+        "Under steady writes the WAL starts over after its checkpoints: it stays near the checkpoint threshold instead of growing by every byte stored"
+    )
+    func walStartsOver() async throws {
+        // It blocks (thousands of writes, the background writer's batches): off the cooperative pool.
+        try await offPool {
+            defer { StoreTestSupport.removeDirectory(directory) }
+            // Batches of 64, each opened as the one before commits: writes never pause.
+            let store = try openStore(latency: 0.05)
+            let wal = directory + "/index.sqlite-wal"
+            let count = 5_000
+            var largest = 0
+            var last: StoredEntry?
+            for key in 1...count {
+                // Inline bodies (under 32 KiB): some five WAL frames of 4 KiB each, 100 MB in all.
+                last = try StoreTestSupport.write(store, key: key, generation: 0, size: 16_000)
+                if key % 100 == 0 { largest = max(largest, StoreTestSupport.fileSize(wal)) }
+            }
+            try store.flush()
+            largest = max(largest, StoreTestSupport.fileSize(wal))
+            // The threshold is 1,000 pages (4 MB): a checkpoint and a batch or two past it.
+            #expect(largest < 32 << 20, "the WAL reached \(largest) bytes")
+            let entry = try #require(last)
+            #expect(
+                try StoreTestSupport.openStore(directory).variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        }
+    }
 }
