@@ -32,6 +32,7 @@ extension DiskStore {
         state.withLock { state in
             state.batching.scopes += 1
             memo.withLock { $0.batchScopes = state.batching.scopes }
+            scopesOpen.store(state.batching.scopes, ordering: .relaxed)
         }
     }
 
@@ -41,7 +42,10 @@ extension DiskStore {
         let files = try state.withLock { state throws(StorageError) -> [String] in
             state.batching.scopes = max(0, state.batching.scopes - 1)
             memo.withLock { $0.batchScopes = state.batching.scopes }
-            return state.batching.scopes == 0 ? try commitBatch(&state) : []
+            scopesOpen.store(state.batching.scopes, ordering: .relaxed)
+            guard state.batching.scopes == 0 else { return [] }
+            defer { checkpointBetweenBatches(&state) }
+            return try commitBatch(&state)
         }
         unlinkBodies(files)
     }
@@ -110,10 +114,11 @@ extension DiskStore {
     /// Checkpoints the WAL when it has grown past ``checkpointPages`` (``checkpointDue``), on
     /// the index's own connection between two batches, holding ``state`` so that no write
     /// begins meanwhile. SQLite starts the WAL over only at a write transaction that begins
-    /// with every frame of it copied into the index; written behind, each batch opens as the one
-    /// before commits, so a checkpoint made beside them never left such a moment, and under
-    /// steady writes the WAL grew by every byte stored until writes paused (388 MB for 20,000
-    /// misses of 16 KB through a caching proxy, twice the index's size on disk). Commits made
+    /// with every frame of it copied into the index; when each batch opens as the one before
+    /// commits (written behind, or many writes in one ``beginBatchedWrites()`` scope, as a
+    /// saved page's resources), a checkpoint made beside them never left such a moment, and the
+    /// WAL grew by every byte stored until writes paused (388 MB for 20,000 misses of 16 KB
+    /// through a caching proxy, twice the index's size on disk). Written behind, commits made
     /// meanwhile are queued for the next batch: an event loop storing a miss does not wait.
     func checkpointBetweenBatches(_ state: inout State) {
         guard checkpointDue.exchange(false, ordering: .relaxed) else { return }
@@ -133,7 +138,10 @@ extension DiskStore {
         let before = state.batching.writes
         state.batching.writes += count
         guard state.batching.writes >= Self.batchLimit else { return [] }
-        if state.batching.scopes > 0 { return try commitBatch(&state) }
+        if state.batching.scopes > 0 {
+            defer { checkpointBetweenBatches(&state) }
+            return try commitBatch(&state)
+        }
         // Queued once; the batch takes what comes meanwhile.
         if before < Self.batchLimit { commitInBackground(open, after: 0) }
         return []

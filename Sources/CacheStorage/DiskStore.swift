@@ -386,9 +386,13 @@ public final class DiskStore: CacheStore {
     static let writtenBehindWALBytes = 64 << 20
     /// A background checkpoint is queued or running.
     let checkpointQueued = Locked(false)
-    /// Written behind, the WAL has grown past ``checkpointPages``: the background writer
-    /// checkpoints before it opens the next batch (``checkpointBetweenBatches(_:)``).
+    /// The WAL has grown past ``checkpointPages`` while batches follow one another (written
+    /// behind, or inside ``beginBatchedWrites()`` scopes): the writer checkpoints before it
+    /// opens the next batch (``checkpointBetweenBatches(_:)``).
     let checkpointDue = Atomic<Bool>(false)
+    /// ``beginBatchedWrites()`` scopes open (``State/batching``'s count), for the WAL hook, which
+    /// runs inside a commit and so cannot take ``state``.
+    let scopesOpen = Atomic<Int>(0)
     /// Releasing the store checkpoints a WAL longer than this and empties it. Closing a
     /// connection never does (``SQLiteConnection/leavesWriteAheadLogOnClose()``), but the first
     /// connection of a process reads the whole WAL to rebuild SQLite's index of it (`-shm`),
@@ -438,7 +442,7 @@ public final class DiskStore: CacheStore {
             { context, _, _, pages in
                 if let context, pages >= DiskStore.checkpointPages {
                     let store = Unmanaged<DiskStore>.fromOpaque(context).takeUnretainedValue()
-                    if store.configuration.isWrittenBehind {
+                    if store.configuration.isWrittenBehind || store.scopesOpen.load(ordering: .relaxed) > 0 {
                         store.checkpointDue.store(true, ordering: .relaxed)
                     } else {
                         store.queueCheckpoint()

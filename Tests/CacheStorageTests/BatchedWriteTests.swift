@@ -248,4 +248,21 @@ struct BatchedWriteTests {
         #expect(try other.variants(of: old.head.primaryKey).map(\.id) == [new.id])
         #expect(StoreCheck.files(in: directory + "/bodies").contains(old.id.rawValue) == false)
     }
+
+    @Test(
+        "Writing thousands of entries in one scope, the WAL starts over after its checkpoints: it stays near the checkpoint threshold instead of growing by every byte stored"
+    )
+    func walStartsOverInScope() async throws {
+        // It blocks (thousands of writes): off the cooperative pool.
+        try await offPool {
+            defer { StoreTestSupport.removeDirectory(directory) }
+            let store = try openStore(latency: 600)
+            store.beginBatchedWrites()
+            // Batches of 64 inside the scope, each opened by the write after the one before commits.
+            let (largest, last) = try StoreTestSupport.largestWAL(writing: 5_000, into: store, directory: directory)
+            try store.endBatchedWrites()
+            #expect(largest < 32 << 20, "the WAL reached \(largest) bytes")
+            #expect(try openStore().variants(of: last.head.primaryKey).map(\.id) == [last.id])
+        }
+    }
 }

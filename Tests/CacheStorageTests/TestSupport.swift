@@ -39,6 +39,23 @@ enum StoreTestSupport {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
+    /// Writes `count` stress entries of 16 KB (inline bodies: some five WAL frames each, 100 MB
+    /// of frames for 5,000) one after the other, without a pause; returns the largest the WAL
+    /// of `directory`'s index was, looked at every 100 writes and once flushed, and the last entry.
+    static func largestWAL(writing count: Int, into store: DiskStore, directory: String) throws -> (
+        bytes: Int, last: StoredEntry
+    ) {
+        let wal = directory + "/index.sqlite-wal"
+        var largest = 0
+        var last = try write(store, key: 1, generation: 0, size: 16_000)
+        for key in 2...count {
+            last = try write(store, key: key, generation: 0, size: 16_000)
+            if key % 100 == 0 { largest = max(largest, fileSize(wal)) }
+        }
+        try store.flush()
+        return (max(largest, fileSize(wal)), last)
+    }
+
     /// A stress entry's head: its body is derived from its URL.
     static func head(key: Int, generation: Int, size: Int) -> EntryHead {
         StressBodies.head(key: key, generation: generation, size: size)

@@ -549,22 +549,10 @@ struct WrittenBehindCommitTests {
             defer { StoreTestSupport.removeDirectory(directory) }
             // Batches of 64, each opened as the one before commits: writes never pause.
             let store = try openStore(latency: 0.05)
-            let wal = directory + "/index.sqlite-wal"
-            let count = 5_000
-            var largest = 0
-            var last: StoredEntry?
-            for key in 1...count {
-                // Inline bodies (under 32 KiB): some five WAL frames of 4 KiB each, 100 MB in all.
-                last = try StoreTestSupport.write(store, key: key, generation: 0, size: 16_000)
-                if key % 100 == 0 { largest = max(largest, StoreTestSupport.fileSize(wal)) }
-            }
-            try store.flush()
-            largest = max(largest, StoreTestSupport.fileSize(wal))
+            let (largest, last) = try StoreTestSupport.largestWAL(writing: 5_000, into: store, directory: directory)
             // The threshold is 1,000 pages (4 MB): a checkpoint and a batch or two past it.
             #expect(largest < 32 << 20, "the WAL reached \(largest) bytes")
-            let entry = try #require(last)
-            #expect(
-                try StoreTestSupport.openStore(directory).variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try StoreTestSupport.openStore(directory).variants(of: last.head.primaryKey).map(\.id) == [last.id])
         }
     }
 }
