@@ -351,7 +351,9 @@ final class ProxyHost: Host, @unchecked Sendable {
 
     func stop() {
         proxy?.shutdown(timeout: 5)
-        session.invalidateAndCancel()
+        // Not invalidateAndCancel(): on Linux it reads the session's tasks off the session's own
+        // queue, and trapped in a whole-suite run while a finished task was being taken out.
+        session.finishTasksAndInvalidate()
     }
 }
 

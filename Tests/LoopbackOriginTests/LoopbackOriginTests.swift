@@ -27,7 +27,7 @@ struct LoopbackOriginTests {
                     body: "created \(request.body.count) bytes")
             }
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             var request = URLRequest(url: origin.url("/items?x=1&y=2"))
             request.httpMethod = "POST"
@@ -63,7 +63,7 @@ struct LoopbackOriginTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             let (_, missing) = try await session.data(from: origin.url("/nowhere"))
             #expect((missing as? HTTPURLResponse)?.statusCode == 404)
@@ -82,7 +82,7 @@ struct LoopbackOriginTests {
             defer { origin.stop() }
             origin.route("/n") { request in .init(body: request.target) }
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             for index in 0..<5 {
                 let (data, _) = try await session.data(from: origin.url("/n?i=\(index)"))
@@ -193,7 +193,7 @@ struct LoopbackOriginTests {
             origin.route("/r") { _ in .init(body: "up") }
             let port = origin.port
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             _ = try await session.data(from: origin.url("/r"))
             origin.stop()
@@ -218,7 +218,7 @@ struct LoopbackOriginTests {
             let body = [UInt8](repeating: 0x61, count: 10_000)
             origin.route("/cut") { _ in .init(body: body, cutAfterBodyBytes: 1_000) }
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             do {
                 let (data, _) = try await session.data(from: origin.url("/cut"))
@@ -245,7 +245,7 @@ struct LoopbackOriginTests {
                 .init(headers: [("Content-Type", "application/octet-stream")], body: body, chunked: true)
             }
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
 
             let (data, response) = try await session.data(from: origin.url("/chunked"))
             #expect(Array(data) == body)
@@ -297,7 +297,7 @@ struct LoopbackOriginTests {
             #expect(origin.requests.isEmpty)
 
             let session = Self.session()
-            defer { session.invalidateAndCancel() }
+            defer { session.finishTasksAndInvalidate() }
             let (_, response) = try await session.data(from: origin.url("/after"))
             #expect((response as? HTTPURLResponse)?.statusCode == 404)
             #expect(origin.count("/after") == 1)

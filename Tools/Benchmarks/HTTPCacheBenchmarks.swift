@@ -247,13 +247,13 @@ func runHTTPBenchmarks() async throws -> Bool {
         floorConfiguration.protocolClasses = [DictionaryProtocol.self]
         floorConfiguration.urlCache = nil
         let floorSession = URLSession(configuration: floorConfiguration)
-        defer { floorSession.invalidateAndCancel() }
+        defer { floorSession.finishTasksAndInvalidate() }
         let floorRequest = URLRequest(url: floorURL)
 
         let cachingConfiguration = URLSessionConfiguration.ephemeral
         cachingConfiguration.useHTTPCache(cache)
         let cachingSession = URLSession(configuration: cachingConfiguration)
-        defer { cachingSession.invalidateAndCancel() }
+        defer { cachingSession.finishTasksAndInvalidate() }
         let cachingRequest = URLRequest(url: origin.url("/protocol"))
         _ = try await fetch(cachingSession, cachingRequest)
 
@@ -287,7 +287,7 @@ func runHTTPBenchmarks() async throws -> Bool {
         sessionConfiguration.urlCache = foundationCache
         sessionConfiguration.requestCachePolicy = .useProtocolCachePolicy
         let session = URLSession(configuration: sessionConfiguration)
-        defer { session.invalidateAndCancel() }
+        defer { session.finishTasksAndInvalidate() }
         let request = URLRequest(url: origin.url("/urlcache"))
         _ = try await fetch(session, request)
         var before = 0
@@ -321,7 +321,7 @@ func runHTTPBenchmarks() async throws -> Bool {
         sessionConfiguration.urlCache = nil
         sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
         let session = URLSession(configuration: sessionConfiguration)
-        defer { session.invalidateAndCancel() }
+        defer { session.finishTasksAndInvalidate() }
         var request = URLRequest(url: origin.url("/roundtrip"))
         request.cachePolicy = .reloadIgnoringLocalCacheData
         var before = 0
