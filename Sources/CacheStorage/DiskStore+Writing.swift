@@ -43,9 +43,7 @@ extension DiskStore {
             state.batching.scopes = max(0, state.batching.scopes - 1)
             memo.withLock { $0.batchScopes = state.batching.scopes }
             scopesOpen.store(state.batching.scopes, ordering: .relaxed)
-            guard state.batching.scopes == 0 else { return [] }
-            defer { checkpointBetweenBatches(&state) }
-            return try commitBatch(&state)
+            return state.batching.scopes == 0 ? try commitBatch(&state) : []
         }
         unlinkBodies(files)
     }
@@ -87,11 +85,7 @@ extension DiskStore {
             }
             var failure: StorageError?
             files += state.withLock { state -> [String] in
-                guard state.batching.open == number else {
-                    // Committed before its time (a scope, a flush): the checkpoint due is made here.
-                    if state.batching.open == nil { checkpointBetweenBatches(&state) }
-                    return []
-                }
+                guard state.batching.open == number else { return [] }
                 // Commits that come while it commits are queued for the next batch, opened in
                 // this same hold: an event loop storing a miss meanwhile does not wait for it.
                 var files: [String] = []
@@ -100,7 +94,6 @@ extension DiskStore {
                 } catch {
                     failure = error
                 }
-                checkpointBetweenBatches(&state)
                 return files + openBatchForQueued(&state)
             }
             unlinkBodies(files)
@@ -112,8 +105,9 @@ extension DiskStore {
     }
 
     /// Checkpoints the WAL when it has grown past ``checkpointPages`` (``checkpointDue``), on
-    /// the index's own connection between two batches, holding ``state`` so that no write
-    /// begins meanwhile. SQLite starts the WAL over only at a write transaction that begins
+    /// the index's own connection between two batches (as each batch commits, before the next
+    /// can open: ``commitBatch(_:queueingNext:)``), holding ``state`` so that no write begins
+    /// meanwhile. SQLite starts the WAL over only at a write transaction that begins
     /// with every frame of it copied into the index; when each batch opens as the one before
     /// commits (written behind, or many writes in one ``beginBatchedWrites()`` scope, as a
     /// saved page's resources), a checkpoint made beside them never left such a moment, and the
@@ -138,10 +132,7 @@ extension DiskStore {
         let before = state.batching.writes
         state.batching.writes += count
         guard state.batching.writes >= Self.batchLimit else { return [] }
-        if state.batching.scopes > 0 {
-            defer { checkpointBetweenBatches(&state) }
-            return try commitBatch(&state)
-        }
+        if state.batching.scopes > 0 { return try commitBatch(&state) }
         // Queued once; the batch takes what comes meanwhile.
         if before < Self.batchLimit { commitInBackground(open, after: 0) }
         return []
@@ -167,6 +158,9 @@ extension DiskStore {
             // Other processes read again: what their memos hold was read before the commit.
             // This store too when it failed: what it remembers of the batch was rolled back.
             if committed { countOwnWrite() } else { countWrite() }
+            // Before the next batch opens, whoever committed this one (its background writer, a
+            // scope's end or limit, a flush, a removal, the release).
+            checkpointBetweenBatches(&state)
         }
         do {
             try state.connection.commitBatch()

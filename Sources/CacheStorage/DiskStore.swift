@@ -373,8 +373,8 @@ public final class DiskStore: CacheStore {
     /// Eviction goes by the index's access times, so a hot entry's may lag this much there.
     static let accessFlushInterval: Double = 30
     /// A checkpoint (copying the WAL into the index, with an `fdatasync`) is queued in the
-    /// background once the WAL holds this many pages, SQLite's own threshold (written behind,
-    /// the background writer makes it before its next batch: ``checkpointBetweenBatches(_:)``).
+    /// background once the WAL holds this many pages, SQLite's own threshold (written behind or
+    /// inside scopes, it is made as a batch commits: ``checkpointBetweenBatches(_:)``).
     /// SQLite would otherwise run it inside the commit that crosses it, so one miss in a
     /// thousand would wait for it.
     static let checkpointPages: Int32 = 1000
