@@ -11,13 +11,13 @@
         head.append(HTTPBytes.space)
         var target = target
         target.withUTF8 { head.append(contentsOf: $0) }
-        head += " HTTP/1.1\r\n".utf8
+        appendLiteral(" HTTP/1.1\r\n", to: &head)
     }
 
     /// `HTTP/1.1 SP status-code SP reason-phrase CRLF` (RFC 9112 §4): `reason`, else the one
     /// RFC 9110 §15 gives, else none (the SP stays, as §4 requires).
     public static func appendStatusLine(status: Int, reason: String? = nil, to head: inout [UInt8]) {
-        head += "HTTP/1.1 ".utf8
+        appendLiteral("HTTP/1.1 ", to: &head)
         head += String(status).utf8
         head.append(HTTPBytes.space)
         if let reason {
@@ -25,18 +25,18 @@
         } else if let phrase = reasonPhrase(status) {
             head += UnsafeBufferPointer(start: phrase.utf8Start, count: phrase.utf8CodeUnitCount)
         }
-        head += "\r\n".utf8
+        appendLiteral("\r\n", to: &head)
     }
 
     /// `name: value CRLF`, or `name: CRLF` for an empty value (RFC 9112 §5).
     public static func appendField(name: String, value: String, to head: inout [UInt8]) {
         append(name, to: &head)
         if value.isEmpty {
-            head += ":\r\n".utf8
+            appendLiteral(":\r\n", to: &head)
         } else {
-            head += ": ".utf8
+            appendLiteral(": ", to: &head)
             append(value, to: &head)
-            head += "\r\n".utf8
+            appendLiteral("\r\n", to: &head)
         }
     }
 
@@ -48,8 +48,14 @@
         text.withUTF8 { head.append(contentsOf: $0) }
     }
 
+    /// `literal`'s bytes, copied at once (appending its `String`'s UTF-8 view costs as much).
+    @inline(__always)
+    static func appendLiteral(_ literal: StaticString, to head: inout [UInt8]) {
+        head.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     /// The empty line that ends a head.
-    public static func appendEnd(to head: inout [UInt8]) { head += "\r\n".utf8 }
+    public static func appendEnd(to head: inout [UInt8]) { appendLiteral("\r\n", to: &head) }
 }
 
 /// The chunked transfer coding (RFC 9112 §7.1), written.
@@ -60,15 +66,15 @@
         guard !data.isEmpty else { return }
         appendSize(data.count, to: &body)
         body += data
-        body += "\r\n".utf8
+        HeadWriter.appendLiteral("\r\n", to: &body)
     }
 
     /// `chunk-size CRLF`: the line before `count` bytes of chunk data.
     public static func appendSize(_ count: Int, to body: inout [UInt8]) {
         body += String(count, radix: 16).utf8
-        body += "\r\n".utf8
+        HeadWriter.appendLiteral("\r\n", to: &body)
     }
 
     /// The last chunk and the empty trailer section: `0 CRLF CRLF`.
-    public static func appendEnd(to body: inout [UInt8]) { body += "0\r\n\r\n".utf8 }
+    public static func appendEnd(to body: inout [UInt8]) { HeadWriter.appendLiteral("0\r\n\r\n", to: &body) }
 }

@@ -10,12 +10,20 @@ enum Messages {
     /// CacheSemantics' list, and every field `Connection` names.
     static let hopByHop = Set(hopByHopFieldNames)
 
+    /// A bit for each length of a name in ``hopByHop``: a field whose name has none of them is
+    /// not one, found without hashing its name (most fields of most messages).
+    private static let hopByHopLengths = hopByHopFieldNames.reduce(UInt64(0)) { $0 | 1 << $1.utf8.count }
+
     /// `fields` without hop-by-hop fields and the ones `Connection` nominates.
     static func removingHopByHop(_ fields: HeaderFields) -> HeaderFields {
-        var names = hopByHop
-        for member in fields.listMembers(named: .connection) { names.insert(ASCII.lowercased(String(member))) }
-        guard fields.contains(where: { names.contains($0.lowercasedName) }) else { return fields }
-        return HeaderFields(fields.filter { !names.contains($0.lowercasedName) })
+        let nominated = fields.listMembers(named: .connection).map { ASCII.lowercased(String($0)) }
+        func isHopByHop(_ field: HeaderField) -> Bool {
+            let length = field.lowercasedName.utf8.count
+            return (length < 64 && hopByHopLengths & 1 << length != 0 && hopByHop.contains(field.lowercasedName))
+                || nominated.contains(field.lowercasedName)
+        }
+        guard fields.contains(where: isHopByHop) else { return fields }
+        return HeaderFields(fields.filter { !isHopByHop($0) })
     }
 
     /// Appends this proxy to `Via` (RFC 9110 §7.6.3): `1.1 name` for a message received
@@ -32,6 +40,11 @@ enum Messages {
     /// removed (RFC 3986 §5.2.4).
     /// - Returns: The path so read, and whether a `..` reached above the root.
     static func lenientReading(ofPath path: Substring) -> (path: String, climbsAboveRoot: Bool) {
+        readsAsItIs(path) ? (String(path), false) : fullReading(ofPath: path)
+    }
+
+    /// ``lenientReading(ofPath:)`` the long way, for any path.
+    static func fullReading(ofPath path: Substring) -> (path: String, climbsAboveRoot: Bool) {
         var bytes = Array(path.utf8)
         while let decoded = percentDecoded(bytes) { bytes = decoded }
         var segments: [ArraySlice<UInt8>] = []
@@ -49,6 +62,33 @@ enum Messages {
         var reading = segments.reduce(into: [UInt8]()) { $0 += [UInt8(ascii: "/")] + $1 }
         if endsWithSlash || reading.isEmpty { reading.append(UInt8(ascii: "/")) }
         return (String(decoding: reading, as: UTF8.self), climbsAboveRoot)
+    }
+
+    /// Whether the lenient reading of `path` is `path` itself, found in one pass without
+    /// copying it: it begins with `/` and has no `%`, `\`, `;`, run of `/` or dot segment. A
+    /// request's path nearly always does; anything else goes the long way.
+    static func readsAsItIs(_ path: Substring) -> Bool {
+        var path = path
+        return path.withUTF8 { bytes in
+            guard bytes.first == UInt8(ascii: "/") else { return false }
+            // The length of the segment so far, and whether it is only dots.
+            var (length, onlyDots) = (0, true)
+            for byte in bytes.dropFirst() {
+                switch byte {
+                case UInt8(ascii: "/"):
+                    // An empty segment (a run of `/`) or `.` / `..` before this slash.
+                    if length == 0 || (onlyDots && length <= 2) { return false }
+                    (length, onlyDots) = (0, true)
+                case UInt8(ascii: "%"), UInt8(ascii: "\\"), UInt8(ascii: ";"):
+                    return false
+                default:
+                    length += 1
+                    onlyDots = onlyDots && byte == UInt8(ascii: ".")
+                }
+            }
+            // The last segment: empty (a trailing slash, kept as it is) or not a dot segment.
+            return length == 0 || !(onlyDots && length <= 2)
+        }
     }
 
     /// `bytes` with each `%XX` decoded; `nil` when there is none.
