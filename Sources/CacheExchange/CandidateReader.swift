@@ -148,7 +148,10 @@ final class CandidateReader: Sendable {
     private func read(_ primaryKey: String) -> (candidates: [StoredCandidate], ownKeyOnly: Bool) {
         let own = readKey(primaryKey)
         guard own.isEmpty else { return (own, true) }
-        guard let simplified = SearchVariance.simplifiedKey(primaryKey, read: candidates) else {
+        // The path's marker is seldom stored: a store that surely holds none is not read for it,
+        // and nothing is remembered of it.
+        let marker = { [store] (key: String) in store.holdsNone(key) ? [] : self.candidates(key) }
+        guard let simplified = SearchVariance.simplifiedKey(primaryKey, read: marker) else {
             return (own, SearchVariance.isMarker(primaryKey))
         }
         return (SearchVariance.equivalent(readKey(simplified.key), to: simplified.uri), false)

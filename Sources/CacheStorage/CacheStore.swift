@@ -272,6 +272,11 @@ public protocol CacheStore: AnyObject, Sendable {
     func changeCount(of primaryKey: String) -> UInt64?
     /// Every stored variant of `primaryKey`.
     func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry]
+    /// Whether the store surely holds no variant of `primaryKey`, known without reading it or
+    /// remembering the answer (an index's set of known keys): a probe for a key that is seldom
+    /// stored. `false` (the default) when it may hold one or cannot tell cheaply; then
+    /// ``variants(of:)`` says.
+    func holdsNone(_ primaryKey: String) -> Bool
     /// Opens the body of `id` for reading. What is read from it is this version of the body
     /// even when the entry is replaced or removed meanwhile, so a response being served is
     /// served whole. Throws ``StorageError/Kind/notFound`` when the entry is gone already.
@@ -326,6 +331,9 @@ public protocol CacheStore: AnyObject, Sendable {
 
 extension CacheStore {
     public func changeCount(of primaryKey: String) -> UInt64? { nil }
+
+    /// Cannot tell without reading.
+    public func holdsNone(_ primaryKey: String) -> Bool { false }
 
     public func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try openBody(of: entry.id)

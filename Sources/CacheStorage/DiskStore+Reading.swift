@@ -145,6 +145,16 @@ extension DiskStore {
         return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
     }
 
+    /// The index surely holds no row of `primaryKey` (``KnownKeys``) and no commit of it is
+    /// queued; `false` when the known keys cannot say (not built yet, or another process wrote
+    /// since), though it may hold none. Under the memo's lock alone, remembering nothing.
+    public func holdsNone(_ primaryKey: String) -> Bool {
+        memo.withLock { memo in
+            (memo.pendingKeys.isEmpty || memo.pendingKeys[primaryKey] == nil)
+                && countHoldingNone(primaryKey, memo) != nil
+        }
+    }
+
     /// ``variants(of:)`` read from the index, under ``state``'s lock, and remembered.
     func readVariants(of primaryKey: String, _ state: inout State) throws(StorageError) -> [StoredEntry] {
         // Read before the query: a write that lands during it bumps the count past this.

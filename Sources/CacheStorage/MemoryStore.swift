@@ -198,6 +198,11 @@ public final class MemoryStore: CacheStore {
         state.withLock { state in state.variants(of: primaryKey).map { state.nodes[$0].entry } }
     }
 
+    /// No entry of `primaryKey` is held: one lookup, nothing copied.
+    public func holdsNone(_ primaryKey: String) -> Bool {
+        state.withLock { $0.firstVariant(of: primaryKey) == nil }
+    }
+
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
         guard let body = heldBody(of: id) else { throw Self.notFound(id) }
         return BytesBody(body)

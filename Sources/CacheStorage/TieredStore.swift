@@ -39,6 +39,12 @@ public final class TieredStore: CacheStore {
         try disk.variants(of: primaryKey) + memoryOnly(try memory.variants(of: primaryKey))
     }
 
+    /// Neither tier holds a variant of `primaryKey`: the disk's known keys say so, and memory
+    /// has none (not even a copy of a disk entry).
+    public func holdsNone(_ primaryKey: String) -> Bool {
+        disk.holdsNone(primaryKey) && memory.holdsNone(primaryKey)
+    }
+
     /// Opens the body from memory when it is there, from disk otherwise; a disk body read
     /// whole is then offered to memory, with its entry, for the next hit. A body the index holds
     /// inline is read whole as it is opened: it goes to memory at once, and is handed out as

@@ -15,6 +15,7 @@ open class ForwardingStore: CacheStore, @unchecked Sendable {
     open func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try base.variants(of: primaryKey)
     }
+    open func holdsNone(_ primaryKey: String) -> Bool { base.holdsNone(primaryKey) }
     open func openBody(of id: EntryID) throws(StorageError) -> any StoredBody { try base.openBody(of: id) }
     open func openBody(for entry: StoredEntry) throws(StorageError) -> any StoredBody {
         try base.openBody(for: entry)

@@ -1,11 +1,13 @@
 import CacheSemantics
 import CacheStorage
+import CacheSystem
 import CacheTestSupport
 import Foundation
 import Synchronization
 import Testing
 
 @testable import CacheExchange
+@testable import CacheStorage
 
 /// What the driver remembers per key (``CandidateReader``): a key it forgot, a head changed in
 /// place and a tight byte bound all still give the stored response, with the fields the host's
@@ -245,6 +247,40 @@ struct CandidateMemoTests {
         #expect(made.value == 1)
     }
 
+    /// A path's No-Vary-Search marker is read only from a store that may hold it: where the
+    /// disk's known keys say none is stored (every path that never had the field), the miss's
+    /// lookup reads its own key alone and nothing is remembered of the marker; a marker stored
+    /// is read, and its simplified key answers an equivalent URL (draft §6, §7).
+    @Test func aMarkerIsReadOnlyWhereItMayBeStored() throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let store = ReadRecordingStore(TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk))
+        #expect(DiskStore.buildKnownKeys({ disk }))
+        let driver = Self.driver(store, capacity: 64, bytes: 1 << 20)
+        let plain = Self.key("http://origin.test/p?x=1")
+        let plainMarker = try #require(SearchVariance.markerKey(of: plain))
+        #expect(driver.candidates(plain).isEmpty)
+        #expect(store.keysRead == [plain])
+        #expect(disk.memo.withLock { $0.heads.value(for: plainMarker) } == nil)
+        // A response that ignores utm, stored under its simplified key with its path's marker.
+        let url = "http://origin.test/n?utm=1&x=1"
+        let body = Array("n".utf8)
+        let (fields, facts) = Self.stored(
+            url, ["Cache-Control": "max-age=600", "No-Vary-Search": "params=(\"utm\")", "Content-Length": "1"])
+        let request = ExchangeRequest(head: RequestHead(uri: url), primaryKey: Self.key(url))
+        let (placed, marker) = SearchVariance.placed(
+            EntryHead(primaryKey: Self.key(url), url: url, status: 200, fields: fields, facts: facts), request: request)
+        for head in [try #require(marker), placed] {
+            let writer = try store.makeWriter(for: head)
+            try writer.append(body)
+            try writer.commit()
+        }
+        store.keysRead = []
+        let equivalent = Self.key("http://origin.test/n?x=1&utm=2")
+        #expect(driver.candidates(equivalent).map(\.entry.head.primaryKey) == [placed.primaryKey])
+        #expect(store.keysRead == [equivalent, marker?.primaryKey, placed.primaryKey].compactMap { $0 })
+    }
+
     /// Counts, from any thread.
     final class Counter: Sendable {
         private let count = Mutex(0)
@@ -263,6 +299,22 @@ private final class CountingStore: ForwardingStore, @unchecked Sendable {
 
     override func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         count.add(1, ordering: .relaxed)
+        return try base.variants(of: primaryKey)
+    }
+}
+
+/// A store that records the keys whose variants are read.
+private final class ReadRecordingStore: ForwardingStore, @unchecked Sendable {
+    private let read = Mutex<[String]>([])
+
+    /// The keys read, in order.
+    var keysRead: [String] {
+        get { read.withLock { $0 } }
+        set { read.withLock { $0 = newValue } }
+    }
+
+    override func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        read.withLock { $0.append(primaryKey) }
         return try base.variants(of: primaryKey)
     }
 }

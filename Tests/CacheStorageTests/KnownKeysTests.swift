@@ -119,6 +119,38 @@ struct KnownKeysTests {
         #expect(try lookUp(store, key: 1).map(\.id) == [queued.id])
     }
 
+    @Test(
+        "holdsNone: true only for a key the trusted known keys lack and no queued commit has; never for one stored, queued, or written by another store"
+    )
+    func holdsNone() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try StoreTestSupport.openStore(directory, writesBehind: true)
+        let other = try StoreTestSupport.openStore(directory)
+        let key = { StressBodies.primaryKey(key: $0) }
+        // Not built: it cannot tell.
+        #expect(!store.holdsNone(key(1)))
+        try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        try store.flush()
+        #expect(build(store))
+        #expect(store.holdsNone(key(2)))
+        #expect(!store.holdsNone(key(1)), "a key in the index")
+        // Queued, not written yet.
+        #expect(try lookUp(store, key: 3).isEmpty)
+        try StoreTestSupport.write(store, key: 3, generation: 0, size: 100)
+        #expect(store.memo.withLock { $0.pendingCommits.count } == 1)
+        #expect(!store.holdsNone(key(3)), "a queued commit")
+        try store.flush()
+        #expect(!store.holdsNone(key(3)), "written")
+        // Asking remembers nothing.
+        #expect(store.memo.withLock { $0.heads.value(for: key(2)) } == nil)
+        // Another store's write: untrusted until built again.
+        try StoreTestSupport.write(other, key: 4, generation: 0, size: 100)
+        #expect(!store.holdsNone(key(4)))
+        #expect(!store.holdsNone(key(2)))
+        #expect(build(store))
+        #expect(store.holdsNone(key(2)) && !store.holdsNone(key(4)))
+    }
+
     @Test("Another store's write leaves them untrusted: the key it wrote is found; a build then trusts them again")
     func anotherWriter() throws {
         defer { StoreTestSupport.removeDirectory(directory) }

@@ -686,6 +686,26 @@ struct TieredStoreTests {
     }
 
     @Test(
+        "holdsNone: a tiered store holds none of a key only when the disk's known keys lack it and memory has no entry of it, memory-only or not"
+    )
+    func holdsNone() throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        #expect(!store.holdsNone("https://example.com/a"), "the known keys are not built")
+        #expect(DiskStore.buildKnownKeys({ disk }))
+        #expect(store.holdsNone("https://example.com/a"))
+        _ = try put(store, head("https://example.com/a"), [1, 2, 3])
+        #expect(!store.holdsNone("https://example.com/a"))
+        var memoryOnly = head("https://example.com/m")
+        memoryOnly.storagePolicy = .memoryOnly
+        _ = try put(store, memoryOnly, [4])
+        #expect(disk.holdsNone("https://example.com/m") && !store.holdsNone("https://example.com/m"))
+        // Memory by its own entries alone.
+        #expect(!store.memory.holdsNone("https://example.com/m") && store.memory.holdsNone("https://example.com/z"))
+    }
+
+    @Test(
         "a disk body read whole is promoted to memory, by identity or with the entry just read",
         arguments: [false, true])
     func diskBodiesArePromoted(withEntry: Bool) throws {
