@@ -343,6 +343,15 @@ public struct ExchangeStateMachine: Sendable {
         return decide(candidates, facts: facts, now: now)
     }
 
+    /// Whether a request forwarded for `reason` may wait for another's response instead: a
+    /// miss or a stale response (a switch, not a set built on every miss).
+    private static func isCollapsible(_ reason: CacheStatus.ForwardReason) -> Bool {
+        switch reason {
+        case .uriMiss, .varyMiss, .miss, .stale: true
+        default: false
+        }
+    }
+
     /// The lookup (RFC 9111 §4) over `candidates`, without those found unreadable.
     private mutating func decide(
         _ candidates: [StoredCandidate], facts: [StoredResponseFacts], now: Timestamp
@@ -409,10 +418,9 @@ public struct ExchangeStateMachine: Sendable {
             // (RFC 9111 §2); a stored incomplete response may ask only for its rest (§3.3).
             var plan = ForwardPlan(forwarding: forwarding, caching: forwarding.reason != .method)
             if forwarding.reason == .partial, request.resumesIncomplete { resume(&plan) }
-            let collapsible: Set<CacheStatus.ForwardReason> = [.uriMiss, .varyMiss, .miss, .stale]
             if mayJoin, collapsed == nil, plan.caching, plan.resuming == nil,
                 isStoredMethod(request.head.method),
-                !request.head.fields.contains(.range), collapsible.contains(forwarding.reason),
+                !request.head.fields.contains(.range), Self.isCollapsible(forwarding.reason),
                 let primaryKey = request.primaryKey
             {
                 // A plain GET (or QUERY) miss others may be making too: one request goes to the
