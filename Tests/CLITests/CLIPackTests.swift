@@ -312,11 +312,14 @@ struct CLIImportTests {
             print("import of \(count) tiny records: \(run.seconds) s, peak RSS \(run.peakKiB >> 10) MiB")
         }
         // Bounded caches fill while these first records go in (SQLite's page cache and the
-        // store's heads, 16 MiB each), so this slope is an upper bound: measured 793 bytes a
-        // record on the busy machine, 3,035 with every record's block and pack entry in memory
-        // (main before streaming). The release benchmark (`benchmarks import`) measures the slope
-        // past them: 19 bytes a record from 100,000 to 1,000,000.
+        // store's remembered heads, 16 MiB and 16,384 keys each), so this slope is an upper
+        // bound: 793 bytes a record on a busy machine, 1,135 when half of the remembered heads
+        // were the empty answers of the records' No-Vary-Search markers, 1,611–1,669 since a
+        // miss no longer reads its marker and a head is remembered for every record; 3,035 with
+        // every record's block and pack entry in memory (main before streaming). The release
+        // benchmark (`benchmarks import`) measures the slope past the caches, from 100,000 to
+        // 1,000,000 records.
         let perRecord = (peaks[16_000, default: 0] - peaks[4_000, default: 0]) * 1024 / 12_000
-        #expect(perRecord < 1_500, "\(perRecord) bytes of peak RSS a record")
+        #expect(perRecord < 2_200, "\(perRecord) bytes of peak RSS a record")
     }
 }
