@@ -16,8 +16,8 @@ import CacheStorage
 ///   stored responses whose key URI is equivalent to the request's under their own config (§6).
 /// - A hit No-Vary-Search made says so in `Cache-Status` (`detail=no-vary-search`).
 ///
-/// A request with nothing under its own key pays one more (remembered) read; a hit, and every
-/// request of a path that never had the field, pay nothing.
+/// A request with nothing under its own key pays one more (remembered) read, unless the store
+/// surely holds no marker for its path (``CacheStore/holdsNone(_:)``); a hit pays nothing.
 enum SearchVariance {
     /// The marker key of `uri`'s path; `nil` when `uri` is not absolute.
     static func markerKey(of uri: String) -> String? { URLVariationConfig.pathKey(uri).map { "NVS " + $0 } }

@@ -145,9 +145,10 @@ extension DiskStore {
         return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
     }
 
-    /// The index surely holds no row of `primaryKey` (``KnownKeys``) and no commit of it is
-    /// queued; `false` when the known keys cannot say (not built yet, or another process wrote
-    /// since), though it may hold none. Under the memo's lock alone, remembering nothing.
+    /// The index surely holds no row of `primaryKey` (by the hashes of the keys it holds, kept
+    /// once a lookup had to read it) and no commit of it is queued; `false` when those cannot
+    /// say (not built yet, or another process wrote since), though it may hold none. Under the
+    /// memo's lock alone, remembering nothing.
     public func holdsNone(_ primaryKey: String) -> Bool {
         memo.withLock { memo in
             (memo.pendingKeys.isEmpty || memo.pendingKeys[primaryKey] == nil)
