@@ -21,9 +21,9 @@
         head += String(status).utf8
         head.append(HTTPBytes.space)
         if let reason {
-            head += reason.utf8
+            append(reason, to: &head)
         } else if let phrase = reasonPhrase(status) {
-            head += UnsafeBufferPointer(start: phrase.utf8Start, count: phrase.utf8CodeUnitCount)
+            appendLiteral(phrase, to: &head)
         }
         appendLiteral("\r\n", to: &head)
     }
