@@ -208,7 +208,9 @@ public struct StorageError: Error, Hashable, Sendable, CustomStringConvertible {
         case readFailed
         /// The index could not be opened or used.
         case index
-        /// Another process held the index locked for longer than the busy timeout.
+        /// Another process held the index locked for longer than the busy timeout; or, with
+        /// commits written behind, the store's writer was so far behind, and busy, that the
+        /// commit was refused rather than have its caller wait (`DiskStore.Configuration.writesBehind`).
         case busy
         /// The writer was already committed or aborted.
         case writerClosed

@@ -217,28 +217,23 @@ extension DiskStore {
     /// write to the index by this store writes the queued commits first, so a removal made
     /// after this returns always removes the entry. A crash loses the queued commits (their
     /// body files are swept at the next open), never a body under a wrong entry.
+    ///
+    /// When the writer is far behind, a commit written behind may be refused rather than wait
+    /// (``queueBehind(_:checksums:inline:lockedFile:)``).
     func commit(
         _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32? = nil
     ) throws(StorageError) -> StoredEntry {
         let now = clock()
         var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
-        if configuration.isWrittenBehind, sealing == nil {
-            if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) { return entry }
-            // No batch open: one is opened (the index's write lock, so that another process's
-            // write waits for the batch, with what is queued in it), and the commit queued in it.
-            let queued = try state.withLock { state throws(StorageError) -> Bool in
-                guard state.batching.scopes == 0 else { return false }
-                try openBatchIfWanted(&state)
-                if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) { return true }
-                // The key's variants not remembered as the index holds them: read (the entry
-                // this one replaces is then known).
-                _ = try readVariants(of: head.primaryKey, &state)
-                return queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile)
-            }
-            if queued { return entry }
+        // The body file's lock, handed to a queued commit or the open batch, or closed on return.
+        var handedOver = false
+        defer { if !handedOver, let lockedFile { close(lockedFile) } }
+        if configuration.isWrittenBehind, sealing == nil,
+            try queueBehind(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile)
+        {
+            handedOver = true
+            return entry
         }
-        var batched = false
-        defer { if !batched, let lockedFile { close(lockedFile) } }
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
             // Queued before: written first, so that this one replaces them, never the other way.
             let written = try writePendingCommits(&state)
@@ -262,12 +257,66 @@ extension DiskStore {
             state.batching.obsoleteFiles += obsolete
             if let lockedFile {
                 state.batching.lockedFiles.append(lockedFile)
-                batched = true
+                handedOver = true
             }
             return try written + countBatchedWrite(&state)
         }
         unlinkBodies(obsolete)
         return entry
+    }
+
+    /// Queues `entry`'s commit to be written behind (``commit(_:id:size:checksums:inline:lockedFile:)``),
+    /// opening a batch when none is; `false` when it is to be written now instead (a
+    /// ``beginBatchedWrites()`` scope is open). When ``Configuration/queuedCommitLimit`` commits
+    /// are queued (the background writer is behind: a slow disk, a busy machine) and no other
+    /// thread holds the index, this commit helps the writer first: a few queued commits written
+    /// here, a bounded piece of work. When one does (the writer, in a batch's commit that may take
+    /// seconds on a stalled disk), the commit is queued all the same up to four times that many,
+    /// and refused past them (or when its key's variants are not remembered as current, which
+    /// queuing needs) with ``StorageError/Kind/busy`` rather than waiting: storing is optional
+    /// (RFC 9111 §2), and a caching proxy's event loop must not stop for the disk. Its caller
+    /// removes the body file.
+    private func queueBehind(
+        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
+    ) throws(StorageError) -> Bool {
+        let busyLimit = configuration.queuedCommitLimit * 4
+        // With the index's lock held: a batch opened when none is (the index's write lock, so that
+        // another process's write waits for the batch, with what is queued in it), and the
+        // commit queued in it; the key's variants read first when they are not remembered as the
+        // index holds them (the entry this one replaces is then known).
+        func queueHolding(_ state: inout State, limit: Int? = nil) throws(StorageError) -> Bool {
+            guard state.batching.scopes == 0 else { return false }
+            try openBatchIfWanted(&state)
+            if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit) == .queued {
+                return true
+            }
+            _ = try readVariants(of: entry.head.primaryKey, &state)
+            return queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit) == .queued
+        }
+        switch queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) {
+        case .queued:
+            return true
+        case .notQueued:
+            return try state.withLock { state throws(StorageError) -> Bool in try queueHolding(&state) }
+        case .full:
+            var written: [String] = []
+            defer { unlinkBodies(written) }
+            let helped = try state.withLockIfAvailable { state throws(StorageError) -> Bool in
+                written = try writePendingCommits(&state, limit: Self.pendingCommitChunk)
+                return try queueHolding(&state, limit: busyLimit)
+            }
+            if let helped { return helped }
+            guard
+                queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: busyLimit) == .queued
+            else {
+                throw StorageError(
+                    .busy,
+                    "the cache index is \(configuration.queuedCommitLimit) entries or more behind and busy writing "
+                        + "them (a slow disk, or a busy machine): this one is not stored, rather than its request "
+                        + "waiting; entries are stored again once the index catches up")
+            }
+            return true
+        }
     }
 
     /// Writes `entry`'s row, its inline body, tags and access row, replacing the row of the same
@@ -305,24 +354,26 @@ extension DiskStore {
     }
 
     /// Queues `entry`'s commit in the open batch, to be written behind
-    /// (``commit(_:id:size:checksums:inline:lockedFile:)``); `false`, queuing nothing, when no
-    /// batch is open, a ``beginBatchedWrites()`` scope is, or ``Configuration/queuedCommitLimit``
-    /// commits are queued already. Counted as this store's own write of
+    /// (``commit(_:id:size:checksums:inline:lockedFile:)``); queuing nothing when no batch is
+    /// open, a ``beginBatchedWrites()`` scope is, the key's variants are not remembered as the
+    /// index holds them, or `limit` commits (``Configuration/queuedCommitLimit`` by default) are
+    /// queued already (``Queueing/full``). Counted as this store's own write of
     /// its key, which its remembered variants take in; the pin of the variant it replaces, when
     /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
     /// commit has the batch committed at once.
     private func queue(
-        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
-    ) -> Bool {
-        let (queued, full) = memo.withLock { memo -> (Bool, Int?) in
+        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?, limit: Int? = nil
+    ) -> Queueing {
+        let (queued, full) = memo.withLock { memo -> (Queueing, Int?) in
             // Only for a key whose variants are remembered as the index holds them (an exchange
             // looked it up before storing): the entry it replaces is then known, and gone for
             // reads by identity at once, as it would be with its row deleted.
             let key = entry.head.primaryKey
-            guard memo.batchScopes == 0, let batch = memo.openBatch,
-                memo.pendingCommits.count < configuration.queuedCommitLimit, let count = changes?.value,
-                let cached = memo.heads.value(for: key), Self.isCurrent(cached.changes, at: count, memo)
-            else { return (false, nil) }
+            guard memo.batchScopes == 0, let batch = memo.openBatch else { return (.notQueued, nil) }
+            guard memo.pendingCommits.count < limit ?? configuration.queuedCommitLimit else { return (.full, nil) }
+            guard let count = changes?.value, let cached = memo.heads.value(for: key),
+                Self.isCurrent(cached.changes, at: count, memo)
+            else { return (.notQueued, nil) }
             let replaced = memo.overlaid(cached.entries, primaryKey: key).first {
                 $0.head.variantKey == entry.head.variantKey
             }
@@ -335,10 +386,19 @@ extension DiskStore {
             memo.pendingKeys[key, default: []].append(entry.id)
             let queued = entry
             countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }
-            return (true, memo.pendingCommits.count == Self.batchLimit ? batch : nil)
+            return (.queued, memo.pendingCommits.count == Self.batchLimit ? batch : nil)
         }
         if let full { commitInBackground(full, after: 0) }
         return queued
+    }
+
+    /// What came of ``queue(_:checksums:inline:lockedFile:)``.
+    private enum Queueing {
+        case queued
+        /// As many commits as its limit allows are queued already.
+        case full
+        /// Not queued for another reason: the commit takes ``state``'s lock.
+        case notQueued
     }
 
     /// Writes the queued commits (``commit(_:id:size:checksums:inline:lockedFile:)`` written

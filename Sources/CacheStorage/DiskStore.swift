@@ -97,9 +97,12 @@ public final class DiskStore: CacheStore {
         /// removes it. A caching proxy's misses then do not wait for the disk, nor spend their
         /// event loop's time in SQLite. Off by default; ignored with ``Durability/powerLossSafe``.
         public var writesBehind = false
-        /// The most commits queued behind at once: the commit that finds this many queued
-        /// writes them and itself into the open batch before it returns (its caller waits, as
-        /// without ``writesBehind``), so a background writer that falls behind holds no more.
+        /// How many commits may be queued behind, so that a background writer that falls behind
+        /// holds no more (their heads, and their bodies up to ``inlineBodyLimit``): the commit
+        /// that finds this many queued writes a few of them before it is queued when no other
+        /// thread holds the index; when one does, it is queued all the same up to four times
+        /// this many, and refused past them (``StorageError/Kind/busy``: not stored) rather
+        /// than wait.
         var queuedCommitLimit = 256
         /// Whether commits are written behind: ``writesBehind``, unless ``durability`` is
         /// ``Durability/powerLossSafe``, which ignores it.

@@ -74,6 +74,17 @@ public final class Locked<State>: @unchecked Sendable {
         return try body(&state)
     }
 
+    /// Runs `body` with exclusive access to the state if no other thread holds the lock now;
+    /// `nil`, running nothing, if one does: for a thread that must not wait (an event loop).
+    @inlinable
+    public func withLockIfAvailable<Result, Failure: Error>(
+        _ body: (inout State) throws(Failure) -> Result
+    ) throws(Failure) -> Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&state)
+    }
+
     /// Waits until `ready(state)` holds, with the lock released while waiting, then runs `body`
     /// with exclusive access; `nil` when `deadline` (``MonotonicClock/seconds()``) passed
     /// first. Whoever changes what `ready` reads calls ``wakeWaiters()`` afterwards.

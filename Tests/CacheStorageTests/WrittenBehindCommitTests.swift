@@ -227,7 +227,9 @@ struct WrittenBehindCommitTests {
         #expect(try other.variants(of: entries[63].head.primaryKey).map(\.id) == [entries[63].id])
     }
 
-    @Test("A commit that finds the queue full writes it and itself before it returns: queued commits stay bounded")
+    @Test(
+        "A commit that finds the queue full writes some of it before it is queued when the index is free: queued commits stay bounded"
+    )
     func queueBounded() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
         let store = try openStore(queuedLimit: 3)
@@ -235,9 +237,9 @@ struct WrittenBehindCommitTests {
         var entries = try (0..<3).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 100) }
         #expect(pending(store) == 3)
         entries.append(try StoreTestSupport.write(store, key: 3, generation: 0, size: 100_000))
-        #expect(pending(store) == 0)
-        entries.append(try StoreTestSupport.write(store, key: 4, generation: 0, size: 100))
         #expect(pending(store) == 1)
+        entries.append(try StoreTestSupport.write(store, key: 4, generation: 0, size: 100))
+        #expect(pending(store) == 2)
         for entry in entries {
             #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
             #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
@@ -246,6 +248,61 @@ struct WrittenBehindCommitTests {
         #expect(other.totals().entries == 0)
         try store.endBatchedWrites()
         #expect(other.totals().entries == 5)
+    }
+
+    @Test(
+        "RFC 9111 §2 (storing is optional): a commit that finds the queue full while the index is busy never waits: queued up to four times the bound, refused past it leaving no body file"
+    )
+    func queueFullWhileBusy() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(queuedLimit: 3)
+        let other = try openStore()
+        var entries = try (0..<3).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 100) }
+        #expect(pending(store) == 3)
+        // Each key looked up first, as a miss is: its commit need not read the index.
+        for key in 3...12 { #expect(try store.variants(of: StressBodies.primaryKey(key: key)).isEmpty) }
+        // The index's lock held by another thread, as the background writer holds it through a
+        // batch's commit on a stalled disk, until the commits below have returned (or, were one
+        // to wait for the lock, 5 s: it then gets the lock and writes, which fails the test).
+        let held = DispatchSemaphore(value: 0)
+        let returned = DispatchSemaphore(value: 0)
+        let released = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            store.state.withLock { _ in
+                held.signal()
+                _ = returned.wait(timeout: .now() + 5)
+            }
+            released.signal()
+        }
+        held.wait()
+        var refused: StorageError?
+        do throws(StorageError) {
+            for key in 3..<12 {
+                entries.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 100_000))
+            }
+            _ = try StoreTestSupport.write(store, key: 12, generation: 0, size: 100_000)
+        } catch {
+            refused = error
+        }
+        let queued = pending(store)
+        returned.signal()
+        released.wait()
+        #expect(queued == 12)
+        #expect(refused?.kind == .busy)
+        #expect(refused?.message.contains("not stored") == true, "\(String(describing: refused))")
+        #expect(try store.variants(of: StressBodies.primaryKey(key: 12)).isEmpty)
+        #expect(bodyFiles().count == 9, "the refused body's file is removed: \(bodyFiles())")
+        // With the index free, the next commit writes some of the queued ones (8 at most: a
+        // bounded piece of work) and is queued.
+        entries.append(try StoreTestSupport.write(store, key: 13, generation: 0, size: 100_000))
+        #expect(pending(store) == 12 - DiskStore.pendingCommitChunk + 1)
+        try store.endBatchedWrites()
+        #expect(other.totals().entries == 13)
+        for entry in entries {
+            #expect(try other.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+            #expect(try other.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+        #expect(bodyFiles().count == 10)
     }
 
     @Test("The memo forgetting a queued entry's key (its LRU is full) does not hide the entry")
