@@ -89,6 +89,10 @@ public final class ExchangeDriver: Sendable {
         public var clock: @Sendable () -> Double
         /// Receives what goes wrong in the store (it never fails a request).
         public var log: @Sendable (String) -> Void
+        /// Told of each response from the origin stored whole (`true`) and of each one meant to
+        /// be stored that the store refused (`false`: its write failed, or it was too busy to
+        /// take it without the request waiting), as it happens: a host's counters.
+        public var storeObserver: (@Sendable (_ stored: Bool) -> Void)?
         /// Receives every transition of every exchange; by default standard error's when the
         /// environment has `HTTPCACHE_TRACE=1` (``ExchangeTrace/environmentVariable``), else
         /// none.
@@ -620,8 +624,9 @@ public final class ExchangeDriver: Sendable {
             } catch {
                 // The store refused it: the response is relayed all the same, and says why.
                 configuration.log(
-                    "could not store the response for \(head.url): \(error) (it is served, not stored); "
-                        + ResponseRecorder.storeAdvice)
+                    "could not store the response for \(head.url): \(error) (it is served, not stored)"
+                        + ResponseRecorder.advice(error))
+                configuration.storeObserver?(false)
                 relay.reasons.append(.configured("not stored: \(error)"))
             }
         }
@@ -646,7 +651,13 @@ public final class ExchangeDriver: Sendable {
             writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
             integrity: integrity.check(url: exchange.request.head.uri), url: exchange.request.head.uri,
             log: configuration.log
-        ) { [store, coalescing, reader, configuration] committed in
+        ) { [store, coalescing, reader, configuration] outcome in
+            switch outcome {
+            case .stored: configuration.storeObserver?(true)
+            case .refused: configuration.storeObserver?(false)
+            case .notStored: break
+            }
+            let committed = outcome == .stored
             // Stored whole: pin it when the manifest says, drop the parts it replaces, and join a
             // part to the parts beside it (RFC 9111 §3.4).
             if committed, let pinKey { _ = try? store.setPinned(true, primaryKey: pinKey) }

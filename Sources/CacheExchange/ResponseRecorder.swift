@@ -19,13 +19,13 @@ public final class ResponseRecorder: @unchecked Sendable {
     private let incompleteFacts: [UInt8]?
     private let url: String
     private let log: @Sendable (String) -> Void
-    private var onSettled: (@Sendable (_ committed: Bool) -> Void)?
+    private var onSettled: (@Sendable (_ outcome: Settlement) -> Void)?
     private var written: Int64 = 0
 
     init(
         writer: any EntryWriter, expectedLength: Int64?, incompleteFacts: [UInt8]?, integrity: IntegrityCheck?,
         url: String, log: @escaping @Sendable (String) -> Void,
-        onSettled: @escaping @Sendable (_ committed: Bool) -> Void
+        onSettled: @escaping @Sendable (_ outcome: Settlement) -> Void
     ) {
         self.writer = writer
         self.integrity = integrity
@@ -40,7 +40,15 @@ public final class ResponseRecorder: @unchecked Sendable {
     deinit {
         // Dropped before the body ended: nothing is stored.
         writer?.abort()
-        settle(committed: false)
+        settle(.notStored)
+    }
+
+    /// What came of a recording: the response stored whole, not stored (cut off, given up,
+    /// not matching its digest), or refused by the store (its write failed).
+    enum Settlement {
+        case stored
+        case notStored
+        case refused
     }
 
     /// Whether the body is still being stored (not committed, dropped or refused yet).
@@ -53,19 +61,25 @@ public final class ResponseRecorder: @unchecked Sendable {
     /// What to do when the store fails to write, for log lines.
     static let storeAdvice = "check the store's free space and permissions, or that it is reachable"
 
+    /// What to do about `error`, for the line that reports it: ``storeAdvice``, unless the store
+    /// was only busy (its message says what happened, and nothing needs doing).
+    static func advice(_ error: StorageError) -> String {
+        error.kind == .busy ? "" : "; " + storeAdvice
+    }
+
     /// Stores the next bytes, ahead of the origin's (a stored part being completed, RFC 9111
     /// §3.4) or from it. Past the expected length nothing more is stored; reaching it commits.
     public func record(_ bytes: UnsafeRawBufferPointer) {
         guard let current = writer else { return }
         if let expectedLength, written + Int64(bytes.count) > expectedLength {
             log("not storing \(url): the origin sent more than its Content-Length")
-            return drop()
+            return drop(.notStored)
         }
         do {
             try current.append(Array(bytes))
         } catch {
-            log("stopped storing \(url): \(error) (it is served, not stored); \(Self.storeAdvice)")
-            return drop()
+            log("stopped storing \(url): \(error) (it is served, not stored)\(Self.advice(error))")
+            return drop(.refused)
         }
         integrity?.update(bytes)
         written += Int64(bytes.count)
@@ -94,12 +108,13 @@ public final class ResponseRecorder: @unchecked Sendable {
             do {
                 try current.commitIncomplete(facts: incompleteFacts)
             } catch {
-                log("could not keep the incomplete response for \(url): \(error); \(Self.storeAdvice)")
+                log("could not keep the incomplete response for \(url): \(error)\(Self.advice(error))")
+                return settle(.refused)
             }
         } else {
             current.abort()
         }
-        settle(committed: false)
+        settle(.notStored)
     }
 
     private func commit() {
@@ -110,29 +125,29 @@ public final class ResponseRecorder: @unchecked Sendable {
             // The host reports it, with what it did about its client.
             self.mismatch = mismatch
             current.abort()
-            return settle(committed: false)
+            return settle(.notStored)
         }
         do {
             try current.commit()
-            settle(committed: true)
+            settle(.stored)
         } catch {
-            log("could not store the response for \(url): \(error) (it was served, not stored); \(Self.storeAdvice)")
-            settle(committed: false)
+            log("could not store the response for \(url): \(error) (it was served, not stored)\(Self.advice(error))")
+            settle(.refused)
         }
     }
 
     /// The relay was given up (its reader went away): nothing is stored.
-    public func abandon() { drop() }
+    public func abandon() { drop(.notStored) }
 
-    private func drop() {
+    private func drop(_ outcome: Settlement) {
         writer?.abort()
         writer = nil
-        settle(committed: false)
+        settle(outcome)
     }
 
-    private func settle(committed: Bool) {
+    private func settle(_ outcome: Settlement) {
         let action = onSettled
         onSettled = nil
-        action?(committed)
+        action?(outcome)
     }
 }

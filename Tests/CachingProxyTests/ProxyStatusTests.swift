@@ -267,6 +267,10 @@ struct ProxyStatusTests {
             let lines = log.withLock { $0 }.filter { $0.contains("could not store the response") }
             #expect(lines.count == 1, "one line a second, not one per request: \(lines)")
             #expect(lines.first?.contains("check the store's free space and permissions") == true, "\(lines)")
+            // Each refusal is counted for the operator, and none counted as stored.
+            let metrics = try client.send("GET", proxy.baseURL + "/_httpcache/metrics").text
+            #expect(metrics.contains("\nhttpcache_store_refusals_total 5\n"), "\(metrics)")
+            #expect(metrics.contains("\nhttpcache_stored_total 0\n"), "\(metrics)")
         }
     }
 

@@ -294,6 +294,8 @@ struct ProxyTests {
             #expect(lines.contains("httpcache_origin_requests_total 1"))
             #expect(lines.contains("httpcache_origin_latency_seconds_count 1"))
             #expect(lines.contains("httpcache_store_entries{tier=\"all\"} 1"))
+            #expect(lines.contains("httpcache_stored_total 1"))
+            #expect(lines.contains("httpcache_store_refusals_total 0"))
             #expect(lines.contains("# TYPE httpcache_origin_latency_seconds histogram"))
         }
     }

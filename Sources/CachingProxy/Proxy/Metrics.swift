@@ -30,6 +30,7 @@ final class Metrics: Sendable {
     let originErrors = Atomic<Int>(0)
     let collapsed = Atomic<Int>(0)
     let stored = Atomic<Int>(0)
+    let storeRefusals = Atomic<Int>(0)
     /// The last hour per second (the status page), fed from ``statusTotals`` each second.
     let history = StatusHistory()
     /// The busiest request-targets of late (the status page).
@@ -144,7 +145,13 @@ final class Metrics: Sendable {
             "Requests that waited for an identical one and were answered from what it stored.",
             [("", String(collapsed.load(ordering: .relaxed)))])
         metric(
-            "httpcache_stored_total", "counter", "Responses stored.", [("", String(stored.load(ordering: .relaxed)))])
+            "httpcache_stored_total", "counter", "Responses from the origin stored whole.",
+            [("", String(stored.load(ordering: .relaxed)))])
+        metric(
+            "httpcache_store_refusals_total", "counter",
+            "Responses meant to be stored that the store refused: its write failed (see the log), or its index "
+                + "was too far behind a slow disk to take them without the request waiting.",
+            [("", String(storeRefusals.load(ordering: .relaxed)))])
         let (counts, sum) = latency.withLock { ($0.counts, $0.sum) }
         var cumulative = 0
         var buckets: [(String, String)] = []

@@ -156,6 +156,13 @@ final class ProxyHandler: RequestHandler {
             return fields
         }
         exchange.storedFieldsSerializer = { EventLoop.serializedFields($0) }
+        exchange.storeObserver = { [metrics] stored in
+            if stored {
+                metrics.stored.add(1, ordering: .relaxed)
+            } else {
+                metrics.storeRefusals.add(1, ordering: .relaxed)
+            }
+        }
         exchange.memoCapacity = Self.rememberedKeyLimit
         exchange.memoByteLimit = remembered - remembered / 8
         driver = ExchangeDriver(store: store, configuration: exchange)
