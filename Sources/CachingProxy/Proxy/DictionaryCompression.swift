@@ -102,10 +102,16 @@ final class HeldResponse: @unchecked Sendable {
         return true
     }
 
-    deinit {
+    /// Gives back what it holds at once: called once the delta is made, before the response
+    /// goes out, since the client may ask for the next one (and need the room) as soon as it
+    /// has it; the last reference to a held response can go later, on another thread.
+    func giveBack() {
         let count = body.count
+        body = []
         registry.heldBytes.withLock { $0 -= count }
     }
+
+    deinit { giveBack() }
 }
 
 /// The `dcz` delta of an origin's response, made by the proxy (RFC 9842 §5, §6.2).

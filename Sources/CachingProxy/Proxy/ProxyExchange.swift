@@ -184,10 +184,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             self.held = nil
             // Compressing takes a while: never on the event loop.
             guard EventLoop.current == nil else {
-                handler.workers.submit { [self] in if let next = relayDelta(held.head, held.body) { send(next) } }
+                handler.workers.submit { [self] in if let next = relayDelta(held) { send(next) } }
                 return nil
             }
-            return relayDelta(held.head, held.body)
+            return relayDelta(held)
         }
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
@@ -382,7 +382,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// Relays the delta of a held response (RFC 9842 §5), or the response as the origin sent
     /// it when no delta can be made; returns the request to send next when the exchange asks
     /// for another.
-    private func relayDelta(_ head: UpstreamResponseHead, _ body: [UInt8]) -> ExchangeStateMachine.ForwardedRequest? {
+    private func relayDelta(_ held: HeldResponse) -> ExchangeStateMachine.ForwardedRequest? {
+        let head = held.head
+        let body = held.body
         var sent = head
         var sentBody = body
         let registry = handler.dictionaries
@@ -395,6 +397,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         {
             (sent.fields, sentBody) = coded
         }
+        held.giveBack()
         let relaying = relay(sent, delta: sent.fields[.contentEncoding] == "dcz")
         // What the client decodes may be its next dictionary: recorded here, from the content.
         dictionaryBody = nil
