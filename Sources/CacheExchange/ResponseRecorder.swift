@@ -44,7 +44,8 @@ public final class ResponseRecorder: @unchecked Sendable {
     }
 
     /// What came of a recording: the response stored whole, not stored (cut off, given up,
-    /// not matching its digest), or refused by the store (its write failed).
+    /// not matching its digest), or refused by the store (its write failed, or it was too
+    /// busy to take it without waiting).
     enum Settlement {
         case stored
         case notStored
