@@ -280,6 +280,9 @@ extension DiskStore {
         _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
     ) throws(StorageError) -> Bool {
         let busyLimit = configuration.queuedCommitLimit * 4
+        func enqueue(limit: Int? = nil) -> Queueing {
+            queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit)
+        }
         // With the index's lock held: a batch opened when none is (the index's write lock, so that
         // another process's write waits for the batch, with what is queued in it), and the
         // commit queued in it; the key's variants read first when they are not remembered as the
@@ -287,13 +290,11 @@ extension DiskStore {
         func queueHolding(_ state: inout State, limit: Int? = nil) throws(StorageError) -> Bool {
             guard state.batching.scopes == 0 else { return false }
             try openBatchIfWanted(&state)
-            if queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit) == .queued {
-                return true
-            }
+            if enqueue(limit: limit) == .queued { return true }
             _ = try readVariants(of: entry.head.primaryKey, &state)
-            return queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit) == .queued
+            return enqueue(limit: limit) == .queued
         }
-        switch queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile) {
+        switch enqueue() {
         case .queued:
             return true
         case .notQueued:
@@ -306,9 +307,7 @@ extension DiskStore {
                 return try queueHolding(&state, limit: busyLimit)
             }
             if let helped { return helped }
-            guard
-                queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: busyLimit) == .queued
-            else {
+            guard enqueue(limit: busyLimit) == .queued else {
                 throw StorageError(
                     .busy,
                     "the cache index is \(configuration.queuedCommitLimit) entries or more behind and busy writing "
