@@ -428,7 +428,7 @@ extension DiskStore {
         let pending = memo.withLock { memo -> [PendingCommit] in
             // The next batch's number: the one ``openBatchIfWanted(_:)`` gives it.
             if closingBatch { memo.openBatch = queueingNext ? next : nil }
-            return Array(memo.pendingCommits.values.sorted { $0.number < $1.number }.prefix(limit))
+            return memo.oldestPendingCommits(limit)
         }
         guard !pending.isEmpty else { return ([], 0) }
         var written = pending.map(\.entry)

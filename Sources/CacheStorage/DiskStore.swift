@@ -259,13 +259,29 @@ public final class DiskStore: CacheStore {
             return replacedIDs.contains(id) ? .replaced : .none
         }
 
+        /// The first `limit` commits of ``pendingCommits`` in the order they were queued. Under
+        /// a limit (a chunk of a few), the oldest are picked in one pass, not by sorting a queue
+        /// of hundreds for each chunk.
+        func oldestPendingCommits(_ limit: Int) -> [PendingCommit] {
+            guard limit < pendingCommits.count else { return pendingCommits.values.sorted { $0.number < $1.number } }
+            var oldest: [(number: Int, id: EntryID)] = []
+            oldest.reserveCapacity(limit + 1)
+            for (id, commit) in pendingCommits where oldest.count < limit || commit.number < oldest[limit - 1].number {
+                let place = oldest.firstIndex { $0.number > commit.number } ?? oldest.count
+                oldest.insert((commit.number, id), at: place)
+                if oldest.count > limit { oldest.removeLast() }
+            }
+            return oldest.compactMap { pendingCommits[$0.id] }
+        }
+
         /// Takes `entry`'s commit out of ``pendingCommits`` (written, or dropped).
         mutating func dropPendingCommit(_ entry: StoredEntry) {
             guard let dropped = pendingCommits.removeValue(forKey: entry.id) else { return }
             if let replaced = dropped.replaces { replacedIDs.remove(replaced) }
-            let key = entry.head.primaryKey
-            pendingKeys[key]?.removeAll { $0 == entry.id }
-            if pendingKeys[key]?.isEmpty == true { pendingKeys[key] = nil }
+            // One lookup of the key, not one for each step.
+            guard let index = pendingKeys.index(forKey: entry.head.primaryKey) else { return }
+            pendingKeys.values[index].removeAll { $0 == entry.id }
+            if pendingKeys.values[index].isEmpty { pendingKeys.remove(at: index) }
         }
 
         /// `entries` with the pending updates of their identities applied.

@@ -3,7 +3,10 @@ internal import CSQLiteHTTPCache
 /// A SQLite connection; not thread-safe by itself (DiskStore serializes its use).
 final class SQLiteConnection {
     private(set) var handle: OpaquePointer?
-    private var statements: [String: Statement] = [:]
+    private var statements: [StatementKey: Statement] = [:]
+    /// The statements stepped to a row (or to an error) since ``resetStatements()`` last ran:
+    /// the only ones that can be busy, so that it does not ask every cached statement.
+    private var stepped: [Statement] = []
     let path: String
 
     /// Opens the database at `path`, which must not be a symbolic link; when `creating`, an
@@ -31,6 +34,7 @@ final class SQLiteConnection {
     func close() {
         for statement in statements.values { sqlite3_finalize(statement.handle) }
         statements = [:]
+        stepped = []
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
     }
@@ -70,9 +74,18 @@ final class SQLiteConnection {
     /// on this connection would see stale data, `BEGIN IMMEDIATE` would fail with
     /// `SQLITE_BUSY_SNAPSHOT` once another process has written, and checkpoints stall.
     func resetStatements() {
-        for statement in statements.values where sqlite3_stmt_busy(statement.handle) != 0 {
-            sqlite3_reset(statement.handle)
+        for statement in stepped {
+            statement.isListedAsStepped = false
+            if statement.isBusy { statement.reset() }
         }
+        stepped.removeAll(keepingCapacity: true)
+    }
+
+    /// Lists `statement` for the next ``resetStatements()``: it was stepped without finishing.
+    fileprivate func noteStepped(_ statement: Statement) {
+        guard !statement.isListedAsStepped else { return }
+        statement.isListedAsStepped = true
+        stepped.append(statement)
     }
 
     /// Runs SQL without results (several statements allowed).
@@ -92,7 +105,8 @@ final class SQLiteConnection {
     /// and column names are read once, here, when it is first prepared.
     func statement(_ sql: String) throws(StorageError) -> Statement {
         resetStatements()
-        if let cached = statements[sql] {
+        let key = StatementKey(sql)
+        if let cached = statements[key] {
             sqlite3_reset(cached.handle)
             sqlite3_clear_bindings(cached.handle)
             return cached
@@ -101,7 +115,7 @@ final class SQLiteConnection {
         let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
         guard code == SQLITE_OK, let prepared else { throw error(code, "preparing `\(sql)`") }
         let statement = Statement(handle: prepared, sql: sql, connection: self)
-        statements[sql] = statement
+        statements[key] = statement
         return statement
     }
 
@@ -184,6 +198,11 @@ final class Statement {
     private let columnNames: [String]
     /// The ``ResultColumns`` last resolved here (one reader per statement in practice).
     private var resolvedColumns: AnyObject?
+    /// The index in ``parameters`` the next bind looks at first: statements bind their
+    /// parameters in the order the SQL names them, so a bind finds its name at once.
+    private var nextParameter = 0
+    /// Whether the connection lists this statement as stepped (``SQLiteConnection/resetStatements()``).
+    fileprivate var isListedAsStepped = false
 
     init(handle: OpaquePointer, sql: String, connection: SQLiteConnection) {
         self.handle = handle
@@ -204,9 +223,14 @@ final class Statement {
 
     /// The index of parameter `name` (`:key`).
     private func parameter(_ name: String) throws(StorageError) -> Int32 {
-        guard let index = parameters.firstIndex(of: name) else {
+        let guess = nextParameter < parameters.count ? nextParameter : 0
+        guard
+            let index = guess < parameters.count && parameters[guess] == name
+                ? guess : parameters.firstIndex(of: name)
+        else {
             throw StorageError(.index, "the SQL has no parameter \(name): \(sql)")
         }
+        nextParameter = index + 1
         return Int32(index + 1)
     }
 
@@ -299,14 +323,21 @@ final class Statement {
     func step() throws(StorageError) -> Bool {
         let code = sqlite3_step(handle)
         switch code {
-        case SQLITE_ROW: return true
+        case SQLITE_ROW:
+            connection.noteStepped(self)
+            return true
         case SQLITE_DONE: return false
-        default: throw failure(code, "running")
+        default:
+            connection.noteStepped(self)
+            throw failure(code, "running")
         }
     }
 
     /// Ends the statement's read, so the connection holds no snapshot while idle.
     func reset() { sqlite3_reset(handle) }
+
+    /// Whether it was stepped and neither run to its end nor reset (`sqlite3_stmt_busy`).
+    var isBusy: Bool { sqlite3_stmt_busy(handle) != 0 }
 
     /// Steps until done.
     func run() throws(StorageError) {
@@ -336,6 +367,24 @@ final class Statement {
         let count = Int(sqlite3_column_bytes(handle, column.index))
         guard count > 0, let pointer = sqlite3_column_blob(handle, column.index) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}
+
+/// A cached statement's SQL as the cache's key, hashed by its length and its first and last
+/// 16 bytes instead of all of it: a statement is looked up several times a miss, and its SQL
+/// is hundreds of bytes. Keys with the same hash are told apart by the whole text.
+private struct StatementKey: Hashable {
+    let sql: String
+
+    init(_ sql: String) { self.sql = sql }
+
+    func hash(into hasher: inout Hasher) {
+        var sql = sql
+        sql.withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.prefix(16))))
+            hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(16))))
+        }
     }
 }
 

@@ -112,4 +112,45 @@ import Testing
             }
         }
     }
+
+    /// A statement left on a row holds a read transaction open; taking any statement (or running
+    /// SQL) first resets every such one: those stepped to a row or to an error, however often,
+    /// and none that ran to its end is touched.
+    @Test func statementsLeftOnARowAreResetBeforeTheNextOne() throws {
+        let directory = TemporaryDirectory()
+        let connection = try connection(directory)
+        defer { connection.close() }
+        try connection.execute("INSERT INTO t (key, size) VALUES ('a', 1), ('b', 2), ('c', 3)")
+        let first = try connection.statement("SELECT key FROM t ORDER BY key")
+        #expect(try first.step() && first.step())
+        let second = try connection.statement("SELECT size FROM t ORDER BY size")
+        #expect(!first.isBusy)
+        #expect(try second.step())
+        #expect(second.isBusy)
+        try connection.execute("UPDATE t SET size = size + 1")
+        #expect(!second.isBusy)
+        // Taken again, a statement starts from its first row.
+        let again = try connection.statement("SELECT key FROM t ORDER BY key")
+        let key = try again.column("key")
+        #expect(try again.step())
+        #expect(again.text(key) == "a")
+        _ = try connection.statement("SELECT 1")
+        #expect(!again.isBusy)
+    }
+
+    /// Statements are cached by their SQL: two texts of one length that differ only in the
+    /// middle (the cache hashes the ends) are two statements.
+    @Test func statementsDifferingOnlyInTheMiddleAreNotConfused() throws {
+        let directory = TemporaryDirectory()
+        let connection = try connection(directory)
+        defer { connection.close() }
+        let padding = String(repeating: " ", count: 40)
+        for letter in ["x", "y", "x"] {
+            let select = try connection.statement("SELECT \(padding)'\(letter)' AS letter\(padding) FROM t LIMIT 1")
+            try connection.execute("INSERT INTO t (key, size) SELECT 'only', 0 WHERE NOT EXISTS (SELECT 1 FROM t)")
+            let column = try select.column("letter")
+            #expect(try select.step())
+            #expect(select.text(column) == letter)
+        }
+    }
 }

@@ -251,6 +251,28 @@ struct WrittenBehindCommitTests {
     }
 
     @Test(
+        "Queued commits are written in the order they were queued, a chunk at a time too: of a key's two commits in one chunk, the newer is the one stored"
+    )
+    func chunkWrittenInOrder() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let chunk = DiskStore.pendingCommitChunk
+        let store = try openStore(queuedLimit: chunk + 2)
+        let other = try openStore()
+        let older = try StoreTestSupport.write(store, key: 1, generation: 0, size: 100)
+        let newer = try StoreTestSupport.write(store, key: 1, generation: 1, size: 100)
+        for key in 2...chunk + 1 { _ = try StoreTestSupport.write(store, key: key, generation: 0, size: 100) }
+        #expect(pending(store) == chunk + 2)
+        // The queue is full: this commit writes the oldest chunk (both of key 1's) and is queued.
+        _ = try StoreTestSupport.write(store, key: chunk + 2, generation: 0, size: 100)
+        #expect(pending(store) == 3)
+        try store.endBatchedWrites()
+        #expect(other.totals().entries == chunk + 2)
+        #expect(try other.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
+        #expect(try other.body(of: newer.id) == StoreTestSupport.expectedBody(newer))
+        #expect(try other.entry(older.id) == nil)
+    }
+
+    @Test(
         "RFC 9111 §2 (storing is optional): a commit that finds the queue full while the index is busy never waits: queued up to four times the bound, refused past it leaving no body file"
     )
     func queueFullWhileBusy() throws {
