@@ -107,7 +107,7 @@ package enum ASCII {
 
     /// The offsets of `bytes` without leading and trailing OWS.
     @inline(__always)
-    static func trimmedRange(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Range<Int> {
+    package static func trimmedRange(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Range<Int> {
         var start = range.lowerBound
         var end = range.upperBound
         while start < end && isOWS(bytes[start]) { start += 1 }

@@ -1,5 +1,11 @@
 import CacheSemantics
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Reads one response head (a status line, field lines and the empty line that ends them) once
 /// ``ResponseFramer`` has found all of its bytes.
 ///
@@ -31,31 +37,63 @@ import CacheSemantics
     /// Reads `bytes`, which hold exactly one head: lines up to and including the empty line.
     /// - Returns: The head, or why it is malformed.
     public static func parse(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) -> Result<Head, FramingError> {
-        var lines = Lines(bytes)
-        guard let statusLine = lines.next().map(Array.init) else {
-            return .failure(FramingError("an empty response head"))
+        let input = bytes.assumingMemoryBound(to: UInt8.self)
+        // Nearly every head has no NUL and no CR but those ending its lines: read in place.
+        // Otherwise they read as SP, in a copy (RFC 9110 §5.5, RFC 9112 §2.2).
+        guard hasOnlyLineEndingCRs(input) else {
+            return spacingOutStrayCRs(input).withUnsafeBufferPointer { parseLines($0, maxFieldCount: maxFieldCount) }
         }
-        guard let (minorVersion, status, reason) = Self.statusLine(statusLine) else {
+        return parseLines(input, maxFieldCount: maxFieldCount)
+    }
+
+    /// Reads a head whose only CRs end lines and which has no NUL.
+    private static func parseLines(_ input: UnsafeBufferPointer<UInt8>, maxFieldCount: Int) -> Result<
+        Head, FramingError
+    > {
+        var lines = Lines(input)
+        guard let statusLine = lines.next() else { return .failure(FramingError("an empty response head")) }
+        guard let (minorVersion, status, reason) = Self.statusLine(input, statusLine) else {
             return .failure(
-                FramingError("the status line \(Self.quoted(statusLine)) is not HTTP/1.x NNN (RFC 9112 §4)"))
+                FramingError(
+                    "the status line \(Self.quoted(Array(input[statusLine]))) is not HTTP/1.x NNN (RFC 9112 §4)"))
         }
         var fields: [HeaderField] = []
+        fields.reserveCapacity(16)
         /// Whether the last line was a kept field line or its continuation: only then does an
         /// obs-fold line continue a field (RFC 9112 §5.2).
         var continuesField = false
         while let line = lines.next(), !line.isEmpty {
-            if line.first == 0x20 || line.first == 0x09 {
-                if continuesField { unfold(line, into: &fields) }
+            let first = input[line.lowerBound]
+            if first == HTTPBytes.space || first == HTTPBytes.tab {
+                if continuesField { unfold(input, line, into: &fields) }
                 continue
             }
             continuesField = false
-            guard let colon = line.firstIndex(of: 0x3A) else { continue }
-            let name = trimmed(line[..<colon])
-            guard !name.isEmpty, name.allSatisfy(HTTPBytes.isToken) else { continue }
+            var colon = line.lowerBound
+            while colon < line.upperBound && input[colon] != HTTPBytes.colon { colon += 1 }
+            guard colon < line.upperBound else { continue }
+            let name = ASCII.trimmedRange(input, line.lowerBound..<colon)
+            var hasUpperCase = false
+            var isToken = !name.isEmpty
+            for index in name {
+                let byte = input[index]
+                isToken = isToken && HTTPBytes.isToken(byte)
+                hasUpperCase = hasUpperCase || (byte >= 0x41 && byte <= 0x5A)
+            }
+            guard isToken else { continue }
             guard fields.count < maxFieldCount else {
                 return .failure(FramingError("the response head has more than \(maxFieldCount) fields"))
             }
-            fields.append(HeaderField(name: text(name), value: text(trimmed(line[(colon + 1)...]))))
+            let nameStart = input.baseAddress! + name.lowerBound
+            let nameText = HTTPBytes.string(nameStart, name.count)
+            let lowercasedName =
+                hasUpperCase
+                ? String(unsafeUninitializedCapacity: name.count) { buffer in
+                    for offset in 0..<name.count { buffer[offset] = ASCII.lower(nameStart[offset]) }
+                    return name.count
+                } : nameText
+            let value = text(input, ASCII.trimmedRange(input, colon + 1..<line.upperBound))
+            fields.append(HeaderField(name: nameText, lowercasedName: lowercasedName, value: value))
             continuesField = true
         }
         let head = UpstreamResponseHead(status: status, reason: reason, fields: HeaderFields(fields))
@@ -63,21 +101,27 @@ import CacheSemantics
     }
 
     /// `HTTP/1.1 200 OK` → minor version 1, status 200, reason "OK".
-    private static func statusLine(_ line: [UInt8]) -> (minorVersion: Int, status: Int, reason: String)? {
+    private static func statusLine(_ input: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> (
+        minorVersion: Int, status: Int, reason: String
+    )? {
         // "HTTP/1." DIGIT SP 3DIGIT, then the end of the line or SP and the reason.
+        let line = UnsafeBufferPointer(rebasing: input[range])
         guard line.count >= 12, line[..<7].elementsEqual("HTTP/1.".utf8), isDigit(line[7]), line[8] == 0x20 else {
             return nil
         }
-        let digits = line[9..<12]
-        guard digits.allSatisfy(isDigit), line.count == 12 || line[12] == 0x20 else { return nil }
-        let status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        guard isDigit(line[9]), isDigit(line[10]), isDigit(line[11]), line.count == 12 || line[12] == 0x20 else {
+            return nil
+        }
+        let status = (Int(line[9]) - 0x30) * 100 + (Int(line[10]) - 0x30) * 10 + Int(line[11]) - 0x30
         guard status >= 100 else { return nil }
-        return (Int(line[7] - 0x30), status, text(trimmed(line[12...])))
+        return (Int(line[7] - 0x30), status, text(line, ASCII.trimmedRange(line, 12..<line.count)))
     }
 
     /// Joins a continuation line to the last field's value with one SP (RFC 9112 §5.2).
-    private static func unfold(_ line: ArraySlice<UInt8>, into fields: inout [HeaderField]) {
-        let more = text(trimmed(line))
+    private static func unfold(
+        _ input: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, into fields: inout [HeaderField]
+    ) {
+        let more = text(input, ASCII.trimmedRange(input, line))
         guard !more.isEmpty, let last = fields.indices.last else { return }
         fields[last].value = fields[last].value.isEmpty ? more : fields[last].value + " " + more
     }
@@ -94,41 +138,75 @@ import CacheSemantics
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
     public static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        bytes.withUnsafeBufferPointer { buffer in
-            // ASCII, as nearly every head is, needs no validation: decoding it replaces nothing.
-            if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
-            if let text = String(validating: buffer, as: UTF8.self) { return text }
-            var result = ""
-            result.unicodeScalars.append(contentsOf: buffer.lazy.map { Unicode.Scalar($0) })
-            return result
-        }
+        bytes.withUnsafeBufferPointer { text($0, 0..<$0.count) }
+    }
+
+    /// ``text(_:)`` of the bytes of `input` in `range`.
+    private static func text(_ input: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
+        let buffer = UnsafeBufferPointer(rebasing: input[range])
+        // ASCII, as nearly every head is, needs no validation: decoding it replaces nothing.
+        if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
+        if let text = String(validating: buffer, as: UTF8.self) { return text }
+        var result = ""
+        result.unicodeScalars.append(contentsOf: buffer.lazy.map { Unicode.Scalar($0) })
+        return result
     }
 
     /// At most 80 bytes of `line`, quoted, for an error message.
     public static func quoted(_ line: [UInt8]) -> String { "\"" + text(line.prefix(80)) + "\"" }
 
-    /// The lines of a head: split after each LF, without the LF and a CR before it, with
-    /// every other CR and NUL replaced by SP. The head is copied once, not line by line.
+    /// Whether `input` has no NUL and no CR but right before an LF.
+    private static func hasOnlyLineEndingCRs(_ input: UnsafeBufferPointer<UInt8>) -> Bool {
+        func isStray(_ index: Int) -> Bool {
+            let byte = input[index]
+            return byte == 0 || (byte == HTTPBytes.cr && (index + 1 == input.count || input[index + 1] != HTTPBytes.lf))
+        }
+        // Eight bytes at a time: only a word with a byte below 0x0E (exact for such bytes)
+        // is looked at byte by byte.
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        var index = 0
+        while index + 8 <= input.count {
+            let word = UnsafeRawPointer(input.baseAddress! + index).loadUnaligned(as: UInt64.self)
+            if (word &- ones &* 0x0E) & ~word & (ones &* 0x80) != 0 {
+                for offset in index..<index + 8 where isStray(offset) { return false }
+            }
+            index += 8
+        }
+        while index < input.count {
+            if isStray(index) { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// A copy of `input` with every NUL, and every CR not right before an LF, replaced by SP.
+    private static func spacingOutStrayCRs(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        var bytes = Array(input)
+        for index in bytes.indices where bytes[index] == 0 || bytes[index] == HTTPBytes.cr {
+            if bytes[index] == 0 || index + 1 == bytes.count || bytes[index + 1] != HTTPBytes.lf {
+                bytes[index] = HTTPBytes.space
+            }
+        }
+        return bytes
+    }
+
+    /// The lines of a head, as ranges of its bytes: split after each LF, without the LF and a
+    /// CR before it.
     private struct Lines {
-        let bytes: [UInt8]
+        let input: UnsafeBufferPointer<UInt8>
         var position = 0
 
-        init(_ head: UnsafeRawBufferPointer) {
-            var bytes = [UInt8](head)
-            for index in bytes.indices where bytes[index] == 0 || bytes[index] == HTTPBytes.cr {
-                if bytes[index] == 0 || index + 1 == bytes.count || bytes[index + 1] != HTTPBytes.lf {
-                    bytes[index] = 0x20
-                }
-            }
-            self.bytes = bytes
-        }
+        init(_ input: UnsafeBufferPointer<UInt8>) { self.input = input }
 
-        mutating func next() -> ArraySlice<UInt8>? {
-            guard position < bytes.count else { return nil }
+        mutating func next() -> Range<Int>? {
+            guard position < input.count else { return nil }
             let start = position
-            let end = bytes[start...].firstIndex(of: HTTPBytes.lf) ?? bytes.count
+            let end =
+                memchr(input.baseAddress! + start, Int32(HTTPBytes.lf), input.count - start).map {
+                    input.baseAddress!.distance(to: $0.assumingMemoryBound(to: UInt8.self))
+                } ?? input.count
             position = end + 1
-            return bytes[start..<(end > start && bytes[end - 1] == HTTPBytes.cr ? end - 1 : end)]
+            return start..<(end > start && input[end - 1] == HTTPBytes.cr ? end - 1 : end)
         }
     }
 }

@@ -253,6 +253,20 @@ struct ResponseFramerTests {
                 == Self.head(200, "O K", [("Cache-Control", "max-age=60"), ("X-A", "a b"), ("Content-Length", "0")]))
     }
 
+    @Test("A bare CR or a NUL anywhere in a head reads as SP, whatever its place in the eight-byte words scanned")
+    func crAndNULAtEveryOffset() {
+        for stray in ["\r", "\u{0}"] {
+            for padding in 0..<17 {
+                let value = String(repeating: "a", count: padding)
+                let framed = Self.frame("HTTP/1.1 200 OK\r\nX: \(value)\(stray)b\r\nContent-Length: 0\r\n\r\n")
+                #expect(
+                    framed.head
+                        == Self.head(200, "OK", [("X", padding == 0 ? "b" : value + " b"), ("Content-Length", "0")]),
+                    "\(stray.unicodeScalars.first!.value) after \(padding) bytes")
+            }
+        }
+    }
+
     @Test("Lines may end in a bare LF (RFC 9112 §2.2); chunk lines may not (§7.1)")
     func bareLF() {
         let framed = Self.frame("HTTP/1.1 200 OK\nA: 1\r\nContent-Length: 2\n\nok")
