@@ -86,7 +86,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         set {
             let key = name.lowercasedName
             guard let newValue else {
-                storage.removeAll { $0.lowercasedName == key }
+                removeLines { $0.lowercasedName == key }
                 return
             }
             guard let first = storage.firstIndex(where: { $0.lowercasedName == key }) else {
@@ -207,15 +207,24 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         storage.append(HeaderField(name: name, value: value))
     }
 
+    /// Removes the lines that `matches`, and leaves the lines untouched when none does: a
+    /// section shares its lines with the stored head it was copied from, and `removeAll(where:)`
+    /// copied them all (a retain of each string) even when it removed nothing.
+    @inline(__always)
+    private mutating func removeLines(where matches: (HeaderField) -> Bool) {
+        guard storage.contains(where: matches) else { return }
+        storage.removeAll(where: matches)
+    }
+
     /// Removes every line named `name`.
     public mutating func removeAll(named name: String) {
-        storage.removeAll { ASCII.isLowercased($0.lowercasedName, of: name) }
+        removeLines { ASCII.isLowercased($0.lowercasedName, of: name) }
     }
 
     /// Removes every line named `name` (a constant such as `.age`).
     public mutating func removeAll(named name: HeaderField.Name) {
         let key = name.lowercasedName
-        storage.removeAll { $0.lowercasedName == key }
+        removeLines { $0.lowercasedName == key }
     }
 
     /// Removes every line whose name is in `names` (compared ignoring case).
@@ -231,16 +240,16 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     package mutating func removeAll(lowercasedNamesIn names: [String]) {
         guard !names.isEmpty else { return }
         if names.count <= 16 {
-            storage.removeAll { ASCII.contains(names, $0.lowercasedName) }
+            removeLines { ASCII.contains(names, $0.lowercasedName) }
         } else {
             let keys = Set(names)
-            storage.removeAll { keys.contains($0.lowercasedName) }
+            removeLines { keys.contains($0.lowercasedName) }
         }
     }
 
     /// Removes every line whose name is one of `names` (constants such as `[.range, .ifRange]`).
     public mutating func removeAll(namedAnyOf names: some Sequence<HeaderField.Name>) {
-        storage.removeAll { field in names.contains { $0.lowercasedName == field.lowercasedName } }
+        removeLines { field in names.contains { $0.lowercasedName == field.lowercasedName } }
     }
 
     /// The fields as `Name: value` lines, for logs and `explain`.
