@@ -67,32 +67,76 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
     /// the parameters in this order, a `true` Boolean as the bare key (§4.1.1.2). Written into
     /// one string (every answer that is not a plain hit makes one).
     public var fieldValue: String {
-        var text = StructuredFields.isToken(cache) ? cache : StructuredFields.serialize(.string(cache))
-        text.reserveCapacity(text.utf8.count + 64 + (key?.utf8.count ?? 0) + (detail?.utf8.count ?? 0))
-        if hit { text += "; hit" }
-        if let forward {
-            text += "; fwd="
-            text += forward.rawValue
+        let cache = StructuredFields.isToken(cache) ? cache : StructuredFields.serialize(.string(cache))
+        let key = key.map { StructuredFields.serialize(.string($0)) }
+        let detail = detail.map { StructuredFields.isToken($0) ? $0 : StructuredFields.serialize(.string($0)) }
+        // Written into one string of at most this many bytes: the parameters' names and
+        // punctuation take under 80, each number at most 20.
+        let capacity = cache.utf8.count + (key?.utf8.count ?? 0) + (detail?.utf8.count ?? 0) + 80 + 2 * 20
+        return String(unsafeUninitializedCapacity: capacity) { buffer in
+            var text = TextWriter(buffer: buffer)
+            text.append(cache)
+            if hit { text.append("; hit") }
+            if let forward {
+                text.append("; fwd=")
+                text.append(forward.rawValue)
+            }
+            if let forwardStatus {
+                text.append("; fwd-status=")
+                text.append(forwardStatus)
+            }
+            if let stored { text.append(stored ? "; stored" : "; stored=?0") }
+            if let collapsed { text.append(collapsed ? "; collapsed" : "; collapsed=?0") }
+            if let ttl {
+                text.append("; ttl=")
+                text.append(ttl)
+            }
+            if let key {
+                text.append("; key=")
+                text.append(key)
+            }
+            if let detail {
+                text.append("; detail=")
+                text.append(detail)
+            }
+            return text.count
         }
-        if let forwardStatus {
-            text += "; fwd-status="
-            text += String(forwardStatus)
+    }
+
+    /// Writes text into a buffer known to be large enough.
+    private struct TextWriter {
+        let buffer: UnsafeMutableBufferPointer<UInt8>
+        var count = 0
+
+        mutating func append(_ literal: StaticString) {
+            append(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
         }
-        if let stored { text += stored ? "; stored" : "; stored=?0" }
-        if let collapsed { text += collapsed ? "; collapsed" : "; collapsed=?0" }
-        if let ttl {
-            text += "; ttl="
-            text += String(ttl)
+
+        mutating func append(_ text: String) {
+            var text = text
+            text.withUTF8 { append($0) }
         }
-        if let key {
-            text += "; key="
-            text += StructuredFields.serialize(.string(key))
+
+        mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[count...]).initialize(fromContentsOf: bytes)
+            count += bytes.count
         }
-        if let detail {
-            text += "; detail="
-            text += StructuredFields.isToken(detail) ? detail : StructuredFields.serialize(.string(detail))
+
+        /// `number` in decimal.
+        mutating func append(_ number: Int) {
+            if number < 0 {
+                buffer[count] = UInt8(ascii: "-")
+                count += 1
+            }
+            var magnitude = number.magnitude
+            let start = count
+            repeat {
+                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            buffer[start..<count].reverse()
         }
-        return text
     }
 
     /// `existing` with this member appended: caches closer to the user come last

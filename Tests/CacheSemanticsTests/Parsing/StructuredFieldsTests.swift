@@ -271,6 +271,13 @@ struct CacheStatusTests {
         #expect(
             CacheStatus(cache: "ExampleCache", forward: .stale, forwardStatus: 304, stored: false).fieldValue
                 == "ExampleCache; fwd=stale; fwd-status=304; stored=?0")
+        // The widest numbers, every parameter set: the member is written whole.
+        var widest = CacheStatus(cache: "C", forward: .stale, forwardStatus: .max, stored: true)
+        (widest.ttl, widest.collapsed, widest.key, widest.detail) = (.min, false, #"k"\"#, "d d")
+        #expect(
+            widest.fieldValue
+                == #"C; fwd=stale; fwd-status=9223372036854775807; stored; collapsed=?0; ttl=-9223372036854775808; key="k\"\\"; detail="d d""#
+        )
     }
 
     @Test(
