@@ -70,6 +70,7 @@ extension CacheEngine {
         // The names the newer response replaces: every line of these is dropped from the
         // stored fields, and the newer lines follow the stored ones that remain, in order.
         var replaced: [String] = []
+        replaced.reserveCapacity(newer.count)
         for field in newer {
             let name = field.lowercasedName
             guard !Self.isNotStored(name, named: keptOut), !ASCII.contains(Self.contentDescribingFieldNames, name),

@@ -149,10 +149,12 @@ final class ProxyHandler: RequestHandler {
             clock: clock,
             log: storeLog)
         // Every answer from the store carries this proxy's Via (RFC 9110 §7.6.3).
-        let name = configuration.name
+        // Its value made once, not on every freshened or newly read entry.
+        let via = Messages.viaValue(version: "1.1", name: configuration.name)
         exchange.storedFieldsTransform = { fields in
             var fields = fields
-            Messages.addingVia(&fields, version: "1.1", name: name)
+            fields.reserveCapacity(fields.count + 1)
+            fields.append(name: .via, value: via)
             return fields
         }
         exchange.storedFieldsSerializer = { EventLoop.serializedFields($0) }
