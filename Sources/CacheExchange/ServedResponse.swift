@@ -211,25 +211,11 @@ final class ServedResponseBuilder: Sendable {
     /// `prefix` followed by `number` in decimal, written at once (`+` on strings goes through
     /// the general append path, the largest cost of a hit's `Cache-Status`).
     static func joined(_ prefix: String, _ number: Int) -> String {
-        var prefix = prefix
-        return prefix.withUTF8 { head in
-            String(unsafeUninitializedCapacity: head.count + 20) { buffer in
-                _ = buffer.initialize(fromContentsOf: head)
-                var end = head.count
-                var magnitude = number.magnitude
-                if number < 0 {
-                    buffer[end] = UInt8(ascii: "-")
-                    end += 1
-                }
-                let digitsStart = end
-                repeat {
-                    buffer[end] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                    magnitude /= 10
-                    end += 1
-                } while magnitude > 0
-                buffer[digitsStart..<end].reverse()
-                return end
-            }
+        String(unsafeUninitializedCapacity: prefix.utf8.count + 20) { buffer in
+            var text = TextWriter(buffer)
+            text.append(prefix)
+            text.append(number)
+            return text.count
         }
     }
 

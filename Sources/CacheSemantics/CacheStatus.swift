@@ -74,7 +74,7 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
         // punctuation take under 80, each number at most 20.
         let capacity = cache.utf8.count + (key?.utf8.count ?? 0) + (detail?.utf8.count ?? 0) + 80 + 2 * 20
         return String(unsafeUninitializedCapacity: capacity) { buffer in
-            var text = TextWriter(buffer: buffer)
+            var text = TextWriter(buffer)
             text.append(cache)
             if hit { text.append("; hit") }
             if let forward {
@@ -100,42 +100,6 @@ public struct CacheStatus: Hashable, Sendable, CustomStringConvertible {
                 text.append(detail)
             }
             return text.count
-        }
-    }
-
-    /// Writes text into a buffer known to be large enough.
-    private struct TextWriter {
-        let buffer: UnsafeMutableBufferPointer<UInt8>
-        var count = 0
-
-        mutating func append(_ literal: StaticString) {
-            append(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-        }
-
-        mutating func append(_ text: String) {
-            var text = text
-            text.withUTF8 { append($0) }
-        }
-
-        mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-            _ = UnsafeMutableBufferPointer(rebasing: buffer[count...]).initialize(fromContentsOf: bytes)
-            count += bytes.count
-        }
-
-        /// `number` in decimal.
-        mutating func append(_ number: Int) {
-            if number < 0 {
-                buffer[count] = UInt8(ascii: "-")
-                count += 1
-            }
-            var magnitude = number.magnitude
-            let start = count
-            repeat {
-                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                count += 1
-            } while magnitude > 0
-            buffer[start..<count].reverse()
         }
     }
 
