@@ -57,8 +57,9 @@ import Darwin
                 FramingError(
                     "the status line \(Self.quoted(Array(input[statusLine]))) is not HTTP/1.x NNN (RFC 9112 §4)"))
         }
+        // Grown as lines come, not reserved: the array is the stored head's (a memory tier's
+        // entry keeps its capacity).
         var fields: [HeaderField] = []
-        fields.reserveCapacity(16)
         /// Whether the last line was a kept field line or its continuation: only then does an
         /// obs-fold line continue a field (RFC 9112 §5.2).
         var continuesField = false

@@ -35,16 +35,12 @@ enum Messages {
     /// `version SP name`, this proxy's `Via` member, written at once (interpolation cost a
     /// miss two of its general appends).
     static func viaValue(version: String, name: String) -> String {
-        var (version, name) = (version, name)
-        return version.withUTF8 { first in
-            name.withUTF8 { second in
-                String(unsafeUninitializedCapacity: first.count + 1 + second.count) { buffer in
-                    _ = buffer.initialize(fromContentsOf: first)
-                    buffer[first.count] = UInt8(ascii: " ")
-                    let rest = UnsafeMutableBufferPointer(rebasing: buffer[(first.count + 1)...])
-                    return first.count + 1 + rest.initialize(fromContentsOf: second)
-                }
-            }
+        String(unsafeUninitializedCapacity: version.utf8.count + 1 + name.utf8.count) { buffer in
+            var text = TextWriter(buffer)
+            text.append(version)
+            text.append(" ")
+            text.append(name)
+            return text.count
         }
     }
 
