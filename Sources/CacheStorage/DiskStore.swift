@@ -263,6 +263,7 @@ public final class DiskStore: CacheStore {
         /// a limit (a chunk of a few), the oldest are picked in one pass, not by sorting a queue
         /// of hundreds for each chunk.
         func oldestPendingCommits(_ limit: Int) -> [PendingCommit] {
+            guard limit > 0 else { return [] }
             guard limit < pendingCommits.count else { return pendingCommits.values.sorted { $0.number < $1.number } }
             var oldest: [(number: Int, id: EntryID)] = []
             oldest.reserveCapacity(limit + 1)
