@@ -197,7 +197,9 @@ func checkHTTPBlock(_ block: [UInt8], payloadMayBeOmitted: Bool, _ context: @aut
     }
     let about = "\(context()): \(parsed)"
     require(parsed.headLength > 0 && parsed.headLength <= block.count, "\(about): head of \(parsed.headLength)")
-    require(parsed.version.hasPrefix("HTTP/"), "\(about): version")
+    // Bytes, not Characters: a combining mark after the slash makes "/" part of another
+    // Character, and `hasPrefix` on the String then says no though the bytes begin with it.
+    require(parsed.version.utf8.starts(with: "HTTP/".utf8), "\(about): version")
     require((0...999).contains(parsed.statusCode), "\(about): status code")
     let rest = block[parsed.headLength...]
     if parsed.wasChunked {
