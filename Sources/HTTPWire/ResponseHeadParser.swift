@@ -74,27 +74,14 @@ import Darwin
             while colon < line.upperBound && input[colon] != HTTPBytes.colon { colon += 1 }
             guard colon < line.upperBound else { continue }
             let name = ASCII.trimmedRange(input, line.lowerBound..<colon)
-            var hasUpperCase = false
-            var isToken = !name.isEmpty
-            for index in name {
-                let byte = input[index]
-                isToken = isToken && HTTPBytes.isToken(byte)
-                hasUpperCase = hasUpperCase || (byte >= 0x41 && byte <= 0x5A)
-            }
-            guard isToken else { continue }
+            guard !name.isEmpty, name.allSatisfy({ HTTPBytes.isToken(input[$0]) }) else { continue }
             guard fields.count < maxFieldCount else {
                 return .failure(FramingError("the response head has more than \(maxFieldCount) fields"))
             }
-            let nameStart = input.baseAddress! + name.lowerBound
-            let nameText = HTTPBytes.string(nameStart, name.count)
-            let lowercasedName =
-                hasUpperCase
-                ? String(unsafeUninitializedCapacity: name.count) { buffer in
-                    for offset in 0..<name.count { buffer[offset] = ASCII.lower(nameStart[offset]) }
-                    return name.count
-                } : nameText
-            let value = text(input, ASCII.trimmedRange(input, colon + 1..<line.upperBound))
-            fields.append(HeaderField(name: nameText, lowercasedName: lowercasedName, value: value))
+            fields.append(
+                HeaderField(
+                    name: HTTPBytes.string(input.baseAddress! + name.lowerBound, name.count),
+                    value: text(input, ASCII.trimmedRange(input, colon + 1..<line.upperBound))))
             continuesField = true
         }
         let head = UpstreamResponseHead(status: status, reason: reason, fields: HeaderFields(fields))
@@ -129,14 +116,6 @@ import Darwin
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
-    /// `bytes` without leading and trailing SP and HTAB (OWS, RFC 9110 §5.6.3).
-    public static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
-        var result = bytes
-        while let first = result.first, HTTPBytes.isOWS(first) { result = result.dropFirst() }
-        while let last = result.last, HTTPBytes.isOWS(last) { result = result.dropLast() }
-        return result
-    }
-
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
     public static func text(_ bytes: ArraySlice<UInt8>) -> String {
         bytes.withUnsafeBufferPointer { text($0, 0..<$0.count) }
@@ -158,10 +137,7 @@ import Darwin
 
     /// Whether `input` has no NUL and no CR but right before an LF.
     private static func hasOnlyLineEndingCRs(_ input: UnsafeBufferPointer<UInt8>) -> Bool {
-        func isStray(_ index: Int) -> Bool {
-            let byte = input[index]
-            return byte == 0 || (byte == HTTPBytes.cr && (index + 1 == input.count || input[index + 1] != HTTPBytes.lf))
-        }
+        func isStray(_ index: Int) -> Bool { Self.isStray(input, index) }
         // Eight bytes at a time: only a word with a byte below 0x0E (exact for such bytes)
         // is looked at byte by byte.
         let ones: UInt64 = 0x0101_0101_0101_0101
@@ -180,14 +156,16 @@ import Darwin
         return true
     }
 
-    /// A copy of `input` with every NUL, and every CR not right before an LF, replaced by SP.
+    /// Whether the byte at `index` is a NUL, or a CR not right before an LF: read as SP.
+    private static func isStray(_ input: UnsafeBufferPointer<UInt8>, _ index: Int) -> Bool {
+        let byte = input[index]
+        return byte == 0 || (byte == HTTPBytes.cr && (index + 1 == input.count || input[index + 1] != HTTPBytes.lf))
+    }
+
+    /// A copy of `input` with every stray byte (``isStray(_:_:)``) replaced by SP.
     private static func spacingOutStrayCRs(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var bytes = Array(input)
-        for index in bytes.indices where bytes[index] == 0 || bytes[index] == HTTPBytes.cr {
-            if bytes[index] == 0 || index + 1 == bytes.count || bytes[index + 1] != HTTPBytes.lf {
-                bytes[index] = HTTPBytes.space
-            }
-        }
+        for index in input.indices where isStray(input, index) { bytes[index] = HTTPBytes.space }
         return bytes
     }
 
