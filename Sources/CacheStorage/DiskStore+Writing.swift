@@ -772,20 +772,22 @@ extension DiskStore {
     }
 
     /// Buffers the access; the index gets it from a background flush, queued every 30 s or
-    /// after 65,536 buffered entries, so no hit waits for SQLite. ``entries()``, removals,
-    /// ``flush()`` and releasing the store write what is buffered first.
+    /// once 65,536 entries' accesses are gathered, so no hit waits for SQLite. ``entries()``,
+    /// removals, ``flush()`` and releasing the store write what is buffered first.
+    ///
+    /// The access goes into a buffer of the calling thread's own (``AccessBuffers``); the
+    /// shared log's lock is taken once the buffer is full (64 accesses) or a flush is due.
     public func recordAccess(_ id: EntryID, at time: Double) {
+        let full = accesses.add(AccessBuffers.Access(id: id, time: time))
+        let lastFlush = Double(bitPattern: lastAccessFlush.load(ordering: .relaxed))
+        let late = time - lastFlush >= Self.accessFlushInterval
+        guard full != nil || late else { return }
         let due = accessLog.withLock { log -> Bool in
-            var access = log.pending[id] ?? (time, 0)
-            access.time = max(access.time, time)
-            access.hits += 1
-            log.pending[id] = access
-            guard !log.flushQueued,
-                log.pending.count >= Self.accessBatchLimit || time - log.lastFlush >= Self.accessFlushInterval
-            else {
-                return false
-            }
+            if let full { log.add(full) }
+            guard !log.flushQueued, late || log.pending.count >= Self.accessBatchLimit else { return false }
             log.flushQueued = true
+            // The next hits need not take the lock to find the flush due: it is queued.
+            lastAccessFlush.store(time.bitPattern, ordering: .relaxed)
             return true
         }
         guard due else { return }
@@ -842,11 +844,13 @@ extension DiskStore {
         }
     }
 
-    /// The buffered accesses, taken for a flush.
+    /// The buffered accesses, the threads' buffers' too, taken for a flush.
     private func takePendingAccess() -> [EntryID: (time: Double, hits: Int)] {
-        accessLog.withLock { log in
-            log.lastFlush = clock()
+        let buffered = accesses.drain()
+        return accessLog.withLock { log in
+            lastAccessFlush.store(clock().bitPattern, ordering: .relaxed)
             log.flushQueued = false
+            log.add(buffered)
             defer { log.pending = [:] }
             return log.pending
         }

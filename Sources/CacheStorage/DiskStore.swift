@@ -353,16 +353,36 @@ public final class DiskStore: CacheStore {
     let state: Locked<State>
     let memo: Locked<HeadMemo>
 
-    /// Access times and hit counts not yet in the index. A hit only adds to this, under its
-    /// own lock; they are written in the background (``recordAccess(_:at:)``).
+    /// Access times and hit counts not yet in the index, by entry, gathered from ``accesses``;
+    /// they are written in the background (``recordAccess(_:at:)``).
     struct AccessLog {
         var pending: [EntryID: (time: Double, hits: Int)] = [:]
-        var lastFlush: Double
         /// A background flush is queued and has not taken ``pending`` yet.
         var flushQueued = false
+
+        /// Counts each of `recorded` to its entry: one more hit, the latest time.
+        mutating func add(_ recorded: [AccessBuffers.Access]) {
+            for access in recorded {
+                // One lookup for an entry already counted (the subscript with a default boxed
+                // its closure: two allocations an access).
+                if let index = pending.index(forKey: access.id) {
+                    pending.values[index].time = max(pending.values[index].time, access.time)
+                    pending.values[index].hits += 1
+                } else {
+                    pending[access.id] = (access.time, 1)
+                }
+            }
+        }
     }
 
+    /// Hits as recorded, in buffers of the recording threads' own: a full one is added to
+    /// ``accessLog`` under its lock, so the event loops of a caching proxy do not take a lock
+    /// they share on every hit.
+    let accesses = AccessBuffers()
     let accessLog: Locked<AccessLog>
+    /// When buffered accesses were last taken for a flush or one was queued (seconds since
+    /// 1970, a `Double`'s bits): every hit reads it, without a lock, to tell whether one is due.
+    let lastAccessFlush: Atomic<UInt64>
     /// The reading connections (``Configuration/readingConnections``): those idle, and how
     /// many are open. A reader takes one out for one query, so this lock is held for a pop or
     /// a push only, never while SQLite reads.
@@ -382,7 +402,7 @@ public final class DiskStore: CacheStore {
     /// The connection that writes access times, opened on first use: its own, so that a flush
     /// never holds the lock the index's readers take. Its lock also makes flushes one at a time.
     let accessWriter = Locked<SQLiteConnection?>(nil)
-    /// How many entries' accesses are buffered before a flush is queued early.
+    /// How many entries' accesses are gathered in ``accessLog`` before a flush is queued early.
     static let accessBatchLimit = 65_536
     /// Seconds between background flushes of access times. Every commit of another connection
     /// (this writer's included) makes the reading connection, at its next read, drop its page
@@ -453,7 +473,8 @@ public final class DiskStore: CacheStore {
         let headBytes = max(1 << 20, configuration.headMemoryBytes)
         state = Locked(State(connection: connection))
         memo = Locked(HeadMemo(heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
-        accessLog = Locked(AccessLog(lastFlush: clock()))
+        accessLog = Locked(AccessLog())
+        lastAccessFlush = Atomic(clock().bitPattern)
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
         // Replaces SQLite's automatic checkpoint (itself a WAL hook) for this connection.

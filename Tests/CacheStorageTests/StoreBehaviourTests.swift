@@ -530,6 +530,34 @@ struct DiskStoreTests {
         #expect(try indexed()?.lastAccess == clock.now())
     }
 
+    /// A hit goes into a buffer of its thread's own, handed to the store every 64 hits: a flush
+    /// takes the full ones and those partly filled, whichever thread filled them.
+    @Test("hits recorded on several threads all reach the index, from full and partly filled buffers alike")
+    func hitsFromManyThreadsAreAllFlushed() throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try DiskStore(DiskStore.Configuration(directory: directory.path), clock: clock.now)
+        let stored = try (0..<3).map { try put(store, head("https://example.com/threads/\($0)"), [1, 2, 3]) }
+        // Within the 30 s between flushes: only flush() writes them.
+        let start = clock.now() + 1
+        let threads = 6
+        let hitsPerThread = 150  // two full buffers and part of a third, spread over the entries
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for hit in 0..<hitsPerThread {
+                store.recordAccess(stored[hit % 3].id, at: start + Double(thread * 1_000 + hit) / 1_000)
+            }
+        }
+        try store.flush()
+        let indexed = try DiskStore(DiskStore.Configuration(directory: directory.path)).entries()
+        for (index, entry) in stored.enumerated() {
+            let read = try #require(indexed.first { $0.id == entry.id })
+            #expect(read.hits == threads * hitsPerThread / 3)
+            // The latest hit on it: the last thread's last hit with `hit % 3 == index`.
+            let lastHit = (hitsPerThread - 1) - ((hitsPerThread - 1 - index) % 3)
+            #expect(read.lastAccess == start + Double((threads - 1) * 1_000 + lastHit) / 1_000)
+        }
+    }
+
     /// The access writer is a second connection to an index that exists; were it to create one,
     /// a store whose index was deleted under it would leave an empty `index.sqlite` behind (and a
     /// directory removed while the store flushed could not be removed).
