@@ -220,11 +220,14 @@ public final class ExchangeDriver: Sendable {
 
     /// A new exchange for `request`, storing what `advisor` says (by default the
     /// configuration's).
-    public func exchange(for request: ExchangeRequest, advisor: (any StorageAdvisor)? = nil) -> ExchangeStateMachine {
+    public func exchange(for request: consuming ExchangeRequest, advisor: (any StorageAdvisor)? = nil)
+        -> ExchangeStateMachine
+    {
+        // Consumed: the machine keeps the request itself, not a copy of it.
         var machine = ExchangeStateMachine(
             request, engine: configuration.engine, name: configuration.name,
             addsCacheStatus: configuration.addsCacheStatus, storing: advisor ?? self.advisor)
-        if let trace { machine.traceID = trace.begin(request.head) }
+        if let trace { machine.traceID = trace.begin(machine.request.head) }
         return machine
     }
 
