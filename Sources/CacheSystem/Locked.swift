@@ -36,14 +36,13 @@ import Darwin
 public final class Locked<State>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
-    /// The state, in memory of its own: reached through a pointer, it is not checked for
-    /// exclusive access at run time as a class's stored property is (`swift_beginAccess` and
-    /// `swift_endAccess`, about 120 instructions a hold); the mutex already makes access exclusive.
-    @usableFromInline let state: UnsafeMutablePointer<State>
+    /// Not checked for exclusive access at run time, as a class's stored property otherwise is
+    /// (`swift_beginAccess` and `swift_endAccess`, about 120 instructions a hold): the mutex
+    /// already makes access exclusive.
+    @exclusivity(unchecked) @usableFromInline var state: State
 
     public init(_ state: State) {
-        self.state = .allocate(capacity: 1)
-        self.state.initialize(to: state)
+        self.state = state
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -66,8 +65,6 @@ public final class Locked<State>: @unchecked Sendable {
         condition.deallocate()
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
-        state.deinitialize(count: 1)
-        state.deallocate()
     }
 
     /// Runs `body` with exclusive access to the state.
@@ -77,7 +74,7 @@ public final class Locked<State>: @unchecked Sendable {
     {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&state.pointee)
+        return try body(&state)
     }
 
     /// Runs `body` with exclusive access to the state if no other thread holds the lock now;
@@ -88,7 +85,7 @@ public final class Locked<State>: @unchecked Sendable {
     ) throws(Failure) -> Result? {
         guard pthread_mutex_trylock(mutex) == 0 else { return nil }
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&state.pointee)
+        return try body(&state)
     }
 
     /// Waits until `ready(state)` holds, with the lock released while waiting, then runs `body`
@@ -99,14 +96,14 @@ public final class Locked<State>: @unchecked Sendable {
     ) -> Result? {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        while !ready(state.pointee) {
+        while !ready(state) {
             guard let deadline else {
                 pthread_cond_wait(condition, mutex)
                 continue
             }
-            if Self.wait(condition, mutex, until: deadline) == ETIMEDOUT, !ready(state.pointee) { return nil }
+            if Self.wait(condition, mutex, until: deadline) == ETIMEDOUT, !ready(state) { return nil }
         }
-        return body(&state.pointee)
+        return body(&state)
     }
 
     /// Wakes every thread waiting in ``withLock(when:deadline:_:)``, to look at the state again.

@@ -146,11 +146,13 @@ final class EventLoop: @unchecked Sendable {
     let epollFD: Int32
     private let wakeFD: Int32
 
-    // Loop-thread state.
-    var connections: [Connection?] = []
+    // Loop-thread state. Only the loop's thread reaches it, one access at a time: the hottest
+    // is not checked for exclusive access at run time (`swift_beginAccess`, about 80
+    // instructions each, several times a request).
+    @exclusivity(unchecked) var connections: [Connection?] = []
     /// Descriptors watched for others than client connections (origin connections of transfers
     /// run on this loop), by descriptor.
-    var watches: [Int32: LoopWatch] = [:]
+    @exclusivity(unchecked) var watches: [Int32: LoopWatch] = [:]
     /// Descriptors whose one-shot watch reported and ended: still in epoll, disabled
     /// (EventLoop+Watches.swift). Some may have been closed since, which epoll tells.
     var dormantWatches: Set<Int32> = []
@@ -162,7 +164,7 @@ final class EventLoop: @unchecked Sendable {
     private var index = Int.max
     private var nextGeneration: UInt32 = 0
     var now = MonotonicClock.coarseMilliseconds()
-    private var dirty: [Connection] = []
+    @exclusivity(unchecked) private var dirty: [Connection] = []
     /// The connection `drive` is working on: a change to it needs no extra pass.
     var driving: Connection?
     let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: 64)
