@@ -68,36 +68,122 @@ public struct StoredResponseFacts: Hashable, Sendable {
         public static let targeted = Flags(rawValue: 1 << 9)
     }
 
+    /// The stored values, kept in one box shared by copies (``box``).
+    struct Values: Hashable, Sendable {
+        var status: Int
+        var requestTime: Timestamp
+        var responseTime: Timestamp
+        var date: Timestamp
+        var ageValue: Double
+        var freshnessLifetime: Double
+        var lifetimeSource: LifetimeSource
+        var staleWhileRevalidate: Int?
+        var staleIfError: Int?
+        var flags: Flags
+        var entityTag: EntityTag?
+        var lastModified: Timestamp?
+        var vary: Vary
+        var varyValues: [String?]
+        var varyRawValues: [String?]
+        var contentLength: Int64?
+        var integrity: String?
+    }
+
+    /// Facts are copied at every step of an exchange (the lookup, the answer, the update a `304`
+    /// makes, the memos): one box, copied on write, makes each copy one retain instead of one per
+    /// string and array they hold (five), and a revalidation copied them 19 times. Mutated only
+    /// while uniquely referenced, so never shared while it changes, nor checked for exclusive
+    /// access at run time.
+    private final class Box: @unchecked Sendable {
+        @exclusivity(unchecked) var values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    private var box: Box
+
+    private var values: Values {
+        _read { yield box.values }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.values) }
+            yield &box.values
+        }
+    }
+
+    /// The bytes of the box the values are kept in (for memory accounting).
+    package static let boxBytes = 16 + MemoryLayout<Values>.stride
+
     /// The response status code.
-    public var status: Int
+    public var status: Int {
+        get { values.status }
+        set { values.status = newValue }
+    }
     /// `request_time` (RFC 9111 §4.2.3).
-    public var requestTime: Timestamp
+    public var requestTime: Timestamp {
+        get { values.requestTime }
+        set { values.requestTime = newValue }
+    }
     /// `response_time` (§4.2.3).
-    public var responseTime: Timestamp
+    public var responseTime: Timestamp {
+        get { values.responseTime }
+        set { values.responseTime = newValue }
+    }
     /// `date_value`: the `Date` field, or the response time when it is absent or invalid.
-    public var date: Timestamp
+    public var date: Timestamp {
+        get { values.date }
+        set { values.date = newValue }
+    }
     /// `age_value`: the `Age` field, or 0.
-    public var ageValue: Double
+    public var ageValue: Double {
+        get { values.ageValue }
+        set { values.ageValue = newValue }
+    }
     /// `freshness_lifetime` in seconds (§4.2.1, §4.2.2); may be negative for an `Expires`
     /// before `Date`.
-    public var freshnessLifetime: Double
+    public var freshnessLifetime: Double {
+        get { values.freshnessLifetime }
+        set { values.freshnessLifetime = newValue }
+    }
     /// Where ``freshnessLifetime`` came from.
-    public var lifetimeSource: LifetimeSource
+    public var lifetimeSource: LifetimeSource {
+        get { values.lifetimeSource }
+        set { values.lifetimeSource = newValue }
+    }
     /// `stale-while-revalidate` seconds (RFC 5861 §3).
-    public var staleWhileRevalidate: Int?
+    public var staleWhileRevalidate: Int? {
+        get { values.staleWhileRevalidate }
+        set { values.staleWhileRevalidate = newValue }
+    }
     /// `stale-if-error` seconds (RFC 5861 §4).
-    public var staleIfError: Int?
+    public var staleIfError: Int? {
+        get { values.staleIfError }
+        set { values.staleIfError = newValue }
+    }
     /// Boolean facts.
-    public var flags: Flags
+    public var flags: Flags {
+        get { values.flags }
+        set { values.flags = newValue }
+    }
     /// The `ETag`, when valid.
-    public var entityTag: EntityTag?
+    public var entityTag: EntityTag? {
+        get { values.entityTag }
+        set { values.entityTag = newValue }
+    }
     /// The `Last-Modified` time, when valid.
-    public var lastModified: Timestamp?
+    public var lastModified: Timestamp? {
+        get { values.lastModified }
+        set { values.lastModified = newValue }
+    }
     /// The stored `Vary`.
-    public var vary: Vary
+    public var vary: Vary {
+        get { values.vary }
+        set { values.vary = newValue }
+    }
     /// The normalized values of the fields ``vary`` nominates, from the request that caused
     /// the response to be stored (RFC 9111 §4.1); `nil` where the field was absent.
-    public var varyValues: [String?]
+    public var varyValues: [String?] {
+        get { values.varyValues }
+        set { values.varyValues = newValue }
+    }
 
     /// Tells this response's variant apart from others under the same cache key, for
     /// ``CacheStorage``'s variant key: per field `Vary` nominates, `=` and its normalized value,
@@ -110,15 +196,24 @@ public struct StoredResponseFacts: Hashable, Sendable {
 
     /// The same fields as the original request sent them (lines joined with ", "), so a
     /// later request that sends identical bytes matches without normalizing.
-    public var varyRawValues: [String?]
+    public var varyRawValues: [String?] {
+        get { values.varyRawValues }
+        set { values.varyRawValues = newValue }
+    }
     /// `Content-Length`, when valid.
-    public var contentLength: Int64?
+    public var contentLength: Int64? {
+        get { values.contentLength }
+        set { values.contentLength = newValue }
+    }
     /// What was checked of the body against the response's `Content-Digest` and `Repr-Digest`
     /// when it was stored (RFC 9530), in words for `explain` and `show` ("sha-256 verified when
     /// stored (Content-Digest)"); `nil` when the response sent no digest, or was stored before
     /// digests were checked. A body whose digest did not match is never stored, so there is no
     /// "failed" here.
-    public var integrity: String?
+    public var integrity: String? {
+        get { values.integrity }
+        set { values.integrity = newValue }
+    }
 
     /// Creates facts from their parts; the engine normally computes them.
     public init(
@@ -128,22 +223,25 @@ public struct StoredResponseFacts: Hashable, Sendable {
         vary: Vary = Vary(fieldNames: []), varyValues: [String?] = [], varyRawValues: [String?]? = nil,
         contentLength: Int64? = nil
     ) {
-        self.status = status
-        self.requestTime = requestTime
-        self.responseTime = responseTime
-        self.date = date
-        self.ageValue = ageValue
-        self.freshnessLifetime = freshnessLifetime
-        self.lifetimeSource = lifetimeSource
-        self.staleWhileRevalidate = staleWhileRevalidate
-        self.staleIfError = staleIfError
-        self.flags = flags
-        self.entityTag = entityTag
-        self.lastModified = lastModified
-        self.vary = vary
-        self.varyValues = varyValues
-        self.varyRawValues = varyRawValues ?? varyValues
-        self.contentLength = contentLength
+        box = Box(
+            Values(
+                status: status,
+                requestTime: requestTime,
+                responseTime: responseTime,
+                date: date,
+                ageValue: ageValue,
+                freshnessLifetime: freshnessLifetime,
+                lifetimeSource: lifetimeSource,
+                staleWhileRevalidate: staleWhileRevalidate,
+                staleIfError: staleIfError,
+                flags: flags,
+                entityTag: entityTag,
+                lastModified: lastModified,
+                vary: vary,
+                varyValues: varyValues,
+                varyRawValues: varyRawValues ?? varyValues,
+                contentLength: contentLength,
+                integrity: nil))
     }
 
     /// `corrected_initial_age` (RFC 9111 §4.2.3):
@@ -165,6 +263,10 @@ public struct StoredResponseFacts: Hashable, Sendable {
 
     /// Whether the response has a validator: an entity tag or a Last-Modified time.
     public var hasValidator: Bool { entityTag != nil || lastModified != nil }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.box === rhs.box || lhs.values == rhs.values }
+
+    public func hash(into hasher: inout Hasher) { values.hash(into: &hasher) }
 }
 
 // MARK: - Serialization

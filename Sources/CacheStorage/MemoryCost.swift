@@ -49,9 +49,9 @@ package enum MemoryCost {
             + bytes(head.facts) + bytes(head.userInfo) + strings(head.tags)
     }
 
-    /// The heap bytes `facts` hold (their `Vary` names and values and entity tag).
+    /// The heap bytes `facts` hold (their box, their `Vary` names and values and entity tag).
     package static func facts(_ facts: StoredResponseFacts) -> Int {
-        var total = strings(facts.vary.fieldNames)
+        var total = allocation(StoredResponseFacts.boxBytes) + strings(facts.vary.fieldNames)
         total += array(count: facts.varyValues.count, stride: MemoryLayout<String?>.stride)
         total += array(count: facts.varyRawValues.count, stride: MemoryLayout<String?>.stride)
         for value in facts.varyValues + facts.varyRawValues { total += value.map(string) ?? 0 }

@@ -38,6 +38,22 @@ private let minimalFacts = StoredResponseFacts(
 
 @Suite("RFC 9111 §3, §4.2 Stored response facts: serialization")
 struct StorageFactsSerializationTests {
+    /// Facts keep their values in one box that copies share until one of them changes.
+    @Test("a copy of stored facts changed leaves the original and other copies as they were")
+    func copiesAreIndependent() {
+        let original = richFacts()
+        var changed = original
+        let untouched = original
+        changed.flags.formUnion(.invalidated)
+        changed.varyValues[0] = "identity"
+        changed.integrity = "sha-256 verified when stored (Content-Digest)"
+        #expect(!original.flags.contains(.invalidated) && original.varyValues[0] == "gzip,br")
+        #expect(original.integrity == nil)
+        #expect(untouched == original && untouched.hashValue == original.hashValue)
+        #expect(changed != original)
+        #expect(changed.flags.contains(.invalidated) && changed.varyValues[0] == "identity")
+    }
+
     @Test(
         "§4.2, RFC 9110 §8.8.3: rich facts round-trip, with weak, strong and no entity tag",
         arguments: [
