@@ -775,7 +775,7 @@ extension DiskStore {
     /// once 65,536 entries' accesses are gathered, so no hit waits for SQLite. ``entries()``,
     /// removals, ``flush()`` and releasing the store write what is buffered first.
     ///
-    /// The access goes into a buffer of the calling thread's own (``AccessBuffers``); the
+    /// The access goes into a buffer of the calling thread's own (one of eight); the
     /// shared log's lock is taken once the buffer is full (64 accesses) or a flush is due.
     public func recordAccess(_ id: EntryID, at time: Double) {
         let full = accesses.add(AccessBuffers.Access(id: id, time: time))
