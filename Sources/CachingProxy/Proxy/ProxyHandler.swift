@@ -347,6 +347,7 @@ final class ProxyHandler: RequestHandler {
 
     /// Starts the exchange of `request`: a hit is answered at once, anything else goes on as
     /// the exchange says.
+    ///
     /// `machine` is consumed: a copy here (its candidates' entries and facts) cost about 470
     /// instructions a hit.
     private func start(_ machine: consuming ExchangeStateMachine, _ proxyRequest: ProxyRequest, _ responder: Responder)
