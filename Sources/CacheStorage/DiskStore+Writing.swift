@@ -868,10 +868,7 @@ extension DiskStore {
             try write()
         } catch {
             accessLog.withLock { log in
-                for (id, access) in pending {
-                    log.pending[id] =
-                        log.pending[id].map { (max($0.time, access.time), $0.hits + access.hits) } ?? access
-                }
+                for (id, access) in pending { log.count(id, time: access.time, hits: access.hits) }
             }
             throw error
         }

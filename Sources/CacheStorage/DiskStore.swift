@@ -362,15 +362,18 @@ public final class DiskStore: CacheStore {
 
         /// Counts each of `recorded` to its entry: one more hit, the latest time.
         mutating func add(_ recorded: [AccessBuffers.Access]) {
-            for access in recorded {
-                // One lookup for an entry already counted (the subscript with a default boxed
-                // its closure: two allocations an access).
-                if let index = pending.index(forKey: access.id) {
-                    pending.values[index].time = max(pending.values[index].time, access.time)
-                    pending.values[index].hits += 1
-                } else {
-                    pending[access.id] = (access.time, 1)
-                }
+            for access in recorded { count(access.id, time: access.time, hits: 1) }
+        }
+
+        /// Adds `hits` to `id`'s count and keeps the later of its time and `time`.
+        mutating func count(_ id: EntryID, time: Double, hits: Int) {
+            // One lookup for an entry already counted (the subscript with a default boxed its
+            // closure: two allocations an access).
+            if let index = pending.index(forKey: id) {
+                pending.values[index].time = max(pending.values[index].time, time)
+                pending.values[index].hits += hits
+            } else {
+                pending[id] = (time, hits)
             }
         }
     }

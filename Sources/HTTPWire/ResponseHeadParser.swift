@@ -137,7 +137,6 @@ import Darwin
 
     /// Whether `input` has no NUL and no CR but right before an LF.
     private static func hasOnlyLineEndingCRs(_ input: UnsafeBufferPointer<UInt8>) -> Bool {
-        func isStray(_ index: Int) -> Bool { Self.isStray(input, index) }
         // Eight bytes at a time: only a word with a byte below 0x0E (exact for such bytes)
         // is looked at byte by byte.
         let ones: UInt64 = 0x0101_0101_0101_0101
@@ -145,12 +144,12 @@ import Darwin
         while index + 8 <= input.count {
             let word = UnsafeRawPointer(input.baseAddress! + index).loadUnaligned(as: UInt64.self)
             if (word &- ones &* 0x0E) & ~word & (ones &* 0x80) != 0 {
-                for offset in index..<index + 8 where isStray(offset) { return false }
+                for offset in index..<index + 8 where isStray(input, offset) { return false }
             }
             index += 8
         }
         while index < input.count {
-            if isStray(index) { return false }
+            if isStray(input, index) { return false }
             index += 1
         }
         return true

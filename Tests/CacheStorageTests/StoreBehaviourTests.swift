@@ -558,6 +558,29 @@ struct DiskStoreTests {
         }
     }
 
+    /// A flush that cannot write (another connection holds the index's write lock past the
+    /// busy timeout) keeps what it took; the next flush writes it with the hits recorded since.
+    @Test("access times a failed flush took are kept and added to the later hits of the same entry")
+    func accessTimesOfAFailedFlushAreKept() throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let configuration = DiskStore.Configuration(directory: directory.path, busyTimeoutMilliseconds: 50)
+        let store = try DiskStore(configuration, clock: clock.now)
+        let stored = try put(store, head("https://example.com/retried"), [1, 2, 3])
+        let start = clock.now() + 1
+        for hit in 0..<3 { store.recordAccess(stored.id, at: start + Double(hit)) }
+        let blocker = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        try blocker.state.withLock { state throws(StorageError) in try state.connection.execute("BEGIN IMMEDIATE") }
+        #expect(throws: StorageError.self) { try store.flush() }
+        try blocker.state.withLock { state throws(StorageError) in try state.connection.execute("ROLLBACK") }
+        store.recordAccess(stored.id, at: start - 1)  // earlier than those kept: their time stays
+        store.recordAccess(stored.id, at: start + 1)
+        try store.flush()
+        let indexed = try #require(try DiskStore(DiskStore.Configuration(directory: directory.path)).entries().first)
+        #expect(indexed.hits == 5)
+        #expect(indexed.lastAccess == start + 2)
+    }
+
     /// The access writer is a second connection to an index that exists; were it to create one,
     /// a store whose index was deleted under it would leave an empty `index.sqlite` behind (and a
     /// directory removed while the store flushed could not be removed).
