@@ -602,7 +602,10 @@ public final class ExchangeDriver: Sendable {
         if !plan.notModifiedFreshens.isEmpty {
             let notModified = ExchangeStateMachine.NotModified(
                 fields: plan.fields, candidates: plan.notModifiedFreshens, validated: [], times: plan.times)
-            freshened = updates.applyNotModified(notModified, request: request.head.fields) { [] } != nil
+            freshened =
+                updates.applyNotModified(notModified, request: request.head.fields) { [reader] in
+                    request.primaryKey.map(reader.candidates) ?? []
+                } != nil
         }
         var relay = Relay(
             status: plan.status, fields: plan.fields, outcome: plan.outcome, cacheStatus: plan.cacheStatus,

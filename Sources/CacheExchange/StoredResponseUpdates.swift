@@ -23,24 +23,26 @@ struct StoredResponseUpdates {
     /// Updates the stored responses a `304` selects: the candidates as updated, or `nil` when it
     /// selects none.
     ///
-    /// When a selected response was replaced or removed after the candidates were read (another
-    /// request stored a newer one meanwhile), the update is applied to what is stored now:
-    /// `reread` gives the current candidates, and the `304` freshens those its own validators
-    /// select; `nil` when it selects none of them either (the request is then sent again
-    /// without validators).
+    /// `current` reads the candidates stored now. When a selected response was replaced or
+    /// removed after the candidates were read (another request stored a newer one while the
+    /// origin answered), the update is applied to what is stored now: the `304` freshens those
+    /// its own validators select; `nil` when it selects none of them either (the request is then
+    /// sent again without validators). Whether a selected response is still stored is read
+    /// before it is updated, not left to the update: a store that writes updates behind cannot
+    /// always tell at once that an identity is gone.
     func applyNotModified(
-        _ notModified: ExchangeStateMachine.NotModified, request: HeaderFields, reread: () -> [StoredCandidate]
+        _ notModified: ExchangeStateMachine.NotModified, request: HeaderFields, current: () -> [StoredCandidate]
     ) -> [StoredCandidate]? {
-        switch freshen(notModified, request: request) {
+        switch freshen(notModified, request: request, stillStored: current()) {
         case .updated(let updated): return updated
         case .selectsNone: return nil
         case .replaced:
             // The validators sent belonged to responses no longer stored: only the 304's own
             // validators can select among the current ones.
-            var current = notModified
-            current.candidates = reread()
-            current.validated = []
-            guard case .updated(let updated) = freshen(current, request: request) else { return nil }
+            var now = notModified
+            now.candidates = current()
+            now.validated = []
+            guard case .updated(let updated) = freshen(now, request: request, stillStored: nil) else { return nil }
             return updated
         }
     }
@@ -55,7 +57,11 @@ struct StoredResponseUpdates {
         case replaced
     }
 
-    private func freshen(_ notModified: ExchangeStateMachine.NotModified, request: HeaderFields) -> Outcome {
+    /// Freshens the candidates the `304` selects, which must be among `stored`, the candidates
+    /// stored now, when given (`nil`: the candidates were just read).
+    private func freshen(
+        _ notModified: ExchangeStateMachine.NotModified, request: HeaderFields, stillStored stored: [StoredCandidate]?
+    ) -> Outcome {
         let candidates = notModified.candidates
         var updated = candidates
         let indexes = engine.responsesToUpdate(
@@ -68,6 +74,12 @@ struct StoredResponseUpdates {
                 stored: candidates[$0].entry.head.fields, notModified: notModified.fields)
         }
         guard !indexes.isEmpty else { return .selectsNone }
+        if let stored {
+            let stillStored = indexes.allSatisfy { index in
+                stored.contains { $0.entry.id == candidates[index].entry.id }
+            }
+            guard stillStored else { return .replaced }
+        }
         for index in indexes {
             let candidate = candidates[index]
             let (fields, facts) = engine.freshen(

@@ -247,6 +247,62 @@ struct CandidateMemoTests {
         #expect(made.value == 1)
     }
 
+    /// A `304` for a stored response that another request replaced while the origin answered
+    /// selects nothing stored now (RFC 9111 §4.3.4: "If none of the stored responses contain
+    /// the same validator, the cache MUST NOT use the new response to update any stored
+    /// responses"): the request is sent again without validators, and the newer response is
+    /// left as it is. The proxy's store: a memory tier over a disk tier that writes updates
+    /// behind, which cannot say at once that a replaced identity is gone. The newer response
+    /// stored through both tiers (its commit still queued, or written to the index), or by
+    /// another writer of the disk tier alone (another process on the same directory), the
+    /// memory tier still holding the old body.
+    @Test(arguments: [(false, false), (false, true), (true, false), (true, true)])
+    func aNotModifiedForAReplacedResponseIsSentAgain(diskOnly: Bool, flushed: Bool) throws {
+        let directory = TemporaryDirectory()
+        var configuration = DiskStore.Configuration(directory: directory.path, log: { _ in })
+        configuration.writesBehind = true
+        let disk = try DiskStore(configuration)
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        let url = Self.url(8)
+        func put(_ version: Int, maxAge: Int, into store: any CacheStore) throws {
+            let body = Array("body of 8".utf8)
+            let (fields, facts) = Self.stored(
+                url,
+                [
+                    "Cache-Control": "max-age=\(maxAge)", "Content-Length": String(body.count),
+                    "ETag": "\"v\(version)\"",
+                ])
+            let writer = try store.makeWriter(
+                for: EntryHead(primaryKey: Self.key(url), url: url, status: 200, fields: fields, facts: facts))
+            try writer.append(body)
+            try writer.commit()
+        }
+        try put(1, maxAge: 0, into: store)
+        try disk.flush()
+        let driver = Self.driver(store, capacity: 16, bytes: 1 << 20)
+        var machine = driver.exchange(for: ExchangeRequest(head: RequestHead(uri: url), primaryKey: Self.key(url)))
+        guard case .join = driver.start(&machine), case .forward(let forwarded) = driver.joinedAsLeader(&machine)
+        else {
+            Issue.record("a stale response is not revalidated")
+            return
+        }
+        #expect(forwarded.fields[.ifNoneMatch] == "\"v1\"")
+        try put(3, maxAge: 600, into: diskOnly ? disk : store)
+        if flushed { try disk.flush() }
+        let notModified: HeaderFields = ["ETag": "\"v1\"", "Cache-Control": "max-age=600"]
+        let work = driver.originResponded(
+            &machine, ResponseHead(status: 304, fields: notModified), requestTime: Self.now)
+        guard case .forward(let again) = work else {
+            Issue.record("the 304 for a replaced response is answered without the origin: \(work)")
+            return
+        }
+        #expect(again.fields[.ifNoneMatch] == nil)
+        try disk.flush()
+        let storedNow = try store.variants(of: Self.key(url))
+        #expect(storedNow.map { $0.head.fields[.eTag] } == ["\"v3\""])
+        #expect(storedNow.first?.head.fields[.cacheControl] == "max-age=600")
+    }
+
     /// A path's No-Vary-Search marker is read only from a store that may hold it: where the
     /// disk's known keys say none is stored (every path that never had the field), the miss's
     /// lookup reads its own key alone and nothing is remembered of the marker; a marker stored
