@@ -71,25 +71,27 @@ public final class ResponseRecorder: @unchecked Sendable {
     /// Stores the next bytes, ahead of the origin's (a stored part being completed, RFC 9111
     /// §3.4) or from it. Past the expected length nothing more is stored; reaching it commits.
     public func record(_ bytes: UnsafeRawBufferPointer) {
+        guard writer != nil else { return }
+        record(Array(bytes))
+    }
+
+    /// Stores the next bytes as the raw-buffer `record(_:)` does, keeping the array itself (no
+    /// copy): a host that sends the same bytes on shares it with the store.
+    public func record(_ bytes: [UInt8]) {
         guard let current = writer else { return }
         if let expectedLength, written + Int64(bytes.count) > expectedLength {
             log("not storing \(url): the origin sent more than its Content-Length")
             return drop(.notStored)
         }
         do {
-            try current.append(Array(bytes))
+            try current.append(bytes)
         } catch {
             log("stopped storing \(url): \(error) (it is served, not stored)\(Self.advice(error))")
             return drop(.refused)
         }
-        integrity?.update(bytes)
+        if let integrity { bytes.withUnsafeBytes { integrity.update($0) } }
         written += Int64(bytes.count)
         if written == expectedLength { commit() }
-    }
-
-    /// Stores the next bytes.
-    public func record(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { record($0) }
     }
 
     /// The body ended as its framing says: commits it when no length was expected (it ended

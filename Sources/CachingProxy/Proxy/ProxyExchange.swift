@@ -480,12 +480,17 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             if dictionaryBody!.count > handler.dictionaries?.settings.maxBodyBytes ?? 0 { dictionaryBody = nil }
         }
         if fromOrigin { handler.metrics.bytesFromOrigin.add(body.count, ordering: .relaxed) }
-        // Stored before it goes to the client: the last bytes commit the entry.
+        // Stored before it goes to the client: the last bytes commit the entry. A body being
+        // stored is copied once, into the array the store keeps and the client's queue shares.
         let storing = relay.recorder?.isStoring == true
-        relay.recorder?.record(body)
+        let stored = storing ? Array(body) : nil
+        if let stored { relay.recorder?.record(stored) }
         // The bytes that end a body failing its digest are withheld (see `sendOnce`).
         if relay.recorder?.mismatch != nil { return true }
-        if let responder, !clientGone, !responder.write(body) { clientGone = true }
+        if let responder, !clientGone {
+            let written = stored.map { responder.write($0) } ?? responder.write(body)
+            if !written { clientGone = true }
+        }
         // A response being stored is read to its end even when its client left (or, for a
         // background revalidation, there is none), including the bytes that commit it.
         return !(clientGone || responder == nil) || storing
