@@ -358,18 +358,24 @@ public final class MemoryStore: CacheStore {
     }
 
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        let found = state.withLock { state -> Bool in
-            guard let slot = state.slot(of: id) else { return false }
+        if updateHeld(id, fields: fields, facts: facts) == nil { throw Self.notFound(id) }
+    }
+
+    /// Updates `id` as ``update(_:fields:facts:)`` does when it is held: its storage policy,
+    /// or `nil` when it is not held.
+    func updateHeld(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) -> StoragePolicy? {
+        state.withLock { state -> StoragePolicy? in
+            guard let slot = state.slot(of: id) else { return nil }
             state.nodes[slot].head.fields = fields
             state.nodes[slot].head.facts = facts
             state.changed(state.nodes[slot].head)
             let cost = Self.cost(of: state.nodes[slot].entry, body: state.nodes[slot].body)
             state.accounted += cost - state.nodes[slot].cost
             state.nodes[slot].cost = cost
+            let policy = state.nodes[slot].head.storagePolicy
             Self.evict(&state, capacity: capacity)
-            return true
+            return policy
         }
-        if !found { throw Self.notFound(id) }
     }
 
     /// Records a hit. It goes into a buffer of the calling thread's own, not under the store's

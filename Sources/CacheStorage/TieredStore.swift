@@ -80,13 +80,13 @@ public final class TieredStore: CacheStore {
         return TieredWriter(store: self, disk: try disk.makeWriter(for: head))
     }
 
+    /// Updates the entry in both tiers. A memory-only entry is memory's alone; memory's copy of
+    /// a disk entry is updated with it, and whether the entry is stored is the disk's to say: one
+    /// the disk no longer holds (replaced or removed, maybe by another process) is not found,
+    /// whatever memory still holds of it.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
-        let inMemory = (try? memory.update(id, fields: fields, facts: facts)) != nil
-        do {
-            try disk.update(id, fields: fields, facts: facts)
-        } catch  where error.kind == .notFound && inMemory {
-            // a memory-only entry
-        }
+        if memory.updateHeld(id, fields: fields, facts: facts) == .memoryOnly { return }
+        try disk.update(id, fields: fields, facts: facts)
     }
 
     public func recordAccess(_ id: EntryID, at time: Double) {

@@ -794,6 +794,28 @@ struct TieredStoreTests {
         #expect(try opened.readAll() == inFile)
         #expect(store.memory.heldBody(of: fileEntry.id) == inFile)
     }
+
+    @Test(
+        "update: an entry the disk no longer holds is not found, though memory still holds its body; a memory-only entry is updated in memory"
+    )
+    func updateOfAnEntryGoneFromDisk() throws {
+        let directory = TemporaryDirectory()
+        let disk = try DiskStore(DiskStore.Configuration(directory: directory.path))
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: disk)
+        let old = try put(store, head("https://example.com/r"), [1, 2, 3])
+        #expect(store.memory.heldBody(of: old.id) == [1, 2, 3])
+        // Replaced by a writer of the disk alone (another process sharing the directory).
+        _ = try put(disk, head("https://example.com/r"), [4, 5, 6])
+        #expect(store.memory.heldBody(of: old.id) != nil)
+        #expect(throws: StorageError.self) {
+            try store.update(old.id, fields: ["X-Freshened": "yes"], facts: [])
+        }
+        var memoryOnly = head("https://example.com/m")
+        memoryOnly.storagePolicy = .memoryOnly
+        let kept = try put(store, memoryOnly, [7])
+        try store.update(kept.id, fields: ["X-Freshened": "yes"], facts: [])
+        #expect(try store.variants(of: "https://example.com/m").first?.head.fields["X-Freshened"] == "yes")
+    }
 }
 
 @Suite("CacheStorage: index format version")
