@@ -142,7 +142,41 @@ extension DiskStore {
             return remembered
         }
         defer { buildKnownKeysIfWanted() }
-        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
+        let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
+        if let variants = try state.withLockIfAvailable(read) { return variants }
+        // Another thread holds the index: the background writer between two batches (the WAL's
+        // checkpoint and its `fdatasync`), which may take long behind a busy disk (an event
+        // loop waited up to 1.8 s here). A reading connection answers instead when it can.
+        if let variants = readVariantsBeside(primaryKey) { return variants }
+        return try state.withLock(read)
+    }
+
+    /// ``variants(of:)`` read on a reading connection (``Configuration/readingConnections``)
+    /// while ``state`` is held elsewhere, with the queued commits and updates laid over them,
+    /// and not remembered; `nil` when a reading connection cannot answer for what the store
+    /// holds. It sees only what is committed, so it answers only while no batch is open from
+    /// before the read to after it: then the committed rows and the queue are all there is (a
+    /// write committing meanwhile is one made at the same time as this read, which may or may
+    /// not see it). A batch's rows, added, freshened or removed, are seen only by the writing
+    /// connection; nor does it answer for an encrypted store.
+    func readVariantsBeside(_ primaryKey: String) -> [StoredEntry]? {
+        let transitions = batchTransitions.value
+        guard sealing == nil, transitions & 1 == 0,
+            let read = withReader({ connection -> [StoredEntry]? in
+                do throws(StorageError) {
+                    let query = try connection.statement(
+                        "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
+                    defer { query.reset() }
+                    try query.bind(primaryKey, to: ":primary_key")
+                    return try entries(from: query)
+                } catch {
+                    return nil
+                }
+            }) ?? nil
+        else { return nil }
+        return memo.withLock { memo in
+            batchTransitions.value == transitions ? memo.overlaid(read, primaryKey: primaryKey) : nil
+        }
     }
 
     /// The index surely holds no row of `primaryKey` (by the hashes of the keys it holds, kept

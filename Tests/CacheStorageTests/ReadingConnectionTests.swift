@@ -95,6 +95,63 @@ struct ReadingConnectionTests {
         for entry in newer { #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry)) }
     }
 
+    /// Holds `store`'s index lock on another thread until `release` is signalled (or 20 s
+    /// pass); returns once it holds it. `released` says, after `done`, which ended the hold.
+    static func holdIndex(
+        of store: DiskStore, until release: DispatchSemaphore
+    ) -> (done: DispatchSemaphore, released: Locked<Bool>) {
+        let held = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        let released = Locked(false)
+        Thread.detachNewThread {
+            store.state.withLock { _ in
+                held.signal()
+                let signalled = release.wait(timeout: .now() + 20) == .success
+                released.withLock { $0 = signalled }
+            }
+            done.signal()
+        }
+        held.wait()
+        return (done, released)
+    }
+
+    @Test(
+        "A key's variants are read through a reader while another thread holds the index (a writer checkpointing between batches); not while a batch is open"
+    )
+    func variantsWhileTheIndexIsHeld() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        var written: [StoredEntry] = []
+        do {
+            let store = try openStore(readers: 1, writesBehind: false)
+            for key in 12...13 {
+                written.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 5_000))
+            }
+            try store.endBatchedWrites()
+        }
+        // A new process's store: nothing of the keys remembered, so a lookup reads the index.
+        let store = try openStore(readers: 1, writesBehind: false)
+        let release = DispatchSemaphore(value: 0)
+        var hold = Self.holdIndex(of: store, until: release)
+        // Answered while the lock is held: the hold ends only when this thread signals it.
+        #expect(try store.variants(of: written[0].head.primaryKey).map(\.id) == [written[0].id])
+        release.signal()
+        hold.done.wait()
+        #expect(hold.released.withLock { $0 }, "the lookup waited for the index's lock")
+
+        // A replacement in an open batch: the committed rows still have the old version, so
+        // the lookup waits for the writing connection, which sees the batch.
+        store.beginBatchedWrites()
+        let newer = try StoreTestSupport.write(store, key: 13, generation: 1, size: 5_000)
+        // The key has left the head memo since (many others read after it).
+        store.memo.withLock { $0.heads.removeValue(for: newer.head.primaryKey) }
+        hold = Self.holdIndex(of: store, until: release)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { release.signal() }
+        #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
+        hold.done.wait()
+        try store.endBatchedWrites()
+        #expect(try store.variants(of: newer.head.primaryKey).map(\.id) == [newer.id])
+    }
+
     @Test(
         "An open batch that has only added rows leaves committed bodies to the readers; one that removed a row does not"
     )
