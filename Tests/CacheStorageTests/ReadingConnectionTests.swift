@@ -95,6 +95,16 @@ struct ReadingConnectionTests {
         for entry in newer { #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry)) }
     }
 
+    /// Entries of 5,000 bytes for `keys`, written and committed by a store that is then released.
+    func committedByAnotherStore(keys: ClosedRange<Int>) throws -> [StoredEntry] {
+        let store = try openStore(readers: 1, writesBehind: false)
+        let written = try keys.map { key throws(StorageError) in
+            try StoreTestSupport.write(store, key: key, generation: 0, size: 5_000)
+        }
+        try store.endBatchedWrites()
+        return written
+    }
+
     /// Holds `store`'s index lock on another thread until `release` is signalled (or 20 s
     /// pass); returns once it holds it. `released` says, after `done`, which ended the hold.
     static func holdIndex(
@@ -120,14 +130,7 @@ struct ReadingConnectionTests {
     )
     func variantsWhileTheIndexIsHeld() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        var written: [StoredEntry] = []
-        do {
-            let store = try openStore(readers: 1, writesBehind: false)
-            for key in 12...13 {
-                written.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 5_000))
-            }
-            try store.endBatchedWrites()
-        }
+        let written = try committedByAnotherStore(keys: 12...13)
         // A new process's store: nothing of the keys remembered, so a lookup reads the index.
         let store = try openStore(readers: 1, writesBehind: false)
         let release = DispatchSemaphore(value: 0)
@@ -157,14 +160,7 @@ struct ReadingConnectionTests {
     )
     func openBatchWithoutRemovals() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        var committed: [StoredEntry] = []
-        do {
-            let store = try openStore(readers: 1, writesBehind: false)
-            for key in 7...8 {
-                committed.append(try StoreTestSupport.write(store, key: key, generation: 0, size: 5_000))
-            }
-            try store.endBatchedWrites()
-        }
+        let committed = try committedByAnotherStore(keys: 7...8)
         // A new process's store: no reading connection open yet.
         let store = try openStore(readers: 1, writesBehind: false)
         store.beginBatchedWrites()
