@@ -162,17 +162,7 @@ extension DiskStore {
     func readVariantsBeside(_ primaryKey: String) -> [StoredEntry]? {
         let transitions = batchTransitions.value
         guard sealing == nil, transitions & 1 == 0,
-            let read = withReader({ connection -> [StoredEntry]? in
-                do throws(StorageError) {
-                    let query = try connection.statement(
-                        "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
-                    defer { query.reset() }
-                    try query.bind(primaryKey, to: ":primary_key")
-                    return try entries(from: query)
-                } catch {
-                    return nil
-                }
-            }) ?? nil
+            let read = withReader({ try? rows(of: primaryKey, on: $0) }) ?? nil
         else { return nil }
         return memo.withLock { memo in
             batchTransitions.value == transitions ? memo.overlaid(read, primaryKey: primaryKey) : nil
@@ -196,17 +186,24 @@ extension DiskStore {
         // (This store's own writes wait for ``state``; an update or a commit written behind
         // changes only the memo, which the result is laid under below.)
         let count = changes?.value
-        let query = try state.connection.statement(
+        let result = try rows(of: primaryKey, on: state.connection)
+        return memo.withLock { memo in
+            if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
+            return memo.overlaid(result, primaryKey: primaryKey)
+        }
+    }
+
+    /// The rows of `primaryKey` as `connection` sees them.
+    func rows(of primaryKey: String, on connection: SQLiteConnection) throws(StorageError) -> [StoredEntry] {
+        let query = try connection.statement(
             "SELECT \(Self.entryColumns) FROM \(Self.entrySource) WHERE primary_key = :primary_key")
+        defer { query.reset() }
         try query.bind(Self.indexed(primaryKey: primaryKey, sealing), to: ":primary_key")
         var result = try entries(from: query)
         // A sealed head says which key it was stored under: a lookup column moved to another
         // row finds nothing.
         if sealing != nil { result.removeAll { $0.head.primaryKey != primaryKey } }
-        return memo.withLock { memo in
-            if let count { memo.heads.set((count, result), for: primaryKey, cost: Self.cost(primaryKey, result)) }
-            return memo.overlaid(result, primaryKey: primaryKey)
-        }
+        return result
     }
 
     /// The memory the variants of `primaryKey` take in ``State/heads``.
