@@ -126,21 +126,7 @@ extension DiskStore {
     /// the keys it does are known (`KnownKeys`): a miss. Their `lastAccess` and `hits` may lag
     /// until that write; ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
-        // Remembered and current, or a key the index does not hold (``KnownKeys``): read under
-        // the memo's lock alone, never waiting for a commit.
-        if let count = changes?.value,
-            let remembered = memo.withLock({ memo -> [StoredEntry]? in
-                if let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo) {
-                    return memo.overlaid(cached.entries, primaryKey: primaryKey)
-                }
-                guard let none = countHoldingNone(primaryKey, memo) else { return nil }
-                // Remembered as read, so that the commit of its miss is queued without a read.
-                memo.heads.set((none, []), for: primaryKey, cost: Self.cost(primaryKey, []))
-                return memo.overlaid([], primaryKey: primaryKey)
-            })
-        {
-            return remembered
-        }
+        if let remembered = rememberedVariants(of: primaryKey) { return remembered }
         defer { buildKnownKeysIfWanted() }
         let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
         if let variants = try state.withLockIfAvailable(read) { return variants }
@@ -149,6 +135,56 @@ extension DiskStore {
         // loop waited up to 1.8 s here). A reading connection answers instead when it can.
         if let variants = readVariantsBeside(primaryKey) { return variants }
         return try state.withLock(read)
+    }
+
+    /// The variants of `primaryKey` when they are remembered and current, or when the index
+    /// surely holds none (``KnownKeys``): read under the memo's lock alone, never waiting for a
+    /// commit; `nil` when only the index can say.
+    func rememberedVariants(of primaryKey: String) -> [StoredEntry]? {
+        guard let count = changes?.value else { return nil }
+        return memo.withLock { memo -> [StoredEntry]? in
+            switch memoAnswer(for: primaryKey, at: count, &memo) {
+            case .remembered(let entries): return memo.overlaid(entries, primaryKey: primaryKey)
+            case .holdsNone(let none):
+                // Remembered as read, so that the commit of its miss is queued without a read.
+                memo.heads.set((none, []), for: primaryKey, cost: Self.cost(primaryKey, []))
+                return memo.overlaid([], primaryKey: primaryKey)
+            case nil: return nil
+            }
+        }
+    }
+
+    /// What the memo knows of a key's variants without reading the index.
+    enum MemoAnswer {
+        /// Its variants as read (or written) at a count still current.
+        case remembered([StoredEntry])
+        /// The index holds none of them, as its known keys said at this count.
+        case holdsNone(at: UInt64)
+    }
+
+    /// What `memo` knows of `primaryKey` at change count `count`; `nil` when only the index can say.
+    func memoAnswer(for primaryKey: String, at count: UInt64, _ memo: inout HeadMemo) -> MemoAnswer? {
+        if let cached = memo.heads.value(for: primaryKey), Self.isCurrent(cached.changes, at: count, memo) {
+            return .remembered(cached.entries)
+        }
+        return countHoldingNone(primaryKey, memo).map { .holdsNone(at: $0) }
+    }
+
+    /// Whether ``variants(of:)`` of `primaryKey` would read the index now: it is not
+    /// remembered as current, and the index may hold it. Under the memo's lock alone.
+    public func readsIndex(for primaryKey: String) -> Bool {
+        guard let count = changes?.value else { return true }
+        return memo.withLock { memoAnswer(for: primaryKey, at: count, &$0) == nil }
+    }
+
+    /// ``variants(of:)`` for a thread that may wait (that of a loop's lookup channel,
+    /// ``makeLookupChannel()``): when the index must be read, it is read under ``state``'s
+    /// lock, waiting for the writer if it holds it, so that what is read is remembered and the
+    /// lookup the loop makes next answers from memory while the index stays as read.
+    public func rememberVariants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        if let remembered = rememberedVariants(of: primaryKey) { return remembered }
+        defer { buildKnownKeysIfWanted() }
+        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
     }
 
     /// ``variants(of:)`` read on a reading connection (``Configuration/readingConnections``)

@@ -1,7 +1,7 @@
 #if os(Linux)
-// A loop's own connection to the store's server (CacheStore.makeLookupChannel: the Redis tier):
-// a lookup the local tier cannot answer parks its request here instead of holding the loop for
-// a round trip. The channel's socket is in the loop's epoll set, watched for writing only while
+// A loop's own way to the store's server or index (CacheStore.makeLookupChannel: the Redis
+// tier's connection, the disk index's reading thread): a lookup the store cannot answer from
+// memory parks its request here instead of holding the loop for a round trip or a disk read. The channel's socket is in the loop's epoll set, watched for writing only while
 // lookups are queued, so what one pass queued goes out in one write at the start of the next;
 // a timerfd, armed for the oldest lookup's deadline, gives up what is late.
 import CEpollHTTPCache

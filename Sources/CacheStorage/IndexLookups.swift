@@ -1,0 +1,166 @@
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// A loop's way to a disk store's index without reading it on the loop: a lookup the head memo
+// cannot answer is read on a thread of the channel's own (waiting there, not on the loop, for
+// the index's lock and for pages the page cache does not hold), and the loop is told through a
+// pipe once the memo holds the answer.
+
+extension DiskStore {
+    /// A channel on which one event loop makes lookups that would read the index
+    /// (``readsIndex(for:)``) without waiting for them (``IndexLookups``); `nil` when the shared
+    /// change counter cannot be mapped (every lookup then reads the index, so one read off the
+    /// loop would not spare the loop its own).
+    public func makeLookupChannel() -> (any LookupChannel)? {
+        guard changeCount != nil else { return nil }
+        return IndexLookups(readsIndex: { [self] in readsIndex(for: $0) }) { [self] primaryKey in
+            _ = try? rememberVariants(of: primaryKey)
+        }
+    }
+}
+
+extension TieredStore {
+    /// As ``DiskStore/makeLookupChannel()``; the bodies of the variants read are promoted to
+    /// memory there too (up to ``preparedBodyLimit`` each), so that the hit the loop then
+    /// answers reads nothing from disk either.
+    public func makeLookupChannel() -> (any LookupChannel)? {
+        guard disk.changeCount != nil else { return nil }
+        return IndexLookups(readsIndex: { [disk] in disk.readsIndex(for: $0) }) { [self] primaryKey in
+            prepareLookup(of: primaryKey)
+        }
+    }
+
+    /// The largest body a lookup made off the loop reads into memory: a caching proxy reads
+    /// bodies up to this size on its loop; larger ones are streamed from a worker.
+    public static let preparedBodyLimit: Int64 = 1 << 20
+
+    /// Reads the variants of `primaryKey` into the disk's memo and their bodies into memory
+    /// (as a hit would: a full memory tier takes one only when it was used more lately than
+    /// the entry it evicts). A failure is left for the lookup that follows to meet.
+    func prepareLookup(of primaryKey: String) {
+        guard let variants = try? disk.rememberVariants(of: primaryKey) else { return }
+        let limit = min(Self.preparedBodyLimit, memory.maximumEntrySize)
+        for entry in variants.prefix(4) where entry.bodySize > 0 && entry.bodySize <= limit {
+            guard let body = try? openBody(for: entry), body.bytesInMemory == nil else { continue }
+            _ = try? body.read(0...(body.size - 1))
+        }
+    }
+}
+
+/// One event loop's lookups of a disk store that would read its index (``LookupChannel``):
+/// each is made on the channel's own serial queue, and its `done` called on the loop, from
+/// ``descriptorReady()``, once it is answered; a lookup the memo answers is not queued.
+/// The queue reads one key at a time, so a loop never has more than one read in flight.
+final class IndexLookups: LookupChannel {
+    /// What the queue shares with the loop: the answered lookups and the pipe that says so.
+    /// Its descriptors are closed when the last of them lets it go: a read still queued when
+    /// the loop closed the channel never writes to a descriptor number reused meanwhile.
+    private final class Answers: Sendable {
+        let numbers = Mutex<[UInt64]>([])
+        let readEnd: Int32
+        let writeEnd: Int32
+
+        init?() {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else { return nil }
+            for end in ends {
+                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            }
+            readEnd = ends[0]
+            writeEnd = ends[1]
+        }
+
+        deinit {
+            closeDescriptor(readEnd)
+            closeDescriptor(writeEnd)
+        }
+
+        /// Lookup `number` is answered; the pipe is written only when the list was empty
+        /// (the loop drains the pipe before it takes the list, so no answer goes unseen).
+        func answer(_ number: UInt64) {
+            let wasEmpty = numbers.withLock { numbers in
+                numbers.append(number)
+                return numbers.count == 1
+            }
+            guard wasEmpty else { return }
+            var byte: UInt8 = 1
+            _ = write(writeEnd, &byte, 1)
+        }
+    }
+
+    private let answers: Answers
+    private let readsIndex: @Sendable (String) -> Bool
+    private let prepare: @Sendable (String) -> Void
+    private let queue = DispatchQueue(label: "httpcache.index-lookups", qos: .userInitiated)
+    /// The lookups queued and not yet answered, by number.
+    private var waiting: [UInt64: () -> Void] = [:]
+    private var nextNumber: UInt64 = 0
+    private var closed = false
+
+    var willClose: ((Int32) -> Void)?
+
+    /// `nil` when no pipe can be had.
+    init?(readsIndex: @escaping @Sendable (String) -> Bool, prepare: @escaping @Sendable (String) -> Void) {
+        guard let answers = Answers() else { return nil }
+        self.answers = answers
+        self.readsIndex = readsIndex
+        self.prepare = prepare
+    }
+
+    var descriptor: Int32 { closed ? -1 : answers.readEnd }
+    var wantsToWrite: Bool { false }
+    /// None: a read off the loop ends when the disk answers; the loop is not held meanwhile.
+    var deadline: Double? { nil }
+
+    func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
+        guard !closed, readsIndex(primaryKey) else { return false }
+        nextNumber += 1
+        let number = nextNumber
+        waiting[number] = done
+        queue.async { [prepare, answers] in
+            prepare(primaryKey)
+            answers.answer(number)
+        }
+        return true
+    }
+
+    func descriptorReady() {
+        var drained = [UInt8](repeating: 0, count: 64)
+        while read(answers.readEnd, &drained, drained.count) == drained.count {}
+        let answered = answers.numbers.withLock { numbers in
+            let taken = numbers
+            numbers = []
+            return taken
+        }
+        for number in answered {
+            waiting.removeValue(forKey: number)?()
+        }
+    }
+
+    func expire() {}
+
+    /// The lookups still waiting go on at once (they read the index themselves).
+    func close() {
+        guard !closed else { return }
+        willClose?(answers.readEnd)
+        closed = true
+        let left = waiting.sorted { $0.key < $1.key }
+        waiting.removeAll()
+        for (_, done) in left { done() }
+    }
+}
+
+@available(*, unavailable)
+extension IndexLookups: Sendable {}
+
+/// `close(2)`, by a name no channel's ``LookupChannel/close()`` hides.
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
+}

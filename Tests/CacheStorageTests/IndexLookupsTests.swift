@@ -1,0 +1,116 @@
+import CacheSemantics
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import Testing
+
+@testable import CacheStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A loop's lookups of a disk store that would read its index, made off the loop
+/// (``TieredStore/makeLookupChannel()``, ``IndexLookups``).
+@Suite("TieredStore: index lookups off the loop")
+struct IndexLookupsTests {
+    let directory = StoreTestSupport.makeDirectory("index-lookups")
+
+    /// Entries of 5,000 bytes for `keys`, committed by a store then released, and a tiered
+    /// store over the same directory that remembers none of them (a new process's), whose disk
+    /// has no reading connection: a lookup it must read the index for waits for the index's lock.
+    func storedBefore(keys: ClosedRange<Int>) throws -> (TieredStore, [StoredEntry]) {
+        var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
+        configuration.readingConnections = 0
+        configuration.batchLatency = 600
+        let writer = try DiskStore(configuration)
+        let written = try keys.map { key throws(StorageError) in
+            try StoreTestSupport.write(writer, key: key, generation: 0, size: 5_000)
+        }
+        let store = TieredStore(memory: MemoryStore(capacity: 1 << 20), disk: try DiskStore(configuration))
+        return (store, written)
+    }
+
+    /// Calls the channel's `descriptorReady()` each time its descriptor is readable until
+    /// `answered()`; `false` when that did not come within `seconds`.
+    func pump(_ channel: any LookupChannel, seconds: Double = 20, until answered: () -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while !answered() {
+            guard Date() < end else { return false }
+            var readable = pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&readable, 1, 100) > 0 { channel.descriptorReady() }
+        }
+        return true
+    }
+
+    @Test(
+        "A key the head memo lacks is read off the caller's thread; the lookup after it answers from memory while the index is held, its body promoted to memory"
+    )
+    func readOffTheCallersThread() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let (store, written) = try storedBefore(keys: 1...2)
+        let entry = written[0]
+        let channel = try #require(store.makeLookupChannel())
+        #expect(store.disk.readsIndex(for: entry.head.primaryKey))
+        var answered = 0
+        #expect(channel.lookUp(entry.head.primaryKey) { answered += 1 })
+        #expect(pump(channel) { answered == 1 })
+        // Remembered now: the next lookup is not queued, and answers without the index's lock
+        // (held by another thread until this one signals it: without the memo it would wait).
+        #expect(!channel.lookUp(entry.head.primaryKey) { answered += 1 })
+        let release = DispatchSemaphore(value: 0)
+        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
+        #expect(store.memory.heldBody(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        release.signal()
+        hold.done.wait()
+        #expect(hold.released.withLock { $0 }, "the lookup waited for the index's lock")
+        #expect(answered == 1)
+        // The other key was not read: still not remembered, nor in memory.
+        #expect(store.disk.readsIndex(for: written[1].head.primaryKey))
+        #expect(store.memory.heldBody(of: written[1].id) == nil)
+        channel.close()
+    }
+
+    @Test("A lookup made while the index is held returns at once; it is answered once the index is free")
+    func heldIndexDoesNotHoldTheCaller() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let (store, written) = try storedBefore(keys: 3...3)
+        let channel = try #require(store.makeLookupChannel())
+        let release = DispatchSemaphore(value: 0)
+        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        var answered = false
+        #expect(channel.lookUp(written[0].head.primaryKey) { answered = true })
+        // Not answered while the index is held: the read waits for it, off this thread.
+        #expect(!pump(channel, seconds: 0.3) { answered })
+        release.signal()
+        hold.done.wait()
+        #expect(hold.released.withLock { $0 })
+        #expect(pump(channel) { answered })
+        #expect(!store.disk.readsIndex(for: written[0].head.primaryKey))
+        channel.close()
+    }
+
+    @Test("Closing the channel lets the lookups still waiting go on at once, and says which descriptor closes")
+    func closeAnswersTheWaiting() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let (store, written) = try storedBefore(keys: 4...4)
+        let channel = try #require(store.makeLookupChannel())
+        let descriptor = channel.descriptor
+        var closing: Int32?
+        channel.willClose = { closing = $0 }
+        let release = DispatchSemaphore(value: 0)
+        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        var answered = 0
+        #expect(channel.lookUp(written[0].head.primaryKey) { answered += 1 })
+        channel.close()
+        #expect(answered == 1)
+        #expect(closing == descriptor && channel.descriptor == -1)
+        #expect(!channel.lookUp(written[0].head.primaryKey) { answered += 1 })
+        release.signal()
+        hold.done.wait()
+        #expect(answered == 1)
+    }
+}
