@@ -157,8 +157,12 @@ extension EventLoop {
     /// queue (``OutputQueue/sealed``) until they are sent.
     func flushTLS(_ connection: Connection, _ tls: TLSConnection, accountedSent: inout Int) -> OutputQueue.FlushResult {
         var waitsForRead = false
+        // The connection closes after this output: its close_notify (RFC 8446 §6.1) is gathered
+        // behind the last records, so the client gets both in one send and one wake-up.
+        let closesAfter = connection.state.phase == .closing && !connection.state.writeShut
         let gathers =
-            connection.state.output.count - connection.state.output.sealed > Self.tlsRecordSize || tls.unsentCount > 0
+            closesAfter || connection.state.output.count - connection.state.output.sealed > Self.tlsRecordSize
+            || tls.unsentCount > 0
         if gathers { tls.cork() }
         var result = connection.state.output.flush(accountedSent: &accountedSent) { piece in
             switch tls.write(piece) {
@@ -169,6 +173,10 @@ extension EventLoop {
                 return .blocked
             case .failed: return .failed(EPIPE)
             }
+        }
+        if closesAfter, case .done = result, connection.state.output.isEmpty, !waitsForRead {
+            // Sent with what is gathered; `sendCloseNotify` then finds it sent and sends no other.
+            _ = tls.shutdown()
         }
         if gathers || tls.unsentCount > 0 {
             switch tls.uncork() {
