@@ -181,10 +181,36 @@ extension DiskStore {
     /// ``makeLookupChannel()``): when the index must be read, it is read under ``state``'s
     /// lock, waiting for the writer if it holds it, so that what is read is remembered and the
     /// lookup the loop makes next answers from memory while the index stays as read.
+    ///
+    /// While the background writer holds the lock between batches (its checkpoint, long behind
+    /// a busy disk), a reading connection answers as in ``variants(of:)``, and what it read is
+    /// remembered when nothing was written meanwhile (``readVariantsBeside(_:remembering:)``).
     public func rememberVariants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         if let remembered = rememberedVariants(of: primaryKey) { return remembered }
         defer { buildKnownKeysIfWanted() }
-        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
+        let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
+        if let variants = try state.withLockIfAvailable(read) { return variants }
+        if let variants = readVariantsBeside(primaryKey, remembering: true) { return variants }
+        return try state.withLock(read)
+    }
+
+    /// Reads `primaryKey`'s variants into the memo unless that means waiting for the index's
+    /// lock: `false` when it does (the background writer holds it with a batch open, or no
+    /// reading connection is free), so that a caller that must not wait (an event loop) has
+    /// them read where it may (``rememberVariants(of:)``); `true` when they are remembered now,
+    /// or the read failed (``variants(of:)`` then meets the failure as before).
+    public func rememberVariantsWithoutWaiting(of primaryKey: String) -> Bool {
+        defer { buildKnownKeysIfWanted() }
+        do {
+            let read = { (state: inout State) throws(StorageError) in
+                _ = try self.readVariants(of: primaryKey, &state)
+            }
+            if try state.withLockIfAvailable(read) != nil { return true }
+        } catch {
+            return true
+        }
+        _ = readVariantsBeside(primaryKey, remembering: true)
+        return !readsIndex(for: primaryKey)
     }
 
     /// ``variants(of:)`` read on a reading connection (``Configuration/readingConnections``)
@@ -195,13 +221,23 @@ extension DiskStore {
     /// write committing meanwhile is one made at the same time as this read, which may or may
     /// not see it). A batch's rows, added, freshened or removed, are seen only by the writing
     /// connection; nor does it answer for an encrypted store.
-    func readVariantsBeside(_ primaryKey: String) -> [StoredEntry]? {
+    ///
+    /// `remembering`: what was read is also remembered when the change count did not move from
+    /// before the read to now, as ``readVariants(of:_:)`` remembers (the memo's lock taken
+    /// before a write of this store counts itself: one counted after that applies its change
+    /// to what is remembered, one counted before moved the count and nothing is remembered).
+    func readVariantsBeside(_ primaryKey: String, remembering: Bool = false) -> [StoredEntry]? {
         let transitions = batchTransitions.value
+        let count = changes?.value
         guard sealing == nil, transitions & 1 == 0,
             let read = withReader({ try? rows(of: primaryKey, on: $0) }) ?? nil
         else { return nil }
         return memo.withLock { memo in
-            batchTransitions.value == transitions ? memo.overlaid(read, primaryKey: primaryKey) : nil
+            guard batchTransitions.value == transitions else { return nil }
+            if remembering, let count, changes?.value == count {
+                memo.heads.set((count, read), for: primaryKey, cost: Self.cost(primaryKey, read))
+            }
+            return memo.overlaid(read, primaryKey: primaryKey)
         }
     }
 

@@ -7,31 +7,41 @@ import Glibc
 import Darwin
 #endif
 
-// A loop's way to a disk store's index without reading it on the loop: a lookup the head memo
-// cannot answer is read on a thread of the channel's own (waiting there, not on the loop, for
-// the index's lock and for pages the page cache does not hold), and the loop is told through a
-// pipe once the memo holds the answer.
+// A loop's way to a disk store's index without waiting for its lock on the loop: a lookup the
+// head memo cannot answer, and that cannot be read now without waiting (the background writer
+// holds the index with a batch open, whose rows only its connection sees), is read on a thread
+// of the channel's own, and the loop is told through a pipe once the memo holds the answer.
 
 extension DiskStore {
-    /// A channel on which one event loop makes lookups that would read the index
-    /// (``readsIndex(for:)``) without waiting for them (``IndexLookups``); `nil` when the shared
-    /// change counter cannot be mapped (every lookup then reads the index, so one read off the
-    /// loop would not spare the loop its own).
+    /// A channel on which one event loop makes lookups that would wait for the index's lock
+    /// without waiting for them (``IndexLookups``): a key beyond the head memo is read at once
+    /// when the index is free or a reading connection can answer (as ``variants(of:)`` would,
+    /// and remembered), and off the loop only while the background writer holds the index
+    /// with a batch open. `nil` when the shared change counter cannot be mapped (nothing read
+    /// is remembered then, so a read off the loop would not spare the loop its own).
     public func makeLookupChannel() -> (any LookupChannel)? {
         guard changeCount != nil else { return nil }
-        return IndexLookups(readsIndex: { [self] in readsIndex(for: $0) }) { [self] primaryKey in
+        return IndexLookups(waitsForIndex: { [self] in waitsForIndex($0) }) { [self] primaryKey in
             _ = try? rememberVariants(of: primaryKey)
         }
     }
 }
 
+extension DiskStore {
+    /// Whether a lookup of `primaryKey` would wait for the index's lock: it is not remembered,
+    /// and reading it now without waiting (``rememberVariantsWithoutWaiting(of:)``) could not.
+    func waitsForIndex(_ primaryKey: String) -> Bool {
+        readsIndex(for: primaryKey) && !rememberVariantsWithoutWaiting(of: primaryKey)
+    }
+}
+
 extension TieredStore {
-    /// As ``DiskStore/makeLookupChannel()``; the bodies of the variants read are promoted to
-    /// memory there too (up to ``preparedBodyLimit`` each), so that the hit the loop then
-    /// answers reads nothing from disk either.
+    /// As ``DiskStore/makeLookupChannel()``; the bodies of the variants read off the loop are
+    /// promoted to memory there too (up to ``preparedBodyLimit`` each), so that the hit the
+    /// loop then answers reads nothing from disk either.
     public func makeLookupChannel() -> (any LookupChannel)? {
         guard disk.changeCount != nil else { return nil }
-        return IndexLookups(readsIndex: { [disk] in disk.readsIndex(for: $0) }) { [self] primaryKey in
+        return IndexLookups(waitsForIndex: { [disk] in disk.waitsForIndex($0) }) { [self] primaryKey in
             prepareLookup(of: primaryKey)
         }
     }
@@ -53,9 +63,9 @@ extension TieredStore {
     }
 }
 
-/// One event loop's lookups of a disk store that would read its index (``LookupChannel``):
+/// One event loop's lookups of a disk store that would wait for its index (``LookupChannel``):
 /// each is made on the channel's own serial queue, and its `done` called on the loop, from
-/// ``descriptorReady()``, once it is answered; a lookup the memo answers is not queued.
+/// ``descriptorReady()``, once it is answered; a lookup answered without waiting is not queued.
 /// The queue reads one key at a time, so a loop never has more than one read in flight.
 final class IndexLookups: LookupChannel {
     /// What the queue shares with the loop: the answered lookups and the pipe that says so.
@@ -96,7 +106,7 @@ final class IndexLookups: LookupChannel {
     }
 
     private let answers: Answers
-    private let readsIndex: @Sendable (String) -> Bool
+    private let waitsForIndex: @Sendable (String) -> Bool
     private let prepare: @Sendable (String) -> Void
     private let queue = DispatchQueue(label: "httpcache.index-lookups", qos: .userInitiated)
     /// The lookups queued and not yet answered, by number.
@@ -107,10 +117,10 @@ final class IndexLookups: LookupChannel {
     var willClose: ((Int32) -> Void)?
 
     /// `nil` when no pipe can be had.
-    init?(readsIndex: @escaping @Sendable (String) -> Bool, prepare: @escaping @Sendable (String) -> Void) {
+    init?(waitsForIndex: @escaping @Sendable (String) -> Bool, prepare: @escaping @Sendable (String) -> Void) {
         guard let answers = Answers() else { return nil }
         self.answers = answers
-        self.readsIndex = readsIndex
+        self.waitsForIndex = waitsForIndex
         self.prepare = prepare
     }
 
@@ -120,7 +130,7 @@ final class IndexLookups: LookupChannel {
     var deadline: Double? { nil }
 
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
-        guard !closed, readsIndex(primaryKey) else { return false }
+        guard !closed, waitsForIndex(primaryKey) else { return false }
         nextNumber += 1
         let number = nextNumber
         waiting[number] = done

@@ -20,10 +20,11 @@ struct IndexLookupsTests {
 
     /// Entries of 5,000 bytes for `keys`, committed by a store then released, and a tiered
     /// store over the same directory that remembers none of them (a new process's), whose disk
-    /// has no reading connection: a lookup it must read the index for waits for the index's lock.
-    func storedBefore(keys: ClosedRange<Int>) throws -> (TieredStore, [StoredEntry]) {
+    /// has `readers` reading connections (with none, a lookup it must read the index for waits
+    /// for the index's lock).
+    func storedBefore(keys: ClosedRange<Int>, readers: Int = 0) throws -> (TieredStore, [StoredEntry]) {
         var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
-        configuration.readingConnections = 0
+        configuration.readingConnections = readers
         configuration.batchLatency = 600
         let writer = try DiskStore(configuration)
         let written = try keys.map { key throws(StorageError) in
@@ -45,23 +46,42 @@ struct IndexLookupsTests {
         return true
     }
 
-    @Test(
-        "A key the head memo lacks is read off the caller's thread; the lookup after it answers from memory while the index is held, its body promoted to memory"
-    )
-    func readOffTheCallersThread() throws {
+    @Test("A key the head memo lacks is read at once while the index is free: remembered, nothing queued")
+    func freeIndexIsReadAtOnce() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
         let (store, written) = try storedBefore(keys: 1...2)
+        let key = written[0].head.primaryKey
+        let channel = try #require(store.makeLookupChannel())
+        #expect(store.disk.readsIndex(for: key))
+        #expect(!channel.lookUp(key) {})
+        #expect(!store.disk.readsIndex(for: key))
+        #expect(store.disk.readsIndex(for: written[1].head.primaryKey), "only the key looked up is read")
+        channel.close()
+    }
+
+    @Test(
+        "While another thread holds the index and no reading connection can answer, the lookup is queued: read off the caller's thread once the index is free, remembered, its body promoted to memory"
+    )
+    func heldIndexIsReadOffTheCallersThread() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let (store, written) = try storedBefore(keys: 3...4)
         let entry = written[0]
         let channel = try #require(store.makeLookupChannel())
-        #expect(store.disk.readsIndex(for: entry.head.primaryKey))
+        var release = DispatchSemaphore(value: 0)
+        var hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
         var answered = 0
         #expect(channel.lookUp(entry.head.primaryKey) { answered += 1 })
+        // Not answered while the index is held: the read waits for it, off this thread.
+        #expect(!pump(channel, seconds: 0.3) { answered == 1 })
+        release.signal()
+        hold.done.wait()
+        #expect(hold.released.withLock { $0 })
         #expect(pump(channel) { answered == 1 })
-        // Remembered now: the next lookup is not queued, and answers without the index's lock
-        // (held by another thread until this one signals it: without the memo it would wait).
+        // Remembered: answered while the index is held again (without the memo the lookup
+        // would wait until the hold ends by its timeout), its body from memory.
+        release = DispatchSemaphore(value: 0)
+        hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
         #expect(!channel.lookUp(entry.head.primaryKey) { answered += 1 })
-        let release = DispatchSemaphore(value: 0)
-        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
         #expect(try store.variants(of: entry.head.primaryKey).map(\.id) == [entry.id])
         #expect(store.memory.heldBody(of: entry.id) == StoreTestSupport.expectedBody(entry))
         release.signal()
@@ -74,22 +94,22 @@ struct IndexLookupsTests {
         channel.close()
     }
 
-    @Test("A lookup made while the index is held returns at once; it is answered once the index is free")
-    func heldIndexDoesNotHoldTheCaller() throws {
+    @Test(
+        "While another thread holds the index between batches, a reading connection answers the lookup at once and what it read is remembered"
+    )
+    func heldIndexReadBeside() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let (store, written) = try storedBefore(keys: 3...3)
+        let (store, written) = try storedBefore(keys: 5...5, readers: 1)
+        let key = written[0].head.primaryKey
         let channel = try #require(store.makeLookupChannel())
         let release = DispatchSemaphore(value: 0)
         let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
-        var answered = false
-        #expect(channel.lookUp(written[0].head.primaryKey) { answered = true })
-        // Not answered while the index is held: the read waits for it, off this thread.
-        #expect(!pump(channel, seconds: 0.3) { answered })
+        #expect(!channel.lookUp(key) {})
+        #expect(!store.disk.readsIndex(for: key))
+        #expect(try store.variants(of: key).map(\.id) == [written[0].id])
         release.signal()
         hold.done.wait()
-        #expect(hold.released.withLock { $0 })
-        #expect(pump(channel) { answered })
-        #expect(!store.disk.readsIndex(for: written[0].head.primaryKey))
+        #expect(hold.released.withLock { $0 }, "the lookup waited for the index's lock")
         channel.close()
     }
 
