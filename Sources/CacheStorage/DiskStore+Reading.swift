@@ -126,6 +126,12 @@ extension DiskStore {
     /// the keys it does are known (`KnownKeys`): a miss. Their `lastAccess` and `hits` may lag
     /// until that write; ``entries()`` always reads the index.
     public func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        try variants(of: primaryKey, rememberingBeside: false)
+    }
+
+    /// ``variants(of:)``; `rememberingBeside`: what a reading connection reads is remembered
+    /// too (``readVariantsBeside(_:remembering:)``).
+    private func variants(of primaryKey: String, rememberingBeside: Bool) throws(StorageError) -> [StoredEntry] {
         if let remembered = rememberedVariants(of: primaryKey) { return remembered }
         defer { buildKnownKeysIfWanted() }
         let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
@@ -133,7 +139,7 @@ extension DiskStore {
         // Another thread holds the index: the background writer between two batches (the WAL's
         // checkpoint and its `fdatasync`), which may take long behind a busy disk (an event
         // loop waited up to 1.8 s here). A reading connection answers instead when it can.
-        if let variants = readVariantsBeside(primaryKey) { return variants }
+        if let variants = readVariantsBeside(primaryKey, remembering: rememberingBeside) { return variants }
         return try state.withLock(read)
     }
 
@@ -178,20 +184,13 @@ extension DiskStore {
     }
 
     /// ``variants(of:)`` for a thread that may wait (that of a loop's lookup channel,
-    /// ``makeLookupChannel()``): when the index must be read, it is read under ``state``'s
-    /// lock, waiting for the writer if it holds it, so that what is read is remembered and the
-    /// lookup the loop makes next answers from memory while the index stays as read.
-    ///
-    /// While the background writer holds the lock between batches (its checkpoint, long behind
-    /// a busy disk), a reading connection answers as in ``variants(of:)``, and what it read is
-    /// remembered when nothing was written meanwhile (``readVariantsBeside(_:remembering:)``).
+    /// ``makeLookupChannel()``), remembering what it reads: under ``state``'s lock, waiting
+    /// for the writer if it holds it with a batch open, or on a reading connection while it
+    /// holds it between batches, when nothing was written meanwhile
+    /// (``readVariantsBeside(_:remembering:)``). The lookup the loop makes next then answers
+    /// from memory while the index stays as read.
     public func rememberVariants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
-        if let remembered = rememberedVariants(of: primaryKey) { return remembered }
-        defer { buildKnownKeysIfWanted() }
-        let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
-        if let variants = try state.withLockIfAvailable(read) { return variants }
-        if let variants = readVariantsBeside(primaryKey, remembering: true) { return variants }
-        return try state.withLock(read)
+        try variants(of: primaryKey, rememberingBeside: true)
     }
 
     /// Reads `primaryKey`'s variants into the memo unless that means waiting for the index's
@@ -215,7 +214,7 @@ extension DiskStore {
 
     /// ``variants(of:)`` read on a reading connection (``Configuration/readingConnections``)
     /// while ``state`` is held elsewhere, with the queued commits and updates laid over them,
-    /// and not remembered; `nil` when a reading connection cannot answer for what the store
+    /// and not remembered unless `remembering`; `nil` when a reading connection cannot answer for what the store
     /// holds. It sees only what is committed, so it answers only while no batch is open from
     /// before the read to after it: then the committed rows and the queue are all there is (a
     /// write committing meanwhile is one made at the same time as this read, which may or may

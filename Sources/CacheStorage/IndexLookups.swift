@@ -14,7 +14,7 @@ import Darwin
 
 extension DiskStore {
     /// A channel on which one event loop makes lookups that would wait for the index's lock
-    /// without waiting for them (``IndexLookups``): a key beyond the head memo is read at once
+    /// without waiting for them: a key beyond the head memo is read at once
     /// when the index is free or a reading connection can answer (as ``variants(of:)`` would,
     /// and remembered), and off the loop only while the background writer holds the index
     /// with a batch open. `nil` when the shared change counter cannot be mapped (nothing read
@@ -25,9 +25,7 @@ extension DiskStore {
             _ = try? rememberVariants(of: primaryKey)
         }
     }
-}
 
-extension DiskStore {
     /// Whether a lookup of `primaryKey` would wait for the index's lock: it is not remembered,
     /// and reading it now without waiting (``rememberVariantsWithoutWaiting(of:)``) could not.
     func waitsForIndex(_ primaryKey: String) -> Bool {

@@ -333,9 +333,9 @@ final class ProxyHandler: RequestHandler {
         let machine = driver.exchange(for: exchange)
         let proxyRequest = ProxyRequest(
             server: request, target: target, readsAgain: readsAgain, receivedAt: receivedAt, delta: delta)
-        // A lookup that would wait for the store's server (the Redis tier) or read the disk
-        // index (a key beyond its head memo) is made off the loop, and the request parked until
-        // its answer is in: the loop goes on meanwhile.
+        // A lookup that would wait for the store's server (the Redis tier) or for the disk
+        // index's lock (a key beyond its head memo while the writer holds it) is made off the
+        // loop, and the request parked until its answer is in: the loop goes on meanwhile.
         if looksUpOnLoops, request.method == "GET" || request.method == "HEAD", let primaryKey,
             let loop = EventLoop.current,
             // `machine` captured as a copy of its own: the call below then takes it without one.

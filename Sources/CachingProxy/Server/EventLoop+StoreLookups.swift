@@ -1,7 +1,8 @@
 #if os(Linux)
 // A loop's own way to the store's server or index (CacheStore.makeLookupChannel: the Redis
-// tier's connection, the disk index's reading thread): a lookup the store cannot answer from
-// memory parks its request here instead of holding the loop for a round trip or a disk read. The channel's socket is in the loop's epoll set, watched for writing only while
+// tier's connection, the disk index's reading thread): a lookup the store cannot answer without
+// waiting parks its request here instead of holding the loop for a round trip or for the index's
+// lock. The channel's descriptor is in the loop's epoll set, watched for writing only while
 // lookups are queued, so what one pass queued goes out in one write at the start of the next;
 // a timerfd, armed for the oldest lookup's deadline, gives up what is late.
 import CEpollHTTPCache
