@@ -184,11 +184,10 @@ extension DiskStore {
     }
 
     /// ``variants(of:)`` for a thread that may wait (that of a loop's lookup channel,
-    /// ``makeLookupChannel()``), remembering what it reads: under ``state``'s lock, waiting
+    /// ``makeLookupChannel()``), remembering what it reads: under the index's lock, waiting
     /// for the writer if it holds it with a batch open, or on a reading connection while it
-    /// holds it between batches, when nothing was written meanwhile
-    /// (``readVariantsBeside(_:remembering:)``). The lookup the loop makes next then answers
-    /// from memory while the index stays as read.
+    /// holds it between batches, when nothing was written meanwhile. The lookup the loop makes
+    /// next then answers from memory while the index stays as read.
     public func rememberVariants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         try variants(of: primaryKey, rememberingBeside: true)
     }
