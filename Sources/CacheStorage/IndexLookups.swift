@@ -28,8 +28,13 @@ extension DiskStore {
 
     /// Whether a lookup of `primaryKey` would wait for the index's lock: it is not remembered,
     /// and reading it now without waiting (``rememberVariantsWithoutWaiting(of:)``) could not.
+    /// Only an open batch (whose rows a reading connection cannot see), or a store without
+    /// reading connections, can make it wait: otherwise it is `false` at once, before the
+    /// memo's lock and the key's hash (some 900 instructions a request; a batch opening in the
+    /// moment between this and the lookup is met as before this channel, on the loop).
     func waitsForIndex(_ primaryKey: String) -> Bool {
-        readsIndex(for: primaryKey) && !rememberVariantsWithoutWaiting(of: primaryKey)
+        guard batchTransitions.value & 1 == 1 || configuration.readingConnections == 0 else { return false }
+        return readsIndex(for: primaryKey) && !rememberVariantsWithoutWaiting(of: primaryKey)
     }
 }
 

@@ -95,22 +95,48 @@ struct IndexLookupsTests {
     }
 
     @Test(
-        "While another thread holds the index between batches, a reading connection answers the lookup at once and what it read is remembered"
+        "With reading connections a lookup waits only inside an open batch: between batches it is left to the loop's own lookup, which a reading connection answers; inside one it is queued"
     )
-    func heldIndexReadBeside() throws {
+    func readersLeaveOnlyOpenBatchesQueued() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
-        let (store, written) = try storedBefore(keys: 5...5, readers: 1)
-        let key = written[0].head.primaryKey
+        let (store, written) = try storedBefore(keys: 5...6, readers: 1)
         let channel = try #require(store.makeLookupChannel())
-        let release = DispatchSemaphore(value: 0)
-        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
-        #expect(!channel.lookUp(key) {})
-        #expect(!store.disk.readsIndex(for: key))
-        #expect(try store.variants(of: key).map(\.id) == [written[0].id])
+        var release = DispatchSemaphore(value: 0)
+        var hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        #expect(!channel.lookUp(written[0].head.primaryKey) {})
+        #expect(try store.variants(of: written[0].head.primaryKey).map(\.id) == [written[0].id])
         release.signal()
         hold.done.wait()
         #expect(hold.released.withLock { $0 }, "the lookup waited for the index's lock")
+        // A batch open (a write in it): a reading connection cannot see its rows.
+        store.disk.beginBatchedWrites()
+        _ = try StoreTestSupport.write(store.disk, key: 7, generation: 0, size: 5_000)
+        release = DispatchSemaphore(value: 0)
+        hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        var answered = false
+        #expect(channel.lookUp(written[1].head.primaryKey) { answered = true })
+        release.signal()
+        hold.done.wait()
+        #expect(pump(channel) { answered })
+        #expect(!store.disk.readsIndex(for: written[1].head.primaryKey))
+        try store.disk.endBatchedWrites()
         channel.close()
+    }
+
+    @Test(
+        "While the writer holds the index between batches, a lookup off the loop reads through a reading connection and remembers what it read"
+    )
+    func readBesideIsRemembered() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let (store, written) = try storedBefore(keys: 8...8, readers: 1)
+        let key = written[0].head.primaryKey
+        let release = DispatchSemaphore(value: 0)
+        let hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        #expect(try store.disk.rememberVariants(of: key).map(\.id) == [written[0].id])
+        #expect(!store.disk.readsIndex(for: key))
+        release.signal()
+        hold.done.wait()
+        #expect(hold.released.withLock { $0 }, "the lookup waited for the index's lock")
     }
 
     @Test("Closing the channel lets the lookups still waiting go on at once, and says which descriptor closes")
