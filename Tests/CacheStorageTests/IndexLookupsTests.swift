@@ -12,7 +12,7 @@ import Glibc
 import Darwin
 #endif
 
-/// A loop's lookups of a disk store that would read its index, made off the loop
+/// A loop's lookups of a disk store that would wait for its index's lock, made off the loop
 /// (``TieredStore/makeLookupChannel()``, ``IndexLookups``).
 @Suite("TieredStore: index lookups off the loop")
 struct IndexLookupsTests {
