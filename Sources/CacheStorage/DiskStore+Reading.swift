@@ -132,6 +132,19 @@ extension DiskStore {
     /// ``variants(of:)``; `rememberingBeside`: what a reading connection reads is remembered
     /// too (``readVariantsBeside(_:remembering:)``).
     private func variants(of primaryKey: String, rememberingBeside: Bool) throws(StorageError) -> [StoredEntry] {
+        if let variants = try variantsWithoutWaiting(of: primaryKey, rememberingBeside: rememberingBeside) {
+            return variants
+        }
+        // (Counted as an index read by the attempt above: ``buildKnownKeysIfWanted()``.)
+        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
+    }
+
+    /// ``variants(of:rememberingBeside:)`` when it can answer without waiting for the index's
+    /// lock: from the memo, the index when it is free, or a reading connection; `nil` when only
+    /// a wait could.
+    private func variantsWithoutWaiting(of primaryKey: String, rememberingBeside: Bool) throws(StorageError)
+        -> [StoredEntry]?
+    {
         if let remembered = rememberedVariants(of: primaryKey) { return remembered }
         defer { buildKnownKeysIfWanted() }
         let read = { (state: inout State) throws(StorageError) in try self.readVariants(of: primaryKey, &state) }
@@ -139,8 +152,7 @@ extension DiskStore {
         // Another thread holds the index: the background writer between two batches (the WAL's
         // checkpoint and its `fdatasync`), which may take long behind a busy disk (an event
         // loop waited up to 1.8 s here). A reading connection answers instead when it can.
-        if let variants = readVariantsBeside(primaryKey, remembering: rememberingBeside) { return variants }
-        return try state.withLock(read)
+        return readVariantsBeside(primaryKey, remembering: rememberingBeside)
     }
 
     /// The variants of `primaryKey` when they are remembered and current, or when the index
@@ -198,27 +210,22 @@ extension DiskStore {
     /// them read where it may (``rememberVariants(of:)``); `true` when they are remembered now,
     /// or the read failed (``variants(of:)`` then meets the failure as before).
     public func rememberVariantsWithoutWaiting(of primaryKey: String) -> Bool {
-        defer { buildKnownKeysIfWanted() }
         do {
-            let read = { (state: inout State) throws(StorageError) in
-                _ = try self.readVariants(of: primaryKey, &state)
-            }
-            if try state.withLockIfAvailable(read) != nil { return true }
+            _ = try variantsWithoutWaiting(of: primaryKey, rememberingBeside: true)
         } catch {
             return true
         }
-        _ = readVariantsBeside(primaryKey, remembering: true)
         return !readsIndex(for: primaryKey)
     }
 
     /// ``variants(of:)`` read on a reading connection (``Configuration/readingConnections``)
     /// while ``state`` is held elsewhere, with the queued commits and updates laid over them,
-    /// and not remembered unless `remembering`; `nil` when a reading connection cannot answer for what the store
-    /// holds. It sees only what is committed, so it answers only while no batch is open from
-    /// before the read to after it: then the committed rows and the queue are all there is (a
-    /// write committing meanwhile is one made at the same time as this read, which may or may
-    /// not see it). A batch's rows, added, freshened or removed, are seen only by the writing
-    /// connection; nor does it answer for an encrypted store.
+    /// and not remembered unless `remembering`; `nil` when a reading connection cannot answer
+    /// for what the store holds. It sees only what is committed, so it answers only while no
+    /// batch is open from before the read to after it: then the committed rows and the queue
+    /// are all there is (a write committing meanwhile is one made at the same time as this
+    /// read, which may or may not see it). A batch's rows, added, freshened or removed, are seen
+    /// only by the writing connection; nor does it answer for an encrypted store.
     ///
     /// `remembering`: what was read is also remembered when the change count did not move from
     /// before the read to now, as ``readVariants(of:_:)`` remembers (the memo's lock taken
