@@ -57,9 +57,12 @@ import Darwin
                 FramingError(
                     "the status line \(Self.quoted(Array(input[statusLine]))) is not HTTP/1.x NNN (RFC 9112 §4)"))
         }
-        // Grown as lines come, not reserved: the array is the stored head's (a memory tier's
-        // entry keeps its capacity).
+        // Room for a field a line, the status line's and the empty one's spare (two more: the
+        // fields a relay adds, `Via` and `Cache-Status`, without a copy): grown as lines come,
+        // the array was copied four times a head; no more is reserved, since it is the stored
+        // head's (a memory tier's entry keeps its capacity).
         var fields: [HeaderField] = []
+        fields.reserveCapacity(Self.lineCount(input))
         /// Whether the last line was a kept field line or its continuation: only then does an
         /// obs-fold line continue a field (RFC 9112 §5.2).
         var continuesField = false
@@ -115,6 +118,19 @@ import Darwin
     }
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+
+    /// How many LFs `input` has: its lines.
+    private static func lineCount(_ input: UnsafeBufferPointer<UInt8>) -> Int {
+        var count = 0
+        var position = 0
+        while position < input.count,
+            let found = memchr(input.baseAddress! + position, Int32(HTTPBytes.lf), input.count - position)
+        {
+            count += 1
+            position = input.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self)) + 1
+        }
+        return count
+    }
 
     /// UTF-8 when valid, else ISO 8859-1 (each byte one scalar), so no byte is lost.
     public static func text(_ bytes: ArraySlice<UInt8>) -> String {

@@ -22,8 +22,14 @@ enum Messages {
             return (length < 64 && hopByHopLengths & 1 << length != 0 && hopByHop.contains(field.lowercasedName))
                 || nominated.contains(field.lowercasedName)
         }
-        guard fields.contains(where: isHopByHop) else { return fields }
-        return HeaderFields(fields.filter { !isHopByHop($0) })
+        guard let first = fields.firstIndex(where: isHopByHop) else { return fields }
+        // Reserved, not filtered: a filter grew its array three or four times a head. Two more
+        // for what a relay adds (`Via`, `Cache-Status`).
+        var kept = HeaderFields()
+        kept.reserveCapacity(fields.count + 1)
+        for field in fields[..<first] { kept.append(field) }
+        for field in fields[(first + 1)...] where !isHopByHop(field) { kept.append(field) }
+        return kept
     }
 
     /// Appends this proxy to `Via` (RFC 9110 §7.6.3): `1.1 name` for a message received
