@@ -46,6 +46,18 @@ package enum ASCII {
         return copy.withUTF8(body)
     }
 
+    /// Where the first `byte` (ASCII, so a character's start) is in `s`, found in its bytes in
+    /// place: the UTF-8 view's general `firstIndex(of:)` and `contains(_:)` cost some 25
+    /// instructions a byte.
+    package static func firstIndex(of byte: UInt8, in s: Substring) -> Substring.Index? {
+        withUTF8(s) { $0.firstIndex(of: byte) }.map { s.utf8.index(s.startIndex, offsetBy: $0) }
+    }
+
+    /// ``firstIndex(of:in:)-(_,Substring)`` in a string.
+    package static func firstIndex(of byte: UInt8, in s: String) -> String.Index? {
+        withUTF8(s) { $0.firstIndex(of: byte) }.map { s.utf8.index(s.startIndex, offsetBy: $0) }
+    }
+
     @inlinable
     package static func equalsIgnoringCase(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
         guard x.count == y.count else { return false }

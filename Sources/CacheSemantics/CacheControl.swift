@@ -52,7 +52,7 @@ public struct CacheControl: Hashable, Sendable {
     private mutating func parse(member: Substring, field: String) {
         let name: Substring
         var argument: String?
-        if let equals = member.utf8.firstIndex(of: UInt8(ascii: "=")) {
+        if let equals = ASCII.firstIndex(of: UInt8(ascii: "="), in: member) {
             name = ASCII.trimmed(member[..<equals])
             let raw = ASCII.trimmed(member[member.utf8.index(after: equals)...])
             if raw.utf8.first == UInt8(ascii: "\"") {

@@ -111,7 +111,7 @@ public struct URLVariationConfig: Hashable, Sendable {
     /// looked for.
     public static func pathKey(_ uri: String) -> String? {
         guard URIParts.isNormalized(uri) else { return URIParts(uri).map(withoutQuery) }
-        return uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(uri[..<$0]) } ?? uri
+        return ASCII.firstIndex(of: UInt8(ascii: "?"), in: uri).map { String(uri[..<$0]) } ?? uri
     }
 
     private static func withoutQuery(_ parts: URIParts) -> String {

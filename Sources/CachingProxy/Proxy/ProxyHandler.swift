@@ -419,13 +419,13 @@ final class ProxyHandler: RequestHandler {
     /// `..` would climb above it (`/../secret`, `/%2e%2e/secret`) is refused: the origin could
     /// read it as a path outside the base, and rewriting it is not the proxy's to do.
     private func meaning(of requestTarget: String) -> Route.Meaning {
-        if requestTarget.utf8.contains(UInt8(ascii: "#")) {
+        if ASCII.firstIndex(of: UInt8(ascii: "#"), in: requestTarget) != nil {
             return .refused(
                 "has a fragment ('#…'), which a request-target never carries (RFC 9112 §3.2); leave it out, or send '#' as %23"
             )
         }
         let absolute: Target?
-        if requestTarget.hasPrefix("/") {
+        if requestTarget.utf8.first == UInt8(ascii: "/") {
             absolute = nil
         } else {
             do {
@@ -441,7 +441,8 @@ final class ProxyHandler: RequestHandler {
         }
         // origin-form is the path and query already (RFC 9112 §3.2.1).
         let pathAndQuery = absolute?.pathAndQuery ?? Substring(requestTarget)
-        let reading = Messages.lenientReading(ofPath: pathAndQuery.prefix { $0 != "?" })
+        let path = pathAndQuery[..<(ASCII.firstIndex(of: UInt8(ascii: "?"), in: pathAndQuery) ?? pathAndQuery.endIndex)]
+        let reading = Messages.lenientReading(ofPath: path)
         if reading.path == metricsReading || reading.path.hasPrefix(Self.adminPrefix) {
             return .admin(reading.path)
         }
