@@ -255,10 +255,12 @@ import CacheSemantics
     > {
         let head = parsed.head
         if isHeadRequest || head.status == 204 || head.status == 304 { return .success(.none) }
-        let codings = head.fields.filter { $0.lowercasedName == HeaderField.Name.transferEncoding.lowercasedName }
-        let lengths = head.fields.filter { $0.lowercasedName == HeaderField.Name.contentLength.lowercasedName }
-        if !codings.isEmpty {
-            guard lengths.isEmpty else {
+        let codingName = HeaderField.Name.transferEncoding.lowercasedName
+        let lengthName = HeaderField.Name.contentLength.lowercasedName
+        // Looked for before anything is collected: nearly every response has one
+        // `Content-Length` line and no `Transfer-Encoding`.
+        if head.fields.contains(where: { $0.lowercasedName == codingName }) {
+            guard !head.fields.contains(where: { $0.lowercasedName == lengthName }) else {
                 return .failure(
                     FramingError(
                         "the origin sent both Content-Length and Transfer-Encoding (RFC 9112 §6.1), "
@@ -268,6 +270,7 @@ import CacheSemantics
                 return .failure(
                     FramingError("the origin sent Transfer-Encoding in an HTTP/1.0 response (RFC 9112 §6.1)"))
             }
+            let codings = head.fields.filter { $0.lowercasedName == codingName }
             guard codings.count == 1, ASCII.equalsIgnoringCase(codings[0].value, "chunked") else {
                 let value = codings.map(\.value).joined(separator: ", ")
                 return .failure(
@@ -277,18 +280,33 @@ import CacheSemantics
             }
             return .success(.chunked)
         }
-        guard !lengths.isEmpty else { return .success(.untilClose) }
         var length: Int64?
-        for field in lengths {
-            for member in field.value.split(separator: ",", omittingEmptySubsequences: false) {
-                guard let value = decimal(ASCII.trimmed(member).utf8), length == nil || length == value else {
-                    let values = lengths.map(\.value).joined(separator: "; ")
-                    return .failure(
-                        FramingError("its Content-Length (\(values)) is not one decimal number (RFC 9112 §6.3 item 5)"))
+        var hasLength = false
+        for field in head.fields where field.lowercasedName == lengthName {
+            hasLength = true
+            // Every member of the list (RFC 9112 §6.3 item 5 lets a recipient read `42, 42` as
+            // 42), split at each comma byte.
+            var value = field.value
+            let agrees = value.withUTF8 { bytes -> Bool in
+                var start = 0
+                while true {
+                    let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
+                    let member = ASCII.trimmedRange(bytes, start..<end)
+                    guard let number = decimal(UnsafeBufferPointer(rebasing: bytes[member])),
+                        length == nil || length == number
+                    else { return false }
+                    length = number
+                    guard end < bytes.count else { return true }
+                    start = end + 1
                 }
-                length = value
+            }
+            guard agrees else {
+                let values = head.fields.filter { $0.lowercasedName == lengthName }.map(\.value).joined(separator: "; ")
+                return .failure(
+                    FramingError("its Content-Length (\(values)) is not one decimal number (RFC 9112 §6.3 item 5)"))
             }
         }
+        guard hasLength else { return .success(.untilClose) }
         return .success(.length(length ?? 0))
     }
 
