@@ -1,7 +1,13 @@
 extension HeaderFields {
     /// A compact binary form of the fields, in order, for stores.
     public func serialized() -> [UInt8] {
-        var writer = ByteWriter()
+        // Sized first: grown as it was written, the array was copied three or four times.
+        var size = ByteWriter.varintSize(UInt64(count))
+        for field in self {
+            let (name, value) = (field.name.utf8.count, field.value.utf8.count)
+            size += ByteWriter.varintSize(UInt64(name)) + name + ByteWriter.varintSize(UInt64(value)) + value
+        }
+        var writer = ByteWriter(capacity: size)
         writer.varint(UInt64(count))
         for field in self {
             writer.string(field.name)

@@ -395,6 +395,12 @@ package struct ByteWriter {
 
     package init() {}
 
+    /// A writer whose array has room for `capacity` bytes.
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// How many bytes ``varint(_:)`` writes for `value`.
+    package static func varintSize(_ value: UInt64) -> Int { max(1, (64 - value.leadingZeroBitCount + 6) / 7) }
+
     package mutating func byte(_ value: UInt8) { bytes.append(value) }
 
     package mutating func varint(_ value: UInt64) {
@@ -423,7 +429,9 @@ package struct ByteWriter {
 
     package mutating func string(_ value: String) {
         varint(UInt64(value.utf8.count))
-        bytes += value.utf8
+        // The bytes in place: appending the UTF-8 view went the general sequence way.
+        var value = value
+        value.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
     package mutating func blob(_ value: [UInt8]) {

@@ -160,7 +160,9 @@ public enum StructuredFields {
     /// Whether `text` can be serialized as a Token (RFC 9651 §3.3.4).
     public static func isToken(_ text: String) -> Bool {
         guard let first = text.utf8.first, ASCII.isAlpha(first) || first == UInt8(ascii: "*") else { return false }
-        return text.utf8.allSatisfy { ASCII.isTokenChar($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "/") }
+        return ASCII.withUTF8(text) { bytes in
+            bytes.allSatisfy { ASCII.isTokenChar($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "/") }
+        }
     }
 
     private struct Parser {

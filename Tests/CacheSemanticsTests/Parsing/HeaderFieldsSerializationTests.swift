@@ -16,6 +16,20 @@ struct HeaderFieldsSerializationTests {
         #expect(HeaderFields(serialized: HeaderFields().serialized()) == HeaderFields())
     }
 
+    @Test(
+        "the bytes are sized before they are written (a varint's size as written); long values and many lines survive")
+    func sizedExactly() throws {
+        for length in [0, 1, 127, 128, 16_383, 16_384, 70_000] {
+            var writer = ByteWriter()
+            writer.varint(UInt64(length))
+            #expect(ByteWriter.varintSize(UInt64(length)) == writer.bytes.count, "varint of \(length)")
+        }
+        #expect(ByteWriter.varintSize(.max) == 10)
+        let fields = HeaderFields((0..<200).map { ("X-\($0)", String(repeating: "v", count: $0 * 90)) })
+        let bytes = fields.serialized()
+        #expect(HeaderFields(serialized: bytes) == fields)
+    }
+
     @Test("truncated or padded bytes are rejected, never misread")
     func malformedBytes() {
         let bytes = HeaderFields([("A", "1"), ("B", "22")]).serialized()
