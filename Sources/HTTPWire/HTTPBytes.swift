@@ -60,33 +60,82 @@ import Darwin
         return true
     }
 
-    /// The bytes as a String: a literal for the most common methods and field names (no
-    /// decoding, no allocation), else decoded as UTF-8 (invalid sequences become U+FFFD).
+    /// The bytes as a String: a literal for the most common methods (no decoding, no
+    /// allocation), else decoded as UTF-8 (invalid sequences become U+FFFD). Field names go
+    /// through ``fieldName(_:_:)``.
     public static func string(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> String {
         switch count {
         case 3:
             if equals(bytes, count, "GET") { return "GET" }
             if equals(bytes, count, "PUT") { return "PUT" }
         case 4:
-            if equals(bytes, count, "Host") { return "Host" }
             if equals(bytes, count, "HEAD") { return "HEAD" }
             if equals(bytes, count, "POST") { return "POST" }
-        case 6:
-            if equals(bytes, count, "Accept") { return "Accept" }
-            if equals(bytes, count, "Cookie") { return "Cookie" }
-        case 10:
-            if equals(bytes, count, "User-Agent") { return "User-Agent" }
-            if equals(bytes, count, "Connection") { return "Connection" }
-        case 13:
-            if equals(bytes, count, "Cache-Control") { return "Cache-Control" }
-            if equals(bytes, count, "If-None-Match") { return "If-None-Match" }
-        case 15:
-            if equals(bytes, count, "Accept-Encoding") { return "Accept-Encoding" }
-            if equals(bytes, count, "Accept-Language") { return "Accept-Language" }
         default:
             break
         }
         return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+
+    /// A field name's bytes (a token: ASCII) as a field line's name and its lower-case form:
+    /// literals for the most common names of requests and responses (no decoding, no
+    /// allocation, no lowering), else decoded, and lowered only when it has an upper-case
+    /// letter. Lowered from a string on every line, a response head's names cost some 2,500
+    /// instructions.
+    public static func fieldName(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> (name: String, lowercased: String) {
+        switch count {
+        case 3:
+            if equals(bytes, count, "Age") { return ("Age", "age") }
+            if equals(bytes, count, "Via") { return ("Via", "via") }
+        case 4:
+            if equals(bytes, count, "Date") { return ("Date", "date") }
+            if equals(bytes, count, "ETag") { return ("ETag", "etag") }
+            if equals(bytes, count, "Host") { return ("Host", "host") }
+            if equals(bytes, count, "Vary") { return ("Vary", "vary") }
+        case 5:
+            if equals(bytes, count, "Range") { return ("Range", "range") }
+        case 6:
+            if equals(bytes, count, "Accept") { return ("Accept", "accept") }
+            if equals(bytes, count, "Cookie") { return ("Cookie", "cookie") }
+            if equals(bytes, count, "Server") { return ("Server", "server") }
+        case 7:
+            if equals(bytes, count, "Expires") { return ("Expires", "expires") }
+            if equals(bytes, count, "Referer") { return ("Referer", "referer") }
+        case 8:
+            if equals(bytes, count, "Location") { return ("Location", "location") }
+        case 10:
+            if equals(bytes, count, "Connection") { return ("Connection", "connection") }
+            if equals(bytes, count, "Keep-Alive") { return ("Keep-Alive", "keep-alive") }
+            if equals(bytes, count, "Set-Cookie") { return ("Set-Cookie", "set-cookie") }
+            if equals(bytes, count, "User-Agent") { return ("User-Agent", "user-agent") }
+        case 12:
+            if equals(bytes, count, "Content-Type") { return ("Content-Type", "content-type") }
+        case 13:
+            if equals(bytes, count, "Accept-Ranges") { return ("Accept-Ranges", "accept-ranges") }
+            if equals(bytes, count, "Authorization") { return ("Authorization", "authorization") }
+            if equals(bytes, count, "Cache-Control") { return ("Cache-Control", "cache-control") }
+            if equals(bytes, count, "If-None-Match") { return ("If-None-Match", "if-none-match") }
+            if equals(bytes, count, "Last-Modified") { return ("Last-Modified", "last-modified") }
+        case 14:
+            if equals(bytes, count, "Content-Length") { return ("Content-Length", "content-length") }
+        case 15:
+            if equals(bytes, count, "Accept-Encoding") { return ("Accept-Encoding", "accept-encoding") }
+            if equals(bytes, count, "Accept-Language") { return ("Accept-Language", "accept-language") }
+        case 16:
+            if equals(bytes, count, "Content-Encoding") { return ("Content-Encoding", "content-encoding") }
+        case 17:
+            if equals(bytes, count, "If-Modified-Since") { return ("If-Modified-Since", "if-modified-since") }
+            if equals(bytes, count, "Transfer-Encoding") { return ("Transfer-Encoding", "transfer-encoding") }
+        default:
+            break
+        }
+        let name = String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        guard (0..<count).contains(where: { bytes[$0] &- 0x41 < 26 }) else { return (name, name) }
+        let lowercased = String(unsafeUninitializedCapacity: count) { buffer in
+            for index in 0..<count { buffer[index] = lower(bytes[index]) }
+            return count
+        }
+        return (name, lowercased)
     }
 
     @inline(__always)

@@ -173,9 +173,10 @@ import Darwin
         var lines: [HeaderField] = []
         lines.reserveCapacity(fieldCount)
         for span in fields[..<fieldCount] {
+            let (name, lowercased) = HTTPBytes.fieldName(base + span.nameStart, span.nameCount)
             lines.append(
                 HeaderField(
-                    name: HTTPBytes.string(base + span.nameStart, span.nameCount),
+                    name: name, lowercasedName: lowercased,
                     value: HTTPBytes.string(base + span.valueStart, span.valueCount)))
         }
         return ParsedRequestHead(

@@ -81,9 +81,10 @@ import Darwin
             guard fields.count < maxFieldCount else {
                 return .failure(FramingError("the response head has more than \(maxFieldCount) fields"))
             }
+            let (fieldName, lowercased) = HTTPBytes.fieldName(input.baseAddress! + name.lowerBound, name.count)
             fields.append(
                 HeaderField(
-                    name: HTTPBytes.string(input.baseAddress! + name.lowerBound, name.count),
+                    name: fieldName, lowercasedName: lowercased,
                     value: text(input, ASCII.trimmedRange(input, colon + 1..<line.upperBound))))
             continuesField = true
         }
