@@ -150,6 +150,22 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         return listMembers { $0.lowercasedName == key }
     }
 
+    /// Whether a line of the list-based field `name` has `member` among its members (RFC 9110
+    /// §5.6.1), case ignored: read in the lines' bytes, nothing collected.
+    package func listsMember(_ member: String, named name: HeaderField.Name) -> Bool {
+        let key = name.lowercasedName
+        return ASCII.withUTF8(member) { wanted in
+            storage.contains { field in
+                field.lowercasedName == key
+                    && !ASCII.withUTF8(field.value) { value in
+                        ASCII.forEachListMember(value) { range in
+                            !ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: value[range]), wanted)
+                        }
+                    }
+            }
+        }
+    }
+
     /// The list members (RFC 9110 §5.6.1) of the lines that `matches`.
     @inline(__always)
     private func listMembers(where matches: (HeaderField) -> Bool) -> [Substring] {

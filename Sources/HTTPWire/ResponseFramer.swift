@@ -314,9 +314,9 @@ import CacheSemantics
     /// `Connection: close`; from HTTP/1.1 on by default; in HTTP/1.0 only with
     /// `Connection: keep-alive`.
     public static func persists(_ parsed: ResponseHeadParser.Head) -> Bool {
-        let options = parsed.head.fields.listMembers(named: .connection).map { ASCII.lowercased(String($0)) }
-        if options.contains("close") { return false }
-        return parsed.minorVersion >= 1 || options.contains("keep-alive")
+        let fields = parsed.head.fields
+        if fields.listsMember("close", named: .connection) { return false }
+        return parsed.minorVersion >= 1 || fields.listsMember("keep-alive", named: .connection)
     }
 
     /// `1*DIGIT` as a number; nil when empty, not digits, or beyond `Int64`.

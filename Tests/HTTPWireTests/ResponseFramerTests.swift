@@ -314,6 +314,9 @@ struct ResponseFramerTests {
             ("HTTP/1.1 200 OK\r\nConnection: x, CLOSE\r\nContent-Length: 0", false),
             ("HTTP/1.0 200 OK\r\nContent-Length: 0", false),
             ("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0", true),
+            ("HTTP/1.1 200 OK\r\nConnection: closed, \"close\"\r\nContent-Length: 0", true),
+            ("HTTP/1.0 200 OK\r\nConnection: x\r\nConnection: y,keep-alive\r\nContent-Length: 0", true),
+            ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nConnection: Close\r\nContent-Length: 0", false),
         ])
     func persistence(head: String, keepsAlive: Bool) {
         let framed = Self.frame(head + "\r\n\r\n")
