@@ -59,10 +59,11 @@ import Darwin
         }
         // Room for a field a line, the status line's and the empty one's spare (two more: the
         // fields a relay adds, `Via` and `Cache-Status`, without a copy): grown as lines come,
-        // the array was copied four times a head; no more is reserved, since it is the stored
-        // head's (a memory tier's entry keeps its capacity).
+        // the array was copied four times a head. At most 32: the array may be the stored
+        // head's, whose capacity a memory tier's entry keeps and is not charged for, and lines
+        // that are not fields (ignored below) count too; a longer head grows as before.
         var fields: [HeaderField] = []
-        fields.reserveCapacity(Self.lineCount(input))
+        fields.reserveCapacity(Self.lineCount(input, atMost: 32))
         /// Whether the last line was a kept field line or its continuation: only then does an
         /// obs-fold line continue a field (RFC 9112 §5.2).
         var continuesField = false
@@ -120,11 +121,11 @@ import Darwin
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
-    /// How many LFs `input` has: its lines.
-    private static func lineCount(_ input: UnsafeBufferPointer<UInt8>) -> Int {
+    /// How many LFs `input` has (its lines), counted up to `limit`.
+    private static func lineCount(_ input: UnsafeBufferPointer<UInt8>, atMost limit: Int) -> Int {
         var count = 0
         var position = 0
-        while position < input.count,
+        while count < limit, position < input.count,
             let found = memchr(input.baseAddress! + position, Int32(HTTPBytes.lf), input.count - position)
         {
             count += 1
