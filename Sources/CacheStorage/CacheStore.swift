@@ -455,10 +455,20 @@ public protocol LookupChannel: AnyObject {
     /// queued (the store answers it without a round trip, or the server cannot be reached now):
     /// the caller then goes on at once and `done` is never called.
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool
+    /// Whether ``lookUp(_:_:)`` may queue a lookup of `primaryKey` now; `false` when it surely
+    /// would not (the store answers without waiting), so that a caller makes the lookup's `done`,
+    /// and copies what it keeps, only when it may be called. A `true` may still meet a
+    /// ``lookUp(_:_:)`` that does not queue. By default `true`.
+    func mayQueue(_ primaryKey: String) -> Bool
     /// Writes what is queued and reads what arrived, calling `done` of each lookup answered.
     func descriptorReady()
     /// Gives up the lookups past their time: each is answered as failed.
     func expire()
     /// Closes the connection; the lookups in flight are answered as failed.
     func close()
+}
+
+extension LookupChannel {
+    /// Any lookup may be queued.
+    public func mayQueue(_ primaryKey: String) -> Bool { true }
 }

@@ -21,9 +21,9 @@ extension DiskStore {
     /// is remembered then, so a read off the loop would not spare the loop its own).
     public func makeLookupChannel() -> (any LookupChannel)? {
         guard changeCount != nil else { return nil }
-        return IndexLookups(waitsForIndex: { [self] in waitsForIndex($0) }) { [self] primaryKey in
-            _ = try? rememberVariants(of: primaryKey)
-        }
+        return IndexLookups(
+            mayWait: { [self] in mayWaitForIndex }, waitsForIndex: { [self] in waitsForIndex($0) },
+            prepare: { [self] primaryKey in _ = try? rememberVariants(of: primaryKey) })
     }
 
     /// Whether a lookup of `primaryKey` would wait for the index's lock: it is not remembered,
@@ -33,9 +33,12 @@ extension DiskStore {
     /// memo's lock and the key's hash (some 900 instructions a request; a batch opening in the
     /// moment between this and the lookup is met as before this channel, on the loop).
     func waitsForIndex(_ primaryKey: String) -> Bool {
-        guard batchTransitions.value & 1 == 1 || configuration.readingConnections == 0 else { return false }
-        return readsIndex(for: primaryKey) && !rememberVariantsWithoutWaiting(of: primaryKey)
+        mayWaitForIndex && readsIndex(for: primaryKey) && !rememberVariantsWithoutWaiting(of: primaryKey)
     }
+
+    /// Whether a lookup may wait for the index's lock now (``waitsForIndex(_:)`` without the
+    /// key): a batch is open, or the store has no reading connection. One atomic load.
+    var mayWaitForIndex: Bool { batchTransitions.value & 1 == 1 || configuration.readingConnections == 0 }
 }
 
 extension TieredStore {
@@ -44,9 +47,9 @@ extension TieredStore {
     /// loop then answers reads nothing from disk either.
     public func makeLookupChannel() -> (any LookupChannel)? {
         guard disk.changeCount != nil else { return nil }
-        return IndexLookups(waitsForIndex: { [disk] in disk.waitsForIndex($0) }) { [self] primaryKey in
-            prepareLookup(of: primaryKey)
-        }
+        return IndexLookups(
+            mayWait: { [disk] in disk.mayWaitForIndex }, waitsForIndex: { [disk] in disk.waitsForIndex($0) },
+            prepare: { [self] primaryKey in prepareLookup(of: primaryKey) })
     }
 
     /// The largest body a lookup made off the loop reads into memory: a caching proxy reads
@@ -109,6 +112,7 @@ final class IndexLookups: LookupChannel {
     }
 
     private let answers: Answers
+    private let mayWait: @Sendable () -> Bool
     private let waitsForIndex: @Sendable (String) -> Bool
     private let prepare: @Sendable (String) -> Void
     private let queue = DispatchQueue(label: "httpcache.index-lookups", qos: .userInitiated)
@@ -120,9 +124,13 @@ final class IndexLookups: LookupChannel {
     var willClose: ((Int32) -> Void)?
 
     /// `nil` when no pipe can be had.
-    init?(waitsForIndex: @escaping @Sendable (String) -> Bool, prepare: @escaping @Sendable (String) -> Void) {
+    init?(
+        mayWait: @escaping @Sendable () -> Bool, waitsForIndex: @escaping @Sendable (String) -> Bool,
+        prepare: @escaping @Sendable (String) -> Void
+    ) {
         guard let answers = Answers() else { return nil }
         self.answers = answers
+        self.mayWait = mayWait
         self.waitsForIndex = waitsForIndex
         self.prepare = prepare
     }
@@ -131,6 +139,9 @@ final class IndexLookups: LookupChannel {
     var wantsToWrite: Bool { false }
     /// None: a read off the loop ends when the disk answers; the loop is not held meanwhile.
     var deadline: Double? { nil }
+
+    /// Only while a batch is open (or there is no reading connection): one atomic load.
+    func mayQueue(_ primaryKey: String) -> Bool { !closed && mayWait() }
 
     func lookUp(_ primaryKey: String, _ done: @escaping () -> Void) -> Bool {
         guard !closed, waitsForIndex(primaryKey) else { return false }

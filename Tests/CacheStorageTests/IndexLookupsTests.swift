@@ -70,6 +70,8 @@ struct IndexLookupsTests {
         var release = DispatchSemaphore(value: 0)
         var hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
         var answered = 0
+        // No reading connection: any lookup may wait for the index.
+        #expect(channel.mayQueue(entry.head.primaryKey))
         #expect(channel.lookUp(entry.head.primaryKey) { answered += 1 })
         // Not answered while the index is held: the read waits for it, off this thread.
         #expect(!pump(channel, seconds: 0.3) { answered == 1 })
@@ -95,7 +97,7 @@ struct IndexLookupsTests {
     }
 
     @Test(
-        "With reading connections a lookup waits only inside an open batch: between batches it is left to the loop's own lookup, which a reading connection answers; inside one it is queued"
+        "With reading connections a lookup waits only inside an open batch: between batches it is left to the loop's own lookup, which a reading connection answers (and the channel says at once it will not queue it); inside one it is queued"
     )
     func readersLeaveOnlyOpenBatchesQueued() throws {
         defer { StoreTestSupport.removeDirectory(directory) }
@@ -103,6 +105,7 @@ struct IndexLookupsTests {
         let channel = try #require(store.makeLookupChannel())
         var release = DispatchSemaphore(value: 0)
         var hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
+        #expect(!channel.mayQueue(written[0].head.primaryKey))
         #expect(!channel.lookUp(written[0].head.primaryKey) {})
         #expect(try store.variants(of: written[0].head.primaryKey).map(\.id) == [written[0].id])
         release.signal()
@@ -114,12 +117,14 @@ struct IndexLookupsTests {
         release = DispatchSemaphore(value: 0)
         hold = ReadingConnectionTests.holdIndex(of: store.disk, until: release)
         var answered = false
+        #expect(channel.mayQueue(written[1].head.primaryKey))
         #expect(channel.lookUp(written[1].head.primaryKey) { answered = true })
         release.signal()
         hold.done.wait()
         #expect(pump(channel) { answered })
         #expect(!store.disk.readsIndex(for: written[1].head.primaryKey))
         try store.disk.endBatchedWrites()
+        #expect(!channel.mayQueue(written[1].head.primaryKey))
         channel.close()
     }
 
@@ -154,6 +159,7 @@ struct IndexLookupsTests {
         channel.close()
         #expect(answered == 1)
         #expect(closing == descriptor && channel.descriptor == -1)
+        #expect(!channel.mayQueue(written[0].head.primaryKey))
         #expect(!channel.lookUp(written[0].head.primaryKey) { answered += 1 })
         release.signal()
         hold.done.wait()

@@ -45,10 +45,12 @@ final class LoopLookups {
         if !stopped { Glibc.close(timer) }
     }
 
-    /// Queues a lookup of `primaryKey`; `resume` is called on this loop once the store answers
-    /// it without a round trip (or fails it: a miss). `false`: not queued, go on at once.
-    func lookUp(_ primaryKey: String, _ resume: @escaping () -> Void) -> Bool {
-        guard !stopped, channel.lookUp(primaryKey, resume) else { return false }
+    /// Queues a lookup of `primaryKey`; what `resume` makes is called on this loop once the
+    /// store answers it without a round trip (or fails it: a miss). `false`: not queued, go on
+    /// at once. `resume` is called only when the channel may queue the lookup: most lookups
+    /// (a disk store's index not held by an open batch) copy nothing into a closure.
+    func lookUp(_ primaryKey: String, _ resume: () -> () -> Void) -> Bool {
+        guard !stopped, channel.mayQueue(primaryKey), channel.lookUp(primaryKey, resume()) else { return false }
         update()
         return true
     }
@@ -102,9 +104,9 @@ extension LoopLookups: Sendable {}
 
 extension EventLoop {
     /// Queues a lookup of `primaryKey` in `store` on this loop's channel (made on first use);
-    /// `resume` is called on this loop once it is answered. `false` when the store has no
-    /// channel or it is not queued: go on at once.
-    func lookUp(_ primaryKey: String, in store: any CacheStore, _ resume: @escaping () -> Void) -> Bool {
+    /// what `resume` makes (only when the channel may queue it) is called on this loop once it
+    /// is answered. `false` when the store has no channel or it is not queued: go on at once.
+    func lookUp(_ primaryKey: String, in store: any CacheStore, _ resume: () -> () -> Void) -> Bool {
         if storeLookups == nil { storeLookups = LoopLookups(store: store, loop: self) }
         return storeLookups?.lookUp(primaryKey, resume) ?? false
     }
