@@ -168,6 +168,12 @@ struct CandidateMemoTests {
         #expect(disk.changeCount != nil)
         _ = try Self.hit(driver, 1)
         #expect(store.reads == reads, "the hit was read from the store again")
+        // Again after another write: the memo, found current at the last count, is checked anew.
+        try Self.store(store, 4)
+        try disk.flush()
+        _ = try Self.hit(driver, 1)
+        _ = try Self.hit(driver, 1)
+        #expect(store.reads == reads, "the hit was read from the store again")
 
         var fields = first.entry.head.fields
         fields.append(name: "X-Freshened", value: "yes")
