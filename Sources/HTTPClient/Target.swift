@@ -66,7 +66,8 @@ package struct Target: Sendable, Equatable {
         return Target(url: forwarded, authority: authority, scheme: scheme)
     }
 
-    /// Only ``absolute(_:)`` and ``forwarding(_:)`` make targets (and tests, to compare with).
+    /// A target of `url` as ``absolute(_:)`` would make it, its scheme read from it: for tests, to
+    /// compare with (only ``absolute(_:)`` and ``forwarding(_:)`` make the targets requests use).
     init(url: String, authority: String) {
         self.init(url: url, authority: authority, scheme: url.utf8.starts(with: "https:".utf8) ? .https : .http)
     }
