@@ -9,6 +9,8 @@ enum Operation: String, CaseIterable {
     case encryptedDiskHit = "encrypted-disk-hit"
     /// A hit through the caching proxy's request handler, on a working set of 5,000 URLs.
     case proxyHit = "proxy-hit"
+    /// The same on the store `httpcache serve` makes by default: memory before a cache directory.
+    case proxyDiskHit = "proxy-disk-hit"
     /// `CacheEngine.lookup` on a typical fresh response.
     case lookup = "lookup"
 
@@ -17,9 +19,13 @@ enum Operation: String, CaseIterable {
         case .memoryHit: try countMemoryHits(iterations: iterations)
         case .diskHit: try countDiskHits(iterations: iterations)
         case .encryptedDiskHit: try countDiskHits(iterations: iterations, encrypted: true)
-        case .proxyHit:
+        case .proxyHit, .proxyDiskHit:
             #if os(Linux)
-            try countProxyHits(iterations: iterations)
+            if self == .proxyDiskHit {
+                try withScratchDirectory("proxy") { try countProxyHits(iterations: iterations, cacheDirectory: $0) }
+            } else {
+                try countProxyHits(iterations: iterations)
+            }
             #else
             throw BenchFailure("the caching proxy runs on Linux only")
             #endif
