@@ -55,7 +55,7 @@ package enum ASCII {
 
     /// ``firstIndex(of:in:)-(_,Substring)`` in a string.
     package static func firstIndex(of byte: UInt8, in s: String) -> String.Index? {
-        withUTF8(s) { $0.firstIndex(of: byte) }.map { s.utf8.index(s.startIndex, offsetBy: $0) }
+        firstIndex(of: byte, in: Substring(s))
     }
 
     @inlinable
@@ -104,13 +104,17 @@ package enum ASCII {
     /// `s` with ASCII letters lowered; other bytes unchanged.
     @usableFromInline
     package static func lowercased(_ s: String) -> String {
-        withUTF8(s) { bytes in
-            guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
-            // Written in place: no intermediate array, and no allocation at all for short names.
-            return String(unsafeUninitializedCapacity: bytes.count) { buffer in
-                for index in 0..<bytes.count { buffer[index] = lower(bytes[index]) }
-                return bytes.count
-            }
+        withUTF8(s) { lowercased($0) } ?? s
+    }
+
+    /// The text of `bytes` with ASCII letters lowered, other bytes unchanged; `nil` when none is
+    /// upper case (lowering leaves the text as it is). Written in place: no intermediate array,
+    /// and no allocation at all for short names.
+    package static func lowercased(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        guard bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return nil }
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for index in 0..<bytes.count { buffer[index] = lower(bytes[index]) }
+            return bytes.count
         }
     }
 

@@ -1,5 +1,7 @@
 // Byte classes of the HTTP/1.1 grammar, as bit tables in constants (no lazy globals on the
 // hot path). Everything here works on wire bytes: no Character or String operations.
+import CacheSemantics
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -129,13 +131,9 @@ import Darwin
         default:
             break
         }
-        let name = String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
-        guard (0..<count).contains(where: { bytes[$0] &- 0x41 < 26 }) else { return (name, name) }
-        let lowercased = String(unsafeUninitializedCapacity: count) { buffer in
-            for index in 0..<count { buffer[index] = lower(bytes[index]) }
-            return count
-        }
-        return (name, lowercased)
+        let text = UnsafeBufferPointer(start: bytes, count: count)
+        let name = String(decoding: text, as: UTF8.self)
+        return (name, ASCII.lowercased(text) ?? name)
     }
 
     @inline(__always)
