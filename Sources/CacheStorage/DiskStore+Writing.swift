@@ -713,18 +713,22 @@ extension DiskStore {
     static func updateRow(
         _ id: EntryID, fields: [UInt8], facts: [UInt8], _ connection: SQLiteConnection
     ) throws(StorageError) -> String? {
+        // The key is read first rather than by `RETURNING`: SQLite gathers what `RETURNING`
+        // returns in a temporary table it opens and closes for each statement, which cost more
+        // than the update itself (~25,000 instructions a row: callgrind, 2026-12-06).
+        let find = try connection.statement("SELECT primary_key FROM entries WHERE id = :id")
+        try find.bind(id.rawValue, to: ":id")
+        defer { find.reset() }
+        guard try find.step() else { return nil }
+        let primaryKey = find.text(try find.column("primary_key"))
         let update = try connection.statement(
-            """
-            UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id
-            RETURNING primary_key
-            """)
+            "UPDATE entries SET fields = :fields, facts = :facts, facts_version = :facts_version WHERE id = :id")
         try update.bind(fields, to: ":fields")
         try update.bind(facts, to: ":facts")
         try update.bind(Int64(facts.first ?? 0), to: ":facts_version")
         try update.bind(id.rawValue, to: ":id")
-        defer { update.reset() }
-        // Its row's changes are made by the first step, which returns its key.
-        return try update.step() ? update.text(try update.column("primary_key")) : nil
+        try update.run()
+        return primaryKey
     }
 
     /// ``update(_:fields:facts:)`` in the index now (in the open batch, if any).
