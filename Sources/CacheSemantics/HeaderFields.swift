@@ -232,6 +232,21 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         storage.removeAll(where: matches)
     }
 
+    /// Removes the lines that `matches` and returns them, in order, asking `matches` once a
+    /// line (a `filter` for them and then their removal asked it of every line twice, and
+    /// copied the lines that stay even when none went).
+    package mutating func extractLines(where matches: (HeaderField) -> Bool) -> [HeaderField] {
+        guard let first = storage.firstIndex(where: matches) else { return [] }
+        var removed = [storage[first]]
+        var kept = Array(storage[..<first])
+        kept.reserveCapacity(storage.count - 1)
+        for field in storage[(first + 1)...] {
+            if matches(field) { removed.append(field) } else { kept.append(field) }
+        }
+        storage = kept
+        return removed
+    }
+
     /// Removes every line named `name`.
     public mutating func removeAll(named name: String) {
         removeLines { ASCII.isLowercased($0.lowercasedName, of: name) }

@@ -131,11 +131,8 @@ extension CacheEngine {
         var fields = response.fields
         var notes = directiveNotes
         let named = namedFieldsNotStored(fields, directives: directives)
-        let dropped = fields.filter { Self.isNotStored($0.lowercasedName, named: named) }
-        if !dropped.isEmpty {
-            notes.append(.fieldsNotStored(dropped.map(\.name)))
-            fields.removeAll(lowercasedNamesIn: fieldNamesNeverStored + named)
-        }
+        let dropped = fields.extractLines { Self.isNotStored($0.lowercasedName, named: named) }
+        if !dropped.isEmpty { notes.append(.fieldsNotStored(dropped.map(\.name))) }
         if !fields.contains(.date) {
             fields.append(name: .date, value: HTTPDate.format(responseTime))
             notes.append(.dateAddedFromResponseTime)

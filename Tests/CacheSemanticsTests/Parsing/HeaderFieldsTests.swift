@@ -220,4 +220,28 @@ struct HeaderFieldsTests {
         fields.removeAll(namedAnyOf: [String]())
         #expect(fields.count == 1)
     }
+
+    @Test("RFC 9110 §5.3: extractLines(where:) returns the lines it removes, both kept and removed in order")
+    func extractLinesKeepsOrder() {
+        var fields: HeaderFields = [
+            HeaderField(name: "A", value: "1"),
+            HeaderField(name: "Connection", value: "x-a"),
+            HeaderField(name: "B", value: "2"),
+            HeaderField(name: "x-a", value: "3"),
+            HeaderField(name: "A", value: "4"),
+        ]
+        let removed = fields.extractLines { ["connection", "x-a"].contains($0.lowercasedName) }
+        #expect(removed == [HeaderField(name: "Connection", value: "x-a"), HeaderField(name: "x-a", value: "3")])
+        #expect(
+            fields == [
+                HeaderField(name: "A", value: "1"), HeaderField(name: "B", value: "2"),
+                HeaderField(name: "A", value: "4"),
+            ])
+        #expect(fields["a"] == "1, 4")
+        // Nothing matching: nothing returned, the lines as they were; everything matching: none left.
+        #expect(fields.extractLines { $0.name == "missing" }.isEmpty)
+        #expect(fields.count == 3)
+        #expect(fields.extractLines { _ in true }.count == 3)
+        #expect(fields.isEmpty)
+    }
 }
