@@ -154,31 +154,20 @@ extension UpstreamRequest {
             field.lowercasedName == HeaderField.Name.contentLength.lowercasedName
                 || field.lowercasedName == HeaderField.Name.transferEncoding.lowercasedName
         }
-        /// `name: value CRLF`, or `name: CRLF` for an empty value.
-        func lineSize(_ name: String, _ value: String) -> Int {
-            name.utf8.count + (value.isEmpty ? 3 : 4 + value.utf8.count)
+        // CRLF at the end, a length of at most 20 digits.
+        var size = HeadWriter.requestLineSize(method: method, target: target) + 2
+        if let host { size += HeadWriter.fieldLineSize(name: "Host", value: host) }
+        for field in fields where !isFraming(field) {
+            size += HeadWriter.fieldLineSize(name: field.name, value: field.value)
         }
-        // " HTTP/1.1" CRLF after the target, CRLF at the end, a length of at most 20 digits.
-        var size = method.utf8.count + 1 + target.utf8.count + 11 + 2
-        if let host { size += lineSize("Host", host) }
-        for field in fields where !isFraming(field) { size += lineSize(field.name, field.value) }
         if let body { size += "Content-Length: ".utf8.count + 20 + 2 + (inline ? body.count : 0) }
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             var writer = TextWriter(buffer)
-            func line(_ name: String, _ value: String) {
-                writer.append(name)
-                writer.append(value.isEmpty ? ":\r\n" as StaticString : ": ")
-                guard !value.isEmpty else { return }
-                writer.append(value)
-                writer.append("\r\n" as StaticString)
+            HeadWriter.writeRequestLine(method: method, target: target, to: &writer)
+            if let host { HeadWriter.writeField(name: "Host", value: host, to: &writer) }
+            for field in fields where !isFraming(field) {
+                HeadWriter.writeField(name: field.name, value: field.value, to: &writer)
             }
-            writer.append(method)
-            writer.append(" " as StaticString)
-            var target = target
-            target.withUTF8 { writer.append($0) }
-            writer.append(" HTTP/1.1\r\n" as StaticString)
-            if let host { line("Host", host) }
-            for field in fields where !isFraming(field) { line(field.name, field.value) }
             if let body {
                 writer.append("Content-Length: " as StaticString)
                 writer.append(body.count)

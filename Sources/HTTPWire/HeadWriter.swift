@@ -2,16 +2,32 @@
 // chunked coding (§7.1), into byte arrays. The proxy's server writes the same bytes into its
 // output queue itself, without an array in between (Server/EventLoop+Responses.swift).
 
-/// Appends the parts of an HTTP/1.1 message head to a byte array. It checks nothing: callers
+import CacheSemantics
+
+/// Appends the parts of an HTTP/1.1 message head to a byte array, or writes them into a buffer
+/// sized first (`TextWriter`, for a head written at once). It checks nothing: callers
 /// check or clean names and values first (a token name, no CR, LF or NUL in a value).
 @_spi(Wire) public enum HeadWriter {
     /// `method SP request-target SP HTTP/1.1 CRLF` (RFC 9112 §3).
     public static func appendRequestLine(method: String, target: Substring, to head: inout [UInt8]) {
-        append(method, to: &head)
-        head.append(HTTPBytes.space)
+        appendWritten(requestLineSize(method: method, target: target), to: &head) {
+            writeRequestLine(method: method, target: target, to: &$0)
+        }
+    }
+
+    /// The bytes ``writeRequestLine(method:target:to:)`` writes.
+    package static func requestLineSize(method: String, target: Substring) -> Int {
+        method.utf8.count + 1 + target.utf8.count + " HTTP/1.1\r\n".utf8.count
+    }
+
+    /// ``appendRequestLine(method:target:to:)`` into a writer with room for
+    /// ``requestLineSize(method:target:)`` bytes: a head sized first, then written once.
+    package static func writeRequestLine(method: String, target: Substring, to writer: inout TextWriter) {
+        writer.append(method)
+        writer.append(" " as StaticString)
         var target = target
-        target.withUTF8 { head.append(contentsOf: $0) }
-        appendLiteral(" HTTP/1.1\r\n", to: &head)
+        target.withUTF8 { writer.append($0) }
+        writer.append(" HTTP/1.1\r\n" as StaticString)
     }
 
     /// `HTTP/1.1 SP status-code SP reason-phrase CRLF` (RFC 9112 §4): `reason`, else the one
@@ -30,13 +46,32 @@
 
     /// `name: value CRLF`, or `name: CRLF` for an empty value (RFC 9112 §5).
     public static func appendField(name: String, value: String, to head: inout [UInt8]) {
-        append(name, to: &head)
-        if value.isEmpty {
-            appendLiteral(":\r\n", to: &head)
-        } else {
-            appendLiteral(": ", to: &head)
-            append(value, to: &head)
-            appendLiteral("\r\n", to: &head)
+        appendWritten(fieldLineSize(name: name, value: value), to: &head) {
+            writeField(name: name, value: value, to: &$0)
+        }
+    }
+
+    /// The bytes ``writeField(name:value:to:)`` writes.
+    package static func fieldLineSize(name: String, value: String) -> Int {
+        name.utf8.count + (value.isEmpty ? 3 : 4 + value.utf8.count)
+    }
+
+    /// ``appendField(name:value:to:)`` into a writer with room for
+    /// ``fieldLineSize(name:value:)`` bytes.
+    package static func writeField(name: String, value: String, to writer: inout TextWriter) {
+        writer.append(name)
+        guard !value.isEmpty else { return writer.append(":\r\n" as StaticString) }
+        writer.append(": " as StaticString)
+        writer.append(value)
+        writer.append("\r\n" as StaticString)
+    }
+
+    /// Appends the `size` bytes `write` writes.
+    private static func appendWritten(_ size: Int, to head: inout [UInt8], _ write: (inout TextWriter) -> Void) {
+        head += [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var writer = TextWriter(buffer)
+            write(&writer)
+            count = writer.count
         }
     }
 
