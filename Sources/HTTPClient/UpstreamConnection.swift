@@ -57,11 +57,11 @@ final class UpstreamConnection {
         self.reused = reused
         pollTimeout = Self.pollTimeout(stallTimeout)
         self.readSize = max(1, readSize)
-        storage = .allocate(byteCount: 64 * 1024, alignment: 1)
+        storage = ByteBuffer.allocateRaw(64 * 1024)
     }
 
     deinit {
-        storage.deallocate()
+        ByteBuffer.free(storage.baseAddress)
         stream?.close()
     }
 
@@ -165,9 +165,9 @@ final class UpstreamConnection {
         if start > 0 {
             storage.baseAddress!.copyMemory(from: storage.baseAddress! + start, byteCount: count)
         } else {
-            let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: storage.count * 2, alignment: 1)
+            let larger = ByteBuffer.allocateRaw(storage.count * 2)
             larger.baseAddress!.copyMemory(from: storage.baseAddress!, byteCount: count)
-            storage.deallocate()
+            ByteBuffer.free(storage.baseAddress)
             storage = larger
         }
         start = 0

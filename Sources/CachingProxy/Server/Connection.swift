@@ -169,10 +169,10 @@ struct ConnectionState {
                 inputStart = 0
             } else if inputCapacity < limit {
                 let newCapacity = min(limit, max(4096, inputCapacity * 2))
-                let newInput = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+                let newInput = ByteBuffer.allocate(newCapacity)
                 if let input {
                     newInput.update(from: input, count: inputEnd)
-                    input.deallocate()
+                    ByteBuffer.free(input)
                 }
                 input = newInput
                 inputCapacity = newCapacity
@@ -185,7 +185,7 @@ struct ConnectionState {
     /// holds no buffer.
     mutating func shrinkInputIfIdle() {
         if inputStart == inputEnd && input != nil {
-            input?.deallocate()
+            ByteBuffer.free(input)
             input = nil
             inputCapacity = 0
             inputStart = 0
@@ -194,7 +194,7 @@ struct ConnectionState {
     }
 
     mutating func releaseBuffers() {
-        input?.deallocate()
+        ByteBuffer.free(input)
         input = nil
         inputCapacity = 0
         inputStart = 0

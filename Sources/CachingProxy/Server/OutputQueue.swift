@@ -3,6 +3,7 @@
 // framing) copied into one owned buffer, large bodies kept as the arrays they came in.
 // Flushed with sendmsg, several pieces per call.
 import CEpollHTTPCache
+import CacheSystem
 import Glibc
 
 struct OutputQueue {
@@ -58,7 +59,7 @@ struct OutputQueue {
 
     mutating func release() {
         sealed = 0
-        buffer?.deallocate()
+        ByteBuffer.free(buffer)
         buffer = nil
         capacity = 0
         readIndex = 0
@@ -85,9 +86,9 @@ struct OutputQueue {
         } else {
             var newCapacity = max(capacity * 2, Self.initialCapacity)
             while newCapacity - live < count { newCapacity *= 2 }
-            let newBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+            let newBuffer = ByteBuffer.allocate(newCapacity)
             if live > 0 { newBuffer.update(from: buffer! + readIndex, count: live) }
-            buffer?.deallocate()
+            ByteBuffer.free(buffer)
             buffer = newBuffer
             capacity = newCapacity
         }
@@ -329,7 +330,7 @@ struct OutputQueue {
             // Given back once sent: an idle keep-alive connection then holds no buffer (10,000
             // of them would otherwise keep 40 MB), for a malloc per response.
             if !keepsBuffer {
-                buffer?.deallocate()
+                ByteBuffer.free(buffer)
                 buffer = nil
                 capacity = 0
             }
