@@ -263,13 +263,17 @@ struct HTTPServerTests {
     @Test("A Content-Length body arriving in pieces is read in full (RFC 9112 §6.2)")
     func contentLengthBody() async throws {
         try await offPool {
+            // Made before the connection: the server's 5-s timeouts are not to include the
+            // test's own work (under ThreadSanitizer beside other tests, building these took
+            // longer than that).
+            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let (first, rest) = (Array(body[..<1000]), Array(body[1000...]))
             let test = try TestServer()
             defer { test.server.shutdown(timeout: 1) }
             let client = try RawHTTPClient(port: test.port)
-            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
             try client.send("PUT /p HTTP/1.1\r\nHost: a\r\nContent-Length: \(body.count)\r\n\r\n")
-            try client.send(Array(body[..<1000]))
-            try client.send(Array(body[1000...]))
+            try client.send(first)
+            try client.send(rest)
             let response = try client.readResponse()
             #expect(response.body == body)
         }
@@ -898,6 +902,8 @@ struct HTTPServerTests {
     @Test("A CONNECT tunnel relays both ways, early bytes first, and half-closes (RFC 9110 §9.3.6)")
     func tunnel() async throws {
         try await offPool {
+            // Made before the connection, as in contentLengthBody.
+            let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
             let echo = try EchoServer()
             let test = try TestServer { request, responder in
                 guard request.method == "CONNECT" else { return TestServer.echo(request, responder) }
@@ -911,7 +917,6 @@ struct HTTPServerTests {
             #expect(try client.receive(count: 11) == bytes("early bytes"))
             try client.send("ping")
             #expect(try client.receive(count: 4) == bytes("ping"))
-            let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
             try client.send(large)
             #expect(try client.receive(count: large.count) == large)
             // The client ends its stream: the echo side sees EOF, ends too, and so does the tunnel.
