@@ -13,6 +13,8 @@ public struct LRUCache<Key: Hashable, Value> {
     @usableFromInline
     struct Node {
         @usableFromInline var key: Key
+        /// The key's hash, as ``slots`` indexes it.
+        @usableFromInline var hash: Int
         @usableFromInline var value: Value
         /// What the value is charged: its cost plus ``entryOverhead``.
         @usableFromInline var bytes: Int
@@ -20,8 +22,9 @@ public struct LRUCache<Key: Hashable, Value> {
         @usableFromInline var older: Int
 
         @inlinable
-        init(key: Key, value: Value, bytes: Int, newer: Int, older: Int) {
+        init(key: Key, hash: Int, value: Value, bytes: Int, newer: Int, older: Int) {
             self.key = key
+            self.hash = hash
             self.value = value
             self.bytes = bytes
             self.newer = newer
@@ -37,7 +40,8 @@ public struct LRUCache<Key: Hashable, Value> {
     @inlinable public var bytes: Int { chargedBytes }
     @usableFromInline var chargedBytes = 0
     @usableFromInline var nodes: [Node] = []
-    @usableFromInline var slots: [Key: Int] = [:]
+    /// The node of each key, by its hash (no second copy of the key).
+    @usableFromInline var slots = SlotIndex()
     @usableFromInline var newest = -1
     @usableFromInline var oldest = -1
 
@@ -50,22 +54,28 @@ public struct LRUCache<Key: Hashable, Value> {
     }
 
     /// How many values are held.
-    @inlinable public var count: Int { slots.count }
+    @inlinable public var count: Int { nodes.count }
 
     /// Every value held, in no order; none becomes more recently used.
-    @inlinable public var values: [Value] { slots.values.map { nodes[$0].value } }
+    @inlinable public var values: [Value] { nodes.map(\.value) }
 
     /// The bytes each value is charged besides its cost: its node in the recency list and its
-    /// entry in the key index (both grow by doubling, so twice their size; the index up to
-    /// three times, a hash table being at most three quarters full).
-    public static var entryOverhead: Int {
-        2 * MemoryLayout<Node>.stride + 3 * (MemoryLayout<Key>.stride + MemoryLayout<Int>.stride)
-    }
+    /// bucket in the key index (both grow by doubling, so twice their size; the index up to
+    /// three times, being at most three quarters full).
+    public static var entryOverhead: Int { 2 * MemoryLayout<Node>.stride + 3 * MemoryLayout<UInt64>.stride }
+
+    /// The node holding `key`, which hashes to `hash`.
+    @inlinable
+    func slot(of key: Key, hash: Int) -> Int? { slots.slot(hash: hash) { nodes[$0].key == key } }
 
     /// The value for `key`, which becomes the most recently used.
     @inlinable
-    public mutating func value(for key: Key) -> Value? {
-        guard let slot = slots[key] else { return nil }
+    public mutating func value(for key: Key) -> Value? { value(for: key, hash: key.hashValue) }
+
+    /// The same, for a key already hashed (`key.hashValue`).
+    @inlinable
+    public mutating func value(for key: Key, hash: Int) -> Value? {
+        guard let slot = slot(of: key, hash: hash) else { return nil }
         makeNewest(slot)
         return nodes[slot].value
     }
@@ -77,32 +87,44 @@ public struct LRUCache<Key: Hashable, Value> {
     /// - Parameter cost: The bytes of heap memory `key` and `value` hold (0 for plain values).
     @inlinable
     public mutating func set(_ value: Value, for key: Key, cost: Int = 0) {
+        set(value, for: key, hash: key.hashValue, cost: cost)
+    }
+
+    /// The same, for a key already hashed (`key.hashValue`).
+    @inlinable
+    public mutating func set(_ value: Value, for key: Key, hash: Int, cost: Int = 0) {
         let charged = cost + Self.entryOverhead
         guard charged <= byteLimit else {
-            removeValue(for: key)
+            if let slot = slot(of: key, hash: hash) { remove(slot) }
             return
         }
-        if let slot = slots[key] {
+        if let slot = slot(of: key, hash: hash) {
             chargedBytes += charged - nodes[slot].bytes
             nodes[slot].value = value
             nodes[slot].bytes = charged
             makeNewest(slot)
         } else {
-            while slots.count >= capacity { removeValue(for: nodes[oldest].key) }
+            while nodes.count >= capacity { remove(oldest) }
             let slot = nodes.count
-            nodes.append(Node(key: key, value: value, bytes: charged, newer: -1, older: -1))
-            slots[key] = slot
+            nodes.append(Node(key: key, hash: hash, value: value, bytes: charged, newer: -1, older: -1))
+            slots.insert(slot, hash: hash)
             chargedBytes += charged
             attachAsNewest(slot)
         }
         // The value just set fits alone, so this stops before reaching it.
-        while chargedBytes > byteLimit { removeValue(for: nodes[oldest].key) }
+        while chargedBytes > byteLimit { remove(oldest) }
     }
 
     /// Forgets `key`.
     @inlinable
     public mutating func removeValue(for key: Key) {
-        guard let slot = slots.removeValue(forKey: key) else { return }
+        if let slot = slot(of: key, hash: key.hashValue) { remove(slot) }
+    }
+
+    /// Forgets the value in `slot`.
+    @inlinable
+    mutating func remove(_ slot: Int) {
+        slots.remove(slot, hash: nodes[slot].hash)
         detach(slot)
         chargedBytes -= nodes[slot].bytes
         // Move the last node into the freed slot so the array stays dense.
@@ -110,7 +132,7 @@ public struct LRUCache<Key: Hashable, Value> {
         if slot != last {
             let moved = nodes[last]
             nodes[slot] = moved
-            slots[moved.key] = slot
+            slots.replace(last, with: slot, hash: moved.hash)
             if moved.newer >= 0 { nodes[moved.newer].older = slot } else { newest = slot }
             if moved.older >= 0 { nodes[moved.older].newer = slot } else { oldest = slot }
         }

@@ -2,8 +2,8 @@
 /// capacity and the byte limit, a key in the shard its hash picks: threads that look up
 /// different keys at once (a caching proxy's event loops, each on its own core) seldom take
 /// the same lock. With one lock the proxy's two loops waited on the per-URL memos on one hit
-/// in twenty on 20,000 URLs. With one shard the bounds hold exactly, and no hash is taken to
-/// pick it; with several, each shard's bounds do.
+/// in twenty on 20,000 URLs. With one shard the bounds hold exactly; with several, each
+/// shard's bounds do.
 ///
 /// Inlinable, like ``LRUCache`` and ``Locked``, so that it is specialized where it is used (an
 /// unspecialized lookup cost a proxy hit half as much again).
@@ -18,17 +18,25 @@ public final class ShardedLRUCache<Key: Hashable & Sendable, Value: Sendable>: S
         }
     }
 
+    /// The shard of a key that hashes to `hash`: picked by the hash's top bits, since the shard's
+    /// index places keys by its low ones (``SlotIndex``), and keys sharing a shard by the low
+    /// bits would crowd a few of its buckets.
     @inlinable
-    func shard(_ key: Key) -> Locked<LRUCache<Key, Value>> {
-        shards.count == 1 ? shards[0] : shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+    func shard(_ hash: Int) -> Locked<LRUCache<Key, Value>> {
+        shards.count == 1 ? shards[0] : shards[Int((UInt(bitPattern: hash) >> 40) % UInt(shards.count))]
     }
 
-    /// The value for `key`, made the most recently used; `nil` when none is held.
-    @inlinable public func value(for key: Key) -> Value? { shard(key).withLock { $0.value(for: key) } }
+    /// The value for `key`, made the most recently used; `nil` when none is held. The key is
+    /// hashed once, for its shard and its place in it.
+    @inlinable public func value(for key: Key) -> Value? {
+        let hash = key.hashValue
+        return shard(hash).withLock { $0.value(for: key, hash: hash) }
+    }
 
     /// Holds `value` for `key` at `cost` bytes (``LRUCache/set(_:for:cost:)``).
     @inlinable public func set(_ value: Value, for key: Key, cost: Int = 0) {
-        shard(key).withLock { $0.set(value, for: key, cost: cost) }
+        let hash = key.hashValue
+        shard(hash).withLock { $0.set(value, for: key, hash: hash, cost: cost) }
     }
 
     /// The values held and the bytes they are charged, over every shard.

@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheSystem
 import CacheTestSupport
 import Testing
 

@@ -57,6 +57,48 @@ struct LRUCacheTests {
         #expect(cache.value(for: 199) != nil)
         #expect(cache.value(for: 0) == nil)
     }
+
+    /// A key whose hashes collide in threes: the index finds a key by its hash and then by
+    /// comparing keys, and moves the last node into a freed slot on every removal.
+    struct CollidingKey: Hashable {
+        let number: Int
+        func hash(into hasher: inout Hasher) { hasher.combine(number % 3) }
+    }
+
+    @Test("keys whose hashes collide are set, read, replaced, removed and evicted as a plain list says")
+    func agreesWithAListWhenHashesCollide() {
+        var cache = LRUCache<CollidingKey, Int>(capacity: 40)
+        // Most recently used last.
+        var model: [(key: Int, value: Int)] = []
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for step in 0..<20_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let key = Int(state >> 33) % 90
+            let place = model.firstIndex { $0.key == key }
+            switch step % 5 {
+            case 0, 1:
+                cache.set(step, for: CollidingKey(number: key))
+                if let place { model.remove(at: place) }
+                if model.count == 40 { model.removeFirst() }
+                model.append((key, step))
+            case 2:
+                cache.removeValue(for: CollidingKey(number: key))
+                if let place { model.remove(at: place) }
+            default:
+                #expect(cache.value(for: CollidingKey(number: key)) == place.map { model[$0].value })
+                if let place { model.append(model.remove(at: place)) }
+            }
+            #expect(cache.count == model.count)
+        }
+        // Every key held is found (read oldest first: the order stays), and they go in the
+        // model's order once the cache is full.
+        for (key, value) in model { #expect(cache.value(for: CollidingKey(number: key)) == value) }
+        for filler in model.count..<40 { cache.set(0, for: CollidingKey(number: 2_000 + filler)) }
+        for (key, _) in model {
+            cache.set(-1, for: CollidingKey(number: 1_000 + key))
+            #expect(cache.value(for: CollidingKey(number: key)) == nil)
+        }
+    }
 }
 
 @Suite("LRUCache: bounded in bytes as well as in count")
