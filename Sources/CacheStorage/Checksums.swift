@@ -113,6 +113,13 @@ struct BlockChecksums {
         }
     }
 
+    /// The checksums of a whole body (``finished()``).
+    static func of(_ bytes: [UInt8]) -> [UInt8] {
+        var checksums = BlockChecksums()
+        checksums.add(bytes)
+        return checksums.finished()
+    }
+
     /// Counts `bytes` without checksumming them (an encrypted store's blocks authenticate
     /// themselves).
     mutating func count(_ bytes: [UInt8]) {

@@ -327,8 +327,25 @@ extension DiskStore {
     /// Where an entry's body is.
     struct BodyLocation {
         var size: Int64
-        var checksums: [UInt8]
-        var inline: [UInt8]?
+        var content: Content
+
+        enum Content {
+            /// In `bodies/<id>`, with its block checksums (none when sealed).
+            case file(checksums: [UInt8])
+            /// Read from the index, with the checksums its row keeps (none when sealed).
+            case inline([UInt8], checksums: [UInt8])
+            /// A queued commit's bytes (``CommittedBody/inline(_:)``), in memory since they were
+            /// stored: nothing was read that could be damaged, and no checksum is made yet.
+            case queued([UInt8])
+        }
+
+        /// The body's bytes when they are not in a file.
+        var inline: [UInt8]? {
+            switch content {
+            case .file: nil
+            case .inline(let bytes, _), .queued(let bytes): bytes
+            }
+        }
 
         /// The columns a body's location is read from, by name.
         struct Columns: ResultColumns {
@@ -349,7 +366,11 @@ extension DiskStore {
         // One a queued commit replaces is gone already.
         switch memo.withLock({ $0.queued(id) }) {
         case .pending(let pending):
-            return BodyLocation(size: pending.entry.bodySize, checksums: pending.checksums, inline: pending.inline)
+            switch pending.body {
+            case .file(let checksums):
+                return BodyLocation(size: pending.entry.bodySize, content: .file(checksums: checksums))
+            case .inline(let bytes): return BodyLocation(size: pending.entry.bodySize, content: .queued(bytes))
+            }
         case .replaced: throw MemoryStore.notFound(id)
         case .none: break
         }
@@ -410,7 +431,7 @@ extension DiskStore {
             defer { inline.reset() }
             if try inline.step(), let sums = inline.blob(checksums) {
                 let bytes = inline.blob(body) ?? []
-                return BodyLocation(size: Int64(bytes.count), checksums: sums, inline: bytes)
+                return BodyLocation(size: Int64(bytes.count), content: .inline(bytes, checksums: sums))
             }
         }
         let query = try connection.statement(
@@ -422,9 +443,11 @@ extension DiskStore {
         try query.bind(id.rawValue, to: ":id")
         defer { query.reset() }
         guard try query.step() else { return nil }
+        let checksums = query.blob(column.checksums) ?? []
         return BodyLocation(
-            size: query.int(column.bodySize), checksums: query.blob(column.checksums) ?? [],
-            inline: query.bool(column.inFile) ? nil : query.blob(column.body) ?? [])
+            size: query.int(column.bodySize),
+            content: query.bool(column.inFile)
+                ? .file(checksums: checksums) : .inline(query.blob(column.body) ?? [], checksums: checksums))
     }
 
     /// Opens the body of `id`: read later, it is still this version even when the entry is
@@ -449,19 +472,32 @@ extension DiskStore {
     func body(
         of id: EntryID, at location: BodyLocation, corrupted: @escaping @Sendable (String) -> StorageError
     ) throws(StorageError) -> any StoredBody {
-        if let inline = location.inline {
-            if let sealing {
-                guard let body = sealing.body.openAll(inline, size: location.size, owner: id.bytes)
-                else {
-                    throw corrupted("its inline body does not authenticate")
-                }
-                return BytesBody(body)
-            }
-            guard Int64(inline.count) == location.size else { throw corrupted("inline body has the wrong length") }
-            try BlockChecksums.verify(
-                inline, blocks: 0...(blockCount(location.size) - 1), against: location.checksums, corrupted)
-            return BytesBody(inline)
+        let inline: [UInt8]
+        let checksums: [UInt8]?
+        switch location.content {
+        case .file(let sums): return try fileBody(of: id, size: location.size, checksums: sums, corrupted: corrupted)
+        case .inline(let bytes, let sums): (inline, checksums) = (bytes, sums)
+        case .queued(let bytes): (inline, checksums) = (bytes, nil)
         }
+        if let sealing {
+            guard let body = sealing.body.openAll(inline, size: location.size, owner: id.bytes)
+            else {
+                throw corrupted("its inline body does not authenticate")
+            }
+            return BytesBody(body)
+        }
+        guard Int64(inline.count) == location.size else { throw corrupted("inline body has the wrong length") }
+        if let checksums {
+            try BlockChecksums.verify(
+                inline, blocks: 0...(blockCount(location.size) - 1), against: checksums, corrupted)
+        }
+        return BytesBody(inline)
+    }
+
+    /// The body of `id` in its file (``body(of:at:corrupted:)``).
+    private func fileBody(
+        of id: EntryID, size: Int64, checksums: [UInt8], corrupted: @escaping @Sendable (String) -> StorageError
+    ) throws(StorageError) -> any StoredBody {
         let path = bodiesDirectory + "/" + id.rawValue
         guard let descriptor = FileIO.openRegular(path) else {
             let code = errno
@@ -470,9 +506,8 @@ extension DiskStore {
             throw StorageError(.readFailed, "cannot open \(path): \(errnoText(code))")
         }
         return FileBody(
-            descriptor: descriptor, path: path, size: location.size,
-            blocks: sealing.map { .sealed($0.body, owner: id.bytes) }
-                ?? .checksummed(location.checksums),
+            descriptor: descriptor, path: path, size: size,
+            blocks: sealing.map { .sealed($0.body, owner: id.bytes) } ?? .checksummed(checksums),
             corrupted: corrupted)
     }
 

@@ -219,9 +219,9 @@ extension DiskStore {
     /// body files are swept at the next open), never a body under a wrong entry.
     ///
     /// When the writer is far behind, a commit written behind may be refused rather than wait
-    /// (``queueBehind(_:checksums:inline:lockedFile:)``).
+    /// (``queueBehind(_:body:lockedFile:)``).
     func commit(
-        _ head: EntryHead, id: EntryID, size: Int64, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32? = nil
+        _ head: EntryHead, id: EntryID, size: Int64, body: CommittedBody, lockedFile: Int32? = nil
     ) throws(StorageError) -> StoredEntry {
         let now = clock()
         var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
@@ -229,7 +229,7 @@ extension DiskStore {
         var handedOver = false
         defer { if !handedOver, let lockedFile { close(lockedFile) } }
         if configuration.isWrittenBehind, sealing == nil,
-            try queueBehind(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile)
+            try queueBehind(&entry, body: body, lockedFile: lockedFile)
         {
             handedOver = true
             return entry
@@ -248,7 +248,7 @@ extension DiskStore {
             }
             try openBatchIfWanted(&state)
             let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
-                let replaced = try writeRow(&entry, checksums: checksums, inline: inline, state.connection)
+                let replaced = try writeRow(&entry, body: body, state.connection)
                 let evicted = try evict(state.connection)
                 othersChanged = evicted.count > 0
                 return (replaced.map { [$0] } ?? []) + evicted.files
@@ -265,7 +265,7 @@ extension DiskStore {
         return entry
     }
 
-    /// Queues `entry`'s commit to be written behind (``commit(_:id:size:checksums:inline:lockedFile:)``),
+    /// Queues `entry`'s commit to be written behind (``commit(_:id:size:body:lockedFile:)``),
     /// opening a batch when none is; `false` when it is to be written now instead (a
     /// ``beginBatchedWrites()`` scope is open). When ``Configuration/queuedCommitLimit`` commits
     /// are queued (the background writer is behind: a slow disk, a busy machine) and no other
@@ -277,11 +277,11 @@ extension DiskStore {
     /// (RFC 9111 §2), and a caching proxy's event loop must not stop for the disk. Its caller
     /// removes the body file.
     private func queueBehind(
-        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?
+        _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?
     ) throws(StorageError) -> Bool {
         let busyLimit = configuration.queuedCommitLimit * 4
         func enqueue(limit: Int? = nil) -> Queueing {
-            queue(&entry, checksums: checksums, inline: inline, lockedFile: lockedFile, limit: limit)
+            queue(&entry, body: body, lockedFile: lockedFile, limit: limit)
         }
         // With the index's lock held: a batch opened when none is (the index's write lock, so that
         // another process's write waits for the batch, with what is queued in it), and the
@@ -318,12 +318,18 @@ extension DiskStore {
         }
     }
 
-    /// Writes `entry`'s row, its inline body, tags and access row, replacing the row of the same
-    /// primary and variant key and keeping its pin (set in `entry`). Returns the replaced row's
-    /// body file, if it had one, to unlink once the transaction has committed.
+    /// Writes `entry`'s row, its inline body (checksummed here: ``CommittedBody``), tags and
+    /// access row, replacing the row of the same primary and variant key and keeping its pin
+    /// (set in `entry`). Returns the replaced row's body file, if it had one, to unlink once the
+    /// transaction has committed.
     func writeRow(
-        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, _ connection: SQLiteConnection
+        _ entry: inout StoredEntry, body: CommittedBody, _ connection: SQLiteConnection
     ) throws(StorageError) -> String? {
+        let checksums: [UInt8]
+        switch body {
+        case .file(let made): checksums = made
+        case .inline(let bytes): checksums = sealing == nil ? BlockChecksums.of(bytes) : []
+        }
         var obsolete: String?
         let primaryKey = Self.indexed(primaryKey: entry.head.primaryKey, sealing)
         // Known before the row is there: a lookup never takes the key for one the index lacks.
@@ -342,7 +348,7 @@ extension DiskStore {
             try removeRow(oldID, connection)
         }
         try Self.insertRow(
-            connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: inline,
+            connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: body.inline,
             storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing, inlineChecksums: inlineChecksums)
         let access = try connection.statement(
             "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
@@ -353,7 +359,7 @@ extension DiskStore {
     }
 
     /// Queues `entry`'s commit in the open batch, to be written behind
-    /// (``commit(_:id:size:checksums:inline:lockedFile:)``); queuing nothing when no batch is
+    /// (``commit(_:id:size:body:lockedFile:)``); queuing nothing when no batch is
     /// open, a ``beginBatchedWrites()`` scope is, the key's variants are not remembered as the
     /// index holds them, or `limit` commits (``Configuration/queuedCommitLimit`` by default) are
     /// queued already (``Queueing/full``). Counted as this store's own write of
@@ -361,7 +367,7 @@ extension DiskStore {
     /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
     /// commit has the batch committed at once.
     private func queue(
-        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, lockedFile: Int32?, limit: Int? = nil
+        _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?, limit: Int? = nil
     ) -> Queueing {
         let (queued, full) = memo.withLock { memo -> (Queueing, Int?) in
             // Only for a key whose variants are remembered as the index holds them (an exchange
@@ -380,7 +386,7 @@ extension DiskStore {
             if let replaced { memo.replacedIDs.insert(replaced.id) }
             memo.commitCount += 1
             memo.pendingCommits[entry.id] = PendingCommit(
-                entry: entry, checksums: checksums, inline: inline, lockedFile: lockedFile, replaces: replaced?.id,
+                entry: entry, body: body, lockedFile: lockedFile, replaces: replaced?.id,
                 number: memo.commitCount)
             memo.pendingKeys[key, default: []].append(entry.id)
             let queued = entry
@@ -391,7 +397,7 @@ extension DiskStore {
         return queued
     }
 
-    /// What came of ``queue(_:checksums:inline:lockedFile:)``.
+    /// What came of ``queue(_:body:lockedFile:limit:)``.
     private enum Queueing {
         case queued
         /// As many commits as its limit allows are queued already.
@@ -400,7 +406,7 @@ extension DiskStore {
         case notQueued
     }
 
-    /// Writes the queued commits (``commit(_:id:size:checksums:inline:lockedFile:)`` written
+    /// Writes the queued commits (``commit(_:id:size:body:lockedFile:)`` written
     /// behind; the first `limit` of them) into the open batch, opening one, in one transaction
     /// and in the order they were queued: each replaces the row of its key (keeping its pin), then the store evicts. Only
     /// then are they taken out of the queue, as the locks on their body files go to the batch:
@@ -438,9 +444,7 @@ extension DiskStore {
             try openBatchIfWanted(&state)
             try state.connection.transaction { () throws(StorageError) in
                 for index in pending.indices {
-                    let replaced = try writeRow(
-                        &written[index], checksums: pending[index].checksums, inline: pending[index].inline,
-                        state.connection)
+                    let replaced = try writeRow(&written[index], body: pending[index].body, state.connection)
                     if let replaced { obsolete.append(replaced) }
                 }
                 let eviction = try evict(state.connection)
@@ -452,7 +456,7 @@ extension DiskStore {
                 for commit in pending { memo.dropPendingCommit(commit.entry) }
             }
             for file in pending.compactMap(\.lockedFile) { close(file) }
-            unlinkBodies(pending.filter { $0.inline == nil }.map(\.entry.id.rawValue))
+            unlinkBodies(pending.filter { $0.body.inline == nil }.map(\.entry.id.rawValue))
             countWrite()
             configuration.log(
                 "could not write \(pending.count) cached entries to the cache index (\(error)); they are not stored")

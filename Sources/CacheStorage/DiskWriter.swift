@@ -17,7 +17,9 @@ final class DiskWriter: EntryWriter {
     private var head: EntryHead
     private var id = EntryID()
     private var buffer: [UInt8] = []
-    /// The checksums of a body in the clear; only its byte count when the store is encrypted.
+    /// The checksums of a body in a file, in the clear; only the byte count of one in an
+    /// encrypted store's file or kept for the index, which the store checksums where it writes
+    /// its row (``DiskStore/CommittedBody``).
     private var checksums = BlockChecksums()
     /// Seals the body file's blocks, from its creation on, in an encrypted store.
     private var sealer: BlockSealer?
@@ -43,9 +45,9 @@ final class DiskWriter: EntryWriter {
                 "not stored: the body exceeds the maximum entry size of \(store.configuration.maximumEntrySize) "
                     + "bytes; raise the disk capacity or maximumEntrySize")
         }
-        if store.sealing == nil { checksums.add(chunk) } else { checksums.count(chunk) }
         do {
             if fd < 0 {
+                checksums.count(chunk)
                 // The first chunk is kept as it is (shared with whoever else keeps it, a tiered
                 // store's memory copy): no copy of a body that comes in one.
                 if buffer.isEmpty { buffer = chunk } else { buffer += chunk }
@@ -54,16 +56,26 @@ final class DiskWriter: EntryWriter {
                     if let sealing = store.sealing {
                         sealer = BlockSealer(sealing.body, owner: id.bytes)
                     }
+                    // In a file from here on: checksummed as it is written, from its first byte.
+                    checksums = BlockChecksums()
+                    sum(buffer)
                     try writeToFile(buffer)
                     buffer = []
                 }
             } else {
+                sum(chunk)
                 try writeToFile(chunk)
             }
         } catch {
             abort()
             throw error
         }
+    }
+
+    /// Checksums bytes of a body file, or only counts them in an encrypted store (its sealed
+    /// blocks authenticate themselves).
+    private func sum(_ bytes: [UInt8]) {
+        if store.sealing == nil { checksums.add(bytes) } else { checksums.count(bytes) }
     }
 
     /// Writes body bytes to the temporary file, sealed in an encrypted store.
@@ -91,12 +103,12 @@ final class DiskWriter: EntryWriter {
     func commit() throws(StorageError) -> StoredEntry {
         guard !closed else { throw StorageError(.writerClosed, "commit after commit or abort") }
         closed = true
-        let sums = store.sealing == nil ? checksums.finished() : []
         guard fd >= 0 else {
             let inline =
                 store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: id.bytes) } ?? buffer
-            return try store.commit(head, id: id, size: checksums.totalBytes, checksums: sums, inline: inline)
+            return try store.commit(head, id: id, size: checksums.totalBytes, body: .inline(inline))
         }
+        let sums = store.sealing == nil ? checksums.finished() : []
         if sealer != nil {
             do {
                 try FileIO.writeAll(fd, sealer!.finish(), path: temporaryPath)
@@ -119,7 +131,7 @@ final class DiskWriter: EntryWriter {
         if store.configuration.durability == .powerLossSafe { FileIO.syncDirectory(store.bodiesDirectory) }
         do {
             return try store.commit(
-                head, id: id, size: checksums.totalBytes, checksums: sums, inline: nil, lockedFile: locked)
+                head, id: id, size: checksums.totalBytes, body: .file(checksums: sums), lockedFile: locked)
         } catch {
             unlink(finalPath)
             throw error
