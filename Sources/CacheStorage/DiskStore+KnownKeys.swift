@@ -9,7 +9,7 @@ import Dispatch
 /// waited there for a commit.
 ///
 /// A superset, never less: every row this store writes adds its key's hash before the row is
-/// written (``DiskStore/writeRow(_:body:_:)``); removals leave theirs (a key it no
+/// written (``DiskStore/writeRow(_:checksums:inline:_:)``); removals leave theirs (a key it no
 /// longer holds is read from the index, as every key was before). It is trusted only while the
 /// change count is the one it was complete at, moved on by each of this store's own writes
 /// (``counted(_:)``, under the memo's lock, as every own write counts): a write by another

@@ -234,6 +234,8 @@ extension DiskStore {
             handedOver = true
             return entry
         }
+        // Checksummed before the index's lock is taken.
+        let (checksums, inline) = body.resolved(sealed: sealing != nil)
         let obsolete = try state.withLock { state throws(StorageError) -> [String] in
             // Queued before: written first, so that this one replaces them, never the other way.
             let written = try writePendingCommits(&state)
@@ -248,7 +250,7 @@ extension DiskStore {
             }
             try openBatchIfWanted(&state)
             let obsolete = try state.connection.transaction { () throws(StorageError) -> [String] in
-                let replaced = try writeRow(&entry, body: body, state.connection)
+                let replaced = try writeRow(&entry, checksums: checksums, inline: inline, state.connection)
                 let evicted = try evict(state.connection)
                 othersChanged = evicted.count > 0
                 return (replaced.map { [$0] } ?? []) + evicted.files
@@ -318,18 +320,12 @@ extension DiskStore {
         }
     }
 
-    /// Writes `entry`'s row, its inline body (checksummed here: ``CommittedBody``), tags and
-    /// access row, replacing the row of the same primary and variant key and keeping its pin
-    /// (set in `entry`). Returns the replaced row's body file, if it had one, to unlink once the
-    /// transaction has committed.
+    /// Writes `entry`'s row, its inline body, tags and access row, replacing the row of the same
+    /// primary and variant key and keeping its pin (set in `entry`). Returns the replaced row's
+    /// body file, if it had one, to unlink once the transaction has committed.
     func writeRow(
-        _ entry: inout StoredEntry, body: CommittedBody, _ connection: SQLiteConnection
+        _ entry: inout StoredEntry, checksums: [UInt8], inline: [UInt8]?, _ connection: SQLiteConnection
     ) throws(StorageError) -> String? {
-        let checksums: [UInt8]
-        switch body {
-        case .file(let made): checksums = made
-        case .inline(let bytes): checksums = sealing == nil ? BlockChecksums.of(bytes) : []
-        }
         var obsolete: String?
         let primaryKey = Self.indexed(primaryKey: entry.head.primaryKey, sealing)
         // Known before the row is there: a lookup never takes the key for one the index lacks.
@@ -348,7 +344,7 @@ extension DiskStore {
             try removeRow(oldID, connection)
         }
         try Self.insertRow(
-            connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: body.inline,
+            connection, id: entry.id, head: entry.head, size: entry.bodySize, checksums: checksums, inline: inline,
             storedAt: entry.storedAt, pinned: entry.isPinned, sealing: sealing, inlineChecksums: inlineChecksums)
         let access = try connection.statement(
             "INSERT OR REPLACE INTO access (id, last_access, hits) VALUES (:id, :last_access, 0)")
@@ -444,7 +440,8 @@ extension DiskStore {
             try openBatchIfWanted(&state)
             try state.connection.transaction { () throws(StorageError) in
                 for index in pending.indices {
-                    let replaced = try writeRow(&written[index], body: pending[index].body, state.connection)
+                    let (checksums, inline) = pending[index].body.resolved(sealed: sealing != nil)
+                    let replaced = try writeRow(&written[index], checksums: checksums, inline: inline, state.connection)
                     if let replaced { obsolete.append(replaced) }
                 }
                 let eviction = try evict(state.connection)

@@ -312,10 +312,11 @@ public final class DiskStore: CacheStore {
 
     /// A committed body as its commit carries it to the index: in its file (`bodies/<id>`), with
     /// the block checksums made as it was written; or its bytes, to be kept in the index
-    /// (``Configuration/inlineBodyLimit``), checksummed where its row is written (``writeRow(_:body:_:)``;
-    /// not at all in an encrypted store, whose seal authenticates them). A commit written behind
-    /// so checksums its body on the writer's thread, not on the thread that stored the response
-    /// (a caching proxy's event loop, which a 16 KB body's checksum cost 15.8k instructions a miss).
+    /// (``Configuration/inlineBodyLimit``), checksummed when its row is about to be written
+    /// (``resolved(sealed:)``; not at all in an encrypted store, whose seal authenticates them).
+    /// A commit written behind so checksums its body on the writer's thread, not on the thread
+    /// that stored the response (a caching proxy's event loop, which a 16 KB body's checksum
+    /// cost 15.8k instructions a miss).
     enum CommittedBody {
         case file(checksums: [UInt8])
         case inline([UInt8])
@@ -324,6 +325,15 @@ public final class DiskStore: CacheStore {
         var inline: [UInt8]? {
             if case .inline(let bytes) = self { return bytes }
             return nil
+        }
+
+        /// What its row is written with: the body's checksums (made now for bytes kept in the
+        /// index, unless `sealed`) and the bytes kept in the index, if any.
+        func resolved(sealed: Bool) -> (checksums: [UInt8], inline: [UInt8]?) {
+            switch self {
+            case .file(let checksums): (checksums, nil)
+            case .inline(let bytes): (sealed ? [] : BlockChecksums.of(bytes), bytes)
+            }
         }
     }
 
