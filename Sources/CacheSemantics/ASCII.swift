@@ -212,6 +212,13 @@ package enum ASCII {
     /// ``forEachListMember(_:_:)`` does.
     static func splitList(_ s: Substring) -> [Substring] {
         var members: [Substring] = []
+        splitList(s, into: &members)
+        return members
+    }
+
+    /// The same, appending the members to `members` (a field's lines into one list, no array
+    /// made per line).
+    static func splitList(_ s: Substring, into members: inout [Substring]) {
         let utf8 = s.utf8
         _ = withUTF8(s) { bytes in
             forEachListMember(bytes) { range in
@@ -220,7 +227,6 @@ package enum ASCII {
                 return true
             }
         }
-        return members
     }
 
     /// Parses a `quoted-string` (RFC 9110 §5.6.4) that makes up all of `s`, removing the

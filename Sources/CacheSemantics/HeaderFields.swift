@@ -171,7 +171,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     private func listMembers(where matches: (HeaderField) -> Bool) -> [Substring] {
         var members: [Substring] = []
         for index in storage.indices where matches(storage[index]) {
-            members += ASCII.splitList(Substring(storage[index].value))
+            ASCII.splitList(Substring(storage[index].value), into: &members)
         }
         return members
     }
