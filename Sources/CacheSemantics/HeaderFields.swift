@@ -26,6 +26,15 @@ public struct HeaderField: Hashable, Sendable {
         self.value = value
         self.lowercasedName = lowercasedName
     }
+
+    /// Whether the field's lowered name is `key` (already lowered). The lengths are compared
+    /// first: most names a lookup passes differ in length, and a length is read from the string
+    /// in a few instructions where `==` on two different strings takes the standard library's
+    /// general comparison (some 27 instructions; a revalidation compared names 150 times).
+    @inlinable
+    package func isNamed(_ key: String) -> Bool {
+        lowercasedName.utf8.count == key.utf8.count && lowercasedName == key
+    }
 }
 
 /// An ordered collection of header fields: names compared case-insensitively, repeated
@@ -86,17 +95,17 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         set {
             let key = name.lowercasedName
             guard let newValue else {
-                removeLines { $0.lowercasedName == key }
+                removeLines { $0.isNamed(key) }
                 return
             }
-            guard let first = storage.firstIndex(where: { $0.lowercasedName == key }) else {
+            guard let first = storage.firstIndex(where: { $0.isNamed(key) }) else {
                 storage.append(HeaderField(name: name, value: newValue))
                 return
             }
             storage[first].value = newValue
             var index = storage.index(after: first)
             while index < storage.endIndex {
-                if storage[index].lowercasedName == key {
+                if storage[index].isNamed(key) {
                     storage.remove(at: index)
                 } else {
                     index += 1
@@ -108,7 +117,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// The combined value of the lines whose lowered name is `key` (already lowered).
     @usableFromInline
     func combinedValue(lowercasedName key: String) -> String? {
-        combinedValue { $0.lowercasedName == key }
+        combinedValue { $0.isNamed(key) }
     }
 
     /// The combined value of the lines that `matches` (RFC 9110 §5.3).
@@ -134,7 +143,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// The value of each line named `name` (a constant such as `.setCookie`), in order.
     public func values(named name: HeaderField.Name) -> [String] {
         let key = name.lowercasedName
-        return storage.compactMap { $0.lowercasedName == key ? $0.value : nil }
+        return storage.compactMap { $0.isNamed(key) ? $0.value : nil }
     }
 
     /// The members of the list-based field `name` across all its lines (RFC 9110 §5.6.1):
@@ -147,7 +156,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// lines (RFC 9110 §5.6.1): split at commas outside quoted strings, trimmed, empty members dropped.
     public func listMembers(named name: HeaderField.Name) -> [Substring] {
         let key = name.lowercasedName
-        return listMembers { $0.lowercasedName == key }
+        return listMembers { $0.isNamed(key) }
     }
 
     /// Whether a line of the list-based field `name` has `member` among its members (RFC 9110
@@ -156,7 +165,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
         let key = name.lowercasedName
         return ASCII.withUTF8(member) { wanted in
             storage.contains { field in
-                field.lowercasedName == key
+                field.isNamed(key)
                     && !ASCII.withUTF8(field.value) { value in
                         ASCII.forEachListMember(value) { range in
                             !ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: value[range]), wanted)
@@ -200,7 +209,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// Whether at least one line is named `name` (a constant such as `.authorization`).
     public func contains(_ name: HeaderField.Name) -> Bool {
         let key = name.lowercasedName
-        return storage.contains { $0.lowercasedName == key }
+        return storage.contains { $0.isNamed(key) }
     }
 
     /// Adds `field` at the end, keeping existing lines of the same name.
@@ -255,7 +264,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     /// Removes every line named `name` (a constant such as `.age`).
     public mutating func removeAll(named name: HeaderField.Name) {
         let key = name.lowercasedName
-        removeLines { $0.lowercasedName == key }
+        removeLines { $0.isNamed(key) }
     }
 
     /// Removes every line whose name is in `names` (compared ignoring case).
