@@ -84,7 +84,7 @@ extension CacheEngine {
         result.reserveCapacity(stored.count + newer.count + 1)
         for field in stored where !ASCII.contains(replaced, field.lowercasedName) {
             // A stored `Age` the new response lacks goes: it was just validated (§4.2.3).
-            if dropsAge && field.lowercasedName == ageName { continue }
+            if dropsAge && field.isNamed(ageName) { continue }
             result.append(field)
         }
         for field in newer where ASCII.contains(replaced, field.lowercasedName) {

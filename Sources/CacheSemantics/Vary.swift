@@ -40,7 +40,7 @@ public struct Vary: Hashable, Sendable {
             if let normalization = FieldNormalization(name) { return normalization.value(request, name) }
             var bytes: [UInt8] = []
             var present = false
-            for field in request.storage where field.lowercasedName == name {
+            for field in request.storage where field.isNamed(name) {
                 present = true
                 _ = ASCII.withUTF8(field.value) { value in
                     ASCII.forEachListMember(value) { member in
@@ -73,7 +73,7 @@ public struct Vary: Hashable, Sendable {
                 continue
             }
             guard let expected else {
-                if request.storage.contains(where: { $0.lowercasedName == name }) { return false }
+                if request.storage.contains(where: { $0.isNamed(name) }) { return false }
                 continue
             }
             if let normalization = FieldNormalization(name) {
@@ -83,7 +83,7 @@ public struct Vary: Hashable, Sendable {
             let matched = ASCII.withUTF8(expected) { expected -> Bool in
                 var position = 0
                 var present = false
-                for field in request.storage where field.lowercasedName == name {
+                for field in request.storage where field.isNamed(name) {
                     present = true
                     let same = ASCII.withUTF8(field.value) { value in
                         ASCII.forEachListMember(value) { member in
@@ -140,7 +140,7 @@ enum FieldNormalization {
     func value(_ request: HeaderFields, _ name: String) -> String? {
         var members: [String] = []
         var present = false
-        for field in request.storage where field.lowercasedName == name {
+        for field in request.storage where field.isNamed(name) {
             present = true
             for member in ASCII.splitList(Substring(field.value)) { members.append(normalized(member)) }
         }

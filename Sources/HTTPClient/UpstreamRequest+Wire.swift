@@ -101,7 +101,7 @@ extension UpstreamRequest {
             guard !value.withUTF8({ $0.contains { $0 == HTTPBytes.cr || $0 == HTTPBytes.lf || $0 == 0 } }) else {
                 throw refusal("the value of the field \(field.name) holds CR, LF or NUL (RFC 9110 §5.5)")
             }
-            if field.lowercasedName == HeaderField.Name.connection.lowercasedName,
+            if field.isNamed(HeaderField.Name.connection.lowercasedName),
                 field.value.split(separator: ",").contains(where: {
                     ASCII.equalsIgnoringCase(ASCII.trimmed($0), "close")
                 })
@@ -151,8 +151,8 @@ extension UpstreamRequest {
         method: String, target: Substring, host: String?, fields: HeaderFields, body: [UInt8]?, inline: Bool
     ) -> [UInt8] {
         func isFraming(_ field: HeaderField) -> Bool {
-            field.lowercasedName == HeaderField.Name.contentLength.lowercasedName
-                || field.lowercasedName == HeaderField.Name.transferEncoding.lowercasedName
+            field.isNamed(HeaderField.Name.contentLength.lowercasedName)
+                || field.isNamed(HeaderField.Name.transferEncoding.lowercasedName)
         }
         // CRLF at the end, a length of at most 20 digits.
         var size = HeadWriter.requestLineSize(method: method, target: target) + 2

@@ -259,8 +259,8 @@ import CacheSemantics
         let lengthName = HeaderField.Name.contentLength.lowercasedName
         // Looked for before anything is collected: nearly every response has one
         // `Content-Length` line and no `Transfer-Encoding`.
-        if head.fields.contains(where: { $0.lowercasedName == codingName }) {
-            guard !head.fields.contains(where: { $0.lowercasedName == lengthName }) else {
+        if head.fields.contains(where: { $0.isNamed(codingName) }) {
+            guard !head.fields.contains(where: { $0.isNamed(lengthName) }) else {
                 return .failure(
                     FramingError(
                         "the origin sent both Content-Length and Transfer-Encoding (RFC 9112 §6.1), "
@@ -270,7 +270,7 @@ import CacheSemantics
                 return .failure(
                     FramingError("the origin sent Transfer-Encoding in an HTTP/1.0 response (RFC 9112 §6.1)"))
             }
-            let codings = head.fields.filter { $0.lowercasedName == codingName }
+            let codings = head.fields.filter { $0.isNamed(codingName) }
             guard codings.count == 1, ASCII.equalsIgnoringCase(codings[0].value, "chunked") else {
                 let value = codings.map(\.value).joined(separator: ", ")
                 return .failure(
@@ -282,7 +282,7 @@ import CacheSemantics
         }
         var length: Int64?
         var hasLength = false
-        for field in head.fields where field.lowercasedName == lengthName {
+        for field in head.fields where field.isNamed(lengthName) {
             hasLength = true
             // Every member of the list (RFC 9112 §6.3 item 5 lets a recipient read `42, 42` as
             // 42), split at each comma byte.
@@ -301,7 +301,7 @@ import CacheSemantics
                 }
             }
             guard agrees else {
-                let values = head.fields.filter { $0.lowercasedName == lengthName }.map(\.value).joined(separator: "; ")
+                let values = head.fields.filter { $0.isNamed(lengthName) }.map(\.value).joined(separator: "; ")
                 return .failure(
                     FramingError("its Content-Length (\(values)) is not one decimal number (RFC 9112 §6.3 item 5)"))
             }

@@ -333,7 +333,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if !kept.contains(.host) { fields.append(HeaderField(name: .host, value: request.target.authority)) }
         for field in kept where !Self.notForwarded.contains(field.lowercasedName) {
             fields.append(
-                field.lowercasedName == host ? HeaderField(name: field.name, value: request.target.authority) : field)
+                field.isNamed(host) ? HeaderField(name: field.name, value: request.target.authority) : field)
         }
         for field in forwarded.fields { fields[field.name] = field.value }
         Messages.addingVia(&fields, version: client.version, name: configuration.name)
