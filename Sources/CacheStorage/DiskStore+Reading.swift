@@ -334,7 +334,7 @@ extension DiskStore {
             case file(checksums: [UInt8])
             /// Read from the index, with the checksums its row keeps (none when sealed).
             case inline([UInt8], checksums: [UInt8])
-            /// A queued commit's bytes (``CommittedBody/inline(_:)``), in memory since they were
+            /// A queued commit's bytes (``CommittedBody/inline(_:checksums:)``), in memory since they were
             /// stored: nothing was read that could be damaged, and no checksum is made yet.
             case queued([UInt8])
         }
@@ -369,7 +369,7 @@ extension DiskStore {
             switch pending.body {
             case .file(let checksums):
                 return BodyLocation(size: pending.entry.bodySize, content: .file(checksums: checksums))
-            case .inline(let bytes): return BodyLocation(size: pending.entry.bodySize, content: .queued(bytes))
+            case .inline(let bytes, _): return BodyLocation(size: pending.entry.bodySize, content: .queued(bytes))
             }
         case .replaced: throw MemoryStore.notFound(id)
         case .none: break

@@ -65,7 +65,7 @@ extension DiskStore {
 
     /// Commits batch `number` on a background thread `delay` seconds from now, unless it was
     /// committed by then.
-    private func commitInBackground(_ number: Int, after delay: Double) {
+    func commitInBackground(_ number: Int, after delay: Double) {
         inBackground(after: delay) { $0.commitBatch(number: number) }
     }
 
@@ -75,6 +75,7 @@ extension DiskStore {
     private func commitBatch(number: Int) {
         do {
             var files: [String] = []
+            checksumQueuedBodies()
             while let chunk = try state.withLock({ state throws(StorageError) -> [String]? in
                 guard state.batching.open == number,
                     memo.withLock({ $0.pendingCommits.count }) > Self.pendingCommitChunk
@@ -82,6 +83,7 @@ extension DiskStore {
                 return try writePendingCommits(&state, limit: Self.pendingCommitChunk)
             }) {
                 files += chunk
+                checksumQueuedBodies()
             }
             var failure: StorageError?
             files += state.withLock { state -> [String] in
@@ -101,6 +103,29 @@ extension DiskStore {
         } catch {
             configuration.log(
                 "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
+        }
+    }
+
+    /// Makes the block checksums of the inline bodies queued since it last ran
+    /// (`HeadMemo.unsummedCommits`), holding no lock meanwhile: the writer runs it before each
+    /// hold of ``state`` in which it writes queued commits, so that the index's lock is not held
+    /// for them (a 16 KB body's checksums cost 15.8k instructions, eight of them a chunk). A
+    /// commit written by another hold first has its checksums made there
+    /// (``CommittedBody/resolved(sealed:)``).
+    func checksumQueuedBodies() {
+        let unsummed = memo.withLock { memo -> [(id: EntryID, bytes: [UInt8])] in
+            defer { memo.unsummedCommits.removeAll(keepingCapacity: true) }
+            return memo.unsummedCommits.compactMap { id in
+                guard case .inline(let bytes, checksums: nil)? = memo.pendingCommits[id]?.body else { return nil }
+                return (id, bytes)
+            }
+        }
+        guard !unsummed.isEmpty else { return }
+        let summed = unsummed.map { (id: $0.id, bytes: $0.bytes, checksums: BlockChecksums.of($0.bytes)) }
+        memo.withLock { memo in
+            for body in summed where memo.pendingCommits[body.id] != nil {
+                memo.pendingCommits[body.id]?.body = .inline(body.bytes, checksums: body.checksums)
+            }
         }
     }
 
@@ -385,6 +410,7 @@ extension DiskStore {
                 entry: entry, body: body, lockedFile: lockedFile, replaces: replaced?.id,
                 number: memo.commitCount)
             memo.pendingKeys[key, default: []].append(entry.id)
+            if case .inline(_, checksums: nil) = body { memo.unsummedCommits.append(entry.id) }
             let queued = entry
             countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }
             return (.queued, memo.pendingCommits.count == Self.batchLimit ? batch : nil)

@@ -221,6 +221,9 @@ public final class DiskStore: CacheStore {
         var pendingCommits: [EntryID: PendingCommit] = [:]
         /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
         var pendingKeys: [String: [EntryID]] = [:]
+        /// The identities in ``pendingCommits`` queued with inline bytes and no checksums since
+        /// the writer last made them (``DiskStore/checksumQueuedBodies()``).
+        var unsummedCommits: [EntryID] = []
         /// Entries a pending commit replaces (`PendingCommit/replaces`): gone for every read by
         /// identity (``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) though their rows are
         /// in the index until the commit is written, as they are gone from ``overlaid(_:primaryKey:)``.
@@ -316,23 +319,25 @@ public final class DiskStore: CacheStore {
     /// (``resolved(sealed:)``; not at all in an encrypted store, whose seal authenticates them).
     /// A commit written behind so checksums its body on the writer's thread, not on the thread
     /// that stored the response (a caching proxy's event loop, which a 16 KB body's checksum
-    /// cost 15.8k instructions a miss).
+    /// cost 15.8k instructions a miss), and before the writer takes the index's lock
+    /// (``DiskStore/checksumQueuedBodies()``).
     enum CommittedBody {
         case file(checksums: [UInt8])
-        case inline([UInt8])
+        /// Bytes kept in the index, with their checksums once made (`nil` until then).
+        case inline([UInt8], checksums: [UInt8]?)
 
         /// The bytes kept in the index, if any.
         var inline: [UInt8]? {
-            if case .inline(let bytes) = self { return bytes }
+            if case .inline(let bytes, _) = self { return bytes }
             return nil
         }
 
         /// What its row is written with: the body's checksums (made now for bytes kept in the
-        /// index, unless `sealed`) and the bytes kept in the index, if any.
+        /// index that have none yet, unless `sealed`) and the bytes kept in the index, if any.
         func resolved(sealed: Bool) -> (checksums: [UInt8], inline: [UInt8]?) {
             switch self {
             case .file(let checksums): (checksums, nil)
-            case .inline(let bytes): (sealed ? [] : BlockChecksums.of(bytes), bytes)
+            case .inline(let bytes, let checksums): (sealed ? [] : checksums ?? BlockChecksums.of(bytes), bytes)
             }
         }
     }

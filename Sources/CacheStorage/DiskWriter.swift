@@ -106,7 +106,7 @@ final class DiskWriter: EntryWriter {
         guard fd >= 0 else {
             let inline =
                 store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: id.bytes) } ?? buffer
-            return try store.commit(head, id: id, size: checksums.totalBytes, body: .inline(inline))
+            return try store.commit(head, id: id, size: checksums.totalBytes, body: .inline(inline, checksums: nil))
         }
         let sums = store.sealing == nil ? checksums.finished() : []
         if sealer != nil {

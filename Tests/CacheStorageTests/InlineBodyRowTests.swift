@@ -75,6 +75,53 @@ struct InlineBodyRowTests {
         #expect(error?.kind == .corrupted)
     }
 
+    @Test(
+        "the writer checksums inline bodies committed behind before it takes the index's lock, and their rows keep those checksums"
+    )
+    func writerChecksumsBeforeTheIndexLock() async throws {
+        // It holds the index's lock while the writer runs on another thread: off the cooperative pool.
+        try await offPool {
+            let directory = TemporaryDirectory()
+            var bodies: [EntryID: [UInt8]] = [:]
+            do {
+                var configuration = Self.configuration(directory)
+                configuration.writesBehind = true
+                configuration.batchLatency = 600
+                let store = try DiskStore(configuration)
+                for n in 0..<3 {
+                    let url = "https://example.com/summed/\(n)"
+                    // Looked up first, as a miss is: a commit is queued only for a key known as the index holds it.
+                    #expect(try store.variants(of: url).isEmpty)
+                    let body = (0..<9_000).map { UInt8(truncatingIfNeeded: $0 &* (n + 3)) }
+                    bodies[try put(store, head(url), body).id] = body
+                }
+                let carried = {
+                    store.memo.withLock { memo in
+                        memo.pendingCommits.compactMapValues { commit -> [UInt8]? in
+                            guard case .inline(_, let checksums) = commit.body else { return nil }
+                            return checksums
+                        }
+                    }
+                }
+                #expect(carried().isEmpty, "queued with their bytes alone")
+                // The writer's commit of the open batch, started while the index's lock is held here.
+                let summedWhileHeld = store.state.withLock { state -> [EntryID: [UInt8]] in
+                    guard let batch = state.batching.open else { return [:] }
+                    store.commitInBackground(batch, after: 0)
+                    _ = StoreTestSupport.eventually(within: 20) { carried().count == bodies.count }
+                    return carried()
+                }
+                #expect(summedWhileHeld == bodies.mapValues(BlockChecksums.of))
+                #expect(
+                    StoreTestSupport.eventually(within: 20) { store.memo.withLock { $0.pendingCommits.isEmpty } },
+                    "then written")
+            }
+            for (id, body) in bodies {
+                #expect(try Self.rowChecksums(directory, id) == BlockChecksums.of(body))
+            }
+        }
+    }
+
     @Test("a flipped byte in an inline body read from its row alone is caught: the entry is removed, a miss")
     func flippedByteCaught() throws {
         let directory = TemporaryDirectory()
