@@ -113,18 +113,17 @@ extension DiskStore {
     /// commit written by another hold first has its checksums made there
     /// (``CommittedBody/resolved(sealed:)``).
     func checksumQueuedBodies() {
-        let unsummed = memo.withLock { memo -> [(id: EntryID, bytes: [UInt8])] in
-            defer { memo.unsummedCommits.removeAll(keepingCapacity: true) }
-            return memo.unsummedCommits.compactMap { id in
-                guard case .inline(let bytes, checksums: nil)? = memo.pendingCommits[id]?.body else { return nil }
-                return (id, bytes)
-            }
+        let unsummed = memo.withLock { memo in
+            defer { memo.unsummedCommits = [] }
+            return memo.unsummedCommits
         }
         guard !unsummed.isEmpty else { return }
         let summed = unsummed.map { (id: $0.id, bytes: $0.bytes, checksums: BlockChecksums.of($0.bytes)) }
         memo.withLock { memo in
-            for body in summed where memo.pendingCommits[body.id] != nil {
-                memo.pendingCommits[body.id]?.body = .inline(body.bytes, checksums: body.checksums)
+            for body in summed {
+                // A commit written meanwhile (by another hold) is gone from the queue.
+                guard let index = memo.pendingCommits.index(forKey: body.id) else { continue }
+                memo.pendingCommits.values[index].body = .inline(body.bytes, checksums: body.checksums)
             }
         }
     }
@@ -410,7 +409,7 @@ extension DiskStore {
                 entry: entry, body: body, lockedFile: lockedFile, replaces: replaced?.id,
                 number: memo.commitCount)
             memo.pendingKeys[key, default: []].append(entry.id)
-            if case .inline(_, checksums: nil) = body { memo.unsummedCommits.append(entry.id) }
+            if case .inline(let bytes, checksums: nil) = body { memo.unsummedCommits.append((entry.id, bytes)) }
             let queued = entry
             countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }
             return (.queued, memo.pendingCommits.count == Self.batchLimit ? batch : nil)

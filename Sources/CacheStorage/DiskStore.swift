@@ -221,9 +221,10 @@ public final class DiskStore: CacheStore {
         var pendingCommits: [EntryID: PendingCommit] = [:]
         /// The identities in ``pendingCommits`` of each primary key, in the order they were queued.
         var pendingKeys: [String: [EntryID]] = [:]
-        /// The identities in ``pendingCommits`` queued with inline bytes and no checksums since
-        /// the writer last made them (``DiskStore/checksumQueuedBodies()``).
-        var unsummedCommits: [EntryID] = []
+        /// The commits in ``pendingCommits`` queued with inline bytes and no checksums since the
+        /// writer last made them (``DiskStore/checksumQueuedBodies()``), with those bytes: taken
+        /// whole, without a lookup each under this lock, which every hit takes.
+        var unsummedCommits: [(id: EntryID, bytes: [UInt8])] = []
         /// Entries a pending commit replaces (`PendingCommit/replaces`): gone for every read by
         /// identity (``DiskStore/entry(_:)``, ``DiskStore/openBody(of:)``) though their rows are
         /// in the index until the commit is written, as they are gone from ``overlaid(_:primaryKey:)``.
