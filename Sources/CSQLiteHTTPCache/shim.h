@@ -24,4 +24,10 @@ static inline int csqlite_set_checkpoint_on_close(sqlite3 *db, int checkpoints) 
     return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, checkpoints ? 0 : 1, (int *)0);
 }
 
+/// Whether SQLite keeps memory statistics (`sqlite3_config(SQLITE_CONFIG_MEMSTATUS)`, which is
+/// variadic): for the whole process, and taken only before SQLite's first use (SQLITE_MISUSE after).
+static inline int csqlite_keep_memory_statistics(int keeps) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, keeps);
+}
+
 #endif

@@ -172,6 +172,21 @@ final class SQLiteConnection {
     }
 }
 
+extension DiskStore {
+    /// Stops SQLite keeping memory statistics in this process, so that each allocation it
+    /// makes no longer takes a process-wide mutex to count itself: 131 turns of that mutex a
+    /// miss stored through a caching proxy, 34 a revalidation. The setting is the whole
+    /// process's and SQLite takes it only before its first use, so it is for a program whose
+    /// SQLite is the cache's alone (the `httpcache` tool calls it first thing): not for a
+    /// library or an app in which other code reads `sqlite3_memory_used()` or sets
+    /// `sqlite3_soft_heap_limit64()`, which rely on those statistics. Returns whether SQLite
+    /// took it.
+    @discardableResult
+    public static func stopSQLiteMemoryStatistics() -> Bool {
+        csqlite_keep_memory_statistics(0) == SQLITE_OK
+    }
+}
+
 /// A result column of a prepared statement: its index, found once from its name.
 struct Column {
     fileprivate let index: Int32

@@ -8,6 +8,7 @@
 // `dispatch_main`, half-way through `pthread_exit`, where glibc's `setuid` no longer reaches it:
 // after `serve --user` gave up root, that thread (the one /proc/PID/status and `ps` show) would
 // still be root's.
+import CacheStorage
 import CacheSystem
 import Dispatch
 
@@ -18,6 +19,8 @@ import Darwin
 #endif
 
 Console.ignoreBrokenPipes()
+// The process's SQLite is the cache's alone: its allocations need not count themselves.
+DiskStore.stopSQLiteMemoryStatistics()
 let arguments = Array(CommandLine.arguments.dropFirst())
 if Commands.runsOnMainThread(arguments) {
     exit(MainThreadExecutor.run { await Commands.run(arguments) }.rawValue)

@@ -27,6 +27,14 @@ import Testing
         #expect(select.text(key) == "a" && select.int(size) == 42)
     }
 
+    @Test("SQLite's memory statistics stay on in a process where it is in use already: the setting is refused, said so")
+    func memoryStatisticsAreRefusedOnceInUse() throws {
+        let directory = TemporaryDirectory()
+        let connection = try connection(directory)
+        defer { connection.close() }
+        #expect(!DiskStore.stopSQLiteMemoryStatistics())
+    }
+
     @Test func aParameterTheSQLDoesNotHaveIsAnErrorNamingIt() throws {
         let directory = TemporaryDirectory()
         let connection = try connection(directory)
