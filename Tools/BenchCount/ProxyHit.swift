@@ -32,20 +32,39 @@ func countProxyHits(iterations: Int, cacheDirectory: String? = nil) throws {
     defer { proxy.shutdown(timeout: 5) }
     let client = try LoopbackClient(port: proxy.port)
 
-    func get(_ key: Int, expecting status: String) throws {
+    /// Fetches `key`; whether its Cache-Status says `status`. Throws for a wrong answer, and
+    /// when it does not say `status` with `required`.
+    @discardableResult
+    func get(_ key: Int, expecting status: String, required: Bool = true) throws -> Bool {
         let response = try client.get("/v1/items/\(key)")
-        guard response.status == 200, response.body == body, response.cacheStatus.contains(status) else {
+        let said = response.cacheStatus.contains(status)
+        guard response.status == 200, response.body == body, said || !required else {
             throw BenchFailure(
                 "GET /v1/items/\(key): \(response.status), \(response.body.count) bytes, Cache-Status "
                     + "\"\(response.cacheStatus)\" (expected \(status))")
         }
+        return said
     }
     for key in 0..<urls { try get(key, expecting: "stored") }
     var random = SplitMix64(seed: 5_000)
     let order = Array(0..<urls).shuffled(using: &random)
-    for key in order { try get(key, expecting: "hit") }
+    // Every URL a hit before counting. On a busy machine (valgrind runs one thread at a time) the
+    // disk store's writer can fall so far behind that a miss is refused rather than waited for
+    // (`StorageError.Kind.busy`; its Cache-Status said `stored` before the commit was refused):
+    // such a URL is fetched again, and stored, once the writer had a moment.
+    var notHits = order
+    var fetchedAgain = 0
+    for pass in 0..<5 where !notHits.isEmpty {
+        if pass > 0 { Thread.sleep(forTimeInterval: 1) }
+        // A URL that is not a hit is fetched from the origin by that request, and stored.
+        notHits = try notHits.filter { key in try !get(key, expecting: "hit", required: false) }
+        fetchedAgain += notHits.count
+    }
+    guard notHits.isEmpty else { throw BenchFailure("\(notHits.count) URLs were not hits in five passes") }
     let primed = origin.requests.count
-    guard primed == urls else { throw BenchFailure("the origin saw \(primed) requests, expected \(urls)") }
+    guard primed == urls + fetchedAgain else {
+        throw BenchFailure("the origin saw \(primed) requests, expected \(urls + fetchedAgain)")
+    }
     // The disk store's written-behind commits done (its batch closed), as between bursts of
     // misses: the hits measured are those of an idle writer.
     if cacheDirectory != nil { Thread.sleep(forTimeInterval: 2) }
@@ -53,7 +72,7 @@ func countProxyHits(iterations: Int, cacheDirectory: String? = nil) throws {
     Callgrind.startInstrumentation()
     try proxyHitRequests(client, order: order, iterations: iterations, bodySize: body.count)
     Callgrind.stopInstrumentation()
-    guard origin.requests.count == urls else { throw BenchFailure("a measured request went to the origin") }
+    guard origin.requests.count == primed else { throw BenchFailure("a measured request went to the origin") }
 }
 
 /// The measured requests (the count itself is the handler's, see ``countProxyHits(iterations:)``).
