@@ -459,8 +459,19 @@ public final class DiskStore: CacheStore {
     /// index meanwhile, so a caching proxy's event loop waited for it; rewriting the file in
     /// place costs nothing of the kind. Releasing the store still empties it.
     static let writtenBehindWALBytes = 64 << 20
-    /// A background checkpoint is queued or running.
-    let checkpointQueued = Locked(false)
+    /// Where the background checkpoint stands (``queueCheckpoint()``).
+    let checkpoint = Locked(BackgroundCheckpoint.idle)
+
+    /// A background checkpoint of the WAL (``queueCheckpoint()``).
+    enum BackgroundCheckpoint {
+        case idle
+        /// Queued or running.
+        case running
+        /// Running, and the WAL passed ``checkpointPages`` again meanwhile: the commits made since
+        /// it began may be beyond what it copies (a passive checkpoint copies the WAL as it was
+        /// when it started), so it runs once more when done.
+        case runAgain
+    }
     /// The WAL has grown past ``checkpointPages`` while batches follow one another (written
     /// behind, or inside ``beginBatchedWrites()`` scopes): the writer checkpoints before it
     /// opens the next batch (``checkpointBetweenBatches(_:)``).
@@ -534,21 +545,36 @@ public final class DiskStore: CacheStore {
 
     /// Checkpoints the WAL on a background thread, through the access writer's connection (a
     /// passive checkpoint: readers and writers go on meanwhile).
+    /// A commit that crosses the threshold while one runs has it run again when done: without
+    /// that, the commits made during a checkpoint stayed in the WAL until later writes crossed
+    /// the threshold once more (half of 6 MB of bodies, on a busy machine).
     func queueCheckpoint() {
-        guard
-            checkpointQueued.withLock({ queued in
-                defer { queued = true }; return !queued
-            })
-        else { return }
+        let starts = checkpoint.withLock { checkpoint -> Bool in
+            guard case .idle = checkpoint else {
+                checkpoint = .runAgain
+                return false
+            }
+            checkpoint = .running
+            return true
+        }
+        guard starts else { return }
         inBackground { store in
-            defer { store.checkpointQueued.withLock { $0 = false } }
-            do {
-                try store.withAccessWriter { connection throws(StorageError) in
-                    try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            repeat {
+                do {
+                    try store.withAccessWriter { connection throws(StorageError) in
+                        try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    }
+                } catch {
+                    store.configuration.log(
+                        "could not checkpoint the cache index: \(error); it is tried again after more writes")
                 }
-            } catch {
-                store.configuration.log(
-                    "could not checkpoint the cache index: \(error); it is tried again after more writes")
+            } while store.checkpoint.withLock { checkpoint -> Bool in
+                guard case .runAgain = checkpoint else {
+                    checkpoint = .idle
+                    return false
+                }
+                checkpoint = .running
+                return true
             }
         }
     }
