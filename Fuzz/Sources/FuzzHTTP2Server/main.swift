@@ -83,7 +83,20 @@ func connect() -> Int32 {
             Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
         }
     }
-    guard connected == 0 else { fatalError("cannot connect to the fuzzing server: errno \(errno)") }
+    if connected != 0 && errno == EINTR {
+        // A signal (libFuzzer's -timeout alarm) interrupted the wait; the connection goes on being
+        // made: wait for it rather than fail (connect(2): EINTR, then poll for writability).
+        var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        while poll(&ready, 1, 5000) < 0 && errno == EINTR {}
+        var code: Int32 = 0
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &size)
+        guard ready.revents & Int16(POLLOUT) != 0, code == 0 else {
+            fatalError("cannot connect to the fuzzing server: errno \(code)")
+        }
+    } else {
+        guard connected == 0 else { fatalError("cannot connect to the fuzzing server: errno \(errno)") }
+    }
     var timeout = timeval(tv_sec: 5, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

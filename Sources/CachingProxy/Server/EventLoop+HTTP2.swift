@@ -65,7 +65,7 @@ extension EventLoop {
             close(connection)
             return false
         }
-        if connection.state.inputClosed && session.pendingBytes > 0 {
+        if connection.state.inputClosed && session.hasStreamWaitingOnWindow {
             session.resetStalledAfterClientEnded()
             guard session.send() else {
                 close(connection)

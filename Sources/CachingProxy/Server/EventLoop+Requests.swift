@@ -152,7 +152,9 @@ extension EventLoop {
             if received > 0 {
                 connection.state.lingerBytes += received
                 if connection.state.lingerBytes > Self.lingerBytes { return close(connection) }
-                if received < space { connection.state.canRead = false }
+                // A short read empties the socket, but its FIN (RDHUP seen already, and the edge
+                // with it) is reported only by the next read: read on to it rather than wait for the deadline.
+                if received < space && !connection.state.hungUp { connection.state.canRead = false }
             } else if received == 0 {
                 return close(connection)
             } else if errno == EAGAIN || errno == EWOULDBLOCK {

@@ -98,6 +98,8 @@ final class HTTP2Stream {
     var firstChunk = 0
     var chunkOffset = 0
     var pendingBytes = 0
+    /// END_STREAM left: the answer is complete on the wire.
+    var endSent = false
     /// nghttp2 was told there is no data now; it must be resumed when some arrives.
     var deferred = false
     var closed = false
@@ -316,8 +318,9 @@ final class HTTP2Session {
         if headerBlockSince > 0 && now - headerBlockSince >= header {
             return terminate(NGHTTP2_ENHANCE_YOUR_CALM)
         }
-        // Zero-window stall: answers wait and the client has not let a byte go for idle ms.
-        if pendingBytes > 0 && now - lastDataSent >= idle { return terminate(NGHTTP2_ENHANCE_YOUR_CALM) }
+        // Zero-window stall: answers (or only their ends) wait and the client has not let a byte
+        // go for idle ms.
+        if now - lastDataSent >= idle && hasStreamWaitingOnWindow { return terminate(NGHTTP2_ENHANCE_YOUR_CALM) }
         if streams.isEmpty {
             keepBuffers(false)
             if now >= connection.state.deadline { goAway(notice: false) }
@@ -465,8 +468,10 @@ final class HTTP2Session {
         case Int(NGHTTP2_HEADERS.rawValue), Int(NGHTTP2_DATA.rawValue):
             // The server's own answer (431, 413, 408) went out before the request ended: the
             // rest of it is not wanted (RFC 9113 §8.1: RST_STREAM NO_ERROR after a complete response).
-            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let stream = streams[header.stream_id],
-                stream.refusal != nil, !stream.requestEnded
+            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let stream = streams[header.stream_id]
+            else { return 0 }
+            stream.endSent = true
+            guard stream.refusal != nil, !stream.requestEnded
             else { return 0 }
             reset(stream, NGHTTP2_NO_ERROR)
         default:
@@ -484,13 +489,21 @@ final class HTTP2Session {
     /// After the client's FIN no WINDOW_UPDATE can come: answers waiting on a shut window never
     /// leave, so their streams are reset (CANCEL) rather than held until the stall timeout.
     func resetStalledAfterClientEnded() {
-        let connectionWindow = nghttp2_session_get_remote_window_size(session)
-        for stream in streams.values where stream.pendingBytes > 0 {
-            if connectionWindow <= 0 || nghttp2_session_get_stream_remote_window_size(session, stream.id) <= 0 {
-                reset(stream, NGHTTP2_CANCEL)
-            }
-        }
+        for stream in streams.values where waitsOnWindow(stream) { reset(stream, NGHTTP2_CANCEL) }
     }
+
+    /// Whether the stream's answer waits on a shut window: bytes queued, or only its end (with
+    /// the window at 0 nghttp2 does not ask for the last, empty DATA frame with END_STREAM).
+    private func waitsOnWindow(_ stream: HTTP2Stream) -> Bool {
+        guard !stream.closed, !stream.endSent,
+            stream.pendingBytes > 0 || (stream.finished && stream.responseStarted && stream.bodyAllowed)
+        else { return false }
+        return nghttp2_session_get_remote_window_size(session) <= 0
+            || nghttp2_session_get_stream_remote_window_size(session, stream.id) <= 0
+    }
+
+    /// Whether some answer waits on a shut window (`pendingBytes` counts only queued bytes).
+    var hasStreamWaitingOnWindow: Bool { pendingBytes > 0 || streams.values.contains { waitsOnWindow($0) } }
 
     private func headersComplete(_ stream: HTTP2Stream) {
         stream.headersDone = true
