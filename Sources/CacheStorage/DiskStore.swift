@@ -545,6 +545,7 @@ public final class DiskStore: CacheStore {
 
     /// Checkpoints the WAL on a background thread, through the access writer's connection (a
     /// passive checkpoint: readers and writers go on meanwhile).
+    ///
     /// A commit that crosses the threshold while one runs has it run again when done: without
     /// that, the commits made during a checkpoint stayed in the WAL until later writes crossed
     /// the threshold once more (half of 6 MB of bodies, on a busy machine).

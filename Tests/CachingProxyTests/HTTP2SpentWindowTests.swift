@@ -28,10 +28,8 @@ struct HTTP2SpentWindowTests {
     }
 
     /// The complete frames at the start of `bytes` as (type, stream, payload length, first
-    /// payload bytes), and how many bytes they take.
-    static func frames(_ bytes: [UInt8]) -> (
-        frames: [(type: UInt8, stream: UInt32, length: Int, head: [UInt8])], used: Int
-    ) {
+    /// payload bytes).
+    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, stream: UInt32, length: Int, head: [UInt8])] {
         var frames: [(UInt8, UInt32, Int, [UInt8])] = []
         var index = 0
         while index + 9 <= bytes.count {
@@ -43,7 +41,7 @@ struct HTTP2SpentWindowTests {
             frames.append((bytes[index + 3], stream, length, Array(bytes[index + 9..<index + 9 + min(length, 8)])))
             index += 9 + length
         }
-        return (frames, index)
+        return frames
     }
 
     @Test(
@@ -99,7 +97,7 @@ struct HTTP2SpentWindowTests {
                 return true
             }
             func dataBytes() -> Int {
-                Self.frames(received).frames.filter { $0.type == 0 && $0.stream == 1 }.reduce(0) { $0 + $1.length }
+                Self.frames(received).filter { $0.type == 0 && $0.stream == 1 }.reduce(0) { $0 + $1.length }
             }
             while dataBytes() < 65_535 && read() {}
             #expect(dataBytes() == 65_535, "the window's worth of the answer came first")
@@ -110,7 +108,7 @@ struct HTTP2SpentWindowTests {
             let seconds = MonotonicClock.seconds() - started
             #expect(closed, "the connection was held for \(seconds) s")
             #expect(seconds < 5, "closed after \(seconds) s")
-            let frames = Self.frames(received).frames
+            let frames = Self.frames(received)
             let reset = frames.first { $0.type == 3 && $0.stream == 1 }
             #expect(
                 reset?.head == [0, 0, 0, 8], "RST_STREAM CANCEL on the stream: \(frames.map { ($0.type, $0.stream) })")
