@@ -3,7 +3,6 @@ import CacheSystem
 import CacheTestSupport
 import CachingProxy
 import Dispatch
-import Glibc
 import Testing
 
 /// An answer whose bytes filled the client's window and whose end came after: the end of a
@@ -60,55 +59,29 @@ struct HTTP2SpentWindowTests {
                     $0.http2 = true
                     $0.idleTimeout = 60
                 })
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = test.port.bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            try #require(connected == 0)
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let client = try RawHTTPClient(port: test.port, timeout: 10)
             let block =
                 Self.literal(":method", "GET") + Self.literal(":scheme", "http") + Self.literal(":path", "/window")
                 + Self.literal(":authority", "example.test")
             // The preface, empty SETTINGS (the default windows, 65,535 bytes) and the request.
-            let request =
+            try client.send(
                 Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Self.frame(4, 0, 0, []) + Self.frame(1, 0x05, 1, block)
-            #expect(
-                request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == request.count)
-
-            var received: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            var closed = false
-            /// Reads once; false when the server closed, or nothing came for 10 s.
-            func read() -> Bool {
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                guard count > 0 else {
-                    closed = count == 0 || errno == ECONNRESET
-                    return false
-                }
-                received += buffer[0..<count]
-                return true
-            }
+            )
             func dataBytes() -> Int {
-                Self.frames(received).filter { $0.type == 0 && $0.stream == 1 }.reduce(0) { $0 + $1.length }
+                Self.frames(client.buffer).filter { $0.type == 0 && $0.stream == 1 }.reduce(0) { $0 + $1.length }
             }
-            while dataBytes() < 65_535 && read() {}
+            // The window's worth of the answer first (kept in the client's buffer as it comes).
+            let deadline = MonotonicClock.seconds() + 10
+            while dataBytes() < 65_535 && MonotonicClock.seconds() < deadline && !client.waitForClose(within: 0.05) {}
             #expect(dataBytes() == 65_535, "the window's worth of the answer came first")
             // No WINDOW_UPDATE, and the client's end.
-            shutdown(fd, Int32(SHUT_WR))
+            client.shutdownWrite()
             let started = MonotonicClock.seconds()
-            while read() {}
+            let closed = client.waitForClose(within: 10)
             let seconds = MonotonicClock.seconds() - started
             #expect(closed, "the connection was held for \(seconds) s")
             #expect(seconds < 5, "closed after \(seconds) s")
-            let frames = Self.frames(received)
+            let frames = Self.frames(client.buffer)
             let reset = frames.first { $0.type == 3 && $0.stream == 1 }
             #expect(
                 reset?.head == [0, 0, 0, 8], "RST_STREAM CANCEL on the stream: \(frames.map { ($0.type, $0.stream) })")
