@@ -284,7 +284,7 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
 
     /// Removes every line whose name is one of `names` (constants such as `[.range, .ifRange]`).
     public mutating func removeAll(namedAnyOf names: some Sequence<HeaderField.Name>) {
-        removeLines { field in names.contains { $0.lowercasedName == field.lowercasedName } }
+        removeLines { field in names.contains { field.isNamed($0.lowercasedName) } }
     }
 
     /// The fields as `Name: value` lines, for logs and `explain`.
