@@ -269,6 +269,13 @@ public struct StoredResponseFacts: Hashable, Sendable {
     public func hash(into hasher: inout Hasher) { values.hash(into: &hasher) }
 }
 
+extension StoredResponseFacts: CustomReflectable {
+    /// The values, not the box they are kept in: what `print` and `dump` show.
+    public var customMirror: Mirror {
+        Mirror(self, children: Mirror(reflecting: values).children, displayStyle: .struct)
+    }
+}
+
 // MARK: - Serialization
 
 extension StoredResponseFacts {

@@ -86,29 +86,97 @@ public struct EntryID: Hashable, Sendable, CustomStringConvertible {
 
 /// What is stored about a response besides its body.
 public struct EntryHead: Hashable, Sendable {
+    /// The stored values, kept in one box shared by copies (``box``).
+    struct Values: Hashable, Sendable {
+        var primaryKey: String
+        var variantKey: String
+        var url: String
+        var status: Int
+        var fields: HeaderFields
+        var facts: [UInt8]
+        var storagePolicy: StoragePolicy
+        var userInfo: [UInt8]?
+        var isComplete: Bool
+        var tags: [String]
+    }
+
+    /// A head is copied at every step of an exchange (with its entry: the store's read, the
+    /// candidates, the memos, the answer, the update a `304` makes): one box, copied on write,
+    /// makes each copy one retain and its end one release instead of one per string and array
+    /// it holds (six), and a revalidation copied entries 28 times. Mutated only while uniquely
+    /// referenced, so never shared while it changes, nor checked for exclusive access at run
+    /// time.
+    private final class Box: @unchecked Sendable {
+        @exclusivity(unchecked) var values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    private var box: Box
+
+    private var values: Values {
+        _read { yield box.values }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.values) }
+            yield &box.values
+        }
+    }
+
+    /// The bytes of the box the values are kept in (for memory accounting).
+    package static let boxBytes = 16 + MemoryLayout<Values>.stride
+
     /// The cache key all variants of a resource share (`CacheKey.primaryKey`).
-    public var primaryKey: String
+    public var primaryKey: String {
+        get { values.primaryKey }
+        set { values.primaryKey = newValue }
+    }
     /// Tells variants of one primary key apart (for example the normalized values of the
     /// fields `Vary` nominates); an entry replaces the stored one with the same pair.
-    public var variantKey: String
+    public var variantKey: String {
+        get { values.variantKey }
+        set { values.variantKey = newValue }
+    }
     /// The URL, for listing and purging by prefix.
-    public var url: String
+    public var url: String {
+        get { values.url }
+        set { values.url = newValue }
+    }
     /// The response status code.
-    public var status: Int
+    public var status: Int {
+        get { values.status }
+        set { values.status = newValue }
+    }
     /// The stored response fields.
-    public var fields: HeaderFields
+    public var fields: HeaderFields {
+        get { values.fields }
+        _modify { yield &values.fields }
+    }
     /// The serialized `StoredResponseFacts` (its first byte is the format version).
-    public var facts: [UInt8]
+    public var facts: [UInt8] {
+        get { values.facts }
+        _modify { yield &values.facts }
+    }
     /// Where the entry may live.
-    public var storagePolicy: StoragePolicy
+    public var storagePolicy: StoragePolicy {
+        get { values.storagePolicy }
+        set { values.storagePolicy = newValue }
+    }
     /// Bytes the application keeps with the entry, returned on hits.
-    public var userInfo: [UInt8]?
+    public var userInfo: [UInt8]? {
+        get { values.userInfo }
+        _modify { yield &values.userInfo }
+    }
     /// `false` for a response whose body was not received in full (RFC 9111 §3.3).
-    public var isComplete: Bool
+    public var isComplete: Bool {
+        get { values.isComplete }
+        set { values.isComplete = newValue }
+    }
     /// Index keys the entry is found by besides its key, such as the cache groups it belongs
     /// to (RFC 9875): ``CacheStore/remove(tag:)`` removes every entry that carries one,
     /// without reading the others.
-    public var tags: [String]
+    public var tags: [String] {
+        get { values.tags }
+        _modify { yield &values.tags }
+    }
 
     /// Creates a head.
     public init(
@@ -116,16 +184,21 @@ public struct EntryHead: Hashable, Sendable {
         storagePolicy: StoragePolicy = .allowed, userInfo: [UInt8]? = nil, isComplete: Bool = true,
         tags: [String] = []
     ) {
-        self.tags = tags
-        self.primaryKey = primaryKey
-        self.variantKey = variantKey
-        self.url = url
-        self.status = status
-        self.fields = fields
-        self.facts = facts
-        self.storagePolicy = storagePolicy
-        self.userInfo = userInfo
-        self.isComplete = isComplete
+        box = Box(
+            Values(
+                primaryKey: primaryKey, variantKey: variantKey, url: url, status: status, fields: fields,
+                facts: facts, storagePolicy: storagePolicy, userInfo: userInfo, isComplete: isComplete, tags: tags))
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.box === rhs.box || lhs.values == rhs.values }
+
+    public func hash(into hasher: inout Hasher) { values.hash(into: &hasher) }
+}
+
+extension EntryHead: CustomReflectable {
+    /// The values, not the box they are kept in: what `print` and `dump` show.
+    public var customMirror: Mirror {
+        Mirror(self, children: Mirror(reflecting: values).children, displayStyle: .struct)
     }
 }
 

@@ -43,10 +43,10 @@ package enum MemoryCost {
         return total
     }
 
-    /// The heap bytes an entry's head holds.
+    /// The heap bytes an entry's head holds (its box, its strings and arrays).
     package static func head(_ head: EntryHead) -> Int {
-        string(head.primaryKey) + string(head.variantKey) + string(head.url) + fields(head.fields)
-            + bytes(head.facts) + bytes(head.userInfo) + strings(head.tags)
+        allocation(EntryHead.boxBytes) + string(head.primaryKey) + string(head.variantKey) + string(head.url)
+            + fields(head.fields) + bytes(head.facts) + bytes(head.userInfo) + strings(head.tags)
     }
 
     /// The heap bytes `facts` hold (their box, their `Vary` names and values and entity tag).
