@@ -32,18 +32,23 @@ package enum ASCII {
         }
     }
 
-    /// Runs `body` on the UTF-8 bytes of `s` without copying a native string.
-    @usableFromInline @inline(__always)
-    static func withUTF8<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+    /// Runs `body` on the UTF-8 bytes of `s` where they are (a native or small string's),
+    /// without the copy `String.withUTF8` needs, being mutating: a retain and a release of the
+    /// string's storage, two atomic operations, each time a string of 16 bytes or more is
+    /// read so (a revalidation read ~100). A string bridged from elsewhere is copied.
+    @inlinable @inline(__always)
+    package static func withUTF8<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if let result = try s.utf8.withContiguousStorageIfAvailable(body) { return result }
         var copy = s
-        return copy.withUTF8(body)
+        return try copy.withUTF8(body)
     }
 
-    /// Runs `body` on the UTF-8 bytes of `s` without copying a native substring.
-    @usableFromInline @inline(__always)
-    static func withUTF8<R>(_ s: Substring, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+    /// Runs `body` on the UTF-8 bytes of `s` where they are, as the one for a string does.
+    @inlinable @inline(__always)
+    package static func withUTF8<R>(_ s: Substring, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if let result = try s.utf8.withContiguousStorageIfAvailable(body) { return result }
         var copy = s
-        return copy.withUTF8(body)
+        return try copy.withUTF8(body)
     }
 
     /// Where the first `byte` (ASCII, so a character's start) is in `s`, found in its bytes in

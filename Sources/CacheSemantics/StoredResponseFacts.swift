@@ -437,8 +437,7 @@ package struct ByteWriter {
     package mutating func string(_ value: String) {
         varint(UInt64(value.utf8.count))
         // The bytes in place: appending the UTF-8 view went the general sequence way.
-        var value = value
-        value.withUTF8 { bytes.append(contentsOf: $0) }
+        ASCII.withUTF8(value) { bytes.append(contentsOf: $0) }
     }
 
     package mutating func blob(_ value: [UInt8]) {

@@ -13,8 +13,7 @@ package struct TextWriter {
     }
 
     package mutating func append(_ text: String) {
-        var text = text
-        text.withUTF8 { append($0) }
+        ASCII.withUTF8(text) { append($0) }
     }
 
     package mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {

@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheSystem
 import Dispatch
 
@@ -52,8 +53,7 @@ struct KnownKeys {
 
     /// The hash of `indexedKey` (what the index's `primary_key` column holds).
     func hash(_ indexedKey: String) -> UInt64 {
-        var key = indexedKey
-        return key.withUTF8 { XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }
+        ASCII.withUTF8(indexedKey) { XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }
     }
 
     /// Whether the index surely holds no row of the key with `hash` at change count `count`.

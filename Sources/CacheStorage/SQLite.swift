@@ -1,4 +1,5 @@
 internal import CSQLiteHTTPCache
+import CacheSemantics
 
 /// A SQLite connection; not thread-safe by itself (DiskStore serializes its use).
 final class SQLiteConnection {
@@ -257,8 +258,7 @@ final class Statement {
     /// Binds all of `value`'s UTF-8 bytes (a length of -1 would stop at a U+0000).
     func bind(_ value: String, to name: String) throws(StorageError) {
         let index = try parameter(name)
-        var value = value
-        let code = value.withUTF8 { bytes in
+        let code = ASCII.withUTF8(value) { bytes in
             guard let base = bytes.baseAddress, !bytes.isEmpty else {
                 return sqlite3_bind_text(handle, index, "", 0, csqlite_transient())
             }

@@ -52,8 +52,7 @@ extension UpstreamRequest {
     /// and query go out as the URL has them (RFC 9110 §7.7).
     /// - Throws: ``UpstreamError/Kind/other``, saying what cannot be sent.
     func wire() throws(UpstreamError) -> Wire {
-        var methodBytes = method
-        guard methodBytes.withUTF8({ !$0.isEmpty && $0.allSatisfy(HTTPBytes.isToken) }) else {
+        guard ASCII.withUTF8(method, { !$0.isEmpty && $0.allSatisfy(HTTPBytes.isToken) }) else {
             throw refusal("\(method.debugDescription) is not a method token (RFC 9110 §9.1)")
         }
         guard method != "CONNECT" else {
@@ -91,24 +90,31 @@ extension UpstreamRequest {
             throw refusal("the URL has a byte that cannot be sent in a request line (RFC 9112 §3)")
         }
         var closesConnection = false
-        for field in fields {
-            // Over each string's bytes in place: its UTF-8 view, a byte at a time, costs several
-            // times as much on every request.
-            var (name, value) = (field.name, field.value)
-            guard name.withUTF8({ !$0.isEmpty && $0.allSatisfy(HTTPBytes.isToken) }) else {
-                throw refusal("the field name \(field.name.debugDescription) is not a token (RFC 9110 §5.1)")
+        // Each line read where it is (a copy of each costs a retain and a release of each of its
+        // strings), over each string's bytes in place: its UTF-8 view, a byte at a time, costs
+        // several times as much on every request.
+        let invalid = fields.withLines { lines -> String? in
+            for index in lines.indices {
+                guard ASCII.withUTF8(lines[index].name, { !$0.isEmpty && $0.allSatisfy(HTTPBytes.isToken) }) else {
+                    return "the field name \(lines[index].name.debugDescription) is not a token (RFC 9110 §5.1)"
+                }
+                guard
+                    !ASCII.withUTF8(
+                        lines[index].value, { $0.contains { $0 == HTTPBytes.cr || $0 == HTTPBytes.lf || $0 == 0 } })
+                else {
+                    return "the value of the field \(lines[index].name) holds CR, LF or NUL (RFC 9110 §5.5)"
+                }
+                if lines[index].isNamed(HeaderField.Name.connection.lowercasedName),
+                    lines[index].value.split(separator: ",").contains(where: {
+                        ASCII.equalsIgnoringCase(ASCII.trimmed($0), "close")
+                    })
+                {
+                    closesConnection = true
+                }
             }
-            guard !value.withUTF8({ $0.contains { $0 == HTTPBytes.cr || $0 == HTTPBytes.lf || $0 == 0 } }) else {
-                throw refusal("the value of the field \(field.name) holds CR, LF or NUL (RFC 9110 §5.5)")
-            }
-            if field.isNamed(HeaderField.Name.connection.lowercasedName),
-                field.value.split(separator: ",").contains(where: {
-                    ASCII.equalsIgnoringCase(ASCII.trimmed($0), "close")
-                })
-            {
-                closesConnection = true
-            }
+            return nil
         }
+        if let invalid { throw refusal(invalid) }
         let body = method == "HEAD" ? nil : body
         let sendsBodyApart = (body?.count ?? 0) > Self.inlineBodyLimit
         let head = Self.head(
@@ -137,8 +143,7 @@ extension UpstreamRequest {
     static func authority(_ host: String, _ port: UInt16) -> String {
         // Bytes in place, not Characters (`String.contains(_:)` walks grapheme clusters) nor
         // the UTF-8 view's general `contains`.
-        var host = host
-        let isIPv6 = host.withUTF8 { $0.contains(UInt8(ascii: ":")) }
+        let isIPv6 = ASCII.withUTF8(host) { $0.contains(UInt8(ascii: ":")) }
         return isIPv6 ? "[" + host + "]:" + String(port) : host + ":" + String(port)
     }
 
@@ -157,16 +162,24 @@ extension UpstreamRequest {
         // CRLF at the end, a length of at most 20 digits.
         var size = HeadWriter.requestLineSize(method: method, target: target) + 2
         if let host { size += HeadWriter.fieldLineSize(name: "Host", value: host) }
-        for field in fields where !isFraming(field) {
-            size += HeadWriter.fieldLineSize(name: field.name, value: field.value)
+        // The lines read where they are, as in `wire()`.
+        fields.withLines { lines in
+            for index in lines.indices where !isFraming(lines[index]) {
+                size += HeadWriter.fieldLineSize(
+                    nameCount: lines[index].name.utf8.count, valueCount: lines[index].value.utf8.count)
+            }
         }
         if let body { size += "Content-Length: ".utf8.count + 20 + 2 + (inline ? body.count : 0) }
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             var writer = TextWriter(buffer)
             HeadWriter.writeRequestLine(method: method, target: target, to: &writer)
             if let host { HeadWriter.writeField(name: "Host", value: host, to: &writer) }
-            for field in fields where !isFraming(field) {
-                HeadWriter.writeField(name: field.name, value: field.value, to: &writer)
+            fields.withLines { lines in
+                for index in lines.indices where !isFraming(lines[index]) {
+                    ASCII.withUTF8(lines[index].name) { name in
+                        ASCII.withUTF8(lines[index].value) { HeadWriter.writeField(name: name, value: $0, to: &writer) }
+                    }
+                }
             }
             if let body {
                 writer.append("Content-Length: " as StaticString)

@@ -25,8 +25,7 @@ import CacheSemantics
     package static func writeRequestLine(method: String, target: Substring, to writer: inout TextWriter) {
         writer.append(method)
         writer.append(" " as StaticString)
-        var target = target
-        target.withUTF8 { writer.append($0) }
+        ASCII.withUTF8(target) { writer.append($0) }
         writer.append(" HTTP/1.1\r\n" as StaticString)
     }
 
@@ -53,12 +52,26 @@ import CacheSemantics
 
     /// The bytes ``writeField(name:value:to:)`` writes.
     package static func fieldLineSize(name: String, value: String) -> Int {
-        name.utf8.count + (value.isEmpty ? 3 : 4 + value.utf8.count)
+        fieldLineSize(nameCount: name.utf8.count, valueCount: value.utf8.count)
+    }
+
+    /// The bytes a field line with a name and a value of these many bytes takes.
+    package static func fieldLineSize(nameCount: Int, valueCount: Int) -> Int {
+        nameCount + (valueCount == 0 ? 3 : 4 + valueCount)
     }
 
     /// ``appendField(name:value:to:)`` into a writer with room for
     /// ``fieldLineSize(name:value:)`` bytes.
     package static func writeField(name: String, value: String, to writer: inout TextWriter) {
+        ASCII.withUTF8(name) { name in ASCII.withUTF8(value) { writeField(name: name, value: $0, to: &writer) } }
+    }
+
+    /// ``writeField(name:value:to:)`` of the bytes of a name and a value, read where they are
+    /// (a line of a field section, not copied: a copy costs a retain and a release of each
+    /// string).
+    package static func writeField(
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to writer: inout TextWriter
+    ) {
         writer.append(name)
         guard !value.isEmpty else { return writer.append(":\r\n" as StaticString) }
         writer.append(": " as StaticString)
@@ -79,8 +92,7 @@ import CacheSemantics
     /// general sequence path, about 200 instructions a call (callgrind) for a few bytes.
     @inline(__always)
     static func append(_ text: String, to head: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { head.append(contentsOf: $0) }
+        ASCII.withUTF8(text) { head.append(contentsOf: $0) }
     }
 
     /// `literal`'s bytes, copied at once (appending its `String`'s UTF-8 view costs as much).

@@ -286,8 +286,7 @@ import CacheSemantics
             hasLength = true
             // Every member of the list (RFC 9112 §6.3 item 5 lets a recipient read `42, 42` as
             // 42), split at each comma byte.
-            var value = field.value
-            let agrees = value.withUTF8 { bytes -> Bool in
+            let agrees = ASCII.withUTF8(field.value) { bytes -> Bool in
                 var start = 0
                 while true {
                     let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count

@@ -169,7 +169,7 @@ extension EventLoop {
                 let first = min(skipped, lines.count)
                 skipped -= first
                 for index in first..<lines.count
-                where appendField(&output, lines[index], keepContentLength: framing == .none) {
+                where appendField(&output, lines, index, keepContentLength: framing == .none) {
                     sawContentLength = true
                 }
             }
@@ -200,7 +200,7 @@ extension EventLoop {
     static func serializedFields(_ fields: HeaderFields) -> [UInt8] {
         var output = OutputQueue()
         fields.withLines { lines in
-            for line in lines { _ = appendField(&output, line, keepContentLength: false) }
+            for index in lines.indices { _ = appendField(&output, lines, index, keepContentLength: false) }
         }
         return output.takeOwnedBytes()
     }
@@ -225,11 +225,13 @@ extension EventLoop {
     /// Appends one of the handler's fields unless the server writes it itself or it could
     /// not be sent safely (a name that is not a token, CR/LF/NUL in the value); returns
     /// whether it was a Content-Length that was kept.
-    private static func appendField(_ output: inout OutputQueue, _ field: HeaderField, keepContentLength: Bool) -> Bool
-    {
-        var name = field.name
-        var value = field.value
-        return name.withUTF8 { name -> Bool in
+    ///
+    /// `field` is read where it is, in `lines`: a copy of the line costs a retain and a release
+    /// of each of its strings.
+    private static func appendField(
+        _ output: inout OutputQueue, _ lines: UnsafeBufferPointer<HeaderField>, _ field: Int, keepContentLength: Bool
+    ) -> Bool {
+        ASCII.withUTF8(lines[field].name) { name -> Bool in
             guard let nameBase = name.baseAddress, !name.isEmpty else { return false }
             let count = name.count
             var isContentLength = false
@@ -251,7 +253,7 @@ extension EventLoop {
                 break
             }
             for byte in name where !HTTPBytes.isToken(byte) { return false }
-            return value.withUTF8 { value -> Bool in
+            return ASCII.withUTF8(lines[field].value) { value -> Bool in
                 if let valueBase = value.baseAddress, HTTPBytes.hasInvalidFieldValueByte(valueBase, value.count) {
                     return false
                 }

@@ -799,11 +799,10 @@ final class HTTP2Session {
         add(":status", Int64(status))
         func addLines(_ fields: HeaderFields) {
             fields.withLines { lines in
-                for line in lines {
-                    var name = line.name
-                    var value = line.value
-                    name.withUTF8 { name in
-                        value.withUTF8 { value in
+                // Each line read where it is: a copy costs a retain and a release of each string.
+                for index in lines.indices {
+                    ASCII.withUTF8(lines[index].name) { name in
+                        ASCII.withUTF8(lines[index].value) { value in
                             guard !name.isEmpty, !Self.isDropped(name, keepContentLength: keepContentLength),
                                 value.isEmpty || !HTTPBytes.hasInvalidFieldValueByte(value.baseAddress!, value.count)
                             else { return }

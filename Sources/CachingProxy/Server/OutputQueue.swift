@@ -3,6 +3,7 @@
 // framing) copied into one owned buffer, large bodies kept as the arrays they came in.
 // Flushed with sendmsg, several pieces per call.
 import CEpollHTTPCache
+import CacheSemantics
 import CacheSystem
 import Glibc
 
@@ -117,8 +118,7 @@ struct OutputQueue {
     }
 
     mutating func append(_ text: String) {
-        var text = text
-        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+        ASCII.withUTF8(text) { append(UnsafeRawBufferPointer($0)) }
     }
 
     /// Queues `bytes`: copied when small, kept as the array when large.
