@@ -36,6 +36,26 @@ public enum Fixtures {
         return stored.facts
     }
 
+    /// `count` bytes, the one at each index `byte(index)`: a test's large body of a known pattern.
+    ///
+    /// Filled by a plain loop into the array's storage rather than by `(0..<count).map`: in a
+    /// debug build that `map` is the standard library's unspecialized code, which looks up
+    /// `Range` type metadata for every element. Under ThreadSanitizer the Swift runtime takes a
+    /// process-wide lock for each such lookup (its once-initializations stay on their locked
+    /// path so that TSan sees them), and bodies of a few megabytes built that way held every
+    /// other thread of the test process that needed the same lock, so that tests running beside
+    /// them timed out.
+    public static func bytes(count: Int, _ byte: (Int) -> UInt8) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: max(0, count)) { buffer, initialized in
+            var index = 0
+            while index < buffer.count {
+                buffer[index] = byte(index)
+                index += 1
+            }
+            initialized = buffer.count
+        }
+    }
+
     /// A typical request from an app.
     public static let typicalRequestFields: HeaderFields = [
         "Accept": "application/json",

@@ -66,7 +66,7 @@ struct HTTP2ProxyTests {
         try await offPool {
             let setup = try Setup()
             setup.origin.route("/form") { request in .init(body: "got \(request.body.count)") }
-            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let body = Fixtures.bytes(count: 200_000) { UInt8(truncatingIfNeeded: $0 &* 31) }
             let client = try setup.client()
             let responses = client.send([
                 HTTP2Request(
@@ -91,7 +91,7 @@ struct HTTP2ProxyTests {
     @Test func bodiesLargerThanTheDefaultWindows() async throws {
         try await offPool {
             let setup = try Setup()
-            let body = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 12) }
+            let body = Fixtures.bytes(count: 3 << 20) { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 12) }
             setup.origin.route("/big") { _ in .init(body: body) }
             setup.origin.route("/big-chunked") { _ in .init(body: body, chunked: true) }
             let client = try setup.client()
@@ -242,7 +242,7 @@ struct HTTP2ProxyTests {
             defer { origin.stop() }
             let count = 12
             let bodies = (0..<count).map { index in
-                (0..<(100_000 + index * 1_001)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+                Fixtures.bytes(count: 100_000 + index * 1_001) { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
             }
             for index in 0..<count {
                 origin.route("/big/\(index)") { _ in

@@ -266,7 +266,7 @@ struct HTTPServerTests {
             // Made before the connection: the server's 5-s timeouts are not to include the
             // test's own work (under ThreadSanitizer beside other tests, building these took
             // longer than that).
-            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let body = Fixtures.bytes(count: 200_000) { UInt8(truncatingIfNeeded: $0 &* 7) }
             let (first, rest) = (Array(body[..<1000]), Array(body[1000...]))
             let test = try TestServer()
             defer { test.server.shutdown(timeout: 1) }
@@ -798,7 +798,7 @@ struct HTTPServerTests {
                 onNewThread {
                     var accepted = true
                     for offset in stride(from: 0, to: total, by: block) {
-                        let bytes = (offset..<offset + block).map(pattern)
+                        let bytes = Fixtures.bytes(count: block) { pattern(offset + $0) }
                         guard responder.write(bytes) else {
                             accepted = false
                             break
@@ -832,7 +832,7 @@ struct HTTPServerTests {
             try client.send("GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
             #expect(try client.readResponse().bodyText == "/next")
             #expect(received.count == total)
-            #expect(received.indices.allSatisfy { received[$0] == pattern($0) })
+            #expect(received == Fixtures.bytes(count: total, pattern))
             #expect(wait(writerDone))
             #expect(allAccepted.withLock { $0 })
         }
@@ -903,7 +903,7 @@ struct HTTPServerTests {
     func tunnel() async throws {
         try await offPool {
             // Made before the connection, as in contentLengthBody.
-            let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+            let large = Fixtures.bytes(count: 300_000) { UInt8(truncatingIfNeeded: $0 &* 13) }
             let echo = try EchoServer()
             let test = try TestServer { request, responder in
                 guard request.method == "CONNECT" else { return TestServer.echo(request, responder) }

@@ -147,7 +147,7 @@ struct OriginOnLoopTests {
     func largeBodyToASlowClient() async throws {
         try await offPool {
             let harness = try ProxyHarness()
-            let body = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 12) }
+            let body = Fixtures.bytes(count: 4 << 20) { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 12) }
             harness.origin.setDefault { _ in
                 LoopbackOrigin.Response(status: 200, headers: [("Cache-Control", "max-age=600")], body: body)
             }
