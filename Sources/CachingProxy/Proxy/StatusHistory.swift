@@ -190,7 +190,11 @@ final class StatusHistory: Sendable {
         /// allocated and no closure called: the page asks it of every second of the hour (a
         /// `reduce` for each bucket made a debug build's status take half a second).
         func percentile(_ quantile: Double, _ kind: Kind, over offsets: Range<Int>) -> Int? {
-            let offsets = offsets.clamped(to: 0..<count)
+            // Clamped by hand: `Range.clamped(to:)` in a debug build is unspecialized code that
+            // looks up `Range`'s type metadata (a process-wide lock under ThreadSanitizer), and
+            // the status page calls this for every second of the hour.
+            let lower = min(max(offsets.lowerBound, 0), count)
+            let offsets = lower..<max(lower, min(offsets.upperBound, count))
             return latency.withUnsafeBufferPointer { latency -> Int? in
                 let column = kind.rawValue * StatusHistory.bucketCount
                 let width = StatusHistory.latencyWidth
