@@ -71,6 +71,14 @@ public struct HeaderFields: Hashable, Sendable, RandomAccessCollection, Expressi
     @inlinable public var startIndex: Int { storage.startIndex }
     @inlinable public var endIndex: Int { storage.endIndex }
     @inlinable public subscript(position: Int) -> HeaderField { storage[position] }
+    // A step is plain arithmetic, as in `Array`. The defaults check the index against a
+    // `Range` of the bounds first, which a debug build does in the standard library's
+    // unspecialized code, looking up `Range`'s type metadata at every step: under
+    // ThreadSanitizer the Swift runtime takes a process-wide lock for each such lookup, and
+    // the fields of every request and response, walked several times each, kept the threads
+    // of a busy test process queued on that lock.
+    @inlinable public func index(after position: Int) -> Int { position + 1 }
+    @inlinable public func index(before position: Int) -> Int { position - 1 }
 
     /// The combined value of every line named `name`, joined with ", " as RFC 9110 §5.3
     /// allows for list-based fields; `nil` when absent. Setting replaces all such lines

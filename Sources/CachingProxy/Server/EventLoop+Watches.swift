@@ -102,6 +102,11 @@ extension EventLoop {
 
     /// Calls `expired` of the watches past their deadline (of all of them when the loop stops).
     func expireWatches(all: Bool) {
+        // Every sweep of every loop comes here, and most find no watch. A debug build runs
+        // `filter` in the standard library's unspecialized code, which looks up type metadata
+        // even for an empty dictionary; under ThreadSanitizer each lookup takes a process-wide
+        // lock, and the sweeps of a test process's hundreds of idle loops queued on it.
+        guard !watches.isEmpty else { return }
         let due = watches.values.filter { all || $0.deadline <= now }
         for watch in due {
             unwatch(watch)

@@ -153,7 +153,12 @@ struct OutputQueue {
             digits /= 10
         } while digits > 0
         digits = value < 0 ? 0 : value
-        for index in stride(from: length - 1, through: 0, by: -1) {
+        // Last digit first, counting down by hand: a debug build iterates `stride` in the
+        // standard library's unspecialized code, a type-metadata lookup per step, and under
+        // ThreadSanitizer each is a process-wide lock (this writes responses' Content-Length).
+        var index = length
+        while index > 0 {
+            index -= 1
             destination[index] = UInt8(truncatingIfNeeded: 0x30 + digits % 10)
             digits /= 10
         }
@@ -171,7 +176,10 @@ struct OutputQueue {
         } while rest > 0
         rest = value
         let digits: StaticString = "0123456789abcdef"
-        for index in stride(from: length - 1, through: 0, by: -1) {
+        // Counting down by hand, as in appendDecimal (here for every chunk).
+        var index = length
+        while index > 0 {
+            index -= 1
             destination[index] = digits.utf8Start[rest & 15]
             rest >>= 4
         }
