@@ -1,5 +1,6 @@
 #if os(Linux)
 import Foundation
+import CacheSemantics
 
 /// What `GET /_httpcache/status.json` answers: the figures of the status page, for scripts and
 /// `httpcache top`. Counts are since the proxy started unless a field says otherwise; times
@@ -173,17 +174,10 @@ extension ProxyStatus.History {
         // 10 s while other tests ran.
         let null = Array("null".utf8)
         func decimal(_ value: Int) {
-            if value < 0 { text.append(UInt8(ascii: "-")) }
-            let start = text.count
-            var magnitude = value.magnitude
-            repeat {
-                text.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-                magnitude /= 10
-            } while magnitude > 0
-            var (low, high) = (start, text.count - 1)
-            while low < high {
-                text.swapAt(low, high)
-                (low, high) = (low + 1, high - 1)
+            text += [UInt8](unsafeUninitializedCapacity: 20) { buffer, count in
+                var writer = TextWriter(buffer)
+                writer.append(value)
+                count = writer.count
             }
         }
         func series(_ key: String, _ values: [Int?]) {
