@@ -226,8 +226,8 @@ extension EventLoop {
     /// not be sent safely (a name that is not a token, CR/LF/NUL in the value); returns
     /// whether it was a Content-Length that was kept.
     ///
-    /// `field` is read where it is, in `lines`: a copy of the line costs a retain and a release
-    /// of each of its strings.
+    /// `field` is the line's index in `lines`, where it is read: a copy of the line would cost a
+    /// retain and a release of each of its strings.
     private static func appendField(
         _ output: inout OutputQueue, _ lines: UnsafeBufferPointer<HeaderField>, _ field: Int, keepContentLength: Bool
     ) -> Bool {
