@@ -15,8 +15,7 @@ public struct EntityTag: Hashable, Sendable, CustomStringConvertible {
     public init?(_ text: some StringProtocol) {
         // Read in the bytes in place: through the UTF-8 view's general slicing, a tag cost
         // ~650 instructions (parsed twice a revalidation).
-        var text = Substring(text)
-        guard let (weak, opaque) = text.withUTF8({ Self.parse($0) }) else { return nil }
+        guard let (weak, opaque) = ASCII.withUTF8(Substring(text), { Self.parse($0) }) else { return nil }
         isWeak = weak
         opaqueTag = opaque
     }

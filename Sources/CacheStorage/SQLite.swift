@@ -394,8 +394,7 @@ private struct StatementKey: Hashable {
     init(_ sql: String) { self.sql = sql }
 
     func hash(into hasher: inout Hasher) {
-        var sql = sql
-        sql.withUTF8 { bytes in
+        ASCII.withUTF8(sql) { bytes in
             hasher.combine(bytes.count)
             hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.prefix(16))))
             hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(16))))

@@ -39,10 +39,10 @@ package struct Target: Sendable, Equatable {
     /// ``pathAndQuery`` without its trailing slashes: what a reverse proxy puts the paths it
     /// forwards under (``forwarding(_:)``); empty for an origin's root.
     package var basePath: Substring {
-        var path = pathAndQuery
+        let path = pathAndQuery
         // Counted in the bytes in place: dropping a character at a time cost ~1,000
         // instructions a request.
-        let slashes = path.withUTF8 { bytes in bytes.reversed().prefix { $0 == UInt8(ascii: "/") }.count }
+        let slashes = ASCII.withUTF8(path) { bytes in bytes.reversed().prefix { $0 == UInt8(ascii: "/") }.count }
         return Substring(path.utf8.dropLast(slashes))
     }
 

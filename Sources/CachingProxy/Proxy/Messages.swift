@@ -86,8 +86,7 @@ enum Messages {
     /// copying it: it begins with `/` and has no `%`, `\`, `;`, run of `/` or dot segment. A
     /// request's path nearly always does; anything else goes the long way.
     static func readsAsItIs(_ path: Substring) -> Bool {
-        var path = path
-        return path.withUTF8 { bytes in
+        ASCII.withUTF8(path) { bytes in
             guard bytes.first == UInt8(ascii: "/") else { return false }
             // The length of the segment so far, and whether it is only dots.
             var (length, onlyDots) = (0, true)

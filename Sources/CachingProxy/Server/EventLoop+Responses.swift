@@ -214,8 +214,8 @@ extension EventLoop {
         line[11] = UInt8(truncatingIfNeeded: 0x30 + status % 10)
         line[12] = HTTPBytes.space
         output.commit(13)
-        if var reason, reason.utf8.allSatisfy({ HTTPBytes.isFieldValue($0) }) {
-            reason.withUTF8 { output.append(UnsafeRawBufferPointer($0)) }
+        if let reason, reason.utf8.allSatisfy({ HTTPBytes.isFieldValue($0) }) {
+            output.append(reason)
         } else if let phrase = reasonPhrase(status) {
             output.append(phrase)
         }
