@@ -228,6 +228,7 @@ public final class CachingProxy: Sendable {
         settings.maxBodyBytes = configuration.maxRequestBodyBytes
         settings.http2 = http2
         settings.proxyName = configuration.name
+        settings.clock = configuration.clock
         if let certificates {
             settings.tls = .init(host: configuration.tlsHost, port: configuration.tlsPort, certificates: certificates)
         }

@@ -160,7 +160,10 @@ struct ProxyStatusTests {
             let origin = try LoopbackOrigin()
             defer { origin.stop() }
             let log = Locked<[String]>([])
-            let proxy = try Self.proxy(origin.baseURL, log: log)
+            // The server's refusals are logged on the proxy's clock: the burst below falls in
+            // one second however slow the machine.
+            let now = Locked(1_800_000_000.0)
+            let proxy = try Self.proxy(origin.baseURL, log: log) { $0.clock = { now.withLock { $0 } } }
             let client = try RawHTTPClient(port: proxy.port)
             try client.send("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n")
             let fragment = try client.readResponse()
@@ -178,6 +181,13 @@ struct ProxyStatusTests {
                 #expect(try again.readResponse().status == 400)
             }
             #expect(log.withLock { $0 }.filter { $0.contains("rejected a request from") }.count == 1, "\(log)")
+            // A second later the next one is logged, with the count of those held back.
+            now.withLock { $0 += 2 }
+            let later = try RawHTTPClient(port: proxy.port)
+            try later.send("GET /a HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n")
+            #expect(try later.readResponse().status == 400)
+            let rejections = log.withLock { $0 }.filter { $0.contains("rejected a request from") }
+            #expect(rejections.count == 2 && rejections.last?.contains("(3 more like it") == true, "\(rejections)")
             // HTTP/2's own refusals too: a header list over the limit (RFC 9113 §6.5.2).
             let big = (0..<40).map { ("x-field-\($0)", String(repeating: "v", count: 500)) }
             let h2 = try HTTP2Client(port: proxy.port).send([HTTP2Request("GET", "/a", fields: big)])

@@ -54,6 +54,10 @@ package final class HTTPServer: Sendable {
         /// The name in `Proxy-Status` (RFC 9209 §2) on the answers the server makes itself
         /// (`400`, `408`, `413`, `431`, `503`); `nil`: none.
         package var proxyName: String?
+        /// Seconds, for the limit of one log line a second for each kind of rejected request;
+        /// the proxy passes its own clock (a test's manual one). Timeouts run on the monotonic
+        /// clock whatever this is.
+        package var clock: @Sendable () -> Double = MonotonicClock.seconds
         /// The defaults: 127.0.0.1, a port the system picks, one loop, 16 KiB heads, 100 fields,
         /// 8 MiB bodies, timeouts of 10 s (head), 60 s (idle), 30 s (body), 4096 connections.
         package init() {}
@@ -230,7 +234,7 @@ private final class ServerCore: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.log = log
-        limitedLog = LogLimiter(log)
+        limitedLog = LogLimiter(clock: configuration.clock, log)
         self.listenFD = listenFD
         self.port = port
         self.tlsListener = tlsListener
