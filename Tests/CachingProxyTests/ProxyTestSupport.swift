@@ -11,6 +11,22 @@ import Testing
 @testable import CachingProxy
 @testable import HTTPClient
 
+/// `httpcache serve` processes started together, each killed when the last reference to it goes.
+///
+/// A class, not an array: `Array` may be released right after its last use in an optimized
+/// build (it is `@_eagerMove`), and its nodes with it. Under `swift build -c release` (as
+/// `scripts/tsan` builds) a test that read `nodes[0].baseURL` and then sent a request found
+/// the node already killed. A class held by a `let` lives to the end of its scope.
+final class ServeNodes: RandomAccessCollection, Sendable {
+    private let nodes: [ServeProcess]
+
+    init(_ nodes: [ServeProcess]) { self.nodes = nodes }
+
+    var startIndex: Int { nodes.startIndex }
+    var endIndex: Int { nodes.endIndex }
+    subscript(position: Int) -> ServeProcess { nodes[position] }
+}
+
 /// A real `httpcache serve` child process in front of a loopback origin, with its own store
 /// directory. SIGTERMed (then SIGKILLed if need be) when released.
 final class ServeProcess: @unchecked Sendable {

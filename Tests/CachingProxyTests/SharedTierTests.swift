@@ -30,14 +30,15 @@ struct SharedTierTests {
     /// Redis (`slowRedis` is).
     static func nodes(
         _ count: Int, origin: LoopbackOrigin, redis: [String], extra: [String] = [], prefix: String? = nil
-    ) throws -> [ServeProcess] {
+    ) throws -> ServeNodes {
         let prefix = prefix ?? "t\(UInt32.random(in: 0...UInt32.max)):"
         let timeout = (redis + extra).contains("--redis-timeout") ? [] : ["--redis-timeout", "5000"]
-        return try (0..<count).map { _ in
-            try ServeProcess(
-                ["--origin", origin.baseURL, "--redis-prefix", prefix, "--loops", "1"] + redis + timeout + extra,
-                memoryOnly: true)
-        }
+        return ServeNodes(
+            try (0..<count).map { _ in
+                try ServeProcess(
+                    ["--origin", origin.baseURL, "--redis-prefix", prefix, "--loops", "1"] + redis + timeout + extra,
+                    memoryOnly: true)
+            })
     }
 
     /// The body the origin sends for `path` (its size chosen from the path).
