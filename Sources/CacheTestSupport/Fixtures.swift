@@ -45,8 +45,12 @@ public enum Fixtures {
     /// path so that TSan sees them), and bodies of a few megabytes built that way held every
     /// other thread of the test process that needed the same lock, so that tests running beside
     /// them timed out.
+    ///
+    /// No bytes is `[]`: `Array(unsafeUninitializedCapacity: 0)` writes a count into the storage
+    /// every empty array shares, a write ThreadSanitizer reports against other threads' reads.
     public static func bytes(count: Int, _ byte: (Int) -> UInt8) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: max(0, count)) { buffer, initialized in
+        guard count > 0 else { return [] }
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             var index = 0
             while index < buffer.count {
                 buffer[index] = byte(index)

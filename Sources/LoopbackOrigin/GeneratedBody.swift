@@ -85,9 +85,12 @@ extension LoopbackOrigin {
         /// `count` bytes of the resource generated from `seed`, from index `start`. For small
         /// ranges: the bytes are returned in memory.
         public static func bytes(seed: UInt64, from start: Int64 = 0, count: Int) -> [UInt8] {
-            [UInt8](unsafeUninitializedCapacity: max(0, count)) { buffer, initialized in
+            // Not `Array(unsafeUninitializedCapacity: 0)`: it writes a count into the storage
+            // every empty array shares, a write ThreadSanitizer reports against other threads.
+            guard count > 0 else { return [] }
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
                 fill(UnsafeMutableRawBufferPointer(buffer), from: start, seed: seed)
-                initialized = max(0, count)
+                initialized = count
             }
         }
 
