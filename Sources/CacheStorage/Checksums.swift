@@ -85,7 +85,7 @@ let checksumBlockSize = 64 * 1024
 /// Per-block XXH64 checksums of a body being written.
 struct BlockChecksums {
     private var sums: [UInt64] = []
-    private var pending: [UInt8] = []
+    private var pending = GatheredBytes()
     private(set) var totalBytes: Int64 = 0
 
     mutating func add(_ bytes: [UInt8]) {
@@ -101,12 +101,12 @@ struct BlockChecksums {
             } else if pending.isEmpty && offset == 0 && take == bytes.count {
                 // The whole chunk begins a block (a body smaller than a block, in one chunk):
                 // kept as it is, shared with the caller's array, until more comes.
-                pending = bytes
+                pending.append(bytes)
             } else {
-                pending += bytes[offset..<(offset + take)]
+                pending.append(bytes[offset..<(offset + take)])
                 if pending.count == checksumBlockSize {
-                    sums.append(XXH64.hash(pending))
-                    pending.removeAll(keepingCapacity: true)
+                    sums.append(XXH64.hash(pending.bytes))
+                    pending.removeAll()
                 }
             }
             offset += take
@@ -129,7 +129,7 @@ struct BlockChecksums {
     /// The checksums, with the last partial block closed: eight little-endian bytes each.
     func finished() -> [UInt8] {
         var all = sums
-        if !pending.isEmpty || all.isEmpty { all.append(XXH64.hash(pending)) }
+        if !pending.isEmpty || all.isEmpty { all.append(XXH64.hash(pending.bytes)) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(all.count * 8)
         for value in all { withUnsafeBytes(of: value.littleEndian) { bytes += $0 } }

@@ -16,7 +16,7 @@ final class DiskWriter: EntryWriter {
     private let store: DiskStore
     private var head: EntryHead
     private var id = EntryID()
-    private var buffer: [UInt8] = []
+    private var buffer = GatheredBytes()
     /// The checksums of a body in a file, in the clear; only the byte count of one in an
     /// encrypted store's file or kept for the index, which the store checksums where it writes
     /// its row (``DiskStore/CommittedBody``).
@@ -48,9 +48,8 @@ final class DiskWriter: EntryWriter {
         do {
             if fd < 0 {
                 checksums.count(chunk)
-                // The first chunk is kept as it is (shared with whoever else keeps it, a tiered
-                // store's memory copy): no copy of a body that comes in one.
-                if buffer.isEmpty { buffer = chunk } else { buffer += chunk }
+                // No copy of a body that comes in one chunk (GatheredBytes).
+                buffer.append(chunk)
                 if buffer.count > store.configuration.inlineBodyLimit {
                     fd = try createTemporaryFile()
                     if let sealing = store.sealing {
@@ -58,9 +57,9 @@ final class DiskWriter: EntryWriter {
                     }
                     // In a file from here on: checksummed as it is written, from its first byte.
                     checksums = BlockChecksums()
-                    sum(buffer)
-                    try writeToFile(buffer)
-                    buffer = []
+                    sum(buffer.bytes)
+                    try writeToFile(buffer.bytes)
+                    buffer = GatheredBytes()
                 }
             } else {
                 sum(chunk)
@@ -105,7 +104,7 @@ final class DiskWriter: EntryWriter {
         closed = true
         guard fd >= 0 else {
             let inline =
-                store.sealing.map { BlockSealer.seal(buffer, $0.body, owner: id.bytes) } ?? buffer
+                store.sealing.map { BlockSealer.seal(buffer.bytes, $0.body, owner: id.bytes) } ?? buffer.bytes
             return try store.commit(head, id: id, size: checksums.totalBytes, body: .inline(inline, checksums: nil))
         }
         let sums = store.sealing == nil ? checksums.finished() : []
@@ -146,7 +145,7 @@ final class DiskWriter: EntryWriter {
 
     func abort() {
         closed = true
-        buffer = []
+        buffer = GatheredBytes()
         if fd >= 0 {
             unlink(temporaryPath)
             close(fd)

@@ -249,9 +249,15 @@ public final class MemoryStore: CacheStore {
     package func collect(_ chunk: [UInt8], into body: inout [UInt8]?) {
         guard var collected = body else { return }
         body = nil  // `collected` is then the array's only reference: appended in place
-        // A body that comes in one chunk (a 16 KB response read at once) shares its array with
-        // the writer's: no copy.
-        if collected.isEmpty { collected = chunk } else { collected += chunk }
+        // The first chunk is copied into storage of its own, not kept shared with the writer's
+        // array (``GatheredBytes`` says why). A chunk read from a socket sits in a larger
+        // allocation, so a body of one chunk (16 KB read at once) is copied no more than before:
+        // ``compacted(_:)`` copied it as it was stored.
+        if collected.isEmpty {
+            collected = [UInt8](copying: chunk, capacity: chunk.count)
+        } else {
+            collected += chunk
+        }
         body = Int64(collected.count) <= maximumEntrySize ? collected : nil
     }
 
@@ -501,9 +507,7 @@ public final class MemoryStore: CacheStore {
     /// its size, which would be charged.
     private static func compacted(_ body: [UInt8]) -> [UInt8] {
         guard body.capacity > body.count + body.count / 8 + 64 else { return body }
-        return [UInt8](unsafeUninitializedCapacity: body.count) { buffer, initialized in
-            initialized = body.withUnsafeBufferPointer { buffer.initialize(fromContentsOf: $0) }
-        }
+        return [UInt8](copying: body, capacity: body.count)
     }
 
     private static func makeNewest(_ slot: Int, _ state: inout State) {
