@@ -261,7 +261,12 @@ public final class LoopbackOrigin: Sendable {  // all mutable state is inside `c
     ///
     /// A request is recorded once it has been read in full, before its handler runs. Input rejected
     /// as malformed is not recorded.
-    public var requests: [Request] { core.state.withLock { $0.records } }
+    ///
+    /// A copy of its own (`map`), not the recorder's storage shared: the origin's next append
+    /// would otherwise go into that storage in place once the caller's copy is gone, after the
+    /// caller's reads, in an order only the runtime's reference count sets and ThreadSanitizer
+    /// cannot see (`scripts/tsan` reported it).
+    public var requests: [Request] { core.state.withLock { $0.records.map { $0 } } }
 
     /// The recorded requests whose ``Request/path`` is `path`.
     public func requests(to path: String) -> [Request] {
