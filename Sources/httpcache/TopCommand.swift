@@ -3,6 +3,7 @@ import Foundation
 #if os(Linux)
 import CachingProxy
 import Glibc
+import Synchronization
 #endif
 
 /// `httpcache top`: a running proxy's figures, live in the terminal (like varnishstat).
@@ -176,8 +177,9 @@ private struct Terminal {
             tcsetattr(0, TCSANOW, &settings)
         }
         _ = leaveScreenBytes.count  // made now, not in the signal handler
-        signal(SIGINT, restoreAndExit)
-        signal(SIGTERM, restoreAndExit)
+        _ = terminalWriter.load(ordering: .relaxed)
+        signal(SIGINT, signalled)
+        signal(SIGTERM, signalled)
         Console.out(enterScreen)
         return Terminal()
     }
@@ -189,7 +191,16 @@ private struct Terminal {
 
     func draw(_ lines: [String]) {
         // Home, then each line cleared to its end, then the rest of the screen.
-        Console.out("\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J")
+        let frame = "\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J"
+        let start = terminalWriter.compareExchange(
+            expected: TerminalWriter.idle, desired: TerminalWriter.drawing, ordering: .acquiringAndReleasing)
+        // Not idle: a signal handler has left the alternate screen and is ending the process.
+        guard start.exchanged else { while true { pause() } }
+        Console.out(frame)
+        let end = terminalWriter.compareExchange(
+            expected: TerminalWriter.drawing, desired: TerminalWriter.idle, ordering: .acquiringAndReleasing)
+        // A signal came while the frame was written: leave now that it is whole.
+        if !end.exchanged { restoreAndExit(Int32(end.original - TerminalWriter.signalled)) }
     }
 
     /// Waits up to `seconds` for a key; whether it was `q` (or standard input ended).
@@ -212,7 +223,35 @@ private struct Terminal {
 nonisolated(unsafe) private var savedSettings: termios?
 private let leaveScreenBytes = Array(Terminal.leaveScreen.utf8)
 
-private func restoreAndExit(_ signal: Int32) {
+/// Who writes to the terminal. SIGINT and SIGTERM may come to any thread while another draws
+/// a frame; a handler that left the alternate screen then would let the rest of the frame land
+/// on the user's screen. So the handler leaves at once only when no frame is being written;
+/// otherwise it marks the signal and the drawing thread leaves after its frame.
+private enum TerminalWriter {
+    static let idle = 0
+    static let drawing = 1
+    static let leaving = 2
+    /// `signalled + n`: signal `n` came during a frame.
+    static let signalled = 1000
+}
+
+private let terminalWriter = Atomic<Int>(TerminalWriter.idle)
+
+private func signalled(_ signal: Int32) {
+    // Only lock-free atomics here, and what restoreAndExit calls.
+    while true {
+        let leave = terminalWriter.compareExchange(
+            expected: TerminalWriter.idle, desired: TerminalWriter.leaving, ordering: .acquiringAndReleasing)
+        if leave.exchanged { restoreAndExit(signal) }
+        let mark = terminalWriter.compareExchange(
+            expected: TerminalWriter.drawing, desired: TerminalWriter.signalled + Int(signal),
+            ordering: .acquiringAndReleasing)
+        // Marked, or already leaving or marked by another signal: the process is ending.
+        if mark.exchanged || mark.original != TerminalWriter.idle { return }
+    }
+}
+
+private func restoreAndExit(_ signal: Int32) -> Never {
     // Only async-signal-safe calls: write, tcsetattr, _exit.
     _ = leaveScreenBytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     if var settings = savedSettings { tcsetattr(0, TCSANOW, &settings) }
