@@ -85,7 +85,8 @@ enum StoreTestSupport {
     /// Collects log messages.
     final class Log: Sendable {
         private let messages = Locked<[String]>([])
-        var all: [String] { messages.withLock { $0 } }
+        /// A copy with storage of its own, as `LoopbackOrigin.requests` hands out (it says why).
+        var all: [String] { messages.withLock { $0.map { $0 } } }
         var sink: @Sendable (String) -> Void { { message in self.messages.withLock { $0.append(message) } } }
     }
 
