@@ -59,6 +59,19 @@ public struct MeasuredRun: Sendable {
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
 
+    /// Whether this process runs under ThreadSanitizer (`scripts/tsan`), and so do the
+    /// executables built with it: its shadow memory multiplies every peak RSS, so a bound on
+    /// memory says nothing there (the plain test run checks them).
+    public static let underThreadSanitizer: Bool = {
+        #if os(Linux)
+        guard let program = dlopen(nil, RTLD_NOW) else { return false }
+        defer { dlclose(program) }
+        return dlsym(program, "__tsan_init") != nil
+        #else
+        return false
+        #endif
+    }()
+
     /// The peak resident set size (VmHWM) of a running process, in KiB; nil once it has exited.
     public static func peakResidentKiB(of pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
