@@ -6,15 +6,17 @@
 /// runtime's reference count orders the last reads of the thread that sent that array to a
 /// client before the write. But ThreadSanitizer does not see the runtime's atomics and reported
 /// each such write as a race, hiding the real ones `scripts/tsan` is for.
-struct GatheredBytes {
-    private(set) var bytes: [UInt8] = []
+package struct GatheredBytes {
+    package private(set) var bytes: [UInt8] = []
     /// Whether `bytes` is a chunk as it was given, its storage shared with the caller's array.
     private var isShared = false
 
-    var count: Int { bytes.count }
-    var isEmpty: Bool { bytes.isEmpty }
+    package init() {}
 
-    mutating func append(_ chunk: [UInt8]) {
+    package var count: Int { bytes.count }
+    package var isEmpty: Bool { bytes.isEmpty }
+
+    package mutating func append(_ chunk: [UInt8]) {
         guard !bytes.isEmpty else {
             bytes = chunk
             isShared = true

@@ -246,18 +246,10 @@ public final class MemoryStore: CacheStore {
     /// Adds `chunk` to `body`, the copy of a body being written elsewhere that is kept for this
     /// store, while the whole still fits its maximum entry size; beyond that `body` becomes
     /// `nil` (and stays so).
-    package func collect(_ chunk: [UInt8], into body: inout [UInt8]?) {
+    package func collect(_ chunk: [UInt8], into body: inout GatheredBytes?) {
         guard var collected = body else { return }
-        body = nil  // `collected` is then the array's only reference: appended in place
-        // The first chunk is copied into storage of its own, not kept shared with the writer's
-        // array (``GatheredBytes`` says why). A chunk read from a socket sits in a larger
-        // allocation, so a body of one chunk (16 KB read at once) is copied no more than before:
-        // ``compacted(_:)`` copied it as it was stored.
-        if collected.isEmpty {
-            collected = [UInt8](copying: chunk, capacity: chunk.count)
-        } else {
-            collected += chunk
-        }
+        body = nil  // `collected` is then its storage's only reference: added to in place
+        collected.append(chunk)
         body = Int64(collected.count) <= maximumEntrySize ? collected : nil
     }
 

@@ -158,7 +158,7 @@ public final class TieredStore: CacheStore {
 final class TieredWriter: EntryWriter {
     private let store: TieredStore
     private let disk: any EntryWriter
-    private var body: [UInt8]? = []
+    private var body: GatheredBytes? = GatheredBytes()
 
     init(store: TieredStore, disk: any EntryWriter) {
         self.store = store
@@ -172,7 +172,7 @@ final class TieredWriter: EntryWriter {
 
     func commit() throws(StorageError) -> StoredEntry {
         let entry = try disk.commit()
-        if let body { store.memory.insert(entry, body: body) }
+        if let body { store.memory.insert(entry, body: body.bytes) }
         return entry
     }
 

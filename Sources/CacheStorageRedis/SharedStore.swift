@@ -499,7 +499,7 @@ final class SharedWriter: EntryWriter {
     private let store: SharedStore
     private let head: EntryHead
     private let remote: any EntryWriter
-    private var body: [UInt8]? = []
+    private var body: GatheredBytes? = GatheredBytes()
     private var remoteFailure: StorageError?
 
     init(store: SharedStore, head: EntryHead, remote: any EntryWriter) {
@@ -524,10 +524,10 @@ final class SharedWriter: EntryWriter {
         do throws(StorageError) {
             if let remoteFailure { throw remoteFailure }
             let entry = try remote.commit()
-            store.committed(entry, body: body)
+            store.committed(entry, body: body?.bytes)
             return entry
         } catch {
-            return try store.committedLocally(head, body: body, error: error)
+            return try store.committedLocally(head, body: body?.bytes, error: error)
         }
     }
 
