@@ -89,12 +89,14 @@ struct CLIServeHTTPSTests {
 
     /// curl over https to `host` (resolved to 127.0.0.1) on the proxy's TLS port, trusting the
     /// tests' CA, in HTTP/1.1 (these tests are about it; HTTP/2 has its own): `-w` gives the
-    /// status and how many connections curl opened.
-    func curl(_ proxy: Proxy, _ paths: [String], host: String = "localhost") async throws -> CLIRun {
+    /// status and how many connections curl opened. `verbose`: curl's trace on standard error.
+    func curl(_ proxy: Proxy, _ paths: [String], host: String = "localhost", verbose: Bool = false) async throws
+        -> CLIRun
+    {
         var arguments = [
             "-sS", "--http1.1", "--cacert", certificates.caFile, "--resolve", "\(host):\(proxy.tlsPort):127.0.0.1",
         ]
-        arguments += ["-w", "%{http_code} %{num_connects}\n", "-D", "-"]
+        arguments += ["-w", "%{http_code} %{num_connects}\n", "-D", "-"] + (verbose ? ["-v"] : [])
         arguments += paths.map { "https://\(host):\(proxy.tlsPort)\($0)" }
         return try await tool("/usr/bin/curl", arguments)
     }
