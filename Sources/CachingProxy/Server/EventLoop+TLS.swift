@@ -75,6 +75,12 @@ extension EventLoop {
         // Nagle's algorithm on waits for before it sends its request (a delayed ACK, 40 ms).
         switch tls.handshake(holdingLast: true) {
         case .done:
+            // A handshake step reads the socket whatever woke it. One woken for writing, or by
+            // an edge whose bytes an earlier step took, may have read the client's Finished and
+            // the request sent with it: they wait inside OpenSSL, the socket is drained, and no
+            // edge will come for them. The request is read now; a read that finds nothing
+            // clears this again.
+            connection.state.canRead = true
             if tls.unsentCount > 0 && !tls.hasBufferedBytes {
                 switch tls.uncork() {
                 case .done: break
