@@ -927,6 +927,86 @@ struct HTTPServerTests {
             #expect(test.handler.requests.first?.target == "127.0.0.1:\(echo.port)")
         }
     }
+
+    @Test(
+        "A tunnel's upstream that sent its last bytes and its end together: the client gets both at once, not at the idle timeout; an end right behind bytes has no edge of its own (RFC 9110 §9.3.6)"
+    )
+    func tunnelUpstreamEndsWithItsLastBytes() async throws {
+        try await offPool {
+            let upstream = Locked<Int32>(-1)
+            let (inHandler, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let test = try TestServer(
+                handler: { request, responder in
+                    guard request.method == "CONNECT" else {
+                        // Holds the loop's thread (one loop): what arrives meanwhile is reported
+                        // by the loop's next epoll_wait, together.
+                        inHandler.signal()
+                        release.wait()
+                        return TestServer.echo(request, responder)
+                    }
+                    var pair: [Int32] = [-1, -1]
+                    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+                        return responder.abort()
+                    }
+                    upstream.withLock { $0 = pair[1] }
+                    responder.tunnel(to: pair[0])
+                }, configure: { $0.idleTimeout = 600 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n")
+            #expect(try client.receive(count: 39) == bytes("HTTP/1.1 200 Connection Established\r\n\r\n"))
+            let end = upstream.withLock { $0 }
+            // A byte through the tunnel: the relay is running, its first events taken.
+            try client.send("x")
+            var byte: UInt8 = 0
+            #expect(recv(end, &byte, 1, 0) == 1 && byte == UInt8(ascii: "x"))
+            // While the loop is held, the upstream sends its last bytes and closes.
+            let other = try RawHTTPClient(port: test.port)
+            try other.send("GET /held HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(inHandler.wait(timeout: .now() + 5) == .success)
+            _ = Array("banner".utf8).withUnsafeBytes { send(end, $0.baseAddress, $0.count, 0) }
+            Glibc.close(end)
+            release.signal()
+            #expect(try other.readResponse().status == 200)
+            // The upstream's end reaches the client as a half-close within the client's 5 s.
+            #expect(try client.readUntilClosed() == bytes("banner"))
+            client.shutdownWrite()
+            other.close()
+            #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
+        }
+    }
+
+    @Test(
+        "A client that sent its last bytes and its end together while its CONNECT was being answered: the upstream gets both, the tunnel ends, not at the idle timeout (RFC 9110 §9.3.6)"
+    )
+    func tunnelClientEndsWithItsLastBytes() async throws {
+        try await offPool {
+            let echo = try EchoServer()
+            let (connectSeen, proceed) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let test = try TestServer(
+                handler: { _, responder in
+                    onNewThread {
+                        connectSeen.signal()
+                        proceed.wait()
+                        responder.tunnel(to: echo.connect())
+                    }
+                }, configure: { $0.idleTimeout = 600 })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("CONNECT 127.0.0.1:\(echo.port) HTTP/1.1\r\nHost: 127.0.0.1:\(echo.port)\r\n\r\n")
+            #expect(connectSeen.wait(timeout: .now() + 5) == .success)
+            try client.send("last bytes")
+            client.shutdownWrite()
+            // The loop takes the event for both (a read edge with EPOLLRDHUP) while it answers
+            // the CONNECT, so the relay's first read finds the bytes and the end behind them.
+            usleep(200_000)
+            proceed.signal()
+            #expect(try client.receive(count: 39) == bytes("HTTP/1.1 200 Connection Established\r\n\r\n"))
+            #expect(try client.readUntilClosed() == bytes("last bytes"))
+            #expect(echo.finished())
+            #expect(test.waitForStatistics { $0.connectionsOpen == 0 })
+        }
+    }
 }
 
 // Helpers, nested so that their names cannot clash with other test files'.

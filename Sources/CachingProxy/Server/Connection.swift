@@ -214,6 +214,8 @@ final class Tunnel {
     let fd: Int32
     var canRead = true
     var canWrite = true
+    /// epoll said the upstream's side is shut (EPOLLRDHUP), as ``ConnectionState/hungUp``.
+    var hungUp = false
     var inputClosed = false
     var writeShut = false
 

@@ -81,7 +81,9 @@ extension EventLoop {
                     let received = recv(connection.fd, connection.state.input! + connection.state.inputEnd, space, 0)
                     if received > 0 {
                         connection.state.inputEnd += received
-                        if received < space { connection.state.canRead = false }
+                        // A short read empties the socket; after EPOLLRDHUP the end follows the
+                        // bytes with no edge of its own, and only the next read reports it.
+                        if received < space && !connection.state.hungUp { connection.state.canRead = false }
                         progress = true
                     } else if received == 0 {
                         connection.state.inputClosed = true
@@ -110,7 +112,7 @@ extension EventLoop {
                 let received = recv(tunnel.fd, destination, space, 0)
                 if received > 0 {
                     connection.state.output.commit(received)
-                    if received < space { tunnel.canRead = false }
+                    if received < space && !tunnel.hungUp { tunnel.canRead = false }
                     progress = true
                 } else if received == 0 {
                     tunnel.inputClosed = true

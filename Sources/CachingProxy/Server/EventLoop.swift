@@ -335,6 +335,7 @@ final class EventLoop: @unchecked Sendable {
             if failed && connection.state.phase == .handling { return close(connection) }
         } else if let tunnel = connection.state.tunnel {
             if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed { tunnel.canRead = true }
+            if flags & EPOLLRDHUP.rawValue != 0 { tunnel.hungUp = true }
             if flags & EPOLLOUT.rawValue != 0 || failed { tunnel.canWrite = true }
         }
         drive(connection)
