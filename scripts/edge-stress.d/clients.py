@@ -8,6 +8,8 @@ Patterns (every response must be a 200 or, to a POST the origin refuses, a 405):
   keepalive   TLS when --ca is given, else plain: a connection carries 1-20 exchanges, a
               GET, a POST of up to 70,000 octets, or two GETs pipelined in one write
   pipeline    up to 60 GETs in one write, the last one asking to close half the time
+  slow-reader 1-3 GETs of 1 MiB or 16 KiB per connection, each body read in pieces of 4-64 KiB
+              with pauses now and then; no gap over 2 s between two pieces
   half-close  plain: a request, then the client's end (SHUT_WR), the response read to its end
   tunnel      CONNECT to --tunnel-to through a forward proxy, then TLS inside, one request
 
@@ -133,6 +135,34 @@ async def pipeline(options, context, client, number, tally):
     writer.close()
 
 
+async def slow_reader(options, context, client, number, tally):
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", options.port, ssl=context, server_hostname="localhost" if context else None)
+    for _ in range(random.randint(1, 3)):
+        writer.write(f"GET /{random.choice(['1m', '16k'])} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not check(head, tally):
+            writer.close()
+            return
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        received, last, widest = 0, time.monotonic(), 0.0  # from the head's arrival
+        while received < length:
+            # Pieces of 4-64 KiB, now and then a pause: the proxy's writes block and resume.
+            piece = await reader.read(min(4096 * random.randint(1, 16), length - received))
+            if not piece:
+                writer.close()
+                return tally.failed(f"the connection closed at {received} of {length} octets")
+            received += len(piece)
+            now = time.monotonic()
+            widest, last = max(widest, now - last), now
+            if random.random() < 0.05:
+                await asyncio.sleep(random.random() * 0.05)
+        # Timed by its widest gap: the pauses are the client's own.
+        tally.took(widest)
+    writer.close()
+
+
 async def half_close(options, context, client, number, tally):
     started = time.monotonic()
     reader, writer = await asyncio.open_connection("127.0.0.1", options.port)
@@ -166,7 +196,7 @@ async def tunnel(options, context, client, number, tally):
 
 
 PATTERNS = {"fresh-tls": fresh_tls, "keepalive": keepalive, "pipeline": pipeline,
-            "half-close": half_close, "tunnel": tunnel}
+            "slow-reader": slow_reader, "half-close": half_close, "tunnel": tunnel}
 
 
 async def run(options):
