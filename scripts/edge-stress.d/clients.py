@@ -73,6 +73,17 @@ def path(client, number):
     return f"/{random.choice(['1k', '16k'])}?c{client}-{number % 50}"
 
 
+async def read_to_end(reader, writer, started, tally, empty):
+    """Reads a response the server ends with the connection, then tallies it; `empty` says
+    what a reply of nothing was (its `{seconds}` filled in)."""
+    data = await reader.read()
+    writer.close()
+    if not data:
+        tally.failed(empty.format(seconds=f"{time.monotonic() - started:.2f}"))
+    elif check(data[:data.find(b"\r\n\r\n") + 4], tally):
+        tally.took(time.monotonic() - started)
+
+
 async def fresh_tls(options, context, client, number, tally):
     started = time.monotonic()
     reader, writer = await asyncio.open_connection(
@@ -80,12 +91,7 @@ async def fresh_tls(options, context, client, number, tally):
     # A miss each time: the loop then has more to do between two waits, which widens the
     # window between epoll_wait and the step that reads.
     writer.write(f"GET /1k?fresh{client}-{number} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-    data = await reader.read()
-    writer.close()
-    if not data:
-        tally.failed(f"an empty reply after {time.monotonic() - started:.2f} s")
-    elif check(data[:data.find(b'\r\n\r\n') + 4], tally):
-        tally.took(time.monotonic() - started)
+    await read_to_end(reader, writer, started, tally, "an empty reply after {seconds} s")
 
 
 async def keepalive(options, context, client, number, tally):
@@ -168,12 +174,8 @@ async def half_close(options, context, client, number, tally):
     reader, writer = await asyncio.open_connection("127.0.0.1", options.port)
     writer.write(f"GET {path(client, number)} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     writer.write_eof()
-    data = await reader.read()
-    writer.close()
-    if not data:
-        tally.failed("an empty reply to a request followed by the client's end")
-    elif check(data[:data.find(b'\r\n\r\n') + 4], tally):
-        tally.took(time.monotonic() - started)
+    await read_to_end(reader, writer, started, tally,
+                      "an empty reply after {seconds} s to a request followed by the client's end")
 
 
 async def tunnel(options, context, client, number, tally):
@@ -187,12 +189,7 @@ async def tunnel(options, context, client, number, tally):
         return tally.failed("CONNECT answered " + head[:40].decode(errors="replace"))
     await writer.start_tls(context, server_hostname="localhost")
     writer.write(f"GET {path(client, number)} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-    data = await reader.read()
-    writer.close()
-    if not data:
-        tally.failed("an empty reply through the tunnel")
-    elif check(data[:data.find(b'\r\n\r\n') + 4], tally):
-        tally.took(time.monotonic() - started)
+    await read_to_end(reader, writer, started, tally, "an empty reply through the tunnel after {seconds} s")
 
 
 PATTERNS = {"fresh-tls": fresh_tls, "keepalive": keepalive, "pipeline": pipeline,
