@@ -305,6 +305,24 @@ struct CLIServeHTTPSTests {
         }
     }
 
+    @Test(
+        "A TLS connection over --max-connections gets a fatal internal_error alert, not a plain-text 503 its TLS cannot read (RFC 8446 §6.2), and the refusal is logged"
+    )
+    func overTheCapOnTheTLSPort() async throws {
+        try await offPool {
+            let proxy = try await serve([certificates.localhost], ["--max-connections", "1"])
+            // The one connection allowed, held open (kept alive after its answer).
+            let held = try TLSClientSocket(
+                port: proxy.tlsPort, host: "localhost", context: try certificates.clientContext())
+            #expect(held.send("GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+            #expect((held.response() ?? "").hasSuffix("body of /a"))
+            let refused = try await curl(proxy, ["/b"])
+            #expect(refused.status == 35, "\(refused.stderr)")
+            #expect(refused.stderr.contains("alert internal error"), "\(refused.stderr)")
+            #expect(await proxy.waitForLog("refused 1 connection: 1 connections are open"), "\(proxy.log)")
+        }
+    }
+
     @Test("Plain HTTP sent to the TLS port is answered 400 in plain text saying so, and closed")
     func plainHTTPToTheTLSPort() async throws {
         try await offPool {

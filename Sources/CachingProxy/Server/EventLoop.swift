@@ -384,12 +384,13 @@ final class EventLoop: @unchecked Sendable {
                 }
                 return
             }
+            let tls = listener == tlsListenFD
             guard !shuttingDown, counters.admit() else {
-                refuse(fd)
+                refuse(fd, tls: tls)
                 continue
             }
             Socket.setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY)
-            let (tls, loopback) = (listener == tlsListenFD, withUnsafePointer(to: &address) { isLoopback($0) })
+            let loopback = withUnsafePointer(to: &address) { isLoopback($0) }
             let peer = SocketAddress(address)
             let placed = counters.place(acceptedBy: index)
             if let other = placed.loop {
@@ -453,6 +454,10 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
+    /// A TLS record (RFC 8446 §5.1: type alert, version 0x0303, 2 octets) holding a fatal
+    /// `internal_error` alert (§6: level 2, description 80; §6.2: "unrelated to the peer").
+    static let tlsRefusal: [UInt8] = [21, 3, 3, 0, 2, 2, 80]
+
     /// `503` to a connection over the cap. Its `Proxy-Status` says `proxy_internal_response`
     /// (RFC 9209 §2.3.29: made without trying the next hop): `connection_limit_reached`
     /// (§2.3.12) is about connections to the next hop, and the proxy has no fault to report.
@@ -475,10 +480,15 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Answers a connection over the cap with 503 and closes it at once.
-    private func refuse(_ fd: Int32) {
+    /// Answers a connection over the cap and closes it: a `503` (``refusal(proxyName:)``), or on
+    /// the TLS port a fatal `internal_error` alert in the clear (RFC 8446 §6: an alert may
+    /// come before any key is agreed), where a plain HTTP answer would be garbage to the client's
+    /// TLS, read as a record it cannot parse.
+    private func refuse(_ fd: Int32, tls: Bool) {
         refusedSinceLog += 1
         if now - lastRefusalLog >= 1000 { logRefusals() }
-        refusal.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let answer = tls ? Self.tlsRefusal : refusal
+        answer.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         Glibc.shutdown(fd, Int32(SHUT_WR))
         // Read what already arrived so that closing sends FIN rather than a reset.
         var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
