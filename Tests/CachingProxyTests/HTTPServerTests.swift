@@ -956,6 +956,8 @@ struct HTTPServerTests {
             try client.send("CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n")
             #expect(try client.receive(count: 39) == bytes("HTTP/1.1 200 Connection Established\r\n\r\n"))
             let end = upstream.withLock { $0 }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(end, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             // A byte through the tunnel: the relay is running, its first events taken.
             try client.send("x")
             var byte: UInt8 = 0

@@ -23,7 +23,7 @@ import Testing
     )
     func requestTakenByAStepNotWokenForReading() throws {
         var pair: [Int32] = [-1, -1]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
         defer { pair.forEach { Glibc.close($0) } }
         let certificates = try TestCertificates.shared()
         let recorder = Recorder()

@@ -479,11 +479,10 @@ final class EventLoop: @unchecked Sendable {
         proxyName.map { ProxyStatusMember(proxy: $0, error: .httpRequestError, statusCode: status).fieldValue }
     }
 
-    /// Answers a connection over the cap with 503 and closes it at once.
-    /// Answers a connection over the cap and closes it: a `503` (``refusal(proxyName:)``), or on
-    /// the TLS port a fatal `internal_error` alert in the clear (RFC 8446 §6: an alert may
-    /// come before any key is agreed), where a plain HTTP answer would be garbage to the client's
-    /// TLS, read as a record it cannot parse.
+    /// Answers a connection over the cap and closes it at once: a `503`
+    /// (``refusal(proxyName:)``), or on the TLS port a fatal `internal_error` alert in the clear
+    /// (RFC 8446 §6: an alert may come before any key is agreed), where a plain HTTP answer
+    /// would be garbage to the client's TLS, read as a record it cannot parse.
     private func refuse(_ fd: Int32, tls: Bool) {
         refusedSinceLog += 1
         if now - lastRefusalLog >= 1000 { logRefusals() }
