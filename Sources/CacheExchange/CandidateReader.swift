@@ -163,7 +163,9 @@ final class CandidateReader: Sendable {
         do {
             variants = try store.variants(of: primaryKey)
         } catch {
-            log("could not read the stored responses for \(primaryKey): \(error); answered as a miss")
+            log(
+                "could not read the stored responses for \(SearchVariance.describe(primaryKey)): \(error); answered as a miss"
+            )
             return []
         }
         return variants.compactMap { entry in

@@ -565,7 +565,7 @@ public final class ExchangeDriver: Sendable {
             do {
                 try removeStored(primaryKey: primaryKey)
             } catch {
-                configuration.log("could not invalidate \(primaryKey): \(error)")
+                configuration.log("could not invalidate \(SearchVariance.describe(primaryKey)): \(error)")
             }
         }
         // And the cache groups the response names (RFC 9875 §3).

@@ -25,6 +25,15 @@ enum SearchVariance {
     /// Whether `key` names stored markers (listed by no inspection), in any partition.
     static func isMarker(_ key: String) -> Bool { CachePartition.split(key).key.hasPrefix("NVS ") }
 
+    /// `primaryKey` as a log line names it: a marker as "the No-Vary-Search marker of" its
+    /// path, a partition's key with the partition's name after it, never the separators
+    /// (control characters) the stored key holds.
+    static func describe(_ primaryKey: String) -> String {
+        let (partition, key) = CachePartition.split(primaryKey)
+        let named = key.hasPrefix("NVS ") ? "the No-Vary-Search marker of \(key.dropFirst(4))" : key
+        return partition.map { "\(named) (partition \"\($0)\")" } ?? named
+    }
+
     /// The marker entry to store beside `head`, which `head`'s fields' config simplified, in
     /// `partition`.
     static func marker(for head: EntryHead, uri: String, partition: String?) -> EntryHead? {

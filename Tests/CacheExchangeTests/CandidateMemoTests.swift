@@ -124,6 +124,26 @@ struct CandidateMemoTests {
         for number in (0..<50).reversed() { _ = try Self.hit(driver, number) }
     }
 
+    /// A read the store fails is a miss, and its log line names the key as an operator reads
+    /// it: a No-Vary-Search marker by its path, a partition by its name, no control character
+    /// of the stored key's encoding.
+    @Test func aFailedReadIsLoggedWithTheKeyInWords() {
+        let lines = Mutex<[String]>([])
+        let builder = ServedResponseBuilder(
+            engine: Self.engine, name: "cache", addsCacheStatus: true, transform: nil, serializer: nil)
+        let reader = CandidateReader(
+            store: FailingReads(MemoryStore(capacity: 1 << 20)), capacity: 16, byteLimit: 1 << 20,
+            log: { line in lines.withLock { $0.append(line) } }, makeBase: builder.base)
+        #expect(reader.candidates(CachePartition.key("NVS http://a.test/p", in: "alice")).isEmpty)
+        #expect(reader.candidates("http://a.test/q").isEmpty)
+        let logged = lines.withLock { $0 }
+        let marker = "the No-Vary-Search marker of http://a.test/p (partition \"alice\")"
+        #expect(logged.first?.hasPrefix("could not read the stored responses for \(marker): ") == true, "\(logged)")
+        let plain = "could not read the stored responses for http://a.test/q: "
+        #expect(logged.last?.hasPrefix(plain) == true, "\(logged)")
+        #expect(!logged.joined().unicodeScalars.contains { $0.properties.generalCategory == .control })
+    }
+
     /// A head changed in place (as a `304` freshens it, RFC 9111 §4.3.4) keeps its entry's
     /// identity: its answers carry the new fields, not those made of the old head.
     @Test func aHeadChangedInPlaceIsServedAsItIsNow() throws {
@@ -378,5 +398,12 @@ private final class ReadRecordingStore: ForwardingStore, @unchecked Sendable {
     override func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
         read.withLock { $0.append(primaryKey) }
         return try base.variants(of: primaryKey)
+    }
+}
+
+/// A store whose reads of variants fail.
+private final class FailingReads: ForwardingStore, @unchecked Sendable {
+    override func variants(of primaryKey: String) throws(StorageError) -> [StoredEntry] {
+        throw StorageError(.readFailed, "the disk is gone")
     }
 }
