@@ -117,22 +117,9 @@ extension EventLoop {
     /// readiness flags.
     func receive(_ connection: Connection, into buffer: UnsafeMutablePointer<UInt8>, count: Int) -> Received {
         guard let tls = connection.state.tls else {
-            while true {
-                let received = recv(connection.fd, buffer, count, 0)
-                if received > 0 {
-                    // The socket had no more than this (but the end, when it came with the bytes).
-                    if received < count && !connection.state.hungUp { connection.state.canRead = false }
-                    return .bytes(received)
-                }
-                if received == 0 { return .closed }
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK:
-                    connection.state.canRead = false
-                    return .wouldBlock
-                default: return .failed
-                }
-            }
+            return Self.receive(
+                connection.fd, into: buffer, count: count, hungUp: connection.state.hungUp,
+                canRead: &connection.state.canRead)
         }
         // A short TLS read says nothing about the socket (one record at a time, others may
         // wait decrypted inside OpenSSL): reading stops at want-read, or when OpenSSL's own
@@ -154,6 +141,30 @@ extension EventLoop {
             return .wouldBlock
         case .failed:
             return .failed
+        }
+    }
+
+    /// One read of the plain socket `fd` (a client's, or a tunnel's upstream) into `buffer`
+    /// (`count` bytes of room), again after `EINTR`; clears `canRead` when the socket is empty
+    /// now. A short read empties it, but after EPOLLRDHUP (`hungUp`) the end follows the bytes
+    /// with no edge of its own, and only the next read reports it.
+    static func receive(
+        _ fd: Int32, into buffer: UnsafeMutablePointer<UInt8>, count: Int, hungUp: Bool, canRead: inout Bool
+    ) -> Received {
+        while true {
+            let received = recv(fd, buffer, count, 0)
+            if received > 0 {
+                if received < count && !hungUp { canRead = false }
+                return .bytes(received)
+            }
+            if received == 0 { return .closed }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK:
+                canRead = false
+                return .wouldBlock
+            default: return .failed
+            }
         }
     }
 

@@ -78,20 +78,19 @@ extension EventLoop {
             if connection.state.canRead && !connection.state.inputClosed {
                 let space = connection.state.prepareInput(limit: Self.tunnelReadSize)
                 if space > 0 {
-                    let received = recv(connection.fd, connection.state.input! + connection.state.inputEnd, space, 0)
-                    if received > 0 {
+                    switch Self.receive(
+                        connection.fd, into: connection.state.input! + connection.state.inputEnd, count: space,
+                        hungUp: connection.state.hungUp, canRead: &connection.state.canRead)
+                    {
+                    case .bytes(let received):
                         connection.state.inputEnd += received
-                        // A short read empties the socket; after EPOLLRDHUP the end follows the
-                        // bytes with no edge of its own, and only the next read reports it.
-                        if received < space && !connection.state.hungUp { connection.state.canRead = false }
                         progress = true
-                    } else if received == 0 {
+                    case .closed:
                         connection.state.inputClosed = true
                         connection.state.canRead = false
                         progress = true
-                    } else if errno != EINTR {
-                        guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
-                        connection.state.canRead = false
+                    case .wouldBlock: break
+                    case .failed: return close(connection)
                     }
                 }
             }
@@ -109,18 +108,18 @@ extension EventLoop {
             if tunnel.canRead && !tunnel.inputClosed && connection.state.output.count < Self.tunnelBufferLimit {
                 let space = Self.tunnelReadSize
                 let destination = connection.state.output.reserve(space)
-                let received = recv(tunnel.fd, destination, space, 0)
-                if received > 0 {
+                switch Self.receive(
+                    tunnel.fd, into: destination, count: space, hungUp: tunnel.hungUp, canRead: &tunnel.canRead)
+                {
+                case .bytes(let received):
                     connection.state.output.commit(received)
-                    if received < space && !tunnel.hungUp { tunnel.canRead = false }
                     progress = true
-                } else if received == 0 {
+                case .closed:
                     tunnel.inputClosed = true
                     tunnel.canRead = false
                     progress = true
-                } else if errno != EINTR {
-                    guard errno == EAGAIN || errno == EWOULDBLOCK else { return close(connection) }
-                    tunnel.canRead = false
+                case .wouldBlock: break
+                case .failed: return close(connection)
                 }
             }
 
