@@ -1,5 +1,4 @@
 #if os(Linux)
-import CacheSystem
 import CacheTLS
 import CacheTestSupport
 @testable import CachingProxy
@@ -10,14 +9,6 @@ import Testing
 /// The event loop's TLS handshake driven step by step, as epoll could order it: a client's
 /// Finished and its first request taken from the socket by a step that no read woke.
 @Suite struct TLSHandshakeWakeTests {
-    /// Records the requests it is handed; answers none (the test looks at what reached it).
-    final class Recorder: RequestHandler {
-        let targets = Locked<[String]>([])
-        func handle(_ request: ServerRequest, _ responder: Responder) {
-            targets.withLock { $0.append(request.target) }
-        }
-    }
-
     @Test(
         "A handshake step woken for writing that reads the client's Finished and its request with it reads that request (RFC 8446 §4.4.4: the client sends data right after its Finished); before, the request waited inside OpenSSL until the header timeout closed the connection"
     )
@@ -26,7 +17,8 @@ import Testing
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
         defer { pair.forEach { Glibc.close($0) } }
         let certificates = try TestCertificates.shared()
-        let recorder = Recorder()
+        // Records what reaches it and answers nothing: the test looks at what arrived.
+        let recorder = HTTPServerTests.RecordingHandler { _, _ in }
         var configuration = HTTPServer.Configuration()
         configuration.loops = 1
         let loop = EventLoop(
@@ -56,7 +48,7 @@ import Testing
         // them all, so no other edge will come.
         connection.state.canWrite = true
         loop.drive(connection)
-        #expect(recorder.targets.withLock { $0 } == ["/first"], "phase \(connection.state.phase)")
+        #expect(recorder.targets == ["/first"], "phase \(connection.state.phase)")
         #expect(connection.state.phase == .handling)
     }
 }
