@@ -80,12 +80,23 @@ struct StoredResponseUpdates {
             }
             guard stillStored else { return .replaced }
         }
-        for index in indexes {
-            let candidate = candidates[index]
-            let (fields, facts) = engine.freshen(
-                storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: notModified.fields,
-                request: request, requestTime: notModified.times.requestTime,
+        let freshened = indexes.map { index in
+            engine.freshen(
+                storedFields: candidates[index].entry.head.fields, storedFacts: candidates[index].facts,
+                with: notModified.fields, request: request, requestTime: notModified.times.requestTime,
                 responseTime: notModified.times.responseTime)
+        }
+        // The 304 made a selected response one that must not be stored (it brought no-store, or
+        // private to a shared cache): it is removed, and no stored response answers; the request
+        // goes again without validators.
+        let unstorable = zip(indexes, freshened).filter { !$0.1.mayStayStored }.map { candidates[$0.0] }
+        guard unstorable.isEmpty else {
+            for candidate in unstorable { remove(candidate, because: "a 304 made it one not to store") }
+            return .selectsNone
+        }
+        for (index, freshened) in zip(indexes, freshened) {
+            let candidate = candidates[index]
+            let (fields, facts) = (freshened.fields, freshened.facts)
             do {
                 updated[index].entry = try update(candidate, fields: fields, facts: facts)
                 updated[index].facts = facts
@@ -131,10 +142,13 @@ struct StoredResponseUpdates {
         do {
             switch engine.headFreshening(head: head, stored: candidate.facts) {
             case .update:
-                let (fields, facts) = engine.freshen(
+                let freshened = engine.freshen(
                     storedFields: candidate.entry.head.fields, storedFacts: candidate.facts, with: head,
                     request: request, requestTime: times.requestTime, responseTime: times.responseTime)
-                _ = try update(candidate, fields: fields, facts: facts)
+                guard freshened.mayStayStored else {
+                    return remove(candidate, because: "a HEAD response made it one not to store")
+                }
+                _ = try update(candidate, fields: freshened.fields, facts: freshened.facts)
             case .markStale:
                 var facts = candidate.facts
                 facts.flags.formUnion(.invalidated)
@@ -142,6 +156,19 @@ struct StoredResponseUpdates {
             }
         } catch {
             log("could not apply a HEAD response to the stored response for \(candidate.entry.head.url): \(error)")
+        }
+    }
+
+    /// Removes a stored response that must not stay stored; one already gone is left so.
+    private func remove(_ candidate: StoredCandidate, because reason: String) {
+        do {
+            try store.remove(candidate.entry.id)
+        } catch {
+            // Removed meanwhile: as wanted.
+            guard error.kind != .notFound else { return }
+            log(
+                "could not remove the stored response for \(candidate.entry.head.url), though \(reason): \(error); "
+                    + "it may answer requests until it expires or is purged")
         }
     }
 }

@@ -1,3 +1,18 @@
+/// A stored response as a `304` or a `HEAD` response updated it (RFC 9111 §3.2, §4.3.4,
+/// §4.3.5): ``CacheEngine/freshen(storedFields:storedFacts:with:request:requestTime:responseTime:)``.
+public struct FreshenedResponse: Hashable, Sendable {
+    /// The stored fields updated with the newer response's (§3.2).
+    public var fields: HeaderFields
+    /// The facts of the updated response, computed anew.
+    public var facts: StoredResponseFacts
+    /// Whether the updated response may stay stored: not when the directives now in force say
+    /// `no-store` (§5.2.2.5; `must-understand` with an understood status overrides it, §5.2.2.3)
+    /// or, in a shared cache, an unqualified `private` (§5.2.2.7), which the update brought.
+    /// Such a response must not be stored (§3), so the cache removes it rather than keep
+    /// answering other requests with it.
+    public var mayStayStored: Bool
+}
+
 /// What a `HEAD` response means for a stored `GET` response (RFC 9111 §4.3.5).
 public enum HeadFreshening: Hashable, Sendable {
     /// The validators and length match: update the stored fields as for a `304`.
@@ -127,11 +142,12 @@ extension CacheEngine {
 
     /// Freshens a stored response with a `304` or a matching `HEAD` response
     /// (RFC 9111 §4.3.4, §4.3.5): the fields updated per §3.2 and the facts computed anew
-    /// with the validation's request and response times.
+    /// with the validation's request and response times, and whether the response so updated
+    /// may stay stored.
     public func freshen(
         storedFields: HeaderFields, storedFacts: StoredResponseFacts, with newer: HeaderFields,
         request: HeaderFields, requestTime: Timestamp, responseTime: Timestamp
-    ) -> (fields: HeaderFields, facts: StoredResponseFacts) {
+    ) -> FreshenedResponse {
         let (fields, inForce) = updatedFieldsInForce(stored: storedFields, with: newer, responseTime: responseTime)
         var (facts, _) = makeFacts(
             status: storedFacts.status, fields: fields, requestFields: request, requestTime: requestTime,
@@ -139,7 +155,11 @@ extension CacheEngine {
         facts.flags.formUnion(storedFacts.flags.intersection(.incomplete))
         // The body is the one checked when it was stored.
         facts.integrity = storedFacts.integrity
-        return (fields, facts)
+        let directives = inForce.directives
+        // As when it was stored (§3): must-understand with an understood status overrides no-store.
+        let noStore = directives.noStore && !(directives.mustUnderstand && understoodStatuses.contains(facts.status))
+        let mayStayStored = !noStore && !(configuration.isShared && directives.isPrivate)
+        return FreshenedResponse(fields: fields, facts: facts, mayStayStored: mayStayStored)
     }
 
     /// Compares a `200` response to `HEAD` with a stored `GET` response (RFC 9111 §4.3.5):

@@ -902,6 +902,63 @@ struct SharedCacheConformanceTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §3, §4.3.4, §5.2.2.7: a 304 that brings private removes the stored response from a shared cache; the request goes again without validators",
+        arguments: ["private, max-age=600", "no-store"])
+    func notModifiedThatForbidsStoringRemoves(cacheControl: String) async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            let requests = Locked(0)
+            harness.origin.route("/turned") { request in
+                let number = requests.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                if request.header("If-None-Match") == "\"r7\"" {
+                    return LoopbackOrigin.Response(
+                        status: 304, headers: [("ETag", "\"r7\""), ("Cache-Control", cacheControl)])
+                }
+                // The first answer may be stored (and is stale at once); later ones carry the new directives.
+                let directives = number == 1 ? "max-age=0" : cacheControl
+                return LoopbackOrigin.Response(
+                    headers: [("ETag", "\"r7\""), ("Cache-Control", directives)], body: "answer \(number)")
+            }
+            let first = try harness.get("/turned")
+            #expect(first.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=200; stored")
+            let second = try harness.get("/turned")
+            #expect(second.status == 200)
+            #expect(second.text == "answer 3", "answered by the origin again, not with the stored body")
+            #expect(!second.isHit)
+            let third = try harness.get("/turned")
+            #expect(!third.isHit, "nothing stored answers another request")
+            #expect(third.text == "answer 4")
+            let sent = harness.origin.requests(to: "/turned").map { $0.header("If-None-Match") }
+            #expect(sent == [nil, "\"r7\"", nil, nil], "stored, validated, asked again whole, then a miss")
+        }
+    }
+
+    @Test(
+        "RFC 9111 §3, §4.3.5, §5.2.2.7: a HEAD 200 with the same validators that brings private removes the stored GET response"
+    )
+    func headThatForbidsStoringRemoves() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.origin.route("/went-private") { request in
+                let directives = request.method == "HEAD" ? "private, max-age=600" : "max-age=60"
+                return LoopbackOrigin.Response(
+                    headers: [("Cache-Control", directives), ("ETag", "\"s\"")], body: "same")
+            }
+            _ = try harness.get("/went-private")
+            #expect(try harness.get("/went-private").isHit)
+            let head = try harness.get("/went-private", [("Cache-Control", "no-cache")], method: "HEAD")
+            #expect(head.status == 200)
+            let after = try harness.get("/went-private")
+            #expect(!after.isHit)
+            #expect(after.text == "same")
+            #expect(harness.origin.requests(to: "/went-private").map(\.method) == ["GET", "HEAD", "GET"])
+        }
+    }
+
     // MARK: §4.4 Invalidation
 
     @Test(

@@ -272,9 +272,11 @@ struct ValidationTests {
             notModified: notModified, request: [:], candidates: [stored.facts], validated: stale.validated)
         #expect(updates == [0])
 
-        let (fields, facts) = Self.engine.freshen(
+        let freshened = Self.engine.freshen(
             storedFields: stored.fields, storedFacts: stored.facts, with: notModified, request: [:],
             requestTime: Reuse.time(149), responseTime: Reuse.time(150))
+        let (fields, facts) = (freshened.fields, freshened.facts)
+        #expect(freshened.mayStayStored)
         #expect(fields["Cache-Control"] == "max-age=200")
         #expect(fields["Date"] == Fixtures.httpDate(150))
         #expect(fields["Content-Length"] == "1432")
@@ -298,9 +300,10 @@ struct ValidationTests {
         let stored = try Reuse.storeResponse(["Cache-Control": "max-age=100", "ETag": "\"v1\""])
         var facts = stored.facts
         facts.flags.formUnion([.invalidated, .incomplete])
-        let (_, freshened) = Self.engine.freshen(
+        let freshened = Self.engine.freshen(
             storedFields: stored.fields, storedFacts: facts, with: ["ETag": "\"v1\""], request: [:],
-            requestTime: Reuse.time(50), responseTime: Reuse.time(50))
+            requestTime: Reuse.time(50), responseTime: Reuse.time(50)
+        ).facts
         #expect(freshened.flags.contains(.invalidated) == false)
         #expect(freshened.flags.contains(.incomplete))
     }
@@ -310,9 +313,10 @@ struct ValidationTests {
         let stored = try Reuse.storeResponse(["Cache-Control": "max-age=100", "ETag": "\"v1\""])
         var facts = stored.facts
         facts.integrity = "sha-256 verified when stored (Repr-Digest)"
-        let (_, freshened) = Self.engine.freshen(
+        let freshened = Self.engine.freshen(
             storedFields: stored.fields, storedFacts: facts, with: ["ETag": "\"v1\""], request: [:],
-            requestTime: Reuse.time(50), responseTime: Reuse.time(50))
+            requestTime: Reuse.time(50), responseTime: Reuse.time(50)
+        ).facts
         #expect(freshened.integrity == "sha-256 verified when stored (Repr-Digest)")
     }
 
@@ -324,12 +328,52 @@ struct ValidationTests {
         ]
         let (fields, facts) = Self.engine.freshen(
             storedFields: stored.fields, storedFacts: stored.facts, with: notModified, request: [:],
-            requestTime: Reuse.time(150), responseTime: Reuse.time(150))
+            requestTime: Reuse.time(150), responseTime: Reuse.time(150)
+        ).fieldsAndFacts
         #expect(fields.contains("X-Secret") == false)
         #expect(fields.contains("Keep-Alive") == false)
         #expect(fields.contains("Connection") == false)
         #expect(fields["Date"] == Fixtures.httpDate(150))
         #expect(facts.freshnessLifetime == 300)
+    }
+
+    /// A `304`'s directives, whether the cache is shared, and whether the response it updates
+    /// may stay stored, for ``freshenedResponseMayStayStored(_:)``.
+    struct KeepingCase: Sendable, CustomTestStringConvertible {
+        var cacheControl: String?
+        var shared: Bool
+        var staysStored: Bool
+        var testDescription: String {
+            "\(cacheControl.map { "Cache-Control: \($0)" } ?? "no Cache-Control") in a \(shared ? "shared" : "private") cache"
+        }
+    }
+
+    static let keepingCases: [KeepingCase] = [
+        .init(cacheControl: "max-age=600", shared: true, staysStored: true),
+        .init(cacheControl: nil, shared: true, staysStored: true),
+        // §5.2.2.7: private is for a private cache alone; qualified, it only keeps fields out.
+        .init(cacheControl: "private, max-age=600", shared: true, staysStored: false),
+        .init(cacheControl: "private, max-age=600", shared: false, staysStored: true),
+        .init(cacheControl: "private=\"Set-Cookie\", max-age=600", shared: true, staysStored: true),
+        // §5.2.2.5: no-store in either; §5.2.2.3: must-understand with an understood status overrides it.
+        .init(cacheControl: "no-store", shared: true, staysStored: false),
+        .init(cacheControl: "no-store", shared: false, staysStored: false),
+        .init(cacheControl: "must-understand, no-store, max-age=60", shared: true, staysStored: true),
+    ]
+
+    @Test(
+        "§3, §4.3.4, §5.2.2.5, §5.2.2.7: a 304 that brings no-store, or private to a shared cache, leaves a response that may not stay stored",
+        arguments: keepingCases)
+    func freshenedResponseMayStayStored(_ example: KeepingCase) throws {
+        let engine = example.shared ? Reuse.sharedEngine : Self.engine
+        let stored = try Reuse.storeResponse(["Cache-Control": "max-age=0", "ETag": "\"v1\""], engine: engine)
+        var notModified: HeaderFields = ["ETag": "\"v1\""]
+        if let cacheControl = example.cacheControl { notModified["Cache-Control"] = cacheControl }
+        let freshened = engine.freshen(
+            storedFields: stored.fields, storedFacts: stored.facts, with: notModified, request: [:],
+            requestTime: Reuse.time(10), responseTime: Reuse.time(10))
+        #expect(freshened.mayStayStored == example.staysStored)
+        #expect(freshened.fields["Cache-Control"] == example.cacheControl ?? "max-age=0")
     }
 
     /// A stored response's fields, a `304`'s fields, and whether the cache is shared (obeying
@@ -382,7 +426,8 @@ struct ValidationTests {
         let stored = try Reuse.storeResponse(example.stored, engine: engine)
         let (fields, facts) = engine.freshen(
             storedFields: stored.fields, storedFacts: stored.facts, with: example.notModified, request: [:],
-            requestTime: Reuse.time(149), responseTime: Reuse.time(150))
+            requestTime: Reuse.time(149), responseTime: Reuse.time(150)
+        ).fieldsAndFacts
         #expect(
             fields
                 == engine.updatedFields(stored: stored.fields, with: example.notModified, responseTime: Reuse.time(150))
@@ -464,4 +509,9 @@ struct ValidationTests {
         let withMaxStale = Reuse.lookup(fields: ["Cache-Control": "max-stale"], candidates: [facts], at: 10)
         #expect(Reuse.forwarded(withMaxStale)?.reasons == [.invalidated])
     }
+}
+
+extension FreshenedResponse {
+    /// The fields and facts, to take apart as a tuple.
+    fileprivate var fieldsAndFacts: (HeaderFields, StoredResponseFacts) { (fields, facts) }
 }
