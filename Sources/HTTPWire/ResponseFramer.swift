@@ -237,16 +237,36 @@ import CacheSemantics
         case .failure(let error): return fail(error)
         }
         keepsAlive = framing != .untilClose && Self.persists(parsed)
+        var head = parsed.head
         switch framing {
-        case .none: state = .done
-        case .length(let length): state = .length(remaining: length)
+        case .none:
+            state = .done
+            // RFC 9110 §8.6: a 204 never has Content-Length; one an origin sent goes no further
+            // (an HTTP/2 client refuses the response that carries it).
+            if status == 204 && head.fields.contains(.contentLength) { head.fields[.contentLength] = nil }
+        case .length(let length):
+            state = .length(remaining: length)
+            // RFC 9112 §6.3 item 5: `5, 5` or two lines of 5 are replaced with a single valid
+            // Content-Length before the response is forwarded (or stored).
+            if !Self.hasSingleLength(head.fields) { head.fields[.contentLength] = String(length) }
         case .chunked:
             state = .chunked(
                 ChunkedDecoder(
                     maxBodyBytes: .max, maxTrailerBytes: limits.maxHeadBytes, maxTrailerFields: limits.maxFieldCount))
         case .untilClose: state = .untilClose
         }
-        return .head(parsed.head)
+        return .head(head)
+    }
+
+    /// Whether `fields` have one `Content-Length` line holding one value (no list).
+    private static func hasSingleLength(_ fields: HeaderFields) -> Bool {
+        let lengthName = HeaderField.Name.contentLength.lowercasedName
+        var lines = 0
+        for field in fields where field.isNamed(lengthName) {
+            lines += 1
+            guard lines == 1, !ASCII.withUTF8(field.value, { $0.contains(UInt8(ascii: ",")) }) else { return false }
+        }
+        return true
     }
 
     /// RFC 9112 §6.3, items 1–8, for a final response (see the type's documentation).

@@ -105,6 +105,57 @@ struct OriginMisbehaviourTests {
         }
     }
 
+    // MARK: Framing fields made right before they go on
+
+    @Test(
+        "Content-Length: 5, 5 or two lines of 5 go on as one line, and the response is stored and then a hit (RFC 9112 §6.3 item 5)",
+        arguments: ["Content-Length: 5, 5\r\n", "Content-Length: 5\r\ncontent-length: 5\r\n"])
+    func repeatedContentLengthGoesOnAsOne(fields: String) async throws {
+        try await offPool {
+            let (origin, proxy) = try Self.rawOriginAndProxy(
+                "HTTP/1.1 200 OK\r\n\(PoisonedOrigin.cacheable)\(fields)\r\nhello")
+            defer { proxy.terminate() }
+            for attempt in 0..<2 {
+                let response = try Self.get("/a", from: proxy)
+                #expect(response.status == 200)
+                #expect(response.bodyText == "hello")
+                #expect(response.values("Content-Length") == ["5"])
+                #expect(response.field("Cache-Status")?.contains("; hit") == (attempt == 1), "\(response.fields)")
+            }
+            #expect(origin.received.count == 1)
+        }
+    }
+
+    @Test("A 204's Content-Length is not sent on, and the 204 is stored (RFC 9110 §8.6, §15.3.5)")
+    func noContentLosesItsContentLength() async throws {
+        try await offPool {
+            let (origin, proxy) = try Self.rawOriginAndProxy(
+                "HTTP/1.1 204 No Content\r\n\(PoisonedOrigin.cacheable)Content-Length: 5\r\n\r\n")
+            defer { proxy.terminate() }
+            for attempt in 0..<2 {
+                let response = try Self.get("/a", from: proxy)
+                #expect(response.status == 204)
+                #expect(response.field("Content-Length") == nil)
+                #expect(response.field("Cache-Status")?.contains("; hit") == (attempt == 1), "\(response.fields)")
+            }
+            #expect(origin.received.count == 1)
+        }
+    }
+
+    /// An origin that answers every request with `response`, and a proxy in front of it.
+    private static func rawOriginAndProxy(_ response: String) throws -> (RawOrigin, ServeProcess) {
+        let origin = try RawOrigin { _ in [.send(response)] }
+        return (origin, try ServeProcess(["--origin", origin.url("")], memoryOnly: true))
+    }
+
+    /// `GET path` through `proxy` on a connection of its own.
+    private static func get(_ path: String, from proxy: ServeProcess) throws -> RawHTTPClient.Response {
+        let client = try RawHTTPClient(port: proxy.port)
+        defer { client.close() }
+        try client.send("GET \(path) HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+        return try client.readResponse()
+    }
+
     // MARK: Bodies cut short: the client's connection is cut, nothing stored (RFC 9112 §6.3, §8)
 
     @Test(
