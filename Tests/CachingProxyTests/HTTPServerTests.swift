@@ -677,6 +677,54 @@ struct HTTPServerTests {
         }
     }
 
+    @Test(
+        "A body that trickles in slower than bodyMinimumRate is cut once bodyTimeout has passed, though bytes keep coming (RFC 9112 §9.5)"
+    )
+    func bodyTrickleIsCut() async throws {
+        try await offPool {
+            let test = try TestServer(configure: {
+                $0.bodyTimeout = 0.5
+                $0.bodyMinimumRate = 1_000
+            })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
+            // A byte every 50 ms, each well within bodyTimeout of the one before: 100 bytes take 5 s.
+            let started = MonotonicClock.seconds()
+            var answer: [UInt8] = []
+            for _ in 0..<100 where answer.isEmpty {
+                try? client.send("x")
+                answer = client.receiveAvailable(within: 0.05)
+            }
+            let waited = MonotonicClock.seconds() - started
+            // Cut before the last byte could arrive (a 200 would follow it).
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408 "), "after \(waited) s")
+            #expect(test.handler.requests.isEmpty)
+            #expect(test.logs.all.contains { $0.contains("slower than 1000 bytes a second") }, "\(test.logs.all)")
+        }
+    }
+
+    @Test("A body that keeps bodyMinimumRate is read whole however long it takes past bodyTimeout (RFC 9112 §9.5)")
+    func steadyBodyIsRead() async throws {
+        try await offPool {
+            let test = try TestServer(configure: {
+                $0.bodyTimeout = 0.3
+                $0.bodyMinimumRate = 1_000
+            })
+            defer { test.server.shutdown(timeout: 1) }
+            let client = try RawHTTPClient(port: test.port)
+            try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n")
+            // 2,000 bytes every 100 ms: 1 s in all, past bodyTimeout, at 20 times the rate asked.
+            for _ in 0..<10 {
+                try client.send([UInt8](repeating: UInt8(ascii: "y"), count: 2_000))
+                usleep(100_000)
+            }
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.body.count == 20_000)
+        }
+    }
+
     @Test("200 idle connections do not stop a normal client (RFC 9112 §9.4)")
     func manyIdleConnections() async throws {
         try await offPool {

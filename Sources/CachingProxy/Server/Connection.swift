@@ -111,6 +111,10 @@ struct ConnectionState {
     var phase = ConnectionPhase.head
     /// When the current phase times out (monotonic ms).
     var deadline = 0
+    /// When the request body began to be read (monotonic ms), and the bytes read for it since,
+    /// for the time a body may take (``HTTPServer/Configuration/bodyMinimumRate``).
+    var bodyStart = 0
+    var bodyBytes = 0
     /// Since when sending has been blocked without progress (0: not blocked).
     var writeBlockedSince = 0
 

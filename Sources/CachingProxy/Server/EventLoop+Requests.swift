@@ -114,7 +114,8 @@ extension EventLoop {
         switch receive(connection, into: connection.state.input! + connection.state.inputEnd, count: space) {
         case .bytes(let received):
             if connection.state.phase == .body {
-                connection.state.deadline = now + bodyMilliseconds
+                connection.state.bodyBytes += received
+                connection.state.deadline = min(now + bodyMilliseconds, bodyAllowance(connection))
             } else if connection.state.bufferedInput == 0 && !connection.state.parser.hasStarted {
                 // The first byte of a request: from now on its head must be complete in time.
                 connection.state.deadline = now + headerMilliseconds
@@ -223,10 +224,19 @@ extension EventLoop {
         }
         connection.state.phase = .body
         connection.state.deadline = now + bodyMilliseconds
+        connection.state.bodyStart = now
+        connection.state.bodyBytes = 0
         // RFC 9110 §10.1.1: ask for the body (unless it is already arriving).
         if expectsContinue && connection.state.bufferedInput == 0 {
             connection.state.output.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
         }
+    }
+
+    /// When the body being read must have arrived (monotonic ms): ``bodyMilliseconds`` after it
+    /// began, and a second more for each ``bodyMinimumRate`` bytes read of it.
+    func bodyAllowance(_ connection: Connection) -> Int {
+        let (earned, overflow) = connection.state.bodyBytes.multipliedReportingOverflow(by: 1000)
+        return connection.state.bodyStart + bodyMilliseconds + (overflow ? Int.max / 4 : earned / bodyMinimumRate)
     }
 
     /// Takes buffered body bytes; `true` when something changed.

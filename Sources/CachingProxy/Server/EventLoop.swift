@@ -129,6 +129,8 @@ final class EventLoop: @unchecked Sendable {
     let headerMilliseconds: Int
     let idleMilliseconds: Int
     let bodyMilliseconds: Int
+    /// ``HTTPServer/Configuration/bodyMinimumRate``, bytes a second.
+    let bodyMinimumRate: Int
     let maxHeaderBytes: Int
     let maxFieldCount: Int
     let maxBodyBytes: Int64
@@ -203,6 +205,7 @@ final class EventLoop: @unchecked Sendable {
         headerMilliseconds = milliseconds(configuration.headerTimeout)
         idleMilliseconds = milliseconds(configuration.idleTimeout)
         bodyMilliseconds = milliseconds(configuration.bodyTimeout)
+        bodyMinimumRate = max(1, configuration.bodyMinimumRate)
         maxHeaderBytes = max(64, configuration.maxHeaderBytes)
         maxFieldCount = max(1, configuration.maxFieldCount)
         maxBodyBytes = max(0, configuration.maxBodyBytes)
@@ -548,9 +551,12 @@ final class EventLoop: @unchecked Sendable {
                     close(connection)
                 }
             case .body:
-                reject(
-                    connection,
-                    Rejection(status: 408, reason: "no body byte arrived for \(Double(bodyMilliseconds) / 1000) s"))
+                let reason =
+                    now >= bodyAllowance(connection)
+                    ? "the body arrived slower than \(bodyMinimumRate) bytes a second after its first "
+                        + "\(Double(bodyMilliseconds) / 1000) s"
+                    : "no body byte arrived for \(Double(bodyMilliseconds) / 1000) s"
+                reject(connection, Rejection(status: 408, reason: reason))
                 drive(connection)
             case .handling, .http2:
                 break

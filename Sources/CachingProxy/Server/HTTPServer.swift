@@ -41,8 +41,15 @@ package final class HTTPServer: Sendable {
         /// Seconds a keep-alive connection may wait for its next request (and a client may
         /// leave a response unread) before it is closed.
         package var idleTimeout = 60.0
-        /// Seconds without a body byte before the request is cut (`408`).
+        /// Seconds without a body byte before the request is cut (`408`); also the start of
+        /// the time a whole body may take (``bodyMinimumRate``).
         package var bodyTimeout = 30.0
+        /// Bytes a second a request body must average once ``bodyTimeout`` has passed since it
+        /// began: a body may take ``bodyTimeout`` plus one second for each this many bytes
+        /// received, and is cut (`408`) beyond that, however steadily it trickles (a slow-body
+        /// attack holds a connection with a byte every few seconds). Apache httpd's
+        /// `mod_reqtimeout` asks 500 bytes a second by default, after 20 s.
+        package var bodyMinimumRate = 1_000
         /// Open connections beyond which new ones get `503` and are closed at once (plain and
         /// TLS together).
         package var maxConnections = 4096
