@@ -358,16 +358,7 @@ import Darwin
             if hostCount > 1 {
                 return Rejection(status: 400, reason: "more than one Host field line (RFC 9112 §3.2)")
             }
-            for index in 0..<valueCount where !HTTPBytes.isHost(value[index]) {
-                return Rejection(
-                    status: 400,
-                    reason: "the Host value contains \(HTTPBytes.describe(value[index])) (RFC 9112 §3.2)")
-            }
-            // Host = uri-host [ ":" port ] (RFC 9110 §7.2); empty only when the target URI has
-            // no authority (RFC 9112 §3.2).
-            if valueCount > 0, let invalid = URIAuthority.check(UnsafeBufferPointer(start: value, count: valueCount)) {
-                return Rejection(status: 400, reason: "the Host value is not host[:port] (RFC 9112 §3.2): \(invalid)")
-            }
+            return Self.checkHost(UnsafeBufferPointer(start: value, count: valueCount))
         case 14 where HTTPBytes.equalsLowercase(name, 14, "content-length"):
             return interpretContentLength(value, valueCount)
         case 17 where HTTPBytes.equalsLowercase(name, 17, "transfer-encoding"):
@@ -379,19 +370,60 @@ import Darwin
                 return nil
             }
         case 6 where HTTPBytes.equalsLowercase(name, 6, "expect"):
-            Self.forEachMember(value, valueCount) { member, count in
-                if HTTPBytes.equalsLowercase(member, count, "100-continue") {
-                    expectsContinue = true
-                } else if unknownExpectation == nil {
-                    unknownExpectation = String(
-                        decoding: UnsafeBufferPointer(start: member, count: count), as: UTF8.self)
-                }
-                return nil
-            }
+            let expectations = Self.expectations(value, valueCount)
+            expectsContinue = expectsContinue || expectations.continues
+            unknownExpectation = unknownExpectation ?? expectations.unknown
         default:
             break
         }
         return nil
+    }
+
+    /// Checks a `Host` value, or an HTTP/2 `:authority` or `host` (RFC 9113 §8.3.1), as
+    /// `uri-host [ ":" port ]` (RFC 9110 §7.2): only bytes a host and port are made of, then
+    /// ``URIAuthority``'s grammar, which refuses user information (RFC 9110 §4.2.4), an empty
+    /// host, and a port that is not digits or is above 65535 (RFC 3986 §3.2.3). An empty value
+    /// passes: a target URI without an authority has an empty `Host` (RFC 9112 §3.2).
+    ///
+    /// ```swift
+    /// RequestHeadParser.checkHost(bytes)  // nil for "example.com:8080", a 400 for "u@example.com"
+    /// ```
+    /// - Parameters:
+    ///   - value: The field value's bytes.
+    ///   - field: The field's name, as the reason names it.
+    ///   - rule: The section the reason cites.
+    /// - Returns: A `400` saying what is wrong; nil when the value is `host[:port]` or empty.
+    public static func checkHost(
+        _ value: UnsafeBufferPointer<UInt8>, field: String = "Host", rule: String = "RFC 9112 §3.2"
+    ) -> Rejection? {
+        for byte in value where !HTTPBytes.isHost(byte) {
+            return Rejection(status: 400, reason: "the \(field) value contains \(HTTPBytes.describe(byte)) (\(rule))")
+        }
+        guard !value.isEmpty, let invalid = URIAuthority.check(value) else { return nil }
+        return Rejection(status: 400, reason: "the \(field) value is not host[:port] (\(rule)): \(invalid)")
+    }
+
+    /// What one `Expect` field value asks (RFC 9110 §10.1.1): whether a member is
+    /// `100-continue` (any case), and the first other member, an expectation the server
+    /// cannot meet (answered ``unmetExpectation(_:)``).
+    public static func expectations(_ value: UnsafePointer<UInt8>, _ count: Int) -> (continues: Bool, unknown: String?)
+    {
+        var continues = false
+        var unknown: String?
+        forEachMember(value, count) { member, memberCount in
+            if HTTPBytes.equalsLowercase(member, memberCount, "100-continue") {
+                continues = true
+            } else if unknown == nil {
+                unknown = String(decoding: UnsafeBufferPointer(start: member, count: memberCount), as: UTF8.self)
+            }
+            return nil
+        }
+        return (continues, unknown)
+    }
+
+    /// The `417` for an expectation other than `100-continue` (RFC 9110 §10.1.1).
+    public static func unmetExpectation(_ expectation: String) -> Rejection {
+        Rejection(status: 417, reason: "the expectation \"\(expectation)\" cannot be met (RFC 9110 §10.1.1)")
     }
 
     /// Content-Length = 1*DIGIT; a list or repeated lines must all agree (RFC 9112 §6.3 item 5).
@@ -507,10 +539,7 @@ import Darwin
         } else if let contentLength, contentLength > 0 {
             framing = .length(contentLength)
         }
-        if let unknownExpectation {
-            return Rejection(
-                status: 417, reason: "the expectation \"\(unknownExpectation)\" cannot be met (RFC 9110 §10.1.1)")
-        }
+        if let unknownExpectation { return Self.unmetExpectation(unknownExpectation) }
         if case .length(let length) = framing, length > maxBodyBytes {
             return Rejection(
                 status: 413, reason: "the body of \(length) bytes is larger than the limit of \(maxBodyBytes) bytes")
