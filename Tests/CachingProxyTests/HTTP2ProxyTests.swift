@@ -212,6 +212,28 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// RFC 9113 §8.3.1: `:path` is the path and query of a URI, which has no byte past ASCII
+    /// (nghttp2 lets them through). Such a request is malformed (§8.1.1): answered `400` as
+    /// HTTP/1.1 answers the same target, never sent on, so never an origin failure (`502`,
+    /// `httpcache_origin_errors_total`); the connection serves the next request.
+    @Test("A :path with bytes past ASCII is answered 400, not sent on (RFC 9113 §8.1.1, §8.3.1)")
+    func pathBeyondASCIIIs400() async throws {
+        try await offPool {
+            let setup = try Setup()
+            setup.origin.route("/r") { _ in .init(body: "fine") }
+            let client = try setup.client()
+            let answers = client.send([HTTP2Request("GET", "/na-\u{E9}"), HTTP2Request("GET", "/r")])
+            #expect(answers[0].status == 400, "\(answers[0])")
+            #expect(answers[0].text.contains("the :path contains the non-ASCII byte 0xC3"), "\(answers[0].text)")
+            #expect(answers[0]["cache-status"] == nil, "\(answers[0])")
+            #expect(answers[0]["proxy-status"]?.contains("proxy_internal_error") != true, "\(answers[0])")
+            #expect(answers[1].text == "fine", "\(answers[1])")
+            #expect(setup.origin.requests.count == 1, "only /r reached the origin")
+            let metrics = client.send([HTTP2Request("GET", "/_httpcache/metrics")])[0].text
+            #expect(metrics.contains("httpcache_origin_errors_total 0"), "\(metrics)")
+        }
+    }
+
     /// RFC 9113 §3.2: the TLS listener's ALPN chooses h2; the same exchange, logged `HTTP/2+TLS`.
     @Test func overTLSWithALPN() async throws {
         try await offPool {

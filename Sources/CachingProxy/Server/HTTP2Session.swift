@@ -399,6 +399,15 @@ final class HTTP2Session {
             if Self.equals(name, ":method") {
                 stream.method = valueText
             } else if Self.equals(name, ":path") {
+                // nghttp2 lets bytes past ASCII through; a request-target has none (RFC 9113
+                // §8.3.1: the path and query of the URI; RFC 9112 §3.2), as HTTP/1.1 refuses.
+                if let byte = value.first(where: { !HTTPBytes.isTarget($0) }) {
+                    return malformed(
+                        stream,
+                        Rejection(
+                            status: 400,
+                            reason: "the :path contains \(HTTPBytes.describe(byte)) (RFC 9113 §8.3.1, RFC 9112 §3.2)"))
+                }
                 stream.path = valueText
             } else if Self.equals(name, ":authority") {
                 stream.authority = valueText
@@ -428,6 +437,16 @@ final class HTTP2Session {
 
     private static func sameHost(_ authority: String, _ host: String) -> Bool {
         authority.utf8.count == host.utf8.count && authority.lowercased() == host.lowercased()
+    }
+
+    /// Refuses a malformed request (RFC 9113 §8.1.1) with `rejection` once its header block is
+    /// read, as HTTP/1.1 refuses the same head: nothing of it goes on, the rest of the block is
+    /// ignored.
+    private func malformed(_ stream: HTTP2Stream, _ rejection: Rejection) -> Int32 {
+        stream.refusal = rejection
+        stream.fields = HeaderFields()
+        stream.cookies = []
+        return 0
     }
 
     fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
