@@ -25,6 +25,9 @@ public struct HTTP2Request: Sendable {
     public var path: String
     /// `:authority`; nil: the client's `127.0.0.1:PORT` (or the TLS host and port).
     public var authority: String?
+    /// Whether `:authority` is sent at all; without it a `host` field names the authority
+    /// (RFC 9113 §8.3.1).
+    public var sendsAuthority = true
     /// `:scheme`; nil: `https` over TLS, `http` in cleartext.
     public var scheme: String?
     /// Sent as given, after the pseudo-header fields. ``init(_:_:fields:body:)`` lower-cases
@@ -274,11 +277,10 @@ public final class HTTP2Client {
     /// §8.3.1 order: pseudo-header fields first). Returns the stream identifier, or nghttp2's
     /// error.
     private func submit(_ request: HTTP2Request) -> Int32 {
+        let authority = request.sendsAuthority ? [(":authority", request.authority ?? defaultAuthority)] : []
         let pairs =
-            [
-                (":method", request.method), (":scheme", request.scheme ?? defaultScheme),
-                (":authority", request.authority ?? defaultAuthority), (":path", request.path),
-            ] + request.fields.map { ($0.name, $0.value) }
+            [(":method", request.method), (":scheme", request.scheme ?? defaultScheme)] + authority
+            + [(":path", request.path)] + request.fields.map { ($0.name, $0.value) }
         let encoded = pairs.map { (Array($0.0.utf8), Array($0.1.utf8)) }
         let storage = UnsafeMutablePointer<UInt8>.allocate(
             capacity: max(1, encoded.reduce(0) { $0 + $1.0.count + $1.1.count }))

@@ -234,6 +234,59 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// RFC 9113 §8.3.1: `:authority` is `host[:port]` and MUST NOT carry user information;
+    /// `host` in its place (no `:authority`) is a `Host` (RFC 9110 §7.2). Each value HTTP/1.1
+    /// refuses in `Host` is a malformed request here too, answered `400` whichever field brings
+    /// it, and nothing is sent to the origin.
+    @Test("An :authority or host that is not host[:port] is answered 400, as HTTP/1.1's Host (RFC 9113 §8.3.1)")
+    func authorityThatIsNotHostAndPortIs400() async throws {
+        try await offPool {
+            let setup = try Setup()
+            setup.origin.route("/r") { _ in .init(body: "fine") }
+            let client = try setup.client()
+            let invalid = ["user:pw@127.0.0.1:\(setup.proxy.port)", "u@x", "x:99999", "x:+80", "x:8x", "[::1"]
+            var requests: [HTTP2Request] = []
+            for value in invalid {
+                var viaAuthority = HTTP2Request("GET", "/r")
+                viaAuthority.authority = value
+                var viaHost = HTTP2Request("GET", "/r", fields: [("host", value)])
+                viaHost.sendsAuthority = false
+                requests += [viaAuthority, viaHost]
+            }
+            let answers = client.send(requests)
+            for (request, answer) in zip(requests, answers) {
+                #expect(answer.status == 400, "\(request.authority ?? "") \(request.fields): \(answer)")
+            }
+            var hostOnly = HTTP2Request("GET", "/r", fields: [("host", "example.com:8080")])
+            hostOnly.sendsAuthority = false
+            #expect(client.send([hostOnly])[0].text == "fine")
+            #expect(setup.origin.count("/r") == 1)
+        }
+    }
+
+    /// RFC 9113 §8.3.1: `host` beside `:authority` must name the same entity; RFC 9110 §4.2.3:
+    /// the scheme's default port, or none, is one authority, and a host's case does not matter.
+    /// Another port is another entity: the stream is reset.
+    @Test("host with the scheme's default port names the same authority as :authority without one (RFC 9110 §4.2.3)")
+    func hostWithTheDefaultPortMatchesAuthority() async throws {
+        try await offPool {
+            let setup = try Setup()
+            setup.origin.route("/r") { _ in .init(headers: [("Cache-Control", "no-store")], body: "fine") }
+            let client = try setup.client()
+            var same = HTTP2Request("GET", "/r", fields: [("host", "EXAMPLE.com:80")])
+            same.authority = "example.com"
+            var sameBracketed = HTTP2Request("GET", "/r", fields: [("host", "[::1]")])
+            sameBracketed.authority = "[::1]:80"
+            var otherPort = HTTP2Request("GET", "/r", fields: [("host", "example.com:8080")])
+            otherPort.authority = "example.com"
+            let answers = client.send([same, sameBracketed, otherPort])
+            #expect(answers[0].text == "fine", "\(answers[0])")
+            #expect(answers[1].text == "fine", "\(answers[1])")
+            #expect(answers[2].end == .reset(code: 1, byPeer: true), "\(answers[2])")
+            #expect(setup.origin.count("/r") == 2)
+        }
+    }
+
     /// RFC 9113 §3.2: the TLS listener's ALPN chooses h2; the same exchange, logged `HTTP/2+TLS`.
     @Test func overTLSWithALPN() async throws {
         try await offPool {

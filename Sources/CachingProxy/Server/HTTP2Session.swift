@@ -8,6 +8,7 @@ import CNGHTTP2HTTPCache
 import CacheSystem
 import CacheSemantics
 import CacheTLS
+import HTTPClient
 @_spi(Wire) import HTTPWire
 import Glibc
 
@@ -69,6 +70,7 @@ final class HTTP2Stream {
 
     // The request.
     var method = ""
+    var scheme = ""
     var path = ""
     var authority: String?
     var fields = HeaderFields()
@@ -398,6 +400,8 @@ final class HTTP2Session {
         if name.first == UInt8(ascii: ":") {
             if Self.equals(name, ":method") {
                 stream.method = valueText
+            } else if Self.equals(name, ":scheme") {
+                stream.scheme = valueText
             } else if Self.equals(name, ":path") {
                 // nghttp2 lets bytes past ASCII through; a request-target has none (RFC 9113
                 // §8.3.1: the path and query of the URI; RFC 9112 §3.2), as HTTP/1.1 refuses.
@@ -410,6 +414,10 @@ final class HTTP2Session {
                 }
                 stream.path = valueText
             } else if Self.equals(name, ":authority") {
+                // host[:port] without user information (RFC 9113 §8.3.1), as HTTP/1.1's Host.
+                if let rejection = RequestHeadParser.checkHost(value, field: ":authority", rule: "RFC 9113 §8.3.1") {
+                    return malformed(stream, rejection)
+                }
                 stream.authority = valueText
                 // The origin gets it as Host (RFC 9113 §8.3.1), first as HTTP/1.1 has it.
                 stream.fields.append(name: .host, value: valueText)
@@ -418,10 +426,17 @@ final class HTTP2Session {
         }
         if Self.equals(name, "cookie") {
             stream.cookies.append(valueText)
-        } else if Self.equals(name, "host"), let authority = stream.authority {
+        } else if Self.equals(name, "host") {
+            if let rejection = RequestHeadParser.checkHost(value, field: "host", rule: "RFC 9113 §8.3.1") {
+                return malformed(stream, rejection)
+            }
+            guard let authority = stream.authority else {
+                stream.fields.append(name: .host, value: valueText)
+                return 0
+            }
             // RFC 9113 §8.3.1: a Host naming another entity than :authority is malformed; the
             // same one is already there.
-            guard Self.sameHost(authority, valueText) else {
+            guard Self.sameHost(authority, valueText, scheme: stream.scheme) else {
                 reset(stream, NGHTTP2_PROTOCOL_ERROR)
                 return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
             }
@@ -435,8 +450,16 @@ final class HTTP2Session {
         bytes.count == text.utf8CodeUnitCount && memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0
     }
 
-    private static func sameHost(_ authority: String, _ host: String) -> Bool {
-        authority.utf8.count == host.utf8.count && authority.lowercased() == host.lowercased()
+    /// Whether `host` names the entity `authority` names (RFC 9113 §8.3.1), both already
+    /// checked as `host[:port]`: compared in normal form, the host's case ignored and the
+    /// scheme's default port the same as none (RFC 9110 §4.2.3), so `example.com` and
+    /// `EXAMPLE.com:80` are one for `http`.
+    private static func sameHost(_ authority: String, _ host: String, scheme: String) -> Bool {
+        guard let named = try? URIAuthority(authority), let other = try? URIAuthority(host) else {
+            return authority.isEmpty && host.isEmpty
+        }
+        let defaultPort = Target.Scheme(rawValue: scheme)?.defaultPort
+        return named.normalized(defaultPort: defaultPort) == other.normalized(defaultPort: defaultPort)
     }
 
     /// Refuses a malformed request (RFC 9113 §8.1.1) with `rejection` once its header block is
