@@ -287,6 +287,37 @@ struct HTTP2ProxyTests {
         }
     }
 
+    /// RFC 9110 §10.1.1: a request with `Expect: 100-continue` and content to come gets a `100`
+    /// (HEADERS without END_STREAM, RFC 9113 §8.1) at once, as over HTTP/1.1, then the final
+    /// answer once the content came; none without content. As HTTP/1.1 answers the head: another
+    /// expectation gets `417`, a `content-length` over the limit `413`, neither after a `100`.
+    @Test("Expect: 100-continue gets a 100 before the content is sent; 417 and 413 as over HTTP/1.1 (RFC 9110 §10.1.1)")
+    func expectContinueIsAnswered() async throws {
+        try await offPool {
+            let setup = try Setup { $0.maxRequestBodyBytes = 10_000 }
+            setup.origin.route("/form") { request in .init(body: "got \(request.body.count)") }
+            let client = try setup.client()
+            let body = [UInt8](repeating: 1, count: 2_000)
+            let answers = client.send([
+                HTTP2Request("POST", "/form", fields: [("expect", "100-continue")], body: body),
+                HTTP2Request("POST", "/form", fields: [("expect", "100-Continue")]),
+                HTTP2Request("POST", "/form", fields: [("expect", "something-else")], body: body),
+                HTTP2Request(
+                    "POST", "/form", fields: [("expect", "100-continue"), ("content-length", "50000")],
+                    body: [UInt8](repeating: 1, count: 50_000)),
+            ])
+            #expect(answers[0].interim.map(\.status) == [100], "\(answers[0])")
+            #expect(answers[0].text == "got 2000", "\(answers[0])")
+            #expect(answers[1].interim.isEmpty, "no content follows: \(answers[1])")
+            #expect(answers[1].text == "got 0", "\(answers[1])")
+            #expect(answers[2].status == 417, "\(answers[2])")
+            #expect(answers[2].interim.isEmpty, "\(answers[2])")
+            #expect(answers[3].status == 413, "\(answers[3])")
+            #expect(answers[3].interim.isEmpty, "\(answers[3])")
+            #expect(setup.origin.count("/form") == 2)
+        }
+    }
+
     /// RFC 9113 §3.2: the TLS listener's ALPN chooses h2; the same exchange, logged `HTTP/2+TLS`.
     @Test func overTLSWithALPN() async throws {
         try await offPool {

@@ -73,6 +73,9 @@ final class HTTP2Stream {
     var scheme = ""
     var path = ""
     var authority: String?
+    /// `Expect` held `100-continue`; the first other expectation (RFC 9110 §10.1.1).
+    var expectsContinue = false
+    var unknownExpectation: String?
     var fields = HeaderFields()
     var cookies: [String] = []
     /// Header list size as RFC 9113 §6.5.2 counts it (name + value + 32 per field).
@@ -441,6 +444,11 @@ final class HTTP2Session {
                 return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
             }
         } else {
+            if Self.equals(name, "expect"), let base = value.baseAddress {
+                let expectations = RequestHeadParser.expectations(base, value.count)
+                stream.expectsContinue = stream.expectsContinue || expectations.continues
+                stream.unknownExpectation = stream.unknownExpectation ?? expectations.unknown
+            }
             stream.fields.append(name: String(decoding: name, as: UTF8.self), value: valueText)
         }
         return 0
@@ -550,7 +558,24 @@ final class HTTP2Session {
     private func headersComplete(_ stream: HTTP2Stream) {
         stream.headersDone = true
         stream.lastInput = loop.now
-        if let refusal = stream.refusal { respondItself(stream, refusal) }
+        if let refusal = stream.refusal { return respondItself(stream, refusal) }
+        // As HTTP/1.1 answers the head: an expectation it cannot meet, a length over the limit.
+        if let unknown = stream.unknownExpectation {
+            return refuse(stream, RequestHeadParser.unmetExpectation(unknown))
+        }
+        let length = stream.fields[.contentLength].flatMap { Int64($0) }
+        if let length, length > loop.maxBodyBytes {
+            return refuse(
+                stream,
+                Rejection(
+                    status: 413,
+                    reason: "the body of \(length) bytes is larger than the limit of \(loop.maxBodyBytes) bytes"))
+        }
+        // RFC 9110 §10.1.1: ask for the content at once, when HTTP/1.1 would: content follows
+        // (the HEADERS did not end the stream, no `content-length: 0`) and none has arrived.
+        if stream.expectsContinue && !stream.requestEnded && stream.body.isEmpty && length != 0 {
+            interim(stream, ServerResponseHead(status: 100, fields: HeaderFields()))
+        }
     }
 
     fileprivate func dataReceived(_ id: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
