@@ -704,6 +704,54 @@ struct HTTPServerTests {
         }
     }
 
+    @Test(
+        "HTTP/2: a stream's body trickled in slower than bodyMinimumRate is answered 408 once bodyTimeout has passed (RFC 9113 §8.1)"
+    )
+    func http2BodyTrickleIsCut() async throws {
+        try await offPool {
+            let test = try TestServer(configure: {
+                $0.http2 = true
+                $0.bodyTimeout = 0.5
+                $0.bodyMinimumRate = 1_000
+            })
+            defer { test.server.shutdown(timeout: 1) }
+            typealias Frames = HTTP2SpentWindowTests
+            let client = try RawHTTPClient(port: test.port, timeout: 10)
+            let block =
+                Frames.literal(":method", "POST") + Frames.literal(":scheme", "http") + Frames.literal(":path", "/up")
+                + Frames.literal(":authority", "example.test") + Frames.literal("content-length", "100")
+            // The preface, empty SETTINGS, and the request's HEADERS without END_STREAM.
+            try client.send(
+                Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Frames.frame(4, 0, 0, [])
+                    + Frames.frame(1, 0x04, 1, block)
+            )
+            // A byte of DATA every 50 ms: 100 bytes take 5 s.
+            func answered() -> Bool { Frames.frames(client.buffer).contains { $0.type == 1 && $0.stream == 1 } }
+            for _ in 0..<100 where !answered() {
+                try client.send(Frames.frame(0, 0, 1, [0x78]))
+                _ = client.waitForClose(within: 0.05)
+            }
+            #expect(answered(), "no answer before the body's last byte")
+            #expect(test.handler.requests.isEmpty)
+            // The answer's text, DATA on the stream: the server's own 408 and why.
+            _ = client.waitForClose(within: 0.5)
+            var text: [UInt8] = []
+            var index = 0
+            while index + 9 <= client.buffer.count {
+                let length =
+                    Int(client.buffer[index]) << 16 | Int(client.buffer[index + 1]) << 8 | Int(client.buffer[index + 2])
+                guard index + 9 + length <= client.buffer.count else { break }
+                if client.buffer[index + 3] == 0 && client.buffer[index + 8] == 1 {
+                    text += client.buffer[index + 9..<index + 9 + length]
+                }
+                index += 9 + length
+            }
+            let answer = String(decoding: text, as: UTF8.self)
+            #expect(answer.hasPrefix("408 "), "\(answer)")
+            #expect(answer.contains("slower than 1000 bytes a second"), "\(answer)")
+        }
+    }
+
     @Test("A body that keeps bodyMinimumRate is read whole however long it takes past bodyTimeout (RFC 9112 §9.5)")
     func steadyBodyIsRead() async throws {
         try await offPool {

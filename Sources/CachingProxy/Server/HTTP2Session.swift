@@ -87,6 +87,9 @@ final class HTTP2Stream {
     var unacknowledged = 0
     /// When a body byte last arrived (loop ms).
     var lastInput = 0
+    /// When the header block ended and the body began (loop ms), for the time a whole body may
+    /// take (``HTTPServer/Configuration/bodyMinimumRate``).
+    var bodyStart = 0
     var headersDone = false
     /// The client ended the request (END_STREAM).
     var requestEnded = false
@@ -334,6 +337,14 @@ final class HTTP2Session {
         for stream in streams.values where stream.headersDone && !stream.dispatched && stream.refusal == nil {
             if now - stream.lastInput >= body {
                 refuse(stream, Rejection(status: 408, reason: "no body byte arrived for \(Double(body) / 1000) s"))
+            } else if now >= stream.bodyStart + body + stream.body.count * 1000 / loop.bodyMinimumRate {
+                // A body trickled in a byte at a time (each within `body` of the last).
+                refuse(
+                    stream,
+                    Rejection(
+                        status: 408,
+                        reason: "the body arrived slower than \(loop.bodyMinimumRate) bytes a second after its first "
+                            + "\(Double(body) / 1000) s"))
             }
         }
     }
@@ -558,6 +569,7 @@ final class HTTP2Session {
     private func headersComplete(_ stream: HTTP2Stream) {
         stream.headersDone = true
         stream.lastInput = loop.now
+        stream.bodyStart = loop.now
         if let refusal = stream.refusal { return respondItself(stream, refusal) }
         // As HTTP/1.1 answers the head: an expectation it cannot meet, a length over the limit.
         if let unknown = stream.unknownExpectation {
