@@ -120,6 +120,8 @@ extension HeaderField.Name {
     @inlinable public static var lastModified: Self { .init(registered: "Last-Modified", lowercased: "last-modified") }
     /// `Location` ([RFC 9110 §10.2.2](https://www.rfc-editor.org/rfc/rfc9110#section-10.2.2)).
     @inlinable public static var location: Self { .init(registered: "Location", lowercased: "location") }
+    /// `Max-Forwards` ([RFC 9110 §7.6.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.6.2)).
+    @inlinable public static var maxForwards: Self { .init(registered: "Max-Forwards", lowercased: "max-forwards") }
     /// `Proxy-Authenticate` ([RFC 9110 §11.7.1](https://www.rfc-editor.org/rfc/rfc9110#section-11.7.1)).
     @inlinable public static var proxyAuthenticate: Self {
         .init(registered: "Proxy-Authenticate", lowercased: "proxy-authenticate")

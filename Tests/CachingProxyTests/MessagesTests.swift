@@ -72,6 +72,19 @@ struct MessagesTests {
         #expect(kept.values(named: "X-Kept") == ["a", "b"])
     }
 
+    @Test("Max-Forwards is read only as one 1*DIGIT, a value too large saturating (RFC 9110 §7.6.2)")
+    func maxForwardsValue() {
+        func read(_ values: String...) -> Int? {
+            Messages.maxForwards(HeaderFields(values.map { ("Max-Forwards", $0) }))
+        }
+        #expect(read() == nil)
+        #expect(read("0") == 0)
+        #expect(read("10") == 10)
+        #expect(read("99999999999999999999999") == Int.max)
+        for invalid in ["", "-1", "+1", "1.5", "0x1", "1 2"] { #expect(read(invalid) == nil, "\(invalid)") }
+        #expect(read("1", "2") == nil, "two lines: not one value")
+    }
+
     @Test("Via gets this proxy's received protocol and pseudonym (RFC 9110 §7.6.3)")
     func via() {
         var fields = HeaderFields([("Via", "1.1 upstream")])

@@ -1,5 +1,6 @@
 #if os(Linux)
 import CacheTestSupport
+import CachingProxy
 import Foundation
 import LoopbackOrigin
 import Testing
@@ -112,6 +113,44 @@ struct ProxyModesTests {
             defer { second.close() }
             try second.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n")
             #expect(try second.readHead().status == 200)
+        }
+    }
+
+    @Test(
+        "RFC 9110 §7.6.2: OPTIONS and TRACE with Max-Forwards 0 are answered by the proxy (§9.3.7 Allow, §9.3.8 reflection without credentials), with more sent on one lower; other methods ignore it"
+    )
+    func maxForwards() async throws {
+        try await offPool {
+            for forward in [false, true] {
+                let harness = try ProxyHarness { if forward { $0.mode = .forward } }
+                harness.serve("/mf", [("Cache-Control", "no-store")], body: "from the origin")
+                let client = try RawHTTPClient(port: harness.proxy.port)
+                defer { client.close() }
+                let target = forward ? harness.origin.baseURL + "/mf" : "/mf"
+                func send(_ method: String, _ maxForwards: String, _ more: String = "") throws -> RawHTTPClient.Response
+                {
+                    try client.send(
+                        "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(harness.origin.port)\r\nMax-Forwards: \(maxForwards)\r\n\(more)\r\n"
+                    )
+                    return try client.readResponse()
+                }
+                let options = try send("OPTIONS", "0")
+                #expect(options.status == 200)
+                #expect(options.field("Allow")?.contains("OPTIONS, TRACE") == true, "\(options)")
+                #expect(options.field("Allow")?.contains("CONNECT") == forward, "\(options)")
+                let trace = try send("TRACE", "0", "Authorization: Basic c2VjcmV0\r\nCookie: a=b\r\nX-Kept: yes\r\n")
+                #expect(trace.status == 200)
+                #expect(trace.field("Content-Type") == "message/http")
+                #expect(trace.bodyText.hasPrefix("TRACE \(target) HTTP/1.1\r\n"), "\(trace.bodyText)")
+                #expect(trace.bodyText.contains("\r\nMax-Forwards: 0\r\nX-Kept: yes\r\n\r\n"), "\(trace.bodyText)")
+                #expect(!trace.bodyText.contains("Authorization") && !trace.bodyText.contains("Cookie"))
+                #expect(harness.origin.requests.isEmpty, "\(harness.origin.requests.map(\.method))")
+                for method in ["OPTIONS", "TRACE", "GET"] {
+                    #expect(try send(method, "3").bodyText == "from the origin", "\(method)")
+                }
+                let received = harness.origin.requests.map { "\($0.method) \($0.header("Max-Forwards") ?? "-")" }
+                #expect(received == ["OPTIONS 2", "TRACE 2", "GET 3"], "forward mode: \(forward)")
+            }
         }
     }
 

@@ -132,6 +132,46 @@ enum Messages {
         return decodedAny ? out : nil
     }
 
+    /// The methods the proxy handles, as its own `OPTIONS` answer lists them in `Allow`
+    /// ([RFC 9110 §9.3.7](https://www.rfc-editor.org/rfc/rfc9110#section-9.3.7)): those it
+    /// caches or sends on, and `CONNECT` in forward mode (RFC 9110 §9.3.6).
+    static func allowedMethods(forward: Bool) -> String {
+        "GET, HEAD, QUERY, POST, PUT, PATCH, DELETE, OPTIONS, TRACE" + (forward ? ", CONNECT" : "")
+    }
+
+    /// The value of a request's `Max-Forwards`
+    /// ([RFC 9110 §7.6.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.6.2)): `nil` when
+    /// there is none, or when it is not one `1*DIGIT` (then it is ignored, as any field a
+    /// recipient cannot parse). A value too large for an `Int` counts as `Int.max`.
+    static func maxForwards(_ fields: HeaderFields) -> Int? {
+        let values = fields.values(named: .maxForwards)
+        guard values.count == 1, let value = values.first, !value.isEmpty else { return nil }
+        var count = 0
+        for byte in value.utf8 {
+            let digit = Int(byte &- UInt8(ascii: "0"))
+            guard digit < 10 else { return nil }
+            count = count > (Int.max - 9) / 10 ? Int.max : count * 10 + digit
+        }
+        return count
+    }
+
+    /// Request fields a `TRACE` reflection leaves out: those likely to hold credentials
+    /// ([RFC 9110 §9.3.8](https://www.rfc-editor.org/rfc/rfc9110#section-9.3.8)).
+    private static let notReflected = [HeaderField.Name.authorization, .proxyAuthorization, .cookie].map(
+        \.lowercasedName)
+
+    /// The content of the proxy's answer to a `TRACE` it is the final recipient of: the
+    /// request-line and fields as received, as `message/http` (RFC 9112 §10.1), without
+    /// `Authorization`, `Proxy-Authorization` and `Cookie`
+    /// ([RFC 9110 §9.3.8](https://www.rfc-editor.org/rfc/rfc9110#section-9.3.8)).
+    static func traceReflection(_ request: ServerRequest) -> [UInt8] {
+        var text = "\(request.method) \(request.target) HTTP/\(request.version)\r\n"
+        for field in request.fields where !notReflected.contains(field.lowercasedName) {
+            text += "\(field.name): \(field.value)\r\n"
+        }
+        return Array((text + "\r\n").utf8)
+    }
+
     /// The fields and body of the proxy's own answers (errors, purge results): a line of plain
     /// text saying what happened, never stored.
     static func plainText(_ text: String) -> (fields: HeaderFields, body: [UInt8]) {

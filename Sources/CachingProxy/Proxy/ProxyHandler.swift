@@ -202,6 +202,7 @@ final class ProxyHandler: RequestHandler {
 
     func handle(_ request: ServerRequest, _ responder: Responder) {
         if let accessLog = configuration.accessLog { observe(request, responder, accessLog) }
+        var request = request
         let target: Target
         let primaryKey: String
         switch route(request.target).meaning {
@@ -222,6 +223,13 @@ final class ProxyHandler: RequestHandler {
         }
         if origin == nil, !destinationAllowed(target.authority) {
             return refuseDestination(target.authority, responder)
+        }
+        if request.method == "OPTIONS" || request.method == "TRACE",
+            let maxForwards = Messages.maxForwards(request.fields)
+        {
+            // RFC 9110 §7.6.2: at 0 the proxy is the final recipient; else one hop fewer.
+            guard maxForwards > 0 else { return answerAsFinalRecipient(request, responder) }
+            request.fields[.maxForwards] = String(maxForwards - 1)
         }
         switch request.method {
         case "GET", "HEAD":
@@ -615,6 +623,27 @@ final class ProxyHandler: RequestHandler {
                 proxy: configuration.name, error: error, statusCode: error == .httpRequestError ? status : nil
             ).fieldValue
         responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
+    }
+
+    /// Answers an `OPTIONS` or `TRACE` the proxy is the final recipient of (`Max-Forwards: 0`,
+    /// [RFC 9110 §7.6.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.6.2), or
+    /// `OPTIONS *`): `OPTIONS` with `200` and the methods it handles in `Allow`
+    /// ([RFC 9110 §9.3.7](https://www.rfc-editor.org/rfc/rfc9110#section-9.3.7)), `TRACE`
+    /// (which it otherwise sends on) with `200` and the request reflected as `message/http`,
+    /// its credentials left out ([RFC 9110 §9.3.8](https://www.rfc-editor.org/rfc/rfc9110#section-9.3.8)).
+    /// Neither is stored.
+    private func answerAsFinalRecipient(_ request: ServerRequest, _ responder: Responder) {
+        metrics.count(.admin)
+        var fields: HeaderFields = ["Cache-Control": "no-store"]
+        let body: [UInt8]
+        if request.method == "TRACE" {
+            fields[.contentType] = "message/http"
+            body = Messages.traceReflection(request)
+        } else {
+            fields[.allow] = Messages.allowedMethods(forward: origin == nil)
+            body = []
+        }
+        responder.respond(ServerResponseHead(status: 200, fields: fields), body: body)
     }
 
     /// Access control refused the request: RFC 9209 §2.3.17.
