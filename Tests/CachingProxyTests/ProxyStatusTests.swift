@@ -218,6 +218,37 @@ struct ProxyStatusTests {
     }
 
     @Test(
+        "RFC 9209 §2.3.17: refusals for many destinations are logged once a second as one kind, the next line counting those held back"
+    )
+    func refusedDestinationsLoggedAsOneKind() async throws {
+        try await offPool {
+            let log = Locked<[String]>([])
+            let now = Locked(1_800_000_000.0)
+            let proxy = try InProcessProxy(origin: "http://unused.test") { configuration in
+                configuration.mode = .forward
+                configuration.allowedDestinations = ["127.0.0.1"]
+                configuration.clock = { now.withLock { $0 } }
+                configuration.log = { line in log.withLock { $0.append(line) } }
+            }
+            let client = try RawHTTPClient(port: proxy.port)
+            func refuse(_ host: String) throws {
+                try client.send("GET http://\(host)/ HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                #expect(try client.readResponse().status == 403)
+            }
+            // Each request names another destination: a client choosing them must not get a
+            // line each.
+            for index in 0..<20 { try refuse("10.0.\(index).1:\(1000 + index)") }
+            var refusals: [String] { log.withLock { $0 }.filter { $0.contains("refused a request for") } }
+            #expect(refusals.count == 1, "\(refusals)")
+            now.withLock { $0 += 2 }
+            try refuse("elsewhere.test")
+            #expect(refusals.count == 2, "\(refusals)")
+            #expect(refusals.last?.contains("elsewhere.test") == true, "\(refusals)")
+            #expect(refusals.last?.contains("(19 more like it since the last such line") == true, "\(refusals)")
+        }
+    }
+
+    @Test(
         "RFC 9209 §2.3.29: answers made without trying the origin are proxy_internal_response: only-if-cached (RFC 9111 §5.2.1.7) and 503 over the connection cap"
     )
     func proxyInternalResponse() async throws {

@@ -6,7 +6,8 @@ import CacheSystem
 /// under load would otherwise write a line per request. The next line of a kind that goes
 /// through says how many were held back since the last one.
 final class LogLimiter: Sendable {
-    /// What a line is about; one line per second each.
+    /// What a line is about; one line per second each. A kind never carries what a client
+    /// chooses (a destination, a URL): a client varying it would get a line per request.
     enum Kind: Hashable, Sendable {
         /// An origin request that got no response, by what went wrong.
         case origin(ProxyStatusMember.ErrorType)
@@ -14,8 +15,8 @@ final class LogLimiter: Sendable {
         case cutOff
         /// The store failed to read or write.
         case store
-        /// A destination the allow-list refuses, by authority.
-        case refusedDestination(String)
+        /// A destination the allow-list refuses, whichever it is.
+        case refusedDestination
         /// A request the server's parser refused (a malformed or oversized head or body).
         case rejectedRequest
     }

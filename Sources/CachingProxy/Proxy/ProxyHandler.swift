@@ -714,7 +714,7 @@ final class ProxyHandler: RequestHandler {
     private func refuseDestination(_ authority: String, _ responder: Responder) {
         metrics.count(.error)
         limitedLog(
-            .refusedDestination(authority),
+            .refusedDestination,
             "refused a request for \(authority): not an allowed destination; add it with --allow-destination if it should be"
         )
         // Refused by the allow-list, on the request's text before any lookup: access control
