@@ -72,6 +72,11 @@ import Darwin
     public private(set) var fieldCount = 0
     public private(set) var headLength = 0
     private var hostCount = 0
+    /// Whether a `Host` line came with an empty value.
+    private var hostIsEmpty = false
+    /// Whether the request-target is in origin-form or asterisk-form: its URI's authority is
+    /// `Host` (RFC 9112 §3.3).
+    private var targetNamesNoAuthority = false
     private var contentLength: Int64?
     private var transferEncodingSeen = false
     private var chunkedIsLast = false
@@ -109,6 +114,8 @@ import Darwin
         keepAlive = true
         headLength = 0
         hostCount = 0
+        hostIsEmpty = false
+        targetNamesNoAuthority = false
         contentLength = nil
         transferEncodingSeen = false
         chunkedIsLast = false
@@ -132,14 +139,14 @@ import Darwin
         while true {
             guard scanFrom < count, let found = memchr(base + scanFrom, Int32(HTTPBytes.lf), count - scanFrom) else {
                 scanFrom = count
-                if count > maxHeaderBytes { return .rejected(headTooLarge) }
+                if count > maxHeaderBytes { return .rejected(tooLarge(base, count)) }
                 if !sawRequestLine, let rejection = checkPartialRequestLine(base, count) {
                     return .rejected(rejection)
                 }
                 return .needMore
             }
             let lf = found.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: base)
-            if lf >= maxHeaderBytes { return .rejected(headTooLarge) }
+            if lf >= maxHeaderBytes { return .rejected(tooLarge(base, lf)) }
             guard lf > lineStart, base[lf - 1] == HTTPBytes.cr else {
                 return .rejected(Rejection(status: 400, reason: "a line ends in a bare LF, not CRLF (RFC 9112 §2.2)"))
             }
@@ -165,6 +172,19 @@ import Darwin
 
     private var headTooLarge: Rejection {
         Rejection(status: 431, reason: "the request head is larger than \(maxHeaderBytes) bytes")
+    }
+
+    /// A head over the limit, its first `count` bytes read: `414` while the request-line has
+    /// not ended and its request-target has begun, a target longer than the server parses
+    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)), else ``headTooLarge``.
+    private func tooLarge(_ base: UnsafePointer<UInt8>, _ count: Int) -> Rejection {
+        guard !sawRequestLine, count > lineStart,
+            memchr(base + lineStart, Int32(HTTPBytes.space), count - lineStart) != nil
+        else { return headTooLarge }
+        return Rejection(
+            status: 414,
+            reason:
+                "the request-target is longer than the \(maxHeaderBytes) bytes a request head may have (RFC 9112 §3)")
     }
 
     /// The complete head (without its body); `base` is the start of the request the head was
@@ -249,6 +269,8 @@ import Darwin
         }
         targetStart = target
         targetCount = index - target
+        targetNamesNoAuthority =
+            base[target] == UInt8(ascii: "/") || (targetCount == 1 && base[target] == UInt8(ascii: "*"))
         index += 1
         // HTTP-version = "HTTP" "/" DIGIT "." DIGIT (RFC 9112 §2.3), case-sensitive.
         let version = base + index
@@ -264,12 +286,14 @@ import Darwin
         }
         let major = Int(version[5] - 0x30)
         let minor = Int(version[7] - 0x30)
-        guard major == 1, minor <= 1 else {
+        guard major == 1 else {
             return Rejection(
                 status: 505, reason: "HTTP/\(major).\(minor) is not supported; this server speaks HTTP/1.1 and HTTP/1.0"
             )
         }
-        minorVersion = minor
+        // A higher minor version is processed as the highest this server speaks, HTTP/1.1
+        // ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
+        minorVersion = min(minor, 1)
         return nil
     }
 
@@ -358,6 +382,9 @@ import Darwin
             if hostCount > 1 {
                 return Rejection(status: 400, reason: "more than one Host field line (RFC 9112 §3.2)")
             }
+            // Host = uri-host [ ":" port ] (RFC 9110 §7.2); empty only when the target URI has
+            // no authority (RFC 9112 §3.2), which ``finishHead()`` checks.
+            hostIsEmpty = valueCount == 0
             return Self.checkHost(UnsafeBufferPointer(start: value, count: valueCount))
         case 14 where HTTPBytes.equalsLowercase(name, 14, "content-length"):
             return interpretContentLength(value, valueCount)
@@ -515,6 +542,12 @@ import Darwin
         keepAlive = !connectionClose && (minorVersion == 1 || connectionKeepAlive)
         if minorVersion == 1 && hostCount == 0 {
             return Rejection(status: 400, reason: "an HTTP/1.1 request without Host (RFC 9112 §3.2)")
+        }
+        // The http URI of an origin-form or asterisk-form target has Host as its authority, and
+        // an http URI with an empty host is invalid
+        // ([RFC 9110 §4.2.1](https://www.rfc-editor.org/rfc/rfc9110#section-4.2.1), §7.2).
+        if hostIsEmpty && targetNamesNoAuthority {
+            return Rejection(status: 400, reason: "the Host value is empty (RFC 9110 §4.2.1, §7.2)")
         }
         if transferEncodingSeen {
             if contentLength != nil {
