@@ -154,6 +154,24 @@ struct ProxyModesTests {
         }
     }
 
+    @Test(
+        "OPTIONS * (asterisk-form, RFC 9112 §3.2.4) is answered by the proxy for itself with Allow (RFC 9110 §9.3.7), in both modes"
+    )
+    func optionsAsterisk() async throws {
+        try await offPool {
+            for forward in [false, true] {
+                let harness = try ProxyHarness { if forward { $0.mode = .forward } }
+                let client = try RawHTTPClient(port: harness.proxy.port)
+                defer { client.close() }
+                try client.send("OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1:\(harness.origin.port)\r\n\r\n")
+                let response = try client.readResponse()
+                #expect(response.status == 200, "\(response.bodyText)")
+                #expect(response.field("Allow")?.hasPrefix("GET, HEAD") == true, "\(response)")
+                #expect(harness.origin.requests.isEmpty)
+            }
+        }
+    }
+
     @Test("A response an operator pinned (httpcache pin) is served while the origin is down, whatever its directives")
     func pinnedServedOffline() async throws {
         try await offPool {

@@ -214,6 +214,10 @@ final class ProxyHandler: RequestHandler {
             (target, primaryKey) = (forwarded, key)
         case .refused(let reason):
             return answer(400, "400 Bad Request: the request target \"\(request.target)\" \(reason)", responder)
+        case .notHTTP where request.method == "OPTIONS" && request.target == "*":
+            // asterisk-form (RFC 9112 §3.2.4): about the server, not a resource; the proxy
+            // answers for itself (its targets always carry a path, so it has nothing to send on).
+            return answerAsFinalRecipient(request, responder)
         case .notHTTP:
             let text =
                 origin == nil
