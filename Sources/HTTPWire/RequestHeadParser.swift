@@ -72,11 +72,6 @@ import Darwin
     public private(set) var fieldCount = 0
     public private(set) var headLength = 0
     private var hostCount = 0
-    /// Whether a `Host` line came with an empty value.
-    private var hostIsEmpty = false
-    /// Whether the request-target is in origin-form or asterisk-form: its URI's authority is
-    /// `Host` (RFC 9112 §3.3).
-    private var targetNamesNoAuthority = false
     private var contentLength: Int64?
     private var transferEncodingSeen = false
     private var chunkedIsLast = false
@@ -114,8 +109,6 @@ import Darwin
         keepAlive = true
         headLength = 0
         hostCount = 0
-        hostIsEmpty = false
-        targetNamesNoAuthority = false
         contentLength = nil
         transferEncodingSeen = false
         chunkedIsLast = false
@@ -269,8 +262,6 @@ import Darwin
         }
         targetStart = target
         targetCount = index - target
-        targetNamesNoAuthority =
-            base[target] == UInt8(ascii: "/") || (targetCount == 1 && base[target] == UInt8(ascii: "*"))
         index += 1
         // HTTP-version = "HTTP" "/" DIGIT "." DIGIT (RFC 9112 §2.3), case-sensitive.
         let version = base + index
@@ -382,9 +373,8 @@ import Darwin
             if hostCount > 1 {
                 return Rejection(status: 400, reason: "more than one Host field line (RFC 9112 §3.2)")
             }
-            // Host = uri-host [ ":" port ] (RFC 9110 §7.2); empty only when the target URI has
-            // no authority (RFC 9112 §3.2), which ``finishHead()`` checks.
-            hostIsEmpty = valueCount == 0
+            // Host = uri-host [ ":" port ] (RFC 9110 §7.2), or empty (RFC 9112 §3.2): with an
+            // origin-form target the URI's authority is then the server's own (RFC 9112 §3.3).
             return Self.checkHost(UnsafeBufferPointer(start: value, count: valueCount))
         case 14 where HTTPBytes.equalsLowercase(name, 14, "content-length"):
             return interpretContentLength(value, valueCount)
@@ -542,12 +532,6 @@ import Darwin
         keepAlive = !connectionClose && (minorVersion == 1 || connectionKeepAlive)
         if minorVersion == 1 && hostCount == 0 {
             return Rejection(status: 400, reason: "an HTTP/1.1 request without Host (RFC 9112 §3.2)")
-        }
-        // The http URI of an origin-form or asterisk-form target has Host as its authority, and
-        // an http URI with an empty host is invalid
-        // ([RFC 9110 §4.2.1](https://www.rfc-editor.org/rfc/rfc9110#section-4.2.1), §7.2).
-        if hostIsEmpty && targetNamesNoAuthority {
-            return Rejection(status: 400, reason: "the Host value is empty (RFC 9110 §4.2.1, §7.2)")
         }
         if transferEncodingSeen {
             if contentLength != nil {
