@@ -274,7 +274,7 @@ extension RequestOracle {
             require(expected == nil, bytes, "a valid head is not complete; the grammar reads \(expected!)")
             return
         case .rejected(let status):
-            require([400, 413, 417, 431, 501, 505].contains(status), bytes, "refused with \(status)")
+            require([400, 413, 414, 417, 431, 501, 505].contains(status), bytes, "refused with \(status)")
             require(expected == nil, bytes, "a valid head is refused with \(status); the grammar reads \(expected!)")
             return
         case .complete:
@@ -330,12 +330,12 @@ extension RequestOracle {
         guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(Grammar.isToken), !parts[1].isEmpty,
             parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         else { return nil }
-        let minorVersion: Int
-        switch String(decoding: parts[2], as: UTF8.self) {
-        case "HTTP/1.1": minorVersion = 1
-        case "HTTP/1.0": minorVersion = 0
-        default: return nil
+        // HTTP/1.0, or 1.1 and any later minor version, read as 1.1 (§2.3).
+        let version = Array(parts[2])
+        guard version.count == 8, version[..<7].elementsEqual("HTTP/1.".utf8), (0x30...0x39).contains(version[7]) else {
+            return nil
         }
+        let minorVersion = version[7] == UInt8(ascii: "0") ? 0 : 1
         guard lines.count - 1 <= limits.maxFieldCount else { return nil }
         var fields: [(name: ArraySlice<UInt8>, value: ArraySlice<UInt8>)] = []
         for line in lines.dropFirst() {

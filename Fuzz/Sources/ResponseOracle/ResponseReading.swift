@@ -96,7 +96,7 @@ private struct Reader {
                 continue
             }
             guard let framing = Framing(head, minor: minor, isHead: isHead) else { return stop(.malformed) }
-            reading.head = head
+            reading.head = Self.forwarded(head, framing)
             switch framing {
             case .none:
                 finish(persists: persists(head, minor: minor))
@@ -117,6 +117,27 @@ private struct Reader {
             }
             return
         }
+    }
+
+    /// The head as the proxy sends it on: a `204`'s Content-Length dropped (RFC 9110 §8.6), and
+    /// repeated Content-Length lines or list members replaced with one line, in the first one's
+    /// place and with its name, holding the length in decimal (RFC 9112 §6.3 item 5).
+    private static func forwarded(_ head: Head, _ framing: Framing) -> Head {
+        var head = head
+        let isLength = { (field: Field) in lowercased(field.name) == "content-length" }
+        switch framing {
+        case .none where head.status == 204:
+            head.fields.removeAll(where: isLength)
+        case .length(let length):
+            let lines = head.fields.filter(isLength)
+            guard lines.count > 1 || lines[0].value.contains(","), let first = head.fields.firstIndex(where: isLength)
+            else { break }
+            head.fields[first].value = String(length)
+            head.fields = head.fields.enumerated().filter { $0.offset == first || !isLength($0.element) }.map(\.element)
+        default:
+            break
+        }
+        return head
     }
 
     mutating func finish(persists: Bool) {
