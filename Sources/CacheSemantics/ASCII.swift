@@ -183,7 +183,7 @@ package enum ASCII {
     }
 
     /// Parses `1*DIGIT`; see ``parseDigits(_:cap:)-(UnsafeBufferPointer<UInt8>,_)``.
-    static func parseDigits(_ s: String, cap: Int) -> Int? { withUTF8(s) { parseDigits($0, cap: cap) } }
+    package static func parseDigits(_ s: String, cap: Int) -> Int? { withUTF8(s) { parseDigits($0, cap: cap) } }
 
     /// Parses `1*DIGIT`; see ``parseDigits(_:cap:)-(UnsafeBufferPointer<UInt8>,_)``.
     static func parseDigits(_ s: Substring, cap: Int) -> Int? { withUTF8(s) { parseDigits($0, cap: cap) } }

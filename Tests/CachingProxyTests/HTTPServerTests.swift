@@ -698,6 +698,7 @@ struct HTTPServerTests {
             try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
             let response = try client.readResponse()
             #expect(response.status == 408)
+            #expect(response.bodyText.contains("no body byte arrived for 0.3 s"), "\(response.bodyText)")
             #expect(client.waitForClose())
             #expect(test.handler.requests.isEmpty)
         }

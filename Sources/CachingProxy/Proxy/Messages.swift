@@ -145,14 +145,8 @@ enum Messages {
     /// recipient cannot parse). A value too large for an `Int` counts as `Int.max`.
     static func maxForwards(_ fields: HeaderFields) -> Int? {
         let values = fields.values(named: .maxForwards)
-        guard values.count == 1, let value = values.first, !value.isEmpty else { return nil }
-        var count = 0
-        for byte in value.utf8 {
-            let digit = Int(byte &- UInt8(ascii: "0"))
-            guard digit < 10 else { return nil }
-            count = count > (Int.max - 9) / 10 ? Int.max : count * 10 + digit
-        }
-        return count
+        guard values.count == 1 else { return nil }
+        return ASCII.parseDigits(values[0], cap: .max)
     }
 
     /// Request fields a `TRACE` reflection leaves out: those likely to hold credentials

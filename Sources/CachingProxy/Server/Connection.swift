@@ -93,6 +93,28 @@ final class Connection {
 }
 
 /// Where a connection stands: its buffers, the request being read, the response being written.
+/// How a request body has come so far (loop ms), for its time limits: no byte for the body
+/// timeout, or slower on the whole than ``HTTPServer/Configuration/bodyMinimumRate``
+/// (``EventLoop/bodyDeadline(_:)``). An HTTP/1.1 connection's body or an HTTP/2 stream's.
+struct BodyProgress {
+    /// When it began: the head was read.
+    let start: Int
+    /// When its last byte came (its start until one does).
+    private(set) var last: Int
+    /// The bytes that came since it began.
+    private(set) var bytes = 0
+
+    init(start: Int) {
+        self.start = start
+        last = start
+    }
+
+    mutating func received(_ count: Int, at now: Int) {
+        bytes += count
+        last = now
+    }
+}
+
 struct ConnectionState {
     // Input: bytes read and not consumed are input[inputStart..<inputEnd].
     var input: UnsafeMutablePointer<UInt8>?
@@ -111,10 +133,9 @@ struct ConnectionState {
     var phase = ConnectionPhase.head
     /// When the current phase times out (monotonic ms).
     var deadline = 0
-    /// When the request body began to be read (monotonic ms), and the bytes read for it since,
-    /// for the time a body may take (``HTTPServer/Configuration/bodyMinimumRate``).
-    var bodyStart = 0
-    var bodyBytes = 0
+    /// How the request body being read has come, for its time limits
+    /// (``EventLoop/bodyDeadline(_:)``).
+    var bodyProgress = BodyProgress(start: 0)
     /// Since when sending has been blocked without progress (0: not blocked).
     var writeBlockedSince = 0
 

@@ -114,8 +114,8 @@ extension EventLoop {
         switch receive(connection, into: connection.state.input! + connection.state.inputEnd, count: space) {
         case .bytes(let received):
             if connection.state.phase == .body {
-                connection.state.bodyBytes += received
-                connection.state.deadline = min(now + bodyMilliseconds, bodyAllowance(connection))
+                connection.state.bodyProgress.received(received, at: now)
+                connection.state.deadline = bodyDeadline(connection.state.bodyProgress)
             } else if connection.state.bufferedInput == 0 && !connection.state.parser.hasStarted {
                 // The first byte of a request: from now on its head must be complete in time.
                 connection.state.deadline = now + headerMilliseconds
@@ -223,20 +223,34 @@ extension EventLoop {
                 maxBodyBytes: maxBodyBytes, maxTrailerBytes: maxHeaderBytes, maxTrailerFields: maxFieldCount)
         }
         connection.state.phase = .body
-        connection.state.deadline = now + bodyMilliseconds
-        connection.state.bodyStart = now
-        connection.state.bodyBytes = 0
+        connection.state.bodyProgress = BodyProgress(start: now)
+        connection.state.deadline = bodyDeadline(connection.state.bodyProgress)
         // RFC 9110 §10.1.1: ask for the body (unless it is already arriving).
         if expectsContinue && connection.state.bufferedInput == 0 {
             connection.state.output.append("HTTP/1.1 100 Continue\r\n\r\n" as StaticString)
         }
     }
 
-    /// When the body being read must have arrived (monotonic ms): ``bodyMilliseconds`` after it
-    /// began, and a second more for each ``bodyMinimumRate`` bytes read of it.
-    func bodyAllowance(_ connection: Connection) -> Int {
-        let (earned, overflow) = connection.state.bodyBytes.multipliedReportingOverflow(by: 1000)
-        return connection.state.bodyStart + bodyMilliseconds + (overflow ? Int.max / 4 : earned / bodyMinimumRate)
+    /// When the whole of `body` must have arrived (loop ms): ``bodyMilliseconds`` after it
+    /// began, and a second more for each ``bodyMinimumRate`` bytes of it.
+    private func bodyAllowance(_ body: BodyProgress) -> Int {
+        let (earned, overflow) = body.bytes.multipliedReportingOverflow(by: 1000)
+        return body.start + bodyMilliseconds + (overflow ? Int.max / 4 : earned / bodyMinimumRate)
+    }
+
+    /// When a request body (an HTTP/1.1 connection's, an HTTP/2 stream's) is cut: once no byte
+    /// has come for ``bodyMilliseconds``, or once its ``bodyAllowance(_:)`` has passed.
+    func bodyDeadline(_ body: BodyProgress) -> Int { min(body.last + bodyMilliseconds, bodyAllowance(body)) }
+
+    /// The `408` for a body past its ``bodyDeadline(_:)``, saying which limit it passed.
+    func lateBody(_ body: BodyProgress) -> Rejection {
+        let seconds = Double(bodyMilliseconds) / 1000
+        guard bodyAllowance(body) < body.last + bodyMilliseconds else {
+            return Rejection(status: 408, reason: "no body byte arrived for \(seconds) s")
+        }
+        return Rejection(
+            status: 408,
+            reason: "the body arrived slower than \(bodyMinimumRate) bytes a second after its first \(seconds) s")
     }
 
     /// Takes buffered body bytes; `true` when something changed.

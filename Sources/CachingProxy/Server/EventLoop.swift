@@ -527,8 +527,7 @@ final class EventLoop: @unchecked Sendable {
                 continue
             }
             if connection.state.phase == .http2, let session = connection.state.h2 {
-                session.sweep(
-                    now: now, header: headerMilliseconds, body: bodyMilliseconds, idle: idleMilliseconds)
+                session.sweep(now: now, header: headerMilliseconds, idle: idleMilliseconds)
                 drive(connection)
                 continue
             }
@@ -551,12 +550,7 @@ final class EventLoop: @unchecked Sendable {
                     close(connection)
                 }
             case .body:
-                let reason =
-                    now >= bodyAllowance(connection)
-                    ? "the body arrived slower than \(bodyMinimumRate) bytes a second after its first "
-                        + "\(Double(bodyMilliseconds) / 1000) s"
-                    : "no body byte arrived for \(Double(bodyMilliseconds) / 1000) s"
-                reject(connection, Rejection(status: 408, reason: reason))
+                reject(connection, lateBody(connection.state.bodyProgress))
                 drive(connection)
             case .handling, .http2:
                 break

@@ -85,11 +85,9 @@ final class HTTP2Stream {
     var body: [UInt8] = []
     /// Body bytes received whose window is not yet given back (RFC 9113 §6.9).
     var unacknowledged = 0
-    /// When a body byte last arrived (loop ms).
-    var lastInput = 0
-    /// When the header block ended and the body began (loop ms), for the time a whole body may
-    /// take (``HTTPServer/Configuration/bodyMinimumRate``).
-    var bodyStart = 0
+    /// How the body has come since the header block ended, for its time limits
+    /// (``EventLoop/bodyDeadline(_:)``).
+    var progress: BodyProgress
     var headersDone = false
     /// The client ended the request (END_STREAM).
     var requestEnded = false
@@ -114,7 +112,7 @@ final class HTTP2Stream {
 
     init(id: Int32, now: Int) {
         self.id = id
-        lastInput = now
+        progress = BodyProgress(start: now)
     }
 }
 
@@ -321,7 +319,7 @@ final class HTTP2Session {
 
     /// Timeouts, from the loop's sweep: the idle connection, a header block or a body that does
     /// not come, data stalled on a closed window.
-    func sweep(now: Int, header: Int, body: Int, idle: Int) {
+    func sweep(now: Int, header: Int, idle: Int) {
         if finalGoAwayAt > 0 && now >= finalGoAwayAt { finalGoAway() }
         if headerBlockSince > 0 && now - headerBlockSince >= header {
             return terminate(NGHTTP2_ENHANCE_YOUR_CALM)
@@ -335,17 +333,7 @@ final class HTTP2Session {
             return
         }
         for stream in streams.values where stream.headersDone && !stream.dispatched && stream.refusal == nil {
-            if now - stream.lastInput >= body {
-                refuse(stream, Rejection(status: 408, reason: "no body byte arrived for \(Double(body) / 1000) s"))
-            } else if now >= stream.bodyStart + body + stream.body.count * 1000 / loop.bodyMinimumRate {
-                // A body trickled in a byte at a time (each within `body` of the last).
-                refuse(
-                    stream,
-                    Rejection(
-                        status: 408,
-                        reason: "the body arrived slower than \(loop.bodyMinimumRate) bytes a second after its first "
-                            + "\(Double(body) / 1000) s"))
-            }
+            if now >= loop.bodyDeadline(stream.progress) { refuse(stream, loop.lateBody(stream.progress)) }
         }
     }
 
@@ -568,8 +556,7 @@ final class HTTP2Session {
 
     private func headersComplete(_ stream: HTTP2Stream) {
         stream.headersDone = true
-        stream.lastInput = loop.now
-        stream.bodyStart = loop.now
+        stream.progress = BodyProgress(start: loop.now)
         if let refusal = stream.refusal { return respondItself(stream, refusal) }
         // As HTTP/1.1 answers the head: an expectation it cannot meet, a length over the limit.
         if let unknown = stream.unknownExpectation {
@@ -595,7 +582,7 @@ final class HTTP2Session {
             nghttp2_session_consume(session, id, data.count)
             return 0
         }
-        stream.lastInput = loop.now
+        stream.progress.received(data.count, at: loop.now)
         guard stream.refusal == nil, !stream.dispatched else {
             nghttp2_session_consume(session, id, data.count)
             return 0
