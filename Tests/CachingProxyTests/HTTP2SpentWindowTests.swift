@@ -26,9 +26,8 @@ struct HTTP2SpentWindowTests {
             + payload
     }
 
-    /// The complete frames at the start of `bytes` as (type, stream, payload length, first
-    /// payload bytes).
-    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, stream: UInt32, length: Int, head: [UInt8])] {
+    /// The complete frames at the start of `bytes` as (type, stream, payload length, payload).
+    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, stream: UInt32, length: Int, payload: [UInt8])] {
         var frames: [(UInt8, UInt32, Int, [UInt8])] = []
         var index = 0
         while index + 9 <= bytes.count {
@@ -37,7 +36,7 @@ struct HTTP2SpentWindowTests {
             let stream =
                 UInt32(bytes[index + 5] & 0x7F) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8
                 | UInt32(bytes[index + 8])
-            frames.append((bytes[index + 3], stream, length, Array(bytes[index + 9..<index + 9 + min(length, 8)])))
+            frames.append((bytes[index + 3], stream, length, Array(bytes[index + 9..<index + 9 + length])))
             index += 9 + length
         }
         return frames
@@ -84,7 +83,8 @@ struct HTTP2SpentWindowTests {
             let frames = Self.frames(client.buffer)
             let reset = frames.first { $0.type == 3 && $0.stream == 1 }
             #expect(
-                reset?.head == [0, 0, 0, 8], "RST_STREAM CANCEL on the stream: \(frames.map { ($0.type, $0.stream) })")
+                reset?.payload == [0, 0, 0, 8],
+                "RST_STREAM CANCEL on the stream: \(frames.map { ($0.type, $0.stream) })")
             #expect(!frames.contains { $0.type == 0 && $0.stream == 1 && $0.length == 0 }, "its end never went")
         }
     }

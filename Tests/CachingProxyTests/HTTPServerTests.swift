@@ -762,17 +762,7 @@ struct HTTPServerTests {
             #expect(test.handler.requests.isEmpty)
             // The answer's text, DATA on the stream: the server's own 408 and why.
             _ = client.waitForClose(within: 0.5)
-            var text: [UInt8] = []
-            var index = 0
-            while index + 9 <= client.buffer.count {
-                let length =
-                    Int(client.buffer[index]) << 16 | Int(client.buffer[index + 1]) << 8 | Int(client.buffer[index + 2])
-                guard index + 9 + length <= client.buffer.count else { break }
-                if client.buffer[index + 3] == 0 && client.buffer[index + 8] == 1 {
-                    text += client.buffer[index + 9..<index + 9 + length]
-                }
-                index += 9 + length
-            }
+            let text = Frames.frames(client.buffer).filter { $0.type == 0 && $0.stream == 1 }.flatMap(\.payload)
             let answer = String(decoding: text, as: UTF8.self)
             #expect(answer.hasPrefix("408 "), "\(answer)")
             #expect(answer.contains("slower than 1000 bytes a second"), "\(answer)")
