@@ -501,7 +501,7 @@ package struct ByteReader {
         guard let count = varint(), count <= UInt64(bytes.count - index) else { return nil }
         let start = index
         index += Int(count)
-        return String(validating: bytes[start..<index], as: UTF8.self)
+        return bytes.withUnsafeBufferPointer { ASCII.validatedText(UnsafeBufferPointer(rebasing: $0[start..<index])) }
     }
 
     package mutating func blob() -> [UInt8]? {

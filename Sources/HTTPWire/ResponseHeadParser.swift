@@ -142,9 +142,7 @@ import Darwin
     /// ``text(_:)`` of the bytes of `input` in `range`.
     private static func text(_ input: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
         let buffer = UnsafeBufferPointer(rebasing: input[range])
-        // ASCII, as nearly every head is, needs no validation: decoding it replaces nothing.
-        if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
-        if let text = String(validating: buffer, as: UTF8.self) { return text }
+        if let text = ASCII.validatedText(buffer) { return text }
         var result = ""
         result.unicodeScalars.append(contentsOf: buffer.lazy.map { Unicode.Scalar($0) })
         return result

@@ -39,4 +39,16 @@ struct HeaderFieldsSerializationTests {
         #expect(HeaderFields(serialized: bytes + [0]) == nil)
         #expect(HeaderFields(serialized: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]) == nil)
     }
+
+    @Test("a name or value whose bytes are not UTF-8 (a damaged store) is rejected, not read with replacements")
+    func invalidUTF8Rejected() {
+        // One line: name "A", value "x" then a lone continuation byte, or a truncated sequence.
+        for value: [UInt8] in [[0x78, 0x80], [0x78, 0xC3], [0xFF], [0xED, 0xA0, 0x80]] {
+            let bytes: [UInt8] = [1, 1, 0x41, UInt8(value.count)] + value
+            #expect(HeaderFields(serialized: bytes) == nil, "value \(value) was accepted")
+        }
+        #expect(HeaderFields(serialized: [1, 1, 0xC3, 0]) == nil, "a name of one lead byte was accepted")
+        let valid: [UInt8] = [1, 1, 0x41, 2, 0xC3, 0xA9]
+        #expect(HeaderFields(serialized: valid) == HeaderFields([("A", "\u{E9}")]))
+    }
 }
