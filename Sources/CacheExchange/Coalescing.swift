@@ -32,8 +32,16 @@ public enum JoinTurn: Sendable {
 /// that cache vanishes without ending its fetch, this process claims the key and the first of
 /// its waiting requests leads instead (``JoinTurn/leaderLost``); the others wait for it.
 final class CoalescingRegistry: Sendable {
+    /// The requests waiting for one leader's fetch of a key. Numbered, so that a leader whose
+    /// waiters were released early (``release(_:)``) settles nothing of a later fetch of the key.
+    private struct Flight {
+        let number: UInt64
+        var waiters: [@Sendable (JoinTurn) -> Void] = []
+    }
+
     private struct State {
-        var waiting: [String: [@Sendable (JoinTurn) -> Void]] = [:]
+        var flights: [String: Flight] = [:]
+        var nextFlight: UInt64 = 0
         /// Keys this process claimed in the shared store, to give back when settled.
         var claimed: Set<String> = []
     }
@@ -47,11 +55,12 @@ final class CoalescingRegistry: Sendable {
     /// ``settle(_:_:)`` exactly once), `false` when `waiter` will be called when the leader settles.
     func join(_ identity: String, waiter: @escaping @Sendable (JoinTurn) -> Void) -> Bool {
         let leads = state.withLock { state in
-            if state.waiting[identity] != nil {
-                state.waiting[identity]!.append(waiter)
+            if state.flights[identity] != nil {
+                state.flights[identity]!.waiters.append(waiter)
                 return false
             }
-            state.waiting[identity] = []
+            state.nextFlight += 1
+            state.flights[identity] = Flight(number: state.nextFlight)
             return true
         }
         guard leads, let shared else { return leads }
@@ -60,14 +69,20 @@ final class CoalescingRegistry: Sendable {
             return true
         }
         // Nobody settles `identity` before `awaitFill` calls back: this process leads it.
-        state.withLock { $0.waiting[identity]!.append(waiter) }
+        state.withLock { $0.flights[identity]!.waiters.append(waiter) }
         shared.awaitFill(identity) { [self] wait in
             switch wait {
-            case .ended: settle(identity, nil)
+            case .ended: settle(Leadership(identity: identity, flight: nil), nil)
             case .claimed: leaderLost(identity)
             }
         }
         return false
+    }
+
+    /// What the request that leads `identity` now (the one ``join(_:waiter:)`` just made
+    /// leader, or the one told ``JoinTurn/leaderLost``) settles when done.
+    func leadership(of identity: String) -> Leadership {
+        Leadership(identity: identity, flight: state.withLock { $0.flights[identity]?.number })
     }
 
     /// The other cache's fetch of `identity` lapsed and this process claimed it: its first
@@ -75,22 +90,37 @@ final class CoalescingRegistry: Sendable {
     private func leaderLost(_ identity: String) {
         let next = state.withLock { state -> (@Sendable (JoinTurn) -> Void)? in
             state.claimed.insert(identity)
-            guard let first = state.waiting[identity]?.first else { return nil }
-            state.waiting[identity]!.removeFirst()
+            guard let first = state.flights[identity]?.waiters.first else { return nil }
+            state.flights[identity]!.waiters.removeFirst()
             return first
         }
-        guard let next else { return settle(identity, nil) }
+        guard let next else { return settle(Leadership(identity: identity, flight: nil), nil) }
         next(.leaderLost)
     }
 
-    /// The leader for `identity` is done: `collapsed` when its response is stored, `nil` when not.
-    func settle(_ identity: String, _ collapsed: CollapsedResponse?) {
-        let (waiters, claimed) = state.withLock { state in
-            (state.waiting.removeValue(forKey: identity) ?? [], state.claimed.remove(identity) != nil)
+    /// The leader of `leadership` is done: `collapsed` when its response is stored, `nil` when
+    /// not. Nothing when its waiters were released already (a later fetch of the key may be
+    /// in flight, with waiters of its own).
+    func settle(_ leadership: Leadership, _ collapsed: CollapsedResponse?) {
+        let (waiters, claimed) = state.withLock { state -> ([@Sendable (JoinTurn) -> Void], Bool) in
+            guard let flight = state.flights[leadership.identity],
+                leadership.flight == nil || leadership.flight == flight.number
+            else { return ([], false) }
+            state.flights[leadership.identity] = nil
+            return (flight.waiters, state.claimed.remove(leadership.identity) != nil)
         }
-        if claimed { shared?.endFill(identity) }
+        if claimed { shared?.endFill(leadership.identity) }
         for waiter in waiters { waiter(.leaderSettled(collapsed)) }
     }
+
+}
+
+/// The fetch a request leads (``CoalescingRegistry``): the key, and which of its fetches.
+public struct Leadership: Hashable, Sendable {
+    /// The coalescing identity: the primary cache key.
+    public let identity: String
+    /// Which fetch of the key; `nil` settles whichever is in flight.
+    let flight: UInt64?
 }
 
 /// Stale-while-revalidate validations running in the background (RFC 5861 §3): at most one

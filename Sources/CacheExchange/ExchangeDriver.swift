@@ -247,7 +247,20 @@ public final class ExchangeDriver: Sendable {
 
     /// This exchange leads the requests for its key: it is sent.
     public func joinedAsLeader(_ exchange: inout ExchangeStateMachine) -> HostWork {
-        advance(&exchange, feed(&exchange, .joinedAsLeader) { $0.joinedAsLeader() })
+        let action = feed(&exchange, .joinedAsLeader) { $0.joinedAsLeader() }
+        if let leads = exchange.leads { exchange.flight = coalescing.leadership(of: leads).flight }
+        return advance(&exchange, action)
+    }
+
+    /// The leader `exchange` goes on, but those waiting for it stop: they look up again and go
+    /// on by themselves (to the origin, when nothing stored answers them), later requests for
+    /// the key do not join it, and its own end settles nothing. For a host whose leader's
+    /// response goes no faster than its client reads: one client that stops reading would
+    /// otherwise hold every request for the key until it is cut.
+    public func releaseWaiters(_ exchange: inout ExchangeStateMachine) {
+        guard let leadership = exchange.leadership else { return }
+        settle(leadership, nil)
+        if let trace { trace.record(exchange.traceID, "\(exchange.stateName) waiters released") }
     }
 
     /// The turn of this exchange, which waited for a leader, came.
@@ -255,11 +268,13 @@ public final class ExchangeDriver: Sendable {
         switch turn {
         case .leaderSettled(let collapsed):
             // The leader is done: look again, with what it stored.
-            advance(
+            return advance(
                 &exchange, feed(&exchange, .leaderSettled(stored: collapsed != nil)) { $0.leaderSettled(collapsed) })
         case .leaderLost:
             // The leader vanished: this request takes its place.
-            advance(&exchange, feed(&exchange, .leaderLost) { $0.leaderLost() })
+            let action = feed(&exchange, .leaderLost) { $0.leaderLost() }
+            if let leads = exchange.leads { exchange.flight = coalescing.leadership(of: leads).flight }
+            return advance(&exchange, action)
         }
     }
 
@@ -290,7 +305,7 @@ public final class ExchangeDriver: Sendable {
     /// The host gives `exchange` up (its caller went away): requests waiting for it go on by
     /// themselves.
     public func abandon(_ exchange: inout ExchangeStateMachine) {
-        settle(exchange.leads, nil)
+        settle(exchange.leadership, nil)
         if let trace {
             trace.record(exchange.traceID, "\(exchange.stateName) \(ExchangeStateMachine.Event.abandon) → done")
         }
@@ -374,7 +389,7 @@ public final class ExchangeDriver: Sendable {
                     served, background: answer.revalidation.flatMap { background(exchange, $0, of: answer.candidate) })
             case .answer(let answer):
                 // The cache answers itself (a 504): no one waiting for this request gets a response.
-                settle(exchange.leads, nil)
+                settle(exchange.leadership, nil)
                 return .answer(answer)
             case .join(let identity):
                 // A miss others may share: the host asks the registry whether it leads or waits.
@@ -442,11 +457,11 @@ public final class ExchangeDriver: Sendable {
                 return .serve(served)
             case .answer(let answer):
                 // A 504 the cache makes: nothing stored may be served stale.
-                settle(exchange.leads, nil)
+                settle(exchange.leadership, nil)
                 return .answer(answer)
             case .fail(let reasons):
                 // Nothing can answer: the host passes the transport's error on.
-                settle(exchange.leads, nil)
+                settle(exchange.leadership, nil)
                 return .fail(reasons)
             }
         }
@@ -492,7 +507,7 @@ public final class ExchangeDriver: Sendable {
         }
         // A hit counts for eviction (LRU), and those waiting for this request learn what it got.
         store.recordAccess(candidate.entry.id, at: configuration.clock())
-        settle(exchange.leads, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
+        settle(exchange.leadership, served.outcome == .revalidated ? answer.cacheStatus.collapsedAs(.revalidated) : nil)
         return served
     }
 
@@ -639,7 +654,7 @@ public final class ExchangeDriver: Sendable {
         // Cache-Status `stored` says what happened, not what was planned (RFC 9211 §2.5).
         if plan.cacheStatus.stored != nil { relay.cacheStatus.stored = relay.recorder != nil || freshened }
         // Nothing will be stored: those waiting for this request go on by themselves now.
-        if relay.recorder == nil { settle(exchange.leads, nil) }
+        if relay.recorder == nil { settle(exchange.leadership, nil) }
         return relay
     }
 
@@ -647,7 +662,7 @@ public final class ExchangeDriver: Sendable {
         _ writer: any EntryWriter, _ storage: StoragePlan, _ plan: ExchangeStateMachine.RelayPlan,
         _ exchange: ExchangeStateMachine, integrity: IntegrityPlan
     ) -> ResponseRecorder {
-        let leads = exchange.leads
+        let leadership = exchange.leadership
         let collapsed = CollapsedResponse(
             outcome: plan.outcome, reason: plan.cacheStatus.forward ?? .miss, status: plan.originStatus)
         let pinKey = storage.pin ? storage.head?.primaryKey : nil
@@ -679,14 +694,14 @@ public final class ExchangeDriver: Sendable {
                 }
             }
             // Those waiting for this request look again, now that it is stored (or is not).
-            if let leads { coalescing.settle(leads, committed ? collapsed : nil) }
+            if let leadership { coalescing.settle(leadership, committed ? collapsed : nil) }
         }
     }
 
-    /// Tells the requests that waited for the exchange that `leads` (if it leads any) what
-    /// came of it. Takes the key, not the exchange, so the exchange is not copied on a hit.
-    private func settle(_ leads: String?, _ collapsed: CollapsedResponse?) {
-        if let leads { coalescing.settle(leads, collapsed) }
+    /// Tells the requests that waited for the exchange of `leadership` (if it leads any) what
+    /// came of it. Takes the leadership, not the exchange, so the exchange is not copied on a hit.
+    private func settle(_ leadership: Leadership?, _ collapsed: CollapsedResponse?) {
+        if let leadership { coalescing.settle(leadership, collapsed) }
     }
 }
 

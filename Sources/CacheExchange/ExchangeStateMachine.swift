@@ -247,6 +247,11 @@ public struct ExchangeStateMachine: Sendable {
     private var mayJoin = true
     /// The coalescing identity this request leads, which it must settle when done.
     public private(set) var leads: String?
+    /// Which fetch of ``leads`` this request leads (the driver's coalescing registry numbers
+    /// them), so that settling it never settles a later one.
+    var flight: UInt64?
+    /// What this request settles when done, if it leads.
+    var leadership: Leadership? { leads.map { Leadership(identity: $0, flight: flight) } }
     /// The number the driver's trace gives this request (`0` when no trace is on); the machine
     /// only carries it.
     var traceID = 0

@@ -90,6 +90,13 @@ public final class CachingProxy: Sendable {
         public var originConnectTimeout = 10.0
         /// Seconds without a byte from an origin before its response counts as failed.
         public var originStallTimeout = 60.0
+        /// Seconds, in all, a miss's origin transfer may wait for its own client (one that reads
+        /// slower than the origin sends, or not at all) while identical requests wait for it
+        /// (collapsed forwarding); past them those requests go on by themselves, to the origin
+        /// when nothing stored answers them. One client that stops reading must not hold every
+        /// request for a URL until it is cut. (nginx's `proxy_cache_lock_timeout`, 5 s, lets
+        /// waiters go whatever holds the leader; this waits for an origin as long as it takes.)
+        public var collapsedClientWait = 1.0
         /// PEM files of certificate authorities trusted for `https` origins besides the
         /// system's trust store (`httpcache serve --origin-cacert FILE`): for an origin whose
         /// certificate comes from a private CA. A file that cannot be read is an error when the

@@ -170,6 +170,39 @@ struct ProxyTests {
         }
     }
 
+    @Test(
+        "A client that stops reading a miss others wait for holds them no longer than collapsedClientWait: they go to the origin themselves, and the slow client still gets its response whole"
+    )
+    func stalledLeaderReleasesWaiters() async throws {
+        try await offPool {
+            let harness = try ProxyHarness { $0.collapsedClientWait = 0.2 }
+            // Far more than the socket buffers and the 256 KiB queue hold for a client that reads nothing.
+            let body = Fixtures.bytes(count: 16 << 20) { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 10) }
+            harness.origin.route("/big") { _ in
+                LoopbackOrigin.Response(status: 200, headers: [("Cache-Control", "max-age=600")], body: body)
+            }
+            let stalled = try RawHTTPClient(port: harness.proxy.port, timeout: 20, receiveBuffer: 4 << 10)
+            defer { stalled.close() }
+            try stalled.send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(SharedCacheConformanceTests.eventually { harness.origin.count("/big") == 1 })
+            // The second request joins the first, whose client reads nothing: without a limit it
+            // waited until that client was cut (the idle timeout, 60 s); this wait is 10 s at most.
+            let waiter = try RawHTTPClient(port: harness.proxy.port, timeout: 10)
+            try waiter.send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            var answer = try waiter.readHead()
+            try waiter.readBody(into: &answer)
+            #expect(answer.status == 200)
+            #expect(answer.body == body)
+            #expect(harness.origin.count("/big") == 2, "the waiter went to the origin itself")
+            // The first client, still connected, reads its response whole at its own pace.
+            var first = try stalled.readHead()
+            try stalled.readBody(into: &first)
+            #expect(first.status == 200)
+            #expect(first.body == body)
+            #expect(try harness.get("/big").isHit)
+        }
+    }
+
     @Test("Concurrent misses on a response that turns out not storable are each forwarded (RFC 9111 §4)")
     func collapsedButNotStorable() async throws {
         try await offPool {

@@ -38,6 +38,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// A transfer begun on a loop whose rest a worker takes.
     private var handedOff: UpstreamTransfer?
     private var clientGone = false
+    /// Seconds, in all, this exchange's origin transfer waited for its client while it led
+    /// others (``CachingProxy/Configuration/collapsedClientWait``), and whether they were let go.
+    private var heldByClient = 0.0
+    private var waitersReleased = false
     /// The `Link` members this exchange sent in its own `103`, not to be sent again.
     private var sentHints: [String] = []
     /// Why the request went forward (RFC 9211 `fwd`), for an answer the proxy makes itself.
@@ -488,12 +492,29 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         // The bytes that end a body failing its digest are withheld (see `sendOnce`).
         if relay.recorder?.mismatch != nil { return true }
         if let responder, !clientGone {
+            if storing { waitForClient(responder) }
             let written = stored.map { responder.write($0) } ?? responder.write(body)
             if !written { clientGone = true }
         }
         // A response being stored is read to its end even when its client left (or, for a
         // background revalidation, there is none), including the bytes that commit it.
         return !(clientGone || responder == nil) || storing
+    }
+
+    /// A leader whose client reads slower than the origin sends (or not at all) holds those
+    /// waiting for it no longer than ``CachingProxy/Configuration/collapsedClientWait`` in all:
+    /// then they go on by themselves (``ExchangeDriver/releaseWaiters(_:)``), and this transfer
+    /// goes on at its client's pace. Off the loops only: a loop never waits for a client, it
+    /// hands the transfer to a worker once the client falls behind.
+    private func waitForClient(_ responder: Responder) {
+        guard machine.leads != nil, !waitersReleased, !EventLoop.isOnAnyLoop else { return }
+        let limit = configuration.collapsedClientWait
+        let start = MonotonicClock.seconds()
+        let caughtUp = responder.waitWhileBackedUp(until: start + max(0, limit - heldByClient))
+        heldByClient += MonotonicClock.seconds() - start
+        guard !caughtUp || heldByClient >= limit else { return }
+        waitersReleased = true
+        driver.releaseWaiters(&machine)
     }
 
     // MARK: Outcomes

@@ -195,12 +195,7 @@ package final class Responder: @unchecked Sendable {
         let mayWait = !EventLoop.isOnAnyLoop
         var completion: ResponseCompletion?
         let queued =
-            shared.withLock(
-                when: { [self] shared in
-                    !(mayWait && !shared.gone && started && !finished
-                        && shared.queuedBytes >= EventLoop.backPressureLimit)
-                }
-            ) { [self] shared -> Bool? in
+            shared.withLock(when: { [self] in !(mayWait && holdsBack($0)) }) { [self] shared -> Bool? in
                 guard !shared.gone && started && !finished else { return nil }
                 guard !bytes.isEmpty else { return false }
                 shared.queuedBytes += bytes.count
@@ -211,6 +206,20 @@ package final class Responder: @unchecked Sendable {
         if let completion { observation?.report(completion) }
         guard let queued else { return false }
         return queued ? loop.post(.write(target, bytes, accounted: true)) : true
+    }
+
+    /// Whether a writer off the loops waits before it adds to this response: its client is
+    /// there and 256 KiB or more of it waits to be sent.
+    private func holdsBack(_ shared: ConnectionShared) -> Bool {
+        !shared.gone && started && !finished && shared.queuedBytes >= EventLoop.backPressureLimit
+    }
+
+    /// Off the loops' threads: waits while ``write(_:)-([UInt8])`` would, at most until
+    /// `deadline` (``MonotonicClock/seconds()``); `false` when it passed with the client still
+    /// behind. On a loop's thread it only tells whether the client is behind.
+    package func waitWhileBackedUp(until deadline: Double) -> Bool {
+        guard !EventLoop.isOnAnyLoop else { return !isBackedUp }
+        return shared.withLock(when: { [self] in !holdsBack($0) }, deadline: deadline) { _ in true } ?? false
     }
 
     /// Whether at least 256 KiB of this response waits to be sent to the client: a writer on a
