@@ -224,19 +224,14 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// Every certificate of the PEM file `path`.
     private static func certificates(in path: String) throws(TLSError) -> [Certificate] {
-        errno = 0
-        guard let file = BIO_new_file(path, "r") else {
-            let reason = errno != 0 ? errnoText(errno) : OpenSSLErrorQueue.drainText(or: "cannot be opened")
-            OpenSSLErrorQueue.clear()
-            throw .unusableTrustFile(path: path, reason: "cannot be read: \(reason)")
-        }
-        defer { BIO_free(file) }
-        var certificates: [Certificate] = []
-        while let certificate = PEM_read_bio_X509(file, nil, nil, nil) {
-            certificates.append(Certificate(certificate))
+        let certificates: [Certificate]
+        do {
+            certificates = try PEMFile.read(path) { PEM_read_bio_X509($0, nil, refusePassphrase, $1) }.objects.map(
+                Certificate.init)
+        } catch {
+            throw .unusableTrustFile(path: path, reason: error.reason)
         }
         // Reading stops at the end of the file (a "no start line" error) or at garbage.
-        OpenSSLErrorQueue.clear()
         guard !certificates.isEmpty else {
             throw .unusableTrustFile(
                 path: path, reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----); give a CA certificate")

@@ -174,23 +174,34 @@ public final class TLSServerContext: @unchecked Sendable {
 
     /// Reads an identity's certificate, chain and key, checking that the key is the certificate's.
     private static func load(_ identity: Identity) throws(TLSError) -> Loaded {
-        let (certificates, certificateError) = try readPEM(identity.certificateFile) {
-            PEM_read_bio_X509($0, nil, nil, nil)
-        }
-        guard let first = certificates.first else {
+        let certificates = try readPEM(identity.certificateFile) { PEM_read_bio_X509($0, nil, refusePassphrase, $1) }
+        guard let first = certificates.objects.first else {
             throw .unusableIdentity(
-                path: identity.certificateFile, reason: "holds no PEM certificate (OpenSSL: \(certificateError))")
+                path: identity.certificateFile,
+                reason: "holds no PEM certificate (OpenSSL: \(certificates.lastError))")
         }
-        let (keys, keyError) = try readPEM(identity.keyFile) { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
+        let keys = try readPEM(identity.keyFile) { PEM_read_bio_PrivateKey($0, nil, refusePassphrase, $1) }
         func release() {
-            certificates.forEach { X509_free($0) }
-            keys.forEach { EVP_PKEY_free($0) }
+            certificates.objects.forEach { X509_free($0) }
+            keys.objects.forEach { EVP_PKEY_free($0) }
         }
-        guard let key = keys.first, keys.count == 1 else {
+        // The key cannot be decrypted without its passphrase, which nobody is there to type at
+        // a reload: the operator writes it unencrypted, readable by its owner alone.
+        guard !keys.encrypted else {
+            release()
+            throw .unusableIdentity(
+                path: identity.keyFile,
+                reason: "is encrypted with a passphrase, which httpcache cannot ask for: it needs the key "
+                    + "unencrypted. Write an unencrypted copy with `openssl pkey -in \(identity.keyFile) -out "
+                    + "PLAIN.key` (it asks for the passphrase), make it readable by its owner only "
+                    + "(`chmod 600 PLAIN.key`) and give that file instead")
+        }
+        guard let key = keys.objects.first, keys.objects.count == 1 else {
             release()
             let reason =
-                keys.isEmpty
-                ? "holds no PEM private key (OpenSSL: \(keyError))" : "holds \(keys.count) private keys, not one"
+                keys.objects.isEmpty
+                ? "holds no PEM private key (OpenSSL: \(keys.lastError))"
+                : "holds \(keys.objects.count) private keys, not one"
             throw .unusableIdentity(path: identity.keyFile, reason: reason)
         }
         guard X509_check_private_key(first, key) == 1 else {
@@ -200,31 +211,24 @@ public final class TLSServerContext: @unchecked Sendable {
                 path: identity.keyFile, reason: "is not the key of the certificate in \(identity.certificateFile)")
         }
         var chain: OpaquePointer?
-        if certificates.count > 1 {
+        if certificates.objects.count > 1 {
             chain = OPENSSL_sk_new_null()
-            for certificate in certificates.dropFirst() {
+            for certificate in certificates.objects.dropFirst() {
                 _ = OPENSSL_sk_push(chain, UnsafeRawPointer(certificate))
             }
         }
         return Loaded(certificate: first, key: key, chain: chain)
     }
 
-    /// Every object `read` takes off the PEM file `path`, in order, and what OpenSSL said when
-    /// the last read found none (after objects, only the file's end; with none, why it could
-    /// not decode what it found).
+    /// Every object `read` takes off the PEM file `path` (``PEMFile/read(_:_:)``), as an
+    /// identity's error when the file cannot be read.
     private static func readPEM(
-        _ path: String, _ read: (OpaquePointer) -> OpaquePointer?
-    ) throws(TLSError) -> (objects: [OpaquePointer], lastError: String) {
-        errno = 0
-        OpenSSLErrorQueue.clear()
-        guard let file = BIO_new_file(path, "r") else {
-            let reason = errno != 0 ? errnoText(errno) : OpenSSLErrorQueue.drainText(or: "cannot be opened")
-            OpenSSLErrorQueue.clear()
-            throw .unusableIdentity(path: path, reason: "cannot be read: \(reason)")
+        _ path: String, _ read: (OpaquePointer, UnsafeMutableRawPointer) -> OpaquePointer?
+    ) throws(TLSError) -> PEMFile.Contents {
+        do {
+            return try PEMFile.read(path, read)
+        } catch {
+            throw .unusableIdentity(path: path, reason: error.reason)
         }
-        defer { BIO_free(file) }
-        var objects: [OpaquePointer] = []
-        while let object = read(file) { objects.append(object) }
-        return (objects, OpenSSLErrorQueue.drainText(or: "nothing decodable"))
     }
 }

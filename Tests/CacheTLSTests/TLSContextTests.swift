@@ -30,7 +30,56 @@ struct TLSContextTests {
 
     @Test func aDirectoryAsCAFileIsRefused() throws {
         let directory = TemporaryDirectory()
-        #expect(throws: TLSError.self) { _ = try TLSClientContext(.init(extraTrustRoots: [directory.path])) }
+        #expect(throws: TLSError.unusableTrustFile(path: directory.path, reason: "is a directory, not a PEM file")) {
+            _ = try TLSClientContext(.init(extraTrustRoots: [directory.path]))
+        }
+    }
+
+    /// A certificate or key path that is a directory, or not a regular file (a device here; a
+    /// FIFO would hold the reading thread until a writer came), is refused as such, before
+    /// OpenSSL reads it and finds "no start line".
+    @Test(arguments: [false, true])
+    func aPathThatIsNotARegularFileIsRefusedAsSuch(asKey: Bool) throws {
+        let certificates = try TestCertificates.shared()
+        let directory = TemporaryDirectory()
+        for (path, kind) in [(directory.path, "a directory"), ("/dev/null", "not a regular file")] {
+            let identity = TLSServerContext.Identity(
+                certificateFile: asKey ? certificates.localhost.certificateFile : path,
+                keyFile: asKey ? path : certificates.localhost.keyFile)
+            #expect(throws: TLSError.unusableIdentity(path: path, reason: "is \(kind), not a PEM file")) {
+                _ = try TLSServerContext(default: identity)
+            }
+        }
+    }
+
+    /// A key encrypted with a passphrase (PKCS #8's `ENCRYPTED PRIVATE KEY`, or the traditional
+    /// `Proc-Type: 4,ENCRYPTED`) is refused at once, in words that name the file and the way
+    /// out, with no prompt: OpenSSL's default password callback asks on the terminal, which
+    /// held a reload forever, and printed "Enter PEM pass phrase:" into the log without one.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func anEncryptedKeyIsRefusedWithoutAPrompt(traditional: Bool) throws {
+        let certificates = try TestCertificates.shared()
+        let directory = TemporaryDirectory()
+        let keyFile = directory.path + "/encrypted.key"
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: OpenSSLServer.command)
+        process.arguments =
+            ["pkey", "-in", certificates.localhost.keyFile, "-aes256", "-passout", "pass:secret", "-out", keyFile]
+            + (traditional ? ["-traditional"] : [])
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let written = try String(contentsOfFile: keyFile, encoding: .utf8)
+        #expect(written.contains(traditional ? "Proc-Type: 4,ENCRYPTED" : "BEGIN ENCRYPTED PRIVATE KEY"))
+        let identity = TLSServerContext.Identity(
+            certificateFile: certificates.localhost.certificateFile, keyFile: keyFile)
+        let error = #expect(throws: TLSError.self) { _ = try TLSServerContext(default: identity) }
+        #expect(
+            error?.description
+                == "certificate or key file \(keyFile): is encrypted with a passphrase, which httpcache cannot ask "
+                + "for: it needs the key unencrypted. Write an unencrypted copy with `openssl pkey -in \(keyFile) "
+                + "-out PLAIN.key` (it asks for the passphrase), make it readable by its owner only "
+                + "(`chmod 600 PLAIN.key`) and give that file instead")
     }
 
     /// OpenSSL's context and the system's trust store are made by the first connection, not with
