@@ -61,7 +61,8 @@ public final class TLSServerContext: @unchecked Sendable {
     /// names a host its certificate covers.
     /// - Parameters:
     ///   - applicationProtocols: The protocols ALPN may choose (RFC 7301 §3.2), most
-    ///     preferred first; a client that offers none of them gets no ALPN answer.
+    ///     preferred first; a client that offers none of them gets a fatal
+    ///     `no_application_protocol` alert, and one that offers no ALPN at all is served without.
     ///   - ticketKeys: The keys of the session tickets: the process's ring unless the
     ///     contexts that should resume each other's tickets share another.
     /// - Throws: ``TLSError/unusableIdentity(path:reason:)`` when a file cannot be read, holds
@@ -154,18 +155,21 @@ public final class TLSServerContext: @unchecked Sendable {
         return SSL_use_cert_and_key(ssl, match.certificate, match.key, match.chain, 1) == 1 ? 1 : 0
     }
 
-    /// ALPN (RFC 7301 §3.2): the first of our protocols the client offers; no answer when it
-    /// offers none of them.
+    /// ALPN (RFC 7301 §3.2): the first of our protocols the client offers. When it offers none
+    /// of them the handshake ends with a fatal `no_application_protocol` alert, as §3.2 says: a
+    /// client of another protocol (ftp, imap, or h2 while HTTP/2 is off) must not go on to have
+    /// its bytes read as HTTP/1.1, the cross-protocol confusion of the ALPACA attack. (A client
+    /// that sends no ALPN is not asked: OpenSSL calls this only when it offers protocols.)
     private func choose(
         _ chosen: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ chosenLength: UnsafeMutablePointer<UInt8>,
         _ offered: UnsafePointer<UInt8>, _ offeredLength: UInt32
     ) -> Int32 {
         alpn.withUnsafeBufferPointer { ours in
-            guard let base = ours.baseAddress else { return SSL_TLSEXT_ERR_NOACK }
+            guard let base = ours.baseAddress else { return SSL_TLSEXT_ERR_ALERT_FATAL }
             var out: UnsafeMutablePointer<UInt8>?
             let result = SSL_select_next_proto(
                 &out, chosenLength, base, UInt32(ours.count), offered, offeredLength)
-            guard result == OPENSSL_NPN_NEGOTIATED, let out else { return SSL_TLSEXT_ERR_NOACK }
+            guard result == OPENSSL_NPN_NEGOTIATED, let out else { return SSL_TLSEXT_ERR_ALERT_FATAL }
             // `out` points into `alpn`, which lives as long as this context.
             chosen.pointee = UnsafePointer(out)
             return SSL_TLSEXT_ERR_OK

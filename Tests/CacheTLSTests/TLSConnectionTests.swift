@@ -55,18 +55,42 @@ struct TLSConnectionTests {
         #expect(accepted.client.peer == (host == "127.0.0.1" ? "127.0.0.1:8443" : "[::1]:8443"))
     }
 
-    /// RFC 7301 §3.2: the server picks the first of its protocols the client offers; with none
-    /// in common, neither side has one.
-    @Test func alpnAgreesOnHTTP11OrNothing() throws {
+    /// RFC 7301 §3.2: the server picks the first of its protocols the client offers.
+    @Test func alpnAgreesOnHTTP11() throws {
         let offering = try certificates.clientContext(applicationProtocols: ["h2", "http/1.1"])
         let pair = try ConnectedPair(client: offering, server: server)
         #expect(pair.handshake() == (.done, .done))
         #expect(pair.client.applicationProtocol == "http/1.1")
+    }
 
-        let h2Only = try certificates.clientContext(applicationProtocols: ["h2"])
-        let none = try ConnectedPair(client: h2Only, server: server)
-        #expect(none.handshake() == (.done, .done))
-        #expect(none.client.applicationProtocol == nil)
+    /// RFC 7301 §3.2: "In the event that the server supports no protocols that the client
+    /// advertises, then the server SHALL respond with a fatal 'no_application_protocol' alert":
+    /// a client of another protocol, or one offering h2 alone to a server without HTTP/2, is
+    /// not served HTTP/1.1 (the cross-protocol confusion of the ALPACA attack).
+    @Test(arguments: [["h2"], ["ftp", "http/1.0", "h3"]])
+    func aClientOfferingNoneOfOurProtocolsGetsNoApplicationProtocol(offered: [String]) throws {
+        let offering = try certificates.clientContext(applicationProtocols: offered)
+        let pair = try ConnectedPair(client: offering, server: server)
+        let (clientEnd, serverEnd) = pair.handshake()
+        guard case .failed(.handshakeFailed(_, let reason)) = clientEnd else {
+            Issue.record("the handshake did not fail on the client: \(clientEnd)")
+            return
+        }
+        #expect(reason.contains("no application protocol"), "\(reason)")
+        guard case .failed = serverEnd else {
+            Issue.record("the handshake did not fail on the server: \(serverEnd)")
+            return
+        }
+    }
+
+    /// RFC 7301 §3.1: ALPN is the client's to offer; a client that sends none is served as
+    /// before, with no protocol agreed (HTTP/1.1 by default).
+    @Test func aClientWithoutALPNIsServed() throws {
+        let silent = try certificates.clientContext(applicationProtocols: [])
+        let pair = try ConnectedPair(client: silent, server: server)
+        #expect(pair.handshake() == (.done, .done))
+        #expect(pair.client.applicationProtocol == nil)
+        #expect(pair.server.applicationProtocol == nil)
     }
 
     // MARK: Session resumption
