@@ -39,6 +39,12 @@ static inline int copenssl_set_tlsext_host_name(SSL *ssl, const char *name) {
 /// SSL_OP_NO_RENEGOTIATION, a macro built with SSL_OP_BIT.
 static inline uint64_t copenssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
 
+/// SSL_OP_CIPHER_SERVER_PREFERENCE, a macro built with SSL_OP_BIT.
+static inline uint64_t copenssl_op_cipher_server_preference(void) { return SSL_OP_CIPHER_SERVER_PREFERENCE; }
+
+/// SSL_OP_PRIORITIZE_CHACHA, a macro built with SSL_OP_BIT.
+static inline uint64_t copenssl_op_prioritize_chacha(void) { return SSL_OP_PRIORITIZE_CHACHA; }
+
 /// A new key on the named curve (e.g. "P-256"), or NULL: EVP_EC_gen's steps, since the variadic
 /// EVP_PKEY_Q_keygen it expands to cannot be wrapped.
 static inline EVP_PKEY *copenssl_ec_generate(const char *curve) {

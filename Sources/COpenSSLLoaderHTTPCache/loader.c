@@ -138,6 +138,7 @@ HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_alpn_select_cb,
     (SSL_CTX *a0, SSL_CTX_alpn_select_cb_func a1, void *a2),
     (a0, a1, a2))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_cert_cb, (SSL_CTX *a0, int (*a1)(SSL *, void *), void *a2), (a0, a1, a2))
+HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_cipher_list, (SSL_CTX *a0, const char *a1), (a0, a1))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_default_verify_paths, (SSL_CTX *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, uint64_t, SSL_CTX_set_options, (SSL_CTX *a0, uint64_t a1), (a0, a1))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_tlsext_ticket_key_evp_cb,

@@ -57,6 +57,17 @@ public final class TLSServerContext: @unchecked Sendable {
     /// The keys of the session tickets.
     let ticketKeys: TLSTicketKeys
 
+    /// The TLS 1.2 cipher suites, most preferred first, chosen by our order rather than the
+    /// client's (`SSL_OP_CIPHER_SERVER_PREFERENCE`; ChaCha20 first for a client that prefers it,
+    /// one without AES in hardware): ECDHE key exchange, for forward secrecy, with an AEAD
+    /// cipher, AES-GCM or ChaCha20-Poly1305, for ECDSA and RSA certificates (RFC 9325 §4.2,
+    /// BCP 195; Mozilla's "intermediate" list without DHE). Left out: static RSA key exchange
+    /// (RFC 9325 §4.1), CBC and SHA-1 MACs, which are also the suites RFC 9113 §9.2.2 forbids
+    /// under HTTP/2. TLS 1.3's suites are OpenSSL's, all AEAD.
+    static let tls12CipherSuites =
+        "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
     /// Makes a context presenting `defaultIdentity`, or one of `others` to a client whose SNI
     /// names a host its certificate covers.
     /// - Parameters:
@@ -80,6 +91,11 @@ public final class TLSServerContext: @unchecked Sendable {
         }
         self.context = context
         try Configure.common(context, applicationProtocols: [], client: false)
+        OpenSSLErrorQueue.clear()
+        guard SSL_CTX_set_cipher_list(context, Self.tls12CipherSuites) == 1 else {
+            throw .setupFailed(reason: OpenSSLErrorQueue.drainText(or: "the TLS 1.2 cipher suites cannot be set"))
+        }
+        SSL_CTX_set_options(context, copenssl_op_cipher_server_preference() | copenssl_op_prioritize_chacha())
         for identity in [defaultIdentity] + others {
             loaded.append(try Self.load(identity))
         }
