@@ -45,6 +45,11 @@ static inline uint64_t copenssl_op_cipher_server_preference(void) { return SSL_O
 /// SSL_OP_PRIORITIZE_CHACHA, a macro built with SSL_OP_BIT.
 static inline uint64_t copenssl_op_prioritize_chacha(void) { return SSL_OP_PRIORITIZE_CHACHA; }
 
+/// SSL_CTX_set_tlsext_servername_callback (SNI, RFC 6066 §3): 1 on success.
+static inline long copenssl_ctx_set_tlsext_servername_callback(SSL_CTX *ctx, int (*callback)(SSL *, int *, void *)) {
+    return SSL_CTX_set_tlsext_servername_callback(ctx, callback);
+}
+
 /// A new key on the named curve (e.g. "P-256"), or NULL: EVP_EC_gen's steps, since the variadic
 /// EVP_PKEY_Q_keygen it expands to cannot be wrapped.
 static inline EVP_PKEY *copenssl_ec_generate(const char *curve) {

@@ -124,6 +124,7 @@ static void *find(enum library library, const char *name) {
     }
 
 // libssl
+HTTPCACHE_OPENSSL(LIBSSL, long, SSL_CTX_callback_ctrl, (SSL_CTX *a0, int a1, void (*a2)(void)), (a0, a1, a2))
 HTTPCACHE_OPENSSL(LIBSSL, long, SSL_CTX_ctrl, (SSL_CTX *a0, int a1, long a2, void *a3), (a0, a1, a2, a3))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_free, (SSL_CTX *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, X509_STORE *, SSL_CTX_get_cert_store, (const SSL_CTX *a0), (a0))
@@ -139,8 +140,14 @@ HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_alpn_select_cb,
     (a0, a1, a2))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_cert_cb, (SSL_CTX *a0, int (*a1)(SSL *, void *), void *a2), (a0, a1, a2))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_cipher_list, (SSL_CTX *a0, const char *a1), (a0, a1))
+HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_CTX_set_client_hello_cb,
+    (SSL_CTX *a0, SSL_client_hello_cb_fn a1, void *a2),
+    (a0, a1, a2))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_default_verify_paths, (SSL_CTX *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, uint64_t, SSL_CTX_set_options, (SSL_CTX *a0, uint64_t a1), (a0, a1))
+HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_session_ticket_cb,
+    (SSL_CTX *a0, SSL_CTX_generate_session_ticket_fn a1, SSL_CTX_decrypt_session_ticket_fn a2, void *a3),
+    (a0, a1, a2, a3))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_set_tlsext_ticket_key_evp_cb,
     (SSL_CTX *a0, int (*a1)(SSL *, unsigned char *, unsigned char *, EVP_CIPHER_CTX *, EVP_MAC_CTX *, int)),
     (a0, a1))
@@ -149,8 +156,12 @@ HTTPCACHE_OPENSSL(LIBSSL, int, SSL_CTX_use_cert_and_key,
     (SSL_CTX *a0, X509 *a1, EVP_PKEY *a2, struct stack_st_X509 *a3, int a4),
     (a0, a1, a2, a3, a4))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_SESSION_free, (SSL_SESSION *a0), (a0))
+HTTPCACHE_OPENSSL(LIBSSL, const char *, SSL_SESSION_get0_hostname, (const SSL_SESSION *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *a0), (a0))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_SESSION_is_resumable, (const SSL_SESSION *a0), (a0))
+HTTPCACHE_OPENSSL(LIBSSL, int, SSL_client_hello_get0_ext,
+    (SSL *a0, unsigned int a1, const unsigned char **a2, size_t *a3),
+    (a0, a1, a2, a3))
 HTTPCACHE_OPENSSL(LIBSSL, long, SSL_ctrl, (SSL *a0, int a1, long a2, void *a3), (a0, a1, a2, a3))
 HTTPCACHE_OPENSSL(LIBSSL, int, SSL_do_handshake, (SSL *a0), (a0))
 HTTPCACHE_OPENSSL_VOID(LIBSSL, SSL_free, (SSL *a0), (a0))

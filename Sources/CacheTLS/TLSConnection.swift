@@ -81,6 +81,10 @@ public final class TLSConnection {
     private var verificationFailure: VerificationFailure?
     /// Set when the connection failed: no `close_notify` is sent after that.
     private var broken = false
+    /// On a server, the host name the client's ClientHello asks for with SNI, as sent; nil when
+    /// it names none. Read from the ClientHello before OpenSSL decrypts a session ticket, which
+    /// under TLS 1.2 it does before it reads the SNI extension itself (RFC 6066 §3).
+    var requestedServerName: String?
 
     init(context: OpaquePointer, fd: Int32, peer: String, role: Role) throws(TLSError) {
         OpenSSLErrorQueue.clear()

@@ -108,6 +108,7 @@ public final class TLSServerContext: @unchecked Sendable {
                 name: name, iv: iv, cipher: cipher, mac: mac, encrypt: encrypt == 1,
                 renewing: SSL_version(ssl) == TLS1_3_VERSION)
         }
+        Self.bindResumptionToServerName(context)
         // The default identity is the context's: a handshake presents it with no work of its
         // own. Only with others does each handshake look at the SNI name.
         let first = loaded[0]

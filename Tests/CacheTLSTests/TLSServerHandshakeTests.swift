@@ -5,8 +5,9 @@ import Foundation
 import LoopbackOrigin
 import Testing
 
-/// What a server context agrees to under TLS 1.2, against `openssl s_client`: the cipher
-/// suites (RFC 9325 §4.1, §4.2; RFC 9113 §9.2.2).
+/// What a server context agrees to under TLS 1.2 and at resumption, against `openssl s_client`:
+/// the cipher suites (RFC 9325 §4.1, §4.2; RFC 9113 §9.2.2) and the SNI name a session may be
+/// resumed under (RFC 6066 §3).
 @Suite("TLS server handshakes", .timeLimit(.minutes(5)))
 struct TLSServerHandshakeTests {
     let certificates: TestCertificates
@@ -57,6 +58,36 @@ struct TLSServerHandshakeTests {
             let clientOrder = "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"
             let output = try OpenSSLClient.run(port: origin.port, ["-tls1_2", "-cipher", clientOrder])
             #expect(OpenSSLClient.cipher(in: output) == "ECDHE-ECDSA-AES128-GCM-SHA256", "\(output)")
+        }
+    }
+
+    /// RFC 6066 §3: a session (its ticket) issued to a client that asked for `sni.test` resumes
+    /// when it asks for `sni.test` again (in any case), and not under `localhost`, another name
+    /// of the same server, nor without SNI: those get a full handshake. Under TLS 1.2, which
+    /// the RFC is about, and TLS 1.3, which gets the same rule.
+    @Test(arguments: ["-tls1_2", "-tls1_3"])
+    func aSessionResumesOnlyUnderTheNameItWasIssuedFor(version: String) async throws {
+        try await offPool {
+            let server = try TLSServerContext(
+                default: certificates.localhost.identity, others: [certificates.second.identity],
+                ticketKeys: TLSTicketKeys())
+            let origin = try LoopbackOrigin(tls: server)
+            defer { origin.stop() }
+            let directory = TemporaryDirectory()
+            let session = directory.path + "/session.pem"
+            func connect(_ more: [String]) throws -> String {
+                try OpenSSLClient.run(port: origin.port, [version, "-sess_in", session] + more)
+            }
+            let issued = try OpenSSLClient.run(
+                port: origin.port, [version, "-servername", "sni.test", "-sess_out", session])
+            #expect(issued.contains("New, TLSv1."), "\(issued)")
+            #expect(issued.contains("CN = sni"), "\(issued)")
+            #expect(try connect(["-servername", "sni.test"]).contains("Reused, TLSv1."))
+            #expect(try connect(["-servername", "SNI.test"]).contains("Reused, TLSv1."))
+            let otherName = try connect(["-servername", "localhost"])
+            #expect(otherName.contains("New, TLSv1."), "\(otherName)")
+            #expect(otherName.contains("CN = localhost"), "the certificate for the name asked for now: \(otherName)")
+            #expect(try connect(["-noservername"]).contains("New, TLSv1."))
         }
     }
 
