@@ -21,6 +21,10 @@ public enum JoinTurn: Sendable {
     /// The leader, another cache sharing the store, vanished without ending its fetch; this
     /// request leads in its place (it looks up again first: the fetch may have been stored).
     case leaderLost
+    /// The leader goes on, but at the pace of its own client, which holds it back: this request
+    /// goes to the origin by itself (it looks up again first), and stores nothing (the leader
+    /// stores its response once it has it all), as nginx's `proxy_cache_lock_timeout` does.
+    case leaderHeldBack
 }
 
 /// Requests for the same key in flight share one origin request: the first leads, the others
@@ -102,6 +106,18 @@ final class CoalescingRegistry: Sendable {
     /// not. Nothing when its waiters were released already (a later fetch of the key may be
     /// in flight, with waiters of its own).
     func settle(_ leadership: Leadership, _ collapsed: CollapsedResponse?) {
+        end(leadership, telling: .leaderSettled(collapsed))
+    }
+
+    /// The leader of `leadership` goes on, but no one waits for it any more: its waiters are
+    /// told ``JoinTurn/leaderHeldBack``, later requests for the key do not join it, and its own
+    /// ``settle(_:_:)`` then does nothing.
+    func release(_ leadership: Leadership) {
+        end(leadership, telling: .leaderHeldBack)
+    }
+
+    /// Ends the fetch of `leadership` (unless a later one is in flight) and tells its waiters `turn`.
+    private func end(_ leadership: Leadership, telling turn: JoinTurn) {
         let (waiters, claimed) = state.withLock { state -> ([@Sendable (JoinTurn) -> Void], Bool) in
             guard let flight = state.flights[leadership.identity],
                 leadership.flight == nil || leadership.flight == flight.number
@@ -110,7 +126,7 @@ final class CoalescingRegistry: Sendable {
             return (flight.waiters, state.claimed.remove(leadership.identity) != nil)
         }
         if claimed { shared?.endFill(leadership.identity) }
-        for waiter in waiters { waiter(.leaderSettled(collapsed)) }
+        for waiter in waiters { waiter(turn) }
     }
 
 }

@@ -253,13 +253,14 @@ public final class ExchangeDriver: Sendable {
     }
 
     /// The leader `exchange` goes on, but those waiting for it stop: they look up again and go
-    /// on by themselves (to the origin, when nothing stored answers them), later requests for
-    /// the key do not join it, and its own end settles nothing. For a host whose leader's
-    /// response goes no faster than its client reads: one client that stops reading would
-    /// otherwise hold every request for the key until it is cut.
+    /// on by themselves (to the origin, without storing, when nothing stored answers them:
+    /// ``JoinTurn/leaderHeldBack``), later requests for the key do not join it, and its own end
+    /// settles nothing. For a host whose leader's response goes no faster than its client
+    /// reads: one client that stops reading would otherwise hold every request for the key
+    /// until it is cut.
     public func releaseWaiters(_ exchange: inout ExchangeStateMachine) {
         guard let leadership = exchange.leadership else { return }
-        settle(leadership, nil)
+        coalescing.release(leadership)
         if let trace { trace.record(exchange.traceID, "\(exchange.stateName) waiters released") }
     }
 
@@ -270,6 +271,9 @@ public final class ExchangeDriver: Sendable {
             // The leader is done: look again, with what it stored.
             return advance(
                 &exchange, feed(&exchange, .leaderSettled(stored: collapsed != nil)) { $0.leaderSettled(collapsed) })
+        case .leaderHeldBack:
+            // The leader's client holds it back: go on alone.
+            return advance(&exchange, feed(&exchange, .leaderHeldBack) { $0.leaderHeldBack() })
         case .leaderLost:
             // The leader vanished: this request takes its place.
             let action = feed(&exchange, .leaderLost) { $0.leaderLost() }

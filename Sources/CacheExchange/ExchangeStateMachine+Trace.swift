@@ -12,6 +12,7 @@ extension ExchangeStateMachine {
         case joinedAsLeader
         case leaderSettled(stored: Bool)
         case leaderLost
+        case leaderHeldBack
         case originResponded(status: Int)
         case originFailed
         /// `nil` when the `304` selects nothing stored.
@@ -29,6 +30,7 @@ extension ExchangeStateMachine {
             case .joinedAsLeader: "joinedAsLeader"
             case .leaderSettled(let stored): "leaderSettled(\(stored ? "stored" : "nothing stored"))"
             case .leaderLost: "leaderLost"
+            case .leaderHeldBack: "leaderHeldBack"
             case .originResponded(let status): "originResponded(\(status))"
             case .originFailed: "originFailed"
             case .notModifiedApplied(let count): "notModifiedApplied(\(count.map(String.init) ?? "none"))"

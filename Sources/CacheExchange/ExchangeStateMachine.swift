@@ -35,7 +35,7 @@ import CacheStorage
 /// | idle | init | ``start()`` |
 /// | looking up | ``Action/readCandidates(primaryKey:)`` | ``candidatesRead(_:now:)`` |
 /// | serving | ``Action/serveStored(_:)`` | ``storedBodyUnavailable(now:)`` (or done) |
-/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)``, ``leaderLost()`` |
+/// | joining | ``Action/join(identity:)`` | ``joinedAsLeader()``, ``leaderSettled(_:)``, ``leaderHeldBack()``, ``leaderLost()`` |
 /// | forwarding | a `forward` action | ``originResponded(_:requestTime:responseTime:now:)``, ``originFailed(now:)`` |
 /// | freshening | ``ResponseAction/applyNotModified(_:)`` | ``notModifiedApplied(_:now:)`` |
 /// | replacing | ``ResponseAction/serveStored(_:)`` | ``replacementUnavailable()`` (or done) |
@@ -245,6 +245,9 @@ public struct ExchangeStateMachine: Sendable {
     /// What the leader this request waited for stored.
     private var collapsed: CollapsedResponse?
     private var mayJoin = true
+    /// `false` once this request went on without the leader it waited for, whose client held it
+    /// back: the leader stores the response, this one only relays it.
+    private var mayStore = true
     /// The coalescing identity this request leads, which it must settle when done.
     public private(set) var leads: String?
     /// Which fetch of ``leads`` this request leads (the driver's coalescing registry numbers
@@ -478,6 +481,14 @@ public struct ExchangeStateMachine: Sendable {
         lookups = 0
         state = .lookingUp
         return .readCandidates(primaryKey: primaryKey)
+    }
+
+    /// The leader this request waited for goes on at its own client's pace, which holds it back:
+    /// this request looks up again, and when nothing stored answers it, goes to the origin by
+    /// itself, storing nothing (the leader stores the response once it has it all).
+    public mutating func leaderHeldBack() -> Action {
+        mayStore = false
+        return leaderSettled(nil)
     }
 
     /// The leader this request waited for, another cache sharing the store, vanished without
@@ -740,7 +751,7 @@ public struct ExchangeStateMachine: Sendable {
         }
         // A GET (or QUERY, RFC 10008 §2.7) response is stored as far as the advisor and RFC
         // 9111 §3 allow.
-        if plan.caching, isStoredMethod(request.head.method) {
+        if plan.caching, mayStore, isStoredMethod(request.head.method) {
             let storage = prepared(
                 advisor.plan(for: request, response: head, requestTime: requestTime, responseTime: responseTime),
                 &relay)

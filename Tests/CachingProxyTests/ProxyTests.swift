@@ -171,7 +171,7 @@ struct ProxyTests {
     }
 
     @Test(
-        "A client that stops reading a miss others wait for holds them no longer than collapsedClientWait: they go to the origin themselves, and the slow client still gets its response whole"
+        "A client that stops reading a miss others wait for holds them no longer than collapsedClientWait: they go to the origin themselves without storing, and the slow client still gets its response whole"
     )
     func stalledLeaderReleasesWaiters() async throws {
         try await offPool {
@@ -194,6 +194,8 @@ struct ProxyTests {
             #expect(answer.status == 200)
             #expect(answer.body == body)
             #expect(harness.origin.count("/big") == 2, "the waiter went to the origin itself")
+            let status = answer.field("Cache-Status") ?? ""
+            #expect(status.contains("stored=?0"), "the leader stores it, not the waiter: \(status)")
             // The first client, still connected, reads its response whole at its own pace.
             var first = try stalled.readHead()
             try stalled.readBody(into: &first)
