@@ -45,8 +45,7 @@ extension DiskStore {
                 return rows
             }
         }
-        unlinkBodies(files)
-        for row in rows where row.inFile { unlink(bodiesDirectory + "/" + row.id) }
+        unlinkBodies(files + rows.filter(\.inFile).map(\.id))
         return rows.count
     }
 

@@ -219,8 +219,11 @@ extension DiskStore {
         return writePendingCommits(&state, closingBatch: false).written
     }
 
+    /// Unlinks the body files named `files`, entry identities read from the index. A name that
+    /// is not an identity's text (a damaged row, or one written by another hand: `../../x`) is
+    /// never made into a path: the index must not be able to remove a file outside `bodies/`.
     func unlinkBodies(_ files: [String]) {
-        for file in files { unlink(bodiesDirectory + "/" + file) }
+        for file in files where EntryID(rawValue: file) != nil { unlink(bodiesDirectory + "/" + file) }
     }
 
     // MARK: - Committing
