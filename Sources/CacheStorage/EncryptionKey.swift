@@ -41,7 +41,9 @@ public struct EncryptionKey: Sendable, Equatable {
     ///   - path: The key file.
     ///   - warn: Told when the file may be read by group or others.
     public init(contentsOfFile path: String, warn: (String) -> Void = { _ in }) throws(StorageError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Without waiting: opening a FIFO for reading waits for a writer, which would hold every
+        // command given it (it is refused below, as anything but a regular file).
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             throw StorageError(.encryption, "cannot read the encryption key file \(path): \(errnoText())")
         }

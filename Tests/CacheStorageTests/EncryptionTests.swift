@@ -382,4 +382,20 @@ struct EncryptionTests {
             (error as? StorageError)?.kind == .encryption && "\(error)".contains("31 bytes, not a key")
         }
     }
+
+    @Test(
+        "a FIFO or a directory given as the key file is refused at once as not a regular file (opening a FIFO waited for a writer)",
+        .timeLimit(.minutes(1)))
+    func keyFileThatIsNoFile() throws {
+        let directory = TemporaryDirectory()
+        let fifo = directory.path + "/key.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for path in [fifo, directory.path] {
+            #expect {
+                _ = try EncryptionKey(contentsOfFile: path)
+            } throws: { error in
+                (error as? StorageError)?.kind == .encryption && "\(error)".contains("is not a regular file")
+            }
+        }
+    }
 }
