@@ -374,13 +374,16 @@ public final class SharedStore: CollapsingStore {
     /// Sets the lock to a new token for a lease unless another cache holds it (a released
     /// lock is free). A reply lost to a timeout may still have been run: the token is kept as
     /// if claimed, so ``endFill(_:)`` releases what Redis may hold, and the lease bounds it
-    /// otherwise.
+    /// otherwise. A lock with no expiry, or one longer than twice a lease, is none a cache set
+    /// (each sets and renews a lease): it is taken over, or it would hold every miss on the key
+    /// for the collapse timeout, forever.
     private func claim(_ primaryKey: String) -> Claim {
         let token = Array(EntryID().rawValue.utf8)
         let key = redis.lockKey(primaryKey)
         let script = """
             local held = redis.call('GET', KEYS[1])
-            if held and held ~= ARGV[3] then return 0 end
+            local ttl = redis.call('PTTL', KEYS[1])
+            if held and held ~= ARGV[3] and ttl >= 0 and ttl <= 2 * tonumber(ARGV[2]) then return 0 end
             redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
             return 1
             """

@@ -60,6 +60,27 @@ struct CollapseClaimTests {
         }
     }
 
+    @Test(
+        "a lock no cache could have set (no expiry, or far longer than a lease) is taken over at once, not waited for",
+        arguments: [[], ["PX", "3600000"]])
+    func lockWithoutALeaseIsTakenOver(expiry: [String]) async throws {
+        try await offPool {
+            let (first, second, _) = try Self.stores(lease: 1.5)
+            defer {
+                first.close()
+                second.close()
+            }
+            try RedisServer.shared().command(
+                [Array("SET".utf8), first.redis.lockKey("k"), Array("junk".utf8)] + expiry.map { Array($0.utf8) })
+            #expect(first.claimFill("k"), "a lock with \(expiry) held the key")
+            let ttl = try RedisServer.shared().command([Array("PTTL".utf8), first.redis.lockKey("k")])
+            let milliseconds = Int(ttl.dropFirst()) ?? -1
+            #expect(milliseconds > 0 && milliseconds <= 1_500, "PTTL \(ttl): now the claimant's lease")
+            #expect(!second.claimFill("k"))
+            first.endFill("k")
+        }
+    }
+
     @Test("a holder that vanished stops renewing: its claim lapses and one waiting cache takes the key over")
     func vanishedHolderIsTakenOver() async throws {
         try await offPool {
