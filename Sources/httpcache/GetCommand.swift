@@ -54,7 +54,8 @@ struct GetCommand {
           --shared               behave as a shared cache (s-maxage, private, Authorization)
           --partition NAME       answer in the cache partition NAME (a user, a site): what is
                                  stored there is never served without it, nor the reverse
-          --timeout SECONDS      give up on the origin after this long (default 60)
+          --timeout SECONDS      give up when the origin sends nothing for this long (default 60;
+                                 as wget's, not a limit on the whole transfer)
           --cacert FILE          trust the certificate authorities in FILE (PEM) for https
                                  origins, besides the system's (repeatable)
           --cache-dir DIR        the cache directory (default $HTTPCACHE_DIR, else

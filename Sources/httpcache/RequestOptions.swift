@@ -102,7 +102,9 @@ struct RequestOptions: Sendable {
     ///
     /// - Throws: ``Failure`` with ``ExitCode/usage`` for anything else.
     static func url(_ text: String, command: String) throws(Failure) -> URL {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+        guard let url = URL(string: percentEncodingInvalidBytes(text), encodingInvalidCharacters: false),
+            let scheme = url.scheme?.lowercased()
+        else {
             throw .usage(command, "'\(text)' is not a valid URL; give an absolute http:// or https:// URL")
         }
         guard scheme == "http" || scheme == "https" else {
@@ -112,6 +114,40 @@ struct RequestOptions: Sendable {
             throw .usage(command, "'\(text)' has no host; give an absolute http:// or https:// URL")
         }
         return url
+    }
+
+    /// `text` with the bytes a URL's path, query and fragment cannot hold (space, controls,
+    /// non-ASCII, `"<>\^`{|}`, a `%` that begins no escape) percent-encoded, and its own escapes
+    /// (`%20`) kept as they are; the scheme and authority as given (a host with a space is no
+    /// URL). Foundation's encoding of such a string also encoded every `%`: `?q=1%20 x` was sent
+    /// as `?q=1%2520%20x`, another resource.
+    static func percentEncodingInvalidBytes(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        // Where the authority ends: the first `/`, `?` or `#` after `://`.
+        let authority = text.range(of: "://").map { text.utf8.distance(from: text.startIndex, to: $0.upperBound) }
+        let start =
+            authority.map { from in
+                bytes[from...].firstIndex { [UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains($0) }
+                    ?? bytes.count
+            } ?? bytes.count
+        let excluded = Array(#""<>\^`{|}"#.utf8)
+        let hex = Array("0123456789ABCDEF".utf8)
+        func isHex(_ index: Int) -> Bool {
+            index < bytes.count && ((0x30...0x39).contains(bytes[index]) || (0x61...0x66).contains(bytes[index] | 0x20))
+        }
+        var out = Array(bytes[..<start])
+        out.reserveCapacity(bytes.count)
+        for (index, byte) in bytes.enumerated().dropFirst(start) {
+            let kept =
+                byte == UInt8(ascii: "%")
+                ? isHex(index + 1) && isHex(index + 2) : byte > 0x20 && byte < 0x7F && !excluded.contains(byte)
+            if kept {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A `Name: value` argument of `-H` as a field.

@@ -57,6 +57,17 @@ struct CLIGetTests {
         }
     }
 
+    @Test("a URL given with a space keeps its own escapes: only what a URL cannot hold is encoded (RFC 3986 §2.1)")
+    func invalidCharactersEncodedEscapesKept() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serveValidated("/p", cacheControl: "max-age=60", etag: "\"p\"", body: "p")
+            let result = try await cli.run(["get", cli.url("/p") + "?q=1%20 x&r=%zz|"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(cli.origin.requests(to: "/p").map(\.target) == ["/p?q=1%20%20x&r=%25zz%7C"])
+        }
+    }
+
     @Test func staleWhileRevalidateFinishesBeforeTheProcessExits() async throws {
         try await offPool {
             let cli = try CLIHarness()
