@@ -43,6 +43,8 @@ public struct WARCImport: Sendable, Hashable {
             case malformed = "malformed HTTP response"
             /// Its block does not match its `WARC-Block-Digest`.
             case damaged = "block digest mismatch"
+            /// Its payload does not match its SHA-1 `WARC-Payload-Digest`.
+            case payloadDamaged = "payload digest mismatch"
             /// A `revisit` whose original is not in the file.
             case unresolved = "revisit of a record not in the file"
             /// The store did not keep it (over its size limit, a write failed).
@@ -64,7 +66,8 @@ extension HTTPCache {
     /// bytes each, the pack's list being kept in a temporary file until it is written).
     ///
     /// A record that cannot be stored (no http(s) `WARC-Target-URI`, a malformed HTTP response,
-    /// a block digest mismatch, over the store's size limit) is skipped and the import goes on;
+    /// a block digest mismatch, a payload that fails its SHA-1 `WARC-Payload-Digest`, over the
+    /// store's size limit) is skipped and the import goes on;
     /// the pack lists only what was stored, and names what was refused as its problems (so it is
     /// not complete). A truncated or corrupt file stops the import with a `WARCError` naming the
     /// offset of the bad record: the records before it are stored (not pinned, and no pack is
@@ -199,7 +202,9 @@ extension HTTPCache {
             case .whole: length = Int64(rest.count + reader.unreadBlockBytes)
             case .chunked: length = nil
             }
-            pump = PayloadPump(reader: reader, leftover: rest, chunked: framing == .chunked)
+            pump = PayloadPump(
+                reader: reader, leftover: rest, chunked: framing == .chunked,
+                payloadDigest: record[field: "WARC-Payload-Digest"])
         }
         var headers: [String: String] = [:]
         for (name, value) in fields
@@ -243,7 +248,7 @@ struct RecordRefusal: Error {
 /// to complete later (RFC 9111 §3.3): ``failure`` says what it was.
 final class PayloadPump: Sendable {
     private enum Source {
-        case block(WARCReader, leftover: [UInt8], decoder: ChunkedPayloadDecoder?)
+        case block(WARCReader, leftover: [UInt8], decoder: ChunkedPayloadDecoder?, digests: PayloadDigests?)
         case stored(any StoredBody, offset: Int64)
         case finished
     }
@@ -257,10 +262,15 @@ final class PayloadPump: Sendable {
     private let state: Locked<State>
     static let pieceSize = 256 * 1024
 
-    /// The rest of `reader`'s current block, after `leftover` (read with the HTTP head).
-    init(reader: WARCReader, leftover: [UInt8], chunked: Bool) {
+    /// The rest of `reader`'s current block, after `leftover` (read with the HTTP head),
+    /// checked at its end against `payloadDigest` (the record's `WARC-Payload-Digest`) when that
+    /// is a SHA-1 one.
+    init(reader: WARCReader, leftover: [UInt8], chunked: Bool, payloadDigest: String? = nil) {
         state = Locked(
-            State(source: .block(reader, leftover: leftover, decoder: chunked ? ChunkedPayloadDecoder() : nil)))
+            State(
+                source: .block(
+                    reader, leftover: leftover, decoder: chunked ? ChunkedPayloadDecoder() : nil,
+                    digests: payloadDigest.map(PayloadDigests.init))))
     }
 
     init(stored body: any StoredBody) {
@@ -313,7 +323,7 @@ final class PayloadPump: Sendable {
             } catch {
                 throw RecordRefusal(.unresolved, "the payload it refers to could not be read: \(error)")
             }
-        case .block(var reader, let leftover, var decoder):
+        case .block(var reader, let leftover, var decoder, var digests):
             var raw = leftover
             if raw.isEmpty {
                 let read: [UInt8]?
@@ -336,9 +346,54 @@ final class PayloadPump: Sendable {
                     throw RecordRefusal(.malformed, error.message)
                 }
             }
-            source = .block(reader, leftover: [], decoder: decoder)
+            digests?.update(raw: raw, payload: output, chunked: decoder != nil)
+            // Before the last bytes are handed over: the store commits a body once it has them
+            // all, and a payload that fails its digest must not be stored.
+            if reader.unreadBlockBytes == 0, let failure = digests?.mismatch {
+                throw RecordRefusal(.payloadDamaged, failure)
+            }
+            source = .block(reader, leftover: [], decoder: decoder, digests: digests)
             return output
         }
+    }
+}
+
+/// A record's SHA-1 `WARC-Payload-Digest` and the digests of its payload as it is read. Tools
+/// differ on a chunked payload (WARC 1.1 names the entity body, some hash the bytes as sent):
+/// either digest matching is a match.
+struct PayloadDigests {
+    private let declared: String
+    /// The 20 bytes declared; nil when the field is not SHA-1 (not checked) or not readable.
+    private let expected: [UInt8]?
+    private let isSHA1: Bool
+    private var raw = SHA1()
+    private var decoded = SHA1()
+    private var chunked = false
+
+    init(_ field: String) {
+        declared = field
+        let parts = field.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+        isSHA1 = parts.count == 2 && ["sha1", "sha-1"].contains(parts[0].lowercased())
+        expected = isSHA1 ? WARCReaderState.digestBytes(parts[1]) : nil
+    }
+
+    mutating func update(raw bytes: [UInt8], payload: [UInt8], chunked: Bool) {
+        guard isSHA1 else { return }
+        raw.update(bytes)
+        self.chunked = chunked
+        if chunked { decoded.update(payload) }
+    }
+
+    /// Why the payload is not the one declared; nil when it is, or when the digest is not SHA-1.
+    var mismatch: String? {
+        guard isSHA1 else { return nil }
+        guard let expected else {
+            return "WARC-Payload-Digest \"\(declared)\" is not a SHA-1 digest in base32 or hex — the header is damaged"
+        }
+        let digests = chunked ? [raw.finalize(), decoded.finalize()] : [raw.finalize()]
+        guard !digests.contains(expected) else { return nil }
+        return "WARC-Payload-Digest says \(declared) but the payload's SHA-1 is sha1:\(Base32.encode(digests[0]))"
+            + " — the record was changed or damaged after it was written; it is not stored"
     }
 }
 

@@ -4,7 +4,7 @@ import Foundation
 import HTTPCaching
 import Testing
 
-@testable import OfflinePages
+@_spi(Fuzzing) @testable import OfflinePages
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -112,6 +112,44 @@ struct WARCImportTests {
         for url in ["http://127.0.0.1:9/tampered.txt", "http://127.0.0.1:9/cut.txt"] {
             #expect(try cache.entries(for: try #require(URL(string: url))).isEmpty, "\(url)")
         }
+    }
+
+    @Test(
+        "A payload that does not match its SHA-1 WARC-Payload-Digest (no block digest to catch it) is not stored; a chunked payload may match as sent or decoded; other algorithms are not checked"
+    )
+    func payloadDigestChecked() async throws {
+        let files = WARCTestDirectory()
+        let path = files.file("payload.warc")
+        /// `record` with its block digest dropped and its payload digest set to `digest`.
+        func declaring(_ digest: String, _ record: WARCRecord) -> WARCRecord {
+            var record = record
+            record.fields.removeAll { $0.name == "WARC-Block-Digest" }
+            for index in record.fields.indices where record.fields[index].name == "WARC-Payload-Digest" {
+                record.fields[index].value = digest
+            }
+            return record
+        }
+        var tampered = responseRecord("http://127.0.0.1:9/tampered.txt", "original")
+        tampered.block = Array(
+            String(decoding: tampered.block, as: UTF8.self).replacing("original", with: "tampered").utf8)
+        let chunkedHead = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        let chunked = WARCRecord.response(
+            targetURI: "http://127.0.0.1:9/chunked.txt", date: Date(), httpHead: chunkedHead,
+            payload: Array("5\r\nhello\r\n0\r\n\r\n".utf8))
+        let offsets = try writeWARC(
+            path,
+            [
+                declaring(SHA1.warcDigest(Array("original".utf8)), tampered),
+                declaring(SHA1.warcDigest(Array("hello".utf8)), chunked),
+                declaring("sha256:unchecked", responseRecord("http://127.0.0.1:9/other.txt", "other")),
+            ])
+        let directory = TemporaryDirectory("warc-import")
+        let cache = try importCache(directory)
+        let imported = try await cache.importWARC(from: path, name: "payload")
+        #expect(imported.skipped.map(\.offset) == [offsets[0]])
+        #expect(imported.skipped.map(\.kind) == [.payloadDamaged], "\(imported.skipped)")
+        #expect(imported.stored == 2)
+        #expect(try cache.entries(for: try #require(URL(string: "http://127.0.0.1:9/tampered.txt"))).isEmpty)
     }
 
     @Test("The same URL recorded twice is listed once, with the later record")
