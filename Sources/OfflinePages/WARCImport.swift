@@ -110,10 +110,13 @@ extension HTTPCache {
                     isFailure: true))
         }
         // The list is written (and a URL recorded twice counted once) before the totals are read;
-        // straight to disk, as the records were (see `Replayer`).
+        // straight to disk, as the records were (see `Replayer`). It replaces a pack of the same
+        // name, as a save does: what only the old one held is unpinned and removed.
+        let previous = try PackRecord.read(pack.name, in: store)
         try PackRecord.write(pack, to: (store as? TieredStore)?.disk ?? store) { append throws(StorageError) in
             try ledger.resourceJSON(append)
         }
+        if let previous { _ = try removeUnused(previous.resources.map(\.url)) }
         result.pack = pack
         result.stored = ledger.count
         result.bytes = ledger.bytes

@@ -152,6 +152,30 @@ struct WARCImportTests {
         #expect(try cache.entries(for: try #require(URL(string: "http://127.0.0.1:9/tampered.txt"))).isEmpty)
     }
 
+    @Test("Importing again under a pack's name replaces it: what only the old pack held is unpinned and removed")
+    func importAgainReplacesThePack() async throws {
+        let files = WARCTestDirectory()
+        let (first, second) = (files.file("first.warc"), files.file("second.warc"))
+        _ = try writeWARC(
+            first,
+            [responseRecord("http://127.0.0.1:9/one.txt", "one"), responseRecord("http://127.0.0.1:9/both.txt", "b")])
+        _ = try writeWARC(
+            second,
+            [responseRecord("http://127.0.0.1:9/both.txt", "b"), responseRecord("http://127.0.0.1:9/two.txt", "2")])
+        let directory = TemporaryDirectory("warc-import")
+        let cache = try importCache(directory)
+        _ = try await cache.importWARC(from: first, name: "a")
+        _ = try await cache.importWARC(from: second, name: "a")
+        let pack = try #require(try cache.pack(named: "a"))
+        #expect(pack.resources.map(\.url).sorted() == ["http://127.0.0.1:9/both.txt", "http://127.0.0.1:9/two.txt"])
+        #expect(try cache.entries(for: try #require(URL(string: "http://127.0.0.1:9/one.txt"))).isEmpty)
+        #expect(try cache.entries(for: try #require(URL(string: "http://127.0.0.1:9/both.txt"))).count == 1)
+        try cache.removePack(named: "a")
+        for name in ["both", "two"] {
+            #expect(try cache.entries(for: try #require(URL(string: "http://127.0.0.1:9/\(name).txt"))).isEmpty)
+        }
+    }
+
     @Test("The same URL recorded twice is listed once, with the later record")
     func laterRecordReplacesEarlier() async throws {
         let files = WARCTestDirectory()
