@@ -60,8 +60,9 @@ extension HTTPCache {
         var options = old.options ?? SaveOptions()
         options.name = name
         let limit = options.maximumResourceSize
-        var saver = try PageSaver(page: page, options: options) { job, scope in
-            await PageSaver.revalidate(job, scope: scope, through: self, limit: limit)
+        let limits = PageSaver.Limits()
+        var saver = try PageSaver(page: page, options: options, limits: limits) { job, scope in
+            await PageSaver.revalidate(job, scope: scope, through: self, limit: limit, readSize: limits.readSize)
         }
         let fresh = try await saver.run { _ in }
         let current = Set(fresh.resources.map(\.url))
@@ -103,8 +104,11 @@ extension PageSaver {
     /// Asks the origin whether one resource changed, with the validators of what is stored,
     /// following redirects where `scope` allows (decided before the target is asked). A changed
     /// response is staged (nothing stored changes); an unchanged one's stored body is read when
-    /// the resource is read for more.
-    static func revalidate(_ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+    /// the resource is read for more. A download is held only up to the largest body the store
+    /// keeps (beyond it, it could not be stored), and read for more only up to `readSize` bytes.
+    static func revalidate(
+        _ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?, readSize: Int
+    ) async -> Fetched {
         var fetched = Fetched(job: job)
         var url = job.url
         /// The resource is not in the new version: nothing of its redirects either.
@@ -114,6 +118,7 @@ extension PageSaver {
             failed.problem = OfflinePack.Problem(url: job.url.absoluteString, reason: reason, isFailure: failure)
             return failed
         }
+        let stored = storedBodyLimit(cache)
         do {
             for _ in 0...cache.configuration.maximumRedirects {
                 let live = try cache.entries(for: url).first { $0.isComplete }
@@ -140,11 +145,18 @@ extension PageSaver {
                     if reads(job.role, contentType: live.fields[.contentType]) {
                         body = Data(try cache.store.body(of: live.id))
                     }
-                    return document(fetched, body, url: url, contentType: live.fields[.contentType])
+                    return document(fetched, body, url: url, contentType: live.fields[.contentType], readSize: readSize)
                 }
                 for try await chunk in response.body {
                     body += chunk
                     if let limit, body.count > limit { return problem(Self.overLimit(limit), failure: false) }
+                    if let stored, body.count > stored {
+                        // Not read to the end: it could not be stored, and is never held whole.
+                        fetched.bytes += Int64(body.count)
+                        return problem(
+                            "over \(stored) bytes, the largest body the store keeps (maximumEntrySize): not stored",
+                            failure: false)
+                    }
                 }
                 fetched.bytes += Int64(body.count)
                 if (300..<400).contains(status), let location = head[.location] {
@@ -176,7 +188,7 @@ extension PageSaver {
                         url: url.absoluteString, status: status, size: Int64(body.count),
                         contentType: head[.contentType], etag: head[.eTag],
                         lastModified: head[.lastModified], savedAt: Date().timeIntervalSince1970))
-                return document(fetched, body, url: url, contentType: head[.contentType])
+                return document(fetched, body, url: url, contentType: head[.contentType], readSize: readSize)
             }
             return problem("too many redirects (more than \(cache.configuration.maximumRedirects))", failure: true)
         } catch {
@@ -184,9 +196,17 @@ extension PageSaver {
         }
     }
 
-    private static func document(_ fetched: Fetched, _ body: Data, url: URL, contentType: String?) -> Fetched {
+    /// `fetched` with `body` to read for more when its role and type are read, and it is no
+    /// larger than `readSize` (else the problem that it was not read).
+    private static func document(
+        _ fetched: Fetched, _ body: Data, url: URL, contentType: String?, readSize: Int
+    ) -> Fetched {
         var fetched = fetched
         guard reads(fetched.job.role, contentType: contentType) else { return fetched }
+        guard body.count <= readSize else {
+            fetched.problem = tooLargeToRead(url.absoluteString, size: Int64(body.count), readSize: readSize)
+            return fetched
+        }
         fetched.document = Document(Array(body), url: url, contentType: contentType)
         return fetched
     }

@@ -72,8 +72,9 @@ extension HTTPCache {
         let limit = options.maximumResourceSize
         let task = Task {
             defer { continuation.finish() }
-            var saver = try PageSaver(page: url, options: options) { job, scope in
-                await PageSaver.fetch(job, scope: scope, through: self, limit: limit)
+            let limits = PageSaver.Limits()
+            var saver = try PageSaver(page: url, options: options, limits: limits) { job, scope in
+                await PageSaver.fetch(job, scope: scope, through: self, limit: limit, readSize: limits.readSize)
             }
             // Hundreds of entries, committed to the index in batches rather than one by one.
             store.beginBatchedWrites()
@@ -104,9 +105,29 @@ struct PageSaver {
     enum Role: Sendable, Hashable {
         /// A page: its subresources are needed, and its links followed while depth remains.
         case page(depth: Int)
-        case frame
-        case stylesheet(referrerCharset: String?)
+        /// A frame's document: 1 in a page, 2 in a frame of that page, and so on.
+        case frame(nesting: Int)
+        /// A stylesheet: 1 when a page or frame links it, 2 when such a one `@import`s it, and
+        /// so on.
+        case stylesheet(referrerCharset: String?, nesting: Int)
         case other
+    }
+
+    /// What bounds one save, whatever the origin sends: memory, and how long it runs.
+    struct Limits: Sendable, Hashable {
+        /// The most bytes of one document or stylesheet kept to read for what it refers to:
+        /// 16 MiB. Real pages and stylesheets are far smaller; an endless or decompression-bomb
+        /// one would otherwise be held whole in memory. A larger one is still stored (up to the
+        /// store's own limit) but not read at all, never as a truncated prefix that would look
+        /// whole, and the pack lists it as a problem.
+        var readSize = 16 << 20
+        /// How deep frames may nest in frames, and stylesheets `@import` stylesheets: 8. An
+        /// origin making a new frame or stylesheet for each one asked would otherwise be saved
+        /// forever (Chromium stops nesting frames too, and real pages stop far sooner).
+        var nesting = 8
+        /// The most resources one save fetches: 10,000, far more than a page needs (with
+        /// `depth`, its linked pages too); the rest are listed as one problem.
+        var resources = 10_000
     }
 
     struct Job: Sendable {
@@ -149,6 +170,8 @@ struct PageSaver {
     /// What may be requested: the page's origin, others with `includesThirdParty`.
     let scope: SaveScope
     let options: SaveOptions
+    /// Bounds on memory and on how much is fetched.
+    let limits: Limits
     /// Fetches one resource: through the cache for a save, conditionally for a refresh.
     let fetch: @Sendable (Job, SaveScope) async -> Fetched
     private var seen = Set<URL>()
@@ -157,6 +180,8 @@ struct PageSaver {
     /// Jobs found; those before `nextJob` have been started.
     private var queue: [Job] = []
     private var nextJob = 0
+    /// References found after ``Limits/resources`` were queued: the first, and how many.
+    private var leftOut: (first: String, count: Int)?
     private var resources: [OfflinePack.Resource] = []
     private var storedURLs = Set<String>()
     private var problems: [OfflinePack.Problem] = []
@@ -167,7 +192,10 @@ struct PageSaver {
 
     /// - Throws: ``SavePageError`` when `page` is not an `http` or `https` URL;
     ///   ``HTMLParserUnavailable`` when libxml2 cannot be loaded, before anything is fetched.
-    init(page: URL, options: SaveOptions, fetch: @escaping @Sendable (Job, SaveScope) async -> Fetched) throws {
+    init(
+        page: URL, options: SaveOptions, limits: Limits = Limits(),
+        fetch: @escaping @Sendable (Job, SaveScope) async -> Fetched
+    ) throws {
         guard case .url(let parsed, let url) = ReferenceTarget(page.absoluteString, base: nil) else {
             throw SavePageError(url: page.absoluteString, reason: "only http and https pages can be saved")
         }
@@ -175,6 +203,7 @@ struct PageSaver {
         self.page = url
         scope = SaveScope(page: parsed, includesThirdParty: options.includesThirdParty)
         self.options = options
+        self.limits = limits
         self.fetch = fetch
     }
 
@@ -205,6 +234,15 @@ struct PageSaver {
                 report(progress)
             }
         }
+        if let leftOut {
+            let more = leftOut.count == 1 ? "" : " and \(leftOut.count - 1) more"
+            problems.append(
+                OfflinePack.Problem(
+                    url: leftOut.first,
+                    reason: "not fetched: the save stopped at its limit of \(limits.resources) resources; "
+                        + "this\(more) were left out (save the pages they belong to separately)",
+                    isFailure: false))
+        }
         var pack = OfflinePack(
             name: options.name ?? page.absoluteString, page: first.absoluteString, savedAt: started,
             resources: resources, problems: problems)
@@ -222,6 +260,19 @@ struct PageSaver {
             return
         }
         if let refusal = scope.refusal(parsed) { return skip(url.absoluteString, refusal) }
+        switch role {
+        case .frame(let nesting) where nesting > limits.nesting:
+            return skip(
+                url.absoluteString, "a frame nested more than \(limits.nesting) deep in frames is not saved")
+        case .stylesheet(_, let nesting) where nesting > limits.nesting:
+            return skip(
+                url.absoluteString, "a stylesheet nested more than \(limits.nesting) deep in @import is not saved")
+        default: break
+        }
+        guard queue.count < limits.resources else {
+            leftOut = (leftOut?.first ?? url.absoluteString, (leftOut?.count ?? 0) + 1)
+            return
+        }
         progress.total += 1
         queue.append(Job(url: url, role: role))
     }
@@ -250,16 +301,19 @@ struct PageSaver {
         unchanged += fetched.unchanged
         guard let document = fetched.document else { return }
         switch fetched.job.role {
-        case .page(let depth): try readPage(document, depth: depth)
-        case .frame: try readPage(document, depth: 0)
-        case .stylesheet(let referrerCharset):
+        case .page(let depth): try readPage(document, depth: depth, nesting: 0)
+        case .frame(let nesting): try readPage(document, depth: 0, nesting: nesting)
+        case .stylesheet(let referrerCharset, let nesting):
             let text = CSSReferences.decodeStylesheet(
                 document.bytes, contentTypeCharset: document.charset, referrerCharset: referrerCharset)
             let base = BrowserURL(document.url)
             for reference in CSSReferences.inStylesheet(text) {
                 switch ReferenceTarget(reference.url, base: base, baseScheme: document.url.scheme) {
                 case .url(_, let url):
-                    enqueue(url, reference.kind == .import ? .stylesheet(referrerCharset: referrerCharset) : .other)
+                    enqueue(
+                        url,
+                        reference.kind == .import
+                            ? .stylesheet(referrerCharset: referrerCharset, nesting: nesting + 1) : .other)
                 case .unfetchable(let reason): skipUnfetchable(ReferenceTarget.shown(reference.url), reason)
                 case .nothing: break
                 }
@@ -268,14 +322,15 @@ struct PageSaver {
         }
     }
 
-    /// Queues what a page or frame needs, and its links while `depth` remains.
-    private mutating func readPage(_ document: Document, depth: Int) throws(HTMLParserUnavailable) {
+    /// Queues what a page or frame needs, and its links while `depth` remains; `nesting` is
+    /// how deep in frames the document is (0 for a page).
+    private mutating func readPage(_ document: Document, depth: Int, nesting: Int) throws(HTMLParserUnavailable) {
         guard document.isHTML else { return }
         let references = try HTMLReferences(parsing: document.bytes, url: document.url, charset: document.charset)
         for reference in references.subresources {
             switch reference.kind {
-            case .stylesheet: enqueue(reference.url, .stylesheet(referrerCharset: references.encoding))
-            case .frame: enqueue(reference.url, .frame)
+            case .stylesheet: enqueue(reference.url, .stylesheet(referrerCharset: references.encoding, nesting: 1))
+            case .frame: enqueue(reference.url, .frame(nesting: nesting + 1))
             case .other: enqueue(reference.url, .other)
             }
         }
@@ -286,9 +341,14 @@ struct PageSaver {
     }
 
     /// Fetches one resource through the cache, storing it whatever RFC 9111 says, and keeps
-    /// the body only when it is read for more. A redirect is followed only where `scope` allows,
-    /// decided before its target is requested.
-    static func fetch(_ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?) async -> Fetched {
+    /// the body only when it is read for more, and only up to `readSize` bytes: a larger
+    /// document or stylesheet is stored but not read (listed as a problem). Once it is over
+    /// both `readSize` and the largest body the store keeps, nothing wants more of it and the
+    /// transfer stops. A redirect is followed only where `scope` allows, decided before its
+    /// target is requested.
+    static func fetch(
+        _ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?, readSize: Int
+    ) async -> Fetched {
         var fetched = Fetched(job: job)
         let url = job.url.absoluteString
         func problem(_ reason: String, failure: Bool = true) -> Fetched {
@@ -322,6 +382,8 @@ struct PageSaver {
             }
             let contentType = head.fields[.contentType]
             let reads = reads(job.role, contentType: contentType)
+            let stored = storedBodyLimit(cache)
+            var keeps = reads
             var bytes: [UInt8] = []
             var size: Int64 = 0
             for try await chunk in body {
@@ -331,7 +393,20 @@ struct PageSaver {
                     fetched.bytes = size
                     return problem(overLimit(limit), failure: false)
                 }
-                if reads { bytes += chunk }
+                if keeps, bytes.count + chunk.count > readSize {
+                    keeps = false
+                    bytes = []
+                }
+                if keeps { bytes += chunk }
+                if reads, !keeps, let stored, size > stored {
+                    // The store has refused it and it is too large to read: stop the transfer.
+                    fetched.bytes = size
+                    return problem(
+                        "over \(stored) bytes, the largest body the store keeps (maximumEntrySize), "
+                            + "and over the \(readSize)-byte limit for reading a document or stylesheet: "
+                            + "not stored, and what it refers to is not saved",
+                        failure: false)
+                }
             }
             fetched.bytes = size
             guard cache.pin(head.url) else {
@@ -341,7 +416,11 @@ struct PageSaver {
             let now = Date().timeIntervalSince1970
             fetched.stored = hops.map { OfflinePack.Resource($0, size: 0, savedAt: now) }
             fetched.stored.append(OfflinePack.Resource(head, size: size, savedAt: now))
-            if reads { fetched.document = Document(bytes, url: head.url, contentType: contentType) }
+            if keeps {
+                fetched.document = Document(bytes, url: head.url, contentType: contentType)
+            } else if reads {
+                fetched.problem = tooLargeToRead(url, size: size, readSize: readSize)
+            }
         } catch is CancellationError {
             return problem("cancelled")
         } catch {
@@ -371,6 +450,26 @@ struct PageSaver {
     /// Why a response with `status` is not saved: `HTTP 404 Not Found`.
     static func httpFailure(_ status: Int) -> String {
         "HTTP \(status) \(HTTPCache.reasonPhrase(for: status))"
+    }
+
+    /// A document or stylesheet stored but not read: what it refers to is not in the pack.
+    static func tooLargeToRead(_ url: String, size: Int64, readSize: Int) -> OfflinePack.Problem {
+        OfflinePack.Problem(
+            url: url,
+            reason: "stored, but its \(size) bytes are over the \(readSize)-byte limit for reading a document "
+                + "or stylesheet: what it refers to is not saved",
+            isFailure: false)
+    }
+
+    /// The largest body the cache's store keeps, when it says; a larger response is passed on
+    /// and not stored.
+    static func storedBodyLimit(_ cache: HTTPCache) -> Int64? {
+        switch cache.store {
+        case let tiered as TieredStore: tiered.disk.configuration.maximumEntrySize
+        case let disk as DiskStore: disk.configuration.maximumEntrySize
+        case let memory as MemoryStore: memory.maximumEntrySize
+        default: cache.configuration.maximumEntrySize
+        }
     }
 
     static func overLimit(_ limit: Int64) -> String {
