@@ -69,6 +69,27 @@ struct SaveLimitsTests {
         #expect(bytes < 2 * (readLimit + Int64(Self.mebibyte)), "\(bytes) bytes received")
     }
 
+    @Test("A refresh drops a stylesheet grown past what the store keeps, not holding it whole; the rest stays")
+    func refreshStopsAtTheStoreLimit() async throws {
+        let h = try LimitsHarness(maximumEntrySize: Int64(Self.mebibyte))
+        let grown = Mutex(false)
+        h.origin.route("/page.html") { _ in
+            .init(headers: [("Content-Type", "text/html")], body: #"<link rel="stylesheet" href="/main.css">"#)
+        }
+        h.origin.route("/main.css") { _ in
+            grown.withLock { $0 }
+                ? .init(headers: [("Content-Type", "text/css")], generatedLength: 64 << 20, seed: 3, chunked: true)
+                : .init(headers: [("Content-Type", "text/css")], body: "a{}")
+        }
+        let (saved, _) = try await h.save("/page.html")
+        #expect(h.paths(saved) == ["/page.html", "/main.css"])
+        grown.withLock { $0 = true }
+        let refresh = try await h.cache.refreshPack(named: saved.name)
+        #expect(h.paths(refresh.pack) == ["/page.html"])
+        let problem = try #require(h.problem(refresh.pack, "/main.css"))
+        #expect(!problem.isFailure && problem.reason.contains("largest body the store keeps"), "\(problem)")
+    }
+
     @Test("A stylesheet over the read limit that the store keeps is stored, not read, and listed as such")
     func documentOverReadLimitIsStoredUnread() async throws {
         let h = try LimitsHarness()
