@@ -125,9 +125,9 @@ struct PageSaver {
         /// origin making a new frame or stylesheet for each one asked would otherwise be saved
         /// forever (Chromium stops nesting frames too, and real pages stop far sooner).
         var nesting = 8
-        /// The most resources one save fetches: 10,000, far more than a page needs (with
+        /// The most resources one save fetches: 100,000, far more than a page needs (with
         /// `depth`, its linked pages too); the rest are listed as one problem.
-        var resources = 10_000
+        var resources = 100_000
     }
 
     struct Job: Sendable {
