@@ -132,9 +132,9 @@ final class CoalescingRegistry: Sendable {
 }
 
 /// The fetch a request leads (``CoalescingRegistry``): the key, and which of its fetches.
-public struct Leadership: Hashable, Sendable {
+struct Leadership: Hashable, Sendable {
     /// The coalescing identity: the primary cache key.
-    public let identity: String
+    let identity: String
     /// Which fetch of the key; `nil` settles whichever is in flight.
     let flight: UInt64?
 }

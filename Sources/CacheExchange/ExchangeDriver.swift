@@ -248,8 +248,13 @@ public final class ExchangeDriver: Sendable {
     /// This exchange leads the requests for its key: it is sent.
     public func joinedAsLeader(_ exchange: inout ExchangeStateMachine) -> HostWork {
         let action = feed(&exchange, .joinedAsLeader) { $0.joinedAsLeader() }
-        if let leads = exchange.leads { exchange.flight = coalescing.leadership(of: leads).flight }
+        numberFlight(&exchange)
         return advance(&exchange, action)
+    }
+
+    /// Gives `exchange`, which has just come to lead its key, the number of the fetch it leads.
+    private func numberFlight(_ exchange: inout ExchangeStateMachine) {
+        if let leads = exchange.leads { exchange.flight = coalescing.leadership(of: leads).flight }
     }
 
     /// The leader `exchange` goes on, but those waiting for it stop: they look up again and go
@@ -277,7 +282,7 @@ public final class ExchangeDriver: Sendable {
         case .leaderLost:
             // The leader vanished: this request takes its place.
             let action = feed(&exchange, .leaderLost) { $0.leaderLost() }
-            if let leads = exchange.leads { exchange.flight = coalescing.leadership(of: leads).flight }
+            numberFlight(&exchange)
             return advance(&exchange, action)
         }
     }
