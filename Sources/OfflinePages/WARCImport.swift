@@ -273,7 +273,7 @@ final class PayloadPump: Sendable {
             State(
                 source: .block(
                     reader, leftover: leftover, decoder: chunked ? ChunkedPayloadDecoder() : nil,
-                    digests: payloadDigest.map(PayloadDigests.init))))
+                    digests: payloadDigest.map { PayloadDigests($0, chunked: chunked) })))
     }
 
     init(stored body: any StoredBody) {
@@ -349,7 +349,7 @@ final class PayloadPump: Sendable {
                     throw RecordRefusal(.malformed, error.message)
                 }
             }
-            digests?.update(raw: raw, payload: output, chunked: decoder != nil)
+            digests?.update(raw: raw, payload: output)
             // Before the last bytes are handed over: the store commits a body once it has them
             // all, and a payload that fails its digest must not be stored.
             if reader.unreadBlockBytes == 0, let failure = digests?.mismatch {
@@ -371,19 +371,20 @@ struct PayloadDigests {
     private let isSHA1: Bool
     private var raw = SHA1()
     private var decoded = SHA1()
-    private var chunked = false
+    /// Whether the payload is chunked, so that its de-chunked bytes are hashed too.
+    private let chunked: Bool
 
-    init(_ field: String) {
+    init(_ field: String, chunked: Bool) {
         declared = field
+        self.chunked = chunked
         let parts = field.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
         isSHA1 = parts.count == 2 && ["sha1", "sha-1"].contains(parts[0].lowercased())
         expected = isSHA1 ? WARCReaderState.digestBytes(parts[1]) : nil
     }
 
-    mutating func update(raw bytes: [UInt8], payload: [UInt8], chunked: Bool) {
+    mutating func update(raw bytes: [UInt8], payload: [UInt8]) {
         guard isSHA1 else { return }
         raw.update(bytes)
-        self.chunked = chunked
         if chunked { decoded.update(payload) }
     }
 
