@@ -461,17 +461,11 @@ extension CacheStore {
     /// The body in chunks of up to 1 MiB, each verified before it is handed out, all of the
     /// version opened first; `chunk` returns `false` to stop early.
     public func streamBody(of id: EntryID, _ chunk: ([UInt8]) throws -> Bool) throws {
-        let body = try openBody(of: id)
-        var offset: Int64 = 0
-        repeat {
-            let bytes = try body.read(offset...(offset + Int64(streamChunkSize) - 1))
-            guard try chunk(bytes) else { return }
-            offset += Int64(bytes.count)
-        } while offset < body.size
+        try openBody(of: id).stream(chunk)
     }
 }
 
-/// The size of the chunks ``CacheStore/streamBody(of:_:)`` hands out: 16 checksum blocks.
+/// The size of the chunks ``StoredBody/stream(_:)`` hands out: 16 checksum blocks.
 let streamChunkSize = 16 * checksumBlockSize
 
 /// A store several caches share (on several machines) that lets concurrent misses for one

@@ -36,6 +36,18 @@ extension StoredBody {
         size == 0 ? [] : try read(0...(size - 1))
     }
 
+    /// The body in chunks of up to 1 MiB (``streamChunkSize``), each verified before it is
+    /// handed out (one empty chunk for an empty body); `chunk` returns `false` to stop early.
+    /// Its memory is one chunk's, whatever the body's size.
+    public func stream(_ chunk: ([UInt8]) throws -> Bool) throws {
+        var offset: Int64 = 0
+        repeat {
+            let bytes = try read(offset...(offset + Int64(streamChunkSize) - 1))
+            guard try chunk(bytes), !bytes.isEmpty else { return }
+            offset += Int64(bytes.count)
+        } while offset < size
+    }
+
     /// Appends bytes `range` of this body to `writer`, read in chunks of ``streamChunkSize``
     /// (a stored entry written again, or parts of one combined).
     package func copy(_ range: ClosedRange<Int64>, to writer: any EntryWriter) throws(StorageError) {

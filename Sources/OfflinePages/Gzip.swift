@@ -11,53 +11,82 @@ import Foundation
     ///
     /// zlib fails only when memory runs out, which traps here as any Swift allocation would.
     public static func compress(_ bytes: [UInt8]) -> [UInt8] {
-        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count + bytes.count / 1000 + 64)
+        let member = GzipMember()
+        member.add(bytes) { output.append(contentsOf: $0) }
+        member.finish { output.append(contentsOf: $0) }
+        return output
+    }
+}
+
+/// One gzip member (RFC 1952) made from input given in pieces, its compressed bytes handed out
+/// as they are made: what a record too large to hold in memory whole is written with. Memory
+/// stays zlib's own (about 256 KiB) plus one output buffer, whatever the input's size.
+///
+/// zlib fails only when memory runs out, which traps here as any Swift allocation would.
+final class GzipMember {
+    private let stream: UnsafeMutablePointer<z_stream>
+    private var output = [UInt8](repeating: 0, count: 64 << 10)
+
+    init() {
+        stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
-        defer {
-            deflateEnd(stream)
-            stream.deinitialize(count: 1)
-            stream.deallocate()
-        }
         let initialized = httpcache_deflate_init_gzip(stream, Z_DEFAULT_COMPRESSION)
         precondition(initialized == Z_OK, "zlib's deflateInit2 failed (\(initialized)): out of memory")
-        // zlib counts in 32-bit quantities: feed at most 1 GiB at a time, finish with the last.
+    }
+
+    deinit {
+        deflateEnd(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
+
+    /// Compresses `bytes`, handing `sink` what zlib has made of them so far (maybe nothing).
+    func add<E: Error>(_ bytes: [UInt8], to sink: ([UInt8]) throws(E) -> Void) throws(E) {
+        try deflate(bytes, flush: Z_NO_FLUSH, to: sink)
+    }
+
+    /// Ends the member: the rest of the compressed bytes and the CRC-32/length trailer go to
+    /// `sink`. Nothing may be added after.
+    func finish<E: Error>(to sink: ([UInt8]) throws(E) -> Void) throws(E) {
+        try deflate([], flush: Z_FINISH, to: sink)
+    }
+
+    private func deflate<E: Error>(_ bytes: [UInt8], flush: Int32, to sink: ([UInt8]) throws(E) -> Void) throws(E) {
+        // zlib counts in 32-bit quantities: at most 1 GiB is given to it at a time.
         let piece = 1 << 30
-        var output = [UInt8](repeating: 0, count: min(bytes.count, piece) + bytes.count / 1000 + 64)
-        var produced = 0
         var consumed = 0
-        var finished = false
-        bytes.withUnsafeBytes { input in
-            while !finished {
-                if output.count - produced < 64 {
-                    output.append(contentsOf: repeatElement(0, count: output.count / 2 + 64))
-                }
-                let inputCount = min(input.count - consumed, piece)
-                let flush = consumed + inputCount == input.count ? Z_FINISH : Z_NO_FLUSH
-                let outputCount = min(output.count - produced, piece)
-                let result = output.withUnsafeMutableBytes { out in
+        while true {
+            let inputCount = min(bytes.count - consumed, piece)
+            let last = consumed + inputCount == bytes.count
+            let (result, produced) = bytes.withUnsafeBytes { input in
+                output.withUnsafeMutableBytes { out in
                     let next = input.baseAddress.map { $0.advanced(by: consumed).assumingMemoryBound(to: Bytef.self) }
                     stream.pointee.next_in = next.map { UnsafeMutablePointer(mutating: $0) }
                     stream.pointee.avail_in = uInt(inputCount)
-                    stream.pointee.next_out = out.baseAddress!.advanced(by: produced).assumingMemoryBound(
-                        to: Bytef.self)
-                    stream.pointee.avail_out = uInt(outputCount)
-                    let result = deflate(stream, flush)
+                    stream.pointee.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.pointee.avail_out = uInt(out.count)
+                    let result = CZlibHTTPCache.deflate(stream, last ? flush : Z_NO_FLUSH)
                     consumed += inputCount - Int(stream.pointee.avail_in)
-                    produced += outputCount - Int(stream.pointee.avail_out)
+                    let produced = out.count - Int(stream.pointee.avail_out)
                     // Leave no pointer into Swift memory behind in the stream.
                     stream.pointee.next_in = nil
                     stream.pointee.next_out = nil
-                    return result
-                }
-                switch result {
-                case Z_STREAM_END: finished = true
-                case Z_OK, Z_BUF_ERROR: continue  // more output space or input needed: loop
-                default: preconditionFailure("zlib's deflate failed (\(result))")
+                    return (result, produced)
                 }
             }
+            if produced > 0 { try sink(Array(output[..<produced])) }
+            switch result {
+            case Z_STREAM_END: return
+            case Z_OK, Z_BUF_ERROR:
+                // Without finishing, done once the input is all taken and zlib left output space
+                // unused (what it holds back comes with later input or the finish); finishing
+                // goes on until the member's end.
+                if flush == Z_NO_FLUSH, consumed == bytes.count, produced < output.count { return }
+            default: preconditionFailure("zlib's deflate failed (\(result))")
+            }
         }
-        output.removeSubrange(produced...)
-        return output
     }
 }
 

@@ -149,19 +149,34 @@ extension WARCRecord {
         type: String, contentType: String, targetURI: String, date: Date, httpHead: [UInt8], payload: [UInt8],
         payloadDigest: Bool, concurrentTo: String?
     ) -> WARCRecord {
+        var blockHash = SHA1()
+        blockHash.update(httpHead)
+        blockHash.update(payload)
+        let fields = httpRecordFields(
+            type: type, contentType: contentType, targetURI: targetURI, date: date,
+            payloadDigest: payloadDigest ? SHA1.warcDigest(payload) : nil, blockDigest: blockHash.warcDigest,
+            blockLength: Int64(httpHead.count + payload.count), concurrentTo: concurrentTo)
+        return WARCRecord(fields: fields, block: httpHead + payload)
+    }
+
+    /// The header fields of a `response` or `request` record with a new `WARC-Record-ID`, whose
+    /// block of `blockLength` bytes has these digests (`sha1:` and base 32, as
+    /// ``SHA1/warcDigest`` writes them): for a record written in pieces
+    /// (``WARCWriter/write(fields:blockLength:block:)``), its digests taken before.
+    static func httpRecordFields(
+        type: String, contentType: String, targetURI: String, date: Date, payloadDigest: String?,
+        blockDigest: String, blockLength: Int64, concurrentTo: String?
+    ) -> [WARCField] {
         var fields = [
             WARCField("WARC-Type", type), WARCField("WARC-Record-ID", newRecordID()),
             WARCField("WARC-Date", warcDate(date)), WARCField("WARC-Target-URI", targetURI),
         ]
         if let concurrentTo { fields.append(WARCField("WARC-Concurrent-To", concurrentTo)) }
         fields.append(WARCField("Content-Type", contentType))
-        if payloadDigest { fields.append(WARCField("WARC-Payload-Digest", SHA1.warcDigest(payload))) }
-        var blockHash = SHA1()
-        blockHash.update(httpHead)
-        blockHash.update(payload)
-        fields.append(WARCField("WARC-Block-Digest", blockHash.warcDigest))
-        fields.append(WARCField("Content-Length", String(httpHead.count + payload.count)))
-        return WARCRecord(fields: fields, block: httpHead + payload)
+        if let payloadDigest { fields.append(WARCField("WARC-Payload-Digest", payloadDigest)) }
+        fields.append(WARCField("WARC-Block-Digest", blockDigest))
+        fields.append(WARCField("Content-Length", String(blockLength)))
+        return fields
     }
 
     /// A new `WARC-Record-ID` ("WARC-Record-ID (mandatory)"): `<urn:uuid:…>` with a random UUID.
@@ -219,20 +234,68 @@ public final class WARCWriter {
     /// record, from the returned offset on).
     @discardableResult
     public func write(_ record: WARCRecord) throws(WARCError) -> Int64 {
+        try write(fields: record.fields, blockLength: Int64(record.block.count)) { emit in try emit(record.block) }
+    }
+
+    /// Appends a record whose block of `blockLength` bytes `block` hands over in pieces, each
+    /// written (and compressed) before the next is asked for: a record larger than memory is
+    /// written in the memory of one piece. Throws as ``write(_:)`` does, also when the pieces
+    /// come to more or fewer bytes than `blockLength`, and rethrows what `block` throws, wrapped
+    /// (the file then ends with an incomplete record).
+    @discardableResult
+    func write(
+        fields: [WARCField], blockLength: Int64, block: (_ emit: ([UInt8]) throws(WARCError) -> Void) throws -> Void
+    ) throws(WARCError) -> Int64 {
         guard let handle else {
             throw WARCError(
                 offset: offset, message: "the WARC writer is closed — write every record before calling close()")
         }
-        var bytes = try serialize(record)
-        if gzip { bytes = Gzip.compress(bytes) }
         let start = offset
-        do { try handle.write(contentsOf: bytes) } catch {
+        let header = try self.header(fields, blockLength: blockLength)
+        var fileBytes: Int64 = 0
+        func put(_ bytes: [UInt8]) throws(WARCError) {
+            guard !bytes.isEmpty else { return }
+            do { try handle.write(contentsOf: bytes) } catch {
+                throw WARCError(
+                    offset: start,
+                    message: "could not write the record to \(path): \(error.localizedDescription)"
+                        + " — check free space and permissions; the file is incomplete from this offset on")
+            }
+            fileBytes += Int64(bytes.count)
+        }
+        let member = gzip ? GzipMember() : nil
+        func emit(_ bytes: [UInt8]) throws(WARCError) {
+            if let member { try member.add(bytes, to: put) } else { try put(bytes) }
+        }
+        try emit(header)
+        var written: Int64 = 0
+        do {
+            try block { (bytes: [UInt8]) throws(WARCError) in
+                written += Int64(bytes.count)
+                guard written <= blockLength else {
+                    throw WARCError(
+                        offset: start,
+                        message: "the block is longer than its Content-Length \(blockLength) — the file is incomplete"
+                            + " from this offset on")
+                }
+                try emit(bytes)
+            }
+        } catch let error as WARCError {
+            throw error
+        } catch {
             throw WARCError(
                 offset: start,
-                message: "could not write the record to \(path): \(error.localizedDescription)"
-                    + " — check free space and permissions; the file is incomplete from this offset on")
+                message: "the record's block could not be read: \(error) — the file is incomplete from this offset on")
         }
-        offset += Int64(bytes.count)
+        guard written == blockLength else {
+            throw WARCError(
+                offset: start,
+                message: "the block has \(written) bytes but its Content-Length is \(blockLength) — the file is"
+                    + " incomplete from this offset on")
+        }
+        try emit([0x0D, 0x0A, 0x0D, 0x0A])
+        if let member { try member.finish(to: put) }
+        offset += fileBytes
         return start
     }
 
@@ -251,21 +314,21 @@ public final class WARCWriter {
         }
     }
 
-    /// `WARC/1.1`, the fields, an empty line, the block and CRLF CRLF.
-    func serialize(_ record: WARCRecord) throws(WARCError) -> [UInt8] {
-        var fields = record.fields
-        if let declared = record[field: "Content-Length"] {
-            guard declared == String(record.block.count) else {
+    /// `WARC/1.1`, the fields and an empty line: the header of a record whose block has
+    /// `blockLength` bytes (`Content-Length` added when the fields have none).
+    private func header(_ fields: [WARCField], blockLength: Int64) throws(WARCError) -> [UInt8] {
+        var fields = fields
+        if let declared = fields.first(where: { WARCSyntax.namesEqual($0.name, "Content-Length") })?.value {
+            guard declared == String(blockLength) else {
                 throw WARCError(
                     offset: offset,
-                    message: "Content-Length is \(declared) but the block has \(record.block.count) bytes"
+                    message: "Content-Length is \(declared) but the block has \(blockLength) bytes"
                         + " — set Content-Length to the block's length or leave it out")
             }
         } else {
-            fields.append(WARCField("Content-Length", String(record.block.count)))
+            fields.append(WARCField("Content-Length", String(blockLength)))
         }
         var bytes = Array("WARC/1.1\r\n".utf8)
-        bytes.reserveCapacity(record.block.count + 512)
         for field in fields {
             guard !field.name.isEmpty, field.name.utf8.allSatisfy(WARCSyntax.isTokenCharacter) else {
                 throw WARCError(
@@ -282,8 +345,6 @@ public final class WARCWriter {
             bytes.append(contentsOf: Array("\(field.name): \(field.value)\r\n".utf8))
         }
         bytes.append(contentsOf: [0x0D, 0x0A])
-        bytes.append(contentsOf: record.block)
-        bytes.append(contentsOf: [0x0D, 0x0A, 0x0D, 0x0A])
         return bytes
     }
 }

@@ -52,31 +52,54 @@ extension HTTPCache {
                 ]))
         var export = WARCExport(responses: 0, payloadBytes: 0, fileBytes: 0)
         for entry in entries {
-            let body = try store.body(of: entry.id)
+            // Opened once: both passes below read this version, even if the entry is replaced
+            // meanwhile. Each reads the body a chunk at a time, so a body of any size is
+            // exported in the memory of one chunk.
+            let body = try store.openBody(of: entry.id)
             var fields = entry.fields
             // The body is stored decoded from its transfer coding, whole: say so.
             fields.removeAll(namedAnyOf: [.transferEncoding, .contentLength])
-            fields.append(name: .contentLength, value: String(body.count))
+            fields.append(name: .contentLength, value: String(body.size))
             let reason = HTTPCache.reasonPhrase(for: entry.status)
-            var head = "HTTP/1.1 \(entry.status) \(reason)\r\n"
-            for field in fields { head += "\(field.name): \(field.value)\r\n" }
-            head += "\r\n"
+            var text = "HTTP/1.1 \(entry.status) \(reason)\r\n"
+            for field in fields { text += "\(field.name): \(field.value)\r\n" }
+            text += "\r\n"
+            let head = Array(text.utf8)
+            // The digests go in the record's header, before its block: one pass for them.
+            var payloadHash = SHA1()
+            var blockHash = SHA1()
+            blockHash.update(head)
+            try body.stream { chunk in
+                payloadHash.update(chunk)
+                blockHash.update(chunk)
+                return true
+            }
             let date = Date(timeIntervalSince1970: entry.storedAt)
-            let response = WARCRecord.response(
-                targetURI: entry.url, date: date, httpHead: Array(head.utf8), payload: body)
+            let blockLength = Int64(head.count) + body.size
+            let response = WARCRecord.httpRecordFields(
+                type: "response", contentType: WARCRecord.httpResponseContentType, targetURI: entry.url, date: date,
+                payloadDigest: payloadHash.warcDigest, blockDigest: blockHash.warcDigest, blockLength: blockLength,
+                concurrentTo: nil)
             if includesRequests, let url = URL(string: entry.url) {
                 let host = (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
                 var target = url.path.isEmpty ? "/" : url.path
                 if let query = url.query { target += "?" + query }
                 let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\n\r\n"
+                let recordID = response.first { $0.name == "WARC-Record-ID" }?.value
                 try writer.write(
                     WARCRecord.request(
-                        targetURI: entry.url, date: date, httpHead: Array(request.utf8),
-                        concurrentTo: response.recordID))
+                        targetURI: entry.url, date: date, httpHead: Array(request.utf8), concurrentTo: recordID))
             }
-            try writer.write(response)
+            // The second pass writes what the first digested.
+            try writer.write(fields: response, blockLength: blockLength) { emit in
+                try emit(head)
+                try body.stream { chunk in
+                    try emit(chunk)
+                    return true
+                }
+            }
             export.responses += 1
-            export.payloadBytes += Int64(body.count)
+            export.payloadBytes += body.size
         }
         export.fileBytes = writer.offset
         closed = true
