@@ -24,6 +24,7 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
     case postResponseStoredForTarget
     case statusNotFinal(Int)
     case statusNotStoredAsComplete(Int)
+    case statusAnswersOnlyThisRequest(Int)
     case mustUnderstandUnknownStatus(Int)
     case responseNoStore
     case requestNoStore
@@ -106,6 +107,12 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
             return "not stored: \(status) is not a final status code (RFC 9111 §3)"
         case .statusNotStoredAsComplete(let status):
             return "not stored: a \(status) response is not a complete response (RFC 9111 §3, §3.4)"
+        case .statusAnswersOnlyThisRequest(let status):
+            return status == 416
+                ? "not stored: a 416 answers this request's Range (RFC 9110 §15.5.17), which the cache key does not hold: "
+                    + "stored, it would answer requests for the whole representation"
+                : "not stored: a \(status) answers this request's preconditions (RFC 9110 §15.5.13), which the cache key "
+                    + "does not hold: stored, it would answer requests without them"
         case .mustUnderstandUnknownStatus(let status):
             return "not stored: must-understand and status \(status) is not understood (RFC 9111 §5.2.2.3)"
         case .responseNoStore:

@@ -102,6 +102,12 @@ extension CacheEngine {
         let understood = understoodStatuses.contains(status)
         if status == 206 || status == 304 {
             refusals.append(.statusNotStoredAsComplete(status))
+        } else if status == 412 || status == 416 {
+            // The outcome of evaluating the request's own If-Match, If-Unmodified-Since or
+            // Range (RFC 9110 §13.2.2): none is in the key, so a stored one would answer
+            // every later request for the URL with another request's failed condition (and a
+            // response newly stored replaces the one there, §4).
+            refusals.append(.statusAnswersOnlyThisRequest(status))
         } else if directives.mustUnderstand && !understood && status >= 200 {
             refusals.append(.mustUnderstandUnknownStatus(status))
         }

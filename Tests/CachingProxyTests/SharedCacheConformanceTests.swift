@@ -97,6 +97,45 @@ struct SharedCacheConformanceTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §3, §4; RFC 9110 §15.5.13, §15.5.17: one client's 416 or 412 is neither stored nor put in place of the stored 200"
+    )
+    func requestOutcomesNotStored() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            // An origin that evaluates Range and If-Match, and makes every answer fresh.
+            harness.origin.route("/doc") { request in
+                let fresh = ("Cache-Control", "max-age=100")
+                if request.header("Range") != nil {
+                    return LoopbackOrigin.Response(
+                        status: 416, headers: [fresh, ("Content-Range", "bytes */8")], body: "")
+                }
+                if let condition = request.header("If-Match"), condition != "\"v1\"" {
+                    return LoopbackOrigin.Response(status: 412, headers: [fresh], body: "")
+                }
+                return LoopbackOrigin.Response(headers: [fresh, ("ETag", "\"v1\"")], body: "the page")
+            }
+            // Not yet stored: the 416 and the 412 go to their own clients only.
+            let unsatisfiable = try harness.get("/doc", [("Range", "bytes=100-")])
+            #expect(unsatisfiable.status == 416)
+            #expect(unsatisfiable.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=416; stored=?0")
+            let failed = try harness.get("/doc", [("If-Match", "\"old\"")])
+            #expect(failed.status == 412)
+            let page = try harness.get("/doc")
+            #expect(page.status == 200)
+            #expect(page.text == "the page")
+            #expect(page.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=200; stored")
+            // Stored: a 416 or 412 fetched past it (no-cache) does not take its place.
+            _ = try harness.get("/doc", [("Range", "bytes=100-"), ("Cache-Control", "no-cache")])
+            _ = try harness.get("/doc", [("If-Match", "\"old\""), ("Cache-Control", "no-cache")])
+            let hit = try harness.get("/doc")
+            #expect(hit.status == 200)
+            #expect(hit.text == "the page")
+            #expect(hit.isHit)
+            #expect(harness.origin.count("/doc") == 5)
+        }
+    }
+
     @Test("RFC 9111 §3, §5.2.2.5: a response with no-store is not stored")
     func responseNoStore() async throws {
         try await offPool {

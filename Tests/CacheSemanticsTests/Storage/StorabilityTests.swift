@@ -121,6 +121,14 @@ struct StorageStatusTests {
     }
 
     @Test(
+        "§3; RFC 9110 §15.5.13, §15.5.17: a 412 or 416, the outcome of the request's own preconditions or Range (not in the key), is never stored",
+        arguments: [412, 416])
+    func requestOutcomeRefused(status: Int) {
+        let decision = decide(status: status, with(dated, ("Cache-Control", "public, max-age=60")))
+        #expect(refusals(decision) == [.statusAnswersOnlyThisRequest(status)])
+    }
+
+    @Test(
         "§3: a final status with explicit freshness but no heuristic cacheability is stored",
         arguments: [201, 302, 500, 299])
     func explicitFreshnessMakesAnyFinalStatusStorable(status: Int) throws {
