@@ -18,10 +18,11 @@ struct EarlyHintsTests {
     ]
 
     /// Sends GET `path` on `client` and reads every response up to the final one.
-    static func responses(_ client: RawHTTPClient, _ path: String, version: String = "1.1") throws
-        -> [RawHTTPClient.Response]
-    {
-        try client.send("GET \(path) HTTP/\(version)\r\nHost: origin.test\r\n\r\n")
+    static func responses(
+        _ client: RawHTTPClient, _ path: String, version: String = "1.1", _ fields: [(String, String)] = []
+    ) throws -> [RawHTTPClient.Response] {
+        let lines = fields.map { "\($0.0): \($0.1)\r\n" }.joined()
+        try client.send("GET \(path) HTTP/\(version)\r\nHost: origin.test\r\n\(lines)\r\n")
         var read: [RawHTTPClient.Response] = []
         repeat { read.append(try client.readResponse(interim: true)) } while read.last!.status < 200
         return read
@@ -81,6 +82,70 @@ struct EarlyHintsTests {
             let client = try RawHTTPClient(port: harness.proxy.port)
             defer { client.close() }
             for _ in 0..<2 { #expect(try Self.responses(client, "/private").map(\.status) == [200]) }
+        }
+    }
+
+    @Test(
+        "RFC 9111 §4.1: the links of a response that varies on Cookie hint only requests with that Cookie; another user's request gets none"
+    )
+    func variedLinksStayWithTheirVariant() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.origin.route("/account") { request in
+                let user = request.header("Cookie") ?? "nobody"
+                return LoopbackOrigin.Response(
+                    headers: [
+                        ("Cache-Control", "max-age=0"), ("Vary", "Cookie"),
+                        ("Link", "</u/\(user)/private.css>; rel=preload; as=style"),
+                    ], body: "hello \(user)", delay: 0.05)
+            }
+            let client = try RawHTTPClient(port: harness.proxy.port)
+            defer { client.close() }
+            #expect(try Self.responses(client, "/account", [("Cookie", "alice")]).map(\.status) == [200])
+            let bob = try Self.responses(client, "/account", [("Cookie", "bob")])
+            #expect(bob.map(\.status) == [200], "alice's link went to bob: \(bob.first?.fields ?? [])")
+            #expect(bob.last?.bodyText == "hello bob")
+            // Bob again (his variant stale): his own link, at once.
+            let again = try Self.responses(client, "/account", [("Cookie", "bob")])
+            #expect(again.map(\.status) == [103, 200])
+            #expect(again.first?.field("Link") == "</u/bob/private.css>; rel=preload; as=style")
+            // Bob's response is the last stored: alice gets no hint of his.
+            let alice = try Self.responses(client, "/account", [("Cookie", "alice")])
+            #expect(alice.map(\.status) == [200], "\(alice.first?.fields ?? [])")
+            #expect(alice.last?.bodyText == "hello alice")
+        }
+    }
+
+    @Test(
+        "RFC 9111 §5.2.2.4, §5.2.2.7: a Link that no-cache=\"Link\" or private=\"Link\" withholds is never sent as a hint",
+        arguments: ["max-age=0, no-cache=\"Link\"", "max-age=0, private=\"Link\""])
+    func withheldLinksAreNotHints(cacheControl: String) async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.serve("/page", [("Cache-Control", cacheControl), ("Link", "</a.css>; rel=preload")], body: "p")
+            let client = try RawHTTPClient(port: harness.proxy.port)
+            defer { client.close() }
+            #expect(try Self.responses(client, "/page").map(\.status) == [200])
+            let second = try Self.responses(client, "/page", [("Cache-Control", "no-cache")])
+            #expect(second.map(\.status) == [200], "\(second.first?.fields ?? [])")
+        }
+    }
+
+    @Test("A PURGE of the URL, or a POST to it, forgets its hints: the next request waits for the origin without a 103")
+    func purgeForgetsHints() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.serve("/page", Self.page, body: "page")
+            let client = try RawHTTPClient(port: harness.proxy.port)
+            defer { client.close() }
+            #expect(try Self.responses(client, "/page").map(\.status) == [200])
+            #expect(try Self.responses(client, "/page").map(\.status) == [103, 200])
+            #expect(try harness.get("/page", method: "PURGE").status == 200)
+            #expect(try Self.responses(client, "/page").map(\.status) == [200])
+            // Learned again; then an unsafe method to the URL (RFC 9111 §4.4) forgets them too.
+            #expect(try Self.responses(client, "/page").map(\.status) == [103, 200])
+            #expect(try harness.get("/page", method: "POST", body: Array("x".utf8)).status == 200)
+            #expect(try Self.responses(client, "/page").map(\.status) == [200])
         }
     }
 

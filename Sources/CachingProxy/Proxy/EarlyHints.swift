@@ -9,11 +9,23 @@ import CacheSystem
 /// fetches the page's resources meanwhile. A `103` from the origin is merged: members already
 /// sent are not sent twice.
 ///
-/// Learned only from responses the cache stores (RFC 9111 §3): nothing of a `no-store` or
-/// `private` response is kept, not even its links. Bounded like the proxy's other memos (LRU by
-/// count and bytes); at most 16 members and 2 KiB per URL.
+/// Learned only from responses the cache stores (RFC 9111 §3), and only what a stored response
+/// may give any request without validation: nothing of a `no-store` or `private` response, and
+/// no `Link` that a qualified `no-cache` or `private` names (§5.2.2.4, §5.2.2.7). A response that
+/// varies (`Vary`, §4.1) hints only requests that would select it: the hints are kept with the
+/// request's values of the fields it varies on, so one user's links never reach another whose
+/// `Cookie` differs. A `PURGE` of the URL, and a request with an unsafe method to it (§4.4),
+/// forget them. Bounded like the proxy's other memos (LRU by count and bytes); at most 16
+/// members and 2 KiB per URL.
 final class EarlyHints: Sendable {
-    private let links: Locked<LRUCache<String, [String]>>
+    /// A URL's hints and the request values of the fields its response varied on.
+    private struct Learned {
+        let vary: Vary
+        let values: [String?]
+        let members: [String]
+    }
+
+    private let links: Locked<LRUCache<String, Learned>>
     static let membersPerURL = 16
     static let bytesPerURL = 2048
 
@@ -21,23 +33,32 @@ final class EarlyHints: Sendable {
         links = Locked(LRUCache(capacity: capacity, byteLimit: byteLimit))
     }
 
-    /// Remembers the hints of `fields`, a response stored for `url`; a response with none
-    /// forgets what was remembered (its page no longer names them).
-    func learn(url: String, fields: HeaderFields) {
-        let hints = Self.hintMembers(fields)
-        links.withLock { cache in
-            if hints.isEmpty {
-                cache.removeValue(for: url)
-            } else {
-                let cost = MemoryCost.string(url) + hints.reduce(0) { $0 + MemoryCost.string($1) }
-                cache.set(hints, for: url, cost: cost)
-            }
-        }
+    /// Remembers the hints of `response`, the fields of a response stored for `url` in answer
+    /// to a request with `request`'s fields; `withheld` are the (lowered) field names its
+    /// directives keep from answers without validation. A response with none forgets what was
+    /// remembered (its page no longer names them).
+    func learn(url: String, response: HeaderFields, request: HeaderFields, withheld: [String]) {
+        let hints = withheld.contains("link") ? [] : Self.hintMembers(response)
+        guard !hints.isEmpty else { return forget(url: url) }
+        let vary = Vary(fields: response)
+        let learned = Learned(vary: vary, values: vary.requestValues(request), members: hints)
+        var cost = MemoryCost.string(url) + hints.reduce(0) { $0 + MemoryCost.string($1) }
+        cost += vary.fieldNames.reduce(0) { $0 + MemoryCost.string($1) }
+        cost += learned.values.reduce(0) { $0 + ($1.map(MemoryCost.string) ?? 0) }
+        links.withLock { $0.set(learned, for: url, cost: cost) }
     }
 
-    /// The `Link` members to send for `url` before its response, if any are known.
-    func hints(for url: String) -> [String]? {
-        links.withLock { $0.value(for: url) }
+    /// The `Link` members to send for `url` before the response to a request with `request`'s
+    /// fields: those learned from a response that request would select (RFC 9111 §4.1).
+    func hints(for url: String, request: HeaderFields) -> [String]? {
+        guard let learned = links.withLock({ $0.value(for: url) }) else { return nil }
+        guard learned.vary.isEmpty || learned.vary.requestValues(request) == learned.values else { return nil }
+        return learned.members
+    }
+
+    /// Forgets the hints of `url` (purged, or invalidated by an unsafe method).
+    func forget(url: String) {
+        links.withLock { $0.removeValue(for: url) }
     }
 
     /// The `Link` members (RFC 8288 §3) of `fields` whose relation types include `preload` or

@@ -120,7 +120,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// (RFC 8297), once per exchange, before the request goes to the origin.
     private func sendEarlyHints() {
         guard configuration.earlyHints, sentHints.isEmpty, let responder, request.method == "GET",
-            let hints = handler.earlyHints.hints(for: request.target.url)
+            let hints = handler.earlyHints.hints(for: request.target.url, request: request.server.fields)
         else { return }
         sentHints = hints
         responder.interim(ServerResponseHead(status: 103, fields: HeaderFields(hints.map { ("Link", $0) })))
@@ -433,8 +433,12 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
         self.relay = relay
         if relay.recorder != nil && head.status == 200 && request.method == "GET" {
-            // Stored: its links are what the next wait for this URL is hinted with.
-            handler.earlyHints.learn(url: request.target.url, fields: head.fields)
+            // Stored: its links are what the next wait for this URL is hinted with, unless its
+            // directives withhold them from answers made without validation.
+            let directives = driver.configuration.engine.effectiveDirectives(head.fields).directives
+            handler.earlyHints.learn(
+                url: request.target.url, response: head.fields, request: request.server.fields,
+                withheld: directives.noCacheFieldNames + directives.privateFieldNames)
         }
         let framing: BodyFraming
         switch relay.expectedLength {

@@ -256,6 +256,8 @@ final class ProxyHandler: RequestHandler {
         case "QUERY":
             query(request, target: target, responder)
         default:
+            // An unsafe method may change the resource (RFC 9111 §4.4): its links too.
+            earlyHints.forget(url: target.url)
             guard let key = CacheKey(method: request.method, uri: target.url) else {
                 return answer(400, "400 Bad Request: the URL \(target.url) cannot be parsed", responder)
             }
@@ -669,6 +671,7 @@ final class ProxyHandler: RequestHandler {
         if request.fields.contains(.cacheGroupInvalidation) {
             return purgeGroups(request, url: url, responder)
         }
+        earlyHints.forget(url: url)
         do {
             let removed = try driver.removeStored(primaryKey: primaryKey)
             let (fields, body) = Messages.plainText(
