@@ -276,9 +276,14 @@ final class ServedResponseBuilder: Sendable {
         let size = incomplete ? candidate.facts.contentLength ?? body.size : body.size
         let offset = incomplete ? StoredParts.offset(candidate.entry.head.fields) : 0
         if incomplete { served.fields.removeAll(named: .contentRange) }
-        switch engine.rangeAnswer(
+        let range = engine.rangeAnswer(
             method: request.method, request: request.fields, stored: candidate.facts, length: size)
-        {
+        if range != .whole {
+            // The stored Content-Digest is of the stored content; a 206's or 416's content is
+            // other bytes (RFC 9530 §2). Repr-Digest, of the representation, still holds.
+            served.fields.removeAll(named: .contentDigest)
+        }
+        switch range {
         case .whole:
             if incomplete { return nil }
         case .partial(let ranges) where ranges.count == 1:

@@ -29,6 +29,33 @@ struct DigestProxyTests {
     }
 
     @Test(
+        "RFC 9530 §2, §3: a 206 or 416 made from a stored response carries its Repr-Digest, never the whole content's Content-Digest"
+    )
+    func partsDropTheContentDigest() async throws {
+        let content = try await CodedBodies.digestMember("sha-256", Self.resource.bytes)
+        let representation = try await CodedBodies.digestMember("sha-512", Self.resource.bytes)
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.origin.route("/d") { _ in
+                LoopbackOrigin.Response(
+                    headers: [
+                        ("Cache-Control", "max-age=600"), ("Content-Digest", content), ("Repr-Digest", representation),
+                    ], generatedLength: Self.resource.length, seed: Self.resource.seed)
+            }
+            #expect(try harness.get("/d").body == Self.resource.bytes)
+            let whole = try harness.get("/d")
+            #expect(whole.isHit && whole["Content-Digest"] == content)
+            for range in ["bytes=2-3", "bytes=0-1, 10-11", "bytes=999999-"] {
+                let part = try harness.get("/d", [("Range", range)])
+                #expect(part.isHit)
+                #expect([206, 416].contains(part.status), "\(range)")
+                #expect(part["Content-Digest"] == nil, "\(range): \(part["Content-Digest"] ?? "")")
+                #expect(part["Repr-Digest"] == representation, "\(range)")
+            }
+        }
+    }
+
+    @Test(
         "RFC 9530 §2, §3: a body matching its sha-256 or sha-512 digest is stored and served",
         arguments: [
             ("Content-Digest", "sha-256"), ("Repr-Digest", "sha-512"),
