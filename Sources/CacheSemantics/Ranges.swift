@@ -153,16 +153,20 @@ extension CacheEngine {
         return strongLastModified(second) == lastModified
     }
 
-    /// Ranges sorted, with overlapping or adjacent ones merged (RFC 9110 §15.3.7.2 allows it).
+    /// `ranges` with overlapping or adjacent ones merged (RFC 9110 §15.3.7.2 allows it), in the
+    /// order the request gave them (§15.3.7.2: parts SHOULD follow it): a merged range where
+    /// the first of its members was.
     static func coalesced(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
-        var merged: [ClosedRange<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, range.lowerBound <= last.upperBound + 1 {
-                merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+        var merged: [(range: ClosedRange<Int64>, first: Int)] = []
+        for (index, range) in ranges.enumerated().sorted(by: { $0.element.lowerBound < $1.element.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.range.upperBound + 1 {
+                merged[merged.count - 1] = (
+                    last.range.lowerBound...max(last.range.upperBound, range.upperBound), min(last.first, index)
+                )
             } else {
-                merged.append(range)
+                merged.append((range, index))
             }
         }
-        return merged
+        return merged.sorted { $0.first < $1.first }.map(\.range)
     }
 }

@@ -30,12 +30,19 @@ struct RangeAnswerTests {
                 == .partial([50...99]))
     }
 
-    @Test("§15.3.7.2: several ranges → multipart, overlapping and adjacent ones coalesced")
+    @Test("§15.3.7.2: several ranges → multipart in the request's order, overlapping and adjacent ones coalesced")
     func multipleRanges() throws {
         let facts = try stored()
         #expect(
             engine.rangeAnswer(method: "GET", request: ["Range": "bytes=50-59, 0-9"], stored: facts, length: 100)
-                == .partial([0...9, 50...59]))
+                == .partial([50...59, 0...9]))
+        // A coalesced range goes where the first of its members was.
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=-3, 2-4, 0-1"], stored: facts, length: 100)
+                == .partial([97...99, 0...4]))
+        #expect(
+            engine.rangeAnswer(method: "GET", request: ["Range": "bytes=90-95, 10-19, 0-9"], stored: facts, length: 100)
+                == .partial([90...95, 0...19]))
         #expect(
             engine.rangeAnswer(method: "GET", request: ["Range": "bytes=0-9, 5-19, 20-29"], stored: facts, length: 100)
                 == .partial([0...29]))
