@@ -105,6 +105,47 @@ struct OriginMisbehaviourTests {
         }
     }
 
+    // MARK: Framing that fails before anything reached the client: 502 (RFC 9110 §15.6.3)
+
+    /// A chunked `200` whose first chunk-size line is `line`, in the same write as its head.
+    static func invalidFirstChunk(_ line: String) -> [RawOrigin.Step] {
+        [.send("HTTP/1.1 200 OK\r\n\(PoisonedOrigin.cacheable)Transfer-Encoding: chunked\r\n\r\n\(line)\r\n")]
+    }
+
+    @Test(
+        "A chunk-size line that is invalid before any body byte gets 502 with Proxy-Status, and nothing is stored (RFC 9110 §15.6.3, RFC 9112 §7.1)",
+        arguments: ["ffffffffffffffffffff", "8000000000000005", "zz"])
+    func invalidFirstChunkSize(line: String) async throws {
+        try await offPool {
+            let setup = try await Setup.start(poisoned: Self.invalidFirstChunk(line))
+            let first = try await setup.request("/a")
+            #expect(first.status == 502)
+            #expect(first.field("Proxy-Status")?.contains("error=http_protocol_error") == true, "\(first.fields)")
+            #expect(first.bodyText.contains("chunk"), "\(first.bodyText)")
+            // Nothing was stored: the next request goes to the origin, which now answers well.
+            let second = try await setup.request("/a")
+            #expect(second.status == 200)
+            #expect(second.bodyText == "A")
+            #expect(setup.origin.count("/a") == 2)
+        }
+    }
+
+    @Test(
+        "Over HTTP/2, a chunk-size line that is invalid before any body byte gets 502 on the stream (RFC 9110 §15.6.3)"
+    )
+    func invalidFirstChunkSizeOverHTTP2() async throws {
+        try await offPool {
+            let setup = try await Setup.start(poisoned: Self.invalidFirstChunk("ffffffffffffffffffff"))
+            let port = setup.proxy.port
+            let response = try await offPool { try HTTP2Client(port: port).send([HTTP2Request("GET", "/a")]) }.first
+            #expect(response?.status == 502, "\(String(describing: response))")
+            #expect(response?.end == .endStream)
+            let proxyStatus = response?.fields.first { $0.name == "proxy-status" }?.value
+            #expect(proxyStatus?.contains("error=http_protocol_error") == true, "\(String(describing: proxyStatus))")
+            #expect(try await setup.request("/a").bodyText == "A")
+        }
+    }
+
     // MARK: Framing fields made right before they go on
 
     @Test(

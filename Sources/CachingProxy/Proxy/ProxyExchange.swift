@@ -35,6 +35,10 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         case forward(ExchangeStateMachine.ForwardedRequest)
     }
     private var relay: ExchangeDriver.Relay?
+    /// The head of the response being relayed, not yet started to the client: it goes with the
+    /// first body bytes, before the proxy waits for the origin, or at the end. Until then a
+    /// response whose framing fails has sent the client nothing, which is answered `502`.
+    private var heldHead: (head: ServerResponseHead, framing: BodyFraming)?
     /// A transfer begun on a loop whose rest a worker takes.
     private var handedOff: UpstreamTransfer?
     private var clientGone = false
@@ -175,6 +179,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         forwardReason = forwarded.reason
         afterHead = nil
         relay = nil
+        heldHead = nil
         held = nil
         dictionaryBody = nil
         handler.metrics.originRequests.add(1, ordering: .relaxed)
@@ -196,6 +201,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if let relay {
             // Stored before the client has the end of it: a request right after is a plain hit.
             relay.recorder?.finish()
+            startRelayedHead()
             if let mismatch = relay.recorder?.mismatch {
                 // It failed its digest (RFC 9530) and was not stored: the client must not take
                 // it as complete, so the end (last chunk or bytes) is withheld and the
@@ -456,13 +462,26 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         {
             dictionaryBody = []
         }
+        heldHead = (ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing)
+        return true
+    }
+
+    /// Starts the relayed response's head to the client, once (the first body bytes, a wait for
+    /// the origin or the end of the response start it).
+    private func startRelayedHead() {
+        guard let (head, framing) = heldHead, let relay else { return }
+        heldHead = nil
         handler.metrics.count(relay.outcome == .bypass ? .pass : .miss)
         if responder != nil {
             handler.metrics.history.recordLatency(MonotonicClock.seconds() - request.receivedAt, .miss)
         }
-        responder?.start(
-            ServerResponseHead(status: relay.status, reason: head.reason, fields: outgoing), framing: framing)
-        return true
+        responder?.start(head, framing: framing)
+    }
+
+    /// The origin sent what it has for now: the head goes out rather than wait for the body
+    /// (a stream whose first event takes a while).
+    func willWait() {
+        startRelayedHead()
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
@@ -483,6 +502,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
     /// they are not yet counted as the origin's (those of a held response are).
     private func relayBody(_ body: UnsafeRawBufferPointer, fromOrigin: Bool = true) -> Bool {
         guard let relay else { return true }
+        startRelayedHead()
         if dictionaryBody != nil {
             dictionaryBody! += body
             if dictionaryBody!.count > handler.dictionaries?.settings.maxBodyBytes ?? 0 { dictionaryBody = nil }
@@ -547,6 +567,16 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         }
         // No head came: the whole wait was the origin's.
         if relay == nil { responder?.addOriginTime(MonotonicClock.seconds() - sentAt) }
+        if let relay, heldHead != nil {
+            // The origin's response failed before anything of it went to the client: a gateway
+            // that received an invalid response answers 502 (RFC 9110 §15.6.3). Nothing is stored.
+            heldHead = nil
+            relay.recorder?.cut()
+            logFailure("with 502 (Proxy-Status error=\(proxyError.rawValue))")
+            defer { finished() }
+            badGateway(502, description, upstreamError?.kind, proxyError)
+            return nil
+        }
         if let relay {
             // The head is out: the client can only be told by a cut connection.
             relay.recorder?.cut()
@@ -569,27 +599,34 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             let status = upstreamError?.kind == .timeout ? 504 : 502
             logFailure("with \(status) (Proxy-Status error=\(proxyError.rawValue))")
             defer { finished() }
-            guard let responder else { return nil }
-            let kind = upstreamError?.kind
-            let text = (status == 504 ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
-            var (fields, body) = Messages.plainText(text)
-            var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
-            // What failed, for the client (RFC 9211 §2.8): the origin timed out, its TLS failed
-            // (a certificate refused, a handshake or TLS connection that failed), or it could not
-            // be reached or answered wrongly.
-            cacheStatus.detail =
-                switch kind {
-                case .timeout?: "origin-timeout"
-                case .tls?: "origin-tls-failed"
-                default: "origin-unreachable"
-                }
-            fields[.cacheStatus] = cacheStatus.fieldValue
-            // What failed, in RFC 9209 §2.3's terms.
-            fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: proxyError).fieldValue
-            handler.metrics.count(.error)
-            responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
+            badGateway(status, description, upstreamError?.kind, proxyError)
         }
         return nil
+    }
+
+    /// Answers `status` (`502`, or `504` when the origin timed out) for an origin that failed,
+    /// saying what failed in `Cache-Status` (RFC 9211 §2.8) and `Proxy-Status` (RFC 9209 §2.3).
+    private func badGateway(
+        _ status: Int, _ description: String, _ kind: UpstreamError.Kind?, _ proxyError: ProxyStatusMember.ErrorType
+    ) {
+        guard let responder else { return }
+        let text = (status == 504 ? "504 Gateway Timeout: " : "502 Bad Gateway: ") + description
+        var (fields, body) = Messages.plainText(text)
+        var cacheStatus = CacheStatus(cache: configuration.name, forward: forwardReason)
+        // What failed, for the client (RFC 9211 §2.8): the origin timed out, its TLS failed
+        // (a certificate refused, a handshake or TLS connection that failed), or it could not
+        // be reached or answered wrongly.
+        cacheStatus.detail =
+            switch kind {
+            case .timeout?: "origin-timeout"
+            case .tls?: "origin-tls-failed"
+            default: "origin-unreachable"
+            }
+        fields[.cacheStatus] = cacheStatus.fieldValue
+        // What failed, in RFC 9209 §2.3's terms.
+        fields[.proxyStatus] = ProxyStatusMember(proxy: configuration.name, error: proxyError).fieldValue
+        handler.metrics.count(.error)
+        responder.respond(ServerResponseHead(status: status, fields: fields), body: body)
     }
 
     /// The exchange is over: a background revalidation says so.
