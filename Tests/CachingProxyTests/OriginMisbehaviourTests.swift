@@ -146,6 +146,26 @@ struct OriginMisbehaviourTests {
         }
     }
 
+    @Test(
+        "A body cut after bytes of it were relayed reaches the client as its head and those bytes, then the cut (RFC 9112 §6.3, §8)"
+    )
+    func cutAfterRelayedBytesKeepsThem() async throws {
+        try await offPool {
+            let setup = try await Setup.start(poisoned: PoisonedOrigin.cutBodies[0])
+            let port = setup.proxy.port
+            let received = try await offPool {
+                let client = try RawHTTPClient(port: port)
+                defer { client.close() }
+                try client.send("GET /a HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+                return String(decoding: try client.readUntilClosed(), as: UTF8.self)
+            }
+            #expect(received.hasPrefix("HTTP/1.1 200 "), "\(received.debugDescription)")
+            #expect(received.contains("Content-Length: 10\r\n"), "\(received.debugDescription)")
+            #expect(received.hasSuffix("\r\n\r\nshort"), "\(received.debugDescription)")
+            #expect(try await setup.request("/a").bodyText == "A")
+        }
+    }
+
     // MARK: Framing fields made right before they go on
 
     @Test(

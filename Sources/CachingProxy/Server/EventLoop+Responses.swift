@@ -94,10 +94,18 @@ extension EventLoop {
         finishResponse(connection)
     }
 
+    /// Ends the response by closing the connection. What is queued is sent first, as far as the
+    /// socket takes it now: the client sees the head and the body end short of their framing
+    /// (RFC 9112 §8), not an empty reply. Not a body delimited by the close, whose cut would
+    /// look like its end.
     func abort(_ target: ResponseTarget) {
         if target.stream != nil { return abortHTTP2(target) }
         guard isCurrent(target) else { return }
-        close(target.connection)
+        let connection = target.connection
+        let closeDelimited = if case .untilClose = connection.state.responseBody { true } else { false }
+        // A failed flush closed the connection already.
+        if !closeDelimited, connection.state.canWrite, !flush(connection) { return }
+        close(connection)
     }
 
     // MARK: the head
