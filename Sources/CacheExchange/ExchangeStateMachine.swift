@@ -403,6 +403,13 @@ public struct ExchangeStateMachine: Sendable {
                     candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .stale,
                     revalidation: revalidation))
         case .gatewayTimeout(let reasons):
+            if reasons.contains(.incompleteStoredResponse),
+                let part = servedPart(cacheRequest, facts, now: now)
+            {
+                // The request may not go to the origin (only-if-cached, RFC 9111 §5.2.1.7), and a
+                // stored part that holds its range is a stored response for it (§3.4).
+                return part
+            }
             // Nothing usable is stored and the request may not go to the origin
             // (only-if-cached, RFC 9111 §5.2.1.7, or the policy): answer 504 ourselves.
             state = .done
@@ -413,14 +420,9 @@ public struct ExchangeStateMachine: Sendable {
                 .gatewayTimeout(
                     reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: false))
         case .forward(let forwarding):
-            if forwarding.reason == .partial, collapsed == nil,
-                let use = engine.partialUse(
-                    cacheRequest, candidates: facts, held: candidates.map(StoredParts.held), now: now)
-            {
+            if forwarding.reason == .partial, let part = servedPart(cacheRequest, facts, now: now) {
                 // A range wholly within a stored incomplete response (RFC 9111 §3.4).
-                let status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
-                return serve(
-                    StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .hit))
+                return part
             }
             // The origin must be asked. A method the cache does not handle stores nothing
             // (RFC 9111 §2); a stored incomplete response may ask only for its rest (§3.3).
@@ -440,6 +442,20 @@ public struct ExchangeStateMachine: Sendable {
             // (validators to revalidate, RFC 9111 §4.3.1).
             return .forward(sending(plan))
         }
+    }
+
+    /// Serves a range wholly within a stored incomplete response, when one holds it and may be
+    /// used without asking the origin (RFC 9111 §3.4); `nil` otherwise, or for a request that
+    /// waited for another's response.
+    private mutating func servedPart(_ cacheRequest: CacheRequest, _ facts: [StoredResponseFacts], now: Timestamp)
+        -> Action?
+    {
+        guard collapsed == nil,
+            let use = engine.partialUse(
+                cacheRequest, candidates: facts, held: candidates.map(StoredParts.held), now: now)
+        else { return nil }
+        let status = CacheStatus(cache: name, hit: true, ttl: Int(use.timeToLive.rounded(.down)))
+        return serve(StoredAnswer(candidate: candidates[use.candidate], use: use, cacheStatus: status, outcome: .hit))
     }
 
     /// The body of the stored response chosen could not be opened: it was replaced or evicted

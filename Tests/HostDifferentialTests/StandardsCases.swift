@@ -321,6 +321,19 @@ extension DifferentialCase {
             etag: "\"v\"",
             ["bytes=0-7", "bytes=2-5"], ifRange: true
         ) { $0.originRequests == 2 && !$0.isHit(1) },
+        make(
+            "only-if-cached takes a stored part holding the range; a range it does not hold, or once stale, is a 504 (RFC 9111 §5.2.1.7, §3.4)",
+            rangeOrigin { _ in "\"v\"" },
+            [
+                .request("/r", headers: [("Range", "bytes=0-4")]),
+                .request("/r", headers: [("Range", "bytes=1-2"), ("Cache-Control", "only-if-cached")]),
+                .request("/r", headers: [("Range", "bytes=3-7"), ("Cache-Control", "only-if-cached")]),
+                .advance(61), .request("/r", headers: [("Range", "bytes=1-2"), ("Cache-Control", "only-if-cached")]),
+            ]
+        ) {
+            $0.originRequests == 1 && $0.isHit(1) && $0.answers[1].status == 206 && $0.answers[1].body == "12"
+                && $0.answers[2].status == 504 && $0.answers[3].status == 504
+        },
 
         // MARK: No-Vary-Search (draft-ietf-httpbis-no-vary-search)
         searchVariance(
