@@ -146,12 +146,25 @@ struct OriginMisbehaviourTests {
         }
     }
 
+    /// Bodies cut after bytes of them were relayed (closed short of their length; an invalid
+    /// chunk-size line after a first chunk), each with how what the client gets ends.
+    static let cutAfterBytes: [([RawOrigin.Step], String)] = [
+        (PoisonedOrigin.cutBodies[0], "Content-Length: 10\r\n\r\nshort"),
+        (
+            [
+                .send(
+                    "HTTP/1.1 200 OK\r\n\(PoisonedOrigin.cacheable)Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"
+                )
+            ], "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+        ),
+    ]
+
     @Test(
-        "A body cut after bytes of it were relayed reaches the client as its head and those bytes, then the cut (RFC 9112 §6.3, §8)"
-    )
-    func cutAfterRelayedBytesKeepsThem() async throws {
+        "A body cut after bytes of it were relayed reaches the client as its head and those bytes, then the cut (RFC 9112 §6.3, §8)",
+        arguments: cutAfterBytes)
+    func cutAfterRelayedBytesKeepsThem(steps: [RawOrigin.Step], ending: String) async throws {
         try await offPool {
-            let setup = try await Setup.start(poisoned: PoisonedOrigin.cutBodies[0])
+            let setup = try await Setup.start(poisoned: steps)
             let port = setup.proxy.port
             let received = try await offPool {
                 let client = try RawHTTPClient(port: port)
@@ -160,8 +173,7 @@ struct OriginMisbehaviourTests {
                 return String(decoding: try client.readUntilClosed(), as: UTF8.self)
             }
             #expect(received.hasPrefix("HTTP/1.1 200 "), "\(received.debugDescription)")
-            #expect(received.contains("Content-Length: 10\r\n"), "\(received.debugDescription)")
-            #expect(received.hasSuffix("\r\n\r\nshort"), "\(received.debugDescription)")
+            #expect(received.hasSuffix(ending), "\(received.debugDescription)")
             #expect(try await setup.request("/a").bodyText == "A")
         }
     }
