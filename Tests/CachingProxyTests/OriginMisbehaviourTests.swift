@@ -131,6 +131,23 @@ struct OriginMisbehaviourTests {
     }
 
     @Test(
+        "On a kept-alive origin connection, from the event loop, a chunk-size line invalid before any body byte gets 502 too (RFC 9110 §15.6.3)"
+    )
+    func invalidFirstChunkSizeOnLoop() async throws {
+        try await offPool {
+            let setup = try await Setup.start(poisoned: Self.invalidFirstChunk("8000000000000005"))
+            // /b leaves its origin connection in the pool: /a goes out on it from the event loop.
+            #expect(try await setup.request("/b").bodyText == "B")
+            try await Task.sleep(for: .milliseconds(100))
+            let first = try await setup.request("/a")
+            #expect(first.status == 502)
+            #expect(first.field("Proxy-Status")?.contains("error=http_protocol_error") == true, "\(first.fields)")
+            let metrics = try await setup.request("/_httpcache/metrics").bodyText
+            #expect(metrics.contains("\nhttpcache_origin_requests_on_loop_total 1\n"), "\(metrics)")
+        }
+    }
+
+    @Test(
         "Over HTTP/2, a chunk-size line that is invalid before any body byte gets 502 on the stream (RFC 9110 §15.6.3)"
     )
     func invalidFirstChunkSizeOverHTTP2() async throws {
