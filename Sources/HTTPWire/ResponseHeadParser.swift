@@ -27,11 +27,11 @@ import Darwin
 /// Bytes become text as UTF-8 when valid, otherwise as ISO 8859-1 (one scalar per byte), so
 /// no byte is replaced.
 @_spi(Wire) public enum ResponseHeadParser {
-    /// A head as read: its version's minor digit (for persistence, RFC 9112 §9.3) and the
-    /// head the receiver gets.
+    /// A head as read: the head the receiver gets, and its version's minor digit (for
+    /// persistence, RFC 9112 §9.3).
     public struct Head: Equatable {
-        public var minorVersion: Int
         public var head: UpstreamResponseHead
+        public var minorVersion: Int { head.minorVersion }
     }
 
     /// Reads `bytes`, which hold exactly one head: lines up to and including the empty line.
@@ -89,8 +89,9 @@ import Darwin
                     value: text(input, ASCII.trimmedRange(input, colon + 1..<line.upperBound))))
             continuesField = true
         }
-        let head = UpstreamResponseHead(status: status, reason: reason, fields: HeaderFields(fields))
-        return .success(Head(minorVersion: minorVersion, head: head))
+        let head = UpstreamResponseHead(
+            status: status, reason: reason, fields: HeaderFields(fields), minorVersion: minorVersion)
+        return .success(Head(head: head))
     }
 
     /// `HTTP/1.1 200 OK` → minor version 1, status 200, reason "OK".
@@ -217,10 +218,18 @@ import Darwin
     public var reason: String
     /// Field lines in the order received, repeated names kept.
     public var fields: HeaderFields
+    /// The minor digit of the status line's `HTTP/1.x`: `0` for a response received over
+    /// HTTP/1.0, which a proxy's `Via` names (RFC 9110 §7.6.3).
+    public var minorVersion: Int
 
-    public init(status: Int, reason: String, fields: HeaderFields) {
+    public init(status: Int, reason: String, fields: HeaderFields, minorVersion: Int = 1) {
         self.status = status
         self.reason = reason
         self.fields = fields
+        self.minorVersion = minorVersion
     }
+
+    /// The version as `Via` names it (RFC 9110 §7.6.3): `1.0`, or `1.1` (a later minor version
+    /// is read as 1.1, RFC 9110 §2.5).
+    public var version: String { minorVersion == 0 ? "1.0" : "1.1" }
 }

@@ -64,6 +64,35 @@ struct ProxyTests {
         }
     }
 
+    @Test(
+        "Via names the version each message was received with: 1.0 from an HTTP/1.0 origin or client; a stored response served later says 1.1 (RFC 9110 §7.6.3)"
+    )
+    func viaNamesTheReceivedVersion() async throws {
+        try await offPool {
+            let origin = try RawOrigin(answer: { _ in
+                [.send("HTTP/1.0 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nhello"), .close]
+            })
+            defer { origin.stop() }
+            let proxy = try InProcessProxy(origin: origin.url(""))
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            try client.send("GET /old HTTP/1.0\r\nHost: origin.test\r\n\r\n")
+            let miss = try client.readResponse()
+            #expect(miss.bodyText == "hello")
+            #expect(miss.values("Via") == ["1.0 httpcache"], "received from the origin over HTTP/1.0")
+            let forwarded = try #require(origin.received.first?.text)
+            #expect(forwarded.contains("\r\nVia: 1.0 httpcache\r\n"), "received from the client over HTTP/1.0")
+
+            // The store keeps no version: what it serves is the proxy's own HTTP/1.1 message.
+            let again = try RawHTTPClient(port: proxy.port)
+            defer { again.close() }
+            try again.send("GET /old HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+            let hit = try again.readResponse()
+            #expect(hit.field("Cache-Status")?.contains("; hit") == true)
+            #expect(hit.values("Via") == ["1.1 httpcache"])
+        }
+    }
+
     @Test("A stale response is revalidated with If-None-Match; the 304 freshens it (RFC 9111 §4.3.1, §4.3.4)")
     func revalidation() async throws {
         try await offPool {

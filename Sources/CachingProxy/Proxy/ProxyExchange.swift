@@ -372,7 +372,7 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
             for link in new { fields.append(HeaderField(name: "Link", value: String(link))) }
         }
         fields.removeAll(named: .contentLength)
-        Messages.addingVia(&fields, version: "1.1", name: configuration.name)
+        Messages.addingVia(&fields, version: head.version, name: configuration.name)
         responder.interim(ServerResponseHead(status: head.status, reason: head.reason, fields: fields))
     }
 
@@ -453,7 +453,9 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         case nil: framing = .streamed
         }
         var outgoing = Messages.removingHopByHop(relay.fields)
-        Messages.addingVia(&outgoing, version: "1.1", name: configuration.name)
+        // The version it was received with (RFC 9110 §7.6.3): `1.0` from an HTTP/1.0 origin.
+        // Served from the store later, it says `1.1` (see ProxyHandler's storedFieldsTransform).
+        Messages.addingVia(&outgoing, version: head.version, name: configuration.name)
         var cacheStatus = relay.cacheStatus
         if delta { cacheStatus.detail = DeltaCoding.detail }
         outgoing[.cacheStatus] = cacheStatus.appended(to: outgoing[.cacheStatus])

@@ -148,7 +148,10 @@ final class ProxyHandler: RequestHandler {
             engine: CacheEngine(configuration: .sharedCache(named: configuration.name)), name: configuration.name,
             clock: clock,
             log: storeLog)
-        // Every answer from the store carries this proxy's Via (RFC 9110 §7.6.3).
+        // Every answer from the store carries this proxy's Via (RFC 9110 §7.6.3), as `1.1`:
+        // the store keeps no version (an entry may come from another node's tier, a pack or a
+        // WARC), and what it serves is the proxy's own HTTP/1.1 message made from it. A
+        // response relayed as it arrives names the version it arrived with (ProxyExchange).
         // Its value made once, not on every freshened or newly read entry.
         let via = Messages.viaValue(version: "1.1", name: configuration.name)
         exchange.storedFieldsTransform = { fields in
