@@ -167,13 +167,35 @@ import Darwin
         Rejection(status: 431, reason: "the request head is larger than \(maxHeaderBytes) bytes")
     }
 
-    /// A head over the limit, its first `count` bytes read: `414` while the request-line has
-    /// not ended and its request-target has begun, a target longer than the server parses
-    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)), else ``headTooLarge``.
+    /// A head over the limit, its first `count` bytes read. While the request-line has not
+    /// ended, by where in it the limit falls, read from the bytes within the limit alone (so
+    /// the answer is the same however the bytes arrived): a byte no request-line may have
+    /// there is `400`; in the method, `501`, a method longer than any the server implements
+    /// (it forwards any method token, but none that leaves no room for a request within the
+    /// limit); in the request-target, `414`, a target longer than the server parses (RFC 9110
+    /// §15.5.15); past it, a version longer than `HTTP/1.1`, `400`
+    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)). Otherwise
+    /// ``headTooLarge``.
     private func tooLarge(_ base: UnsafePointer<UInt8>, _ count: Int) -> Rejection {
-        guard !sawRequestLine, count > lineStart,
-            memchr(base + lineStart, Int32(HTTPBytes.space), count - lineStart) != nil
-        else { return headTooLarge }
+        let end = min(count, maxHeaderBytes)
+        // An empty line's CR is not a request-line begun.
+        guard !sawRequestLine, end > lineStart, end - lineStart > 1 || base[lineStart] != HTTPBytes.cr else {
+            return headTooLarge
+        }
+        if let malformed = checkPartialRequestLine(base, end) { return malformed }
+        guard let methodEnd = memchr(base + lineStart, Int32(HTTPBytes.space), end - lineStart) else {
+            return Rejection(
+                status: 501,
+                reason:
+                    "the method is longer than the \(maxHeaderBytes) bytes a request head may have, so longer than "
+                    + "any this server implements (RFC 9112 §3)")
+        }
+        let target = methodEnd.assumingMemoryBound(to: UInt8.self) + 1 - UnsafeMutablePointer(mutating: base)
+        if target < end, let targetEnd = memchr(base + target, Int32(HTTPBytes.space), end - target),
+            end - (targetEnd.assumingMemoryBound(to: UInt8.self) + 1 - UnsafeMutablePointer(mutating: base)) > 9
+        {
+            return Rejection(status: 400, reason: "the HTTP-version is not HTTP/DIGIT.DIGIT (RFC 9112 §2.3)")
+        }
         return Rejection(
             status: 414,
             reason:

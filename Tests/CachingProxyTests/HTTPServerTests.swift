@@ -475,6 +475,35 @@ struct HTTPServerTests {
         }
     }
 
+    @Test(
+        "A method longer than the head limit is refused with 501, Not Implemented, not 431; a version past a long target with 400 (RFC 9112 §3)"
+    )
+    func methodTooLong() async throws {
+        try await offPool {
+            let test = try TestServer(configure: { $0.maxHeaderBytes = 1024 })
+            defer { test.server.shutdown(timeout: 1) }
+            let long = try RawHTTPClient(port: test.port)
+            try long.send("\(String(repeating: "A", count: 2000)) / HTTP/1.1\r\nHost: a\r\n\r\n")
+            try expectRejected(long, status: 501, test)
+            // Without a space or line end in sight, in pieces (its log line held back: one a second).
+            let endless = try RawHTTPClient(port: test.port)
+            for _ in 0..<4 { try endless.send(String(repeating: "A", count: 300)) }
+            try expectRejected(endless, status: 501, test, rejections: 2)
+        }
+        try await offPool {
+            let test = try TestServer(configure: { $0.maxHeaderBytes = 1024 })
+            defer { test.server.shutdown(timeout: 1) }
+            // A control byte within the limit makes it malformed, whatever its length.
+            let control = try RawHTTPClient(port: test.port)
+            try control.send("\(String(repeating: "A", count: 500))\u{1}\(String(repeating: "A", count: 1500))")
+            try expectRejected(control, status: 400, test)
+            // A short target followed by no line end is no long target: its version is malformed.
+            let version = try RawHTTPClient(port: test.port)
+            try version.send("GET / HTTP/1.1\(String(repeating: "1", count: 1100))")
+            try expectRejected(version, status: 400, test, rejections: 2)
+        }
+    }
+
     @Test("More than maxFieldCount field lines are refused with 431 (RFC 6585 §5)")
     func tooManyFields() async throws {
         try await offPool {

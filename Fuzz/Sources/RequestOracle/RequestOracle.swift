@@ -262,6 +262,7 @@ extension RequestOracle {
 
     /// A line longer than the limit is refused as too large (`431`) when it arrives at once,
     /// but as malformed (`400`) when a prefix of it already shows a bad byte: both refuse.
+    /// (A request-line the limit cuts gets one status however it arrives: ``cutRequestLineStatus``.)
     static func bothRefusedTooLong(_ one: HeadAnswer, _ other: HeadAnswer, _ count: Int, _ limits: Limits) -> Bool {
         guard count > limits.maxHeaderBytes else { return false }
         return [one.decision, other.decision].allSatisfy { if case .rejected = $0 { true } else { false } }
@@ -276,6 +277,9 @@ extension RequestOracle {
         case .rejected(let status):
             require([400, 413, 414, 417, 431, 501, 505].contains(status), bytes, "refused with \(status)")
             require(expected == nil, bytes, "a valid head is refused with \(status); the grammar reads \(expected!)")
+            if let cut = cutRequestLineStatus(bytes, limits) {
+                require(status == cut, bytes, "a request-line the limit cuts is refused with \(status), not \(cut)")
+            }
             return
         case .complete:
             break
@@ -305,6 +309,29 @@ extension RequestOracle {
         require(
             expected == answer, bytes,
             "accepted as \(answer); the grammar reads \(expected.map { "\($0)" } ?? "invalid")")
+    }
+
+    /// The status of a request-line that does not end within the head limit (RFC 9112 §3),
+    /// read from the limit's bytes alone; nil when a line ends within them. `400` for a byte no
+    /// request-line may have there; else by where the limit falls: in the method `501` (longer
+    /// than any the server implements), in the request-target `414` (RFC 9110 §15.5.15),
+    /// after it `400` when what follows is longer than `HTTP/1.1` and its CR, else `414`. The
+    /// CR of an empty line at the limit is no request-line: `431`.
+    static func cutRequestLineStatus(_ bytes: [UInt8], _ limits: Limits) -> Int? {
+        guard bytes.count > limits.maxHeaderBytes else { return nil }
+        let head = bytes[..<limits.maxHeaderBytes]
+        var start = 0
+        while start + 1 < head.count, head[start] == cr, head[start + 1] == lf { start += 2 }
+        let line = head[start...]
+        guard !line.isEmpty, !line.contains(lf) else { return nil }
+        if line.elementsEqual([cr]) { return 431 }
+        let method = line.prefix(while: Grammar.isToken)
+        guard method.endIndex < line.endIndex else { return 501 }
+        guard !method.isEmpty, line[method.endIndex] == 0x20 else { return 400 }
+        let target = line[(method.endIndex + 1)...].prefix { $0 > 0x20 && $0 < 0x7F }
+        guard target.endIndex < line.endIndex else { return 414 }
+        guard line[target.endIndex] == 0x20 else { return 400 }
+        return line.endIndex - (target.endIndex + 1) > 9 ? 400 : 414
     }
 
     /// The head at the start of `bytes` as RFC 9112 reads it, or `nil` when there is no
