@@ -55,7 +55,8 @@ import Darwin
     // Progress: the start of the first line not parsed yet, and where the LF search resumes.
     private var lineStart = 0
     private var scanFrom = 0
-    private var sawRequestLine = false
+    /// Whether this request's request-line has been read (its method and target are known).
+    public private(set) var sawRequestLine = false
 
     // The request-line.
     public private(set) var methodStart = 0

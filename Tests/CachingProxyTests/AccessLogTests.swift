@@ -236,5 +236,35 @@ struct AccessLogTests {
                 userAgent.unicodeScalars.contains("\u{FFFD}"), "bytes that are not UTF-8 become U+FFFD: \(userAgent)")
         }
     }
+
+    @Test(
+        "A request the server refuses itself (RFC 9112 §3, §5: malformed, too long) gets a line with its status and bytes, what was read of it or -, one per request"
+    )
+    func refusedRequestsAreLogged() async throws {
+        try await offPool {
+            let setup = try Setup()
+            // Its request-line read, a field line malformed (RFC 9112 §5.1): 400 for GET /bad.
+            let malformed = try RawHTTPClient(port: setup.proxy.port)
+            try malformed.send("GET /bad HTTP/1.1\r\nHost: a\r\nNo Colon Here\r\n\r\n")
+            let answer = try malformed.readResponse()
+            #expect(answer.status == 400)
+            let record = try #require(setup.records("/bad").first)
+            #expect(record.method == "GET")
+            #expect(record.status == 400)
+            #expect(record.bodyBytes == Int64(answer.body.count))
+            #expect(record.clientIsLoopback)
+            // Nothing of the request-line read: five in a row, each its own line, though the
+            // error log writes one a second.
+            for _ in 0..<5 {
+                let garbage = try RawHTTPClient(port: setup.proxy.port)
+                try garbage.send([0x16, 0x03, 0x01, 0x00, 0x05])
+                #expect(try garbage.readResponse().status == 400)
+            }
+            let unread = setup.records("-", count: 5)
+            #expect(unread.count == 5)
+            #expect(unread.allSatisfy { $0.method == "-" && $0.status == 400 && $0.bodyBytes > 0 })
+            #expect(unread.first?.formatted(.default).hasSuffix(" loopback - - HTTP/1.1 400 -") == true)
+        }
+    }
 }
 #endif

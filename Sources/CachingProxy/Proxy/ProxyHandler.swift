@@ -277,10 +277,7 @@ final class ProxyHandler: RequestHandler {
     ) {
         let began = MonotonicClock.seconds()
         let clock = configuration.clock
-        let request = AccessLogRecord(
-            time: 0, client: request.peerAddress?.host ?? "-", clientIsLoopback: request.peerIsLoopback,
-            method: request.method, target: request.target, version: request.version, isTLS: request.isTLS,
-            userAgent: request.fields[.userAgent], referer: request.fields[.referer])
+        let request = Self.record(of: request)
         responder.observeCompletion(requestIsHead: request.method == "HEAD") { completion in
             var record = request
             record.time = clock()
@@ -293,6 +290,26 @@ final class ProxyHandler: RequestHandler {
             record.originTime = completion.originTime
             accessLog(record)
         }
+    }
+
+    /// The access log's record of a request the server refused itself (as nginx logs them):
+    /// one line per refused request, as for any other, so a client cannot make the log grow
+    /// faster than its requests arrive.
+    func rejected(_ request: ServerRequest, status: Int, bodyBytes: Int) {
+        guard let accessLog = configuration.accessLog else { return }
+        var record = Self.record(of: request)
+        record.time = configuration.clock()
+        record.status = status
+        record.bodyBytes = Int64(bodyBytes)
+        accessLog(record)
+    }
+
+    /// What the access log records of `request` before its response: who sent what.
+    private static func record(of request: ServerRequest) -> AccessLogRecord {
+        AccessLogRecord(
+            time: 0, client: request.peerAddress?.host ?? "-", clientIsLoopback: request.peerIsLoopback,
+            method: request.method, target: request.target, version: request.version, isTLS: request.isTLS,
+            userAgent: request.fields[.userAgent], referer: request.fields[.referer])
     }
 
     /// Answers from the store or sends on, as the exchange decides (RFC 9111 in shared mode).

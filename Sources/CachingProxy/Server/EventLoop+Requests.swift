@@ -295,6 +295,24 @@ extension EventLoop {
         handler.handle(request, responder)
     }
 
+    /// What was read of the request being refused: the request when its head was complete,
+    /// else its method and target when its request-line was read, else `-` for both.
+    private func readOfRequest(_ connection: Connection) -> ServerRequest {
+        if let request = connection.state.request { return request }
+        let parser = connection.state.parser
+        var method = "-"
+        var target = "-"
+        if connection.state.phase == .head, parser.sawRequestLine, let input = connection.state.input {
+            let base = UnsafePointer(input + connection.state.inputStart)
+            method = HTTPBytes.string(base + parser.methodStart, parser.methodCount)
+            target = HTTPBytes.string(base + parser.targetStart, parser.targetCount)
+        }
+        return ServerRequest(
+            method: method, target: target, minorVersion: parser.sawRequestLine ? parser.minorVersion : 1, fields: [:],
+            peerIsLoopback: connection.peerIsLoopback, peerAddress: connection.peerAddress,
+            isTLS: connection.state.tls != nil)
+    }
+
     /// Refuses the request: a short text/plain answer, `Connection: close`, then a lingering
     /// close so the client reads it (RFC 9112 §9.6).
     func reject(_ connection: Connection, _ rejection: Rejection) {
@@ -306,6 +324,8 @@ extension EventLoop {
             "HTTP server: rejected a request from \(peerDescription(connection.fd)): \(rejection.status) \(phrase): \(rejection.reason)"
         )
         let body = "\(rejection.status) \(phrase): \(rejection.reason); the connection is closed\n"
+        // The access log's line: one per refused request, as for a request handed on.
+        handler.rejected(readOfRequest(connection), status: rejection.status, bodyBytes: body.utf8.count)
         var head = "HTTP/1.1 \(rejection.status) \(phrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
         if let proxyStatus = proxyStatus(rejecting: rejection.status) { head += "Proxy-Status: \(proxyStatus)\r\n" }
         head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n"

@@ -676,6 +676,11 @@ final class HTTP2Session {
         let phrase = reasonPhrase(rejection.status) ?? "Error"
         let text = Array("\(rejection.status) \(phrase): \(rejection.reason)\n".utf8)
         stream.dispatched = true
+        loop.handler.rejected(
+            ServerRequest(
+                method: stream.method.isEmpty ? "-" : stream.method, target: stream.path.isEmpty ? "-" : stream.path,
+                majorVersion: 2, minorVersion: 0, fields: stream.fields, peerIsLoopback: connection.peerIsLoopback,
+                peerAddress: connection.peerAddress, isTLS: isTLS), status: rejection.status, bodyBytes: text.count)
         var fields: HeaderFields = ["content-type": "text/plain; charset=utf-8"]
         if let proxyStatus = loop.proxyStatus(rejecting: rejection.status) { fields[.proxyStatus] = proxyStatus }
         submit(

@@ -103,6 +103,18 @@ package protocol RequestHandler: AnyObject, Sendable {
     /// full. Must not block: answer through `responder` at once (from this thread) or later
     /// from any thread. Every request must be answered exactly once (or aborted).
     func handle(_ request: ServerRequest, _ responder: Responder)
+
+    /// Called on the event-loop thread once for each request the server answered itself
+    /// instead of handing it on: malformed, too large or too slow (`400`, `408`, `413`, `414`,
+    /// `431`, `501`…). `request` holds what was read of it: its method and request-target once
+    /// its request-line was read, else `-` for both; fields once its head was complete.
+    /// `bodyBytes`: the length of the server's answer's body. Must not block.
+    func rejected(_ request: ServerRequest, status: Int, bodyBytes: Int)
+}
+
+extension RequestHandler {
+    /// Nothing: a handler that keeps no record of refused requests.
+    package func rejected(_ request: ServerRequest, status: Int, bodyBytes: Int) {}
 }
 
 extension RequestHeadParser {
