@@ -380,9 +380,14 @@ struct PageSaver {
             if let limit, let expected = head.expectedLength, expected > limit {
                 return problem("\(expected) bytes, " + overLimit(limit), failure: false)
             }
+            let stored = storedBodyLimit(cache)
+            if let stored, let expected = head.expectedLength, expected > stored {
+                // Refused from its head: the store would not keep it, so its body is not read
+                // (the cache stores nothing of a body not read to its end).
+                return problem(overStoreLimit(declared: expected, stored: stored), failure: false)
+            }
             let contentType = head.fields[.contentType]
             let reads = reads(job.role, contentType: contentType)
-            let stored = storedBodyLimit(cache)
             var keeps = reads
             var bytes: [UInt8] = []
             var size: Int64 = 0
@@ -470,6 +475,14 @@ struct PageSaver {
         case let memory as MemoryStore: memory.maximumEntrySize
         default: cache.configuration.maximumEntrySize
         }
+    }
+
+    /// Why a resource whose `Content-Length` says `declared` bytes is not downloaded: the
+    /// store keeps bodies of at most `stored` bytes.
+    static func overStoreLimit(declared: Int64, stored: Int64) -> String {
+        "its Content-Length of \(declared) bytes is over \(stored) bytes, the largest body the store keeps "
+            + "(maximumEntrySize, an eighth of the disk cache's capacity unless set): not downloaded, not saved; "
+            + "to save it, use a cache whose maximumEntrySize is at least \(declared) bytes"
     }
 
     static func overLimit(_ limit: Int64) -> String {

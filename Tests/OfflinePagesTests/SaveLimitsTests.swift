@@ -69,6 +69,29 @@ struct SaveLimitsTests {
         #expect(bytes < 2 * (readLimit + Int64(Self.mebibyte)), "\(bytes) bytes received")
     }
 
+    @Test(
+        "A resource whose Content-Length (RFC 9110 §8.6) is over the largest body the store keeps is refused from its head, its body not downloaded, and listed saying why"
+    )
+    func declaredTooLargeIsRefusedFromItsHead() async throws {
+        let h = try LimitsHarness(maximumEntrySize: Int64(Self.mebibyte))
+        let length: Int64 = 64 << 20
+        h.origin.route("/page.html") { _ in
+            .init(headers: [("Content-Type", "text/html")], body: #"<img src="/big.png"><img src="/a.svg">"#)
+        }
+        h.origin.route("/big.png") { _ in
+            .init(headers: [("Content-Type", "image/png")], generatedLength: length, seed: 5, chunked: false)
+        }
+        h.origin.route("/a.svg") { _ in .init(headers: [("Content-Type", "image/svg+xml")], body: "<svg/>") }
+        let (pack, bytes) = try await h.save("/page.html")
+        #expect(h.paths(pack) == ["/page.html", "/a.svg"])
+        let problem = try #require(h.problem(pack, "/big.png"))
+        #expect(!problem.isFailure, "\(problem)")
+        #expect(problem.reason.contains("Content-Length of \(length) bytes"), "\(problem)")
+        #expect(problem.reason.contains("largest body the store keeps"), "\(problem)")
+        #expect(problem.reason.contains("to save it"), "\(problem)")
+        #expect(bytes < Int64(Self.mebibyte), "\(bytes) bytes received: the body was read")
+    }
+
     @Test("A refresh drops a stylesheet grown past what the store keeps, not holding it whole; the rest stays")
     func refreshStopsAtTheStoreLimit() async throws {
         let h = try LimitsHarness(maximumEntrySize: Int64(Self.mebibyte))
