@@ -343,8 +343,9 @@ struct PageSaver {
     /// Fetches one resource through the cache, storing it whatever RFC 9111 says, and keeps
     /// the body only when it is read for more, and only up to `readSize` bytes: a larger
     /// document or stylesheet is stored but not read (listed as a problem). Once it is over
-    /// both `readSize` and the largest body the store keeps, nothing wants more of it and the
-    /// transfer stops. A redirect is followed only where `scope` allows, decided before its
+    /// the largest body the store keeps (and, when it is read for more, `readSize`), nothing
+    /// wants more of it and the transfer stops; when its `Content-Length` says so already, it
+    /// is not read at all. A redirect is followed only where `scope` allows, decided before its
     /// target is requested.
     static func fetch(
         _ job: Job, scope: SaveScope, through cache: HTTPCache, limit: Int64?, readSize: Int
@@ -403,6 +404,11 @@ struct PageSaver {
                     bytes = []
                 }
                 if keeps { bytes += chunk }
+                if !reads, let stored, size > stored {
+                    // No length declared, and past what the store keeps: stop the transfer.
+                    fetched.bytes = size
+                    return problem(overStoreLimit(received: size, stored: stored), failure: false)
+                }
                 if reads, !keeps, let stored, size > stored {
                     // The store has refused it and it is too large to read: stop the transfer.
                     fetched.bytes = size
@@ -483,6 +489,14 @@ struct PageSaver {
         "its Content-Length of \(declared) bytes is over \(stored) bytes, the largest body the store keeps "
             + "(maximumEntrySize, an eighth of the disk cache's capacity unless set): not downloaded, not saved; "
             + "to save it, use a cache whose maximumEntrySize is at least \(declared) bytes"
+    }
+
+    /// Why a resource of undeclared length is not downloaded further once `received` bytes
+    /// are past the `stored` bytes the store keeps.
+    static func overStoreLimit(received: Int64, stored: Int64) -> String {
+        "over \(stored) bytes (its transfer stopped at \(received)), the largest body the store keeps "
+            + "(maximumEntrySize, an eighth of the disk cache's capacity unless set): not saved; "
+            + "to save it, use a cache whose maximumEntrySize is larger"
     }
 
     static func overLimit(_ limit: Int64) -> String {

@@ -92,6 +92,26 @@ struct SaveLimitsTests {
         #expect(bytes < Int64(Self.mebibyte), "\(bytes) bytes received: the body was read")
     }
 
+    @Test(
+        "An image with no Content-Length (chunked, RFC 9112 §7.1) stops downloading once past the largest body the store keeps, listed saying why"
+    )
+    func undeclaredTooLargeStopsAtTheStoreLimit() async throws {
+        let h = try LimitsHarness(maximumEntrySize: Int64(Self.mebibyte))
+        h.origin.route("/page.html") { _ in
+            .init(headers: [("Content-Type", "text/html")], body: #"<img src="/big.png"><img src="/a.svg">"#)
+        }
+        h.origin.route("/big.png") { _ in
+            .init(headers: [("Content-Type", "image/png")], generatedLength: 64 << 20, seed: 6, chunked: true)
+        }
+        h.origin.route("/a.svg") { _ in .init(headers: [("Content-Type", "image/svg+xml")], body: "<svg/>") }
+        let (pack, bytes) = try await h.save("/page.html")
+        #expect(h.paths(pack) == ["/page.html", "/a.svg"])
+        let problem = try #require(h.problem(pack, "/big.png"))
+        #expect(!problem.isFailure && problem.reason.contains("largest body the store keeps"), "\(problem)")
+        #expect(problem.reason.contains("to save it"), "\(problem)")
+        #expect(bytes < 4 * Int64(Self.mebibyte), "\(bytes) bytes received: the transfer went on")
+    }
+
     @Test("A refresh drops a stylesheet grown past what the store keeps, not holding it whole; the rest stays")
     func refreshStopsAtTheStoreLimit() async throws {
         let h = try LimitsHarness(maximumEntrySize: Int64(Self.mebibyte))
