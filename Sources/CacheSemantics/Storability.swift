@@ -90,7 +90,8 @@ extension CacheEngine {
         }
         if response.status == 206, let part = incompletePart(request, response) {
             return partStorageDecision(
-                for: request, response: part, requestTime: requestTime, responseTime: responseTime)
+                for: request, response: part.head, isWhole: part.isWhole, requestTime: requestTime,
+                responseTime: responseTime)
         }
         var refusals: [Reason] = []
         if !isStoredMethod(request.method) { refusals.append(.methodNotStored(request.method)) }
@@ -385,11 +386,15 @@ extension CacheEngine {
     /// ever combined (§3.4, ``partsCombine(_:_:)``) or resumed (``resumptionFields(stored:storedLength:)``),
     /// so one without is kept alone, and, having nothing to validate with, is fetched again
     /// once stale.
-    func incompletePart(_ request: RequestHead, _ response: ResponseHead) -> ResponseHead? {
+    ///
+    /// A part that is the whole representation (`bytes 0-N/N+1`, what a browser's media
+    /// request `Range: bytes=0-` usually gets) is that complete `200` (``partStorageDecision``
+    /// stores it so), and answers every later request for the URL.
+    func incompletePart(_ request: RequestHead, _ response: ResponseHead) -> (head: ResponseHead, isWhole: Bool)? {
         guard request.method == "GET", request.fields.contains(.range),
             let text = response.fields[.contentRange], response.fields.values(named: .contentRange).count == 1,
             let contentRange = ContentRange(text), let range = contentRange.range,
-            let length = contentRange.completeLength, range.count < length
+            let length = contentRange.completeLength, range.count <= length
         else { return nil }
         // A Content-Length other than the range's size leaves unknown which bytes came
         // (RFC 9110 §14.4: Content-Range describes the enclosed part): not stored.
@@ -397,20 +402,22 @@ extension CacheEngine {
         var fields = response.fields
         if range.lowerBound == 0 { fields.removeAll(named: .contentRange) }
         fields[.contentLength] = String(length)
-        return ResponseHead(status: 200, fields: fields)
+        return (ResponseHead(status: 200, fields: fields), range.count == length)
     }
 
     /// The decision for a part (``incompletePart(_:_:)``): as for the complete `200`, then
-    /// marked incomplete. It answers later requests for ranges wholly within it (§3.4).
+    /// marked incomplete unless it holds every byte. It answers later requests for ranges
+    /// wholly within it (§3.4).
     func partStorageDecision(
-        for request: RequestHead, response part: ResponseHead, requestTime: Timestamp, responseTime: Timestamp
+        for request: RequestHead, response part: ResponseHead, isWhole: Bool, requestTime: Timestamp,
+        responseTime: Timestamp
     ) -> StorageDecision {
         var whole = request
         whole.fields.removeAll(named: .range)
         whole.fields.removeAll(named: .ifRange)
         let decision = storageDecision(
             for: whole, response: part, requestTime: requestTime, responseTime: responseTime)
-        guard case .store(var storable) = decision else { return decision }
+        guard !isWhole, case .store(var storable) = decision else { return decision }
         storable.facts.flags.insert(.incomplete)
         storable.notes.append(.storedAsIncomplete)
         return .store(storable)

@@ -136,6 +136,37 @@ struct SharedCacheConformanceTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §3.3, §3.4: a 206 that holds every byte (a browser's media request, bytes=0-) is stored as the complete 200"
+    )
+    func wholePartIsStoredComplete() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            let media = "0123456789abcdef"
+            harness.origin.route("/media") { request in
+                var fields = [("Cache-Control", "max-age=100"), ("ETag", "\"m1\""), ("Content-Type", "audio/ogg")]
+                guard request.header("Range") == "bytes=0-" else {
+                    return LoopbackOrigin.Response(headers: fields, body: media)
+                }
+                fields.append(("Content-Range", "bytes 0-15/16"))
+                return LoopbackOrigin.Response(status: 206, headers: fields, body: media)
+            }
+            let first = try harness.get("/media", [("Range", "bytes=0-")])
+            #expect(first.status == 206)
+            #expect(first.text == media)
+            #expect(first.cacheStatus == "httpcache; fwd=uri-miss; fwd-status=206; stored")
+            let again = try harness.get("/media", [("Range", "bytes=0-")])
+            #expect(again.status == 206 && again.isHit && again.text == media)
+            #expect(again["Content-Range"] == "bytes 0-15/16")
+            let seek = try harness.get("/media", [("Range", "bytes=10-")])
+            #expect(seek.status == 206 && seek.isHit && seek.text == "abcdef")
+            let whole = try harness.get("/media")
+            #expect(whole.status == 200 && whole.isHit && whole.text == media)
+            #expect(whole["Content-Range"] == nil)
+            #expect(harness.origin.count("/media") == 1)
+        }
+    }
+
     @Test("RFC 9111 §3, §5.2.2.5: a response with no-store is not stored")
     func responseNoStore() async throws {
         try await offPool {
