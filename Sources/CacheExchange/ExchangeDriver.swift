@@ -651,6 +651,13 @@ public final class ExchangeDriver: Sendable {
                 }
                 let writer = try store.makeWriter(for: head)
                 relay.recorder = recorder(writer, storage, plan, exchange, integrity: integrity)
+                if let leadership = exchange.leadership, !answersWithoutValidation(head) {
+                    // Stored, but it cannot answer those waiting for it without validation
+                    // (no-cache, or no freshness: an event stream, a long poll): they go on by
+                    // themselves now, not when it ends, which may be never (RFC 9111 §4.2,
+                    // §5.2.2.4), and later requests do not wait for it either.
+                    coalescing.release(leadership)
+                }
             } catch {
                 // The store refused it: the response is relayed all the same, and says why.
                 configuration.log(
@@ -665,6 +672,13 @@ public final class ExchangeDriver: Sendable {
         // Nothing will be stored: those waiting for this request go on by themselves now.
         if relay.recorder == nil { settle(exchange.leadership, nil) }
         return relay
+    }
+
+    /// Whether a response stored with `head` may answer a request now without validation:
+    /// fresh, and without `no-cache` (RFC 9111 §4.2, §5.2.2.4).
+    private func answersWithoutValidation(_ head: EntryHead) -> Bool {
+        guard let facts = StoredResponseFacts(serialized: head.facts) else { return false }
+        return !facts.flags.has(.noCache) && facts.freshnessLifetime > facts.currentAge(at: now)
     }
 
     private func recorder(

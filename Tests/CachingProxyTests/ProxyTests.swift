@@ -234,6 +234,38 @@ struct ProxyTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §4.2, §5.2.2.4: requests waiting for a miss whose response is stored but cannot answer them unvalidated (an event stream with no-cache) go on at its head, not at its end"
+    )
+    func waitersGoOnWhenTheResponseNeedsValidation() async throws {
+        try await offPool {
+            let harness = try ProxyHarness()
+            harness.origin.route("/events") { _ in
+                // A stream that sends its first event, then nothing more for as long as it is open.
+                var response = LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "no-cache"), ("Content-Type", "text/event-stream")],
+                    body: Array(repeating: UInt8(ascii: "x"), count: 4096))
+                response.pauseAfterBodyBytes = 9
+                return response
+            }
+            let first = try RawHTTPClient(port: harness.proxy.port)
+            defer { first.close() }
+            try first.send("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(try first.readHead().status == 200)
+            // The first stream goes on; a second viewer is answered by the origin at once. It
+            // waited for the first stream's end (never, until the origin's 60-s stall limit).
+            let second = try RawHTTPClient(port: harness.proxy.port)
+            defer { second.close() }
+            try second.send("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let answer = try second.readHead()
+            #expect(answer.status == 200)
+            #expect(answer.field("Cache-Status")?.contains("fwd=") == true, "\(answer.field("Cache-Status") ?? "")")
+            #expect(harness.origin.count("/events") == 2)
+            // The streams end with the origin, so the proxy stops without waiting for them.
+            harness.origin.stop()
+        }
+    }
+
     @Test("Concurrent misses on a response that turns out not storable are each forwarded (RFC 9111 §4)")
     func collapsedButNotStorable() async throws {
         try await offPool {
