@@ -19,7 +19,8 @@ struct ServeCommand {
             .value("--cache-dir"), EncryptionKeyOption.spec, .flag("--memory-only"), .value("--memory"),
             .value("--disk"), .value("--name"),
             .value("--admin-token"), .value("--loops"),
-            .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"), .value("--max-body"),
+            .value("--max-connections"), .value("--header-timeout"), .value("--idle-timeout"),
+            .value("--origin-timeout"), .value("--origin-connect-timeout"), .value("--max-body"),
             .value("--max-query-content"),
             .values("--allow-destination"), .value("--access-log"), .value("--access-log-format"),
             .values("--tls-cert"), .values("--tls-key"), .value("--tls-listen"), .flag("--no-http2"), .value("--user"),
@@ -99,6 +100,11 @@ struct ServeCommand {
           --max-connections N     client connections beyond which new ones are refused (4096)
           --header-timeout SEC    time to send a request head (default 10)
           --idle-timeout SEC      keep-alive idle time (default 60)
+          --origin-timeout SEC    an origin silent this long has failed: its response is cut
+                                  or answered 504, or a stored one is served stale where
+                                  stale-if-error allows (default 60)
+          --origin-connect-timeout SEC
+                                  time to connect to the origin (default 10)
           --max-body BYTES        largest request body (default 8M)
           --max-query-content BYTES
                                   largest QUERY content keyed and cached (default 64K);
@@ -272,6 +278,8 @@ struct ServeCommand {
         if let value = try number("--max-connections") { configuration.maxConnections = Int(value) }
         if let value = try number("--header-timeout") { configuration.headerTimeout = value }
         if let value = try number("--idle-timeout") { configuration.idleTimeout = value }
+        if let value = try number("--origin-timeout") { configuration.originStallTimeout = value }
+        if let value = try number("--origin-connect-timeout") { configuration.originConnectTimeout = value }
         if let name = arguments.value("--name") {
             guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "," || $0 == ";" }) else {
                 throw .usage(Self.name, "--name needs a single token such as edge-1")
@@ -361,6 +369,8 @@ struct ServeCommand {
         case "--max-connections": return .integer(Int64(configuration.maxConnections))
         case "--header-timeout": return .integer(Int64(configuration.headerTimeout))
         case "--idle-timeout": return .integer(Int64(configuration.idleTimeout))
+        case "--origin-timeout": return .integer(Int64(configuration.originStallTimeout))
+        case "--origin-connect-timeout": return .integer(Int64(configuration.originConnectTimeout))
         case "--max-body": return .integer(configuration.maxRequestBodyBytes)
         case "--max-query-content": return .integer(Int64(configuration.maxQueryContentBytes))
         case "--redis-prefix": return redis.configuration.map { .string($0.keyPrefix) }

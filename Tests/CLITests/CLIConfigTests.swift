@@ -101,6 +101,8 @@ struct CLIConfigTests {
         #expect(line("loops").hasPrefix("loops = 3 ") && line("loops").hasSuffix("# command line"))
         #expect(line("no-http2").hasPrefix("no-http2 = true"))
         #expect(line("idle-timeout").hasPrefix("idle-timeout = 60") && line("idle-timeout").hasSuffix("# default"))
+        #expect(
+            line("origin-timeout").hasPrefix("origin-timeout = 60") && line("origin-timeout").hasSuffix("# default"))
         #expect(line("tls-cert").hasPrefix("# tls-cert is not set"))
         // One line per option, each once: the 28 serve had when this was written, and any added since.
         let keys = lines.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }

@@ -88,6 +88,32 @@ struct OriginOnLoopTests {
     }
 
     @Test(
+        "serve --origin-timeout 1: a hung origin's stale-if-error response is served stale after a second, not the default 60 (RFC 5861 §4)"
+    )
+    func originTimeoutOption() async throws {
+        try await offPool {
+            let harness = try ProxyHarness(process: ["--origin-timeout", "1"])
+            let served = Locked(0)
+            harness.origin.route("/s") { _ in
+                // The first answer at once; then the origin hangs (longer than the client waits).
+                let first = served.withLock { count in
+                    count += 1
+                    return count == 1
+                }
+                return LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=0, stale-if-error=600")], body: "kept", delay: first ? 0 : 20)
+            }
+            #expect(try harness.get("/s").text == "kept")
+            let started = MonotonicClock.seconds()
+            let stale = try harness.get("/s")
+            #expect(stale.status == 200)
+            #expect(stale.text == "kept")
+            #expect(MonotonicClock.seconds() - started < 8, "served after \(MonotonicClock.seconds() - started) s")
+            harness.origin.stop()
+        }
+    }
+
+    @Test(
         "RFC 9110 §9.2.2: a kept-alive connection the origin closes after reading the request: the GET is sent again on a new connection"
     )
     func closedUnansweredIsSentAgain() async throws {
