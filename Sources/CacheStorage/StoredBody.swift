@@ -36,7 +36,7 @@ extension StoredBody {
         size == 0 ? [] : try read(0...(size - 1))
     }
 
-    /// The body in chunks of up to 1 MiB (``streamChunkSize``), each verified before it is
+    /// The body in chunks of up to 1 MiB (16 checksum blocks), each verified before it is
     /// handed out (one empty chunk for an empty body); `chunk` returns `false` to stop early.
     /// Its memory is one chunk's, whatever the body's size.
     public func stream(_ chunk: ([UInt8]) throws -> Bool) throws {
