@@ -365,38 +365,37 @@ final class PayloadPump: Sendable {
 /// differ on a chunked payload (WARC 1.1 names the entity body, some hash the bytes as sent):
 /// either digest matching is a match.
 struct PayloadDigests {
-    private let declared: String
-    /// The 20 bytes declared; nil when the field is not SHA-1 (not checked) or not readable.
-    private let expected: [UInt8]?
-    private let isSHA1: Bool
+    private let field: String
+    private let declared: DeclaredSHA1
     private var raw = SHA1()
     private var decoded = SHA1()
     /// Whether the payload is chunked, so that its de-chunked bytes are hashed too.
     private let chunked: Bool
 
     init(_ field: String, chunked: Bool) {
-        declared = field
+        self.field = field
+        declared = DeclaredSHA1(field)
         self.chunked = chunked
-        let parts = field.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-        isSHA1 = parts.count == 2 && ["sha1", "sha-1"].contains(parts[0].lowercased())
-        expected = isSHA1 ? WARCReaderState.digestBytes(parts[1]) : nil
     }
 
     mutating func update(raw bytes: [UInt8], payload: [UInt8]) {
-        guard isSHA1 else { return }
+        guard declared != .otherAlgorithm else { return }
         raw.update(bytes)
         if chunked { decoded.update(payload) }
     }
 
     /// Why the payload is not the one declared; nil when it is, or when the digest is not SHA-1.
     var mismatch: String? {
-        guard isSHA1 else { return nil }
-        guard let expected else {
-            return "WARC-Payload-Digest \"\(declared)\" is not a SHA-1 digest in base32 or hex — the header is damaged"
+        let expected: [UInt8]
+        switch declared {
+        case .otherAlgorithm: return nil
+        case .unreadable:
+            return "WARC-Payload-Digest \"\(field)\" is not a SHA-1 digest in base32 or hex — the header is damaged"
+        case .digest(let bytes): expected = bytes
         }
         let digests = chunked ? [raw.finalize(), decoded.finalize()] : [raw.finalize()]
         guard !digests.contains(expected) else { return nil }
-        return "WARC-Payload-Digest says \(declared) but the payload's SHA-1 is sha1:\(Base32.encode(digests[0]))"
+        return "WARC-Payload-Digest says \(field) but the payload's SHA-1 is sha1:\(Base32.encode(digests[0]))"
             + " — the record was changed or damaged after it was written; it is not stored"
     }
 }

@@ -231,7 +231,7 @@ final class WARCReaderState {
             throw warcError(for: failure, recordOffset: offset, within: within)
         }
         let checksSHA1 = record.fields.contains {
-            WARCSyntax.namesEqual($0.name, "WARC-Block-Digest") && Self.isSHA1($0.value)
+            WARCSyntax.namesEqual($0.name, "WARC-Block-Digest") && DeclaredSHA1($0.value) != .otherAlgorithm
         }
         open = OpenBlock(
             record: record, length: length, remaining: length, within: within, hash: checksSHA1 ? SHA1() : nil)
@@ -342,33 +342,27 @@ final class WARCReaderState {
             + " Content-Length"
     }
 
-    /// Whether a `WARC-Block-Digest` value names the SHA-1 algorithm.
-    private static func isSHA1(_ value: String) -> Bool {
-        guard let colon = value.firstIndex(of: ":") else { return false }
-        let algorithm = value[..<colon].lowercased()
-        return algorithm == "sha1" || algorithm == "sha-1"
-    }
-
     /// Checks every `WARC-Block-Digest` that uses SHA-1 ("WARC-Block-Digest", "sha1:" and the
     /// base32 of the digest; hex is accepted too) against `computed`, the block's.
     private func checkBlockDigest(of record: WARCRecord, digest computed: [UInt8]) throws(WARCError) {
         for field in record.fields where WARCSyntax.namesEqual(field.name, "WARC-Block-Digest") {
-            guard Self.isSHA1(field.value), let colon = field.value.firstIndex(of: ":") else { continue }
-            let text = WARCSyntax.text(
-                WARCSyntax.trimmed(Array(field.value.utf8[field.value.index(after: colon)...])[...]))
-            guard let expected = WARCReaderState.digestBytes(text) else {
+            switch DeclaredSHA1(field.value) {
+            case .otherAlgorithm:
+                continue
+            case .unreadable:
                 throw WARCError(
                     offset: record.offset,
                     message: "block digest mismatch: WARC-Block-Digest \"\(field.value)\" is not"
                         + " a SHA-1 digest in base32 or hex (the block's is sha1:\(Base32.encode(computed)))"
                         + " — the header is damaged; do not trust this record")
-            }
-            guard expected == computed else {
-                throw WARCError(
-                    offset: record.offset,
-                    message: "block digest mismatch: WARC-Block-Digest says \(field.value) but"
-                        + " the block's SHA-1 is sha1:\(Base32.encode(computed)) — the record was changed or damaged"
-                        + " after it was written; do not trust it (the records after it can still be read)")
+            case .digest(let expected):
+                guard expected == computed else {
+                    throw WARCError(
+                        offset: record.offset,
+                        message: "block digest mismatch: WARC-Block-Digest says \(field.value) but"
+                            + " the block's SHA-1 is sha1:\(Base32.encode(computed)) — the record was changed or"
+                            + " damaged after it was written; do not trust it (the records after it can still be read)")
+                }
             }
         }
     }
@@ -516,5 +510,30 @@ final class WARCByteStream {
             }
         }
         return nil
+    }
+}
+
+/// What a WARC digest field (`WARC-Block-Digest`, `WARC-Payload-Digest`: `algorithm:digest`)
+/// declares, for the SHA-1 digests this library checks.
+enum DeclaredSHA1: Equatable {
+    /// Another algorithm (or no `algorithm:` label): not checked.
+    case otherAlgorithm
+    /// SHA-1, but its digest is neither 32 base32 characters nor 40 hex digits.
+    case unreadable
+    /// The 20 bytes declared.
+    case digest([UInt8])
+
+    init(_ value: String) {
+        guard let colon = value.firstIndex(of: ":") else {
+            self = .otherAlgorithm
+            return
+        }
+        let algorithm = WARCSyntax.text(WARCSyntax.trimmed(Array(value.utf8[..<colon])[...])).lowercased()
+        guard algorithm == "sha1" || algorithm == "sha-1" else {
+            self = .otherAlgorithm
+            return
+        }
+        let text = WARCSyntax.text(WARCSyntax.trimmed(Array(value.utf8[value.index(after: colon)...])[...]))
+        self = WARCReaderState.digestBytes(text).map(DeclaredSHA1.digest) ?? .unreadable
     }
 }
