@@ -154,8 +154,7 @@ extension PageSaver {
                         // Not read to the end: it could not be stored, and is never held whole.
                         fetched.bytes += Int64(body.count)
                         return problem(
-                            "over \(stored) bytes, the largest body the store keeps (maximumEntrySize): not stored",
-                            failure: false)
+                            Self.overStoreLimit(received: Int64(body.count), stored: stored), failure: false)
                     }
                 }
                 fetched.bytes += Int64(body.count)

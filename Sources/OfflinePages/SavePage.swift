@@ -404,14 +404,11 @@ struct PageSaver {
                     bytes = []
                 }
                 if keeps { bytes += chunk }
-                if !reads, let stored, size > stored {
-                    // No length declared, and past what the store keeps: stop the transfer.
+                if !keeps, let stored, size > stored {
+                    // Past what the store keeps (no length was declared), and not read for more, or
+                    // too large to read: nothing wants the rest, so the transfer stops.
                     fetched.bytes = size
-                    return problem(overStoreLimit(received: size, stored: stored), failure: false)
-                }
-                if reads, !keeps, let stored, size > stored {
-                    // The store has refused it and it is too large to read: stop the transfer.
-                    fetched.bytes = size
+                    guard reads else { return problem(overStoreLimit(received: size, stored: stored), failure: false) }
                     return problem(
                         "over \(stored) bytes, the largest body the store keeps (maximumEntrySize), "
                             + "and over the \(readSize)-byte limit for reading a document or stylesheet: "
