@@ -35,11 +35,11 @@ final class EarlyHints: Sendable {
 
     /// Remembers the hints of `response`, the fields of a response stored for `url` in answer
     /// to a request with `request`'s fields; `withheld` are the (lowered) field names its
-    /// directives keep from answers without validation. A response with none forgets what was
-    /// remembered (its page no longer names them).
-    func learn(url: String, response: HeaderFields, request: HeaderFields, withheld: [String]) {
-        let hints = withheld.contains("link") ? [] : Self.hintMembers(response)
-        guard !hints.isEmpty else { return forget(url: url) }
+    /// directives keep from answers without validation, worked out only when it has hints. A
+    /// response with none forgets what was remembered (its page no longer names them).
+    func learn(url: String, response: HeaderFields, request: HeaderFields, withheld: () -> [String]) {
+        let hints = Self.hintMembers(response)
+        guard !hints.isEmpty, !withheld().contains("link") else { return forget(url: url) }
         let vary = Vary(fields: response)
         let learned = Learned(vary: vary, values: vary.requestValues(request), members: hints)
         var cost = MemoryCost.string(url) + hints.reduce(0) { $0 + MemoryCost.string($1) }

@@ -441,10 +441,11 @@ final class ProxyExchange: UpstreamReceiver, @unchecked Sendable {
         if relay.recorder != nil && head.status == 200 && request.method == "GET" {
             // Stored: its links are what the next wait for this URL is hinted with, unless its
             // directives withhold them from answers made without validation.
-            let directives = driver.configuration.engine.effectiveDirectives(head.fields).directives
-            handler.earlyHints.learn(
-                url: request.target.url, response: head.fields, request: request.server.fields,
-                withheld: directives.noCacheFieldNames + directives.privateFieldNames)
+            handler.earlyHints.learn(url: request.target.url, response: head.fields, request: request.server.fields) {
+                [engine = driver.configuration.engine] in
+                let directives = engine.effectiveDirectives(head.fields).directives
+                return directives.noCacheFieldNames + directives.privateFieldNames
+            }
         }
         let framing: BodyFraming
         switch relay.expectedLength {
