@@ -308,20 +308,19 @@ extension DiskStore {
     private func queueBehind(
         _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?
     ) throws(StorageError) -> Bool {
-        let busyLimit = configuration.queuedCommitLimit * 4
-        func enqueue(limit: Int? = nil) -> Queueing {
-            queue(&entry, body: body, lockedFile: lockedFile, limit: limit)
+        func enqueue(busy: Bool = false) -> Queueing {
+            queue(&entry, body: body, lockedFile: lockedFile, allowance: busy ? 4 : 1)
         }
         // With the index's lock held: a batch opened when none is (the index's write lock, so that
         // another process's write waits for the batch, with what is queued in it), and the
         // commit queued in it; the key's variants read first when they are not remembered as the
         // index holds them (the entry this one replaces is then known).
-        func queueHolding(_ state: inout State, limit: Int? = nil) throws(StorageError) -> Bool {
+        func queueHolding(_ state: inout State, busy: Bool = false) throws(StorageError) -> Bool {
             guard state.batching.scopes == 0 else { return false }
             try openBatchIfWanted(&state)
-            if enqueue(limit: limit) == .queued { return true }
+            if enqueue(busy: busy) == .queued { return true }
             _ = try readVariants(of: entry.head.primaryKey, &state)
-            return enqueue(limit: limit) == .queued
+            return enqueue(busy: busy) == .queued
         }
         switch enqueue() {
         case .queued:
@@ -333,15 +332,16 @@ extension DiskStore {
             defer { unlinkBodies(written) }
             let helped = try state.withLockIfAvailable { state throws(StorageError) -> Bool in
                 written = try writePendingCommits(&state, limit: Self.pendingCommitChunk)
-                return try queueHolding(&state, limit: busyLimit)
+                return try queueHolding(&state, busy: true)
             }
             if let helped { return helped }
-            guard enqueue(limit: busyLimit) == .queued else {
+            guard enqueue(busy: true) == .queued else {
                 throw StorageError(
                     .busy,
-                    "the cache index is \(configuration.queuedCommitLimit) entries or more behind and busy writing "
-                        + "them (a slow disk, or a busy machine): this one is not stored, rather than its request "
-                        + "waiting; entries are stored again once the index catches up")
+                    "the cache index is \(configuration.queuedCommitLimit) entries (or \(configuration.queuedBodyByteLimit >> 20) "
+                        + "MiB of bodies) or more behind and busy writing them (a slow disk, or a busy machine): this one "
+                        + "is not stored, rather than its request waiting; entries are stored again once the index "
+                        + "catches up")
             }
             return true
         }
@@ -384,13 +384,13 @@ extension DiskStore {
     /// Queues `entry`'s commit in the open batch, to be written behind
     /// (``commit(_:id:size:body:lockedFile:)``); queuing nothing when no batch is
     /// open, a ``beginBatchedWrites()`` scope is, the key's variants are not remembered as the
-    /// index holds them, or `limit` commits (``Configuration/queuedCommitLimit`` by default) are
-    /// queued already (``Queueing/full``). Counted as this store's own write of
+    /// index holds them, or the queue is full (``Queueing/full``): ``Configuration/queuedCommitLimit``
+    /// commits or ``Configuration/queuedBodyByteLimit`` bytes of bodies, each times `allowance`. Counted as this store's own write of
     /// its key, which its remembered variants take in; the pin of the variant it replaces, when
     /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
     /// commit has the batch committed at once.
     private func queue(
-        _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?, limit: Int? = nil
+        _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?, allowance: Int = 1
     ) -> Queueing {
         let (queued, full) = memo.withLock { memo -> (Queueing, Int?) in
             // Only for a key whose variants are remembered as the index holds them (an exchange
@@ -398,7 +398,9 @@ extension DiskStore {
             // reads by identity at once, as it would be with its row deleted.
             let key = entry.head.primaryKey
             guard memo.batchScopes == 0, let batch = memo.openBatch else { return (.notQueued, nil) }
-            guard memo.pendingCommits.count < limit ?? configuration.queuedCommitLimit else { return (.full, nil) }
+            guard memo.pendingCommits.count < configuration.queuedCommitLimit * allowance,
+                memo.pendingInlineBytes < configuration.queuedBodyByteLimit * allowance
+            else { return (.full, nil) }
             guard let count = changes?.value, let cached = memo.heads.value(for: key),
                 Self.isCurrent(cached.changes, at: count, memo)
             else { return (.notQueued, nil) }
@@ -412,6 +414,7 @@ extension DiskStore {
                 entry: entry, body: body, lockedFile: lockedFile, replaces: replaced?.id,
                 number: memo.commitCount)
             memo.pendingKeys[key, default: []].append(entry.id)
+            memo.pendingInlineBytes += body.inline?.count ?? 0
             if case .inline(let bytes, checksums: nil) = body { memo.unsummedCommits.append((entry.id, bytes)) }
             let queued = entry
             countOwnWrite(&memo, primaryKey: key) { $0.replaceVariant(with: queued, nil) }
@@ -421,7 +424,7 @@ extension DiskStore {
         return queued
     }
 
-    /// What came of ``queue(_:body:lockedFile:limit:)``.
+    /// What came of ``queue(_:body:lockedFile:allowance:)``.
     private enum Queueing {
         case queued
         /// As many commits as its limit allows are queued already.

@@ -23,11 +23,12 @@ struct WrittenBehindCommitTests {
     /// A store written behind whose batches stay open `latency` seconds.
     func openStore(
         latency: Double = 600, readers: Int = 0, headBytes: Int? = nil, queuedLimit: Int? = nil,
-        log: StoreTestSupport.Log? = nil
+        queuedBytes: Int? = nil, log: StoreTestSupport.Log? = nil
     ) throws -> DiskStore {
         var configuration = DiskStore.Configuration(directory: directory, log: { _ in })
         if let log { configuration.log = log.sink }
         if let queuedLimit { configuration.queuedCommitLimit = queuedLimit }
+        if let queuedBytes { configuration.queuedBodyByteLimit = queuedBytes }
         configuration.batchLatency = latency
         configuration.writesBehind = true
         configuration.readingConnections = readers
@@ -248,6 +249,31 @@ struct WrittenBehindCommitTests {
         #expect(other.totals().entries == 0)
         try store.endBatchedWrites()
         #expect(other.totals().entries == 5)
+    }
+
+    @Test(
+        "The queue is full at its bytes of bodies kept in the index too, whatever their number: the commit that finds them writes some of it first"
+    )
+    func queueBoundedByBytes() throws {
+        defer { StoreTestSupport.removeDirectory(directory) }
+        let store = try openStore(queuedBytes: 250)
+        let other = try openStore()
+        var entries = try (0..<3).map { try StoreTestSupport.write(store, key: $0, generation: 0, size: 100) }
+        #expect(pending(store) == 3)
+        // 300 bytes queued, over 250: this commit writes the three into the open batch first.
+        entries.append(try StoreTestSupport.write(store, key: 3, generation: 0, size: 100))
+        #expect(pending(store) == 1)
+        // A body kept in its own file holds no bytes in the queue.
+        entries.append(try StoreTestSupport.write(store, key: 4, generation: 0, size: 100_000))
+        entries.append(try StoreTestSupport.write(store, key: 5, generation: 0, size: 100))
+        #expect(pending(store) == 3)
+        #expect(store.memo.withLock { $0.pendingInlineBytes } == 200)
+        for entry in entries {
+            #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+        }
+        try store.endBatchedWrites()
+        #expect(store.memo.withLock { $0.pendingInlineBytes } == 0)
+        #expect(other.totals().entries == 6)
     }
 
     @Test(
