@@ -384,11 +384,12 @@ extension DiskStore {
     /// Queues `entry`'s commit in the open batch, to be written behind
     /// (``commit(_:id:size:body:lockedFile:)``); queuing nothing when no batch is
     /// open, a ``beginBatchedWrites()`` scope is, the key's variants are not remembered as the
-    /// index holds them, or the queue is full (``Queueing/full``): ``Configuration/queuedCommitLimit``
-    /// commits or ``Configuration/queuedBodyByteLimit`` bytes of bodies, each times `allowance`. Counted as this store's own write of
-    /// its key, which its remembered variants take in; the pin of the variant it replaces, when
-    /// remembered, is given to `entry` (the writer sets it from the index). The 64th queued
-    /// commit has the batch committed at once.
+    /// index holds them, or the queue is full (``Queueing/full``: `allowance` times
+    /// ``Configuration/queuedCommitLimit`` commits, or as many times
+    /// ``Configuration/queuedBodyByteLimit`` bytes of bodies). Counted as this store's own write
+    /// of its key, which its remembered variants take in; the pin of the variant it replaces,
+    /// when remembered, is given to `entry` (the writer sets it from the index). The 64th
+    /// queued commit has the batch committed at once.
     private func queue(
         _ entry: inout StoredEntry, body: CommittedBody, lockedFile: Int32?, allowance: Int = 1
     ) -> Queueing {

@@ -103,10 +103,10 @@ public final class DiskStore: CacheStore {
         /// of them before it is queued when no other thread holds the index; when one does, it
         /// is queued all the same up to four times these, and refused past them
         /// (``StorageError/Kind/busy``: not stored) rather than wait. 1,024: a caching proxy's
-        /// 20,000 misses of 16 KB from 8 clients at once (some 5,000 a second on two cores)
-        /// outran a background writer bounded at 256 and lost a quarter of them (5,100 not
-        /// stored, each a miss again later); at 1,024 none to 2,400, for at most 64 MiB of
-        /// queued bodies (``queuedBodyByteLimit``) and their heads.
+        /// 20,000 misses of 16 KB from 8 clients at once (some 4,500 a second on two cores)
+        /// outran a background writer bounded at 256, and 4,000 to 5,200 of them were not
+        /// stored (each a miss again later); at 1,024 none to 108, for at most 64 MiB of queued
+        /// bodies (``queuedBodyByteLimit``) and their heads.
         var queuedCommitLimit = 1024
         /// The most bytes of bodies kept in the index (``inlineBodyLimit``) that commits queued
         /// behind may hold before the queue counts as full (``queuedCommitLimit``): 16 MiB, four
