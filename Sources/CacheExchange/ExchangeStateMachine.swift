@@ -550,7 +550,8 @@ public struct ExchangeStateMachine: Sendable {
             status.detail = "stale-not-allowed"
             return .answer(
                 .gatewayTimeout(
-                    reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus, replacesOriginResponse: true))
+                    [.originUnreachable] + reasons, cacheStatus: status, addsCacheStatus: addsCacheStatus,
+                    replacesOriginResponse: true))
         case .passThrough(let reasons):
             // The policy promised a load from the origin: its failure is the answer.
             state = .done

@@ -55,6 +55,9 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
     case staleWhileRevalidate(by: Double, allowance: Int)
     case staleIfError(by: Double, allowance: Int)
     case disconnected(by: Double)
+    /// No response came from the origin (refused, unreachable, timed out): what the cache
+    /// answers instead says why it could not use what it stores.
+    case originUnreachable
     case savedForOffline(stale: Bool)
     case staleNotAllowed
     case onlyIfCached
@@ -185,6 +188,8 @@ public enum Reason: Hashable, Sendable, CustomStringConvertible {
                 "served while the origin cannot be reached: it was saved for offline use (pinned)\(stale ? ", stale," : ",") whatever its directives; an app's or operator's choice, as returnCacheDataElseLoad is (RFC 9111 §4.2.4 otherwise forbids it after no-cache or must-revalidate)"
         case .disconnected(let by):
             return "served stale by \(Int(by.rounded(.up))) s: the origin could not be reached (RFC 9111 §4.2.4)"
+        case .originUnreachable:
+            return "the origin could not be reached"
         case .staleNotAllowed:
             return
                 "serving stale is not allowed without max-stale, stale-while-revalidate or stale-if-error (RFC 9111 §4.2.4)"

@@ -87,8 +87,8 @@ enum Commands {
 
             Exit status:
               0  done; for get and explain: an HTTP response was obtained, whatever its status
-              1  the cache directory or a file could not be used, a transfer was cut off, or a
-                 demo step did not behave as expected
+              1  the cache directory or a file could not be used, a transfer was cut off,
+                 redirects did not end within 10, or a demo step did not behave as expected
               2  usage error: unknown command or option, malformed URL or field
               3  nothing is stored for the URL (show, pin, unpin), or no such pack (packs)
               7  the origin could not be reached and nothing stored could be served

@@ -68,8 +68,10 @@ struct GetCommand {
 
         Exit status: 0 when an HTTP response was obtained (whatever its status, 504 from
         --offline included); 7 when the origin could not be reached and nothing stored could
-        be served; 2 for a usage error (a malformed URL too); 1 when the cache directory or the
-        output file cannot be used or the transfer was cut off. With -C, a status other than
+        be served (or what is stored may not be served stale: must-revalidate, no-cache); 2 for
+        a usage error (a malformed URL too); 1 when the cache directory or the output file
+        cannot be used, the transfer was cut off or redirects did not end within 10 (a loop,
+        most likely). With -C, a status other than
         200, 206 or 416 (already complete) is exit 1 and nothing is written to FILE.
 
         Examples:
@@ -171,13 +173,56 @@ struct GetCommand {
     /// `--json` includes a body only when it is shorter than this (64 KiB), as `--help` says.
     static let jsonBodyLimit = 64 * 1024
 
-    private func cutOff(after received: Int64, _ error: any Error) -> Failure {
+    /// The failure of a body cut off after `received` bytes, saying whether what came is kept:
+    /// the cache keeps a cut body with a strong validator as an incomplete response, which the
+    /// next run completes with a range request (RFC 9111 §3.3), and stores nothing otherwise.
+    private func cutOff(after received: Int64, _ error: any Error, in cache: HTTPCache) -> Failure {
         // A body that failed its digest (RFC 9530) says so itself, in one line.
         if error is DigestMismatch { return Failure(.failure, "\(error)") }
-        return Failure(
-            .failure,
-            "the response from \(options.url.absoluteString) was cut off after \(received) bytes (\(error)); "
-                + "it was not stored; try again")
+        let url = options.url.absoluteString
+        // The transport's own sentence (a URLError's description), not the NSError around it;
+        // the HTTP client's says "the response from URL was cut off: CAUSE; it is incomplete and
+        // must not be used as complete", of which this line needs only CAUSE.
+        var cause = (error as? URLError)?.localizedDescription ?? "\(error)"
+        let lead = "the response from \(url) was cut off: "
+        if cause.hasPrefix(lead) {
+            cause.removeFirst(lead.count)
+            if let tail = cause.range(of: "; it is incomplete") { cause.removeSubrange(tail.lowerBound...) }
+        }
+        let kept = (try? cache.entries(answering: options.request))?.contains { !$0.isComplete } ?? false
+        let next =
+            kept
+            ? "the \(received) bytes that came are kept as an incomplete response (RFC 9111 §3.3): the same "
+                + "command asks the origin for the rest"
+            : "nothing of it was stored; try again"
+        return Failure(.failure, "the response from \(url) was cut off after \(received) bytes (\(cause)); \(next)")
+    }
+
+    /// The failure for `head` when it is no answer to print: a redirect left unfollowed
+    /// because the most redirects were followed already (a loop, most likely), or the cache's
+    /// own `504` because the origin could not be reached and what is stored may not be served
+    /// stale (RFC 9111 §4.2.4). `nil` for any other response, whatever its status.
+    private func unanswered(_ head: CachedResponseHead, by cache: HTTPCache) -> Failure? {
+        let url = options.url.absoluteString
+        if cache.configuration.followsRedirects, [301, 302, 303, 307, 308].contains(head.statusCode),
+            let location = head.fields[.location],
+            let target = HTTPCache.redirectTarget(head.url, location)
+        {
+            return Failure(
+                .failure,
+                "\(url): more than \(cache.configuration.maximumRedirects) redirects; the last, \(head.statusCode) "
+                    + "from \(head.url.absoluteString), leads to \(target.absoluteString): the server's redirects "
+                    + "may loop")
+        }
+        if head.statusCode == 504, head.reasons.contains(.originUnreachable) {
+            let target = options.url.host.map { host in options.url.port.map { "\(host):\($0)" } ?? host } ?? url
+            let why = head.reasons.filter { $0 != .originUnreachable }.map(\.description).joined(separator: "; ")
+            return Failure(
+                .unreachable,
+                "could not reach \(target), and the response stored for \(url) may not be served in its place: "
+                    + "\(why); check that the server is running")
+        }
+        return nil
     }
 
     /// Fetches and writes the body.
@@ -193,11 +238,12 @@ struct GetCommand {
         } catch {
             throw Fetching.failure(error, url: options.url)
         }
+        if let failure = unanswered(head, by: cache) { throw failure }
         let first: Data?
         do {
             first = try await chunks.next()
         } catch {
-            throw cutOff(after: 0, error)
+            throw cutOff(after: 0, error, in: cache)
         }
         if include { Console.out(Report.head(head)) }
         let collectsText = json && file == nil
@@ -229,7 +275,7 @@ struct GetCommand {
             throw failure
         } catch {
             progress.finish()
-            throw cutOff(after: received, error)
+            throw cutOff(after: received, error, in: cache)
         }
         progress.finish()
         try file?.commit()

@@ -353,6 +353,65 @@ struct CLIGetTests {
         }
     }
 
+    /// A redirect that leads back to itself is followed as often as the cache follows any
+    /// (`maximumRedirects`), then the run fails saying so, as curl's `-L` does, rather than
+    /// print the last redirect's empty body and exit 0 as if answered.
+    @Test func redirectLoopFailsSayingSo() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.origin.route("/loop") { _ in LoopbackOrigin.Response(status: 302, headers: [("Location", "/loop")]) }
+            let run = try await cli.run(["get", "-i", cli.url("/loop")])
+            #expect(run.status == 1, "\(run.stderr)")
+            #expect(run.stdoutData.isEmpty, "\(run.stdout)")
+            #expect(run.stderrLines.count == 1, "\(run.stderr)")
+            #expect(run.stderr.contains("more than 10 redirects"), "\(run.stderr)")
+            #expect(run.stderr.contains("leads to \(cli.url("/loop"))"), "\(run.stderr)")
+            #expect(cli.origin.count("/loop") == 11)
+        }
+    }
+
+    /// RFC 9111 §5.2.2.2: with the origin unreachable, a stale response with must-revalidate
+    /// is answered by the cache's 504, not served; the run exits 7 as when nothing is stored,
+    /// and says the origin could not be reached (not only that the stored one is stale).
+    @Test func originDownWithAStaleMustRevalidateResponseExitsSeven() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            cli.serve("/strict", [("Cache-Control", "max-age=0, must-revalidate"), ("ETag", "\"s1\"")], body: "s")
+            #expect(try await cli.run(["get", cli.url("/strict")]).status == 0)
+            cli.origin.stop()
+            let run = try await cli.run(["get", cli.url("/strict")])
+            #expect(run.status == 7, "\(run.stderr)")
+            #expect(run.stdoutData.isEmpty, "\(run.stdout)")
+            #expect(run.stderr.hasPrefix("httpcache: could not reach 127.0.0.1:\(cli.origin.port)"), "\(run.stderr)")
+            #expect(run.stderr.contains("must-revalidate forbids serving it stale"), "\(run.stderr)")
+        }
+    }
+
+    /// RFC 9111 §3.3: a body cut off is kept as an incomplete response when it has a strong
+    /// validator (the next run asks for the rest), and nothing is stored without one; the
+    /// message says which, in the transport's own words, not an NSError's dump.
+    @Test func cutOffSaysWhetherWhatCameIsKept() async throws {
+        try await offPool {
+            let cli = try CLIHarness()
+            let strong = LoopbackOrigin.GeneratedResource(
+                length: 20_000, seed: 3, etag: "\"c1\"", headers: [("Cache-Control", "max-age=60")])
+            let bare = LoopbackOrigin.GeneratedResource(
+                length: 20_000, seed: 4, headers: [("Cache-Control", "max-age=60")])
+            cli.origin.route("/strong") { strong.response(to: $0, cutAfterBodyBytes: 5_000) }
+            cli.origin.route("/bare") { bare.response(to: $0, cutAfterBodyBytes: 5_000) }
+            let kept = try await cli.run(["get", "-o", cli.directory.path + "/strong", cli.url("/strong")])
+            #expect(kept.status == 1, "\(kept.stderr)")
+            #expect(kept.stderr.contains("was cut off after 5000 bytes"), "\(kept.stderr)")
+            #expect(kept.stderr.contains("are kept as an incomplete response"), "\(kept.stderr)")
+            #expect(!kept.stderr.contains("Error Domain"), "\(kept.stderr)")
+            let dropped = try await cli.run(["get", "-o", cli.directory.path + "/bare", cli.url("/bare")])
+            #expect(dropped.status == 1, "\(dropped.stderr)")
+            #expect(dropped.stderr.contains("nothing of it was stored"), "\(dropped.stderr)")
+            let listing = try await cli.run(["ls"])
+            #expect(listing.stdout.contains(cli.url("/strong")) && !listing.stdout.contains(cli.url("/bare")))
+        }
+    }
+
     /// `--policy reload` and `reload-all` promise a load from the origin (Apple's
     /// `reloadIgnoringLocalCacheData`, `reloadIgnoringLocalAndRemoteCacheData`): with the origin
     /// down they exit 7, as with nothing stored, and never print the stored body.
