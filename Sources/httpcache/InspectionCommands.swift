@@ -79,7 +79,9 @@ struct ListCommand {
         for entry in entries {
             rows.append(
                 [
-                    String(entry.status), Format.bytes(entry.bodySize), freshnessSummary(entry), String(entry.hits),
+                    // A body cut off and kept to be completed (RFC 9111 §3.3) is said to be one.
+                    String(entry.status), Format.bytes(entry.bodySize) + (entry.isComplete ? "" : " (incomplete)"),
+                    freshnessSummary(entry), String(entry.hits),
                     entry.isPinned ? "pinned" : "-",
                 ] + (partitioned ? [entry.partition ?? "-"] : []) + [entry.url])
         }
@@ -93,6 +95,7 @@ struct ListCommand {
             ("partition", .optional(entry.partition.map { .string($0) })),
             ("status", .int(entry.status)),
             ("bodyBytes", .int(entry.bodySize)),
+            ("complete", .bool(entry.isComplete)),
             ("fresh", .bool(entry.isFresh)),
             ("age", .number(entry.age.rounded())),
             ("freshnessLifetime", .optional(entry.facts.map { .number($0.freshnessLifetime) })),

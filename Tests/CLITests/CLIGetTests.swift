@@ -409,6 +409,9 @@ struct CLIGetTests {
             #expect(dropped.stderr.contains("nothing of it was stored"), "\(dropped.stderr)")
             let listing = try await cli.run(["ls"])
             #expect(listing.stdout.contains(cli.url("/strong")) && !listing.stdout.contains(cli.url("/bare")))
+            #expect(listing.stdout.contains("4.9 KiB (incomplete)"), "\(listing.stdout)")
+            let entries = try await cli.run(["ls", "--json"]).jsonArray()
+            #expect(entries.map { $0["complete"] as? Bool } == [false], "\(entries)")
         }
     }
 
