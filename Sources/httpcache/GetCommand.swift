@@ -189,7 +189,9 @@ struct GetCommand {
             cause.removeFirst(lead.count)
             if let tail = cause.range(of: "; it is incomplete") { cause.removeSubrange(tail.lowerBound...) }
         }
-        let kept = (try? cache.entries(answering: options.request))?.contains { !$0.isComplete } ?? false
+        // Nothing that came is nothing kept, whatever an earlier run left incomplete.
+        let kept =
+            received > 0 && ((try? cache.entries(answering: options.request))?.contains { !$0.isComplete } ?? false)
         let next =
             kept
             ? "the \(received) bytes that came are kept as an incomplete response (RFC 9111 §3.3): the same "
