@@ -71,8 +71,8 @@ struct GetCommand {
         be served (or what is stored may not be served stale: must-revalidate, no-cache); 2 for
         a usage error (a malformed URL too); 1 when the cache directory or the output file
         cannot be used, the transfer was cut off or redirects did not end within 10 (a loop,
-        most likely). With -C, a status other than
-        200, 206 or 416 (already complete) is exit 1 and nothing is written to FILE.
+        most likely). With -C, a status other than 200, 206 or 416 (already complete) is exit
+        1 and nothing is written to FILE.
 
         Examples:
           httpcache get https://example.com/ -i
@@ -217,7 +217,7 @@ struct GetCommand {
                     + "may loop")
         }
         if head.statusCode == 504, head.reasons.contains(.originUnreachable) {
-            let target = options.url.host.map { host in options.url.port.map { "\(host):\($0)" } ?? host } ?? url
+            let target = Fetching.origin(of: options.url)
             let why = head.reasons.filter { $0 != .originUnreachable }.map(\.description).joined(separator: "; ")
             return Failure(
                 .unreachable,

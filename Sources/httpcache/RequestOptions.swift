@@ -202,7 +202,7 @@ enum Fetching {
     /// ``HTTPCache/bytes(for:)`` for `url`.
     static func failure(_ error: any Error, url: URL) -> Failure {
         if let urlError = error as? URLError {
-            let target = url.host.map { host in url.port.map { "\(host):\($0)" } ?? host } ?? url.absoluteString
+            let target = origin(of: url)
             switch urlError.code {
             case .unsupportedURL, .badURL:
                 return .usage(nil, "\(url.absoluteString): \(urlError.localizedDescription)")
@@ -214,5 +214,10 @@ enum Fetching {
             }
         }
         return Failure(.failure, "\(url.absoluteString): \(error)")
+    }
+
+    /// What a message calls the server of `url`: `host:port`, `host`, or the URL itself.
+    static func origin(of url: URL) -> String {
+        url.host.map { host in url.port.map { "\(host):\($0)" } ?? host } ?? url.absoluteString
     }
 }

@@ -97,7 +97,7 @@ extension GetCommand {
                 [.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .timedOut]
                     .contains(urlError.code)
             {
-                let target = options.url.host.map { host in options.url.port.map { "\(host):\($0)" } ?? host } ?? url
+                let target = Fetching.origin(of: options.url)
                 return Failure(
                     .unreachable,
                     "could not reach \(target) (\(urlError.localizedDescription)); check the URL and that the server "
