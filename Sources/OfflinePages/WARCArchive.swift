@@ -11,6 +11,17 @@ public struct WARCExport: Sendable, Hashable {
     public var payloadBytes: Int64
     /// The file's size.
     public var fileBytes: Int64
+    /// Stored responses left out because their bodies were found damaged or gone as they were
+    /// read: the store removed them, and they are fetched again when asked.
+    public var skipped: [Skipped] = []
+
+    /// A stored response left out of the file, and why.
+    public struct Skipped: Sendable, Hashable {
+        /// The URL it was stored for.
+        public var url: String
+        /// What was wrong with its body, as the store said it.
+        public var reason: String
+    }
 }
 
 extension HTTPCache {
@@ -19,6 +30,11 @@ extension HTTPCache {
     /// `response` record per stored response (the HTTP head as stored, the body, with
     /// `WARC-Target-URI`, `WARC-Date` (when it was received), `WARC-Payload-Digest` and
     /// `WARC-Block-Digest`), each preceded by its `request` record when `includesRequests`.
+    ///
+    /// A new or regular file is written beside `path` (`PATH.partial`) and renamed over it once
+    /// whole: an export that fails leaves the file that was there. A response whose body is found
+    /// damaged or gone as it is read (``StorageError/Kind/corrupted``, ``StorageError/Kind/notFound``)
+    /// is left out and listed in ``WARCExport/skipped``, the rest exported.
     ///
     /// - Parameters:
     ///   - path: The file to write (replaced).
@@ -40,9 +56,20 @@ extension HTTPCache {
             entries = try self.entries(urlPrefix: urlPrefix).sorted { $0.storedAt < $1.storedAt }
         }
         entries = entries.filter(\.isComplete)
-        let writer = try WARCWriter(path: path, gzip: path.hasSuffix(".gz"))
+        // A new file or a regular one is written beside and renamed over; anything else (a
+        // device, a FIFO, a symbolic link, which would be replaced rather than followed) is
+        // written in place.
+        var existing = stat()
+        let replaces = lstat(path, &existing) != 0 || existing.st_mode & S_IFMT == S_IFREG
+        let partial = replaces ? path + ".partial" : path
+        let writer = try WARCWriter(path: partial, gzip: path.hasSuffix(".gz"))
         var closed = false
-        defer { if !closed { try? writer.close() } }
+        defer {
+            if !closed {
+                try? writer.close()
+                if replaces { unlink(partial) }
+            }
+        }
         try writer.write(
             WARCRecord.warcinfo(
                 filename: (path as NSString).lastPathComponent,
@@ -55,7 +82,7 @@ extension HTTPCache {
             // Opened once: both passes below read this version, even if the entry is replaced
             // meanwhile. Each reads the body a chunk at a time, so a body of any size is
             // exported in the memory of one chunk.
-            let body = try store.openBody(of: entry.id)
+            guard let body = try openBody(of: entry, skipping: &export.skipped) else { continue }
             var fields = entry.fields
             // The body is stored decoded from its transfer coding, whole: say so.
             fields.removeAll(namedAnyOf: [.transferEncoding, .contentLength])
@@ -65,14 +92,20 @@ extension HTTPCache {
             for field in fields { text += "\(field.name): \(field.value)\r\n" }
             text += "\r\n"
             let head = Array(text.utf8)
-            // The digests go in the record's header, before its block: one pass for them.
+            // The digests go in the record's header, before its block: one pass for them, which
+            // checks every block too, before anything of the record is written.
             var payloadHash = SHA1()
             var blockHash = SHA1()
             blockHash.update(head)
-            try body.stream { chunk in
-                payloadHash.update(chunk)
-                blockHash.update(chunk)
-                return true
+            do {
+                try body.stream { chunk in
+                    payloadHash.update(chunk)
+                    blockHash.update(chunk)
+                    return true
+                }
+            } catch let error as StorageError where Self.isDamage(error) {
+                export.skipped.append(WARCExport.Skipped(url: entry.url, reason: error.message))
+                continue
             }
             let date = Date(timeIntervalSince1970: entry.storedAt)
             let blockLength = Int64(head.count) + body.size
@@ -103,7 +136,36 @@ extension HTTPCache {
         }
         export.fileBytes = writer.offset
         closed = true
-        try writer.close()
+        do {
+            try writer.close()
+        } catch {
+            if replaces { unlink(partial) }
+            throw error
+        }
+        guard !replaces || rename(partial, path) == 0 else {
+            let code = errno
+            unlink(partial)
+            throw WARCError(
+                offset: 0,
+                message: "could not put the WARC file in place at \(path): \(String(cString: strerror(code)))"
+                    + " — check that its directory is writable")
+        }
         return export
     }
+
+    /// The body of `entry`, or `nil` (listed in `skipped`) when it is found damaged or gone.
+    private func openBody(
+        of entry: CacheEntryInfo, skipping skipped: inout [WARCExport.Skipped]
+    ) throws(StorageError) -> (any StoredBody)? {
+        do {
+            return try store.openBody(of: entry.id)
+        } catch  where Self.isDamage(error) {
+            skipped.append(WARCExport.Skipped(url: entry.url, reason: error.message))
+            return nil
+        }
+    }
+
+    /// Whether `error` is a stored body found damaged or gone (the store then removed its
+    /// entry): an export leaves that response out and goes on.
+    private static func isDamage(_ error: StorageError) -> Bool { [.corrupted, .notFound].contains(error.kind) }
 }

@@ -278,7 +278,10 @@ struct ExportCommand {
         Writes stored responses to FILE in WARC 1.1 (ISO 28500), the web archives' format: a
         warcinfo record, then a response record per stored response (its HTTP head and body,
         WARC-Target-URI, WARC-Date, WARC-Payload-Digest, WARC-Block-Digest). A FILE ending in
-        .gz is gzipped record by record, as archiving tools (warcio, pywb) expect.
+        .gz is gzipped record by record, as archiving tools (warcio, pywb) expect. FILE is
+        written beside (FILE.partial) and renamed into place whole: a failed export leaves the
+        file that was there. A response whose stored body is found damaged is left out and
+        listed (the cache removes it; exit 1), the rest written.
 
         Options:
           --warc FILE      the file to write (replaced)
@@ -312,9 +315,17 @@ struct ExportCommand {
                 throw Failure(.notStored, "no offline pack named \(pack); `httpcache packs` lists them")
             }
             let export = try cache.exportWARC(to: path, pack: pack, urlPrefix: prefix, includesRequests: requests)
-            Console.out(
+            var text =
                 "wrote \(path): \(Format.count(export.responses, "response record")), "
-                    + "\(Format.bytes(export.payloadBytes)) of bodies, \(Format.bytes(export.fileBytes)) in all\n")
+                + "\(Format.bytes(export.payloadBytes)) of bodies, \(Format.bytes(export.fileBytes)) in all\n"
+            for skipped in export.skipped { text += "  left out \(skipped.url): \(skipped.reason)\n" }
+            Console.out(text)
+            if !export.skipped.isEmpty {
+                throw Failure(
+                    .failure,
+                    "\(Format.count(export.skipped.count, "stored response")) left out of \(path) (listed above): "
+                        + "their bodies were damaged or gone, and the cache removed them; the rest were written")
+            }
         } catch let failure as Failure {
             throw failure
         } catch {

@@ -330,6 +330,42 @@ struct CLIImportTests {
 @Suite("httpcache export")
 struct CLIExportTests {
     @Test(
+        "A body found damaged is left out of the export and listed (exit 1), the rest written; the file is renamed into place whole, no partial left"
+    )
+    func damagedBodyLeftOut() async throws {
+        let h = try CLIHarness()
+        h.serve("/big", [("Cache-Control", "max-age=3600")], body: String(repeating: "b", count: 100_000))
+        h.serve("/small", [("Cache-Control", "max-age=3600")], body: "small body")
+        for path in ["/big", "/small"] { #expect(try await h.run(["get", h.url(path)]).status == 0) }
+        let path = h.directory.path + "/export.warc"
+        let first = try await h.run(["export", "--warc", path])
+        #expect(first.status == 0 && first.stdout.contains("2 response records"), "\(first.stdout) \(first.stderr)")
+        // The one body kept in a file (100 KB; the small one is in the index): a byte changed.
+        let names = FileManager.default.enumerator(atPath: h.cacheDirectory + "/bodies")?.allObjects ?? []
+        let bodies = names.compactMap { $0 as? String }.map { h.cacheDirectory + "/bodies/" + $0 }.filter {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }
+        #expect(bodies.count == 1, "\(bodies)")
+        let body = try #require(bodies.first)
+        let file = try #require(FileHandle(forUpdatingAtPath: body))
+        try file.seek(toOffset: 50_000)
+        try file.write(contentsOf: Data("X".utf8))
+        try file.close()
+        let second = try await h.run(["export", "--warc", path])
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stdout.contains("1 response record"), "\(second.stdout)")
+        #expect(second.stdout.contains("left out \(h.url("/big"))"), "\(second.stdout)")
+        #expect(second.stderr.contains("1 stored response left out of \(path)"), "\(second.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: path + ".partial"))
+        let warcio = URL(fileURLWithPath: CodedBodies.checkersPython).deletingLastPathComponent()
+            .appendingPathComponent("warcio").path
+        let check = try await MeasuredRun.run(warcio, ["check", "-v", path], outputIn: h.directory.path)
+        #expect(check.status == 0, "warcio check: \(check.stdout) \(check.stderr)")
+        #expect(check.stdout.components(separatedBy: "digest pass").count - 1 == 1 + 1, "\(check.stdout)")
+    }
+
+    @Test(
         "A 48 MiB body is exported a chunk at a time: warcio checks its digests, the peak RSS stays far below it (ISO 28500)",
         .disabled(if: MeasuredRun.underThreadSanitizer, "ThreadSanitizer's shadow memory multiplies peak RSS"))
     func largeBodyStreamed() async throws {
