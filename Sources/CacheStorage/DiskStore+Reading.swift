@@ -499,11 +499,18 @@ extension DiskStore {
         of id: EntryID, size: Int64, checksums: [UInt8], corrupted: @escaping @Sendable (String) -> StorageError
     ) throws(StorageError) -> any StoredBody {
         let path = bodiesDirectory + "/" + id.rawValue
-        guard let descriptor = FileIO.openRegular(path) else {
+        guard let (descriptor, fileSize) = FileIO.openRegularWithSize(path) else {
             let code = errno
             if code == ENOENT { throw MemoryStore.notFound(id) }
             if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }
             throw StorageError(.readFailed, "cannot open \(path): \(errnoText(code))")
+        }
+        // A file cut short or grown is found as it is opened, before a byte of it is served: a
+        // hit would otherwise send its head and the first blocks, then stop where they end.
+        let expected = sealing == nil ? size : BodySealing.sealedSize(size)
+        guard fileSize == expected else {
+            close(descriptor)
+            throw corrupted("its body file has \(fileSize) bytes where \(expected) were written")
         }
         return FileBody(
             descriptor: descriptor, path: path, size: size,

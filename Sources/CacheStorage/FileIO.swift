@@ -24,7 +24,10 @@ enum FileIO {
 
     /// Opens the regular file `path` for reading, never through a link and never blocking on a
     /// FIFO; `nil` with `errno` set (`ELOOP`: a link; `EINVAL`: not a regular file).
-    static func openRegular(_ path: String) -> Int32? {
+    static func openRegular(_ path: String) -> Int32? { openRegularWithSize(path)?.descriptor }
+
+    /// ``openRegular(_:)``, with the file's size from the same `fstat`.
+    static func openRegularWithSize(_ path: String) -> (descriptor: Int32, size: Int64)? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         var status = stat()
@@ -33,7 +36,7 @@ enum FileIO {
             errno = EINVAL
             return nil
         }
-        return fd
+        return (fd, Int64(status.st_size))
     }
 
     /// Opens a new file for writing, 0600, failing if it exists.

@@ -115,6 +115,32 @@ extension DiskStoreProcessTests {
         }
 
         @Test(
+            "A body file cut short or grown fails as it is opened, before a byte is read (a hit would send its head, then stop): the entry is removed"
+        )
+        func resizedBodyFileFailsAtOpen() async throws {
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("resized-file")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let store = try DiskStore(.init(directory: directory, inlineBodyLimit: 0, log: { _ in }))
+                let cut = try StoreTestSupport.write(store, key: 1, generation: 1, size: 200_000)
+                let grown = try StoreTestSupport.write(store, key: 2, generation: 1, size: 200_000)
+                let intact = try StoreTestSupport.write(store, key: 3, generation: 1, size: 200_000)
+                #expect(truncate(directory + "/bodies/" + cut.id.rawValue, 131_072) == 0)  // whole blocks 0 and 1 left
+                let handle = try #require(FileHandle(forWritingAtPath: directory + "/bodies/" + grown.id.rawValue))
+                try handle.seekToEnd()
+                try handle.write(contentsOf: Data(count: 10))
+                try handle.close()
+                for (entry, size) in [(cut, 131_072), (grown, 200_010)] {
+                    let error = #expect(throws: StorageError.self) { _ = try store.openBody(of: entry.id) }
+                    #expect(error?.kind == .corrupted)
+                    #expect(error?.message.contains("\(size) bytes where 200000") == true, "\(error?.message ?? "")")
+                    #expect(try store.variants(of: entry.head.primaryKey).isEmpty)
+                }
+                #expect(try store.body(of: intact.id) == StoreTestSupport.expectedBody(intact))
+            }
+        }
+
+        @Test(
             "A flipped byte in an inline body (edited with the sqlite3 tool): miss and the row removed",
             .enabled(if: FaultEnvironment.sqlite3 != nil, "the sqlite3 command-line tool is not installed"))
         func flippedInlineByte() async throws {
