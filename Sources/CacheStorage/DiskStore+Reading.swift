@@ -499,7 +499,7 @@ extension DiskStore {
         of id: EntryID, size: Int64, checksums: [UInt8], corrupted: @escaping @Sendable (String) -> StorageError
     ) throws(StorageError) -> any StoredBody {
         let path = bodiesDirectory + "/" + id.rawValue
-        guard let (descriptor, fileSize) = FileIO.openRegularWithSize(path) else {
+        guard let (descriptor, fileSize) = FileIO.openRegular(path) else {
             let code = errno
             if code == ENOENT { throw MemoryStore.notFound(id) }
             if code == ELOOP || code == EINVAL { throw corrupted("its body file is not a regular file") }

@@ -920,20 +920,19 @@ public final class DiskStore: CacheStore {
     /// cut short would otherwise open and fail only later, query by query. A missing or empty
     /// file is a new index; one that cannot be opened is left to SQLite to report.
     static func checkIndexFile(_ path: String) throws(StorageError) {
-        guard let fd = FileIO.openRegular(path) else { return }
+        guard let (fd, size) = FileIO.openRegular(path) else { return }
         defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0, status.st_size > 0 else { return }
-        let header = status.st_size >= 100 ? try FileIO.read(fd, count: 100, at: 0, path: path) : []
+        guard size > 0 else { return }
+        let header = size >= 100 ? try FileIO.read(fd, count: 100, at: 0, path: path) : []
         guard header.starts(with: Array("SQLite format 3\0".utf8)) else {
             throw StorageError(.index, "it is not a SQLite database (its header is not SQLite's)")
         }
         // The page size, big-endian at offset 16; 1 stands for 65,536 (SQLite's file format, §1.3.2).
         let field = Int(header[16]) << 8 | Int(header[17])
         let pageSize = field == 1 ? 65_536 : field
-        guard pageSize >= 512, Int(status.st_size) % pageSize == 0 else {
+        guard pageSize >= 512, Int(size) % pageSize == 0 else {
             throw StorageError(
-                .index, "its \(status.st_size) bytes are not a whole number of its \(pageSize)-byte pages")
+                .index, "its \(size) bytes are not a whole number of its \(pageSize)-byte pages")
         }
     }
 

@@ -23,11 +23,9 @@ enum FileIO {
     }
 
     /// Opens the regular file `path` for reading, never through a link and never blocking on a
-    /// FIFO; `nil` with `errno` set (`ELOOP`: a link; `EINVAL`: not a regular file).
-    static func openRegular(_ path: String) -> Int32? { openRegularWithSize(path)?.descriptor }
-
-    /// ``openRegular(_:)``, with the file's size from the same `fstat`.
-    static func openRegularWithSize(_ path: String) -> (descriptor: Int32, size: Int64)? {
+    /// FIFO, with its size from the `fstat` that checked it; `nil` with `errno` set (`ELOOP`: a
+    /// link; `EINVAL`: not a regular file).
+    static func openRegular(_ path: String) -> (descriptor: Int32, size: Int64)? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         var status = stat()
