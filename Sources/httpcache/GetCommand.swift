@@ -206,9 +206,9 @@ struct GetCommand {
     /// stale (RFC 9111 §4.2.4). `nil` for any other response, whatever its status.
     private func unanswered(_ head: CachedResponseHead, by cache: HTTPCache) -> Failure? {
         let url = options.url.absoluteString
-        if cache.configuration.followsRedirects, [301, 302, 303, 307, 308].contains(head.statusCode),
-            let location = head.fields[.location],
-            let target = HTTPCache.redirectTarget(head.url, location)
+        if cache.configuration.followsRedirects,
+            let target = HTTPCache.redirectTarget(
+                status: head.statusCode, location: head.fields[.location], from: head.url)
         {
             return Failure(
                 .failure,
