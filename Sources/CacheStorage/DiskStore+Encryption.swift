@@ -112,7 +112,7 @@ extension DiskStore {
         let old = try DiskStore(configuration)
         try old.flushAccess()
         let directory = old.configuration.directory
-        // Opening waits for this lock (``openIndex(_:)``): nobody opens the store meanwhile.
+        // Opening waits for this lock (``openIndex(_:replacing:because:)``): nobody opens the store meanwhile.
         let lock = open(directory + "/index.lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard lock >= 0 else {
             throw StorageError(.writeFailed, "cannot open \(directory)/index.lock: \(errnoText())")

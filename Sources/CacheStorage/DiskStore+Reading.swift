@@ -132,11 +132,13 @@ extension DiskStore {
     /// ``variants(of:)``; `rememberingBeside`: what a reading connection reads is remembered
     /// too (``readVariantsBeside(_:remembering:)``).
     private func variants(of primaryKey: String, rememberingBeside: Bool) throws(StorageError) -> [StoredEntry] {
-        if let variants = try variantsWithoutWaiting(of: primaryKey, rememberingBeside: rememberingBeside) {
-            return variants
+        try recoveringIndex { () throws(StorageError) in
+            if let variants = try variantsWithoutWaiting(of: primaryKey, rememberingBeside: rememberingBeside) {
+                return variants
+            }
+            // (Counted as an index read by the attempt above: ``buildKnownKeysIfWanted()``.)
+            return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
         }
-        // (Counted as an index read by the attempt above: ``buildKnownKeysIfWanted()``.)
-        return try state.withLock { state throws(StorageError) in try readVariants(of: primaryKey, &state) }
     }
 
     /// ``variants(of:rememberingBeside:)`` when it can answer without waiting for the index's
@@ -398,18 +400,27 @@ extension DiskStore {
     func withReader<T>(_ body: (SQLiteConnection) -> T) -> T? {
         let limit = configuration.readingConnections
         guard limit > 0 else { return nil }
-        let taken = readers.withLock { readers -> (connection: SQLiteConnection?, opens: Bool) in
-            if let idle = readers.idle.popLast() { return (idle, false) }
-            guard readers.open < limit else { return (nil, false) }
+        let taken = readers.withLock { readers -> (connection: SQLiteConnection?, opens: Bool, generation: Int) in
+            if let idle = readers.idle.popLast() { return (idle, false, readers.generation) }
+            guard readers.open < limit else { return (nil, false, readers.generation) }
             readers.open += 1
-            return (nil, true)
+            return (nil, true, readers.generation)
         }
         var connection = taken.connection
         // One that cannot be opened still counts: after `limit` failures none is tried again.
-        if taken.opens { connection = try? Self.openReader(configuration) }
+        if taken.opens {
+            connection = try? Self.openReader(configuration)
+            if let connection { watchForDamage(connection) }
+        }
         guard let connection else { return nil }
         let result = body(connection)
-        readers.withLock { $0.idle.append(connection) }
+        // Kept unless the index was replaced meanwhile (``ReaderPool/closingAll()``).
+        let kept = readers.withLock { readers in
+            guard readers.generation == taken.generation else { return false }
+            readers.idle.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
         return result
     }
 
@@ -453,6 +464,10 @@ extension DiskStore {
     /// Opens the body of `id`: read later, it is still this version even when the entry is
     /// replaced or removed meanwhile (the file stays open; an inline body is read now).
     public func openBody(of id: EntryID) throws(StorageError) -> any StoredBody {
+        try recoveringIndex { () throws(StorageError) in try openBody(id) }
+    }
+
+    private func openBody(_ id: EntryID) throws(StorageError) -> any StoredBody {
         let location = try location(of: id)
         let corrupted: @Sendable (String) -> StorageError = { [weak self] detail in
             self?.corrupted(id, detail) ?? StorageError(.corrupted, "entry \(id) was corrupted on disk (\(detail))")

@@ -20,6 +20,14 @@ extension DiskStore {
     func delete(
         where whereClause: String, _ argument: String?, matching: ((StoredEntry) -> Bool)? = nil
     ) throws(StorageError) -> Int {
+        try recoveringIndex { () throws(StorageError) in
+            try deleteRows(where: whereClause, argument, matching: matching)
+        }
+    }
+
+    private func deleteRows(
+        where whereClause: String, _ argument: String?, matching: ((StoredEntry) -> Bool)?
+    ) throws(StorageError) -> Int {
         try flushAccess()
         var files: [String] = []
         let rows = try state.withLock { state throws(StorageError) -> [(id: String, inFile: Bool)] in
@@ -92,17 +100,23 @@ extension DiskStore {
     }
 
     public func entries() throws(StorageError) -> [StoredEntry] {
-        try writeHeadUpdates()
-        try flushAccess()
-        return try state.withLock { state throws(StorageError) in
-            let query = try state.connection.statement(
-                "SELECT \(Self.entryColumns) FROM \(Self.entrySource) ORDER BY last_access DESC")
-            return try entries(from: query)
+        try recoveringIndex { () throws(StorageError) in
+            try writeHeadUpdates()
+            try flushAccess()
+            return try state.withLock { state throws(StorageError) in
+                let query = try state.connection.statement(
+                    "SELECT \(Self.entryColumns) FROM \(Self.entrySource) ORDER BY last_access DESC")
+                return try entries(from: query)
+            }
         }
     }
 
     /// The entry with identity `id`, if stored.
     public func entry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
+        try recoveringIndex { () throws(StorageError) in try indexedEntry(id) }
+    }
+
+    private func indexedEntry(_ id: EntryID) throws(StorageError) -> StoredEntry? {
         let queued = memo.withLock { memo -> (entry: StoredEntry?, replaced: Bool) in
             switch memo.queued(id) {
             case .pending(let pending): (memo.overlaid([pending.entry]).first, false)
@@ -125,25 +139,32 @@ extension DiskStore {
     }
 
     public func totals() -> StoreTotals {
+        (try? recoveringIndex { () throws(StorageError) in try indexTotals() }) ?? StoreTotals()
+    }
+
+    private func indexTotals() throws(StorageError) -> StoreTotals {
         var files: [String] = []
         defer { unlinkBodies(files) }
-        return
-            (try? state.withLock { state throws(StorageError) -> StoreTotals in
-                files = try writePendingCommits(&state)
-                let query = try state.connection.statement(
-                    "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
-                let (entries, bodyBytes, pinnedBytes) = (
-                    try query.column("entries"), try query.column("body_bytes"), try query.column("pinned_bytes")
-                )
-                defer { query.reset() }
-                guard try query.step() else { return StoreTotals() }
-                return StoreTotals(
-                    entries: Int(query.int(entries)), bodyBytes: query.int(bodyBytes),
-                    pinnedBytes: query.int(pinnedBytes))
-            }) ?? StoreTotals()
+        return try state.withLock { state throws(StorageError) -> StoreTotals in
+            files = try writePendingCommits(&state)
+            let query = try state.connection.statement(
+                "SELECT entries, body_bytes, pinned_bytes FROM totals WHERE id = 0")
+            let (entries, bodyBytes, pinnedBytes) = (
+                try query.column("entries"), try query.column("body_bytes"), try query.column("pinned_bytes")
+            )
+            defer { query.reset() }
+            guard try query.step() else { return StoreTotals() }
+            return StoreTotals(
+                entries: Int(query.int(entries)), bodyBytes: query.int(bodyBytes),
+                pinnedBytes: query.int(pinnedBytes))
+        }
     }
 
     public func setPinned(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
+        try recoveringIndex { () throws(StorageError) in try pin(pinned, primaryKey: primaryKey) }
+    }
+
+    private func pin(_ pinned: Bool, primaryKey: String) throws(StorageError) -> Int {
         let (changed, files) = try state.withLock { state throws(StorageError) -> (Int, [String]) in
             let written = try writePendingCommits(&state)
             defer { countWrite() }
@@ -172,8 +193,10 @@ extension DiskStore {
     /// times now (they are otherwise written in the background every 30 s, and when the store
     /// is released).
     public func flush() throws(StorageError) {
-        try writeHeadUpdates()
-        try flushAccess()
+        try recoveringIndex { () throws(StorageError) in
+            try writeHeadUpdates()
+            try flushAccess()
+        }
     }
 
     // MARK: - Sweeping

@@ -103,6 +103,7 @@ extension DiskStore {
         } catch {
             configuration.log(
                 "\(error); the entries written in the last \(configuration.batchLatency) s are not stored")
+            replaceDamagedIndexIfFound()
         }
     }
 
@@ -250,6 +251,8 @@ extension DiskStore {
     func commit(
         _ head: EntryHead, id: EntryID, size: Int64, body: CommittedBody, lockedFile: Int32? = nil
     ) throws(StorageError) -> StoredEntry {
+        // Not run again on a new index when it meets damage: its body file is handed over once.
+        replaceDamagedIndexIfFound()
         let now = clock()
         var entry = StoredEntry(id: id, head: head, bodySize: size, storedAt: now, lastAccess: now)
         // The body file's lock, handed to a queued commit or the open batch, or closed on return.
@@ -661,7 +664,7 @@ extension DiskStore {
     /// identity that is not stored.
     public func update(_ id: EntryID, fields: HeaderFields, facts: [UInt8]) throws(StorageError) {
         guard configuration.isWrittenBehind, sealing == nil else {
-            return try updateNow(id, fields: fields, facts: facts)
+            return try recoveringIndex { () throws(StorageError) in try updateNow(id, fields: fields, facts: facts) }
         }
         let due = memo.withLock { memo -> Double? in
             memo.updateCount += 1
@@ -934,7 +937,11 @@ extension DiskStore {
     /// Runs `body` on the second connection (opened on first use), one caller at a time.
     func withAccessWriter(_ body: (SQLiteConnection) throws(StorageError) -> Void) throws(StorageError) {
         try accessWriter.withLock { writer throws(StorageError) in
-            if writer == nil { writer = try Self.openConnection(configuration) }
+            if writer == nil {
+                let opened = try Self.openConnection(configuration)
+                watchForDamage(opened)
+                writer = opened
+            }
             guard let connection = writer else { return }
             try body(connection)
         }

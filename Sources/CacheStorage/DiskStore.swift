@@ -36,7 +36,8 @@ import Darwin
 /// Every body is checksummed with XXH64 per 64 KiB block; a block that does not match is
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
-/// (`index.sqlite.unusable-<time>`) and a new one started, with the reason logged.
+/// (`index.sqlite.unusable-<time>`) and a new one started, with the reason logged; so is one
+/// a query finds damaged later (``replaceDamagedIndexIfFound()``).
 ///
 /// ## Encryption at rest
 ///
@@ -197,6 +198,9 @@ public final class DiskStore: CacheStore {
 
     struct State {
         var connection: SQLiteConnection
+        /// The index file ``connection`` opened, to tell whether another process has replaced a
+        /// damaged one since (``replaceDamagedIndexIfFound()``).
+        var indexFile: FileIdentity?
         /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
         var batching = Batching()
     }
@@ -433,7 +437,7 @@ public final class DiskStore: CacheStore {
     /// The reading connections (``Configuration/readingConnections``): those idle, and how
     /// many are open. A reader takes one out for one query, so this lock is held for a pop or
     /// a push only, never while SQLite reads.
-    let readers = Locked<(idle: [SQLiteConnection], open: Int)>(([], 0))
+    let readers = Locked(ReaderPool())
     /// Bumped when a batch opens and again once it has committed (or rolled back): odd while one
     /// is open. The reading connections do not see an open batch, which may have replaced or
     /// removed the very entry asked for: while it is odd and the batch has removed a row
@@ -507,6 +511,11 @@ public final class DiskStore: CacheStore {
     let changes: ChangeCounter?
     /// Held while the directory is swept (``sweep()``).
     let sweeping = Locked(0)
+    /// Set when a connection found the index damaged (``noteDamage(_:)``): the next operation
+    /// replaces it (``replaceDamagedIndexIfFound()``). One atomic load an operation.
+    let damageFound = Atomic<Bool>(false)
+    /// What SQLite said of the damage first found, for the log.
+    let damage = Locked<String?>(nil)
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used: it cannot be created or written,
     /// or another user could change it (``StorageError/Kind/unsafeDirectory``, see
@@ -524,18 +533,28 @@ public final class DiskStore: CacheStore {
         self.clock = clock
         bodiesDirectory = configuration.directory + "/bodies"
         sealing = configuration.encryptionKey.map(StoreSealing.init)
-        let connection = try Self.openIndex(configuration)
+        let (connection, indexFile) = try Self.openIndex(configuration)
         inlineChecksums = Self.addInlineChecksums(connection)
         // A key's variants cost about 1.5 KB with typical heads: a key per KiB bounds the count
         // of small ones.
         let headBytes = max(1 << 20, configuration.headMemoryBytes)
-        state = Locked(State(connection: connection))
+        state = Locked(State(connection: connection, indexFile: indexFile))
         memo = Locked(HeadMemo(heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
         accessLog = Locked(AccessLog())
         lastAccessFlush = Atomic(clock().bitPattern)
         changes = ChangeCounter(path: configuration.directory + "/index.changes", log: configuration.log)
         changes?.bump()
-        // Replaces SQLite's automatic checkpoint (itself a WAL hook) for this connection.
+        watchForDamage(connection)
+        installWALHook(connection)
+        // Weakly: a store released before its sweep starts is not kept for it (the next open sweeps).
+        if configuration.sweepsWhenOpened {
+            inBackground { $0.sweep() }
+        }
+    }
+
+    /// Replaces SQLite's automatic checkpoint (itself a WAL hook) for the index's `connection`
+    /// with this store's (``checkpointPages``).
+    func installWALHook(_ connection: SQLiteConnection) {
         sqlite3_wal_hook(
             connection.handle,
             { context, _, _, pages in
@@ -549,10 +568,6 @@ public final class DiskStore: CacheStore {
                 }
                 return SQLITE_OK
             }, Unmanaged.passUnretained(self).toOpaque())
-        // Weakly: a store released before its sweep starts is not kept for it (the next open sweeps).
-        if configuration.sweepsWhenOpened {
-            inBackground { $0.sweep() }
-        }
     }
 
     /// Checkpoints the WAL on a background thread, through the access writer's connection (a
@@ -833,11 +848,17 @@ public final class DiskStore: CacheStore {
         try connection.execute("PRAGMA user_version = 5")
     }
 
-    /// Opens the index, creating it when new. Opening is serialized across processes (and
-    /// store instances) by an exclusive `flock` on `index.lock`, so two first opens never
-    /// both create the schema or switch it to WAL at once, and one never sees the other's
-    /// half-made index as unusable.
-    static func openIndex(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
+    /// Opens the index, creating it when new, and says which file it opened. Opening is
+    /// serialized across processes (and store instances) by an exclusive `flock` on
+    /// `index.lock`, so two first opens never both create the schema or switch it to WAL at
+    /// once, and one never sees the other's half-made index as unusable.
+    ///
+    /// `replacing`: the index file a connection found damaged, moved aside first ``because``
+    /// (unless it is no longer at the store's path: another process has replaced it already,
+    /// and the index found there is opened).
+    static func openIndex(
+        _ configuration: Configuration, replacing damaged: FileIdentity? = nil, because reason: String = ""
+    ) throws(StorageError) -> (connection: SQLiteConnection, identity: FileIdentity?) {
         let path = configuration.directory + "/index.sqlite"
         let lockPath = configuration.directory + "/index.lock"
         // In a read-only directory nobody can create the index, so opening unlocked is safe.
@@ -845,23 +866,39 @@ public final class DiskStore: CacheStore {
         if lock < 0 { lock = open(lockPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         defer { if lock >= 0 { close(lock) } }
         while lock >= 0 && flock(lock, LOCK_EX) != 0 && errno == EINTR {}
+        if let damaged {
+            if FileIdentity.of(path) == damaged {
+                moveAside(path, reason, configuration)
+            } else {
+                configuration.log(
+                    "the cache index \(path) was found damaged (\(reason)), and another process has replaced it "
+                        + "already; reading the new one")
+            }
+        }
         do {
-            return try prepare(path, configuration)
+            let connection = try prepare(path, configuration)
+            return (connection, FileIdentity.of(path))
         } catch {
             // A read-only directory, a full disk or a lock held too long says nothing about
             // the index: keep it.
             // Nor does a key that does not fit it.
             if [.writeFailed, .busy, .encryption].contains(error.kind) { throw error }
-            let aside = path + ".unusable-\(Int(Date().timeIntervalSince1970))"
-            configuration.log(
-                "the cache index \(path) cannot be used (\(error.message)); moved it to \(aside) and started an "
-                    + "empty cache")
-            for suffix in ["", "-wal", "-shm"] {
-                if rename(path + suffix, aside + suffix) != 0 && errno != ENOENT {
-                    unlink(path + suffix)
-                }
+            moveAside(path, error.message, configuration)
+            let connection = try prepare(path, configuration)
+            return (connection, FileIdentity.of(path))
+        }
+    }
+
+    /// Moves the index at `path` and its WAL aside (`index.sqlite.unusable-<time>`), saying why:
+    /// the next open starts an empty one.
+    private static func moveAside(_ path: String, _ reason: String, _ configuration: Configuration) {
+        let aside = path + ".unusable-\(Int(Date().timeIntervalSince1970))"
+        configuration.log(
+            "the cache index \(path) cannot be used (\(reason)); moved it to \(aside) and started an empty cache")
+        for suffix in ["", "-wal", "-shm"] {
+            if rename(path + suffix, aside + suffix) != 0 && errno != ENOENT {
+                unlink(path + suffix)
             }
-            return try prepare(path, configuration)
         }
     }
 
@@ -936,7 +973,7 @@ public final class DiskStore: CacheStore {
         }
     }
 
-    /// A connection to the index ``openIndex(_:)`` prepared that only reads
+    /// A connection to the index ``openIndex(_:replacing:because:)`` prepared that only reads
     /// (``Configuration/readingConnections``), with a page cache of its own of 4 MiB and no
     /// memory map: each mapping counts the index pages it touches in the process's resident
     /// size again (four readers mapping 1 GiB took a proxy's peak RSS on 20,000 URLs from 383 to
@@ -949,7 +986,7 @@ public final class DiskStore: CacheStore {
         return connection
     }
 
-    /// Another connection to the index ``openIndex(_:)`` prepared, with every connection's
+    /// Another connection to the index ``openIndex(_:replacing:because:)`` prepared, with every connection's
     /// settings: the access-time writer's, the readers' (``openReader(_:)``), a re-key's.
     static func openConnection(_ configuration: Configuration) throws(StorageError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: configuration.directory + "/index.sqlite", creating: false)

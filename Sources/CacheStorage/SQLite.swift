@@ -9,6 +9,9 @@ final class SQLiteConnection {
     /// the only ones that can be busy, so that it does not ask every cached statement.
     private var stepped: [Statement] = []
     let path: String
+    /// Called when SQLite reports the index damaged (``isDamage(_:)``): `DiskStore` then moves
+    /// it aside and starts an empty one (``DiskStore/replaceDamagedIndex()``).
+    var foundDamage: (() -> Void)?
 
     /// Opens the database at `path`, which must not be a symbolic link; when `creating`, an
     /// absent file is made (on first use). A second connection to an index that must already
@@ -44,8 +47,22 @@ final class SQLiteConnection {
 
     func error(_ code: Int32, _ what: String) -> StorageError {
         let kind = Self.kind(of: code)
+        noteDamage(code)
         return StorageError(
-            kind, "\(what) failed in the cache index \(path): \(lastError) (SQLite \(code))\(Self.advice(kind))")
+            kind,
+            "\(what) failed in the cache index \(path): \(lastError) (SQLite \(code))\(Self.advice(kind, code))")
+    }
+
+    /// Whether `code` says the index file is damaged: a page that does not parse
+    /// (`SQLITE_CORRUPT`), or a file that is not a database (`SQLITE_NOTADB`), found by a
+    /// query rather than when the index was opened.
+    static func isDamage(_ code: Int32) -> Bool {
+        code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB
+    }
+
+    /// Tells ``foundDamage`` when `code` is damage.
+    private func noteDamage(_ code: Int32) {
+        if Self.isDamage(code) { foundDamage?() }
     }
 
     /// Failures of the disk itself are write failures, a lock held too long is `busy`;
@@ -58,9 +75,10 @@ final class SQLiteConnection {
         }
     }
 
-    /// What to do about a write failure or a busy index, appended to its message.
-    static func advice(_ kind: StorageError.Kind) -> String {
-        switch kind {
+    /// What to do about a write failure, a busy index or a damaged one, appended to its message.
+    static func advice(_ kind: StorageError.Kind, _ code: Int32) -> String {
+        if isDamage(code) { return "; the index is damaged: the store moves it aside and starts an empty one" }
+        return switch kind {
         case .writeFailed:
             "; check that the cache directory is writable and its disk has free space; nothing was changed"
         case .busy:
@@ -98,7 +116,8 @@ final class SQLiteConnection {
             let text = message.map { String(cString: $0) } ?? lastError
             sqlite3_free(message)
             let kind = Self.kind(of: code)
-            throw StorageError(kind, "\(text) (SQLite \(code)) in \(path), running: \(sql)\(Self.advice(kind))")
+            noteDamage(code)
+            throw StorageError(kind, "\(text) (SQLite \(code)) in \(path), running: \(sql)\(Self.advice(kind, code))")
         }
     }
 

@@ -1,8 +1,9 @@
 import CacheSemantics
-import CacheStorage
 import CacheTestSupport
 import Foundation
 import Testing
+
+@testable import CacheStorage
 
 #if canImport(Glibc)
 import Glibc
@@ -225,6 +226,85 @@ extension DiskStoreProcessTests {
                     let garbage = (0..<16_384).map { _ in UInt8.random(in: 0...255, using: &random) }
                     try Data(garbage).write(to: URL(fileURLWithPath: index))
                 }
+            }
+        }
+
+        /// Stores 200 entries of 2,000 bytes (bodies in the index) in `directory`, releases the
+        /// store, copies the WAL into the index, and overwrites the index's second half with
+        /// garbage: pages of rows, not the first pages (the schema, the totals row), which opening
+        /// reads. Returns what was stored.
+        private func storeAndDamageRows(_ directory: String) throws -> [StoredEntry] {
+            var stored: [StoredEntry] = []
+            try waitUntilReleased {
+                let store = try DiskStore(.init(directory: directory, log: { _ in }))
+                stored = try (0..<200).map { key throws(StorageError) in
+                    try StoreTestSupport.write(store, key: key, generation: 1, size: 2_000)
+                }
+                return store
+            }
+            let index = directory + "/index.sqlite"
+            try SQLiteConnection(path: index, creating: false).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            let size = StoreTestSupport.fileSize(index)
+            try #require(size >= 64 * 4096, "the index holds too few pages to damage its rows alone")
+            let handle = try #require(FileHandle(forUpdatingAtPath: index))
+            defer { try? handle.close() }
+            var random = SystemRandomNumberGenerator()
+            try handle.seek(toOffset: UInt64(size / 2 / 4096 * 4096))
+            try handle.write(
+                contentsOf: Data(
+                    (0..<(size - size / 2 / 4096 * 4096)).map { _ in UInt8.random(in: 0...255, using: &random) }))
+            return stored
+        }
+
+        @Test(
+            "An index damaged in its middle, found by a query after it opened: moved aside, the query answered from an empty index, and the store goes on"
+        )
+        func indexDamagedBehindItsOpen() async throws {
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("damaged-rows")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let stored = try storeAndDamageRows(directory)
+                let log = StoreTestSupport.Log()
+                let store = try DiskStore(.init(directory: directory, log: log.sink))
+                try #require(
+                    !log.all.contains { $0.contains("moved it to") }, "opening found the damage: \(log.all)")
+
+                // Was: "database disk image is malformed" from every listing, lookup and purge.
+                #expect(try store.entries().isEmpty)
+                let moved = log.all.filter { $0.contains("moved it to") && $0.contains("it is damaged") }
+                #expect(moved.count == 1, "log: \(log.all)")
+                let files = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(files.contains { $0.hasPrefix("index.sqlite.unusable-") }, "files: \(files)")
+                #expect(try store.variants(of: stored[150].head.primaryKey).isEmpty)
+                let entry = try StoreTestSupport.write(store, key: 1_000, generation: 1, size: 70_000)
+                #expect(try store.body(of: entry.id) == StoreTestSupport.expectedBody(entry))
+                #expect(store.totals().entries == 1)
+                try store.removeAll()
+                #expect(store.totals() == StoreTotals())
+                #expect(log.all.filter { $0.contains("moved it to") }.count == 1, "log: \(log.all)")
+            }
+        }
+
+        @Test(
+            "Two stores on one index damaged in its middle: the first to find it moves it aside, the other reads the new one rather than moving that aside too"
+        )
+        func damagedIndexReplacedOnce() async throws {
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("damaged-shared")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let stored = try storeAndDamageRows(directory)
+                let log = StoreTestSupport.Log()
+                let first = try DiskStore(.init(directory: directory, log: log.sink))
+                let second = try DiskStore(.init(directory: directory, log: log.sink))
+                #expect(try first.variants(of: stored[199].head.primaryKey).isEmpty)
+                let entry = try StoreTestSupport.write(first, key: 1_000, generation: 1, size: 2_000)
+                // The second still reads the old file, finds it damaged, and finds the new one in its place.
+                #expect(try second.entries().map(\.id) == [entry.id])
+                #expect(log.all.filter { $0.contains("moved it to") }.count == 1, "log: \(log.all)")
+                #expect(
+                    log.all.contains { $0.contains("another process has replaced it") }, "log: \(log.all)")
+                _ = try second.remove(primaryKey: entry.head.primaryKey)
+                #expect(try first.entries().isEmpty)
             }
         }
 
