@@ -75,17 +75,28 @@ final class SQLiteConnection {
         }
     }
 
-    /// What to do about a write failure, a busy index or a damaged one, appended to its message.
+    /// What to do about a failure of the disk, a busy index or a damaged one, appended to its
+    /// message: the advice that fits SQLite's code, not every cause at once.
     static func advice(_ kind: StorageError.Kind, _ code: Int32) -> String {
         if isDamage(code) { return "; the index is damaged: the store moves it aside and starts an empty one" }
-        return switch kind {
-        case .writeFailed:
-            "; check that the cache directory is writable and its disk has free space; nothing was changed"
-        case .busy:
-            "; another process kept the cache index locked; try again, or raise the busy timeout"
+        return switch code & 0xFF {
+        case SQLITE_FULL: "; the disk holding the cache directory is full: free space, or lower the cache's capacity"
+        case SQLITE_READONLY, SQLITE_PERM:
+            "; the cache index is not writable by this user: check the owner and mode of the cache directory and "
+                + "its files, and that its file system is not mounted read-only"
+        case SQLITE_CANTOPEN:
+            "; the cache index could not be opened: check that the cache directory exists and is writable by this user"
+        case SQLITE_IOERR: "; the disk reported an I/O error: check the disk and the kernel's log"
         default:
-            ""
+            kind == .busy ? "; another process kept the cache index locked; try again, or raise the busy timeout" : ""
         }
+    }
+
+    /// `sql` as an error names it: its first words, enough to tell which statement failed, not
+    /// the whole text (a listing's query names sixteen columns).
+    static func summary(of sql: String) -> String {
+        let words = sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        return words.count <= 48 ? words : words.prefix(48) + "…"
     }
 
     /// Resets every cached statement that was stepped but not run to completion. A
@@ -117,7 +128,9 @@ final class SQLiteConnection {
             sqlite3_free(message)
             let kind = Self.kind(of: code)
             noteDamage(code)
-            throw StorageError(kind, "\(text) (SQLite \(code)) in \(path), running: \(sql)\(Self.advice(kind, code))")
+            throw StorageError(
+                kind,
+                "\(text) (SQLite \(code)) in \(path), running `\(Self.summary(of: sql))`\(Self.advice(kind, code))")
         }
     }
 
@@ -133,7 +146,7 @@ final class SQLiteConnection {
         }
         var prepared: OpaquePointer?
         let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
-        guard code == SQLITE_OK, let prepared else { throw error(code, "preparing `\(sql)`") }
+        guard code == SQLITE_OK, let prepared else { throw error(code, "preparing `\(Self.summary(of: sql))`") }
         let statement = Statement(handle: prepared, sql: sql, connection: self)
         statements[key] = statement
         return statement
@@ -253,7 +266,7 @@ final class Statement {
 
     /// An error about this statement: what failed (with the SQL) and SQLite's message.
     private func failure(_ code: Int32, _ what: String) -> StorageError {
-        connection.error(code, "\(what) `\(sql)`")
+        connection.error(code, "\(what) `\(SQLiteConnection.summary(of: sql))`")
     }
 
     /// The index of parameter `name` (`:key`).
