@@ -73,6 +73,7 @@ extension DiskStore {
     /// at a time, each chunk under a hold of its own, so that a read that needs the index (an
     /// event loop looking up a miss) waits for one chunk at most, not for the whole batch.
     private func commitBatch(number: Int) {
+        reopenIndexIfItsFilesChanged()
         do {
             var files: [String] = []
             checksumQueuedBodies()
@@ -833,6 +834,7 @@ extension DiskStore {
         }
         guard due else { return }
         inBackground { store in
+            store.reopenIndexIfItsFilesChanged()
             do {
                 try store.flushAccess()
             } catch {

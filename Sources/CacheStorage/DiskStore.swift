@@ -198,9 +198,6 @@ public final class DiskStore: CacheStore {
 
     struct State {
         var connection: SQLiteConnection
-        /// The index file ``connection`` opened, to tell whether another process has replaced a
-        /// damaged one since (``replaceDamagedIndexIfFound()``).
-        var indexFile: FileIdentity?
         /// Entries committed in one transaction while ``beginBatchedWrites()`` scopes are open.
         var batching = Batching()
     }
@@ -516,6 +513,10 @@ public final class DiskStore: CacheStore {
     let damageFound = Atomic<Bool>(false)
     /// What SQLite said of the damage first found, for the log.
     let damage = Locked<String?>(nil)
+    /// The index's files as the index's connection opened them, to tell whether they were
+    /// deleted or replaced since (``reopenIndexIfItsFilesChanged()``, ``replaceDamagedIndexIfFound()``):
+    /// changed only under ``state``'s lock, read without it.
+    let openedFiles: Locked<IndexFiles>
     /// Opens (creating) the store. An unusable index is moved aside and replaced, so this
     /// throws only when the directory itself cannot be used: it cannot be created or written,
     /// or another user could change it (``StorageError/Kind/unsafeDirectory``, see
@@ -533,12 +534,13 @@ public final class DiskStore: CacheStore {
         self.clock = clock
         bodiesDirectory = configuration.directory + "/bodies"
         sealing = configuration.encryptionKey.map(StoreSealing.init)
-        let (connection, indexFile) = try Self.openIndex(configuration)
+        let (connection, openedFiles) = try Self.openIndex(configuration)
         inlineChecksums = Self.addInlineChecksums(connection)
         // A key's variants cost about 1.5 KB with typical heads: a key per KiB bounds the count
         // of small ones.
         let headBytes = max(1 << 20, configuration.headMemoryBytes)
-        state = Locked(State(connection: connection, indexFile: indexFile))
+        state = Locked(State(connection: connection))
+        self.openedFiles = Locked(openedFiles)
         memo = Locked(HeadMemo(heads: LRUCache(capacity: headBytes >> 10, byteLimit: headBytes)))
         accessLog = Locked(AccessLog())
         lastAccessFlush = Atomic(clock().bitPattern)
@@ -858,7 +860,7 @@ public final class DiskStore: CacheStore {
     /// and the index found there is opened).
     static func openIndex(
         _ configuration: Configuration, replacing damaged: FileIdentity? = nil, because reason: String = ""
-    ) throws(StorageError) -> (connection: SQLiteConnection, identity: FileIdentity?) {
+    ) throws(StorageError) -> (connection: SQLiteConnection, files: IndexFiles) {
         let path = configuration.directory + "/index.sqlite"
         let lockPath = configuration.directory + "/index.lock"
         // In a read-only directory nobody can create the index, so opening unlocked is safe.
@@ -877,7 +879,7 @@ public final class DiskStore: CacheStore {
         }
         do {
             let connection = try prepare(path, configuration)
-            return (connection, FileIdentity.of(path))
+            return (connection, IndexFiles.at(configuration.directory))
         } catch {
             // A read-only directory, a full disk or a lock held too long says nothing about
             // the index: keep it.
@@ -885,7 +887,7 @@ public final class DiskStore: CacheStore {
             if [.writeFailed, .busy, .encryption].contains(error.kind) { throw error }
             moveAside(path, error.message, configuration)
             let connection = try prepare(path, configuration)
-            return (connection, FileIdentity.of(path))
+            return (connection, IndexFiles.at(configuration.directory))
         }
     }
 

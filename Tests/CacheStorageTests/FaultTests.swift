@@ -308,6 +308,39 @@ extension DiskStoreProcessTests {
             }
         }
 
+        @Test(
+            "The index's WAL and shared memory deleted while a store writes behind: it reopens the index at its next batch, so another process sees what it stores then and does not sweep its body files"
+        )
+        func deletedWriteAheadLogReopened() async throws {
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("deleted-wal")
+                defer { StoreTestSupport.removeDirectory(directory) }
+                let log = StoreTestSupport.Log()
+                var configuration = DiskStore.Configuration(directory: directory, log: log.sink)
+                configuration.writesBehind = true
+                let store = try DiskStore(configuration)
+                try StoreTestSupport.write(store, key: 1, generation: 1, size: 70_000)
+                try store.flush()
+                for file in ["-wal", "-shm"] { #expect(unlink(directory + "/index.sqlite" + file) == 0) }
+
+                let after = try StoreTestSupport.write(store, key: 2, generation: 1, size: 70_000)
+                #expect(
+                    StoreTestSupport.eventually(within: 20) {
+                        log.all.contains {
+                            $0.contains("index.sqlite-wal, index.sqlite-shm in")
+                                && $0.contains("were deleted or replaced")
+                        }
+                    }, "log: \(log.all)")
+                try store.flush()
+                // Another process: it lists what the index holds and sweeps the body files it does not name.
+                let verify = try StoreTestSupport.run(StoreTestSupport.stressExecutable(), ["verify", directory])
+                #expect(verify.status == 0, "\(verify.errors)")
+                // The entry committed into the deleted WAL is lost; the one stored after is not.
+                #expect(verify.output.contains("verified 1"), "\(verify.output)")
+                #expect(try store.body(of: after.id) == StoreTestSupport.expectedBody(after))
+            }
+        }
+
         // MARK: Read-only directory
 
         @Test(
