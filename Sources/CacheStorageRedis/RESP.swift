@@ -56,11 +56,44 @@
 
 /// Reads RESP2 replies from bytes as they arrive: ``next()`` returns a reply once all of it is
 /// buffered. Replies that break the protocol throw; nothing a server sends can make it crash
-/// or allocate more than the bytes it sent (lengths are checked against what arrived).
+/// or allocate more than the bytes it sent (lengths are checked against what arrived), and no
+/// reply is buffered beyond ``maximumBulkLength`` for one string or ``maximumReplyLength`` in
+/// all: memory stays bounded whatever Redis holds.
 @_spi(Fuzzing) public struct RESPParser {
     public struct ProtocolError: Error, CustomStringConvertible {
         public var description: String
+        /// Set when the reply is too large to be read (``maximumBulkLength``,
+        /// ``maximumReplyLength``): the stream cannot be read on without it.
+        public var oversized: Oversized?
+
+        init(description: String, oversized: Oversized? = nil) {
+            self.description = description
+            self.oversized = oversized
+        }
     }
+
+    /// A reply, or a string in it, longer than the parser accepts.
+    public struct Oversized: Sendable {
+        /// Where the string is in the reply: the index in each array around it, outermost
+        /// first; empty when the reply as a whole is too long.
+        public var path: [Int]
+        /// Its length in bytes (for a whole reply: what was buffered of it).
+        public var length: Int64
+    }
+
+    /// The longest bulk string accepted: 8 MiB. The store never writes a value longer than a
+    /// body's chunk (1 MiB, `RedisStore.chunkSize`) or an inline body with its record (at most
+    /// 256 KiB and a head) plus the sealing's few bytes: a longer one under its keys was put
+    /// there by something else. It is refused as soon as its length line arrives, without
+    /// waiting for (or buffering) its bytes.
+    public static let maximumBulkLength: Int64 = 8 << 20
+    /// The most bytes one reply may take before it is whole: 64 MiB (an entry's hash with
+    /// hundreds of variants of inline bodies, or eight chunks, take less).
+    public static let maximumReplyLength = 64 << 20
+    /// The most elements an array may have: 1,048,576. The store's replies have at most a few
+    /// thousand (a `SCAN` batch, a hash's fields); a count this large is refused before its
+    /// elements, each held in a value many times the bytes it took, are read.
+    public static let maximumArrayCount: Int64 = 1 << 20
 
     private(set) var buffer: [UInt8] = []
     private var start = 0
@@ -87,7 +120,15 @@
     /// The next whole reply, or `nil` when more bytes are needed.
     public mutating func next() throws(ProtocolError) -> RESPValue? {
         var position = start
-        guard let value = try parse(&position, depth: 0) else { return nil }
+        guard let value = try parse(&position, depth: 0) else {
+            let buffered = buffer.count - start
+            guard buffered <= Self.maximumReplyLength else {
+                throw ProtocolError(
+                    description: "a Redis reply longer than \(Self.maximumReplyLength) bytes",
+                    oversized: Oversized(path: [], length: Int64(buffered)))
+            }
+            return nil
+        }
         start = position
         return value
     }
@@ -153,8 +194,14 @@
                 position = afterLine
                 return .null
             }
-            guard length >= 0, length <= 512 * 1024 * 1024 else {
+            guard length >= 0 else {
                 throw ProtocolError(description: "a bulk string of length \(length) in a Redis reply")
+            }
+            guard length <= Self.maximumBulkLength else {
+                throw ProtocolError(
+                    description: "a bulk string of \(length) bytes in a Redis reply, longer than the "
+                        + "\(Self.maximumBulkLength) accepted",
+                    oversized: Oversized(path: [], length: length))
             }
             let bodyEnd = afterLine + Int(length)
             guard bodyEnd + 2 <= buffer.count else { return nil }
@@ -170,16 +217,23 @@
                 return .null
             }
             // Each element takes at least 3 bytes, so more elements than bytes left means the
-            // rest has not arrived; a count no buffer could hold is refused.
-            guard count >= 0, count <= 64 * 1024 * 1024 else {
+            // rest has not arrived; a count larger than any reply the store reads is refused.
+            guard count >= 0, count <= Self.maximumArrayCount else {
                 throw ProtocolError(description: "an array of \(count) elements in a Redis reply")
             }
             var cursor = afterLine
             var elements: [RESPValue] = []
             elements.reserveCapacity(min(Int(count), (buffer.count - cursor) / 3 + 1))
-            for _ in 0..<count {
-                guard let element = try parse(&cursor, depth: depth + 1) else { return nil }
-                elements.append(element)
+            for index in 0..<Int(count) {
+                do {
+                    guard let element = try parse(&cursor, depth: depth + 1) else { return nil }
+                    elements.append(element)
+                } catch {
+                    // Where in the reply a string too long is: its key, for the store.
+                    var error = error
+                    error.oversized?.path.insert(index, at: 0)
+                    throw error
+                }
             }
             position = cursor
             return .array(elements)

@@ -253,7 +253,15 @@ final class RedisClient: Sendable {
         var asking = false
         for _ in 0..<4 {
             let sent = asking ? commands.flatMap { [[bytes("ASKING")], $0] } : commands
-            var replies = try execute(sent, on: node)
+            var replies: [RESPValue]
+            do {
+                replies = try execute(sent, on: node)
+            } catch {
+                // Which of `commands` a reply too large to read answered (each after its `ASKING`).
+                var error = error
+                if asking { error.oversized?.reply /= 2 }
+                throw error
+            }
             if asking { replies = stride(from: 1, to: replies.count, by: 2).map { replies[$0] } }
             guard configuration.isCluster,
                 let message = replies.lazy.compactMap(\.errorMessage).first(where: Redirect.isRedirect)

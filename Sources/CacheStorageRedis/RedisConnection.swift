@@ -19,12 +19,24 @@ struct RedisFailure: Error, CustomStringConvertible {
         case unavailable
     }
 
+    /// A reply too large to be read (``RESPParser/maximumBulkLength``): which reply of the
+    /// pipeline, and where in it.
+    struct Oversized {
+        /// The index of the command whose reply it is.
+        var reply: Int
+        var path: [Int]
+        var length: Int64
+    }
+
     var kind: Kind
     var description: String
+    /// Set when the failure is a reply too large to be read; the connection was closed.
+    var oversized: Oversized?
 
-    init(_ kind: Kind, _ description: String) {
+    init(_ kind: Kind, _ description: String, oversized: Oversized? = nil) {
         self.kind = kind
         self.description = description
+        self.oversized = oversized
     }
 }
 
@@ -84,20 +96,23 @@ final class RedisConnection {
     }
 
     /// Sends `commands` in one write and reads one reply for each; an error reply is returned,
-    /// not thrown.
+    /// not thrown. A reply too large to be read fails them all at once (with
+    /// ``RedisFailure/oversized`` saying which), and the connection is closed.
     func execute(_ commands: [[[UInt8]]], timeout: Double) throws(RedisFailure) -> [RESPValue] {
         guard descriptor >= 0 else { throw RedisFailure(.connection, "the connection to \(host):\(port) is closed") }
         let deadline = MonotonicClock.seconds() + timeout
         var request: [UInt8] = []
         for command in commands { RESPEncoder.append(command, to: &request) }
+        var replies: [RESPValue] = []
         do {
             try write(request, deadline: deadline)
-            var replies: [RESPValue] = []
             replies.reserveCapacity(commands.count)
             while replies.count < commands.count { replies.append(try read(deadline: deadline)) }
             return replies
         } catch {
             disconnect()
+            var error = error
+            error.oversized?.reply = replies.count
             throw error
         }
     }
@@ -109,7 +124,9 @@ final class RedisConnection {
                 if let value = try parser.next() { return value }
             } catch {
                 disconnect()
-                throw RedisFailure(.reply, "Redis at \(host):\(port) broke the protocol: \(error)")
+                throw RedisFailure(
+                    .reply, "Redis at \(host):\(port) broke the protocol: \(error)",
+                    oversized: error.oversized.map { .init(reply: 0, path: $0.path, length: $0.length) })
             }
             try limit(to: deadline)
             let count = recv(descriptor, readBuffer.baseAddress, readBuffer.count, 0)

@@ -18,7 +18,9 @@ import Darwin
 /// reply, should it come, is dropped, so the others on the connection go on; a connection that
 /// breaks, a reply that does not parse, or a server that leaves a lookup unanswered for
 /// ``hangLimit`` closes the connection (what follows would be out of step) and every lookup in
-/// flight resumes as failed. A server that refused a connection is not tried again before its
+/// flight resumes as failed. A value too large to be read (``RESPParser/maximumBulkLength``)
+/// breaks it at once, as soon as its length arrives, and its key is removed
+/// (``RedisStore/removeOversized(_:length:)``). A server that refused a connection is not tried again before its
 /// backoff passed. A byte that arrives with no lookup waiting for it is a broken protocol too: no
 /// reply is ever matched to another key's lookup.
 ///
@@ -172,6 +174,13 @@ final class RedisLookupChannel: LookupChannel {
                 guard let next = try parser.next() else { return }
                 reply = next
             } catch {
+                // A value too large to read: the connection cannot go on without reading it, so
+                // it closes (the lookups on it are misses now, not after a timeout). The key that
+                // held it is removed first, over another connection (one round trip, bounded by
+                // the command timeout), so that no lookup or store after these meets it again.
+                if let oversized = error.oversized, !lookups[head].asking {
+                    store.removeOversized(lookups[head].key, length: oversized.length)
+                }
                 return fail(RedisFailure(.reply, "Redis at \(node) broke the protocol: \(error)"))
             }
             if lookups[head].asking {

@@ -179,14 +179,16 @@ public final class RedisStore: CacheStore {
 
     // MARK: Running commands
 
-    /// Runs `commands` on the server of `slotKey`; a failure becomes a `StorageError` of `kind`.
+    /// Runs `commands` on the server of `slotKey`; a failure becomes a `StorageError` of `kind`,
+    /// but a value too large to read, which is removed and reported as `.notFound`
+    /// (``failure(_:_:_:)``).
     func run(_ commands: [[[UInt8]]], slotKey: [UInt8]?, failing kind: StorageError.Kind) throws(StorageError)
         -> [RESPValue]
     {
         do {
             return try client.execute(commands, slotKey: slotKey)
         } catch {
-            throw StorageError(kind, "Redis: \(error)")
+            throw failure(error, commands, kind)
         }
     }
 
@@ -197,8 +199,51 @@ public final class RedisStore: CacheStore {
         do {
             return try client.execute(commands, on: node)
         } catch {
-            throw StorageError(kind, "Redis: \(error)")
+            throw failure(error, commands, kind)
         }
+    }
+
+    /// What the store reports for `error`, met running `commands`: a `StorageError` of `kind`;
+    /// for a value too large to read, `.notFound` (a miss) once the key that held it, when it
+    /// is one of the store's, is removed (``removeOversized(_:length:)``).
+    private func failure(_ error: RedisFailure, _ commands: [[[UInt8]]], _ kind: StorageError.Kind) -> StorageError {
+        guard let oversized = error.oversized else { return StorageError(kind, "Redis: \(error)") }
+        if let key = Self.key(answeredBy: oversized, of: commands, prefix: prefix) {
+            removeOversized(key, length: oversized.length)
+        }
+        return StorageError(
+            .notFound, "Redis held a value of \(oversized.length) bytes, too large to be one of this cache's: a miss")
+    }
+
+    /// The key whose value was too large to read in the reply to one of `commands`: the
+    /// command's key (for `MGET`, the one of the value in the reply), when it starts with
+    /// `prefix`; `nil` when the reply does not say which.
+    static func key(answeredBy oversized: RedisFailure.Oversized, of commands: [[[UInt8]]], prefix: [UInt8])
+        -> [UInt8]?
+    {
+        guard commands.indices.contains(oversized.reply) else { return nil }
+        let command = commands[oversized.reply]
+        let isMultiple = command.first.map { String(decoding: $0, as: UTF8.self).uppercased() == "MGET" } ?? false
+        guard let index = isMultiple ? oversized.path.first.map({ $0 + 1 }) : 1, command.indices.contains(index),
+            command[index].starts(with: prefix)
+        else { return nil }
+        return command[index]
+    }
+
+    /// Removes `key`, which held a value of `length` bytes, longer than any the store writes
+    /// (``RESPParser/maximumBulkLength``): it was not read (the connection that met it was
+    /// closed, since what followed could not be read without it), and once it is gone the next
+    /// lookup is a plain miss and the next store of it works. Logged, with what to do: the
+    /// value was put there by something other than this cache.
+    func removeOversized(_ key: [UInt8], length: Int64) {
+        let removed = (try? run([[bytes("UNLINK"), key]], slotKey: key, failing: .writeFailed)) != nil
+        let name = String(decoding: key, as: UTF8.self)
+        client.configuration.log(
+            "redis: \(name) held a value of \(length) bytes, larger than the \(RESPParser.maximumBulkLength) bytes "
+                + "this cache ever writes there: it was not read, the connection was closed, and the key "
+                + (removed ? "was removed" : "could not be removed (Redis did not answer)")
+                + " (a miss). Something other than this cache writes under its prefix "
+                + "\(client.configuration.keyPrefix): give each cache a prefix of its own (--redis-prefix)")
     }
 
     /// The replies of a `MULTI` … `EXEC` that was the whole pipeline, or a thrown error.
@@ -310,9 +355,17 @@ public final class RedisStore: CacheStore {
     /// kept with those bodies for the `openBody` that follows. What cannot be used is removed
     /// from the hash: records that do not parse, that belong in another hash, that expired or
     /// whose body's field is missing or of the wrong length, and body fields of no record.
+    /// A key holding a value too large to read is not the store's: it is removed, and its
+    /// lookup is a miss.
     private func records(in key: [UInt8]) throws(StorageError) -> [EntryRecord] {
         var reply = try stagedReply(key)
-        if reply == nil { reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0] }
+        if reply == nil {
+            do throws(StorageError) {
+                reply = try run([[bytes("HGETALL"), key]], slotKey: key, failing: .readFailed)[0]
+            } catch  where error.kind == .notFound {
+                return []  // a value too large to read: removed already
+            }
+        }
         guard let reply else { return [] }
         guard let fields = reply.array else {
             if let message = reply.errorMessage { throw StorageError(.readFailed, "Redis: \(message)") }
@@ -467,8 +520,14 @@ public final class RedisStore: CacheStore {
     func commit(_ entry: StoredEntry, _ written: WrittenBody) throws(StorageError) -> StoredEntry {
         let key = entryKey(entry.head.primaryKey)
         let variant = field(entry.head)
-        let previous = try run([[bytes("HGET"), key, variant]], slotKey: key, failing: .writeFailed)[0].bytes
-            .flatMap { record($0, key: key, field: variant) }.flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
+        let current: RESPValue?
+        do throws(StorageError) {
+            current = try run([[bytes("HGET"), key, variant]], slotKey: key, failing: .writeFailed)[0]
+        } catch  where error.kind == .notFound {
+            current = nil  // a value too large to read: removed already
+        }
+        let previous = current?.bytes.flatMap { record($0, key: key, field: variant) }
+            .flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
         var entry = entry
         if previous?.entry.isPinned == true { entry.isPinned = true }
         let expiresAt = expiresAt(facts: entry.head.facts, pinned: entry.isPinned)

@@ -1,0 +1,76 @@
+#if os(Linux)
+import CacheSystem
+import CacheTestSupport
+import Foundation
+import LoopbackOrigin
+import Testing
+
+/// Real `httpcache serve` processes on a real Redis in which what sits under the cache's own
+/// keys is not what the cache wrote: a value of 32 MiB. It is a miss, with bounded memory, and
+/// the next response is stored again.
+@Suite("Redis: bad data under the cache's keys is a miss and removed", .serialized)
+struct RedisBadDataTests {
+    /// The keys under `prefix` on the shared test Redis, once an entry's hash is among them.
+    static func entryKey(_ prefix: String, on server: RedisServer? = nil) throws -> String {
+        let server = try server ?? RedisServer.shared()
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let keys = try server.cli(["--scan", "--pattern", prefix + "*"]).split(separator: "\n").map(String.init)
+            if let key = keys.first(where: { $0.contains("}e:") }) { return key }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw NoEntry(description: "no entry under \(prefix) in Redis")
+    }
+
+    struct NoEntry: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// An origin for `path` whose responses may be stored for five minutes.
+    static func origin(_ path: String, body: String) throws -> LoopbackOrigin {
+        let origin = try LoopbackOrigin()
+        origin.route(path) { _ in .init(headers: [("Cache-Control", "max-age=300")], body: body) }
+        return origin
+    }
+
+    @Test(
+        "a 32 MiB value in a stored entry's hash: the lookup is a miss without the proxy's memory growing by it, one log line says what to do, and the response is stored again"
+    )
+    func oversizedValueIsAMissWithBoundedMemory() async throws {
+        try await offPool {
+            let origin = try Self.origin("/big", body: "the body")
+            defer { origin.stop() }
+            let prefix = "b\(UInt32.random(in: 0...UInt32.max)):"
+            // A Redis of its own: taking 32 MiB holds it for a moment, which would slow down the
+            // other suites' commands on the shared one. Two seconds per command: enough to read
+            // all of it where the reply is not bounded.
+            let redis = try RedisServer()
+            let nodes = try SharedTierTests.nodes(
+                1, origin: origin, redis: ["--redis", redis.url],
+                extra: ["--local-memory", "0", "--redis-timeout", "2000"], prefix: prefix)
+            let client = try TestClient()
+            #expect(try client.send("GET", nodes[0].baseURL + "/big").text == "the body")
+            let key = try Self.entryKey(prefix, on: redis)
+            // The record's field (the variant key, empty here) replaced by 32 MiB.
+            let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 32 << 20)
+            #expect(try redis.command([Array("HSET".utf8), Array(key.utf8), [], huge]) == ":0")
+            let pid = nodes[0].process.processIdentifier
+            let before = try #require(MeasuredRun.peakResidentKiB(of: pid))
+            let started = Date()
+            let answer = try client.send("GET", nodes[0].baseURL + "/big")
+            #expect(answer.status == 200 && answer.text == "the body" && !answer.isHit)
+            #expect(Date().timeIntervalSince(started) < 1.5)
+            let after = try #require(MeasuredRun.peakResidentKiB(of: pid))
+            // Where it is read whole, it is held twice (the buffer, the value parsed from it).
+            #expect(after - before < 16 * 1024, "peak RSS grew by \(after - before) KiB")
+            // Stored again: a hit.
+            #expect(try client.send("GET", nodes[0].baseURL + "/big").isHit)
+            #expect(origin.count("/big") == 2)
+            let lines = nodes[0].standardError.split(separator: "\n").filter { $0.contains("larger than") }
+            #expect(lines.count == 1, "\(nodes[0].standardError)")
+            #expect(nodes[0].process.isRunning)
+            withExtendedLifetime(redis) {}
+        }
+    }
+}
+#endif
