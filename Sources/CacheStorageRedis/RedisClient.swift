@@ -539,6 +539,9 @@ extension RedisClient {
                 + "&\(prefix)invalidate and the commands +@read +@write +@scripting +@pubsub +@keyspace"
         case "OOM":
             "Redis is full and evicts nothing: set maxmemory-policy allkeys-lru (or volatile-lru), or raise maxmemory"
+        case "WRONGTYPE":
+            "a key under the prefix \(prefix) holds another type than this cache keeps there; the cache removes "
+                + "it and stores again: keep other writers out of the prefix (a --redis-prefix of each cache's own)"
         case "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "LOADING", "READONLY":
             "the Redis Cluster is failing over or loading; requests go to the origin meanwhile"
         default:

@@ -246,6 +246,21 @@ public final class RedisStore: CacheStore {
                 + "\(client.configuration.keyPrefix): give each cache a prefix of its own (--redis-prefix)")
     }
 
+    /// Logs that the store's own key `key` held another type than the store keeps there
+    /// (Redis answered `message`, `WRONGTYPE`): it is not the store's to keep, and is removed
+    /// (in `action`) so that the URL is cached again.
+    private func logForeignType(_ key: [UInt8], _ message: String, _ action: String) {
+        client.configuration.log(
+            "redis: \(String(decoding: key, as: UTF8.self)) held another type than this cache keeps there "
+                + "(\(message.prefix(80))): \(action). Something other than this cache writes under its prefix "
+                + "\(client.configuration.keyPrefix): give each cache a prefix of its own (--redis-prefix)")
+    }
+
+    /// Whether `reply` is Redis' `WRONGTYPE` error: the key holds another type than the command's.
+    private static func isWrongType(_ reply: RESPValue?) -> Bool {
+        reply?.errorMessage?.hasPrefix("WRONGTYPE") == true
+    }
+
     /// The replies of a `MULTI` … `EXEC` that was the whole pipeline, or a thrown error.
     private func transaction(_ commands: [[[UInt8]]], slotKey: [UInt8], then extra: [[[UInt8]]] = [])
         throws(StorageError) -> [RESPValue]
@@ -355,8 +370,8 @@ public final class RedisStore: CacheStore {
     /// kept with those bodies for the `openBody` that follows. What cannot be used is removed
     /// from the hash: records that do not parse, that belong in another hash, that expired or
     /// whose body's field is missing or of the wrong length, and body fields of no record.
-    /// A key holding a value too large to read is not the store's: it is removed, and its
-    /// lookup is a miss.
+    /// A key of another type than a hash (`WRONGTYPE`) or holding a value too large to read is
+    /// not the store's: it is removed, and its lookup is a miss.
     private func records(in key: [UInt8]) throws(StorageError) -> [EntryRecord] {
         var reply = try stagedReply(key)
         if reply == nil {
@@ -368,7 +383,11 @@ public final class RedisStore: CacheStore {
         }
         guard let reply else { return [] }
         guard let fields = reply.array else {
-            if let message = reply.errorMessage { throw StorageError(.readFailed, "Redis: \(message)") }
+            if let message = reply.errorMessage {
+                guard Self.isWrongType(reply) else { throw StorageError(.readFailed, "Redis: \(message)") }
+                let removed = (try? run([[bytes("UNLINK"), key]], slotKey: key, failing: .writeFailed)) != nil
+                logForeignType(key, message, removed ? "it was removed (a miss)" : "it could not be removed yet")
+            }
             return []
         }
         let now = clock()
@@ -526,6 +545,8 @@ public final class RedisStore: CacheStore {
         } catch  where error.kind == .notFound {
             current = nil  // a value too large to read: removed already
         }
+        // Another type than a hash under the entry's key is not ours: replaced in the transaction.
+        let foreign = Self.isWrongType(current)
         let previous = current?.bytes.flatMap { record($0, key: key, field: variant) }
             .flatMap { entryKey(of: $0.entry.id) == key ? $0 : nil }
         var entry = entry
@@ -536,14 +557,24 @@ public final class RedisStore: CacheStore {
         // its tags' reach. A member left behind by a failed commit is skipped on removal.
         for tag in Set(entry.head.tags) {
             let setKey = tagKey(tag)
-            let replies = try run(
-                [[bytes("SADD"), setKey, member(entry.head.primaryKey, of: setKey)]] + extendLife(setKey, lifetime),
-                slotKey: setKey, failing: .writeFailed)
-            if let message = replies.lazy.compactMap(\.errorMessage).first {
-                throw StorageError(.writeFailed, "Redis refused a write: \(message)")
+            for attempt in 0..<2 {
+                let replies = try run(
+                    [[bytes("SADD"), setKey, member(entry.head.primaryKey, of: setKey)]] + extendLife(setKey, lifetime),
+                    slotKey: setKey, failing: .writeFailed)
+                guard let message = replies.lazy.compactMap(\.errorMessage).first else { break }
+                // Another type than a set under the tag's key is not ours: removed, and added again.
+                guard attempt == 0, Self.isWrongType(replies[0]) else {
+                    throw StorageError(.writeFailed, "Redis refused a write: \(message)")
+                }
+                _ = try run([[bytes("UNLINK"), setKey]], slotKey: setKey, failing: .writeFailed)
+                logForeignType(setKey, message, "it was removed and written again")
             }
         }
         var commands: [[[UInt8]]] = []
+        if foreign {
+            commands.append([bytes("DEL"), key])
+            logForeignType(key, current?.errorMessage ?? "", "it is replaced by the entry being stored")
+        }
         switch written {
         case .inline(let body):
             let checksum = XXH64.hash(body)

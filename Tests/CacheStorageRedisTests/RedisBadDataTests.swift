@@ -8,8 +8,8 @@ import Testing
 @_spi(Fuzzing) @testable import CacheStorageRedis
 
 /// What a real Redis holds under the store's own keys that the store did not write: a value far
-/// larger than anything it writes. It is a miss that removes what is there, never a stall or a
-/// memory spike.
+/// larger than anything it writes, a key of another type. Each is a miss that removes what is
+/// there, never a stall, a memory spike, or a URL that can no longer be cached.
 @Suite("RedisStore: bad data under its own keys", .serialized)
 struct RedisBadDataTests {
     /// A store under a key prefix of its own, and its log lines: on the shared test Redis, or
@@ -98,6 +98,35 @@ struct RedisBadDataTests {
             #expect(try server.command([bytes("EXISTS"), chunk]) == ":0")
             #expect(lines.withLock { $0 }.contains { $0.contains("larger than") }, "\(lines.withLock { $0 })")
             withExtendedLifetime(server) {}
+        }
+    }
+
+    @Test("a string where an entry's hash belongs (WRONGTYPE): the lookup is a miss and removes it")
+    func wrongTypeEntryKeyIsAMissAndRemoved() async throws {
+        try await offPool {
+            let (store, server, _) = try Self.store()
+            let key = store.entryKey("https://a.test/typed")
+            #expect(try server.command([bytes("SET"), key, bytes("not a hash")]) == "+OK")
+            #expect(try store.variants(of: "https://a.test/typed").isEmpty)
+            #expect(try server.command([bytes("EXISTS"), key]) == ":0")
+        }
+    }
+
+    @Test(
+        "a string where an entry's hash belongs (WRONGTYPE), met first by a commit: the response is stored",
+        arguments: [1000, 1_500_000])
+    func wrongTypeEntryKeyIsReplacedByACommit(size: Int) async throws {
+        try await offPool {
+            let (store, server, _) = try Self.store()
+            let key = store.entryKey("https://a.test/typed")
+            #expect(try server.command([bytes("SET"), key, bytes("not a hash")]) == "+OK")
+            let body = Self.body(size)
+            try Self.write(store, "https://a.test/typed", body)
+            #expect(try server.command([bytes("TYPE"), key]) == "+hash")
+            let entries = try store.variants(of: "https://a.test/typed")
+            #expect(entries.count == 1)
+            let opened = try store.openBody(of: try #require(entries.first).id)
+            #expect(try opened.readAll() == body)
         }
     }
 }

@@ -6,8 +6,8 @@ import LoopbackOrigin
 import Testing
 
 /// Real `httpcache serve` processes on a real Redis in which what sits under the cache's own
-/// keys is not what the cache wrote: a value of 32 MiB. It is a miss, with bounded memory, and
-/// the next response is stored again.
+/// keys is not what the cache wrote: a value of 32 MiB, a key of another type. Each is a miss,
+/// with bounded memory, and the next response is stored again.
 @Suite("Redis: bad data under the cache's keys is a miss and removed", .serialized)
 struct RedisBadDataTests {
     /// The keys under `prefix` on the shared test Redis, once an entry's hash is among them.
@@ -70,6 +70,30 @@ struct RedisBadDataTests {
             #expect(lines.count == 1, "\(nodes[0].standardError)")
             #expect(nodes[0].process.isRunning)
             withExtendedLifetime(redis) {}
+        }
+    }
+
+    @Test("a string where a URL's entry hash belongs (WRONGTYPE): a miss, and the response is stored again")
+    func wrongTypeEntryKeyIsReplaced() async throws {
+        try await offPool {
+            let origin = try Self.origin("/typed", body: "typed body")
+            defer { origin.stop() }
+            let prefix = "w\(UInt32.random(in: 0...UInt32.max)):"
+            let nodes = try SharedTierTests.nodes(
+                1, origin: origin, redis: ["--redis", try RedisServer.shared().url], extra: ["--local-memory", "0"],
+                prefix: prefix)
+            let client = try TestClient()
+            _ = try client.send("GET", nodes[0].baseURL + "/typed")
+            let key = try Self.entryKey(prefix)
+            let server = try RedisServer.shared()
+            #expect(try server.command("DEL", key) == ":1")
+            #expect(try server.command("SET", key, "not a hash") == "+OK")
+            let miss = try client.send("GET", nodes[0].baseURL + "/typed")
+            #expect(miss.status == 200 && miss.text == "typed body" && !miss.isHit)
+            let hit = try client.send("GET", nodes[0].baseURL + "/typed")
+            #expect(hit.isHit, "\(hit.cacheStatus ?? "no Cache-Status")")
+            #expect(origin.count("/typed") == 2)
+            #expect(try server.command("TYPE", key) == "+hash")
         }
     }
 }
