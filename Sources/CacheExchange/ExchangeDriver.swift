@@ -635,6 +635,8 @@ public final class ExchangeDriver: Sendable {
             status: plan.status, fields: plan.fields, outcome: plan.outcome, cacheStatus: plan.cacheStatus,
             reasons: plan.reasons, expectedLength: plan.expectedLength, recorder: nil, storedPart: storedPart,
             userInfo: plan.storage?.head?.userInfo)
+        // Whether the store may still refuse the response once its body is whole.
+        var commitMayBeRefused = false
         // A storable response: open the writer its body goes to as it is relayed (RFC 9111 §3).
         if let storage = plan.storage, var head = storage.head {
             // The digests the response states are checked as its body is stored (RFC 9530).
@@ -650,6 +652,7 @@ public final class ExchangeDriver: Sendable {
                     try store.makeWriter(for: marker).commit()
                 }
                 let writer = try store.makeWriter(for: head)
+                commitMayBeRefused = writer.commitMayBeRefused
                 relay.recorder = recorder(writer, storage, plan, exchange, integrity: integrity)
                 if let leadership = exchange.leadership, !answersWithoutValidation(head) {
                     // Stored, but it cannot answer those waiting for it without validation
@@ -667,8 +670,16 @@ public final class ExchangeDriver: Sendable {
                 relay.reasons.append(.configured("not stored: \(error)"))
             }
         }
-        // Cache-Status `stored` says what happened, not what was planned (RFC 9211 §2.5).
-        if plan.cacheStatus.stored != nil { relay.cacheStatus.stored = relay.recorder != nil || freshened }
+        // Cache-Status `stored` says what happened, not what was planned (RFC 9211 §2.5). The
+        // head goes out before the body is committed: a store that may still refuse it then
+        // (Redis, with no local tier to keep it) leaves it unknown, and it is not said.
+        if plan.cacheStatus.stored != nil {
+            if freshened || (relay.recorder != nil && !commitMayBeRefused) {
+                relay.cacheStatus.stored = true
+            } else {
+                relay.cacheStatus.stored = relay.recorder != nil ? nil : false
+            }
+        }
         // Nothing will be stored: those waiting for this request go on by themselves now.
         if relay.recorder == nil { settle(exchange.leadership, nil) }
         return relay

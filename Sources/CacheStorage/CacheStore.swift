@@ -329,6 +329,18 @@ public protocol EntryWriter: AnyObject {
     func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry
     /// Discards everything written.
     func abort()
+    /// Whether ``commit()`` may still be refused once the body is whole, for reasons the writer
+    /// cannot know when it opens: a store on a server (Redis) takes or refuses the entry only
+    /// at the commit. A cache that sends a response's head before its body is committed says
+    /// it was stored (RFC 9211 §2.5, `Cache-Status: stored`) only when this is `false`, and says
+    /// nothing either way otherwise.
+    var commitMayBeRefused: Bool { get }
+}
+
+extension EntryWriter {
+    /// `false`: a writer of a local store, once open, stores what is committed unless the
+    /// memory or the disk fails.
+    public var commitMayBeRefused: Bool { false }
 }
 
 /// A place where cached responses live. Safe to use from many threads.

@@ -122,6 +122,10 @@ final class RedisWriter: EntryWriter {
 
     func commit() throws(StorageError) -> StoredEntry { try finish(head) }
 
+    /// `true`: Redis takes or refuses the entry at the commit (a user denied writes, `OOM`, a
+    /// failover, a timeout).
+    var commitMayBeRefused: Bool { true }
+
     func commitIncomplete(facts: [UInt8]) throws(StorageError) -> StoredEntry {
         var head = head
         head.isComplete = false

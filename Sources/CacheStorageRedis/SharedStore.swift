@@ -539,6 +539,14 @@ final class SharedWriter: EntryWriter {
         return try remote.commitIncomplete(facts: facts)
     }
 
+    /// Whether Redis may refuse the commit with no local tier to keep the entry instead: when
+    /// there is none, or the body is announced larger than the local tier takes.
+    var commitMayBeRefused: Bool {
+        guard let local = store.local else { return remote.commitMayBeRefused }
+        let length = head.fields[.contentLength].flatMap { Int64($0) }
+        return remote.commitMayBeRefused && length.map { $0 > local.maximumEntrySize } == true
+    }
+
     func abort() {
         body = nil
         remote.abort()

@@ -6,9 +6,10 @@ import LoopbackOrigin
 import Testing
 
 /// Real `httpcache serve` processes on a real Redis in which what sits under the cache's own
-/// keys is not what the cache wrote: a value of 32 MiB, a key of another type. Each is a miss,
-/// with bounded memory, and the next response is stored again.
-@Suite("Redis: bad data under the cache's keys is a miss and removed", .serialized)
+/// keys is not what the cache wrote: a value of 32 MiB, a key of another type, or a user who
+/// may read but not write. Each is a miss, with bounded memory, and the next response is
+/// stored again; no response claims to be stored when it was not.
+@Suite("Redis: bad data under the cache's keys is a miss, removed, and never claimed as stored", .serialized)
 struct RedisBadDataTests {
     /// The keys under `prefix` on the shared test Redis, once an entry's hash is among them.
     static func entryKey(_ prefix: String, on server: RedisServer? = nil) throws -> String {
@@ -94,6 +95,32 @@ struct RedisBadDataTests {
             #expect(hit.isHit, "\(hit.cacheStatus ?? "no Cache-Status")")
             #expect(origin.count("/typed") == 2)
             #expect(try server.command("TYPE", key) == "+hash")
+        }
+    }
+
+    @Test(
+        "a Redis that refuses the write (a user denied HSET), no local tier: the response does not claim Cache-Status stored (RFC 9211 §2.5)"
+    )
+    func refusedWriteIsNotClaimedStored() async throws {
+        try await offPool {
+            let redis = try RedisServer()
+            try redis.cli(["ACL", "SETUSER", "nowrite", "on", ">pw", "~*", "&*", "+@all", "-hset"])
+            let origin = try Self.origin("/refused", body: "refused body")
+            defer { origin.stop() }
+            let node = try ServeProcess(
+                [
+                    "--origin", origin.baseURL, "--redis", "redis://nowrite:pw@\(redis.address)", "--redis-timeout",
+                    "5000", "--local-memory", "0",
+                ], memoryOnly: true)
+            let client = try TestClient()
+            for _ in 0..<2 {
+                let answer = try client.send("GET", node.baseURL + "/refused")
+                #expect(answer.text == "refused body" && !answer.isHit)
+                let status = try #require(answer.cacheStatus)
+                #expect(!status.contains("; stored") || status.contains("stored=?0"), "\(status)")
+            }
+            #expect(origin.count("/refused") == 2)
+            withExtendedLifetime(redis) {}
         }
     }
 }
