@@ -56,6 +56,21 @@ struct RedisBadDataTests {
     }
 
     @Test(
+        "a reply still growing past 64 MiB is refused without buffering more, and an array counting more than 1,048,576 elements at its count line"
+    )
+    func oversizedReplyAndArrayRefused() throws {
+        var parser = RESPParser()
+        // Nine strings of 8 MiB, each accepted alone: past 64 MiB with the ninth still to come.
+        Array("*9\r\n".utf8).withUnsafeBytes { parser.feed($0) }
+        let value = Array("$\(8 << 20)\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 8 << 20) + [13, 10]
+        for _ in 0..<8 { value.withUnsafeBytes { parser.feed($0) } }
+        #expect(throws: RESPParser.ProtocolError.self) { _ = try parser.next() }
+        var counting = RESPParser()
+        Array("*2000000\r\n:1\r\n".utf8).withUnsafeBytes { counting.feed($0) }
+        #expect(throws: RESPParser.ProtocolError.self) { _ = try counting.next() }
+    }
+
+    @Test(
         "a 16 MiB value in an entry's hash: the lookup is a miss at once, the hash is removed, one log line says what to do, and the next store and lookup work"
     )
     func oversizedFieldIsRemoved() async throws {
