@@ -702,8 +702,12 @@ public final class ExchangeDriver: Sendable {
         let pinKey = storage.pin ? storage.head?.primaryKey : nil
         let superseded = plan.supersededParts
         let part = storage.head.flatMap { $0.isComplete ? nil : $0 }
+        // A body the host decoded from its content coding is not kept when cut off: its bytes
+        // are not the representation's (RFC 9110 §8.4), so a `Range` asking for the rest would
+        // continue them with the coded bytes after the same offset (RFC 9111 §3.3, §3.4).
+        let incompleteFacts = integrity.decodedCodings.isEmpty ? storage.incompleteFacts : nil
         return ResponseRecorder(
-            writer: writer, expectedLength: plan.expectedLength, incompleteFacts: storage.incompleteFacts,
+            writer: writer, expectedLength: plan.expectedLength, incompleteFacts: incompleteFacts,
             integrity: integrity.check(url: exchange.request.head.uri), url: exchange.request.head.uri,
             log: configuration.log
         ) { [store, coalescing, reader, configuration] outcome in

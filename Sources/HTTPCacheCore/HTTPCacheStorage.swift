@@ -49,6 +49,22 @@ struct HTTPCacheStorage: StorageAdvisor {
             return StoragePlan(
                 head: nil, reasons: reasons + [.configured("not stored: the will-store hook refused it")])
         }
+        // The transport hands whole responses over decoded from their content coding, with no
+        // `Content-Encoding`, as URLSession does; a part (no transport decodes one) keeps its
+        // coding, and joined with the rest it would make a whole response stored coded and
+        // served coded to a request that otherwise gets the decoded bytes. Not stored (a cache
+        // may always decline to, RFC 9111 §3).
+        if response.status == 206, let coding = fields[.contentEncoding],
+            !["", "identity"].contains(ASCII.lowercased(ASCII.trimmed(Substring(coding))))
+        {
+            return StoragePlan(
+                head: nil,
+                reasons: reasons + [
+                    .configured(
+                        "not stored: a part of a response in the content coding \(coding), which whole responses "
+                            + "are stored decoded from")
+                ])
+        }
         switch decision {
         case .doNotStore(let refusals):
             return StoragePlan(head: nil, reasons: reasons + refusals)

@@ -215,6 +215,66 @@ struct ResumedEntryTests {
         #expect(sent[1].header("Range") != nil && sent[2].header("Range") == nil)
     }
 
+    /// A text that compresses to a few hundred kilobytes: bodies coded with gzip by python3.
+    static let text = (0..<60_000).map { "\($0 &* 7_919 % 100_003)," }.joined()
+
+    /// An origin that always sends `text` gzip-coded, with a strong entity tag, and answers a
+    /// `Range` with the coded bytes at that offset (as S3 or `gzip_static always` do); its first
+    /// answer is cut after half the coded bytes when `cutsFirst`.
+    func gzipOrigin(_ h: Harness, path: String, cutsFirst: Bool) async throws -> [UInt8] {
+        let coded = try await CodedBodies.python("gzip.compress(data)", Array(Self.text.utf8))
+        let answered = Locked(0)
+        h.origin.route(path) { request in
+            let attempt = answered.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            let headers = [("Cache-Control", "max-age=600"), ("ETag", "\"gz\""), ("Content-Encoding", "gzip")]
+            if let text = request.header("Range"), let range = ByteRangeRequest(text),
+                let part = range.satisfiableRanges(length: Int64(coded.count)).first
+            {
+                return LoopbackOrigin.Response(
+                    status: 206,
+                    headers: headers + [
+                        ("Content-Range", ContentRange(range: part, completeLength: Int64(coded.count)).fieldValue)
+                    ],
+                    body: Array(coded[Int(part.lowerBound)...Int(part.upperBound)]))
+            }
+            return LoopbackOrigin.Response(
+                headers: headers, body: coded, cutAfterBodyBytes: cutsFirst && attempt == 1 ? coded.count / 2 : nil)
+        }
+        return coded
+    }
+
+    @Test(
+        "§3.3, RFC 9110 §8.4: a body decoded from its content coding and cut off is not kept: a Range would continue the decoded bytes with coded ones"
+    )
+    func decodedBodyCutOffNotKept() async throws {
+        let h = try Harness()
+        _ = try await gzipOrigin(h, path: "/gz", cutsFirst: true)
+        await #expect(throws: (any Error).self) { _ = try await h.get("/gz") }
+        #expect(try h.cache.entries(for: h.origin.url("/gz")).isEmpty)
+        let whole = try await h.get("/gz")
+        #expect(whole.statusCode == 200 && whole.data == Data(Self.text.utf8))
+        #expect(h.origin.requests(to: "/gz").allSatisfy { $0.header("Range") == nil })
+        let hit = try await h.get("/gz")
+        #expect(hit.outcome == .hit && hit.data == Data(Self.text.utf8))
+    }
+
+    @Test(
+        "§3.4: a 206 in a content coding is passed on and not stored: joined with the rest it would be a whole response stored and served coded"
+    )
+    func codedPartNotStored() async throws {
+        let h = try Harness()
+        let coded = try await gzipOrigin(h, path: "/gzr", cutsFirst: false)
+        let part = try await h.get("/gzr", headers: ["Range": "bytes=0-9999"])
+        #expect(part.statusCode == 206 && part.data == Data(coded[0..<10_000]))
+        #expect(try h.cache.entries(for: h.origin.url("/gzr")).isEmpty)
+        let whole = try await h.get("/gzr")
+        #expect(whole.statusCode == 200 && whole.data == Data(Self.text.utf8))
+        #expect(h.origin.requests(to: "/gzr").last?.header("Range") == nil)
+    }
+
     @Test("§3.3: a cut-off body without a strong validator is not kept")
     func noValidatorNotKept() async throws {
         let h = try Harness()
