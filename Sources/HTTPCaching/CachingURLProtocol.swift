@@ -51,7 +51,9 @@ import FoundationNetworking
 /// completion handler gets that. The cost is the body in memory until the load ends, which
 /// a completion handler needs anyway. Download tasks are handed to corelibs' HTTP protocol:
 /// their bodies come from the origin, not from the cache, and are not stored (for cached,
-/// resumable downloads use ``HTTPCache/download(_:to:retries:)-(URLRequest,_,_)``). On Apple platforms,
+/// resumable downloads use ``HTTPCache/download(_:to:retries:)-(URLRequest,_,_)``). So are
+/// upload tasks, whose body corelibs gives only to its own protocol; what is stored for their
+/// URL is removed first, as for any unsafe method (RFC 9111 §4.4). On Apple platforms,
 /// whose loading system gathers the pieces itself, the body is passed on in pieces only.
 public final class CachingURLProtocol: URLProtocol {
     private static let installed = Locked<HTTPCache?>(nil)
@@ -97,11 +99,24 @@ public final class CachingURLProtocol: URLProtocol {
         if let download = task as? URLSessionDownloadTask {
             return loadFromTheOrigin(download, cache)
         }
+        // swift-corelibs-foundation keeps an upload task's body from the protocol's request (it
+        // has neither `httpBody` nor `httpBodyStream`): sent by the cache, the upload would go
+        // out empty. It goes to corelibs' own protocol, which has the body; what is stored for
+        // its URL is invalidated first, as the cache does for an unsafe method (RFC 9111 §4.4).
+        if let upload = task as? URLSessionUploadTask {
+            if let url = request.url, !["GET", "HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod ?? "GET") {
+                _ = try? cache.remove(url: url)
+            }
+            return loadFromTheOrigin(upload, cache)
+        }
         #endif
         var request = self.request
         if request.httpBody == nil, let stream = request.httpBodyStream {
-            request.httpBody = Self.read(stream)
+            let body = Self.read(stream)
+            // In this order: swift-corelibs-foundation's `httpBodyStream = nil` clears `httpBody`
+            // too, and the request went out with no body.
             request.httpBodyStream = nil
+            request.httpBody = body
         }
         // What the store answers at once with a body of at most 1 MiB is answered here, as a
         // URLProtocol answering from memory does (no hop to a task: a hit costs little more
@@ -202,9 +217,9 @@ public final class CachingURLProtocol: URLProtocol {
     }
 
     #if canImport(FoundationNetworking)
-    /// Hands a download task to corelibs' own HTTP protocol, the only one it gives a file to
-    /// (see "Bodies on Linux" above).
-    private func loadFromTheOrigin(_ download: URLSessionDownloadTask, _ cache: HTTPCache) {
+    /// Hands a download task to corelibs' own HTTP protocol, the only one it gives a file to,
+    /// or an upload task, the only one it gives the body to (see "Bodies on Linux" above).
+    private func loadFromTheOrigin(_ task: URLSessionTask, _ cache: HTTPCache) {
         let policy = CachePolicy(request.cachePolicy)
         if policy == .returnCacheDataDontLoad
             || (policy == .useProtocolCachePolicy && cache.configuration.defaultPolicy == .returnCacheDataDontLoad)
@@ -212,8 +227,8 @@ public final class CachingURLProtocol: URLProtocol {
             client?.urlProtocol(
                 self,
                 didFailWithError: resourceUnavailable(
-                    "download tasks are not answered from the cache on this platform, and the cache policy "
-                        + "returnCacheDataDontLoad never loads from the origin"))
+                    "download and upload tasks are not answered from the cache on this platform, and the cache "
+                        + "policy returnCacheDataDontLoad never loads from the origin"))
             return
         }
         let loader = URLSessionConfiguration.default.protocolClasses?.lazy
@@ -223,7 +238,7 @@ public final class CachingURLProtocol: URLProtocol {
             client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
-        let platform = loader.init(task: download, cachedResponse: nil, client: client)
+        let platform = loader.init(task: task, cachedResponse: nil, client: client)
         delegated.withLock { $0 = platform }
         platform.startLoading()
     }

@@ -266,6 +266,57 @@ struct URLProtocolTests {
         let (body, _) = try await fetch(session(h), h.request("/echo", method: "POST", body: Data("ping".utf8)))
         #expect(body == "ping")
     }
+
+    /// A body given as a stream reaches the origin whole, as plain URLSession sends it (the
+    /// protocol read it, then cleared the stream, which on swift-corelibs-foundation cleared
+    /// the body it had just read too: the POST went out empty).
+    @Test func postBodyStreamPassesThrough() async throws {
+        let h = try Harness()
+        h.origin.route("/echo") { request in LoopbackOrigin.Response(body: request.body) }
+        var request = h.request("/echo", method: "POST")
+        request.httpBodyStream = InputStream(data: Data("stream-bytes".utf8))
+        let (body, _) = try await fetch(session(h), request)
+        #expect(body == "stream-bytes")
+        #expect(h.origin.requests(to: "/echo").first?.header("Content-Length") == "12")
+    }
+
+    /// Upload tasks send their body (swift-corelibs-foundation gives it to its own protocol
+    /// only: sent by the cache, the upload went out empty and the app was told it succeeded),
+    /// and what is stored for their URL is invalidated (RFC 9111 §4.4).
+    @Test func uploadTasksSendTheirBodyAndInvalidate() async throws {
+        let h = try Harness()
+        let version = Locked(0)
+        h.origin.route("/doc") { request in
+            if request.method == "GET" {
+                return LoopbackOrigin.Response(
+                    headers: [("Cache-Control", "max-age=600")], body: "v\(version.withLock { $0 })")
+            }
+            version.withLock { $0 += 1 }
+            return LoopbackOrigin.Response(body: request.body)
+        }
+        let session = session(h)
+        #expect(try await fetch(session, h.request("/doc")).0 == "v0")
+        let (echo, response) = try await session.upload(
+            for: h.request("/doc", method: "PUT"), from: Data("new-document".utf8))
+        #expect(String(decoding: echo, as: UTF8.self) == "new-document")
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let sent: Data = try await withCheckedThrowingContinuation { continuation in
+            session.uploadTask(with: h.request("/doc", method: "POST"), from: Data("second".utf8)) { data, _, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: data ?? Data())
+                }
+            }.resume()
+        }
+        #expect(String(decoding: sent, as: UTF8.self) == "second")
+        #expect(
+            h.origin.requests(to: "/doc").filter { $0.method != "GET" }.map(\.body) == [
+                Array("new-document".utf8), Array("second".utf8),
+            ])
+        // The stored v0 was invalidated by the PUT: the GET goes to the origin again.
+        #expect(try await fetch(session, h.request("/doc")).0 == "v2")
+    }
 }
 
 /// Collects what a session's delegate is told about one task.
