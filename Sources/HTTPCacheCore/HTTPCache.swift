@@ -98,7 +98,9 @@ public final class HTTPCache: Sendable {
         /// Follows redirects (each hop cached under its own URL). Default `true`, at most
         /// ``maximumRedirects``.
         public var followsRedirects = true
-        /// The most redirects followed for one request.
+        /// The most redirects followed for one request: a request whose redirects go on past it
+        /// (a loop, most likely) fails with `URLError(.httpTooManyRedirects)`, as URLSession's
+        /// does. 0 follows none: a redirect is the answer.
         public var maximumRedirects = 10
         /// Receives what the cache reports (storage failures, entries dropped).
         public var log: @Sendable (String) -> Void = { message in
@@ -383,17 +385,37 @@ public final class HTTPCache: Sendable {
             }
             let answer = head(result)
             record(answer, method: prepared.method, url: prepared.urlString, started: started)
-            if configuration.followsRedirects, redirects < configuration.maximumRedirects,
+            if configuration.followsRedirects, configuration.maximumRedirects > 0,
                 let next = redirected(
                     current, status: answer.statusCode, location: answer.fields[.location], follow: follow)
             {
                 try await leaving(result)
+                guard redirects < configuration.maximumRedirects else {
+                    // As URLSession fails a redirect loop: the last redirect is no answer.
+                    throw Self.tooManyRedirects(
+                        request.url, limit: configuration.maximumRedirects, status: answer.statusCode,
+                        from: current.url, to: next.url)
+                }
                 redirects += 1
                 current = next
                 continue
             }
             return result
         }
+    }
+
+    /// The error a request for `url` fails with when the redirect after the `limit`th (a
+    /// `status` from `from`, leading to `to`) would be followed: a loop, most likely.
+    /// `URLError.httpTooManyRedirects`, as URLSession's.
+    static func tooManyRedirects(_ url: URL, limit: Int, status: Int, from: URL, to: URL) -> URLError {
+        URLError(
+            .httpTooManyRedirects,
+            userInfo: [
+                NSLocalizedDescriptionKey:
+                    "more than \(limit) redirects; the last, \(status) from \(from.absoluteString), leads to "
+                    + "\(to.absoluteString): the server's redirects may loop",
+                NSURLErrorFailingURLErrorKey: url,
+            ])
     }
 
     /// When a request began, for its event's duration: the clock is read only when

@@ -200,22 +200,12 @@ struct GetCommand {
         return Failure(.failure, "the response from \(url) was cut off after \(received) bytes (\(cause)); \(next)")
     }
 
-    /// The failure for `head` when it is no answer to print: a redirect left unfollowed
-    /// because the most redirects were followed already (a loop, most likely), or the cache's
-    /// own `504` because the origin could not be reached and what is stored may not be served
-    /// stale (RFC 9111 §4.2.4). `nil` for any other response, whatever its status.
-    private func unanswered(_ head: CachedResponseHead, by cache: HTTPCache) -> Failure? {
+    /// The failure for `head` when it is no answer to print: the cache's own `504` because the
+    /// origin could not be reached and what is stored may not be served stale (RFC 9111
+    /// §4.2.4). `nil` for any other response, whatever its status. (A redirect loop fails the
+    /// request itself: `URLError.httpTooManyRedirects`.)
+    private func unanswered(_ head: CachedResponseHead) -> Failure? {
         let url = options.url.absoluteString
-        if cache.configuration.followsRedirects,
-            let target = HTTPCache.redirectTarget(
-                status: head.statusCode, location: head.fields[.location], from: head.url)
-        {
-            return Failure(
-                .failure,
-                "\(url): more than \(cache.configuration.maximumRedirects) redirects; the last, \(head.statusCode) "
-                    + "from \(head.url.absoluteString), leads to \(target.absoluteString): the server's redirects "
-                    + "may loop")
-        }
         if head.statusCode == 504, head.reasons.contains(.originUnreachable) {
             let target = Fetching.origin(of: options.url)
             let why = head.reasons.filter { $0 != .originUnreachable }.map(\.description).joined(separator: "; ")
@@ -240,7 +230,7 @@ struct GetCommand {
         } catch {
             throw Fetching.failure(error, url: options.url)
         }
-        if let failure = unanswered(head, by: cache) { throw failure }
+        if let failure = unanswered(head) { throw failure }
         let first: Data?
         do {
             first = try await chunks.next()

@@ -206,6 +206,9 @@ enum Fetching {
             switch urlError.code {
             case .unsupportedURL, .badURL:
                 return .usage(nil, "\(url.absoluteString): \(urlError.localizedDescription)")
+            case .httpTooManyRedirects:
+                // The server answered, with redirects that went on and on.
+                return Failure(.failure, "\(url.absoluteString): \(urlError.localizedDescription)")
             default:
                 return Failure(
                     .unreachable,

@@ -207,6 +207,23 @@ struct ReuseTests {
         #expect(hop.status == 301 && hop.bodySize == 5)
     }
 
+    /// Redirects that go on past `maximumRedirects` (a loop) fail the request with
+    /// `URLError(.httpTooManyRedirects)`, as URLSession's do, saying where the last one leads;
+    /// the last redirect was answered as if it were the response, with an empty body. Through
+    /// `data(for:)` and through the streaming API.
+    @Test("a redirect loop fails with httpTooManyRedirects, as URLSession's does (RFC 9110 §15.4)")
+    func redirectLoopFails() async throws {
+        let h = try Harness()
+        h.origin.route("/loop") { _ in LoopbackOrigin.Response(status: 302, headers: [("Location", "/loop")]) }
+        let error = await #expect(throws: URLError.self) { _ = try await h.get("/loop") }
+        #expect(error?.code == .httpTooManyRedirects)
+        #expect(error?.failingURL == h.origin.url("/loop"))
+        #expect(error?.localizedDescription.contains("more than 10 redirects") == true, "\(String(describing: error))")
+        #expect(h.origin.count("/loop") == 11)
+        let streamed = await #expect(throws: URLError.self) { _ = try await h.cache.bytes(for: h.request("/loop")) }
+        #expect(streamed?.code == .httpTooManyRedirects)
+    }
+
     /// A response whose body cannot be stored is still served, with the reason.
     @Test("no-store is served and not stored (§3)")
     func noStore() async throws {
