@@ -20,9 +20,17 @@ import FoundationNetworking
 /// Responses reach the session with `Cache-Status` (and `Age` when served from the cache).
 /// The session's own `URLCache` is switched off; the protocol relies neither on it nor on
 /// `willCacheResponse`, which swift-corelibs-foundation calls only for per-task delegates.
-/// Redirects are followed by the cache, each hop cached under its own URL. Requests the
-/// cache itself sends go through a session without this protocol, so it never intercepts
-/// itself. The protocol serves one cache per process: the one last installed.
+/// Redirects are followed by the cache, each hop cached under its own URL (a task delegate's
+/// `willPerformHTTPRedirection` is not asked; a loop fails with
+/// `URLError(.httpTooManyRedirects)`). Requests the cache itself sends go through a session
+/// without this protocol, so it never intercepts itself. The protocol serves one cache per
+/// process: the one last installed, for every session configured with `useHTTPCache(_:)`.
+///
+/// On Linux, what swift-corelibs-foundation applies inside its own HTTP protocol does not
+/// reach the requests this one answers, whose `URLRequest` it receives as the task was made:
+/// the configuration's `httpAdditionalHeaders`, `httpCookieStorage` (cookies are neither sent
+/// nor kept), `timeoutIntervalForRequest` and `requestCachePolicy`. Set fields (`Authorization`,
+/// `Cookie`), `timeoutInterval` and `cachePolicy` on each `URLRequest` instead.
 ///
 /// A load with `.returnCacheDataDontLoad` and nothing stored fails with
 /// `URLError(.resourceUnavailable)`, the error Apple's loading system gives for it (Apple
