@@ -102,6 +102,9 @@ extension DiskStore {
         }
     }
 
+    /// Seconds between two attempts to open the index again after one failed.
+    static let reopenRetryInterval: Double = 5
+
     /// How ``reopenIndex(_:)`` opens the index again.
     enum Reopening {
         /// The index is damaged: moved aside (`because`, logged), and an empty one started.
@@ -116,9 +119,13 @@ extension DiskStore {
     /// queued behind and not yet written are written into the index opened; the open batch's
     /// rows were in the old one and are gone with it. Returns `false` when the index could not
     /// be opened (logged): the store then fails its reads and writes (misses, not stored) on an
-    /// empty stand-in until the next attempt (the next operation, batch or flush).
+    /// empty stand-in until the next attempt (the next operation, batch or flush, at most every
+    /// ``reopenRetryInterval`` seconds: a full disk does not have every request try and log).
     @discardableResult
     private func reopenIndex(_ decide: (State) -> Reopening?) -> Bool {
+        guard MonotonicClock.seconds() >= Double(bitPattern: reopenRetryAfter.load(ordering: .relaxed)) else {
+            return false
+        }
         var reopened = false
         var failed = false
         // The access writer's lock first, as a flush of access times takes it (then ``state``).
@@ -158,7 +165,12 @@ extension DiskStore {
                 } catch {
                     configuration.log(
                         "could not open the cache index again: \(error); reads miss and writes are not stored until "
-                            + "it can be (tried again at the next operation)")
+                            + "it can be (tried again in \(Int(Self.reopenRetryInterval)) s)")
+                    reopenRetryAfter.store(
+                        (MonotonicClock.seconds() + Self.reopenRetryInterval).bitPattern, ordering: .relaxed)
+                    // No file is open now: whatever is found at the next check is opened, even
+                    // the very files that were there before.
+                    openedFiles.withLock { $0 = IndexFiles() }
                     failed = true
                     return []
                 }
@@ -183,9 +195,9 @@ extension DiskStore {
 /// The identities of an index's files as a store opened them (`DiskStore.openedFiles`):
 /// `nil` for one that was not there.
 struct IndexFiles: Equatable {
-    var index: DiskStore.FileIdentity?
-    var wal: DiskStore.FileIdentity?
-    var sharedMemory: DiskStore.FileIdentity?
+    var index: DiskStore.FileIdentity? = nil
+    var wal: DiskStore.FileIdentity? = nil
+    var sharedMemory: DiskStore.FileIdentity? = nil
 
     /// The files of the index in `directory` now.
     static func at(_ directory: String) -> IndexFiles {

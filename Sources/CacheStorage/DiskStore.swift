@@ -513,6 +513,9 @@ public final class DiskStore: CacheStore {
     let damageFound = Atomic<Bool>(false)
     /// What SQLite said of the damage first found, for the log.
     let damage = Locked<String?>(nil)
+    /// When the index may be opened again after an attempt failed (``MonotonicClock`` seconds,
+    /// a `Double`'s bits; ``reopenRetryInterval``).
+    let reopenRetryAfter = Atomic<UInt64>(0)
     /// The index's files as the index's connection opened them, to tell whether they were
     /// deleted or replaced since (``reopenIndexIfItsFilesChanged()``, ``replaceDamagedIndexIfFound()``):
     /// changed only under ``state``'s lock, read without it.

@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CacheStorage
@@ -338,6 +339,58 @@ extension DiskStoreProcessTests {
                 // The entry committed into the deleted WAL is lost; the one stored after is not.
                 #expect(verify.output.contains("verified 1"), "\(verify.output)")
                 #expect(try store.body(of: after.id) == StoreTestSupport.expectedBody(after))
+            }
+        }
+
+        @Test(
+            "An index that cannot be opened again after its files changed: the store fails reads and writes on a stand-in without crashing, tries again at most every 5 s, and recovers once it can"
+        )
+        func reopenThatFailsIsRetriedLater() async throws {
+            try await offPool {
+                let directory = StoreTestSupport.makeDirectory("reopen-fails")
+                let other = StoreTestSupport.makeDirectory("reopen-fails-other")
+                defer {
+                    StoreTestSupport.removeDirectory(directory)
+                    StoreTestSupport.removeDirectory(other)
+                }
+                let log = StoreTestSupport.Log()
+                var configuration = DiskStore.Configuration(directory: directory, log: log.sink)
+                configuration.encryptionKey = EncryptionKey(bytes: Array(repeating: 0xA1, count: 32))
+                let store = try DiskStore(configuration)
+                let stored = try StoreTestSupport.write(store, key: 1, generation: 1, size: 2_000)
+                try waitUntilReleased {
+                    var elsewhere = DiskStore.Configuration(directory: other, log: { _ in })
+                    elsewhere.encryptionKey = EncryptionKey(bytes: Array(repeating: 0xB2, count: 32))
+                    return try DiskStore(elsewhere)
+                }
+                // Another store's index, sealed with another key, in its place: opening it fails
+                // (a key that does not fit says nothing about the index: it is not moved aside).
+                let index = directory + "/index.sqlite"
+                for file in ["", "-wal", "-shm"] {
+                    #expect(rename(index + file, index + ".kept" + file) == 0)
+                    _ = rename(other + "/index.sqlite" + file, index + file)
+                }
+                store.reopenIndexIfItsFilesChanged()
+                let failures = { log.all.filter { $0.contains("could not open the cache index again") } }
+                #expect(failures().count == 1, "log: \(log.all)")
+                #expect((try? store.variants(of: stored.head.primaryKey))?.isEmpty ?? true)
+                #expect(throws: StorageError.self) {
+                    try StoreTestSupport.write(store, key: 2, generation: 1, size: 2_000)
+                }
+                // Not tried again (nor logged) before the interval.
+                store.reopenIndexIfItsFilesChanged()
+                #expect(failures().count == 1, "log: \(log.all)")
+                #expect(!log.all.contains { $0.contains("moved it to") }, "log: \(log.all)")
+
+                for file in ["", "-wal", "-shm"] {
+                    unlink(index + file)
+                    #expect(rename(index + ".kept" + file, index + file) == 0)
+                }
+                store.reopenRetryAfter.store(0, ordering: .relaxed)
+                store.reopenIndexIfItsFilesChanged()
+                #expect(try store.variants(of: stored.head.primaryKey).map(\.id) == [stored.id])
+                let next = try StoreTestSupport.write(store, key: 3, generation: 1, size: 2_000)
+                #expect(try store.body(of: next.id) == StoreTestSupport.expectedBody(next))
             }
         }
 
