@@ -372,12 +372,7 @@ struct PageSaver {
                 redirected: { hops.append($0) })
             // The redirect not followed is left unread: nothing of it is stored.
             if let refused { return problem(refused, failure: false) }
-            guard (200..<300).contains(head.statusCode) else {
-                if cache.configuration.followsRedirects, isRedirect(head.statusCode), head.fields[.location] != nil {
-                    return problem("too many redirects (more than \(cache.configuration.maximumRedirects))")
-                }
-                return problem(httpFailure(head.statusCode))
-            }
+            guard (200..<300).contains(head.statusCode) else { return problem(httpFailure(head.statusCode)) }
             if let limit, let expected = head.expectedLength, expected > limit {
                 return problem("\(expected) bytes, " + overLimit(limit), failure: false)
             }
@@ -431,14 +426,16 @@ struct PageSaver {
             }
         } catch is CancellationError {
             return problem("cancelled")
+        } catch let error as URLError where error.code == .httpTooManyRedirects {
+            return problem("too many redirects (more than \(cache.configuration.maximumRedirects))")
+        } catch let error as URLError {
+            // The transport's sentence, not the NSError around it.
+            return problem(error.localizedDescription)
         } catch {
             return problem(String(describing: error))
         }
         return fetched
     }
-
-    /// Whether `status` is a redirect the cache follows (RFC 9110 §15.4).
-    static func isRedirect(_ status: Int) -> Bool { [301, 302, 303, 307, 308].contains(status) }
 
     /// Whether a resource in `role` is read for what it refers to: an HTML document (or one
     /// without a type) as a page or frame, any stylesheet.
