@@ -37,7 +37,9 @@ import Darwin
 /// never handed out: the read throws ``StorageError/Kind/corrupted`` and the entry is
 /// removed. An index that cannot be read or has another format version is moved aside
 /// (`index.sqlite.unusable-<time>`) and a new one started, with the reason logged; so is one
-/// a query finds damaged later (``replaceDamagedIndexIfFound()``).
+/// a query finds damaged later, by the next operation, which then runs on the new index. An
+/// index file deleted or replaced by another hand while the store runs (its `-wal` removed) is
+/// noticed as the store writes and opened again.
 ///
 /// ## Encryption at rest
 ///
