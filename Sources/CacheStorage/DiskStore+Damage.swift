@@ -12,7 +12,8 @@ import Darwin
 // while the store was in use, or since it was opened, where the WAL hid it): it is moved aside
 // and an empty one started, as opening does with an index it cannot use. Without this every
 // lookup, store, listing and even `purge --all` failed with SQLite's "database disk image is
-// malformed" until the file was removed by hand.
+// malformed" until the file was removed by hand. And index files deleted or replaced by another
+// hand while the store runs (a `-wal` removed): the index is opened again.
 extension DiskStore {
     /// The identity of a file (its device and inode), to tell whether the index at the store's
     /// path is still the one a connection opened.
@@ -29,18 +30,16 @@ extension DiskStore {
     }
 
     /// Runs `operation` on the index; when a connection has found it damaged (before or during
-    /// `operation`), replaces it (``replaceDamagedIndexIfFound()``) and, when `retrying`, runs
-    /// `operation` once more on the new, empty index, so that a read is a miss and a removal
-    /// succeeds rather than fail with the damage. An operation that is not `retrying` (a
-    /// commit, whose body file its first attempt consumed) throws what it met.
-    func recoveringIndex<T>(retrying: Bool = true, _ operation: () throws(StorageError) -> T) throws(StorageError)
-        -> T
-    {
+    /// `operation`), replaces it (``replaceDamagedIndexIfFound()``) and runs `operation` once
+    /// more on the new, empty index, so that a read is a miss and a removal succeeds rather
+    /// than fail with the damage. (A commit, whose body file its first attempt hands over, only
+    /// replaces a damaged index before it starts.)
+    func recoveringIndex<T>(_ operation: () throws(StorageError) -> T) throws(StorageError) -> T {
         replaceDamagedIndexIfFound()
         do {
             return try operation()
         } catch {
-            guard replaceDamagedIndexIfFound(), retrying else { throw error }
+            guard replaceDamagedIndexIfFound() else { throw error }
             return try operation()
         }
     }
