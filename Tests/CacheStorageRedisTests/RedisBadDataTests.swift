@@ -26,18 +26,6 @@ struct RedisBadDataTests {
         return (RedisStore(configuration), server, lines)
     }
 
-    @discardableResult
-    private static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws -> StoredEntry {
-        let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
-        let facts = StoredResponseFacts(
-            status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
-            lifetimeSource: .maxAge)
-        let writer = try store.makeWriter(
-            for: EntryHead(primaryKey: key, url: key, status: 200, fields: [:], facts: facts.serialized()))
-        try writer.append(body)
-        return try writer.commit()
-    }
-
     private static func body(_ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) } }
 
     /// Puts a value of `size` bytes in field `field` of the hash `key`, made inside Redis.
@@ -77,8 +65,8 @@ struct RedisBadDataTests {
         try await offPool {
             let (store, server, lines) = try Self.store(on: try RedisServer())
             let body = Self.body(1000)
-            try Self.write(store, "https://a.test/big", body)
-            try Self.write(store, "https://a.test/other", body)
+            try RedisLookupChannelTests.write(store, "https://a.test/big", body)
+            try RedisLookupChannelTests.write(store, "https://a.test/other", body)
             let key = store.entryKey("https://a.test/big")
             // Twice what is accepted (made in Redis, which a larger one holds for seconds).
             try Self.hugeField(server, key, [], size: 16 << 20)
@@ -90,7 +78,7 @@ struct RedisBadDataTests {
             #expect(logged.count == 1, "\(lines.withLock { $0 })")
             // The connection was closed; the others and the pool go on.
             #expect(try store.variants(of: "https://a.test/other").count == 1)
-            try Self.write(store, "https://a.test/big", body)
+            try RedisLookupChannelTests.write(store, "https://a.test/big", body)
             #expect(try store.variants(of: "https://a.test/big").count == 1)
             withExtendedLifetime(server) {}
         }
@@ -100,7 +88,7 @@ struct RedisBadDataTests {
     func oversizedChunkIsRemoved() async throws {
         try await offPool {
             let (store, server, lines) = try Self.store(on: try RedisServer())
-            let entry = try Self.write(store, "https://a.test/chunked", Self.body(1_500_000))
+            let entry = try RedisLookupChannelTests.write(store, "https://a.test/chunked", Self.body(1_500_000))
             let chunk =
                 Array("\(store.configuration.keyPrefix){\(entry.id.rawValue.prefix(16).suffix(4))}c:".utf8)
                 + Array("\(entry.id.rawValue):1".utf8)
@@ -136,7 +124,7 @@ struct RedisBadDataTests {
             let key = store.entryKey("https://a.test/typed")
             #expect(try server.command([bytes("SET"), key, bytes("not a hash")]) == "+OK")
             let body = Self.body(size)
-            try Self.write(store, "https://a.test/typed", body)
+            try RedisLookupChannelTests.write(store, "https://a.test/typed", body)
             #expect(try server.command([bytes("TYPE"), key]) == "+hash")
             let entries = try store.variants(of: "https://a.test/typed")
             #expect(entries.count == 1)

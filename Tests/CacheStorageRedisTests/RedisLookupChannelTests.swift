@@ -26,7 +26,9 @@ struct RedisLookupChannelTests {
         return configuration
     }
 
-    static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws {
+    /// Stores `body` under `key` (its URL too), fresh for 300 s.
+    @discardableResult
+    static func write(_ store: RedisStore, _ key: String, _ body: [UInt8]) throws -> StoredEntry {
         let now = Timestamp(secondsSince1970: Date().timeIntervalSince1970)
         let facts = StoredResponseFacts(
             status: 200, requestTime: now, responseTime: now, date: now, freshnessLifetime: 300,
@@ -34,7 +36,7 @@ struct RedisLookupChannelTests {
         let writer = try store.makeWriter(
             for: EntryHead(primaryKey: key, url: key, status: 200, fields: [:], facts: facts.serialized()))
         try writer.append(body)
-        try writer.commit()
+        return try writer.commit()
     }
 
     private static func body(_ index: Int) -> [UInt8] {
