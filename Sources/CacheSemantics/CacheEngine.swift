@@ -116,7 +116,7 @@ let understoodStatuses: Set<Int> = [
 
 /// Methods known to be safe (RFC 9110 §9.2.1, RFC 10008 §2 for `QUERY`); every other method
 /// invalidates (RFC 9111 §4.4).
-let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "QUERY"]
+package let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "QUERY"]
 
 /// Whether responses to `method` are stored and reused for the same method: `GET` (RFC 9110
 /// §9.3.1) and `QUERY` (RFC 10008 §2.7), keyed by its content as well. (`HEAD` reuses `GET`'s.)

@@ -64,7 +64,7 @@ extension DiskStore {
     @discardableResult
     func replaceDamagedIndexIfFound() -> Bool {
         guard damageFound.load(ordering: .acquiring) else { return false }
-        return reopenIndex { _ in
+        return reopenIndex {
             // Another thread replaced it while this one waited for the lock.
             guard damageFound.load(ordering: .acquiring) else { return nil }
             return .movingAside(because: "it is damaged: \(damage.withLock { $0 } ?? "SQLite found it damaged")")
@@ -87,16 +87,15 @@ extension DiskStore {
             return found.index != nil && found != opened ? (found, opened) : nil
         }
         guard changes() != nil else { return }
-        reopenIndex { _ in
+        reopenIndex {
             // Looked at again under the lock: another thread may have reopened it meanwhile.
             guard let (found, opened) = changes() else { return nil }
             let names = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"]
             let changed = zip(names, found.differences(from: opened)).filter(\.1).map(\.0)
             configuration.log(
                 "\(changed.joined(separator: ", ")) in \(configuration.directory) \(changed.count == 1 ? "was" : "were") "
-                    + "deleted or replaced while this "
-                    + "process used it; reopened the cache index: what this process stored since its last checkpoint "
-                    + "is lost, and is fetched again when asked for")
+                    + "deleted or replaced while this process used it; reopened the cache index: what this process "
+                    + "stored since its last checkpoint is lost, and is fetched again when asked for")
             return .reopening
         }
     }
@@ -112,8 +111,8 @@ extension DiskStore {
         case reopening
     }
 
-    /// Opens the index again as `decide` says, unless it says `nil` (nothing to do), holding
-    /// the store's locks; the store's other connections to the old files are closed (they open
+    /// Opens the index again as `decide` says (asked holding the store's locks), unless it says
+    /// `nil` (nothing to do); the store's other connections to the old files are closed (they open
     /// again on next use), and the sweep removes the body files nothing refers to now. Commits
     /// queued behind and not yet written are written into the index opened; the open batch's
     /// rows were in the old one and are gone with it. Returns `false` when the index could not
@@ -121,7 +120,7 @@ extension DiskStore {
     /// empty stand-in until the next attempt (the next operation, batch or flush, at most every
     /// ``reopenRetryInterval`` seconds: a full disk does not have every request try and log).
     @discardableResult
-    private func reopenIndex(_ decide: (State) -> Reopening?) -> Bool {
+    private func reopenIndex(_ decide: () -> Reopening?) -> Bool {
         guard MonotonicClock.seconds() >= Double(bitPattern: reopenRetryAfter.load(ordering: .relaxed)) else {
             return false
         }
@@ -130,7 +129,7 @@ extension DiskStore {
         // The access writer's lock first, as a flush of access times takes it (then ``state``).
         let files = accessWriter.withLock { writer in
             state.withLock { state -> [String] in
-                guard let reopening = decide(state) else { return [] }
+                guard let reopening = decide() else { return [] }
                 guard let standIn = try? SQLiteConnection(path: ":memory:", creating: true) else {
                     failed = true
                     return []

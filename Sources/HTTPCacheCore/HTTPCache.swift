@@ -432,16 +432,6 @@ public final class HTTPCache: Sendable {
                 reasons: answer.reasons))
     }
 
-    /// Where a response with `status` and `location` to a request for `base` is followed to
-    /// (with ``Configuration/followsRedirects``): `nil` for a status that is no redirect the
-    /// cache follows, no `Location`, or a target `follow` refuses.
-    package static func redirectTarget(
-        status: Int, location: String?, from base: URL, follow: (URL, String) -> URL? = HTTPCache.redirectTarget
-    ) -> URL? {
-        guard [301, 302, 303, 307, 308].contains(status), let location else { return nil }
-        return follow(base, location)
-    }
-
     /// Where a redirect from `base` with `location` leads: an `http` or `https` URL, or `nil`.
     package static func redirectTarget(_ base: URL, _ location: String) -> URL? {
         guard let target = URL(string: location, relativeTo: base)?.absoluteURL,
@@ -456,8 +446,9 @@ public final class HTTPCache: Sendable {
         _ request: FetchRequest, status: Int, location: String?, follow: (URL, String) -> URL?
     ) -> FetchRequest? {
         let base = request.url
-        guard let target = Self.redirectTarget(status: status, location: location, from: base, follow: follow)
-        else { return nil }
+        guard [301, 302, 303, 307, 308].contains(status), let location, let target = follow(base, location) else {
+            return nil
+        }
         var next = request
         next.url = target
         let method = request.method.uppercased()

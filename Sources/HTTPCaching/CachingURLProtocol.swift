@@ -112,7 +112,7 @@ public final class CachingURLProtocol: URLProtocol {
         // out empty. It goes to corelibs' own protocol, which has the body; what is stored for
         // its URL is invalidated first, as the cache does for an unsafe method (RFC 9111 §4.4).
         if let upload = task as? URLSessionUploadTask {
-            if let url = request.url, !["GET", "HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod ?? "GET") {
+            if let url = request.url, !safeMethods.contains(request.httpMethod ?? "GET") {
                 _ = try? cache.remove(url: url)
             }
             return loadFromTheOrigin(upload, cache)
